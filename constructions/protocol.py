@@ -1,0 +1,71 @@
+"""The general RNN protocol used by the lower bounds (theory.md §2, §5).
+
+Any Python object with these members is an RNN for the witness finder:
+
+* ``state_bits``: int, the declared memory in bits;
+* ``initial_state()``: the state s_0;
+* ``step(state, token) -> state``: s_t = trans(s_{t-1}, token_t) (must not mutate
+  its argument);
+* ``output(state) -> token``: the next token, greedy;
+* ``state_key(state) -> bytes``: a canonical encoding of the state with
+  ``len(key) * 8 <= state_bits`` rounded up to whole bytes; equal keys must mean
+  equal states (the model's future behaviour depends on the state only).
+
+To wrap an outside model, implement these five members; ``state_key`` is where
+the bounded memory is made explicit (e.g. the fixed-point raw integers of the
+hidden vector, packed).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Hashable, Protocol, Sequence, runtime_checkable
+
+
+@runtime_checkable
+class RNN(Protocol):
+    state_bits: int
+
+    def initial_state(self) -> Any: ...
+
+    def step(self, state: Any, token: int) -> Any: ...
+
+    def output(self, state: Any) -> int: ...
+
+    def state_key(self, state: Any) -> Hashable: ...
+
+
+@dataclass
+class RNNRun:
+    """What :func:`run_rnn` saw: the answer token (or None if the CoT limit was hit),
+    the generated CoT tokens before it, and the final state."""
+
+    answer: int | None
+    cot: list[int] = field(default_factory=list)
+    state: Any = None
+
+
+def feed(rnn: RNN, tokens: Sequence[int], state: Any = None) -> Any:
+    """Run ``rnn`` over ``tokens`` from ``state`` (default s_0) and return the state."""
+    s = rnn.initial_state() if state is None else state
+    for t in tokens:
+        s = rnn.step(s, int(t))
+    return s
+
+
+def run_rnn(rnn: RNN, tokens: Sequence[int], answer_tokens: Sequence[int] | None = None,
+            max_cot: int = 0, state: Any = None) -> RNNRun:
+    """Feed ``tokens``, then generate greedily: a token in ``answer_tokens`` (default:
+    any token, i.e. no CoT) ends the run and is the answer; any other token is
+    appended to the CoT and fed back. More than ``max_cot`` CoT tokens -> answer None.
+    """
+    s = feed(rnn, tokens, state)
+    answers = None if answer_tokens is None else set(int(a) for a in answer_tokens)
+    cot: list[int] = []
+    while True:
+        tok = int(rnn.output(s))
+        if answers is None or tok in answers:
+            return RNNRun(tok, cot, s)
+        if len(cot) >= max_cot:
+            return RNNRun(None, cot, s)
+        cot.append(tok)
+        s = rnn.step(s, tok)

@@ -1,0 +1,122 @@
+"""The project-wide vocabulary: special tokens first, then one token per number.
+
+Token ids are fixed across every task and every n, so that a construction's
+weights never depend on a lookup table:
+
+* ids ``0 .. NUMBER_BASE-1`` are reserved for special tokens (those in
+  :data:`SPECIAL_TOKENS`; unnamed slots are reserved for later meta-tokens),
+* the number ``k >= 0`` is the token id ``NUMBER_BASE + k``.
+
+Example::
+
+    >>> v = Vocab(max_number=5)
+    >>> v.encode(["[BOS]", 3, "-", 1, "[EOS]"])
+    [0, 35, 7, 33, 1]
+    >>> v.decode([0, 35])
+    ['[BOS]', 3]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+NUMBER_BASE = 32
+"""Id of the number 0; ids below it are special tokens."""
+
+SPECIAL_TOKENS: dict[str, int] = {
+    "[BOS]": 0,
+    "[EOS]": 1,
+    "[TRUE]": 2,
+    "[FALSE]": 3,
+    "[STARTSEARCH]": 4,
+    "[ENDSEARCH]": 5,
+    "[FAILED]": 6,
+    "-": 7,
+    "~": 8,
+    "[QUERY]": 9,
+}
+"""Named special tokens. Ids 10..31 are reserved (regex meta-tokens of the
+in-context RAG oracle will live there)."""
+
+SPECIAL_NAMES: dict[int, str] = {i: s for s, i in SPECIAL_TOKENS.items()}
+
+BOS = SPECIAL_TOKENS["[BOS]"]
+EOS = SPECIAL_TOKENS["[EOS]"]
+TRUE = SPECIAL_TOKENS["[TRUE]"]
+FALSE = SPECIAL_TOKENS["[FALSE]"]
+STARTSEARCH = SPECIAL_TOKENS["[STARTSEARCH]"]
+ENDSEARCH = SPECIAL_TOKENS["[ENDSEARCH]"]
+FAILED = SPECIAL_TOKENS["[FAILED]"]
+DASH = SPECIAL_TOKENS["-"]
+TILDE = SPECIAL_TOKENS["~"]
+QUERY = SPECIAL_TOKENS["[QUERY]"]
+
+
+def number_token(k: int) -> int:
+    """Token id of the number ``k`` (``k >= 0``)."""
+    if k < 0:
+        raise ValueError(f"numbers in the vocabulary are >= 0, got {k}")
+    return NUMBER_BASE + int(k)
+
+
+def token_number(token: int) -> int:
+    """The number a number token stands for; raises for a special token."""
+    if token < NUMBER_BASE:
+        raise ValueError(f"token {token} ({SPECIAL_NAMES.get(token, 'reserved')}) is not a number")
+    return int(token) - NUMBER_BASE
+
+
+@dataclass(frozen=True)
+class Vocab:
+    """Specials plus the numbers ``0..max_number``; ``size`` tokens in all."""
+
+    max_number: int
+
+    def __post_init__(self) -> None:
+        if self.max_number < 0:
+            raise ValueError(f"max_number must be >= 0, got {self.max_number}")
+
+    @property
+    def size(self) -> int:
+        return NUMBER_BASE + self.max_number + 1
+
+    def number(self, k: int) -> int:
+        if not 0 <= k <= self.max_number:
+            raise ValueError(f"number {k} is outside this vocabulary (0..{self.max_number})")
+        return NUMBER_BASE + int(k)
+
+    def is_number(self, token: int) -> bool:
+        return NUMBER_BASE <= token < self.size
+
+    def contains(self, token: int) -> bool:
+        return 0 <= token < self.size and (token >= NUMBER_BASE or token in SPECIAL_NAMES)
+
+    def encode(self, items: Iterable[str | int]) -> list[int]:
+        """Special-token names and Python ints (numbers) to token ids."""
+        out = []
+        for pos, item in enumerate(items):
+            if isinstance(item, str):
+                if item not in SPECIAL_TOKENS:
+                    raise ValueError(f"position {pos}: unknown special token {item!r}")
+                out.append(SPECIAL_TOKENS[item])
+            else:
+                out.append(self.number(int(item)))
+        return out
+
+    def decode(self, tokens: Sequence[int]) -> list[str | int]:
+        out: list[str | int] = []
+        for pos, t in enumerate(tokens):
+            t = int(t)
+            if not self.contains(t):
+                raise ValueError(f"position {pos}: token id {t} is not in the vocabulary (size {self.size})")
+            out.append(t - NUMBER_BASE if t >= NUMBER_BASE else SPECIAL_NAMES[t])
+        return out
+
+    def validate(self, tokens: Sequence[int], what: str = "sequence") -> None:
+        """Raise ValueError naming the first token outside the vocabulary."""
+        for pos, t in enumerate(tokens):
+            if not self.contains(int(t)):
+                raise ValueError(
+                    f"{what}: token id {int(t)} at position {pos} is not in the vocabulary "
+                    f"(specials {sorted(SPECIAL_NAMES)} and numbers 0..{self.max_number})"
+                )

@@ -1,0 +1,26 @@
+"""Test configuration: hypothesis profiles and the numba-disabled check.
+
+* ``ci`` (selected when CI=true): derandomized, so CI is reproducible.
+* ``dev`` (default): random, more examples locally are up to the user
+  (HYPOTHESIS_PROFILE=thorough).
+"""
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci", derandomize=True, deadline=None, max_examples=60,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
+)
+settings.register_profile(
+    "dev", deadline=None, max_examples=60,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
+)
+settings.register_profile(
+    "thorough", deadline=None, max_examples=2000,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+_default = "ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else "dev"
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", _default))
