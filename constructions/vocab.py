@@ -59,6 +59,24 @@ def number_token(k: int) -> int:
     return NUMBER_BASE + int(k)
 
 
+def token_code(token: int) -> int:
+    """The integer code tau of a token, the value a construction computes with.
+
+    tau(number k) = k + 1, tau(special with id s) = -s; so tau([BOS]) = 0 and tau is
+    injective on the vocabulary. A match head compares tau's (gap >= 1 between
+    distinct tokens); [BOS] having tau = 0 drops out of every product
+    tau_query * tau_key, which the counting head uses.
+    """
+    token = int(token)
+    return token - NUMBER_BASE + 1 if token >= NUMBER_BASE else -token
+
+
+def token_from_code(code: int) -> int:
+    """Inverse of :func:`token_code`."""
+    code = int(code)
+    return code - 1 + NUMBER_BASE if code >= 1 else -code
+
+
 def token_number(token: int) -> int:
     """The number a number token stands for; raises for a special token."""
     if token < NUMBER_BASE:

@@ -1,0 +1,161 @@
+"""c-gram retrieval (theory.md §3): ``[BOS] x_1..x_n [QUERY] q_1..q_{c-1}`` -> the
+token after the first occurrence of the (c-1)-gram q in x.
+
+Promise: q occurs in x, first at positions ``j..j+c-2`` with ``j + c - 2 <= n - 1``
+(so a successor ``x_{j+c-1}`` exists); the answer is ``x_{j+c-1}``. A later
+occurrence ending at x_n is allowed, only the first one counts. ``c = 2`` is AR
+(:mod:`checks.tasks.ar` produces the same tokens). Valid instances exist for
+``n >= c``.
+
+Example (c = 3, a = 2, n = 5)::
+
+    [BOS] 0 1 1 0 1 [QUERY] 0 1   ->  1   (first "0 1" at j = 1, answer x_3)
+    [BOS] 0 1 1 0 1 [QUERY] 1 0   ->  1   (first "1 0" at j = 3, answer x_5)
+
+Generator distribution (``generate``): x uniform over ``{0..a-1}^n`` (one
+``rng.integers(0, a, (batch, n))`` call); then the query's first-occurrence start j
+uniform among the *valid* starts of that x, i.e. the j in ``1..n-c+1`` whose
+window ``x_j..x_{j+c-2}`` does not occur earlier (one ``rng.integers(0, k)`` call,
+k = number of valid starts of the row); q is that window. Equivalently, given x the
+query is uniform over the distinct (c-1)-grams of ``x_1..x_{n-1}``. j = 1 is always
+valid, so there is no rejection. This is *not* uniform over all valid (x, q) pairs
+(an x with k distinct grams gives each 1/k); with a small alphabet and large n the
+first occurrences, hence j, concentrate near the start (``params["first_position"]``
+records j to slice by).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+
+from constructions.vocab import number_token
+
+from .common import (
+    ENUMERATION_LIMIT,
+    TaskBatch,
+    as_strategy_bounds,
+    assemble,
+    check_alphabet,
+    check_batch,
+    check_int,
+    check_n,
+    check_rng,
+    enumerate_retrieval,
+    first_occurrence_starts,
+    retrieval_instances,
+    sample_retrieval,
+    split_instance,
+)
+
+TASK = "c-gram"
+MIN_C = 2
+DEFAULT_C = 3
+DEFAULT_ALPHABET = 2
+
+
+def check_c(c: Any) -> int:
+    return check_int(c, f"{TASK}: c (query is a (c-1)-gram)", minimum=MIN_C)
+
+
+def min_n(c: int) -> int:
+    """Smallest n with a valid instance: the gram and its successor fit, n >= c."""
+    return c
+
+
+def make_batch(x: np.ndarray, starts: np.ndarray, n: int, alphabet: int, c: int,
+               task: str, valid_starts: np.ndarray | None = None) -> TaskBatch:
+    """Assemble a :class:`TaskBatch` from sequences and 0-based first-occurrence starts."""
+    tokens, answers = retrieval_instances(x, starts, c - 1)
+    params: dict[str, Any] = {
+        "task": task,
+        "n": n,
+        "alphabet": alphabet,
+        "c": c,
+        "length": n + 2 + (c - 1),
+        "max_number": alphabet - 1,
+        "first_position": starts + 1,
+    }
+    if valid_starts is not None:
+        params["valid_starts"] = valid_starts
+    return TaskBatch(tokens, answers, params)
+
+
+def generate(rng: np.random.Generator, n: int, batch: int, alphabet: int = DEFAULT_ALPHABET,
+             *, c: int = DEFAULT_C) -> TaskBatch:
+    """``batch`` c-gram instances (distribution in the module docstring).
+
+    Tokens ``[batch, n + c + 1]``. ``params``: ``first_position`` (int64 ``[batch]``,
+    the 1-based j where q first occurs), ``valid_starts`` (int64 ``[batch]``, how many
+    queries that x admits), ``c``.
+    """
+    check_rng(rng)
+    c = check_c(c)
+    n = check_n(n, min_n(c), f"{TASK} (c = {c})")
+    batch = check_batch(batch, TASK)
+    alphabet = check_alphabet(alphabet, TASK)
+    x, starts, counts = sample_retrieval(rng, n, batch, alphabet, c - 1)
+    return make_batch(x, starts, n, alphabet, c, "cgram", counts)
+
+
+def enumerate_all(n: int, alphabet: int = 3, *, c: int = DEFAULT_C, limit: int = ENUMERATION_LIMIT) -> TaskBatch:
+    """Every valid c-gram instance: sequences in lexicographic order (x_1 most
+    significant), for each its distinct queries ordered by first occurrence j.
+    ValueError if ``a^n`` or the instance count exceeds ``limit``."""
+    c = check_c(c)
+    n = check_n(n, min_n(c), f"{TASK} (c = {c})")
+    alphabet = check_alphabet(alphabet, TASK)
+    x, starts = enumerate_retrieval(n, alphabet, c - 1, limit, f"{TASK}.enumerate_all")
+    return make_batch(x, starts, n, alphabet, c, "cgram")
+
+
+def reference(tokens: Any, c: int | None = None) -> int:
+    """The answer token of a c-gram instance, in plain Python.
+
+    c is read off the instance (number of tokens after ``[QUERY]`` plus one); pass
+    ``c`` to insist on it. ValueError (naming the position) for a malformed
+    instance or when the gram does not occur ending at or before x_{n-1}.
+
+    >>> reference([0, 32, 33, 33, 32, 33, 9, 33, 32])
+    33
+    """
+    want = None if c is None else check_c(c) - 1
+    data, gram = split_instance(tokens, TASK, suffix_len=want)
+    n = len(data)
+    width = len(gram)
+    for s in range(n - width):  # window x[s..s+width-1] (0-based), successor x[s+width]
+        if data[s:s + width] == gram:
+            return number_token(data[s + width])
+    late = n - width >= 0 and data[n - width:] == gram
+    where = "only as the last tokens (no successor)" if late else "nowhere"
+    raise ValueError(
+        f"{TASK}: positions {n + 2}..{n + 1 + width}: query gram {gram} occurs {where} in "
+        f"x_1..x_{n}; promise: first occurrence ending at or before x_{n - 1}"
+    )
+
+
+def instances(n_min: int | None = None, n_max: int = 8, alphabet: int = DEFAULT_ALPHABET,
+              *, c: int = DEFAULT_C) -> st.SearchStrategy:
+    """Hypothesis strategy of valid instances ``(tokens list, answer token)``:
+    n in ``[n_min, n_max]`` (n_min defaults to c), x over ``0..alphabet-1``, the query
+    start drawn among the first-occurrence starts."""
+    c = check_c(c)
+    lo, hi = as_strategy_bounds(min_n(c) if n_min is None else n_min, n_max, min_n(c), f"{TASK} (c = {c})")
+    alphabet = check_alphabet(alphabet, TASK)
+    return retrieval_strategy(lo, hi, alphabet, c - 1)
+
+
+def retrieval_strategy(lo: int, hi: int, alphabet: int, width: int) -> st.SearchStrategy:
+    """Shared by AR (width 1) and c-gram (width c-1); bounds already checked."""
+
+    @st.composite
+    def _draw(draw: Any) -> tuple[list[int], int]:
+        n = draw(st.integers(lo, hi))
+        x = draw(st.lists(st.integers(0, alphabet - 1), min_size=n, max_size=n))
+        s = draw(st.sampled_from(first_occurrence_starts(x, width)))
+        query = [number_token(v) for v in x[s:s + width]]
+        tokens = assemble(np.array([x], dtype=np.int64), np.array([query], dtype=np.int64))[0]
+        return [int(t) for t in tokens], number_token(x[s + width])
+
+    return _draw()
