@@ -1,0 +1,155 @@
+"""Gadget-level demonstration models: one gadget each, checked by ``rnngap verify``.
+
+Each builder takes n (the data length) and returns a :class:`Model` encoded in
+the format it declares for n; ``declared_format(n)`` is that format and
+``DECLARED`` gives I(n), f(n) as sympy expressions (asymptotic declarations,
+checked symbolically by the registry). The gadgets assert their own margins when
+built, so a declaration that is too small fails loudly at build time.
+
+* :func:`position_match` - the match head on positions: ``[BOS] x_1..x_n [QUERY] i``
+  -> x_i (the Index mechanism of T4.6-up, one layer).
+* :func:`previous_token` - the shift head: the next token predicted is the token
+  before the last one, ``x_{t-1}``.
+* :func:`count_threshold` - the BOS counting head and the comparison MLP:
+  ``[BOS] x_1..x_n [QUERY] q t`` with q moved next to t by a shift head -> number
+  1 if q occurs more than t times, else number 0.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Callable
+
+import sympy as sp
+
+from . import kernels as K
+from .fixedpoint import FixedFormat, log2_ceil
+from .gadgets import (
+    Builder, Head, ResidualSpace, count_compare_neurons, count_head, match_head, shift_head, sharpness,
+)
+from .model import Model
+from .vocab import Vocab
+
+N = sp.Symbol("n", positive=True, integer=True)
+
+
+def _f(n: int) -> int:
+    """f(n) = 2 ceil(log2(n + 1)) + 2 fraction bits."""
+    return 2 * log2_ceil(n + 1) + 2
+
+
+F_EXPR = 2 * sp.ceiling(sp.log(N + 1, 2)) + 2
+
+
+@dataclass(frozen=True)
+class Declared:
+    int_bits: Callable[[int], int]
+    frac_bits: Callable[[int], int]
+    int_expr: sp.Expr
+    frac_expr: sp.Expr
+
+    def format(self, n: int) -> FixedFormat:
+        return FixedFormat(self.int_bits(n), self.frac_bits(n))
+
+
+def _int_match(n: int) -> int:
+    # scores <= lambda * 3 (n+2)^2 with lambda = sharpness(f) <= f + 2; +1 sign margin, +2 slack
+    return 2 * log2_ceil(n + 2) + log2_ceil(_f(n) + 2) + 4
+
+
+POSITION_MATCH = Declared(_int_match, _f,
+                          2 * sp.ceiling(sp.log(N + 2, 2)) + sp.ceiling(sp.log(F_EXPR + 2, 2)) + 4, F_EXPR)
+
+
+def _base_space() -> ResidualSpace:
+    s = ResidualSpace()
+    s.embedded("one", K.F_ONE)
+    s.embedded("tok", K.F_TOK)
+    s.embedded("tok_sq", K.F_TOK_SQ)
+    s.embedded("pos", K.F_POS)
+    s.embedded("pos_sq", K.F_POS_SQ)
+    return s
+
+
+def _number_readout(b: Builder, direction: str) -> None:
+    """Read out the token whose tau is nearest the value in ``direction``:
+    logit(k) = 2 tau_k v - tau_k^2 = v^2 - (v - tau_k)^2."""
+    b.readout([(direction, K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
+
+
+def position_match(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> Model:
+    fmt = fmt or POSITION_MATCH.format(n)
+    s = _base_space()
+    s.hidden("answer")
+    b = Builder(f"position-match(n={n})", "transformer", Vocab(max(n, alphabet)), s, claim="gadgets")
+    # the query token i has tau = i + 1; position j has key j + 1 (so [BOS] at 0 has key 1)
+    b.attention_layer([match_head("match", query={"tok": 1}, key={"pos": 1, "one": 1},
+                                  key_sq={"pos_sq": 1, "pos": 2, "one": 1}, one="one",
+                                  copy={"answer": {"tok": 1}}, fmt=fmt,
+                                  max_key=n + 2, max_query=max(n, alphabet) + 1)])
+    _number_readout(b, "answer")
+    return b.build(fmt)
+
+
+PREVIOUS_TOKEN = Declared(_int_match, _f, POSITION_MATCH.int_expr, F_EXPR)
+
+
+def previous_token(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> Model:
+    fmt = fmt or PREVIOUS_TOKEN.format(n)
+    s = _base_space()
+    s.hidden("prev")
+    b = Builder(f"previous-token(n={n})", "transformer", Vocab(max(n, alphabet)), s, claim="gadgets")
+    b.attention_layer([shift_head("prev", "pos", "pos_sq", "one", {"prev": {"tok": 1}}, fmt, n_positions=n + 2)])
+    _number_readout(b, "prev")
+    return b.build(fmt)
+
+
+def _f_count(n: int) -> int:
+    # the comparison needs 2^-f < 1/(2 (n+1)(n+3/2)) with room for a power-of-two step
+    return 2 * log2_ceil(n + 2) + 3
+
+
+def _int_count(n: int) -> int:
+    # count scores <= 4 lambda K^2 with K <= n + 33 (special-token codes reach -31)
+    return 2 * log2_ceil(n + 34) + log2_ceil(_f_count(n) + 2) + 5
+
+
+COUNT_THRESHOLD = Declared(
+    _int_count, _f_count,
+    2 * sp.ceiling(sp.log(N + 34, 2)) + sp.ceiling(sp.log(2 * sp.ceiling(sp.log(N + 2, 2)) + 5, 2)) + 5,
+    2 * sp.ceiling(sp.log(N + 2, 2)) + 3)
+
+
+def count_threshold(n: int, alphabet: int = 3, fmt: FixedFormat | None = None) -> Model:
+    """``[BOS] x_1..x_n [QUERY] q t`` -> number 1 if #{j: x_j = q} > t else number 0.
+
+    Layer 1: a shift head copies q (and q^2) to the last position; a flag head
+    marks every position at or after [QUERY] (score lambda * is_query: weight 1
+    on [QUERY] once it is in the window, else uniform over zeros).
+    Layer 2: the BOS counting head over the data positions only (the flag pushes
+    q, t and [QUERY] 2 lambda down), giving round(1/(c+1)); the comparison MLP
+    against 1/(t + 3/2) (an embedding feature of t) writes gt = [c > t].
+    Readout: tau = 1 + gt, i.e. the number 1 or 0.
+    """
+    fmt = fmt or COUNT_THRESHOLD.format(n)
+    s = _base_space()
+    s.embedded("is_bos", K.F_IS_TOKEN, 0)
+    s.embedded("is_query", K.F_IS_TOKEN, 9)
+    s.embedded("thr", K.F_TOK_INV, Fraction(1, 2))     # 1 / (tau + 1/2) = 1/(t + 3/2) for the number t
+    for lab in ("q", "q_sq", "after_query", "frac", "gt"):
+        s.hidden(lab)
+    vocab = Vocab(max(n, alphabet))
+    b = Builder(f"count-threshold(n={n})", "transformer", vocab, s, claim="gadgets")
+    lam = sharpness(fmt.frac_bits)
+    flag = Head("after-query", [({"one": lam}, {"is_query": 1})], {"after_query": {"is_query": 1}},
+                {"lambda": lam, "gap": lam})
+    b.attention_layer([shift_head("prev", "pos", "pos_sq", "one", {"q": {"tok": 1}, "q_sq": {"tok_sq": 1}},
+                                  fmt, n_positions=n + 3), flag])
+    maxk = max(n, alphabet, 31) + 1
+    head = count_head("count", query={"q": 1}, query_sq={"q_sq": 1}, key={"tok": 1}, key_sq={"tok_sq": 1},
+                      one="one", not_bos={"one": 1, "is_bos": -1}, bos_flag="is_bos", out="frac",
+                      fmt=fmt, max_key=maxk, n=n)
+    head.score.append(({"one": -2 * head.margin["lambda"]}, {"after_query": 1}))
+    b.attention_layer([head], mlp=count_compare_neurons("frac", "thr", "gt", n, fmt))
+    b.readout([("gt", K.F_TOK, 0, 2), ("one", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
+    return b.build(fmt)

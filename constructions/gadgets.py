@@ -1,0 +1,416 @@
+"""Named residual space and the reusable gadgets every construction is built from.
+
+Style after Tracr: every direction of the residual stream has a name; a weight is
+written as its action on named directions ("the query of this head is
+2*lambda*pos; its key is pos"), and the dense arrays are assembled once by
+:meth:`Builder.build`. A direction is written by exactly one block (the
+embedding, one head, one MLP neuron group or one RNN readout) unless it is
+declared ``accumulate=True``; anything else is refused, so two gadgets can
+never silently add into the same place.
+
+Margins. A softmax weight is exactly 0 when its score is more than
+(f + 1) ln 2 below the maximum (exp rounds to 0 on a grid of 2^-f; theory.md §1).
+Each attention gadget therefore derives its sharpness lambda from the fraction
+bits f and the score gap of its inputs, and asserts, with exact rationals, both
+the gap (weights of non-targets vanish) and the integer bits its scores need
+(they fit the format). A failed assertion raises :class:`MarginError` naming the
+gadget, before any kernel runs.
+
+Example (Index, claim T4.6-up): the query token i has tau = i + 1 and position j
+has key j + 1, so::
+
+    head = match_head("index", query={"tok": 1}, key={"pos": 1, "one": 1},
+                      key_sq={"pos_sq": 1, "pos": 2, "one": 1}, one="one",
+                      copy={"answer": {"tok": 1}}, fmt=fmt, max_key=n + 1)
+
+attends exactly to position i and copies tau(x_i) into ``answer``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Mapping
+
+import numpy as np
+
+from . import kernels as K
+from .fixedpoint import FixedFormat
+from .model import AttnLayerSpec, HeadSpec, Model, ModelSpec, RNNLayerSpec, _frac_matrix
+from .vocab import Vocab
+
+Combo = Mapping[str, Any]
+"""A linear combination of named directions: {direction: coefficient}."""
+
+LN2_UPPER = Fraction(6931471806, 10 ** 10)
+"""A rational strictly above ln 2 (ln 2 = 0.69314718055994...)."""
+
+
+class MarginError(ValueError):
+    """A gadget's exactness condition does not hold for the given n and format."""
+
+
+def zero_gap(f: int) -> Fraction:
+    """A score gap strictly above this makes the lower weight exactly 0 on a
+    grid of 2^-f: round(exp(-g) * 2^f) = 0 iff exp(-g) < 2^-(f+1)."""
+    return (f + 1) * LN2_UPPER
+
+
+def sharpness(f: int, unit_gap: Fraction | int = 1) -> int:
+    """Smallest integer lambda with lambda * unit_gap > (f + 1) ln 2."""
+    g = zero_gap(f) / Fraction(unit_gap)
+    return int(g) + 1
+
+
+def bits_for(magnitude: Fraction | int) -> int:
+    """Integer bits I with |magnitude| < 2^I."""
+    m = abs(Fraction(magnitude))
+    I = 0
+    while m >= (1 << I):
+        I += 1
+    return I
+
+
+# ----------------------------------------------------------------------------
+class ResidualSpace:
+    """Named directions of the residual stream, in order of creation."""
+
+    def __init__(self) -> None:
+        self.labels: list[str] = []
+        self.index: dict[str, int] = {}
+        self.embedding: dict[str, tuple[int, Any, Fraction]] = {}
+        self.writer: dict[str, str] = {}
+        self.accumulate: set[str] = set()
+
+    def _new(self, label: str) -> str:
+        if label in self.index:
+            raise ValueError(f"direction {label!r} exists already")
+        self.index[label] = len(self.labels)
+        self.labels.append(label)
+        return label
+
+    def embedded(self, label: str, kind: int, param: Any = 0, coef: Any = 1) -> str:
+        """A direction filled by the embedding formula coef * feature(token, position)."""
+        self._new(label)
+        self.embedding[label] = (kind, param, Fraction(coef))
+        self.writer[label] = "embedding"
+        return label
+
+    def hidden(self, label: str, accumulate: bool = False) -> str:
+        """A direction written later by exactly one block (or several, if accumulate)."""
+        self._new(label)
+        if accumulate:
+            self.accumulate.add(label)
+        return label
+
+    def __getitem__(self, label: str) -> int:
+        try:
+            return self.index[label]
+        except KeyError:
+            raise KeyError(f"no direction named {label!r}; have {self.labels}") from None
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def claim_write(self, label: str, block: str) -> None:
+        self[label]
+        if label in self.accumulate:
+            return
+        prev = self.writer.get(label)
+        if prev is not None and prev != block:
+            raise ValueError(f"direction {label!r} is written by {prev!r} already; {block!r} may not write it "
+                             f"(declare it accumulate=True if both are meant to add)")
+        self.writer[label] = block
+
+    def row(self, combo: Combo) -> np.ndarray:
+        v = np.empty(len(self.labels), dtype=object)
+        v.fill(Fraction(0))
+        for k, c in combo.items():
+            v[self[k]] += Fraction(c)
+        return v
+
+
+@dataclass
+class Head:
+    """score(i, j) = sum_k (query_k . x_i) (key_k . x_j); the head adds to each
+    ``copy`` target direction the attention-weighted average of its combo."""
+
+    name: str
+    score: list[tuple[Combo, Combo]]
+    copy: dict[str, Combo]
+    margin: dict = field(default_factory=dict)
+
+
+@dataclass
+class Neuron:
+    """out += coef * relu(inp . x + bias) for each (dir, coef) in ``out``."""
+
+    inp: Combo
+    bias: Any
+    out: Combo
+
+
+class Builder:
+    """Assembles named blocks into a :class:`ModelSpec` and then a :class:`Model`."""
+
+    def __init__(self, name: str, kind: str, vocab: Vocab, space: ResidualSpace, claim: str = ""):
+        self.name, self.kind, self.vocab, self.space, self.claim = name, kind, vocab, space, claim
+        self.rnn_layers: list[RNNLayerSpec] = []
+        self.attn_layers: list[AttnLayerSpec] = []
+        self.readout_terms: list[tuple[int, int, Any, Fraction]] = []
+        self.margins: dict[str, dict] = {}
+        self.notes: dict = {}
+
+    # -- MLPs
+    def _mlp(self, neurons: list[Neuron], block: str):
+        D = len(self.space)
+        M = len(neurons)
+        W1, W2 = _frac_matrix(M, D), _frac_matrix(D, M)
+        b1 = np.array([Fraction(n.bias) for n in neurons], dtype=object).reshape(M)
+        b2 = np.empty(D, dtype=object)
+        b2.fill(Fraction(0))
+        for m, n in enumerate(neurons):
+            W1[m] = self.space.row(n.inp)
+            for d, c in n.out.items():
+                self.space.claim_write(d, block)
+                W2[self.space[d], m] += Fraction(c)
+        return W1, b1, W2, b2
+
+    # -- layers
+    def attention_layer(self, heads: list[Head], mlp: list[Neuron] = ()) -> None:
+        D = len(self.space)
+        specs = []
+        for h in heads:
+            dq = len(h.score)
+            WQ, WK = _frac_matrix(dq, D), _frac_matrix(dq, D)
+            for k, (qc, kc) in enumerate(h.score):
+                WQ[k] = self.space.row(qc)
+                WK[k] = self.space.row(kc)
+            targets = list(h.copy)
+            WV, WO = _frac_matrix(len(targets), D), _frac_matrix(D, len(targets))
+            for k, tgt in enumerate(targets):
+                self.space.claim_write(tgt, f"head {h.name}")
+                WV[k] = self.space.row(h.copy[tgt])
+                WO[self.space[tgt], k] = Fraction(1)
+            specs.append(HeadSpec(WQ, WK, WV, WO, h.name))
+            if h.margin:
+                self.margins[h.name] = h.margin
+        W1, b1, W2, b2 = self._mlp(list(mlp), f"mlp of layer {len(self.attn_layers)}")
+        self.attn_layers.append(AttnLayerSpec(specs, W1, b1, W2, b2))
+
+    def rnn_layer(self, state: list[str], A: Mapping[tuple[str, str], Any], B: Mapping[tuple[str, str], Any],
+                  C: Mapping[tuple[str, str], Any], mlp: list[Neuron] = (), name: str = "") -> None:
+        """h_t = A h_{t-1} + B x_t over named state components ``state``;
+        x += C h_t. Keys: A[(s_out, s_in)], B[(s, direction)], C[(direction, s)]."""
+        D, S = len(self.space), len(state)
+        si = {s: i for i, s in enumerate(state)}
+        if len(si) != S:
+            raise ValueError(f"rnn layer {name}: duplicate state names")
+        Am, Bm, Cm = _frac_matrix(S, S), _frac_matrix(S, D), _frac_matrix(D, S)
+        for (a, b), c in A.items():
+            Am[si[a], si[b]] += Fraction(c)
+        for (s, d), c in B.items():
+            Bm[si[s], self.space[d]] += Fraction(c)
+        for (d, s), c in C.items():
+            self.space.claim_write(d, f"rnn {name or len(self.rnn_layers)} readout")
+            Cm[self.space[d], si[s]] += Fraction(c)
+        W1, b1, W2, b2 = self._mlp(list(mlp), f"mlp of rnn layer {name or len(self.rnn_layers)}")
+        self.rnn_layers.append(RNNLayerSpec(Am, Bm, Cm, W1, b1, W2, b2, list(state)))
+
+    def readout(self, terms: list[tuple[str, int, Any, Any]]) -> None:
+        """logit(k) = sum coef * feature(k) * x[direction], terms (direction, kind, param, coef)."""
+        for d, kind, param, coef in terms:
+            self.readout_terms.append((self.space[d], kind, param, Fraction(coef)))
+
+    def spec(self) -> ModelSpec:
+        emb = []
+        for lab in self.space.labels:
+            emb.append(self.space.embedding.get(lab, (K.F_ZERO, 0, Fraction(0))))
+        unwritten = [lab for lab in self.space.labels if lab not in self.space.writer]
+        if unwritten:
+            raise ValueError(f"{self.name}: directions never written: {unwritten}")
+        notes = dict(self.notes)
+        notes["margins"] = self.margins
+        return ModelSpec(self.name, self.kind, self.vocab, list(self.space.labels), emb,
+                         self.rnn_layers, self.attn_layers, self.readout_terms, self.claim, notes)
+
+    def build(self, fmt: FixedFormat) -> Model:
+        return Model(self.spec(), fmt)
+
+
+# ----------------------------------------------------------------------------
+# attention gadgets
+def _need_bits(fmt: FixedFormat, need: int, gadget: str, what: str) -> None:
+    if fmt.int_bits < need:
+        raise MarginError(f"{gadget}: {what} needs {need} integer bits, {fmt.name} has {fmt.int_bits}")
+
+
+def match_head(name: str, query: Combo, key: Combo, key_sq: Combo, one: str, copy: dict[str, Combo],
+               fmt: FixedFormat, max_key: int, first_occurrence: tuple[str, int] | None = None,
+               max_query: int | None = None) -> Head:
+    """Attend exactly to the positions j whose integer key k_j equals the query q_i.
+
+    score = lambda (2 q k_j - k_j^2) [- mu * pos_j]  =  lambda (q^2 - (q - k_j)^2) + const_i.
+    ``key_sq`` must be the square of ``key`` (as combos of embedded features).
+
+    Margin: a key k != q scores >= lambda below a matching key. Without tie-break,
+    lambda = sharpness(f) gives weights exactly 0 off the matches and exactly 1/m
+    on m matches. With ``first_occurrence=(pos_direction, n)``: mu = sharpness(f)
+    separates consecutive matches, and lambda = mu * n + sharpness(f) keeps every
+    non-match below the earliest match at any position <= n; the weight is then
+    exactly 1 on the first match.
+
+    Integer bits: |score| <= lambda (2 Q K + K^2) + mu n, with K = max |key|,
+    Q = max |query| (default K).
+    """
+    f = fmt.frac_bits
+    Q = max_key if max_query is None else max_query
+    mu, n_tb = 0, 0
+    if first_occurrence is not None:
+        pos_dir, n_tb = first_occurrence
+        mu = sharpness(f)
+        lam = mu * n_tb + sharpness(f)
+    else:
+        lam = sharpness(f)
+    margin = {"lambda": lam, "mu": mu, "gap_non_match": lam - mu * n_tb, "gap_between_matches": mu,
+              "zero_gap": float(zero_gap(f))}
+    assert lam - mu * n_tb > zero_gap(f), "non-matching keys would keep weight"
+    if first_occurrence is not None:
+        assert mu > zero_gap(f), "later matches would keep weight"
+    max_score = lam * (2 * Q * max_key + max_key * max_key) + mu * n_tb
+    need = bits_for(max_score) + 1
+    _need_bits(fmt, need, name, f"scores up to {max_score}")
+    margin["score_int_bits"] = need
+    score = [({k: 2 * lam * Fraction(c) for k, c in query.items()}, dict(key)),
+             ({one: -lam}, dict(key_sq))]
+    if first_occurrence is not None:
+        score.append(({one: -mu}, {first_occurrence[0]: 1}))
+    return Head(name, score, copy, margin)
+
+
+def shift_head(name: str, pos: str, pos_sq: str, one: str, copy: dict[str, Combo], fmt: FixedFormat,
+               n_positions: int, shift: int = 1) -> Head:
+    """Attend exactly to position i - shift (the previous token for shift = 1).
+
+    score = lambda (2 (i - s) j - j^2) = lambda ((i - s)^2 - (i - s - j)^2); the
+    target scores >= lambda above any other j. For i < s the nearest position,
+    0 ([BOS]), is attended. Integer bits: |score| <= 3 lambda N^2.
+    """
+    if shift < 1:
+        raise ValueError(f"{name}: shift must be >= 1, got {shift}")
+    f = fmt.frac_bits
+    lam = sharpness(f)
+    N = n_positions
+    max_score = lam * (2 * N * N + N * N) + 2 * lam * shift * N
+    need = bits_for(max_score) + 1
+    _need_bits(fmt, need, name, f"scores up to {max_score} for {N} positions")
+    return Head(name,
+                [({pos: 2 * lam, one: -2 * lam * shift}, {pos: 1}), ({one: -lam}, {pos_sq: 1})],
+                copy,
+                {"lambda": lam, "gap": lam, "zero_gap": float(zero_gap(f)), "score_int_bits": need})
+
+
+def count_head(name: str, query: Combo, query_sq: Combo, key: Combo, key_sq: Combo, one: str, not_bos: Combo,
+               bos_flag: str, out: str, fmt: FixedFormat, max_key: int, n: int) -> Head:
+    """The BOS counting head: attend uniformly to [BOS] and to every position whose
+    key equals the query, and copy the [BOS] indicator: the output is
+    round(2^f / (c + 1)) / 2^f with c the number of matches.
+
+    score = -lambda (q - k_j)^2 * [j is not BOS]: 0 on matches and on [BOS], <= -lambda
+    elsewhere; written as lambda (2 q k_j - k_j^2 - q^2 [not bos]) with the key
+    combos zero at [BOS] (tau([BOS]) = 0). Weights: exactly 1/(c+1) each, rounded once.
+
+    Distinguishing c from c+1 needs 1/(c+1) - 1/(c+2) > 2^-f, i.e. the caller's
+    comparison gadget needs f >= log2((n+1)(n+2)) + 1; asserted by
+    :func:`count_compare_neurons`.
+    """
+    f = fmt.frac_bits
+    lam = sharpness(f)
+    max_score = lam * (4 * max_key * max_key)
+    need = bits_for(max_score) + 1
+    _need_bits(fmt, need, name, f"scores up to {max_score}")
+    need_count = bits_for(n + 1) + 1
+    _need_bits(fmt, need_count, name, f"softmax normaliser up to {n + 1}")
+    return Head(name,
+                [({k: 2 * lam * Fraction(c) for k, c in query.items()}, dict(key)),
+                 ({one: -lam}, dict(key_sq)),
+                 ({k: -lam * Fraction(c) for k, c in query_sq.items()}, dict(not_bos))],
+                {out: {bos_flag: 1}},
+                {"lambda": lam, "gap": lam, "zero_gap": float(zero_gap(f)), "score_int_bits": need})
+
+
+# ----------------------------------------------------------------------------
+# MLP gadgets (exact when their inputs are on the promised grid)
+def equality_neurons(a: Combo, b: Combo, out: str, scale: Any = 1) -> list[Neuron]:
+    """out += scale * [a == b] for integer-valued a, b: the hat
+    relu(d + 1) - 2 relu(d) + relu(d - 1) with d = a - b."""
+    d = dict(a)
+    for k, c in b.items():
+        d[k] = d.get(k, 0) - Fraction(c)
+    s = Fraction(scale)
+    return [Neuron(d, 1, {out: s}), Neuron(d, 0, {out: -2 * s}), Neuron(d, -1, {out: s})]
+
+
+def step_neurons(d: Combo, lo: Fraction, hi: Fraction, out: str, scale: Any = 1) -> list[Neuron]:
+    """out += scale * step(d): 0 if d <= lo, 1 if d >= hi (promise: d is never in
+    between), as relu((d - lo)/w) - relu((d - lo)/w - 1), w = hi - lo. Exact when
+    1/w is a power of two and d is on the grid."""
+    lo, hi = Fraction(lo), Fraction(hi)
+    w = hi - lo
+    if w <= 0:
+        raise MarginError(f"step gadget: hi {hi} must exceed lo {lo}")
+    inv = 1 / w
+    inp = {k: inv * Fraction(c) for k, c in d.items()}
+    s = Fraction(scale)
+    return [Neuron(inp, -lo * inv, {out: s}), Neuron(inp, -lo * inv - 1, {out: -s})]
+
+
+def select_neurons(cond: Combo, x: Combo, y: Combo, out: str, bound: Any) -> list[Neuron]:
+    """out += x if cond == 1 else y, for cond in {0, 1} and |x|, |y| <= bound:
+    relu(x - B(1-c)) - relu(-x - B(1-c)) + relu(y - B c) - relu(-y - B c)."""
+    B = Fraction(bound)
+    neg = lambda combo: {k: -Fraction(c) for k, c in combo.items()}
+
+    def plus(combo, extra):
+        r = dict(combo)
+        for k, c in extra.items():
+            r[k] = r.get(k, 0) + Fraction(c)
+        return r
+
+    cB = {k: B * Fraction(c) for k, c in cond.items()}
+    mcB = {k: -B * Fraction(c) for k, c in cond.items()}
+    return [Neuron(plus(x, cB), -B, {out: 1}), Neuron(plus(neg(x), cB), -B, {out: -1}),
+            Neuron(plus(y, mcB), 0, {out: 1}), Neuron(plus(neg(y), mcB), 0, {out: -1})]
+
+
+def power_of_two_at_most(x: Fraction) -> Fraction:
+    """The largest 2^k (k integer, possibly negative) with 2^k <= x (x > 0)."""
+    x = Fraction(x)
+    if x <= 0:
+        raise ValueError("need x > 0")
+    p = Fraction(1)
+    while p > x:
+        p /= 2
+    while p * 2 <= x:
+        p *= 2
+    return p
+
+
+def count_compare_neurons(frac_dir: str, thr_dir: str, out: str, n: int, fmt: FixedFormat) -> list[Neuron]:
+    """out += [c > t], given frac = round(1/(c+1)) (from :func:`count_head`) and
+    thr = round(1/(t + 3/2)) (embedding feature 1/(tau + 1/2) of the number t,
+    tau = t + 1), for 0 <= c, t <= n.
+
+    c > t  <=>  1/(c+1) < 1/(t+3/2). The exact values differ by at least
+    g = 1/(2 (n+1)(n+3/2)); each is rounded by at most 2^-(f+1), so the rounded
+    difference thr - frac is >= g - 2^-f when c > t and <= -(g - 2^-f) otherwise.
+    Needs g > 2^-f; the step runs from 0 to the largest power of two <= g - 2^-f.
+    """
+    f = fmt.frac_bits
+    g = Fraction(1, 2 * (n + 1)) / (n + Fraction(3, 2))
+    slack = g - Fraction(1, 1 << f)
+    if slack <= 0:
+        raise MarginError(f"count comparison for n={n}: gap {float(g):.3g} between 1/(c+1) and 1/(t+3/2) is "
+                          f"not above the rounding error 2^-{f}; needs f >= {bits_for(1 / g)}")
+    w = power_of_two_at_most(slack)
+    _need_bits(fmt, bits_for(1 / w) + 1, "count comparison", f"step slope {1 / w}")
+    return step_neurons({thr_dir: 1, frac_dir: -1}, 0, w, out)

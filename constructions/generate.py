@@ -1,0 +1,89 @@
+"""One greedy generation driver for every model (theory.md §2, CoT and in-context RAG).
+
+After the prompt the model generates tokens one by one; each is appended and fed
+back. The run stops at an answer token (returned as ``answer``) or when the CoT
+would exceed ``max_cot`` tokens (``answer=None``, ``stopped="limit"``).
+
+The optional ``oracle`` hook implements in-context RAG: after each generated
+token it is called as ``oracle(context, token)`` with the whole context so far
+(prompt + CoT, token included) and returns either None or a list of tokens that
+are appended and fed to the model as if generated. Those retrieved tokens count
+toward the CoT length (theory.md §2: the oracle, not the model, produced them);
+``retrieved`` counts them separately.
+
+Example::
+
+    >>> g = generate(model, prompt, answer_tokens=[TRUE, FALSE], max_cot=2 * n)  # doctest: +SKIP
+    >>> g.answer, g.cot_length
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Sequence
+
+from .model import Model
+
+Oracle = Callable[[list[int], int], Optional[Sequence[int]]]
+
+
+@dataclass
+class Generation:
+    prompt: list[int]
+    cot: list[int] = field(default_factory=list)
+    answer: int | None = None
+    stopped: str = ""            # "answer" or "limit"
+    retrieved: int = 0           # CoT tokens that came from the oracle
+    oracle_calls: int = 0
+
+    @property
+    def cot_length(self) -> int:
+        """Tokens generated (or retrieved) before the answer."""
+        return len(self.cot)
+
+    @property
+    def context(self) -> list[int]:
+        return self.prompt + self.cot
+
+
+def generate(model: Model, prompt: Sequence[int], answer_tokens: Sequence[int] | None = None,
+             max_cot: int = 0, oracle: Oracle | None = None, record: bool = False) -> Generation:
+    """Run ``model`` greedily on ``prompt``; see the module docstring.
+
+    ``answer_tokens=None`` means no CoT: the first generated token is the answer.
+    """
+    if max_cot < 0:
+        raise ValueError(f"max_cot must be >= 0, got {max_cot}")
+    prompt = [int(t) for t in model.validate_tokens(list(prompt), "prompt")]
+    if not prompt:
+        raise ValueError("the prompt must hold at least one token")
+    answers = None if answer_tokens is None else frozenset(int(a) for a in answer_tokens)
+    if answers is not None:
+        model.vocab.validate(sorted(answers), what="answer_tokens")
+    sess = model.session(capacity=len(prompt) + max_cot + 1, record=record)
+    sess.feed(prompt)
+    g = Generation(prompt=prompt)
+    while True:
+        tok = sess.next_token()
+        if answers is None or tok in answers:
+            g.answer, g.stopped = tok, "answer"
+            return g
+        if g.cot_length >= max_cot:
+            g.stopped = "limit"
+            return g
+        g.cot.append(tok)
+        sess.feed([tok])
+        if oracle is not None:
+            g.oracle_calls += 1
+            extra = oracle(g.context, tok)
+            if extra:
+                extra = [int(t) for t in model.validate_tokens(list(extra), "oracle output")]
+                room = max_cot - g.cot_length
+                if len(extra) > room:
+                    g.cot.extend(extra[:room])
+                    g.retrieved += room
+                    sess.feed(extra[:room])
+                    g.stopped = "limit"
+                    return g
+                g.cot.extend(extra)
+                g.retrieved += len(extra)
+                sess.feed(extra)

@@ -1,0 +1,294 @@
+"""numba kernels of the executors: one step of any model, batch forward, readout.
+
+Every model in rnngap is "embedding -> L_r linear-RNN layers -> L_a attention
+layers -> formula readout" (theory.md §2):
+
+* a Transformer has L_r = 0 (position features allowed in the embedding);
+* a linear RNN has L_a = 0 (no position features: s_t = trans(s_{t-1}, token_t));
+* a hybrid has L_r >= 1 and L_a = 1.
+
+So there is exactly one code path, :func:`model_step`, and the three
+architectures cannot drift apart. All arrays are raw int64 fixed-point values
+(see :mod:`constructions.fixedpoint`); the Python layer in
+:mod:`constructions.model` validates everything before calling in.
+
+Shapes (D residual width, S state width per RNN layer, M MLP width, H heads,
+Dh head width, N cache capacity, T readout terms)::
+
+    emb_kind, emb_param, emb_coef           (D,)
+    rA (Lr,S,S)  rB (Lr,S,D)  rC (Lr,D,S)    h_t = A h_{t-1} + B x;  x += C h_t
+    rW1 (Lr,M,D) rb1 (Lr,M) rW2 (Lr,D,M) rb2 (Lr,D)     x += W2 relu(W1 x + b1) + b2
+    rnn_state (Lr,S)
+    aWQ, aWK, aWV (La,H,Dh,D)  aWO (La,H,D,Dh)  a_nheads (La,)
+    aW1 (La,M,D) ab1 (La,M) aW2 (La,D,M) ab2 (La,D)
+    Kc, Vc (La,H,N,Dh)                        the KV cache
+    out_dim, out_kind, out_param, out_coef  (T,)   logit(k) = sum_terms coef*feat(k) * x[dim]
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .fixedpoint import (
+    E_CODE, E_WHERE, ERR_OVERFLOW, MODE_SATURATE, E_SAT, OP_ADD,
+    _fit, _record, bit_length, fx_add, fx_attend, fx_div, fx_mul, fx_relu,
+)
+from .vocab import NUMBER_BASE
+
+# feature kinds of the embedding / readout formulas
+F_ZERO = 0
+F_ONE = 1
+F_TOK = 2        # tau(token)
+F_TOK_SQ = 3     # tau(token)^2
+F_IS_TOKEN = 4   # [token == param]
+F_IS_NUM = 5     # [token is a number]
+F_TOK_INV = 6    # 1 / (tau(token) + param/2^f)
+F_POS = 7        # i
+F_POS_SQ = 8     # i^2
+F_POS_INV = 9    # 1 / (i + param/2^f)
+
+FEATURE_NAMES = {
+    F_ZERO: "zero", F_ONE: "one", F_TOK: "tau", F_TOK_SQ: "tau^2", F_IS_TOKEN: "is_token",
+    F_IS_NUM: "is_number", F_TOK_INV: "1/(tau+c)", F_POS: "pos", F_POS_SQ: "pos^2",
+    F_POS_INV: "1/(pos+c)",
+}
+POSITION_FEATURES = frozenset({F_POS, F_POS_SQ, F_POS_INV})
+READOUT_FEATURES = frozenset({F_ZERO, F_ONE, F_TOK, F_TOK_SQ, F_IS_TOKEN, F_IS_NUM, F_TOK_INV})
+
+
+@njit(cache=True)
+def tok_code(tok):
+    """tau: number k -> k + 1, special id s -> -s (see vocab.token_code)."""
+    if tok >= NUMBER_BASE:
+        return tok - NUMBER_BASE + 1
+    return -tok
+
+
+@njit(cache=True)
+def int_raw(v, I, f, mode, err):
+    """The raw of the integer v, range-checked (an out-of-range integer feature,
+    e.g. pos^2 beyond 2^I, is an overflow of the encoding)."""
+    a = v if v >= 0 else -v
+    if a >= (np.int64(1) << I):
+        if mode == MODE_SATURATE:
+            err[E_SAT] += 1
+        else:
+            _record(err, ERR_OVERFLOW, OP_ADD, bit_length(a) + 1)
+        lim = (np.int64(1) << (I + f)) - 1
+        return lim if v > 0 else -lim
+    return _fit(v << f, I, f, mode, OP_ADD, err)
+
+
+@njit(cache=True)
+def feature_raw(kind, param, tok, pos, I, f, mode, err):
+    if kind == F_ZERO:
+        return np.int64(0)
+    if kind == F_ONE:
+        return int_raw(1, I, f, mode, err)
+    if kind == F_TOK:
+        return int_raw(tok_code(tok), I, f, mode, err)
+    if kind == F_TOK_SQ:
+        c = tok_code(tok)
+        return int_raw(c * c, I, f, mode, err)
+    if kind == F_IS_TOKEN:
+        return int_raw(1 if tok == param else 0, I, f, mode, err)
+    if kind == F_IS_NUM:
+        return int_raw(1 if tok >= NUMBER_BASE else 0, I, f, mode, err)
+    if kind == F_TOK_INV:
+        den = fx_add(int_raw(tok_code(tok), I, f, mode, err), param, I, f, mode, err)
+        return fx_div(int_raw(1, I, f, mode, err), den, I, f, mode, err)
+    if kind == F_POS:
+        return int_raw(pos, I, f, mode, err)
+    if kind == F_POS_SQ:
+        return int_raw(pos * pos, I, f, mode, err)
+    if kind == F_POS_INV:
+        den = fx_add(int_raw(pos, I, f, mode, err), param, I, f, mode, err)
+        return fx_div(int_raw(1, I, f, mode, err), den, I, f, mode, err)
+    return np.int64(0)
+
+
+@njit(cache=True)
+def embed(tok, pos, ekind, eparam, ecoef, I, f, mode, err, x):
+    for d in range(x.shape[0]):
+        k = ekind[d]
+        if k == F_ZERO or ecoef[d] == 0:
+            x[d] = 0
+        else:
+            x[d] = fx_mul(ecoef[d], feature_raw(k, eparam[d], tok, pos, I, f, mode, err), I, f, mode, err)
+
+
+@njit(cache=True)
+def matvec(W, x, I, f, mode, err, out):
+    """out = W x (products rounded, sums exact, zero terms skipped)."""
+    rows, cols = W.shape
+    for r in range(rows):
+        acc = np.int64(0)
+        for c in range(cols):
+            w = W[r, c]
+            if w != 0:
+                xc = x[c]
+                if xc != 0:
+                    acc = fx_add(acc, fx_mul(w, xc, I, f, mode, err), I, f, mode, err)
+        out[r] = acc
+
+
+@njit(cache=True)
+def mlp_residual(W1, b1, W2, b2, x, I, f, mode, err, hidden, tmp):
+    """x += W2 relu(W1 x + b1) + b2."""
+    matvec(W1, x, I, f, mode, err, hidden)
+    for m in range(hidden.shape[0]):
+        hidden[m] = fx_relu(fx_add(hidden[m], b1[m], I, f, mode, err))
+    matvec(W2, hidden, I, f, mode, err, tmp)
+    for d in range(x.shape[0]):
+        x[d] = fx_add(x[d], fx_add(tmp[d], b2[d], I, f, mode, err), I, f, mode, err)
+
+
+@njit(cache=True)
+def model_step(tok, t, I, f, mode, err,
+               ekind, eparam, ecoef,
+               rA, rB, rC, rW1, rb1, rW2, rb2, rnn_state,
+               aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc,
+               x, scores, wbuf, record, attn_rec):
+    """Process token ``tok`` at position ``t``: updates rnn_state, appends to the
+    KV cache at index t, and leaves the final residual in ``x``. If ``record``,
+    the attention weights of every head at this position go to attn_rec[l, h, :t+1]."""
+    D = x.shape[0]
+    embed(tok, t, ekind, eparam, ecoef, I, f, mode, err, x)
+    tmp = np.zeros(D, dtype=np.int64)
+    # --- linear RNN layers
+    Lr = rA.shape[0]
+    if Lr > 0:
+        S = rA.shape[1]
+        ah = np.zeros(S, dtype=np.int64)
+        bx = np.zeros(S, dtype=np.int64)
+        hidden = np.zeros(rW1.shape[1], dtype=np.int64)
+        for l in range(Lr):
+            matvec(rA[l], rnn_state[l], I, f, mode, err, ah)
+            matvec(rB[l], x, I, f, mode, err, bx)
+            for s in range(S):
+                rnn_state[l, s] = fx_add(ah[s], bx[s], I, f, mode, err)
+            matvec(rC[l], rnn_state[l], I, f, mode, err, tmp)
+            for d in range(D):
+                x[d] = fx_add(x[d], tmp[d], I, f, mode, err)
+            mlp_residual(rW1[l], rb1[l], rW2[l], rb2[l], x, I, f, mode, err, hidden, tmp)
+    # --- attention layers
+    La = aWQ.shape[0]
+    if La > 0:
+        Dh = aWQ.shape[2]
+        q = np.zeros(Dh, dtype=np.int64)
+        o = np.zeros(Dh, dtype=np.int64)
+        ho = np.zeros(D, dtype=np.int64)
+        acc = np.zeros(D, dtype=np.int64)
+        hidden = np.zeros(aW1.shape[1], dtype=np.int64)
+        for l in range(La):
+            for d in range(D):
+                acc[d] = 0
+            for h in range(a_nheads[l]):
+                matvec(aWQ[l, h], x, I, f, mode, err, q)
+                matvec(aWK[l, h], x, I, f, mode, err, Kc[l, h, t])
+                matvec(aWV[l, h], x, I, f, mode, err, Vc[l, h, t])
+                for j in range(t + 1):
+                    s = np.int64(0)
+                    kj = Kc[l, h, j]
+                    for c in range(Dh):
+                        if q[c] != 0 and kj[c] != 0:
+                            s = fx_add(s, fx_mul(q[c], kj[c], I, f, mode, err), I, f, mode, err)
+                    scores[j] = s
+                fx_attend(scores, t + 1, Vc[l, h], I, f, mode, err, wbuf, o)
+                if record:
+                    for j in range(t + 1):
+                        attn_rec[l, h, j] = wbuf[j]
+                matvec(aWO[l, h], o, I, f, mode, err, ho)
+                for d in range(D):
+                    acc[d] = fx_add(acc[d], ho[d], I, f, mode, err)
+            for d in range(D):
+                x[d] = fx_add(x[d], acc[d], I, f, mode, err)
+            mlp_residual(aW1[l], ab1[l], aW2[l], ab2[l], x, I, f, mode, err, hidden, tmp)
+
+
+@njit(cache=True)
+def readout(x, out_dim, out_kind, out_param, out_coef, candidates, I, f, mode, err):
+    """argmax over the token ids in ``candidates`` (ascending) of
+    sum_terms round(coef * feat(k)) * x[dim]; ties -> smallest id."""
+    best = candidates[0]
+    best_logit = np.int64(0)
+    T = out_dim.shape[0]
+    for ci in range(candidates.shape[0]):
+        k = candidates[ci]
+        logit = np.int64(0)
+        for i in range(T):
+            xv = x[out_dim[i]]
+            if xv != 0:
+                w = fx_mul(out_coef[i], feature_raw(out_kind[i], out_param[i], k, 0, I, f, mode, err),
+                           I, f, mode, err)
+                if w != 0:
+                    logit = fx_add(logit, fx_mul(w, xv, I, f, mode, err), I, f, mode, err)
+        if ci == 0 or logit > best_logit:
+            best = k
+            best_logit = logit
+    return best
+
+
+@njit(cache=True)
+def forward_batch(tokens, lengths, all_positions, I, f, mode, err, loc,
+                  ekind, eparam, ecoef,
+                  rA, rB, rC, rW1, rb1, rW2, rb2,
+                  aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2,
+                  out_dim, out_kind, out_param, out_coef, candidates, preds):
+    """Greedy next-token prediction for a batch of prompts (no CoT).
+
+    preds[b, t] is written for every t < lengths[b] if ``all_positions``, else only
+    for t = lengths[b] - 1. On the first error, loc = (b, t) and the run stops."""
+    B, N = tokens.shape
+    D = ekind.shape[0]
+    La = aWQ.shape[0]
+    H = aWQ.shape[1] if La > 0 else 0
+    Dh = aWQ.shape[2] if La > 0 else 0
+    Kc = np.zeros((La, H, N, Dh), dtype=np.int64)
+    Vc = np.zeros((La, H, N, Dh), dtype=np.int64)
+    Lr = rA.shape[0]
+    S = rA.shape[1] if Lr > 0 else 0
+    state = np.zeros((Lr, S), dtype=np.int64)
+    x = np.zeros(D, dtype=np.int64)
+    scores = np.zeros(N, dtype=np.int64)
+    wbuf = np.zeros(N, dtype=np.int64)
+    attn_rec = np.zeros((1, 1, 1), dtype=np.int64)
+    for b in range(B):
+        for l in range(Lr):
+            for s in range(S):
+                state[l, s] = 0
+        n_b = lengths[b]
+        for t in range(n_b):
+            model_step(tokens[b, t], t, I, f, mode, err, ekind, eparam, ecoef,
+                       rA, rB, rC, rW1, rb1, rW2, rb2, state,
+                       aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc,
+                       x, scores, wbuf, False, attn_rec)
+            if all_positions or t == n_b - 1:
+                preds[b, t] = readout(x, out_dim, out_kind, out_param, out_coef, candidates,
+                                      I, f, mode, err)
+            if err[E_CODE] != 0:
+                loc[0] = b
+                loc[1] = t
+                err[E_WHERE] = t
+                return
+
+
+@njit(cache=True)
+def feed_tokens(tokens, t0, I, f, mode, err,
+                ekind, eparam, ecoef,
+                rA, rB, rC, rW1, rb1, rW2, rb2, rnn_state,
+                aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc,
+                x, scores, wbuf, record, attn_rec):
+    """Feed ``tokens`` at positions t0, t0+1, ...; stops at the first error
+    (err[E_WHERE] = its position). Returns the next position."""
+    t = t0
+    for i in range(tokens.shape[0]):
+        model_step(tokens[i], t, I, f, mode, err, ekind, eparam, ecoef,
+                   rA, rB, rC, rW1, rb1, rW2, rb2, rnn_state,
+                   aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc,
+                   x, scores, wbuf, record, attn_rec)
+        if err[E_CODE] != 0:
+            err[E_WHERE] = t
+            return t + 1
+        t += 1
+    return t

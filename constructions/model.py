@@ -1,0 +1,616 @@
+"""Models: exact specifications, fixed-point executors, sessions, resources.
+
+A :class:`ModelSpec` holds a construction's weights as exact rationals
+(``Fraction``), independent of any number format. A :class:`Model` is a spec
+encoded into a :class:`~constructions.fixedpoint.FixedFormat` (every weight must
+lie on the grid exactly; nothing is silently rounded) and runs on the numba
+kernels of :mod:`constructions.kernels`. ``Model.with_format`` re-encodes the
+same construction at other bits, which is how the checks show a construction
+failing below its declared precision.
+
+Architectures (theory.md §2): ``kind`` is ``"transformer"`` (attention layers
+only; position features allowed), ``"linear_rnn"`` (RNN layers only; no
+position features), or ``"hybrid"`` (RNN layers then exactly one attention
+layer; no position features). The RNN readout ``x += C h_t`` is the project's
+choice of how a recurrent layer writes into the residual stream.
+
+Example::
+
+    >>> sess = model.session()          # doctest: +SKIP
+    >>> sess.feed([0, 33, 34]); sess.next_token()
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from . import kernels as K
+from .fixedpoint import (
+    E_MAXABS, E_SAT, FixedFormat, PrecisionError, check_err, new_err,
+)
+from .vocab import NUMBER_BASE, SPECIAL_NAMES, Vocab, token_code
+
+KINDS = ("transformer", "linear_rnn", "hybrid")
+
+
+def _frac_matrix(rows: int, cols: int) -> np.ndarray:
+    m = np.empty((rows, cols), dtype=object)
+    m.fill(Fraction(0))
+    return m
+
+
+@dataclass
+class RNNLayerSpec:
+    """h_t = A h_{t-1} + B x_t;  x += C h_t;  x += W2 relu(W1 x + b1) + b2."""
+
+    A: np.ndarray   # (S, S) Fractions
+    B: np.ndarray   # (S, D)
+    C: np.ndarray   # (D, S)
+    W1: np.ndarray  # (M, D)
+    b1: np.ndarray  # (M,)
+    W2: np.ndarray  # (D, M)
+    b2: np.ndarray  # (D,)
+    state_labels: list[str] = field(default_factory=list)
+
+
+@dataclass
+class HeadSpec:
+    WQ: np.ndarray  # (Dh, D)
+    WK: np.ndarray  # (Dh, D)
+    WV: np.ndarray  # (Dv, D)
+    WO: np.ndarray  # (D, Dv)
+    name: str = ""
+
+
+@dataclass
+class AttnLayerSpec:
+    """x += sum_h WO_h attn(WQ_h x, WK_h x, WV_h x);  x += W2 relu(W1 x + b1) + b2."""
+
+    heads: list[HeadSpec]
+    W1: np.ndarray
+    b1: np.ndarray
+    W2: np.ndarray
+    b2: np.ndarray
+
+
+@dataclass
+class ModelSpec:
+    """A construction, exactly. ``embedding[d] = (kind, param, coef)``;
+    ``readout`` terms are ``(dim, kind, param, coef)``."""
+
+    name: str
+    kind: str
+    vocab: Vocab
+    labels: list[str]
+    embedding: list[tuple[int, Any, Fraction]]
+    rnn_layers: list[RNNLayerSpec]
+    attn_layers: list[AttnLayerSpec]
+    readout: list[tuple[int, int, Any, Fraction]]
+    claim: str = ""
+    notes: dict = field(default_factory=dict)
+
+    @property
+    def width(self) -> int:
+        return len(self.labels)
+
+    def validate(self) -> None:
+        D = self.width
+        if self.kind not in KINDS:
+            raise ValueError(f"{self.name}: kind must be one of {KINDS}, got {self.kind!r}")
+        if len(self.embedding) != D:
+            raise ValueError(f"{self.name}: embedding has {len(self.embedding)} entries, width is {D}")
+        if self.kind == "transformer" and self.rnn_layers:
+            raise ValueError(f"{self.name}: a transformer has no RNN layers")
+        if self.kind == "linear_rnn" and self.attn_layers:
+            raise ValueError(f"{self.name}: a linear RNN has no attention layers")
+        if self.kind == "hybrid" and (len(self.attn_layers) != 1 or not self.rnn_layers):
+            raise ValueError(f"{self.name}: a hybrid is RNN layers then exactly ONE attention layer "
+                             f"(has {len(self.rnn_layers)} RNN, {len(self.attn_layers)} attention)")
+        if self.kind != "transformer":
+            for d, (kind, _, _) in enumerate(self.embedding):
+                if kind in K.POSITION_FEATURES:
+                    raise ValueError(f"{self.name}: direction {self.labels[d]!r} uses a position feature; "
+                                     f"a {self.kind} sees tokens only (s_t = trans(s_(t-1), token_t))")
+        for i, (dim, kind, _, _) in enumerate(self.readout):
+            if not 0 <= dim < D:
+                raise ValueError(f"{self.name}: readout term {i} reads dimension {dim} outside width {D}")
+            if kind not in K.READOUT_FEATURES:
+                raise ValueError(f"{self.name}: readout term {i} uses feature {K.FEATURE_NAMES.get(kind, kind)}, "
+                                 f"not a formula of the output token")
+        for l, layer in enumerate(self.rnn_layers):
+            S = layer.A.shape[0]
+            for nm, arr, shp in (("A", layer.A, (S, S)), ("B", layer.B, (S, D)), ("C", layer.C, (D, S)),
+                                 ("W1", layer.W1, (layer.W1.shape[0], D)), ("W2", layer.W2, (D, layer.W1.shape[0])),
+                                 ("b1", layer.b1, (layer.W1.shape[0],)), ("b2", layer.b2, (D,))):
+                if arr.shape != shp:
+                    raise ValueError(f"{self.name}: RNN layer {l} {nm} has shape {arr.shape}, expected {shp}")
+        for l, layer in enumerate(self.attn_layers):
+            for h, hd in enumerate(layer.heads):
+                if hd.WQ.shape != hd.WK.shape or hd.WQ.shape[1] != D:
+                    raise ValueError(f"{self.name}: layer {l} head {h}: WQ {hd.WQ.shape} / WK {hd.WK.shape} "
+                                     f"must both be (Dh, {D})")
+                if hd.WV.shape[1] != D or hd.WO.shape != (D, hd.WV.shape[0]):
+                    raise ValueError(f"{self.name}: layer {l} head {h}: WV {hd.WV.shape} / WO {hd.WO.shape} "
+                                     f"inconsistent with width {D}")
+            M = layer.W1.shape[0]
+            if layer.W1.shape != (M, D) or layer.W2.shape != (D, M) or layer.b1.shape != (M,) or layer.b2.shape != (D,):
+                raise ValueError(f"{self.name}: attention layer {l} MLP shapes inconsistent with width {D}")
+
+    # -- size
+    def param_counts(self) -> tuple[int, int]:
+        """(total entries of all weight arrays and formula coefficients, nonzero ones)."""
+        total = nonzero = 0
+
+        def add(arr):
+            nonlocal total, nonzero
+            total += arr.size
+            nonzero += int(sum(1 for v in arr.ravel() if v != 0))
+
+        for _, _, c in self.embedding:
+            total += 1
+            nonzero += int(c != 0)
+        for L in self.rnn_layers:
+            for arr in (L.A, L.B, L.C, L.W1, L.b1, L.W2, L.b2):
+                add(arr)
+        for L in self.attn_layers:
+            for h in L.heads:
+                for arr in (h.WQ, h.WK, h.WV, h.WO):
+                    add(arr)
+            for arr in (L.W1, L.b1, L.W2, L.b2):
+                add(arr)
+        for *_, c in self.readout:
+            total += 1
+            nonzero += int(c != 0)
+        return total, nonzero
+
+    def state_numbers(self) -> int:
+        return sum(L.A.shape[0] for L in self.rnn_layers)
+
+
+def _enc(fmt: FixedFormat, arr: np.ndarray, what: str) -> np.ndarray:
+    return fmt.encode_array(arr, exact=True, what=what) if arr.size else np.zeros(arr.shape, dtype=np.int64)
+
+
+@dataclass
+class Resources:
+    """What a model declares and what a run used."""
+
+    params: int
+    params_nonzero: int
+    int_bits: int
+    frac_bits: int
+    precision_bits: int            # p = I + f + 1 declared
+    state_numbers: int             # numbers in the RNN state (0 for a Transformer)
+    state_bits: int                # state_numbers * p (theory.md §1)
+    kv_numbers_per_token: int      # numbers the KV cache grows by per token
+    used_int_bits: int = 0
+    used_precision_bits: int = 0   # used_int_bits + f + 1
+    saturations: int = 0
+    tokens_processed: int = 0
+
+    def kv_bits(self, context_length: int) -> int:
+        return self.kv_numbers_per_token * context_length * self.precision_bits
+
+
+class Model:
+    """A :class:`ModelSpec` encoded in a fixed-point format, ready to run."""
+
+    def __init__(self, spec: ModelSpec, fmt: FixedFormat):
+        spec.validate()
+        if fmt.int_bits < 1:
+            raise ValueError(f"{spec.name}: softmax needs the value 1 on the grid: int_bits >= 1, got {fmt.int_bits}")
+        self.spec = spec
+        self.fmt = fmt
+        self.vocab = spec.vocab
+        self.name = spec.name
+        self.kind = spec.kind
+        self.labels = list(spec.labels)
+        D = spec.width
+        self._candidates = np.array([t for t in range(self.vocab.size) if self.vocab.contains(t)], dtype=np.int64)
+        # embedding
+        self.ekind = np.array([e[0] for e in spec.embedding], dtype=np.int64)
+        self.eparam = np.array([self._param(k, p, f"embedding[{spec.labels[d]}]")
+                                for d, (k, p, _) in enumerate(spec.embedding)], dtype=np.int64)
+        self.ecoef = np.array([fmt.encode(c, what=f"embedding coefficient of {spec.labels[d]!r}")
+                               for d, (_, _, c) in enumerate(spec.embedding)], dtype=np.int64)
+        # RNN layers, padded to common S, M
+        Lr = len(spec.rnn_layers)
+        S = max([L.A.shape[0] for L in spec.rnn_layers], default=0)
+        Mr = max([L.W1.shape[0] for L in spec.rnn_layers], default=0)
+        self.rA = np.zeros((Lr, S, S), np.int64)
+        self.rB = np.zeros((Lr, S, D), np.int64)
+        self.rC = np.zeros((Lr, D, S), np.int64)
+        self.rW1 = np.zeros((Lr, Mr, D), np.int64)
+        self.rb1 = np.zeros((Lr, Mr), np.int64)
+        self.rW2 = np.zeros((Lr, D, Mr), np.int64)
+        self.rb2 = np.zeros((Lr, D), np.int64)
+        self.rnn_sizes = [L.A.shape[0] for L in spec.rnn_layers]
+        for l, L in enumerate(spec.rnn_layers):
+            s, m = L.A.shape[0], L.W1.shape[0]
+            self.rA[l, :s, :s] = _enc(fmt, L.A, f"rnn[{l}].A")
+            self.rB[l, :s, :] = _enc(fmt, L.B, f"rnn[{l}].B")
+            self.rC[l, :, :s] = _enc(fmt, L.C, f"rnn[{l}].C")
+            self.rW1[l, :m, :] = _enc(fmt, L.W1, f"rnn[{l}].W1")
+            self.rb1[l, :m] = _enc(fmt, L.b1, f"rnn[{l}].b1")
+            self.rW2[l, :, :m] = _enc(fmt, L.W2, f"rnn[{l}].W2")
+            self.rb2[l, :] = _enc(fmt, L.b2, f"rnn[{l}].b2")
+        # attention layers, padded to common H, Dh, M
+        La = len(spec.attn_layers)
+        H = max([len(L.heads) for L in spec.attn_layers], default=0)
+        Dh = max([max(h.WQ.shape[0], h.WV.shape[0]) for L in spec.attn_layers for h in L.heads], default=0)
+        Ma = max([L.W1.shape[0] for L in spec.attn_layers], default=0)
+        self.aWQ = np.zeros((La, H, Dh, D), np.int64)
+        self.aWK = np.zeros((La, H, Dh, D), np.int64)
+        self.aWV = np.zeros((La, H, Dh, D), np.int64)
+        self.aWO = np.zeros((La, H, D, Dh), np.int64)
+        self.a_nheads = np.array([len(L.heads) for L in spec.attn_layers], dtype=np.int64)
+        self.aW1 = np.zeros((La, Ma, D), np.int64)
+        self.ab1 = np.zeros((La, Ma), np.int64)
+        self.aW2 = np.zeros((La, D, Ma), np.int64)
+        self.ab2 = np.zeros((La, D), np.int64)
+        for l, L in enumerate(spec.attn_layers):
+            for h, hd in enumerate(L.heads):
+                dq, dv = hd.WQ.shape[0], hd.WV.shape[0]
+                tag = f"layer {l} head {h} ({hd.name})"
+                self.aWQ[l, h, :dq] = _enc(fmt, hd.WQ, f"{tag} WQ")
+                self.aWK[l, h, :dq] = _enc(fmt, hd.WK, f"{tag} WK")
+                self.aWV[l, h, :dv] = _enc(fmt, hd.WV, f"{tag} WV")
+                self.aWO[l, h, :, :dv] = _enc(fmt, hd.WO, f"{tag} WO")
+            m = L.W1.shape[0]
+            self.aW1[l, :m] = _enc(fmt, L.W1, f"layer {l} W1")
+            self.ab1[l, :m] = _enc(fmt, L.b1, f"layer {l} b1")
+            self.aW2[l, :, :m] = _enc(fmt, L.W2, f"layer {l} W2")
+            self.ab2[l] = _enc(fmt, L.b2, f"layer {l} b2")
+        # readout
+        self.out_dim = np.array([t[0] for t in spec.readout], dtype=np.int64)
+        self.out_kind = np.array([t[1] for t in spec.readout], dtype=np.int64)
+        self.out_param = np.array([self._param(t[1], t[2], f"readout term {i}") for i, t in enumerate(spec.readout)],
+                                  dtype=np.int64)
+        self.out_coef = np.array([fmt.encode(t[3], what=f"readout coefficient {i}") for i, t in enumerate(spec.readout)],
+                                 dtype=np.int64)
+        if not len(spec.readout):
+            raise ValueError(f"{spec.name}: a model needs at least one readout term")
+        total, nonzero = spec.param_counts()
+        p = fmt.total_bits
+        kv = 2 * sum(len(L.heads) for L in spec.attn_layers) * Dh
+        self.resources = Resources(
+            params=total, params_nonzero=nonzero, int_bits=fmt.int_bits, frac_bits=fmt.frac_bits,
+            precision_bits=p, state_numbers=spec.state_numbers(), state_bits=spec.state_numbers() * p,
+            kv_numbers_per_token=kv,
+        )
+        self.err = new_err()   # cumulative statistics of every run of this model
+
+    def _param(self, kind: int, param: Any, what: str) -> int:
+        if kind in (K.F_TOK_INV, K.F_POS_INV):
+            return self.fmt.encode(param, what=f"{what} offset")
+        if kind == K.F_IS_TOKEN:
+            return int(param)
+        return 0
+
+    # -- derived models
+    def with_format(self, fmt: FixedFormat) -> "Model":
+        """The same construction encoded in another format (may raise if a weight
+        is not on the new grid)."""
+        return Model(self.spec, fmt)
+
+    # -- statistics
+    def _absorb(self, err: np.ndarray) -> None:
+        self.err[E_MAXABS] = max(self.err[E_MAXABS], err[E_MAXABS])
+        self.err[E_SAT] += err[E_SAT]
+        r = self.resources
+        r.used_int_bits = self.fmt.used_int_bits(self.err)
+        r.used_precision_bits = r.used_int_bits + self.fmt.frac_bits + 1
+        r.saturations = int(self.err[E_SAT])
+
+    # -- validation
+    def validate_tokens(self, tokens: Sequence[int], what: str = "input") -> np.ndarray:
+        arr = np.asarray(tokens)
+        if arr.ndim != 1:
+            raise ValueError(f"{self.name}: {what} must be a 1-D token sequence, got shape {arr.shape}")
+        if arr.size and not np.issubdtype(arr.dtype, np.integer):
+            raise TypeError(f"{self.name}: {what} must hold integer token ids, got dtype {arr.dtype}")
+        arr = arr.astype(np.int64)
+        self.vocab.validate(arr, what=f"{self.name}: {what}")
+        return arr
+
+    # -- running
+    def session(self, capacity: int = 64, record: bool = False) -> "Session":
+        return Session(self, capacity, record)
+
+    def predict(self, prompt: Sequence[int]) -> int:
+        """Next token after ``prompt`` (no CoT)."""
+        s = self.session(capacity=max(1, len(prompt)))
+        s.feed(prompt)
+        return s.next_token()
+
+    def predict_batch(self, tokens: np.ndarray, lengths: np.ndarray | None = None,
+                      all_positions: bool = False, max_length: int | None = None) -> np.ndarray:
+        """Next-token predictions for a batch (B, N) of prompts, one kernel call.
+        Returns (B,) for the last positions, or (B, N) (-1 past each length) if
+        ``all_positions``."""
+        tokens = np.asarray(tokens)
+        if tokens.ndim != 2:
+            raise ValueError(f"{self.name}: batch must be 2-D (batch, length), got shape {tokens.shape}")
+        if not np.issubdtype(tokens.dtype, np.integer):
+            raise TypeError(f"{self.name}: batch must hold integer token ids, got dtype {tokens.dtype}")
+        B, N = tokens.shape
+        if lengths is None:
+            lengths = np.full(B, N, dtype=np.int64)
+        lengths = np.asarray(lengths, dtype=np.int64)
+        if lengths.shape != (B,) or (lengths < 1).any() or (lengths > N).any():
+            raise ValueError(f"{self.name}: lengths must be (batch,) = ({B},) with 1 <= length <= {N}")
+        if max_length is not None and N > max_length:
+            raise ValueError(f"{self.name}: sequences of length {N} exceed the declared maximum {max_length}")
+        tokens = np.ascontiguousarray(tokens, dtype=np.int64)
+        mask = np.arange(N)[None, :] < lengths[:, None]
+        bad = mask & ~np.isin(tokens, self._candidates)
+        if bad.any():
+            b, t = map(int, np.argwhere(bad)[0])
+            raise ValueError(f"{self.name}: batch[{b}] token id {int(tokens[b, t])} at position {t} "
+                             f"is not in the vocabulary (size {self.vocab.size})")
+        preds = np.full((B, N), -1, dtype=np.int64)
+        err = new_err()
+        loc = np.full(2, -1, dtype=np.int64)
+        K.forward_batch(tokens, lengths, bool(all_positions), *self.fmt.args, err, loc,
+                        self.ekind, self.eparam, self.ecoef,
+                        self.rA, self.rB, self.rC, self.rW1, self.rb1, self.rW2, self.rb2,
+                        self.aWQ, self.aWK, self.aWV, self.aWO, self.a_nheads,
+                        self.aW1, self.ab1, self.aW2, self.ab2,
+                        self.out_dim, self.out_kind, self.out_param, self.out_coef,
+                        self._candidates, preds)
+        self._absorb(err)
+        self.resources.tokens_processed += int(lengths.sum())
+        check_err(err, self.fmt, f"{self.name}, batch item {int(loc[0])}")
+        if all_positions:
+            return preds
+        return preds[np.arange(B), lengths - 1]
+
+    def rnn(self) -> "RNNAdapter":
+        """This model as a general RNN (constructions/protocol.py)."""
+        if self.kind != "linear_rnn":
+            raise ValueError(f"{self.name}: only a linear RNN is an RNN in the protocol's sense (kind={self.kind})")
+        return RNNAdapter(self)
+
+    def real(self) -> "RealModel":
+        """The float64 'real' twin (no rounding), for comparison only."""
+        return RealModel(self.spec)
+
+    def describe(self) -> str:
+        r = self.resources
+        return (f"{self.name} [{self.kind}] {self.fmt.name} (p={r.precision_bits}), width {self.spec.width}, "
+                f"{len(self.spec.rnn_layers)} RNN + {len(self.spec.attn_layers)} attention layers, "
+                f"{r.params} params ({r.params_nonzero} nonzero), state {r.state_bits} bits")
+
+
+class Session:
+    """Incremental decoding: feed tokens one at a time or in chunks; a generated
+    token costs O(context) thanks to the KV cache (attention layers) and O(1)
+    for RNN layers."""
+
+    def __init__(self, model: Model, capacity: int = 64, record: bool = False):
+        self.model = model
+        self.position = 0
+        self.tokens: list[int] = []
+        self.record = record
+        m = model
+        La, H, Dh = m.aWQ.shape[0], m.aWQ.shape[1], m.aWQ.shape[2]
+        cap = max(1, int(capacity))
+        self.Kc = np.zeros((La, H, cap, Dh), np.int64)
+        self.Vc = np.zeros((La, H, cap, Dh), np.int64)
+        self.state = np.zeros((m.rA.shape[0], m.rA.shape[1]), np.int64)
+        self.x = np.zeros(m.spec.width, np.int64)
+        self.scores = np.zeros(cap, np.int64)
+        self.wbuf = np.zeros(cap, np.int64)
+        self.attn = np.zeros((La, H, cap if record else 1), np.int64)
+        self.err = new_err()
+
+    @property
+    def capacity(self) -> int:
+        return self.scores.shape[0]
+
+    def _grow(self, need: int) -> None:
+        cap = self.capacity
+        if need <= cap:
+            return
+        new = max(need, 2 * cap)
+        pad = new - cap
+        self.Kc = np.concatenate([self.Kc, np.zeros(self.Kc.shape[:2] + (pad,) + self.Kc.shape[3:], np.int64)], axis=2)
+        self.Vc = np.concatenate([self.Vc, np.zeros(self.Vc.shape[:2] + (pad,) + self.Vc.shape[3:], np.int64)], axis=2)
+        self.scores = np.zeros(new, np.int64)
+        self.wbuf = np.zeros(new, np.int64)
+        if self.record:
+            self.attn = np.zeros(self.attn.shape[:2] + (new,), np.int64)
+
+    def feed(self, tokens: Iterable[int] | int) -> None:
+        if isinstance(tokens, (int, np.integer)):
+            tokens = [int(tokens)]
+        arr = self.model.validate_tokens(list(tokens) if not isinstance(tokens, np.ndarray) else tokens)
+        if arr.size == 0:
+            return
+        self._grow(self.position + arr.size)
+        m = self.model
+        err = self.err
+        t = K.feed_tokens(arr, self.position, *m.fmt.args, err,
+                          m.ekind, m.eparam, m.ecoef,
+                          m.rA, m.rB, m.rC, m.rW1, m.rb1, m.rW2, m.rb2, self.state,
+                          m.aWQ, m.aWK, m.aWV, m.aWO, m.a_nheads, m.aW1, m.ab1, m.aW2, m.ab2,
+                          self.Kc, self.Vc, self.x, self.scores, self.wbuf, self.record, self.attn)
+        fed = t - self.position
+        self.tokens.extend(int(v) for v in arr[:fed])
+        self.position = t
+        m._absorb(err)
+        m.resources.tokens_processed += fed
+        check_err(err, m.fmt, m.name)
+
+    def next_token(self) -> int:
+        if self.position == 0:
+            raise ValueError(f"{self.model.name}: feed at least one token before asking for the next one")
+        m = self.model
+        tok = K.readout(self.x, m.out_dim, m.out_kind, m.out_param, m.out_coef, m._candidates,
+                        *m.fmt.args, self.err)
+        m._absorb(self.err)
+        check_err(self.err, m.fmt, f"{m.name} readout")
+        return int(tok)
+
+    def residual(self) -> dict[str, Fraction]:
+        """The current residual stream, by direction label, as exact values."""
+        return {lab: self.model.fmt.decode(v) for lab, v in zip(self.model.labels, self.x)}
+
+    def attention(self) -> np.ndarray:
+        """Attention weights (layer, head, position) at the last fed position, as floats."""
+        if not self.record:
+            raise ValueError("create the session with record=True to see attention weights")
+        return self.model.fmt.to_float(self.attn[:, :, : self.position])
+
+    def kv_cache_bits(self) -> int:
+        return self.model.resources.kv_bits(self.position)
+
+
+class RNNAdapter:
+    """A linear-RNN model in the general RNN protocol (constructions/protocol.py).
+
+    The protocol state is (h of every layer, last token): the readout sees the
+    last layer's residual, which is a function of h_t and token_t, so the last
+    token is part of the memory. ``state_bits`` = (#h numbers) * p +
+    ceil(log2 |V|).
+    """
+
+    def __init__(self, model: Model):
+        self.model = model
+        self.state_bits = model.resources.state_bits + max(1, math.ceil(math.log2(model.vocab.size)))
+        self._sess = Session(model, capacity=1)
+
+    def initial_state(self):
+        return (np.zeros_like(self._sess.state), -1)
+
+    def step(self, state, token: int):
+        h, _ = state
+        s = self._sess
+        s.state[...] = h
+        s.position = 0
+        s.tokens = []
+        s.feed([int(token)])
+        return (s.state.copy(), int(token))
+
+    def output(self, state) -> int:
+        h, tok = state
+        if tok < 0:
+            raise ValueError("the RNN has read no token yet")
+        s = self._sess
+        # recompute the residual of the last step from (h_t, token_t): the layers only
+        # read h_t, so re-running the step from h_{t-1} is not needed; we re-run with
+        # the stored state and restore it.
+        return self._readout_from(h, tok)
+
+    def _readout_from(self, h, tok) -> int:
+        m = self.model
+        s = self._sess
+        x = np.zeros(m.spec.width, np.int64)
+        err = new_err()
+        K.embed(np.int64(tok), np.int64(0), m.ekind, m.eparam, m.ecoef, *m.fmt.args, err, x)
+        _residual_from_state(m, h, x, err)
+        tokout = K.readout(x, m.out_dim, m.out_kind, m.out_param, m.out_coef, m._candidates, *m.fmt.args, err)
+        m._absorb(err)
+        check_err(err, m.fmt, f"{m.name} readout")
+        return int(tokout)
+
+    def state_key(self, state) -> bytes:
+        h, tok = state
+        return np.asarray(h, dtype=np.int64).tobytes() + int(tok).to_bytes(4, "little", signed=True)
+
+
+def _residual_from_state(m: Model, h: np.ndarray, x: np.ndarray, err: np.ndarray) -> None:
+    """x (holding the embedding) -> final residual given the layers' h_t."""
+    I, f, mode = m.fmt.args
+    D = x.shape[0]
+    tmp = np.zeros(D, np.int64)
+    hidden = np.zeros(m.rW1.shape[1], np.int64)
+    for l in range(m.rA.shape[0]):
+        K.matvec(m.rC[l], h[l], I, f, mode, err, tmp)
+        for d in range(D):
+            x[d] = K.fx_add(x[d], tmp[d], I, f, mode, err)
+        K.mlp_residual(m.rW1[l], m.rb1[l], m.rW2[l], m.rb2[l], x, I, f, mode, err, hidden, tmp)
+
+
+# ----------------------------------------------------------------------------
+# float64 'real' mode (comparison only: no rounding, no range)
+def _f(arr: np.ndarray) -> np.ndarray:
+    return np.asarray([[float(v) for v in row] for row in arr], dtype=np.float64).reshape(arr.shape) \
+        if arr.ndim == 2 else np.asarray([float(v) for v in arr.ravel()], dtype=np.float64).reshape(arr.shape)
+
+
+def _feature_real(kind: int, param: Any, tok: int, pos: int) -> float:
+    c = token_code(tok)
+    if kind == K.F_ZERO:
+        return 0.0
+    if kind == K.F_ONE:
+        return 1.0
+    if kind == K.F_TOK:
+        return float(c)
+    if kind == K.F_TOK_SQ:
+        return float(c * c)
+    if kind == K.F_IS_TOKEN:
+        return 1.0 if tok == int(param) else 0.0
+    if kind == K.F_IS_NUM:
+        return 1.0 if tok >= NUMBER_BASE else 0.0
+    if kind == K.F_TOK_INV:
+        return 1.0 / (c + float(param))
+    if kind == K.F_POS:
+        return float(pos)
+    if kind == K.F_POS_SQ:
+        return float(pos * pos)
+    if kind == K.F_POS_INV:
+        return 1.0 / (pos + float(param))
+    raise ValueError(f"unknown feature kind {kind}")
+
+
+class RealModel:
+    """The same construction in float64 with exact softmax (no grid). Comparison only."""
+
+    def __init__(self, spec: ModelSpec):
+        spec.validate()
+        self.spec = spec
+        self.vocab = spec.vocab
+        self.rnn = [tuple(_f(a) for a in (L.A, L.B, L.C, L.W1, L.b1, L.W2, L.b2)) for L in spec.rnn_layers]
+        self.attn = [([tuple(_f(a) for a in (h.WQ, h.WK, h.WV, h.WO)) for h in L.heads],
+                      tuple(_f(a) for a in (L.W1, L.b1, L.W2, L.b2))) for L in spec.attn_layers]
+        self.candidates = [t for t in range(self.vocab.size) if self.vocab.contains(t)]
+
+    def residuals(self, tokens: Sequence[int]) -> np.ndarray:
+        """Final residual at every position, (N, D) float64."""
+        self.vocab.validate(tokens, what=f"{self.spec.name} (real)")
+        N, D = len(tokens), self.spec.width
+        X = np.array([[float(c) * _feature_real(k, p, int(tok), t) for (k, p, c) in self.spec.embedding]
+                      for t, tok in enumerate(tokens)], dtype=np.float64).reshape(N, D)
+        for (A, B, C, W1, b1, W2, b2) in self.rnn:
+            h = np.zeros(A.shape[0])
+            for t in range(N):
+                h = A @ h + B @ X[t]
+                X[t] = X[t] + C @ h
+                X[t] = X[t] + W2 @ np.maximum(W1 @ X[t] + b1, 0) + b2
+        for heads, (W1, b1, W2, b2) in self.attn:
+            out = np.zeros_like(X)
+            for (WQ, WK, WV, WO) in heads:
+                Q, Kk, V = X @ WQ.T, X @ WK.T, X @ WV.T
+                S = Q @ Kk.T
+                S = np.where(np.tril(np.ones((N, N), bool)), S, -np.inf)
+                S = S - S.max(axis=1, keepdims=True)
+                W = np.exp(S)
+                W /= W.sum(axis=1, keepdims=True)
+                out += (W @ V) @ WO.T
+            X = X + out
+            X = X + np.maximum(X @ W1.T + b1, 0) @ W2.T + b2
+        return X
+
+    def predict(self, tokens: Sequence[int]) -> int:
+        x = self.residuals(tokens)[-1]
+        best, best_logit = None, -math.inf
+        for k in self.candidates:
+            logit = sum(float(c) * _feature_real(kind, p, k, 0) * x[d] for (d, kind, p, c) in self.spec.readout)
+            if logit > best_logit:
+                best, best_logit = k, logit
+        return int(best)
