@@ -1,0 +1,98 @@
+"""The ``rnngap`` command line.
+
+    rnngap verify [--profile quick|full] [--only CLAIM ...] [--json PATH] [--seed S]
+
+Exit codes: 0 all checks passed; 1 some check failed; 2 bad usage or input
+(one clear line on stderr).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one clear line, exit 2
+        self.exit(2, f"rnngap: {message}\n")
+
+
+def _verify(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from . import registry
+
+    only = args.only or None
+    if only:
+        unknown = [c for c in only if c not in registry.CLAIMS]
+        if unknown:
+            raise UsageError(f"unknown claim id(s) {', '.join(unknown)}; known: {', '.join(registry.CLAIMS)}")
+    console = Console(stderr=True)
+    t0 = time.perf_counter()
+    with console.status("verifying...") as status:
+        def progress(chk):
+            status.update(f"[{chk.claim}] {chk.name}")
+        records = registry.run(args.profile, only, args.seed, progress)
+    table = Table(title=f"rnngap verify ({args.profile} profile, seed {args.seed})")
+    for col in ("claim", "model", "task", "n", "instances", "failures", "bits used/decl", "CoT max/bound",
+                "params", "state bits", "s", "ok"):
+        table.add_column(col)
+    fmt = lambda v: "-" if v is None else str(v)
+    for r in records:
+        table.add_row(r.claim, r.model, r.task, str(r.n), str(r.instances), str(r.failures),
+                      f"{fmt(r.precision_bits_used)}/{fmt(r.precision_bits_declared)}",
+                      f"{fmt(r.cot_max)}/{fmt(r.cot_bound)}", fmt(r.params), fmt(r.state_bits),
+                      f"{r.seconds:.2f}", "PASS" if r.passed else "FAIL")
+    out = Console(width=max(Console().width, 170))
+    out.print(table)
+    for r in records:
+        if r.note and not r.passed:
+            out.print(f"  FAIL {r.claim} {r.model} {r.task} n={r.n}: {r.note}")
+    unchecked = registry.unchecked_claims(only)
+    for c in unchecked:
+        out.print(f"  NOT CHECKED {c}: {registry.CLAIMS[c]} (no check registered yet)")
+    failed = [r for r in records if not r.passed]
+    out.print(f"{len(records)} records, {len(failed)} failed, {len(unchecked)} claims not checked, "
+              f"{time.perf_counter() - t0:.1f} s")
+    if args.json:
+        try:
+            with open(args.json, "w") as fh:
+                json.dump([r.as_json() for r in records], fh, indent=1)
+        except OSError as e:
+            raise UsageError(f"cannot write {args.json}: {e.strerror}")
+    return 1 if failed else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="rnngap", description="Executable checks of 'RNNs are not Transformers (Yet)'.")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+    v = sub.add_parser("verify", help="run the claim registry and print the table")
+    v.add_argument("--profile", choices=("quick", "full"), default="quick")
+    v.add_argument("--only", nargs="+", metavar="CLAIM", help="claim ids to run (default: all)")
+    v.add_argument("--json", metavar="PATH", help="also write the records as JSON")
+    v.add_argument("--seed", type=int, default=0)
+    v.set_defaults(func=_verify)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return args.func(args)
+    except UsageError as e:
+        print(f"rnngap: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""Checks of the foundation: the machine (claim 'machine') and the gadgets ('gadgets').
+
+Every reference here is plain Python (Fractions, mpmath, the task references of
+``checks.tasks``), never the code under test.
+"""
+from __future__ import annotations
+
+import time
+from fractions import Fraction
+
+import mpmath
+import numpy as np
+
+from constructions import demos
+from constructions.fixedpoint import FixedFormat, FixedPointOverflow, PrecisionError
+from constructions.vocab import BOS, number_token
+
+from .registry import Record, register
+from .tasks import counting, index
+
+SIZES = {"quick": [4, 16, 64], "full": [4, 16, 64, 256, 1024]}
+EXHAUSTIVE_N = {"quick": 6, "full": 10}
+SAMPLE = {"quick": 200, "full": 1000}
+
+
+@register("machine", "fixed-point ops vs exact arithmetic")
+def machine_ops(profile: str, seed: int) -> list[Record]:
+    rng = np.random.default_rng(seed)
+    trials = {"quick": 3000, "full": 50000}[profile]
+    mpmath.mp.prec = 320
+    records = []
+    for op in ("mul", "div", "exp"):
+        t0 = time.perf_counter()
+        bad = 0
+        for _ in range(trials):
+            I = int(rng.integers(1, 31))
+            f = int(rng.integers(0, 62 - I + 1))
+            fmt = FixedFormat(I, f)
+            lim = fmt.max_raw
+            a = int(rng.integers(-lim, lim + 1))
+            b = int(rng.integers(-lim, lim + 1))
+            if rng.random() < 0.8:  # mostly in range, some overflows
+                if op == "mul":
+                    blim = min(lim, (lim << f) // max(1, abs(a)))
+                else:
+                    blim = lim
+                    a = int(rng.integers(-lim, lim + 1)) >> int(rng.integers(0, I + 1))
+                b = int(rng.integers(-blim, blim + 1))
+                if op == "div" and abs(b) < (abs(a) >> I):
+                    b = (abs(a) >> I) + 1
+            if op == "mul":
+                want = round(Fraction(a * b, 1 << f))
+                call = lambda: fmt.mul(a, b)
+            elif op == "div":
+                if b == 0:
+                    b = 1
+                want = round(Fraction(a << f, b))
+                call = lambda: fmt.div(a, b)
+            else:
+                a = int(rng.integers(-min(lim, (f + 3) << f), min(lim, (I + 1) << f) + 1))
+                y = mpmath.exp(mpmath.mpf(a) / 2 ** f) * 2 ** f
+                fl = int(mpmath.floor(y))
+                want = fl + (1 if y - fl > 0.5 else 0)
+                call = lambda: fmt.exp(a)
+            try:
+                got = call()
+                ok = abs(want) <= lim and got == want
+            except FixedPointOverflow:
+                ok = abs(want) > lim
+            bad += not ok
+        records.append(Record("machine", "fixedpoint", op, 0, trials, bad,
+                              seconds=round(time.perf_counter() - t0, 3), note="random formats Q(I).(f), I+f<=62"))
+    return records
+
+
+def _gadget_records(name: str, build, declared, batches, ref, profile: str) -> list[Record]:
+    """Run ``build(n)`` on ``batches(n)`` against ``ref`` for each n; then the
+    same weights one integer bit below the measured usage must fail."""
+    out = []
+    for n in SIZES[profile]:
+        t0 = time.perf_counter()
+        model = build(n)
+        toks = batches(n)
+        want = np.array([ref(list(map(int, row))) for row in toks], dtype=np.int64)
+        got = model.predict_batch(toks)
+        r = model.resources
+        out.append(Record("gadgets", model.name, name, n, len(toks), int((got != want).sum()),
+                          r.used_precision_bits, declared.format(n).total_bits, params=r.params,
+                          seconds=round(time.perf_counter() - t0, 3)))
+        # below the bound: one integer bit less than used must fail (raise or err)
+        t0 = time.perf_counter()
+        low = FixedFormat(r.used_int_bits - 1, model.fmt.frac_bits)
+        try:
+            bad = int((model.with_format(low).predict_batch(toks) != want).sum())
+            failed, how = bad > 0, f"{bad} wrong answers"
+        except PrecisionError as e:
+            failed, how = True, f"raised: {e}"
+        out.append(Record("gadgets", model.name, f"{name} below bound ({low.name})", n, len(toks),
+                          0 if failed else 1, seconds=round(time.perf_counter() - t0, 3),
+                          note=("fails as it must: " if failed else "DID NOT FAIL below bound: ") + how[:120]))
+    return out
+
+
+def _index_batch(n: int, profile: str, seed: int) -> np.ndarray:
+    if n <= EXHAUSTIVE_N[profile]:
+        return np.asarray(index.enumerate_all(n, alphabet=2).tokens)
+    return np.asarray(index.generate(np.random.default_rng(seed + n), n, SAMPLE[profile], alphabet=2).tokens)
+
+
+@register("gadgets", "match head (position match)")
+def match_check(profile: str, seed: int) -> list[Record]:
+    return _gadget_records("index via match head", lambda n: demos.position_match(n), demos.POSITION_MATCH,
+                           lambda n: _index_batch(n, profile, seed), index.reference, profile)
+
+
+@register("gadgets", "shift head (previous token)")
+def shift_check(profile: str, seed: int) -> list[Record]:
+    def batches(n):
+        rng = np.random.default_rng(seed + 7 * n)
+        x = rng.integers(0, 2, size=(SAMPLE[profile], n))
+        return np.concatenate([np.full((len(x), 1), BOS), x + number_token(0)], axis=1)
+    return _gadget_records("previous token via shift head", lambda n: demos.previous_token(n),
+                           demos.PREVIOUS_TOKEN, batches, lambda toks: toks[-2], profile)
+
+
+@register("gadgets", "counting head + comparison MLP")
+def count_check(profile: str, seed: int) -> list[Record]:
+    def batches(n):
+        if n <= 4:
+            return np.asarray(counting.enumerate_all(n, alphabet=3).tokens)
+        return np.asarray(counting.generate(np.random.default_rng(seed + 13 * n), n, SAMPLE[profile],
+                                            alphabet=3, threshold="near").tokens)
+    return _gadget_records("count > t via BOS head", lambda n: demos.count_threshold(n), demos.COUNT_THRESHOLD,
+                           batches, counting.reference, profile)
