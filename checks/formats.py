@@ -180,6 +180,7 @@ def parse_graph_tokens(tokens: Sequence[int], n_nodes: int | None = None) -> lis
 # ---------------------------------------------------------------------------
 
 _SPECIAL_TEXT = re.compile(r"\[[A-Z]*\]")
+_DIGITS = re.compile(r"[0-9]+")
 
 
 def format_graph_text(edges: Iterable[Sequence[int]], sep: str = "-") -> str:
@@ -196,24 +197,37 @@ def _token_at(text: str, pos: int) -> str:
     m = _SPECIAL_TEXT.match(text, pos)
     if m:
         return m.group()
-    m = re.compile(r"\d+").match(text, pos)
+    m = _DIGITS.match(text, pos)
     if m:
         return m.group()
     return text[pos]
 
 
+def _is_known(tok: str) -> bool:
+    """Is this lexical token part of the paper's alphabet at all?"""
+    return (tok.isascii() and tok.isdigit()) or tok in (",", "-", "~") or tok in SPECIAL_TOKENS
+
+
+def _found(tok: str) -> str:
+    if tok == "end of text":
+        return "but the text ended (missing '[EOS]')"
+    return f"found {tok!r}" if _is_known(tok) else f"unknown token {tok!r}"
+
+
 def _read_number(text: str, pos: int, k: int, role: str) -> tuple[int, int]:
-    m = re.compile(r"\d+").match(text, pos)
+    m = _DIGITS.match(text, pos)
     if not m:
         tok = _token_at(text, pos)
-        if role == "second endpoint":
+        if pos >= len(text):
+            what = f"text ended where a vertex number ({role}) belongs; missing '[EOS]'"
+        elif role == "second endpoint" and _is_known(tok):
             what = f"dangling separator: no vertex number after it, found {tok!r}"
         elif tok in ("-", "~"):
             what = f"separator {tok!r} without a first endpoint"
         elif tok in (",", EOS_TEXT):
             what = f"empty edge: expected a vertex number, found {tok!r}"
         else:
-            what = f"unknown token {tok!r} where a vertex number ({role}) belongs"
+            what = f"{_found(tok)} where a vertex number ({role}) belongs"
         raise GraphFormatError(f"character {pos}, edge {k}: {what}")
     digits = m.group()
     if len(digits) > 1 and digits[0] == "0":
@@ -247,7 +261,7 @@ def parse_graph_text(text: str, n_nodes: int | None = None) -> tuple[list[Edge],
         if sep not in EDGE_SEPARATORS:
             tok = _token_at(text, pos)
             raise GraphFormatError(
-                f"character {pos}, edge {k}: expected '-' or '~' after vertex {u}, found {tok!r}"
+                f"character {pos}, edge {k}: expected '-' or '~' after vertex {u}, {_found(tok)}"
             )
         v, pos = _read_number(text, pos + 1, k, "second endpoint")
         _check_edge(u, v, k, n_nodes, seen, where=f"character {start}, edge {k}")
@@ -260,7 +274,7 @@ def parse_graph_text(text: str, n_nodes: int | None = None) -> tuple[list[Edge],
         if text[pos] != ",":
             raise GraphFormatError(
                 f"character {pos}, edge {k}: expected ',' or '[EOS]' after '{u}{sep}{v}', "
-                f"found {_token_at(text, pos)!r}"
+                f"{_found(_token_at(text, pos))}"
             )
         pos += 1
         if text.startswith(EOS_TEXT, pos):
