@@ -78,6 +78,16 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--json", metavar="PATH", help="also write the records as JSON")
     v.add_argument("--seed", type=int, default=0)
     v.set_defaults(func=_verify)
+    # further commands: every checks/cmd_*.py module defines add_command(subparsers),
+    # which adds its parser with set_defaults(func=run) (run returns the exit code
+    # and raises UsageError for bad input)
+    import importlib
+    import pkgutil
+
+    from . import __path__ as pkg_path
+    for mod in sorted(m.name for m in pkgutil.iter_modules(pkg_path)):
+        if mod.startswith("cmd_"):
+            importlib.import_module(f"{__package__}.{mod}").add_command(sub)
     return p
 
 
@@ -91,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except UsageError as e:
         print(f"rnngap: {e}", file=sys.stderr)
+        return 2
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as e:
+        print(f"rnngap: cannot read {e.filename}: {e.strerror}", file=sys.stderr)
         return 2
 
 

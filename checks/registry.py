@@ -84,8 +84,14 @@ def register(claim: str, name: str):
 
 
 def load_checks() -> list[Check]:
-    """Import every module that registers checks."""
-    from . import foundation_checks  # noqa: F401
+    """Import every ``checks/checks_*.py`` module; each registers its checks."""
+    import importlib
+    import pkgutil
+
+    from . import __path__ as pkg_path
+    for mod in sorted(m.name for m in pkgutil.iter_modules(pkg_path)):
+        if mod.startswith("checks_"):
+            importlib.import_module(f"{__package__}.{mod}")
     return REGISTRY
 
 
