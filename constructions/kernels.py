@@ -148,10 +148,15 @@ def model_step(tok, t, I, f, mode, err,
                ekind, eparam, ecoef,
                rA, rB, rC, rW1, rb1, rW2, rb2, rnn_state,
                aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc,
-               x, scores, wbuf, record, attn_rec):
+               x, scores, wbuf, record, attn_rec, need_output=True):
     """Process token ``tok`` at position ``t``: updates rnn_state, appends to the
     KV cache at index t, and leaves the final residual in ``x``. If ``record``,
-    the attention weights of every head at this position go to attn_rec[l, h, :t+1]."""
+    the attention weights of every head at this position go to attn_rec[l, h, :t+1].
+
+    ``need_output=False`` (nobody reads this position's output): the last
+    attention layer only writes its K, V (they depend on the residual before
+    that layer), and its attention and MLP are skipped; ``x`` is then not the
+    final residual. Every value that is read is computed exactly as before."""
     D = x.shape[0]
     embed(tok, t, ekind, eparam, ecoef, I, f, mode, err, x)
     tmp = np.zeros(D, dtype=np.int64)
@@ -183,6 +188,11 @@ def model_step(tok, t, I, f, mode, err,
         for l in range(La):
             for d in range(D):
                 acc[d] = 0
+            if l == La - 1 and not need_output:
+                for h in range(a_nheads[l]):
+                    matvec(aWK[l, h], x, I, f, mode, err, Kc[l, h, t])
+                    matvec(aWV[l, h], x, I, f, mode, err, Vc[l, h, t])
+                return
             for h in range(a_nheads[l]):
                 matvec(aWQ[l, h], x, I, f, mode, err, q)
                 matvec(aWK[l, h], x, I, f, mode, err, Kc[l, h, t])
@@ -259,10 +269,11 @@ def forward_batch(tokens, lengths, all_positions, I, f, mode, err, loc,
                 state[l, s] = 0
         n_b = lengths[b]
         for t in range(n_b):
+            need = all_positions or t == n_b - 1
             model_step(tokens[b, t], t, I, f, mode, err, ekind, eparam, ecoef,
                        rA, rB, rC, rW1, rb1, rW2, rb2, state,
                        aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc,
-                       x, scores, wbuf, False, attn_rec)
+                       x, scores, wbuf, False, attn_rec, need)
             if all_positions or t == n_b - 1:
                 preds[b, t] = readout(x, out_dim, out_kind, out_param, out_coef, candidates,
                                       I, f, mode, err)
@@ -282,11 +293,13 @@ def feed_tokens(tokens, t0, I, f, mode, err,
     """Feed ``tokens`` at positions t0, t0+1, ...; stops at the first error
     (err[E_WHERE] = its position). Returns the next position."""
     t = t0
+    last = tokens.shape[0] - 1
     for i in range(tokens.shape[0]):
+        need = i == last
         model_step(tokens[i], t, I, f, mode, err, ekind, eparam, ecoef,
                    rA, rB, rC, rW1, rb1, rW2, rb2, rnn_state,
                    aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc,
-                   x, scores, wbuf, record, attn_rec)
+                   x, scores, wbuf, record, attn_rec, need)
         if err[E_CODE] != 0:
             err[E_WHERE] = t
             return t + 1
