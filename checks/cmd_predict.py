@@ -1,0 +1,43 @@
+"""``rnngap predict TASK --inputs FILE --out FILE [--model NAME]``.
+
+Each task has its own module ``checks/predict_<task>.py`` defining
+``add_arguments(parser)`` and ``run(args) -> int``; this command only
+dispatches. Tasks: ``ar`` (Zoology MQAR layout, .npy in/out) and ``istree``
+(the paper's textual format, JSON lines in/out).
+"""
+from __future__ import annotations
+
+import importlib
+
+TASKS = {
+    "ar": "per-position associative recall over int token sequences (.npy)",
+    "istree": "IsTree on the paper's textual graph format (JSON lines)",
+}
+
+
+def add_command(sub) -> None:
+    p = sub.add_parser("predict", help="run a construction over an input file")
+    tsub = p.add_subparsers(dest="task", required=True, parser_class=type(p))
+    for task, helptext in TASKS.items():
+        tp = tsub.add_parser(task, help=helptext)
+        try:
+            mod = importlib.import_module(f"{__package__}.predict_{task}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__package__}.predict_{task}":
+                raise
+            mod = None
+        if mod is None:
+            tp.set_defaults(func=_missing(task))
+            tp.add_argument("--inputs")
+            tp.add_argument("--out")
+            tp.add_argument("--model")
+        else:
+            mod.add_arguments(tp)
+            tp.set_defaults(func=mod.run)
+
+
+def _missing(task):
+    def run(args):
+        from .cli import UsageError
+        raise UsageError(f"predict {task}: not available in this version")
+    return run
