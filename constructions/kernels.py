@@ -144,11 +144,17 @@ def mlp_residual(W1, b1, W2, b2, x, I, f, mode, err, hidden, tmp):
 
 
 @njit(cache=True)
+def workspace_size(D, S, Mr, Dh, Ma):
+    """Scratch entries model_step needs (RNN and attention parts reuse the space)."""
+    return D + max(2 * S + Mr, 2 * D + 2 * Dh + Ma) + 1
+
+
+@njit(cache=True)
 def model_step(tok, t, I, f, mode, err,
                ekind, eparam, ecoef,
                rA, rB, rC, rW1, rb1, rW2, rb2, rnn_state,
                aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc,
-               x, scores, wbuf, record, attn_rec, need_output=True):
+               x, scores, wbuf, record, attn_rec, need_output, ws):
     """Process token ``tok`` at position ``t``: updates rnn_state, appends to the
     KV cache at index t, and leaves the final residual in ``x``. If ``record``,
     the attention weights of every head at this position go to attn_rec[l, h, :t+1].
@@ -156,17 +162,20 @@ def model_step(tok, t, I, f, mode, err,
     ``need_output=False`` (nobody reads this position's output): the last
     attention layer only writes its K, V (they depend on the residual before
     that layer), and its attention and MLP are skipped; ``x`` is then not the
-    final residual. Every value that is read is computed exactly as before."""
+    final residual. Every value that is read is computed exactly as before.
+
+    ``ws`` is a scratch int64 array of at least :func:`workspace_size` entries
+    (no allocation happens per step)."""
     D = x.shape[0]
     embed(tok, t, ekind, eparam, ecoef, I, f, mode, err, x)
-    tmp = np.zeros(D, dtype=np.int64)
+    tmp = ws[0:D]
     # --- linear RNN layers
     Lr = rA.shape[0]
     if Lr > 0:
         S = rA.shape[1]
-        ah = np.zeros(S, dtype=np.int64)
-        bx = np.zeros(S, dtype=np.int64)
-        hidden = np.zeros(rW1.shape[1], dtype=np.int64)
+        ah = ws[D:D + S]
+        bx = ws[D + S:D + 2 * S]
+        hidden = ws[D + 2 * S:D + 2 * S + rW1.shape[1]]
         for l in range(Lr):
             matvec(rA[l], rnn_state[l], I, f, mode, err, ah)
             matvec(rB[l], x, I, f, mode, err, bx)
@@ -180,11 +189,11 @@ def model_step(tok, t, I, f, mode, err,
     La = aWQ.shape[0]
     if La > 0:
         Dh = aWQ.shape[2]
-        q = np.zeros(Dh, dtype=np.int64)
-        o = np.zeros(Dh, dtype=np.int64)
-        ho = np.zeros(D, dtype=np.int64)
-        acc = np.zeros(D, dtype=np.int64)
-        hidden = np.zeros(aW1.shape[1], dtype=np.int64)
+        q = ws[D:D + Dh]
+        o = ws[D + Dh:D + 2 * Dh]
+        ho = ws[D + 2 * Dh:2 * D + 2 * Dh]
+        acc = ws[2 * D + 2 * Dh:3 * D + 2 * Dh]
+        hidden = ws[3 * D + 2 * Dh:3 * D + 2 * Dh + aW1.shape[1]]
         for l in range(La):
             for d in range(D):
                 acc[d] = 0
@@ -263,6 +272,7 @@ def forward_batch(tokens, lengths, all_positions, I, f, mode, err, loc,
     scores = np.zeros(N, dtype=np.int64)
     wbuf = np.zeros(N, dtype=np.int64)
     attn_rec = np.zeros((1, 1, 1), dtype=np.int64)
+    ws = np.zeros(workspace_size(D, S, rW1.shape[1], Dh, aW1.shape[1]), dtype=np.int64)
     for b in range(B):
         for l in range(Lr):
             for s in range(S):
@@ -273,7 +283,7 @@ def forward_batch(tokens, lengths, all_positions, I, f, mode, err, loc,
             model_step(tokens[b, t], t, I, f, mode, err, ekind, eparam, ecoef,
                        rA, rB, rC, rW1, rb1, rW2, rb2, state,
                        aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc,
-                       x, scores, wbuf, False, attn_rec, need)
+                       x, scores, wbuf, False, attn_rec, need, ws)
             if all_positions or t == n_b - 1:
                 preds[b, t] = readout(x, out_dim, out_kind, out_param, out_coef, candidates,
                                       I, f, mode, err)
@@ -294,12 +304,15 @@ def feed_tokens(tokens, t0, I, f, mode, err,
     (err[E_WHERE] = its position). Returns the next position."""
     t = t0
     last = tokens.shape[0] - 1
+    La = aWQ.shape[0]
+    ws = np.zeros(workspace_size(x.shape[0], rA.shape[1] if rA.shape[0] > 0 else 0, rW1.shape[1],
+                                 aWQ.shape[2] if La > 0 else 0, aW1.shape[1]), dtype=np.int64)
     for i in range(tokens.shape[0]):
         need = i == last
         model_step(tokens[i], t, I, f, mode, err, ekind, eparam, ecoef,
                    rA, rB, rC, rW1, rb1, rW2, rb2, rnn_state,
                    aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc,
-                   x, scores, wbuf, record, attn_rec, need)
+                   x, scores, wbuf, record, attn_rec, need, ws)
         if err[E_CODE] != 0:
             err[E_WHERE] = t
             return t + 1
