@@ -33,14 +33,6 @@ from .vocab import Vocab
 N = sp.Symbol("n", positive=True, integer=True)
 
 
-def _f(n: int) -> int:
-    """f(n) = 2 ceil(log2(n + 1)) + 2 fraction bits."""
-    return 2 * log2_ceil(n + 1) + 2
-
-
-F_EXPR = 2 * sp.ceiling(sp.log(N + 1, 2)) + 2
-
-
 @dataclass(frozen=True)
 class Declared:
     int_bits: Callable[[int], int]
@@ -52,13 +44,21 @@ class Declared:
         return FixedFormat(self.int_bits(n), self.frac_bits(n))
 
 
+MATCH_FRAC_BITS = 8
+"""Fraction bits of the position heads: their sharpness lambda = sharpness(f)
+follows f, so any constant f makes them exact; 8 keeps lambda = 7 small."""
+
+
+def _f_match(n: int) -> int:
+    return MATCH_FRAC_BITS
+
+
 def _int_match(n: int) -> int:
-    # scores <= lambda * 3 (n+2)^2 with lambda = sharpness(f) <= f + 2; +1 sign margin, +2 slack
-    return 2 * log2_ceil(n + 2) + log2_ceil(_f(n) + 2) + 4
+    # scores <= lambda * 3 (n+2)^2 = 21 (n+2)^2 < 2^(2 ceil(log2(n+2)) + 5); +1 sign margin
+    return 2 * log2_ceil(n + 2) + 6
 
 
-POSITION_MATCH = Declared(_int_match, _f,
-                          2 * sp.ceiling(sp.log(N + 2, 2)) + sp.ceiling(sp.log(F_EXPR + 2, 2)) + 4, F_EXPR)
+POSITION_MATCH = Declared(_int_match, _f_match, 2 * sp.ceiling(sp.log(N + 2, 2)) + 6, sp.Integer(MATCH_FRAC_BITS))
 
 
 def _base_space() -> ResidualSpace:
@@ -91,14 +91,15 @@ def position_match(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) ->
     return b.build(fmt)
 
 
-PREVIOUS_TOKEN = Declared(_int_match, _f, POSITION_MATCH.int_expr, F_EXPR)
+PREVIOUS_TOKEN = Declared(_int_match, _f_match, POSITION_MATCH.int_expr, sp.Integer(MATCH_FRAC_BITS))
 
 
 def previous_token(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> Model:
     fmt = fmt or PREVIOUS_TOKEN.format(n)
     s = _base_space()
     s.hidden("prev")
-    b = Builder(f"previous-token(n={n})", "transformer", Vocab(max(n, alphabet)), s, claim="gadgets")
+    # the vocabulary is the alphabet only: the head reads positions, not numbers up to n
+    b = Builder(f"previous-token(n={n})", "transformer", Vocab(max(alphabet, 2) - 1), s, claim="gadgets")
     b.attention_layer([shift_head("prev", "pos", "pos_sq", "one", {"prev": {"tok": 1}}, fmt, n_positions=n + 2)])
     _number_readout(b, "prev")
     return b.build(fmt)
@@ -110,7 +111,8 @@ def _f_count(n: int) -> int:
 
 
 def _int_count(n: int) -> int:
-    # count scores <= 4 lambda K^2 with K <= n + 33 (special-token codes reach -31)
+    # count scores <= 4 lambda K^2 with K <= n + 33 (special-token codes reach -31);
+    # shift-head scores <= 3 lambda (n+3)^2; lambda <= f + 2
     return 2 * log2_ceil(n + 34) + log2_ceil(_f_count(n) + 2) + 5
 
 

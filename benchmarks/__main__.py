@@ -1,0 +1,171 @@
+"""rnngap benchmarks: ``python -m benchmarks [--quick]``.
+
+Speed is reported as ratios and slopes measured in ONE run (the machine is
+shared and noisy), never as absolute targets inside tests. Writes
+``benchmarks/results.json`` and prints a short table. Every measurement also
+checks its results (a fast wrong answer is not a speed-up).
+
+1. exhaustive throughput: Index at n = 16 on every binary string (one query per
+   string, rotating), numba executor vs the numpy implementation of the same
+   fixed-point semantics (benchmarks/numpy_fx.py) vs the float64 real twin;
+2. decoding with the KV cache: seconds per generated token at context 10^3,
+   10^4, 10^5, and the log-log slope;
+3. witness search: states/s and time to a collision for 32- and 40-bit states
+   (needs lowerbounds.witness);
+4. IsTree CoT: wall time of the Transformer construction at 10^3 and 10^4
+   vertices (needs constructions.istree).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+from constructions import demos
+from constructions.vocab import BOS, QUERY, number_token
+
+from .numpy_fx import predict_last
+
+OUT = Path(__file__).resolve().parent / "results.json"
+
+
+def exhaustive_throughput(n: int = 16, real_sample: int = 2000) -> dict:
+    model = demos.position_match(n)
+    strings = ((np.arange(2 ** n)[:, None] >> np.arange(n)[None, :]) & 1).astype(np.int64)
+    queries = (np.arange(2 ** n) % n) + 1
+    toks = np.concatenate([np.full((2 ** n, 1), BOS), strings + number_token(0), np.full((2 ** n, 1), QUERY),
+                           (queries + number_token(0))[:, None]], axis=1)
+    want = strings[np.arange(2 ** n), queries - 1] + number_token(0)
+    model.predict_batch(toks[:8])  # compile
+    t0 = time.perf_counter()
+    got = model.predict_batch(toks)
+    t_numba = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    got_np = np.concatenate([predict_last(model, toks[i:i + 8192]) for i in range(0, len(toks), 8192)])
+    t_numpy = time.perf_counter() - t0
+    real = model.real()
+    t0 = time.perf_counter()
+    got_real = np.array([real.predict(list(map(int, row))) for row in toks[:real_sample]])
+    t_real = (time.perf_counter() - t0) * len(toks) / real_sample
+    return {
+        "instances": int(len(toks)),
+        "numba_seconds": t_numba,
+        "numpy_seconds": t_numpy,
+        "real_seconds_extrapolated": t_real,
+        "numba_instances_per_s": len(toks) / t_numba,
+        "mismatches_numba": int((got != want).sum()),
+        "mismatches_numpy_vs_numba": int((got_np != got).sum()),
+        "mismatches_real": int((got_real != want[:real_sample]).sum()),
+        "speedup_vs_numpy": t_numpy / t_numba,
+        "speedup_vs_real": t_real / t_numba,
+    }
+
+
+def decode_slope(contexts=(10 ** 3, 10 ** 4, 10 ** 5), new_tokens: int = 40) -> dict:
+    per_token = {}
+    rng = np.random.default_rng(0)
+    for L in contexts:
+        model = demos.previous_token(L + new_tokens + 2, alphabet=2)
+        prompt = np.concatenate([[BOS], rng.integers(0, 2, L - 1) + number_token(0)]).astype(np.int64)
+        sess = model.session(capacity=L + new_tokens + 2)
+        sess.feed(prompt)
+        t0 = time.perf_counter()
+        for _ in range(new_tokens):
+            tok = sess.next_token()
+            if tok != sess.tokens[-2]:
+                raise AssertionError("decode benchmark: the previous-token model answered wrongly")
+            sess.feed([tok])
+        per_token[L] = (time.perf_counter() - t0) / new_tokens
+    xs = np.log10(list(per_token))
+    ys = np.log10(list(per_token.values()))
+    slope = float(np.polyfit(xs, ys, 1)[0])
+    return {"seconds_per_token": {str(k): v for k, v in per_token.items()}, "loglog_slope": slope}
+
+
+def witness_search() -> dict:
+    try:
+        from lowerbounds import witness  # noqa: F401
+    except ImportError as e:
+        return {"available": False, "reason": f"lowerbounds.witness not importable: {e}"}
+    bench = getattr(witness, "benchmark_collision", None)
+    if bench is None:
+        return {"available": False, "reason": "lowerbounds.witness has no benchmark_collision(bits, seed)"}
+    out = {"available": True}
+    for bits in (32, 40):
+        t0 = time.perf_counter()
+        r = bench(bits, seed=bits)
+        r["seconds"] = time.perf_counter() - t0
+        out[f"{bits}bit"] = r
+    return out
+
+
+def istree_cot() -> dict:
+    try:
+        from constructions import istree  # noqa: F401
+    except ImportError as e:
+        return {"available": False, "reason": f"constructions.istree not importable: {e}"}
+    bench = getattr(istree, "benchmark_run", None)
+    if bench is None:
+        return {"available": False, "reason": "constructions.istree has no benchmark_run(n_vertices, seed)"}
+    out = {"available": True}
+    for n in (10 ** 3, 10 ** 4):
+        t0 = time.perf_counter()
+        r = bench(n, seed=n)
+        r["seconds"] = time.perf_counter() - t0
+        out[str(n)] = r
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks")
+    ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run, not the targets)")
+    ap.add_argument("--out", default=str(OUT))
+    args = ap.parse_args(argv)
+    t_all = time.perf_counter()
+    ex = exhaustive_throughput(12 if args.quick else 16, 200 if args.quick else 2000)
+    dec = decode_slope((10 ** 2, 10 ** 3, 10 ** 4) if args.quick else (10 ** 3, 10 ** 4, 10 ** 5))
+    wit = witness_search()
+    ist = istree_cot()
+    results = {
+        "machine": {"python": platform.python_version(), "cpu_count": __import__("os").cpu_count()},
+        "quick": args.quick,
+        "exhaustive": ex,
+        "exhaustive_speedup_vs_numpy": ex["speedup_vs_numpy"],
+        "exhaustive_speedup_vs_real": ex["speedup_vs_real"],
+        "decode": dec,
+        "decode_loglog_slope": dec["loglog_slope"],
+        "witness": wit,
+        "collision_40bit_seconds": wit.get("40bit", {}).get("seconds") if wit.get("available") else None,
+        "istree": ist,
+        "istree_1e4_seconds": ist.get(str(10 ** 4), {}).get("seconds") if ist.get("available") else None,
+        "total_seconds": time.perf_counter() - t_all,
+    }
+    Path(args.out).write_text(json.dumps(results, indent=1))
+    targets = [
+        ("exhaustive speed-up vs numpy", results["exhaustive_speedup_vs_numpy"], ">= 10"),
+        ("exhaustive speed-up vs real", results["exhaustive_speedup_vs_real"], "(reported)"),
+        ("decode log-log slope", results["decode_loglog_slope"], "<= 1.1"),
+        ("40-bit collision seconds", results["collision_40bit_seconds"], "< 60"),
+        ("IsTree 10^4 vertices seconds", results["istree_1e4_seconds"], "< 60"),
+    ]
+    print(f"{'measure':34s} {'value':>12s}  target")
+    for name, v, tgt in targets:
+        print(f"{name:34s} {('n/a' if v is None else f'{v:12.3f}'):>12s}  {tgt}")
+    for k in ("witness", "istree"):
+        if not results[k].get("available"):
+            print(f"  {k}: not measured: {results[k]['reason']}")
+    bad = ex["mismatches_numba"] + ex["mismatches_numpy_vs_numba"] + ex["mismatches_real"]
+    if bad:
+        print(f"  WRONG RESULTS in the exhaustive benchmark: {bad} mismatches")
+        return 1
+    print(f"written {args.out} ({results['total_seconds']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
