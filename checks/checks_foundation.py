@@ -15,7 +15,16 @@ from constructions import demos
 from constructions.fixedpoint import FixedFormat, FixedPointOverflow, PrecisionError
 from constructions.vocab import BOS, number_token
 
+from .checks_declarations import FUNCTIONS
+from .declarations import declare
 from .registry import Record, register
+
+for _name, _decl in (("position-match", demos.POSITION_MATCH), ("previous-token", demos.PREVIOUS_TOKEN),
+                     ("count-threshold", demos.COUNT_THRESHOLD)):
+    declare("gadgets", _name, "int_bits", _decl.int_expr, "log")
+    declare("gadgets", _name, "frac_bits", _decl.frac_expr, "log")
+    FUNCTIONS[(_name, "int_bits")] = _decl.int_bits
+    FUNCTIONS[(_name, "frac_bits")] = _decl.frac_bits
 from .tasks import counting, index
 
 SIZES = {"quick": [4, 16, 64], "full": [4, 16, 64, 256, 1024]}
@@ -77,9 +86,11 @@ def _gadget_records(name: str, build, declared, batches, ref, profile: str) -> l
     """Run ``build(n)`` on ``batches(n)`` against ``ref`` for each n; then the
     same weights one integer bit below the measured usage must fail."""
     out = []
+    params = {}
     for n in SIZES[profile]:
         t0 = time.perf_counter()
         model = build(n)
+        params[n] = model.resources.params
         toks = batches(n)
         want = np.array([ref(list(map(int, row))) for row in toks], dtype=np.int64)
         got = model.predict_batch(toks)
@@ -98,6 +109,9 @@ def _gadget_records(name: str, build, declared, batches, ref, profile: str) -> l
         out.append(Record("gadgets", model.name, f"{name} below bound ({low.name})", n, len(toks),
                           0 if failed else 1, seconds=round(time.perf_counter() - t0, 3),
                           note=("fails as it must: " if failed else "DID NOT FAIL below bound: ") + how[:120]))
+    distinct = sorted(set(params.values()))
+    out.append(Record("gadgets", name, "params constant in n", max(params), len(params), len(distinct) - 1,
+                      params=distinct[-1], note=f"params by n: {params}"))
     return out
 
 
