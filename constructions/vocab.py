@@ -34,9 +34,22 @@ SPECIAL_TOKENS: dict[str, int] = {
     "-": 7,
     "~": 8,
     "[QUERY]": 9,
+    # regex meta-tokens of the in-context RAG oracle (constructions/rag.py renders
+    # them; inside a search query every other token is a literal):
+    "[(]": 10,      # capture group; group 1 (the first one opened) is retrieved
+    "[(?:]": 11,    # non-capturing group
+    "[(?|]": 12,    # branch-reset group: each alternative numbers its groups from the same index
+    "[)]": 13,      # closes any group or lookahead
+    "[|]": 14,      # alternation
+    "[.]": 15,      # any one token
+    "[#]": 16,      # any one number token
+    "[.*?]": 17,    # lazy wildcard: the shortest run of tokens (possibly empty)
+    "[*]": 18,      # greedy repetition (zero or more) of the preceding token, wildcard or group
+    "[(?=]": 19,    # lookahead
+    "[(?!]": 20,    # negative lookahead
 }
-"""Named special tokens. Ids 10..31 are reserved (regex meta-tokens of the
-in-context RAG oracle will live there)."""
+"""Named special tokens. Ids 10..20 are the regex meta-tokens of the in-context
+RAG oracle (see :data:`META_TOKENS`); ids 21..31 are reserved."""
 
 SPECIAL_NAMES: dict[int, str] = {i: s for s, i in SPECIAL_TOKENS.items()}
 
@@ -50,6 +63,9 @@ FAILED = SPECIAL_TOKENS["[FAILED]"]
 DASH = SPECIAL_TOKENS["-"]
 TILDE = SPECIAL_TOKENS["~"]
 QUERY = SPECIAL_TOKENS["[QUERY]"]
+
+META_TOKENS: frozenset[int] = frozenset(range(10, 21))
+"""The regex meta-tokens (ids 10..20) of the in-context RAG oracle."""
 
 
 def number_token(k: int) -> int:
