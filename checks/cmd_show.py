@@ -1,0 +1,87 @@
+"""``rnngap show MODEL --n N [--seed S]``: the residual-stream layout of a
+construction, each head's score and copy in named directions, and what every
+head attends to at the last position of a seeded example."""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from constructions import kernels as K
+from constructions.vocab import SPECIAL_NAMES, NUMBER_BASE
+
+
+def add_command(sub) -> None:
+    p = sub.add_parser("show", help="residual stream and attention of a construction on an example")
+    p.add_argument("model", help="model name (see `rnngap show --list`)", nargs="?")
+    p.add_argument("--n", type=int, default=8, help="data length the model is built for")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--list", action="store_true", help="list the models")
+    p.set_defaults(func=run)
+
+
+def _combo(row, labels) -> str:
+    terms = [f"{Fraction(v)}*{lab}" if v != 1 else lab for v, lab in zip(row, labels) if v != 0]
+    return " + ".join(terms) if terms else "0"
+
+
+def _tok(t: int) -> str:
+    return str(t - NUMBER_BASE) if t >= NUMBER_BASE else SPECIAL_NAMES.get(t, f"<{t}>")
+
+
+def run(args) -> int:
+    from .catalog import CATALOG, names
+    from .cli import UsageError
+
+    if args.list or not args.model:
+        for k in names():
+            print(f"{k:20s} {CATALOG[k].about}")
+        return 0 if args.list else 2
+    if args.model not in CATALOG:
+        raise UsageError(f"unknown model {args.model!r}; known: {', '.join(names())}")
+    if args.n < 1 or args.n > 4096:
+        raise UsageError(f"--n must be between 1 and 4096 for show, got {args.n}")
+    entry = CATALOG[args.model]
+    model = entry.build(args.n)
+    spec = model.spec
+    print(model.describe())
+    print("\nresidual stream:")
+    for d, lab in enumerate(spec.labels):
+        kind, param, coef = spec.embedding[d]
+        src = f"embedding {coef}*{K.FEATURE_NAMES[kind]}" + (f"({param})" if kind in (K.F_IS_TOKEN, K.F_TOK_INV, K.F_POS_INV) else "") \
+            if kind != K.F_ZERO else "written by a layer"
+        print(f"  [{d:2d}] {lab:14s} {src}")
+    for l, layer in enumerate(spec.rnn_layers):
+        print(f"\nRNN layer {l}: state {layer.state_labels}")
+    for l, layer in enumerate(spec.attn_layers):
+        print(f"\nattention layer {l}:")
+        for h in layer.heads:
+            terms = [f"({_combo(h.WQ[k], spec.labels)})·({_combo(h.WK[k], spec.labels)})" for k in range(h.WQ.shape[0])]
+            print(f"  head {h.name}: score = " + " + ".join(terms))
+            for k in range(h.WV.shape[0]):
+                tgt = [spec.labels[d] for d in range(h.WO.shape[0]) if h.WO[d, k] != 0]
+                print(f"    copies {_combo(h.WV[k], spec.labels)} -> {', '.join(tgt)}")
+            m = spec.notes.get("margins", {}).get(h.name)
+            if m:
+                print(f"    margin: " + ", ".join(f"{k}={v}" for k, v in m.items()))
+        if layer.W1.shape[0]:
+            print(f"  MLP: {layer.W1.shape[0]} hidden neurons")
+    rng = np.random.default_rng(args.seed)
+    toks = entry.example(args.n, rng)
+    sess = model.session(capacity=len(toks), record=True)
+    sess.feed(toks)
+    nxt = sess.next_token()
+    print(f"\nexample (seed {args.seed}): {' '.join(_tok(t) for t in toks)}")
+    print(f"next token: {_tok(nxt)}")
+    att = sess.attention()
+    for l, layer in enumerate(spec.attn_layers):
+        for h, hd in enumerate(layer.heads):
+            w = att[l, h]
+            nz = np.nonzero(w)[0]
+            desc = ", ".join(f"pos {j} ({_tok(toks[j])}): {w[j]:.4g}" for j in nz[:12])
+            more = f" ... (+{len(nz) - 12})" if len(nz) > 12 else ""
+            print(f"  layer {l} head {hd.name} attends at the last position to: {desc}{more}")
+    print("final residual at the last position:")
+    for lab, v in sess.residual().items():
+        print(f"  {lab:14s} {v}")
+    return 0
