@@ -34,22 +34,10 @@ SPECIAL_TOKENS: dict[str, int] = {
     "-": 7,
     "~": 8,
     "[QUERY]": 9,
-    # regex meta-tokens of the in-context RAG oracle (constructions/rag.py renders
-    # them; inside a search query every other token is a literal):
-    "[(]": 10,      # capture group; group 1 (the first one opened) is retrieved
-    "[(?:]": 11,    # non-capturing group
-    "[(?|]": 12,    # branch-reset group: each alternative numbers its groups from the same index
-    "[)]": 13,      # closes any group or lookahead
-    "[|]": 14,      # alternation
-    "[.]": 15,      # any one token
-    "[#]": 16,      # any one number token
-    "[.*?]": 17,    # lazy wildcard: the shortest run of tokens (possibly empty)
-    "[*]": 18,      # greedy repetition (zero or more) of the preceding token, wildcard or group
-    "[(?=]": 19,    # lookahead
-    "[(?!]": 20,    # negative lookahead
 }
-"""Named special tokens. Ids 10..20 are the regex meta-tokens of the in-context
-RAG oracle (see :data:`META_TOKENS`); ids 21..31 are reserved."""
+"""Named special tokens of every vocabulary. Ids 10..20 are the regex meta-tokens
+of the in-context RAG oracle (:data:`META_TOKENS`, only in a ``Vocab(..., meta=True)``);
+ids 21..31 are reserved."""
 
 SPECIAL_NAMES: dict[int, str] = {i: s for s, i in SPECIAL_TOKENS.items()}
 
@@ -64,8 +52,25 @@ DASH = SPECIAL_TOKENS["-"]
 TILDE = SPECIAL_TOKENS["~"]
 QUERY = SPECIAL_TOKENS["[QUERY]"]
 
-META_TOKENS: frozenset[int] = frozenset(range(10, 21))
-"""The regex meta-tokens (ids 10..20) of the in-context RAG oracle."""
+META_TOKENS: dict[str, int] = {
+    "[(]": 10,      # capture group; group 1 (the first one opened) is retrieved
+    "[(?:]": 11,    # non-capturing group
+    "[(?|]": 12,    # branch-reset group: each alternative numbers its groups from the same index
+    "[)]": 13,      # closes any group or lookahead
+    "[|]": 14,      # alternation
+    "[.]": 15,      # any one token
+    "[#]": 16,      # any one number token
+    "[.*?]": 17,    # lazy wildcard: the shortest run of tokens (possibly empty)
+    "[*]": 18,      # greedy repetition (zero or more) of the preceding token, wildcard or group
+    "[(?=]": 19,    # lookahead
+    "[(?!]": 20,    # negative lookahead
+}
+"""The regex meta-tokens of the in-context RAG oracle (constructions/rag.py renders
+them; inside a search query every other token is a literal). They belong to a
+vocabulary only if it is built with ``meta=True`` (the RAG constructions); every
+other model keeps them out of its vocabulary."""
+
+META_NAMES: dict[int, str] = {i: s for s, i in META_TOKENS.items()}
 
 
 def number_token(k: int) -> int:
@@ -105,6 +110,8 @@ class Vocab:
     """Specials plus the numbers ``0..max_number``; ``size`` tokens in all."""
 
     max_number: int
+    meta: bool = False
+    """Whether the regex meta-tokens (:data:`META_TOKENS`) belong to the vocabulary."""
 
     def __post_init__(self) -> None:
         if self.max_number < 0:
@@ -123,16 +130,29 @@ class Vocab:
         return NUMBER_BASE <= token < self.size
 
     def contains(self, token: int) -> bool:
-        return 0 <= token < self.size and (token >= NUMBER_BASE or token in SPECIAL_NAMES)
+        return 0 <= token < self.size and (token >= NUMBER_BASE or token in SPECIAL_NAMES
+                                           or (self.meta and token in META_NAMES))
+
+    def name(self, token: int) -> str:
+        """The name of a special or meta token (raises for numbers and unknown ids)."""
+        token = int(token)
+        if token in SPECIAL_NAMES:
+            return SPECIAL_NAMES[token]
+        if self.meta and token in META_NAMES:
+            return META_NAMES[token]
+        raise ValueError(f"token id {token} is not a named token of this vocabulary")
 
     def encode(self, items: Iterable[str | int]) -> list[int]:
         """Special-token names and Python ints (numbers) to token ids."""
         out = []
         for pos, item in enumerate(items):
             if isinstance(item, str):
-                if item not in SPECIAL_TOKENS:
+                if item in SPECIAL_TOKENS:
+                    out.append(SPECIAL_TOKENS[item])
+                elif self.meta and item in META_TOKENS:
+                    out.append(META_TOKENS[item])
+                else:
                     raise ValueError(f"position {pos}: unknown special token {item!r}")
-                out.append(SPECIAL_TOKENS[item])
             else:
                 out.append(self.number(int(item)))
         return out
@@ -143,7 +163,7 @@ class Vocab:
             t = int(t)
             if not self.contains(t):
                 raise ValueError(f"position {pos}: token id {t} is not in the vocabulary (size {self.size})")
-            out.append(t - NUMBER_BASE if t >= NUMBER_BASE else SPECIAL_NAMES[t])
+            out.append(t - NUMBER_BASE if t >= NUMBER_BASE else self.name(t))
         return out
 
     def validate(self, tokens: Sequence[int], what: str = "sequence") -> None:
