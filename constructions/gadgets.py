@@ -114,6 +114,7 @@ class ResidualSpace:
     def claim_write(self, label: str, block: str) -> None:
         self[label]
         if label in self.accumulate:
+            self.writer.setdefault(label, block)   # written (possibly by several blocks)
             return
         prev = self.writer.get(label)
         if prev is not None and prev != block:
