@@ -283,6 +283,15 @@ class Model:
             kv_numbers_per_token=kv,
         )
         self.err = new_err()   # cumulative statistics of every run of this model
+        # the weights are numbers of the format too: a run needs at least their bits
+        # (offsets of the 1/(.+c) features included; token ids of is_token are not numbers)
+        inv = (K.F_TOK_INV, K.F_POS_INV)
+        offsets = [int(p) for k, p in zip(np.r_[self.ekind, self.out_kind], np.r_[self.eparam, self.out_param])
+                   if k in inv]
+        weights = (self.ecoef, self.rA, self.rB, self.rC, self.rW1, self.rb1, self.rW2, self.rb2, self.aWQ,
+                   self.aWK, self.aWV, self.aWO, self.aW1, self.ab1, self.aW2, self.ab2, self.out_coef)
+        self.err[E_MAXABS] = max([int(np.abs(a).max()) for a in weights if a.size] + [abs(o) for o in offsets] + [0])
+        self._absorb(new_err())
 
     def _param(self, kind: int, param: Any, what: str) -> int:
         if kind in (K.F_TOK_INV, K.F_POS_INV):
