@@ -46,11 +46,21 @@ class Generation:
 
 
 def generate(model: Model, prompt: Sequence[int], answer_tokens: Sequence[int] | None = None,
-             max_cot: int = 0, oracle: Oracle | None = None, record: bool = False) -> Generation:
+             max_cot: int = 0, oracle: Oracle | None = None, record: bool = False,
+             answer_after: int | None = None) -> Generation:
     """Run ``model`` greedily on ``prompt``; see the module docstring.
 
     ``answer_tokens=None`` means no CoT: the first generated token is the answer.
+    ``answer_after=m`` (with ``answer_tokens=None``): the CoT ends when the model
+    emits the marker m (which counts toward the CoT); the model's next token is the
+    answer, whatever it is. For tasks whose answers are numbers that the CoT also
+    writes (e.g. a search for the query number, then ``[EOS]`` and the answer).
     """
+    if answer_after is not None:
+        if answer_tokens is not None:
+            raise ValueError("give answer_tokens or answer_after, not both")
+        model.vocab.validate([int(answer_after)], what="answer_after")
+        answer_after = int(answer_after)
     if max_cot < 0:
         raise ValueError(f"max_cot must be >= 0, got {max_cot}")
     prompt = [int(t) for t in model.validate_tokens(list(prompt), "prompt")]
@@ -64,7 +74,7 @@ def generate(model: Model, prompt: Sequence[int], answer_tokens: Sequence[int] |
     g = Generation(prompt=prompt)
     while True:
         tok = sess.next_token()
-        if answers is None or tok in answers:
+        if (answers is None and answer_after is None) or (answers is not None and tok in answers):
             g.answer, g.stopped = tok, "answer"
             return g
         if g.cot_length >= max_cot:
@@ -72,6 +82,9 @@ def generate(model: Model, prompt: Sequence[int], answer_tokens: Sequence[int] |
             return g
         g.cot.append(tok)
         sess.feed([tok])
+        if answer_after is not None and tok == answer_after:
+            g.answer, g.stopped = sess.next_token(), "answer"
+            return g
         if oracle is not None:
             g.oracle_calls += 1
             extra = oracle(g.context, tok)
