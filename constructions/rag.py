@@ -1,0 +1,341 @@
+"""The in-context RAG oracle (theory.md §2, claim T5-RAG).
+
+When the model emits ``[ENDSEARCH]``, the tokens since the last
+``[STARTSEARCH]`` form a *query*. The oracle renders it into a regular
+expression, searches the context rendered as text, and appends capture group 1
+of the leftmost match as tokens (``[FAILED]`` if nothing matches). Plugged into
+:func:`constructions.generate.generate` as its ``oracle`` hook, the retrieved
+tokens are fed to the model as if generated and count toward the CoT.
+
+Rendering (unambiguous by construction)
+---------------------------------------
+* Context text: every token becomes one bracketed unit, ``<n{k}>`` for the
+  number k and ``<s{id}>`` for a special token, concatenated with no other
+  characters. A unit starts with ``<`` and ends with ``>``, neither of which
+  occurs inside a unit, so a pattern built from whole units can only match
+  whole tokens (the number 3 never matches inside 13 or 31).
+  ``[BOS] 3 - 13`` -> ``<s0><n3><s7><n13>``.
+* Query: a literal token is its escaped unit wrapped as ``(?:<n3>)`` (so a
+  following ``[*]`` repeats the whole token); the meta-tokens of
+  :data:`constructions.vocab.META_TOKENS` map to syntax::
+
+      [(]   (      [(?:]  (?:     [(?|]  (?|     [)]  )     [|]  |
+      [.]   one token              [#]   one number token
+      [.*?] a lazy run of tokens   [*]   *  (greedy repetition of the preceding item)
+      [(?=] (?=    [(?!]  (?!
+
+  If the query opens no capture group, one is added at its end around one
+  token: the oracle returns the token that follows the match (``u ~`` finds
+  ``u ~ p`` and returns p).
+* Excluded text: every earlier search span, from its ``[STARTSEARCH]`` to the
+  last token the oracle retrieved for it, and the current query itself are cut
+  out of the searched text (the rest is concatenated), so a search never finds
+  a query or an answer of an earlier search. The prompt is plain text, even if
+  it holds search tokens.
+
+Dialects
+--------
+``dialect="regex"`` is the above. ``dialect="graph"`` adds the reading of the
+paper's IsTree experiment (theory.md §6 style 2; ``checks/tasks/istree.py``
+``retrieval_cot``): in a query without meta-tokens, ``-`` is an *undirected*
+input edge. ``u -`` becomes ``(?|u - ([#])|([#]) - u)`` (u's first neighbour in
+edge-list order) and ``u - c`` becomes ``(?:u - c|c - u)[.*?](?|u - ([#])|([#]) - u)``
+(the neighbour after c); every other query is rendered as in the regex dialect.
+The expansion is a list of meta-tokens (:func:`expand_graph_query`), so both
+dialects run through the same renderer.
+
+Failures are the model's, never a crash: a malformed query (``[ENDSEARCH]`` with
+no open search, a pattern that does not compile, ``[*]`` with nothing to
+repeat, a query holding ``[BOS]``-free junk the engine rejects...) and a search
+that exceeds ``timeout`` seconds both return ``[FAILED]``; the reason is kept
+in :attr:`RagOracle.log`.
+
+Example::
+
+    >>> from constructions.vocab import STARTSEARCH as SS, ENDSEARCH as ES, BOS, number_token as num
+    >>> oracle = RagOracle()
+    >>> ctx = [BOS, num(5), num(7), num(5), num(9), SS, num(5)]
+    >>> oracle(ctx, num(5)) is None
+    True
+    >>> oracle(ctx + [ES], ES)      # '5' then the next token: first match 5 7
+    [39]
+"""
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import regex
+
+from .vocab import (
+    DASH, ENDSEARCH, FAILED, META_NAMES, META_TOKENS, NUMBER_BASE, SPECIAL_NAMES, STARTSEARCH,
+)
+
+DEFAULT_TIMEOUT = 2.0
+"""Seconds a single search may take before it counts as failed."""
+
+TOKEN_PATTERN = r"<[ns]\d+>"
+NUMBER_PATTERN = r"<n\d+>"
+_UNIT = regex.compile(r"<([ns])(\d+)>")
+
+M = META_TOKENS
+CAPTURE, NONCAP, BRANCH_RESET, CLOSE, ALT = M["[(]"], M["[(?:]"], M["[(?|]"], M["[)]"], M["[|]"]
+ANY, ANY_NUMBER, LAZY_ANY, STAR, LOOKAHEAD, NEG_LOOKAHEAD = (
+    M["[.]"], M["[#]"], M["[.*?]"], M["[*]"], M["[(?=]"], M["[(?!]"])
+
+META_SYNTAX: dict[int, str] = {
+    CAPTURE: "(",
+    NONCAP: "(?:",
+    BRANCH_RESET: "(?|",
+    CLOSE: ")",
+    ALT: "|",
+    ANY: f"(?:{TOKEN_PATTERN})",
+    ANY_NUMBER: f"(?:{NUMBER_PATTERN})",
+    LAZY_ANY: f"(?:{TOKEN_PATTERN})*?",
+    STAR: "*",
+    LOOKAHEAD: "(?=",
+    NEG_LOOKAHEAD: "(?!",
+}
+"""Regex syntax of each meta-token (theory.md §2: groups, alternation, lazy
+wildcard, lookahead; plus one-token wildcards and greedy repetition)."""
+
+assert set(META_SYNTAX) == set(META_NAMES), "every meta-token needs a rendering"
+
+
+class MalformedQuery(ValueError):
+    """A query the oracle cannot turn into a regular expression."""
+
+
+def render_token(token: int) -> str:
+    """The text unit of one token: ``<n{k}>`` for the number k, ``<s{id}>`` otherwise."""
+    token = int(token)
+    if token < 0:
+        raise ValueError(f"token ids are >= 0, got {token}")
+    return f"<n{token - NUMBER_BASE}>" if token >= NUMBER_BASE else f"<s{token}>"
+
+
+def render_text(tokens: Sequence[int]) -> str:
+    """The searched text of a token sequence (units concatenated).
+
+    >>> render_text([0, 35, 7, 45])
+    '<s0><n3><s7><n13>'
+    """
+    return "".join(render_token(t) for t in tokens)
+
+
+def parse_text(text: str) -> list[int]:
+    """Inverse of :func:`render_text` (raises on anything that is not whole units)."""
+    out, pos = [], 0
+    for m in _UNIT.finditer(text):
+        if m.start() != pos:
+            raise ValueError(f"character {pos}: not a token unit: {text[pos:m.start()]!r}")
+        k = int(m.group(2))
+        out.append(NUMBER_BASE + k if m.group(1) == "n" else k)
+        pos = m.end()
+    if pos != len(text):
+        raise ValueError(f"character {pos}: not a token unit: {text[pos:]!r}")
+    return out
+
+
+def token_name(token: int) -> str:
+    token = int(token)
+    if token >= NUMBER_BASE:
+        return str(token - NUMBER_BASE)
+    return SPECIAL_NAMES.get(token) or META_NAMES.get(token) or f"<id {token}>"
+
+
+def render_query(query: Sequence[int]) -> str:
+    """The regular expression of a query (token ids between the search tokens).
+
+    Raises :class:`MalformedQuery` if the query holds a search token or the
+    pattern does not compile.
+
+    >>> from constructions.vocab import number_token as num, TILDE
+    >>> render_query([num(3), TILDE])
+    '(?:<n3>)(?:<s8>)((?:<[ns]\\\\d+>))'
+    """
+    parts = []
+    has_capture = False
+    for pos, t in enumerate(query):
+        t = int(t)
+        if t in (STARTSEARCH, ENDSEARCH):
+            raise MalformedQuery(f"query token {pos}: {token_name(t)} inside a query")
+        if t in META_SYNTAX:
+            parts.append(META_SYNTAX[t])
+            has_capture |= t == CAPTURE
+        else:
+            parts.append("(?:" + regex.escape(render_token(t)) + ")")
+    if not has_capture:
+        parts.append(f"((?:{TOKEN_PATTERN}))")
+    pattern = "".join(parts)
+    try:
+        regex.compile(pattern)
+    except regex.error as e:
+        raise MalformedQuery(f"query {' '.join(token_name(t) for t in query)!r}: {e}") from None
+    return pattern
+
+
+def expand_graph_query(query: Sequence[int]) -> list[int]:
+    """The graph dialect's reading of the IsTree queries ``u -`` and ``u - c``
+    (undirected input edges) as meta-token queries; any other query unchanged.
+
+    >>> from constructions.vocab import number_token as num, META_NAMES
+    >>> [META_NAMES.get(t, t) for t in expand_graph_query([num(4), DASH])]
+    ['[(?|]', 36, 7, '[(]', '[#]', '[)]', '[|]', '[(]', '[#]', '[)]', 7, 36, '[)]']
+    """
+    q = [int(t) for t in query]
+    if any(t in META_NAMES for t in q) or len(q) not in (2, 3) or q[1] != DASH:
+        return q
+    if any(t < NUMBER_BASE for t in q[:1] + q[2:]):
+        return q
+    u = q[0]
+    neighbour = [BRANCH_RESET, u, DASH, CAPTURE, ANY_NUMBER, CLOSE, ALT,
+                 CAPTURE, ANY_NUMBER, CLOSE, DASH, u, CLOSE]
+    if len(q) == 2:
+        return neighbour
+    c = q[2]
+    return [NONCAP, u, DASH, c, ALT, c, DASH, u, CLOSE, LAZY_ANY] + neighbour
+
+
+@dataclass
+class SearchResult:
+    """One search: the query, its pattern, the outcome and what was appended.
+
+    ``status`` is ``"match"``, ``"no match"``, ``"malformed"`` or ``"timeout"``;
+    ``at`` is the context position where capture group 1 starts (None unless
+    matched); ``reason`` explains a malformed query or a timeout."""
+
+    query: list[int]
+    pattern: str | None
+    status: str
+    tokens: list[int]
+    at: int | None = None
+    reason: str = ""
+
+
+def search(context: Sequence[int], query: Sequence[int], excluded: Sequence[tuple[int, int]] = (),
+           timeout: float = DEFAULT_TIMEOUT, dialect: str = "regex") -> SearchResult:
+    """Stateless search: ``query`` over ``context`` with the half-open position
+    ranges ``excluded`` cut out. Never raises for a bad query (see the module
+    docstring); raises ValueError for bad arguments."""
+    keep = [True] * len(context)
+    for a, b in excluded:
+        if not 0 <= a <= b <= len(context):
+            raise ValueError(f"excluded span {(a, b)} outside the context of length {len(context)}")
+        for p in range(a, b):
+            keep[p] = False
+    positions = [p for p in range(len(context)) if keep[p]]
+    pieces = [render_token(context[p]) for p in positions]
+    return _search_pieces(pieces, positions, query, timeout, dialect)
+
+
+def _check_dialect(dialect: str) -> None:
+    if dialect not in ("regex", "graph"):
+        raise ValueError(f"dialect must be 'regex' or 'graph', got {dialect!r}")
+
+
+def _search_pieces(pieces: list[str], positions: list[int], query: Sequence[int], timeout: float,
+                   dialect: str) -> SearchResult:
+    _check_dialect(dialect)
+    query = [int(t) for t in query]
+    q = expand_graph_query(query) if dialect == "graph" else query
+    try:
+        pattern = render_query(q)
+    except MalformedQuery as e:
+        return SearchResult(query, None, "malformed", [FAILED], reason=str(e))
+    text = "".join(pieces)
+    try:
+        m = regex.search(pattern, text, timeout=timeout)
+    except TimeoutError as e:
+        return SearchResult(query, pattern, "timeout", [FAILED], reason=f"search exceeded {timeout} s ({e})")
+    except regex.error as e:   # defensive: compiled above, so this is not expected
+        return SearchResult(query, pattern, "malformed", [FAILED], reason=str(e))
+    if m is None or m.start(1) < 0:
+        return SearchResult(query, pattern, "no match", [FAILED])
+    got = parse_text(m.group(1))
+    starts = _char_starts(pieces)
+    i = bisect.bisect_left(starts, m.start(1))
+    at = positions[i] if got else None
+    return SearchResult(query, pattern, "match", got, at=at)
+
+
+def _char_starts(pieces: list[str]) -> list[int]:
+    out, c = [], 0
+    for p in pieces:
+        out.append(c)
+        c += len(p)
+    return out
+
+
+@dataclass
+class RagOracle:
+    """The oracle hook for :func:`constructions.generate.generate`, one per generation.
+
+    Call it after every generated token as ``oracle(context, token)`` (context =
+    prompt + CoT so far, ``token`` its last element). It returns None, or the
+    tokens to append after an ``[ENDSEARCH]``. It keeps the searched text
+    incrementally (tokens outside search spans, rendered once), so a search
+    costs one regex scan of the text. ``log`` holds every search.
+
+    A ``[STARTSEARCH]`` while a search is open restarts the query (the earlier
+    partial query stays excluded); ``[ENDSEARCH]`` with no open search is a
+    malformed query.
+    """
+
+    timeout: float = DEFAULT_TIMEOUT
+    dialect: str = "regex"
+    log: list[SearchResult] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        _check_dialect(self.dialect)
+        if not self.timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {self.timeout}")
+        self._pieces: list[str] = []
+        self._positions: list[int] = []
+        self._seen = 0
+        self._skip_until = 0          # positions below this belong to the last search span
+        self._open: int | None = None  # position of the open search's [STARTSEARCH]
+
+    def _keep(self, pos: int, token: int) -> None:
+        self._pieces.append(render_token(token))
+        self._positions.append(pos)
+
+    def __call__(self, context: Sequence[int], token: int) -> list[int] | None:
+        n = len(context)
+        if n <= self._seen or int(context[-1]) != int(token):
+            raise ValueError("RagOracle: the context must grow by the generated token on every call "
+                             "(use a new RagOracle for each generation)")
+        for p in range(self._seen, n - 1):   # prompt tokens (first call) or the last retrieval
+            if p >= self._skip_until and self._open is None:
+                self._keep(p, int(context[p]))
+        self._seen = n
+        token = int(token)
+        if token == STARTSEARCH:
+            if self._open is None:
+                self._open = n - 1
+            else:                            # restart: the earlier partial query stays cut out
+                self._open = n - 1
+            return None
+        if token != ENDSEARCH:
+            if self._open is None:
+                self._keep(n - 1, token)
+            return None
+        if self._open is None:
+            res = SearchResult([], None, "malformed", [FAILED], reason="[ENDSEARCH] without an open [STARTSEARCH]")
+        else:
+            query = [int(t) for t in context[self._open + 1:n - 1]]
+            res = _search_pieces(self._pieces, self._positions, query, self.timeout, self.dialect)
+        self.log.append(res)
+        self._open = None
+        self._skip_until = n + len(res.tokens)
+        return list(res.tokens)
+
+    @property
+    def text(self) -> str:
+        """The text the next search would see (excluded spans cut out)."""
+        return "".join(self._pieces)
+
+    def failures(self) -> list[SearchResult]:
+        """Searches that failed for a reason other than 'no match'."""
+        return [r for r in self.log if r.status in ("malformed", "timeout")]
