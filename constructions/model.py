@@ -485,12 +485,13 @@ class RNNAdapter:
     The protocol state is (h of every layer, last token): the readout sees the
     last layer's residual, which is a function of h_t and token_t, so the last
     token is part of the memory. ``state_bits`` = (#h numbers) * p +
-    ceil(log2 |V|).
+    ceil(log2 (|V| + 1)) (token ids and "no token yet").
     """
 
     def __init__(self, model: Model):
         self.model = model
-        self.state_bits = model.resources.state_bits + max(1, math.ceil(math.log2(model.vocab.size)))
+        self._tok_bits = max(1, math.ceil(math.log2(model.vocab.size + 1)))
+        self.state_bits = model.resources.state_bits + self._tok_bits
         self._sess = Session(model, capacity=1)
 
     def initial_state(self):
@@ -528,8 +529,18 @@ class RNNAdapter:
         return int(tokout)
 
     def state_key(self, state) -> bytes:
+        """ceil(state_bits / 8) bytes (protocol.py): each real h entry (padding
+        excluded) as raw + 2^(I+f) in p bits, then last token + 1, little-endian."""
         h, tok = state
-        return np.asarray(h, dtype=np.int64).tobytes() + int(tok).to_bytes(4, "little", signed=True)
+        fmt = self.model.fmt
+        p, off = fmt.total_bits, 1 << (fmt.int_bits + fmt.frac_bits)
+        acc, shift = 0, 0
+        for l, size in enumerate(self.model.rnn_sizes):
+            for s in range(size):
+                acc |= (int(h[l][s]) + off) << shift
+                shift += p
+        acc |= (int(tok) + 1) << shift
+        return acc.to_bytes((self.state_bits + 7) // 8, "little")
 
 
 def _residual_from_state(m: Model, h: np.ndarray, x: np.ndarray, err: np.ndarray) -> None:
