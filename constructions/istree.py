@@ -1,0 +1,415 @@
+"""IsTree with a DFS-tour chain of thought: a constant-size Transformer (claim T4.7-up).
+
+After ``[BOS] u - v u - v ... [EOS]`` (``-`` or ``~`` between endpoints, either
+endpoint order) the model writes the DFS Euler tour from vertex 0 exactly as
+:func:`checks.tasks.istree.dfs_tour` (neighbours in edge-list order, stop right
+after the vertex whose scan first meets a visited non-parent neighbour), then
+``[EOS]`` and ``[TRUE]``/``[FALSE]``. Five attention layers, 18 heads, width
+and parameter count independent of n; driven by :func:`constructions.generate.generate`.
+
+Example (edges 2-0 3-2 1-0)::
+
+    >>> m = build(n_vertices=4)                       # doctest: +SKIP
+    >>> run(m, [(2, 0), (3, 2), (1, 0)]).cot          # doctest: +SKIP
+    [32, 34, 35, 34, 32, 33, 32, 1]                   # 0 2 3 2 0 1 0 [EOS], answer [TRUE]
+
+Vertex set. The tokens cannot show isolated vertices above the largest id, so
+the model answers for the vertex set ``{0..max id}`` (``{0}`` without edges).
+:func:`answer_for` turns that into the answer for a given ``n_nodes``: the
+model's label if ``n_nodes == max id + 1``, else ``[FALSE]`` (an isolated extra
+vertex makes the graph disconnected).
+
+Positions and records
+---------------------
+Edge k (0-based) occupies positions 3k+1 (first endpoint a), 3k+2 (separator),
+3k+3 (second endpoint b); its *record position* is r = 3k+3, which also serves
+as the edge's id (ids are > 0, so 0 means "none"). A position is a record iff
+the previous token is a separator (``is_rec`` = shift-1 copy of ``is_sep``).
+At r the model computes, for each endpoint x of the edge, ``pred_x`` = the id of
+the previous edge incident to x (0 if none): the *latest* earlier record with x
+as an endpoint. Two records live at r:
+
+* R1 (endpoint a): key (a, pred_a), value b;
+* R2 (endpoint b): key (b, pred_b), value a.
+
+"The edge after e incident to u" is then the unique record with key (u, e),
+and "u's first edge" the one with key (u, 0): two lookup heads (R1, R2), one
+of which finds it; both fall back to [BOS] (value 0 = none) otherwise.
+pred is computed without seeing the current edge by *delayed keys*: at record
+position r the keys are the endpoints of the previous record r-3 (shift heads
+by 5 and 3), whose id is r - 3.
+
+One CoT step (current vertex u = last token, p = previous token)
+-----------------------------------------------------------------
+* parent(u) = the token before u's first occurrence in the CoT (first-occurrence
+  match over CoT positions, value = shift-1 copy); for the root the token
+  before is the prompt's [EOS], tau = -1 = "no parent".
+* entered = [p == parent(u)] (u was just entered; never true when we come back
+  from a child). e_prev = 0 if entered, else the id of edge {u, p} (pair match
+  over records, both orientations).
+* (w1, e1) = lookup (u, e_prev); if w1 is the parent: w = lookup (u, e1) (a
+  simple graph has one parent edge), else w = w1.
+* no w: output parent(u) (tau -1 = [EOS] at the root: the tour ends).
+  w visited (occurs in the CoT: first-occurrence match with a [BOS] fallback):
+  output [EOS] (cycle). Otherwise output w.
+* At the prompt's [EOS]: output 0. At the CoT's [EOS] (position t): the label.
+  A tour visiting k vertices has 2k-1 tokens if it completed and fewer if it
+  stopped at a cycle (checks.tasks.istree), so with N = max id + 1 the graph is
+  a tree iff the tour length t - P - 1 equals 2N - 1 (P = the prompt's [EOS]).
+  max id + 1 comes from a max head over tau (+1 at [BOS], so N = 1 without edges).
+
+Matching heads, margins (derivation, asserted in :func:`multi_match_head`)
+---------------------------------------------------------------------------
+All queried quantities are integers. A head matching components q_c against
+key components k_c scores
+
+    lam * sum_c (2 q_c k_c - k_c^2)  +  [j = BOS] * (lam * sum_c q_c^2 - lam/2)  +/- mu * pos_j
+
+i.e. lam * (sum q_c^2 - sum (q_c - k_c)^2) off [BOS]: all components equal ->
+S = lam * sum q_c^2; any component off by >= 1 -> <= S - lam; [BOS] (whose keys
+are all 0) -> S - lam/2, the fallback. With positions 0..T-1 and a tie-break
+mu = sharpness(f) toward the latest (or first) match, lam = 2 (mu (T-1) + s),
+s = sharpness(f) > (f+1) ln 2 gives every gap (match/match >= mu, match/BOS,
+BOS/mismatch >= s) above the zero-weight gap: every weight is exactly 0 or 1.
+Without tie-break (unique matches) lam = 2 s.
+
+Resources (declared, checked by the registry): positions T = 3M + 2N + 2 for N
+vertices and at most M edges; f = 1 fraction bit (every quantity is an integer
+and every weight is 0 or 1); I(N, M) = 3 ceil(log2 T) + 6 integer bits
+(largest scores ~ 16 T^3 in the tie-break heads, asserted per head).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Mapping, Sequence
+
+import sympy as sp
+
+from . import kernels as K
+from .fixedpoint import FixedFormat, log2_ceil
+from .gadgets import (
+    Builder, Head, MarginError, Neuron, ResidualSpace, bits_for, equality_neurons, select_neurons,
+    sharpness, shift_head, zero_gap,
+)
+from .generate import Generation, generate
+from .model import Model
+from .vocab import BOS, DASH, EOS, FALSE, NUMBER_BASE, TILDE, TRUE, Vocab, number_token
+
+Combo = Mapping[str, object]
+
+# ----------------------------------------------------------------------------
+# declared resources
+N_SYM, M_SYM = sp.symbols("N M", positive=True, integer=True)
+T_EXPR = 3 * M_SYM + 2 * N_SYM + 2
+INT_EXPR = 3 * sp.ceiling(sp.log(T_EXPR, 2)) + 6
+FRAC_EXPR = sp.Integer(1)
+FRAC_BITS = 1
+N_LAYERS = 5
+N_HEADS = 18
+
+
+def n_positions(n_vertices: int, max_edges: int) -> int:
+    """T = 3M + 2N + 2: [BOS], 3 tokens per edge, [EOS], a tour of <= 2N - 1
+    tokens, the CoT's [EOS] (the label is predicted at position T - 1)."""
+    return 3 * max_edges + 2 * n_vertices + 2
+
+
+def declared_int_bits(n_vertices: int, max_edges: int) -> int:
+    """I(N, M) = 3 ceil(log2 T) + 6."""
+    return 3 * log2_ceil(n_positions(n_vertices, max_edges)) + 6
+
+
+def declared_format(n_vertices: int, max_edges: int | None = None) -> FixedFormat:
+    m = n_vertices if max_edges is None else max_edges
+    return FixedFormat(declared_int_bits(n_vertices, m), FRAC_BITS)
+
+
+def cot_bound(n_vertices: int) -> int:
+    """CoT tokens before the answer: a tour of <= 2N - 1 vertices and its [EOS]."""
+    return 2 * n_vertices
+
+
+# ----------------------------------------------------------------------------
+# gadgets of this construction
+@dataclass(frozen=True)
+class Component:
+    """One matched component: query q (and q^2) at the query position, key k
+    (and k^2) at the key position; integer-valued, |q| <= max_query, |k| <= max_key."""
+
+    query: Combo
+    query_sq: Combo
+    key: Combo
+    key_sq: Combo
+    max_query: int
+    max_key: int
+
+
+def flag_component(flag: str, one: str = "one") -> Component:
+    """Require the 0/1 key flag to be 1 (flag^2 = flag)."""
+    return Component({one: 1}, {one: 1}, {flag: 1}, {flag: 1}, 1, 1)
+
+
+def _add(*combos: Combo) -> dict:
+    out: dict = {}
+    for c in combos:
+        for k, v in c.items():
+            out[k] = out.get(k, 0) + Fraction(v)
+    return out
+
+
+def multi_match_head(name: str, comps: Sequence[Component], copy: dict[str, Combo], fmt: FixedFormat,
+                     n_pos: int, tie_break: str | None = None, one: str = "one", is_bos: str = "is_bos",
+                     pos: str = "pos") -> Head:
+    """Attend exactly to the position whose key components all equal the query's,
+    [BOS] if there is none (module docstring: score, margins).
+
+    ``tie_break``: None (the promise is at most one match), ``"first"`` or
+    ``"latest"`` (weight exactly 1 on that match). Preconditions: all q_c, k_c
+    are integers; every key component is 0 at [BOS] (position 0).
+    """
+    if tie_break not in (None, "first", "latest"):
+        raise ValueError(f"{name}: tie_break must be None, 'first' or 'latest', got {tie_break!r}")
+    f = fmt.frac_bits
+    s = sharpness(f)
+    zg = zero_gap(f)
+    mu = s if tie_break else 0
+    lam = 2 * (mu * (n_pos - 1) + s)
+    half = Fraction(lam, 2)
+    # margins, exactly: (latest) match/match >= mu; lowest match - BOS >= lam/2;
+    # BOS - best mismatch >= lam/2 - mu (T-1); (first) earliest match - BOS >= lam/2 - mu (T-1)
+    if tie_break:
+        assert mu > zg, f"{name}: tie-break gap {mu} not above {float(zg)}"
+    assert half - mu * (n_pos - 1) > zg, f"{name}: fallback gap not above {float(zg)}"
+    max_score = lam * sum(2 * c.max_query * c.max_key + c.max_key ** 2 + c.max_query ** 2 for c in comps) \
+        + lam + mu * n_pos
+    need = bits_for(max_score) + 1
+    if fmt.int_bits < need:
+        raise MarginError(f"{name}: scores up to {max_score} need {need} integer bits, {fmt.name} has {fmt.int_bits}")
+    score = [({k: 2 * lam * Fraction(v) for k, v in c.query.items()}, dict(c.key)) for c in comps]
+    score.append(({one: -lam}, _add(*[c.key_sq for c in comps])))
+    bos_q = _add(*[{k: lam * Fraction(v) for k, v in c.query_sq.items()} for c in comps], {one: -half})
+    score.append((bos_q, {is_bos: 1}))
+    if tie_break:
+        score.append(({one: mu if tie_break == "latest" else -mu}, {pos: 1}))
+    margin = {"lambda": lam, "mu": mu, "gap_fallback": float(half - mu * (n_pos - 1)), "gap_tie": mu,
+              "zero_gap": float(zg), "score_int_bits": need}
+    return Head(name, score, copy, margin)
+
+
+def first_max_head(name: str, key: Combo, max_key: int, copy: dict[str, Combo], fmt: FixedFormat, n_pos: int,
+                   one: str = "one", pos: str = "pos") -> Head:
+    """Attend exactly to the first position with the largest integer key:
+    score lam * k_j - mu * pos_j, mu = sharpness(f), lam = mu (T-1) + sharpness(f):
+    a smaller key is >= lam - mu (T-1) below, a later equal key mu below."""
+    f = fmt.frac_bits
+    s = sharpness(f)
+    mu = s
+    lam = mu * (n_pos - 1) + s
+    assert lam - mu * (n_pos - 1) > zero_gap(f) and mu > zero_gap(f)
+    max_score = lam * max_key + mu * n_pos
+    need = bits_for(max_score) + 1
+    if fmt.int_bits < need:
+        raise MarginError(f"{name}: scores up to {max_score} need {need} integer bits, {fmt.name} has {fmt.int_bits}")
+    return Head(name, [({one: lam}, dict(key)), ({one: -mu}, {pos: 1})], copy,
+                {"lambda": lam, "mu": mu, "zero_gap": float(zero_gap(f)), "score_int_bits": need})
+
+
+def mask_unless_equal_neurons(x: Combo, a: Combo, b: Combo, out: str, bound: int) -> list[Neuron]:
+    """out += x if a != b else 0, for integer a, b and 0 <= x <= bound (= B):
+    with d = a - b, relu(x - B + B d) - relu(B d - B) + relu(x - B - B d) - relu(-B d - B).
+    d = 0: 0; d >= 1: x + B(d-1) - B(d-1) (the second pair is 0); d <= -1 symmetric."""
+    B = Fraction(bound)
+    d = _add(a, {k: -Fraction(v) for k, v in b.items()})
+    Bd = {k: B * v for k, v in d.items()}
+    mBd = {k: -B * v for k, v in d.items()}
+    return [Neuron(_add(x, Bd), -B, {out: 1}), Neuron(Bd, -B, {out: -1}),
+            Neuron(_add(x, mBd), -B, {out: 1}), Neuron(mBd, -B, {out: -1})]
+
+
+def max_neurons(x: str, y: str, out: str) -> list[Neuron]:
+    """out += max(x, y) for x >= 0: relu(x) + relu(y - x)."""
+    return [Neuron({x: 1}, 0, {out: 1}), Neuron({y: 1, x: -1}, 0, {out: 1})]
+
+
+# ----------------------------------------------------------------------------
+def build(n_vertices: int, max_edges: int | None = None, fmt: FixedFormat | None = None) -> Model:
+    """The IsTree model for graphs on at most ``n_vertices`` vertices (ids
+    0..n_vertices-1) with at most ``max_edges`` edges (default n_vertices), in
+    ``fmt`` (default :func:`declared_format`). Margins are asserted for
+    T = :func:`n_positions` positions."""
+    N = int(n_vertices)
+    if N < 1:
+        raise ValueError(f"n_vertices must be >= 1, got {n_vertices}")
+    M = N if max_edges is None else int(max_edges)
+    if M < 0:
+        raise ValueError(f"max_edges must be >= 0, got {max_edges}")
+    fmt = fmt or declared_format(N, M)
+    T = n_positions(N, M)
+    VM = max(N, 9)                    # |tau| of any token (numbers <= N, named specials >= -9)
+    s = ResidualSpace()
+    s.embedded("one", K.F_ONE)
+    s.embedded("tok", K.F_TOK)
+    s.embedded("tok_sq", K.F_TOK_SQ)
+    s.embedded("pos", K.F_POS)
+    s.embedded("pos_sq", K.F_POS_SQ)
+    s.embedded("is_bos", K.F_IS_TOKEN, BOS)
+    s.embedded("is_eos", K.F_IS_TOKEN, EOS)
+    s.embedded("is_dash", K.F_IS_TOKEN, DASH)
+    s.embedded("is_tilde", K.F_IS_TOKEN, TILDE)
+    s.embedded("is_num", K.F_IS_NUM)
+    hidden = ["s1", "s1_sq", "is_rec", "s2", "s2_sq", "s3", "s3_sq", "s5", "s5_sq", "after_eos", "P", "maxtau",
+              "g", "first_eos", "second_eos",
+              "pUA", "pUA_sq", "pUB", "pUB_sq", "pVA", "pVA_sq", "pVB", "pVB_sq", "parent",
+              "eA", "eA_sq", "eB", "eB_sq",
+              "pred_u", "pred_u_sq", "pred_v", "pred_v_sq", "e_prev", "e_prev_sq",
+              "w1A", "w1A_sq", "e1A", "e1A_sq", "f1A", "w1B", "w1B_sq", "e1B", "e1B_sq", "f1B",
+              "is_parent1",
+              "w2A", "w2A_sq", "f2A", "w2B", "w2B_sq", "f2B",
+              "w", "w_sq", "has_w", "visited", "out"]
+    for lab in hidden:
+        s.hidden(lab)
+    b = Builder(f"istree-dfs(N={N},M={M})", "transformer", Vocab(max(N - 1, 0)), s, claim="T4.7-up")
+    one = "one"
+
+    # ---- layer 1: shifts, the prompt's [EOS], the largest vertex id
+    def sh(name, k, copy):
+        return shift_head(name, "pos", "pos_sq", one, copy, fmt, n_positions=T, shift=k)
+
+    l1 = [sh("shift1", 1, {"s1": {"tok": 1}, "s1_sq": {"tok_sq": 1}, "is_rec": {"is_dash": 1, "is_tilde": 1}}),
+          sh("shift2", 2, {"s2": {"tok": 1}, "s2_sq": {"tok_sq": 1}}),
+          sh("shift3", 3, {"s3": {"tok": 1}, "s3_sq": {"tok_sq": 1}}),
+          sh("shift5", 5, {"s5": {"tok": 1}, "s5_sq": {"tok_sq": 1}}),
+          first_max_head("first-eos", {"is_eos": 1}, 1, {"after_eos": {"is_eos": 1}, "P": {"pos": 1}}, fmt, T),
+          first_max_head("max-vertex", {"tok": 1, "is_bos": 1}, VM, {"maxtau": {"tok": 1, "is_bos": 1}}, fmt, T)]
+    # MLP 1: position types. g = CoT vertex; second_eos = [EOS] after P (t - P >= 1, gated by
+    # is_eos with B = T > |t - P|); first_eos = is_eos - second_eos.
+    Bt = T
+    mlp1 = [Neuron({"after_eos": 1, "is_num": 1}, -1, {"g": 1}),
+            Neuron({"pos": 1, "P": -1, "is_eos": Bt}, -Bt, {"second_eos": 1, "first_eos": -1}),
+            Neuron({"pos": 1, "P": -1, "is_eos": Bt}, -Bt - 1, {"second_eos": -1, "first_eos": 1}),
+            Neuron({"is_eos": 1}, 0, {"first_eos": 1})]
+    b.attention_layer(l1, mlp1)
+
+    # ---- layer 2: previous edge of each endpoint (delayed keys), parent, edge {u, p}
+    vert = lambda q, qsq, k, ksq: Component(q, qsq, k, ksq, VM, VM)
+    rec = flag_component("is_rec")
+    eid = {"pos": 1, one: -3, "is_bos": 3}                              # id of the record 3 back
+    eid_sq = {"pos_sq": 1, "pos": -6, one: 9, "is_bos": -9}
+    l2 = []
+    for nm, (q, qsq) in (("U", ("s2", "s2_sq")), ("V", ("tok", "tok_sq"))):
+        for side, (k, ksq) in (("A", ("s5", "s5_sq")), ("B", ("s3", "s3_sq"))):
+            l2.append(multi_match_head(f"pred{nm}{side}", [vert({q: 1}, {qsq: 1}, {k: 1}, {ksq: 1}), rec],
+                                       {f"p{nm}{side}": eid, f"p{nm}{side}_sq": eid_sq}, fmt, T, "latest"))
+    l2.append(multi_match_head("parent", [vert({"tok": 1}, {"tok_sq": 1}, {"tok": 1}, {"tok_sq": 1}),
+                                          flag_component("after_eos")],
+                               {"parent": {"s1": 1}}, fmt, T, "first"))
+    first = lambda q, qsq: vert({q: 1}, {qsq: 1}, {"s2": 1}, {"s2_sq": 1})
+    second = lambda q, qsq: vert({q: 1}, {qsq: 1}, {"tok": 1}, {"tok_sq": 1})
+    l2.append(multi_match_head("pairA", [first("tok", "tok_sq"), second("s1", "s1_sq"), rec],
+                               {"eA": {"pos": 1}, "eA_sq": {"pos_sq": 1}}, fmt, T))
+    l2.append(multi_match_head("pairB", [first("s1", "s1_sq"), second("tok", "tok_sq"), rec],
+                               {"eB": {"pos": 1}, "eB_sq": {"pos_sq": 1}}, fmt, T))
+    mlp2 = (max_neurons("pUA", "pUB", "pred_u") + max_neurons("pUA_sq", "pUB_sq", "pred_u_sq")
+            + max_neurons("pVA", "pVB", "pred_v") + max_neurons("pVA_sq", "pVB_sq", "pred_v_sq")
+            + mask_unless_equal_neurons({"eA": 1, "eB": 1}, {"s1": 1}, {"parent": 1}, "e_prev", T)
+            + mask_unless_equal_neurons({"eA_sq": 1, "eB_sq": 1}, {"s1": 1}, {"parent": 1}, "e_prev_sq", T * T))
+    b.attention_layer(l2, mlp2)
+
+    # ---- layer 3: (w1, e1) = lookup (u, e_prev); is w1 the parent?
+    def lookup(name, e, e_sq, out):
+        wA, wB = out
+        cA = [vert({"tok": 1}, {"tok_sq": 1}, {"s2": 1}, {"s2_sq": 1}),
+              Component(e, e_sq, {"pred_u": 1}, {"pred_u_sq": 1}, T, T), rec]
+        cB = [vert({"tok": 1}, {"tok_sq": 1}, {"tok": 1}, {"tok_sq": 1}),
+              Component(e, e_sq, {"pred_v": 1}, {"pred_v_sq": 1}, T, T), rec]
+        return [multi_match_head(f"{name}A", cA, {k.replace("#", "A"): v for k, v in wA.items()}, fmt, T),
+                multi_match_head(f"{name}B", cB, {k.replace("#", "B"): v for k, v in wB.items()}, fmt, T)]
+
+    found = {one: 1, "is_bos": -1}
+    l3 = lookup("next", {"e_prev": 1}, {"e_prev_sq": 1},
+                ({"w1#": {"tok": 1}, "w1#_sq": {"tok_sq": 1}, "e1#": {"pos": 1}, "e1#_sq": {"pos_sq": 1},
+                  "f1#": found},
+                 {"w1#": {"s2": 1}, "w1#_sq": {"s2_sq": 1}, "e1#": {"pos": 1}, "e1#_sq": {"pos_sq": 1},
+                  "f1#": found}))
+    b.attention_layer(l3, equality_neurons({"w1A": 1, "w1B": 1}, {"parent": 1}, "is_parent1"))
+
+    # ---- layer 4: hop over the parent edge
+    l4 = lookup("hop", {"e1A": 1, "e1B": 1}, {"e1A_sq": 1, "e1B_sq": 1},
+                ({"w2#": {"tok": 1}, "w2#_sq": {"tok_sq": 1}, "f2#": found},
+                 {"w2#": {"s2": 1}, "w2#_sq": {"s2_sq": 1}, "f2#": found}))
+    mlp4 = (select_neurons({"is_parent1": 1}, {"w2A": 1, "w2B": 1}, {"w1A": 1, "w1B": 1}, "w", VM)
+            + select_neurons({"is_parent1": 1}, {"w2A_sq": 1, "w2B_sq": 1}, {"w1A_sq": 1, "w1B_sq": 1}, "w_sq",
+                             VM * VM)
+            + select_neurons({"is_parent1": 1}, {"f2A": 1, "f2B": 1}, {"f1A": 1, "f1B": 1}, "has_w", 1))
+    b.attention_layer(l4, mlp4)
+
+    # ---- layer 5: visited?, then the output value (tau of the next token)
+    l5 = [multi_match_head("visited", [Component({"w": 1}, {"w_sq": 1}, {"tok": 1}, {"tok_sq": 1}, VM, VM),
+                                       flag_component("after_eos")],
+                           {"visited": found}, fmt, T, "first")]
+    B = VM + 2       # > |w|, |parent|, w + 1
+    Bl = T + 2 * VM + 4   # > |d| for d = pos - P - 2 maxtau
+    d = {"pos": 1, "P": -1, "maxtau": -2}
+    mlp5 = [
+        # CoT vertex (g = 1): w if has_w else parent
+        Neuron({"w": 1, "has_w": B, "g": B}, -2 * B, {"out": 1}),
+        Neuron({"w": -1, "has_w": B, "g": B}, -2 * B, {"out": -1}),
+        Neuron({"parent": 1, "has_w": -B, "g": B}, -B, {"out": 1}),
+        Neuron({"parent": -1, "has_w": -B, "g": B}, -B, {"out": -1}),
+        # ... and a visited w means a cycle: w - (w + 1) = -1 = tau([EOS])
+        Neuron({"w": 1, "has_w": B, "visited": B, "g": B}, 1 - 3 * B, {"out": -1}),
+        # the prompt's [EOS]: vertex 0 (tau 1)
+        Neuron({"first_eos": 1}, 0, {"out": 1}),
+        # the CoT's [EOS]: tau -3 ([FALSE]) + [t - P - 2 maxtau == 0] (-> -2, [TRUE])
+        Neuron({"second_eos": 1}, 0, {"out": -3}),
+        Neuron(_add(d, {"second_eos": Bl}), 1 - Bl, {"out": 1}),
+        Neuron(_add(d, {"second_eos": Bl}), -Bl, {"out": -2}),
+        Neuron(_add(d, {"second_eos": Bl}), -1 - Bl, {"out": 1}),
+    ]
+    b.attention_layer(l5, mlp5)
+    # readout: the token whose tau is nearest `out`: logit(k) = 2 tau_k out - tau_k^2
+    b.readout([("out", K.F_TOK, 0, 2), (one, K.F_TOK_SQ, 0, -1)])
+    b.notes.update({"n_vertices": N, "max_edges": M, "n_positions": T})
+    return b.build(fmt)
+
+
+# ----------------------------------------------------------------------------
+# running
+def prompt_tokens(edges: Sequence[Sequence[int]], sep: int = DASH) -> list[int]:
+    """``[BOS] u sep v ... [EOS]``."""
+    out = [BOS]
+    for u, v in edges:
+        out += [number_token(int(u)), int(sep), number_token(int(v))]
+    return out + [EOS]
+
+
+def model_vertex_count(edges: Sequence[Sequence[int]]) -> int:
+    """The vertex count the model answers for: max id + 1 (1 without edges)."""
+    return 1 + max((max(int(u), int(v)) for u, v in edges), default=0)
+
+
+def check_fits(model: Model, edges: Sequence[Sequence[int]]) -> None:
+    """Raise ValueError if the graph exceeds the bounds the model was built for."""
+    N, M = model.spec.notes["n_vertices"], model.spec.notes["max_edges"]
+    if model_vertex_count(edges) > N or len(edges) > M:
+        raise ValueError(f"{model.name}: a graph with {len(edges)} edges and max vertex id "
+                         f"{model_vertex_count(edges) - 1} exceeds the model's bounds (N={N}, M={M}); "
+                         f"build(n_vertices, max_edges) a larger one")
+
+
+def run(model: Model, edges: Sequence[Sequence[int]], sep: int = DASH) -> Generation:
+    """Greedy generation on the graph: ``cot`` = tour + [EOS], ``answer`` the label
+    for the vertex set {0..max id}."""
+    check_fits(model, edges)
+    N = model.spec.notes["n_vertices"]
+    return generate(model, prompt_tokens(edges, sep), answer_tokens=[TRUE, FALSE], max_cot=cot_bound(N))
+
+
+def answer_for(n_nodes: int, edges: Sequence[Sequence[int]], model_answer: int) -> int:
+    """The answer for ``n_nodes`` vertices: the model's when ``n_nodes`` equals
+    max id + 1, else [FALSE] (vertices above the largest id are isolated)."""
+    need = model_vertex_count(edges)
+    if n_nodes < need:
+        raise ValueError(f"n_nodes = {n_nodes} but the graph has vertex {need - 1}")
+    return model_answer if n_nodes == need else FALSE
