@@ -73,7 +73,7 @@ def int_raw(v, I, f, mode, err):
         if mode == MODE_SATURATE:
             err[E_SAT] += 1
         else:
-            _record(err, ERR_OVERFLOW, OP_ADD, bit_length(a) + 1)
+            _record(err, ERR_OVERFLOW, OP_ADD, bit_length(a))   # |v| < 2^bit_length(|v|)
         lim = (np.int64(1) << (I + f)) - 1
         return lim if v > 0 else -lim
     return _fit(v << f, I, f, mode, OP_ADD, err)
