@@ -75,8 +75,8 @@ Without tie-break (unique matches) lam = 2 s.
 
 Resources (declared, checked by the registry): positions T = 3M + 2N + 2 for N
 vertices and at most M edges; f = 1 fraction bit (every quantity is an integer
-and every weight is 0 or 1); I(N, M) = 3 ceil(log2 T) + 6 integer bits
-(largest scores ~ 16 T^3 in the tie-break heads, asserted per head).
+and every weight is 0 or 1); I(N, M) = ceil(log2 T) + 2 ceil(log2 max(N, 9)) + 7
+integer bits (largest scores ~ 16 T N^2 in the tie-break heads, asserted per head).
 """
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ Combo = Mapping[str, object]
 # declared resources
 N_SYM, M_SYM = sp.symbols("N M", positive=True, integer=True)
 T_EXPR = 3 * M_SYM + 2 * N_SYM + 2
-INT_EXPR = 3 * sp.ceiling(sp.log(T_EXPR, 2)) + 6
+INT_EXPR = sp.ceiling(sp.log(T_EXPR, 2)) + 2 * sp.ceiling(sp.log(sp.Max(N_SYM, 9), 2)) + 7
 FRAC_EXPR = sp.Integer(1)
 FRAC_BITS = 1
 N_LAYERS = 5
@@ -116,8 +116,14 @@ def n_positions(n_vertices: int, max_edges: int) -> int:
 
 
 def declared_int_bits(n_vertices: int, max_edges: int) -> int:
-    """I(N, M) = 3 ceil(log2 T) + 6."""
-    return 3 * log2_ceil(n_positions(n_vertices, max_edges)) + 6
+    """I(N, M) = ceil(log2 T) + 2 ceil(log2 max(N, 9)) + 7 (<= 3 ceil(log2 T) + 7, T > N).
+
+    Largest scores: the tie-break heads, lam = 4T (f = 1) times
+    (2 Q K + K^2 + Q^2) <= 4 V^2 + 4 (V = max(N, 9) bounds |tau|) plus lam + 2T:
+    below 20 T V^2 < 2^(5 + log T + 2 log V); one more bit for the sign margin
+    the gadgets assert, one of slack. The lookup heads (lam = 4, edge ids <= T)
+    need <= 2 ceil(log2 T) + 7."""
+    return log2_ceil(n_positions(n_vertices, max_edges)) + 2 * log2_ceil(max(n_vertices, 9)) + 7
 
 
 def declared_format(n_vertices: int, max_edges: int | None = None) -> FixedFormat:

@@ -1,0 +1,229 @@
+"""Checks of claim T4.7-up: the IsTree Transformer (constructions/istree.py) writes
+the reference DFS tour token for token and the true tree label.
+
+Two ways of running the model, both exact:
+
+* :func:`teacher_forced_failures` feeds ``prompt + reference CoT`` in one batched
+  kernel call and compares the prediction at every CoT position with the next
+  reference token. Greedy generation reproduces the reference CoT iff every
+  one of these predictions matches (induction over the CoT), so this checks
+  exactly what greedy generation would output, many instances per kernel call.
+* :func:`greedy_failures` runs :func:`constructions.istree.run` (the
+  generation driver), one instance at a time.
+
+References are plain Python (``checks.tasks.istree``: dfs_tour, networkx).
+Labels: the model answers for the vertex set {0..max id}; the answer for a
+given ``n_nodes`` is :func:`constructions.istree.answer_for` and is compared
+with ``reference_label(n_nodes, edges)``.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from constructions import istree as C
+from constructions.fixedpoint import FixedFormat, PrecisionError
+from constructions.vocab import DASH, FALSE, TILDE, TRUE
+
+from .formats import graph_tokens
+from .registry import Record, register
+from .tasks import istree as R
+
+Case = tuple[int, list[tuple[int, int]]]
+"""(n_nodes, ordered edges)."""
+
+
+@dataclass
+class Outcome:
+    instances: int = 0
+    failures: int = 0
+    cot_max: int = 0
+    first_failure: str = ""
+
+    def fail(self, msg: str) -> None:
+        self.failures += 1
+        if not self.first_failure:
+            self.first_failure = msg[:300]
+
+
+def _sep_name(sep: int) -> str:
+    return "~" if sep == TILDE else "-"
+
+
+def teacher_forced_failures(model, cases: Sequence[Case], sep: int = DASH, batch: int = 2000,
+                            out: Outcome | None = None) -> Outcome:
+    """Compare the model's next-token predictions along ``prompt + reference CoT``
+    with the reference (tour, [EOS], label for max id + 1), and the answer for
+    n_nodes with the tree label."""
+    out = out or Outcome()
+    for lo in range(0, len(cases), batch):
+        chunk = cases[lo:lo + batch]
+        rows, starts = [], []
+        for n_nodes, edges in chunk:
+            C.check_fits(model, edges)
+            p = graph_tokens(edges, sep=_sep_name(sep))
+            rows.append(p + R.reference_cot(C.model_vertex_count(edges), edges))
+            starts.append(len(p))
+        L = max(len(r) for r in rows)
+        toks = np.zeros((len(rows), L), dtype=np.int64)
+        for b, r in enumerate(rows):
+            toks[b, :len(r)] = r
+        lengths = np.array([len(r) - 1 for r in rows], dtype=np.int64)
+        preds = model.predict_batch(toks, lengths, all_positions=True)
+        for b, (n_nodes, edges) in enumerate(chunk):
+            r, s = rows[b], starts[b]
+            got = [int(t) for t in preds[b, s - 1:len(r) - 1]]
+            want = r[s:]
+            out.instances += 1
+            out.cot_max = max(out.cot_max, len(want) - 1)
+            answer = C.answer_for(n_nodes, edges, got[-1]) if got[-1] in (TRUE, FALSE) else None
+            ref = TRUE if R.reference_label(n_nodes, edges) else FALSE
+            if got != want or answer != ref:
+                k = next((i for i, (a, w) in enumerate(zip(got, want)) if a != w), None)
+                out.fail(f"n_nodes={n_nodes} edges={edges}: CoT token {k} predicted {got[k] if k is not None else '-'}"
+                         f" want {want[k] if k is not None else '-'}; answer {answer} want {ref}")
+    return out
+
+
+def greedy_failures(model, cases: Iterable[Case], sep: int = DASH, out: Outcome | None = None) -> Outcome:
+    """Greedy generation (constructions.generate) against the reference CoT and label."""
+    out = out or Outcome()
+    for n_nodes, edges in cases:
+        g = C.run(model, edges, sep=sep)
+        want = R.reference_cot(C.model_vertex_count(edges), edges)
+        out.instances += 1
+        out.cot_max = max(out.cot_max, g.cot_length)
+        ref = TRUE if R.reference_label(n_nodes, edges) else FALSE
+        ok = g.stopped == "answer" and g.cot + [g.answer] == want and C.answer_for(n_nodes, edges, g.answer) == ref
+        if not ok:
+            out.fail(f"n_nodes={n_nodes} edges={list(edges)}: got {g.cot + [g.answer]} want {want}")
+    return out
+
+
+# ----------------------------------------------------------------------------
+# instance sets
+def exhaustive_cases(n: int, rng: np.random.Generator, orders_beyond: int = 3,
+                     all_orders: bool = True) -> list[Case]:
+    """Every graph on n vertices. ``all_orders``: every edge order when it has
+    <= 5 edges, else the enumeration order plus seeded ones, ``orders_beyond`` in
+    all (:func:`checks.tasks.istree.edge_orders`). Otherwise: the enumeration
+    order plus ``orders_beyond - 1`` seeded shuffles."""
+    cases: list[Case] = []
+    for inst in R.enumerate_all(n):
+        edges = list(inst.edges)
+        if all_orders:
+            orders = R.edge_orders(edges, orders_beyond, rng)
+        else:
+            orders = [edges] + [[edges[i] for i in rng.permutation(len(edges))] for _ in range(orders_beyond - 1)]
+        cases += [(n, o) for o in orders]
+    return cases
+
+
+def sampled_cases(n: int, rng: np.random.Generator, count: int, orders: int = 1) -> list[Case]:
+    """``count`` uniformly drawn graphs on n vertices (every subset of pairs equally
+    likely), each in ``orders`` seeded edge orders."""
+    pairs = [(i, j) for i in range(n) for j in range(i)]
+    out: list[Case] = []
+    for _ in range(count):
+        keep = rng.random(len(pairs)) < 0.5
+        edges = [e for e, k in zip(pairs, keep) if k]
+        for _ in range(orders):
+            out.append((n, [edges[i] for i in rng.permutation(len(edges))]))
+    return out
+
+
+def sparse_cases(rng: np.random.Generator, n: int, count: int) -> list[Case]:
+    """Graphs on n vertices with at most n + 2 edges: the generator families
+    (trees, near-trees, the paper's two families) and random graphs with a random
+    m in 0..min(n + 2, n(n-1)/2), m != n - 1; every 5th edge list reversed in
+    orientation (u < v)."""
+    fams = [f for f, (_, lo) in R.FAMILIES.items() if n >= lo and f != "wrong_size"]
+    out: list[Case] = []
+    for k in range(count):
+        fam = fams[k % (len(fams) + 1)] if k % (len(fams) + 1) < len(fams) else "wrong_size"
+        if fam == "wrong_size":
+            total = n * (n - 1) // 2
+            if n < 2:
+                fam = "tree"
+            else:
+                sizes = [m for m in range(min(n + 2, total) + 1) if m != n - 1]
+                edges = R.random_graph(rng, n, sizes[int(rng.integers(len(sizes)))]).edges
+        if fam != "wrong_size":
+            edges = R.FAMILIES[fam][0](rng, n).edges
+        if k % 5 == 4:
+            edges = [(v, u) for u, v in edges]
+        out.append((n, list(edges)))
+    return out
+
+
+# ----------------------------------------------------------------------------
+EXHAUSTIVE = {"quick": {1: None, 2: None, 3: None, 4: None, 5: "canonical+1", 6: 300},
+              "full": {1: None, 2: None, 3: None, 4: None, 5: None, 6: None}}
+SPARSE = {"quick": [(16, 24), (64, 8), (256, 2)], "full": [(16, 200), (64, 100), (256, 20), (1000, 3), (10000, 1)]}
+
+
+def _record(task: str, model, n: int, out: Outcome, t0: float, note: str = "") -> Record:
+    r = model.resources
+    N = model.spec.notes["n_vertices"]
+    return Record("T4.7-up", model.name, task, n, out.instances, out.failures, r.used_precision_bits,
+                  model.fmt.total_bits, out.cot_max, C.cot_bound(N), r.params, None,
+                  round(time.perf_counter() - t0, 3), (note + " " + out.first_failure).strip())
+
+
+@register("T4.7-up", "IsTree DFS-tour Transformer: exhaustive small graphs")
+def exhaustive_check(profile: str, seed: int) -> list[Record]:
+    recs = []
+    for n, how in EXHAUSTIVE[profile].items():
+        t0 = time.perf_counter()
+        rng = np.random.default_rng(seed + 1000 + n)
+        model = C.build(n, n * (n - 1) // 2)
+        if how is None:
+            cases, note = exhaustive_cases(n, rng), "every graph, every edge order (<= 5 edges), 3 orders beyond"
+        elif how == "canonical+1":
+            cases = exhaustive_cases(n, rng, orders_beyond=2, all_orders=False)
+            note = "every graph in its enumeration order and one seeded order"
+        else:
+            cases, note = sampled_cases(n, rng, how), f"{how} seeded uniform graphs, seeded order"
+        out = teacher_forced_failures(model, cases)
+        # half of the separators as '~' on a slice
+        teacher_forced_failures(model, cases[: max(1, len(cases) // 10)], sep=TILDE, out=out)
+        recs.append(_record("exhaustive (teacher-forced = greedy)", model, n, out, t0, note))
+    return recs
+
+
+@register("T4.7-up", "IsTree DFS-tour Transformer: larger sparse graphs, greedy generation")
+def sparse_check(profile: str, seed: int) -> list[Record]:
+    recs = []
+    for n, count in SPARSE[profile]:
+        t0 = time.perf_counter()
+        rng = np.random.default_rng(seed + 2000 + n)
+        model = C.build(n, n + 2)
+        out = greedy_failures(model, sparse_cases(rng, n, count))
+        recs.append(_record("families, m <= n+2 (greedy)", model, n, out, t0,
+                            "trees, near-trees, paper binary/random, random m != n-1"))
+    return recs
+
+
+@register("T4.7-up", "IsTree DFS-tour Transformer: below the used precision it fails")
+def below_bound_check(profile: str, seed: int) -> list[Record]:
+    n = 64
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed + 3000)
+    cases = sparse_cases(rng, n, 5)
+    model = C.build(n, n + 2)
+    greedy_failures(model, cases)
+    used = model.resources.used_int_bits
+    low = FixedFormat(used - 1, C.FRAC_BITS)
+    try:
+        # the same weights re-encoded with one integer bit less than the run used
+        # (with_format does not re-assert the margins; the run itself must fail)
+        out = greedy_failures(model.with_format(low), cases)
+        failed, how = out.failures > 0, f"{out.failures} wrong CoTs"
+    except PrecisionError as e:
+        failed, how = True, f"raised: {e}"
+    return [Record("T4.7-up", model.name, f"below used bits ({low.name})", n, len(cases), 0 if failed else 1,
+                   seconds=round(time.perf_counter() - t0, 3),
+                   note=("fails as it must: " if failed else "DID NOT FAIL below used bits: ") + how[:120])]
