@@ -310,7 +310,12 @@ def _exp_raw(d, I, f, mode, err):
         if mode == MODE_SATURATE:
             err[E_SAT] += 1
         else:
-            _record(err, ERR_OVERFLOW, OP_EXP, np.int64(math.floor(xh / _LN2_HI)) + 1)
+            # at least floor(x / ln 2) + 1 integer bits. q is within relative
+            # 2.4 * 2^-53 of x / ln 2 (xh, _LN2_HI, the division), so q (1 - 2^-50)
+            # is below it: a true lower bound (q itself may round up to the next
+            # integer when x / ln 2 lies just below one).
+            q = xh / _LN2_HI
+            _record(err, ERR_OVERFLOW, OP_EXP, np.int64(math.floor(q - q * 2.0 ** -50)) + 1)
         return _fit(lim - 1, I, f, mode, OP_EXP, err)
     k = float(math.floor(xh / _LN2_HI + 0.5))
     kh, kl = _two_prod(k, _LN2_HI)
@@ -329,14 +334,18 @@ def _exp_raw(d, I, f, mode, err):
     yh = sh * e2
     yl = sl * e2
     # split y = yh + yl into an integer n and a fraction u in [0, 1), exactly:
-    # yh - floor(yh) and yl - floor(yl) are exact in binary64
+    # yh - floor(yh) (yh >= 0) and yl - trunc(yl) are exact in binary64, u in (-1, 2)
+    # (yl - floor(yl) is not: for yl = -1e-20 it rounds to 1.0)
     n0 = math.floor(yh)
-    m0 = math.floor(yl)
+    m0 = math.floor(yl) if yl >= 0.0 else -math.floor(-yl)
     n = np.int64(n0) + np.int64(m0)
     uh, ul = _two_sum(yh - n0, yl - m0)
     if uh >= 1.0:
         n += 1
         uh, ul = _dd_add(uh, ul, -1.0, 0.0)
+    elif uh < 0.0:
+        n -= 1
+        uh, ul = _dd_add(uh, ul, 1.0, 0.0)
     dh, dl = _dd_add(uh, ul, -0.5, 0.0)
     bound = yh * 2.0 ** -96 + 2.0 ** -100
     if abs(dh) <= bound:
@@ -392,7 +401,14 @@ def fx_attend(scores, m, values, I, f, mode, err, weights, out):
                 for k in range(d):
                     v = values[j, k]
                     if v != 0:
-                        out[k] = fx_add(out[k], fx_mul(wj, v, I, f, mode, err), I, f, mode, err)
+                        out[k] += fx_mul(wj, v, I, f, mode, err)
+    # The sum is exact and range-checked once: checking every partial sum would make
+    # the output depend on the order of the keys (Q2.1, equal scores, values 7, 7, -7
+    # overflowed while 7, -7, 7 gave 2.0). No int64 wrap: |round(w_j v_jk)| <= |v_jk|,
+    # a nonzero weight needs e_j / Z > 2^-(f+1), so s < 2^(f+1) of them summing to
+    # < 1 + s 2^-(f+1); hence sum_j |round(w_j v_jk)| < 2^63 for any m <= 2^31.
+    for k in range(d):
+        out[k] = _fit(out[k], I, f, mode, OP_ADD, err)
 
 
 @njit(cache=True)
