@@ -1,0 +1,128 @@
+"""``rnngap predict istree --inputs FILE.jsonl --out OUT.jsonl [--model transformer]``.
+
+Input: JSON lines, one object per line (blank lines are skipped), with
+
+* ``text``: an IsTree instance in the paper's textual format
+  (``[BOS]3-2,2-1,1-0[EOS]``, ``~`` also accepted between endpoints); only the
+  graph before the first ``[EOS]`` is used, so the paper's full ``cot_text``
+  (input + CoT) can be passed as is;
+* ``n_nodes`` (optional): the vertex count. The text cannot show isolated
+  vertices above the largest id; the default is max id + 1 (1 without edges).
+
+Output: one JSON object per input object, in order:
+
+* ``cot``: the model's chain of thought in the paper's text format (input, then
+  the DFS tour and ``[EOS]``; :func:`checks.formats.format_cot_text`), e.g.
+  ``[BOS]3-2,2-1,1-0[EOS]0,1,2,3,2,1,0[EOS]``;
+* ``label``: true iff the graph on ``n_nodes`` vertices is a tree. The model
+  decides for the vertex set {0..max id}; when ``n_nodes`` is larger the extra
+  vertices are isolated and the label is false without asking the model
+  (``label_from`` says which: ``"model"`` or ``"n_nodes"``);
+* ``n_nodes``: the vertex count used.
+
+The label is the true tree property (networkx.is_tree). The paper's own data
+generator labels by connectivity only, so on a connected graph with n edges (one
+cycle) its ``official_label`` says true and this command says false.
+
+Malformed input (bad token, self-loop, vertex out of range, duplicate edge, bad
+JSON, a missing ``text``) stops with exit code 2 and one line naming the input
+line and the offending character offset.
+
+Models: :data:`MODELS` maps a name to a factory ``make(max_vertices, max_edges)``
+returning ``predict(prompt_tokens) -> tokens``: the generated CoT (ending with
+``[EOS]``) followed by the answer token, for the vertex set {0..max id}.
+"""
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+from constructions import istree as C
+from constructions.generate import generate
+from constructions.vocab import FALSE, TILDE, TRUE
+
+from .formats import GraphFormatError, format_cot_text, parse_graph_text
+
+Predictor = Callable[[list[int]], list[int]]
+
+
+def transformer(max_vertices: int, max_edges: int) -> Predictor:
+    """The constant-size Transformer of constructions/istree.py (claim T4.7-up),
+    built for the largest graph of the file, greedy generation."""
+    model = C.build(max_vertices, max_edges)
+
+    def predict(prompt: list[int]) -> list[int]:
+        g = generate(model, prompt, answer_tokens=[TRUE, FALSE], max_cot=C.cot_bound(max_vertices))
+        if g.stopped != "answer":
+            raise RuntimeError(f"{model.name}: no answer within {C.cot_bound(max_vertices)} CoT tokens")
+        return g.cot + [g.answer]
+    return predict
+
+
+MODELS: dict[str, Callable[[int, int], Predictor]] = {"transformer": transformer}
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--inputs", required=True, metavar="FILE.jsonl",
+                        help="JSON lines with 'text' (the paper's format; only the graph before the first [EOS] "
+                             "is used) and optional 'n_nodes' (default max vertex id + 1)")
+    parser.add_argument("--out", required=True, metavar="OUT.jsonl",
+                        help="JSON lines with 'cot' (paper's text format), 'label' (true iff a tree on n_nodes "
+                             "vertices; false without running the model's label when n_nodes > max id + 1, "
+                             "the extra vertices being isolated), 'label_from', 'n_nodes'")
+    parser.add_argument("--model", default="transformer", choices=sorted(MODELS),
+                        help="which construction writes the CoT (default: transformer)")
+
+
+def _read(path: str) -> list[tuple[int, list, list[int], int, str]]:
+    """(line number, edges, prompt tokens, n_nodes, separator) per instance."""
+    from .cli import UsageError
+    items = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}, line {lineno}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise UsageError(f"{where}: invalid JSON: {e.msg} (column {e.colno})")
+            if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
+                raise UsageError(f"{where}: expected an object with a string field 'text'")
+            n_nodes = obj.get("n_nodes")
+            if n_nodes is not None and (isinstance(n_nodes, bool) or not isinstance(n_nodes, int) or n_nodes < 1):
+                raise UsageError(f"{where}: 'n_nodes' must be an integer >= 1, got {n_nodes!r}")
+            try:
+                edges, tokens = parse_graph_text(obj["text"], n_nodes=n_nodes)
+            except GraphFormatError as e:
+                raise UsageError(f"{where}: {e}")
+            seps = tokens[2::3][:len(edges)]
+            sep = "~" if edges and all(t == TILDE for t in seps) else "-"
+            need = C.model_vertex_count(edges)
+            items.append((lineno, edges, tokens, need if n_nodes is None else n_nodes, sep))
+    if not items:
+        raise UsageError(f"{path}: no instances (expected JSON lines with a 'text' field)")
+    return items
+
+
+def run(args) -> int:
+    from .cli import UsageError
+    items = _read(args.inputs)
+    max_vertices = max(C.model_vertex_count(edges) for _, edges, *_ in items)
+    max_edges = max(len(edges) for _, edges, *_ in items)
+    predict = MODELS[args.model](max_vertices, max_edges)
+    rows = []
+    for lineno, edges, tokens, n_nodes, sep in items:
+        out = predict(tokens)
+        cot, answer = out[:-1], out[-1]
+        final = C.answer_for(n_nodes, edges, answer)
+        rows.append({"cot": format_cot_text(edges, cot, sep=sep), "label": final == TRUE,
+                     "label_from": "model" if n_nodes == C.model_vertex_count(edges) else "n_nodes",
+                     "n_nodes": n_nodes})
+    try:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            for r in rows:
+                fh.write(json.dumps(r) + "\n")
+    except OSError as e:
+        raise UsageError(f"cannot write {args.out}: {e.strerror}")
+    return 0
