@@ -1,0 +1,424 @@
+"""The IsTree Transformer (constructions/istree.py, claim T4.7-up).
+
+Layers of checks: the new gadgets (multi-component match with [BOS] fallback,
+the mask and max neurons) on their own; the decoded residual of the whole model
+compared step by step with the reference algorithm's quantities (pred pointers
+at record positions; parent, e_prev, next neighbour, visited at CoT steps);
+whole-model runs against the plain-Python reference (dfs_tour, networkx) on
+every graph up to 4 vertices in every edge order, every graph on 5 vertices in
+two orders, a seeded sample on 6 (all of n <= 6 in every order up to 5 edges in
+the full profile), hypothesis up to 500 vertices (10^4 in the full profile);
+resources (constant parameter count, used precision within the declared
+O(log n), failure below it, CoT <= 2n), NUMBA_DISABLE_JIT=1 equality.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sympy as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from checks import checks_istree as X
+from checks.formats import graph_tokens
+from checks.tasks import istree as R
+from constructions import istree as C
+from constructions import kernels as K
+from constructions.fixedpoint import FixedFormat, PrecisionError
+from constructions.gadgets import Builder, MarginError, ResidualSpace
+from constructions.vocab import BOS, DASH, EOS, FALSE, NUMBER_BASE, TILDE, TRUE, Vocab, number_token
+
+REPO = Path(__file__).resolve().parents[1]
+_MODELS: dict = {}
+
+
+def model_for(n: int, m: int):
+    """One model per (N, M) per test session (weights are a pure function of it)."""
+    if (n, m) not in _MODELS:
+        _MODELS[(n, m)] = C.build(n, m)
+    return _MODELS[(n, m)]
+
+
+def tau(tok: int) -> int:
+    return tok - NUMBER_BASE + 1 if tok >= NUMBER_BASE else -tok
+
+
+# ----------------------------------------------------------------------------
+# block level: the multi-component match head with [BOS] fallback
+def _pair_model(n: int, tie_break, fmt: FixedFormat):
+    """[BOS] then number tokens; query at position i: (tau_i, tau_{i-1}); key at j:
+    (tau_{j-1}, tau_j) gated by 'j >= 2'; copies pos_j."""
+    s = ResidualSpace()
+    for lab, kind, param in (("one", K.F_ONE, 0), ("tok", K.F_TOK, 0), ("tok_sq", K.F_TOK_SQ, 0),
+                             ("pos", K.F_POS, 0), ("pos_sq", K.F_POS_SQ, 0), ("is_bos", K.F_IS_TOKEN, BOS)):
+        s.embedded(lab, kind, param)
+    for lab in ("p", "p_sq", "p2", "valid", "hit"):
+        s.hidden(lab)
+    b = Builder("pair-match", "transformer", Vocab(n), s)
+    T = n + 2
+    b.attention_layer([C.shift_head("prev", "pos", "pos_sq", "one", {"p": {"tok": 1}, "p_sq": {"tok_sq": 1}},
+                                    fmt, n_positions=T),
+                       C.shift_head("prev2", "pos", "pos_sq", "one", {"p2": {"is_bos": 1}}, fmt, n_positions=T,
+                                    shift=2)])
+    # valid_j = [j >= 2] = 1 - is_bos - [token j-1 is BOS]... built as a neuron: relu(1 - is_bos - p2)
+    # (p2 = [token j-2 is BOS] is 1 at j = 0, 1, 2), so valid = [j >= 3]
+    from constructions.gadgets import Neuron
+    b.attention_layer([], [Neuron({"one": 1, "is_bos": -1, "p2": -1}, 0, {"valid": 1})])
+    comps = [C.Component({"tok": 1}, {"tok_sq": 1}, {"p": 1}, {"p_sq": 1}, n + 1, n + 1),
+             C.Component({"p": 1}, {"p_sq": 1}, {"tok": 1}, {"tok_sq": 1}, n + 1, n + 1),
+             C.flag_component("valid")]
+    b.attention_layer([C.multi_match_head("pair", comps, {"hit": {"pos": 1}}, fmt, T, tie_break)])
+    b.readout([("hit", K.F_TOK, 0, 1)])
+    return b.build(fmt)
+
+
+def _pair_reference(toks, i, tie_break):
+    q = (tau(toks[i]), tau(toks[i - 1]) if i >= 1 else 0)
+    hits = [j for j in range(3, i + 1) if (tau(toks[j - 1]), tau(toks[j])) == q]
+    if not hits:
+        return 0
+    if tie_break is None:
+        return hits[0] if len(hits) == 1 else None
+    return hits[0] if tie_break == "first" else hits[-1]
+
+
+@pytest.mark.parametrize("tie_break", [None, "first", "latest"])
+@pytest.mark.parametrize("n", [6, 20])
+def test_multi_match_head_exact_with_fallback(n, tie_break):
+    fmt = FixedFormat(C.declared_int_bits(n, n), C.FRAC_BITS)
+    model = _pair_model(n, tie_break, fmt)
+    rng = np.random.default_rng(n)
+    checked = 0
+    for _ in range(40):
+        toks = [BOS] + [number_token(int(v)) for v in rng.integers(0, 3, size=n)]
+        sess = model.session(capacity=len(toks))
+        for i, t in enumerate(toks):
+            sess.feed([t])
+            want = _pair_reference(toks, i, tie_break)
+            if want is None:        # several matches without a tie-break: no promise
+                continue
+            assert sess.residual()["hit"] == want, (toks, i)
+            checked += 1
+    assert checked > 100
+
+
+def test_multi_match_head_margin_error_when_bits_too_few():
+    with pytest.raises(MarginError):
+        _pair_model(20, "latest", FixedFormat(8, C.FRAC_BITS))
+
+
+def test_multi_match_head_weights_are_zero_or_one():
+    n = 10
+    model = _pair_model(n, "first", FixedFormat(C.declared_int_bits(n, n), C.FRAC_BITS))
+    toks = [BOS] + [number_token(v) for v in (1, 2, 1, 2, 1, 2, 0, 0, 1, 2)]
+    sess = model.session(capacity=len(toks), record=True)
+    for t in toks:
+        sess.feed([t])
+        w = sess.attention()[2, 0]          # layer 3, head 0 (the pair head)
+        assert sorted(set(w.tolist())) in ([1.0], [0.0, 1.0])
+
+
+@pytest.mark.parametrize("bound", [1, 5, 100])
+def test_mask_unless_equal_and_max_neurons(bound):
+    """out = x if a != b else 0 (integers a, b; 0 <= x <= B) and max(x, y) for x >= 0,
+    evaluated exactly with Fractions from the neurons' definitions."""
+    neurons = C.mask_unless_equal_neurons({"x": 1}, {"a": 1}, {"b": 1}, "masked", bound) + \
+        C.max_neurons("x", "a", "mx")
+    for x in range(0, bound + 1, max(1, bound // 7)):
+        for a in range(-3, 4):
+            for bb in range(-3, 4):
+                vec = {"x": x, "a": a, "b": bb}
+                outs = {"masked": Fraction(0), "mx": Fraction(0)}
+                for nr in neurons:
+                    h = max(Fraction(0), sum(Fraction(c) * vec[k] for k, c in nr.inp.items()) + Fraction(nr.bias))
+                    for d, c in nr.out.items():
+                        outs[d] += Fraction(c) * h
+                assert outs["masked"] == (x if a != bb else 0)
+                assert outs["mx"] == max(x, a)
+
+
+# ----------------------------------------------------------------------------
+# the decoded residual, step by step, against the reference algorithm
+def _reference_trace(edges):
+    """Plain Python: pred pointers per record position, and per CoT position t the
+    quantities of one step: parent tau, e_prev, next neighbour tau (0 none), visited."""
+    ids = [3 * k + 3 for k in range(len(edges))]
+    preds = {}
+    for k, (a, b) in enumerate(edges):
+        def prev(x):
+            earlier = [ids[j] for j in range(k) if x in edges[j]]
+            return earlier[-1] if earlier else 0
+        preds[ids[k]] = (prev(a), prev(b))
+    inc = {}                                      # vertex -> [(edge id, other endpoint)] in order
+    for k, (a, b) in enumerate(edges):
+        inc.setdefault(a, []).append((ids[k], b))
+        inc.setdefault(b, []).append((ids[k], a))
+    tour = R.dfs_tour(C.model_vertex_count(edges), edges)
+    steps = []
+    for t, u in enumerate(tour):
+        first = tour.index(u)
+        parent = tour[first - 1] + 1 if first > 0 else -1
+        p = tour[t - 1] + 1 if t > 0 else -1
+        if p == parent:
+            e_prev = 0
+        else:
+            e_prev = next(e for e, o in inc[u] if o + 1 == p)
+        after = [(e, o) for e, o in inc.get(u, []) if e > e_prev]
+        if after and after[0][1] + 1 == parent:
+            after = after[1:]
+        w = after[0][1] + 1 if after else 0
+        visited = int(w > 0 and (w - 1) in tour[:t + 1])
+        steps.append({"parent": parent, "e_prev": e_prev, "w": w, "has_w": int(w > 0), "visited": visited})
+    return preds, tour, steps
+
+
+GRAPHS = [[(2, 0), (3, 2), (1, 0)], [(2, 0), (2, 1), (1, 0)], [(1, 0), (2, 1), (3, 2), (3, 0), (4, 1)],
+          [(0, 3), (4, 3), (1, 4), (2, 4), (5, 2)], [(3, 1), (2, 1)], [(4, 0), (1, 4), (0, 2), (2, 3), (3, 4)]]
+
+
+@pytest.mark.parametrize("edges", GRAPHS)
+def test_residual_matches_reference_step_by_step(edges):
+    model = model_for(6, 15)
+    preds, tour, steps = _reference_trace(edges)
+    prompt = graph_tokens(edges)
+    sess = model.session(capacity=len(prompt) + 2 * len(tour) + 4)
+    for pos, t in enumerate(prompt):
+        sess.feed([t])
+        if pos in preds:
+            res = sess.residual()
+            assert (res["pred_u"], res["pred_v"]) == preds[pos], (edges, pos)
+            assert (res["pred_u_sq"], res["pred_v_sq"]) == (preds[pos][0] ** 2, preds[pos][1] ** 2)
+    assert sess.residual()["out"] == 1                      # vertex 0 first
+    for u, want in zip(tour, steps):
+        sess.feed([number_token(u)])
+        res = sess.residual()
+        got = {k: res[k] for k in want}
+        assert got == want, (edges, u)
+
+
+def test_keys_vanish_at_bos():
+    """The [BOS] fallback needs every key component to be 0 at position 0."""
+    sess = model_for(6, 15).session(capacity=2)
+    sess.feed([BOS])
+    res = sess.residual()
+    for lab in ("tok", "tok_sq", "s1", "s1_sq", "is_rec", "s2", "s2_sq", "s3", "s3_sq", "s5", "s5_sq",
+                "after_eos", "pred_u", "pred_u_sq", "pred_v", "pred_v_sq"):
+        assert res[lab] == 0, lab
+
+
+# ----------------------------------------------------------------------------
+# whole model against the reference
+def _assert_outcome(out: X.Outcome, count: int | None = None):
+    assert out.failures == 0, out.first_failure
+    assert out.instances > 0
+    if count is not None:
+        assert out.instances == count
+
+
+def test_examples_from_the_docs():
+    model = model_for(4, 4)
+    g = C.run(model, [(2, 0), (3, 2), (1, 0)])
+    assert g.cot + [g.answer] == R.reference_cot(4, [(2, 0), (3, 2), (1, 0)])
+    assert [t - NUMBER_BASE for t in g.cot[:-1]] == [0, 2, 3, 2, 0, 1, 0]
+    assert (g.cot[-1], g.answer) == (EOS, TRUE)
+    g = C.run(model, [(2, 0), (2, 1), (1, 0)])
+    assert [t - NUMBER_BASE for t in g.cot[:-1]] == [0, 2, 1] and g.answer == FALSE
+    g = C.run(model, [])
+    assert g.cot == [number_token(0), EOS] and g.answer == TRUE
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_exhaustive_every_graph_every_order(n):
+    """Every graph on n <= 4 vertices in every edge order (at most 6 edges: all
+    orders up to 5 edges, 3 seeded orders for the 6-edge graph): teacher-forced
+    predictions equal the reference tour, [EOS] and label token for token."""
+    model = model_for(n, n * (n - 1) // 2)
+    cases = X.exhaustive_cases(n, np.random.default_rng(40 + n))
+    want = sum(len(R.edge_orders(list(i.edges), 3, np.random.default_rng(0))) for i in R.enumerate_all(n))
+    _assert_outcome(X.teacher_forced_failures(model, cases), want)
+
+
+def test_exhaustive_five_vertices_two_orders_and_tilde():
+    model = model_for(5, 10)
+    cases = X.exhaustive_cases(5, np.random.default_rng(5), orders_beyond=2, all_orders=False)
+    _assert_outcome(X.teacher_forced_failures(model, cases), 2 * 1024)
+    _assert_outcome(X.teacher_forced_failures(model, cases[::7], sep=TILDE))
+
+
+def test_six_vertices_seeded_sample():
+    model = model_for(6, 15)
+    _assert_outcome(X.teacher_forced_failures(model, X.sampled_cases(6, np.random.default_rng(6), 400)), 400)
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("n", [5, 6])
+def test_exhaustive_all_orders_full(n):
+    """Every graph on 5 and 6 vertices, every edge order up to 5 edges, 3 seeded
+    orders beyond (checks.tasks.istree.edge_orders)."""
+    model = model_for(n, n * (n - 1) // 2)
+    out = X.Outcome()
+    for inst in R.enumerate_all(n):
+        X.teacher_forced_failures(model, [(n, o) for o in R.edge_orders(list(inst.edges), 3,
+                                                                          np.random.default_rng(len(inst.edges)))],
+                                  out=out)
+    _assert_outcome(out)
+
+
+def test_teacher_forcing_agrees_with_greedy_generation():
+    """The batched check and the generation driver give the same verdicts (and the
+    driver's CoTs equal the reference), on a seeded sample including reversed
+    orientations and '~'."""
+    model = model_for(6, 15)
+    cases = X.sampled_cases(6, np.random.default_rng(11), 60) + X.sparse_cases(np.random.default_rng(12), 6, 20)
+    _assert_outcome(X.greedy_failures(model, cases), len(cases))
+    _assert_outcome(X.greedy_failures(model, cases[:20], sep=TILDE), 20)
+    _assert_outcome(X.teacher_forced_failures(model, cases), len(cases))
+
+
+def test_answer_for_rule():
+    edges = [(1, 0), (2, 1)]
+    assert C.model_vertex_count(edges) == 3 and C.model_vertex_count([]) == 1
+    assert C.answer_for(3, edges, TRUE) == TRUE
+    assert C.answer_for(4, edges, TRUE) == FALSE            # vertex 3 isolated
+    with pytest.raises(ValueError, match="vertex 2"):
+        C.answer_for(2, edges, TRUE)
+    model = model_for(4, 4)
+    g = C.run(model, edges)
+    assert g.answer == TRUE and R.reference_label(3, edges) and not R.reference_label(4, edges)
+
+
+def test_graph_beyond_the_model_bounds_is_refused():
+    with pytest.raises(ValueError, match="exceeds the model's bounds"):
+        C.run(model_for(4, 4), [(5, 0)])
+
+
+# ----------------------------------------------------------------------------
+# hypothesis
+@given(R.graphs(1, 12), st.sampled_from([DASH, TILDE]))
+def test_hypothesis_small_any_graph(graph, sep):
+    n, edges = graph
+    model = model_for(12, 66)
+    _assert_outcome(X.greedy_failures(model, [(n, list(edges))], sep=sep), 1)
+    assert model.resources.used_precision_bits <= model.fmt.total_bits
+
+
+@st.composite
+def sparse_graph(draw, n_min, n_max):
+    n = draw(st.integers(n_min, n_max))
+    seed = draw(st.integers(0, 2**32 - 1))
+    k = draw(st.integers(0, 4))
+    return X.sparse_cases(np.random.default_rng(seed), n, k + 1)[k]
+
+
+@settings(max_examples=25)
+@given(sparse_graph(7, 60))
+def test_hypothesis_sparse_medium(case):
+    model = model_for(60, 62)
+    out = X.greedy_failures(model, [case])
+    _assert_outcome(out, 1)
+    assert out.cot_max <= 2 * case[0]
+
+
+@settings(max_examples=3)
+@given(sparse_graph(400, 500))
+def test_hypothesis_sparse_up_to_500_vertices(case):
+    model = model_for(500, 502)
+    out = X.greedy_failures(model, [case])
+    _assert_outcome(out, 1)
+    assert out.cot_max <= 2 * case[0]
+    assert model.resources.used_precision_bits <= model.fmt.total_bits
+
+
+@pytest.mark.full
+@settings(max_examples=1)
+@given(sparse_graph(10000, 10000))
+def test_hypothesis_ten_thousand_vertices_full(case):
+    model = model_for(10000, 10002)
+    out = X.greedy_failures(model, [case])
+    _assert_outcome(out, 1)
+    assert out.cot_max <= 2 * case[0]
+    assert model.resources.used_precision_bits <= model.fmt.total_bits
+
+
+# ----------------------------------------------------------------------------
+# resources
+def test_parameter_count_and_shape_are_constant():
+    counts = set()
+    for n, m in ((1, 0), (4, 6), (64, 66), (500, 502), (10000, 10002)):
+        mdl = C.build(n, m)
+        spec = mdl.spec
+        counts.add((mdl.resources.params, spec.width, len(spec.attn_layers),
+                    tuple(len(L.heads) for L in spec.attn_layers), tuple(L.W1.shape[0] for L in spec.attn_layers)))
+    assert len(counts) == 1
+    (params, width, layers, heads, _), = counts
+    assert layers == C.N_LAYERS and sum(heads) == C.N_HEADS
+
+
+def test_declared_precision_is_logarithmic_and_matches_the_expression():
+    for n, m in ((1, 0), (5, 10), (64, 66), (500, 502), (10000, 10002), (123, 7000)):
+        assert int(C.INT_EXPR.subs({C.N_SYM: n, C.M_SYM: m})) == C.declared_int_bits(n, m)
+        assert int(C.T_EXPR.subs({C.N_SYM: n, C.M_SYM: m})) == C.n_positions(n, m)
+    assert C.FRAC_EXPR == C.FRAC_BITS
+    # O(log): I <= 3 ceil(log2 max(T, 9)) + 7 at every size (T = the context length)
+    for k in range(0, 21):
+        n = 2 ** k
+        for m in (0, n, 4 * n):
+            T = C.n_positions(n, m)
+            assert C.declared_int_bits(n, m) <= 3 * math.ceil(math.log2(max(T, 9))) + 7
+    assert C.declared_format(10000).total_bits <= 63
+
+
+def test_used_precision_within_declared_and_fails_one_bit_below():
+    n = 40
+    cases = X.sparse_cases(np.random.default_rng(3), n, 6)
+    model = C.build(n, n + 2)
+    _assert_outcome(X.greedy_failures(model, cases))
+    used = model.resources.used_int_bits
+    assert model.resources.used_precision_bits <= model.fmt.total_bits
+    with pytest.raises(PrecisionError):
+        X.greedy_failures(model.with_format(FixedFormat(used - 1, C.FRAC_BITS)), cases)
+    with pytest.raises(MarginError):
+        C.build(n, n + 2, fmt=FixedFormat(used - 1, C.FRAC_BITS))
+
+
+def test_cot_bound():
+    model = model_for(12, 66)
+    for n in range(1, 13):
+        edges = R.random_tree(np.random.default_rng(n), n).edges
+        g = C.run(model, edges)
+        assert g.cot_length == 2 * n and g.cot_length <= C.cot_bound(n)
+
+
+_NOJIT_SCRIPT = """
+import json, sys
+from constructions import istree as C
+m = C.build(4, 6)
+out = []
+for edges in json.loads(sys.argv[1]):
+    g = C.run(m, [tuple(e) for e in edges])
+    out.append(g.cot + [g.answer])
+print(json.dumps([out, m.resources.used_precision_bits]))
+"""
+
+
+def test_numba_disabled_gives_identical_results():
+    graphs = [[(2, 0), (3, 2), (1, 0)], [(2, 0), (2, 1), (1, 0)], [(3, 1), (2, 1)]]
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1")
+    res = subprocess.run([sys.executable, "-c", _NOJIT_SCRIPT, json.dumps(graphs)], env=env, cwd=REPO,
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    cots, bits = json.loads(res.stdout)
+    m = C.build(4, 6)
+    want = []
+    for edges in graphs:
+        g = C.run(m, edges)
+        want.append(g.cot + [g.answer])
+    assert cots == want and bits == m.resources.used_precision_bits
