@@ -1,0 +1,167 @@
+"""``rnngap predict istree``: the paper's own data, our generators, the n_nodes
+rule, and malformed input (exit 2 with the line and character position).
+
+The paper's sample (``shared/data/istree_official_sample.jsonl``, 64 rows from
+its own generator) is run as a new user would: each row's ``cot_text`` as
+``text``. Every tour is reproduced token for token (the output ``cot`` equals
+``cot_text`` byte for byte) and every label equals ``is_tree`` (networkx). The
+paper's ``official_label`` is connectivity only: on the 2 rows that are
+connected graphs with n edges it says true, and rnngap says false.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from checks import cli
+from checks import predict_istree as P
+from checks.formats import format_cot_text, format_graph_text, parse_graph_text
+from checks.tasks import istree as R
+
+DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SAMPLE = DATA_DIR / "istree_official_sample.jsonl"
+
+
+def _sample_rows() -> list[dict]:
+    if not SAMPLE.is_file():
+        pytest.fail(f"the paper's IsTree sample is missing: {SAMPLE} "
+                    "(shared/data must be checked out beside the repository)")
+    rows = [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()]
+    assert len(rows) == 64
+    return rows
+
+
+def _write(path: Path, objs) -> Path:
+    path.write_text("".join((o if isinstance(o, str) else json.dumps(o)) + "\n" for o in objs))
+    return path
+
+
+def _predict(tmp_path: Path, objs, name: str = "in.jsonl") -> tuple[int, list[dict]]:
+    inp = _write(tmp_path / name, objs)
+    out = tmp_path / ("out_" + name)
+    rc = cli.main(["predict", "istree", "--inputs", str(inp), "--out", str(out)])
+    rows = [json.loads(line) for line in out.read_text().splitlines()] if rc == 0 else []
+    return rc, rows
+
+
+def test_paper_sample_tours_and_true_labels(tmp_path):
+    rows = _sample_rows()
+    rc, outs = _predict(tmp_path, [{"text": r["cot_text"], "n_nodes": r["n_nodes"]} for r in rows])
+    assert rc == 0 and len(outs) == len(rows)
+    for r, o in zip(rows, outs):
+        assert o["cot"] == r["cot_text"]                 # tour token for token (and byte for byte)
+        assert o["label"] == r["is_tree"]
+        assert o["n_nodes"] == r["n_nodes"]
+    disagree = [k for k, (r, o) in enumerate(zip(rows, outs)) if o["label"] != r["official_label"]]
+    assert len(disagree) == 2
+    for k in disagree:                                   # connected graphs with n edges: one cycle
+        r = rows[k]
+        edges, _ = parse_graph_text(r["cot_text"])
+        assert r["official_label"] and not r["is_tree"]
+        assert len(edges) == r["n_nodes"] and not R.reference_label(r["n_nodes"], edges)
+
+
+def test_paper_sample_without_n_nodes_uses_max_id(tmp_path):
+    """Without n_nodes the label is for {0..max id}; it equals is_tree exactly on
+    the rows where max id + 1 == n_nodes."""
+    rows = _sample_rows()
+    rc, outs = _predict(tmp_path, [{"text": r["cot_text"]} for r in rows])
+    assert rc == 0
+    for r, o in zip(rows, outs):
+        assert o["cot"] == r["cot_text"]
+        if o["n_nodes"] == r["n_nodes"]:
+            assert o["label"] == r["is_tree"] and o["label_from"] == "model"
+        else:
+            assert o["n_nodes"] < r["n_nodes"]
+
+
+def test_own_generators_and_tilde(tmp_path):
+    rng = np.random.default_rng(7)
+    insts = [i for n in (1, 2, 4, 7, 12) for i in R.generate(rng, n, 6)]
+    objs = []
+    for k, inst in enumerate(insts):
+        sep = "~" if k % 3 == 0 else "-"
+        objs.append({"text": format_graph_text(inst.edges, sep=sep), "n_nodes": inst.n_nodes})
+    rc, outs = _predict(tmp_path, objs)
+    assert rc == 0
+    for k, (inst, o) in enumerate(zip(insts, outs)):
+        sep = "~" if k % 3 == 0 and inst.edges else "-"
+        want = format_cot_text(list(inst.edges), R.reference_cot(inst.n_nodes, list(inst.edges)), sep=sep)
+        assert o["cot"] == want
+        assert o["label"] == R.reference_label(inst.n_nodes, list(inst.edges)) == inst.label
+
+
+def test_n_nodes_rule(tmp_path):
+    objs = [{"text": "[BOS]2-1,1-0[EOS]"}, {"text": "[BOS]2-1,1-0[EOS]", "n_nodes": 3},
+            {"text": "[BOS]2-1,1-0[EOS]", "n_nodes": 4}, {"text": "[BOS][EOS]"},
+            {"text": "[BOS][EOS]", "n_nodes": 2}, {"text": "[BOS]2-0,1-2,0-1[EOS]0,1[EOS]"}]
+    rc, outs = _predict(tmp_path, objs)
+    assert rc == 0
+    assert [(o["label"], o["label_from"], o["n_nodes"]) for o in outs] == [
+        (True, "model", 3), (True, "model", 3), (False, "n_nodes", 4), (True, "model", 1),
+        (False, "n_nodes", 2), (False, "model", 3)]
+    for obj, o in zip(objs, outs):                       # the same labels from networkx
+        edges, _ = parse_graph_text(obj["text"])
+        assert o["label"] == R.reference_label(o["n_nodes"], edges)
+    assert outs[2]["cot"] == "[BOS]2-1,1-0[EOS]0,1,2,1,0[EOS]"     # the tour is still the model's
+    assert outs[3]["cot"] == "[BOS][EOS]0[EOS]"
+    assert outs[5]["cot"] == "[BOS]2-0,1-2,0-1[EOS]0,2,1[EOS]"     # the text after [EOS] is ignored
+
+
+@pytest.mark.parametrize("obj, fragment", [
+    ({"text": "[BOS]3-2,2-2[EOS]"}, "line 2: character 9, edge 1: self-loop '2-2'"),
+    ({"text": "[BOS]3-2,2-x[EOS]"}, "line 2: character 11, edge 1:"),
+    ({"text": "[BOS]3-2,[FOO]-1[EOS]"}, "line 2: character 9, edge 1:"),
+    ({"text": "[BOS]3-2,2-3[EOS]"}, "line 2: character 9, edge 1: duplicate edge '2-3' (same as edge 0)"),
+    ({"text": "[BOS]1-0,2-1[EOS]", "n_nodes": 2}, "line 2: character 9, edge 1: vertex 2 in '2-1' is out of range"),
+    ({"text": "[BOS]1-0,2-1"}, "line 2: character 12: missing '[EOS]'"),
+    ({"text": "1-0[EOS]"}, "line 2: character 0: expected '[BOS]'"),
+    ({"text": "[BOS]1-0[EOS]", "n_nodes": 0}, "line 2: 'n_nodes' must be an integer >= 1"),
+    ({"text": "[BOS]1-0[EOS]", "n_nodes": "3"}, "line 2: 'n_nodes' must be an integer >= 1"),
+    ({"txt": "[BOS]1-0[EOS]"}, "line 2: expected an object with a string field 'text'"),
+    ('{"text": "[BOS]1-0[EOS]"', "line 2: invalid JSON"),
+])
+def test_malformed_input_exit_2_naming_line_and_position(tmp_path, capsys, obj, fragment):
+    rc, _ = _predict(tmp_path, [{"text": "[BOS]1-0[EOS]"}, obj])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert fragment in err, err
+    assert err.count("\n") == 1 and "in.jsonl" in err
+    assert not (tmp_path / "out_in.jsonl").exists()
+
+
+def test_missing_or_empty_input(tmp_path, capsys):
+    rc = cli.main(["predict", "istree", "--inputs", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "o")])
+    assert rc == 2 and "cannot read" in capsys.readouterr().err
+    rc, _ = _predict(tmp_path, ["", "  "], name="empty.jsonl")
+    assert rc == 2 and "no instances" in capsys.readouterr().err
+
+
+def test_models_registry_and_unknown_model(tmp_path, capsys):
+    assert "transformer" in P.MODELS
+    inp = _write(tmp_path / "in.jsonl", [{"text": "[BOS]1-0[EOS]"}])
+    with pytest.raises(SystemExit) as e:
+        cli.main(["predict", "istree", "--inputs", str(inp), "--out", str(tmp_path / "o"), "--model", "nope"])
+    assert e.value.code == 2
+    predict = P.MODELS["transformer"](2, 1)
+    from constructions.vocab import EOS, TRUE, number_token
+    assert predict([0, number_token(1), 7, number_token(0), EOS]) == \
+        [number_token(0), number_token(1), number_token(0), EOS, TRUE]
+
+
+def test_console_script_end_to_end(tmp_path):
+    inp = _write(tmp_path / "in.jsonl", [{"text": "[BOS]3-2,2-1,1-0[EOS]"}, {"text": "[BOS]2~0,2~1,1~0[EOS]"}])
+    out = tmp_path / "out.jsonl"
+    res = subprocess.run([sys.executable, "-m", "checks.cli", "predict", "istree", "--inputs", str(inp),
+                          "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    for row, (edges, sep) in zip(rows, [([(3, 2), (2, 1), (1, 0)], "-"), ([(2, 0), (2, 1), (1, 0)], "~")]):
+        n = 1 + max(max(e) for e in edges)
+        assert row == {"cot": format_cot_text(edges, R.reference_cot(n, edges), sep=sep),
+                       "label": R.reference_label(n, edges), "label_from": "model", "n_nodes": n}
