@@ -1,0 +1,54 @@
+"""The rnngap front door: exit codes, one-line errors, the --json schema."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from checks.registry import RECORD_FIELDS
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "checks.cli", *args], capture_output=True, text=True, timeout=600)
+
+
+def test_verify_only_machine_json(tmp_path):
+    out = tmp_path / "v.json"
+    r = run("verify", "--only", "machine", "gadgets", "--json", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    recs = json.loads(out.read_text())
+    assert recs and all(list(rec) == list(RECORD_FIELDS) for rec in recs)
+    assert {rec["claim"] for rec in recs} == {"machine", "gadgets"}
+    assert all(rec["failures"] == 0 for rec in recs)
+    assert "PASS" in r.stdout
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["verify", "--only", "T9.9"], "unknown claim"),
+    (["verify", "--profile", "huge"], "invalid choice"),
+    (["bogus"], "invalid choice"),
+    (["show", "no-such-model"], "unknown model"),
+    (["show", "position-match", "--n", "0"], "--n must be"),
+    (["verify", "--only", "machine", "--json", "/nonexistent/dir/x.json"], "cannot write"),
+])
+def test_bad_usage_exits_2_with_one_line(argv, needle):
+    r = run(*argv)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert needle in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_argparse_errors_exit_2():
+    r = run("verify", "--seed", "notanint")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+
+
+def test_show_runs():
+    r = run("show", "count-threshold", "--n", "5", "--seed", "3")
+    assert r.returncode == 0, r.stderr
+    assert "attention layer 1" in r.stdout and "head count" in r.stdout and "next token" in r.stdout
+
+
+def test_no_command_prints_help_and_exits_2():
+    r = run()
+    assert r.returncode == 2
