@@ -13,8 +13,7 @@ import sys
 import time
 
 
-class UsageError(Exception):
-    pass
+from .errors import UsageError  # noqa: F401  (re-exported for the cmd_* modules)
 
 
 class _Parser(argparse.ArgumentParser):
