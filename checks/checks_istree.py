@@ -26,7 +26,7 @@ import numpy as np
 
 from constructions import istree as C
 from constructions.fixedpoint import FixedFormat, PrecisionError
-from constructions.vocab import DASH, FALSE, TILDE, TRUE
+from constructions.vocab import DASH, EOS, FALSE, NUMBER_BASE, TILDE, TRUE, number_token
 
 from .formats import graph_tokens
 from .registry import Record, register
@@ -227,3 +227,192 @@ def below_bound_check(profile: str, seed: int) -> list[Record]:
     return [Record("T4.7-up", model.name, f"below used bits ({low.name})", n, len(cases), 0 if failed else 1,
                    seconds=round(time.perf_counter() - t0, 3),
                    note=("fails as it must: " if failed else "DID NOT FAIL below used bits: ") + how[:120])]
+
+
+# ----------------------------------------------------------------------------
+# claim T4.7-low: a bounded-memory RNN that really solves IsTree on small graphs,
+# broken by the witness finder through the Index -> IsTree reduction
+class AdjacencyRNN:
+    """An RNN (constructions/protocol.py) that stores the adjacency matrix of the
+    vertices 0..K-1 and answers IsTree for the vertex set {0..max id}: correct on
+    every simple graph whose vertices are all < K (any edge order, checked
+    exhaustively by the T4.7-low check), with a bounded state.
+
+    State ``(adj, phase, pending, maxv, m, stage, k)``: ``adj`` the K(K-1)/2 pair
+    bits, ``phase`` the place in a ``u - v`` triple (0 first endpoint or [EOS],
+    1 separator, 2 second endpoint), ``pending`` the first endpoint, ``maxv`` the
+    largest vertex id and ``m`` the number of edges (all three capped at K: "K or
+    more"), ``stage`` 1 after [EOS], ``k`` the CoT tokens read (capped at 2K+1).
+    An edge with an endpoint >= K is counted but not stored; then the answer is
+    [FALSE]. With ``cot=True`` it first writes the DFS Euler tour of its stored
+    graph (neighbours in increasing order, 0's component) and [EOS]: a chain of
+    thought that does real work and still cannot help (the witness shows it).
+    """
+
+    def __init__(self, K: int, cot: bool = True):
+        from lowerbounds.targets_toy import width
+        if K < 2:
+            raise ValueError(f"AdjacencyRNN needs K >= 2, got {K}")
+        self.K, self.cot = int(K), bool(cot)
+        self.widths = (K * (K - 1) // 2, 2, width(K), width(K), width(K), 1, width(2 * K + 1))
+        self.state_bits = sum(self.widths)
+
+    def initial_state(self):
+        return (0, 0, 0, 0, 0, 0, 0)
+
+    def _bit(self, a: int, b: int) -> int:
+        a, b = max(a, b), min(a, b)
+        return 1 << (a * (a - 1) // 2 + b)
+
+    def step(self, state, token: int):
+        adj, phase, pending, maxv, m, stage, k = state
+        K, token = self.K, int(token)
+        if stage == 1:
+            return (adj, phase, pending, maxv, m, stage, min(k + 1, 2 * K + 1))
+        if token == EOS:
+            return (adj, phase, pending, maxv, m, 1, k)
+        if token in (DASH, TILDE):
+            return (adj, 2, pending, maxv, m, stage, k)
+        if token >= NUMBER_BASE:
+            v = min(token - NUMBER_BASE, K)
+            if phase == 0:
+                return (adj, 1, v, max(maxv, v), m, stage, k)
+            if pending < K and v < K:
+                adj |= self._bit(pending, v)
+            return (adj, 0, 0, max(maxv, v), min(m + 1, K), stage, k)
+        return state                                    # [BOS]
+
+    def _tour(self, adj: int, N: int) -> list[int]:
+        nb = [[b for b in range(N) if b != a and adj & self._bit(a, b)] for a in range(N)]
+        tour, seen = [0], {0}
+
+        def visit(a):
+            for b in nb[a]:
+                if b not in seen:
+                    seen.add(b)
+                    tour.append(b)
+                    visit(b)
+                    tour.append(a)
+        visit(0)
+        return tour
+
+    def _answer(self, adj: int, maxv: int, m: int) -> int:
+        if maxv >= self.K:
+            return FALSE
+        N = maxv + 1
+        return TRUE if m == N - 1 and len(set(self._tour(adj, N))) == N else FALSE
+
+    def output(self, state) -> int:
+        adj, _, _, maxv, m, stage, k = state
+        if stage == 0:
+            return number_token(0)
+        cot = [number_token(v) for v in self._tour(adj, min(maxv, self.K - 1) + 1)] + [EOS] if self.cot else []
+        return cot[k] if k < len(cot) else self._answer(adj, maxv, m)
+
+    def state_key(self, state) -> bytes:
+        from lowerbounds.targets_toy import pack_fields
+        return pack_fields(state, self.widths)
+
+
+def _verify_istree_witness(rnn, w, max_cot: int) -> str:
+    """Independent re-check of a witness (plain-Python references, not the
+    witness module): both instances are valid IsTree inputs on N = n + 3
+    vertices, the prefixes give equal state keys, the model answers both alike,
+    and on each instance listed as failing its answer is not the tree label."""
+    from constructions.protocol import feed, run_rnn
+    from lowerbounds.reductions import ISTREE, istree_vertex_count
+    from .formats import parse_graph_tokens
+    if not w.found:
+        return f"no witness: {w.how}"
+    N = istree_vertex_count(w.n)
+    if rnn.state_key(feed(rnn, ISTREE.alice(w.x))) != rnn.state_key(feed(rnn, ISTREE.alice(w.x_prime))):
+        return "prefix states differ"
+    runs = []
+    for toks in (w.tokens, w.tokens_prime):
+        edges = parse_graph_tokens(toks, N)
+        r = run_rnn(rnn, list(toks), (TRUE, FALSE), max_cot)
+        runs.append((r.answer, TRUE if R.reference_label(N, edges) else FALSE))
+    if runs[0][0] != runs[1][0] or runs[0][1] == runs[1][1]:
+        return f"not a fooling pair: {runs}"
+    wrong = [lab for lab, (got, want) in zip(("x", "x'"), runs) if got != want]
+    if not wrong or tuple(wrong) != tuple(w.wrong):
+        return f"failing instances {wrong} disagree with the witness {w.wrong}"
+    return ""
+
+
+@register("T4.7-low", "IsTree: bounded-memory RNNs broken through the Index -> IsTree reduction")
+def istree_lower_bound_check(profile: str, seed: int) -> list[Record]:
+    from constructions.protocol import run_rnn
+    from lowerbounds.reductions import ISTREE, check_reduction, istree_answer_from_label, istree_vertex_count
+    from lowerbounds.targets_toy import HashRNN
+    from lowerbounds.witness import find_witness
+    recs = []
+    # the reduction itself, exhaustively, against the networkx label on N = n + 3 vertices
+    for n in ({"quick": (1, 2, 3, 4, 6, 8), "full": tuple(range(1, 13))}[profile]):
+        t0 = time.perf_counter()
+        try:
+            chk = check_reduction(ISTREE, n, istree_answer_from_label(R.reference_label, istree_vertex_count(n)))
+            recs.append(Record("T4.7-low", "reduction", "Index -> IsTree (hub gadget), every x and i", n,
+                               chk.instances, 0, seconds=round(time.perf_counter() - t0, 3)))
+        except AssertionError as e:
+            recs.append(Record("T4.7-low", "reduction", "Index -> IsTree (hub gadget)", n, 1, 1,
+                               seconds=round(time.perf_counter() - t0, 3), note=str(e)[:200]))
+    # an RNN that solves IsTree on every graph with vertices < K (checked here), with a CoT
+    K = 5
+    rnn = AdjacencyRNN(K, cot=True)
+    max_cot = 2 * K + 1
+    t0 = time.perf_counter()
+    bad, count, cot_max = 0, 0, 0
+    rng = np.random.default_rng(seed + 17)
+    cases = [c for n in range(1, K) for c in exhaustive_cases(n, rng)]
+    cases += exhaustive_cases(K, rng) if profile == "full" else \
+        exhaustive_cases(K, rng, orders_beyond=2, all_orders=False)
+    for _, order in cases:
+        r = run_rnn(rnn, graph_tokens(order), (TRUE, FALSE), max_cot)
+        want = TRUE if R.reference_label(C.model_vertex_count(order), order) else FALSE
+        bad += r.answer != want
+        count += 1
+        cot_max = max(cot_max, len(r.cot))
+    recs.append(Record("T4.7-low", f"adjacency-rnn(K={K})", "solves IsTree on every graph with vertices < K", K,
+                       count, bad, cot_max=cot_max, cot_bound=max_cot, state_bits=rnn.state_bits,
+                       seconds=round(time.perf_counter() - t0, 3),
+                       note="every graph on < K vertices in every edge order; on K vertices: " +
+                       ("every order up to 5 edges, 3 beyond" if profile == "full" else "two orders each")))
+    # ... and the witness finder breaks it once the gadget has more than K vertices
+    n = K - 1
+    t0 = time.perf_counter()
+    w = find_witness(rnn, ISTREE, n, mode="exhaustive", max_cot=max_cot)
+    why = _verify_istree_witness(rnn, w, max_cot)
+    recs.append(Record("T4.7-low", f"adjacency-rnn(K={K})", "fooling pair via Index -> IsTree (exhaustive)", n, 2,
+                       0 if not why else 1, state_bits=rnn.state_bits, seconds=round(time.perf_counter() - t0, 3),
+                       note=why or f"x={w.x} x'={w.x_prime} i={w.i}: wrong on {w.wrong} (CoT {len(w.cot)} tokens)"))
+    # pigeonhole: any s-bit RNN with s < n collides; a hashing RNN, birthday search with a seed
+    for s_bits, n in ({"quick": ((16, 24),), "full": ((16, 24), (24, 40))}[profile]):
+        t0 = time.perf_counter()
+        h = HashRNN(s_bits, answer_tokens=(TRUE, FALSE))
+        w = find_witness(h, ISTREE, n, mode="birthday", seed=seed + s_bits)
+        why = _verify_istree_witness(h, w, 0)
+        recs.append(Record("T4.7-low", f"hash-rnn(s={s_bits})", "fooling pair via Index -> IsTree (birthday)", n, 2,
+                           0 if not why else 1, state_bits=h.state_bits, seconds=round(time.perf_counter() - t0, 3),
+                           note=why or f"{w.states_explored} draws; wrong on {w.wrong} at i={w.i}"))
+    return recs
+
+
+# ----------------------------------------------------------------------------
+# asymptotic declarations (claim 'declarations' checks them symbolically)
+def _declare() -> None:
+    from .checks_declarations import FUNCTIONS
+    from .declarations import N as n_sym, declare
+    model = "istree-dfs"
+    sparse = C.INT_EXPR.subs({C.N_SYM: n_sym, C.M_SYM: n_sym + 2})
+    dense = C.INT_EXPR.subs({C.N_SYM: n_sym, C.M_SYM: n_sym * (n_sym - 1) / 2})
+    for resource, expr, order, fn in (
+            ("int_bits (m <= n+2)", sparse, "log", lambda n: C.declared_int_bits(n, n + 2)),
+            ("int_bits (any simple graph)", dense, "log", lambda n: C.declared_int_bits(n, n * (n - 1) // 2)),
+            ("frac_bits", C.FRAC_EXPR, "constant", lambda n: C.FRAC_BITS),
+            ("cot", 2 * n_sym, "linear", C.cot_bound)):
+        declare("T4.7-up", model, resource, expr, order)
+        FUNCTIONS[(model, resource)] = fn
+
+
+_declare()

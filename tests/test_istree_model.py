@@ -422,3 +422,47 @@ def test_numba_disabled_gives_identical_results():
         g = C.run(m, edges)
         want.append(g.cot + [g.answer])
     assert cots == want and bits == m.resources.used_precision_bits
+
+
+# ----------------------------------------------------------------------------
+# claim T4.7-low: the adjacency RNN (correct on small graphs) and the witnesses
+def test_adjacency_rnn_solves_small_graphs_with_its_cot():
+    from constructions.protocol import run_rnn
+    K = 4
+    rnn = X.AdjacencyRNN(K, cot=True)
+    for n in range(1, K + 1):
+        for case_n, edges in X.exhaustive_cases(n, np.random.default_rng(n)):
+            r = run_rnn(rnn, graph_tokens(edges), (TRUE, FALSE), 2 * K + 1)
+            N = C.model_vertex_count(edges)
+            assert r.answer == (TRUE if R.reference_label(N, edges) else FALSE), edges
+            assert r.cot[-1] == EOS and len(r.cot) <= 2 * K
+    assert rnn.state_bits == K * (K - 1) // 2 + 2 + 3 * 3 + 1 + 4
+
+
+def test_adjacency_rnn_state_key_fits_and_determines_behaviour():
+    rnn = X.AdjacencyRNN(5)
+    s = rnn.initial_state()
+    for t in graph_tokens([(4, 0), (3, 4), (7, 1)]):
+        s = rnn.step(s, t)
+        assert len(rnn.state_key(s)) * 8 <= rnn.state_bits + 7
+    assert rnn.output(s) == number_token(0)          # CoT starts with vertex 0
+
+
+def test_lower_bound_check_records_pass_and_witness_is_verified():
+    recs = X.istree_lower_bound_check("quick", 0)
+    assert all(r.passed for r in recs), [(r.model, r.task, r.note) for r in recs if not r.passed]
+    wit = [r for r in recs if "fooling pair" in r.task]
+    assert len(wit) == 2 and all(r.instances == 2 for r in wit)
+
+
+def test_witness_verifier_rejects_a_wrong_witness():
+    from lowerbounds.reductions import ISTREE
+    from lowerbounds.witness import find_witness
+    rnn = X.AdjacencyRNN(5)
+    w = find_witness(rnn, ISTREE, 4, mode="exhaustive", max_cot=11)
+    assert w.found and X._verify_istree_witness(rnn, w, 11) == ""
+    w.wrong = ("x'",) if w.wrong == ("x",) else ("x",)
+    assert "disagree" in X._verify_istree_witness(rnn, w, 11)
+    # a model big enough for the whole gadget (n + 3 = 7 vertices) is not fooled at n = 4
+    w = find_witness(X.AdjacencyRNN(7), ISTREE, 4, mode="exhaustive", max_cot=15)
+    assert not w.found and "no witness" in X._verify_istree_witness(X.AdjacencyRNN(7), w, 15)
