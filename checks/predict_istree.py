@@ -63,6 +63,11 @@ MODELS: dict[str, Callable[[int, int], Predictor]] = {"transformer": transformer
 
 
 def add_arguments(parser) -> None:
+    parser.description = (
+        "Run an IsTree construction on graphs in the paper's text format. The label is the true tree "
+        "property (networkx.is_tree); the paper's own generator labels by connectivity only, so a "
+        "connected graph with n edges is 'true' there and false here. The model decides for the vertex "
+        "set {0..max id}; with a larger n_nodes the extra vertices are isolated and the label is false.")
     parser.add_argument("--inputs", required=True, metavar="FILE.jsonl",
                         help="JSON lines with 'text' (the paper's format; only the graph before the first [EOS] "
                              "is used) and optional 'n_nodes' (default max vertex id + 1)")
@@ -110,7 +115,11 @@ def run(args) -> int:
     items = _read(args.inputs)
     max_vertices = max(C.model_vertex_count(edges) for _, edges, *_ in items)
     max_edges = max(len(edges) for _, edges, *_ in items)
-    predict = MODELS[args.model](max_vertices, max_edges)
+    try:
+        predict = MODELS[args.model](max_vertices, max_edges)
+    except ValueError as e:          # e.g. the declared precision exceeds int64 storage
+        raise UsageError(f"{args.inputs}: cannot build the {args.model} model for {max_vertices} vertices and "
+                         f"{max_edges} edges: {e}")
     rows = []
     for lineno, edges, tokens, n_nodes, sep in items:
         out = predict(tokens)

@@ -165,3 +165,17 @@ def test_console_script_end_to_end(tmp_path):
         n = 1 + max(max(e) for e in edges)
         assert row == {"cot": format_cot_text(edges, R.reference_cot(n, edges), sep=sep),
                        "label": R.reference_label(n, edges), "label_from": "model", "n_nodes": n}
+
+
+def test_graph_too_large_for_int64_precision_is_a_usage_error(tmp_path, capsys):
+    """Vertex ids that would need more than 62 magnitude bits: exit 2, one line."""
+    rc, _ = _predict(tmp_path, [{"text": "[BOS]300000-0[EOS]"}])
+    err = capsys.readouterr().err
+    assert rc == 2 and "cannot build the transformer model" in err and "exceeds 62" in err
+
+
+def test_help_states_the_label_conventions(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["predict", "istree", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "connectivity only" in out and "isolated" in out and "--model" in out
