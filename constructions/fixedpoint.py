@@ -112,7 +112,7 @@ def _record(err, code, op, need):
         err[E_NEED] = need
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _fit(r, I, f, mode, op, err):
     """Range-check an exact result ``r`` (|r| < 2^63) and track the max |raw|."""
     lim = np.int64(1) << (I + f)
@@ -129,17 +129,17 @@ def _fit(r, I, f, mode, op, err):
     return r
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def fx_add(a, b, I, f, mode, err):
     return _fit(a + b, I, f, mode, OP_ADD, err)
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def fx_sub(a, b, I, f, mode, err):
     return _fit(a - b, I, f, mode, OP_SUB, err)
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def fx_relu(a):
     return a if a > 0 else np.int64(0)
 
