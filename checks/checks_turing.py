@@ -1,0 +1,172 @@
+"""Turing machines simulated with CoT: T5-hyb-P (hybrid) and the TM part of T5-RAG.
+
+For each machine of :data:`constructions.turing.MACHINES` and each input length
+n, EVERY input word of length n is run through the compiled model and compared
+with automata-lib's own run (``DTM.read_input_stepwise``): the answer token
+against its acceptance, the CoT against the plain-Python reference CoT (records of
+the writes, token for token), and the tape rebuilt from the CoT's records against
+automata-lib's final tape (and, for increment / addition, against the arithmetic).
+The CoT bound is the declared 2 T(n) + 1 (T the machine's declared time bound).
+A last record per machine runs the same weights one integer bit below what the
+runs used, which must fail.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+
+from constructions import turing as T
+from constructions.fixedpoint import FixedFormat, PrecisionError
+
+from .registry import Record, register
+
+LENGTHS = {"quick": {"increment": 8, "palindrome": 8, "0k1k": 8, "addition": 8},
+           "full": {"increment": 8, "palindrome": 8, "0k1k": 8, "addition": 8}}
+RAG_LENGTHS = {"quick": {"increment": 6, "palindrome": 4, "0k1k": 5, "addition": 5},
+               "full": {"increment": 8, "palindrome": 8, "0k1k": 8, "addition": 8}}
+"""Quick profile (RAG): ONE model compiled for the largest length serves every
+shorter input (compiling the program costs seconds); full profile: one model per n."""
+
+
+def words(enc: T.Encoding, n: int) -> list[str]:
+    return ["".join(w) for w in itertools.product(sorted(enc.dtm.input_symbols), repeat=n)]
+
+
+@dataclass
+class TMTally:
+    instances: int = 0
+    failures: int = 0
+    cot_max: int = 0
+    steps_max: int = 0
+    first_failure: str = ""
+    rows: list = field(default_factory=list)    # (word, steps, cot length)
+
+
+def compare_run(enc: T.Encoding, spec: T.MachineSpec, word: str, answer: int | None, cot: list[int],
+                records: list[tuple[int, int]], want_cot: list[int] | None, tally: TMTally) -> None:
+    """One input: automata-lib's verdict and tape vs the model's answer, CoT, records."""
+    acc, steps, tape = T.automata_run(enc.dtm, word)
+    ref = T.reference_run(enc, word, spec.time_bound(len(word)))
+    problems = []
+    if ref.accepted != acc or ref.steps != steps:
+        problems.append(f"reference disagrees with automata-lib ({ref.accepted},{ref.steps}) vs ({acc},{steps})")
+    want_answer = T.TRUE if acc else T.FALSE
+    if answer != want_answer:
+        problems.append(f"answer {answer} != {want_answer}")
+    if want_cot is not None and cot != want_cot:
+        problems.append("CoT differs from the reference CoT")
+    got_tape = T.decode_records(enc, word, records)
+    upto = max([len(tape) - 1] + list(got_tape))
+    blank = enc.dtm.blank_symbol
+    if T.tape_string(enc, got_tape, upto).rstrip(blank) != tape.rstrip(blank):
+        problems.append(f"tape {T.tape_string(enc, got_tape, upto)!r} != automata-lib {tape!r}")
+    if acc and spec.tape_value is not None and not spec.tape_value(word, tape):
+        problems.append(f"automata-lib's tape {tape!r} is not the machine's intended output")
+    tally.instances += 1
+    tally.cot_max = max(tally.cot_max, len(cot))
+    tally.steps_max = max(tally.steps_max, steps)
+    tally.rows.append((word, steps, len(cot)))
+    if problems:
+        tally.failures += 1
+        if not tally.first_failure:
+            tally.first_failure = f"{word!r}: " + "; ".join(problems)
+
+
+def run_hybrid(spec: T.MachineSpec, n: int, sim: T.HybridTM | None = None) -> tuple[TMTally, T.HybridTM]:
+    """Every input of length n through the hybrid compiled for n (or ``sim``, compiled
+    for some n' >= n)."""
+    sim = sim or T.compile_hybrid(spec, n)
+    tally = TMTally()
+    for w in words(sim.enc, n):
+        g = sim.run(w)
+        ref = T.reference_run(sim.enc, w, spec.time_bound(n))
+        compare_run(sim.enc, spec, w, g.answer, g.cot, sim.records(g.cot), ref.hybrid_cot(), tally)
+    return tally, sim
+
+
+def _below_bound(sim_model, spec: T.MachineSpec, enc: T.Encoding, n: int, run) -> Record:
+    """The same weights one integer bit below the used bits must fail on some input."""
+    t0 = time.perf_counter()
+    low = FixedFormat(sim_model.resources.used_int_bits - 1, sim_model.fmt.frac_bits)
+    how = ""
+    failed = False
+    try:
+        low_model = sim_model.with_format(low)
+        for w in words(enc, n):
+            answer, cot = run(low_model, w)
+            ref = T.reference_run(enc, w, spec.time_bound(n))
+            if answer != ref.answer:
+                failed, how = True, f"wrong answer on {w!r}"
+                break
+    except (PrecisionError, ValueError) as e:
+        failed, how = True, f"raised: {e}"
+    return Record(sim_model.spec.claim, sim_model.name, f"TM {spec.name} below bound ({low.name})", n,
+                  1, 0 if failed else 1, seconds=round(time.perf_counter() - t0, 3),
+                  note=("fails as it must: " if failed else "DID NOT FAIL below bound: ") + how[:120])
+
+
+@register("T5-hyb-P", "hybrid (2 RNN layers + 1 attention) simulates DTMs with CoT")
+def hybrid_tm_check(profile: str, seed: int) -> list[Record]:
+    out = []
+    for name, spec in T.MACHINES.items():
+        sim = None
+        for n in range(0, LENGTHS[profile][name] + 1):
+            t0 = time.perf_counter()
+            tally, sim = run_hybrid(spec, n)
+            r = sim.model.resources
+            bound = 2 * spec.time_bound(n) + 1
+            out.append(Record("T5-hyb-P", sim.model.name, f"TM {name}: every input of length {n}", n,
+                              tally.instances, tally.failures, r.used_precision_bits, sim.model.fmt.total_bits,
+                              tally.cot_max, bound, r.params, r.state_bits,
+                              round(time.perf_counter() - t0, 3),
+                              note=(f"max steps {tally.steps_max}, CoT = 2*steps (+1 if rejecting); "
+                                    + (tally.first_failure or "all match automata-lib"))))
+
+        def run_low(model, w, sim=sim):
+            from constructions.generate import generate
+            g = generate(model, sim.enc.prompt(w), answer_tokens=[T.TRUE, T.FALSE], max_cot=2 * sim.size.steps + 1)
+            return g.answer, g.cot
+        out.append(_below_bound(sim.model, spec, sim.enc, sim.n, run_low))
+    return out
+
+
+def run_rag(spec: T.MachineSpec, n: int, sim: T.RagTM | None = None) -> tuple[TMTally, T.RagTM, int]:
+    """Every input of length n through the linear RNN + RAG compiled for n (or
+    ``sim``, compiled for some n' >= n); returns the tally, the simulation and the
+    number of oracle failures (malformed / timeout)."""
+    sim = sim or T.compile_rag(spec, n)
+    tally = TMTally()
+    oracle_failures = 0
+    for w in words(sim.enc, n):
+        g, oracle = sim.run(w)
+        want, _ = T.reference_rag_cot(sim.enc, w, spec.time_bound(n))
+        oracle_failures += len(oracle.failures())
+        compare_run(sim.enc, spec, w, g.answer, g.cot, sim.records(g.cot), want, tally)
+    return tally, sim, oracle_failures
+
+
+@register("T5-RAG", "linear RNN + in-context RAG simulates DTMs with CoT")
+def rag_tm_check(profile: str, seed: int) -> list[Record]:
+    out = []
+    for name, spec in T.MACHINES.items():
+        L = RAG_LENGTHS[profile][name]
+        shared = T.compile_rag(spec, L) if profile == "quick" else None
+        sim = None
+        for n in range(0, L + 1):
+            t0 = time.perf_counter()
+            tally, sim, bad_oracle = run_rag(spec, n, shared)
+            r = sim.model.resources
+            bound = T.rag_cot_bound(n, spec.time_bound(n))
+            out.append(Record("T5-RAG", sim.model.name, f"TM {name} (RAG): every input of length {n}", n,
+                              tally.instances, tally.failures + bad_oracle, r.used_precision_bits,
+                              sim.model.fmt.total_bits, tally.cot_max, bound, r.params, r.state_bits,
+                              round(time.perf_counter() - t0, 3),
+                              note=(f"max steps {tally.steps_max}; {bad_oracle} malformed/timed-out searches; "
+                                    + (tally.first_failure or "all match automata-lib"))))
+
+        def run_low(model, w, sim=sim):
+            g, _ = sim.run(w, model=model)
+            return g.answer, g.cot
+        out.append(_below_bound(sim.model, spec, sim.enc, sim.n, run_low))
+    return out

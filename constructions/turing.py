@@ -1,0 +1,722 @@
+"""Turing machines simulated with CoT (claims T5-RAG, TM part, and T5-hyb-P).
+
+A deterministic Turing machine is an automata-lib ``DTM`` (one tape, the input
+written from cell 0, head on cell 0; it accepts on entering a final state and
+rejects when no transition is defined). This module compiles it into
+
+* :func:`compile_hybrid`: a hybrid (two linear-RNN layers, then ONE attention
+  layer) that writes the CoT below and ends with [TRUE] / [FALSE];
+* :func:`compile_rag` (see there): a linear RNN with the in-context RAG oracle.
+
+Encodings (:class:`Encoding`). Tape symbols are the numbers 0..|Gamma|-1 (input
+symbols first, sorted, then the other tape symbols, sorted, the blank last).
+A transition (q, s) -> (q', s', d) is an *action*, numbered 0..A-1 in the order
+(states sorted, symbols in symbol order); the action's number token names it.
+
+Prompt: ``[BOS] w_0 .. w_{n-1} [EOS]`` (symbol number tokens).
+
+Hybrid CoT (a record per step, theory.md §2 "records of tape writes"): for each
+step, ``c a`` = the number token of the head's cell c, then the number token of the
+action a taken there (a determines the written symbol s'(a), the new state and the
+move). It ends with ``[TRUE]`` right after the action that enters a final state, or
+with ``[FALSE]`` right after a cell token whose (state, symbol) has no transition.
+So the CoT has 2S tokens for an accepting run of S steps and 2S + 1 for a
+rejecting one. The symbol under the head is NOT in the CoT: the attention layer
+reads it, at the cell token, as the last write to that cell, i.e. the value s'(a)
+of the latest record ``c a`` with this c, else the input symbol w_c (c < n), else
+the blank (a default key on [BOS]).
+
+Supported machines: the head must never move left of cell 0 (automata-lib would
+grow the tape to the left; the cell numbers here are number tokens >= 0).
+:func:`reference_run` raises :class:`LeftOfTape` on such an input, so the checks
+report it instead of comparing.
+
+Example::
+
+    >>> dtm = binary_increment()                                 # doctest: +SKIP
+    >>> sim = compile_hybrid(dtm, MACHINES["increment"].time_bound, n=3)
+    >>> sim.run("110").cot_symbols()                             # cells and actions
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Callable, Sequence
+
+import sympy as sp
+from automata.base.exceptions import RejectionException
+from automata.tm.dtm import DTM
+
+from . import kernels as K
+from .demos import Declared
+from .fixedpoint import FixedFormat, log2_ceil
+from .gadgets import Builder, Combo, Neuron, ResidualSpace, bits_for, sharpness
+from .generate import Generation, generate
+from .hybrid import Recurrence, clock, sharpness_expr, tuple_match_head, _bits_expr
+from .model import Model
+from .vocab import BOS, EOS, FALSE, NUMBER_BASE, TRUE, Vocab, number_token, token_code
+
+NSYM = sp.Symbol("n", nonnegative=True, integer=True)
+
+
+class LeftOfTape(ValueError):
+    """The machine moved its head left of cell 0 on this input."""
+
+
+# ----------------------------------------------------------------------------
+# machines (automata-lib DTMs)
+def binary_increment() -> DTM:
+    """Little-endian binary increment: flip leading 1s to 0, then the first 0 or
+    blank to 1; always accepts. Final tape = w + 1 (LSB first). Steps = #leading 1s + 1."""
+    return DTM(states={"carry", "done"}, input_symbols={"0", "1"}, tape_symbols={"0", "1", "_"},
+               transitions={"carry": {"1": ("carry", "0", "R"), "0": ("done", "1", "N"),
+                                      "_": ("done", "1", "N")}},
+               initial_state="carry", blank_symbol="_", final_states={"done"})
+
+
+def palindromes() -> DTM:
+    """Accepts the palindromes over {0, 1}: erase the first symbol, remember it,
+    run to the right end, compare and erase the last, run back, repeat."""
+    t = {
+        "start": {"0": ("seek0", "_", "R"), "1": ("seek1", "_", "R"), "_": ("acc", "_", "N")},
+        "seek0": {"0": ("seek0", "0", "R"), "1": ("seek0", "1", "R"), "_": ("test0", "_", "L")},
+        "seek1": {"0": ("seek1", "0", "R"), "1": ("seek1", "1", "R"), "_": ("test1", "_", "L")},
+        "test0": {"0": ("back", "_", "L"), "_": ("acc", "_", "N")},
+        "test1": {"1": ("back", "_", "L"), "_": ("acc", "_", "N")},
+        "back": {"0": ("back", "0", "L"), "1": ("back", "1", "L"), "_": ("start", "_", "R")},
+    }
+    return DTM(states=set(t) | {"acc"}, input_symbols={"0", "1"}, tape_symbols={"0", "1", "_"},
+               transitions=t, initial_state="start", blank_symbol="_", final_states={"acc"})
+
+
+def zeros_then_ones() -> DTM:
+    """0^k 1^k, k >= 1 (automata-lib's own example machine, blank '.')."""
+    return DTM(
+        states={"q0", "q1", "q2", "q3", "q4"}, input_symbols={"0", "1"},
+        tape_symbols={"0", "1", "x", "y", "."},
+        transitions={
+            "q0": {"0": ("q1", "x", "R"), "y": ("q3", "y", "R")},
+            "q1": {"0": ("q1", "0", "R"), "1": ("q2", "y", "L"), "y": ("q1", "y", "R")},
+            "q2": {"0": ("q2", "0", "L"), "x": ("q0", "x", "R"), "y": ("q2", "y", "L")},
+            "q3": {"y": ("q3", "y", "R"), ".": ("q4", ".", "R")},
+        },
+        initial_state="q0", blank_symbol=".", final_states={"q4"})
+
+
+def binary_addition() -> DTM:
+    """Binary addition, little-endian, the two operands interleaved:
+    w = a_0 b_0 a_1 b_1 ... (so inputs of odd length are rejected). At an a-cell
+    the machine reads a_i into its state and marks the cell ('X' on cell 0, 'x'
+    elsewhere); at the b-cell it writes the sum bit of a_i + b_i + carry ('z' = 0,
+    'u' = 1) and keeps the carry in its state; at the end it writes the final
+    carry ('u') on the first blank, walks back to the 'X' and accepts.
+    Final tape: the sum bits of a + b on the b-cells, then the carry."""
+    t: dict = {}
+    for c in (0, 1):
+        at_a = t.setdefault(f"c{c}", {})
+        first = t.setdefault(f"s{c}", {}) if c == 0 else None
+        for bit in "01":
+            at_a[bit] = (f"c{c}a{bit}", "x", "R")
+            if first is not None:
+                first[bit] = (f"c{c}a{bit}", "X", "R")
+            at_b = t.setdefault(f"c{c}a{bit}", {})
+            for y in "01":
+                sm = int(bit) + int(y) + c
+                at_b[y] = (f"c{sm >> 1}", "u" if sm & 1 else "z", "R")
+        at_a["_"] = ("rew", "u" if c else "_", "L")
+    t["s0"]["_"] = ("acc", "_", "N")
+    t["rew"] = {"x": ("rew", "x", "L"), "z": ("rew", "z", "L"), "u": ("rew", "u", "L"), "X": ("acc", "X", "N")}
+    return DTM(states=set(t) | {"acc"}, input_symbols={"0", "1"}, tape_symbols=set("01xXzu_"),
+               transitions=t, initial_state="s0", blank_symbol="_", final_states={"acc"})
+
+
+@dataclass(frozen=True)
+class MachineSpec:
+    """A machine with its declared time bound T(n) (Python and sympy)."""
+
+    name: str
+    build: Callable[[], DTM]
+    time_bound: Callable[[int], int]
+    time_expr: sp.Expr
+    describe: str
+    tape_value: Callable[[str, str], bool] | None = None   # (input, final tape) -> is the tape right?
+
+
+def _inc_ok(w: str, tape: str) -> bool:
+    v = sum(int(ch) << i for i, ch in enumerate(w))
+    bits = tape.rstrip("_")
+    return sum(int(ch) << i for i, ch in enumerate(bits)) == v + 1 and set(bits) <= {"0", "1"}
+
+
+def _add_ok(w: str, tape: str) -> bool:
+    a = sum(int(ch) << i for i, ch in enumerate(w[0::2]))
+    b = sum(int(ch) << i for i, ch in enumerate(w[1::2]))
+    bits = [ch for ch in tape if ch in "zu"]
+    return sum((ch == "u") << i for i, ch in enumerate(bits)) == a + b
+
+
+MACHINES: dict[str, MachineSpec] = {
+    "increment": MachineSpec("increment", binary_increment, lambda n: n + 1, NSYM + 1,
+                             "little-endian binary increment", _inc_ok),
+    "palindrome": MachineSpec("palindrome", palindromes, lambda n: (n + 1) * (n + 2) // 2 + n + 1,
+                              (NSYM + 1) * (NSYM + 2) / 2 + NSYM + 1, "palindromes over {0,1}"),
+    "0k1k": MachineSpec("0k1k", zeros_then_ones, lambda n: (n + 1) * (n + 1) + 1, (NSYM + 1) ** 2 + 1,
+                        "0^k 1^k, k >= 1 (automata-lib's example)"),
+    "addition": MachineSpec("addition", binary_addition, lambda n: 2 * n + 2, 2 * NSYM + 2,
+                            "interleaved little-endian binary addition, then rewind", _add_ok),
+}
+
+
+# ----------------------------------------------------------------------------
+# encoding and the plain-Python reference
+@dataclass(frozen=True)
+class Action:
+    state: str
+    symbol: int
+    new_state: str
+    write: int
+    move: int
+
+
+@dataclass
+class Encoding:
+    dtm: DTM
+    symbols: list[str]
+    states: list[str]
+    actions: list[Action]
+    action_of: dict[tuple[str, int], int]
+
+    @classmethod
+    def of(cls, dtm: DTM) -> "Encoding":
+        blank = dtm.blank_symbol
+        inputs = sorted(dtm.input_symbols)
+        others = sorted(set(dtm.tape_symbols) - set(inputs) - {blank})
+        symbols = inputs + others + [blank]
+        sid = {s: i for i, s in enumerate(symbols)}
+        states = sorted(dtm.states)
+        actions, action_of = [], {}
+        moves = {"L": -1, "N": 0, "R": 1}
+        for q in states:
+            for s in symbols:
+                tr = dtm.transitions.get(q, {}).get(s)
+                if tr is None:
+                    continue
+                q2, s2, d = tr
+                action_of[(q, sid[s])] = len(actions)
+                actions.append(Action(q, sid[s], q2, sid[s2], moves[d]))
+        return cls(dtm, symbols, states, actions, action_of)
+
+    @property
+    def blank(self) -> int:
+        return len(self.symbols) - 1
+
+    def symbol_id(self, s: str) -> int:
+        return self.symbols.index(s)
+
+    def prompt(self, word: str) -> list[int]:
+        for i, ch in enumerate(word):
+            if ch not in self.dtm.input_symbols:
+                raise ValueError(f"input position {i}: {ch!r} is not an input symbol of the machine "
+                                 f"({sorted(self.dtm.input_symbols)})")
+        return [BOS] + [number_token(self.symbol_id(ch)) for ch in word] + [EOS]
+
+
+@dataclass
+class ReferenceRun:
+    """A plain-Python run: accepted?, steps, the (cell, action) records, the final tape."""
+
+    accepted: bool
+    steps: int
+    records: list[tuple[int, int]]
+    tape: dict[int, int]
+    max_cell: int
+    stuck_cell: int | None = None
+
+    def hybrid_cot(self) -> list[int]:
+        out = []
+        for c, a in self.records:
+            out += [number_token(c), number_token(a)]
+        if not self.accepted:
+            out.append(number_token(self.stuck_cell))
+        return out
+
+    @property
+    def answer(self) -> int:
+        return TRUE if self.accepted else FALSE
+
+
+def reference_run(enc: Encoding, word: str, max_steps: int) -> ReferenceRun:
+    """Run the machine in plain Python (dict lookups only). Raises LeftOfTape if
+    the head leaves cell 0 leftwards, RuntimeError beyond ``max_steps``."""
+    dtm = enc.dtm
+    tape = {i: enc.symbol_id(ch) for i, ch in enumerate(word)}
+    q, h, steps, records, max_cell = dtm.initial_state, 0, 0, [], 0
+    while q not in dtm.final_states:
+        s = tape.get(h, enc.blank)
+        a = enc.action_of.get((q, s))
+        if a is None:
+            return ReferenceRun(False, steps, records, tape, max_cell, stuck_cell=h)
+        act = enc.actions[a]
+        records.append((h, a))
+        tape[h] = act.write
+        h += act.move
+        q = act.new_state
+        steps += 1
+        if h < 0:
+            raise LeftOfTape(f"{word!r}: the head moves left of cell 0 at step {steps}")
+        max_cell = max(max_cell, h)
+        if steps > max_steps:
+            raise RuntimeError(f"{word!r}: more than {max_steps} steps")
+    return ReferenceRun(True, steps, records, tape, max_cell)
+
+
+def automata_run(dtm: DTM, word: str) -> tuple[bool, int, str]:
+    """automata-lib's own verdict: (accepted, steps, final tape as a string)."""
+    steps, last = -1, None
+    try:
+        for conf in dtm.read_input_stepwise(word):
+            steps += 1
+            last = conf
+        return True, steps, "".join(last.tape.tape)
+    except RejectionException:
+        return False, steps, "".join(last.tape.tape) if last is not None else ""
+
+
+def tape_string(enc: Encoding, tape: dict[int, int], upto: int) -> str:
+    return "".join(enc.symbols[tape.get(i, enc.blank)] for i in range(upto + 1))
+
+
+def decode_records(enc: Encoding, word: str, records: Sequence[tuple[int, int]]) -> dict[int, int]:
+    """The tape after replaying (cell, action) records over the input."""
+    tape = {i: enc.symbol_id(ch) for i, ch in enumerate(word)}
+    for c, a in records:
+        tape[c] = enc.actions[a].write
+    return tape
+
+
+# ----------------------------------------------------------------------------
+# the hybrid compiler (claim T5-hyb-P)
+def gated_equality(d: Combo, gate: Combo, big: int, out: dict[str, Fraction | int]) -> list[Neuron]:
+    """out += coef * [d == 0] when gate == 1; nothing when gate <= 0.
+
+    The hat relu(x + 1) - 2 relu(x) + relu(x - 1) of x = d - big (1 - gate): for
+    gate = 1 and integer d it is [d == 0]; for gate <= 0, x <= d - big <= -1 and
+    all three ReLUs are 0. Premise: d <= big - 1 wherever gate <= 0."""
+    inp = dict(d)
+    for k, c in gate.items():
+        inp[k] = inp.get(k, 0) + big * Fraction(c)
+    return [Neuron(inp, 1 - big, {k: Fraction(c) for k, c in out.items()}),
+            Neuron(inp, -big, {k: -2 * Fraction(c) for k, c in out.items()}),
+            Neuron(inp, -1 - big, {k: Fraction(c) for k, c in out.items()})]
+
+
+@dataclass
+class TMSize:
+    """Sizes of a compiled simulation for inputs of length n and T(n) steps."""
+
+    n: int
+    steps: int
+    positions: int       # P: context length bound (prompt + CoT + answer)
+    max_number: int      # largest number token (cells, actions, symbols)
+    code: int            # bound on every |tau| and every cnt
+
+    @classmethod
+    def of(cls, enc: Encoding, n: int, T: int) -> "TMSize":
+        P = n + 2 + 2 * T + 2
+        maxnum = max(n, T + 1, len(enc.actions), len(enc.symbols))
+        return cls(n, T, P, maxnum, max(P, maxnum + 1) + NUMBER_BASE)
+
+
+def _f_tm(P: int) -> int:
+    return log2_ceil(P + 1) + 1
+
+
+def hybrid_declared(enc: Encoding, spec: MachineSpec) -> Declared:
+    """I(n), f(n) for the hybrid simulating ``spec`` for T(n) steps: the retrieval
+    head's scores reach 4 lambda K^2 + mu (P + 1) with lambda = mu (P + 1) + mu,
+    mu = sharpness(f), K the code bound, P the positions (both O(T(n)))."""
+    A, G = len(enc.actions), len(enc.symbols)
+
+    def sizes(n):
+        return TMSize.of(enc, n, spec.time_bound(n))
+
+    def f_of(n):
+        return _f_tm(sizes(n).positions)
+
+    def i_of(n):
+        z = sizes(n)
+        s = sharpness(f_of(n))
+        return bits_for(4 * s * (z.positions + 2) * z.code ** 2 + s * (z.positions + 1)) + 1
+
+    T = spec.time_expr
+    P = NSYM + 2 * T + 4
+    maxnum = sp.Max(NSYM, T + 1, A, G)
+    code = sp.Max(P, maxnum + 1) + NUMBER_BASE
+    f_expr = sp.ceiling(sp.log(P + 1, 2)) + 1
+    s = sharpness_expr(f_expr)
+    return Declared(i_of, f_of, _bits_expr(4 * s * (P + 2) * code ** 2 + s * (P + 1)), f_expr)
+
+
+@dataclass
+class HybridTM:
+    """A compiled hybrid: ``run(word)`` generates the CoT and the answer."""
+
+    enc: Encoding
+    spec: MachineSpec
+    n: int
+    size: TMSize
+    model: Model
+
+    def run(self, word: str) -> Generation:
+        if len(word) > self.n:
+            raise ValueError(f"input of length {len(word)} exceeds the compiled n = {self.n}")
+        # a model compiled for n serves every shorter input; the CoT bound is that of len(word)
+        return generate(self.model, self.enc.prompt(word), answer_tokens=[TRUE, FALSE],
+                        max_cot=2 * self.spec.time_bound(len(word)) + 1)
+
+    def records(self, cot: Sequence[int]) -> list[tuple[int, int]]:
+        """(cell, action) pairs of a hybrid CoT (a trailing stuck cell is dropped)."""
+        nums = [int(t) - NUMBER_BASE for t in cot]
+        return [(nums[i], nums[i + 1]) for i in range(0, len(nums) - 1, 2)]
+
+
+def compile_hybrid(spec: MachineSpec, n: int, fmt: FixedFormat | None = None) -> HybridTM:
+    """The hybrid for ``spec``'s machine on inputs of length <= n (module docstring).
+
+    Layer 1 (RNN): cnt, cnt^2, prev1 (code of the previous token) and its square, the
+    latch e = [EOS seen], the phase p_t = e_t - p_{t-1} (1 at [EOS] and at action
+    tokens: "emit a cell next"; 0 at cell tokens: "emit an action next").
+    MLP 1: at an action token (gate p - [EOS]) decode the action a by gated
+    equality on tau = a + 1 into dq = e_{q'} - e_q, dh = move, wsym = s'(a) + 1;
+    at [BOS], dq = e_{q0}.
+    Layer 2 (RNN): the registers q (one-hot, |Q| numbers) and h (head cell), sums
+    of dq and dh. MLP 2: the retrieval key (cell + 1) and its square at input
+    positions (cnt - 1) and at action tokens (prev1 = code of the cell token before),
+    0 elsewhere; the value symv = tau of an input symbol.
+    Attention (the one layer): query = the cell token's code h + 1; last match wins
+    (mu * cnt), [BOS] is the default (blank). MLP: the next token's code v:
+    h' + 1 (p = 1, running), -2 = [TRUE] (p = 1, final state), a + 1 for the
+    action of (q, symbol) or -3 = [FALSE] if none (p = 0). Readout: nearest code.
+    """
+    enc = Encoding.of(spec.build())
+    decl = hybrid_declared(enc, spec)
+    fmt = fmt or decl.format(n)
+    size = TMSize.of(enc, n, spec.time_bound(n))
+    vocab = Vocab(size.max_number)
+    G = len(enc.symbols)
+    Q = enc.states
+    qd = {q: f"q[{q}]" for q in Q}
+    dqd = {q: f"dq[{q}]" for q in Q}
+    P, code = size.positions, size.code
+
+    s = ResidualSpace()
+    s.embedded("one", K.F_ONE)
+    s.embedded("tok", K.F_TOK)
+    s.embedded("tok_sq", K.F_TOK_SQ)
+    s.embedded("is_bos", K.F_IS_TOKEN, BOS)
+    s.embedded("is_eos", K.F_IS_TOKEN, EOS)
+    rec = Recurrence()
+    clock(s, rec, delays=1, delays_sq=1, latches={"e": "is_eos"})
+    ph = rec.add_state("s_p")
+    rec.A[(ph, ph)] = -1
+    rec.A[(ph, "s_e")] = 1
+    rec.B[(ph, "is_eos")] = 1           # p_t = -p_{t-1} + e_{t-1} + [EOS]_t = e_t - p_{t-1}
+    rec.C[(s.hidden("p"), ph)] = 1
+    for q in Q:
+        s.hidden(dqd[q])
+    for lab in ["dh", "wsym"] + [qd[q] for q in Q] + ["head", "key", "key_sq", "symv", "sym", "v"]:
+        s.hidden(lab)              # every direction exists before the first layer is assembled
+    b = Builder(f"hybrid-tm:{spec.name}(n={n})", "hybrid", vocab, s, claim="T5-hyb-P")
+
+    # MLP 1: decode the action token
+    is_action = {"p": 1, "is_eos": -1}
+    big_act = size.max_number + 2           # tau - (a + 1) <= max_number + 1 - 1
+    mlp1: list[Neuron] = [Neuron({"is_bos": 1}, 0, {**{dqd[q]: 0 for q in Q}, dqd[spec_initial(enc)]: 1,
+                                                     "dh": 0, "wsym": 0})]
+    for a, act in enumerate(enc.actions):
+        out: dict = {"dh": act.move, "wsym": act.write + 1}
+        if act.new_state != act.state:
+            out[dqd[act.new_state]] = 1
+            out[dqd[act.state]] = -1
+        mlp1 += gated_equality({"tok": 1, "one": -(a + 1)}, is_action, big_act, out)
+    b.rnn_layer(rec.state, rec.A, rec.B, rec.C, mlp1, name="clock+phase")
+
+    # layer 2: registers
+    st2 = [f"s_{qd[q]}" for q in Q] + ["s_head"]
+    A2 = {(x, x): 1 for x in st2}
+    B2 = {(f"s_{qd[q]}", dqd[q]): 1 for q in Q}
+    B2[("s_head", "dh")] = 1
+    C2 = {(qd[q], f"s_{qd[q]}"): 1 for q in Q}
+    C2[("head", "s_head")] = 1
+    big1, big2 = code, code ** 2                 # above every cnt, |tau| (and their squares)
+    in_input = {"one": 1, "e": -1, "is_bos": -1}   # 1 exactly at the input symbols
+    mlp2 = [
+        # key = cell + 1 = cnt - 1 at input positions (cnt - 1 >= 0 there; <= P - big1 < 0 elsewhere)
+        Neuron({"cnt": 1, "e": -big1, "is_bos": -big1}, -1, {"key": 1}),
+        Neuron({"cnt_sq": 1, "cnt": -2, "e": -big2, "is_bos": -big2}, 1, {"key_sq": 1}),
+        # key = prev1 = code of the cell token at action tokens (>= 1 there)
+        Neuron({"prev1": 1, "p": big1, "is_eos": -big1}, -big1, {"key": 1}),
+        Neuron({"prev1_sq": 1, "p": big2, "is_eos": -big2}, -big2, {"key_sq": 1}),
+        # the input symbol's code (>= 1) at input positions
+        Neuron({"tok": 1, "e": -big1, "is_bos": -big1}, 0, {"symv": 1}),
+    ]
+    b.rnn_layer(st2, A2, B2, C2, mlp2, name="registers")
+
+    # the attention layer: the last write to the cell the token names
+    head = tuple_match_head("tape", [({"tok": 1}, {"key": 1}, {"key_sq": 1})], "one",
+                            {"sym": {"symv": 1, "wsym": 1, "is_bos": enc.blank + 1}}, fmt, max_code=code,
+                            order=("last", "cnt", P + 1), default=({"is_bos": 1}, [{"tok_sq": 1}]))
+    fin = {qd[q]: 1 for q in Q if q in enc.dtm.final_states}
+    big_v = P + 2
+    mlp3 = [
+        # p = 1, running: v += h + 1
+        Neuron({"head": 1, "p": big_v, **{k: -big_v for k in fin}}, 1 - big_v, {"v": 1}),
+        # p = 1, final state: v += -2 ([TRUE])
+        Neuron({"p": 1, **fin}, -1, {"v": token_code(TRUE)}),
+    ]
+    big_s = 2 * G + 3                        # |sym - (s + 1)| <= 2 G + 1 wherever the gate is off
+    for q in Q:
+        if q in enc.dtm.final_states:
+            continue
+        for sid in range(G):
+            a = enc.action_of.get((q, sid))
+            val = a + 1 if a is not None else token_code(FALSE)
+            mlp3 += gated_equality({"sym": 1, "one": -(sid + 1)}, {qd[q]: 1, "p": -1}, big_s, {"v": val})
+    b.attention_layer([head], mlp3)
+    b.readout([("v", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
+    b.notes.update({"machine": spec.name, "actions": len(enc.actions), "symbols": enc.symbols,
+                    "states": Q, "time_bound": size.steps})
+    return HybridTM(enc, spec, n, size, b.build(fmt))
+
+
+def spec_initial(enc: Encoding) -> str:
+    return enc.dtm.initial_state
+
+
+# ----------------------------------------------------------------------------
+# the linear RNN + in-context RAG compiler (claim T5-RAG, Turing-machine part)
+#
+# CoT per step (h = head cell, q = state; all emitted by the RNN except r, r2):
+#
+#   [SS] [.] [*] ~ h [(] [#] [)] [ES] r          the LAST record of cell h (see below)
+#   ( [SS] [BOS] [#]^h [(] [#] [)] [ES] r2 )     only if r = [FAILED]: the input symbol w_h
+#   ~ h a'                                        the record of this step's write
+#
+# then [SS] of the next step, or [TRUE] right after an a' entering a final state,
+# or [FALSE] right after "~ h" when (q, symbol) has no transition.
+#
+# The regex of ``[.] [*] ~ h [(] [#] [)]`` is ``(?:tok)*(?:<~>)(?:<n h>)(<number>)``
+# (constructions/rag.py renders it): the greedy run (?:tok)* starts at the first
+# token and backtracks from the end, so the leftmost match ends at the LAST
+# ``~ h <number>`` of the searched text: the newest record of cell h. ``~`` occurs
+# only in records (the prompt has none; queries and their answers are cut out by
+# the oracle). r is that record's action a (the symbol under the head is then
+# s'(a), the symbol a wrote), or [FAILED] if cell h was never written. Then
+# ``[BOS] [#]^h [(] [#] [)]`` reads the (h+1)-th token after [BOS]: the input
+# symbol w_h if h < n, else [FAILED] ([EOS] is not a number): the blank.
+# Every step writes a record of its cell, so each cell falls back at most once.
+
+def rag_cot_bound(n: int, T: int) -> int:
+    """13 tokens per step (9 query + r + 3 record), plus h + 7 for the one
+    fallback of each cell h <= C = max(n, T), plus the last step's query, r and
+    fallback-free ``~ h`` (13)."""
+    C = max(n, T)
+    return 13 * (T + 1) + (C + 1) * (C + 14) // 2
+
+
+def reference_rag_cot(enc: Encoding, word: str, max_steps: int) -> tuple[list[int], int]:
+    """The CoT the RAG simulation must write (plain Python: the reference run and
+    a dict of each cell's last action), and the answer token."""
+    from .vocab import ENDSEARCH, FAILED, META_TOKENS, STARTSEARCH, TILDE
+    M = META_TOKENS
+    ref = reference_run(enc, word, max_steps)
+    last: dict[int, int] = {}
+    tape = {i: enc.symbol_id(ch) for i, ch in enumerate(word)}
+    out: list[int] = []
+    steps = list(ref.records) + ([(ref.stuck_cell, None)] if not ref.accepted else [])
+    for h, a in steps:
+        out += [STARTSEARCH, M["[.]"], M["[*]"], TILDE, number_token(h), M["[(]"], M["[#]"], M["[)]"], ENDSEARCH]
+        if h in last:
+            out.append(number_token(last[h]))
+        else:
+            out.append(FAILED)
+            out += [STARTSEARCH, BOS] + [M["[#]"]] * h + [M["[(]"], M["[#]"], M["[)]"], ENDSEARCH]
+            out.append(number_token(enc.symbol_id(word[h])) if h < len(word) else FAILED)
+        out += [TILDE, number_token(h)]
+        if a is not None:
+            out.append(number_token(a))
+            last[h] = a
+            tape[h] = enc.actions[a].write
+    return out, ref.answer
+
+
+@dataclass
+class RagTM:
+    """A compiled linear RNN + RAG simulation: ``run(word)`` -> (Generation, oracle)."""
+
+    enc: Encoding
+    spec: MachineSpec
+    n: int
+    program: object
+    model: Model
+    cot_bound: int
+
+    def run(self, word: str, model: Model | None = None):
+        from .rag import RagOracle
+        if len(word) > self.n:
+            raise ValueError(f"input of length {len(word)} exceeds the compiled n = {self.n}")
+        oracle = RagOracle()
+        # a model compiled for n serves every shorter input (T, the vocabulary and
+        # the bits are monotone in n); the CoT bound used is that of len(word)
+        g = generate(model or self.model, self.enc.prompt(word), answer_tokens=[TRUE, FALSE],
+                     max_cot=rag_cot_bound(len(word), self.spec.time_bound(len(word))), oracle=oracle)
+        return g, oracle
+
+    @staticmethod
+    def records(cot: Sequence[int]) -> list[tuple[int, int]]:
+        """(cell, action) of every complete record ``~ h a`` outside search spans."""
+        from .vocab import ENDSEARCH, STARTSEARCH, TILDE
+        out, i, inq = [], 0, False
+        while i < len(cot):
+            t = cot[i]
+            if t == STARTSEARCH:
+                inq = True
+            elif t == ENDSEARCH:
+                inq = False
+                i += 1                      # skip the retrieved token
+            elif t == TILDE and not inq and i + 2 < len(cot) and cot[i + 2] >= NUMBER_BASE:
+                out.append((cot[i + 1] - NUMBER_BASE, cot[i + 2] - NUMBER_BASE))
+                i += 2
+            i += 1
+        return out
+
+
+def rag_sizes(enc: Encoding, n: int, T: int) -> tuple[int, int]:
+    """(largest number token, largest |tau| of the vocabulary)."""
+    maxnum = max(n, T + 1, len(enc.actions), len(enc.symbols))
+    return maxnum, max(maxnum + 1, NUMBER_BASE)
+
+
+def rag_declared(enc: Encoding, spec: MachineSpec) -> Declared:
+    """f = 0 (every signal is an integer); I(n) = bits_for(8 K^2) + 1 with K the
+    largest token code (<= T(n) + A + G + 32): the program's interval bound on every
+    value and partial sum (required_int_bits) stays below it -- asserted when
+    compiling. Readout logits 2 tau out - tau^2 are the largest terms."""
+    A, G = len(enc.actions), len(enc.symbols)
+
+    def i_of(n):
+        K = rag_sizes(enc, n, spec.time_bound(n))[1]
+        return bits_for(8 * K * K) + 1
+
+    Tx = spec.time_expr
+    K = sp.Max(NSYM, Tx + 1, A, G) + 1
+    K = sp.Max(K, NUMBER_BASE)
+    return Declared(i_of, lambda n: 0, _bits_expr(8 * K ** 2), sp.Integer(0))
+
+
+def compile_rag(spec: MachineSpec, n: int, fmt: FixedFormat | None = None) -> RagTM:
+    """The linear RNN (a :class:`~constructions.rnn_program.Program`) that writes
+    the RAG CoT above. Registers: q (one-hot counters, incremented by the decoded
+    action at a' tokens, q0 set at [EOS]), h (head), R (fallback countdown: + h at
+    a [BOS] inside the CoT, - 1 per counting [#]), inq (inside a query). Token
+    history through delay lines of flags. The symbol under the head is decoded at
+    the retrieved token (s'(a) after the main query, w_h or the blank after the
+    fallback) and delayed to the record's h, where (q, symbol) selects a' or [FALSE]."""
+    from .rnn_program import Program
+    from .vocab import ENDSEARCH, FAILED, META_TOKENS, STARTSEARCH, TILDE
+    M = META_TOKENS
+    enc = Encoding.of(spec.build())
+    T = spec.time_bound(n)
+    maxnum, K = rag_sizes(enc, n, T)
+    vocab = Vocab(maxnum, meta=True)
+    G = len(enc.symbols)
+    Q = enc.states
+    p = Program(f"rag-tm:{spec.name}(n={n})", vocab, claim="T5-RAG")
+    tok, isnum = p.token, p.is_number
+    ist = {name: p.is_token(t) for name, t in (
+        ("SS", STARTSEARCH), ("ES", ENDSEARCH), ("FAILED", FAILED), ("~", TILDE), ("BOS", BOS), ("EOS", EOS),
+        ("[.]", M["[.]"]), ("[*]", M["[*]"]), ("[(]", M["[(]"]), ("[#]", M["[#]"]), ("[)]", M["[)]"]))}
+    tilde_d = p.delay_line("tilde", ist["~"], 2)          # [~] at t-1, t-2
+    es_d = p.delay_line("es", ist["ES"], 1)
+    failed_d = p.delay_line("failed", ist["FAILED"], 1)
+    lpar_d = p.delay_line("lpar", ist["[(]"], 1)
+    num_d = p.delay_line("isnum", isnum, 5)               # is_number at t-1 .. t-5
+    inq = p.counter("inq", ist["SS"] - ist["ES"], 0, 1)
+    big = K + G + 2                                       # above |tau - c| for every code c used below
+
+    # -- the action token a' of a record (a number two tokens after ~): decode
+    act = []
+    for a in range(len(enc.actions)):
+        gate = isnum + tilde_d[1] - 1                     # 1 iff number with ~ two tokens back
+        act.append(p.equal(f"act[{a}]", tok - (a + 1) - big * (1 - gate)))
+    dq = {}
+    for q in Q:
+        lin = ist["EOS"] * (1 if q == enc.dtm.initial_state else 0)
+        for a, x in enumerate(enc.actions):
+            if x.new_state != x.state:
+                lin = lin + act[a] * ((q == x.new_state) - (q == x.state))
+        dq[q] = lin
+    qreg = {q: p.counter(f"q[{q}]", dq[q], 0, 1) for q in Q}
+    dh = sum((act[a] * x.move for a, x in enumerate(enc.actions) if x.move), p.const_flag(0))
+    h = p.counter("h", dh, 0, max(n, T))
+    fin = sum((qreg[q].lin() for q in Q if q in enc.dtm.final_states), p.const_flag(0))
+
+    # -- the symbol under the head, decoded at the retrieved token
+    main_r = es_d[0] + num_d[4] - 1                       # 1 iff right after [ES] of a main query
+    fb_r = es_d[0] - num_d[4]                             # 1 iff right after [ES] of a fallback query
+    parts = []
+    for a, x in enumerate(enc.actions):
+        e = p.equal(f"r_act[{a}]", tok - (a + 1) - big * (1 - main_r))
+        parts.append((e, x.write + 1))
+    for sid in range(G):
+        e = p.equal(f"r_sym[{sid}]", tok - (sid + 1) - big * (1 - fb_r))
+        parts.append((e, sid + 1))
+    blank_flag = p.equal("r_blank", ist["FAILED"] + fb_r, 2)
+    parts.append((blank_flag, enc.blank + 1))
+    sym_lin = sum((f * c for f, c in parts), p.const_flag(0))
+    sym = p.select("sym", p.const_flag(1), sym_lin, 0)
+    sym_d = p.delay_line("sym", sym, 2)                   # at "~ h": the retrieved token is 2 back
+
+    # -- fallback countdown
+    start = p.select("fb_start", ist["BOS"], h, 0)
+    count_hash = p.all_of("count_hash", [ist["[#]"]], [lpar_d[0]])
+    R = p.counter("R", start - count_hash, 0, max(n, T))
+    more = p.at_least("more", R, 1)
+
+    # -- the next token
+    code = token_code
+    rec_h = p.all_of("rec_h", [tilde_d[0], isnum], [inq])          # h of a record "~ h"
+    qry_h = p.all_of("qry_h", [tilde_d[0], isnum, inq])            # h of a main query
+    act_pos = p.all_of("act_pos", [isnum, tilde_d[1]])
+    rules = [
+        (ist["EOS"], code(STARTSEARCH)),
+        (p.all_of("ss_fb", [ist["SS"], failed_d[0]]), code(BOS)),
+        (p.all_of("ss_main", [ist["SS"]], [failed_d[0]]), code(M["[.]"])),
+        (ist["[.]"], code(M["[*]"])),
+        (ist["[*]"], code(TILDE)),
+        (ist["~"], h + 1),
+        (qry_h, code(M["[(]"])),
+        (p.all_of("bos_more", [ist["BOS"], more]), code(M["[#]"])),
+        (p.all_of("bos_done", [ist["BOS"]], [more]), code(M["[(]"])),
+        (ist["[(]"], code(M["[#]"])),
+        (p.all_of("hash_close", [ist["[#]"], lpar_d[0]]), code(M["[)]"])),
+        (p.all_of("hash_more", [ist["[#]"], more], [lpar_d[0]]), code(M["[#]"])),
+        (p.all_of("hash_done", [ist["[#]"]], [lpar_d[0], more]), code(M["[(]"])),
+        (ist["[)]"], code(ENDSEARCH)),
+        (p.all_of("r_found", [es_d[0], isnum]), code(TILDE)),
+        (p.all_of("r_main_failed", [ist["FAILED"], es_d[0], num_d[4]]), code(STARTSEARCH)),
+        (p.all_of("r_fb_failed", [ist["FAILED"], es_d[0]], [num_d[4]]), code(TILDE)),
+        (p.all_of("accept", [act_pos, fin]), code(TRUE)),
+        (p.all_of("continue", [act_pos], [fin]), code(STARTSEARCH)),
+    ]
+    for q in Q:
+        if q in enc.dtm.final_states:
+            continue
+        for sid in range(G):
+            a = enc.action_of.get((q, sid))
+            cond = p.equal(f"do[{q},{sid}]", sym_d[1] - (sid + 1) - big * (2 - qreg[q] - rec_h))
+            rules.append((cond, a + 1 if a is not None else code(FALSE)))
+    p.emit(rules)
+    fmt = fmt or rag_declared(enc, spec).format(n)
+    model = p.compile(fmt)          # raises MarginError if the program's interval bound exceeds fmt
+    return RagTM(enc, spec, n, p, model, rag_cot_bound(n, T))

@@ -1,0 +1,218 @@
+"""Turing-machine simulation with CoT (constructions/turing.py; claims T5-hyb-P and T5-RAG).
+
+Layers:
+* the machines and the plain-Python reference agree with automata-lib's own
+  runs (acceptance, step count, final tape; arithmetic for increment / addition)
+  on every input up to length 8;
+* the hybrid: registers (state one-hot, head) decoded from the residual at every
+  CoT position against the reference run; every input up to a small length
+  (default suite) and up to 8 (``-m full``), CoT token for token;
+* the linear RNN + RAG: every input up to a small length (default) / 8 (full),
+  CoT token for token, the oracle never failing; the program's exact Python
+  interpretation agrees with the compiled model position by position;
+* resources: constant params across n, declared formats (Python = sympy, O(log n)),
+  state bits; failure below the declared bits; machines moving left of cell 0
+  are refused.
+"""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import sympy as sp
+from automata.tm.dtm import DTM
+
+from checks import checks_turing as CT
+from constructions import turing as T
+from constructions.fixedpoint import FixedFormat, PrecisionError
+from constructions.vocab import FALSE, TRUE
+
+MACHINES = list(T.MACHINES)
+
+
+def all_words(enc, n_max):
+    for n in range(n_max + 1):
+        yield from CT.words(enc, n)
+
+
+# ---------------------------------------------------------------- machines and reference
+@pytest.mark.parametrize("name", MACHINES)
+def test_reference_matches_automata_lib_up_to_8(name):
+    spec = T.MACHINES[name]
+    enc = T.Encoding.of(spec.build())
+    for w in all_words(enc, 8):
+        acc, steps, tape = T.automata_run(enc.dtm, w)
+        ref = T.reference_run(enc, w, spec.time_bound(len(w)))
+        assert (ref.accepted, ref.steps) == (acc, steps), w
+        assert steps <= spec.time_bound(len(w))
+        got = T.tape_string(enc, ref.tape, max(len(tape) - 1, max(ref.tape, default=0)))
+        assert got.rstrip(enc.dtm.blank_symbol) == tape.rstrip(enc.dtm.blank_symbol), w
+        if acc and spec.tape_value is not None:
+            assert spec.tape_value(w, tape), (w, tape)
+
+
+def test_machine_languages():
+    """The languages, decided independently in plain Python."""
+    enc = {k: T.Encoding.of(T.MACHINES[k].build()) for k in MACHINES}
+    for w in all_words(enc["palindrome"], 8):
+        assert T.automata_run(enc["palindrome"].dtm, w)[0] == (w == w[::-1])
+        k = len(w) // 2
+        assert T.automata_run(enc["0k1k"].dtm, w)[0] == (k >= 1 and w == "0" * k + "1" * k)
+        assert T.automata_run(enc["addition"].dtm, w)[0] == (len(w) % 2 == 0)
+        assert T.automata_run(enc["increment"].dtm, w)[0]
+
+
+def test_left_of_tape_refused():
+    dtm = DTM(states={"a", "f"}, input_symbols={"0"}, tape_symbols={"0", "_"},
+              transitions={"a": {"0": ("a", "0", "L"), "_": ("f", "_", "N")}},
+              initial_state="a", blank_symbol="_", final_states={"f"})
+    enc = T.Encoding.of(dtm)
+    with pytest.raises(T.LeftOfTape):
+        T.reference_run(enc, "0", 10)
+
+
+# ---------------------------------------------------------------- hybrid
+def test_hybrid_registers_decoded_step_by_step():
+    spec = T.MACHINES["palindrome"]
+    sim = T.compile_hybrid(spec, 5)
+    enc = sim.enc
+    for w in ("01010", "0110", "011"):
+        ref = T.reference_run(enc, w, spec.time_bound(5))
+        g = sim.run(w)
+        assert g.cot == ref.hybrid_cot()
+        sess = sim.model.session(capacity=len(g.context) + 1)
+        sess.feed(g.prompt)
+        q, h = enc.dtm.initial_state, 0
+        for i, tok in enumerate(g.cot):
+            sess.feed([tok])
+            r = sess.residual()
+            if i % 2 == 1:                      # an action token: registers updated
+                act = enc.actions[tok - T.NUMBER_BASE]
+                q, h = act.new_state, h + act.move
+            assert r["head"] == h
+            assert all(r[f"q[{s}]"] == (s == q) for s in enc.states)
+            assert r["p"] == (i % 2)
+
+
+@pytest.mark.parametrize("name", MACHINES)
+def test_hybrid_every_input_small(name):
+    spec = T.MACHINES[name]
+    for n in range(0, 6):
+        tally, sim = CT.run_hybrid(spec, n)
+        assert tally.failures == 0, tally.first_failure
+        assert tally.cot_max <= 2 * spec.time_bound(n) + 1
+        r = sim.model.resources
+        assert r.used_precision_bits <= sim.model.fmt.total_bits
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("name", MACHINES)
+def test_hybrid_every_input_up_to_8(name):
+    spec = T.MACHINES[name]
+    for n in range(0, 9):
+        tally, _ = CT.run_hybrid(spec, n)
+        assert tally.failures == 0, tally.first_failure
+
+
+@pytest.mark.parametrize("name", MACHINES)
+def test_hybrid_constant_params_and_declared(name):
+    spec = T.MACHINES[name]
+    sims = [T.compile_hybrid(spec, n) for n in (0, 3, 8)]
+    assert len({s.model.resources.params for s in sims}) == 1
+    assert len({s.model.resources.state_numbers for s in sims}) == 1
+    decl = T.hybrid_declared(sims[0].enc, spec)
+    for n in list(range(0, 10)) + [31, 64, 1000]:
+        assert decl.int_bits(n) == int(decl.int_expr.subs(T.NSYM, n))
+        assert decl.frac_bits(n) == int(decl.frac_expr.subs(T.NSYM, n))
+    _assert_log(decl.int_expr)
+
+
+def _assert_log(expr):
+    """expr = O(log n): drop floor/ceiling/Max (monotone, within +1 / a max of
+    polynomials) and take the limit of expr / log n."""
+    e = expr.replace(sp.floor, lambda a: a).replace(sp.ceiling, lambda a: a)
+    e = e.replace(sp.Max, lambda *a: sum(a))
+    ratio = sp.limit(e / sp.log(T.NSYM), T.NSYM, sp.oo)
+    assert ratio.is_finite and ratio > 0
+
+
+def test_hybrid_below_used_bits_fails():
+    spec = T.MACHINES["0k1k"]
+    sim = T.compile_hybrid(spec, 4)
+    for w in CT.words(sim.enc, 4):
+        sim.run(w)
+    low = FixedFormat(sim.model.resources.used_int_bits - 1, sim.model.fmt.frac_bits)
+    low_model = sim.model.with_format(low)
+    from constructions.generate import generate
+    with pytest.raises(PrecisionError):
+        for w in CT.words(sim.enc, 4):
+            g = generate(low_model, sim.enc.prompt(w), answer_tokens=[TRUE, FALSE], max_cot=2 * sim.size.steps + 1)
+            assert g.answer == T.reference_run(sim.enc, w, spec.time_bound(4)).answer
+
+
+# ---------------------------------------------------------------- linear RNN + RAG
+@pytest.mark.parametrize("name,n_max", [("increment", 5), ("palindrome", 3), ("0k1k", 4), ("addition", 4)])
+def test_rag_every_input_small(name, n_max):
+    spec = T.MACHINES[name]
+    sim = T.compile_rag(spec, n_max)
+    for n in range(0, n_max + 1):
+        tally, _, bad_oracle = CT.run_rag(spec, n, sim)
+        assert tally.failures == 0, tally.first_failure
+        assert bad_oracle == 0
+        assert tally.cot_max <= T.rag_cot_bound(n, spec.time_bound(n))
+    assert sim.model.resources.used_precision_bits <= sim.model.fmt.total_bits
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("name", MACHINES)
+def test_rag_every_input_up_to_8(name):
+    spec = T.MACHINES[name]
+    for n in range(0, 9):
+        tally, _, bad_oracle = CT.run_rag(spec, n)
+        assert tally.failures == 0 and bad_oracle == 0, tally.first_failure
+
+
+def test_rag_program_interpretation_agrees_with_model():
+    """The Program's exact Python interpretation and the compiled model agree at
+    every position of a run: the head register, and wherever the output is read
+    (from [EOS] on, except at [ENDSEARCH] where the oracle answers) exactly one
+    rule fires and the model emits the next context token (the answer at the end)."""
+    from constructions.vocab import ENDSEARCH, token_from_code
+    spec = T.MACHINES["palindrome"]
+    sim = T.compile_rag(spec, 3)
+    g, _ = sim.run("010")
+    ctx = g.context
+    trace = sim.program.run_python(ctx)
+    sess = sim.model.session(capacity=len(ctx) + 1)
+    read = 0
+    for i, tok in enumerate(ctx):
+        sess.feed([tok])
+        out = sess.next_token()
+        env = trace[i]
+        assert env["h"] == sess.residual()["h"]
+        if i >= len(g.prompt) - 1 and tok != ENDSEARCH:
+            want = ctx[i + 1] if i + 1 < len(ctx) else g.answer
+            assert len(env["_fired"]) == 1, (i, env["_fired"])
+            assert token_from_code(env["out"]) == out == want
+            read += 1
+    assert read > len(g.cot) // 2
+
+
+def test_rag_constant_params_and_declared():
+    spec = T.MACHINES["increment"]
+    sims = [T.compile_rag(spec, n) for n in (0, 4, 12)]
+    assert len({s.model.resources.params for s in sims}) == 1
+    decl = T.rag_declared(sims[0].enc, spec)
+    for n in list(range(0, 10)) + [31, 64, 1000]:
+        assert decl.int_bits(n) == int(decl.int_expr.subs(T.NSYM, n))
+    _assert_log(decl.int_expr)
+    for s in sims:
+        assert s.model.resources.state_bits == s.model.resources.state_numbers * s.model.fmt.total_bits
+
+
+def test_rag_records_decode():
+    spec = T.MACHINES["increment"]
+    sim = T.compile_rag(spec, 4)
+    g, _ = sim.run("1101")
+    ref = T.reference_run(sim.enc, "1101", spec.time_bound(4))
+    assert sim.records(g.cot) == ref.records
