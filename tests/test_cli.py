@@ -30,6 +30,10 @@ def test_verify_only_machine_json(tmp_path):
     (["show", "no-such-model"], "unknown model"),
     (["show", "position-match", "--n", "0"], "--n must be"),
     (["verify", "--only", "machine", "--json", "/nonexistent/dir/x.json"], "cannot write"),
+    (["precision", "--task", "sorting", "--out", "x.png"], "unknown task"),
+    (["precision", "--task", "index", "--out", "x.txt"], "--out must name a .png"),
+    (["precision", "--task", "index", "--out", "x.png", "--max-log2n", "40"], "--max-log2n must be"),
+    (["precision", "--task", "index", "--out", "/nonexistent/dir/x.png", "--max-log2n", "4"], "cannot write"),
 ])
 def test_bad_usage_exits_2_with_one_line(argv, needle):
     r = run(*argv)
@@ -52,3 +56,11 @@ def test_show_runs():
 def test_no_command_prints_help_and_exits_2():
     r = run()
     assert r.returncode == 2
+
+
+def test_precision_plot_renders(tmp_path):
+    out = tmp_path / "f.png"
+    r = run("precision", "--task", "index", "--out", str(out), "--max-log2n", "5")
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "declared at or above the frontier" in r.stdout

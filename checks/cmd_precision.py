@@ -1,0 +1,63 @@
+"""``rnngap precision --task T --out FILE.png [--max-log2n K] [--json PATH]``:
+the measured precision frontier of a T4.6-up construction against its declared
+bits, as a plot (checks/frontier.py computes it on a fixed seeded sample)."""
+from __future__ import annotations
+
+import json
+
+
+def add_command(sub) -> None:
+    p = sub.add_parser("precision", help="plot the precision frontier of a construction")
+    p.add_argument("--task", required=True, help="index, ar, cgram or counting")
+    p.add_argument("--out", required=True, help="PNG file to write")
+    p.add_argument("--max-log2n", type=int, default=8, help="largest n = 2^K (default 8; 4 <= K <= 16)")
+    p.add_argument("--json", help="also write the frontier rows as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from .errors import UsageError
+    from .frontier import CONSTRUCTIONS, fit_slope, frontier_table
+
+    if args.task not in CONSTRUCTIONS:
+        raise UsageError(f"unknown task {args.task!r}; known: {', '.join(sorted(CONSTRUCTIONS))}")
+    if not 4 <= args.max_log2n <= 16:
+        raise UsageError(f"--max-log2n must be between 4 and 16, got {args.max_log2n}")
+    if not args.out.lower().endswith(".png"):
+        raise UsageError(f"--out must name a .png file, got {args.out!r}")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ns = [2 ** k for k in range(4, args.max_log2n + 1)]
+    rows = frontier_table([args.task], ns)
+    x = [r["log2_n"] for r in rows]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(x, [r["f_declared"] for r in rows], "b--", label="f declared")
+    ax.plot(x, [r["f_min"] for r in rows], "bo-", label="f measured (frontier)")
+    ax.plot(x, [r["I_declared"] for r in rows], "r--", label="I declared")
+    ax.plot(x, [r["I_min_at_f_declared"] for r in rows], "ro-", label="I measured at declared f")
+    ax.set_xlabel("log2 n")
+    ax.set_ylabel("bits")
+    slopes = fit_slope(rows, "f_min").get(args.task, {}).get("slope")
+    islope = fit_slope(rows, "I_min_at_f_declared").get(args.task, {}).get("slope")
+    ax.set_title(f"{args.task}: precision frontier (slopes vs log2 n: f {slopes:.2f}, I {islope:.2f})"
+                 if slopes is not None and islope is not None else f"{args.task}: precision frontier")
+    ax.legend()
+    fig.tight_layout()
+    try:
+        fig.savefig(args.out, dpi=110)
+    except OSError as e:
+        raise UsageError(f"cannot write {args.out}: {e.strerror or e}")
+    bad = [r for r in rows if not r["declared_at_or_above"]]
+    for r in rows:
+        print(f"n={r['n']:6d}  f: {r['f_min']}/{r['f_declared']}  I: {r['I_min_at_f_declared']}/{r['I_declared']}"
+              f"  ({'declared at or above the frontier' if r['declared_at_or_above'] else 'DECLARED BELOW THE FRONTIER'})")
+    if args.json:
+        try:
+            with open(args.json, "w") as fh:
+                json.dump(rows, fh, indent=1)
+        except OSError as e:
+            raise UsageError(f"cannot write {args.json}: {e.strerror}")
+    print(f"wrote {args.out}")
+    return 1 if bad else 0
