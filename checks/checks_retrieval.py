@@ -235,7 +235,7 @@ def check_cgram(profile: str, seed: int) -> list[Record]:
     return _construction_records("cgram3", profile, seed) + _construction_records("cgram4", profile, seed)
 
 
-@register(CLAIM, "Counting via self-count head + fetch + readout comparison (2 layers)")
+@register(CLAIM, "Counting via after-query flag, fetch q, BOS counting head, readout comparison (3 layers)")
 def check_counting(profile: str, seed: int) -> list[Record]:
     return _construction_records("counting", profile, seed)
 

@@ -13,7 +13,7 @@ Instances (docs/conventions.md)::
     Index     [BOS] x_1..x_n [QUERY] i              -> x_i                         (1 layer)
     AR        [BOS] x_1..x_n [QUERY] q              -> x_{j+1}, j first with x_j=q (2 layers)
     c-gram    [BOS] x_1..x_n [QUERY] q_1..q_{c-1}   -> x_{j+c-1}                   (2 layers)
-    Counting  [BOS] x_1..x_n [QUERY] q t            -> number [#{j: x_j = q} > t]  (2 layers)
+    Counting  [BOS] x_1..x_n [QUERY] q t            -> number [#{j: x_j = q} > t]  (3 layers)
     MQAR      [BOS] r_1..r_L (raw ints r as number tokens) -> at every t the token
               after the first earlier occurrence of r_t, or [BOS] (= "-1")         (2 layers)
 
@@ -29,8 +29,8 @@ expressions):
   the measured precision frontier (checks/frontier.py) is f_min = 0 at every n.
   Their O(log n) cost is in the integer bits: position features pos, pos^2 and
   scores lambda * pos^2 need I(n) = 2 log2 n + O(1).
-* Counting needs f(n) = log2((2n+5)(n+3)) + O(1) fraction bits (it must tell
-  1/(c+2) from 1/(t+5/2)), and I = log2 n + O(1) integer bits (the softmax
+* Counting needs f(n) = log2((n+1)(2n+3)) + O(1) fraction bits (it must tell
+  1/(c+1) from 1/(t+3/2)), and I = log2 n + O(1) integer bits (the softmax
   normaliser of the counting head reaches c + 1): it uses no position
   feature and no squared token code (the demo :func:`constructions.demos.count_threshold`
   uses both, which makes p ~ 4 log2 n and leaves the int64 machine, I + f <= 62,
@@ -159,8 +159,8 @@ AR = Declared("AR", lambda n, a=2, c=2: _int_cgram(n, a, 2), _f_ret,
 
 
 def _f_count(n: int) -> int:
-    # 2^f > (2n+5)(n+3) = 1 / g, the comparison margin of counting_model
-    return _lc((2 * n + 5) * (n + 3) + 1)
+    # 2^f > (n+1)(2n+3) = 1 / g, the comparison margin of counting_model
+    return _lc((n + 1) * (2 * n + 3) + 1)
 
 
 def _count_fetch_bound(n: int, f: int) -> int:
@@ -174,7 +174,7 @@ def _int_count(n: int, a: int = 2, c: int = 2) -> int:
     return max(bits_for(_count_fetch_bound(n, _f_count(n))) + 1, bits_for(n + 4) + 1)
 
 
-_F_COUNT_EXPR = _sp_lc((2 * N + 5) * (N + 3) + 1)
+_F_COUNT_EXPR = _sp_lc((N + 1) * (2 * N + 3) + 1)
 _MU_COUNT = _sp_sharp(_F_COUNT_EXPR)
 COUNTING = Declared("counting", _int_count, _f_count,
                     sp.Max(sp.floor(sp.log(2 * (_MU_COUNT * (N + 2) + _MU_COUNT) + _MU_COUNT * (N + 3), 2)) + 2,
@@ -364,46 +364,46 @@ def ar_model(n: int, alphabet: int = 4, fmt: FixedFormat | None = None) -> Model
 def counting_model(n: int, alphabet: int = 3, fmt: FixedFormat | None = None,
                    check_margins: bool = True) -> Model:
     """``[BOS] x_1..x_n [QUERY] q t`` -> number 1 if #{j: x_j = q} > t else
-    number 0 (T4.6-up). Two attention layers, no squared codes, no squared
-    positions; width 7 + a (a one-hot direction ``hot_s`` = [token = number s] per
-    data symbol: constant in n).
+    number 0 (T4.6-up). Three attention layers, no squared codes, no squared
+    positions; width 8 + 2a (a one-hot direction ``hot_s`` = [token = number s] per
+    data symbol, and its copy ``qhot_s``: constant in n).
 
-    * Layer 1, two heads at every position p.
-      ``after-query``: score lambda [key is [QUERY]]: weight exactly 1 on [QUERY]
-      at p >= n + 1 (gap lambda), else uniform over zeros; so ``after`` = 1 exactly
-      at and after [QUERY].
-      ``self-count`` (the BOS counting head of :func:`constructions.gadgets.count_head`
-      with one-hot keys and the position's OWN token as query): score lambda
-      (sum_s hot_s[p] hot_s[key] + is_bos[key]): [BOS] and the keys carrying the
-      same number as p score lambda, every other key 0; copying is_bos gives
-      ``frac`` = round(1/(m + 1)), m = #{keys j <= p with token_j = token_p}. At q's
-      position n + 2 the keys are [BOS], x_1..x_n, [QUERY] and q itself, so
-      m = c + 1 with c = #{j: x_j = q}: frac = round(1/(c + 2)).
-    * Layer 2 (read only at the last position): ``fetch``: score M (after + is_number)
-      [key] - mu pos[key], mu = sharpness(f), M = mu (n + 2) + sharpness(f): q (2M -
-      mu (n+2)) beats t (gap mu), every data number (M - mu j, gap >= M - mu (n + 1)),
-      [QUERY] and [BOS]; so the weight is exactly 1 on q's position and the head
-      copies its ``frac``.
-    * Readout: logit(number 1) = thr = round(1/(t + 5/2)) (the embedding feature
-      1/(tau + 3/2) of t, tau = t + 1), logit(number 0) = frac, every other token 0.
+    Every head in the first two layers has a unique maximum at every position (so
+    each costs one exp and one division per position, not one per key).
 
-    Margin: c > t iff c + 2 > t + 5/2 iff 1/(c + 2) < 1/(t + 5/2), and for 0 <= c,
-    t <= n the exact values differ by at least g = 1/((2n + 5)(n + 3)) (the closest
-    pairs are c = t + 1 and c = t at t = n); each is rounded by at most 2^-(f+1), so
-    the rounded values keep their order iff g > 2^-f, asserted (``check_margins=False``
-    skips this one assertion so that the precision frontier can probe fewer fraction
-    bits; the run then decides). Both stay >= 1/(n + 5/2) - 2^-(f+1) > 0, above the
-    other tokens' logit 0.
+    * L1 ``after-query``: score lambda (2 is_query + is_bos)[key]: [QUERY] wins at
+      positions >= n + 1, [BOS] before (gap lambda); copying is_query gives ``after``
+      = 1 exactly at and after [QUERY], else 0.
+    * L2 ``fetch-q``: score M (after + is_number)[key] - mu pos[key] (mu =
+      sharpness(f), M = mu (n + 2) + sharpness(f)): at t's position (n + 3) q (score
+      2M - mu (n + 2)) beats t (gap mu), every data number (M - mu j, gap >= M -
+      mu (n + 1)), [QUERY] and [BOS]; at data positions x_1 wins. Copies q's one-hot
+      into ``qhot_s``.
+    * L3 ``count`` (read at the last position only; the BOS counting head of
+      :func:`constructions.gadgets.count_head` with one-hot keys): score lambda
+      (sum_s qhot_s hot_s[key] + is_bos[key] - 2 after[key]): [BOS] and the data
+      positions holding q score lambda, everything else <= 0 (q and t themselves
+      are pushed to -lambda by ``after``); weights exactly round(1/(c+1)) each, c =
+      #{j: x_j = q}; copying is_bos gives ``frac`` = round(1/(c+1)).
+    * Readout: logit(number 1) = thr = round(1/(t + 3/2)) (the embedding feature
+      1/(tau + 1/2) of t, tau = t + 1), logit(number 0) = frac, every other token 0.
+
+    Margin: c > t iff 1/(c+1) < 1/(t+3/2); for 0 <= c, t <= n the exact values differ
+    by at least g = 1/((n+1)(2n+3)) (closest: c = t = n); each is rounded by at most
+    2^-(f+1), so the rounded values keep their order iff g > 2^-f, asserted
+    (``check_margins=False`` skips this one assertion so that the precision frontier
+    can probe fewer fraction bits; the run then decides). Both stay >= 1/(n + 3/2) -
+    2^-(f+1) > 0, above the other tokens' logit 0.
     """
     n = _check_n(n, 1, "counting_model")
     a = _check_alphabet(alphabet, "counting_model")
     fmt = fmt or COUNTING.format(n, a)
     f = fmt.frac_bits
     lam = sharpness(f)
-    g = Fraction(1, (2 * n + 5) * (n + 3))
+    g = Fraction(1, (n + 1) * (2 * n + 3))
     if check_margins and not g > Fraction(1, 1 << f):
-        raise MarginError(f"counting_model(n={n}): the gap {float(g):.3g} between 1/(c+2) and 1/(t+5/2) is not "
-                          f"above the rounding error 2^-{f}; needs 2^f > {(2 * n + 5) * (n + 3)}")
+        raise MarginError(f"counting_model(n={n}): the gap {float(g):.3g} between 1/(c+1) and 1/(t+3/2) is not "
+                          f"above the rounding error 2^-{f}; needs 2^f > {(n + 1) * (2 * n + 3)}")
     mu = lam
     M = mu * (n + 2) + lam
     assert lam > zero_gap(f) and mu > zero_gap(f)
@@ -418,22 +418,24 @@ def counting_model(n: int, alphabet: int = 3, fmt: FixedFormat | None = None,
     s.embedded("is_bos", K.F_IS_TOKEN, BOS)
     s.embedded("is_query", K.F_IS_TOKEN, QUERY)
     s.embedded("is_number", K.F_IS_NUM)
-    s.embedded("thr", K.F_TOK_INV, Fraction(3, 2))     # 1/(tau + 3/2) = 1/(t + 5/2) for the number t
+    s.embedded("thr", K.F_TOK_INV, Fraction(1, 2))     # 1/(tau + 1/2) = 1/(t + 3/2) for the number t
     for v in range(a):
         s.embedded(f"hot_{v}", K.F_IS_TOKEN, number_token(v))
-    for lab in ("after", "frac", "answer_frac"):
+    for lab in ["after"] + [f"qhot_{v}" for v in range(a)] + ["frac"]:
         s.hidden(lab)
     vocab = Vocab(max(n, a - 1, 1))
     b = Builder(f"counting(n={n},a={a})", "transformer", vocab, s, claim=CLAIM)
     gap = {"lambda": lam, "gap": lam, "zero_gap": float(zero_gap(f))}
-    count_score = [({f"hot_{v}": lam}, {f"hot_{v}": 1}) for v in range(a)] + [({"one": lam}, {"is_bos": 1})]
-    b.attention_layer([Head("after-query", [({"one": lam}, {"is_query": 1})], {"after": {"is_query": 1}}, gap),
-                       Head("self-count", count_score, {"frac": {"is_bos": 1}}, dict(gap, comparison_gap=float(g)))])
-    b.attention_layer([Head("fetch", [({"one": M}, {"after": 1, "is_number": 1}), ({"one": -mu}, {"pos": 1})],
-                            {"answer_frac": {"frac": 1}},
+    b.attention_layer([Head("after-query", [({"one": lam}, {"is_query": 2, "is_bos": 1})],
+                            {"after": {"is_query": 1}}, gap)])
+    b.attention_layer([Head("fetch-q", [({"one": M}, {"after": 1, "is_number": 1}), ({"one": -mu}, {"pos": 1})],
+                            {f"qhot_{v}": {f"hot_{v}": 1} for v in range(a)},
                             {"M": M, "mu": mu, "gap_q_t": mu, "gap_q_data": M - mu * (n + 1),
                              "zero_gap": float(zero_gap(f)), "score_int_bits": need})])
-    b.readout([("thr", K.F_IS_TOKEN, number_token(1), 1), ("answer_frac", K.F_IS_TOKEN, number_token(0), 1)])
+    count_score = [({f"qhot_{v}": lam}, {f"hot_{v}": 1}) for v in range(a)]
+    count_score += [({"one": lam}, {"is_bos": 1}), ({"one": -2 * lam}, {"after": 1})]
+    b.attention_layer([Head("count", count_score, {"frac": {"is_bos": 1}}, dict(gap, comparison_gap=float(g)))])
+    b.readout([("thr", K.F_IS_TOKEN, number_token(1), 1), ("frac", K.F_IS_TOKEN, number_token(0), 1)])
     return b.build(fmt)
 
 
