@@ -96,6 +96,110 @@ for n in (16, 256, 4096):
     ]
 
 
+
+@notebook("02_retrieval_heads")
+def _nb2():
+    return [
+        md("""# 2. Retrieval heads: constant-size Transformers for Index, AR, c-gram, Counting (T4.6-up)
+
+Each construction is a fixed architecture whose weights depend on n only through
+values that fit its $O(\\log n)$-bit format. Below: what the heads of the AR
+construction attend to (layer 1: the previous token; layer 2: the first position
+whose previous token is the query), then the measured precision frontier."""),
+        code("""import numpy as np
+import matplotlib.pyplot as plt
+from constructions import retrieval as R
+from checks.tasks import ar
+from constructions.vocab import Vocab
+
+n = 12
+model = R.ar_model(n, alphabet=4)
+print(model.describe())
+batch = ar.generate(np.random.default_rng(3), n, 1, alphabet=4)
+toks = [int(t) for t in batch.tokens[0]]
+labels = [str(x) for x in Vocab(model.vocab.max_number).decode(toks)]
+print("instance:", " ".join(labels), "-> answer", Vocab(model.vocab.max_number).decode([int(batch.answers[0])])[0])
+sess = model.session(capacity=len(toks), record=True)
+maps = []
+for t, tok in enumerate(toks):
+    sess.feed([tok])
+    maps.append(sess.attention()[:, :, :])        # (layer, head, positions so far)
+L = len(toks)
+A0 = np.zeros((L, L)); A1 = np.zeros((L, L))
+for t, m in enumerate(maps):
+    A0[t, : t + 1] = m[0, 0, : t + 1]
+    A1[t, : t + 1] = m[1, 0, : t + 1]
+print("prediction:", Vocab(model.vocab.max_number).decode([sess.next_token()])[0])"""),
+        code("""fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+for ax, A, title in ((axes[0], A0, "layer 1: previous-token head"), (axes[1], A1, "layer 2: first-match head")):
+    ax.imshow(A, cmap="Blues", vmin=0, vmax=1)
+    ax.set_xticks(range(L)); ax.set_xticklabels(labels, rotation=90, fontsize=7)
+    ax.set_yticks(range(L)); ax.set_yticklabels(labels, fontsize=7)
+    ax.set_title(title); ax.set_xlabel("key position"); ax.set_ylabel("query position")
+plt.tight_layout(); plt.show()
+print("layer-2 weights at the last position are exactly:", {j: float(w) for j, w in enumerate(A1[-1]) if w})"""),
+        md("""## The precision frontier
+
+For each n, the smallest fraction bits (construction rebuilt at each f) and
+integer bits at which the construction is exactly right on a fixed seeded
+sample, next to what it declares. Counting needs $f \\approx 2\\log_2 n$ (it tells
+$1/(c+1)$ from $1/(t+3/2)$); the position-match constructions need no fraction
+bits, and their $O(\\log n)$ cost is in the integer bits."""),
+        code("""from checks.frontier import frontier_table, fit_slope
+rows = frontier_table(["index", "counting"], [16, 32, 64, 128])
+fig, ax = plt.subplots(figsize=(7, 3.8))
+for name, c in (("index", "tab:blue"), ("counting", "tab:red")):
+    rs = [r for r in rows if r["construction"] == name]
+    x = [r["log2_n"] for r in rs]
+    ax.plot(x, [r["p_declared"] for r in rs], "--", color=c, label=f"{name}: p declared")
+    ax.plot(x, [r["p_min"] for r in rs], "o-", color=c, label=f"{name}: p measured")
+ax.set_xlabel("log2 n"); ax.set_ylabel("total bits p"); ax.legend(); plt.tight_layout(); plt.show()
+print("slopes of p_min against log2 n:", {k: round(v["slope"], 2) for k, v in fit_slope(rows, "p_min").items()})"""),
+    ]
+
+
+@notebook("03_lower_bounds")
+def _nb3():
+    return [
+        md("""# 3. Lower bounds you can run (T4.6-low, T4.7-low)
+
+A streaming model with an s-bit state, whatever CoT it writes, is a one-way
+protocol with s bits: everything after Alice's prefix is a function of (state,
+Bob's suffix). So the exact one-way communication complexity of a task bounds
+the memory of any RNN that solves it. For Index it is exactly n."""),
+        code("""from functools import partial
+from lowerbounds import cc, reductions, witness, targets_toy
+from checks.tasks import index, counting
+from constructions.vocab import token_number
+
+table = cc.cc_table(lambda n: cc.index_split(n, index.reference), range(1, 9))
+print(cc.format_cc_table(table))"""),
+        md("""Counting over a fixed binary alphabet needs only about $\\log_2(n+1)$ bits; the
+linear bound comes from the reductions, which let the alphabet grow with n."""),
+        code("""print(cc.format_cc_table(cc.cc_table(lambda n: cc.counting_split(n, counting.reference), range(1, 8))))
+print(cc.format_cc_table(cc.cc_table(lambda n: cc.reduction_split(reductions.COUNTING, n, counting.reference), range(1, 7))))"""),
+        md("""## A witness: breaking a bounded-memory RNN on a concrete input
+
+The register RNN stores the first s bits of x and answers Index from them. It is
+correct for n <= s. For n = s + 1 two prefixes collide in its state, and the
+finder returns the instance it gets wrong, re-verified by running the model from
+scratch. With CoT (the model shifts the register while writing tokens) it fails
+all the same: the state after the prefix already decides everything."""),
+        code("""s = 6
+for cot in (False, True):
+    rnn = targets_toy.IndexRegisterRNN(s, cot=cot)
+    for n in (s, s + 1, s + 3):
+        w = witness.find_witness(rnn, reductions.INDEX, n, mode="exhaustive",
+                                 max_cot=2 * n if cot else 0,
+                                 answer_tokens=reductions.INDEX.answer_tokens if cot else None)
+        if not w.found:
+            print(f"cot={cot} n={n}: no collision after every prefix ({w.states_explored} states) - correct here")
+        else:
+            num = token_number
+            print(f"cot={cot} n={n}: x={w.x} and x'={w.x_prime} share a state; query i={w.i}: "
+                  f"model says {num(w.answer)} on both, expected {num(w.expected)} / {num(w.expected_prime)}")"""),
+    ]
+
 def build(name: str) -> Path:
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
