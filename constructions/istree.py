@@ -75,8 +75,10 @@ Without tie-break (unique matches) lam = 2 s.
 
 Resources (declared, checked by the registry): positions T = 3M + 2N + 2 for N
 vertices and at most M edges; f = 1 fraction bit (every quantity is an integer
-and every weight is 0 or 1); I(N, M) = ceil(log2 T) + 2 ceil(log2 max(N, 9)) + 7
-integer bits (largest scores ~ 16 T N^2 in the tie-break heads, asserted per head).
+and every weight is 0 or 1); I(N, M) = 2 ceil(log2 max(T, 9)) + ceil(log2 max(N, 9)) + 7
+integer bits (tie-break head scores ~ 17 T N^2, asserted per head; the MLP masking
+e_prev^2 reaches ~ 4 T^2 N): p = I + 2 <= 63 holds up to N = 65536 vertices with
+M <= N + 2 edges (int64 storage).
 """
 from __future__ import annotations
 
@@ -102,7 +104,7 @@ Combo = Mapping[str, object]
 # declared resources
 N_SYM, M_SYM = sp.symbols("N M", positive=True, integer=True)
 T_EXPR = 3 * M_SYM + 2 * N_SYM + 2
-INT_EXPR = sp.ceiling(sp.log(T_EXPR, 2)) + 2 * sp.ceiling(sp.log(sp.Max(N_SYM, 9), 2)) + 7
+INT_EXPR = 2 * sp.ceiling(sp.log(sp.Max(T_EXPR, 9), 2)) + sp.ceiling(sp.log(sp.Max(N_SYM, 9), 2)) + 7
 FRAC_EXPR = sp.Integer(1)
 FRAC_BITS = 1
 N_LAYERS = 5
@@ -116,14 +118,20 @@ def n_positions(n_vertices: int, max_edges: int) -> int:
 
 
 def declared_int_bits(n_vertices: int, max_edges: int) -> int:
-    """I(N, M) = ceil(log2 T) + 2 ceil(log2 max(N, 9)) + 7 (<= 3 ceil(log2 T) + 7, T > N).
+    """I(N, M) = 2 ceil(log2 max(T, 9)) + ceil(log2 max(N, 9)) + 7.
 
-    Largest scores: the tie-break heads, lam = 4T (f = 1) times
-    (2 Q K + K^2 + Q^2) <= 4 V^2 + 4 (V = max(N, 9) bounds |tau|) plus lam + 2T:
-    below 20 T V^2 < 2^(5 + log T + 2 log V); one more bit for the sign margin
-    the gadgets assert, one of slack. The lookup heads (lam = 4, edge ids <= T)
-    need <= 2 ceil(log2 T) + 7."""
-    return log2_ceil(n_positions(n_vertices, max_edges)) + 2 * log2_ceil(max(n_vertices, 9)) + 7
+    With V = max(N, 9) (bounds |tau| of every token) and T' = max(T, 9) >= V:
+
+    * tie-break heads (pred, parent, visited): lam = 4T (f = 1), scores
+      <= lam (4 V^2 + 4) + lam + 2T <= 17 T V^2 < 2^(5 + log T' + 2 log V); the gadget
+      asks one more bit: <= 6 + 2 ceil(log2 T') + ceil(log2 V);
+    * lookup heads (lam = 4, edge ids <= T): <= 33 T'^2, 7 + 2 ceil(log2 T') bits;
+    * the MLP masking e_prev^2 (bound B = T^2, |s1 - parent| <= 2V):
+      <= T^2 (2V + 2) + T^2 <= 4 T^2 V, 2 + 2 ceil(log2 T') + ceil(log2 V) bits;
+    * shift heads 6 T^2 + 20 T, embeddings pos^2 <= T^2, readout <= 3 V^2.
+    """
+    T = max(n_positions(n_vertices, max_edges), 9)
+    return 2 * log2_ceil(T) + log2_ceil(max(n_vertices, 9)) + 7
 
 
 def declared_format(n_vertices: int, max_edges: int | None = None) -> FixedFormat:

@@ -370,9 +370,10 @@ def test_declared_precision_is_logarithmic_and_matches_the_expression():
     # O(log): I <= 3 ceil(log2 max(T, 9)) + 7 at every size (T = the context length)
     for k in range(0, 21):
         n = 2 ** k
-        for m in (0, n, 4 * n):
+        for m in (0, n, 4 * n, n * (n - 1) // 2):
             T = C.n_positions(n, m)
             assert C.declared_int_bits(n, m) <= 3 * math.ceil(math.log2(max(T, 9))) + 7
+    assert C.declared_format(65536, 65538).total_bits <= 63
     assert C.declared_format(10000).total_bits <= 63
 
 
@@ -387,6 +388,18 @@ def test_used_precision_within_declared_and_fails_one_bit_below():
         X.greedy_failures(model.with_format(FixedFormat(used - 1, C.FRAC_BITS)), cases)
     with pytest.raises(MarginError):
         C.build(n, n + 2, fmt=FixedFormat(used - 1, C.FRAC_BITS))
+
+
+@pytest.mark.parametrize("n, density", [(30, 1.0), (40, 0.5)])
+def test_dense_graphs_within_declared_bits(n, density):
+    """Dense graphs (up to the complete graph): the prompt-side MLP values grow like
+    T^2 N (T ~ 1.5 n^2), which the declaration covers."""
+    rng = np.random.default_rng(n)
+    pairs = [(i, j) for i in range(n) for j in range(i)]
+    edges = [pairs[k] for k in rng.permutation(len(pairs)) if rng.random() < density]
+    model = C.build(n, len(pairs))
+    _assert_outcome(X.greedy_failures(model, [(n, edges)]), 1)
+    assert model.resources.used_precision_bits <= model.fmt.total_bits
 
 
 def test_cot_bound():
