@@ -7,10 +7,10 @@ from typing import Callable
 
 import numpy as np
 
-from constructions import demos
+from constructions import demos, retrieval
 from constructions.model import Model
 
-from .tasks import counting, index
+from .tasks import ar, cgram, counting, index
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,14 @@ def _count_example(n, rng):
     return [int(t) for t in counting.generate(rng, n, 1, threshold="near").tokens[0]]
 
 
+def _ar_example(n, rng):
+    return [int(t) for t in ar.generate(rng, n, 1, alphabet=4).tokens[0]]
+
+
+def _cgram_example(n, rng):
+    return [int(t) for t in cgram.generate(rng, n, 1, alphabet=2, c=3).tokens[0]]
+
+
 def _prev_example(n, rng):
     return [0] + [int(t) for t in rng.integers(0, 2, n) + 32]
 
@@ -36,6 +44,11 @@ CATALOG: dict[str, Entry] = {
     "position-match": Entry(demos.position_match, _index_example, "match head on positions (Index mechanism)"),
     "previous-token": Entry(demos.previous_token, _prev_example, "shift head: predicts the token before the last"),
     "count-threshold": Entry(demos.count_threshold, _count_example, "BOS counting head + comparison MLP"),
+    "index": Entry(lambda n: retrieval.index_model(n), _index_example, "T4.6-up Index Transformer"),
+    "ar": Entry(lambda n: retrieval.ar_model(max(n, 2), alphabet=4), _ar_example, "T4.6-up associative recall"),
+    "cgram": Entry(lambda n: retrieval.cgram_model(max(n, 3), alphabet=2, c=3), _cgram_example,
+                   "T4.6-up 3-gram retrieval"),
+    "counting": Entry(lambda n: retrieval.counting_model(n), _count_example, "T4.6-up Counting Transformer"),
 }
 
 
