@@ -436,3 +436,46 @@ def find_witness(rnn: RNN, reduction: Reduction, n: int, mode: str = "exhaustive
             raise ValueError("mode='birthday' needs an explicit seed= (an int)")
         return find_witness_birthday(rnn, reduction, n, **kwargs)
     raise ValueError(f"unknown mode {mode!r}: use 'exhaustive' or 'birthday'")
+
+
+def benchmark_collision(bits: int, seed: int, *, batch_size: int = 1 << 14,
+                        max_draws: int | None = None) -> dict:
+    """Time to a verified collision with a model of exactly ``bits``-bit memory.
+
+    The model is the register linear RNN of capacity c = ``bits``
+    (``constructions.targets.register_index_rnn``) on Index with n = bits + 1:
+    after Alice's prefix its hidden state takes exactly 2^bits values (the
+    register holds x_1..x_bits; its other state numbers are the same for every
+    prefix), so the birthday search needs about sqrt(pi/2 * 2^bits) draws. The
+    search uses the model's ``batch_states`` (one numba call per batch) and the
+    pair is re-verified by the per-token run, the model allowed its CoT.
+
+    Returns found, draws, seconds (wall), cpu_seconds, states_per_s (prefixes
+    run per wall second), expected_draws, the declared state bits and the
+    witness (x, x', i, answers).
+    """
+    from constructions.targets import register_target
+
+    bits = _as_int(bits, "bits")
+    if not 1 <= bits <= 56:
+        raise ValueError(f"benchmark_collision: bits must be in 1..56, got {bits}")
+    from .reductions import INDEX
+
+    n = bits + 1
+    target = register_target(bits, max_number=max(n, 2))
+    target.batch_states(INDEX.prefixes(np.zeros((2, n), dtype=np.uint8)))  # compile outside the timing
+    wall, cpu = time.perf_counter(), time.process_time()
+    w = find_witness_birthday(target, INDEX, n, seed=seed, batch_size=batch_size, max_cot=n,
+                              max_draws=max_draws if max_draws is not None else DEFAULT_MAX_DRAWS_CAP)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    out = {
+        "bits": bits, "n": n, "model": target.name, "state_bits_declared": target.state_bits,
+        "reachable_state_bits": bits, "found": w.found, "draws": w.states_explored,
+        "expected_draws": expected_birthday_draws(bits), "seconds": wall, "cpu_seconds": cpu,
+        "states_per_s": w.states_explored / wall if wall > 0 else float("nan"), "seed": seed,
+    }
+    if w.found:
+        out.update(x="".join(map(str, w.x)), x_prime="".join(map(str, w.x_prime)), i=w.i,
+                   answer=w.answer, expected=w.expected, expected_prime=w.expected_prime,
+                   cot_length=len(w.cot), wrong=list(w.wrong))
+    return out

@@ -1,0 +1,205 @@
+"""Targets of the lower bounds (constructions/targets.py): the register linear
+RNN solves Index while n fits its register and is broken beyond, with its CoT;
+random linear RNNs are broken beyond their state bits; batch_states agrees with
+the per-token run. Answers are checked against the plain-Python references of
+``checks.tasks``."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from checks.tasks import index as task_index
+from checks.tasks import istree as task_istree
+from constructions import kernels as K
+from constructions import targets as T
+from constructions.fixedpoint import FixedFormat, new_err
+from constructions.gadgets import Builder, ResidualSpace
+from constructions.protocol import feed, run_rnn
+from constructions.vocab import BOS, QUERY, Vocab, number_token
+from lowerbounds import reductions as R
+from lowerbounds import witness as W
+
+
+def _all_index(n):
+    for x in itertools.product((0, 1), repeat=n):
+        for i in range(1, n + 1):
+            yield x, i, R.INDEX.instance(x, i)
+
+
+@pytest.mark.parametrize("capacity", [2, 3, 5])
+def test_register_correct_up_to_capacity_and_wrong_beyond(capacity):
+    target = T.register_target(capacity, max_number=capacity + 3)
+    dec = T.register_declared(capacity, capacity + 3)
+    for n in range(1, capacity + 3):
+        wrong, cot_max = 0, 0
+        for x, i, toks in _all_index(n):
+            run = run_rnn(target, toks, R.INDEX.answer_tokens, max_cot=n)
+            want = task_index.reference(toks.tolist())
+            wrong += run.answer != want
+            if run.answer is not None:
+                assert len(run.cot) == i - 1      # the CoT reads x_1..x_(i-1) out
+            cot_max = max(cot_max, len(run.cot))
+        if n <= capacity:
+            assert wrong == 0, (capacity, n)
+            assert cot_max == n - 1 <= dec.cot_bound(n)
+        else:
+            assert wrong > 0, (capacity, n)   # the bits beyond the register are lost
+    r = target.model.resources
+    assert r.used_precision_bits <= dec.precision_bits == r.precision_bits
+    assert r.state_bits == dec.state_bits == target.state_bits
+
+
+def test_register_params_constant_in_capacity():
+    params = {c: T.register_index_rnn(c, max_number=64).resources.params for c in (2, 8, 32, 56)}
+    assert len(set(params.values())) == 1, params
+
+
+def test_register_precision_is_needed():
+    """One integer bit below the declared format the construction cannot run."""
+    dec = T.register_declared(6, 10)
+    low = FixedFormat(dec.int_bits - 1, dec.frac_bits)
+    with pytest.raises(Exception):
+        model = T.register_index_rnn(6, 10, fmt=low)
+        tgt = T.LinearRNNTarget(model)
+        for x, i, toks in _all_index(6):
+            run_rnn(tgt, toks, R.INDEX.answer_tokens, max_cot=6)
+
+
+@pytest.mark.parametrize("capacity", [3, 6])
+def test_witness_breaks_register_beyond_capacity_with_and_without_cot(capacity):
+    target = T.register_target(capacity, max_number=capacity + 4)
+    for n in (capacity + 1, capacity + 3):
+        w = W.find_witness(target, R.INDEX, n, max_cot=n)
+        assert w.found and w.wrong
+        assert w.x[:capacity] == w.x_prime[:capacity] and w.i > capacity
+        for toks, got, want in w.failing:
+            assert got != want == task_index.reference(toks.tolist())
+            assert run_rnn(target, toks, R.INDEX.answer_tokens, max_cot=n).answer == got
+        assert len(w.cot) == w.i - 1          # the model used its CoT and still failed
+        w0 = W.find_witness(target, R.INDEX, n, max_cot=0)
+        assert w0.found and w0.answer is None and set(w0.wrong) == {"x", "x'"}
+    # within capacity every prefix reaches its own state
+    w = W.find_witness(target, R.INDEX, capacity, max_cot=capacity)
+    assert not w.found
+
+
+def test_register_birthday_witness():
+    target = T.register_target(16, max_number=20)
+    w = W.find_witness(target, R.INDEX, 17, mode="birthday", seed=3, max_cot=17)
+    assert w.found and w.i == 17 and w.wrong
+    for toks, got, want in w.failing:
+        assert want == task_index.reference(toks.tolist()) != got
+
+
+def _random_prefixes(red, n, rows, seed):
+    xs = np.random.default_rng(seed).integers(0, 2, (rows, n), dtype=np.uint8)
+    return red.prefixes(xs)
+
+
+@pytest.mark.parametrize("make", [lambda: T.register_target(12, 20), lambda: T.register_target(40, 44),
+                                  lambda: T.random_target(3, 6, seed=5), lambda: T.random_target(2, 3, seed=1)])
+def test_batch_states_agree_with_per_token_run(make):
+    target = make()
+    n = 14
+    P = _random_prefixes(R.INDEX, n, 300, seed=1)
+    fast = target.batch_states(P)
+    target.sparse = False
+    dense = target.batch_states(P)
+    assert (fast == dense).all()
+    for row, raws in zip(P[:60], fast[:60]):
+        assert target.key_of_raws(raws) == target.state_key(feed(target, row.tolist()))
+    # rows equal iff keys equal
+    keys = [target.key_of_raws(r) for r in fast]
+    rows = [r.tobytes() for r in fast]
+    assert len(set(keys)) == len(set(rows))
+
+
+def test_fast_mul_equals_fx_mul():
+    rng = np.random.default_rng(0)
+    for _ in range(3000):
+        I = int(rng.integers(1, 40))
+        f = int(rng.integers(0, 62 - I + 1))
+        lim = (1 << (I + f)) - 1
+        a = int(rng.integers(-lim, lim + 1)) >> int(rng.integers(0, I + f))
+        b = int(rng.integers(-lim, lim + 1)) >> int(rng.integers(0, I + f))
+        e1, e2 = new_err(), new_err()
+        assert T._mul(np.int64(a), np.int64(b), I, f, 0, e1) == K.fx_mul(np.int64(a), np.int64(b), I, f, 0, e2)
+        assert (e1 == e2).all()
+
+
+@pytest.mark.parametrize("S, f, seed", [(1, 3, 0), (2, 3, 7), (2, 4, 11)])
+def test_random_linear_rnn_broken_beyond_state_bits(S, f, seed):
+    target = T.random_target(S, f, seed=seed, max_number=24)
+    n = target.state_bits + 1
+    assert n <= W.EXHAUSTIVE_MAX_N
+    w = W.find_witness(target, R.INDEX, n)
+    assert w.found and w.pigeonhole and w.wrong
+    for toks, got, want in w.failing:
+        assert want == task_index.reference(toks.tolist()) != got
+    assert target.model.resources.used_precision_bits <= target.model.resources.precision_bits
+
+
+def test_random_linear_rnn_is_seeded():
+    a, b = T.random_linear_rnn(3, 5, seed=4), T.random_linear_rnn(3, 5, seed=4)
+    assert (a.rA == b.rA).all() and (a.rB == b.rB).all() and (a.rC == b.rC).all()
+    c = T.random_linear_rnn(3, 5, seed=5)
+    assert not ((a.rA == c.rA).all() and (a.rB == c.rB).all() and (a.rC == c.rC).all())
+
+
+def test_random_birthday_witness():
+    target = T.random_target(4, 8, seed=2)
+    w = W.find_witness(target, R.INDEX, 40, mode="birthday", seed=0)
+    assert w.found and w.wrong
+
+
+def test_readout_reading_the_token_is_refused():
+    s = ResidualSpace()
+    s.embedded("one", K.F_ONE)
+    s.embedded("tau", K.F_TOK)
+    s.hidden("h")
+    b = Builder("token-readout", "linear_rnn", Vocab(4), s)
+    b.rnn_layer(["a"], A={("a", "a"): 1}, B={("a", "tau"): 1}, C={("h", "a"): 1})
+    b.readout([("tau", K.F_TOK, 0, 1)])
+    model = b.build(FixedFormat(8, 1))
+    ok, why = T.output_from_state(model.spec)
+    assert not ok and "tau" in why
+    with pytest.raises(ValueError, match="state only"):
+        T.LinearRNNTarget(model)
+
+
+def test_istree_register_correct_and_broken():
+    c = 4
+    target = T.IsTreeRegisterRNN(c, max_number=c + 6)
+    for n in range(1, c + 2):
+        wrong = 0
+        for x in itertools.product((0, 1), repeat=n):
+            for i in range(1, n + 1):
+                toks = R.ISTREE.instance(x, i)
+                want = task_istree.reference(toks.tolist(), R.istree_vertex_count(n))
+                run = run_rnn(target, toks, R.ISTREE.answer_tokens, max_cot=n)
+                wrong += run.answer != want
+        assert (wrong == 0) == (n <= c), (n, wrong)
+    w = W.find_witness(target, R.ISTREE, c + 1, max_cot=c + 1)
+    assert w.found and w.wrong and w.i == c + 1
+    P = _random_prefixes(R.ISTREE, 7, 40, seed=2)
+    fast = target.batch_states(P)
+    for row, raws in zip(P, fast):
+        key = target.inner.key_of_raws(raws[:-2]) + bytes([int(raws[-2]) + 4 * int(raws[-1])])
+        assert key == target.state_key(feed(target, row.tolist()))
+
+
+def test_register_rejects_bad_capacity():
+    with pytest.raises(ValueError):
+        T.register_declared(0)
+    with pytest.raises(ValueError):
+        T.register_declared(T.MAX_REGISTER_CAPACITY + 1)
+    with pytest.raises(ValueError):
+        T.random_linear_rnn(2, 2, seed=0)
+
+
+def test_benchmark_collision_small():
+    r = W.benchmark_collision(12, seed=1)
+    assert r["found"] and r["draws"] > 0 and r["i"] == 13 and r["reachable_state_bits"] == 12
+    assert r["expected"] != r["expected_prime"]
