@@ -494,6 +494,7 @@ def mqar_model(length: int, fmt: FixedFormat | None = None) -> Model:
                 {"lambda": lam, "mu": mu, "nu": nu, "zero_gap": float(zero_gap(f)), "score_int_bits": need})
     b.attention_layer([head])
     _number_readout(b, "answer")
+    b.notes["max_length"] = L
     return b.build(fmt)
 
 
@@ -655,6 +656,9 @@ def mqar_predict(X, model: Model | None = None, fast: bool = True) -> np.ndarray
     X = validate_mqar_inputs(X)
     L = X.shape[1]
     model = model or mqar_model(L)
+    if L > model.spec.notes.get("max_length", 0):
+        raise ValueError(f"{model.name} was built for sequences of length <= {model.spec.notes.get('max_length')}, "
+                         f"got {L} (its tie-break margins are derived from the length)")
     toks = mqar_tokens(X)
     P = predict_all_positions(model, toks, fast=fast)[:, 1:]
     out = np.where(P == BOS, -1, P - NUMBER_BASE)

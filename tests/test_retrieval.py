@@ -408,6 +408,11 @@ def test_mqar_input_validation(bad, msg):
         R.validate_mqar_inputs(bad)
 
 
+def test_mqar_model_refuses_longer_sequences():
+    with pytest.raises(ValueError, match="length <= 3"):
+        R.mqar_predict(np.array([[1, 2, 1, 2]]), R.mqar_model(3))
+
+
 def test_predict_ar_cli(tmp_path):
     X = np.array([[5, 50, 6, 60, 6, 5, 7], [1, 2, 1, 3, 1, 9, 9]], dtype=np.int32)
     inp, out = tmp_path / "X.npy", tmp_path / "P.npy"
