@@ -1,0 +1,162 @@
+"""``rnngap witness --task T --n N --model NAME [--bits B] [--seed S]
+[--mode exhaustive|birthday] [--max-cot K] [--json PATH]``: break a bounded-memory
+RNN on a concrete instance (claims T4.6-low, T4.7-low; ``lowerbounds/witness.py``).
+
+The finder looks for two bit strings x != x' whose Alice prefixes (the task's
+reduction from Index, ``lowerbounds/reductions.py``) lead the model to the same
+state; a query i separating them gives two instances with different reference
+answers on which the model, whatever CoT it generates (up to --max-cot tokens),
+answers the same. The pair is re-verified by re-running the model; the command
+prints both instances, the model's answers and CoT lengths, and the reference
+answers of ``checks.tasks``.
+
+Models (``--bits B`` sets the memory):
+
+* ``register``: the register linear RNN (``constructions/targets.py``) of
+  capacity B (default 8): solves Index for n <= B with a CoT; for ``--task
+  istree`` the same register behind the hub-gadget parser;
+* ``random``: a random dyadic linear RNN with 2 state numbers and B fraction
+  bits (default 4), seeded by ``--seed``;
+* ``toy-register`` / ``toy-register-cot``: the pure-Python IndexRegisterRNN(B)
+  without / with its CoT (``lowerbounds/targets_toy.py``);
+* ``hash``: the pure-Python HashRNN(B).
+
+Exit codes: 0 a verified failing instance was found; 1 none found (e.g. n within
+the capacity); 2 bad arguments (one line).
+"""
+from __future__ import annotations
+
+import json
+from functools import partial
+
+MODELS = {
+    "register": ("capacity", 1, 56, 8),
+    "random": ("fraction bits", 3, 40, 4),
+    "toy-register": ("register bits", 1, 64, 8),
+    "toy-register-cot": ("register bits", 1, 64, 8),
+    "hash": ("state bits", 1, 64, 16),
+}
+"""name -> (meaning of --bits, min, max, default)."""
+
+TASKS = ("index", "ar", "cgram", "counting", "istree")
+MAX_N = 4096
+
+
+def add_command(sub) -> None:
+    p = sub.add_parser("witness", help="find a verified failing instance of a bounded-memory RNN")
+    p.add_argument("--task", required=True, help=f"one of {', '.join(TASKS)}")
+    p.add_argument("--n", required=True, type=int, help="Index length n of the reduction")
+    p.add_argument("--model", required=True, help=f"one of {', '.join(MODELS)}")
+    p.add_argument("--bits", type=int, default=None, help="the model's memory knob (see the module doc)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the birthday search and of the random model")
+    p.add_argument("--mode", default=None, help="exhaustive (n <= 22) or birthday (default: exhaustive "
+                                                "if n <= 22)")
+    p.add_argument("--max-cot", type=int, default=None, help="CoT tokens allowed before the answer "
+                                                             "(default 2n + 8)")
+    p.add_argument("--json", metavar="PATH", help="also write the witness as JSON")
+    p.set_defaults(func=run)
+
+
+def reference_fn(task: str, n: int):
+    """The plain-Python reference answer of the task's reduced instances."""
+    from lowerbounds import reductions
+
+    from .tasks import ar, cgram, counting, index, istree
+    return {"index": index.reference, "ar": ar.reference, "cgram": partial(cgram.reference, c=3),
+            "counting": counting.reference,
+            "istree": partial(istree.reference, n_nodes=reductions.istree_vertex_count(n))}[task]
+
+
+def make_model(name: str, task: str, n: int, bits: int, seed: int):
+    from constructions import targets
+    from lowerbounds import targets_toy
+    max_number = n + 4
+    if name == "register":
+        if task == "istree":
+            return targets.IsTreeRegisterRNN(bits, max_number=max_number)
+        return targets.register_target(bits, max_number=max_number)
+    if name == "random":
+        return targets.random_target(2, bits, seed=seed, max_number=max_number)
+    if name == "toy-register":
+        return targets_toy.IndexRegisterRNN(bits)
+    if name == "toy-register-cot":
+        return targets_toy.IndexRegisterRNN(bits, cot=True)
+    if name == "hash":
+        from lowerbounds.reductions import REDUCTIONS
+        return targets_toy.HashRNN(bits, REDUCTIONS[task].answer_tokens)
+    raise ValueError(name)
+
+
+def _names(tokens) -> str:
+    from constructions.vocab import Vocab
+    toks = [int(t) for t in tokens]
+    vocab = Vocab(max([t - 32 for t in toks if t >= 32] + [0]))
+    return " ".join(str(v) for v in vocab.decode(toks))
+
+
+def run(args) -> int:
+    from lowerbounds import witness as W
+    from lowerbounds.reductions import REDUCTIONS
+
+    from .cli import UsageError
+    task, model = str(args.task).lower(), str(args.model).lower()
+    if task not in TASKS:
+        raise UsageError(f"witness: unknown task {args.task!r}; known: {', '.join(TASKS)}")
+    if model not in MODELS:
+        raise UsageError(f"witness: unknown model {args.model!r}; known: {', '.join(MODELS)}")
+    if not 1 <= args.n <= MAX_N:
+        raise UsageError(f"witness: --n must be in 1..{MAX_N}, got {args.n}")
+    what, lo, hi, default = MODELS[model]
+    bits = default if args.bits is None else args.bits
+    if not lo <= bits <= hi:
+        raise UsageError(f"witness: --bits ({what} of {model}) must be in {lo}..{hi}, got {bits}")
+    mode = args.mode or ("exhaustive" if args.n <= W.EXHAUSTIVE_MAX_N else "birthday")
+    if mode not in ("exhaustive", "birthday"):
+        raise UsageError(f"witness: unknown mode {args.mode!r}; use exhaustive or birthday")
+    if mode == "exhaustive" and args.n > W.EXHAUSTIVE_MAX_N:
+        raise UsageError(f"witness: n too large for exhaustive mode: n = {args.n} > {W.EXHAUSTIVE_MAX_N} "
+                         "(use --mode birthday)")
+    max_cot = 2 * args.n + 8 if args.max_cot is None else args.max_cot
+    if max_cot < 0:
+        raise UsageError(f"witness: --max-cot must be >= 0, got {max_cot}")
+    red = REDUCTIONS[task if task != "cgram" else "cgram(c=3)"]
+    rnn = make_model(model, task, args.n, bits, args.seed)
+    kw = {"max_cot": max_cot}
+    if mode == "birthday":
+        kw["seed"] = args.seed
+    w = W.find_witness(rnn, red, args.n, mode=mode, **kw)
+    name = getattr(rnn, "name", type(rnn).__name__)
+    print(f"model {name} ({model}, --bits {bits}): {rnn.state_bits} declared state bits; task {task} via "
+          f"reduction {red.name}, n = {args.n}, max CoT {max_cot}")
+    print(f"search: {w.how} ({w.states_explored} prefixes, {w.seconds:.2f} s)")
+    record = {"task": task, "model": model, "name": name, "bits": bits, "n": args.n, "mode": mode,
+              "seed": args.seed, "state_bits": rnn.state_bits, "found": w.found, "how": w.how,
+              "states_explored": w.states_explored, "seconds": w.seconds, "max_cot": max_cot}
+    if w.found:
+        ref = reference_fn(task, args.n)
+        print(f"x  = {''.join(map(str, w.x))}")
+        print(f"x' = {''.join(map(str, w.x_prime))}")
+        print(f"same state after Alice's prefixes; Bob's query i = {w.i} separates them (x_i = {w.x[w.i - 1]}, "
+              f"x'_i = {w.x_prime[w.i - 1]})")
+        runs = []
+        for label, toks, ans, cot, exp in (("x", w.tokens, w.answer, w.cot, w.expected),
+                                           ("x'", w.tokens_prime, w.answer_prime, w.cot_prime, w.expected_prime)):
+            want = ref(toks.tolist())
+            if want != exp:
+                raise RuntimeError(f"reduction {red.name} disagrees with the {task} reference on {label}")
+            ok = "correct" if ans == want else "WRONG"
+            shown = "no answer within the CoT limit" if ans is None else _names([ans])
+            print(f"instance {label}: {_names(toks)}")
+            print(f"  model: {shown} after {len(cot)} CoT tokens; reference: {_names([want])}  -> {ok}")
+            runs.append({"label": label, "tokens": [int(t) for t in toks], "answer": ans, "cot": cot,
+                         "reference": want, "correct": ans == want})
+        record.update(x=list(w.x), x_prime=list(w.x_prime), i=w.i, runs=runs, wrong=list(w.wrong))
+    else:
+        print("no fooling pair found: the prefixes reach distinct states (or the budget ran out)")
+    if args.json:
+        try:
+            with open(args.json, "w") as fh:
+                json.dump(record, fh, indent=1)
+        except OSError as e:
+            raise UsageError(f"cannot write {args.json}: {e.strerror}") from None
+    return 0 if w.found else 1

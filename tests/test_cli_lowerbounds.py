@@ -1,0 +1,109 @@
+"""``rnngap cc`` and ``rnngap witness``: happy paths checked against the task
+references, and every bad-input path exits 2 with one line."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from checks.cli import main
+from checks.tasks import index as task_index
+from checks.tasks import istree as task_istree
+from lowerbounds import reductions as R
+
+
+def _run(capsys, *argv):
+    rc = main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+@pytest.mark.parametrize("n", [1, 3, 8])
+def test_cc_index_gives_exactly_n(capsys, n):
+    rc, out, _ = _run(capsys, "cc", "--task", "index", "--n", str(n))
+    assert rc == 0 and f"one-way complexity {n} bits" in out and f"{2 ** n} distinct rows" in out
+
+
+def test_cc_table_and_json(capsys, tmp_path):
+    path = tmp_path / "cc.json"
+    rc, out, _ = _run(capsys, "cc", "--task", "istree", "--n", "4", "--table", "--json", str(path))
+    assert rc == 0 and out.count("istree(hubs=2)") == 4
+    rows = json.loads(path.read_text())
+    assert [r["bits"] for r in rows] == [1, 2, 3, 4] and all(r["exact"] for r in rows)
+    rc, out, _ = _run(capsys, "cc", "--task", "counting", "--n", "4", "--table")
+    assert rc == 0 and out.count("counting(a=2)") == 4
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["cc", "--task", "nope", "--n", "3"], "unknown task"),
+    (["cc", "--task", "index", "--n", "0"], "--n must be >= 1"),
+    (["cc", "--task", "index", "--n", "40"], "too large"),
+    (["cc", "--task", "istree", "--n", "3", "--alphabet", "1"], "--alphabet"),
+    (["cc", "--task", "index", "--n", "3", "--json", "/nonexistent/dir/x.json"], "cannot write"),
+])
+def test_cc_bad_input(capsys, argv, msg):
+    rc, out, err = _run(capsys, *argv)
+    assert rc == 2 and msg in err and len(err.strip().splitlines()) == 1
+
+
+def test_witness_register_index(capsys, tmp_path):
+    path = tmp_path / "w.json"
+    rc, out, _ = _run(capsys, "witness", "--task", "index", "--n", "7", "--model", "register", "--bits", "6",
+                      "--json", str(path))
+    assert rc == 0 and "WRONG" in out
+    rec = json.loads(path.read_text())
+    assert rec["found"] and rec["i"] == 7 and rec["x"][:6] == rec["x_prime"][:6]
+    wrong = [r for r in rec["runs"] if not r["correct"]]
+    assert wrong
+    for r in rec["runs"]:
+        assert r["reference"] == task_index.reference(r["tokens"])
+        assert (r["answer"] == r["reference"]) == r["correct"]
+        assert len(r["cot"]) == 6      # the CoT reads x_1..x_6 out, then answers
+
+
+def test_witness_istree_and_birthday(capsys, tmp_path):
+    path = tmp_path / "w.json"
+    rc, out, _ = _run(capsys, "witness", "--task", "istree", "--n", "5", "--model", "register", "--bits", "4",
+                      "--json", str(path))
+    assert rc == 0 and "[TRUE]" in out
+    rec = json.loads(path.read_text())
+    for r in rec["runs"]:
+        assert r["reference"] == task_istree.reference(r["tokens"], R.istree_vertex_count(5))
+    rc, out, _ = _run(capsys, "witness", "--task", "index", "--n", "26", "--model", "register", "--bits", "14",
+                      "--mode", "birthday", "--seed", "2")
+    assert rc == 0 and "birthday (seed 2" in out and "WRONG" in out
+
+
+@pytest.mark.parametrize("model", ["random", "toy-register", "toy-register-cot", "hash"])
+def test_witness_other_models(capsys, model):
+    rc, out, _ = _run(capsys, "witness", "--task", "counting", "--n", "12", "--model", model, "--bits", "4")
+    assert rc == 0 and "WRONG" in out
+
+
+def test_witness_not_found_within_capacity(capsys):
+    rc, out, _ = _run(capsys, "witness", "--task", "index", "--n", "5", "--model", "register", "--bits", "8")
+    assert rc == 1 and "no fooling pair" in out
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["--task", "nope", "--n", "3", "--model", "register"], "unknown task"),
+    (["--task", "index", "--n", "3", "--model", "nope"], "unknown model"),
+    (["--task", "index", "--n", "30", "--model", "register", "--mode", "exhaustive"], "too large for exhaustive"),
+    (["--task", "index", "--n", "3", "--model", "register", "--mode", "sideways"], "unknown mode"),
+    (["--task", "index", "--n", "0", "--model", "register"], "--n must be in"),
+    (["--task", "index", "--n", "3", "--model", "register", "--bits", "0"], "--bits"),
+    (["--task", "index", "--n", "3", "--model", "register", "--bits", "57"], "--bits"),
+    (["--task", "index", "--n", "3", "--model", "random", "--bits", "2"], "--bits"),
+    (["--task", "index", "--n", "3", "--model", "hash", "--bits", "65"], "--bits"),
+    (["--task", "index", "--n", "3", "--model", "register", "--max-cot", "-1"], "--max-cot"),
+    (["--task", "index", "--n", "9", "--model", "register", "--json", "/nonexistent/dir/w.json"], "cannot write"),
+])
+def test_witness_bad_input(capsys, argv, msg):
+    rc, out, err = _run(capsys, "witness", *argv)
+    assert rc == 2 and msg in err and len(err.strip().splitlines()) == 1
+
+
+def test_missing_required_argument_exits_2(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["witness", "--task", "index", "--n", "3"])
+    assert e.value.code == 2
