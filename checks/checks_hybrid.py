@@ -92,3 +92,58 @@ def hybrid_retrieval_check(profile: str, seed: int) -> list[Record]:
                           0 if failed else 1, seconds=round(time.perf_counter() - t0, 3),
                           note=("fails as it must: " if failed else "DID NOT FAIL below bound: ") + how[:120]))
     return out
+
+
+# ----------------------------------------------------------------------------
+# IsTree with CoT O(N log N) (union-find by size; constructions/hybrid.py)
+ISTREE_EXHAUSTIVE = {"quick": 4, "full": 6}
+ISTREE_SAMPLED = {"quick": [(16, 20), (64, 8), (200, 3)], "full": [(16, 100), (64, 40), (200, 20), (256, 10)]}
+
+
+def run_istree(N: int, instances, m_max: int | None = None):
+    """(model, instances, failures, cot_max, cot/(N log2 N) max over trees, first failure)."""
+    import math
+
+    from checks.formats import graph_tokens
+    from constructions.generate import generate
+    from constructions.vocab import FALSE, TRUE
+    insts = list(instances)
+    mm = max([len(i.edges) for i in insts] + [N]) if m_max is None else m_max
+    model = H.hybrid_istree(N, m_max=mm)
+    bad, cot_max, ratio, first = 0, 0, 0.0, ""
+    for inst in insts:
+        want_cot, want = H.istree_unionfind_cot(N, inst.edges)
+        g = generate(model, graph_tokens(inst.edges), answer_tokens=[TRUE, FALSE], max_cot=H.istree_cot_bound(N))
+        ok = g.answer == inst.answer and want == inst.answer and g.cot == want_cot
+        bad += not ok
+        if not ok and not first:
+            first = f"edges {list(inst.edges)[:6]}...: answer {g.answer} (label {inst.answer}), CoT equal {g.cot == want_cot}"
+        cot_max = max(cot_max, g.cot_length)
+        if inst.label and N > 1:
+            ratio = max(ratio, g.cot_length / (N * math.log2(N)))
+    return model, len(insts), bad, cot_max, ratio, first
+
+
+@register("T5.6", "hybrid: IsTree with CoT O(N log N) (union-find by size)")
+def hybrid_istree_check(profile: str, seed: int) -> list[Record]:
+    from .tasks import istree
+    out = []
+    for N in range(1, ISTREE_EXHAUSTIVE[profile] + 1):
+        t0 = time.perf_counter()
+        model, cnt, bad, cot_max, ratio, first = run_istree(N, istree.enumerate_all(N), m_max=N * (N - 1) // 2)
+        r = model.resources
+        out.append(Record("T5.6", model.name, "IsTree (every graph, enumeration order)", N, cnt, bad,
+                          r.used_precision_bits, model.fmt.total_bits, cot_max, H.istree_cot_bound(N), r.params,
+                          r.state_bits, round(time.perf_counter() - t0, 3),
+                          note=first or f"CoT/(N log2 N) <= {ratio:.2f} on trees"))
+    for N, batch in ISTREE_SAMPLED[profile]:
+        t0 = time.perf_counter()
+        rng = np.random.default_rng([seed, N, 77])
+        insts = istree.generate(rng, N, batch, family="mixed")
+        model, cnt, bad, cot_max, ratio, first = run_istree(N, insts)
+        r = model.resources
+        out.append(Record("T5.6", model.name, f"IsTree ({batch} seeded graphs, mixed families)", N, cnt, bad,
+                          r.used_precision_bits, model.fmt.total_bits, cot_max, H.istree_cot_bound(N), r.params,
+                          r.state_bits, round(time.perf_counter() - t0, 3),
+                          note=first or f"CoT/(N log2 N) <= {ratio:.2f} on trees"))
+    return out

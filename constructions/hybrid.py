@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, Sequence
 
 import sympy as sp
 
@@ -51,7 +51,7 @@ from .gadgets import (
     count_head, match_head, sharpness, zero_gap,
 )
 from .model import Model
-from .vocab import BOS, NUMBER_BASE, QUERY, Vocab
+from .vocab import BOS, NUMBER_BASE, QUERY, Vocab, token_code
 
 N = sp.Symbol("n", positive=True, integer=True)
 
@@ -374,3 +374,280 @@ def hybrid_counting(n: int, alphabet: int = 3, fmt: FixedFormat | None = None) -
 
 
 RETRIEVAL_BUILDERS = {"index": hybrid_index, "ar": hybrid_ar, "cgram": hybrid_cgram, "counting": hybrid_counting}
+
+
+# ----------------------------------------------------------------------------
+# IsTree with CoT O(N log N): union-find by size, one attention layer (T5.6)
+#
+# CoT per input edge (u_i, v_i), i = 0, 1, ...  (codes: vertex x -> tau = x + 1):
+#
+#   u_i x_1 .. x_a -  s_u        find(u_i): the parent chain to the root r_u = x_a
+#                                (or u_i itself), the marker '-', then |tree of r_u|
+#   v_i y_1 .. y_b -  s_v        the same for v_i (r_v, s_v)
+#   r_u s_u                      the u-side again, so that the RNN sees r_u, s_u, s_v,
+#                                r_v at fixed offsets; after r_u: [FALSE] if r_u = r_v
+#   ~ c p [QUERY] p s            union by size: the smaller root c (c = r_u iff
+#                                s_u <= s_v) gets the parent record "~ c p", the
+#                                larger root p the size record "[QUERY] p s", s = s_u + s_v
+#
+# and, once the input is used up (the edge to fetch is [EOS]): [TRUE] iff exactly
+# N - 1 edges were joined, else [FALSE] (N - 1 joins without a cycle = a spanning
+# tree; a cycle, i.e. r_u = r_v, answers [FALSE] at once, and any graph with more
+# than N - 1 edges has one among its first N edges).
+#
+# Heads of the single attention layer (all four at every position; the final MLP
+# uses the one the position's role needs):
+#   fetch   query 3 i + 2 + 2 Mk (i = edges joined, Mk = markers in this edge) vs
+#           key cnt = position + 1: the input token u_i (position 3i+1) or v_i (3i+3);
+#   parent  query tau(x) vs key tau(c) at the p of every record "~ c p"; last match;
+#           default [BOS] (found = 0: x is a root, emit '-');
+#   size    query tau(root) (the token before '-') vs key tau(p) at the s of every
+#           record "[QUERY] p s"; last match (sizes grow); default [BOS] (size 1);
+#   last_su the latest s_u position (flag, position tie-break): its token s_u and the
+#           token two before it, r_u.
+# With union by size every tree of size k has depth <= log2 k, so a find writes at
+# most floor(log2 N) + 2 tokens: the CoT is at most N (2 floor(log2 N) + 16) + 1.
+
+def istree_cot_bound(N: int) -> int:
+    return N * (2 * (N.bit_length() - 1) + 16) + 1
+
+
+def istree_unionfind_cot(N: int, edges: Sequence[tuple[int, int]]) -> tuple[list[int], int]:
+    """The reference CoT and answer (plain Python union-find by size, ties: the
+    u-side root goes under the v-side root)."""
+    from .vocab import DASH, FALSE, QUERY, TILDE, TRUE, number_token
+    parent: dict[int, int] = {}
+    size: dict[int, int] = {}
+    cot: list[int] = []
+
+    def find(x):
+        chain = [x]
+        while chain[-1] in parent:
+            chain.append(parent[chain[-1]])
+        cot.extend(number_token(y) for y in chain)
+        cot.append(DASH)
+        r = chain[-1]
+        cot.append(number_token(size.get(r, 1)))
+        return r, size.get(r, 1)
+
+    joins = 0
+    for u, v in edges:
+        ru, su = find(u)
+        rv, sv = find(v)
+        cot += [number_token(ru)]
+        if ru == rv:
+            return cot, FALSE
+        cot += [number_token(su)]
+        c, p = (ru, rv) if su <= sv else (rv, ru)
+        parent[c] = p
+        size[p] = su + sv
+        cot += [TILDE, number_token(c), number_token(p), QUERY, number_token(p), number_token(su + sv)]
+        joins += 1
+    return cot, (TRUE if joins == N - 1 else FALSE)
+
+
+def _f_istree(P: int) -> int:
+    return log2_ceil(P + 1) + 1
+
+
+def istree_positions(N: int, m_max: int) -> int:
+    return 3 * m_max + 3 + istree_cot_bound(N)
+
+
+def _istree_code(N: int, m_max: int) -> int:
+    return istree_positions(N, m_max) + CODE_SLACK
+
+
+def _istree_bound(N: int, m_max: int) -> int:
+    P = istree_positions(N, m_max)
+    K = _istree_code(N, m_max)
+    s = sharpness(_f_istree(P))
+    return 4 * s * (P + 2) * K * K + s * (P + 1)
+
+
+def istree_declared(m_of_n=lambda N: N) -> Declared:
+    """I(N), f(N) with at most m_of_n(N) input edges (default N)."""
+    M_e = N                                   # sympy: m_max = N
+    CB = N * (2 * sp.floor(sp.log(N, 2)) + 16) + 1
+    P = 3 * M_e + 3 + CB
+    K = P + CODE_SLACK
+    f = sp.ceiling(sp.log(P + 1, 2)) + 1
+    s = sharpness_expr(f)
+    return Declared(lambda n: bits_for(_istree_bound(n, m_of_n(n))) + 1,
+                    lambda n: _f_istree(istree_positions(n, m_of_n(n))),
+                    _bits_expr(4 * s * (P + 2) * K ** 2 + s * (P + 1)), f)
+
+
+ISTREE = istree_declared()
+
+
+def hybrid_istree(N: int, m_max: int | None = None, fmt: FixedFormat | None = None) -> Model:
+    """The union-find hybrid for graphs on N vertices with at most m_max edges
+    (default N); see the comment block above for the CoT and the heads."""
+    from .gadgets import Neuron, select_neurons, equality_neurons
+    from .vocab import DASH, EOS, FALSE, QUERY, TILDE, TRUE
+    m_max = N if m_max is None else m_max
+    if N < 1:
+        raise ValueError(f"N must be >= 1, got {N}")
+    fmt = fmt or (ISTREE.format(N) if m_max == N else istree_declared(lambda n: m_max).format(N))
+    P = istree_positions(N, m_max)
+    Kc = _istree_code(N, m_max)
+    vocab = Vocab(max(N, 1))
+    s = _base_space()
+    s.embedded("is_bos", K.F_IS_TOKEN, BOS)
+    s.embedded("is_eos", K.F_IS_TOKEN, EOS)
+    s.embedded("is_dash", K.F_IS_TOKEN, DASH)
+    s.embedded("is_tilde", K.F_IS_TOKEN, TILDE)
+    s.embedded("is_query", K.F_IS_TOKEN, QUERY)
+    # ---- layer 1: clock, token delays, flag delays, the EOS latch
+    r1 = Recurrence()
+    clock(s, r1, delays=4, delays_sq=1, latches={"e": "is_eos"})
+    for flag, depth in (("is_tilde", 2), ("is_query", 2)):
+        chain = [r1.add_state(f"s_{flag}_0")]
+        r1.B[(chain[0], flag)] = 1
+        for k in range(1, depth + 1):
+            chain.append(r1.add_state(f"s_{flag}_{k}"))
+            r1.A[(chain[k], chain[k - 1])] = 1
+            r1.C[(s.hidden(f"{flag}@{k}"), chain[k])] = 1
+    hid = ["mark", "rec_p", "siz_s", "keyB", "keyB_sq", "keyC", "keyC_sq", "eq_r", "cmp",
+           "i", "Mk", "mark@1", "su_pos", "sv_pos", "okc", "c_val", "p_val",
+           "inchain", "c@1", "p@2", "p@4", "s@5"] + [f"sv@{k}" for k in range(1, 8)] + \
+          ["fa", "par", "found", "sz", "su", "ru", "v"]
+    for lab in hid:
+        s.hidden(lab)
+    b = Builder(f"hybrid-istree(N={N})", "hybrid", vocab, s, claim="T5.6")
+    Bc, Bc2 = Kc, Kc * Kc
+    mlp1 = [
+        Neuron({"is_dash": 1, "e": 1}, -1, {"mark": 1}),                  # '-' inside the CoT
+        Neuron({"is_tilde@2": 1, "e": 1}, -1, {"rec_p": 1}),              # p of "~ c p"
+        Neuron({"is_query@2": 1, "e": 1}, -1, {"siz_s": 1}),              # s of "[QUERY] p s"
+        # parent key: tau(c) = prev1 (>= 1) at record p's; size key: tau(p) = prev1 at size s's
+        Neuron({"prev1": 1, "is_tilde@2": Bc, "e": Bc}, -2 * Bc, {"keyB": 1}),
+        Neuron({"prev1_sq": 1, "is_tilde@2": Bc2, "e": Bc2}, -2 * Bc2, {"keyB_sq": 1}),
+        Neuron({"prev1": 1, "is_query@2": Bc, "e": Bc}, -2 * Bc, {"keyC": 1}),
+        Neuron({"prev1_sq": 1, "is_query@2": Bc2, "e": Bc2}, -2 * Bc2, {"keyC_sq": 1}),
+        # cmp = [s_u <= s_v] at the re-emitted s_u (tok = s_u, prev2 = s_v): relu(d+1) - relu(d)
+        Neuron({"prev2": 1, "tok": -1}, 1, {"cmp": 1}),
+        Neuron({"prev2": 1, "tok": -1}, 0, {"cmp": -1}),
+    ]
+    mlp1 += equality_neurons({"tok": 1}, {"prev3": 1}, "eq_r")             # at r_u': r_u == r_v ?
+    b.rnn_layer(r1.state, r1.A, r1.B, r1.C, mlp1, name="clock+delays")
+    # ---- layer 2: counters i (joins), Mk (markers in this edge), mark delayed
+    r2 = Recurrence()
+    for name, inc in (("i", {"siz_s": 1}), ("Mk", {"mark": 1, "siz_s": -2})):
+        st = r2.add_state(f"s_{name}")
+        r2.A[(st, st)] = 1
+        for d, c in inc.items():
+            r2.B[(st, d)] = c
+        r2.C[(name, st)] = 1
+    m0, m1 = r2.add_state("s_mark_0"), r2.add_state("s_mark_1")
+    r2.B[(m0, "mark")] = 1
+    r2.A[(m1, m0)] = 1
+    r2.C[("mark@1", m1)] = 1
+    mlp2 = [
+        Neuron({"mark@1": 2, "Mk": -1}, 0, {"su_pos": 1}),                # right after the u-marker
+        Neuron({"mark@1": 1, "Mk": 1}, -2, {"sv_pos": 1}),                # right after the v-marker
+    ]
+    mlp2 += equality_neurons({"i": 1}, {"one": N - 1}, "okc")
+    # at the re-emitted s_u: r_u = prev1, r_v = prev4; c = cmp ? r_u : r_v, p = the other
+    mlp2 += select_neurons({"cmp": 1}, {"prev1": 1}, {"prev4": 1}, "c_val", Kc)
+    mlp2 += select_neurons({"cmp": 1}, {"prev4": 1}, {"prev1": 1}, "p_val", Kc)
+    b.rnn_layer(r2.state, r2.A, r2.B, r2.C, mlp2, name="counters")
+    # ---- layer 3: role delays, value delays, the in-chain counter
+    r3 = Recurrence()
+
+    def chain_of(name, combo, depth, outs):
+        ch = [r3.add_state(f"s_{name}_0")]
+        for d, c in combo.items():
+            r3.B[(ch[0], d)] = c
+        for k in range(1, depth + 1):
+            ch.append(r3.add_state(f"s_{name}_{k}"))
+            r3.A[(ch[k], ch[k - 1])] = 1
+            if k in outs:
+                r3.C[(outs[k], ch[k])] = 1
+        return ch
+
+    chain_of("sv", {"sv_pos": 1}, 7, {k: f"sv@{k}" for k in range(1, 8)})
+    chain_of("c", {"c_val": 1}, 1, {1: "c@1"})
+    chain_of("p", {"p_val": 1}, 4, {2: "p@2", 4: "p@4"})
+    chain_of("s", {"tok": 1, "prev2": 1, "one": -1}, 5, {5: "s@5"})       # s = s_u + s_v (codes)
+    fetch = {"is_eos": 1, "siz_s": 1, "su_pos": 1}
+    fd = chain_of("fetch", fetch, 0, {})
+    ic = r3.add_state("s_inchain")
+    r3.A[(ic, ic)] = 1
+    r3.A[(ic, fd[0])] = 1                 # + fetch at t-1 (the fetched vertex starts a chain)
+    r3.B[(ic, "mark")] = -1               # - the marker ends it
+    r3.C[("inchain", ic)] = 1
+    b.rnn_layer(r3.state, r3.A, r3.B, r3.C, [], name="roles")
+    # ---- the attention layer
+    f = fmt.frac_bits
+    heads = [
+        match_head("fetch", query={"i": 3, "Mk": 2, "one": 2}, key={"cnt": 1}, key_sq={"cnt_sq": 1}, one="one",
+                   copy={"fa": {"tok": 1}}, fmt=fmt, max_key=Kc, max_query=Kc),
+        tuple_match_head("parent", [({"tok": 1}, {"keyB": 1}, {"keyB_sq": 1})], "one",
+                         {"par": {"tok": 1}, "found": {"rec_p": 1}}, fmt, max_code=Kc,
+                         order=("last", "cnt", P + 1), default=({"is_bos": 1}, [{"tok_sq": 1}])),
+        tuple_match_head("size", [({"prev1": 1}, {"keyC": 1}, {"keyC_sq": 1})], "one",
+                         {"sz": {"tok": 1, "is_bos": 2}}, fmt, max_code=Kc,
+                         order=("last", "cnt", P + 1), default=({"is_bos": 1}, [{"prev1_sq": 1}])),
+    ]
+    mu = sharpness(f)
+    lamE = mu * (P + 1) + sharpness(f)
+    heads.append(Head("last_su", [({"one": lamE}, {"su_pos": 1}), ({"one": mu}, {"cnt": 1})],
+                      {"su": {"tok": 1}, "ru": {"prev2": 1}},
+                      {"lambda": lamE, "mu": mu, "gap_non_match": lamE - mu * (P + 1)}))
+    Bv = 2 * Kc + 8
+    code = token_code
+    fetch_role = {"is_eos": 1, "siz_s": 1, "su_pos": 1}
+
+    def gate(combo, pos, neg=(), bias=0):
+        """inp = combo - Bv (1 - product of pos flags and not neg flags), linearised:
+        combo + Bv (sum pos - sum neg) - Bv |pos|."""
+        inp = dict(combo)
+        for g in pos:
+            for d, c in (g.items() if isinstance(g, dict) else [(g, 1)]):
+                inp[d] = inp.get(d, 0) + Bv * c
+        for g in neg:
+            inp[g] = inp.get(g, 0) - Bv
+        return inp, bias - Bv * len(pos)
+
+    mlp = []
+
+    def emit_value(value, pos, neg=()):
+        """v += value (a code >= 1) where the role flags hold."""
+        inp, bias = gate(value, pos, neg)
+        mlp.append(Neuron(inp, bias, {"v": 1}))
+
+    def emit_const(c, pos, neg=()):
+        inp, bias = gate({}, pos, neg, 1)
+        mlp.append(Neuron(inp, bias, {"v": c}))
+
+    # fetch: the input token (a vertex code >= 1), or the answer if it is [EOS] (code -1):
+    # (1 - fa)/2 is 1 for [EOS] and <= 0 for a vertex
+    emit_value({"fa": 1}, [fetch_role])
+    eos_half = {"fa": Fraction(-1, 2)}
+    inp, bias = gate(eos_half, [fetch_role, "okc"], (), Fraction(1, 2))
+    mlp.append(Neuron(inp, bias, {"v": code(TRUE)}))
+    inp, bias = gate(eos_half, [fetch_role], ["okc"], Fraction(1, 2))
+    mlp.append(Neuron(inp, bias, {"v": code(FALSE)}))
+    # in a chain: the parent if found, else the marker
+    emit_value({"par": 1}, ["inchain", "found"])
+    emit_const(code(DASH), ["inchain"], ["found"])
+    # at the marker: the root's size
+    emit_value({"sz": 1}, ["mark"])
+    # right after s_v: r_u again
+    emit_value({"ru": 1}, ["sv_pos"])
+    # at r_u': [FALSE] if r_u = r_v, else s_u again
+    emit_const(code(FALSE), ["sv@1", "eq_r"])
+    emit_value({"su": 1}, ["sv@1"], ["eq_r"])
+    # the union records
+    emit_const(code(TILDE), ["sv@2"])
+    emit_value({"c@1": 1}, ["sv@3"])
+    emit_value({"p@2": 1}, ["sv@4"])
+    emit_const(code(QUERY), ["sv@5"])
+    emit_value({"p@4": 1}, ["sv@6"])
+    emit_value({"s@5": 1}, ["sv@7"])
+    b.attention_layer(heads, mlp)
+    _number_readout(b, "v")
+    b.notes.update({"N": N, "m_max": m_max, "positions": P, "cot_bound": istree_cot_bound(N)})
+    return b.build(fmt)

@@ -176,3 +176,90 @@ def test_no_position_feature_and_one_attention_layer():
         spec = build(task, 8, 3).spec
         assert spec.kind == "hybrid" and len(spec.attn_layers) == 1
         assert all(k not in (7, 8, 9) for k, _, _ in spec.embedding)
+
+
+# ---------------------------------------------------------------- IsTree (union-find by size, CoT O(N log N))
+from checks.formats import graph_tokens  # noqa: E402
+from checks.tasks import istree  # noqa: E402
+from constructions.generate import generate  # noqa: E402
+from constructions.vocab import FALSE, TRUE  # noqa: E402
+
+_IST: dict = {}
+
+
+def _istree_model(N, m_max):
+    if (N, m_max) not in _IST:
+        _IST[(N, m_max)] = H.hybrid_istree(N, m_max=m_max)
+    return _IST[(N, m_max)]
+
+
+def _run_istree(N, edges, m_max):
+    model = _istree_model(N, m_max)
+    g = generate(model, graph_tokens(edges), answer_tokens=[TRUE, FALSE], max_cot=H.istree_cot_bound(N))
+    return g, model
+
+
+def test_istree_reference_cot_label_equals_networkx():
+    for N in range(1, 6):
+        for inst in istree.enumerate_all(N):
+            _, ans = H.istree_unionfind_cot(N, inst.edges)
+            assert ans == inst.answer, inst
+
+
+@pytest.mark.parametrize("N", [1, 2, 3, 4])
+def test_istree_every_graph_several_orders(N):
+    rng = np.random.default_rng(N)
+    m_max = N * (N - 1) // 2
+    for inst in istree.enumerate_all(N):
+        for edges in istree.edge_orders(list(inst.edges), 4, rng):
+            g, model = _run_istree(N, edges, m_max)
+            want_cot, want = H.istree_unionfind_cot(N, edges)
+            assert g.answer == want == inst.answer
+            assert g.cot == want_cot
+            assert g.cot_length <= H.istree_cot_bound(N)
+    assert model.resources.used_precision_bits <= model.fmt.total_bits
+
+
+@settings(max_examples=25)
+@given(inst=istree.instances(1, 9))
+def test_istree_hypothesis(inst):
+    N = inst.n_nodes
+    g, _ = _run_istree(N, inst.edges, N * (N - 1) // 2)
+    assert g.answer == inst.answer
+    assert g.cot == H.istree_unionfind_cot(N, inst.edges)[0]
+
+
+def test_istree_large_seeded():
+    rng = np.random.default_rng(2024)
+    N = 64
+    insts = istree.generate(rng, N, 4, family="mixed") + istree.generate(rng, N, 2, family="tree")
+    m_max = max(max(len(i.edges) for i in insts), N)
+    for inst in insts:
+        g, model = _run_istree(N, inst.edges, m_max)
+        assert g.answer == inst.answer
+        assert g.cot_length <= H.istree_cot_bound(N)
+
+
+@pytest.mark.full
+def test_istree_200_vertices():
+    rng = np.random.default_rng(200)
+    for fam in ("tree", "near_tree", "paper_binary", "paper_random"):
+        for inst in istree.generate(rng, 200, 3, family=fam):
+            g, _ = _run_istree(200, inst.edges, max(len(inst.edges), 200))
+            assert g.answer == inst.answer
+            assert g.cot == H.istree_unionfind_cot(200, inst.edges)[0]
+
+
+def test_istree_resources():
+    params = {H.hybrid_istree(N).resources.params for N in (2, 16, 100)}
+    assert len(params) == 1
+    d = H.ISTREE
+    for N in list(range(1, 12)) + [64, 200]:
+        assert d.int_bits(N) == int(d.int_expr.subs(H.N, N)), N
+        assert d.frac_bits(N) == int(d.frac_expr.subs(H.N, N)), N
+    for expr in (d.int_expr, d.frac_expr):
+        e = expr.replace(sp.floor, lambda a: a).replace(sp.ceiling, lambda a: a)
+        ratio = sp.limit(e / sp.log(H.N), H.N, sp.oo)
+        assert ratio.is_finite and ratio > 0
+    m = H.hybrid_istree(8)
+    assert m.spec.kind == "hybrid" and len(m.spec.attn_layers) == 1
