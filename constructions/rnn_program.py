@@ -333,7 +333,13 @@ class Program:
         m = max([m] + list(X.values()))
 
         def dot(row, bounds) -> int:
-            return sum(abs(Fraction(w)) * b for w, b in zip(row, bounds))
+            tot = 0
+            for k in row.nonzero()[0]:
+                w = Fraction(row[k])
+                if w.denominator != 1:
+                    raise MarginError(f"{self.name}: weight {w} is not an integer (programs use f = 0)")
+                tot += abs(int(w)) * bounds[k]
+            return tot
 
         xb = [X[lab] for lab in spec.labels]
         for L in spec.rnn_layers:
@@ -348,10 +354,10 @@ class Program:
                 m = max(m, dot(L.A[r], hb) + dot(L.B[r], xb))
             for r in range(L.C.shape[0]):
                 m = max(m, xb[r] + dot(L.C[r], hb))
-            hid = [dot(L.W1[k], xb) + abs(Fraction(L.b1[k])) for k in range(L.W1.shape[0])]
+            hid = [dot(L.W1[k], xb) + abs(int(L.b1[k])) for k in range(L.W1.shape[0])]
             m = max([m] + hid)
             for r in range(L.W2.shape[0]):
-                m = max(m, xb[r] + dot(L.W2[r], hid) + abs(Fraction(L.b2[r])))
+                m = max(m, xb[r] + dot(L.W2[r], hid) + abs(int(L.b2[r])))
         if self._emit is not None:
             out = self._emit.out[0]
             V = max(abs(out.lo), abs(out.hi))

@@ -1,0 +1,411 @@
+"""Constant-size linear RNNs with in-context RAG (theory.md §2, claim T5-RAG).
+
+Each construction is a :class:`~constructions.rnn_program.Program` (delay lines,
+counters, write-once latches and rule tables; no position features) compiled
+to a ``linear_rnn`` model, run greedily by :func:`constructions.generate.generate`
+with a fresh :class:`~constructions.rag.RagOracle` answering its searches.
+Notation: ``SS``/``ES`` are ``[STARTSEARCH]``/``[ENDSEARCH]``, ``r`` a retrieved token,
+``s_k`` the token k positions before the current one (a delay line).
+
+* :func:`index_rag` - ``[BOS] x_1..x_n [QUERY] i``: CoT ``SS [BOS] [.]^(i-1) [(] [.] [)] ES r [EOS]``,
+  answer r = x_i. A latch holds tau(i), a counter the wildcards written.
+* :func:`cgram_rag` (AR is c = 2, :func:`ar_rag`) - ``... [QUERY] q_1..q_{c-1}``: CoT
+  ``SS q_1..q_{c-1} [(] [.] [)] ES r [EOS]``, answer r; q_k is always the token c-1 places back,
+  a delay line of length c-1 copies it.
+* :func:`counting_rag` - ``... [QUERY] q t``: CoT ``SS [BOS] B^t F ES r [EOS]`` with
+  ``B = [(?:] [(?!] q [)] [#] [)] [*] q`` (a run of numbers other than q, then q) and F the same
+  with the last q captured: the search matches iff x holds more than t q's (a ``[#]`` run cannot
+  cross ``[QUERY]``); answer 1 if r is q, 0 if r is ``[FAILED]``.
+* :func:`istree_rag` - ``[BOS] u - v ... [EOS]``: writes exactly the paper's retrieval CoT
+  (``checks/tasks/istree.py`` ``retrieval_cot``; graph dialect of the oracle), then ``[EOS]``
+  and the label. The next token is a function of the last 13 tokens, the number of
+  ``[EOS]`` seen and the number of records ``w ~ u`` written (TRUE iff the DFS did not stop at a
+  cycle and wrote N - 1 records); the rule table is spelled out in :func:`istree_rag`.
+
+Resources (declared, checked by the tests and ``rnngap verify``): every weight is an
+integer, so f(n) = 0; I(n) = bits of the largest intermediate (interval bound of
+:meth:`Program.required_int_bits`), declared as 2 ceil(log2(n + c)) + const; the
+state is (delay slots + counters + latches) numbers of p = I + 1 bits, a constant
+count; the CoT bound is linear in n for Index and Counting, constant for c-gram, and
+bounded by 26 (2N - 1) + 1 tokens for IsTree (at most 2N - 1 DFS steps of <= 26 tokens, then [EOS]).
+
+All four answer after ``[EOS]`` (``generate(..., answer_after=EOS)``), except IsTree whose
+answers ``[TRUE]``/``[FALSE]`` never occur in its CoT (``answer_tokens``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import sympy as sp
+
+from .fixedpoint import FixedFormat, log2_ceil
+from .gadgets import MarginError
+from .generate import Generation, generate
+from .model import Model
+from .rag import RagOracle
+from .rnn_program import Program
+from .vocab import (
+    BOS, DASH, ENDSEARCH, EOS, FAILED, FALSE, META_TOKENS, QUERY, STARTSEARCH, TILDE, TRUE, Vocab,
+    number_token, token_code,
+)
+
+N_SYM = sp.Symbol("n", positive=True, integer=True)
+
+M = META_TOKENS
+CAP, NONCAP, CLOSE, ANY, ANY_NUMBER, STAR, NEG_LOOKAHEAD = (
+    M["[(]"], M["[(?:]"], M["[)]"], M["[.]"], M["[#]"], M["[*]"], M["[(?!]"])
+
+
+def tau(t: int) -> int:
+    return token_code(t)
+
+
+@dataclass
+class RagConstruction:
+    """A compiled linear RNN + the way to run it with the oracle.
+
+    ``int_bits_declared(n)`` / ``int_expr`` is the declared I(n) (f = 0);
+    ``cot_bound`` the declared CoT bound for this instance size."""
+
+    name: str
+    task: str
+    n: int
+    program: Program
+    model: Model
+    int_bits_declared: int
+    int_expr: sp.Expr
+    cot_bound: int
+    dialect: str = "regex"
+    answer_tokens: tuple[int, ...] | None = None
+    notes: dict = field(default_factory=dict)
+
+    @property
+    def state_bits(self) -> int:
+        return self.model.resources.state_bits
+
+    @property
+    def params(self) -> int:
+        return self.model.resources.params
+
+    def oracle(self, timeout: float | None = None) -> RagOracle:
+        return RagOracle(dialect=self.dialect) if timeout is None else RagOracle(timeout=timeout, dialect=self.dialect)
+
+    def run(self, prompt: Sequence[int], oracle: RagOracle | None | bool = True,
+            max_cot: int | None = None) -> Generation:
+        """Generate on ``prompt`` with a fresh oracle (``oracle=False``: no oracle,
+        the RNN alone; ``[ENDSEARCH]`` then gets no answer)."""
+        if oracle is True:
+            oracle = self.oracle()
+        elif oracle is False:
+            oracle = None
+        cap = self.cot_bound if max_cot is None else max_cot
+        if self.answer_tokens is None:
+            return generate(self.model, prompt, max_cot=cap, oracle=oracle, answer_after=EOS)
+        return generate(self.model, prompt, answer_tokens=self.answer_tokens, max_cot=cap, oracle=oracle)
+
+
+def _finish(p: Program, name: str, task: str, n: int, declared: Callable[[int], int], expr: sp.Expr,
+            cot_bound: int, fmt: FixedFormat | None, **kw) -> RagConstruction:
+    need = p.required_int_bits()
+    I = declared(n)
+    if need > I:
+        raise MarginError(f"{name}: needs {need} integer bits, declares {I} for n={n}")
+    model = p.compile(fmt or FixedFormat(I, 0))
+    return RagConstruction(name, task, n, p, model, I, expr, cot_bound, **kw)
+
+
+# ----------------------------------------------------------------------------
+# Index
+def _int_index(n: int) -> int:
+    # largest intermediate: the readout logit 2 T V + T^2 with T = n + 1 (token codes),
+    # V <= 2 T (two rules can fire together at a prompt position): < 5 (n + 21)^2
+    return 2 * log2_ceil(n + 21) + 3
+
+
+INDEX_INT = 2 * sp.ceiling(sp.log(N_SYM + 21, 2)) + 3
+
+
+def index_rag(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> RagConstruction:
+    """Index with RAG: ``[BOS] x_1..x_n [QUERY] i`` -> x_i; CoT i + 7 <= n + 7 tokens."""
+    vocab = Vocab(max(n, alphabet), meta=True)
+    p = Program(f"index-rag(n={n})", vocab, claim="T5-RAG")
+    s1, = p.delay_line("tok", p.token, 1)
+    is_i = p.equal("is_i", s1, tau(QUERY))                   # the current token is the query i
+    ival = p.latch("ival", is_i, p.token)                     # tau(i) = i + 1
+    dots = p.counter("dots", p.is_token(ANY), 0, n + 1)
+    more = p.at_least("more", ival - 3 - dots, 0)             # dots <= i - 2: another wildcard
+    is_bos, is_dot = p.is_token(BOS), p.is_token(ANY)
+    after_cap = p.equal("after_cap", s1, tau(CAP))
+    rules = [
+        (is_i, tau(STARTSEARCH)),
+        (p.is_token(STARTSEARCH), tau(BOS)),
+        (p.all_of("dot_bos", [is_bos, more]), tau(ANY)),
+        (p.all_of("dot_dot", [is_dot, more], [after_cap]), tau(ANY)),
+        (p.all_of("open_bos", [is_bos], [more]), tau(CAP)),
+        (p.all_of("open_dot", [is_dot], [more, after_cap]), tau(CAP)),
+        (p.is_token(CAP), tau(ANY)),
+        (p.all_of("close", [is_dot, after_cap]), tau(CLOSE)),
+        (p.is_token(CLOSE), tau(ENDSEARCH)),
+        (p.equal("retrieved", s1, tau(ENDSEARCH)), tau(EOS)),
+        (p.is_token(EOS), s1),
+    ]
+    p.emit(rules)
+    return _finish(p, p.name, "index", n, _int_index, INDEX_INT, n + 7, fmt)
+
+
+# ----------------------------------------------------------------------------
+# c-gram / AR
+def _int_cgram(n: int) -> int:
+    return 2 * log2_ceil(n + 21) + 3
+
+
+CGRAM_INT = INDEX_INT
+
+
+def cgram_rag(n: int, c: int = 3, alphabet: int = 2, fmt: FixedFormat | None = None) -> RagConstruction:
+    """c-gram retrieval with RAG: ``... [QUERY] q_1..q_{c-1}`` -> the token after the first
+    occurrence of the (c-1)-gram; CoT c + 6 tokens (constant)."""
+    if c < 2:
+        raise ValueError(f"c-gram needs c >= 2, got {c}")
+    g = c - 1
+    vocab = Vocab(max(n, alphabet), meta=True)
+    p = Program(f"{c}-gram-rag(n={n})", vocab, claim="T5-RAG")
+    s = [p.token] + p.delay_line("tok", p.token, g)           # s[k] = token k places back
+    rules = [(p.equal("start", s[g], tau(QUERY)), tau(STARTSEARCH))]
+    for k in range(g):                                         # SS is k places back: copy q_{k+1}
+        cond = p.is_token(STARTSEARCH) if k == 0 else p.equal(f"ss@-{k}", s[k], tau(STARTSEARCH))
+        rules.append((cond, s[g]))
+    rules += [
+        (p.equal(f"ss@-{g}", s[g], tau(STARTSEARCH)), tau(CAP)),
+        (p.is_token(CAP), tau(ANY)),
+        (p.is_token(ANY), tau(CLOSE)),
+        (p.is_token(CLOSE), tau(ENDSEARCH)),
+        (p.equal("retrieved", s[1], tau(ENDSEARCH)), tau(EOS)),
+        (p.is_token(EOS), s[1]),
+    ]
+    p.emit(rules)
+    return _finish(p, p.name, "cgram" if c > 2 else "ar", n, _int_cgram, CGRAM_INT, c + 6, fmt)
+
+
+def ar_rag(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> RagConstruction:
+    """AR with RAG: the 2-gram construction (``SS q [(] [.] [)] ES r [EOS]``)."""
+    return cgram_rag(n, 2, alphabet, fmt)
+
+
+# ----------------------------------------------------------------------------
+# Counting
+def _int_counting(n: int) -> int:
+    return 2 * log2_ceil(n + 21) + 4
+
+
+COUNTING_INT = 2 * sp.ceiling(sp.log(N_SYM + 21, 2)) + 4
+
+
+def counting_rag(n: int, alphabet: int = 3, fmt: FixedFormat | None = None) -> RagConstruction:
+    """Counting with RAG: ``... [QUERY] q t`` -> number 1 iff q occurs more than t times;
+    CoT 8 t + 15 <= 8 n + 15 tokens."""
+    vocab = Vocab(max(n, alphabet), meta=True)
+    p = Program(f"counting-rag(n={n})", vocab, claim="T5-RAG")
+    s1, s2 = p.delay_line("tok", p.token, 2)
+    is_q = p.equal("is_q", s1, tau(QUERY))
+    is_t = p.equal("is_t", s2, tau(QUERY))
+    q = p.latch("q", is_q, p.token)
+    tval = p.latch("t", is_t, p.token)                        # tau(t) = t + 1
+    stars = p.counter("stars", p.is_token(STAR), 0, n + 2)
+    block = p.at_least("block", tval - 1 - stars, 0)           # the k-th star with k <= t: a block B
+    tok = p.token
+    is_star = p.is_token(STAR)
+    close = p.is_token(CLOSE)
+    after_neg = p.equal("s1=(?!", s1, tau(NEG_LOOKAHEAD))
+    after_cap = p.equal("s1=(", s1, tau(CAP))
+    ret_failed = p.equal("s1=FAILED", s1, tau(FAILED))
+    is_eos = p.is_token(EOS)
+    rules = [
+        (is_t, tau(STARTSEARCH)),
+        (p.is_token(STARTSEARCH), tau(BOS)),
+        (p.all_of("bos_in_query", [p.is_token(BOS), p.equal("s1=SS", s1, tau(STARTSEARCH))]), tau(NONCAP)),
+        (p.all_of("block_end", [p.is_number, p.equal("s1=*", s1, tau(STAR))]), tau(NONCAP)),
+        (p.is_token(NONCAP), tau(NEG_LOOKAHEAD)),
+        (p.is_token(NEG_LOOKAHEAD), q),
+        (after_neg, tau(CLOSE)),
+        (p.all_of("close_look", [close, p.equal("s2=(?!", s2, tau(NEG_LOOKAHEAD))]), tau(ANY_NUMBER)),
+        (p.is_token(ANY_NUMBER), tau(CLOSE)),
+        (p.all_of("close_run", [close, p.equal("s1=#", s1, tau(ANY_NUMBER))]), tau(STAR)),
+        (p.all_of("star_block", [is_star, block]), q),
+        (p.all_of("star_final", [is_star], [block]), tau(CAP)),
+        (p.is_token(CAP), q),
+        (after_cap, tau(CLOSE)),
+        (p.all_of("close_cap", [close, p.equal("s2=(", s2, tau(CAP))]), tau(ENDSEARCH)),
+        (p.equal("retrieved", s1, tau(ENDSEARCH)), tau(EOS)),
+        (p.all_of("yes", [is_eos], [ret_failed]), tau(number_token(1))),
+        (p.all_of("no", [is_eos, ret_failed]), tau(number_token(0))),
+    ]
+    p.emit(rules)
+    return _finish(p, p.name, "counting", n, _int_counting, COUNTING_INT, 8 * n + 15, fmt)
+
+
+# ----------------------------------------------------------------------------
+# IsTree
+ISTREE_WINDOW = 13
+"""Delay slots of the IsTree construction: its rules read s_1..s_13."""
+
+ISTREE_STEP_TOKENS = 26
+"""Tokens of one DFS step of the retrieval CoT, at most: u SS u ~ ES p (6), SS u - c ES w (6),
+SS u - p ES w (6), SS w ~ ES r (5), w ~ u (3)."""
+
+
+def _int_istree(n_nodes: int) -> int:
+    return 2 * log2_ceil(n_nodes + 21) + 6
+
+
+ISTREE_INT = 2 * sp.ceiling(sp.log(N_SYM + 21, 2)) + 6
+
+
+def istree_cot_bound(n_nodes: int) -> int:
+    """At most 2N - 1 DFS steps (stack tops = the Euler tour) plus [EOS]; the label is the answer."""
+    return ISTREE_STEP_TOKENS * (2 * n_nodes - 1) + 1
+
+
+def istree_rag(n_nodes: int, fmt: FixedFormat | None = None) -> RagConstruction:
+    """IsTree with RAG on N = ``n_nodes`` vertices: the paper's retrieval CoT, token for token.
+
+    Rules (s_0 = current token; 'num' = a vertex number; every case of the CoT grammar of
+    ``checks/tasks/istree.py`` is one row; at each CoT position exactly one row fires):
+
+    ========================================================  ======================
+    s_0 = [EOS], first [EOS]                                   0 (the root)
+    s_0 = [EOS], second, s_3 != ~ and N - 1 records            [TRUE], else [FALSE]
+    s_0 num and (s_1 = [EOS], or s_1 = [FAILED], s_2 = ES,      SS (s_0 is a stack top)
+    s_3 != ~, or s_2 = ~, s_4 = [FAILED])
+    s_0 = SS, s_2 != ES                                        s_1 (query 'u ~' for top u)
+    s_0 = SS, s_2 = ES, s_3 = ~                                s_4 (u, for 'u -')
+    s_0 = SS, s_2 = ES, s_3 = -: s_1 = s_6 ? s_4 : s_1          requery 'u - p' or 'w ~'
+    s_0 = SS, s_2 = ES, s_3 num: s_1 = s_7 ? s_5 : s_1          (same after 'u - c')
+    s_1 = SS: s_3 != ES -> ~; s_4 = ~ -> -; else s_0 = s_2 ? ~ : -
+    s_0 = ~: s_2 = SS -> ES; s_2 = [FAILED] -> u (s_10 if s_9 = -, else s_11)
+    s_0 = -: s_5 != ~ -> s_3 (= p); s_9 != [FAILED] -> ES (first visit); else the last
+             child c (s_12 if s_11 = -, else s_13)
+    s_0 num, s_1 = -                                           ES
+    s_1 = ES, s_2 = ~ (parent lookup answered): s_6 != ES -> SS;  else (visit check)
+             r num or w = 0 -> [EOS], else w (= s_3)
+    s_1 = ES, s_2 != ~ (neighbour answered): w num -> SS; w = [FAILED] -> pop: p
+             (s_5 if s_2 = -, else s_6), or [EOS] if p = [FAILED] (the root)
+    s_0 num, s_1 = ~                                           s_2 (the pushed top)
+    s_0 num, s_1 = [FAILED], s_2 = ES, s_3 = ~                 ~ (record 'w ~ u')
+    ========================================================  ======================
+    """
+    N = int(n_nodes)
+    if N < 1:
+        raise ValueError(f"IsTree needs n_nodes >= 1, got {N}")
+    vocab = Vocab(max(N - 1, 1))
+    p = Program(f"istree-rag(N={N})", vocab, claim="T5-RAG")
+    s = [p.token] + p.delay_line("tok", p.token, ISTREE_WINDOW)
+    memo: dict = {}
+
+    def eq(k: int, t: int):
+        key = (k, t)
+        if key not in memo:
+            memo[key] = p.is_token(t) if k == 0 else p.equal(f"s{k}={_nm(t)}", s[k], tau(t))
+        return memo[key]
+
+    def num(k: int):
+        key = (k, "num")
+        if key not in memo:
+            memo[key] = p.is_number if k == 0 else p.at_least(f"s{k}=num", s[k], 1)
+        return memo[key]
+
+    def same(a: int, b: int):
+        return p.equal(f"s{a}=s{b}", s[a], s[b])
+
+    A = p.all_of
+    eos_count = p.counter("eos", p.is_token(EOS), 0, 2)
+    record = A("record", [eq(0, TILDE), eq(2, FAILED)])
+    records = p.counter("records", record, 0, N)
+    first_eos = p.equal("eos=1", eos_count, 1)
+    second_eos = p.equal("eos=2", eos_count, 2)
+    n_ok = p.equal("records=N-1", records, N - 1)
+    true = A("label_true", [eq(0, EOS), second_eos, n_ok], [eq(3, TILDE)])
+    rules = [
+        # D1: after an [EOS]
+        (A("root", [eq(0, EOS), first_eos]), tau(number_token(0))),
+        (true, tau(TRUE)),
+        (A("label_false", [eq(0, EOS), second_eos], [true]), tau(FALSE)),
+        # D2: a stack top was written
+        (A("top_root", [num(0), eq(1, EOS)]), tau(STARTSEARCH)),
+        (A("top_pop", [num(0), eq(1, FAILED), eq(2, ENDSEARCH)], [eq(3, TILDE)]), tau(STARTSEARCH)),
+        (A("top_push", [num(0), eq(2, TILDE), eq(4, FAILED)]), tau(STARTSEARCH)),
+        # D3: after SS, the subject of the query
+        (A("ss_top", [eq(0, STARTSEARCH)], [eq(2, ENDSEARCH)]), s[1]),
+        (A("ss_nbr", [eq(0, STARTSEARCH), eq(2, ENDSEARCH), eq(3, TILDE)]), s[4]),
+    ]
+    d3c = A("ss_after_first", [eq(0, STARTSEARCH), eq(2, ENDSEARCH), eq(3, DASH)])
+    d3e = A("ss_after_next", [eq(0, STARTSEARCH), eq(2, ENDSEARCH)], [eq(3, TILDE), eq(3, DASH)])
+    w_is_p6, w_is_p7 = same(1, 6), same(1, 7)
+    rules += [
+        (A("requery_first", [d3c, w_is_p6]), s[4]),
+        (A("visit_first", [d3c], [w_is_p6]), s[1]),
+        (A("requery_next", [d3e, w_is_p7]), s[5]),
+        (A("visit_next", [d3e], [w_is_p7]), s[1]),
+    ]
+    # D4: after 'SS x'
+    d4 = A("subject", [eq(1, STARTSEARCH), num(0)])
+    after_answer = A("subject_after_answer", [d4, eq(3, ENDSEARCH)])
+    s0_is_s2 = same(0, 2)
+    rules += [
+        (A("subject_top", [d4], [eq(3, ENDSEARCH)]), tau(TILDE)),
+        (A("subject_nbr", [after_answer, eq(4, TILDE)]), tau(DASH)),
+        (A("subject_visit", [after_answer, s0_is_s2], [eq(4, TILDE)]), tau(TILDE)),
+        (A("subject_requery", [after_answer], [s0_is_s2, eq(4, TILDE)]), tau(DASH)),
+    ]
+    # D5: after '~'
+    rec_u = A("record_u", [eq(0, TILDE), eq(2, FAILED)])
+    rules += [
+        (A("tilde_query", [eq(0, TILDE), eq(2, STARTSEARCH)]), tau(ENDSEARCH)),
+        (A("record_u_first", [rec_u, eq(9, DASH)]), s[10]),
+        (A("record_u_next", [rec_u], [eq(9, DASH)]), s[11]),
+    ]
+    # D6: after '-'
+    dash_first = A("dash_step", [eq(0, DASH), eq(5, TILDE)])
+    revisit = A("dash_revisit", [dash_first, eq(9, FAILED)])
+    rules += [
+        (A("dash_requery", [eq(0, DASH), eq(4, ENDSEARCH)], [eq(5, TILDE)]), s[3]),
+        (A("dash_first_visit", [dash_first], [eq(9, FAILED)]), tau(ENDSEARCH)),
+        (A("dash_last_first", [revisit, eq(11, DASH)]), s[12]),
+        (A("dash_last_next", [revisit], [eq(11, DASH)]), s[13]),
+        # D7: 'SS u - c' -> ES
+        (A("after_c", [num(0), eq(1, DASH)]), tau(ENDSEARCH)),
+    ]
+    # D9: the parent lookup answered
+    looked = A("parent_answered", [eq(1, ENDSEARCH), eq(2, TILDE)])
+    visit = A("visit_answered", [looked, eq(6, ENDSEARCH)])
+    w_root = p.equal("s3=0", s[3], tau(number_token(0)))
+    rules += [
+        (A("parent_known", [looked], [eq(6, ENDSEARCH)]), tau(STARTSEARCH)),
+        (A("cycle_visited", [visit, num(0)]), tau(EOS)),
+        (A("cycle_root", [visit, eq(0, FAILED), w_root]), tau(EOS)),
+        (A("new_vertex", [visit, eq(0, FAILED)], [w_root]), s[3]),
+    ]
+    # D10: the neighbour query answered
+    nb = A("neighbour_answered", [eq(1, ENDSEARCH)], [eq(2, TILDE)])
+    none = A("no_neighbour", [nb, eq(0, FAILED)])
+    none_first = A("no_neighbour_first", [none, eq(2, DASH)])
+    none_next = A("no_neighbour_next", [none], [eq(2, DASH)])
+    rules += [
+        (A("neighbour_found", [nb, num(0)]), tau(STARTSEARCH)),
+        (A("done_first", [none_first, eq(5, FAILED)]), tau(EOS)),
+        (A("pop_first", [none_first], [eq(5, FAILED)]), s[5]),
+        (A("done_next", [none_next, eq(6, FAILED)]), tau(EOS)),
+        (A("pop_next", [none_next], [eq(6, FAILED)]), s[6]),
+        # D11, D12: the record 'w ~ u', then the pushed top w
+        (A("pushed_top", [num(0), eq(1, TILDE)]), s[2]),
+        (A("record_tilde", [num(0), eq(1, FAILED), eq(2, ENDSEARCH), eq(3, TILDE)]), tau(TILDE)),
+    ]
+    p.emit(rules)
+    return _finish(p, p.name, "istree", N, _int_istree, ISTREE_INT, istree_cot_bound(N), fmt,
+                   dialect="graph", answer_tokens=(TRUE, FALSE))
+
+
+def _nm(t: int) -> str:
+    from .rag import token_name
+    return token_name(t)
