@@ -216,3 +216,41 @@ def test_rag_records_decode():
     g, _ = sim.run("1101")
     ref = T.reference_run(sim.enc, "1101", spec.time_bound(4))
     assert sim.records(g.cot) == ref.records
+
+
+# ---------------------------------------------------------------- NUMBA_DISABLE_JIT=1 gives the same runs
+_FINGERPRINT = """
+import json, numpy as np, numba
+from constructions import turing as T, hybrid as H
+from checks.tasks import index
+out = {"jit_disabled": bool(numba.config.DISABLE_JIT)}
+sim = T.compile_hybrid(T.MACHINES["increment"], 3)
+out["hybrid_tm"] = [[w, sim.run(w).cot, sim.run(w).answer] for w in ("", "1", "11", "101", "111")]
+rag = T.compile_rag(T.MACHINES["increment"], 2)
+out["rag_tm"] = [[w, rag.run(w)[0].cot] for w in ("", "1", "11")]
+b = index.enumerate_all(3, alphabet=2)
+out["hybrid_index"] = H.hybrid_index(3).predict_batch(np.asarray(b.tokens)).tolist()
+print(json.dumps(out))
+"""
+
+
+def test_pure_python_path_is_identical_to_the_jit():
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1", PYTHONPATH=str(root))
+    proc = subprocess.run([sys.executable, "-c", _FINGERPRINT], env=env, cwd=root, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    nojit = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert nojit.pop("jit_disabled") is True
+    env.pop("NUMBA_DISABLE_JIT")
+    proc = subprocess.run([sys.executable, "-c", _FINGERPRINT], env=env, cwd=root, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    jit = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert jit.pop("jit_disabled") is False
+    assert jit == nojit
