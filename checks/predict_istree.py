@@ -59,7 +59,9 @@ def transformer(max_vertices: int, max_edges: int) -> Predictor:
     return predict
 
 
-MODELS: dict[str, Callable[[int, int], Predictor]] = {"transformer": transformer}
+from constructions.rag_models import istree_rag_predictor  # noqa: E402  (linear RNN + RAG, claim T5-RAG)
+
+MODELS: dict[str, Callable[[int, int], Predictor]] = {"transformer": transformer, "rag": istree_rag_predictor}
 
 
 def add_arguments(parser) -> None:
