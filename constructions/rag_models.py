@@ -409,3 +409,30 @@ def istree_rag(n_nodes: int, fmt: FixedFormat | None = None) -> RagConstruction:
 def _nm(t: int) -> str:
     from .rag import token_name
     return token_name(t)
+
+
+def istree_rag_predictor(max_vertices: int, max_edges: int) -> Callable[[list[int]], list[int]]:
+    """``rnngap predict istree --model rag``: ``predict(prompt) -> CoT + [answer]`` for
+    the vertex set {0..max id} of each prompt (the protocol of ``checks/predict_istree.py``).
+
+    The vertex count N is a build-time constant of :func:`istree_rag` (its label rule
+    compares the number of records with N - 1), so one model per distinct N of the
+    file is built (cached; constant size, only that integer weight differs) and run with
+    a fresh graph-dialect oracle. ``max_edges`` is not needed (the RNN state does not
+    grow with the edge count)."""
+    if max_vertices < 1:
+        raise ValueError(f"max_vertices must be >= 1, got {max_vertices}")
+    built: dict[int, RagConstruction] = {}
+
+    def predict(prompt: list[int]) -> list[int]:
+        N = 1 + max((int(t) - number_token(0) for t in prompt if int(t) >= number_token(0)), default=0)
+        if N > max_vertices:
+            raise ValueError(f"istree-rag: a graph with max vertex id {N - 1} exceeds max_vertices={max_vertices}")
+        if N not in built:
+            built[N] = istree_rag(N)
+        c = built[N]
+        g = c.run(prompt)
+        if g.stopped != "answer":
+            raise RuntimeError(f"{c.name}: no answer within {c.cot_bound} CoT tokens")
+        return g.cot + [g.answer]
+    return predict
