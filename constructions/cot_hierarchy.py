@@ -1,0 +1,243 @@
+"""Claim T4.1, construction side: a constant-size linear RNN with CoT runs a long
+sequential computation that the same RNN without CoT cannot do.
+
+**What T4.1 says, and what is checked.** The paper's Theorem 4.1 separates RNNs
+with CoT from RNNs without it *under a complexity assumption* (PSPACE is not
+contained in P/poly): with CoT an O(log n)-bit RNN can run a linear-space machine
+for poly(n) steps, one step per generated token, while without CoT its answer is
+a bounded-depth function of its state. The separation itself is CONDITIONAL and
+is never tested here. What is executable, and checked by ``rnngap verify --only
+T4.1``, is the construction side and the mechanism:
+
+* the task family ITER(n) below, whose relevant part is O(log n) bits at the end
+  of a length-n input but whose answer needs T(n) = n^2 sequential applications
+  of a fixed map g_n;
+* :func:`iterate_rnn`, a linear RNN (kind ``linear_rnn``) of constant size and
+  O(log n)-bit state that solves ITER(n) with a CoT of exactly T(n) tokens;
+* the same construction with its CoT disabled (its step budget set to k = 0, or
+  to any small constant k) answers after a bounded number of applications of g_n
+  and is wrong on concrete instances that the checks *find by search*. That only
+  shows these particular bounded-depth RNNs fail; that *every* CoT-free RNN of
+  polynomial size fails on some PSPACE-hard task is the unproven assumption.
+
+**The task ITER(n)** (our formalization; every choice is a parameter here).
+m = m(n) = 2n values, T(n) = n^2. The map g_n on {0..m-1} is "rotate, then fold"
+(an integer tent map after a rotation by d = 1)::
+
+    g(x) = tent((x + d) mod m),   tent(y) = 2y if y < m/2 else 2m - 1 - 2y
+
+a bijection of {0..m-1} with no affine closed form. Instance::
+
+    [BOS] z_1 .. z_n [QUERY] (m + t) a      z_j, a in 0..m-1, t in 0..T(n)
+
+(the z_j are padding; the step count t is written as the number m + t, so that it
+is told apart from values by a single ReLU). Answer: ``[TRUE]`` if g^t(a) >= m/2
+else ``[FALSE]``. The instance that matters is the O(log n)-bit pair (t, a) at
+the end; answering it takes up to T(n) = n^2 sequential applications of g_n.
+
+**The RNN.** Three linear layers, named directions only (state: 4 numbers):
+
+* layer 1, state (q, c): q_t = q_{t-1} + [tok = QUERY] (seen [QUERY]),
+  c_t = c_{t-1} + q_t (tokens since [QUERY], inclusive); its MLP writes
+  wt = relu(tau - m - 1), which is t on the step token and 0 on all others;
+* layer 2, state (r): r_t = r_{t-1} + wt, so r = t from the step token on; its
+  MLP writes done = [c - 3 >= r] (a step on an integer);
+* layer 3, state (x): x_t = tau(tok_t) - 1, the machine's current value (the
+  last value read: a, then each CoT token); its MLP writes
+  out = (1 - done) (g(x) + 1) + done (tau_answer), tau([TRUE]) = -2,
+  tau([FALSE]) = -3, every ReLU gated by done (big-M gating, exact on integers);
+* readout: the token whose code is nearest ``out``.
+
+So after reading ``a`` (c = 3) it emits g(a), reads it back, emits g^2(a), ...,
+and at c = t + 3 emits the answer: CoT length exactly t <= T(n). The stop rule
+can be replaced by a fixed budget k (``cot_budget``); k = 0 is the same network
+with CoT disabled. Everything is an integer, so f(n) = 0 fraction bits;
+I(n) = 2 ceil(log2(n^2 + 2n + 10)) + 3 integer bits = O(log n).
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import sympy as sp
+
+from . import kernels as K
+from .demos import Declared
+from .fixedpoint import FixedFormat, log2_ceil
+from .gadgets import Builder, MarginError, Neuron, ResidualSpace, bits_for
+from .model import Model
+from .vocab import FALSE, QUERY, SPECIAL_NAMES, TRUE, Vocab, token_code
+
+N = sp.Symbol("n", positive=True, integer=True)
+
+ROTATION = 1
+"""d in g(x) = tent((x + d) mod m)."""
+
+
+def modulus(n: int) -> int:
+    """m(n) = 2n: the machine's values are 0..m-1 (log2(2n) bits)."""
+    if n < 1:
+        raise ValueError(f"ITER needs n >= 1, got {n}")
+    return 2 * n
+
+
+def steps(n: int) -> int:
+    """T(n) = n^2 applications of g_n (the CoT length)."""
+    return n * n
+
+
+STEPS_EXPR = N ** 2
+
+
+def _int_bits(n: int) -> int:
+    # codes |tau| <= V = m + T + 10 (step tokens m + t, specials down to -9): readout
+    # logits 2 tau out - tau^2 stay below 3 V^2 < 2^(2 ceil(log2 V) + 2); + 1 sign margin.
+    # Counters (c <= T + 3), gated neuron inputs (< 7m + 16) are far below.
+    return 2 * log2_ceil(n * n + 2 * n + 10) + 3
+
+
+def _frac_bits(n: int) -> int:
+    return 0
+
+
+DECLARED = Declared(_int_bits, _frac_bits, 2 * sp.ceiling(sp.log(N ** 2 + 2 * N + 10, 2)) + 3, sp.Integer(0))
+"""I(n) = 2 ceil(log2(n^2 + 2n + 10)) + 3, f(n) = 0 (everything is an integer)."""
+
+
+def g_map(x: int, m: int, d: int = ROTATION) -> int:
+    """g(x) = tent((x + d) mod m) (plain Python; the reference uses its own copy)."""
+    y = (x + d) % m
+    return 2 * y if y < m // 2 else 2 * m - 1 - 2 * y
+
+
+def _ge_neurons(combo: dict, b: int, out: dict, gate: dict | None = None, big: int = 0) -> list[Neuron]:
+    """out += [v >= b] for integer v = combo . x, as relu(v - b + 1) - relu(v - b);
+    with ``gate`` (a 0/1 combo) and ``big``: the term is forced to 0 when gate = 1
+    (inputs shifted down by big * gate; needs |v - b| + 1 <= big)."""
+    shift = {k: -big * Fraction(c) for k, c in (gate or {}).items()}
+    inp = dict(combo)
+    for k, c in shift.items():
+        inp[k] = inp.get(k, 0) + c
+    return [Neuron(inp, 1 - b, dict(out)), Neuron(inp, -b, {k: -Fraction(c) for k, c in out.items()})]
+
+
+def _relu_neuron(combo: dict, b: int, out: dict, gate: dict | None = None, big: int = 0) -> Neuron:
+    """out += relu(v - b) [forced to 0 when gate = 1; needs v - b <= big]."""
+    inp = dict(combo)
+    for k, c in (gate or {}).items():
+        inp[k] = inp.get(k, 0) - big * Fraction(c)
+    return Neuron(inp, -b, dict(out))
+
+
+def g_neurons(y: dict, m: int, out: str, gate: dict, big: int) -> list[Neuron]:
+    """out += (1 - gate) * tent(y mod m) for integer y = x + d in [0, 2m), gate in {0,1}.
+
+    For integer y in [0, 2m) the map is piecewise linear with slopes +-2 and unit
+    jumps::
+
+        F(y) = 2y - 4 relu(y - m/2) - [y >= m/2] + 4 relu(y - m) + [y >= m]
+               - 4 relu(y - 3m/2) - [y >= 3m/2]
+
+    (F = 2y on [0, m/2), 2m-1-2y on [m/2, m), 2y-2m on [m, 3m/2), 4m-1-2y on
+    [3m/2, 2m)). Each relu/step is shifted down by big * gate (exact while
+    |y| + 1 <= big)."""
+    h = m // 2
+    ns = [_relu_neuron(y, 0, {out: 2}, gate, big)]
+    for b, slope, jump in ((h, -4, -1), (m, 4, 1), (3 * h, -4, -1)):
+        ns.append(_relu_neuron(y, b, {out: slope}, gate, big))
+        ns += _ge_neurons(y, b, {out: jump}, gate, big)
+    return ns
+
+
+def iterate_rnn(n: int, cot_budget: int | None = None, fmt: FixedFormat | None = None) -> Model:
+    """The T4.1 linear RNN for ITER(n) (module docstring).
+
+    ``cot_budget=None``: the construction; it stops after t steps (t read from the
+    input), CoT length exactly t. ``cot_budget=k``: the same network whose stop
+    rule fires after k steps whatever t is (CoT length k); ``k = 0`` is the RNN
+    with CoT disabled: it answers right after the input, [a >= m/2].
+
+    >>> from constructions.generate import generate        # doctest: +SKIP
+    >>> g = generate(iterate_rnn(3), prompt(3, a=5, t=7), answer_tokens=[TRUE, FALSE], max_cot=9)
+    """
+    m = modulus(n)
+    T = steps(n)
+    if cot_budget is not None and cot_budget < 0:
+        raise ValueError(f"cot_budget must be >= 0, got {cot_budget}")
+    fmt = fmt or DECLARED.format(n)
+    s = ResidualSpace()
+    s.embedded("one", K.F_ONE)
+    s.embedded("tok", K.F_TOK)
+    s.embedded("is_query", K.F_IS_TOKEN, QUERY)
+    for lab in ("cnt", "wt", "rr", "done", "val", "out"):
+        s.hidden(lab)
+    tag = "" if cot_budget is None else f",budget={cot_budget}"
+    b = Builder(f"iterate-rnn(n={n}{tag})", "linear_rnn", Vocab(m + T), s, claim="T4.1")
+    # layer 1: q counts [QUERY] (0 or 1), c counts tokens since [QUERY] inclusive:
+    # c_t = c_(t-1) + q_(t-1) + [tok = QUERY] = c_(t-1) + q_t.  Its MLP reads the step
+    # count off the step token: wt = relu(tau - (m + 1)) = t on the number m + t and
+    # exactly 0 on every value token (tau <= m) and every special (tau <= 0).
+    b.rnn_layer(["q", "c"],
+                A={("q", "q"): 1, ("c", "c"): 1, ("c", "q"): 1},
+                B={("q", "is_query"): 1, ("c", "is_query"): 1},
+                C={("cnt", "c"): 1},
+                mlp=[Neuron({"tok": 1}, -(m + 1), {"wt": 1})], name="counter")
+    # layer 2: r accumulates wt, i.e. holds t once the step token is read; its MLP
+    # writes done = [c - 3 >= r] (c = 3 at a, then one more per CoT token), or
+    # [c - 3 >= k] for a fixed budget k.
+    if cot_budget is None:
+        stop = _ge_neurons({"cnt": 1, "rr": -1}, 3, {"done": 1})
+    else:
+        stop = _ge_neurons({"cnt": 1}, 3 + cot_budget, {"done": 1})
+    b.rnn_layer(["r"], A={("r", "r"): 1}, B={("r", "wt"): 1}, C={("rr", "r"): 1}, mlp=stop, name="steps")
+    # layer 3: x = tau - 1, the machine value; out = gated g(x) + 1 or the answer code.
+    # Margin (big-M gating): on the value range x in [0, m) the gated inputs satisfy
+    # |y - b| + 1 <= 2m + 1 with y = x + d < 2m, below big; on other tokens (the
+    # prompt, x >= -10) the output is unused and stays bounded.
+    big = 3 * m + 16
+    if not (2 * m + 1 <= big):
+        raise MarginError("T4.1 gating constant too small")
+    y = {"val": 1, "one": ROTATION}
+    not_done = {"one": 1, "done": -1}
+    mlp = g_neurons(y, m, "out", gate={"done": 1}, big=big)
+    mlp.append(Neuron(not_done, 0, {"out": 1}))                     # + (1 - done): code = value + 1
+    # answer: done * (tau[FALSE] + [x >= m/2]) ; tau[TRUE] = tau[FALSE] + 1
+    t_false, t_true = token_code(FALSE), token_code(TRUE)
+    assert t_true == t_false + 1
+    mlp.append(Neuron({"done": 1}, 0, {"out": t_false}))
+    mlp += _ge_neurons({"val": 1}, m // 2, {"out": 1}, gate=not_done, big=big)
+    b.rnn_layer(["x"], A={}, B={("x", "tok"): 1, ("x", "one"): -1}, C={("val", "x"): 1}, mlp=mlp, name="machine")
+    b.readout([("out", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
+    b.notes.update({"m": m, "max_steps": T, "cot_budget": cot_budget, "rotation": ROTATION, "state_numbers": 4,
+                    "conditional": "the T4.1 separation assumes PSPACE not in P/poly; only the construction "
+                                   "and the no-CoT mechanism are checked"})
+    need = int_bits_needed(n)
+    if fmt.int_bits < need:
+        raise MarginError(f"iterate-rnn(n={n}): needs {need} integer bits, {fmt.name} has {fmt.int_bits}")
+    return b.build(fmt)
+
+
+def int_bits_needed(n: int) -> int:
+    """Largest magnitude: the readout logits 2 tau out - tau^2 over candidates with
+    |tau| <= m + T + 1 (the step tokens) and |out| <= m + 1; plus a sign margin."""
+    m, T = modulus(n), steps(n)
+    V = m + T + 10
+    return bits_for(3 * V * V) + 1
+
+
+def prompt(n: int, a: int, t: int, padding: list[int] | None = None) -> list[int]:
+    """``[BOS] z_1..z_n [QUERY] (m + t) a`` as token ids (padding defaults to zeros)."""
+    from .vocab import BOS, number_token
+    m, T = modulus(n), steps(n)
+    z = [0] * n if padding is None else [int(v) for v in padding]
+    if len(z) != n or not all(0 <= v < m for v in z) or not 0 <= a < m or not 0 <= t <= T:
+        raise ValueError(f"ITER(n={n}): padding must be {n} values in 0..{m - 1}, a in 0..{m - 1}, t in 0..{T}")
+    return [BOS] + [number_token(v) for v in z] + [QUERY, number_token(m + t), number_token(a)]
+
+
+def cot_bound(n: int) -> int:
+    """Declared CoT bound: T(n) = n^2 (the CoT of an instance is exactly its t)."""
+    return steps(n)
+
+
+__all__ = ["DECLARED", "ROTATION", "STEPS_EXPR", "cot_bound", "g_map", "g_neurons", "iterate_rnn", "modulus",
+           "prompt", "steps", "SPECIAL_NAMES"]
