@@ -33,13 +33,16 @@ report it instead of comparing.
 
 Example::
 
-    >>> dtm = binary_increment()                                 # doctest: +SKIP
-    >>> sim = compile_hybrid(dtm, MACHINES["increment"].time_bound, n=3)
-    >>> sim.run("110").cot_symbols()                             # cells and actions
+    >>> sim = compile_hybrid(MACHINES["increment"], n=3)        # doctest: +SKIP
+    >>> g = sim.run("110")        # LSB first: 3 + 1 = 4 = "001"
+    >>> sim.records(g.cot), g.answer == TRUE
+    ([(0, 1), (1, 1), (2, 0)], True)
+
+RAG CoT: see the comment block above :func:`rag_cot_bound`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable, Sequence
 
@@ -431,7 +434,7 @@ def compile_hybrid(spec: MachineSpec, n: int, fmt: FixedFormat | None = None) ->
     # MLP 1: decode the action token
     is_action = {"p": 1, "is_eos": -1}
     big_act = size.max_number + 2           # tau - (a + 1) <= max_number + 1 - 1
-    mlp1: list[Neuron] = [Neuron({"is_bos": 1}, 0, {**{dqd[q]: 0 for q in Q}, dqd[spec_initial(enc)]: 1,
+    mlp1: list[Neuron] = [Neuron({"is_bos": 1}, 0, {**{dqd[q]: 0 for q in Q}, dqd[enc.dtm.initial_state]: 1,
                                                      "dh": 0, "wsym": 0})]
     for a, act in enumerate(enc.actions):
         out: dict = {"dh": act.move, "wsym": act.write + 1}
@@ -488,9 +491,6 @@ def compile_hybrid(spec: MachineSpec, n: int, fmt: FixedFormat | None = None) ->
                     "states": Q, "time_bound": size.steps})
     return HybridTM(enc, spec, n, size, b.build(fmt))
 
-
-def spec_initial(enc: Encoding) -> str:
-    return enc.dtm.initial_state
 
 
 # ----------------------------------------------------------------------------

@@ -8,7 +8,6 @@ count, state bits; and failure one integer bit below what a run used.
 """
 from __future__ import annotations
 
-from fractions import Fraction
 
 import numpy as np
 import pytest

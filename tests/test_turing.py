@@ -16,7 +16,6 @@ Layers:
 """
 from __future__ import annotations
 
-import itertools
 
 import pytest
 import sympy as sp
