@@ -147,3 +147,49 @@ def hybrid_istree_check(profile: str, seed: int) -> list[Record]:
                           r.state_bits, round(time.perf_counter() - t0, 3),
                           note=first or f"CoT/(N log2 N) <= {ratio:.2f} on trees"))
     return out
+
+
+# ----------------------------------------------------------------------------
+# the contrast: the same hybrids with the attention layer removed
+CONTRAST_N = {"quick": 8, "full": 12}
+
+
+def without_attention(model):
+    """The hybrid's RNN layers alone, as a linear RNN (same weights, same format,
+    same readout, attention layer dropped)."""
+    from dataclasses import replace
+
+    from constructions.model import Model
+    spec = replace(model.spec, name=model.spec.name + " minus attention", kind="linear_rnn", attn_layers=[])
+    return Model(spec, model.fmt)
+
+
+@register("T5.6", "contrast: the hybrids minus their attention layer fall to the witness finder")
+def hybrid_contrast_check(profile: str, seed: int) -> list[Record]:
+    """For each retrieval hybrid: the witness finder (lowerbounds/witness.py,
+    exhaustive) runs on its RNN layers alone and must return a verified fooling
+    pair, while the full hybrid answers the very instance(s) the RNN fails on
+    correctly. A record fails if no witness is found or the hybrid is wrong there."""
+    from lowerbounds.reductions import AR, CGRAM, COUNTING, INDEX
+    from lowerbounds.witness import find_witness
+    out = []
+    n = CONTRAST_N[profile]
+    for task, red in (("index", INDEX), ("ar", AR), ("cgram", CGRAM), ("counting", COUNTING)):
+        t0 = time.perf_counter()
+        model = build(task, n, n + 2)                 # the reductions use numbers up to n + 1
+        rnn = without_attention(model).rnn()
+        w = find_witness(rnn, red, n)
+        ok = w.found and bool(w.wrong)
+        detail = w.how
+        if ok:
+            for toks, rnn_answer, expected in w.failing:
+                hybrid_answer = int(model.predict(list(map(int, toks))))
+                ok &= hybrid_answer == expected
+                said = "no answer token" if rnn_answer is None else f"token {rnn_answer}"
+                detail = (f"x={''.join(map(str, w.x))} x'={''.join(map(str, w.x_prime))} i={w.i}: RNN part "
+                          f"gives {said} on both, expected {expected}; full hybrid answers {hybrid_answer}")
+        out.append(Record("T5.6", rnn.model.name, f"{task}: attention removed -> witness", n, 1, 0 if ok else 1,
+                          state_bits=rnn.state_bits, params=rnn.model.resources.params,
+                          seconds=round(time.perf_counter() - t0, 3),
+                          note=("contrast shown: " if ok else "NO CONTRAST: ") + detail[:200]))
+    return out

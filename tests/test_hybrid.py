@@ -262,3 +262,9 @@ def test_istree_resources():
         assert ratio.is_finite and ratio > 0
     m = H.hybrid_istree(8)
     assert m.spec.kind == "hybrid" and len(m.spec.attn_layers) == 1
+
+
+def test_contrast_attention_removed_records():
+    from checks.checks_hybrid import hybrid_contrast_check
+    recs = hybrid_contrast_check("quick", 0)
+    assert len(recs) == 4 and all(r.passed for r in recs), [r.note for r in recs]
