@@ -1,0 +1,248 @@
+"""Checks of the lower bounds, claims T4.6-low and T4.7-low (theory.md §5).
+
+What a record demonstrates (a failure means: the bound was NOT demonstrated):
+
+* ``cc``: the exact one-way communication complexity of a task split, computed
+  by enumerating the communication matrix, equals the stated value (Index, AR,
+  c-gram, IsTree: n bits; Counting over {0,1}: ceil(log2(n+1)); every Index
+  reduction's split: n bits). instances = matrix cells.
+* ``reduction``: Index -> task, checked on every (x, i) against the task's
+  plain-Python reference (``checks.tasks``). instances = n 2^n.
+* ``register correct``: the register linear RNN of capacity c answers every
+  Index instance with n <= c correctly (exhaustive for small c, seeded samples
+  at n = c above), within its declared precision and CoT bound i - 1 <= n - 1.
+* ``register broken``: at n = c + 1 and beyond the witness finder returns a
+  verified failing instance (the model allowed a CoT of n tokens, and again
+  with no CoT), the collision found exhaustively or by birthday search; in the
+  full profile one with a 32-bit register (2^32 reachable states) by birthday.
+* ``random``: seeded random dyadic linear RNNs are broken at n = state bits + 1
+  (exhaustive, pigeonhole on the declared state) and by birthday search.
+* T4.7-low: the hub-gadget IsTree split and reduction, and the register RNN
+  reading IsTree-format prefixes (``constructions.targets.IsTreeRegisterRNN``):
+  correct on every reduced instance with n <= c, broken beyond.
+
+A witness record's ``instances`` is the number of prefixes explored, its
+``cot_max`` the CoT length the model used on the failing instance.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from functools import partial
+
+import numpy as np
+
+from constructions import targets as T
+from constructions.protocol import run_rnn
+from lowerbounds import cc
+from lowerbounds import reductions as R
+from lowerbounds import witness as W
+
+from .registry import Record, register
+from .tasks import ar as task_ar
+from .tasks import cgram as task_cgram
+from .tasks import counting as task_counting
+from .tasks import index as task_index
+from .tasks import istree as task_istree
+
+CC_NS = {"quick": {"index": range(1, 11), "ar": range(1, 9), "cgram": range(1, 9), "counting": range(1, 9),
+                   "istree": range(1, 8), "reduction": range(1, 7)},
+         "full": {"index": range(1, 13), "ar": range(1, 11), "cgram": range(1, 11), "counting": range(1, 11),
+                  "istree": range(1, 10), "reduction": range(1, 9)}}
+REDUCTION_N = {"quick": range(1, 8), "full": range(1, 11)}
+CAPACITIES = {"quick": (2, 3, 5), "full": (2, 3, 5, 8)}
+SAMPLED_CAPACITIES = {"quick": (12,), "full": (12, 24, 40)}
+SAMPLES = {"quick": 60, "full": 400}
+BIRTHDAY_CAPACITY = {"quick": 20, "full": 32}
+RANDOM_MODELS = {"quick": [(1, 3, s) for s in range(2)] + [(2, 3, 7)],
+                 "full": [(1, 3, s) for s in range(5)] + [(2, 3, s) for s in range(5)] + [(2, 4, 11)]}
+ISTREE_CAPACITY = {"quick": (3,), "full": (3, 5)}
+ISTREE_BIRTHDAY = {"quick": 16, "full": 32}
+
+
+def _ref(name: str, n: int):
+    """The plain-Python task reference for the instances of reduction ``name``."""
+    if name == "istree":
+        return partial(task_istree.reference, n_nodes=R.istree_vertex_count(n))
+    return {"index": task_index.reference, "ar": task_ar.reference, "cgram(c=3)": partial(task_cgram.reference, c=3),
+            "counting": task_counting.reference}[name]
+
+
+def _cc_records(claim: str, label: str, make, ns, expected) -> list[Record]:
+    out = []
+    for n in ns:
+        t0 = time.perf_counter()
+        res = cc.one_way_complexity(make(n))
+        want = expected(n)
+        ok = res.exact and res.bits == want
+        out.append(Record(claim, "one-way CC (exhaustive)", f"cc {res.name}", n, res.cells, 0 if ok else 1,
+                          seconds=max(round(time.perf_counter() - t0, 3), 0.001),
+                          note=f"{res.bits} bits ({res.distinct_rows} distinct rows), expected {want}"))
+    return out
+
+
+def _reduction_records(claim: str, red: R.Reduction, ns) -> list[Record]:
+    out = []
+    for n in ns:
+        t0 = time.perf_counter()
+        try:
+            chk = R.check_reduction(red, n, _ref(red.name, n))
+            inst, fails, note = chk.instances, 0, f"answers {chk.answers}"
+        except R.ReductionError as e:
+            inst, fails, note = n * 2 ** n, 1, str(e)[:200]
+        out.append(Record(claim, "reduction (exhaustive)", f"Index -> {red.name}", n, inst, fails,
+                          seconds=max(round(time.perf_counter() - t0, 3), 0.001), note=note))
+    return out
+
+
+def _correctness(claim: str, target, red: R.Reduction, n: int, cases, declared_bits: int, label: str) -> Record:
+    """Run ``target`` with a CoT of up to n tokens on ``cases`` ((x, i) pairs) and
+    compare with the task reference."""
+    t0 = time.perf_counter()
+    ref = _ref(red.name, n)
+    model = target.model if hasattr(target, "model") else target.inner.model
+    fails, cot_max, first = 0, 0, ""
+    count = 0
+    for x, i in cases:
+        toks = red.instance(x, i)
+        run = run_rnn(target, toks, red.answer_tokens, max_cot=n)
+        want = ref(toks.tolist())
+        count += 1
+        if run.answer != want:
+            fails += 1
+            first = first or f"x={''.join(map(str, x))} i={i}: model {run.answer}, reference {want}"
+        cot_max = max(cot_max, len(run.cot))
+    r = model.resources
+    return Record(claim, target.name, label, n, count, fails, r.used_precision_bits, declared_bits,
+                  cot_max, max(0, n - 1), r.params, target.state_bits, max(round(time.perf_counter() - t0, 3), 0.001),
+                  note=first or "every answer equals the reference")
+
+
+def _witness_record(claim: str, target, red: R.Reduction, n: int, mode: str, max_cot: int, label: str,
+                    seed: int | None = None, reachable: int | None = None) -> Record:
+    kw = {"max_cot": max_cot}
+    if mode == "birthday":
+        kw["seed"] = seed
+    t0 = time.perf_counter()
+    w = W.find_witness(target, red, n, mode=mode, **kw)
+    ref = _ref(red.name, n)
+    ok = w.found and bool(w.wrong)
+    note = w.how
+    if w.found:
+        for toks, got, want in w.failing:   # the reference, not the reduction, decides
+            ok = ok and ref(toks.tolist()) == want != got
+        note = (f"x={''.join(map(str, w.x))} x'={''.join(map(str, w.x_prime))} i={w.i}: model "
+                f"{w.answer} after {len(w.cot)} CoT tokens on both, references {w.expected}/{w.expected_prime}, "
+                f"wrong on {','.join(w.wrong)}; {w.how}")
+    if reachable is not None:
+        note = f"{reachable}-bit reachable state; " + note
+    return Record(claim, getattr(target, "name", type(target).__name__), label, n, max(1, w.states_explored),
+                  0 if ok else 1, cot_max=len(w.cot) if w.found else None, cot_bound=max_cot,
+                  state_bits=target.state_bits, seconds=max(round(time.perf_counter() - t0, 3), 0.001), note=note[:400])
+
+
+# ------------------------------------------------------------------------ T4.6-low
+
+
+@register("T4.6-low", "one-way communication complexity tables")
+def cc_tables(profile: str, seed: int) -> list[Record]:
+    ns = CC_NS[profile]
+    out = _cc_records("T4.6-low", "index", lambda n: cc.index_split(n, task_index.reference), ns["index"],
+                      lambda n: n)
+    out += _cc_records("T4.6-low", "ar", lambda n: cc.ar_split(n, task_ar.reference), ns["ar"], lambda n: n)
+    out += _cc_records("T4.6-low", "cgram", lambda n: cc.cgram_split(n, task_cgram.reference, c=3), ns["cgram"],
+                       lambda n: n)
+    out += _cc_records("T4.6-low", "counting", lambda n: cc.counting_split(n, task_counting.reference),
+                       ns["counting"], lambda n: cc.bits_for(n + 1))
+    for name in ("index", "ar", "cgram(c=3)", "counting"):
+        red = R.REDUCTIONS[name]
+        out += _cc_records("T4.6-low", name, lambda n, red=red: cc.reduction_split(red, n, _ref(red.name, n)),
+                           ns["reduction"], lambda n: n)
+    return out
+
+
+@register("T4.6-low", "Index reductions (exhaustive)")
+def reductions_check(profile: str, seed: int) -> list[Record]:
+    out = []
+    for name in ("index", "ar", "cgram(c=3)", "counting"):
+        out += _reduction_records("T4.6-low", R.REDUCTIONS[name], REDUCTION_N[profile])
+    return out
+
+
+@register("T4.6-low", "register linear RNN: correct up to capacity, broken beyond")
+def register_check(profile: str, seed: int) -> list[Record]:
+    out = []
+    for c in CAPACITIES[profile]:
+        target = T.register_target(c, max_number=c + 4)
+        dec = T.register_declared(c, c + 4)
+        for n in range(1, c + 1):
+            cases = [(x, i) for x in itertools.product((0, 1), repeat=n) for i in range(1, n + 1)]
+            out.append(_correctness("T4.6-low", target, R.INDEX, n, cases, dec.precision_bits,
+                                    f"index, all instances, capacity {c}"))
+        for n in (c + 1, c + 2):
+            out.append(_witness_record("T4.6-low", target, R.INDEX, n, "exhaustive", n,
+                                       f"index witness (CoT <= n), capacity {c}"))
+        out.append(_witness_record("T4.6-low", target, R.INDEX, c + 1, "exhaustive", 0,
+                                   f"index witness (no CoT), capacity {c}"))
+    rng = np.random.default_rng(seed)
+    for c in SAMPLED_CAPACITIES[profile]:
+        target = T.register_target(c, max_number=c + 4)
+        dec = T.register_declared(c, c + 4)
+        xs = rng.integers(0, 2, (SAMPLES[profile], c))
+        cases = [(tuple(int(v) for v in x), int(i)) for x, i in zip(xs, rng.integers(1, c + 1, len(xs)))]
+        out.append(_correctness("T4.6-low", target, R.INDEX, c, cases, dec.precision_bits,
+                                f"index, {len(cases)} seeded samples at n = c, capacity {c}"))
+        mode = "exhaustive" if c + 1 <= W.EXHAUSTIVE_MAX_N else "birthday"
+        out.append(_witness_record("T4.6-low", target, R.INDEX, c + 1, mode, c + 1,
+                                   f"index witness (CoT <= n), capacity {c}", seed=seed))
+    c = BIRTHDAY_CAPACITY[profile]
+    target = T.register_target(c, max_number=c + 4)
+    out.append(_witness_record("T4.6-low", target, R.INDEX, c + 1, "birthday", c + 1,
+                               f"index birthday witness, {c}-bit register", seed=seed, reachable=c))
+    return out
+
+
+@register("T4.6-low", "random linear RNNs broken")
+def random_check(profile: str, seed: int) -> list[Record]:
+    out = []
+    for S, f, s in RANDOM_MODELS[profile]:
+        target = T.random_target(S, f, seed=seed + s, max_number=30)
+        n = target.state_bits + 1
+        mode = "exhaustive" if n <= W.EXHAUSTIVE_MAX_N else "birthday"
+        out.append(_witness_record("T4.6-low", target, R.INDEX, n, mode, 0,
+                                   f"index witness at n = state bits + 1 ({mode})", seed=seed))
+    target = T.random_target(4, 8, seed=seed + 100, max_number=70)
+    out.append(_witness_record("T4.6-low", target, R.AR, 64, "birthday", 0, "ar birthday witness", seed=seed))
+    return out
+
+
+# ------------------------------------------------------------------------ T4.7-low
+
+
+@register("T4.7-low", "IsTree hub gadget: CC, reduction, register RNN broken")
+def istree_check(profile: str, seed: int) -> list[Record]:
+    out = _cc_records("T4.7-low", "istree",
+                      lambda n: cc.istree_split(n, partial(task_istree.reference,
+                                                           n_nodes=R.istree_vertex_count(n))),
+                      CC_NS[profile]["istree"], lambda n: n)
+    out += _cc_records("T4.7-low", "istree",
+                       lambda n: cc.reduction_split(R.ISTREE, n, _ref("istree", n)),
+                       CC_NS[profile]["reduction"], lambda n: n)
+    out += _reduction_records("T4.7-low", R.ISTREE, REDUCTION_N[profile])
+    for c in ISTREE_CAPACITY[profile]:
+        target = T.IsTreeRegisterRNN(c, max_number=c + 6)
+        dec = T.register_declared(c, c + 6)
+        for n in range(1, c + 1):
+            cases = [(x, i) for x in itertools.product((0, 1), repeat=n) for i in range(1, n + 1)]
+            out.append(_correctness("T4.7-low", target, R.ISTREE, n, cases, dec.precision_bits,
+                                    f"istree gadget, all instances, capacity {c}"))
+        for n in (c + 1, c + 2):
+            out.append(_witness_record("T4.7-low", target, R.ISTREE, n, "exhaustive", n,
+                                       f"istree witness (CoT <= n), capacity {c}"))
+        out.append(_witness_record("T4.7-low", target, R.ISTREE, c + 1, "exhaustive", 0,
+                                   f"istree witness (no CoT), capacity {c}"))
+    c = ISTREE_BIRTHDAY[profile]
+    target = T.IsTreeRegisterRNN(c, max_number=c + 6)
+    out.append(_witness_record("T4.7-low", target, R.ISTREE, c + 1, "birthday", c + 1,
+                               f"istree birthday witness, {c}-bit register", seed=seed, reachable=c))
+    return out
