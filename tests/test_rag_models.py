@@ -1,0 +1,363 @@
+"""Linear RNN + in-context RAG (claim T5-RAG): the program compiler
+(constructions/rnn_program.py) block by block, then the constructions of
+constructions/rag_models.py against the task references (exhaustive at small n,
+hypothesis above, single seeded instances at n = 2^12), the decoded program state
+position by position, and IsTree's retrieval CoT token for token, including the
+paper's own sample through ``rnngap predict istree --model rag``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from checks import cli
+from checks.formats import format_cot_text, graph_tokens, parse_cot_text
+from checks.tasks import ar, cgram, counting, index, istree
+from constructions.fixedpoint import FixedFormat, FixedPointOverflow
+from constructions.gadgets import MarginError
+from constructions.rag_models import (
+    ar_rag, cgram_rag, counting_rag, index_rag, istree_cot_bound, istree_rag, istree_rag_predictor,
+)
+from constructions.rnn_program import Program
+from constructions.vocab import (
+    BOS, ENDSEARCH, EOS, FALSE, QUERY, TRUE, Vocab, number_token, token_code, token_from_code,
+)
+
+DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SAMPLE = DATA_DIR / "istree_official_sample.jsonl"
+
+_CACHE: dict = {}
+
+
+def cached(builder, *args):
+    key = (builder.__name__,) + args
+    if key not in _CACHE:
+        _CACHE[key] = builder(*args)
+    return _CACHE[key]
+
+
+# ---------------------------------------------------------------- the compiler, block level
+def mixed_program() -> Program:
+    """Every operation kind: delay line, counter, latch, equal, at_least, all_of, select, emit."""
+    tc = token_code
+    p = Program("mix", Vocab(20, meta=True))
+    s1, s2 = p.delay_line("tok", p.token, 2)
+    count = p.counter("nq", p.is_token(QUERY), 0, 50)
+    after = p.equal("after_q", s1, tc(QUERY))
+    val = p.latch("val", after, p.token)
+    ge = p.at_least("ge", count - val, 0)
+    both = p.all_of("both", [after], [ge])
+    sel = p.select("sel", both, s2, val)
+    p.emit([(both, sel), (p.one - both, tc(ENDSEARCH))])
+    return p
+
+
+def test_program_layers_and_state():
+    p = mixed_program()
+    m = p.compile()
+    assert m.kind == "linear_rnn"
+    # delay line (2 slots + current) and the counter in layer 0, the latch after its select
+    assert m.resources.state_numbers == 3 + 1 + 1
+    assert m.resources.int_bits == p.required_int_bits() and m.resources.frac_bits == 0
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.sampled_from([BOS, QUERY] + [number_token(v) for v in range(0, 20, 3)]), min_size=1, max_size=14))
+def test_program_compiled_equals_interpreter(tokens):
+    """The compiled model's residual equals the exact interpretation at every position,
+    and its next token is the token whose code the interpreter emits (when one exists)."""
+    p = mixed_program()
+    try:
+        trace = p.run_python(tokens)
+    except AssertionError:          # the latch written twice (two [QUERY] with a successor): not a valid run
+        assert sum(tokens[k - 1] == QUERY for k in range(1, len(tokens))) >= 2
+        return
+    m = _mixed_model()
+    s = m.session()
+    codes = {token_code(t) for t in range(m.vocab.size) if m.vocab.contains(t)}
+    for pos, t in enumerate(tokens):
+        s.feed([t])
+        res = s.residual()
+        for name, v in trace[pos].items():
+            if not name.startswith("_"):
+                assert res[name] == v, (pos, name)
+        if trace[pos]["out"] in codes:
+            assert s.next_token() == token_from_code(trace[pos]["out"])
+    assert m.resources.used_int_bits <= p.required_int_bits()
+
+
+def _mixed_model():
+    if "mixed" not in _CACHE:
+        _CACHE["mixed"] = mixed_program().compile()
+    return _CACHE["mixed"]
+
+
+def test_program_guards():
+    p = mixed_program()
+    with pytest.raises(AssertionError, match="written twice"):
+        p.run_python([BOS, QUERY, number_token(3), QUERY, number_token(4)])
+    with pytest.raises(MarginError):
+        p.compile(FixedFormat(p.required_int_bits() - 1, 0))
+    q = Program("bad", Vocab(5))
+    with pytest.raises(ValueError, match="not a flag"):
+        q.all_of("x", [q.token])
+    with pytest.raises(ValueError, match="exists already"):
+        q.counter("tok", q.one, 0, 1)
+    r = Program("range", Vocab(5))
+    c = r.counter("c", r.one, 0, 2)
+    r.emit([(r.one, c)])
+    with pytest.raises(AssertionError, match="outside its declared range"):
+        r.run_python([BOS] * 4)
+
+
+def test_program_one_bit_below_used_overflows():
+    """The same weights one integer bit below what a run used must overflow (no
+    silent wrap): the declared bits are needed, not decorative."""
+    c = cached(index_rag, 8, 2)
+    rng = np.random.default_rng(5)
+    batch = index.generate(rng, 8, 20, 2)
+    for toks, _ in batch.rows():
+        c.run(toks)
+    used = c.model.resources.used_int_bits
+    assert used <= c.int_bits_declared
+    low = c.model.with_format(FixedFormat(used - 1, 0))
+    low_c = type(c)(**{**c.__dict__, "model": low})
+    with pytest.raises(FixedPointOverflow):
+        for toks, _ in batch.rows():
+            low_c.run(toks)
+
+
+# ---------------------------------------------------------------- retrieval constructions
+def check_instances(c, rows, check_rules: bool = False):
+    """Run every (tokens, answer); return (failures, max CoT). With ``check_rules``,
+    the interpreter also confirms that exactly one rule fires wherever the model chooses
+    the next token and that the emitted token is that rule's."""
+    bad, cot_max = 0, 0
+    for toks, ans in rows:
+        oracle = c.oracle()
+        g = c.run(list(toks), oracle=oracle)
+        assert not oracle.failures(), oracle.failures()
+        cot_max = max(cot_max, g.cot_length)
+        bad += g.answer != ans or g.stopped != "answer"
+        if check_rules:
+            ctx = g.context + [g.answer]
+            trace = c.program.run_python(ctx[:-1])
+            for pos in range(len(g.prompt) - 1, len(ctx) - 1):
+                if ctx[pos] == ENDSEARCH:              # the oracle answers here
+                    continue
+                assert len(trace[pos]["_fired"]) == 1, (c.name, pos, trace[pos]["_fired"])
+                assert token_from_code(trace[pos]["out"]) == ctx[pos + 1]
+    return bad, cot_max
+
+
+EXHAUSTIVE = [
+    ("index", index_rag, index, 2, [1, 2, 3, 4, 5]),
+    ("ar", ar_rag, ar, 2, [2, 3, 4, 5, 6]),
+    ("cgram", lambda n, a: cgram_rag(n, 3, a), cgram, 2, [3, 4, 5, 6]),
+    ("counting", counting_rag, counting, 2, [1, 2, 3, 4]),
+]
+
+
+@pytest.mark.parametrize("name, build, task, a, sizes", EXHAUSTIVE, ids=[e[0] for e in EXHAUSTIVE])
+def test_exhaustive_small_n(name, build, task, a, sizes):
+    params = set()
+    for n in sizes:
+        c = build(n, a)
+        batch = task.enumerate_all(n, a) if task is not cgram else task.enumerate_all(n, a, c=3)
+        bad, cot_max = check_instances(c, batch.rows(), check_rules=n <= 3)
+        assert bad == 0, (name, n)
+        assert cot_max <= c.cot_bound
+        r = c.model.resources
+        assert r.used_int_bits <= c.int_bits_declared and r.frac_bits == 0
+        params.add(r.params)
+    assert len(params) == 1, "parameter count must not depend on n"
+
+
+@pytest.mark.parametrize("name, build, task, a", [
+    ("index", index_rag, index, 5), ("ar", ar_rag, ar, 5), ("cgram", lambda n, a: cgram_rag(n, 3, a), cgram, 3),
+    ("counting", counting_rag, counting, 3)], ids=["index", "ar", "cgram", "counting"])
+def test_seeded_growing_n(name, build, task, a):
+    """Seeded samples at n = 16, 64, 256, 1024 (2^12: ``-m full`` and ``rnngap verify``);
+    state bits grow like log n (p = I + 1), parameters not at all."""
+    _growing(build, task, a, ((16, 20), (64, 10), (256, 4), (1024, 1)))
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("name, build, task, a", [
+    ("index", index_rag, index, 5), ("ar", ar_rag, ar, 5), ("cgram", lambda n, a: cgram_rag(n, 3, a), cgram, 3),
+    ("counting", counting_rag, counting, 3)], ids=["index", "ar", "cgram", "counting"])
+def test_seeded_n_4096(name, build, task, a):
+    _growing(build, task, a, ((4096, 3),))
+
+
+def _growing(build, task, a, plan):
+    rng = np.random.default_rng(1234)
+    seen = []
+    for n, batch in plan:
+        c = build(n, a)
+        b = task.generate(rng, n, batch, a) if task is not cgram else task.generate(rng, n, batch, a, c=3)
+        bad, cot_max = check_instances(c, b.rows())
+        assert bad == 0 and cot_max <= c.cot_bound
+        r = c.model.resources
+        assert r.used_int_bits <= c.int_bits_declared
+        seen.append((n, r.params, r.state_numbers, r.precision_bits))
+    assert len({s[1] for s in seen}) == 1 and len({s[2] for s in seen}) == 1
+    for n, _, numbers, p in seen:
+        assert p <= 2 * np.ceil(np.log2(n + 21)) + 5          # I(n) + 1, I(n) <= 2 ceil(log2(n + 21)) + 4
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.data())
+def test_hypothesis_retrieval(data):
+    n_max = 40
+    which = data.draw(st.sampled_from(["index", "ar", "cgram", "counting"]))
+    if which == "index":
+        toks, ans = data.draw(index.instances(1, n_max, 4))
+        c = cached(index_rag, n_max, 4)
+    elif which == "ar":
+        toks, ans = data.draw(ar.instances(2, n_max, 4))
+        c = cached(ar_rag, n_max, 4)
+    elif which == "cgram":
+        toks, ans = data.draw(cgram.instances(3, n_max, 2, c=3))
+        c = cached(cgram_rag, n_max, 3, 2)
+    else:
+        toks, ans = data.draw(counting.instances(1, n_max, 3))
+        c = cached(counting_rag, n_max, 3)
+    bad, cot = check_instances(c, [(toks, ans)], check_rules=True)
+    assert bad == 0 and cot <= c.cot_bound
+
+
+def test_cot_lengths_are_the_declared_formulas():
+    c = cached(index_rag, 8, 2)
+    for i in range(1, 9):
+        g = c.run([BOS] + [number_token(1)] * 8 + [QUERY, number_token(i)])
+        assert g.cot_length == i + 7
+    c = cached(counting_rag, 8, 3)
+    for t in range(0, 9):
+        g = c.run([BOS] + [number_token(2)] * 8 + [QUERY, number_token(2), number_token(t)])
+        assert g.cot_length == 8 * t + 15 and g.answer == number_token(int(8 > t))
+
+
+def test_without_the_oracle_the_rnn_fails():
+    """The same weights, no oracle: [ENDSEARCH] gets no answer and the RNN (whose state
+    after the data only holds the last tokens) is wrong on some instance of every task."""
+    for c, rows in ((cached(index_rag, 4, 2), index.enumerate_all(4, 2).rows()),
+                    (cached(ar_rag, 4, 2), ar.enumerate_all(4, 2).rows()),
+                    (cached(counting_rag, 4, 2), counting.enumerate_all(4, 2).rows())):
+        wrong = sum(c.run(toks, oracle=False).answer != ans for toks, ans in rows)
+        assert wrong > 0, c.name
+
+
+# ---------------------------------------------------------------- IsTree
+def istree_cases(N: int, rng: np.random.Generator, orders: int):
+    for edges in istree.enumerate_graphs(N):
+        for order in istree.edge_orders(edges, orders, rng)[:orders]:
+            yield order
+
+
+def test_istree_every_graph_small():
+    """Every graph on N <= 4 vertices (two edge orders each; all orders for N <= 3):
+    the CoT and the label equal ``retrieval_cot`` token for token; exactly one rule
+    fires at every position where the model writes, for N <= 3."""
+    rng = np.random.default_rng(7)
+    params = set()
+    for N in (1, 2, 3, 4):
+        c = istree_rag(N)
+        for order in istree_cases(N, rng, 720 if N <= 3 else 2):
+            g = c.run(graph_tokens(order))
+            assert g.cot + [g.answer] == istree.retrieval_cot(N, order), (N, order)
+            assert g.cot_length <= istree_cot_bound(N)
+            if N <= 3:
+                ctx = g.context
+                trace = c.program.run_python(ctx)
+                for pos in range(len(g.prompt) - 1, len(ctx)):
+                    if ctx[pos] != ENDSEARCH:
+                        assert len(trace[pos]["_fired"]) == 1, (order, pos)
+        assert c.model.resources.used_int_bits <= c.int_bits_declared
+        params.add(c.params)
+    assert len(params) == 1
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.sampled_from([5, 9, 16, 24]).flatmap(lambda N: istree.graphs(n_min=N, n_max=N)))
+def test_istree_hypothesis(graph):
+    N, edges = graph
+    edges = [(max(u, v), min(u, v)) for u, v in edges]
+    c = cached(istree_rag, N)
+    g = c.run(graph_tokens(edges))
+    assert g.cot + [g.answer] == istree.retrieval_cot(N, edges)
+    assert (g.answer == TRUE) == istree.reference_label(N, edges)
+
+
+def test_istree_seeded_larger():
+    rng = np.random.default_rng(99)
+    for N, batch in ((40, 6), (100, 2)):
+        c = istree_rag(N)
+        for inst in istree.generate(rng, N, batch):
+            g = c.run(inst.tokens)
+            assert g.cot + [g.answer] == istree.retrieval_cot(N, inst.edges)
+            assert g.cot_length <= c.cot_bound
+        assert c.model.resources.used_int_bits <= c.int_bits_declared
+
+
+def _sample_rows() -> list[dict]:
+    if not SAMPLE.is_file():
+        pytest.fail(f"the paper's IsTree sample is missing: {SAMPLE}")
+    rows = [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()]
+    assert len(rows) == 64
+    return rows
+
+
+def test_official_sample_reproduced_by_predict_cli(tmp_path):
+    """As a new user would: every row's ``retrieval_text`` given as ``text`` to
+    ``rnngap predict istree --model rag``; the output CoT equals the paper's text byte
+    for byte and the label equals ``is_tree``."""
+    rows = _sample_rows()
+    inp = tmp_path / "in.jsonl"
+    inp.write_text("".join(json.dumps({"text": r["retrieval_text"], "n_nodes": r["n_nodes"]}) + "\n"
+                           for r in rows))
+    out = tmp_path / "out.jsonl"
+    assert cli.main(["predict", "istree", "--model", "rag", "--inputs", str(inp), "--out", str(out)]) == 0
+    got = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(got) == 64
+    for r, o in zip(rows, got):
+        assert o["cot"] == r["retrieval_text"]
+        assert o["label"] == r["is_tree"]
+
+
+def test_official_sample_tokens_and_label():
+    """The same rows at the token level: CoT + label equal ``retrieval_cot`` and the parsed text."""
+    rows = _sample_rows()
+    pred = istree_rag_predictor(16, 16)
+    for r in rows:
+        edges, cot = parse_cot_text(r["retrieval_text"], r["n_nodes"])
+        out = pred(graph_tokens(edges))
+        assert out[:-1] == cot
+        assert format_cot_text(edges, out) == r["retrieval_text"]
+        if r["n_nodes"] == 1 + max(max(e) for e in edges):
+            assert (out[-1] == TRUE) == r["is_tree"]
+
+
+def test_numba_disabled_gives_identical_runs():
+    code = (
+        "import json;from constructions.rag_models import index_rag, istree_rag, counting_rag;"
+        "from checks.formats import graph_tokens;from constructions.vocab import BOS, QUERY, number_token as k;"
+        "a=index_rag(6,3).run([BOS,k(2),k(1),k(0),k(2),k(1),k(1),QUERY,k(4)]);"
+        "b=counting_rag(6,3).run([BOS,k(2),k(1),k(2),k(2),k(1),k(1),QUERY,k(2),k(2)]);"
+        "c=istree_rag(4).run(graph_tokens([(2,0),(3,2),(1,0)]));"
+        "print(json.dumps([a.cot,a.answer,b.cot,b.answer,c.cot,c.answer]))")
+    outs = []
+    for env_extra in ({}, {"NUMBA_DISABLE_JIT": "1"}):
+        env = dict(os.environ, **env_extra)
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                             cwd=Path(__file__).resolve().parents[1], timeout=600)
+        assert res.returncode == 0, res.stderr[-2000:]
+        outs.append(json.loads(res.stdout.strip().splitlines()[-1]))
+    assert outs[0] == outs[1]
