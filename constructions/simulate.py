@@ -1,0 +1,549 @@
+"""Claim ``sim``: a constant-size Transformer with CoT simulates a given linear RNN.
+
+Given a linear RNN (a :class:`~constructions.model.Model` of kind ``linear_rnn``
+in a format Q(I_R).(f_R)), :func:`simulate_rnn` builds a Transformer (kind
+``transformer``, same fraction bits f_R, more integer bits) whose greedy CoT
+writes the RNN's state after every token it reads, and then emits the RNN's
+answer. The gap is one-sided: the Transformer pays with a CoT of
+(S + 2) x (RNN steps) tokens and a KV cache that grows with it.
+
+**CoT layout.** One block of B = S + 2 tokens per RNN step t = 0, 1, ... (S =
+number of state numbers, all layers concatenated)::
+
+    K(t)  S_1(s_t^1) .. S_S(s_t^S)  Y_t
+
+* K(t): a counter token (number Kb + t);
+* S_i(v): the state number v (a multiple of 2^-f_R with |v| < 2^I_s, I_s <= I_R
+  a declared state range, default I_R) written as ONE token: the number
+  Sb_i + 2^(I_s + f_R) + v 2^f_R (one number range of R = 2^(I_s + f_R + 1)
+  tokens per state component, exact);
+* Y_t: a filler token while the prompt is not yet consumed (t < L - 1); from
+  t = L - 1 on, the RNN's own next token y_t, raw. If y_t is an answer token the
+  run stops there (it is the answer); otherwise y_t is the RNN's CoT token and
+  the input of step t + 1.
+
+The RNN's input at step t is u_t = prompt[t] for t < L, else y_{t-1}. The
+Transformer's CoT length is B (L + c) - 1 for an RNN run with c CoT tokens.
+
+**Layers** (every weight by its action on named directions):
+
+1. MLP only: decode the current token's type from its code tau (steps on the
+   integer tau: prompt/RNN token, filler, S_i, K) and its value (``dval`` =
+   the state number of an S token, ``kval`` = t of a K token).
+2. Attention, all match heads on positions (key pos + 1): ``firstK`` finds the
+   first K token (first-occurrence tie-break) -> seenK and L (its position =
+   the prompt length); ``counter`` reads t from the current block's K token (at
+   pos - idx, idx = the current token's index in its block, a combination of
+   the type flags); ``prevY`` reads the RNN-embedding features of the token
+   before the block (Y_{t-1}); ``prev_i`` read s_{t-1}^i from the previous
+   block (0 when there is none: the prompt's tokens have dval = 0, and the
+   RNN's s_{-1} = 0). MLP: [t < L], [t >= L - 1], case flags.
+3. Attention: ``prompt`` reads prompt[t]'s RNN-embedding features (position
+   match on the carried counter t). MLP: x_R = prompt features if t < L else
+   Y_{t-1}'s (select gadget).
+4. Two MLPs per RNN layer l: (a) h^l = A_l h^l_prev + B_l x_R and x_R += C_l h^l,
+   each signed value passed as relu(z) - relu(-z); (b) the RNN layer's own MLP on
+   x_R (its b2 through a constant neuron). Every product of the RNN appears as
+   the same product here, rounded to the same grid 2^-f_R (fixed-point
+   rounding is half to even, hence odd-symmetric); sums are exact in both.
+   So the simulation is exact, not approximate.
+5. MLP: next_code = the code of the next token by case (K(0) in the prompt,
+   S_i code, filler, the RNN's readout value clamped to the RNN's codes, K(t+1));
+   readout: the token whose code is nearest next_code.
+
+**Supported RNN readouts.** The project's number readout: terms
+(d, tau, 2 w_d) with integer w_d and one term (one, tau^2, -1) on an embedded
+constant-1 direction that nothing writes; then the RNN emits the token whose
+code is nearest v = sum_d w_d x_d (ties: smallest id), which the Transformer
+reproduces by clamping v to the RNN's code range [-9, max_number + 1]. Other
+readouts raise ``ValueError``. A general RNN given only as a Python transition
+(constructions/protocol.py) is not covered.
+
+Precondition (documented, checked by running): the RNN's values stay inside its
+own format on the runs simulated (else the RNN itself raises), and one RNN step
+from the zero state on any prompt token stays inside it too (the Transformer
+computes that step, unused, at prompt positions).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Sequence
+
+import numpy as np
+import sympy as sp
+
+from . import kernels as K
+from .fixedpoint import FixedFormat
+from .gadgets import Builder, MarginError, Neuron, ResidualSpace, bits_for, match_head, select_neurons, sharpness
+from .generate import generate
+from .model import Model
+from .vocab import NUMBER_BASE, SPECIAL_NAMES, Vocab, token_code
+
+TAU_MIN = -max(SPECIAL_NAMES)
+"""The smallest token code of any vocabulary: tau(special id 9) = -9."""
+
+N_POS, TAU_MAX = sp.symbols("N_pos tau_max", positive=True, integer=True)
+INT_BITS_EXPR = 2 * sp.ceiling(sp.log(sp.Max(TAU_MAX, N_POS + 2), 2)) + sp.Symbol("c_rnn", integer=True)
+"""Declared integer bits: 2 ceil(log2 max(tau_max, N_pos + 2)) + c_rnn, with tau_max
+the largest token code (S 2^(I_R+f_R+1) + RNN vocabulary + steps), N_pos the
+longest context and c_rnn a constant of the simulated RNN (its format, its
+embedding and readout weights); f = f_R. For a fixed RNN this is O(log n)."""
+
+
+def _ge(combo: dict, b: int, out: dict) -> list[Neuron]:
+    """out += [v >= b] for integer-valued v = combo . x: relu(v - b + 1) - relu(v - b)."""
+    return [Neuron(dict(combo), 1 - b, dict(out)), Neuron(dict(combo), -b, {k: -Fraction(c) for k, c in out.items()})]
+
+
+def _feature_bound(kind: int, param, coef: Fraction, tau_lo: int, tau_hi: int, f: int) -> Fraction:
+    """max |coef * feature(token)| over token codes tau_lo..tau_hi (exact enough: upper bound)."""
+    c = abs(Fraction(coef))
+    T = max(abs(tau_lo), abs(tau_hi))
+    if kind in (K.F_ZERO,):
+        return Fraction(0)
+    if kind in (K.F_ONE, K.F_IS_TOKEN, K.F_IS_NUM):
+        return c
+    if kind == K.F_TOK:
+        return c * T
+    if kind == K.F_TOK_SQ:
+        return c * T * T
+    if kind == K.F_TOK_INV:
+        return c * (1 << f)          # |1/(tau + param)| <= 2^f after rounding for any grid denominator
+    raise ValueError(f"RNN embedding feature {K.FEATURE_NAMES.get(kind, kind)} is not a token feature")
+
+
+@dataclass
+class RNNTrace:
+    """The simulated RNN's own run: state after every token it read (per layer,
+    exact values), its CoT tokens, its answer (None if the CoT limit was hit)."""
+
+    states: list[list[Fraction]]
+    cot: list[int]
+    answer: int | None
+
+
+@dataclass
+class SimRun:
+    """A Transformer run decoded into blocks."""
+
+    cot: list[int]
+    answer: int | None
+    stopped: str
+    counters: list[int] = field(default_factory=list)
+    states: list[list[Fraction]] = field(default_factory=list)
+    ys: list[int | None] = field(default_factory=list)     # Y slot: None for the filler
+    malformed: str = ""
+
+
+def rnn_trace(rnn: Model, prompt: Sequence[int], answer_tokens: Sequence[int] | None, max_cot: int) -> RNNTrace:
+    """Run the RNN token by token (its own kernels, its own format), recording the
+    state after each token: the reference the simulation is compared with."""
+    sizes = [L.A.shape[0] for L in rnn.spec.rnn_layers]
+    sess = rnn.session(capacity=1)
+    fmt = rnn.fmt
+    states: list[list[Fraction]] = []
+
+    def record():
+        states.append([fmt.decode(sess.state[l, s]) for l, S in enumerate(sizes) for s in range(S)])
+
+    for tok in prompt:
+        sess.feed([int(tok)])
+        record()
+    answers = None if answer_tokens is None else set(int(a) for a in answer_tokens)
+    cot: list[int] = []
+    while True:
+        y = sess.next_token()
+        if answers is None or y in answers:
+            return RNNTrace(states, cot, y)
+        if len(cot) >= max_cot:
+            return RNNTrace(states, cot, None)
+        cot.append(y)
+        sess.feed([y])
+        record()
+
+
+class RNNSimulator:
+    """The Transformer of :func:`simulate_rnn` plus its token layout and decoder."""
+
+    def __init__(self, rnn: Model, max_prompt: int, max_rnn_cot: int, state_int_bits: int | None = None):
+        if rnn.kind != "linear_rnn":
+            raise ValueError(f"{rnn.name}: simulate_rnn takes a linear RNN, got kind {rnn.kind!r}")
+        if max_prompt < 1 or max_rnn_cot < 0:
+            raise ValueError(f"need max_prompt >= 1 and max_rnn_cot >= 0, got {max_prompt}, {max_rnn_cot}")
+        self.rnn = rnn
+        spec = rnn.spec
+        self.fR, self.IR = rnn.fmt.frac_bits, rnn.fmt.int_bits
+        self.sizes = [L.A.shape[0] for L in spec.rnn_layers]
+        self.S = sum(self.sizes)
+        if self.S == 0:
+            raise ValueError(f"{rnn.name}: the RNN has no state")
+        self.B = self.S + 2
+        self.max_prompt, self.max_rnn_cot = int(max_prompt), int(max_rnn_cot)
+        self.max_steps = self.max_prompt + self.max_rnn_cot
+        self.n_pos = self.max_prompt + self.B * self.max_steps + 1
+        # --- token layout
+        self.MR = rnn.vocab.max_number
+        # state numbers are promised to satisfy |s| < 2^I_s (default I_s = I_R: anything the
+        # RNN's format holds); each component gets R = 2^(I_s + f_R + 1) tokens
+        self.Is = self.IR if state_int_bits is None else int(state_int_bits)
+        if not 0 <= self.Is <= self.IR:
+            raise ValueError(f"state_int_bits must be in 0..{self.IR}, got {state_int_bits}")
+        self.R = 1 << (self.Is + self.fR + 1)
+        self.OFF = 1 << (self.Is + self.fR)
+        self.filler = NUMBER_BASE + self.MR + 1
+        self.Sb = [self.MR + 2 + i * self.R for i in range(self.S)]       # number of S_i's first token
+        self.Kb = self.MR + 2 + self.S * self.R
+        self.vocab = Vocab(self.Kb + self.max_steps + 1)
+        self.tau_F = self.MR + 2
+        self.tau_S = [b + 1 for b in self.Sb] + [self.Kb + 1]
+        self.tau_K = self.Kb + 1
+        self.tau_max = self.vocab.max_number + 1
+        self._parse_readout()
+        self.model = self._build()
+
+    # -- the RNN's readout: v = sum_d w_d x_d, nearest code
+    def _parse_readout(self) -> None:
+        spec = self.rnn.spec
+        w: dict[int, Fraction] = {}
+        sq = []
+        for dim, kind, _, coef in spec.readout:
+            coef = Fraction(coef)
+            if kind == K.F_TOK:
+                if (coef / 2).denominator != 1:
+                    raise ValueError(f"{spec.name}: readout tau coefficient {coef} on {spec.labels[dim]!r} is not "
+                                     f"2 x an integer (only nearest-code readouts are simulated exactly)")
+                w[dim] = w.get(dim, Fraction(0)) + coef / 2
+            elif kind == K.F_TOK_SQ:
+                sq.append((dim, coef))
+            elif kind == K.F_ONE:
+                continue                      # the same for every token: no effect on the argmax
+            else:
+                raise ValueError(f"{spec.name}: readout feature {K.FEATURE_NAMES.get(kind, kind)} is not supported "
+                                 f"(only the nearest-code readout 2 tau v - tau^2)")
+        if len(sq) != 1 or sq[0][1] != -1:
+            raise ValueError(f"{spec.name}: the readout needs exactly one term (one, tau^2, -1), got {sq}")
+        one = sq[0][0]
+        kind, _, c = spec.embedding[one]
+        written = any(np.any(L.C[one] != 0) or np.any(L.W2[one] != 0) or L.b2[one] != 0 for L in spec.rnn_layers)
+        if kind != K.F_ONE or c != 1 or written:
+            raise ValueError(f"{spec.name}: the tau^2 readout term must sit on a constant-1 direction "
+                             f"({spec.labels[one]!r} is not one)")
+        self.readout_w = {d: int(v) for d, v in w.items() if v != 0}
+
+    # -- names
+    def _x(self, d: int) -> str:
+        return f"rnn:{self.rnn.spec.labels[d]}"
+
+    def _h(self, l: int, s: int) -> str:
+        return f"h{l}:{self.rnn.spec.rnn_layers[l].state_labels[s] if self.rnn.spec.rnn_layers[l].state_labels else s}"
+
+    def _build(self) -> Model:
+        spec = self.rnn.spec
+        f = self.fR
+        S, B = self.S, self.B
+        sp_ = ResidualSpace()
+        for lab, kind in (("one", K.F_ONE), ("tok", K.F_TOK), ("pos", K.F_POS), ("pos_sq", K.F_POS_SQ)):
+            sp_.embedded(lab, kind)
+        D_R = spec.width
+        emb_dims = [d for d in range(D_R) if spec.embedding[d][0] != K.F_ZERO and spec.embedding[d][2] != 0]
+        written = set()
+        for L in spec.rnn_layers:
+            for d in range(D_R):
+                if np.any(L.C[d] != 0) or np.any(L.W2[d] != 0) or L.b2[d] != 0:
+                    written.add(d)
+        self.x_dims = sorted(set(emb_dims) | written)
+        emb_bound = Fraction(0)
+        for d in emb_dims:
+            kind, param, coef = spec.embedding[d]
+            sp_.embedded(f"remb:{spec.labels[d]}", kind, param, coef)
+            emb_bound = max(emb_bound, _feature_bound(kind, param, coef, TAU_MIN, self.tau_max, f))
+        types = ["isK", "isF", "isR"] + [f"isS{i}" for i in range(S)]
+        for lab in types + ["dval", "kval", "seenK", "Lpos", "t", "ltL", "geL1", "aSS", "aKn", "cY", "cF", "next"] \
+                + [f"aS{i}" for i in range(S)] + [f"hp{i}" for i in range(S)]:
+            sp_.hidden(lab)
+        for d in emb_dims:
+            sp_.hidden(f"ry:{spec.labels[d]}")
+            sp_.hidden(f"pr:{spec.labels[d]}")
+        for d in self.x_dims:
+            sp_.hidden(self._x(d), accumulate=True)
+        comp = []                                     # (layer, index in layer) per state number
+        for l, sz in enumerate(self.sizes):
+            for s in range(sz):
+                comp.append((l, s))
+                sp_.hidden(self._h(l, s))
+        self.comp = comp
+
+        # ---- integer bits: scores, codes, features, RNN values (module docstring)
+        lam = sharpness(f)
+        Kmax = self.n_pos + 1
+        V = self.tau_max + 1                         # every code the final MLP selects is in [1, tau_max]
+        w_abs = sum(abs(v) for v in self.readout_w.values())
+        v_bound = w_abs * (1 << self.IR) + self.MR + 2 + 9
+        big = v_bound + self.MR + 12
+        need = max(bits_for(3 * self.tau_max ** 2), bits_for(3 * lam * (Kmax + 1) ** 2 + lam * self.n_pos),
+                   bits_for((lam * self.n_pos + lam) * 3 + lam * self.n_pos),
+                   bits_for(emb_bound) + 1, bits_for(2 * V + big + v_bound), self.IR + 2) + 2
+        self.int_bits_declared = need
+        if need + f > 62:
+            raise MarginError(f"simulating {spec.name} needs I = {need} integer bits with f = {f}: "
+                              f"I + f > 62 does not fit int64")
+        fmt = FixedFormat(need, f)
+        self.fmt = fmt
+        b = Builder(f"sim[{spec.name}](L<={self.max_prompt},cot<={self.max_rnn_cot})", "transformer",
+                    self.vocab, sp_, claim="sim")
+
+        # ---- layer 1: token type and value from tau (integer steps)
+        mlp: list[Neuron] = []
+        tok = {"tok": 1}
+        mlp += _ge(tok, self.tau_F, {"isF": 1, "isR": -1})
+        mlp.append(Neuron({}, 1, {"isR": 1}))
+        mlp += _ge(tok, self.tau_F + 1, {"isF": -1, "isS0": 1})
+        for i in range(S):
+            hi_out = {f"isS{i}": -1}
+            hi_out["isK" if i == S - 1 else f"isS{i + 1}"] = 1
+            mlp += _ge(tok, self.tau_S[i + 1], hi_out)
+        # dval = 2^-f (tau - c_i) on S_i's range, c_i = tau_S[i] + OFF; (tau - c) [tau >= b]
+        # = relu(tau - b) + (b - c) [tau >= b], taken at both ends of the range
+        unit = Fraction(1, 1 << f)
+        for i in range(S):
+            c = self.tau_S[i] + self.OFF
+            for bnd, sgn in ((self.tau_S[i], 1), (self.tau_S[i + 1], -1)):
+                mlp.append(Neuron(tok, -bnd, {"dval": sgn * unit}))
+                mlp += _ge(tok, bnd, {"dval": sgn * (bnd - c) * unit})
+        mlp.append(Neuron(tok, -self.tau_K, {"kval": 1}))
+        b.attention_layer([], mlp=mlp)
+
+        # ---- layer 2: position-match heads
+        idx = {f"isS{i}": -(i + 1) for i in range(S)}
+        idx.update({"isF": -(S + 1), "isR": -(S + 1)})          # minus the index in the block
+
+        def q(shift: int) -> dict:
+            d = {"pos": 1, "one": shift}
+            d.update(idx)
+            return d
+
+        key, key_sq = {"pos": 1, "one": 1}, {"pos_sq": 1, "pos": 2, "one": 1}
+        heads = [match_head("firstK", query={"one": 1}, key={"isK": 1}, key_sq={"isK": 1}, one="one",
+                            copy={"seenK": {"isK": 1}, "Lpos": {"pos": 1}}, fmt=fmt, max_key=1,
+                            first_occurrence=("pos", self.n_pos), max_query=1),
+                 match_head("counter", query=q(1), key=key, key_sq=key_sq, one="one", copy={"t": {"kval": 1}},
+                            fmt=fmt, max_key=Kmax, max_query=Kmax),
+                 match_head("prevY", query=q(0), key=key, key_sq=key_sq, one="one",
+                            copy={f"ry:{spec.labels[d]}": {f"remb:{spec.labels[d]}": 1} for d in emb_dims},
+                            fmt=fmt, max_key=Kmax, max_query=Kmax)]
+        for i in range(S):
+            heads.append(match_head(f"prev{i}", query=q(2 - B + i), key=key, key_sq=key_sq, one="one",
+                                    copy={f"hp{i}": {"dval": 1}}, fmt=fmt, max_key=Kmax, max_query=Kmax))
+        mlp = _ge({"Lpos": 1, "t": -1}, 1, {"ltL": 1}) + _ge({"t": 1, "Lpos": -1}, -1, {"geL1": 1})
+        for i in range(S):
+            flag = "isK" if i == 0 else f"isS{i - 1}"
+            mlp.append(Neuron({flag: 1, "seenK": 1}, -1, {f"aS{i}": 1}))
+        mlp.append(Neuron({f"isS{S - 1}": 1, "seenK": 1}, -1, {"aSS": 1}))
+        mlp.append(Neuron({"isF": 1, "isR": 1, "seenK": 1}, -1, {"aKn": 1}))
+        b.attention_layer(heads, mlp=mlp)
+
+        # ---- layer 3: the prompt token at the carried counter t; the RNN input x_R
+        heads = [match_head("prompt", query={"t": 1, "one": 1}, key=key, key_sq=key_sq, one="one",
+                            copy={f"pr:{spec.labels[d]}": {f"remb:{spec.labels[d]}": 1} for d in emb_dims},
+                            fmt=fmt, max_key=Kmax, max_query=Kmax)]
+        mlp = []
+        for d in emb_dims:
+            lab = spec.labels[d]
+            mlp += select_neurons({"ltL": 1}, {f"pr:{lab}": 1}, {f"ry:{lab}": 1}, self._x(d), emb_bound)
+        mlp.append(Neuron({"aSS": 1, "geL1": 1}, -1, {"cY": 1}))
+        mlp.append(Neuron({"aSS": 1, "geL1": -1}, 0, {"cF": 1}))
+        b.attention_layer(heads, mlp=mlp)
+
+        # ---- the RNN layers, two MLPs each
+        flat = {c: i for i, c in enumerate(comp)}
+        for l, L in enumerate(spec.rnn_layers):
+            mlp = []
+            for s in range(self.sizes[l]):
+                z = {}
+                for s2 in range(self.sizes[l]):
+                    if L.A[s, s2] != 0:
+                        z[f"hp{flat[(l, s2)]}"] = Fraction(L.A[s, s2])
+                for d in self.x_dims:
+                    if L.B[s, d] != 0:
+                        z[self._x(d)] = Fraction(L.B[s, d])
+                out = {self._h(l, s): 1}
+                for d in self.x_dims:
+                    if L.C[d, s] != 0:
+                        out[self._x(d)] = Fraction(L.C[d, s])
+                mlp.append(Neuron(z, 0, out))
+                mlp.append(Neuron({k: -v for k, v in z.items()}, 0, {k: -Fraction(v) for k, v in out.items()}))
+            b.attention_layer([], mlp=mlp)
+            mlp = []
+            for m in range(L.W1.shape[0]):
+                inp = {self._x(d): Fraction(L.W1[m, d]) for d in self.x_dims if L.W1[m, d] != 0}
+                out = {self._x(d): Fraction(L.W2[d, m]) for d in self.x_dims if L.W2[d, m] != 0}
+                if out:
+                    mlp.append(Neuron(inp, Fraction(L.b1[m]), out))
+            b2 = {self._x(d): Fraction(L.b2[d]) for d in self.x_dims if L.b2[d] != 0}
+            if b2:
+                mlp.append(Neuron({}, 1, b2))
+            b.attention_layer([], mlp=mlp)
+
+        # ---- final layer: the next token's code, by case
+        mlp = [Neuron({"one": 1, "seenK": -1}, 0, {"next": self.tau_K})]          # prompt: K(0)
+        scale = 1 << f
+        for i, (l, s) in enumerate(comp):                                          # S_i(s_t^i)
+            base = self.tau_S[i] + self.OFF
+            mlp.append(Neuron({self._h(l, s): scale, f"aS{i}": V}, base - V, {"next": 1}))
+        lo, hi = TAU_MIN, self.MR + 1                                              # Y: clamp(v)
+        v = {self._x(d): w for d, w in self.readout_w.items() if d in self.x_dims}
+        mlp.append(Neuron({"cY": 1}, 0, {"next": lo}))
+        mlp.append(Neuron({**v, "cY": big}, -lo - big, {"next": 1}))
+        mlp.append(Neuron({**v, "cY": big}, -hi - big, {"next": -1}))
+        mlp.append(Neuron({"cF": 1}, 0, {"next": self.tau_F}))                      # filler
+        mlp.append(Neuron({"t": 1, "aKn": V}, self.tau_K + 1 - V, {"next": 1}))     # K(t + 1)
+        b.attention_layer([], mlp=mlp)
+        b.readout([("next", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
+        b.notes.update({"block": B, "state_numbers": S, "layout": {"filler": self.filler, "Sb": self.Sb,
+                                                                   "Kb": self.Kb, "R": self.R}})
+        return b.build(fmt)
+
+    # -- bounds
+    def cot_length(self, prompt_length: int, rnn_cot: int) -> int:
+        """B (L + c) - 1: the Transformer's CoT for an RNN run with c CoT tokens."""
+        return self.B * (prompt_length + rnn_cot) - 1
+
+    def cot_bound(self, prompt_length: int) -> int:
+        return self.cot_length(prompt_length, self.max_rnn_cot)
+
+    # -- running and decoding
+    def run(self, prompt: Sequence[int], answer_tokens: Sequence[int] | None) -> SimRun:
+        L = len(prompt)
+        if L > self.max_prompt:
+            raise ValueError(f"prompt of length {L} exceeds the simulator's max_prompt {self.max_prompt}")
+        answers = list(answer_tokens) if answer_tokens is not None else \
+            [t for t in range(self.rnn.vocab.size) if self.rnn.vocab.contains(t)]
+        g = generate(self.model, prompt, answer_tokens=answers, max_cot=self.cot_bound(L))
+        return self.decode(g.cot, g.answer, g.stopped)
+
+    def decode(self, cot: list[int], answer: int | None, stopped: str) -> SimRun:
+        r = SimRun(list(cot), answer, stopped)
+        f = self.fR
+        for start in range(0, len(cot), self.B):
+            blk = cot[start:start + self.B]
+            t = len(r.counters)
+            num = blk[0] - NUMBER_BASE
+            if num != self.Kb + t:
+                r.malformed = f"block {t}: counter token {blk[0]} != K({t})"
+                return r
+            r.counters.append(t)
+            vals = []
+            for i, tok in enumerate(blk[1:1 + self.S]):
+                raw = tok - NUMBER_BASE - self.Sb[i] - self.OFF
+                if not -self.OFF < raw < self.OFF:
+                    r.malformed = f"block {t}: token {tok} is not an S_{i + 1} token"
+                    return r
+                vals.append(Fraction(raw, 1 << f))
+            r.states.append(vals)
+            if len(blk) == self.B:
+                y = blk[-1]
+                r.ys.append(None if y == self.filler else y)
+        return r
+
+
+def simulate_rnn(rnn: Model, max_prompt: int, max_rnn_cot: int = 0, state_int_bits: int | None = None) -> RNNSimulator:
+    """Build the Transformer that simulates ``rnn`` on prompts of length <= max_prompt
+    with RNN CoTs of <= max_rnn_cot tokens (these only size the counter range and
+    the attention sharpness; the architecture does not depend on them).
+    ``state_int_bits`` = I_s promises |state number| < 2^I_s (default: the RNN's
+    own integer bits); it sizes the state-token ranges. :func:`compare` checks the
+    promise on the RNN's trace and reports a violation as a failure.
+
+    >>> sim = simulate_rnn(rnn, max_prompt=6, max_rnn_cot=4)      # doctest: +SKIP
+    >>> run = sim.run(prompt, answer_tokens=[TRUE, FALSE]); run.states[t] == trace.states[t]
+    """
+    return RNNSimulator(rnn, max_prompt, max_rnn_cot, state_int_bits)
+
+
+def compare(sim: RNNSimulator, prompt: Sequence[int], answer_tokens: Sequence[int] | None,
+            max_rnn_cot: int | None = None) -> tuple[str, SimRun, RNNTrace]:
+    """Run the RNN and its simulator on ``prompt``; return ('' if they agree else the
+    first disagreement, the decoded run, the RNN trace). Checked: every decoded
+    state equals the RNN's state after the same token, every Y token after the
+    prompt equals the RNN's CoT token, the answers and the CoT length agree."""
+    c_max = sim.max_rnn_cot if max_rnn_cot is None else max_rnn_cot
+    tr = rnn_trace(sim.rnn, prompt, answer_tokens, c_max)
+    run = sim.run(prompt, answer_tokens)
+    L = len(prompt)
+    lim = 1 << sim.Is
+    for t, st in enumerate(tr.states):
+        if any(abs(v) >= lim for v in st):
+            return f"precondition violated: RNN state at step {t} leaves |s| < 2^{sim.Is}", run, tr
+    if run.malformed:
+        return run.malformed, run, tr
+    if len(run.states) != len(tr.states):
+        return f"{len(run.states)} state blocks, the RNN took {len(tr.states)} steps", run, tr
+    for t, (a, b) in enumerate(zip(run.states, tr.states)):
+        if a != b:
+            return f"step {t}: decoded state {[str(v) for v in a]} != RNN state {[str(v) for v in b]}", run, tr
+    ys = [y for y in run.ys[L - 1:]]
+    if any(y is not None for y in run.ys[:L - 1]):
+        return "a Y token before the prompt was consumed", run, tr
+    if ys != tr.cot[:len(ys)] or len(ys) != len(tr.cot):
+        return f"RNN CoT {tr.cot} != simulated {ys}", run, tr
+    if run.answer != tr.answer:
+        return f"answer {run.answer} != RNN answer {tr.answer}", run, tr
+    if tr.answer is not None and len(run.cot) != sim.cot_length(L, len(tr.cot)):
+        return f"CoT length {len(run.cot)} != {sim.cot_length(L, len(tr.cot))}", run, tr
+    return "", run, tr
+
+
+__all__ = ["INT_BITS_EXPR", "RNNSimulator", "RNNTrace", "SimRun", "compare", "random_linear_rnn", "rnn_trace",
+           "simulate_rnn"]
+
+
+def random_linear_rnn(seed: int, alphabet: int = 3, layers: int | None = None, fmt: FixedFormat | None = None,
+                      name: str = "") -> Model:
+    """A random small linear RNN (seeded) with dyadic weights whose values stay in
+    range: |A| row sums <= 1/2, entries of B, C, W1, W2 in {0, +-1/4, +-1/2, +-1}
+    (so products round on the grid 2^-2 and the simulation must reproduce each
+    rounding), a nearest-code readout v = w0 + w1 u (integers). Default format
+    Q9.2. For tests and the ``sim`` checks."""
+    from .gadgets import Builder as _B
+    rng = np.random.default_rng(seed)
+    fmt = fmt or FixedFormat(9, 2)
+    nl = int(rng.integers(1, 3)) if layers is None else int(layers)
+    dy = [Fraction(0), Fraction(1, 4), Fraction(-1, 4), Fraction(1, 2), Fraction(-1, 2), Fraction(1), Fraction(-1)]
+
+    def pick(k=len(dy)):
+        return dy[int(rng.integers(0, k))]
+
+    s = ResidualSpace()
+    s.embedded("one", K.F_ONE)
+    s.embedded("tok", K.F_TOK, 0, Fraction(1, 2))
+    s.embedded("is_num", K.F_IS_NUM)
+    emb = ["one", "tok", "is_num"]
+    sizes = [int(rng.integers(1, 3)) for _ in range(nl)]
+    outs_of = [[s.hidden(f"c{l}_{k}") for k in range(S)] for l, S in enumerate(sizes)]
+    mo_of = [s.hidden(f"m{l}") for l in range(nl)]
+    b = _B(name or f"random-rnn(seed={seed})", "linear_rnn", Vocab(alphabet - 1), s, claim="sim")
+    readable = list(emb)
+    for l, S in enumerate(sizes):
+        st = [f"s{l}_{k}" for k in range(S)]
+        A = {}
+        for i in range(S):
+            budget = Fraction(1, 2)
+            for j in range(S):
+                a = pick(5)
+                if abs(a) <= budget:
+                    A[(st[i], st[j])] = a
+                    budget -= abs(a)
+        B = {(st[i], d): pick() for i in range(S) for d in readable}
+        outs = outs_of[l]
+        C = {(outs[k], st[k]): pick(5) or Fraction(1, 2) for k in range(S)}
+        mo = mo_of[l]
+        mlp = [Neuron({d: pick() for d in readable + outs}, pick(5), {mo: pick(5) or Fraction(1, 4)})
+               for _ in range(2)]
+        b.rnn_layer(st, A=A, B=B, C=C, mlp=mlp, name=f"L{l}")
+        readable += outs + [mo]
+    w = int(rng.integers(-2, 3)) or 1
+    last = readable[-1]
+    b.readout([("one", K.F_TOK, 0, 2 * int(rng.integers(0, alphabet + 1))), (last, K.F_TOK, 0, 2 * w),
+               ("one", K.F_TOK_SQ, 0, -1)])
+    return b.build(fmt)
