@@ -100,7 +100,7 @@ ISTREE_EXHAUSTIVE = {"quick": 4, "full": 6}
 ISTREE_SAMPLED = {"quick": [(16, 20), (64, 8), (200, 3)], "full": [(16, 100), (64, 40), (200, 20), (256, 10)]}
 
 
-def run_istree(N: int, instances, m_max: int | None = None):
+def run_istree(N: int, instances, m_max: int | None = None, sep: str = "-"):
     """(model, instances, failures, cot_max, cot/(N log2 N) max over trees, first failure)."""
     import math
 
@@ -113,7 +113,8 @@ def run_istree(N: int, instances, m_max: int | None = None):
     bad, cot_max, ratio, first = 0, 0, 0.0, ""
     for inst in insts:
         want_cot, want = H.istree_unionfind_cot(N, inst.edges)
-        g = generate(model, graph_tokens(inst.edges), answer_tokens=[TRUE, FALSE], max_cot=H.istree_cot_bound(N))
+        g = generate(model, graph_tokens(inst.edges, sep=sep), answer_tokens=[TRUE, FALSE],
+                     max_cot=H.istree_cot_bound(N))
         ok = g.answer == inst.answer and want == inst.answer and g.cot == want_cot
         bad += not ok
         if not ok and not first:
@@ -128,11 +129,12 @@ def run_istree(N: int, instances, m_max: int | None = None):
 def hybrid_istree_check(profile: str, seed: int) -> list[Record]:
     from .tasks import istree
     out = []
-    for N in range(1, ISTREE_EXHAUSTIVE[profile] + 1):
+    for N, sep in [(N, sep) for N in range(1, ISTREE_EXHAUSTIVE[profile] + 1) for sep in "-~"]:
         t0 = time.perf_counter()
-        model, cnt, bad, cot_max, ratio, first = run_istree(N, istree.enumerate_all(N), m_max=N * (N - 1) // 2)
+        model, cnt, bad, cot_max, ratio, first = run_istree(N, istree.enumerate_all(N), m_max=N * (N - 1) // 2,
+                                                            sep=sep)
         r = model.resources
-        out.append(Record("T5.6", model.name, "IsTree (every graph, enumeration order)", N, cnt, bad,
+        out.append(Record("T5.6", model.name, f"IsTree (every graph, enumeration order, 'u {sep} v')", N, cnt, bad,
                           r.used_precision_bits, model.fmt.total_bits, cot_max, H.istree_cot_bound(N), r.params,
                           r.state_bits, round(time.perf_counter() - t0, 3),
                           note=first or f"CoT/(N log2 N) <= {ratio:.2f} on trees"))

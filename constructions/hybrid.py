@@ -502,7 +502,7 @@ def hybrid_istree(N: int, m_max: int | None = None, fmt: FixedFormat | None = No
     # ---- layer 1: clock, token delays, flag delays, the EOS latch
     r1 = Recurrence()
     clock(s, r1, delays=4, delays_sq=1, latches={"e": "is_eos"})
-    for flag, depth in (("is_tilde", 2), ("is_query", 2)):
+    for flag, depth in (("is_tilde", 2), ("is_query", 2), ("is_eos", 1)):
         chain = [r1.add_state(f"s_{flag}_0")]
         r1.B[(chain[0], flag)] = 1
         for k in range(1, depth + 1):
@@ -517,15 +517,25 @@ def hybrid_istree(N: int, m_max: int | None = None, fmt: FixedFormat | None = No
         s.hidden(lab)
     b = Builder(f"hybrid-istree(N={N})", "hybrid", vocab, s, claim="T5.6")
     Bc, Bc2 = Kc, Kc * Kc
+    # e2 = [EOS at least two tokens back] = e - [EOS now] - [EOS one back]: a record's
+    # marker two back is then a CoT token (the input may use '~' between endpoints)
+    e2 = {"e": 1, "is_eos": -1, "is_eos@1": -1}
+
+    def with_e2(combo, scale):
+        out = dict(combo)
+        for d, c in e2.items():
+            out[d] = out.get(d, 0) + scale * c
+        return out
+
     mlp1 = [
         Neuron({"is_dash": 1, "e": 1}, -1, {"mark": 1}),                  # '-' inside the CoT
-        Neuron({"is_tilde@2": 1, "e": 1}, -1, {"rec_p": 1}),              # p of "~ c p"
-        Neuron({"is_query@2": 1, "e": 1}, -1, {"siz_s": 1}),              # s of "[QUERY] p s"
+        Neuron(with_e2({"is_tilde@2": 1}, 1), -1, {"rec_p": 1}),          # p of "~ c p"
+        Neuron(with_e2({"is_query@2": 1}, 1), -1, {"siz_s": 1}),          # s of "[QUERY] p s"
         # parent key: tau(c) = prev1 (>= 1) at record p's; size key: tau(p) = prev1 at size s's
-        Neuron({"prev1": 1, "is_tilde@2": Bc, "e": Bc}, -2 * Bc, {"keyB": 1}),
-        Neuron({"prev1_sq": 1, "is_tilde@2": Bc2, "e": Bc2}, -2 * Bc2, {"keyB_sq": 1}),
-        Neuron({"prev1": 1, "is_query@2": Bc, "e": Bc}, -2 * Bc, {"keyC": 1}),
-        Neuron({"prev1_sq": 1, "is_query@2": Bc2, "e": Bc2}, -2 * Bc2, {"keyC_sq": 1}),
+        Neuron(with_e2({"prev1": 1, "is_tilde@2": Bc}, Bc), -2 * Bc, {"keyB": 1}),
+        Neuron(with_e2({"prev1_sq": 1, "is_tilde@2": Bc2}, Bc2), -2 * Bc2, {"keyB_sq": 1}),
+        Neuron(with_e2({"prev1": 1, "is_query@2": Bc}, Bc), -2 * Bc, {"keyC": 1}),
+        Neuron(with_e2({"prev1_sq": 1, "is_query@2": Bc2}, Bc2), -2 * Bc2, {"keyC_sq": 1}),
         # cmp = [s_u <= s_v] at the re-emitted s_u (tok = s_u, prev2 = s_v): relu(d+1) - relu(d)
         Neuron({"prev2": 1, "tok": -1}, 1, {"cmp": 1}),
         Neuron({"prev2": 1, "tok": -1}, 0, {"cmp": -1}),

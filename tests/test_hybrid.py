@@ -192,9 +192,9 @@ def _istree_model(N, m_max):
     return _IST[(N, m_max)]
 
 
-def _run_istree(N, edges, m_max):
+def _run_istree(N, edges, m_max, sep="-"):
     model = _istree_model(N, m_max)
-    g = generate(model, graph_tokens(edges), answer_tokens=[TRUE, FALSE], max_cot=H.istree_cot_bound(N))
+    g = generate(model, graph_tokens(edges, sep=sep), answer_tokens=[TRUE, FALSE], max_cot=H.istree_cot_bound(N))
     return g, model
 
 
@@ -206,12 +206,14 @@ def test_istree_reference_cot_label_equals_networkx():
 
 
 @pytest.mark.parametrize("N", [1, 2, 3, 4])
-def test_istree_every_graph_several_orders(N):
+@pytest.mark.parametrize("sep", ["-", "~"])
+def test_istree_every_graph_several_orders(N, sep):
+    """Both endpoint separators (theory.md §3 accepts '-' and '~')."""
     rng = np.random.default_rng(N)
     m_max = N * (N - 1) // 2
     for inst in istree.enumerate_all(N):
-        for edges in istree.edge_orders(list(inst.edges), 4, rng):
-            g, model = _run_istree(N, edges, m_max)
+        for edges in istree.edge_orders(list(inst.edges), 4 if sep == "-" else 1, rng):
+            g, model = _run_istree(N, edges, m_max, sep)
             want_cot, want = H.istree_unionfind_cot(N, edges)
             assert g.answer == want == inst.answer
             assert g.cot == want_cot
