@@ -220,10 +220,11 @@ def _csr_dot(indptr, idx, val, r, v, I, f, mode, err):
 @njit(cache=True, parallel=True)
 def _sparse_final_states(tokens, I, f, mode, err, loc, emb,
                          Ap, Ai, Av, Bp, Bi, Bv, Cp, Ci, Cv, W1p, W1i, W1v, rb1, W2p, W2i, W2v, rb2,
-                         sizes, out, chunks):
+                         sizes, out, chunks, shared):
     """Rows split into ``chunks`` contiguous parts run in parallel (numba prange),
     each with its own statistics array; merged into ``err`` (the first error by
-    row, the largest |raw|)."""
+    row, the largest |raw|). ``shared[b]``: leading tokens row b has in common
+    with row b - 1 (their states are reused, not recomputed)."""
     B = tokens.shape[0]
     errs = np.zeros((chunks, err.shape[0]), dtype=np.int64)
     locs = np.full((chunks, 2), -1, dtype=np.int64)
@@ -232,7 +233,7 @@ def _sparse_final_states(tokens, I, f, mode, err, loc, emb,
         hi = (B * (c + 1)) // chunks
         errs[c, E_WHERE] = -1
         _sparse_rows(tokens, lo, hi, I, f, mode, errs[c], locs[c], emb, Ap, Ai, Av, Bp, Bi, Bv, Cp, Ci, Cv,
-                     W1p, W1i, W1v, rb1, W2p, W2i, W2v, rb2, sizes, out)
+                     W1p, W1i, W1v, rb1, W2p, W2i, W2v, rb2, sizes, out, shared)
     for c in range(chunks):
         if errs[c, E_MAXABS] > err[E_MAXABS]:
             err[E_MAXABS] = errs[c, E_MAXABS]
@@ -248,11 +249,13 @@ def _sparse_final_states(tokens, I, f, mode, err, loc, emb,
 @njit(cache=True)
 def _sparse_rows(tokens, lo, hi, I, f, mode, err, loc, emb,
                  Ap, Ai, Av, Bp, Bi, Bv, Cp, Ci, Cv, W1p, W1i, W1v, rb1, W2p, W2i, W2v, rb2,
-                 sizes, out):
+                 sizes, out, shared):
     """:func:`_final_states` for linear RNNs over the nonzeros only (the same
     operations, in the same order, as model_step's dense loops, which skip zero
     terms; the embedding from a per-token table): out[b] = h after row b, for
-    rows lo..hi-1."""
+    rows lo..hi-1. A row starts from the stored state after the ``shared[b]``
+    tokens it has in common with row b - 1 (the state after a token prefix is
+    a function of that prefix), except the first row of the range."""
     L = tokens.shape[1]
     D = emb.shape[1]
     Lr = Ap.shape[0]
@@ -262,11 +265,13 @@ def _sparse_rows(tokens, lo, hi, I, f, mode, err, loc, emb,
     ah = np.zeros(S, dtype=np.int64)
     x = np.zeros(D, dtype=np.int64)
     hidden = np.zeros(M, dtype=np.int64)
+    stack = np.zeros((L + 1, Lr, S), dtype=np.int64)   # stack[t] = h after t tokens of the row
     for b in range(lo, hi):
+        t0 = shared[b] if b > lo else 0
         for l in range(Lr):
             for s in range(S):
-                h[l, s] = 0
-        for t in range(L):
+                h[l, s] = stack[t0, l, s]
+        for t in range(t0, L):
             tok = tokens[b, t]
             for d in range(D):
                 x[d] = emb[tok, d]
@@ -292,6 +297,9 @@ def _sparse_rows(tokens, lo, hi, I, f, mode, err, loc, emb,
                 loc[0] = b
                 loc[1] = t
                 return
+            for l in range(Lr):
+                for s in range(S):
+                    stack[t + 1, l, s] = h[l, s]
         for l in range(Lr):
             for s in range(S):
                 out[b, l, s] = h[l, s]
@@ -382,8 +390,19 @@ class LinearRNNTarget:
         err = new_err()
         loc = np.full(2, -1, dtype=np.int64)
         if self.sparse:
+            # rows in lexicographic order share their longest common prefixes
+            order = np.lexsort(arr.T[::-1]) if arr.shape[1] else np.arange(arr.shape[0])
+            srt = np.ascontiguousarray(arr[order])
+            shared = np.zeros(arr.shape[0], dtype=np.int64)
+            if arr.shape[0] > 1 and arr.shape[1]:
+                neq = srt[1:] != srt[:-1]
+                shared[1:] = np.where(neq.any(axis=1), neq.argmax(axis=1), arr.shape[1])
             chunks = max(1, min(get_num_threads(), arr.shape[0] // 1024))
-            _sparse_final_states(arr, *m.fmt.args, err, loc, self._emb, *self._csr, out, chunks)
+            sorted_out = np.zeros_like(out)
+            _sparse_final_states(srt, *m.fmt.args, err, loc, self._emb, *self._csr, sorted_out, chunks, shared)
+            out[order] = sorted_out
+            if loc[0] >= 0:
+                loc[0] = order[loc[0]]
         else:
             _final_states(arr, *m.fmt.args, err, loc, m.ekind, m.eparam, m.ecoef,
                           m.rA, m.rB, m.rC, m.rW1, m.rb1, m.rW2, m.rb2,

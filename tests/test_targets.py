@@ -110,6 +110,11 @@ def test_batch_states_agree_with_per_token_run(make):
     assert (fast == dense).all()
     for row, raws in zip(P[:60], fast[:60]):
         assert target.key_of_raws(raws) == target.state_key(feed(target, row.tolist()))
+    # repeated rows (a whole shared prefix) and a single row give the same states
+    target.sparse = True
+    again = target.batch_states(np.concatenate([P[:7], P[:7]]))
+    assert (again[:7] == fast[:7]).all() and (again[7:] == fast[:7]).all()
+    assert (target.batch_states(P[3:4]) == fast[3:4]).all()
     # rows equal iff keys equal
     keys = [target.key_of_raws(r) for r in fast]
     rows = [r.tobytes() for r in fast]
