@@ -290,7 +290,7 @@ class RNNSimulator:
                               f"I + f > 62 does not fit int64")
         fmt = FixedFormat(need, f)
         self.fmt = fmt
-        b = Builder(f"sim[{spec.name}](L<={self.max_prompt},cot<={self.max_rnn_cot})", "transformer",
+        b = Builder(f"sim({spec.name}; L<={self.max_prompt}, cot<={self.max_rnn_cot})", "transformer",
                     self.vocab, sp_, claim="sim")
 
         # ---- layer 1: token type and value from tau (integer steps)

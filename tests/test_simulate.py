@@ -1,0 +1,160 @@
+"""Tests of the Transformer that simulates a linear RNN (claim sim,
+constructions/simulate.py): decoded CoT state == the RNN's own state after every
+token, Y tokens == the RNN's CoT, same answer, CoT length B (L + c) - 1; on
+random seeded dyadic RNNs (exhaustive short prompts, hypothesis longer ones) and
+on the T4.1 RNN; blocks (heads, MLP gadgets), refusals, bits."""
+import itertools
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from constructions import cot_hierarchy as CH
+from constructions import kernels as K
+from constructions.demos import count_threshold
+from constructions.fixedpoint import FixedFormat, PrecisionError
+from constructions.gadgets import Builder, Neuron, ResidualSpace
+from constructions.generate import generate
+from constructions.simulate import compare, random_linear_rnn, rnn_trace, simulate_rnn
+from constructions.vocab import BOS, FALSE, NUMBER_BASE, TRUE, Vocab
+
+ALL = None
+
+
+def prompts(max_len, alphabet=3):
+    for L in range(max_len + 1):
+        for xs in itertools.product(range(alphabet), repeat=L):
+            yield [BOS] + [NUMBER_BASE + x for x in xs]
+
+
+@pytest.fixture(scope="module")
+def sims():
+    out = {}
+    for seed in (0, 1, 2):
+        out[seed] = simulate_rnn(random_linear_rnn(seed), max_prompt=9, max_rnn_cot=2, state_int_bits=4)
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_random_rnn_exhaustive_short_prompts(sims, seed):
+    sim = sims[seed]
+    n_states = 0
+    for p in prompts(3):
+        for ans in (ALL, [TRUE, FALSE]):
+            msg, run, tr = compare(sim, p, ans)
+            assert msg == "", (p, ans, msg)
+            n_states += len(tr.states)
+            assert len(run.cot) <= sim.cot_bound(len(p))
+    assert n_states > 0
+    r = sim.model.resources
+    assert r.used_precision_bits <= sim.fmt.total_bits
+
+
+def test_states_are_nontrivial_dyadic(sims):
+    """The random RNNs exercise rounding: some states are not integers, and the
+    simulation reproduces them (checked by compare above)."""
+    sim = sims[0]
+    tr = rnn_trace(sim.rnn, [BOS, NUMBER_BASE + 1, NUMBER_BASE + 2, NUMBER_BASE], None, 0)
+    vals = {v for s in tr.states for v in s}
+    assert any(v.denominator > 1 for v in vals) and len(vals) > 3
+
+
+def test_step_by_step_decoding_matches(sims):
+    sim = sims[1]
+    p = [BOS, NUMBER_BASE + 2, NUMBER_BASE + 0, NUMBER_BASE + 1]
+    tr = rnn_trace(sim.rnn, p, [TRUE, FALSE], 2)
+    run = sim.run(p, [TRUE, FALSE])
+    assert run.counters == list(range(len(tr.states)))
+    assert run.states == tr.states
+    assert run.ys[:len(p) - 1] == [None] * (len(p) - 1)
+
+
+def test_compare_detects_a_wrong_state(sims, monkeypatch):
+    sim = sims[0]
+    p = [BOS, NUMBER_BASE + 1]
+    good = sim.run(p, None)
+    bad_cot = list(good.cot)
+    bad_cot[1] += 1                      # first state number of block 0, one grid step off
+    monkeypatch.setattr(sim, "run", lambda prompt, answers: sim.decode(bad_cot, good.answer, good.stopped))
+    msg, _, _ = compare(sim, p, None)
+    assert msg.startswith("step 0")
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_t41_rnn_exhaustive(n):
+    rnn = CH.iterate_rnn(n)
+    T = CH.steps(n)
+    sim = simulate_rnn(rnn, max_prompt=n + 4, max_rnn_cot=T, state_int_bits=(T + 2 * n + 4).bit_length())
+    for a in range(2 * n):
+        for t in range(T + 1):
+            p = CH.prompt(n, a, t)
+            msg, run, tr = compare(sim, p, [TRUE, FALSE])
+            assert msg == "", (a, t, msg)
+            # L = n + 4 prompt tokens, t RNN CoT tokens, B = S + 2 = 6 tokens per step
+            assert len(p) == n + 4 and sim.B == 6
+            assert run.answer == tr.answer and len(run.cot) == sim.B * (n + 4 + t) - 1
+    assert sim.model.resources.used_precision_bits <= sim.fmt.total_bits
+
+
+def test_constant_size_in_the_length():
+    rnn = random_linear_rnn(5)
+    shapes = set()
+    for L in (4, 16, 64):
+        m = simulate_rnn(rnn, max_prompt=L, max_rnn_cot=L, state_int_bits=4).model
+        shapes.add((m.resources.params, m.spec.width, len(m.spec.attn_layers),
+                    tuple(len(l.heads) for l in m.spec.attn_layers)))
+    assert len(shapes) == 1
+
+
+def test_below_used_bits_fails(sims):
+    sim = sims[2]
+    p = [BOS, NUMBER_BASE + 2, NUMBER_BASE + 1]
+    run = sim.run(p, [TRUE, FALSE])
+    used = sim.model.resources.used_int_bits
+    low = sim.model.with_format(FixedFormat(used - 1, sim.fmt.frac_bits))
+    try:
+        g = generate(low, p, answer_tokens=[TRUE, FALSE], max_cot=len(run.cot) + 1)
+        failed = g.cot != run.cot
+    except PrecisionError:
+        failed = True
+    assert failed
+
+
+def test_refuses_unsupported_models():
+    with pytest.raises(ValueError, match="linear RNN"):
+        simulate_rnn(count_threshold(4), max_prompt=4)
+    s = ResidualSpace()
+    s.embedded("one", K.F_ONE)
+    s.embedded("tok", K.F_TOK)
+    s.hidden("u")
+    b = Builder("is-token-readout", "linear_rnn", Vocab(3), s)
+    b.rnn_layer(["h"], A={("h", "h"): Fraction(1, 2)}, B={("h", "tok"): 1}, C={("u", "h"): 1})
+    b.readout([("u", K.F_IS_TOKEN, NUMBER_BASE + 1, 1)])
+    with pytest.raises(ValueError, match="not supported"):
+        simulate_rnn(b.build(FixedFormat(6, 2)), max_prompt=4)
+    b2 = Builder("half-readout", "linear_rnn", Vocab(3), s.__class__())
+    s2 = b2.space
+    s2.embedded("one", K.F_ONE)
+    s2.embedded("tok", K.F_TOK)
+    s2.hidden("u")
+    b2.rnn_layer(["h"], A={}, B={("h", "tok"): 1}, C={("u", "h"): 1})
+    b2.readout([("u", K.F_TOK, 0, 1), ("one", K.F_TOK_SQ, 0, -1)])
+    with pytest.raises(ValueError, match="2 x an integer"):
+        simulate_rnn(b2.build(FixedFormat(6, 2)), max_prompt=4)
+
+
+def test_state_range_precondition_is_reported():
+    rnn = CH.iterate_rnn(2)
+    sim = simulate_rnn(rnn, max_prompt=6, max_rnn_cot=4, state_int_bits=2)    # c reaches 3 + t >= 4
+    msg, _, _ = compare(sim, CH.prompt(2, 1, 4), [TRUE, FALSE])
+    assert msg.startswith("precondition violated")
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(0, 2), st.lists(st.integers(0, 2), min_size=4, max_size=9), st.booleans())
+def test_hypothesis_longer_prompts(sims, seed, xs, with_cot):
+    sim = sims[seed]
+    p = [BOS] + [NUMBER_BASE + x for x in xs[:8]]
+    msg, run, tr = compare(sim, p, [TRUE, FALSE] if with_cot else None)
+    assert msg == ""
