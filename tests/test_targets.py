@@ -5,16 +5,19 @@ the per-token run. Answers are checked against the plain-Python references of
 ``checks.tasks``."""
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from checks.tasks import index as task_index
 from checks.tasks import istree as task_istree
 from constructions import kernels as K
 from constructions import targets as T
-from constructions.fixedpoint import FixedFormat, new_err
+from constructions.fixedpoint import FixedFormat, FixedPointOverflow, new_err
 from constructions.gadgets import Builder, ResidualSpace
 from constructions.protocol import feed, run_rnn
 from constructions.vocab import BOS, QUERY, Vocab, number_token
@@ -60,7 +63,7 @@ def test_register_precision_is_needed():
     """One integer bit below the declared format the construction cannot run."""
     dec = T.register_declared(6, 10)
     low = FixedFormat(dec.int_bits - 1, dec.frac_bits)
-    with pytest.raises(Exception):
+    with pytest.raises(FixedPointOverflow, match="needs at least"):
         model = T.register_index_rnn(6, 10, fmt=low)
         tgt = T.LinearRNNTarget(model)
         for x, i, toks in _all_index(6):
@@ -208,3 +211,20 @@ def test_benchmark_collision_small():
     r = W.benchmark_collision(12, seed=1)
     assert r["found"] and r["draws"] > 0 and r["i"] == 13 and r["reachable_state_bits"] == 12
     assert r["expected"] != r["expected_prime"]
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_register(capacity):
+    return T.register_target(capacity, max_number=48)
+
+
+@given(st.integers(2, 44).flatmap(lambda c: st.tuples(
+    st.just(c), st.integers(1, c).flatmap(lambda n: st.tuples(
+        st.lists(st.integers(0, 1), min_size=n, max_size=n), st.integers(1, n))))))
+def test_register_random_instances_within_capacity(case):
+    """Above the exhaustive sizes: any capacity, any n <= c, any (x, i)."""
+    c, (x, i) = case
+    target = _cached_register(c)
+    toks = R.INDEX.instance(x, i)
+    run = run_rnn(target, toks, R.INDEX.answer_tokens, max_cot=len(x))
+    assert run.answer == task_index.reference(toks.tolist()) and len(run.cot) == i - 1
