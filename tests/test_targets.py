@@ -20,7 +20,7 @@ from constructions import targets as T
 from constructions.fixedpoint import FixedFormat, FixedPointOverflow, new_err
 from constructions.gadgets import Builder, ResidualSpace
 from constructions.protocol import feed, run_rnn
-from constructions.vocab import BOS, QUERY, Vocab, number_token
+from constructions.vocab import Vocab
 from lowerbounds import reductions as R
 from lowerbounds import witness as W
 
