@@ -285,3 +285,36 @@ def sim_t41(profile: str, seed: int) -> list[Record]:
         if n == 2:
             out.append(_below_bound(sim, runs))
     return out
+
+
+SIM_REGISTER = {"quick": [3], "full": [3, 4, 5]}
+SIM_TARGET_SEEDS = {"quick": 2, "full": 8}
+
+
+@register("sim", "a Transformer with CoT simulates the project's target RNNs (register Index RNN with CoT, "
+                 "random indicator-readout RNNs)")
+def sim_targets(profile: str, seed: int) -> list[Record]:
+    from constructions import targets as TG
+    from constructions.vocab import QUERY as Q
+    out = []
+    for c in SIM_REGISTER[profile]:
+        t0 = time.perf_counter()
+        rnn = TG.register_index_rnn(c, max_number=c + 2)
+        sim = simulate_rnn(rnn, max_prompt=c + 3, max_rnn_cot=c)
+        cases = []
+        for n in range(1, c + 1):
+            for xs in itertools.product(range(2), repeat=n):
+                for i in range(1, n + 1):
+                    cases.append(([BOS] + [NUMBER_BASE + x for x in xs] + [Q, NUMBER_BASE + i],
+                                  [NUMBER_BASE, NUMBER_BASE + 1]))
+        rec, runs = _sim_record(sim, f"register Index RNN (its CoT), every instance n<={c}", c, cases, t0)
+        out.append(rec)
+    for s in range(SIM_TARGET_SEEDS[profile]):
+        t0 = time.perf_counter()
+        rnn = TG.random_linear_rnn(2, 3, seed * 100 + s, max_number=4)
+        sim = simulate_rnn(rnn, max_prompt=5, max_rnn_cot=0)
+        cases = [(p, None) for L in range(4) for p in
+                 ([BOS] + [NUMBER_BASE + x for x in xs] for xs in itertools.product(range(3), repeat=L))]
+        rec, runs = _sim_record(sim, "targets.random_linear_rnn, all prompts |x|<=3", 3, cases, t0)
+        out.append(rec)
+    return out

@@ -51,7 +51,11 @@ Transformer's CoT length is B (L + c) - 1 for an RNN run with c CoT tokens.
    S_i code, filler, the RNN's readout value clamped to the RNN's codes, K(t+1));
    readout: the token whose code is nearest next_code.
 
-**Supported RNN readouts.** The project's number readout: terms
+**Supported RNN readouts.** (i) Indicator readouts: terms (d, [tok = p], coef)
+(plus constant terms): three more MLPs compute the RNN's logits (each product
+rounded as the RNN rounds it), the pairwise comparisons with the RNN's
+tie-break (smallest id), and the one-hot winner; y's code is then linear in
+the winner. (ii) The project's number readout: terms
 (d, tau, 2 w_d) with integer w_d and one term (one, tau^2, -1) on an embedded
 constant-1 direction that nothing writes; then the RNN emits the token whose
 code is nearest v = sum_d w_d x_d (ties: smallest id), which the Transformer
@@ -205,6 +209,11 @@ class RNNSimulator:
     # -- the RNN's readout: v = sum_d w_d x_d, nearest code
     def _parse_readout(self) -> None:
         spec = self.rnn.spec
+        self.mode = "nearest"
+        kinds = {kind for _, kind, _, _ in spec.readout}
+        if kinds and kinds <= {K.F_IS_TOKEN, K.F_ONE} and K.F_IS_TOKEN in kinds:
+            self._parse_indicator_readout()
+            return
         w: dict[int, Fraction] = {}
         sq = []
         for dim, kind, _, coef in spec.readout:
@@ -230,6 +239,24 @@ class RNNSimulator:
             raise ValueError(f"{spec.name}: the tau^2 readout term must sit on a constant-1 direction "
                              f"({spec.labels[one]!r} is not one)")
         self.readout_w = {d: int(v) for d, v in w.items() if v != 0}
+
+    def _parse_indicator_readout(self) -> None:
+        """Readouts made of indicator terms (d, [tok = p], coef) (and constant terms):
+        logit(p) = sum of round(coef x_d) over p's terms, 0 for every other token. The
+        contenders are the tokens p of the RNN's vocabulary with terms plus the
+        smallest-id token without any (logit 0); the RNN's argmax is the first
+        contender (by id) with the largest logit."""
+        spec, voc = self.rnn.spec, self.rnn.vocab
+        terms: dict[int, list[tuple[int, Fraction]]] = {}
+        for dim, kind, param, coef in spec.readout:
+            if kind == K.F_IS_TOKEN and voc.contains(int(param)):
+                terms.setdefault(int(param), []).append((dim, Fraction(coef)))
+        others = [t for t in range(voc.size) if voc.contains(t) and t not in terms]
+        cont = sorted(set(terms) | ({others[0]} if others else set()))
+        self.mode = "argmax"
+        self.contenders = cont
+        self.contender_terms = [terms.get(t, []) for t in cont]
+        self.readout_w = {}
 
     # -- names
     def _x(self, d: int) -> str:
@@ -267,6 +294,10 @@ class RNNSimulator:
             sp_.hidden(f"pr:{spec.labels[d]}")
         for d in self.x_dims:
             sp_.hidden(self._x(d), accumulate=True)
+        if self.mode == "argmax":
+            for j in range(len(self.contenders)):
+                for lab in (f"lg{j}", f"cnt{j}", f"win{j}"):
+                    sp_.hidden(lab)
         comp = []                                     # (layer, index in layer) per state number
         for l, sz in enumerate(self.sizes):
             for s in range(sz):
@@ -385,17 +416,53 @@ class RNNSimulator:
                 mlp.append(Neuron({}, 1, b2))
             b.attention_layer([], mlp=mlp)
 
+        if self.mode == "argmax":
+            # the RNN's logits, each product rounded exactly as its readout rounds it
+            C_ = len(self.contenders)
+            mlp = []
+            for j, tl in enumerate(self.contender_terms):
+                for d, c in tl:
+                    if d in self.x_dims and c != 0:
+                        mlp.append(Neuron({self._x(d): c}, 0, {f"lg{j}": 1}))
+                        mlp.append(Neuron({self._x(d): -c}, 0, {f"lg{j}": -1}))
+            for j in range(C_):
+                if f"lg{j}" not in sp_.writer:
+                    mlp.append(Neuron({}, 0, {f"lg{j}": 1}))                     # relu(0): no terms, logit 0
+            b.attention_layer([], mlp=mlp)
+            # j beats i: [lg_j > lg_i] if i has a smaller id, [lg_j >= lg_i] if larger
+            # (logits are multiples of 2^-f: d 2^f is an integer, steps exact)
+            mlp = []
+            sc = 1 << f
+            for j in range(C_):
+                for i in range(C_):
+                    if i == j:
+                        continue
+                    dd = {f"lg{j}": sc, f"lg{i}": -sc}
+                    lo_ = 1 if i < j else 0                     # d 2^f >= 1 (strict) or >= 0
+                    mlp += _ge(dd, lo_, {f"cnt{j}": 1})
+                if C_ == 1:
+                    mlp.append(Neuron({}, 0, {f"cnt{j}": 1}))
+            b.attention_layer([], mlp=mlp)
+            mlp = [Neuron({f"cnt{j}": 1}, -(C_ - 2), {f"win{j}": 1}) for j in range(C_)]
+            b.attention_layer([], mlp=mlp)
+
         # ---- final layer: the next token's code, by case
         mlp = [Neuron({"one": 1, "seenK": -1}, 0, {"next": self.tau_K})]          # prompt: K(0)
         scale = 1 << f
         for i, (l, s) in enumerate(comp):                                          # S_i(s_t^i)
             base = self.tau_S[i] + self.OFF
             mlp.append(Neuron({self._h(l, s): scale, f"aS{i}": V}, base - V, {"next": 1}))
-        lo, hi = TAU_MIN, self.MR + 1                                              # Y: clamp(v)
-        v = {self._x(d): w for d, w in self.readout_w.items() if d in self.x_dims}
-        mlp.append(Neuron({"cY": 1}, 0, {"next": lo}))
-        mlp.append(Neuron({**v, "cY": big}, -lo - big, {"next": 1}))
-        mlp.append(Neuron({**v, "cY": big}, -hi - big, {"next": -1}))
+        lo, hi = TAU_MIN, self.MR + 1
+        if self.mode == "nearest":                                                 # Y: clamp(v)
+            v = {self._x(d): w for d, w in self.readout_w.items() if d in self.x_dims}
+            mlp.append(Neuron({"cY": 1}, 0, {"next": lo}))
+            mlp.append(Neuron({**v, "cY": big}, -lo - big, {"next": 1}))
+            mlp.append(Neuron({**v, "cY": big}, -hi - big, {"next": -1}))
+        else:                                                                      # Y: sum_j tau_j win_j
+            yv = {f"win{j}": token_code(t) for j, t in enumerate(self.contenders)}
+            Vy = hi - lo + 1
+            mlp.append(Neuron({**yv, "cY": Vy}, -Vy, {"next": 1}))
+            mlp.append(Neuron({**{k: -c for k, c in yv.items()}, "cY": Vy}, -Vy, {"next": -1}))
         mlp.append(Neuron({"cF": 1}, 0, {"next": self.tau_F}))                      # filler
         mlp.append(Neuron({"t": 1, "aKn": V}, self.tau_K + 1 - V, {"next": 1}))     # K(t + 1)
         b.attention_layer([], mlp=mlp)

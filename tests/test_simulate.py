@@ -128,9 +128,9 @@ def test_refuses_unsupported_models():
     s.embedded("one", K.F_ONE)
     s.embedded("tok", K.F_TOK)
     s.hidden("u")
-    b = Builder("is-token-readout", "linear_rnn", Vocab(3), s)
+    b = Builder("mixed-readout", "linear_rnn", Vocab(3), s)
     b.rnn_layer(["h"], A={("h", "h"): Fraction(1, 2)}, B={("h", "tok"): 1}, C={("u", "h"): 1})
-    b.readout([("u", K.F_IS_TOKEN, NUMBER_BASE + 1, 1)])
+    b.readout([("u", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1), ("u", K.F_IS_TOKEN, NUMBER_BASE + 1, 1)])
     with pytest.raises(ValueError, match="not supported"):
         simulate_rnn(b.build(FixedFormat(6, 2)), max_prompt=4)
     b2 = Builder("half-readout", "linear_rnn", Vocab(3), s.__class__())
@@ -158,3 +158,26 @@ def test_hypothesis_longer_prompts(sims, seed, xs, with_cot):
     p = [BOS] + [NUMBER_BASE + x for x in xs[:8]]
     msg, run, tr = compare(sim, p, [TRUE, FALSE] if with_cot else None)
     assert msg == ""
+
+
+def test_indicator_readout_random_targets():
+    from constructions import targets as TG
+    for seed in (0, 1):
+        sim = simulate_rnn(TG.random_linear_rnn(2, 3, seed, max_number=4), max_prompt=5, max_rnn_cot=0)
+        for p in prompts(3):
+            msg, run, tr = compare(sim, p, None)
+            assert msg == "", (seed, p, msg)
+
+
+def test_register_index_rnn_with_its_cot():
+    from constructions import targets as TG
+    from constructions.vocab import QUERY
+    c = 3
+    sim = simulate_rnn(TG.register_index_rnn(c, max_number=c + 2), max_prompt=c + 3, max_rnn_cot=c)
+    for n in range(1, c + 1):
+        for xs in itertools.product(range(2), repeat=n):
+            for i in range(1, n + 1):
+                p = [BOS] + [NUMBER_BASE + x for x in xs] + [QUERY, NUMBER_BASE + i]
+                msg, run, tr = compare(sim, p, [NUMBER_BASE, NUMBER_BASE + 1])
+                assert msg == "", (p, msg)
+                assert tr.answer == NUMBER_BASE + xs[i - 1] and len(tr.cot) == i - 1
