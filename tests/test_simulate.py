@@ -181,3 +181,54 @@ def test_register_index_rnn_with_its_cot():
                 msg, run, tr = compare(sim, p, [NUMBER_BASE, NUMBER_BASE + 1])
                 assert msg == "", (p, msg)
                 assert tr.answer == NUMBER_BASE + xs[i - 1] and len(tr.cot) == i - 1
+
+
+NOJIT_SCRIPT = """
+import json
+from constructions.simulate import simulate_rnn, random_linear_rnn
+from constructions.vocab import BOS, NUMBER_BASE, TRUE, FALSE
+sim = simulate_rnn(random_linear_rnn(1), max_prompt=3, max_rnn_cot=1, state_int_bits=3)
+run = sim.run([BOS, NUMBER_BASE + 2], [TRUE, FALSE])
+print(json.dumps([run.cot, run.answer, sim.model.resources.used_int_bits]))
+"""
+
+
+def test_numba_disabled_identical():
+    import json
+    import os
+    import subprocess
+    import sys
+    outs = []
+    for jit in ("0", "1"):
+        env = dict(os.environ, NUMBA_DISABLE_JIT=jit)
+        r = subprocess.run([sys.executable, "-c", NOJIT_SCRIPT], env=env, capture_output=True, text=True, check=True)
+        outs.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    assert outs[0] == outs[1] and len(outs[0][0]) > 0
+
+
+def test_declared_int_bits_grow_logarithmically():
+    rnn = random_linear_rnn(3)
+    bits = {L: simulate_rnn(rnn, max_prompt=L, max_rnn_cot=0, state_int_bits=4).fmt.int_bits
+            for L in (4, 64, 1024)}
+    # I = 2 log2(context) + O(1) once positions dominate the token codes
+    assert bits[1024] - bits[64] <= 2 * 4 + 2
+    assert bits[4] <= bits[64] <= bits[1024]
+
+
+_T41_SIMS = {}
+
+
+@settings(max_examples=6, deadline=None)
+@given(st.integers(4, 6), st.data())
+def test_hypothesis_t41_growing_n(n, data):
+    if n not in _T41_SIMS:
+        T = CH.steps(n)
+        _T41_SIMS[n] = simulate_rnn(CH.iterate_rnn(n), max_prompt=n + 4, max_rnn_cot=T,
+                                    state_int_bits=(T + 2 * n + 4).bit_length())
+    sim = _T41_SIMS[n]
+    a = data.draw(st.integers(0, 2 * n - 1))
+    t = data.draw(st.integers(0, n * n))
+    pad = data.draw(st.lists(st.integers(0, 2 * n - 1), min_size=n, max_size=n))
+    msg, run, tr = compare(sim, CH.prompt(n, a, t, pad), [TRUE, FALSE])
+    assert msg == ""
+    assert len(run.cot) == sim.cot_length(n + 4, t) <= sim.cot_bound(n + 4)
