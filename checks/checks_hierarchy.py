@@ -29,7 +29,6 @@ import numpy as np
 from constructions import cot_hierarchy as CH
 from constructions.fixedpoint import FixedFormat, PrecisionError
 from constructions.generate import generate
-from constructions.gadgets import MarginError
 from constructions.protocol import run_rnn
 from constructions.simulate import compare, random_linear_rnn, simulate_rnn
 from constructions.vocab import BOS, FALSE, NUMBER_BASE, QUERY, TRUE

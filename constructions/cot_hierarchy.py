@@ -65,7 +65,7 @@ from .demos import Declared
 from .fixedpoint import FixedFormat, log2_ceil
 from .gadgets import Builder, MarginError, Neuron, ResidualSpace, bits_for
 from .model import Model
-from .vocab import FALSE, QUERY, SPECIAL_NAMES, TRUE, Vocab, token_code
+from .vocab import FALSE, QUERY, TRUE, Vocab, token_code
 
 N = sp.Symbol("n", positive=True, integer=True)
 
@@ -240,4 +240,4 @@ def cot_bound(n: int) -> int:
 
 
 __all__ = ["DECLARED", "ROTATION", "STEPS_EXPR", "cot_bound", "g_map", "g_neurons", "iterate_rnn", "modulus",
-           "prompt", "steps", "SPECIAL_NAMES"]
+           "prompt", "steps", "int_bits_needed"]

@@ -6,7 +6,6 @@ on the T4.1 RNN; blocks (heads, MLP gadgets), refusals, bits."""
 import itertools
 from fractions import Fraction
 
-import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -14,7 +13,7 @@ from constructions import cot_hierarchy as CH
 from constructions import kernels as K
 from constructions.demos import count_threshold
 from constructions.fixedpoint import FixedFormat, PrecisionError
-from constructions.gadgets import Builder, Neuron, ResidualSpace
+from constructions.gadgets import Builder, ResidualSpace
 from constructions.generate import generate
 from constructions.simulate import compare, random_linear_rnn, rnn_trace, simulate_rnn
 from constructions.vocab import BOS, FALSE, NUMBER_BASE, TRUE, Vocab
