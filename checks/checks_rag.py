@@ -118,10 +118,32 @@ def retrieval_check(profile: str, seed: int) -> list[Record]:
             stats = _run_rows(c, _batch(name, n, a, rng, size).rows())
             out.append(_record(c, f"{name}: {size} seeded instances, alphabet {a}", n, stats, t0))
             params[n] = c.params
+        out.append(_below_used(name, a, rng))
         distinct = sorted(set(params.values()))
         out.append(Record(CLAIM, f"{name}-rag", "params identical at every n checked", max(params), len(params),
                           len(distinct) - 1, params=distinct[-1], note=f"params {distinct} at n = {sorted(params)}"))
     return out
+
+
+def _below_used(name: str, a: int, rng, n: int = 256, size: int = 4) -> Record:
+    """The same weights one integer bit below what the run used must fail (overflow
+    raised, never a silent wrap): the declared bits are needed, not decorative."""
+    from constructions.fixedpoint import FixedFormat, FixedPointOverflow
+    c = BUILD[name](n, a)
+    rows = list(_batch(name, n, a, rng, size).rows())
+    _run_rows(c, rows)
+    used = c.model.resources.used_int_bits
+    low = c.model.with_format(FixedFormat(used - 1, 0))
+    lowc = RagConstruction(**{**c.__dict__, "model": low})
+    t0 = time.perf_counter()
+    failed = False
+    try:
+        _run_rows(lowc, rows)
+    except FixedPointOverflow:
+        failed = True
+    return Record(CLAIM, c.name, f"{name}: one integer bit below used ({low.fmt.name}) must fail", n, len(rows),
+                  0 if failed else 1, seconds=round(time.perf_counter() - t0, 3),
+                  note="overflow raised as expected" if failed else "ran without overflow below the used bits")
 
 
 # ---------------------------------------------------------------------------- IsTree

@@ -361,3 +361,22 @@ def test_numba_disabled_gives_identical_runs():
         assert res.returncode == 0, res.stderr[-2000:]
         outs.append(json.loads(res.stdout.strip().splitlines()[-1]))
     assert outs[0] == outs[1]
+
+
+def test_witness_breaks_the_rnn_without_oracle_and_not_with_it():
+    """Side by side (checks/checks_rag.py): the witness finder finds two Index prefixes
+    that reach the same state of index-rag's RNN; without the oracle it answers both
+    alike (wrong on at least one), with the oracle every (x, i) is right."""
+    from checks.checks_rag import AnswerAfter, _contrast
+    from lowerbounds.reductions import INDEX
+    alone, with_oracle = _contrast("Index", index_rag(5, 2), INDEX, 5, [number_token(k) for k in range(8)])
+    assert alone.passed and alone.note.startswith("broken")
+    assert with_oracle.passed and with_oracle.instances == 32 * 5
+    # the protocol wrapper: CoT tokens are shifted out of the vocabulary, the token after the marker is not
+    rnn = AnswerAfter(index_rag(3, 2).model.rnn())
+    s = rnn.initial_state()
+    for t in [BOS, number_token(1), number_token(0), number_token(1), QUERY, number_token(2)]:
+        s = rnn.step(s, t)
+    assert rnn.output(s) >= AnswerAfter.SHIFT
+    s = rnn.step(s, EOS)
+    assert rnn.output(s) < AnswerAfter.SHIFT and rnn.state_bits == index_rag(3, 2).model.rnn().state_bits + 8
