@@ -45,10 +45,10 @@ The expansion is a list of meta-tokens (:func:`expand_graph_query`), so both
 dialects run through the same renderer.
 
 Failures are the model's, never a crash: a malformed query (``[ENDSEARCH]`` with
-no open search, a pattern that does not compile, ``[*]`` with nothing to
-repeat, a query holding ``[BOS]``-free junk the engine rejects...) and a search
-that exceeds ``timeout`` seconds both return ``[FAILED]``; the reason is kept
-in :attr:`RagOracle.log`.
+no open search, a pattern that does not compile such as ``[*]`` with nothing
+to repeat or an unbalanced group) and a search that exceeds ``timeout`` seconds
+both return ``[FAILED]``; the reason is kept in :attr:`RagOracle.log`. A match
+whose capture group is empty appends nothing.
 
 Example::
 

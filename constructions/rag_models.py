@@ -270,6 +270,10 @@ def istree_cot_bound(n_nodes: int) -> int:
 def istree_rag(n_nodes: int, fmt: FixedFormat | None = None) -> RagConstruction:
     """IsTree with RAG on N = ``n_nodes`` vertices: the paper's retrieval CoT, token for token.
 
+    N is a build-time integer weight (the label compares the record counter with
+    N - 1; the tokens cannot show an isolated largest vertex), like the sharpness
+    lambda(n) of an attention construction; the architecture does not depend on it.
+
     Rules (s_0 = current token; 'num' = a vertex number; every case of the CoT grammar of
     ``checks/tasks/istree.py`` is one row; at each CoT position exactly one row fires):
 
