@@ -47,17 +47,20 @@ def _verify(args) -> int:
         table.add_row(r.claim, r.model, r.task, str(r.n), str(r.instances), str(r.failures),
                       f"{fmt(r.precision_bits_used)}/{fmt(r.precision_bits_declared)}",
                       f"{fmt(r.cot_max)}/{fmt(r.cot_bound)}", fmt(r.params), fmt(r.state_bits),
-                      f"{r.seconds:.2f}", "PASS" if r.passed else "FAIL")
+                      f"{r.seconds:.2f}", "PASS" if r.passed else ("NOT CHECKED" if not r.checked else "FAIL"))
     out = Console(width=max(Console().width, 170))
     out.print(table)
     for r in records:
         if r.note and not r.passed:
-            out.print(f"  FAIL {r.claim} {r.model} {r.task} n={r.n}: {r.note}")
+            tag = "NOT CHECKED" if not r.checked else "FAIL"
+            out.print(f"  {tag} {r.claim} {r.model} {r.task} n={r.n}: {r.note}")
     unchecked = registry.unchecked_claims(only)
     for c in unchecked:
         out.print(f"  NOT CHECKED {c}: {registry.CLAIMS[c]} (no check registered yet)")
-    failed = [r for r in records if not r.passed]
-    out.print(f"{len(records)} records, {len(failed)} failed, {len(unchecked)} claims not checked, "
+    failed = [r for r in records if r.checked and not r.passed]
+    skipped = [r for r in records if not r.checked]
+    out.print(f"{len(records)} records, {len(failed)} failed, {len(skipped)} not checked (missing data), "
+              f"{len(unchecked)} claims not checked, "
               f"{time.perf_counter() - t0:.1f} s")
     if args.json:
         try:

@@ -47,9 +47,12 @@ class Record:
     state_bits: int | None = None
     seconds: float = 0.0
     note: str = ""
+    checked: bool = True   # False: the check could not run (e.g. data absent); neither pass nor fail
 
     @property
     def passed(self) -> bool:
+        if not self.checked:
+            return False
         if self.failures != 0 or self.instances <= 0:
             return False
         if self.precision_bits_used is not None and self.precision_bits_declared is not None \
