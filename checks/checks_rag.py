@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -94,8 +93,10 @@ def _record(c: RagConstruction, task: str, n: int, stats, t0: float, note: str =
     r = c.model.resources
     return Record(CLAIM, c.name, task, n, count, bad + oracle_bad, r.used_precision_bits, c.model.fmt.total_bits,
                   cot_max, c.cot_bound, r.params, r.state_bits, round(time.perf_counter() - t0, 3),
-                  note=first or (f"{r.state_numbers} state numbers x p = {r.precision_bits} bits (I = "
-                                 f"{c.int_bits_declared}, f = 0); {oracle_bad} malformed/timed-out searches" +
+                  note=first or (f"state: {r.state_numbers} numbers x p = {r.precision_bits} declared bits "
+                                 f"(I = {c.int_bits_declared}, f = 0), {r.state_numbers * r.used_precision_bits} "
+                                 f"bits at the used p = {r.used_precision_bits}; {oracle_bad} malformed/timed-out "
+                                 f"searches" +
                                  (f"; {note}" if note else "")))
 
 

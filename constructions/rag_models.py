@@ -423,7 +423,9 @@ def istree_rag_predictor(max_vertices: int, max_edges: int) -> Callable[[list[in
     compares the number of records with N - 1), so one model per distinct N of the
     file is built (cached; constant size, only that integer weight differs) and run with
     a fresh graph-dialect oracle. ``max_edges`` is not needed (the RNN state does not
-    grow with the edge count)."""
+    grow with the edge count). Edges written with ``~`` (theory.md accepts both) are
+    rewritten with ``-`` first: in this CoT ``~`` marks the parent records, and the
+    oracle's ``u -`` queries read the input's edges."""
     if max_vertices < 1:
         raise ValueError(f"max_vertices must be >= 1, got {max_vertices}")
     built: dict[int, RagConstruction] = {}
@@ -435,6 +437,8 @@ def istree_rag_predictor(max_vertices: int, max_edges: int) -> Callable[[list[in
         if N not in built:
             built[N] = istree_rag(N)
         c = built[N]
+        end = prompt.index(EOS) if EOS in prompt else len(prompt)
+        prompt = [DASH if (k < end and int(t) == TILDE) else int(t) for k, t in enumerate(prompt)]
         g = c.run(prompt)
         if g.stopped != "answer":
             raise RuntimeError(f"{c.name}: no answer within {c.cot_bound} CoT tokens")

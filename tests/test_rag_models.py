@@ -380,3 +380,22 @@ def test_witness_breaks_the_rnn_without_oracle_and_not_with_it():
     assert rnn.output(s) >= AnswerAfter.SHIFT
     s = rnn.step(s, EOS)
     assert rnn.output(s) < AnswerAfter.SHIFT and rnn.state_bits == index_rag(3, 2).model.rnn().state_bits + 8
+
+
+def test_predict_rag_accepts_tilde_separated_input(tmp_path):
+    """theory.md accepts '~' between endpoints; the RAG predictor reads it as '-' (in its
+    CoT '~' marks the parent records), so both spellings give the same CoT and label."""
+    rng = np.random.default_rng(3)
+    graphs = [inst.edges for inst in istree.generate(rng, 7, 6)]
+    outs = []
+    for sep in ("-", "~"):
+        inp = tmp_path / f"in{sep}.jsonl"
+        inp.write_text("".join(json.dumps({"text": format_cot_text(g, [EOS], sep=sep).rsplit("[EOS]", 1)[0],
+                                           "n_nodes": 7}) + "\n" for g in graphs))
+        out = tmp_path / f"out{sep}.jsonl"
+        assert cli.main(["predict", "istree", "--model", "rag", "--inputs", str(inp), "--out", str(out)]) == 0
+        outs.append([json.loads(line) for line in out.read_text().splitlines()])
+    for g, a, b in zip(graphs, *outs):
+        assert a["cot"].split("[EOS]", 1)[1] == b["cot"].split("[EOS]", 1)[1]
+        assert a["label"] == b["label"] == istree.reference_label(7, g)
+        assert a["cot"] == format_cot_text(g, istree.retrieval_cot(7, g))
