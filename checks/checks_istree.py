@@ -141,17 +141,15 @@ def sparse_cases(rng: np.random.Generator, n: int, count: int) -> list[Case]:
     m in 0..min(n + 2, n(n-1)/2), m != n - 1; every 5th edge list reversed in
     orientation (u < v)."""
     fams = [f for f, (_, lo) in R.FAMILIES.items() if n >= lo and f != "wrong_size"]
+    if n >= 2:
+        fams.append("wrong_size")
     out: list[Case] = []
     for k in range(count):
-        fam = fams[k % (len(fams) + 1)] if k % (len(fams) + 1) < len(fams) else "wrong_size"
+        fam = fams[k % len(fams)]
         if fam == "wrong_size":
-            total = n * (n - 1) // 2
-            if n < 2:
-                fam = "tree"
-            else:
-                sizes = [m for m in range(min(n + 2, total) + 1) if m != n - 1]
-                edges = R.random_graph(rng, n, sizes[int(rng.integers(len(sizes)))]).edges
-        if fam != "wrong_size":
+            sizes = [m for m in range(min(n + 2, n * (n - 1) // 2) + 1) if m != n - 1]
+            edges = R.random_graph(rng, n, sizes[int(rng.integers(len(sizes)))]).edges
+        else:
             edges = R.FAMILIES[fam][0](rng, n).edges
         if k % 5 == 4:
             edges = [(v, u) for u, v in edges]
@@ -188,7 +186,7 @@ def exhaustive_check(profile: str, seed: int) -> list[Record]:
         else:
             cases, note = sampled_cases(n, rng, how), f"{how} seeded uniform graphs, seeded order"
         out = teacher_forced_failures(model, cases)
-        # half of the separators as '~' on a slice
+        # a tenth of the cases again with '~' between the endpoints
         teacher_forced_failures(model, cases[: max(1, len(cases) // 10)], sep=TILDE, out=out)
         recs.append(_record("exhaustive (teacher-forced = greedy)", model, n, out, t0, note))
     return recs
