@@ -220,8 +220,12 @@ def _below_bound(sim, runs) -> Record:
 
 def _sim_record(sim, task: str, n: int, cases, t0: float) -> tuple[Record, list]:
     bad, cot_max, cot_bound, first, runs = 0, 0, 0, "", []
+    answered, rnn_cot, outputs = 0, 0, set()
     for p, ans in cases:
         msg, run, tr = compare(sim, p, ans)
+        answered += tr.answer is not None
+        rnn_cot += len(tr.cot)
+        outputs.update(tr.cot + ([tr.answer] if tr.answer is not None else []))
         cot_max = max(cot_max, len(run.cot))
         cot_bound = max(cot_bound, sim.cot_bound(len(p)))
         if msg:
@@ -232,7 +236,8 @@ def _sim_record(sim, task: str, n: int, cases, t0: float) -> tuple[Record, list]
                          [t for t in range(sim.rnn.vocab.size) if sim.rnn.vocab.contains(t)], run.cot))
     r = sim.model.resources
     note = (f"B={sim.B} tokens per RNN step (S={sim.S} state numbers + counter + Y); CoT = B(L + c) - 1; "
-            f"RNN {sim.rnn.fmt.name}, I_s={sim.Is}") + (f"; FIRST FAILURE {first[:200]}" if first else "")
+            f"RNN {sim.rnn.fmt.name}, I_s={sim.Is}; RNN runs: {answered} answered (others hit the RNN CoT "
+            f"limit), {rnn_cot} RNN CoT tokens, {len(outputs)} distinct RNN output tokens") + (f"; FIRST FAILURE {first[:200]}" if first else "")
     return Record("sim", sim.model.name, task, n, len(cases), bad, r.used_precision_bits, sim.fmt.total_bits,
                   cot_max, cot_bound, r.params, None, round(time.perf_counter() - t0, 3), note), runs
 

@@ -570,7 +570,7 @@ def random_linear_rnn(seed: int, alphabet: int = 3, layers: int | None = None, f
     """A random small linear RNN (seeded) with dyadic weights whose values stay in
     range: |A| row sums <= 1/2, entries of B, C, W1, W2 in {0, +-1/4, +-1/2, +-1}
     (so products round on the grid 2^-2 and the simulation must reproduce each
-    rounding), a nearest-code readout v = w0 + w1 u (integers). Default format
+    rounding), a nearest-code readout v = w0 +- 3 (u + m) (integers). Default format
     Q9.2. For tests and the ``sim`` checks."""
     from .gadgets import Builder as _B
     rng = np.random.default_rng(seed)
@@ -609,8 +609,11 @@ def random_linear_rnn(seed: int, alphabet: int = 3, layers: int | None = None, f
                for _ in range(2)]
         b.rnn_layer(st, A=A, B=B, C=C, mlp=mlp, name=f"L{l}")
         readable += outs + [mo]
-    w = int(rng.integers(-2, 3)) or 1
-    last = readable[-1]
-    b.readout([("one", K.F_TOK, 0, 2 * int(rng.integers(0, alphabet + 1))), (last, K.F_TOK, 0, 2 * w),
+    # readout v = w0 + 3 (u + m): u the last layer's first state readout, m its MLP
+    # output; w0 near the middle of the codes, so that the emitted tokens vary over
+    # numbers and specials (among them [TRUE] = -2, [FALSE] = -3, which end a CoT)
+    w0 = int(rng.integers(-1, 2))
+    sgn = 1 if rng.random() < 0.5 else -1
+    b.readout([("one", K.F_TOK, 0, 2 * w0), (outs_of[-1][0], K.F_TOK, 0, 6 * sgn), (mo_of[-1], K.F_TOK, 0, 6 * sgn),
                ("one", K.F_TOK_SQ, 0, -1)])
     return b.build(fmt)

@@ -231,3 +231,18 @@ def test_hypothesis_t41_growing_n(n, data):
     msg, run, tr = compare(sim, CH.prompt(n, a, t, pad), [TRUE, FALSE])
     assert msg == ""
     assert len(run.cot) == sim.cot_length(n + 4, t) <= sim.cot_bound(n + 4)
+
+
+def test_random_rnns_are_not_degenerate():
+    """Guard on the strength of the random-RNN tests: over a few seeds the RNNs
+    emit several distinct tokens, some runs end with an answer after a CoT and
+    some hit the CoT limit."""
+    outs, with_cot_answered, limited = set(), 0, 0
+    for seed in range(8):
+        rnn = random_linear_rnn(seed)
+        for p in prompts(2):
+            tr = rnn_trace(rnn, p, [TRUE, FALSE], 2)
+            outs.update(tr.cot)
+            with_cot_answered += tr.answer is not None and len(tr.cot) > 0
+            limited += tr.answer is None
+    assert len(outs) >= 4 and with_cot_answered > 0 and limited > 0
