@@ -96,7 +96,7 @@ def hybrid_retrieval_check(profile: str, seed: int) -> list[Record]:
 
 # ----------------------------------------------------------------------------
 # IsTree with CoT O(N log N) (union-find by size; constructions/hybrid.py)
-ISTREE_EXHAUSTIVE = {"quick": 4, "full": 6}
+ISTREE_EXHAUSTIVE = {"quick": 4, "full": 5}
 ISTREE_SAMPLED = {"quick": [(16, 20), (64, 8), (200, 3)], "full": [(16, 100), (64, 40), (200, 20), (256, 10)]}
 
 
