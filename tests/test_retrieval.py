@@ -414,24 +414,37 @@ def test_mqar_model_refuses_longer_sequences():
         R.mqar_predict(np.array([[1, 2, 1, 2]]), R.mqar_model(3))
 
 
-def test_predict_ar_cli(tmp_path):
+def test_predict_ar_cli(tmp_path, capsys):
+    """``rnngap predict ar`` in process (checks.cli.main is the console entry point)."""
+    from checks.cli import main
+
     X = np.array([[5, 50, 6, 60, 6, 5, 7], [1, 2, 1, 3, 1, 9, 9]], dtype=np.int32)
     inp, out = tmp_path / "X.npy", tmp_path / "P.npy"
     np.save(inp, X)
-    r = subprocess.run([str(RNNGAP), "predict", "ar", "--inputs", str(inp), "--out", str(out)],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    assert main(["predict", "ar", "--inputs", str(inp), "--out", str(out)]) == 0
     P = np.load(out)
     assert P.dtype == np.int64 and P.shape == X.shape
     assert P.tolist() == [ar.mqar_reference(list(map(int, row))) for row in X]
-    for bad in (np.zeros((2, 2, 2), dtype=np.int64), np.zeros((2, 2)), np.full((1, 2), 1 << 16)):
+    capsys.readouterr()
+    for bad in (np.zeros((2, 2, 2), dtype=np.int64), np.zeros((2, 2)), np.full((1, 2), 1 << 16),
+                np.zeros((1, 5000), dtype=np.int64)):
         np.save(inp, bad)
-        r = subprocess.run([str(RNNGAP), "predict", "ar", "--inputs", str(inp), "--out", str(out)],
-                           capture_output=True, text=True)
-        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
-    r = subprocess.run([str(RNNGAP), "predict", "ar", "--inputs", str(tmp_path / "missing.npy"), "--out", str(out)],
+        assert main(["predict", "ar", "--inputs", str(inp), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("rnngap: predict ar:"), err
+    assert main(["predict", "ar", "--inputs", str(tmp_path / "missing.npy"), "--out", str(out)]) == 2
+    assert "missing.npy" in capsys.readouterr().err
+    (tmp_path / "junk.npy").write_text("not an array")
+    assert main(["predict", "ar", "--inputs", str(tmp_path / "junk.npy"), "--out", str(out)]) == 2
+
+
+def test_predict_ar_console_script(tmp_path):
+    """The installed ``rnngap`` script: bad input -> exit 2 with one line."""
+    inp = tmp_path / "X.npy"
+    np.save(inp, np.zeros((2, 2, 2), dtype=np.int64))
+    r = subprocess.run([str(RNNGAP), "predict", "ar", "--inputs", str(inp), "--out", str(tmp_path / "P.npy")],
                        capture_output=True, text=True)
-    assert r.returncode == 2 and "missing.npy" in r.stderr
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
 
 
 # ============================================================================ numba off
