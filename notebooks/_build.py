@@ -200,6 +200,119 @@ for cot in (False, True):
                   f"model says {num(w.answer)} on both, expected {num(w.expected)} / {num(w.expected_prime)}")"""),
     ]
 
+
+@notebook("04_istree")
+def _nb4():
+    return [
+        md("""# 4. IsTree: retrieval in disguise (T4.7-up)
+
+A constant-size Transformer decides whether a graph is a tree by writing the
+DFS tour from vertex 0 as its chain of thought (at most 2n tokens), exactly as
+the paper's own data generator writes it, then [EOS] and the label. Each step
+is a retrieval: the next edge incident to the current vertex after the one it
+came back from, the parent from its first visit, whether a neighbour was seen."""),
+        code("""import numpy as np
+import networkx as nx
+import matplotlib.pyplot as plt
+from constructions import istree as IT
+from checks.tasks import istree as T
+from checks.formats import format_cot_text
+from constructions.vocab import token_number, TRUE
+
+rng = np.random.default_rng(7)
+tree = T.random_tree(rng, 9)
+near = T.near_tree(rng, 9)
+model = IT.build(n_vertices=9)
+print(model.describe())
+runs = {}
+for name, g in (("random tree", tree), ("near-tree (cycle + second component)", near)):
+    out = IT.run(model, g.edges)
+    tour = [token_number(t) for t in out.cot if t >= 32]
+    runs[name] = (g, tour, out)
+    print(f"{name}: {format_cot_text(g.edges, out.cot)}  label {'TRUE' if out.answer == TRUE else 'FALSE'} "
+          f"(networkx: {T.reference_label(9, g.edges)}; reference tour equal: {tour == T.dfs_tour(9, g.edges)}; "
+          f"CoT {out.cot_length} <= {IT.cot_bound(9)})")"""),
+        code("""fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+for ax, (name, (g, tour, out)) in zip(axes, runs.items()):
+    G = nx.Graph(); G.add_nodes_from(range(9)); G.add_edges_from(g.edges)
+    pos = nx.spring_layout(G, seed=1)
+    nx.draw_networkx(G, pos, ax=ax, node_color=["tab:orange" if v in tour else "lightgray" for v in G], edge_color="lightgray")
+    steps = list(zip(tour, tour[1:]))
+    for k, (u, v) in enumerate(steps):
+        ax.annotate("", xy=pos[v], xytext=pos[u], arrowprops=dict(arrowstyle="->", color=plt.cm.viridis(k / max(1, len(steps))), lw=1.5))
+    ax.set_title(f"{name}: tour of {len(tour)} tokens -> {'TRUE' if out.answer == TRUE else 'FALSE'}", fontsize=9)
+    ax.axis("off")
+plt.tight_layout(); plt.show()"""),
+        md("""## The paper's own data
+
+Rows produced by the paper's generator (`shared/data`), as a new user would feed
+them to `rnngap predict istree`: the tours come out token for token. That
+generator labels a graph by connectivity alone, so a connected graph with n
+edges is a "tree" there; rnngap's label is the true one (networkx)."""),
+        code("""import json
+from checks.shared_data import shared_file
+from checks.formats import parse_cot_text
+path = shared_file("istree_official_sample.jsonl")
+rows = [json.loads(l) for l in path.read_text().splitlines()] if path else []
+same = disagree = 0
+for r in rows:
+    edges, cot = parse_cot_text(r["cot_text"], r["n_nodes"])
+    out = IT.run(IT.build(r["n_nodes"]), edges)
+    same += format_cot_text(edges, out.cot) == r["cot_text"]
+    disagree += (IT.answer_for(r["n_nodes"], edges, out.answer) == TRUE) != r["official_label"]
+print(f"{len(rows)} rows: tours identical in {same}; labels differ from the generator's connectivity label in {disagree} rows")"""),
+    ]
+
+
+@notebook("05_closing_the_gap")
+def _nb5():
+    return [
+        md("""# 5. Closing the gap: in-context RAG and one attention layer (T5-RAG, T5.6, T5-hyb-P)
+
+A linear RNN with O(log n) bits of state cannot solve Index (notebook 3). Give it
+a retrieval primitive (a regex search over its own context) and it can; give it
+one attention layer at the end instead, and it can too."""),
+        code("""import numpy as np
+from constructions import rag_models as RM, rag, hybrid as H
+from checks.tasks import index, ar
+from constructions.vocab import token_number
+
+n = 10
+c = RM.index_rag(n)
+print(f"{c.name}: linear RNN, {c.params} params, state {c.state_bits} bits")
+batch = index.generate(np.random.default_rng(5), n, 1)
+prompt = [int(t) for t in batch.tokens[0]]
+g = c.run(prompt)
+print("prompt:", " ".join(rag.token_name(t) for t in prompt))
+print("CoT   :", " ".join(rag.token_name(t) for t in g.cot))
+print("answer:", rag.token_name(g.answer), " expected:", rag.token_name(int(batch.answers[0])),
+      f" ({g.retrieved} of {g.cot_length} CoT tokens came from the oracle)")
+g0 = c.run(prompt, oracle=False)
+print("without the oracle:", "no answer" if g0.answer is None else rag.token_name(g0.answer), f"after {g0.cot_length} tokens")"""),
+        md("""## The hybrid: linear RNN layers + exactly one attention layer, no CoT"""),
+        code("""m = H.hybrid_ar(64, alphabet=4)
+print(m.describe())
+b = ar.generate(np.random.default_rng(2), 64, 500, alphabet=4)
+pred = m.predict_batch(np.asarray(b.tokens))
+print("AR at n = 64:", int((pred != np.asarray(b.answers)).sum()), "mismatches on 500 instances")"""),
+        md("""## Turing machines with CoT
+
+A compiler turns a deterministic Turing machine (an automata-lib `DTM`) into a
+linear RNN + RAG: the CoT holds records of tape writes, and the symbol under the
+head is retrieved by a regex for the last record of that cell."""),
+        code("""from constructions import turing as TM
+spec = TM.MACHINES["increment"]
+tm = TM.compile_rag(spec, 6)
+for word in ("1101", "111", "0"):
+    g, oracle = tm.run(word)
+    accepted, steps, tape = TM.automata_run(spec.build(), word)
+    cells = TM.decode_records(tm.enc, word, tm.records(g.cot))
+    from_cot = TM.tape_string(tm.enc, cells, len(tape)).rstrip("_")
+    print(f"{word!r}: CoT {g.cot_length} tokens, {g.retrieved} retrieved; answer {rag.token_name(g.answer)}; "
+          f"automata-lib accepts={accepted} in {steps} steps, final tape {tape!r}; "
+          f"tape from the CoT's records: {from_cot!r}")"""),
+    ]
+
 def build(name: str) -> Path:
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
