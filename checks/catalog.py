@@ -7,10 +7,11 @@ from typing import Callable
 
 import numpy as np
 
-from constructions import demos, retrieval
+from constructions import demos, hybrid, retrieval
+from constructions import istree as istree_model
 from constructions.model import Model
 
-from .tasks import ar, cgram, counting, index
+from .tasks import ar, cgram, counting, index, istree
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,10 @@ def _cgram_example(n, rng):
     return [int(t) for t in cgram.generate(rng, n, 1, alphabet=2, c=3).tokens[0]]
 
 
+def _istree_example(n, rng):
+    return istree_model.prompt_tokens(istree.random_tree(rng, max(n, 2)).edges)
+
+
 def _prev_example(n, rng):
     return [0] + [int(t) for t in rng.integers(0, 2, n) + 32]
 
@@ -49,6 +54,11 @@ CATALOG: dict[str, Entry] = {
     "cgram": Entry(lambda n: retrieval.cgram_model(max(n, 3), alphabet=2, c=3), _cgram_example,
                    "T4.6-up 3-gram retrieval"),
     "counting": Entry(lambda n: retrieval.counting_model(n), _count_example, "T4.6-up Counting Transformer"),
+    "istree": Entry(lambda n: istree_model.build(max(n, 2)), _istree_example,
+                    "T4.7-up IsTree Transformer (next token = first token of the DFS tour)"),
+    "hybrid-index": Entry(lambda n: hybrid.hybrid_index(n), _index_example, "T5.6 hybrid for Index"),
+    "hybrid-ar": Entry(lambda n: hybrid.hybrid_ar(max(n, 2), alphabet=2), lambda n, rng: [
+        int(t) for t in ar.generate(rng, max(n, 2), 1, alphabet=2).tokens[0]], "T5.6 hybrid for AR"),
 }
 
 
