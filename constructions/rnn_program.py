@@ -326,7 +326,7 @@ class Program:
         """Integer bits I such that every value and partial sum the kernels form fits
         (|v| < 2^I): interval arithmetic over the assembled weights, with each
         direction bounded by its signal's range (see the module docstring)."""
-        spec = Builder_from(self).spec()
+        spec = assemble(self).spec()
         T = max(abs(self.tau_lo), abs(self.tau_hi))
         X = {lab: max(abs(self.signals[lab].lo), abs(self.signals[lab].hi)) for lab in spec.labels}
         m = T * T                                            # tau^2 feature of the readout
@@ -377,10 +377,7 @@ class Program:
             fmt = FixedFormat(need, 0)
         elif fmt.int_bits < need:
             raise MarginError(f"{self.name}: needs {need} integer bits, {fmt.name} has {fmt.int_bits}")
-        return Builder_from(self).build(fmt)
-
-    def spec_builder(self) -> Builder:
-        return Builder_from(self)
+        return assemble(self).build(fmt)
 
     # -- reference interpretation
     def run_python(self, tokens: Sequence[int]) -> list[dict]:
@@ -468,7 +465,7 @@ def _feature(kind: int, param: int, tok: int) -> int:
     raise ValueError(f"feature kind {kind} is not used by programs")
 
 
-def Builder_from(p: Program) -> Builder:
+def assemble(p: Program) -> Builder:
     """Lay the program out as a :class:`Builder` (layers in stage order)."""
     L = p._layers()
     space = ResidualSpace()
