@@ -190,3 +190,13 @@ def test_numba_disabled_identical():
         r = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, check=True)
         runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
     assert runs[0] == runs[1]
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("n", [6, 7, 8])
+def test_full_exhaustive(n):
+    model = CH.iterate_rnn(n)
+    for a in range(2 * n):
+        for t in range(n * n + 1):
+            g = generate(model, CH.prompt(n, a, t), answer_tokens=[TRUE, FALSE], max_cot=n * n)
+            assert g.answer == answer(n, a, t) and g.cot_length == t

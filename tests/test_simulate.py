@@ -246,3 +246,20 @@ def test_random_rnns_are_not_degenerate():
             with_cot_answered += tr.answer is not None and len(tr.cot) > 0
             limited += tr.answer is None
     assert len(outs) >= 4 and with_cot_answered > 0 and limited > 0
+
+
+@pytest.mark.full
+def test_full_t41_n4_exhaustive_and_register_c5():
+    from constructions import targets as TG
+    from constructions.vocab import QUERY
+    n, T = 4, 16
+    sim = simulate_rnn(CH.iterate_rnn(n), max_prompt=n + 4, max_rnn_cot=T, state_int_bits=(T + 2 * n + 4).bit_length())
+    for a in range(2 * n):
+        for t in range(T + 1):
+            assert compare(sim, CH.prompt(n, a, t), [TRUE, FALSE])[0] == ""
+    c = 5
+    sim = simulate_rnn(TG.register_index_rnn(c, max_number=c + 2), max_prompt=c + 3, max_rnn_cot=c)
+    for xs in itertools.product(range(2), repeat=c):
+        for i in range(1, c + 1):
+            p = [BOS] + [NUMBER_BASE + x for x in xs] + [QUERY, NUMBER_BASE + i]
+            assert compare(sim, p, [NUMBER_BASE, NUMBER_BASE + 1])[0] == ""
