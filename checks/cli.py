@@ -42,9 +42,11 @@ def _verify(args) -> int:
     for col in ("claim", "model", "task", "n", "instances", "failures", "bits used/decl", "CoT max/bound",
                 "params", "state bits", "s", "ok"):
         table.add_column(col)
+    from rich.markup import escape
+
     fmt = lambda v: "-" if v is None else str(v)
     for r in records:
-        table.add_row(r.claim, r.model, r.task, str(r.n), str(r.instances), str(r.failures),
+        table.add_row(escape(r.claim), escape(r.model), escape(r.task), str(r.n), str(r.instances), str(r.failures),
                       f"{fmt(r.precision_bits_used)}/{fmt(r.precision_bits_declared)}",
                       f"{fmt(r.cot_max)}/{fmt(r.cot_bound)}", fmt(r.params), fmt(r.state_bits),
                       f"{r.seconds:.2f}", "PASS" if r.passed else ("NOT CHECKED" if not r.checked else "FAIL"))
@@ -53,10 +55,10 @@ def _verify(args) -> int:
     for r in records:
         if r.note and not r.passed:
             tag = "NOT CHECKED" if not r.checked else "FAIL"
-            out.print(f"  {tag} {r.claim} {r.model} {r.task} n={r.n}: {r.note}")
+            out.print(escape(f"  {tag} {r.claim} {r.model} {r.task} n={r.n}: {r.note}"))
     unchecked = registry.unchecked_claims(only)
     for c in unchecked:
-        out.print(f"  NOT CHECKED {c}: {registry.CLAIMS[c]} (no check registered yet)")
+        out.print(escape(f"  NOT CHECKED {c}: {registry.CLAIMS[c]} (no check registered yet)"))
     failed = [r for r in records if r.checked and not r.passed]
     skipped = [r for r in records if not r.checked]
     out.print(f"{len(records)} records, {len(failed)} failed, {len(skipped)} not checked (missing data), "
