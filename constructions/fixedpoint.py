@@ -411,31 +411,6 @@ def fx_attend(scores, m, values, I, f, mode, err, weights, out):
         out[k] = _fit(out[k], I, f, mode, OP_ADD, err)
 
 
-@njit(cache=True)
-def fx_matvec(W, x, b, I, f, mode, err, out):
-    """out = W x + b: each product rounded, every partial sum exact and range-checked.
-    Zero weights and zero inputs are skipped (their product is exactly 0)."""
-    rows, cols = W.shape
-    for r in range(rows):
-        acc = b[r]
-        for c in range(cols):
-            w = W[r, c]
-            if w != 0:
-                xc = x[c]
-                if xc != 0:
-                    acc = fx_add(acc, fx_mul(w, xc, I, f, mode, err), I, f, mode, err)
-        out[r] = acc
-
-
-@njit(cache=True)
-def fx_dot(u, v, I, f, mode, err):
-    acc = np.int64(0)
-    for k in range(u.shape[0]):
-        if u[k] != 0 and v[k] != 0:
-            acc = fx_add(acc, fx_mul(u[k], v[k], I, f, mode, err), I, f, mode, err)
-    return acc
-
-
 # ----------------------------------------------------------------------------
 # Python layer
 class PrecisionError(ArithmeticError):
