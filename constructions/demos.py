@@ -54,11 +54,11 @@ def _f_match(n: int) -> int:
 
 
 def _int_match(n: int) -> int:
-    # scores <= lambda * 3 (n+2)^2 = 21 (n+2)^2 < 2^(2 ceil(log2(n+2)) + 5); +1 sign margin
-    return 2 * log2_ceil(n + 2) + 6
+    # scores <= lambda * 3 (n+3)^2 = 21 (n+3)^2 < 2^(2 ceil(log2(n+3)) + 5); +1 sign margin
+    return 2 * log2_ceil(n + 3) + 6
 
 
-POSITION_MATCH = Declared(_int_match, _f_match, 2 * sp.ceiling(sp.log(N + 2, 2)) + 6, sp.Integer(MATCH_FRAC_BITS))
+POSITION_MATCH = Declared(_int_match, _f_match, 2 * sp.ceiling(sp.log(N + 3, 2)) + 6, sp.Integer(MATCH_FRAC_BITS))
 
 
 def _base_space() -> ResidualSpace:
@@ -82,11 +82,12 @@ def position_match(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) ->
     s = _base_space()
     s.hidden("answer")
     b = Builder(f"position-match(n={n})", "transformer", Vocab(max(n, alphabet)), s, claim="gadgets")
-    # the query token i has tau = i + 1; position j has key j + 1 (so [BOS] at 0 has key 1)
+    # the query token i has tau = i + 1; position j has key j + 1 (so [BOS] at 0 has key 1,
+    # and the query token itself, at position n + 2, has the largest key n + 3)
     b.attention_layer([match_head("match", query={"tok": 1}, key={"pos": 1, "one": 1},
                                   key_sq={"pos_sq": 1, "pos": 2, "one": 1}, one="one",
                                   copy={"answer": {"tok": 1}}, fmt=fmt,
-                                  max_key=n + 2, max_query=max(n, alphabet) + 1)])
+                                  max_key=n + 3, max_query=max(n, alphabet) + 1)])
     _number_readout(b, "answer")
     return b.build(fmt)
 
