@@ -87,7 +87,7 @@ def decode_slope(contexts=(10 ** 3, 10 ** 4, 10 ** 5), new_tokens: int = 40) -> 
     return {"seconds_per_token": {str(k): v for k, v in per_token.items()}, "loglog_slope": slope}
 
 
-def witness_search() -> dict:
+def witness_search(bit_sizes=(32, 40)) -> dict:
     try:
         from lowerbounds import witness  # noqa: F401
     except ImportError as e:
@@ -96,7 +96,7 @@ def witness_search() -> dict:
     if bench is None:
         return {"available": False, "reason": "lowerbounds.witness has no benchmark_collision(bits, seed)"}
     out = {"available": True}
-    for bits in (32, 40):
+    for bits in bit_sizes:
         t0 = time.perf_counter()
         r = bench(bits, seed=bits)
         r["seconds"] = time.perf_counter() - t0
@@ -104,20 +104,33 @@ def witness_search() -> dict:
     return out
 
 
-def istree_cot() -> dict:
+def istree_cot(sizes=(500, 1000)) -> dict:
+    """Wall time of the IsTree Transformer (T4.7-up) writing its whole DFS-tour CoT
+    on one random tree per size (the tour is checked against the reference).
+    10^4 vertices is not run here (about 50 minutes at the measured scaling): the
+    log-log slope of the measured sizes gives a *projection*, labelled as such."""
     try:
-        from constructions import istree  # noqa: F401
+        from constructions import istree as IT
+        from checks.tasks import istree as T
     except ImportError as e:
-        return {"available": False, "reason": f"constructions.istree not importable: {e}"}
-    bench = getattr(istree, "benchmark_run", None)
-    if bench is None:
-        return {"available": False, "reason": "constructions.istree has no benchmark_run(n_vertices, seed)"}
-    out = {"available": True}
-    for n in (10 ** 3, 10 ** 4):
+        return {"available": False, "reason": f"IsTree construction not importable: {e}"}
+    out: dict = {"available": True, "measured": {}}
+    for n in sizes:
+        g = T.random_tree(np.random.default_rng(n), n)
+        model = IT.build(n)
         t0 = time.perf_counter()
-        r = bench(n, seed=n)
-        r["seconds"] = time.perf_counter() - t0
-        out[str(n)] = r
+        run = IT.run(model, g.edges)
+        dt = time.perf_counter() - t0
+        tour = [t - number_token(0) for t in run.cot if t >= number_token(0)]
+        if tour != T.dfs_tour(n, g.edges):
+            raise AssertionError(f"IsTree benchmark: the tour at n={n} differs from the reference")
+        out["measured"][str(n)] = {"seconds": dt, "cot_length": run.cot_length}
+    xs = np.log10([float(k) for k in out["measured"]])
+    ys = np.log10([v["seconds"] for v in out["measured"].values()])
+    slope = float(np.polyfit(xs, ys, 1)[0])
+    last = max(out["measured"], key=int)
+    out["loglog_slope"] = slope
+    out["projected_1e4_seconds"] = out["measured"][last]["seconds"] * (10 ** 4 / int(last)) ** slope
     return out
 
 
@@ -129,8 +142,8 @@ def main(argv=None) -> int:
     t_all = time.perf_counter()
     ex = exhaustive_throughput(12 if args.quick else 16, 200 if args.quick else 2000)
     dec = decode_slope((10 ** 2, 10 ** 3, 10 ** 4) if args.quick else (10 ** 3, 10 ** 4, 10 ** 5))
-    wit = witness_search()
-    ist = istree_cot()
+    wit = witness_search((16, 24) if args.quick else (32, 40))
+    ist = istree_cot((100, 200) if args.quick else (500, 1000))
     results = {
         "machine": {"python": platform.python_version(), "cpu_count": __import__("os").cpu_count()},
         "quick": args.quick,
@@ -142,7 +155,9 @@ def main(argv=None) -> int:
         "witness": wit,
         "collision_40bit_seconds": wit.get("40bit", {}).get("seconds") if wit.get("available") else None,
         "istree": ist,
-        "istree_1e4_seconds": ist.get(str(10 ** 4), {}).get("seconds") if ist.get("available") else None,
+        "istree_1e4_seconds": None,   # not measured: see istree.projected_1e4_seconds
+        "istree_1e3_seconds": ist["measured"].get("1000", {}).get("seconds") if ist.get("available") else None,
+        "istree_1e4_seconds_projected": ist.get("projected_1e4_seconds"),
         "total_seconds": time.perf_counter() - t_all,
     }
     Path(args.out).write_text(json.dumps(results, indent=1))
@@ -151,7 +166,8 @@ def main(argv=None) -> int:
         ("exhaustive speed-up vs real", results["exhaustive_speedup_vs_real"], "(reported)"),
         ("decode log-log slope", results["decode_loglog_slope"], "<= 1.1"),
         ("40-bit collision seconds", results["collision_40bit_seconds"], "< 60"),
-        ("IsTree 10^4 vertices seconds", results["istree_1e4_seconds"], "< 60"),
+        ("IsTree 10^3 vertices seconds", results["istree_1e3_seconds"], "(measured)"),
+        ("IsTree 10^4 seconds, PROJECTED", results["istree_1e4_seconds_projected"], "< 60 (not measured)"),
     ]
     print(f"{'measure':34s} {'value':>12s}  target")
     for name, v, tgt in targets:

@@ -1,0 +1,20 @@
+"""The benchmark suite runs (quick sizes) and every measurement's results are
+right; speed itself is never asserted here (it is reported by the suite)."""
+import json
+
+from benchmarks.__main__ import main
+
+KEYS = ("exhaustive_speedup_vs_numpy", "decode_loglog_slope", "collision_40bit_seconds", "istree_1e4_seconds")
+
+
+def test_quick_benchmark_runs_and_is_correct(tmp_path):
+    out = tmp_path / "results.json"
+    assert main(["--quick", "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    for k in KEYS:
+        assert k in res
+    ex = res["exhaustive"]
+    assert ex["mismatches_numba"] == ex["mismatches_numpy_vs_numba"] == ex["mismatches_real"] == 0
+    assert ex["instances"] == 2 ** 12
+    assert res["witness"]["available"] and all(res["witness"][f"{b}bit"]["found"] for b in (16, 24))
+    assert res["istree"]["available"] and set(res["istree"]["measured"]) == {"100", "200"}
