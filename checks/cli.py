@@ -32,12 +32,23 @@ def _verify(args) -> int:
         unknown = [c for c in only if c not in registry.CLAIMS]
         if unknown:
             raise UsageError(f"unknown claim id(s) {', '.join(unknown)}; known: {', '.join(registry.CLAIMS)}")
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     console = Console(stderr=True)
     t0 = time.perf_counter()
-    with console.status("verifying...") as status:
+    n_checks = sum(1 for c in registry.load_checks() if not only or c.claim in only)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as bar:
+        task = bar.add_task("verifying", total=n_checks)
+        started = []
+
         def progress(chk):
-            status.update(f"[{chk.claim}] {chk.name}")
+            if started:
+                bar.advance(task)
+            started.append(chk)
+            bar.update(task, description=f"{chk.claim}: {chk.name}"[:60])
         records = registry.run(args.profile, only, args.seed, progress)
+        bar.advance(task)
     table = Table(title=f"rnngap verify ({args.profile} profile, seed {args.seed})")
     for col in ("claim", "model", "task", "n", "instances", "failures", "bits used/decl", "CoT max/bound",
                 "params", "state bits", "s", "ok"):
