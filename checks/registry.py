@@ -116,9 +116,16 @@ def run(profile: str = "quick", only: Iterable[str] | None = None, seed: int = 0
         if progress:
             progress(chk)
         t0 = time.perf_counter()
-        recs = chk.fn(profile, seed)
+        try:
+            recs = chk.fn(profile, seed)
+        except Exception as e:  # a check that crashes is a failed check, reported as a row
+            # (in raise mode a run needing more bits than declared ends here with
+            # FixedPointOverflow, which names the bits it needed)
+            recs = [Record(chk.claim, chk.name, "check raised an error", 0, 0, 1,
+                           note=f"{type(e).__name__}: {e}")]
         if not recs:
-            raise RuntimeError(f"check {chk.name} ({chk.claim}) returned no records")
+            recs = [Record(chk.claim, chk.name, "check returned no records", 0, 0, 1,
+                           note="a check must report what it ran")]
         for r in recs:
             if not r.seconds:
                 r.seconds = round(time.perf_counter() - t0, 3)

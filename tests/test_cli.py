@@ -64,3 +64,24 @@ def test_precision_plot_renders(tmp_path):
     assert r.returncode == 0, r.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "declared at or above the frontier" in r.stdout
+
+
+def test_a_crashing_check_is_a_failed_row_not_a_traceback(monkeypatch):
+    from checks import registry
+    from constructions.fixedpoint import FixedFormat
+
+    registry.load_checks()
+
+    def boom(profile, seed):
+        FixedFormat(2, 1).add(FixedFormat(2, 1).encode(3), FixedFormat(2, 1).encode(3))
+        return []
+
+    def empty(profile, seed):
+        return []
+
+    monkeypatch.setattr(registry, "REGISTRY", [registry.Check("machine", "boom", boom),
+                                               registry.Check("machine", "empty", empty)])
+    recs = registry.run("quick", ["machine"])
+    assert [r.passed for r in recs] == [False, False]
+    assert "FixedPointOverflow" in recs[0].note and "needs at least 3 integer bits" in recs[0].note
+    assert recs[1].task == "check returned no records"
