@@ -20,7 +20,6 @@ References are the plain-Python ``reference`` functions of checks.tasks.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -28,6 +27,7 @@ from constructions import retrieval as R
 from constructions.fixedpoint import FixedFormat, PrecisionError
 
 from . import frontier as FR
+from .checks_declarations import FUNCTIONS
 from .declarations import declare
 from .shared_data import shared_file
 from .registry import Record, register
@@ -55,15 +55,11 @@ for _key, (_, _a, _c, _, _decl, _) in TASKS.items():
     declare(CLAIM, f"retrieval.{_key}", "int_bits", _decl.int_expr.subs(_sub), "log")
     declare(CLAIM, f"retrieval.{_key}", "frac_bits", _decl.frac_expr, "constant" if _key != "counting" else "log")
 declare(CLAIM, "retrieval.mqar", "int_bits", R.MQAR.int_expr, "log")
-try:  # register the Python functions so the declarations check compares them with sympy
-    from .checks_declarations import FUNCTIONS
-
-    for _key, (_, _a, _c, _, _decl, _) in TASKS.items():
-        FUNCTIONS[(f"retrieval.{_key}", "int_bits")] = (lambda d, a, c: (lambda n: d.int_bits(n, a, c)))(_decl, _a, _c)
-        FUNCTIONS[(f"retrieval.{_key}", "frac_bits")] = _decl.frac_bits
-    FUNCTIONS[("retrieval.mqar", "int_bits")] = lambda n: R.MQAR.int_bits(n)
-except ImportError:  # pragma: no cover - the declarations module is optional
-    pass
+# register the Python functions so the declarations check compares them with sympy
+for _key, (_, _a, _c, _, _decl, _) in TASKS.items():
+    FUNCTIONS[(f"retrieval.{_key}", "int_bits")] = (lambda d, a, c: (lambda n: d.int_bits(n, a, c)))(_decl, _a, _c)
+    FUNCTIONS[(f"retrieval.{_key}", "frac_bits")] = _decl.frac_bits
+FUNCTIONS[("retrieval.mqar", "int_bits")] = lambda n: R.MQAR.int_bits(n)
 
 
 def _min_n(key: str) -> int:

@@ -25,7 +25,8 @@ import sympy as sp
 from . import kernels as K
 from .fixedpoint import FixedFormat, log2_ceil
 from .gadgets import (
-    Builder, Head, ResidualSpace, count_compare_neurons, count_head, match_head, shift_head, sharpness,
+    base_space, number_readout,
+    Builder, Head, count_compare_neurons, count_head, match_head, shift_head, sharpness,
 )
 from .model import Model
 from .vocab import Vocab
@@ -61,25 +62,9 @@ def _int_match(n: int) -> int:
 POSITION_MATCH = Declared(_int_match, _f_match, 2 * sp.ceiling(sp.log(N + 3, 2)) + 6, sp.Integer(MATCH_FRAC_BITS))
 
 
-def _base_space() -> ResidualSpace:
-    s = ResidualSpace()
-    s.embedded("one", K.F_ONE)
-    s.embedded("tok", K.F_TOK)
-    s.embedded("tok_sq", K.F_TOK_SQ)
-    s.embedded("pos", K.F_POS)
-    s.embedded("pos_sq", K.F_POS_SQ)
-    return s
-
-
-def _number_readout(b: Builder, direction: str) -> None:
-    """Read out the token whose tau is nearest the value in ``direction``:
-    logit(k) = 2 tau_k v - tau_k^2 = v^2 - (v - tau_k)^2."""
-    b.readout([(direction, K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
-
-
 def position_match(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> Model:
     fmt = fmt or POSITION_MATCH.format(n)
-    s = _base_space()
+    s = base_space()
     s.hidden("answer")
     b = Builder(f"position-match(n={n})", "transformer", Vocab(max(n, alphabet)), s, claim="gadgets")
     # the query token i has tau = i + 1; position j has key j + 1 (so [BOS] at 0 has key 1,
@@ -88,7 +73,7 @@ def position_match(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) ->
                                   key_sq={"pos_sq": 1, "pos": 2, "one": 1}, one="one",
                                   copy={"answer": {"tok": 1}}, fmt=fmt,
                                   max_key=n + 3, max_query=max(n, alphabet) + 1)])
-    _number_readout(b, "answer")
+    number_readout(b, "answer")
     return b.build(fmt)
 
 
@@ -97,12 +82,12 @@ PREVIOUS_TOKEN = Declared(_int_match, _f_match, POSITION_MATCH.int_expr, sp.Inte
 
 def previous_token(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> Model:
     fmt = fmt or PREVIOUS_TOKEN.format(n)
-    s = _base_space()
+    s = base_space()
     s.hidden("prev")
     # the vocabulary is the alphabet only: the head reads positions, not numbers up to n
     b = Builder(f"previous-token(n={n})", "transformer", Vocab(max(alphabet, 2) - 1), s, claim="gadgets")
     b.attention_layer([shift_head("prev", "pos", "pos_sq", "one", {"prev": {"tok": 1}}, fmt, n_positions=n + 2)])
-    _number_readout(b, "prev")
+    number_readout(b, "prev")
     return b.build(fmt)
 
 
@@ -135,7 +120,7 @@ def count_threshold(n: int, alphabet: int = 3, fmt: FixedFormat | None = None) -
     Readout: tau = 1 + gt, i.e. the number 1 or 0.
     """
     fmt = fmt or COUNT_THRESHOLD.format(n)
-    s = _base_space()
+    s = base_space()
     s.embedded("is_bos", K.F_IS_TOKEN, 0)
     s.embedded("is_query", K.F_IS_TOKEN, 9)
     s.embedded("thr", K.F_TOK_INV, Fraction(1, 2))     # 1 / (tau + 1/2) = 1/(t + 3/2) for the number t

@@ -130,6 +130,18 @@ class ResidualSpace:
         return v
 
 
+def base_space() -> ResidualSpace:
+    """The directions every Transformer construction starts from, in this order:
+    ``one``, ``tok`` (tau), ``tok_sq`` (tau^2), ``pos``, ``pos_sq``."""
+    s = ResidualSpace()
+    s.embedded("one", K.F_ONE)
+    s.embedded("tok", K.F_TOK)
+    s.embedded("tok_sq", K.F_TOK_SQ)
+    s.embedded("pos", K.F_POS)
+    s.embedded("pos_sq", K.F_POS_SQ)
+    return s
+
+
 @dataclass
 class Head:
     """score(i, j) = sum_k (query_k . x_i) (key_k . x_j); the head adds to each
@@ -236,6 +248,12 @@ class Builder:
 
     def build(self, fmt: FixedFormat) -> Model:
         return Model(self.spec(), fmt)
+
+
+def number_readout(b: "Builder", direction: str, one: str = "one") -> None:
+    """Read out the token whose code tau is nearest the value v in ``direction``:
+    logit(k) = 2 tau_k v - tau_k^2 = v^2 - (v - tau_k)^2."""
+    b.readout([(direction, K.F_TOK, 0, 2), (one, K.F_TOK_SQ, 0, -1)])
 
 
 # ----------------------------------------------------------------------------

@@ -47,6 +47,7 @@ from . import kernels as K
 from .demos import Declared
 from .fixedpoint import FixedFormat, log2_ceil
 from .gadgets import (
+    number_readout,
     LN2_UPPER, Builder, Combo, Head, MarginError, ResidualSpace, _need_bits, bits_for, count_compare_neurons,
     count_head, match_head, sharpness, zero_gap,
 )
@@ -135,12 +136,6 @@ def _base_space() -> ResidualSpace:
     s.embedded("tok", K.F_TOK)
     s.embedded("tok_sq", K.F_TOK_SQ)
     return s
-
-
-def _number_readout(b: Builder, direction: str) -> None:
-    """logit(k) = 2 tau_k v - tau_k^2 = v^2 - (v - tau_k)^2: the token whose code
-    is nearest the value v in ``direction``."""
-    b.readout([(direction, K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
 
 
 def _premise(n: int, alphabet: int, extra_positions: int) -> Vocab:
@@ -283,7 +278,7 @@ def hybrid_index(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> M
     M = code_bound(n)
     b.attention_layer([match_head("index", query={"tok": 1}, key={"cnt": 1}, key_sq={"cnt_sq": 1}, one="one",
                                   copy={"answer": {"tok": 1}}, fmt=fmt, max_key=M, max_query=M)])
-    _number_readout(b, "answer")
+    number_readout(b, "answer")
     return b.build(fmt)
 
 
@@ -306,7 +301,7 @@ def hybrid_ar(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> Mode
     b.attention_layer([match_head("ar", query={"tok": 1}, key={"prev1": 1}, key_sq={"prev1_sq": 1}, one="one",
                                   copy={"answer": {"tok": 1}}, fmt=fmt, max_key=M, max_query=M,
                                   first_occurrence=("cnt", M))])
-    _number_readout(b, "answer")
+    number_readout(b, "answer")
     return b.build(fmt)
 
 
@@ -338,7 +333,7 @@ def hybrid_cgram(n: int, c: int = 3, alphabet: int = 2, fmt: FixedFormat | None 
         pairs.append((q, {f"prev{k}": 1}, {f"prev{k}_sq": 1}))
     b.attention_layer([tuple_match_head(f"{c}gram", pairs, "one", {"answer": {"tok": 1}}, fmt, max_code=M,
                                         order=("first", "cnt", M))])
-    _number_readout(b, "answer")
+    number_readout(b, "answer")
     return b.build(fmt)
 
 
@@ -658,6 +653,6 @@ def hybrid_istree(N: int, m_max: int | None = None, fmt: FixedFormat | None = No
     emit_value({"p@4": 1}, ["sv@6"])
     emit_value({"s@5": 1}, ["sv@7"])
     b.attention_layer(heads, mlp)
-    _number_readout(b, "v")
+    number_readout(b, "v")
     b.notes.update({"N": N, "m_max": m_max, "positions": P, "cot_bound": istree_cot_bound(N)})
     return b.build(fmt)

@@ -91,7 +91,8 @@ import sympy as sp
 from . import kernels as K
 from .fixedpoint import FixedFormat, log2_ceil
 from .gadgets import (
-    Builder, Head, MarginError, Neuron, ResidualSpace, bits_for, equality_neurons, select_neurons,
+    base_space,
+    Builder, Head, MarginError, Neuron, bits_for, equality_neurons, select_neurons,
     sharpness, shift_head, zero_gap,
 )
 from .generate import Generation, generate
@@ -261,12 +262,7 @@ def build(n_vertices: int, max_edges: int | None = None, fmt: FixedFormat | None
     fmt = fmt or declared_format(N, M)
     T = n_positions(N, M)
     VM = max(N, 9)                    # |tau| of any token (numbers <= N, named specials >= -9)
-    s = ResidualSpace()
-    s.embedded("one", K.F_ONE)
-    s.embedded("tok", K.F_TOK)
-    s.embedded("tok_sq", K.F_TOK_SQ)
-    s.embedded("pos", K.F_POS)
-    s.embedded("pos_sq", K.F_POS_SQ)
+    s = base_space()
     s.embedded("is_bos", K.F_IS_TOKEN, BOS)
     s.embedded("is_eos", K.F_IS_TOKEN, EOS)
     s.embedded("is_dash", K.F_IS_TOKEN, DASH)

@@ -56,6 +56,7 @@ from numba import njit
 from . import kernels as K
 from .fixedpoint import FixedFormat, check_err, log2_ceil, new_err, E_CODE, E_WHERE
 from .gadgets import (
+    base_space, number_readout,
     LN2_UPPER, Builder, Head, MarginError, ResidualSpace, bits_for, match_head, sharpness, shift_head, zero_gap,
 )
 from .model import Model
@@ -204,21 +205,6 @@ DECLARED = {"index": INDEX, "ar": AR, "cgram": CGRAM, "counting": COUNTING, "mqa
 
 
 # ----------------------------------------------------------------------------
-def _base_space() -> ResidualSpace:
-    s = ResidualSpace()
-    s.embedded("one", K.F_ONE)
-    s.embedded("tok", K.F_TOK)
-    s.embedded("tok_sq", K.F_TOK_SQ)
-    s.embedded("pos", K.F_POS)
-    s.embedded("pos_sq", K.F_POS_SQ)
-    return s
-
-
-def _number_readout(b: Builder, direction: str) -> None:
-    """logit(k) = 2 tau_k v - tau_k^2 = v^2 - (v - tau_k)^2: the token whose code is nearest v."""
-    b.readout([(direction, K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
-
-
 def _check_n(n: int, minimum: int, what: str) -> int:
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < minimum:
         raise ValueError(f"{what}: n must be an integer >= {minimum}, got {n!r}")
@@ -247,7 +233,7 @@ def index_model(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> Mo
     n = _check_n(n, 1, "index_model")
     a = _check_alphabet(alphabet, "index_model")
     fmt = fmt or INDEX.format(n, a)
-    s = _base_space()
+    s = base_space()
     s.hidden("answer")
     b = Builder(f"index(n={n},a={a})", "transformer", Vocab(max(n, a - 1)), s, claim=CLAIM)
     b.attention_layer([match_head("index", query={"tok": 1}, key={"pos": 1, "one": 1},
@@ -255,7 +241,7 @@ def index_model(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> Mo
                                   copy={"answer": {"tok": 1}}, fmt=fmt,
                                   max_key=max(n + 3, a, -SPECIAL_MIN_CODE),
                                   max_query=max(n + 1, a, -SPECIAL_MIN_CODE))])
-    _number_readout(b, "answer")
+    number_readout(b, "answer")
     return b.build(fmt)
 
 
@@ -323,7 +309,7 @@ def cgram_model(n: int, alphabet: int = 2, c: int = 3, fmt: FixedFormat | None =
     a = _check_alphabet(alphabet, "cgram_model")
     decl = AR if c == 2 else CGRAM
     fmt = fmt or decl.format(n, a, c)
-    s = _base_space()
+    s = base_space()
     for k in range(1, c):
         s.hidden(f"prev_{k}")
         s.hidden(f"prev_{k}_sq")
@@ -338,7 +324,7 @@ def cgram_model(n: int, alphabet: int = 2, c: int = 3, fmt: FixedFormat | None =
                                                 for k in range(2, c)]
     b.attention_layer([joint_match_head("match", pairs, "one", "pos", {"answer": {"tok": 1}}, fmt,
                                         max_code=max(a, -SPECIAL_MIN_CODE), max_position=n + c)])
-    _number_readout(b, "answer")
+    number_readout(b, "answer")
     b.notes["c"] = c
     return b.build(fmt)
 
@@ -468,7 +454,7 @@ def mqar_model(length: int, fmt: FixedFormat | None = None) -> Model:
         raise ValueError(f"mqar_model: length {L} exceeds the supported {MQAR_MAX_LENGTH}")
     fmt = fmt or MQAR.format(L)
     f = fmt.frac_bits
-    s = _base_space()
+    s = base_space()
     s.embedded("is_bos", K.F_IS_TOKEN, BOS)
     for lab in ("prev", "prev_sq", "answer"):
         s.hidden(lab)
@@ -493,13 +479,13 @@ def mqar_model(length: int, fmt: FixedFormat | None = None) -> Model:
                 {"answer": {"tok": 1}},
                 {"lambda": lam, "mu": mu, "nu": nu, "zero_gap": float(zero_gap(f)), "score_int_bits": need})
     b.attention_layer([head])
-    _number_readout(b, "answer")
+    number_readout(b, "answer")
     b.notes["max_length"] = L
     return b.build(fmt)
 
 
 # --- exact fast readout for the nearest-code formula ------------------------
-def is_number_readout(model: Model) -> int:
+def isnumber_readout(model: Model) -> int:
     """The residual dimension v if the model's readout is exactly
     logit(k) = 2 tau_k x[v] - tau_k^2 x[one] (terms in that order), else -1."""
     r = model.spec.readout
@@ -591,7 +577,7 @@ def predict_all_positions(model: Model, tokens: np.ndarray, lengths: np.ndarray 
     """Next-token predictions at every position, (B, N) (-1 past each length);
     the same as ``model.predict_batch(tokens, lengths, all_positions=True)``, with
     the exact fast readout when the model's readout is the nearest-code formula."""
-    v_dim = is_number_readout(model)
+    v_dim = isnumber_readout(model)
     if not fast or v_dim < 0:
         return model.predict_batch(tokens, lengths, all_positions=True)
     tokens = np.asarray(tokens)
