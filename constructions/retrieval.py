@@ -485,7 +485,7 @@ def mqar_model(length: int, fmt: FixedFormat | None = None) -> Model:
 
 
 # --- exact fast readout for the nearest-code formula ------------------------
-def isnumber_readout(model: Model) -> int:
+def is_number_readout(model: Model) -> int:
     """The residual dimension v if the model's readout is exactly
     logit(k) = 2 tau_k x[v] - tau_k^2 x[one] (terms in that order), else -1."""
     r = model.spec.readout
@@ -577,7 +577,7 @@ def predict_all_positions(model: Model, tokens: np.ndarray, lengths: np.ndarray 
     """Next-token predictions at every position, (B, N) (-1 past each length);
     the same as ``model.predict_batch(tokens, lengths, all_positions=True)``, with
     the exact fast readout when the model's readout is the nearest-code formula."""
-    v_dim = isnumber_readout(model)
+    v_dim = is_number_readout(model)
     if not fast or v_dim < 0:
         return model.predict_batch(tokens, lengths, all_positions=True)
     tokens = np.asarray(tokens)
