@@ -152,6 +152,20 @@ def fx_mul(a, b, I, f, mode, err):
     neg = (a < 0) != (b < 0)
     x = a if a > 0 else -a
     y = b if b > 0 else -b
+    if float(x) * float(y) < 4.0e18:
+        # the exact product is below 2^62 (the float product is within a relative
+        # 2^-52 of it and 4.0e18 < 2^62 (1 - 2^-50)): one int64 holds it, and the
+        # same half-to-even rounding as below applies
+        p = x * y
+        if f == 0:
+            q = p
+        else:
+            q = p >> f
+            rem = p & ((np.int64(1) << f) - 1)
+            half = np.int64(1) << (f - 1)
+            if rem > half or (rem == half and (q & 1) == 1):
+                q += 1
+        return _fit(-q if neg else q, I, f, mode, OP_MUL, err)
     x0 = x & _M31
     x1 = x >> 31
     y0 = y & _M31
