@@ -23,6 +23,13 @@ Dh head width, N cache capacity, T readout terms)::
     aW1 (La,M,D) ab1 (La,M) aW2 (La,D,M) ab2 (La,D)
     Kc, Vc (La,H,N,Dh)                        the KV cache
     out_dim, out_kind, out_param, out_coef  (T,)   logit(k) = sum_terms coef*feat(k) * x[dim]
+
+Three exact shortcuts, each tested to give the same outputs, the same largest
+|raw| and the same first error as the plain definition: attention scores on
+plain int64 when bounds show nothing can overflow (:func:`attention_scores`);
+readout weights per candidate token computed once per model and format
+(:func:`readout_table`, :func:`readout_fast`); and, in :func:`forward_batch`,
+each row reusing the KV cache of the prefix it shares with the row before.
 """
 from __future__ import annotations
 
@@ -30,7 +37,7 @@ import numpy as np
 from numba import njit
 
 from .fixedpoint import (
-    E_CODE, E_WHERE, ERR_OVERFLOW, MODE_SATURATE, E_SAT, OP_ADD,
+    E_CODE, E_MAXABS, E_WHERE, ERR_LEN, ERR_OVERFLOW, MODE_SATURATE, E_SAT, OP_ADD,
     _fit, _record, bit_length, fx_add, fx_attend, fx_div, fx_mul, fx_relu,
 )
 from .vocab import NUMBER_BASE
@@ -146,7 +153,112 @@ def mlp_residual(W1, b1, W2, b2, x, I, f, mode, err, hidden, tmp):
 @njit(cache=True)
 def workspace_size(D, S, Mr, Dh, Ma):
     """Scratch entries model_step needs (RNN and attention parts reuse the space)."""
-    return D + max(2 * S + Mr, 2 * D + 2 * Dh + Ma) + 1
+    return D + max(2 * S + Mr, 2 * D + 3 * Dh + Ma) + 1
+
+
+@njit(cache=True)
+def attention_scores(q, Kh, m, I, f, mode, err, qnz, scores):
+    """scores[j] = sum_c round(q_c Kh[j, c]) for j < m: products rounded half to
+    even, each partial sum range-checked, zero terms skipped (fx_mul / fx_add in
+    component order).
+
+    The same numbers as calling fx_mul / fx_add, faster: while every product is
+    below 2^62 (checked in floating point with margin) and every value is in range,
+    it runs on plain int64 with the largest |raw| kept in a local; the first key
+    where that does not hold is recomputed with fx_mul / fx_add, which record the
+    overflow (or count the saturation) exactly as they always do."""
+    Dh = q.shape[0]
+    nq = 0
+    for c in range(Dh):
+        if q[c] != 0:
+            qnz[nq] = c
+            nq += 1
+    lim = np.int64(1) << (I + f)
+    half = (np.int64(1) << (f - 1)) if f > 0 else np.int64(0)
+    low = (np.int64(1) << f) - 1
+    mx = err[E_MAXABS]
+    # Column bounds: if |q_c| max_j |K[j, c]| < 2^62 for every c and the sum of the
+    # rounded bounds is below 2^(I+f), no product and no partial sum can leave the
+    # range, and the loop needs no checks (round half to even, branch-free:
+    # (p + 2^(f-1) - 1 + bit_f(p)) >> f).
+    safe = True
+    bound = 0.0
+    for ci in range(nq):
+        c = qnz[ci]
+        cm = np.int64(0)
+        for j in range(m):
+            v = Kh[j, c]
+            a = v if v >= 0 else -v
+            if a > cm:
+                cm = a
+        qc = q[c]
+        pb = float(qc if qc > 0 else -qc) * float(cm)
+        if not (pb < 4.0e18):
+            safe = False
+        bound += pb * 2.0 ** (-f) + 1.0
+    if safe and bound < 0.5 * float(lim):
+        hm1 = half - 1 if f > 0 else np.int64(0)
+        for j in range(m):
+            s = np.int64(0)
+            for ci in range(nq):
+                c = qnz[ci]
+                kc = Kh[j, c]
+                qc = q[c]
+                x = qc if qc > 0 else -qc
+                y = kc if kc > 0 else -kc
+                p = x * y
+                r = (p + hm1 + ((p >> f) & 1)) >> f if f > 0 else p
+                mx = max(mx, r)
+                s = s - r if (qc < 0) != (kc < 0) else s + r
+                mx = max(mx, s if s >= 0 else -s)
+            scores[j] = s
+        if mx > err[E_MAXABS]:
+            err[E_MAXABS] = mx
+        return
+    for j in range(m):
+        s = np.int64(0)
+        ok = True
+        for ci in range(nq):
+            c = qnz[ci]
+            kc = Kh[j, c]
+            if kc != 0:
+                qc = q[c]
+                x = qc if qc > 0 else -qc
+                y = kc if kc > 0 else -kc
+                if not (float(x) * float(y) < 4.0e18):
+                    ok = False
+                    break
+                p = x * y
+                r = p >> f
+                if f > 0:
+                    rem = p & low
+                    if rem > half or (rem == half and (r & 1) == 1):
+                        r += 1
+                if r >= lim:
+                    ok = False
+                    break
+                if r > mx:
+                    mx = r
+                s = s - r if (qc < 0) != (kc < 0) else s + r
+                a = s if s >= 0 else -s
+                if a >= lim:
+                    ok = False
+                    break
+                if a > mx:
+                    mx = a
+        if not ok:
+            if mx > err[E_MAXABS]:
+                err[E_MAXABS] = mx
+            s = np.int64(0)
+            for ci in range(nq):
+                c = qnz[ci]
+                kc = Kh[j, c]
+                if kc != 0:
+                    s = fx_add(s, fx_mul(q[c], kc, I, f, mode, err), I, f, mode, err)
+            mx = err[E_MAXABS]
+        scores[j] = s
+    if mx > err[E_MAXABS]:
+        err[E_MAXABS] = mx
 
 
 @njit(cache=True)
@@ -194,6 +306,7 @@ def model_step(tok, t, I, f, mode, err,
         ho = ws[D + 2 * Dh:2 * D + 2 * Dh]
         acc = ws[2 * D + 2 * Dh:3 * D + 2 * Dh]
         hidden = ws[3 * D + 2 * Dh:3 * D + 2 * Dh + aW1.shape[1]]
+        qnz = ws[3 * D + 2 * Dh + aW1.shape[1]:3 * D + 3 * Dh + aW1.shape[1]]
         for l in range(La):
             for d in range(D):
                 acc[d] = 0
@@ -206,13 +319,7 @@ def model_step(tok, t, I, f, mode, err,
                 matvec(aWQ[l, h], x, I, f, mode, err, q)
                 matvec(aWK[l, h], x, I, f, mode, err, Kc[l, h, t])
                 matvec(aWV[l, h], x, I, f, mode, err, Vc[l, h, t])
-                for j in range(t + 1):
-                    s = np.int64(0)
-                    kj = Kc[l, h, j]
-                    for c in range(Dh):
-                        if q[c] != 0 and kj[c] != 0:
-                            s = fx_add(s, fx_mul(q[c], kj[c], I, f, mode, err), I, f, mode, err)
-                    scores[j] = s
+                attention_scores(q, Kc[l, h], t + 1, I, f, mode, err, qnz, scores)
                 fx_attend(scores, t + 1, Vc[l, h], I, f, mode, err, wbuf, o)
                 if record:
                     for j in range(t + 1):
@@ -249,15 +356,76 @@ def readout(x, out_dim, out_kind, out_param, out_coef, candidates, I, f, mode, e
 
 
 @njit(cache=True)
-def forward_batch(tokens, lengths, all_positions, I, f, mode, err, loc,
+def readout_table(out_kind, out_param, out_coef, candidates, I, f, mode):
+    """The readout weights w[c, i] = round(coef_i * feat_i(candidate c)) of one model
+    and format, computed once: (w, largest |raw| its computation touched, ok). An
+    entry that overflowed or saturated has ok = False and is recomputed by
+    :func:`readout_fast` each time (so it raises or counts exactly as before)."""
+    C = candidates.shape[0]
+    T = out_kind.shape[0]
+    w = np.zeros((C, T), dtype=np.int64)
+    wmax = np.zeros((C, T), dtype=np.int64)
+    ok = np.zeros((C, T), dtype=np.bool_)
+    e = np.zeros(ERR_LEN, dtype=np.int64)
+    for ci in range(C):
+        for i in range(T):
+            for j in range(e.shape[0]):
+                e[j] = 0
+            w[ci, i] = fx_mul(out_coef[i], feature_raw(out_kind[i], out_param[i], candidates[ci], 0, I, f, mode, e),
+                              I, f, mode, e)
+            wmax[ci, i] = e[E_MAXABS]
+            ok[ci, i] = e[E_CODE] == 0 and e[E_SAT] == 0
+    return w, wmax, ok
+
+
+@njit(cache=True)
+def readout_fast(x, out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab, I, f, mode, err):
+    """:func:`readout` with the per-candidate weights taken from
+    :func:`readout_table`: the same token, the same largest |raw| recorded, the same
+    errors (entries that err are recomputed)."""
+    best = candidates[0]
+    best_logit = np.int64(0)
+    T = out_dim.shape[0]
+    for ci in range(candidates.shape[0]):
+        logit = np.int64(0)
+        for i in range(T):
+            xv = x[out_dim[i]]
+            if xv != 0:
+                if ok_tab[ci, i]:
+                    if wmax_tab[ci, i] > err[E_MAXABS]:
+                        err[E_MAXABS] = wmax_tab[ci, i]
+                    w = w_tab[ci, i]
+                else:
+                    w = fx_mul(out_coef[i], feature_raw(out_kind[i], out_param[i], candidates[ci], 0, I, f, mode, err),
+                               I, f, mode, err)
+                if w != 0:
+                    logit = fx_add(logit, fx_mul(w, xv, I, f, mode, err), I, f, mode, err)
+        if ci == 0 or logit > best_logit:
+            best = candidates[ci]
+            best_logit = logit
+    return best
+
+
+@njit(cache=True)
+def forward_batch(tokens, lengths, all_positions, share_prefix, I, f, mode, err, loc,
                   ekind, eparam, ecoef,
                   rA, rB, rC, rW1, rb1, rW2, rb2,
                   aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2,
-                  out_dim, out_kind, out_param, out_coef, candidates, preds):
+                  out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab, preds):
     """Greedy next-token prediction for a batch of prompts (no CoT).
 
     preds[b, t] is written for every t < lengths[b] if ``all_positions``, else only
-    for t = lengths[b] - 1. On the first error, loc = (b, t) and the run stops."""
+    for t = lengths[b] - 1. On the first error, loc = (b, t) and the run stops.
+
+    ``share_prefix`` (used only in raise mode): row b starts at the length P of its
+    common prefix with row b - 1 (at most lengths[b] - 1) instead of at 0. The
+    models are causal, so the KV cache at positions < P and the RNN state after
+    position P - 1 (kept per position) are exactly what row b would compute; with
+    ``all_positions`` the predictions at t < P are copied from row b - 1. Every
+    operation skipped was carried out, with the same operands, for row b - 1 (with
+    at least as many layers active), so the outputs, the largest |raw| touched and
+    the first error are the same as without sharing. Saturate mode counts every
+    clamping in err[E_SAT] per row, so it never shares."""
     B, N = tokens.shape
     D = ekind.shape[0]
     La = aWQ.shape[0]
@@ -268,25 +436,39 @@ def forward_batch(tokens, lengths, all_positions, I, f, mode, err, loc,
     Lr = rA.shape[0]
     S = rA.shape[1] if Lr > 0 else 0
     state = np.zeros((Lr, S), dtype=np.int64)
+    share = share_prefix and mode != MODE_SATURATE
+    hist = np.zeros((N + 1 if share else 1, Lr, S), dtype=np.int64)   # hist[t]: state before position t
     x = np.zeros(D, dtype=np.int64)
     scores = np.zeros(N, dtype=np.int64)
     wbuf = np.zeros(N, dtype=np.int64)
     attn_rec = np.zeros((1, 1, 1), dtype=np.int64)
     ws = np.zeros(workspace_size(D, S, rW1.shape[1], Dh, aW1.shape[1]), dtype=np.int64)
     for b in range(B):
+        n_b = lengths[b]
+        start = 0
+        if share and b > 0:
+            lim = min(n_b - 1, lengths[b - 1])
+            while start < lim and tokens[b, start] == tokens[b - 1, start]:
+                start += 1
         for l in range(Lr):
             for s in range(S):
-                state[l, s] = 0
-        n_b = lengths[b]
-        for t in range(n_b):
+                state[l, s] = hist[start, l, s] if share else 0
+        if all_positions:
+            for t in range(start):
+                preds[b, t] = preds[b - 1, t]
+        for t in range(start, n_b):
             need = all_positions or t == n_b - 1
             model_step(tokens[b, t], t, I, f, mode, err, ekind, eparam, ecoef,
                        rA, rB, rC, rW1, rb1, rW2, rb2, state,
                        aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc,
                        x, scores, wbuf, False, attn_rec, need, ws)
-            if all_positions or t == n_b - 1:
-                preds[b, t] = readout(x, out_dim, out_kind, out_param, out_coef, candidates,
-                                      I, f, mode, err)
+            if share:
+                for l in range(Lr):
+                    for s in range(S):
+                        hist[t + 1, l, s] = state[l, s]
+            if need:
+                preds[b, t] = readout_fast(x, out_dim, out_kind, out_param, out_coef, candidates,
+                                           w_tab, wmax_tab, ok_tab, I, f, mode, err)
             if err[E_CODE] != 0:
                 loc[0] = b
                 loc[1] = t

@@ -558,3 +558,145 @@ def test_pure_python_path_is_identical_to_the_jit():
         assert got == json.loads(json.dumps(jit[name])), name
     # the overflow error path ran too (one bit below what the run used)
     assert all(v["overflow"] and "FixedPointOverflow" in v["overflow"] for v in jit.values())
+
+
+# ============================================================================
+# prefix sharing in predict_batch and the readout table: exact shortcuts
+def _sharing_batch(rng, kind, rows=24):
+    """Rows sorted so that neighbours share prefixes, with duplicates, a row that
+    is a prefix of the one before, and a row longer than the one before."""
+    toks, lengths = random_batch(rng, kind, rows, N + 1)
+    base = toks[0, :lengths[0]].copy()
+    for b in range(1, rows, 3):          # every third row: the first row's prefix plus a new tail
+        k = int(rng.integers(1, lengths[0]))
+        toks[b, :k] = base[:k]
+    order = sorted(range(rows), key=lambda b: toks[b, :lengths[b]].tolist())
+    toks, lengths = toks[order], lengths[order]
+    toks = np.concatenate([toks, toks[-1:], toks[-1:]])
+    lengths = np.concatenate([lengths, lengths[-1:], [max(1, lengths[-1] - 2)]])
+    return toks, lengths
+
+
+@pytest.mark.parametrize("all_positions", (False, True))
+@pytest.mark.parametrize("kind", KINDS)
+def test_prefix_sharing_changes_nothing(kind, all_positions):
+    """share_prefix=True and False give the same predictions, the same used bits,
+    and (one integer bit below) the same error naming the same batch item."""
+    rng = np.random.default_rng(500 + KINDS.index(kind))
+    toks, lengths = _sharing_batch(rng, kind)
+    shared_prefix = sum(int(np.argmin(np.append(toks[b, :lengths[b]] == toks[b - 1, :lengths[b]], False)))
+                        for b in range(1, len(toks)) if lengths[b - 1] >= lengths[b])
+    assert shared_prefix > len(toks)          # the batch really shares prefixes
+    runs = {}
+    for share in (False, True):
+        model = build(kind)
+        preds = model.predict_batch(toks, lengths, all_positions=all_positions, share_prefix=share)
+        runs[share] = (preds.tolist(), model.resources.used_int_bits, model.err.tolist())
+    assert runs[True] == runs[False]
+    used, f = runs[True][1], build(kind).fmt.frac_bits
+    msgs = []
+    for share in (False, True):
+        with pytest.raises(FixedPointOverflow) as e:
+            build(kind).with_format(FixedFormat(used - 1, f)).predict_batch(
+                toks, lengths, all_positions=all_positions, share_prefix=share)
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_prefix_sharing_is_off_in_saturate_mode(kind):
+    """Saturate mode counts every clamping per row, so it never shares: the counts
+    with and without share_prefix agree (and are nonzero here)."""
+    rng = np.random.default_rng(600 + KINDS.index(kind))
+    toks, lengths = _sharing_batch(rng, kind)
+    model = build(kind)
+    used, f = None, model.fmt.frac_bits
+    model.predict_batch(toks, lengths)
+    used = model.resources.used_int_bits
+    out = []
+    for share in (False, True):
+        m = build(kind).with_format(FixedFormat(used - 1, f, "saturate"))
+        p = m.predict_batch(toks, lengths, all_positions=True, share_prefix=share)
+        out.append((p.tolist(), m.resources.saturations))
+    assert out[0] == out[1] and out[0][1] > 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_readout_table_equals_the_generic_readout(kind):
+    """readout_fast (weights from readout_table) == readout: the same token and the
+    same error array (largest |raw|, first error), for residuals from real runs and
+    random ones, at the model's format and at formats so small that the table's
+    own entries overflow (those are recomputed and raise as before)."""
+    from constructions.fixedpoint import new_err
+    rng = np.random.default_rng(700 + KINDS.index(kind))
+    model = build(kind)
+    f = model.fmt.frac_bits
+    xs = []
+    toks, lengths = random_batch(rng, kind, 4, N + 1)
+    for b, L in enumerate(lengths):
+        xs.extend(session_trace(model, [int(t) for t in toks[b, :L]])[0])
+    D = model.spec.width
+    for scale in (4, 12, 30):
+        xs.extend(rng.integers(-(1 << scale), 1 << scale, size=(20, D)))
+    m = model
+    assert all((a == b).all() for a, b in zip(m.readout_tables, K.readout_table(
+        m.out_kind, m.out_param, m.out_coef, m._candidates, *m.fmt.args)))
+    checked_bad = 0
+    # the kernels at smaller integer bits (the model's readout raws, the same f)
+    for I in (model.fmt.int_bits, 6, 3, 1):
+        for mode in ("raise", "saturate"):
+            args = FixedFormat(I, f, mode).args
+            w, wmax, ok = K.readout_table(m.out_kind, m.out_param, m.out_coef, m._candidates, *args)
+            checked_bad += int((~ok).sum())
+            for x in xs:
+                x = np.asarray(x, np.int64)
+                e1, e2 = new_err(), new_err()
+                a = K.readout(x, m.out_dim, m.out_kind, m.out_param, m.out_coef, m._candidates, *args, e1)
+                b = K.readout_fast(x, m.out_dim, m.out_kind, m.out_param, m.out_coef, m._candidates, w, wmax, ok,
+                                   *args, e2)
+                assert a == b and e1.tolist() == e2.tolist(), (I, mode, x.tolist())
+    assert checked_bad > 0      # some table entries did overflow and took the recomputing path
+
+
+def _scores_reference(q, Kh, m, I, f, mode, err):
+    """The plain definition: fx_mul / fx_add per key, in component order."""
+    from constructions.fixedpoint import fx_add, fx_mul
+    out = np.zeros(m, np.int64)
+    for j in range(m):
+        s = np.int64(0)
+        for c in range(len(q)):
+            if q[c] != 0 and Kh[j, c] != 0:
+                s = fx_add(s, fx_mul(q[c], Kh[j, c], I, f, mode, err), I, f, mode, err)
+        out[j] = s
+    return out
+
+
+@pytest.mark.parametrize("mode", ("raise", "saturate"))
+@pytest.mark.parametrize("seed", range(6))
+def test_attention_scores_equal_the_plain_definition(seed, mode):
+    """kernels.attention_scores (unchecked fast loop, checked loop, fallback to
+    fx_mul / fx_add) gives the scores, the error array (largest |raw|, first error,
+    saturation count) of the plain per-key definition: magnitudes chosen so that
+    each path runs, including products beyond 2^62 and overflowing sums."""
+    from constructions.fixedpoint import new_err
+    rng = np.random.default_rng(seed)
+    paths = 0
+    for trial in range(40):
+        I = int(rng.integers(1, 40))
+        f = int(rng.integers(0, 62 - I + 1))
+        Dh = int(rng.integers(1, 6))
+        m = int(rng.integers(1, 30))
+        kb = int(rng.integers(0, I + f + 1))
+        qb = int(rng.integers(0, 62))
+        Kh = rng.integers(-(1 << kb), (1 << kb) + 1, size=(m, Dh)).astype(np.int64)
+        Kh[rng.random((m, Dh)) < 0.3] = 0
+        q = rng.integers(-(1 << qb), (1 << qb), size=Dh, endpoint=True).astype(np.int64)
+        q[rng.random(Dh) < 0.2] = 0
+        args = FixedFormat(I, f, mode).args
+        e1, e2 = new_err(), new_err()
+        want = _scores_reference(q, Kh, m, *args, e1)
+        got = np.zeros(m, np.int64)
+        K.attention_scores(q, Kh, m, *args, e2, np.zeros(Dh, np.int64), got)
+        assert got.tolist() == want.tolist() and e1.tolist() == e2.tolist(), (trial, I, f, q.tolist())
+        paths += int(e1[0] != 0 or e1[5] != 0)
+    assert paths > 0     # some trials overflowed (the fallback path ran)
