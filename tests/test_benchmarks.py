@@ -15,6 +15,8 @@ def test_quick_benchmark_runs_and_is_correct(tmp_path):
         assert k in res
     ex = res["exhaustive"]
     assert ex["mismatches_numba"] == ex["mismatches_numpy_vs_numba"] == ex["mismatches_real"] == 0
+    assert ex["mismatches_no_sharing_vs_sharing"] == 0
+    assert ex["steps_with_sharing"] < ex["tokens"]
     assert ex["instances"] == 2 ** 12
     assert res["witness"]["available"] and all(res["witness"][f"{b}bit"]["found"] for b in (16, 24))
     assert res["istree"]["available"] and set(res["istree"]["measured"]) == {"100", "200"}
