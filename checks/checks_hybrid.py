@@ -187,7 +187,11 @@ def hybrid_contrast_check(profile: str, seed: int) -> list[Record]:
     n = CONTRAST_N[profile]
     for task, red in (("index", INDEX), ("ar", AR), ("cgram", CGRAM), ("counting", COUNTING)):
         t0 = time.perf_counter()
-        model = build(task, n, n + 2)                 # the reductions use numbers up to n + 1
+        # the reduction's instances for n bits are longer than n (AR puts keys and
+        # values side by side), and the hybrid must be declared for their length:
+        # build it for data length L = the instance length (more than enough)
+        L = len(red.alice([0] * n)) + len(red.bob(1, n))
+        model = build(task, L, n + 2)                 # the reductions use numbers up to n + 1
         rnn = without_attention(model).rnn()
         w = find_witness(rnn, red, n)
         ok = w.found and bool(w.wrong)

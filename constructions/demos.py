@@ -67,6 +67,7 @@ def position_match(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) ->
     s = base_space()
     s.hidden("answer")
     b = Builder(f"position-match(n={n})", "transformer", Vocab(max(n, alphabet)), s, claim="gadgets")
+    b.max_positions = n + 3                   # [BOS] x_1..x_n [QUERY] i
     # the query token i has tau = i + 1; position j has key j + 1 (so [BOS] at 0 has key 1,
     # and the query token itself, at position n + 2, has the largest key n + 3)
     b.attention_layer([match_head("match", query={"tok": 1}, key={"pos": 1, "one": 1},
@@ -86,6 +87,7 @@ def previous_token(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) ->
     s.hidden("prev")
     # the vocabulary is the alphabet only: the head reads positions, not numbers up to n
     b = Builder(f"previous-token(n={n})", "transformer", Vocab(max(alphabet, 2) - 1), s, claim="gadgets")
+    b.max_positions = n + 2                   # positions 0..n+1 (the shift head's margin)
     b.attention_layer([shift_head("prev", "pos", "pos_sq", "one", {"prev": {"tok": 1}}, fmt, n_positions=n + 2)])
     number_readout(b, "prev")
     return b.build(fmt)
@@ -128,6 +130,7 @@ def count_threshold(n: int, alphabet: int = 3, fmt: FixedFormat | None = None) -
         s.hidden(lab)
     vocab = Vocab(max(n, alphabet))
     b = Builder(f"count-threshold(n={n})", "transformer", vocab, s, claim="gadgets")
+    b.max_positions = n + 4                   # [BOS] x_1..x_n [QUERY] q t
     lam = sharpness(fmt.frac_bits)
     flag = Head("after-query", [({"one": lam}, {"is_query": 1})], {"after_query": {"is_query": 1}},
                 {"lambda": lam, "gap": lam})

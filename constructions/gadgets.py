@@ -172,6 +172,7 @@ class Builder:
         self.readout_terms: list[tuple[int, int, Any, Fraction]] = []
         self.margins: dict[str, dict] = {}
         self.notes: dict = {}
+        self.max_positions: int | None = None     # see ModelSpec.max_positions
 
     # -- MLPs
     def _mlp(self, neurons: list[Neuron], block: str):
@@ -244,7 +245,8 @@ class Builder:
         notes = dict(self.notes)
         notes["margins"] = self.margins
         return ModelSpec(self.name, self.kind, self.vocab, list(self.space.labels), emb,
-                         self.rnn_layers, self.attn_layers, self.readout_terms, self.claim, notes)
+                         self.rnn_layers, self.attn_layers, self.readout_terms, self.claim, notes,
+                         self.max_positions)
 
     def build(self, fmt: FixedFormat) -> Model:
         return Model(self.spec(), fmt)

@@ -274,6 +274,7 @@ def hybrid_index(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> M
     clock(s, rec)
     s.hidden("answer")
     b = Builder(f"hybrid-index(n={n})", "hybrid", vocab, s, claim="T5.6")
+    b.max_positions = n + 3                   # [BOS] x_1..x_n [QUERY] i
     b.rnn_layer(rec.state, rec.A, rec.B, rec.C, name="clock")
     M = code_bound(n)
     b.attention_layer([match_head("index", query={"tok": 1}, key={"cnt": 1}, key_sq={"cnt_sq": 1}, one="one",
@@ -296,6 +297,7 @@ def hybrid_ar(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> Mode
     clock(s, rec, delays=1, delays_sq=1)
     s.hidden("answer")
     b = Builder(f"hybrid-ar(n={n})", "hybrid", vocab, s, claim="T5.6")
+    b.max_positions = n + 3                   # [BOS] x_1..x_n [QUERY] q
     b.rnn_layer(rec.state, rec.A, rec.B, rec.C, name="clock+delay")
     M = code_bound(n)
     b.attention_layer([match_head("ar", query={"tok": 1}, key={"prev1": 1}, key_sq={"prev1_sq": 1}, one="one",
@@ -325,6 +327,7 @@ def hybrid_cgram(n: int, c: int = 3, alphabet: int = 2, fmt: FixedFormat | None 
     clock(s, rec, delays=w, delays_sq=w)
     s.hidden("answer")
     b = Builder(f"hybrid-{c}gram(n={n})", "hybrid", vocab, s, claim="T5.6")
+    b.max_positions = n + c + 1               # [BOS] x_1..x_n [QUERY] q_1..q_{c-1}
     b.rnn_layer(rec.state, rec.A, rec.B, rec.C, name="clock+delays")
     M = code_bound(n)
     pairs = []
@@ -356,6 +359,7 @@ def hybrid_counting(n: int, alphabet: int = 3, fmt: FixedFormat | None = None) -
     s.hidden("frac")
     s.hidden("gt")
     b = Builder(f"hybrid-counting(n={n})", "hybrid", vocab, s, claim="T5.6")
+    b.max_positions = n + 4                   # [BOS] x_1..x_n [QUERY] q t
     b.rnn_layer(rec.state, rec.A, rec.B, rec.C, name="clock+delay+latch")
     M = code_bound(n)
     head = count_head("count", query={"prev1": 1}, query_sq={"prev1_sq": 1}, key={"tok": 1}, key_sq={"tok_sq": 1},
@@ -511,6 +515,7 @@ def hybrid_istree(N: int, m_max: int | None = None, fmt: FixedFormat | None = No
     for lab in hid:
         s.hidden(lab)
     b = Builder(f"hybrid-istree(N={N})", "hybrid", vocab, s, claim="T5.6")
+    b.max_positions = P                       # prompt of <= m_max edges and the CoT (istree_positions)
     Bc, Bc2 = Kc, Kc * Kc
     # e2 = [EOS at least two tokens back] = e - [EOS now] - [EOS one back]: a record's
     # marker two back is then a CoT token (the input may use '~' between endpoints)

@@ -280,6 +280,7 @@ def build(n_vertices: int, max_edges: int | None = None, fmt: FixedFormat | None
     for lab in hidden:
         s.hidden(lab)
     b = Builder(f"istree-dfs(N={N},M={M})", "transformer", Vocab(max(N - 1, 0)), s, claim="T4.7-up")
+    b.max_positions = T                       # prompt of <= M edges, tour, [EOS] (n_positions)
     one = "one"
 
     # ---- layer 1: shifts, the prompt's [EOS], the largest vertex id

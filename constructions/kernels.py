@@ -21,7 +21,8 @@ Dh head width, N cache capacity, T readout terms)::
     rnn_state (Lr,S)
     aWQ, aWK, aWV (La,H,Dh,D)  aWO (La,H,D,Dh)  a_nheads (La,)
     aW1 (La,M,D) ab1 (La,M) aW2 (La,D,M) ab2 (La,D)
-    Kc, Vc (La,H,N,Dh)                        the KV cache
+    Kc (La,H,Dh,N)  Vc (La,H,N,Dh)           the KV cache (keys column-major)
+    Km (La,H,Dh,N)    Km[..., c, t] = max_{i<=t} |Kc[..., c, i]| (column bounds)
     out_dim, out_kind, out_param, out_coef  (T,)   logit(k) = sum_terms coef*feat(k) * x[dim]
 
 Three exact shortcuts, each tested to give the same outputs, the same largest
@@ -38,7 +39,7 @@ from numba import njit
 
 from .fixedpoint import (
     E_CODE, E_MAXABS, E_WHERE, ERR_LEN, ERR_OVERFLOW, MODE_SATURATE, E_SAT, OP_ADD,
-    _fit, _record, bit_length, fx_add, fx_attend, fx_div, fx_mul, fx_relu,
+    _exp_raw, _fit, _record, bit_length, exp_zero_threshold, fx_add, fx_attend, fx_div, fx_mul, fx_relu,
 )
 from .vocab import NUMBER_BASE
 
@@ -153,20 +154,28 @@ def mlp_residual(W1, b1, W2, b2, x, I, f, mode, err, hidden, tmp):
 @njit(cache=True)
 def workspace_size(D, S, Mr, Dh, Ma):
     """Scratch entries model_step needs (RNN and attention parts reuse the space)."""
-    return D + max(2 * S + Mr, 2 * D + 3 * Dh + Ma) + 1
+    return D + max(2 * S + Mr, 2 * D + 5 * Dh + Ma) + 1
 
 
 @njit(cache=True)
-def attention_scores(q, Kh, m, I, f, mode, err, qnz, scores):
-    """scores[j] = sum_c round(q_c Kh[j, c]) for j < m: products rounded half to
+def attention_scores(q, KhT, KmT, m, I, f, mode, err, qnz, cm, scores):
+    """scores[j] = sum_c round(q_c KhT[c, j]) for j < m: products rounded half to
     even, each partial sum range-checked, zero terms skipped (fx_mul / fx_add in
-    component order).
+    component order). Returns max_j scores[j].
 
-    The same numbers as calling fx_mul / fx_add, faster: while every product is
-    below 2^62 (checked in floating point with margin) and every value is in range,
-    it runs on plain int64 with the largest |raw| kept in a local; the first key
-    where that does not hold is recomputed with fx_mul / fx_add, which record the
-    overflow (or count the saturation) exactly as they always do."""
+    ``KhT`` is one head's key cache stored column-major (component c of key j at
+    KhT[c, j]); ``KmT[c, j]`` = max_{i <= j} |KhT[c, i]| (the running column bound,
+    kept beside the cache by :func:`model_step`); ``qnz``, ``cm`` are scratch (>= Dh).
+
+    The same numbers as calling fx_mul / fx_add, faster: when the column bounds
+    show that no product reaches 2^62 and no partial sum can leave the range, it
+    runs on plain int64 a column at a time (a loop the compiler vectorises), and
+    the largest |raw| touched is tracked exactly: per column, the largest
+    |product| is round(|q_c| max_j |k_jc|) (rounding half to even is odd and
+    monotone), and every partial sum is looked at. Otherwise it runs key by key
+    with checks, and the first key where a check fails is recomputed with fx_mul
+    / fx_add, which record the overflow (or count the saturation) exactly as they
+    always do, in the same order as the plain definition."""
     Dh = q.shape[0]
     nq = 0
     for c in range(Dh):
@@ -179,48 +188,50 @@ def attention_scores(q, Kh, m, I, f, mode, err, qnz, scores):
     mx = err[E_MAXABS]
     # Column bounds: if |q_c| max_j |K[j, c]| < 2^62 for every c and the sum of the
     # rounded bounds is below 2^(I+f), no product and no partial sum can leave the
-    # range, and the loop needs no checks (round half to even, branch-free:
-    # (p + 2^(f-1) - 1 + bit_f(p)) >> f).
+    # range, and the loop needs no checks (round half to even, branch-free, exact
+    # for signed p with an arithmetic shift: (p + 2^(f-1) - 1 + bit_f(p)) >> f).
     safe = True
     bound = 0.0
     for ci in range(nq):
-        c = qnz[ci]
-        cm = np.int64(0)
-        for j in range(m):
-            v = Kh[j, c]
-            a = v if v >= 0 else -v
-            if a > cm:
-                cm = a
-        qc = q[c]
-        pb = float(qc if qc > 0 else -qc) * float(cm)
+        a = KmT[qnz[ci], m - 1]
+        cm[ci] = a
+        qc = q[qnz[ci]]
+        pb = float(qc if qc > 0 else -qc) * float(a)
         if not (pb < 4.0e18):
             safe = False
         bound += pb * 2.0 ** (-f) + 1.0
     if safe and bound < 0.5 * float(lim):
         hm1 = half - 1 if f > 0 else np.int64(0)
-        for j in range(m):
-            s = np.int64(0)
-            for ci in range(nq):
-                c = qnz[ci]
-                kc = Kh[j, c]
-                qc = q[c]
-                x = qc if qc > 0 else -qc
-                y = kc if kc > 0 else -kc
-                p = x * y
+        if nq == 0:
+            for j in range(m):
+                scores[j] = 0
+            return np.int64(0)
+        smax = np.int64(0)
+        for ci in range(nq):
+            qc = q[qnz[ci]]
+            col = KhT[qnz[ci]]
+            pa = (qc if qc > 0 else -qc) * cm[ci]
+            mx = max(mx, (pa + hm1 + ((pa >> f) & 1)) >> f if f > 0 else pa)
+            first = ci == 0
+            for j in range(m):
+                p = qc * col[j]
                 r = (p + hm1 + ((p >> f) & 1)) >> f if f > 0 else p
-                mx = max(mx, r)
-                s = s - r if (qc < 0) != (kc < 0) else s + r
-                mx = max(mx, s if s >= 0 else -s)
-            scores[j] = s
+                sc = r if first else scores[j] + r
+                scores[j] = sc
+                smax = max(smax, sc if sc >= 0 else -sc)
+        mx = max(mx, smax)
         if mx > err[E_MAXABS]:
             err[E_MAXABS] = mx
-        return
+        M = scores[0]
+        for j in range(1, m):
+            M = max(M, scores[j])
+        return M
     for j in range(m):
         s = np.int64(0)
         ok = True
         for ci in range(nq):
             c = qnz[ci]
-            kc = Kh[j, c]
+            kc = KhT[c, j]
             if kc != 0:
                 qc = q[c]
                 x = qc if qc > 0 else -qc
@@ -252,20 +263,110 @@ def attention_scores(q, Kh, m, I, f, mode, err, qnz, scores):
             s = np.int64(0)
             for ci in range(nq):
                 c = qnz[ci]
-                kc = Kh[j, c]
+                kc = KhT[c, j]
                 if kc != 0:
                     s = fx_add(s, fx_mul(q[c], kc, I, f, mode, err), I, f, mode, err)
             mx = err[E_MAXABS]
         scores[j] = s
     if mx > err[E_MAXABS]:
         err[E_MAXABS] = mx
+    M = scores[0]
+    for j in range(1, m):
+        M = max(M, scores[j])
+    return M
+
+
+@njit(cache=True)
+def attend_sparse(scores, m, M, values, I, f, mode, err, idx, out):
+    """The softmax attention of :func:`fx_attend` (theory.md §1) given the
+    maximum score M, the same numbers in the same order of operations, visiting
+    only the keys whose weight
+    can be nonzero: e_j = round(exp(s_j - M)) is exactly 0 when s_j - M is below
+    ``exp_zero_threshold(f)``, and such keys add exactly 0 to Z and to the output.
+    The scan runs a block of 64 keys at a time (a block whose largest score is
+    below the threshold is skipped whole).
+
+    Overwrites ``scores`` and uses ``idx`` (>= m entries) as scratch; the
+    per-key weights are not kept (use fx_attend to record them)."""
+    d = values.shape[1]
+    for k in range(d):
+        out[k] = 0
+    if m == 0:
+        return
+    thr = exp_zero_threshold(f)
+    nc = 0
+    for j0 in range(0, m, 64):
+        j1 = min(j0 + 64, m)
+        bm = scores[j0]
+        for j in range(j0 + 1, j1):
+            bm = max(bm, scores[j])
+        if bm - M < thr:
+            continue
+        for j in range(j0, j1):
+            if scores[j] - M >= thr:
+                idx[nc] = j
+                nc += 1
+    # exp and the division depend on a key only through r = M - s_j in [0, -thr]:
+    # when many keys survive (nc > 16) and I >= 1 (so exp <= 1, every weight
+    # fits and nothing saturates), each distinct r is computed once and reused;
+    # that gives the same numbers and the same effect on ``err`` (largest |raw|,
+    # first error) as computing it again. ``scores`` is reused to hold, packed
+    # at the front, r (with the memo) or e_j (without): ci <= idx[ci] keeps every
+    # read ahead of every write.
+    R = -thr
+    memo = nc > 16 and I >= 1 and R <= 4096
+    ememo = np.full(R + 1 if memo else 1, -1, np.int64)
+    wmemo = np.full(R + 1 if memo else 1, -1, np.int64)
+    Z = np.int64(0)
+    for ci in range(nc):
+        dj = scores[idx[ci]] - M
+        if memo:
+            ej = ememo[-dj]
+            if ej < 0:
+                ej = _exp_raw(dj, I, f, mode, err)
+                ememo[-dj] = ej
+            scores[ci] = -dj
+        else:
+            ej = _exp_raw(dj, I, f, mode, err)
+            scores[ci] = ej
+        Z = fx_add(Z, ej, I, f, mode, err)
+    for ci in range(nc):
+        r = scores[ci]
+        ej = ememo[r] if memo else r
+        if ej != 0:
+            if memo:
+                wj = wmemo[r]
+                if wj < 0:
+                    wj = fx_div(ej, Z, I, f, mode, err)
+                    wmemo[r] = wj
+            else:
+                wj = fx_div(ej, Z, I, f, mode, err)
+            if wj != 0:
+                j = idx[ci]
+                for k in range(d):
+                    v = values[j, k]
+                    if v != 0:
+                        out[k] += fx_mul(wj, v, I, f, mode, err)
+    for k in range(d):
+        out[k] = _fit(out[k], I, f, mode, OP_ADD, err)
+
+
+@njit(cache=True)
+def store_key(kr, t, KhT, KmT):
+    """Write key ``kr`` at position t of one head's column-major cache, and the
+    running column bound KmT[c, t] = max(KmT[c, t-1], |kr[c]|) beside it."""
+    for c in range(kr.shape[0]):
+        v = kr[c]
+        a = v if v >= 0 else -v
+        KhT[c, t] = v
+        KmT[c, t] = a if t == 0 or a > KmT[c, t - 1] else KmT[c, t - 1]
 
 
 @njit(cache=True)
 def model_step(tok, t, I, f, mode, err,
                ekind, eparam, ecoef,
                rA, rB, rC, rW1, rb1, rW2, rb2, rnn_state,
-               aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc,
+               aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Km, Vc,
                x, scores, wbuf, record, attn_rec, need_output, ws):
     """Process token ``tok`` at position ``t``: updates rnn_state, appends to the
     KV cache at index t, and leaves the final residual in ``x``. If ``record``,
@@ -305,25 +406,32 @@ def model_step(tok, t, I, f, mode, err,
         o = ws[D + Dh:D + 2 * Dh]
         ho = ws[D + 2 * Dh:2 * D + 2 * Dh]
         acc = ws[2 * D + 2 * Dh:3 * D + 2 * Dh]
-        hidden = ws[3 * D + 2 * Dh:3 * D + 2 * Dh + aW1.shape[1]]
-        qnz = ws[3 * D + 2 * Dh + aW1.shape[1]:3 * D + 3 * Dh + aW1.shape[1]]
+        Ma = aW1.shape[1]
+        hidden = ws[3 * D + 2 * Dh:3 * D + 2 * Dh + Ma]
+        qnz = ws[3 * D + 2 * Dh + Ma:3 * D + 3 * Dh + Ma]
+        kr = ws[3 * D + 3 * Dh + Ma:3 * D + 4 * Dh + Ma]
+        cm = ws[3 * D + 4 * Dh + Ma:3 * D + 5 * Dh + Ma]
         for l in range(La):
             for d in range(D):
                 acc[d] = 0
             if l == La - 1 and not need_output:
                 for h in range(a_nheads[l]):
-                    matvec(aWK[l, h], x, I, f, mode, err, Kc[l, h, t])
+                    matvec(aWK[l, h], x, I, f, mode, err, kr)
+                    store_key(kr, t, Kc[l, h], Km[l, h])
                     matvec(aWV[l, h], x, I, f, mode, err, Vc[l, h, t])
                 return
             for h in range(a_nheads[l]):
                 matvec(aWQ[l, h], x, I, f, mode, err, q)
-                matvec(aWK[l, h], x, I, f, mode, err, Kc[l, h, t])
+                matvec(aWK[l, h], x, I, f, mode, err, kr)
+                store_key(kr, t, Kc[l, h], Km[l, h])
                 matvec(aWV[l, h], x, I, f, mode, err, Vc[l, h, t])
-                attention_scores(q, Kc[l, h], t + 1, I, f, mode, err, qnz, scores)
-                fx_attend(scores, t + 1, Vc[l, h], I, f, mode, err, wbuf, o)
+                M = attention_scores(q, Kc[l, h], Km[l, h], t + 1, I, f, mode, err, qnz, cm, scores)
                 if record:
+                    fx_attend(scores, t + 1, Vc[l, h], I, f, mode, err, wbuf, o)
                     for j in range(t + 1):
                         attn_rec[l, h, j] = wbuf[j]
+                else:
+                    attend_sparse(scores, t + 1, M, Vc[l, h], I, f, mode, err, wbuf, o)
                 matvec(aWO[l, h], o, I, f, mode, err, ho)
                 for d in range(D):
                     acc[d] = fx_add(acc[d], ho[d], I, f, mode, err)
@@ -431,7 +539,8 @@ def forward_batch(tokens, lengths, all_positions, share_prefix, I, f, mode, err,
     La = aWQ.shape[0]
     H = aWQ.shape[1] if La > 0 else 0
     Dh = aWQ.shape[2] if La > 0 else 0
-    Kc = np.zeros((La, H, N, Dh), dtype=np.int64)
+    Kc = np.zeros((La, H, Dh, N), dtype=np.int64)
+    Km = np.zeros((La, H, Dh, N), dtype=np.int64)
     Vc = np.zeros((La, H, N, Dh), dtype=np.int64)
     Lr = rA.shape[0]
     S = rA.shape[1] if Lr > 0 else 0
@@ -460,7 +569,7 @@ def forward_batch(tokens, lengths, all_positions, share_prefix, I, f, mode, err,
             need = all_positions or t == n_b - 1
             model_step(tokens[b, t], t, I, f, mode, err, ekind, eparam, ecoef,
                        rA, rB, rC, rW1, rb1, rW2, rb2, state,
-                       aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc,
+                       aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Km, Vc,
                        x, scores, wbuf, False, attn_rec, need, ws)
             if share:
                 for l in range(Lr):
@@ -480,7 +589,7 @@ def forward_batch(tokens, lengths, all_positions, share_prefix, I, f, mode, err,
 def feed_tokens(tokens, t0, I, f, mode, err,
                 ekind, eparam, ecoef,
                 rA, rB, rC, rW1, rb1, rW2, rb2, rnn_state,
-                aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc,
+                aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Km, Vc,
                 x, scores, wbuf, record, attn_rec):
     """Feed ``tokens`` at positions t0, t0+1, ...; stops at the first error
     (err[E_WHERE] = its position). Returns the next position."""
@@ -493,7 +602,7 @@ def feed_tokens(tokens, t0, I, f, mode, err,
         need = i == last
         model_step(tokens[i], t, I, f, mode, err, ekind, eparam, ecoef,
                    rA, rB, rC, rW1, rb1, rW2, rb2, rnn_state,
-                   aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc,
+                   aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Km, Vc,
                    x, scores, wbuf, record, attn_rec, need, ws)
         if err[E_CODE] != 0:
             err[E_WHERE] = t

@@ -92,6 +92,12 @@ class ModelSpec:
     readout: list[tuple[int, int, Any, Fraction]]
     claim: str = ""
     notes: dict = field(default_factory=dict)
+    max_positions: int | None = None
+    """The longest context (prompt + CoT, positions 0..max_positions-1) the
+    construction's declared format and margins were derived for; longer inputs
+    are refused before any kernel runs. None: the construction declares no
+    length (e.g. the bounded-memory targets, which are meant to be run past
+    their capacity)."""
 
     @property
     def width(self) -> int:
@@ -208,6 +214,9 @@ class Model:
         self.vocab = spec.vocab
         self.name = spec.name
         self.kind = spec.kind
+        if spec.max_positions is not None and int(spec.max_positions) < 1:
+            raise ValueError(f"{spec.name}: max_positions must be >= 1 or None, got {spec.max_positions}")
+        self.max_positions = None if spec.max_positions is None else int(spec.max_positions)
         self.labels = list(spec.labels)
         D = spec.width
         self._candidates = np.array([t for t in range(self.vocab.size) if self.vocab.contains(t)], dtype=np.int64)
@@ -336,6 +345,12 @@ class Model:
         self.vocab.validate(arr, what=f"{self.name}: {what}")
         return arr
 
+    def check_length(self, length: int, what: str = "context") -> None:
+        """Refuse a context longer than the construction declares (``max_positions``)."""
+        if self.max_positions is not None and length > self.max_positions:
+            raise ValueError(f"{self.name}: a {what} of {length} tokens exceeds the {self.max_positions} positions "
+                             f"this construction is declared for (build it for a larger n)")
+
     # -- running
     def session(self, capacity: int = 64, record: bool = False) -> "Session":
         return Session(self, capacity, record)
@@ -371,6 +386,7 @@ class Model:
             raise ValueError(f"{self.name}: lengths must be (batch,) = ({B},) with 1 <= length <= {N}")
         if max_length is not None and N > max_length:
             raise ValueError(f"{self.name}: sequences of length {N} exceed the declared maximum {max_length}")
+        self.check_length(int(lengths.max()), "batch row")
         tokens = np.ascontiguousarray(tokens, dtype=np.int64)
         mask = np.arange(N)[None, :] < lengths[:, None]
         bad = mask & ~np.isin(tokens, self._candidates)
@@ -425,7 +441,8 @@ class Session:
         m = model
         La, H, Dh = m.aWQ.shape[0], m.aWQ.shape[1], m.aWQ.shape[2]
         cap = max(1, int(capacity))
-        self.Kc = np.zeros((La, H, cap, Dh), np.int64)
+        self.Kc = np.zeros((La, H, Dh, cap), np.int64)      # keys column-major (kernels)
+        self.Km = np.zeros((La, H, Dh, cap), np.int64)      # running column bounds of Kc (kernels)
         self.Vc = np.zeros((La, H, cap, Dh), np.int64)
         self.state = np.zeros((m.rA.shape[0], m.rA.shape[1]), np.int64)
         self.x = np.zeros(m.spec.width, np.int64)
@@ -444,7 +461,8 @@ class Session:
             return
         new = max(need, 2 * cap)
         pad = new - cap
-        self.Kc = np.concatenate([self.Kc, np.zeros(self.Kc.shape[:2] + (pad,) + self.Kc.shape[3:], np.int64)], axis=2)
+        self.Kc = np.concatenate([self.Kc, np.zeros(self.Kc.shape[:3] + (pad,), np.int64)], axis=3)
+        self.Km = np.concatenate([self.Km, np.zeros(self.Km.shape[:3] + (pad,), np.int64)], axis=3)
         self.Vc = np.concatenate([self.Vc, np.zeros(self.Vc.shape[:2] + (pad,) + self.Vc.shape[3:], np.int64)], axis=2)
         self.scores = np.zeros(new, np.int64)
         self.wbuf = np.zeros(new, np.int64)
@@ -457,6 +475,7 @@ class Session:
         arr = self.model.validate_tokens(list(tokens) if not isinstance(tokens, np.ndarray) else tokens)
         if arr.size == 0:
             return
+        self.model.check_length(self.position + arr.size)
         self._grow(self.position + arr.size)
         m = self.model
         err = self.err
@@ -464,7 +483,7 @@ class Session:
                           m.ekind, m.eparam, m.ecoef,
                           m.rA, m.rB, m.rC, m.rW1, m.rb1, m.rW2, m.rb2, self.state,
                           m.aWQ, m.aWK, m.aWV, m.aWO, m.a_nheads, m.aW1, m.ab1, m.aW2, m.ab2,
-                          self.Kc, self.Vc, self.x, self.scores, self.wbuf, self.record, self.attn)
+                          self.Kc, self.Km, self.Vc, self.x, self.scores, self.wbuf, self.record, self.attn)
         fed = t - self.position
         self.tokens.extend(int(v) for v in arr[:fed])
         self.position = t

@@ -106,12 +106,17 @@ class RagConstruction:
 
 
 def _finish(p: Program, name: str, task: str, n: int, declared: Callable[[int], int], expr: sp.Expr,
-            cot_bound: int, fmt: FixedFormat | None, **kw) -> RagConstruction:
+            cot_bound: int, fmt: FixedFormat | None, prompt_length: int | None = None, **kw) -> RagConstruction:
+    """Compile ``p`` in the declared format. ``prompt_length``: the longest prompt of
+    the task at this n; the model then refuses contexts longer than prompt + CoT
+    bound (``Model.max_positions``) before running."""
     need = p.required_int_bits()
     I = declared(n)
     if need > I:
         raise MarginError(f"{name}: needs {need} integer bits, declares {I} for n={n}")
     model = p.compile(fmt or FixedFormat(I, 0))
+    if prompt_length is not None:
+        model.spec.max_positions = model.max_positions = prompt_length + cot_bound
     return RagConstruction(name, task, n, p, model, I, expr, cot_bound, **kw)
 
 
@@ -151,7 +156,7 @@ def index_rag(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> RagC
         (p.is_token(EOS), s1),
     ]
     p.emit(rules)
-    return _finish(p, p.name, "index", n, _int_index, INDEX_INT, n + 7, fmt)
+    return _finish(p, p.name, "index", n, _int_index, INDEX_INT, n + 7, fmt, prompt_length=n + 3)
 
 
 # ----------------------------------------------------------------------------
@@ -185,7 +190,8 @@ def cgram_rag(n: int, c: int = 3, alphabet: int = 2, fmt: FixedFormat | None = N
         (p.is_token(EOS), s[1]),
     ]
     p.emit(rules)
-    return _finish(p, p.name, "cgram" if c > 2 else "ar", n, _int_cgram, CGRAM_INT, c + 6, fmt)
+    return _finish(p, p.name, "cgram" if c > 2 else "ar", n, _int_cgram, CGRAM_INT, c + 6, fmt,
+                   prompt_length=n + c + 1)
 
 
 def ar_rag(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> RagConstruction:
@@ -242,7 +248,8 @@ def counting_rag(n: int, alphabet: int = 3, fmt: FixedFormat | None = None) -> R
         (p.all_of("no", [is_eos, ret_failed]), tau(number_token(0))),
     ]
     p.emit(rules)
-    return _finish(p, p.name, "counting", n, _int_counting, COUNTING_INT, 8 * n + 15, fmt)
+    return _finish(p, p.name, "counting", n, _int_counting, COUNTING_INT, 8 * n + 15, fmt,
+                   prompt_length=n + 4)
 
 
 # ----------------------------------------------------------------------------

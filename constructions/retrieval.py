@@ -236,6 +236,7 @@ def index_model(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> Mo
     s = base_space()
     s.hidden("answer")
     b = Builder(f"index(n={n},a={a})", "transformer", Vocab(max(n, a - 1)), s, claim=CLAIM)
+    b.max_positions = n + 3                   # [BOS] x_1..x_n [QUERY] i
     b.attention_layer([match_head("index", query={"tok": 1}, key={"pos": 1, "one": 1},
                                   key_sq={"pos_sq": 1, "pos": 2, "one": 1}, one="one",
                                   copy={"answer": {"tok": 1}}, fmt=fmt,
@@ -317,6 +318,7 @@ def cgram_model(n: int, alphabet: int = 2, c: int = 3, fmt: FixedFormat | None =
     name = "ar" if c == 2 else f"cgram(c={c})"
     b = Builder(f"{name}(n={n},a={a})", "transformer", Vocab(a - 1), s, claim=CLAIM)
     npos = n + c + 1
+    b.max_positions = npos                    # [BOS] x_1..x_n [QUERY] q_1..q_{c-1}
     b.attention_layer([shift_head(f"shift_{k}", "pos", "pos_sq", "one",
                                   {f"prev_{k}": {"tok": 1}, f"prev_{k}_sq": {"tok_sq": 1}}, fmt,
                                   n_positions=npos, shift=k) for k in range(1, c)])
@@ -411,6 +413,7 @@ def counting_model(n: int, alphabet: int = 3, fmt: FixedFormat | None = None,
         s.hidden(lab)
     vocab = Vocab(max(n, a - 1, 1))
     b = Builder(f"counting(n={n},a={a})", "transformer", vocab, s, claim=CLAIM)
+    b.max_positions = n + 4                   # [BOS] x_1..x_n [QUERY] q t
     gap = {"lambda": lam, "gap": lam, "zero_gap": float(zero_gap(f))}
     b.attention_layer([Head("after-query", [({"one": lam}, {"is_query": 2, "is_bos": 1})],
                             {"after": {"is_query": 1}}, gap)])
@@ -481,6 +484,7 @@ def mqar_model(length: int, fmt: FixedFormat | None = None) -> Model:
     b.attention_layer([head])
     number_readout(b, "answer")
     b.notes["max_length"] = L
+    b.max_positions = L + 1                   # [BOS] then the L raw values
     return b.build(fmt)
 
 
@@ -544,7 +548,8 @@ def forward_all_positions_fast(tokens, lengths, v_dim, code_lo, code_hi, I, f, m
     La = aWQ.shape[0]
     H = aWQ.shape[1] if La > 0 else 0
     Dh = aWQ.shape[2] if La > 0 else 0
-    Kc = np.zeros((La, H, Nn, Dh), dtype=np.int64)
+    Kc = np.zeros((La, H, Dh, Nn), dtype=np.int64)
+    Km = np.zeros((La, H, Dh, Nn), dtype=np.int64)
     Vc = np.zeros((La, H, Nn, Dh), dtype=np.int64)
     Lr = rA.shape[0]
     S = rA.shape[1] if Lr > 0 else 0
@@ -561,7 +566,7 @@ def forward_all_positions_fast(tokens, lengths, v_dim, code_lo, code_hi, I, f, m
         for t in range(lengths[b]):
             K.model_step(tokens[b, t], t, I, f, mode, err, ekind, eparam, ecoef,
                          rA, rB, rC, rW1, rb1, rW2, rb2, state,
-                         aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc,
+                         aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Km, Vc,
                          x, scores, wbuf, False, attn_rec, True, ws)
             preds[b, t] = nearest_code_readout(x, v_dim, code_lo, code_hi, out_dim, out_kind, out_param,
                                                out_coef, I, f, mode, err)

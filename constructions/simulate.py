@@ -323,6 +323,7 @@ class RNNSimulator:
         self.fmt = fmt
         b = Builder(f"sim({spec.name}; L<={self.max_prompt}, cot<={self.max_rnn_cot})", "transformer",
                     self.vocab, sp_, claim="sim")
+        b.max_positions = self.max_prompt + self.cot_bound(self.max_prompt)   # prompt + the longest CoT
 
         # ---- layer 1: token type and value from tau (integer steps)
         mlp: list[Neuron] = []

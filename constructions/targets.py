@@ -149,7 +149,7 @@ def _final_states(tokens, I, f, mode, err, loc, ekind, eparam, ecoef,
         for t in range(L):
             K.model_step(tokens[b, t], t, I, f, mode, err, ekind, eparam, ecoef,
                          rA, rB, rC, rW1, rb1, rW2, rb2, state,
-                         aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc,
+                         aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Kc, Vc,
                          x, scores, wbuf, False, attn_rec, False, ws)
             if err[E_CODE] != 0:
                 loc[0] = b

@@ -430,6 +430,7 @@ def compile_hybrid(spec: MachineSpec, n: int, fmt: FixedFormat | None = None) ->
     for lab in ["dh", "wsym"] + [qd[q] for q in Q] + ["head", "key", "key_sq", "symv", "sym", "v"]:
         s.hidden(lab)              # every direction exists before the first layer is assembled
     b = Builder(f"hybrid-tm:{spec.name}(n={n})", "hybrid", vocab, s, claim="T5-hyb-P")
+    b.max_positions = P                       # prompt, CoT and answer of an input of length <= n
 
     # MLP 1: decode the action token
     is_action = {"p": 1, "is_eos": -1}

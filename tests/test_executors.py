@@ -36,7 +36,7 @@ from constructions import kernels as K
 from constructions.fixedpoint import FixedPointOverflow
 from constructions.gadgets import Builder, Neuron, ResidualSpace
 from constructions.protocol import RNN, feed as protocol_feed, run_rnn
-from constructions.vocab import BOS, Vocab, number_token
+from constructions.vocab import BOS, QUERY, Vocab, number_token
 
 ROOT = Path(__file__).resolve().parents[1]
 N = 12     # data length of the attention models in most tests
@@ -158,7 +158,7 @@ def test_chunked_feeding_equals_feeding_at_once(seed):
         sess.feed(row[a:b])
     L = len(row)
     assert (sess.x == once.x).all()
-    assert (sess.Kc[:, :, :L] == once.Kc[:, :, :L]).all() and (sess.Vc[:, :, :L] == once.Vc[:, :, :L]).all()
+    assert (sess.Kc[..., :L] == once.Kc[..., :L]).all() and (sess.Vc[:, :, :L] == once.Vc[:, :, :L]).all()
     assert sess.next_token() == once.next_token()
 
 
@@ -404,7 +404,7 @@ def test_resource_accounting(kind):
         sess.feed([BOS if L == 1 else ALPHABET[kind][L % 4]])
         assert sess.kv_cache_bits() == r.kv_bits(L) == L * r.kv_bits(1)
     # the KV cache declared per token is what a session stores per position
-    assert r.kv_numbers_per_token == sess.Kc[:, :, 0].size + sess.Vc[:, :, 0].size
+    assert r.kv_numbers_per_token == sess.Kc[..., 0].size + sess.Vc[:, :, 0].size
     n_heads = sum(len(layer.heads) for layer in model.spec.attn_layers)
     if kind == "linear_rnn":
         assert r.kv_numbers_per_token == 0 and r.state_numbers == 4 and r.state_bits == 4 * p
@@ -696,7 +696,104 @@ def test_attention_scores_equal_the_plain_definition(seed, mode):
         e1, e2 = new_err(), new_err()
         want = _scores_reference(q, Kh, m, *args, e1)
         got = np.zeros(m, np.int64)
-        K.attention_scores(q, Kh, m, *args, e2, np.zeros(Dh, np.int64), got)
+        KhT = np.ascontiguousarray(Kh.T)
+        KmT = np.maximum.accumulate(np.abs(KhT), axis=1)        # what model_step keeps beside the cache
+        M = K.attention_scores(q, KhT, KmT, m, *args, e2, np.zeros(Dh, np.int64), np.zeros(Dh, np.int64), got)
         assert got.tolist() == want.tolist() and e1.tolist() == e2.tolist(), (trial, I, f, q.tolist())
+        assert M == want.max()
         paths += int(e1[0] != 0 or e1[5] != 0)
     assert paths > 0     # some trials overflowed (the fallback path ran)
+
+
+@pytest.mark.parametrize("mode", ("raise", "saturate"))
+@pytest.mark.parametrize("seed", range(6))
+def test_attend_sparse_equals_fx_attend(seed, mode):
+    """kernels.attend_sparse (the softmax that visits only keys whose weight can be
+    nonzero, a block of 64 at a time) gives the output and the error array
+    (largest |raw|, first error, saturation count) of fixedpoint.fx_attend:
+    scores spread so that blocks are skipped, kept, or partly kept, many keys
+    sharing a few scores near the maximum (the exp / division memo), one key,
+    values that overflow the output."""
+    from constructions.fixedpoint import fx_attend, new_err
+    rng = np.random.default_rng(1000 + seed)
+    skipped = kept = bad = memo = 0
+    for trial in range(60):
+        I = int(rng.integers(2, 30))
+        f = int(rng.integers(0, min(20, 62 - I) + 1))
+        m = int(rng.integers(1, 400))
+        d = int(rng.integers(1, 4))
+        spread = int(rng.integers(0, I + f - 1))
+        scores = rng.integers(-(1 << spread), (1 << spread) + 1, size=m).astype(np.int64)
+        share = (0.05, 0.5)[int(rng.integers(0, 2))]
+        if rng.random() < 0.6:          # some keys near the top (few, or many sharing a few scores)
+            top = rng.random(m) < share
+            scores[top] = (1 << spread) - rng.integers(0, 4 << f, size=int(top.sum()))
+        vb = int(rng.integers(0, I + f))
+        values = rng.integers(-(1 << vb), (1 << vb) + 1, size=(m, d)).astype(np.int64)
+        args = FixedFormat(I, f, mode).args
+        e1, e2 = new_err(), new_err()
+        want = np.zeros(d, np.int64)
+        fx_attend(scores.copy(), m, values, *args, e1, np.zeros(m, np.int64), want)
+        got = np.zeros(d, np.int64)
+        K.attend_sparse(scores.copy(), m, scores.max(), values, *args, e2, np.zeros(m, np.int64), got)
+        assert got.tolist() == want.tolist() and e1.tolist() == e2.tolist(), (trial, I, f, m)
+        thr = int(K.exp_zero_threshold(f))
+        blocks = [scores[j:j + 64].max() - scores.max() >= thr for j in range(0, m, 64)]
+        skipped += blocks.count(False)
+        kept += blocks.count(True)
+        bad += int(e1[0] != 0 or e1[5] != 0)
+        memo += int(I >= 1 and int((scores - scores.max() >= thr).sum()) > 16)
+    assert skipped > 0 and kept > 0 and bad > 0 and memo > 0     # every path ran
+
+
+def _declared_length_cases():
+    """(builder, the longest valid prompt) per construction that declares n."""
+    from constructions import demos, hybrid as H, retrieval as R
+    from constructions import istree as IT
+    n = 6
+    idx = [BOS] + [number_token(1)] * n + [QUERY, number_token(2)]
+    ar = [BOS] + [number_token(1)] * n + [QUERY, number_token(1)]
+    c3 = [BOS] + [number_token(1)] * n + [QUERY, number_token(1), number_token(1)]
+    cnt = [BOS] + [number_token(1)] * n + [QUERY, number_token(1), number_token(0)]
+    return [
+        (lambda: R.index_model(n), idx), (lambda: R.ar_model(n), ar), (lambda: R.cgram_model(n, 2, 3), c3),
+        (lambda: R.counting_model(n), cnt), (lambda: demos.position_match(n), idx),
+        (lambda: demos.count_threshold(n), cnt), (lambda: H.hybrid_index(n), idx), (lambda: H.hybrid_ar(n), ar),
+        (lambda: H.hybrid_cgram(n, c=3), c3), (lambda: H.hybrid_counting(n), cnt),
+        (lambda: IT.build(3, 2), None), (lambda: H.hybrid_istree(3, 2), None),
+    ]
+
+
+def test_inputs_longer_than_declared_are_refused_before_any_kernel(monkeypatch):
+    """Every construction built for n declares the positions its format covers
+    (``max_positions``); a batch row or a session context one token longer is
+    refused with a clear error before any kernel runs, and a session that
+    refused a chunk is unchanged. The longest valid prompt still runs."""
+    checked = 0
+    for build, prompt in _declared_length_cases():
+        model = build()
+        P = model.max_positions
+        assert P is not None and P == model.spec.max_positions, model.name
+        if prompt is not None:
+            assert len(prompt) == P, (model.name, len(prompt), P)
+            model.predict(prompt)                          # the longest declared prompt runs
+            filler = prompt[-1]
+        else:
+            filler = BOS
+        too_long = np.full((1, P + 1), filler, np.int64)
+        too_long[0, 0] = BOS
+        sess = model.session()
+        if prompt is not None:
+            sess.feed(prompt[:-1])
+        else:
+            sess.position = P - 1                           # as if P - 1 tokens had been fed
+        with monkeypatch.context() as mp:
+            for name in ("forward_batch", "feed_tokens", "model_step"):
+                mp.setattr(K, name, lambda *a, **k: (_ for _ in ()).throw(AssertionError("a kernel ran")))
+            with pytest.raises(ValueError, match=rf"{P + 1} tokens exceeds the {P} positions"):
+                model.predict_batch(too_long)
+            with pytest.raises(ValueError, match=rf"context of {P + 1} tokens exceeds the {P} positions"):
+                sess.feed([filler, filler])
+            assert sess.position == P - 1
+        checked += 1
+    assert checked == len(_declared_length_cases())
