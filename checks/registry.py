@@ -15,7 +15,7 @@ from typing import Callable, Iterable
 CLAIMS: dict[str, str] = {
     "machine": "fixed-point operations and softmax equal exact arithmetic (theory.md §1)",
     "gadgets": "each gadget is exact at its declared O(log n) precision and fails below it",
-    "declarations": "every declared resource (precision, CoT, params, state) has its claimed asymptotic class",
+    "declarations": "every declared resource (precision bits, CoT bound, TM time) has its claimed asymptotic class",
     "T4.6-up": "constant-size Transformers solve Index, AR, c-gram, Counting (no CoT, p = O(log n))",
     "T4.6-low": "no RNN with o(n)-bit memory solves them, with any CoT length",
     "T4.7-up": "a constant-size Transformer solves IsTree with CoT O(n)",

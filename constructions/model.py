@@ -533,8 +533,22 @@ class RNNAdapter:
     def initial_state(self):
         return (np.zeros_like(self._sess.state), -1)
 
+    def _check_state(self, state):
+        if not (isinstance(state, tuple) and len(state) == 2):
+            raise TypeError(f"{self.model.name}: a state is a pair (h, last token), got {type(state).__name__}")
+        h, tok = state
+        h = np.asarray(h)
+        if h.shape != self._sess.state.shape or not np.issubdtype(h.dtype, np.integer):
+            raise ValueError(f"{self.model.name}: state h must be an integer array of shape "
+                             f"{self._sess.state.shape}, got {h.dtype} {h.shape}")
+        if isinstance(tok, bool) or not isinstance(tok, (int, np.integer)):
+            raise TypeError(f"{self.model.name}: the state's last token must be an int, got {tok!r}")
+        return h, int(tok)
+
     def step(self, state, token: int):
-        h, _ = state
+        h, _ = self._check_state(state)
+        if isinstance(token, bool) or not isinstance(token, (int, np.integer)):
+            raise TypeError(f"{self.model.name}: a token is an integer id, got {token!r}")
         s = self._sess
         s.state[...] = h
         s.position = 0
@@ -543,7 +557,7 @@ class RNNAdapter:
         return (s.state.copy(), int(token))
 
     def output(self, state) -> int:
-        h, tok = state
+        h, tok = self._check_state(state)
         if tok < 0:
             raise ValueError("the RNN has read no token yet")
         s = self._sess

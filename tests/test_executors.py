@@ -797,3 +797,25 @@ def test_inputs_longer_than_declared_are_refused_before_any_kernel(monkeypatch):
             assert sess.position == P - 1
         checked += 1
     assert checked == len(_declared_length_cases())
+
+
+def test_rnn_adapter_refuses_malformed_states_and_tokens():
+    """Model.rnn() (the protocol view): a state of the wrong shape or kind, or a
+    non-integer token, is a clear error, never silently broadcast or truncated."""
+    rnn = MODELS["linear_rnn"].rnn()
+    s0 = rnn.initial_state()
+    s1 = rnn.step(s0, BOS)
+    h, tok = s1
+    cases = [
+        (lambda: rnn.step((h[:, :1], tok), BOS), ValueError, "state h must be an integer array of shape"),
+        (lambda: rnn.step((h.astype(float), tok), BOS), ValueError, "integer array"),
+        (lambda: rnn.step(h, BOS), TypeError, r"a pair \(h, last token\)"),
+        (lambda: rnn.step(s1, 3.5), TypeError, "a token is an integer id"),
+        (lambda: rnn.step(s1, True), TypeError, "a token is an integer id"),
+        (lambda: rnn.output((h, 2.0)), TypeError, "last token must be an int"),
+        (lambda: rnn.step(s1, 10 ** 6), ValueError, "not in the vocabulary"),
+    ]
+    for call, exc, msg in cases:
+        with pytest.raises(exc, match=msg):
+            call()
+    assert rnn.output(rnn.step(s1, number_token(2))) == MODELS["linear_rnn"].predict([BOS, number_token(2)])
