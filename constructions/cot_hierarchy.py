@@ -10,8 +10,9 @@ is never tested here. What is executable, and checked by ``rnngap verify --only
 T4.1``, is the construction side and the mechanism:
 
 * the task family ITER(n) below, whose relevant part is O(log n) bits at the end
-  of a length-n input but whose answer needs T(n) = n^2 sequential applications
-  of a fixed map g_n;
+  of a length-n input and whose answer is defined by up to T(n) = n^2 sequential
+  applications of a fixed map g_n (a toy stand-in for a long computation: it is
+  NOT hard, see the note on orbits below);
 * :func:`iterate_rnn`, a linear RNN (kind ``linear_rnn``) of constant size and
   O(log n)-bit state that solves ITER(n) with a CoT of exactly T(n) tokens;
 * the same construction with its CoT disabled (its step budget set to k = 0, or
@@ -33,7 +34,17 @@ a bijection of {0..m-1} with no affine closed form. Instance::
 (the z_j are padding; the step count t is written as the number m + t, so that it
 is told apart from values by a single ReLU). Answer: ``[TRUE]`` if g^t(a) >= m/2
 else ``[FALSE]``. The instance that matters is the O(log n)-bit pair (t, a) at
-the end; answering it takes up to T(n) = n^2 sequential applications of g_n.
+the end; the construction answers it by t <= T(n) = n^2 sequential applications
+of g_n, one per CoT token.
+
+Note on orbits (why ITER is a mechanism demo, not a hard task): g_n is a
+permutation of m = 2n points, so the orbit of a has some length L <= 2n and
+g^t(a) = g^(t mod L)(a): fewer than 2n applications always suffice, and a
+CoT-free network with a table of g's orbits could answer ITER outright. Nothing
+here claims otherwise: the checks show that THIS RNN, with its CoT cut to k
+steps, is wrong on instances found by search, i.e. the CoT is what carries the
+computation in this construction. The general separation needs a task that is
+genuinely sequential (PSPACE-hard), and is the conditional part of T4.1.
 
 **The RNN.** Three linear layers, named directions only (state: 4 numbers):
 
