@@ -15,9 +15,15 @@ References are plain Python (``checks.tasks.istree``: dfs_tour, networkx).
 Labels: the model answers for the vertex set {0..max id}; the answer for a
 given ``n_nodes`` is :func:`constructions.istree.answer_for` and is compared
 with ``reference_label(n_nodes, edges)``.
+
+The paper's own sample (``shared/data/istree_official_sample.jsonl``, found by
+:mod:`checks.shared_data`; NOT CHECKED when absent) is compared with the tour of
+each row's ``cot_text`` token for token and with its true label ``is_tree``
+(:func:`paper_sample_check`).
 """
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from typing import Iterable, Sequence
@@ -28,8 +34,9 @@ from constructions import istree as C
 from constructions.fixedpoint import FixedFormat, PrecisionError
 from constructions.vocab import DASH, EOS, FALSE, NUMBER_BASE, TILDE, TRUE, number_token
 
-from .formats import graph_tokens
+from .formats import graph_tokens, parse_cot_text, parse_graph_text
 from .registry import Record, register
+from .shared_data import shared_file
 from .tasks import istree as R
 
 Case = tuple[int, list[tuple[int, int]]]
@@ -225,6 +232,65 @@ def below_bound_check(profile: str, seed: int) -> list[Record]:
     return [Record("T4.7-up", model.name, f"below used bits ({low.name})", n, len(cases), 0 if failed else 1,
                    seconds=round(time.perf_counter() - t0, 3),
                    note=("fails as it must: " if failed else "DID NOT FAIL below used bits: ") + how[:120])]
+
+
+SAMPLE_NAME = "istree_official_sample.jsonl"
+SAMPLE_TASK = "the paper's sample (cot_text): DFS tour token for token + true label"
+
+
+@register("T4.7-up", "IsTree DFS-tour Transformer: the paper's sample rows (cot_text)")
+def paper_sample_check(profile: str, seed: int) -> list[Record]:
+    """Every row of the paper's sample: greedy generation on the graph of
+    ``cot_text`` must write the tour of ``cot_text`` token for token (closing
+    [EOS] included); the model's answer for {0..max id} must equal the networkx
+    label of that vertex set, and the answer for the row's ``n_nodes``
+    (:func:`constructions.istree.answer_for`) the row's true label ``is_tree``.
+    The row's ``official_label`` (the paper generator's: connectivity only) is
+    not a target; the note counts the rows where it differs from ``is_tree``.
+    One model, built for the largest vertex count and edge count of the file (as
+    ``rnngap predict istree`` does). The same in both profiles (64 small rows)."""
+    t0 = time.perf_counter()
+    path = shared_file(SAMPLE_NAME)
+    if path is None:
+        return [Record("T4.7-up", "istree-dfs", SAMPLE_TASK, 0, 0, 0, checked=False,
+                       seconds=round(time.perf_counter() - t0, 3),
+                       note=f"NOT CHECKED: shared data file {SAMPLE_NAME} not found (set RNNGAP_SHARED_DATA)")]
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    parsed = []
+    for r in rows:
+        edges, cot = parse_cot_text(r["cot_text"], r["n_nodes"])
+        # the separator as written ('-' in the paper's generator; '~' if every edge has it)
+        seps = parse_graph_text(r["cot_text"], r["n_nodes"])[1][2::3][:len(edges)]
+        parsed.append((r, edges, cot, TILDE if edges and all(t == TILDE for t in seps) else DASH))
+    if not parsed:
+        return [Record("T4.7-up", "istree-dfs", SAMPLE_TASK, 0, 0, 1, seconds=round(time.perf_counter() - t0, 3),
+                       note=f"{path} holds no rows")]
+    model = C.build(max(C.model_vertex_count(e) for _, e, _, _ in parsed), max(len(e) for _, e, _, _ in parsed))
+    out = Outcome()
+    official_differs = isolated = 0
+    for k, (r, edges, want, sep) in enumerate(parsed):
+        n_nodes = r["n_nodes"]
+        g = C.run(model, edges, sep=sep)
+        out.instances += 1
+        out.cot_max = max(out.cot_max, g.cot_length)
+        truth = TRUE if r["is_tree"] else FALSE
+        own = TRUE if R.reference_label(C.model_vertex_count(edges), edges) else FALSE
+        official_differs += bool(r["official_label"]) != bool(r["is_tree"])
+        isolated += n_nodes != C.model_vertex_count(edges)
+        if g.stopped != "answer" or g.cot != want:
+            i = next((i for i, (a, b) in enumerate(zip(g.cot, want)) if a != b), min(len(g.cot), len(want)))
+            out.fail(f"row {k} (n_nodes={n_nodes}): CoT token {i} is {g.cot[i] if i < len(g.cot) else 'missing'}, "
+                     f"cot_text has {want[i] if i < len(want) else 'nothing'} ({g.stopped})")
+        elif g.answer != own or C.answer_for(n_nodes, edges, g.answer) != truth:
+            out.fail(f"row {k} (n_nodes={n_nodes}): answer {g.answer} (for n_nodes: "
+                     f"{C.answer_for(n_nodes, edges, g.answer)}), networkx {own}, is_tree {r['is_tree']}")
+    ns = sorted({r["n_nodes"] for r in rows})
+    note = (f"{len(rows)} rows, n_nodes in {ns}, one model for N={model.spec.notes['n_vertices']}, "
+            f"M={model.spec.notes['max_edges']}; labels compared with is_tree (networkx), the true label: "
+            f"official_label (connectivity only) differs from it on {official_differs} rows, where rnngap's label "
+            f"is the true one; {isolated} rows have isolated vertices above the largest id (label false by n_nodes, "
+            f"the model's own answer checked for {{0..max id}})")
+    return [_record(SAMPLE_TASK, model, max(ns), out, t0, note if not out.failures else "")]
 
 
 # ----------------------------------------------------------------------------

@@ -13,8 +13,12 @@ What a record demonstrates (a failure means: the bound was NOT demonstrated):
   at n = c above), within its declared precision and CoT bound i - 1 <= n - 1.
 * ``register broken``: at n = c + 1 and beyond the witness finder returns a
   verified failing instance (the model allowed a CoT of n tokens, and again
-  with no CoT), the collision found exhaustively or by birthday search; in the
-  full profile one with a 32-bit register (2^32 reachable states) by birthday.
+  with no CoT), the collision found exhaustively or by birthday search; in both
+  profiles one with a 20-bit and one with a 32-bit register (2^32 reachable
+  states, about 8e4 draws expected, a few seconds) by birthday search. Their
+  reachable state is checked on seeded prefixes: the register number holds
+  exactly the binary number x_1..x_c and the other state numbers do not depend
+  on x (:func:`_register_reachable`).
 * ``random``: seeded random dyadic linear RNNs are broken at n = state bits + 1
   (exhaustive, pigeonhole on the declared state) and by birthday search.
 * T4.7-low: the hub-gadget IsTree split and reduction, and the register RNN
@@ -53,7 +57,11 @@ REDUCTION_N = {"quick": range(1, 8), "full": range(1, 11)}
 CAPACITIES = {"quick": (2, 3, 5), "full": (2, 3, 5, 8)}
 SAMPLED_CAPACITIES = {"quick": (12,), "full": (12, 24, 40)}
 SAMPLES = {"quick": 60, "full": 400}
-BIRTHDAY_CAPACITY = {"quick": 20, "full": 32}
+BIRTHDAY_CAPACITIES = {"quick": (20, 32), "full": (20, 32)}
+"""Register capacities c broken by birthday search at n = c + 1 (reachable state c
+bits: ~1.25 * 2^(c/2) draws expected; c = 32 takes a few seconds, T4.6-low's
+'at least 32 bits within a few minutes'; speed itself is measured by benchmarks)."""
+REACHABLE_SAMPLES = 64
 RANDOM_MODELS = {"quick": [(1, 3, s) for s in range(2)] + [(2, 3, 7)],
                  "full": [(1, 3, s) for s in range(5)] + [(2, 3, s) for s in range(5)] + [(2, 4, 11)]}
 ISTREE_CAPACITY = {"quick": (3,), "full": (3, 5)}
@@ -118,6 +126,35 @@ def _correctness(claim: str, target, red: R.Reduction, n: int, cases, declared_b
                   note=first or "every answer equals the reference")
 
 
+def _register_reachable(target, c: int, n: int, seed: int) -> tuple[int, str]:
+    """Check the register RNN's reachable state after Alice's Index prefix:
+    on ``REACHABLE_SAMPLES`` seeded x in {0,1}^n plus all-zeros and all-ones, the
+    state number ``r`` decodes to exactly the binary number x_1..x_c in units of
+    2^-f (plain integers: r 2^f == int('x_1..x_c', 2)), and every other state
+    number is the same for every x. The map x_1..x_c -> r is then injective, so the
+    2^c prefixes reach 2^c distinct states (c bits), and x_(c+1)..x_n are lost.
+    Returns (prefixes checked, '' or what differs)."""
+    from fractions import Fraction
+
+    from constructions.protocol import feed
+    f = T.register_declared(c, c + 4).frac_bits
+    rng = np.random.default_rng(seed)
+    xs = [tuple(int(v) for v in row) for row in rng.integers(0, 2, (REACHABLE_SAMPLES, n))]
+    xs += [(0,) * n, (1,) * n]
+    rest = None
+    for x in xs:
+        state = T.decode_state(target, feed(target, R.INDEX.alice(x)))
+        want = Fraction(int("".join(map(str, x[:c])), 2), 1 << f)
+        if state["r"] != want:
+            return len(xs), f"x={''.join(map(str, x))}: register r = {state['r']}, want x_1..x_{c} / 2^{f} = {want}"
+        others = {k: v for k, v in state.items() if k != "r"}
+        if rest is None:
+            rest = others
+        elif others != rest:
+            return len(xs), f"x={''.join(map(str, x))}: state numbers {others} differ from {rest}"
+    return len(xs), ""
+
+
 def _witness_record(claim: str, target, red: R.Reduction, n: int, mode: str, max_cot: int, label: str,
                     seed: int | None = None, reachable: int | None = None) -> Record:
     kw = {"max_cot": max_cot}
@@ -135,7 +172,7 @@ def _witness_record(claim: str, target, red: R.Reduction, n: int, mode: str, max
                 f"{w.answer} after {len(w.cot)} CoT tokens on both, references {w.expected}/{w.expected_prime}, "
                 f"wrong on {','.join(w.wrong)}; {w.how}")
     if reachable is not None:
-        note = f"{reachable}-bit reachable state; " + note
+        note = f"{reachable}-bit reachable state (~{W.expected_birthday_draws(reachable):.0f} draws expected); " + note
     return Record(claim, getattr(target, "name", type(target).__name__), label, n, max(1, w.states_explored),
                   0 if ok else 1, cot_max=len(w.cot) if w.found else None, cot_bound=max_cot,
                   state_bits=target.state_bits, seconds=max(round(time.perf_counter() - t0, 3), 0.001), note=note[:400])
@@ -195,10 +232,19 @@ def register_check(profile: str, seed: int) -> list[Record]:
         mode = "exhaustive" if c + 1 <= W.EXHAUSTIVE_MAX_N else "birthday"
         out.append(_witness_record("T4.6-low", target, R.INDEX, c + 1, mode, c + 1,
                                    f"index witness (CoT <= n), capacity {c}", seed=seed))
-    c = BIRTHDAY_CAPACITY[profile]
-    target = T.register_target(c, max_number=c + 4)
-    out.append(_witness_record("T4.6-low", target, R.INDEX, c + 1, "birthday", c + 1,
-                               f"index birthday witness, {c}-bit register", seed=seed, reachable=c))
+    for c in BIRTHDAY_CAPACITIES[profile]:
+        target = T.register_target(c, max_number=c + 4)
+        rec = _witness_record("T4.6-low", target, R.INDEX, c + 1, "birthday", c + 1,
+                              f"index birthday witness, {c}-bit register", seed=seed, reachable=c)
+        t0 = time.perf_counter()
+        checked, why = _register_reachable(target, c, c + 1, seed + 1000 + c)
+        rec.seconds = round(rec.seconds + time.perf_counter() - t0, 3)
+        if why:
+            rec.failures += 1
+            rec.note = f"reachable state NOT as claimed: {why}; {rec.note}"[:400]
+        else:
+            rec.note = (f"register = x_1..x_{c} in binary on {checked} seeded prefixes; " + rec.note)[:400]
+        out.append(rec)
     return out
 
 

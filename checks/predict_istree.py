@@ -1,11 +1,14 @@
-"""``rnngap predict istree --inputs FILE.jsonl --out OUT.jsonl [--model transformer]``.
+"""``rnngap predict istree --inputs FILE.jsonl --out OUT.jsonl [--field NAME] [--model transformer]``.
 
 Input: JSON lines, one object per line (blank lines are skipped), with
 
-* ``text``: an IsTree instance in the paper's textual format
-  (``[BOS]3-2,2-1,1-0[EOS]``, ``~`` also accepted between endpoints); only the
-  graph before the first ``[EOS]`` is used, so the paper's full ``cot_text``
-  (input + CoT) can be passed as is;
+* ``text`` (or the field named by ``--field``): an IsTree instance in the
+  paper's textual format (``[BOS]3-2,2-1,1-0[EOS]``, ``~`` also accepted
+  between endpoints); only the graph before the first ``[EOS]`` is used, so a
+  full paper string (input + CoT) can be passed as is. The paper's sample rows
+  (``shared/data/istree_official_sample.jsonl``) carry the graph in
+  ``cot_text`` and ``retrieval_text``: ``--field cot_text`` reads them
+  unchanged (their ``n_nodes`` field is used too);
 * ``n_nodes`` (optional): the vertex count. The text cannot show isolated
   vertices above the largest id; the default is max id + 1 (1 without edges).
 
@@ -25,8 +28,9 @@ generator labels by connectivity only, so on a connected graph with n edges (one
 cycle) its ``official_label`` says true and this command says false.
 
 Malformed input (bad token, self-loop, vertex out of range, duplicate edge, bad
-JSON, a missing ``text``) stops with exit code 2 and one line naming the input
-line and the offending character offset.
+JSON, a missing graph field) stops with exit code 2 and one line naming the
+input line and the offending character offset; a missing field names the
+fields the line does have and suggests ``--field``.
 
 Models: :data:`MODELS` maps a name to a factory ``make(max_vertices, max_edges)``
 returning ``predict(prompt_tokens) -> tokens``: the generated CoT (ending with
@@ -71,8 +75,11 @@ def add_arguments(parser) -> None:
         "connected graph with n edges is 'true' there and false here. The model decides for the vertex "
         "set {0..max id}; with a larger n_nodes the extra vertices are isolated and the label is false.")
     parser.add_argument("--inputs", required=True, metavar="FILE.jsonl",
-                        help="JSON lines with 'text' (the paper's format; only the graph before the first [EOS] "
-                             "is used) and optional 'n_nodes' (default max vertex id + 1)")
+                        help="JSON lines with 'text' (or the --field NAME; the paper's format, only the graph "
+                             "before the first [EOS] is used) and optional 'n_nodes' (default max vertex id + 1)")
+    parser.add_argument("--field", default="text", metavar="NAME",
+                        help="the JSON field holding the graph (default: text); for the paper's sample rows "
+                             "use cot_text or retrieval_text")
     parser.add_argument("--out", required=True, metavar="OUT.jsonl",
                         help="JSON lines with 'cot' (paper's text format), 'label' (true iff a tree on n_nodes "
                              "vertices; false without running the model's label when n_nodes > max id + 1, "
@@ -81,8 +88,23 @@ def add_arguments(parser) -> None:
                         help="which construction writes the CoT (default: transformer)")
 
 
-def _read(path: str) -> list[tuple[int, list, list[int], int, str]]:
-    """(line number, edges, prompt tokens, n_nodes, separator) per instance."""
+def _field_error(where: str, obj, field: str) -> str:
+    """The one-line message for a line whose graph field is missing or not a string."""
+    if not isinstance(obj, dict):
+        return f"{where}: expected a JSON object with a string field '{field}', got {type(obj).__name__}"
+    if field in obj:
+        return f"{where}: field '{field}' must be a string, got {type(obj[field]).__name__}"
+    have = ", ".join(f"'{k}'" for k in obj) or "none"
+    graphs = [k for k, v in obj.items() if isinstance(v, str) and v.startswith("[BOS]")]
+    hint = (f" (holding a '[BOS]...' graph: {', '.join(repr(k) for k in graphs)}; e.g. --field {graphs[0]})"
+            if graphs else "")
+    return (f"{where}: no field '{field}' (fields on this line: {have}); "
+            f"pass --field NAME to read the graph from another field{hint}")
+
+
+def _read(path: str, field: str = "text") -> list[tuple[int, list, list[int], int, str]]:
+    """(line number, edges, prompt tokens, n_nodes, separator) per instance; the
+    graph is read from ``field``."""
     from .cli import UsageError
     items = []
     with open(path, encoding="utf-8") as fh:
@@ -94,13 +116,13 @@ def _read(path: str) -> list[tuple[int, list, list[int], int, str]]:
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
                 raise UsageError(f"{where}: invalid JSON: {e.msg} (column {e.colno})")
-            if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
-                raise UsageError(f"{where}: expected an object with a string field 'text'")
+            if not isinstance(obj, dict) or not isinstance(obj.get(field), str):
+                raise UsageError(_field_error(where, obj, field))
             n_nodes = obj.get("n_nodes")
             if n_nodes is not None and (isinstance(n_nodes, bool) or not isinstance(n_nodes, int) or n_nodes < 1):
                 raise UsageError(f"{where}: 'n_nodes' must be an integer >= 1, got {n_nodes!r}")
             try:
-                edges, tokens = parse_graph_text(obj["text"], n_nodes=n_nodes)
+                edges, tokens = parse_graph_text(obj[field], n_nodes=n_nodes)
             except GraphFormatError as e:
                 raise UsageError(f"{where}: {e}")
             seps = tokens[2::3][:len(edges)]
@@ -108,13 +130,16 @@ def _read(path: str) -> list[tuple[int, list, list[int], int, str]]:
             need = C.model_vertex_count(edges)
             items.append((lineno, edges, tokens, need if n_nodes is None else n_nodes, sep))
     if not items:
-        raise UsageError(f"{path}: no instances (expected JSON lines with a 'text' field)")
+        raise UsageError(f"{path}: no instances (expected JSON lines with a '{field}' field)")
     return items
 
 
 def run(args) -> int:
     from .cli import UsageError
-    items = _read(args.inputs)
+    field = getattr(args, "field", "text")
+    if not field:
+        raise UsageError("--field needs a non-empty field name")
+    items = _read(args.inputs, field)
     max_vertices = max(C.model_vertex_count(edges) for _, edges, *_ in items)
     max_edges = max(len(edges) for _, edges, *_ in items)
     try:

@@ -479,3 +479,77 @@ def test_witness_verifier_rejects_a_wrong_witness():
     # a model big enough for the whole gadget (n + 3 = 7 vertices) is not fooled at n = 4
     w = find_witness(X.AdjacencyRNN(7), ISTREE, 4, mode="exhaustive", max_cot=15)
     assert not w.found and "no witness" in X._verify_istree_witness(X.AdjacencyRNN(7), w, 15)
+
+
+# ----------------------------------------------------------------------------
+# the paper's own sample (shared/data), as `rnngap verify` checks it
+SAMPLE = REPO.parent / "shared" / "data" / "istree_official_sample.jsonl"
+
+
+def _sample_lines() -> list[str]:
+    if not SAMPLE.is_file():
+        pytest.fail(f"the paper's IsTree sample is missing: {SAMPLE} "
+                    "(shared/data must be checked out beside the repository)")
+    return [line for line in SAMPLE.read_text().splitlines() if line.strip()]
+
+
+def _sample_check_in(tmp_path, monkeypatch, lines: list[str]):
+    (tmp_path / X.SAMPLE_NAME).write_text("".join(line + "\n" for line in lines))
+    monkeypatch.setenv("RNNGAP_SHARED_DATA", str(tmp_path))
+    recs = X.paper_sample_check("quick", 0)
+    assert len(recs) == 1
+    return recs[0]
+
+
+def test_paper_sample_check_passes_on_every_row(tmp_path, monkeypatch):
+    lines = _sample_lines()
+    rows = [json.loads(line) for line in lines]
+    rec = _sample_check_in(tmp_path, monkeypatch, lines)
+    assert rec.passed and rec.checked, rec.note
+    assert rec.claim == "T4.7-up" and rec.instances == len(rows) == 64 and rec.failures == 0
+    assert rec.cot_max <= rec.cot_bound and rec.precision_bits_used <= rec.precision_bits_declared
+    differ = sum(r["official_label"] != r["is_tree"] for r in rows)       # 2, per shared/data/README.md
+    assert differ == 2 and f"differs from it on {differ} rows" in rec.note
+    # the check reads the graph of cot_text and its tour: the rows' own tours are the
+    # plain-Python reference DFS tours (independent of the model)
+    from checks.formats import parse_cot_text
+    for r in rows:
+        edges, cot = parse_cot_text(r["cot_text"], r["n_nodes"])
+        assert cot == R.reference_cot(C.model_vertex_count(edges), edges)[:-1]
+
+
+def test_paper_sample_check_default_location_finds_the_data(monkeypatch):
+    """Without RNNGAP_SHARED_DATA the CI layout (shared/data beside the checkout) is used."""
+    _sample_lines()
+    monkeypatch.delenv("RNNGAP_SHARED_DATA", raising=False)
+    (rec,) = X.paper_sample_check("quick", 0)
+    assert rec.checked and rec.passed and rec.instances == 64, rec.note
+
+
+def test_paper_sample_check_not_checked_without_data(tmp_path, monkeypatch):
+    monkeypatch.setenv("RNNGAP_SHARED_DATA", str(tmp_path))      # exists, but holds no sample
+    (rec,) = X.paper_sample_check("quick", 0)
+    assert not rec.checked and not rec.passed
+    assert rec.note.startswith("NOT CHECKED") and X.SAMPLE_NAME in rec.note
+
+
+def test_paper_sample_check_fails_on_a_wrong_tour_or_label(tmp_path, monkeypatch):
+    lines = _sample_lines()
+    rows = [json.loads(line) for line in lines]
+    k_tree = next(k for k, r in enumerate(rows) if r["is_tree"])
+    k_other = next(k for k, r in enumerate(rows) if k != k_tree and r["n_nodes"] >= 6)
+    bad_tour = dict(rows[k_tree])
+    # one more CoT token: the tour no longer matches the model's
+    bad_tour["cot_text"] = bad_tour["cot_text"][:-len("[EOS]")] + ",0[EOS]"
+    bad_label = dict(rows[k_other], is_tree=not rows[k_other]["is_tree"])
+    changed = lines[:]
+    changed[k_tree], changed[k_other] = json.dumps(bad_tour), json.dumps(bad_label)
+    rec = _sample_check_in(tmp_path, monkeypatch, changed)
+    assert rec.checked and not rec.passed and rec.failures == 2 and rec.instances == 64
+    assert f"row {k_tree}" in rec.note
+    # official_label is not a target: changing it changes only the count in the note
+    k = next(k for k, r in enumerate(rows) if r["official_label"] == r["is_tree"])
+    relabelled = lines[:]
+    relabelled[k] = json.dumps(dict(rows[k], official_label=not rows[k]["official_label"]))
+    rec = _sample_check_in(tmp_path, monkeypatch, relabelled)
+    assert rec.passed and "differs from it on 3 rows" in rec.note

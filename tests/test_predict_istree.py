@@ -3,10 +3,12 @@ rule, and malformed input (exit 2 with the line and character position).
 
 The paper's sample (``shared/data/istree_official_sample.jsonl``, 64 rows from
 its own generator) is run as a new user would: each row's ``cot_text`` as
-``text``. Every tour is reproduced token for token (the output ``cot`` equals
-``cot_text`` byte for byte) and every label equals ``is_tree`` (networkx). The
-paper's ``official_label`` is connectivity only: on the 2 rows that are
-connected graphs with n edges it says true, and rnngap says false.
+``text``, and the file itself, unchanged, with ``--field cot_text`` (and
+``--field retrieval_text --model rag``). Every tour is reproduced token for
+token (the output ``cot`` equals ``cot_text`` byte for byte) and every label
+equals ``is_tree`` (networkx). The paper's ``official_label`` is connectivity
+only: on the 2 rows that are connected graphs with n edges it says true, and
+rnngap says false.
 """
 from __future__ import annotations
 
@@ -41,10 +43,15 @@ def _write(path: Path, objs) -> Path:
     return path
 
 
-def _predict(tmp_path: Path, objs, name: str = "in.jsonl") -> tuple[int, list[dict]]:
+def _predict(tmp_path: Path, objs, name: str = "in.jsonl", extra: tuple[str, ...] = ()) -> tuple[int, list[dict]]:
     inp = _write(tmp_path / name, objs)
-    out = tmp_path / ("out_" + name)
-    rc = cli.main(["predict", "istree", "--inputs", str(inp), "--out", str(out)])
+    return _predict_file(tmp_path, inp, extra, out_name="out_" + name)
+
+
+def _predict_file(tmp_path: Path, inp: Path, extra: tuple[str, ...] = (),
+                  out_name: str = "out.jsonl") -> tuple[int, list[dict]]:
+    out = tmp_path / out_name
+    rc = cli.main(["predict", "istree", "--inputs", str(inp), "--out", str(out), *extra])
     rows = [json.loads(line) for line in out.read_text().splitlines()] if rc == 0 else []
     return rc, rows
 
@@ -64,6 +71,81 @@ def test_paper_sample_tours_and_true_labels(tmp_path):
         edges, _ = parse_graph_text(r["cot_text"])
         assert r["official_label"] and not r["is_tree"]
         assert len(edges) == r["n_nodes"] and not R.reference_label(r["n_nodes"], edges)
+
+
+def test_paper_sample_file_as_is_with_field_cot_text(tmp_path):
+    """The peers' file unchanged (fields cot_text, retrieval_text, n_nodes, ...):
+    --field cot_text reproduces every tour byte for byte and the true labels."""
+    rows = _sample_rows()
+    rc, outs = _predict_file(tmp_path, SAMPLE, ("--field", "cot_text"))
+    assert rc == 0 and len(outs) == len(rows)
+    for r, o in zip(rows, outs):
+        assert o["cot"] == r["cot_text"]
+        assert o["label"] == r["is_tree"] and o["n_nodes"] == r["n_nodes"]
+        edges, _ = parse_graph_text(r["cot_text"])
+        assert o["label"] == R.reference_label(r["n_nodes"], edges)      # networkx, independently
+    assert sum(o["label"] != r["official_label"] for r, o in zip(rows, outs)) == 2
+
+
+def test_paper_sample_file_as_is_without_field_names_the_fields(tmp_path, capsys):
+    rc, _ = _predict_file(tmp_path, SAMPLE)
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1
+    assert "line 1: no field 'text'" in err
+    for name in ("'cot_text'", "'retrieval_text'", "'n_nodes'", "'is_tree'", "--field"):
+        assert name in err, err
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_paper_sample_with_rag_and_field_retrieval_text(tmp_path):
+    """--model rag --field retrieval_text on the unchanged file: the paper's
+    retrieval-style CoT byte for byte, the true labels."""
+    rows = _sample_rows()
+    rc, outs = _predict_file(tmp_path, SAMPLE, ("--model", "rag", "--field", "retrieval_text"))
+    assert rc == 0 and len(outs) == len(rows)
+    for r, o in zip(rows, outs):
+        assert o["cot"] == r["retrieval_text"]
+        assert o["label"] == r["is_tree"] and o["n_nodes"] == r["n_nodes"]
+
+
+def test_field_option_on_own_instances(tmp_path):
+    """--field reads the named field and ignores 'text'; the result equals the
+    plain-Python reference tour and label."""
+    rng = np.random.default_rng(11)
+    insts = [i for n in (3, 5, 8) for i in R.generate(rng, n, 4)]
+    objs = [{"graph": format_graph_text(i.edges), "text": "[BOS]1-0[EOS]", "n_nodes": i.n_nodes} for i in insts]
+    rc, outs = _predict(tmp_path, objs, extra=("--field", "graph"))
+    assert rc == 0
+    for inst, o in zip(insts, outs):
+        edges = list(inst.edges)
+        assert o["cot"] == format_cot_text(edges, R.reference_cot(inst.n_nodes, edges))
+        assert o["label"] == R.reference_label(inst.n_nodes, edges)
+
+
+@pytest.mark.parametrize("obj, extra, fragments", [
+    ({"graph": "[BOS]1-0[EOS]", "n": 2}, ("--field", "edges"),
+     ["line 2: no field 'edges' (fields on this line: 'graph', 'n')", "--field graph"]),
+    ({"cot_text": "[BOS]1-0[EOS]0,1,0[EOS]"}, (), ["line 2: no field 'text'", "'cot_text'", "--field cot_text"]),
+    ({"other": 3}, (), ["line 2: no field 'text' (fields on this line: 'other')", "--field NAME"]),
+    ({}, (), ["line 2: no field 'text' (fields on this line: none)", "--field NAME"]),
+    ({"text": 5}, (), ["line 2: field 'text' must be a string, got int"]),
+    ([1, 2], (), ["line 2: expected a JSON object with a string field 'text', got list"]),
+    ({"text": "[BOS]1-0[EOS]", "g": "[BOS]1-1[EOS]"}, ("--field", "g"), ["line 2: character 5, edge 0: self-loop"]),
+])
+def test_bad_field_exit_2_one_line(tmp_path, capsys, obj, extra, fragments):
+    first = {"text": "[BOS]1-0[EOS]", "graph": "[BOS]1-0[EOS]", "edges": "[BOS]1-0[EOS]", "g": "[BOS]1-0[EOS]"}
+    rc, _ = _predict(tmp_path, [first, obj], extra=extra)
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "in.jsonl" in err
+    for f in fragments:
+        assert f in err, err
+    assert not (tmp_path / "out_in.jsonl").exists()
+
+
+def test_empty_field_name_is_a_usage_error(tmp_path, capsys):
+    rc, _ = _predict(tmp_path, [{"text": "[BOS]1-0[EOS]"}], extra=("--field", ""))
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "--field" in err
 
 
 def test_paper_sample_without_n_nodes_uses_max_id(tmp_path):
@@ -123,7 +205,7 @@ def test_n_nodes_rule(tmp_path):
     ({"text": "1-0[EOS]"}, "line 2: character 0: expected '[BOS]'"),
     ({"text": "[BOS]1-0[EOS]", "n_nodes": 0}, "line 2: 'n_nodes' must be an integer >= 1"),
     ({"text": "[BOS]1-0[EOS]", "n_nodes": "3"}, "line 2: 'n_nodes' must be an integer >= 1"),
-    ({"txt": "[BOS]1-0[EOS]"}, "line 2: expected an object with a string field 'text'"),
+    ({"txt": "[BOS]1-0[EOS]"}, "line 2: no field 'text' (fields on this line: 'txt'); pass --field NAME"),
     ('{"text": "[BOS]1-0[EOS]"', "line 2: invalid JSON"),
 ])
 def test_malformed_input_exit_2_naming_line_and_position(tmp_path, capsys, obj, fragment):
@@ -179,3 +261,4 @@ def test_help_states_the_label_conventions(capsys):
         cli.main(["predict", "istree", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "connectivity only" in out and "isolated" in out and "--model" in out
+    assert "--field NAME" in out and "cot_text" in out and "retrieval_text" in out

@@ -96,6 +96,50 @@ def test_register_birthday_witness():
         assert want == task_index.reference(toks.tolist()) != got
 
 
+def test_register_32_bit_reachable_state_broken_by_birthday_search():
+    """T4.6-low: the finder breaks a model with a state of >= 32 reachable bits by
+    birthday search (default suite; speed is measured by the benchmarks, not here).
+
+    Reachable state: after Alice's prefix the register number r is exactly the
+    binary number x_1..x_32 in units of 2^-f, the other state numbers are the same
+    for every x (checked on seeded prefixes by the per-token run, and on a batch of
+    distinct x_1..x_32 by batch_states: all rows distinct, x_33 ignored), so
+    2^32 prefixes reach 2^32 states. The witness is then re-run from scratch."""
+    from fractions import Fraction
+    c, n = 32, 33
+    target = T.register_target(c, max_number=c + 4)
+    f = T.register_declared(c, c + 4).frac_bits
+    assert target.state_bits >= c
+    rng = np.random.default_rng(4601)
+    xs = [tuple(int(v) for v in row) for row in rng.integers(0, 2, (40, n))] + [(0,) * n, (1,) * n]
+    states = [T.decode_state(target, feed(target, R.INDEX.alice(x))) for x in xs]
+    others = [{k: v for k, v in state.items() if k != "r"} for state in states]
+    for x, state, rest in zip(xs, states, others):
+        assert state["r"] == Fraction(int("".join(map(str, x[:c])), 2), 2 ** f)
+        assert rest == others[0]
+    tops = np.unique(rng.integers(0, 2 ** c, 4096, dtype=np.int64))        # distinct x_1..x_32
+    bits = ((tops[:, None] >> np.arange(c - 1, -1, -1)) & 1).astype(np.uint8)
+    rows0, rows1 = (target.batch_states(R.INDEX.prefixes(
+        np.concatenate([bits, np.full((len(bits), 1), last, dtype=np.uint8)], axis=1))) for last in (0, 1))
+    assert len(np.unique(rows0, axis=0)) == len(tops)
+    assert np.array_equal(rows0, rows1)                  # x_33 leaves no trace
+
+    w = W.find_witness(target, R.INDEX, n, mode="birthday", seed=4602, max_cot=n)
+    assert w.found and w.mode == "birthday" and w.seed == 4602 and w.wrong
+    assert w.x != w.x_prime and w.x[:c] == w.x_prime[:c] and w.i == n
+    assert target.state_key(feed(target, R.INDEX.alice(w.x))) == \
+        target.state_key(feed(target, R.INDEX.alice(w.x_prime)))
+    runs = [run_rnn(target, toks, R.INDEX.answer_tokens, max_cot=n) for toks in (w.tokens, w.tokens_prime)]
+    refs = [task_index.reference(toks.tolist()) for toks in (w.tokens, w.tokens_prime)]
+    assert runs[0].answer == runs[1].answer is not None and refs[0] != refs[1]
+    assert len(runs[0].cot) == len(runs[1].cot) == c    # it used its CoT and still failed
+    wrong = tuple(lab for lab, r, ref in zip(("x", "x'"), runs, refs) if r.answer != ref)
+    assert wrong == w.wrong and len(wrong) == 1
+    for toks, got, want in w.failing:
+        assert run_rnn(target, toks, R.INDEX.answer_tokens, max_cot=n).answer == got != want \
+            == task_index.reference(toks.tolist())
+
+
 def _random_prefixes(red, n, rows, seed):
     xs = np.random.default_rng(seed).integers(0, 2, (rows, n), dtype=np.uint8)
     return red.prefixes(xs)
