@@ -414,7 +414,7 @@ def find_witness_birthday(rnn: RNN, reduction: Reduction, n: int, *, seed: int,
                     how=(f"birthday (seed {seed}, {'batch_states' if batched and arr is not None else 'step'}): draw "
                          f"{explored} repeated a stored state key; {len(table)} keys stored; "
                          f"~{expected_birthday_draws(state_bits):.0f} draws expected for uniform "
-                         f"{state_bits}-bit keys"))
+                         f"{state_bits}-bit keys (fewer when fewer states are reachable)"))
         draws += size
         if progress is not None:
             progress(draws, len(table))
