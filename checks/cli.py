@@ -3,7 +3,8 @@
     rnngap verify [--profile quick|full] [--only CLAIM ...] [--json PATH] [--seed S]
 
 Exit codes: 0 all checks passed; 1 some check failed; 2 bad usage or input
-(one clear line on stderr).
+(one clear line on stderr), checked before anything runs; 141 stdout was closed
+early (e.g. piped into ``head``).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import sys
 import time
 
 
-from .errors import UsageError  # noqa: F401  (re-exported for the cmd_* modules)
+from .errors import UsageError, check_output_path  # noqa: F401  (re-exported for the cmd_* modules)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -27,6 +28,12 @@ def _verify(args) -> int:
 
     from . import registry
 
+    # every argument is checked before anything runs: a bad --json path must not
+    # cost a whole run to find out
+    if args.seed < 0:
+        raise UsageError(f"verify: --seed must be >= 0, got {args.seed}")
+    if args.json is not None:
+        check_output_path(args.json, "verify --json")
     only = args.only or None
     if only:
         unknown = [c for c in only if c not in registry.CLAIMS]
@@ -80,7 +87,7 @@ def _verify(args) -> int:
             with open(args.json, "w") as fh:
                 json.dump([r.as_json() for r in records], fh, indent=1)
         except OSError as e:
-            raise UsageError(f"cannot write {args.json}: {e.strerror}")
+            raise UsageError(f"cannot write {args.json}: {e.strerror}") from None
     return 1 if failed else 0
 
 
@@ -91,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--profile", choices=("quick", "full"), default="quick")
     v.add_argument("--only", nargs="+", metavar="CLAIM", help="claim ids to run (default: all)")
     v.add_argument("--json", metavar="PATH", help="also write the records as JSON")
-    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--seed", type=int, default=0, help="seed of the checked instances (>= 0)")
     v.set_defaults(func=_verify)
     # further commands: every checks/cmd_*.py module defines add_command(subparsers),
     # which adds its parser with set_defaults(func=run) (run returns the exit code
@@ -120,6 +127,15 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, IsADirectoryError, PermissionError) as e:
         print(f"rnngap: cannot read {e.filename}: {e.strerror}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # stdout closed early (e.g. `rnngap show ar | head`): no traceback, and
+        # none at interpreter exit either when Python flushes stdout again
+        import os
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 141  # what a shell reports for a process ended by SIGPIPE (128 + 13)
 
 
 if __name__ == "__main__":

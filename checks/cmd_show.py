@@ -8,14 +8,19 @@ from fractions import Fraction
 import numpy as np
 
 from constructions import kernels as K
+from constructions.fixedpoint import PrecisionError
 from constructions.vocab import SPECIAL_NAMES, NUMBER_BASE
+
+
+MAX_N = 4096
+"""Largest --n of show (the catalogue's models may refuse smaller ones)."""
 
 
 def add_command(sub) -> None:
     p = sub.add_parser("show", help="residual stream and attention of a construction on an example")
     p.add_argument("model", help="model name (see `rnngap show --list`)", nargs="?")
     p.add_argument("--n", type=int, default=8, help="data length the model is built for")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the example prompt (>= 0)")
     p.add_argument("--list", action="store_true", help="list the models")
     p.set_defaults(func=run)
 
@@ -33,16 +38,28 @@ def run(args) -> int:
     from .catalog import CATALOG, names
     from .cli import UsageError
 
-    if args.list or not args.model:
+    if args.list:
         for k in names():
             print(f"{k:20s} {CATALOG[k].about}")
-        return 0 if args.list else 2
+        return 0
+    if not args.model:
+        raise UsageError(f"show: name a model (one of {', '.join(names())}) or use --list")
     if args.model not in CATALOG:
         raise UsageError(f"unknown model {args.model!r}; known: {', '.join(names())}")
-    if args.n < 1 or args.n > 4096:
-        raise UsageError(f"--n must be between 1 and 4096 for show, got {args.n}")
+    if args.n < 1 or args.n > MAX_N:
+        raise UsageError(f"--n must be between 1 and {MAX_N} for show, got {args.n}")
+    if args.seed < 0:
+        raise UsageError(f"show: --seed must be >= 0, got {args.seed}")
     entry = CATALOG[args.model]
-    model = entry.build(args.n)
+    # A size the construction cannot take (too short for the task, or needing more
+    # bits than int64 storage holds) is refused by its builder or its example's
+    # generator with ValueError (MarginError is one) or PrecisionError: bad input.
+    try:
+        model = entry.build(args.n)
+        toks = entry.example(args.n, np.random.default_rng(args.seed))
+    except (ValueError, PrecisionError) as e:
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UsageError(f"show {args.model}: no model for --n {args.n}: {reason}") from None
     spec = model.spec
     print(model.describe())
     print("\nresidual stream:")
@@ -66,8 +83,6 @@ def run(args) -> int:
                 print(f"    margin: " + ", ".join(f"{k}={v}" for k, v in m.items()))
         if layer.W1.shape[0]:
             print(f"  MLP: {layer.W1.shape[0]} hidden neurons")
-    rng = np.random.default_rng(args.seed)
-    toks = entry.example(args.n, rng)
     sess = model.session(capacity=len(toks), record=True)
     sess.feed(toks)
     nxt = sess.next_token()

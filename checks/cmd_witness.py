@@ -21,13 +21,19 @@ Models (``--bits B`` sets the memory):
   without / with its CoT (``lowerbounds/targets_toy.py``);
 * ``hash``: the pure-Python HashRNN(B).
 
+In birthday mode the search reports its progress (draws so far, state keys
+stored, seconds) on stderr, at most a line a second; the result goes to stdout.
+
 Exit codes: 0 a verified failing instance was found; 1 none found (e.g. n within
 the capacity); 2 bad arguments (one line).
 """
 from __future__ import annotations
 
 import json
+import sys
+import time
 from functools import partial
+from typing import Callable, TextIO
 
 MODELS = {
     "register": ("capacity", 1, 56, 8),
@@ -48,7 +54,7 @@ def add_command(sub) -> None:
     p.add_argument("--n", required=True, type=int, help="Index length n of the reduction")
     p.add_argument("--model", required=True, help=f"one of {', '.join(MODELS)}")
     p.add_argument("--bits", type=int, default=None, help="the model's memory knob (see the module doc)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the birthday search and of the random model")
+    p.add_argument("--seed", type=int, default=0, help="seed (>= 0) of the birthday search and of the random model")
     p.add_argument("--mode", default=None, help="exhaustive (n <= 22) or birthday (default: exhaustive "
                                                 "if n <= 22)")
     p.add_argument("--max-cot", type=int, default=None, help="CoT tokens allowed before the answer "
@@ -87,6 +93,40 @@ def make_model(name: str, task: str, n: int, bits: int, seed: int):
     raise ValueError(name)
 
 
+class SearchProgress:
+    """The birthday search's ``progress(draws, stored)`` callback
+    (``lowerbounds/witness.py``) as throttled lines on ``stream`` (stderr), so a
+    long search is seen advancing while stdout keeps only the result.
+
+    The first call writes a line; later calls write one only if ``interval``
+    seconds (of ``clock``) have passed since the last line, so at most about
+    1/interval lines a second whatever the batch rate.
+
+    >>> ticks = iter([0.0, 0.1, 0.2, 1.3])
+    >>> p = SearchProgress(sys.stdout, interval=1.0, clock=lambda: next(ticks))
+    >>> for draws in (4096, 8192, 12288):
+    ...     p(draws, draws - 1)
+    witness: birthday search: 4096 draws, 4095 state keys stored, 0.1 s
+    witness: birthday search: 12288 draws, 12287 state keys stored, 1.3 s
+    """
+
+    def __init__(self, stream: TextIO, interval: float = 1.0, clock: Callable[[], float] = time.monotonic):
+        self.stream, self.interval, self.clock = stream, interval, clock
+        self.start = clock()
+        self.last: float | None = None
+        self.lines = 0
+
+    def __call__(self, draws: int, stored: int) -> None:
+        now = self.clock()
+        if self.last is not None and now - self.last < self.interval:
+            return
+        self.last = now
+        self.lines += 1
+        self.stream.write(f"witness: birthday search: {draws} draws, {stored} state keys stored, "
+                          f"{now - self.start:.1f} s\n")
+        self.stream.flush()
+
+
 def _names(tokens) -> str:
     from constructions.vocab import Vocab
     toks = [int(t) for t in tokens]
@@ -98,7 +138,7 @@ def run(args) -> int:
     from lowerbounds import witness as W
     from lowerbounds.reductions import REDUCTIONS
 
-    from .cli import UsageError
+    from .errors import UsageError, check_output_path
     task, model = str(args.task).lower(), str(args.model).lower()
     if task not in TASKS:
         raise UsageError(f"witness: unknown task {args.task!r}; known: {', '.join(TASKS)}")
@@ -106,6 +146,8 @@ def run(args) -> int:
         raise UsageError(f"witness: unknown model {args.model!r}; known: {', '.join(MODELS)}")
     if not 1 <= args.n <= MAX_N:
         raise UsageError(f"witness: --n must be in 1..{MAX_N}, got {args.n}")
+    if args.seed < 0:
+        raise UsageError(f"witness: --seed must be >= 0, got {args.seed}")
     what, lo, hi, default = MODELS[model]
     bits = default if args.bits is None else args.bits
     if not lo <= bits <= hi:
@@ -119,11 +161,14 @@ def run(args) -> int:
     max_cot = 2 * args.n + 8 if args.max_cot is None else args.max_cot
     if max_cot < 0:
         raise UsageError(f"witness: --max-cot must be >= 0, got {max_cot}")
+    if args.json is not None:
+        check_output_path(args.json, "witness --json")
     red = REDUCTIONS[task if task != "cgram" else "cgram(c=3)"]
     rnn = make_model(model, task, args.n, bits, args.seed)
     kw = {"max_cot": max_cot}
     if mode == "birthday":
         kw["seed"] = args.seed
+        kw["progress"] = SearchProgress(sys.stderr)
     w = W.find_witness(rnn, red, args.n, mode=mode, **kw)
     name = getattr(rnn, "name", type(rnn).__name__)
     print(f"model {name} ({model}, --bits {bits}): {rnn.state_bits} declared state bits; task {task} via "

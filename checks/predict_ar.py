@@ -36,8 +36,12 @@ def load_inputs(path: str) -> np.ndarray:
     from constructions.retrieval import validate_mqar_inputs
 
     p = Path(path)
-    if not p.is_file():
+    if p.is_dir():
+        raise UsageError(f"predict ar: cannot read {path}: it is a directory, not a .npy file")
+    if not p.exists():
         raise UsageError(f"predict ar: cannot read {path}: no such file")
+    if not p.is_file():
+        raise UsageError(f"predict ar: cannot read {path}: not a regular file")
     try:
         X = np.load(p, allow_pickle=False)
     except (ValueError, OSError) as e:
@@ -52,12 +56,12 @@ def load_inputs(path: str) -> np.ndarray:
 
 def run(args) -> int:
     from .cli import UsageError
+    from .errors import check_output_path
     from constructions.retrieval import mqar_model, mqar_predict
 
     X = load_inputs(args.inputs)
     out = Path(args.out)
-    if out.parent and not out.parent.exists():
-        raise UsageError(f"predict ar: cannot write {args.out}: directory {out.parent} does not exist")
+    check_output_path(args.out, "predict ar")
     t0 = time.perf_counter()
     model = mqar_model(X.shape[1])
     P = mqar_predict(X, model)
@@ -65,7 +69,7 @@ def run(args) -> int:
         with open(out, "wb") as fh:
             np.save(fh, P.astype(np.int64), allow_pickle=False)
     except OSError as e:
-        raise UsageError(f"predict ar: cannot write {args.out}: {e.strerror}")
+        raise UsageError(f"predict ar: cannot write {args.out}: {e.strerror}") from None
     if not args.quiet:
         r = model.resources
         print(f"rnngap predict ar: {X.shape[0]} x {X.shape[1]} positions, {int((P >= 0).sum())} retrievals, "

@@ -3,13 +3,32 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
-from checks.registry import RECORD_FIELDS
+from checks.cli import main
+
+# The --json record schema as issue 8 specifies it (not read from the code).
+JSON_FIELDS = {"claim", "model", "task", "n", "instances", "failures", "precision_bits_used",
+               "precision_bits_declared", "cot_max", "cot_bound", "params", "state_bits", "seconds"}
+STRING_FIELDS = {"claim", "model", "task"}
+COUNT_FIELDS = {"n", "instances", "failures"}                       # always ints
+RESOURCE_FIELDS = JSON_FIELDS - STRING_FIELDS - COUNT_FIELDS - {"seconds"}  # int, or null if not applicable
 
 
 def run(*args):
     return subprocess.run([sys.executable, "-m", "checks.cli", *args], capture_output=True, text=True, timeout=600)
+
+
+def _main(capsys, *argv):
+    """checks.cli.main in-process: (exit code, stdout, stderr)."""
+    rc = main(list(argv))
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+def _one_clean_line(err: str) -> bool:
+    return len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
 def test_verify_only_machine_json(tmp_path):
@@ -17,7 +36,16 @@ def test_verify_only_machine_json(tmp_path):
     r = run("verify", "--only", "machine", "gadgets", "--json", str(out))
     assert r.returncode == 0, r.stdout + r.stderr
     recs = json.loads(out.read_text())
-    assert recs and all(list(rec) == list(RECORD_FIELDS) for rec in recs)
+    assert recs
+    for rec in recs:
+        assert set(rec) == JSON_FIELDS and len(rec) == len(JSON_FIELDS), sorted(rec)
+        for k in STRING_FIELDS:
+            assert isinstance(rec[k], str) and rec[k], (k, rec)
+        for k in COUNT_FIELDS:
+            assert type(rec[k]) is int and rec[k] >= 0, (k, rec)   # bool is not an int here
+        for k in RESOURCE_FIELDS:
+            assert rec[k] is None or (type(rec[k]) is int and rec[k] >= 0), (k, rec)
+        assert type(rec["seconds"]) in (int, float) and rec["seconds"] >= 0, rec
     assert {rec["claim"] for rec in recs} == {"machine", "gadgets"}
     assert all(rec["failures"] == 0 for rec in recs)
     assert "PASS" in r.stdout
@@ -85,3 +113,140 @@ def test_a_crashing_check_is_a_failed_row_not_a_traceback(monkeypatch):
     assert [r.passed for r in recs] == [False, False]
     assert "FixedPointOverflow" in recs[0].note and "needs at least 3 integer bits" in recs[0].note
     assert recs[1].task == "check returned no records"
+
+
+# ---------------------------------------------------------------- show: every model, every impossible size
+
+
+def _show_names(capsys) -> list[str]:
+    rc, out, err = _main(capsys, "show", "--list")
+    assert rc == 0 and not err
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def test_show_list_names_the_catalogue(capsys):
+    from checks.catalog import CATALOG
+    assert sorted(_show_names(capsys)) == sorted(CATALOG)
+
+
+def test_show_every_model_refuses_too_small_n_and_runs_at_a_small_one(capsys):
+    """For every listed model, each n from -1 upwards is either refused (exit 2,
+    one line, no traceback) or shown (exit 0), and the first shown n is at most 3:
+    the catalogue's tasks need at most c = 3 data tokens (c-gram with c = 3)."""
+    names = _show_names(capsys)
+    assert len(names) >= 5
+    for name in names:
+        first_ok = None
+        for n in range(-1, 5):
+            rc, out, err = _main(capsys, "show", name, "--n", str(n), "--seed", "1")
+            if rc == 0:
+                first_ok = n
+                assert "next token:" in out and "residual stream:" in out, (name, n, out[-500:])
+                assert not err, (name, n, err)
+                break
+            assert rc == 2, (name, n, rc, err)
+            assert _one_clean_line(err) and err.startswith("rnngap: "), (name, n, err)
+            assert not out, (name, n, out[-300:])    # refused before printing anything
+        assert first_ok is not None and 1 <= first_ok <= 3, (name, first_ok)
+        # every size from the first shown one on is shown too (up to a few more)
+        for n in range(first_ok + 1, first_ok + 3):
+            rc, out, err = _main(capsys, "show", name, "--n", str(n))
+            assert rc == 0 and "next token:" in out, (name, n, err)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["show", "ar", "--n", "1"], "--n 1"),        # AR needs a key and a value: n >= 2
+    (["show", "cgram", "--n", "2"], "--n 2"),     # 3-gram retrieval needs n >= 3
+    (["show", "hybrid-ar", "--n", "0"], "--n must be"),
+    (["show", "index", "--n", "4097"], "--n must be"),
+    (["show", "index", "--seed", "-1"], "--seed"),
+    (["show"], "--list"),
+])
+def test_show_impossible_input_exits_2(capsys, argv, needle):
+    rc, out, err = _main(capsys, *argv)
+    assert rc == 2 and needle in err and _one_clean_line(err), err
+
+
+@pytest.mark.parametrize("error", ["margin", "overflow"])
+def test_show_turns_a_builders_refusal_into_a_usage_error(capsys, monkeypatch, error):
+    """MarginError (a ValueError) and FixedPointOverflow (a PrecisionError) raised
+    while building become exit 2 with the builder's reason on one line."""
+    from checks import catalog
+    from constructions.fixedpoint import FixedFormat, FixedPointOverflow
+    from constructions.gadgets import MarginError
+
+    def build(n):
+        if error == "margin":
+            raise MarginError(f"the match head's gap is too small for n = {n}\nsecond line")
+        raise FixedPointOverflow("mul", 70, FixedFormat(8, 4), "the position embedding")
+
+    monkeypatch.setitem(catalog.CATALOG, "fake-model", catalog.Entry(build, lambda n, rng: [0], "a test double"))
+    rc, out, err = _main(capsys, "show", "fake-model", "--n", "5")
+    assert rc == 2 and _one_clean_line(err) and not out, err
+    assert "fake-model" in err and ("gap is too small for n = 5" in err if error == "margin"
+                                    else "needs at least 70 integer bits" in err)
+
+
+# ---------------------------------------------------------------- verify: arguments checked up front
+
+
+@pytest.fixture
+def registry_must_not_run(monkeypatch):
+    from checks import registry
+
+    def run(*a, **k):
+        raise AssertionError("the registry ran although the arguments are bad")
+    monkeypatch.setattr(registry, "run", run)
+
+
+@pytest.mark.parametrize("seed", ["-1", "-123456789"])
+def test_verify_negative_seed_is_usage_error(capsys, registry_must_not_run, seed):
+    rc, out, err = _main(capsys, "verify", "--only", "machine", "--seed", seed)
+    assert rc == 2 and "--seed" in err and _one_clean_line(err), err
+
+
+def test_verify_json_path_checked_before_the_run(capsys, tmp_path, registry_must_not_run):
+    rc, _, err = _main(capsys, "verify", "--only", "machine", "--json", str(tmp_path))
+    assert rc == 2 and "is a directory" in err and _one_clean_line(err), err
+    missing = tmp_path / "no" / "such" / "dir" / "v.json"
+    rc, _, err = _main(capsys, "verify", "--only", "machine", "--json", str(missing))
+    assert rc == 2 and "cannot write" in err and "does not exist" in err and _one_clean_line(err), err
+    a_file = tmp_path / "plain.txt"
+    a_file.write_text("x")
+    rc, _, err = _main(capsys, "verify", "--only", "machine", "--json", str(a_file / "v.json"))
+    assert rc == 2 and "not a directory" in err and _one_clean_line(err), err
+    assert not missing.parent.exists() and a_file.read_text() == "x"
+
+
+def test_verify_json_directory_refused_by_the_console_entry_point(tmp_path):
+    """The console entry point (a fresh process) refuses a directory as --json
+    quickly: nothing of the registry runs, so no table is printed."""
+    r = run("verify", "--only", "machine", "--json", str(tmp_path))
+    assert r.returncode == 2 and "is a directory" in r.stderr and _one_clean_line(r.stderr), r.stderr
+    assert "records" not in r.stdout
+
+
+# ---------------------------------------------------------------- predict ar: a directory is not a file
+
+
+def test_predict_ar_inputs_directory(capsys, tmp_path):
+    out = tmp_path / "P.npy"
+    rc, _, err = _main(capsys, "predict", "ar", "--inputs", str(tmp_path), "--out", str(out))
+    assert rc == 2 and "is a directory" in err and "no such file" not in err and _one_clean_line(err), err
+    assert not out.exists()
+    rc, _, err = _main(capsys, "predict", "ar", "--inputs", str(tmp_path / "absent.npy"), "--out", str(out))
+    assert rc == 2 and "no such file" in err and _one_clean_line(err), err
+
+
+def test_predict_ar_out_directory(capsys, tmp_path):
+    inp = tmp_path / "X.npy"
+    np.save(inp, np.array([[1, 2, 1]], dtype=np.int64))
+    out_dir = tmp_path / "outdir"
+    out_dir.mkdir()
+    rc, _, err = _main(capsys, "predict", "ar", "--inputs", str(inp), "--out", str(out_dir))
+    assert rc == 2 and "is a directory" in err and _one_clean_line(err), err
+    assert list(out_dir.iterdir()) == []
+    # the same input to a file works: position 2 repeats key 1 (position 0), whose value is 2
+    rc, _, err = _main(capsys, "predict", "ar", "--inputs", str(inp), "--out", str(out_dir / "P.npy"), "--quiet")
+    assert rc == 0, err
+    assert np.load(out_dir / "P.npy").tolist() == [[-1, -1, 2]]

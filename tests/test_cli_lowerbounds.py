@@ -3,6 +3,7 @@ references, and every bad-input path exits 2 with one line."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -97,10 +98,78 @@ def test_witness_not_found_within_capacity(capsys):
     (["--task", "index", "--n", "3", "--model", "hash", "--bits", "65"], "--bits"),
     (["--task", "index", "--n", "3", "--model", "register", "--max-cot", "-1"], "--max-cot"),
     (["--task", "index", "--n", "9", "--model", "register", "--json", "/nonexistent/dir/w.json"], "cannot write"),
+    (["--task", "index", "--n", "9", "--model", "register", "--json", "/"], "is a directory"),
+    (["--task", "index", "--n", "30", "--model", "random", "--mode", "birthday", "--seed", "-1"], "--seed"),
+    (["--task", "index", "--n", "3", "--model", "register", "--seed", "-5"], "--seed"),
 ])
 def test_witness_bad_input(capsys, argv, msg):
     rc, out, err = _run(capsys, "witness", *argv)
     assert rc == 2 and msg in err and len(err.strip().splitlines()) == 1
+
+
+def test_witness_json_path_checked_before_the_search(capsys, monkeypatch, tmp_path):
+    from lowerbounds import witness as W
+
+    def search(*a, **k):
+        raise AssertionError("the search ran although --json cannot be written")
+    monkeypatch.setattr(W, "find_witness", search)
+    rc, out, err = _run(capsys, "witness", "--task", "index", "--n", "30", "--model", "register", "--bits", "20",
+                        "--mode", "birthday", "--json", str(tmp_path))
+    assert rc == 2 and "is a directory" in err and len(err.strip().splitlines()) == 1 and not out
+
+
+_PROGRESS = re.compile(r"^witness: birthday search: (\d+) draws, (\d+) state keys stored, (\d+\.\d) s$")
+
+
+def test_witness_birthday_progress_on_stderr_only(capsys, tmp_path):
+    """A 28-bit register needs about 1.25 * 2^14 ~ 20,000 draws, several batches
+    of the search, so progress is reported; it goes to stderr as lines that say
+    how far the search got, never to stdout (which holds the result)."""
+    path = tmp_path / "w.json"
+    rc, out, err = _run(capsys, "witness", "--task", "index", "--n", "29", "--model", "register", "--bits", "28",
+                        "--mode", "birthday", "--seed", "0", "--json", str(path))
+    assert rc == 0 and "WRONG" in out
+    rec = json.loads(path.read_text())
+    lines = err.strip().splitlines()
+    assert lines, "no progress on stderr"
+    parsed = []
+    for line in lines:
+        m = _PROGRESS.match(line)
+        assert m, line
+        parsed.append(tuple(float(g) for g in m.groups()))
+    draws = [p[0] for p in parsed]
+    assert draws == sorted(set(draws)) and all(0 < d < rec["states_explored"] for d in draws)
+    assert all(stored <= d for d, stored, _ in parsed)
+    assert "birthday search:" not in out and "state keys stored" not in out
+
+
+def test_witness_exhaustive_writes_nothing_on_stderr(capsys):
+    rc, out, err = _run(capsys, "witness", "--task", "index", "--n", "7", "--model", "register", "--bits", "6")
+    assert rc == 0 and err == ""
+
+
+def test_search_progress_is_throttled():
+    """Called every 1/16 s for 10 s with a 1 s interval: the first call is
+    reported, then a line whenever a second has passed since the last one, so
+    10 lines, at least 1 s apart (times on the fake clock, exact in binary)."""
+    import io
+
+    from checks.cmd_witness import SearchProgress
+    t = [0.0]
+    stream = io.StringIO()
+    p = SearchProgress(stream, interval=1.0, clock=lambda: t[0])
+    reported_at = []
+    for k in range(1, 161):
+        t[0] = k / 16
+        before = stream.getvalue().count("\n")
+        p(4096 * k, 4000 * k)
+        if stream.getvalue().count("\n") > before:
+            reported_at.append(t[0])
+    lines = stream.getvalue().splitlines()
+    assert reported_at[0] == 1 / 16 and len(lines) == len(reported_at) == p.lines == 10, lines
+    assert all(b - a >= 1.0 for a, b in zip(reported_at, reported_at[1:])), reported_at
+    assert all(_PROGRESS.match(line) for line in lines), lines
+    assert lines[0].startswith("witness: birthday search: 4096 draws, 4000 state keys stored")
 
 
 def test_missing_required_argument_exits_2(capsys):
