@@ -253,7 +253,10 @@ edges is a "tree" there; rnngap's label is the true one (networkx)."""),
 from checks.shared_data import shared_file
 from checks.formats import parse_cot_text
 path = shared_file("istree_official_sample.jsonl")
-rows = [json.loads(l) for l in path.read_text().splitlines()] if path else []
+if path is None:
+    raise FileNotFoundError("shared/data/istree_official_sample.jsonl not found: put shared/ beside the checkout "
+                            "or set RNNGAP_SHARED_DATA")
+rows = [json.loads(l) for l in path.read_text().splitlines()]
 same = disagree = 0
 for r in rows:
     edges, cot = parse_cot_text(r["cot_text"], r["n_nodes"])
