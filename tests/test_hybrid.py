@@ -238,7 +238,9 @@ def test_istree_large_seeded():
     for inst in insts:
         g, model = _run_istree(N, inst.edges, m_max)
         assert g.answer == inst.answer
+        assert g.cot == H.istree_unionfind_cot(N, inst.edges)[0]
         assert g.cot_length <= H.istree_cot_bound(N)
+    assert model.resources.used_precision_bits <= model.fmt.total_bits
 
 
 @pytest.mark.full
@@ -269,4 +271,147 @@ def test_istree_resources():
 def test_contrast_attention_removed_records():
     from checks.checks_hybrid import hybrid_contrast_check
     recs = hybrid_contrast_check("quick", 0)
-    assert len(recs) == 4 and all(r.passed for r in recs), [r.note for r in recs]
+    assert len(recs) == 5 and all(r.passed for r in recs), [r.note for r in recs]
+    assert [r.task.split(":")[0] for r in recs] == ["index", "ar", "cgram", "counting", "istree"]
+
+
+def test_contrast_istree_failing_instances_answered_by_the_hybrid():
+    """The IsTree contrast spelled out: the RNN layers alone (same weights, same CoT
+    budget) reach one state after two of Alice's prefixes and so answer a separated
+    query alike; the full hybrid, built for the gadget's N = n + 3 vertices and n + 2
+    edges, answers both instances with the union-find CoT and the networkx-free label."""
+    from checks.checks_hybrid import without_attention
+    from lowerbounds.reductions import ISTREE, parse_istree
+    from lowerbounds.witness import find_witness
+    n = 6
+    N = n + 3
+    model = H.hybrid_istree(N, m_max=n + 2)
+    w = find_witness(without_attention(model).rnn(), ISTREE, n, max_cot=H.istree_cot_bound(N),
+                     answer_tokens=(TRUE, FALSE))
+    assert w.found and w.wrong
+    assert w.expected != w.expected_prime and w.answer == w.answer_prime
+    for toks, want in ((w.tokens, w.expected), (w.tokens_prime, w.expected_prime)):
+        _, edges = parse_istree(toks)
+        assert (want == TRUE) == istree.reference_label(N, edges)
+        g = generate(model, list(map(int, toks)), answer_tokens=[TRUE, FALSE], max_cot=H.istree_cot_bound(N))
+        assert g.answer == want
+        assert g.cot == H.istree_unionfind_cot(N, edges)[0]
+
+
+# ---------------------------------------------------------------- IsTree: adversarial orders, the CoT constant
+def _binomial_length(N):
+    """The union-find CoT of the binomial order for N = 2^k, by hand: a find of a
+    vertex at depth d writes its chain (d + 1 tokens), '-' and the size; an edge adds
+    r_u, s_u and the 6 record tokens: 2 d + 14 tokens when both endpoints sit at depth
+    d. Round j (j = 0..k-1) joins N / 2^(j+1) pairs of trees of depth j."""
+    k = N.bit_length() - 1
+    return sum((N >> (j + 1)) * (2 * j + 14) for j in range(k))
+
+
+def _broom_length(N, M):
+    """A binomial core on M = 2^k vertices, then N - M pendant singletons joined to the
+    core's deepest vertex (depth k): k + 14 tokens each."""
+    return _binomial_length(M) + (N - M) * ((M.bit_length() - 1) + 14)
+
+
+@pytest.mark.parametrize("N", [2, 8, 32, 64, 100])
+def test_istree_adversarial_orders_cot_lengths_by_hand(N):
+    """The generated orders are as deep as designed: the model's CoT lengths equal the
+    hand counts above (binomial for N = 2^k; broom with the best core M), and the
+    broom closed by a cycle writes the broom's CoT, then two finds and r_u:
+    d_a + d_b + 7 more tokens, with d_a + d_b = 2 k - 2 for the core B_k (k >= 2): its
+    one vertex at depth k is adjacent to all k vertices at depth k - 1 (the partners'
+    deepest vertices of the k rounds), so no non-adjacent pair reaches 2 k - 1, and
+    two depth-(k-1) vertices are never adjacent."""
+    from checks.checks_hybrid import istree_adversarial
+    model = _istree_model(N, N)
+    lengths = {M: _broom_length(N, M) for M in (1 << k for k in range(N.bit_length()))}
+    broom_len = max(lengths.values())
+    M = min(m for m, v in lengths.items() if v == broom_len)
+    k = M.bit_length() - 1
+    cots = {}
+    for fam in ("binomial", "broom", "broom_cycle"):
+        if fam == "broom_cycle" and k < 2:
+            continue
+        edges = istree_adversarial(N, fam)
+        label = fam != "broom_cycle"
+        assert len(edges) == N - label and istree.reference_label(N, edges) is label
+        g, _ = _run_istree(N, edges, N)
+        assert g.answer == (TRUE if label else FALSE)
+        assert g.cot == H.istree_unionfind_cot(N, edges)[0]
+        assert g.cot_length <= H.istree_cot_bound(N)
+        cots[fam] = g.cot
+    if N & (N - 1) == 0:
+        assert len(cots["binomial"]) == _binomial_length(N)
+    assert len(cots["broom"]) == broom_len
+    if "broom_cycle" in cots:
+        assert cots["broom_cycle"][:broom_len] == cots["broom"]
+        assert len(cots["broom_cycle"]) == broom_len + (2 * k - 2) + 7
+    assert model.resources.used_precision_bits <= model.fmt.total_bits
+
+
+def test_istree_fit_recovers_known_constants():
+    """The least-squares helper on exact a N log2 N + b N data returns a and b."""
+    import math
+    from checks.checks_hybrid import istree_fit
+    pts = [(N, round(0.7 * N * math.log2(N) + 13 * N)) for N in (16, 32, 64, 128, 256)]
+    a, b, res = istree_fit(pts)
+    assert abs(a - 0.7) < 0.01 and abs(b - 13) < 0.05 and res < 0.001
+
+
+def test_istree_fit_check_quick_records():
+    """The registered fit check (quick profile): every run correct and within the
+    declared bound, and the fitted leading constant below the bound's 2."""
+    from checks.checks_hybrid import ISTREE_FIT_N, hybrid_istree_fit_check
+    recs = hybrid_istree_fit_check("quick", 0)
+    assert len(recs) == len(ISTREE_FIT_N["quick"]) + 1
+    assert all(r.passed for r in recs), [r.note for r in recs if not r.passed]
+    a = float(recs[-1].task.split(": ")[1].split(" N log2 N")[0])
+    assert 0 < a < 2
+
+
+# ---------------------------------------------------------------- large sizes (-m full)
+@pytest.mark.full
+@settings(max_examples=12)
+@given(task=st.sampled_from(["index", "ar", "cgram", "counting"]), seed=st.integers(0, 2 ** 32 - 1),
+       alphabet=st.sampled_from([2, 4, 16, 256]), near=st.booleans())
+def test_hybrid_retrieval_n_4096(task, seed, alphabet, near):
+    """n = 2^12 (the largest n the hybrid Counting's declared format fits in int64):
+    a seeded batch of 16 instances per example."""
+    n = 4096
+    rng = np.random.default_rng(seed)
+    kw = {"threshold": "near" if near else "uniform"} if task == "counting" else {}
+    batch = TASKS[task].generate(rng, n, 16, alphabet=alphabet, **kw)
+    key = ("4096", task, alphabet)
+    if key not in _CACHE:
+        _CACHE[key] = build(task, n, alphabet)
+    model = _CACHE[key]
+    got = model.predict_batch(np.asarray(batch.tokens))
+    assert (got == refs(task, batch.tokens)).all()
+    assert model.resources.used_precision_bits <= model.fmt.total_bits
+
+
+@pytest.mark.full
+@settings(max_examples=10)
+@given(N=st.integers(200, 320), seed=st.integers(0, 2 ** 32 - 1),
+       family=st.sampled_from(["tree", "near_tree", "paper_binary", "paper_random", "binomial", "broom",
+                               "broom_cycle"]))
+def test_istree_large_hypothesis(N, seed, family):
+    """N in 200..320 (the declared format fits int64 up to N = 323): a sparse family
+    drawn from a seed, or an adversarial order under a seeded vertex relabelling and
+    random edge orientations; CoT token for token, within the bound."""
+    from checks.checks_hybrid import ISTREE_ADVERSARIAL, istree_adversarial
+    rng = np.random.default_rng(seed)
+    if family in ISTREE_ADVERSARIAL:
+        perm = rng.permutation(N)
+        flip = rng.integers(0, 2, size=N)
+        edges = [(int(perm[v]), int(perm[u])) if f else (int(perm[u]), int(perm[v]))
+                 for (u, v), f in zip(istree_adversarial(N, family), flip)]
+    else:
+        edges = list(istree.generate(rng, N, 1, family=family)[0].edges)
+    g, model = _run_istree(N, edges, N)
+    want_cot, want = H.istree_unionfind_cot(N, edges)
+    assert g.answer == want == (TRUE if istree.reference_label(N, edges) else FALSE)
+    assert g.cot == want_cot
+    assert g.cot_length <= H.istree_cot_bound(N)
+    assert model.resources.used_precision_bits <= model.fmt.total_bits

@@ -197,6 +197,35 @@ def test_seeded_n_4096(name, build, task, a):
     _growing(build, task, a, ((4096, 3),))
 
 
+_ALPHABETS_4096 = {"index": [2, 5, 64], "ar": [2, 5, 64], "cgram": [2, 3, 16], "counting": [3, 16, 64]}
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("name", ["index", "ar", "cgram", "counting"])
+@settings(max_examples=4, deadline=None)
+@given(data=st.data())
+def test_hypothesis_retrieval_n_4096(name, data):
+    """n = 2^12, hypothesis draws the seed, the alphabet and (Counting) the threshold
+    distribution: one seeded instance per example (a Counting CoT is 8 t + 15 tokens,
+    up to ~33k at t = n), answer and oracle checked, CoT and bits within the declared."""
+    n = 4096
+    seed = data.draw(st.integers(0, 2 ** 32 - 1), label="seed")
+    a = data.draw(st.sampled_from(_ALPHABETS_4096[name]), label="alphabet")
+    rng = np.random.default_rng(seed)
+    if name == "index":
+        c, b = cached(index_rag, n, a), index.generate(rng, n, 1, a)
+    elif name == "ar":
+        c, b = cached(ar_rag, n, a), ar.generate(rng, n, 1, a)
+    elif name == "cgram":
+        c, b = cached(cgram_rag, n, 3, a), cgram.generate(rng, n, 1, a, c=3)
+    else:
+        thr = data.draw(st.sampled_from(["near", "uniform"]), label="threshold")
+        c, b = cached(counting_rag, n, a), counting.generate(rng, n, 1, a, threshold=thr)
+    bad, cot_max = check_instances(c, b.rows())
+    assert bad == 0 and cot_max <= c.cot_bound
+    assert c.model.resources.used_int_bits <= c.int_bits_declared
+
+
 def _growing(build, task, a, plan):
     rng = np.random.default_rng(1234)
     seen = []
@@ -305,6 +334,25 @@ def test_istree_seeded_larger():
             assert g.cot + [g.answer] == istree.retrieval_cot(N, inst.edges)
             assert g.cot_length <= c.cot_bound
         assert c.model.resources.used_int_bits <= c.int_bits_declared
+
+
+@pytest.mark.full
+@settings(max_examples=6, deadline=None)
+@given(N=st.integers(200, 400), seed=st.integers(0, 2 ** 32 - 1), family=st.sampled_from(sorted(istree.FAMILIES)))
+def test_istree_large_hypothesis(N, seed, family):
+    """N in 200..400 vertices, a generator family (dense 'wrong_size' included: the RAG
+    model's bits do not grow with the edge count) drawn from a seed; the retrieval CoT
+    and label token for token, the oracle never failing, CoT within the bound."""
+    rng = np.random.default_rng(seed)
+    inst = istree.generate(rng, N, 1, family=family)[0]
+    c = cached(istree_rag, N)
+    oracle = c.oracle()
+    g = c.run(graph_tokens(inst.edges), oracle=oracle)
+    assert not oracle.failures()
+    assert g.cot + [g.answer] == istree.retrieval_cot(N, inst.edges)
+    assert (g.answer == TRUE) == inst.label
+    assert g.cot_length <= istree_cot_bound(N)
+    assert c.model.resources.used_int_bits <= c.int_bits_declared
 
 
 def _sample_rows() -> list[dict]:
