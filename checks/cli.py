@@ -71,8 +71,8 @@ def _verify(args) -> int:
     out = Console(width=max(Console().width, 170))
     out.print(table)
     for r in records:
-        if r.note and not r.passed:
-            tag = "NOT CHECKED" if not r.checked else "FAIL"
+        if r.note and (not r.passed or args.notes):
+            tag = "PASS" if r.passed else ("NOT CHECKED" if not r.checked else "FAIL")
             out.print(escape(f"  {tag} {r.claim} {r.model} {r.task} n={r.n}: {r.note}"))
     unchecked = registry.unchecked_claims(only)
     for c in unchecked:
@@ -99,6 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--only", nargs="+", metavar="CLAIM", help="claim ids to run (default: all)")
     v.add_argument("--json", metavar="PATH", help="also write the records as JSON")
     v.add_argument("--seed", type=int, default=0, help="seed of the checked instances (>= 0)")
+    v.add_argument("--notes", action="store_true",
+                   help="print every record's note (measured constants, witnesses), not only the failures'")
     v.set_defaults(func=_verify)
     # further commands: every checks/cmd_*.py module defines add_command(subparsers),
     # which adds its parser with set_defaults(func=run) (run returns the exit code

@@ -250,3 +250,18 @@ def test_predict_ar_out_directory(capsys, tmp_path):
     rc, _, err = _main(capsys, "predict", "ar", "--inputs", str(inp), "--out", str(out_dir / "P.npy"), "--quiet")
     assert rc == 0, err
     assert np.load(out_dir / "P.npy").tolist() == [[-1, -1, 2]]
+
+
+def test_verify_notes_prints_passing_records_notes(capsys):
+    """--notes prints every record's note (e.g. the machine checks' sample
+    sizes), passing ones included; without it only failures' notes appear."""
+    from checks.cli import main
+    from checks.registry import run as run_registry
+    notes = [r.note for r in run_registry("quick", only=["machine"]) if r.note]
+    assert notes                                             # the machine records carry notes
+    assert main(["verify", "--only", "machine"]) == 0
+    plain = capsys.readouterr().out
+    assert main(["verify", "--only", "machine", "--notes"]) == 0
+    noted = capsys.readouterr().out
+    assert "  PASS machine" not in plain
+    assert noted.count("  PASS machine") == len(notes)
