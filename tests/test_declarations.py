@@ -24,6 +24,15 @@ def test_every_construction_claim_declares_its_resources():
     for claim in CONSTRUCTION_CLAIMS:
         assert claim in CLAIMS
         assert any(r.startswith("int_bits") for r in declared.get(claim, ())), claim
+        if claim != "gadgets":
+            assert "params" in declared[claim], claim
+    # params are declared constant and tied to real builds at several n
+    from checks.checks_declarations import FUNCTIONS
+    for d in DECLARATIONS:
+        if d.resource == "params":
+            assert d.order == "constant" and d.expr.is_Integer and int(d.expr) > 0, d
+            fn, sample = FUNCTIONS[(d.model, "params")]
+            assert len(sample["quick"]) >= 4 and fn(sample["quick"][-1]) == int(d.expr), d.model
     # the CoT bounds the claims state: O(n) IsTree tour, O(n log n) hybrid IsTree, n^2 for T4.1
     cot = {(d.claim, d.model): d for d in DECLARATIONS if d.resource == "cot"}
     assert cot[("T4.7-up", "istree-dfs")].order == "linear"
