@@ -315,8 +315,12 @@ def attend_sparse(scores, m, M, values, I, f, mode, err, idx, out):
     # read ahead of every write.
     R = -thr
     memo = nc > 16 and I >= 1 and R <= 4096
-    ememo = np.full(R + 1 if memo else 1, -1, np.int64)
-    wmemo = np.full(R + 1 if memo else 1, -1, np.int64)
+    if memo:
+        ememo = np.full(R + 1, -1, np.int64)
+        wmemo = np.full(R + 1, -1, np.int64)
+    else:                          # never read: empty views, nothing allocated
+        ememo = idx[:0]
+        wmemo = idx[:0]
     Z = np.int64(0)
     for ci in range(nc):
         dj = scores[idx[ci]] - M
