@@ -9,22 +9,38 @@ instances from the task generator plus deterministic adversarial ones):
   GENEROUS integer bits I_gen = 62 - f. Scanning f downward from the declared f(n),
   ``f_min`` is the smallest f such that the construction is exactly correct (no
   error, every answer right) at EVERY f' in [f_min, f(n)]; f_min - 1 fails (or
-  f_min = 0, where no fewer fraction bits exist).
+  f_min = 0, where no fewer fraction bits exist). If the construction is already
+  wrong at the declared f(n), ``f_min`` is None: the frontier lies above the
+  declaration and the row reports it (``declared_at_or_above`` False).
 * integer bits (at f = f_min and at the declared f): the construction built at
-  (I_gen, f) is run; its used integer bits u (every computed value and every weight
-  below 2^u) is the integer frontier: re-encoding the same weights at (u, f) runs
-  identically, at (u - 1, f) it must fail (an overflow or a weight that does not
-  fit). Both are run and recorded.
+  (I_gen, f) is run (the run of the fraction-bit scan at that f is reused); its used
+  integer bits u (every computed value and every weight below 2^u) is the integer
+  frontier: re-encoding the same weights at (u, f) runs identically, at (u - 1, f)
+  it must fail (an overflow or a weight that does not fit). Both are run and
+  recorded.
 
-:func:`frontier_table` returns one plain dict per (construction, n): easy to plot
-(:func:`fit_slope` gives the least-squares slope of a column against log2 n).
+:func:`frontier_table` returns one plain dict per (construction, n): easy to plot.
+:func:`fit_slope` gives the least-squares slope of a column against log2 n, and
+:func:`frontier_summary` the slopes of the measured and declared bits of one
+construction plus every n where the declaration is below the frontier (used by
+``rnngap verify --only T4.6-up`` and ``rnngap precision``).
 Index, AR and c-gram never produce a fractional value (weights exactly 0/1), so
-their f_min is 0 at every n and their O(log n) cost shows in the integer bits.
+their f_min is 0 at every n and their O(log n) cost shows in the integer bits
+(slope about 2: positions and squared positions); Counting's f_min grows like
+2 log2 n (it tells 1/(c+1) from 1/(t+3/2), a gap of about 1/(2 n^2)).
+
+Cost: every run of a 2-layer model is O(n^2) per instance, so the sample keeps few
+rows whose prefixes differ (:data:`RANDOM_ROWS`; the adversarial rows share long
+prefixes, and :func:`run_sample` orders the rows so that the model reuses the KV
+cache of a shared prefix, which is exact).
 
 Example::
 
-    >>> rows = frontier_table(["index"], [16, 64])          # doctest: +SKIP
+    >>> rows = frontier_table(["index"], [16, 64])
     >>> [(r["n"], r["f_min"], r["I_min_at_f_min"]) for r in rows]
+    [(16, 0, 10), (64, 0, 14)]
+    >>> round(frontier_summary(rows, "index")["slope_I_min_at_f_declared"], 2)
+    2.0
 """
 from __future__ import annotations
 
@@ -44,12 +60,27 @@ from .tasks import ar, cgram, counting, index
 CONSTRUCTIONS = {
     # name: (declaration, alphabet, c)
     "index": (R.INDEX, 2, 2),
-    "ar": (R.AR, 4, 2),
+    "ar": (R.AR, 4, 2),               # c-gram with c = 2 (ar_model is cgram_model(c=2))
     "cgram": (R.CGRAM, 2, 3),
+    "cgram4": (R.CGRAM, 3, 4),
     "counting": (R.COUNTING, 3, 2),
 }
 FRONTIER_SEED = 20260
 """Seed range of the frontier samples (separate from the checks' seeds)."""
+RANDOM_ROWS = ((2 ** 12, 4), (2 ** 14, 2))
+"""Generator instances in the frontier sample: 4 for n <= 2^12, 2 for n <= 2^14,
+none beyond, where only the adversarial rows remain (each random row costs a full
+O(n^2) run, and a row is run 6 to 8 times: one Counting instance takes about 2
+minutes at n = 2^16 on the 2-core machine, its adversarial rows together about
+the same, as they share their prefix)."""
+
+
+def random_rows(n: int) -> int:
+    """The number of generator instances in the default frontier sample at n."""
+    for limit, rows in RANDOM_ROWS:
+        if n <= limit:
+            return rows
+    return 0
 
 
 def build(name: str, n: int, fmt: FixedFormat):
@@ -58,7 +89,7 @@ def build(name: str, n: int, fmt: FixedFormat):
         return R.index_model(n, a, fmt)
     if name == "ar":
         return R.ar_model(n, a, fmt)
-    if name == "cgram":
+    if name in ("cgram", "cgram4"):
         return R.cgram_model(n, a, c, fmt)
     if name == "counting":
         return R.counting_model(n, a, fmt, check_margins=False)
@@ -69,55 +100,65 @@ def _with_data(x: list[int], suffix: list[int]) -> list[int]:
     return [BOS] + [number_token(v) for v in x] + [QUERY] + [number_token(v) for v in suffix]
 
 
-def frontier_sample(name: str, n: int, random: int = 4, seed: int = FRONTIER_SEED) -> tuple[np.ndarray, np.ndarray]:
-    """(tokens (B, L), answers (B,)): ``random`` generator instances (seed + n) plus
-    adversarial ones (answers from the plain-Python references):
+def frontier_sample(name: str, n: int, random: int | None = None,
+                    seed: int = FRONTIER_SEED) -> tuple[np.ndarray, np.ndarray]:
+    """(tokens (B, L), answers (B,)): ``random`` generator instances (seed + n;
+    default :func:`random_rows`) plus adversarial ones (answers from the
+    plain-Python references):
 
     * index: x alternating 0 1 0 1..., queries i = 1, n - 1, n;
     * ar: x = 1 2 3 0 0 ... 0 1 with q = 1 (first occurrence at j = 1, a later one as
       x_n) and q = 0 first at j = 4 (n >= 6), and q first at j = n - 1;
-    * cgram: the gram (0, 1) first at j = n - 2 (answer x_n) and at j = 1 with a
-      later repeat;
-    * counting: the closest comparisons: c = #q in x in {n, n-1, n-2, n-3} (q = 0,
-      the rest 1) with t = c - 1 (answer 1) and t = c (answer 0).
+    * c-gram (gram g = 0 1 0 ... of length c - 1): x = 1 ... 1 g 0, g first at
+      j = n - c + 1 (answer x_n), and x = g 1 ... 1 g (first at j = 1, a later
+      repeat at the end);
+    * counting: the closest comparisons: c = #q in x in {n, n-1, n-2, n-3} (q = 0 at
+      the first c positions, 1 after; the rows share their first n - 3 data tokens,
+      and the count does not depend on where the q's are) with t = c - 1 (answer 1)
+      and t = c (answer 0).
+
+    >>> tokens, answers = frontier_sample("counting", 16)   # 4 random + 8 adversarial rows
+    >>> tokens.shape, answers[4:].tolist()                 # number 1 = 33, number 0 = 32
+    ((12, 20), [33, 32, 33, 32, 33, 32, 33, 32])
     """
     _, a, c = CONSTRUCTIONS[name]
+    random = random_rows(n) if random is None else int(random)
     rng = np.random.default_rng(seed + n)
     rows: list[list[int]] = []
     if name == "index":
-        b = index.generate(rng, n, random, alphabet=a)
+        gen = lambda: index.generate(rng, n, random, alphabet=a)
         x = [j % 2 for j in range(n)]
         rows = [_with_data(x, [i]) for i in sorted({1, max(1, n - 1), n})]
         ref = index.reference
     elif name == "ar":
-        b = ar.generate(rng, n, random, alphabet=a)
+        gen = lambda: ar.generate(rng, n, random, alphabet=a)
         if n >= 6:
             x = [1, 2, 3] + [0] * (n - 4) + [1]
             rows += [_with_data(x, [1]), _with_data(x, [0])]
         y = [0] * (n - 2) + [3, 2]               # q = 3 first (and only) at j = n - 1
         rows.append(_with_data(y, [3]))
         ref = ar.reference
-    elif name == "cgram":
-        b = cgram.generate(rng, n, random, alphabet=a, c=c)
-        if n >= 4:
-            x = [1] * (n - 3) + [0, 1, 0]        # (0, 1) at j = n - 2, answer x_n = 0
-            rows.append(_with_data(x, [0, 1]))
-            z = [0, 1, 1] + [1] * (n - 5) + [0, 1]   # first at j = 1, repeat at the end
-            rows.append(_with_data(z[:n], [0, 1]))
+    elif name in ("cgram", "cgram4"):
+        gen = lambda: cgram.generate(rng, n, random, alphabet=a, c=c)
+        g = [k % 2 for k in range(c - 1)]        # 0 1 0 ...: starts with 0, so it is absent from 1 ... 1
+        if n >= c + 1:
+            rows.append(_with_data([1] * (n - c) + g + [0], g))       # first at j = n - c + 1, answer x_n
+        if n >= 2 * (c - 1) + 1:
+            rows.append(_with_data(g + [1] * (n - 2 * (c - 1)) + g, g))   # first at j = 1, repeat at the end
         ref = lambda t: cgram.reference(t, c=c)
     elif name == "counting":
-        b = counting.generate(rng, n, random, alphabet=a, threshold="near")
+        gen = lambda: counting.generate(rng, n, random, alphabet=a, threshold="near")
         for cnt in range(n, max(-1, n - 4), -1):
             x = [0] * cnt + [1] * (n - cnt)
-            perm = rng.permutation(n)
-            x = [x[k] for k in perm]
             for t in (cnt - 1, cnt):
                 if 0 <= t <= n:
                     rows.append(_with_data(x, [0, t]))
         ref = counting.reference
     else:
-        raise ValueError(f"unknown construction {name!r}")
-    toks = [list(map(int, r)) for r in b.tokens] + rows
+        raise ValueError(f"unknown construction {name!r}; known: {sorted(CONSTRUCTIONS)}")
+    toks = ([list(map(int, r)) for r in gen().tokens] if random > 0 else []) + rows
+    if not toks:
+        raise ValueError(f"frontier_sample({name!r}, {n}): no rows (random = 0 and no adversarial row at this n)")
     L = max(len(r) for r in toks)
     if any(len(r) != L for r in toks):
         raise AssertionError("frontier sample rows must share one length")
@@ -126,9 +167,14 @@ def frontier_sample(name: str, n: int, random: int = 4, seed: int = FRONTIER_SEE
 
 
 def run_sample(model, tokens: np.ndarray, answers: np.ndarray) -> tuple[bool, str]:
-    """(exactly correct?, how it failed)."""
+    """(exactly correct?, how it failed). The rows run in lexicographic order, so
+    each reuses the KV cache of the prefix it shares with the one before (exact:
+    the same outputs, used bits and first error as row by row)."""
+    tokens = np.asarray(tokens)
+    order = np.lexsort(tokens.T[::-1])
     try:
-        got = model.predict_batch(tokens)
+        got = np.empty(len(tokens), dtype=np.int64)
+        got[order] = model.predict_batch(tokens[order])
     except PrecisionError as e:
         return False, f"raised {type(e).__name__}: {str(e)[:100]}"
     bad = int((got != answers).sum())
@@ -142,16 +188,23 @@ def _try_build(name, n, fmt):
         return None, f"refused to build: {str(e)[:100]}"
 
 
-def integer_frontier(name: str, n: int, f: int, tokens, answers) -> dict:
+def integer_frontier(name: str, n: int, f: int, tokens, answers, ran=None) -> dict:
     """At fraction bits f: the used integer bits u of a run at generous I, and the
-    checks that (u, f) is correct and (u - 1, f) fails (same weights re-encoded)."""
+    checks that (u, f) is correct and (u - 1, f) fails (same weights re-encoded).
+    ``ran``: a model built at (62 - f, f) that already ran the sample correctly
+    (the fraction-bit scan's run), reused instead of running again."""
     I_gen = MAX_MAGNITUDE_BITS - f
-    model, why = _try_build(name, n, FixedFormat(I_gen, f))
-    if model is None:
-        return {"I_min": None, "note": why}
-    ok, how = run_sample(model, tokens, answers)
-    if not ok:
-        return {"I_min": None, "note": f"incorrect even at I = {I_gen}: {how}"}
+    if ran is None:
+        model, why = _try_build(name, n, FixedFormat(I_gen, f))
+        if model is None:
+            return {"I_min": None, "note": why}
+        ok, how = run_sample(model, tokens, answers)
+        if not ok:
+            return {"I_min": None, "note": f"incorrect even at I = {I_gen}: {how}"}
+    else:
+        model = ran
+        if model.fmt != FixedFormat(I_gen, f):
+            raise ValueError(f"integer_frontier: the reused run is at {model.fmt.name}, not at I = {I_gen}, f = {f}")
     u = model.resources.used_int_bits
     try:
         ok_u, how_u = run_sample(model.with_format(FixedFormat(u, f)), tokens, answers)
@@ -165,14 +218,14 @@ def integer_frontier(name: str, n: int, f: int, tokens, answers) -> dict:
             "below_I_min_how": how_below, "note": how_u}
 
 
-def frontier_row(name: str, n: int, random: int = 4, seed: int = FRONTIER_SEED) -> dict:
+def frontier_row(name: str, n: int, random: int | None = None, seed: int = FRONTIER_SEED) -> dict:
     """One row of the frontier table (see the module docstring)."""
     t0 = time.perf_counter()
     decl, a, c = CONSTRUCTIONS[name]
     tokens, answers = frontier_sample(name, n, random, seed)
     f_dec, I_dec = decl.frac_bits(n), decl.int_bits(n, a, c)
     f = f_dec
-    f_min, below_how = None, ""
+    f_min, below_how, ran = None, "", {}
     while f >= 0:
         if f + 1 > MAX_MAGNITUDE_BITS:
             break
@@ -181,20 +234,25 @@ def frontier_row(name: str, n: int, random: int = 4, seed: int = FRONTIER_SEED) 
         if not ok:
             below_how = how
             break
+        ran[f] = model
         f_min = f
         f -= 1
-    at_min = integer_frontier(name, n, f_min, tokens, answers) if f_min is not None else {"I_min": None}
-    at_dec = integer_frontier(name, n, f_dec, tokens, answers)
+    at_min = integer_frontier(name, n, f_min, tokens, answers, ran.get(f_min)) if f_min is not None \
+        else {"I_min": None}
+    at_dec = at_min if f_min == f_dec else integer_frontier(name, n, f_dec, tokens, answers, ran.get(f_dec))
     return {
         "construction": name, "n": n, "log2_n": math.log2(n), "alphabet": a, "c": c,
         "instances": int(len(answers)),
         "f_declared": f_dec, "I_declared": I_dec, "p_declared": I_dec + f_dec + 1,
-        "f_min": f_min, "fails_below_f_min": (f_min == 0) or bool(below_how),
-        "below_f_min_how": below_how if f_min else "f_min = 0: no fewer fraction bits exist",
+        "f_min": f_min, "fails_below_f_min": f_min is not None and ((f_min == 0) or bool(below_how)),
+        "below_f_min_how": (below_how if f_min else "f_min = 0: no fewer fraction bits exist") if f_min is not None
+        else f"incorrect at the declared f = {f_dec}: {below_how}",
         "I_min_at_f_min": at_min.get("I_min"), "I_min_at_f_declared": at_dec.get("I_min"),
         "p_min": None if f_min is None or at_min.get("I_min") is None else at_min["I_min"] + f_min + 1,
         "correct_at_I_min": at_min.get("correct_at_I_min"), "fails_below_I_min": at_min.get("fails_below_I_min"),
         "below_I_min_how": at_min.get("below_I_min_how", ""),
+        "correct_at_I_min_at_f_declared": at_dec.get("correct_at_I_min"),
+        "fails_below_I_min_at_f_declared": at_dec.get("fails_below_I_min"),
         "declared_at_or_above": f_min is not None and f_dec >= f_min and at_dec.get("I_min") is not None
         and I_dec >= at_dec["I_min"],
         "mode": "rebuild at each f (lambda re-derived), integer bits re-encoded",
@@ -203,13 +261,15 @@ def frontier_row(name: str, n: int, random: int = 4, seed: int = FRONTIER_SEED) 
 
 
 def frontier_table(constructions: Iterable[str] = tuple(CONSTRUCTIONS), ns: Iterable[int] = (16, 64, 256),
-                   random: int = 4, seed: int = FRONTIER_SEED) -> list[dict]:
+                   random: int | None = None, seed: int = FRONTIER_SEED) -> list[dict]:
     """Rows (plain dicts, one per construction and n) of the precision frontier."""
+    ns = list(ns)
     return [frontier_row(name, int(n), random, seed) for name in constructions for n in ns]
 
 
-def fit_slope(rows: list[dict], column: str = "f_min") -> dict[str, float]:
-    """Least-squares slope and intercept of ``column`` against log2 n, per construction."""
+def fit_slope(rows: list[dict], column: str = "f_min") -> dict[str, dict[str, float]]:
+    """Least-squares slope and intercept of ``column`` against log2 n, per construction
+    (constructions with fewer than 2 measured points are left out)."""
     out = {}
     for name in sorted({r["construction"] for r in rows}):
         pts = [(r["log2_n"], r[column]) for r in rows if r["construction"] == name and r[column] is not None]
@@ -220,6 +280,52 @@ def fit_slope(rows: list[dict], column: str = "f_min") -> dict[str, float]:
         slope, icpt = np.polyfit(x, y, 1)
         out[name] = {"slope": float(slope), "intercept": float(icpt), "points": len(pts)}
     return out
+
+
+SLOPE_COLUMNS = ("f_min", "f_declared", "I_min_at_f_declared", "I_declared", "p_min", "p_declared")
+
+
+def row_violations(r: dict) -> list[str]:
+    """Why a frontier row shows the declaration below the measured frontier (or a
+    frontier that is not one): empty if none."""
+    out = []
+    if r["f_min"] is None:
+        out.append(f"incorrect at the declared f = {r['f_declared']} ({r['below_f_min_how']})")
+    else:
+        if r["f_declared"] < r["f_min"]:
+            out.append(f"declared f = {r['f_declared']} < f_min = {r['f_min']}")
+        if not r["fails_below_f_min"]:
+            out.append(f"f_min - 1 = {r['f_min'] - 1} did not fail")
+        if not r["correct_at_I_min"] or not r["fails_below_I_min"]:
+            out.append(f"integer frontier at f_min not exact (correct at I_min: {r['correct_at_I_min']}, "
+                       f"fails below: {r['fails_below_I_min']})")
+    if r["I_min_at_f_declared"] is None:
+        out.append("no integer frontier at the declared f")
+    elif r["I_declared"] < r["I_min_at_f_declared"]:
+        out.append(f"declared I = {r['I_declared']} < I_min = {r['I_min_at_f_declared']} at the declared f")
+    return out
+
+
+def frontier_summary(rows: list[dict], name: str) -> dict:
+    """For the rows of one construction: the slope (bits per doubling of n) of each
+    of :data:`SLOPE_COLUMNS` against log2 n (None with fewer than 2 points) and the
+    violations [(n, reason)] of :func:`row_violations`."""
+    mine = [r for r in rows if r["construction"] == name]
+    out = {"construction": name, "ns": [r["n"] for r in mine], "instances": sum(r["instances"] for r in mine)}
+    for col in SLOPE_COLUMNS:
+        out[f"slope_{col}"] = fit_slope(mine, col).get(name, {}).get("slope")
+    out["violations"] = [(r["n"], v) for r in mine for v in row_violations(r)]
+    return out
+
+
+def format_slopes(summary: dict) -> str:
+    """One line: the measured and declared slopes against log2 n."""
+    def s(col):
+        v = summary[f"slope_{col}"]
+        return "n/a" if v is None else f"{v:.2f}"
+    return (f"slopes vs log2 n: f_min {s('f_min')} (declared f {s('f_declared')}), "
+            f"I_min at declared f {s('I_min_at_f_declared')} (declared I {s('I_declared')}), "
+            f"p_min {s('p_min')} (declared p {s('p_declared')})")
 
 
 if __name__ == "__main__":  # python -m checks.frontier [max_k]: print the table
@@ -233,5 +339,5 @@ if __name__ == "__main__":  # python -m checks.frontier [max_k]: print the table
             r = frontier_row(name, 2 ** k)
             rows.append(r)
             print(json.dumps(r), flush=True)
-    print(json.dumps({"slope_f_min": fit_slope(rows, "f_min"), "slope_I_min_at_f_min": fit_slope(rows, "I_min_at_f_min"),
-                      "slope_p_min": fit_slope(rows, "p_min")}), flush=True)
+    for name in CONSTRUCTIONS:
+        print(name, format_slopes(frontier_summary(rows, name)), flush=True)

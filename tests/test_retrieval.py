@@ -9,14 +9,18 @@ Layers of checks:
   references of checks.tasks;
 * property-based at n = 2^k: hypothesis draws generator seeds (and alphabets);
   k = 4..14 in the default suite with FEW examples at the largest sizes (one at
-  2^14: a 2-layer model attends over every position, O(n^2) per instance, about
-  15-30 s at 2^14 on this machine); larger n under -m full (Index up to 2^20, the
-  2-layer models up to 2^16: see the test docstrings). Every run also asserts the
-  parameter count equals the one at n = 16 and the used precision stays within
-  the declared p(n);
+  2^14: a 2-layer model attends over every position, O(n^2) per instance; on this
+  2-core machine about 0.5 s for AR and c-gram at 2^14, 7-16 s for Counting,
+  whose wide format takes the 128-bit product path); larger n under -m full
+  (Index and AR up to 2^20, c-gram up to 2^19, Counting up to 2^17 where its
+  format leaves int64: see TWO_LAYER_FULL_MAX_LOG2N). Every run asserts the parameter count equals the one at
+  n = 16 and that the model runs in the format DECLARED for n
+  (constructions.retrieval.DECLARED, not the model's own) with used precision
+  within it;
 * the precision frontier: one bit below the measured frontier fails, for every
   construction (integer bits for all, fraction bits for Counting, whose frontier is
-  the only one above 0);
+  the only one above 0); under -m full the frontier over n = 2^4..2^16 lies at or
+  below the declaration at every n, with its slope against log2 n checked;
 * MQAR: the Zoology sample scores 100% on its labelled positions; the fast
   nearest-code readout equals the generic readout; the CLI validates its input.
 """
@@ -61,18 +65,45 @@ def reference(key):
             "cgram3": lambda t: cgram.reference(t, c=3), "cgram4": lambda t: cgram.reference(t, c=4)}[key]
 
 
+DECLARATION = {"index": (R.DECLARED["index"], 2), "ar": (R.DECLARED["ar"], 2),
+               "cgram3": (R.DECLARED["cgram"], 3), "cgram4": (R.DECLARED["cgram"], 4),
+               "counting": (R.DECLARED["counting"], 2)}
+"""key -> (the declaration of constructions.retrieval.DECLARED, c)."""
+
+
+def declared_format(key, n, a):
+    """The format T4.6-up declares for this construction at (n, alphabet a)."""
+    decl, c = DECLARATION[key]
+    return decl.format(n, a, c)
+
+
 def check_batch(model, tokens, ref, declared: FixedFormat):
-    """Predictions equal the reference on every row; used precision within declared."""
+    """Predictions equal the reference on every row; the model runs in the declared
+    format (computed from the declaration, not read off the model) and its used
+    precision stays within it."""
     tokens = np.asarray(tokens)
     want = np.array([ref(list(map(int, row))) for row in tokens], dtype=np.int64)
     got = model.predict_batch(tokens)
     bad = np.flatnonzero(got != want)
     assert bad.size == 0, (f"{model.name}: {bad.size}/{len(want)} mismatches, first: "
                            f"{tokens[bad[0]].tolist()} -> {got[bad[0]]}, reference {want[bad[0]]}")
+    assert model.fmt == declared, f"{model.name}: runs in {model.fmt.name}, declared {declared.name}"
     r = model.resources
-    assert r.used_precision_bits <= declared.total_bits, f"{model.name}: used {r.used_precision_bits} > declared"
-    assert model.fmt == declared
+    assert r.used_precision_bits <= declared.total_bits, \
+        f"{model.name}: used {r.used_precision_bits} bits > declared {declared.total_bits}"
     return len(want)
+
+
+def test_check_batch_rejects_a_model_outside_its_declared_format():
+    """The helper compares with the declaration, not with the model's own format:
+    a correct model built with one integer bit more than declared is rejected."""
+    n = 16
+    fmt = declared_format("index", n, 2)
+    model = R.index_model(n, 2, FixedFormat(fmt.int_bits + 1, fmt.frac_bits))
+    toks = np.asarray(index.generate(np.random.default_rng(0), n, 4, alphabet=2).tokens)
+    with pytest.raises(AssertionError, match="runs in"):
+        check_batch(model, toks, index.reference, fmt)
+    assert check_batch(R.index_model(n, 2), toks, index.reference, fmt) == 4
 
 
 # ============================================================================ declarations
@@ -165,7 +196,7 @@ def _exhaustive(key, n, a=3):
         kw["c"] = int(key[-1])
     batch = mod.enumerate_all(n, **kw)
     model = BUILD[key](n, a)
-    return check_batch(model, batch.tokens, reference(key), model.fmt)
+    return check_batch(model, batch.tokens, reference(key), declared_format(key, n, a))
 
 
 @pytest.mark.parametrize("n", range(1, 13))
@@ -193,7 +224,7 @@ def test_index_every_binary_string_full(n):
     model = R.index_model(n, 2)
     total = 0
     for toks in _index_chunks(n):
-        total += check_batch(model, toks, index.reference, model.fmt)
+        total += check_batch(model, toks, index.reference, declared_format("index", n, 2))
     assert total == 2 ** n * n
 
 
@@ -229,7 +260,7 @@ def _property(key, n, examples, alphabets):
             kw["threshold"] = "near"
         b = mod.generate(np.random.default_rng(seed), n, 1, **kw)
         model = BUILD[key](n, a)
-        check_batch(model, b.tokens, reference(key), model.fmt)
+        check_batch(model, b.tokens, reference(key), declared_format(key, n, a))
         if a == 3:
             assert model.resources.params == PARAMS_AT_16[key], "parameter count depends on n"
         else:  # same architecture family: the count only depends on the alphabet
@@ -244,7 +275,7 @@ def test_property_at_powers_of_two(key, k):
     _property(key, 2 ** k, EXAMPLES[k], [2, 3, 4] if key != "counting" else [1, 2, 3])
 
 
-@pytest.mark.parametrize("k", [4, 6, 8, 10, 12])
+@pytest.mark.parametrize("k", [4, 6, 8, 10, 12, 14])
 def test_property_cgram4(k):
     _property("cgram4", 2 ** k, EXAMPLES[k], [2, 3])
 
@@ -252,19 +283,27 @@ def test_property_cgram4(k):
 @pytest.mark.full
 @pytest.mark.parametrize("k", [15, 16, 17, 18, 19, 20])
 def test_property_index_full(k):
-    """Index is one layer: only the last position attends, O(n) per instance, so
-    the full profile reaches n = 2^20."""
+    """Index is one layer: only the last position attends, O(n) per instance (about
+    1 s at 2^18), so the full profile reaches n = 2^20."""
     _property("index", 2 ** k, 2, [2])
 
 
+TWO_LAYER_FULL_MAX_LOG2N = {"ar": 20, "cgram3": 19, "cgram4": 19, "counting": 17}
+"""Largest k of the full property runs (each test under ~20 minutes). One
+instance on this 2-core machine (measured, shared load): AR 3.4 s at 2^16, 15 s at
+2^17, 46 s at 2^18, 2 min at 2^19, 10 min at 2^20; c = 3 13 s at 2^17, 1 min at
+2^18, 4 min at 2^19, 22 min at 2^20 (left out); c = 4 21 s at 2^17, 2.5 min at
+2^18, 7 min at 2^19 (2^20 left out). Counting takes the 128-bit product path (its
+scores are wide): 2 min at 2^16, 8 min at 2^17, and its declared format leaves
+int64 at 2^18 (I + f > 62, :func:`test_counting_format_limit_is_reported`)."""
+
+
 @pytest.mark.full
-@pytest.mark.parametrize("k", [14, 15, 16])
-@pytest.mark.parametrize("key", ["ar", "cgram3", "cgram4", "counting"])
+@pytest.mark.parametrize("key,k", [(key, k) for key, top in TWO_LAYER_FULL_MAX_LOG2N.items()
+                                   for k in range(14, top + 1)])
 def test_property_two_layer_full(key, k):
-    """The 2-layer models attend at every position: O(n^2) per instance (AR about
-    16 s at 2^14 and 4 min at 2^16 on this 2-core machine); 2^17 and beyond (2^20:
-    ~11 h per instance) are out of reach. Counting's format also leaves int64 at
-    n = 2^18 (I + f > 62)."""
+    """The models with 2 or more layers attend at every position: O(n^2) per
+    instance; one instance per n (sizes and times: TWO_LAYER_FULL_MAX_LOG2N)."""
     _property(key, 2 ** k, 1, [3])
 
 
@@ -316,10 +355,53 @@ def test_frontier_table_is_plottable_and_counting_slope_is_about_two():
         assert r["f_min"] is not None and r["f_min"] <= r["f_declared"]
         assert r["I_min_at_f_declared"] <= r["I_declared"]
     slopes = FR.fit_slope(rows, "f_min")
-    assert slopes["index"]["slope"] == 0 and slopes["ar"]["slope"] == 0 and slopes["cgram"]["slope"] == 0
+    assert all(slopes[name]["slope"] == 0 for name in ("index", "ar", "cgram", "cgram4"))
     assert 1.5 <= slopes["counting"]["slope"] <= 2.5
     islopes = FR.fit_slope(rows, "I_min_at_f_min")
     assert all(v["slope"] > 0 for v in islopes.values())
+
+
+FRONTIER_FULL_NS = [2 ** k for k in range(4, 17)]
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("name", list(FR.CONSTRUCTIONS))
+def test_frontier_to_2_16_is_at_or_below_the_declaration(name):
+    """n = 2^4..2^16 on the fixed seeded samples: at every n the declared f(n) and
+    I(n) are at or above the measured frontier, the frontier is exact (correct at
+    f_min and I_min, one bit below fails), and the slopes against log2 n are those
+    of the analysis in constructions/retrieval.py: f_min = 0 for Index, AR and
+    c-gram (their weights are exactly 0/1), f_min ~ 2 log2 n for Counting (1/(c+1)
+    vs 1/(t+3/2), a gap ~ 1/(2 n^2)); the integer bits grow (positions,
+    normalisers). Counting takes about 20 min on this 2-core machine (its 2^16 row
+    alone ~14), the others 1-3 min."""
+    rows = FR.frontier_table([name], FRONTIER_FULL_NS)
+    summary = FR.frontier_summary(rows, name)
+    print(f"{name}: {FR.format_slopes(summary)}")
+    assert summary["violations"] == []
+    for r in rows:
+        assert r["f_min"] is not None and r["f_declared"] >= r["f_min"], r
+        assert r["I_declared"] >= r["I_min_at_f_declared"], r
+        assert r["fails_below_f_min"] and r["correct_at_I_min"] and r["fails_below_I_min"], r
+    if name == "counting":
+        assert 1.5 <= summary["slope_f_min"] <= 2.5
+    else:
+        assert all(r["f_min"] == 0 for r in rows)
+        assert summary["slope_f_min"] == 0
+    assert summary["slope_I_min_at_f_declared"] > 0     # the O(log n) integer part
+
+
+def test_precision_command_prints_the_fitted_slopes(tmp_path, capsys):
+    """``rnngap precision`` prints one line per n and the slopes against log2 n:
+    Counting's f_min at n = 16, 32, 64 grows by exactly 2 bits per doubling."""
+    from checks.cli import main
+
+    out = tmp_path / "counting.png"
+    assert main(["precision", "--task", "counting", "--out", str(out), "--max-log2n", "6"]) == 0
+    text = capsys.readouterr().out
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert text.count("declared at or above the frontier") == 3
+    assert "counting: slopes vs log2 n: f_min 2.00 (declared f 2.00)" in text
 
 
 # ============================================================================ MQAR
@@ -360,7 +442,9 @@ def test_mqar_long_sequence_extreme_values():
     model = R.mqar_model(L)
     P = R.mqar_predict(X, model)
     assert (P[0] == np.array(ar.mqar_reference(list(map(int, X[0]))))).all()
-    assert model.resources.used_precision_bits <= model.fmt.total_bits
+    declared = R.DECLARED["mqar"].format(L)
+    assert model.fmt == declared
+    assert model.resources.used_precision_bits <= declared.total_bits
 
 
 def test_fast_readout_equals_generic_readout():
