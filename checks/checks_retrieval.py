@@ -12,9 +12,9 @@ against the c-gram generator and reference) and ``counting``:
   quick Index n <= 12, the others n <= 7; full 18 and 9); one record per
   construction, showing the n with the least precision slack;
 * ``sampled``: seeded generator batches at every n = 2^k (:data:`SAMPLED`: quick
-  k = 4..14 for every construction; full k = 4..20 for Index and AR, k = 4..19 for
-  c-gram with c = 3, 4, 4..17 for Counting, 4..16 for cgram2: see
-  :data:`SAMPLED_MAX_LOG2N` and the costs below);
+  k = 4..14 for every construction; full k = 4..20 for Index, AR and c-gram with
+  c = 3, 4, 4..17 for Counting, 4..16 for cgram2: see :data:`SAMPLED_MAX_LOG2N`
+  and the costs below);
 * ``params constant``: the parameter count at every n checked is the same;
 * ``below bound``: one integer bit below the bits a run used fails (overflow), and
   for Counting one fraction bit below the measured frontier fails on the fixed
@@ -34,14 +34,14 @@ against the c-gram generator and reference) and ``counting``:
 Cost (one instance on the shared 2-core machine, kernels of commit 89ae307): a
 2-layer model attends at every position, O(n^2) per instance: AR about 0.5 s at
 2^14, 3.4 s at 2^16, 46 s at 2^18, 2 min at 2^19, 10 min at 2^20; c = 3 4 min at
-2^19 and 22 min at 2^20, c = 4 7 min at 2^19 (2^20 would take longer still), so
-both stop at 2^19 in the full profile; ``cgram2`` is the same model as ``ar``
+2^19 and 22 min at 2^20, c = 4 7 min at 2^19 (about 30 min expected at 2^20; the
+full profile runs both to 2^20, one instance each); ``cgram2`` is the same model as ``ar``
 (sampled to 2^20 there) and stops at 2^16. Counting's scores take the 128-bit
 product path (its format is wide): about 7 s at 2^14, 2 min at 2^16, 8 min at
 2^17. Index (one layer, O(n)) is about 1 s at 2^18. Quick samples every
 construction to 2^14 with one instance at the largest sizes (T4.6-up quick:
 about 45 s, of which the frontier records 25 s and Counting at 2^13, 2^14 9 s);
-full takes over an hour (sampled ~40 min; frontier ~30 min, of which Counting 23
+full takes about two hours (sampled ~90 min with c-gram at 2^20; frontier ~30 min, of which Counting 23
 min, 14 at 2^16; exhaustive ~2 min, Index to n = 18 1.8 min).
 
 References are the plain-Python ``reference`` functions of checks.tasks.
@@ -85,11 +85,11 @@ SAMPLED = {"quick": {2 ** k: b for k, b in zip(range(4, 15), (64, 48, 32, 24, 16
            "full": {2 ** k: b for k, b in zip(range(4, 21),
                                               (256, 192, 128, 96, 64, 32, 16, 8, 4, 2, 1, 1, 1, 1, 1, 1, 1))}}
 """n -> batch size of the sampled records."""
-SAMPLED_MAX_LOG2N = {"quick": {}, "full": {"cgram2": 16, "cgram3": 19, "cgram4": 19, "counting": 17}}
+SAMPLED_MAX_LOG2N = {"quick": {}, "full": {"cgram2": 16, "counting": 17}}
 """Where a construction stops before the largest n of :data:`SAMPLED`: Counting at
-its int64 format limit (the ``format limit`` record shows 2^18 is refused), c-gram
-with c = 3, 4 at 2^19 (one instance at 2^20 takes 20+ minutes), cgram2 at 2^16
-(``ar``, the same model, goes on to 2^20)."""
+its int64 format limit (the ``format limit`` record shows 2^18 is refused), cgram2
+at 2^16 (``ar``, the same model, goes on to 2^20). c-gram with c = 3, 4 goes to
+2^20 (one instance there takes 20-30 minutes)."""
 COUNTING_FORMAT_LIMIT = 2 ** 17
 """The largest n whose declared Counting format fits int64 storage (I + f <= 62)."""
 FRONTIER_MAX_LOG2N = {"quick": 12, "full": 16}
