@@ -1,10 +1,13 @@
 """The ``rnngap`` command line.
 
     rnngap verify [--profile quick|full] [--only CLAIM ...] [--json PATH] [--seed S]
+                  [--allow-missing-data]
 
 Exit codes: 0 all checks passed; 1 some check failed; 2 bad usage or input
-(one clear line on stderr), checked before anything runs; 141 stdout was closed
-early (e.g. piped into ``head``).
+(one clear line on stderr), checked before anything runs; 3 nothing failed but
+some record is NOT CHECKED (its data is missing) or a claim has no check
+(``--allow-missing-data`` turns 3 into 0; a failure still gives 1); 141 stdout
+was closed early (e.g. piped into ``head``).
 """
 from __future__ import annotations
 
@@ -67,13 +70,12 @@ def _verify(args) -> int:
         table.add_row(escape(r.claim), escape(r.model), escape(r.task), str(r.n), str(r.instances), str(r.failures),
                       f"{fmt(r.precision_bits_used)}/{fmt(r.precision_bits_declared)}",
                       f"{fmt(r.cot_max)}/{fmt(r.cot_bound)}", fmt(r.params), fmt(r.state_bits),
-                      f"{r.seconds:.2f}", "PASS" if r.passed else ("NOT CHECKED" if not r.checked else "FAIL"))
+                      f"{r.seconds:.2f}", r.status)
     out = Console(width=max(Console().width, 170))
     out.print(table)
     for r in records:
         if r.note and (not r.passed or args.notes):
-            tag = "PASS" if r.passed else ("NOT CHECKED" if not r.checked else "FAIL")
-            out.print(escape(f"  {tag} {r.claim} {r.model} {r.task} n={r.n}: {r.note}"))
+            out.print(escape(f"  {r.status} {r.claim} {r.model} {r.task} n={r.n}: {r.note}"))
     unchecked = registry.unchecked_claims(only)
     for c in unchecked:
         out.print(escape(f"  NOT CHECKED {c}: {registry.CLAIMS[c]} (no check registered yet)"))
@@ -85,10 +87,18 @@ def _verify(args) -> int:
     if args.json:
         try:
             with open(args.json, "w") as fh:
-                json.dump([r.as_json() for r in records], fh, indent=1)
+                json.dump([r.as_json(seed=args.seed, profile=args.profile) for r in records], fh, indent=1)
         except OSError as e:
             raise UsageError(f"cannot write {args.json}: {e.strerror}") from None
-    return 1 if failed else 0
+    if failed:
+        return 1
+    if (skipped or unchecked) and not args.allow_missing_data:
+        for r in skipped:
+            print(f"rnngap: NOT CHECKED {r.claim} {r.model} {r.task}: {r.note}", file=sys.stderr)
+        print("rnngap: some records were NOT CHECKED (exit 3); --allow-missing-data accepts that",
+              file=sys.stderr)
+        return 3
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,6 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--seed", type=int, default=0, help="seed of the checked instances (>= 0)")
     v.add_argument("--notes", action="store_true",
                    help="print every record's note (measured constants, witnesses), not only the failures'")
+    v.add_argument("--allow-missing-data", action="store_true",
+                   help="exit 0 (not 3) when records are NOT CHECKED because their data is missing")
     v.set_defaults(func=_verify)
     # further commands: every checks/cmd_*.py module defines add_command(subparsers),
     # which adds its parser with set_defaults(func=run) (run returns the exit code

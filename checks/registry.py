@@ -28,7 +28,27 @@ CLAIMS: dict[str, str] = {
 }
 
 RECORD_FIELDS = ("claim", "model", "task", "n", "instances", "failures", "precision_bits_used",
-                 "precision_bits_declared", "cot_max", "cot_bound", "params", "state_bits", "seconds")
+                 "precision_bits_declared", "cot_max", "cot_bound", "params", "state_bits", "seconds",
+                 "checked", "note", "kind", "family", "alphabet")
+SEPARATION_FIELDS = ("cc_bits", "collision_forced", "witness_verified")
+NECESSITY_FIELDS = ("frontier_int_bits", "frontier_frac_bits", "wrong_below")
+KINDS = ("correctness", "separation", "necessity")
+"""What a record shows:
+
+* ``correctness``: a construction (or a lower-bound artefact) checked on the
+  instances of ``family``; passes with zero failures within its declared bounds.
+* ``separation``: one task and n, both sides on the same instance family
+  (theory.md §1 "Where the theorem bites"): the constant-size model correct on
+  every instance checked, the exact one-way CC of that family (``cc_bits``), and
+  a bounded-memory RNN that is correct below its capacity broken on a verified
+  witness from that family (``witness_verified``); ``collision_forced`` says
+  whether the collision is forced by pigeonhole (state bits < CC) or only found.
+  Passes only if the model has zero failures and the witness is verified.
+* ``necessity``: the measured integer-bit and fraction-bit frontiers (saturate
+  mode) and whether one bit below a frontier some concrete instance is answered
+  wrongly (``wrong_below``; False means the bound is not tight there, which is
+  information, not a failure). Fails if a frontier lies above the declared bits.
+"""
 
 
 @dataclass
@@ -48,6 +68,23 @@ class Record:
     seconds: float = 0.0
     note: str = ""
     checked: bool = True   # False: the check could not run (e.g. data absent); neither pass nor fail
+    kind: str = "correctness"
+    family: str = "random"        # "reduction": the image of the lower bound's Index reduction
+    alphabet: int | None = None   # the data alphabet of the instances (None where there is none)
+    cc_bits: int | None = None             # separation: exact one-way CC of the family at n
+    collision_forced: bool | None = None   # separation: state bits < cc_bits (pigeonhole)
+    witness_verified: bool | None = None   # separation: the failing instance re-run and checked
+    frontier_int_bits: int | None = None   # necessity: smallest I (saturate) with every instance right
+    frontier_frac_bits: int | None = None  # necessity: smallest f (saturate) with every instance right
+    wrong_below: bool | None = None        # necessity: a wrong instance exists one bit below a frontier
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"record kind must be one of {KINDS}, got {self.kind!r}")
+
+    @property
+    def status(self) -> str:
+        return "PASS" if self.passed else ("NOT CHECKED" if not self.checked else "FAIL")
 
     @property
     def passed(self) -> bool:
@@ -60,11 +97,27 @@ class Record:
             return False
         if self.cot_max is not None and self.cot_bound is not None and self.cot_max > self.cot_bound:
             return False
+        if self.kind == "separation" and (self.cc_bits is None or self.witness_verified is not True
+                                          or self.collision_forced is None):
+            return False
+        if self.kind == "necessity" and (self.frontier_int_bits is None or self.frontier_frac_bits is None
+                                         or self.wrong_below is None):
+            return False
         return True
 
-    def as_json(self) -> dict:
+    def as_json(self, seed: int | None = None, profile: str | None = None) -> dict:
+        """The record as a JSON object: :data:`RECORD_FIELDS`, ``status``, the run's
+        ``seed`` and ``profile``, and the fields of its kind."""
         d = asdict(self)
-        return {k: d[k] for k in RECORD_FIELDS}
+        out = {k: d[k] for k in RECORD_FIELDS}
+        out["status"] = self.status
+        out["seed"] = seed
+        out["profile"] = profile
+        if self.kind == "separation":
+            out.update({k: d[k] for k in SEPARATION_FIELDS} | {"state_bits": self.state_bits})
+        if self.kind == "necessity":
+            out.update({k: d[k] for k in NECESSITY_FIELDS})
+        return out
 
 
 @dataclass

@@ -8,12 +8,16 @@ import pytest
 
 from checks.cli import main
 
-# The --json record schema as issue 8 specifies it (not read from the code).
-JSON_FIELDS = {"claim", "model", "task", "n", "instances", "failures", "precision_bits_used",
+# The --json record schema as issues 8, 13 and 18 specify it (not read from the code).
+BASE_FIELDS = {"claim", "model", "task", "n", "instances", "failures", "precision_bits_used",
                "precision_bits_declared", "cot_max", "cot_bound", "params", "state_bits", "seconds"}
-STRING_FIELDS = {"claim", "model", "task"}
-COUNT_FIELDS = {"n", "instances", "failures"}                       # always ints
-RESOURCE_FIELDS = JSON_FIELDS - STRING_FIELDS - COUNT_FIELDS - {"seconds"}  # int, or null if not applicable
+JSON_FIELDS = BASE_FIELDS | {"checked", "note", "family", "alphabet", "kind", "status", "seed", "profile"}
+KIND_FIELDS = {"correctness": set(),
+               "separation": {"cc_bits", "state_bits", "collision_forced", "witness_verified"},
+               "necessity": {"frontier_int_bits", "frontier_frac_bits", "wrong_below"}}
+STRING_FIELDS = {"claim", "model", "task", "note", "family", "profile"}
+COUNT_FIELDS = {"n", "instances", "failures", "seed"}                # always ints
+RESOURCE_FIELDS = BASE_FIELDS - STRING_FIELDS - COUNT_FIELDS - {"seconds"}  # int, or null if not applicable
 
 
 def run(*args):
@@ -38,9 +42,12 @@ def test_verify_only_machine_json(tmp_path):
     recs = json.loads(out.read_text())
     assert recs
     for rec in recs:
-        assert set(rec) == JSON_FIELDS and len(rec) == len(JSON_FIELDS), sorted(rec)
-        for k in STRING_FIELDS:
+        assert set(rec) == JSON_FIELDS | KIND_FIELDS[rec["kind"]], sorted(rec)
+        for k in STRING_FIELDS - {"note"}:
             assert isinstance(rec[k], str) and rec[k], (k, rec)
+        assert isinstance(rec["note"], str)
+        assert rec["checked"] is True and rec["status"] == "PASS" and rec["profile"] == "quick", rec
+        assert rec["alphabet"] is None or (type(rec["alphabet"]) is int and rec["alphabet"] >= 1), rec
         for k in COUNT_FIELDS:
             assert type(rec[k]) is int and rec[k] >= 0, (k, rec)   # bool is not an int here
         for k in RESOURCE_FIELDS:
