@@ -81,7 +81,7 @@ from .fixedpoint import (
 )
 from .gadgets import Builder, MarginError, Neuron, ResidualSpace, bits_for, equality_neurons, step_neurons
 from .model import Model, ModelSpec
-from .vocab import BOS, DASH, FALSE, QUERY, TILDE, TRUE, Vocab, number_token
+from .vocab import BOS, DASH, EOS, FALSE, NUMBER_BASE, QUERY, TILDE, TRUE, Vocab, number_token
 
 REGISTER_FRAC_BITS = 1
 """f of the register RNN: the halving weight 1/2 must lie on the grid."""
@@ -695,3 +695,162 @@ class IsTreeRegisterRNN:
             (h, _tok), mode, e = s
             rows.append([int(h[l][q]) for l, q in self.inner._index] + [mode, e])
         return np.asarray(rows, dtype=np.int64).reshape(B, len(self.inner._index) + 2)
+
+
+# --------------------------------------- parsers for the Index reductions' formats
+
+
+class ReductionFormatParser:
+    """A finite-state transducer from the token format of an Index reduction
+    (``lowerbounds.reductions``) to the Index format ``[BOS] x_1..x_n [QUERY] i``
+    (claims T4.6-low, T4.7-low): composed with an Index RNN it gives an RNN for
+    the reduction's instances (:class:`ParsedIndexRNN`).
+
+    ``step(state, token) -> (state, tokens for the Index RNN)``; states are the
+    ints ``0..n_states-1`` (``bits = ceil(log2 n_states)``). Layouts (``k`` = the
+    number token k)::
+
+        index      [BOS] x_1..x_n [QUERY] i               identity (1 state)
+        keyvalue   [BOS] K_1 x_1 .. K_n x_n [QUERY] K_i   K_j = (j+1) repeated c-1 times:
+                   states D_e (e = tokens of the current block read, e < c): the
+                   c-th token of a block is the value x_j, passed on, the keys are
+                   skipped; [QUERY] is passed on; Q_k (k < c-1): the first query
+                   token v gives i = v - 1, the other c-2 copies are skipped; DONE:
+                   everything passed (the RNN's own CoT fed back). 2c states.
+        counting   [BOS] y_1..y_n [QUERY] q t             y_j = j or 0: the bit [y_j != 0]
+                   passed on; q passed as i; t skipped (t = 0 in the reduction).
+                   States DATA, Q, T, DONE.
+        istree     [BOS] (j+1) - x_j .. w - v_i w - 1 [EOS]   states E_0..E_2 (token of the
+                   edge), SKIP, DONE: the third token of a data edge (a hub, 0 / 1) is the
+                   bit x_j; the first edge ending in v >= 2 is Bob's ``w - v_i``: [QUERY]
+                   and i = v - 1 are passed on; the rest up to [EOS] is skipped; after
+                   it, everything passed. The answer x_i maps to [TRUE] if 0 (a tree),
+                   [FALSE] if 1.
+
+    Only the reduction's instances are promised to parse as intended: the keys
+    of AR / c-gram are not compared, only counted (the family has them in order).
+    """
+
+    LAYOUTS = ("index", "keyvalue", "counting", "istree")
+
+    def __init__(self, layout: str, c: int = 2):
+        if layout not in self.LAYOUTS:
+            raise ValueError(f"unknown layout {layout!r}; known: {self.LAYOUTS}")
+        self.layout = layout
+        self.c = int(c)
+        if layout == "keyvalue" and self.c < 2:
+            raise ValueError(f"keyvalue layout needs c >= 2, got {c}")
+        self.n_states = {"index": 1, "keyvalue": 2 * self.c, "counting": 4, "istree": 5}[layout]
+        self.bits = (self.n_states - 1).bit_length()
+        self.name = layout if layout != "keyvalue" else f"keyvalue(c={self.c})"
+
+    def step(self, state: int, token: int) -> tuple[int, tuple[int, ...]]:
+        t = int(token)
+        num = t - NUMBER_BASE if t >= NUMBER_BASE else None
+        if self.layout == "index":
+            return 0, (t,)
+        if self.layout == "keyvalue":
+            c, done = self.c, 2 * self.c - 1
+            if state == done:
+                return state, (t,)
+            if state < c:                                    # D_e
+                if t == QUERY:
+                    return c, (t,)
+                if t == BOS:
+                    return state, (t,)
+                if num is None:
+                    return state, ()
+                return ((state + 1, ()) if state < c - 1 else (0, (t,)))
+            k = state - c                                    # Q_k
+            nxt = state + 1 if k < c - 2 else done
+            if k == 0:
+                return nxt, ((number_token(max(num - 1, 0)),) if num is not None else ())
+            return nxt, ()
+        if self.layout == "counting":
+            if state == 3:
+                return 3, (t,)
+            if state == 0:
+                if t == QUERY:
+                    return 1, (t,)
+                if num is None:
+                    return 0, (t,)
+                return 0, (number_token(1 if num != 0 else 0),)
+            if state == 1:
+                return 2, ((t,) if num is not None else ())
+            return 3, ()
+        # istree
+        if state == 4:
+            return 4, (t,)
+        if state == 3:
+            return (4, ()) if t == EOS else (3, ())
+        if state == 0 and t == BOS:
+            return 0, (t,)
+        if state < 2:
+            return state + 1, ()
+        if num is None:
+            return 0, ()
+        if num <= 1:
+            return 0, (t,)
+        return 3, (QUERY, number_token(num - 1))
+
+    def answer(self, token: int) -> int:
+        """The task's answer token for the Index RNN's token (istree: number 0 ->
+        [TRUE], number 1 -> [FALSE]; others unchanged)."""
+        if self.layout == "istree":
+            if token == number_token(0):
+                return TRUE
+            if token == number_token(1):
+                return FALSE
+        return int(token)
+
+
+class ParsedIndexRNN:
+    """An Index RNN (any protocol object) behind a :class:`ReductionFormatParser`:
+    an RNN for the instances of an Index reduction (claims T4.6-low, T4.7-low).
+
+    State ``(inner state, parser state)``; ``state_bits`` = inner bits + parser
+    bits; ``state_key`` packs the inner key (as an integer below
+    2^(inner bits)) and the parser state above it. The next token is the
+    parser's map of the inner RNN's next token; the composed RNN generates the
+    inner's CoT (fed back through the parser, which passes it on after the
+    query). Correct on the reduction's instances with n <= the inner capacity.
+
+    >>> from constructions.protocol import run_rnn
+    >>> r = ParsedIndexRNN(register_target(3, max_number=8), ReductionFormatParser("keyvalue", 2))
+    >>> run_rnn(r, [0, 34, 33, 35, 32, 36, 33, 9, 35], [32, 33], max_cot=3).answer   # x = 101, i = 2
+    32
+    """
+
+    def __init__(self, inner: Any, parser: ReductionFormatParser, capacity: int | None = None):
+        self.inner = inner
+        self.parser = parser
+        self.inner_bits = int(inner.state_bits)
+        self.state_bits = self.inner_bits + parser.bits
+        self.capacity = capacity
+        self.name = f"{parser.name}-parser + {getattr(inner, 'name', type(inner).__name__)}"
+
+    def initial_state(self):
+        return (self.inner.initial_state(), 0)
+
+    def step(self, state, token: int):
+        inner, ps = state
+        ps, out = self.parser.step(ps, token)
+        for t in out:
+            inner = self.inner.step(inner, t)
+        return (inner, ps)
+
+    def output(self, state) -> int:
+        inner, _ = state
+        return self.parser.answer(self.inner.output(inner))
+
+    def state_key(self, state) -> bytes:
+        inner, ps = state
+        key = int.from_bytes(self.inner.state_key(inner), "little")
+        if key >> self.inner_bits:
+            raise ValueError(f"{self.name}: the inner key {key} does not fit its {self.inner_bits} state bits")
+        return (key | (ps << self.inner_bits)).to_bytes((self.state_bits + 7) // 8, "little")
+
+
+def parsed_register_target(layout: str, capacity: int, c: int = 2, max_number: int = 64) -> ParsedIndexRNN:
+    """:func:`register_target` of capacity c behind the parser of ``layout``."""
+    return ParsedIndexRNN(register_target(capacity, max_number), ReductionFormatParser(layout, c), capacity)

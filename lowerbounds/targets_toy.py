@@ -242,3 +242,73 @@ class WindowRNN:
         values = [len(head), len(tail), dropped, *head, *tail, *pad]
         widths = [*self.widths_meta] + [self.token_bits] * (self.head + self.tail)
         return pack_fields(values, widths)
+
+
+# ---------------------------------------------------------- compact register
+
+
+class CompactIndexRegister:
+    """Index with an s-bit register and the fewest states that can do it (no
+    CoT): the bounded-memory side of the separation records where the collision
+    is *forced* by pigeonhole (claims T4.6-low, T4.7-low).
+
+    The state is one integer code, every reachable state enumerated::
+
+        0                      before [BOS]
+        2^pos + reg            reading data: pos bits seen (0..s), reg < 2^pos (x_j at bit j-1)
+        2^(s+1) + reg          after [QUERY]: reg, s bits (valid queries i <= n <= s)
+        3 * 2^s + b            answered: the bit b = x_i
+
+    so 3 * 2^s + 2 codes and ``state_bits = s + 2`` (3 * 2^s + 2 <= 2^(s+2) for
+    s >= 1). Data after the s-th bit is dropped (pos saturates), a query i > s is
+    answered 0. Correct on every Index instance with n <= s; at n > s + 2 =
+    state_bits the 2^n prefixes must share a state (pigeonhole), and prefixes
+    that differ after bit s already do.
+
+    >>> r = CompactIndexRegister(2)
+    >>> from constructions.protocol import run_rnn
+    >>> run_rnn(r, [0, 33, 32, 9, 33]).answer == number_token(1), r.state_bits
+    (True, 4)
+    """
+
+    def __init__(self, s: int):
+        if int(s) < 1:
+            raise ValueError(f"register size s must be >= 1, got {s}")
+        self.s = int(s)
+        self.name = f"compact-register(s={self.s})"
+        self.state_count = 3 * (1 << self.s) + 2
+        self.state_bits = (self.state_count - 1).bit_length()
+        assert self.state_bits == self.s + 2, "3 * 2^s + 2 codes need exactly s + 2 bits"
+        self._query = 1 << (self.s + 1)
+        self._answered = 3 * (1 << self.s)
+
+    def initial_state(self) -> int:
+        return 0
+
+    def step(self, state: int, token: int) -> int:
+        token = int(token)
+        if state == 0:
+            return 1 if token == BOS else 0             # 2^0 + 0: no bit seen yet
+        if state < self._query:                          # reading data
+            pos = state.bit_length() - 1
+            reg = state - (1 << pos)
+            if token == QUERY:
+                return self._query + reg
+            if token >= NUMBER_BASE and pos < self.s:
+                return (1 << (pos + 1)) + (reg | (((token - NUMBER_BASE) & 1) << pos))
+            return state
+        if state < self._answered:                       # after [QUERY]: the query number i
+            if token >= NUMBER_BASE:
+                i = token - NUMBER_BASE
+                reg = state - self._query
+                return self._answered + ((reg >> (i - 1)) & 1 if 1 <= i <= self.s else 0)
+            return state
+        return state
+
+    def output(self, state: int) -> int:
+        return number_token(state - self._answered) if state >= self._answered else number_token(0)
+
+    def state_key(self, state: int) -> bytes:
+        if not 0 <= state < self.state_count:
+            raise ValueError(f"{self.name}: state code {state} outside 0..{self.state_count - 1}")
+        return int(state).to_bytes((self.state_bits + 7) // 8, "little")

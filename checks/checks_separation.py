@@ -1,0 +1,398 @@
+"""Separation records: both sides of T4.6 / T4.7 on the same hard instances
+(theory.md §1 "Where the theorem bites"; claims T4.6-low, T4.7-low).
+
+One record per task and n, on the image of the Index reduction
+(``lowerbounds.reductions``: INDEX, AR, c-gram with c = 3, COUNTING, ISTREE),
+with the alphabet that reduction writes (AR / c-gram keys up to n + 1: alphabet
+n + 2; Counting marks up to n: n + 1; IsTree vertices 0..n+2: n + 3; Index 2):
+
+* **the constant-size model** (T4.6-up Transformer of ``constructions.retrieval``
+  built for the reduction's data length and alphabet; for IsTree the T4.7-up
+  Transformer of ``constructions.istree`` on N = n + 3 vertices, with its DFS
+  CoT) on EVERY instance of the family at n (all x in {0,1}^n, all i; one
+  batched kernel call), against the task's plain-Python reference
+  (``checks.tasks``) and the reduction's expected answer. IsTree runs teacher
+  forced along the reference CoT (every next token predicted along the
+  reference tour, the [EOS] and the label): all predictions right is exactly
+  "greedy generation writes the reference CoT and label". ``params``,
+  ``precision_bits_used`` / ``declared``, ``cot_max`` / ``cot_bound`` are the
+  model's;
+* **the exact one-way CC** of the family at n (``cc_bits``):
+  ``lowerbounds.cc.one_way_complexity(reduction_split(...))``, the distinct rows
+  of the full communication matrix under the task reference, computed, never
+  assumed;
+* **a bounded-memory RNN** that is correct on every instance of the family at
+  every n' <= its capacity (checked here, exhaustively, with its CoT), broken on
+  a fooling pair from the family at n > capacity found by
+  ``lowerbounds.witness.find_witness`` (exhaustive) and re-verified here: each
+  failing instance re-run from s_0 through the RNN, its answer compared with the
+  task reference and the reduction's expected answer (``witness_verified``).
+  Two kinds:
+
+  - ``register``: the register linear RNN (``constructions.targets.register_index_rnn``,
+    capacity c = n - 1) behind a finite parser of the reduction's format
+    (``constructions.targets.ParsedIndexRNN``). Its declared state (6 p-bit
+    numbers) is far above n, so the collision is only *found* (its precision
+    drops the data bits beyond c);
+  - ``compact``: the compact s-bit register (``lowerbounds.targets_toy.CompactIndexRegister``,
+    s + 2 state bits) behind the same parser, s the largest with
+    state bits < n = CC: the collision is *forced* by pigeonhole.
+
+  ``collision_forced`` = ``state_bits < cc_bits``; the note says forced or found.
+
+A record fails if the model fails an instance, the RNN fails an instance below
+its capacity (a model emitting a constant always does: n' = 1 has both answers),
+the capacity is < 1 or >= n, the CC is not exact, or the witness is not verified
+(registry.Record.passed).
+
+Rows (:data:`ROWS`): quick n = 4, 6 (register) and 8, 10 (compact) per
+retrieval task, IsTree n = 4, 6 (register) and 8 (compact); full adds n = 8
+(register) and 12 (compact), IsTree 8 (register), 7 and 10 (compact). Every
+instance is enumerated (no sampling), so the seed is not used.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import time
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Callable
+
+import numpy as np
+
+from constructions import istree as CI
+from constructions import retrieval as RT
+from constructions import targets as T
+from constructions.protocol import RNN, run_rnn
+from constructions.vocab import NUMBER_BASE, QUERY
+from lowerbounds import cc
+from lowerbounds import reductions as R
+from lowerbounds import witness as W
+from lowerbounds.targets_toy import CompactIndexRegister
+
+from .registry import Record, register
+from .tasks import ar as task_ar
+from .tasks import cgram as task_cgram
+from .tasks import counting as task_counting
+from .tasks import index as task_index
+from .tasks import istree as task_istree
+
+EXHAUSTIVE_MAX_N = 12
+"""Largest n enumerated (n 2^n instances on each side, n 2^n CC cells)."""
+
+
+@dataclass(frozen=True)
+class SeparationTask:
+    """One task of the separation: its claim, reduction, the parser layout of
+    its format, and how the constant-size model is built."""
+
+    key: str
+    claim: str
+    reduction: R.Reduction
+    layout: str
+    c: int
+    alphabet: Callable[[int], int]      # the data alphabet the reduction writes at n
+    builder: str | None                 # constructions.retrieval.BUILDERS key (None: IsTree)
+    data_length: Callable[[int], int]   # the model's n for the reduction's data at n
+
+    def reference(self, n: int) -> Callable[[Any], int]:
+        """The plain-Python task reference on this family's instances."""
+        return {
+            "index": task_index.reference, "ar": task_ar.reference,
+            "cgram3": partial(task_cgram.reference, c=3), "counting": task_counting.reference,
+            "istree": partial(task_istree.reference, n_nodes=R.istree_vertex_count(n)),
+        }[self.key]
+
+
+TASKS: dict[str, SeparationTask] = {
+    "index": SeparationTask("index", "T4.6-low", R.INDEX, "index", 2, lambda n: 2, "index", lambda n: n),
+    "ar": SeparationTask("ar", "T4.6-low", R.AR, "keyvalue", 2, lambda n: n + 2, "ar", lambda n: 2 * n),
+    "cgram3": SeparationTask("cgram3", "T4.6-low", R.cgram_reduction(3), "keyvalue", 3, lambda n: n + 2, "cgram",
+                             lambda n: 3 * n),
+    "counting": SeparationTask("counting", "T4.6-low", R.COUNTING, "counting", 2, lambda n: n + 1, "counting",
+                               lambda n: n),
+    "istree": SeparationTask("istree", "T4.7-low", R.ISTREE, "istree", 2, lambda n: n + 3, None,
+                             lambda n: R.istree_vertex_count(n)),
+}
+
+ROWS = {"quick": {"retrieval": ((4, "register"), (6, "register"), (8, "compact"), (10, "compact")),
+                  "istree": ((4, "register"), (6, "register"), (8, "compact"))},
+        "full": {"retrieval": ((4, "register"), (6, "register"), (8, "register"), (8, "compact"),
+                               (10, "compact"), (12, "compact")),
+                 "istree": ((4, "register"), (6, "register"), (8, "register"), (7, "compact"), (8, "compact"),
+                            (10, "compact"))}}
+"""(n, bounded-memory RNN kind) of the separation records, per profile and task group
+(the IsTree Transformer with its CoT costs ~5 s at n = 8, ~25 s at n = 10 on
+the 2-core machine: n = 10 is in the full profile only)."""
+
+
+# ------------------------------------------------------------------ the family
+
+
+def family(task: SeparationTask, n: int) -> tuple[list[tuple[tuple[int, ...], int]], np.ndarray]:
+    """Every (x, i) of the family at n (x lexicographic, x_1 most significant;
+    i = 1..n) and their instances as int64 ``[n 2^n, L]`` (all of one length)."""
+    if not 1 <= n <= EXHAUSTIVE_MAX_N:
+        raise ValueError(f"separation family: n must be in 1..{EXHAUSTIVE_MAX_N} (exhaustive), got {n}")
+    red = task.reduction
+    xs = np.array(list(itertools.product((0, 1), repeat=n)), dtype=np.int64)
+    prefixes = red.prefixes(xs)
+    suffixes = [red.bob(i, n) for i in range(1, n + 1)]
+    width = prefixes.shape[1] + len(suffixes[0])
+    toks = np.empty((len(xs) * n, width), dtype=np.int64)
+    for k, suf in enumerate(suffixes):
+        toks[k::n, :prefixes.shape[1]] = prefixes
+        toks[k::n, prefixes.shape[1]:] = suf
+    cases = [(tuple(int(b) for b in x), i) for x in xs for i in range(1, n + 1)]
+    return cases, toks
+
+
+def data_alphabet(task: SeparationTask, toks: np.ndarray) -> int:
+    """1 + the largest number written as data (every number except Index's query
+    position i): the alphabet the reduction writes, measured on its tokens."""
+    nums = toks[:, :-1] if task.key == "index" else toks
+    nums = nums[nums >= NUMBER_BASE] - NUMBER_BASE
+    return int(nums.max()) + 1
+
+
+# ------------------------------------------------------------ the model's side
+
+
+@dataclass
+class ModelSide:
+    name: str
+    instances: int
+    failures: int
+    params: int
+    bits_used: int
+    bits_declared: int
+    cot_max: int
+    cot_bound: int
+    first_failure: str
+    seconds: float
+
+
+def retrieval_model_side(task: SeparationTask, n: int, cases, toks: np.ndarray, alphabet: int) -> ModelSide:
+    """The T4.6-up Transformer for data length L and the family's alphabet on
+    every instance (one batched call; rows sharing Alice's prefix reuse its cache)."""
+    t0 = time.perf_counter()
+    model = RT.BUILDERS[task.builder](task.data_length(n), alphabet, task.c)
+    preds = model.predict_batch(toks)
+    ref = task.reference(n)
+    fails, first = 0, ""
+    for (x, i), row, got in zip(cases, toks, preds):
+        want = ref(row.tolist())
+        if int(got) != want or want != task.reduction.expected(x, i):
+            fails += 1
+            first = first or (f"x={''.join(map(str, x))} i={i}: model {int(got)}, reference {want}, "
+                              f"reduction {task.reduction.expected(x, i)}")
+    r = model.resources
+    return ModelSide(model.name, len(cases), fails, r.params, r.used_precision_bits, r.precision_bits, 0, 0, first,
+                     time.perf_counter() - t0)
+
+
+def istree_model_side(task: SeparationTask, n: int, cases, toks: np.ndarray, alphabet: int) -> ModelSide:
+    """The T4.7-up IsTree Transformer on N = n + 3 vertices (max id + 1 = N on
+    every gadget instance: w = n + 2), teacher forced along prompt + reference
+    CoT (tour, [EOS], label) in one batched call (module docstring)."""
+    t0 = time.perf_counter()
+    N = R.istree_vertex_count(n)
+    model = CI.build(N, n + 2)
+    ref = task.reference(n)
+    rows, starts = [], []
+    for row in toks.tolist():
+        nodes, edges = R.parse_istree(row)
+        if nodes != N:
+            raise ValueError(f"istree gadget instance with max id + 1 = {nodes}, expected N = {N}")
+        rows.append(row + task_istree.reference_cot(N, edges))
+        starts.append(len(row))
+    L = max(len(r) for r in rows)
+    batch = np.zeros((len(rows), L), dtype=np.int64)
+    for b, r in enumerate(rows):
+        batch[b, :len(r)] = r
+    preds = model.predict_batch(batch, np.array([len(r) - 1 for r in rows], dtype=np.int64), all_positions=True)
+    fails, first, cot_max = 0, "", 0
+    for b, ((x, i), row) in enumerate(zip(cases, toks)):
+        r, s = rows[b], starts[b]
+        got, want = [int(t) for t in preds[b, s - 1:len(r) - 1]], r[s:]
+        cot_max = max(cot_max, len(want) - 1)
+        label = ref(row.tolist())
+        if got != want or want[-1] != label or label != task.reduction.expected(x, i):
+            fails += 1
+            k = next((j for j, (a, w) in enumerate(zip(got, want)) if a != w), len(want) - 1)
+            first = first or (f"x={''.join(map(str, x))} i={i}: CoT token {k} predicted {got[k]}, "
+                              f"reference {want[k]}; label reference {label}")
+    res = model.resources
+    return ModelSide(model.name, len(cases), fails, res.params, res.used_precision_bits, res.precision_bits,
+                     cot_max, CI.cot_bound(N), first, time.perf_counter() - t0)
+
+
+# -------------------------------------------------------------- the RNN's side
+
+
+def rnn_for(task: SeparationTask, n: int, kind: str) -> tuple[Any, int]:
+    """The bounded-memory RNN of a row and its capacity (module docstring):
+    ``register`` c = n - 1; ``compact`` the largest s with s + 2 + parser bits < n."""
+    parser = T.ReductionFormatParser(task.layout, task.c)
+    if kind == "register":
+        cap = n - 1
+        return T.parsed_register_target(task.layout, cap, task.c, max_number=n + 4), cap
+    if kind == "compact":
+        s = n - 1 - 2 - parser.bits
+        if s < 1:
+            raise ValueError(f"{task.key}: no compact register with state bits < n = {n} "
+                             f"(parser {parser.bits} bits + s + 2)")
+        return T.ParsedIndexRNN(CompactIndexRegister(s), parser, s), s
+    raise ValueError(f"unknown RNN kind {kind!r}: 'register' or 'compact'")
+
+
+def rnn_correct_below(rnn: RNN, task: SeparationTask, capacity: int) -> tuple[int, int, str]:
+    """Run ``rnn`` (CoT up to n' tokens) on every instance of the family at every
+    n' = 1..capacity against the task reference; Alice's prefix states are
+    computed once per x and shared by its n' suffixes (the RNN is deterministic).
+    Returns (instances, failures, first failure)."""
+    red = task.reduction
+    count, fails, first = 0, 0, ""
+    for m in range(1, capacity + 1):
+        ref = task.reference(m)
+        suffixes = [red.bob(i, m) for i in range(1, m + 1)]
+        for x in itertools.product((0, 1), repeat=m):
+            state = rnn.initial_state()
+            for t in red.alice(x):
+                state = rnn.step(state, t)
+            prefix = red.alice(x)
+            for i, suf in enumerate(suffixes, start=1):
+                run = run_rnn(rnn, suf, red.answer_tokens, max_cot=m, state=state)
+                want = ref(prefix + suf)
+                count += 1
+                if run.answer != want:
+                    fails += 1
+                    first = first or f"n'={m} x={''.join(map(str, x))} i={i}: RNN {run.answer}, reference {want}"
+    return count, fails, first
+
+
+def verify_witness(rnn: RNN, task: SeparationTask, w: W.Witness, max_cot: int) -> tuple[bool, str]:
+    """Re-run every failing instance of ``w`` from s_0 through ``rnn`` (CoT up to
+    ``max_cot``) and compare: the rerun answer must equal the recorded one and
+    differ from the task reference, which must equal the reduction's expected
+    answer. Returns (verified, why not)."""
+    if not w.found or not w.wrong:
+        return False, "no fooling pair found"
+    ref = task.reference(w.n)
+    for label in w.wrong:
+        x = w.x if label == "x" else w.x_prime
+        toks = task.reduction.instance(x, w.i)
+        recorded = w.answer if label == "x" else w.answer_prime
+        rerun = run_rnn(rnn, toks, task.reduction.answer_tokens, max_cot=max_cot)
+        want = ref(toks.tolist())
+        if want != task.reduction.expected(x, w.i):
+            return False, f"reference {want} disagrees with the reduction's {task.reduction.expected(x, w.i)}"
+        if rerun.answer != recorded:
+            return False, f"re-run answer {rerun.answer} differs from the recorded {recorded}"
+        if rerun.answer == want:
+            return False, f"instance {label} is answered correctly ({want}) on the re-run"
+    return True, ""
+
+
+# ------------------------------------------------------------------ the record
+
+
+def separation_record(task_key: str, n: int, rnn: RNN | None = None, capacity: int | None = None,
+                      kind: str = "register", witness: W.Witness | None = None,
+                      model_side: ModelSide | None = None) -> Record:
+    """The separation record of ``task_key`` at ``n`` (module docstring).
+
+    ``rnn`` / ``capacity``: the bounded-memory side (default :func:`rnn_for`
+    ``kind``); ``witness``: a fooling pair to verify instead of searching one
+    (tests); ``model_side``: a precomputed model result for the same (task, n).
+    """
+    task = TASKS[task_key]
+    t0 = time.perf_counter()
+    cases, toks = family(task, n)
+    alphabet = data_alphabet(task, toks)
+    if alphabet != task.alphabet(n):
+        raise ValueError(f"{task_key}: the reduction writes alphabet {alphabet} at n = {n}, "
+                         f"expected {task.alphabet(n)}")
+    own_side = model_side.seconds if model_side is not None else 0.0   # run outside: add its time
+    if model_side is None:
+        side = istree_model_side if task.builder is None else retrieval_model_side
+        model_side = side(task, n, cases, toks, alphabet)
+    # exact one-way CC of the family at n
+    res = cc.one_way_complexity(cc.reduction_split(task.reduction, n, task.reference(n)))
+    cc_bits = res.bits if res.exact else None
+    # the bounded-memory RNN
+    if rnn is None:
+        rnn, capacity = rnn_for(task, n, kind)
+    capacity = int(capacity if capacity is not None else getattr(rnn, "capacity", 0) or 0)
+    problems = []   # each is one failure of the record, beside the model's own failures
+    if capacity < 1:
+        problems.append(f"capacity {capacity} < 1: nothing shows the RNN is correct anywhere")
+    if capacity >= n:
+        problems.append(f"capacity {capacity} >= n = {n}: the witness must lie beyond the capacity")
+    below, below_fails, below_first = rnn_correct_below(rnn, task, min(capacity, n - 1)) if capacity >= 1 \
+        else (0, 0, "")
+    if below_fails:
+        problems.append(f"RNN wrong below its capacity on {below_fails}/{below} instances ({below_first})")
+    if cc_bits is None:
+        problems.append(f"CC not exact ({res.method})")
+    if witness is None:
+        witness = W.find_witness(rnn, task.reduction, n, mode="exhaustive", max_cot=n)
+    verified, why = verify_witness(rnn, task, witness, n)
+    forced = None if cc_bits is None else rnn.state_bits < cc_bits
+    if witness.found:
+        wnote = (f"witness x={''.join(map(str, witness.x))} x'={''.join(map(str, witness.x_prime))} i={witness.i}: "
+                 f"RNN answers {witness.answer} on both after {len(witness.cot)} CoT tokens, expected "
+                 f"{witness.expected}/{witness.expected_prime}, wrong on {','.join(witness.wrong)}, "
+                 f"{'re-run and verified' if verified else 'NOT verified: ' + why}")
+    else:
+        wnote = f"no witness: {witness.how}"
+    how = ("forced by pigeonhole" if forced else "only found (not forced: state bits >= CC)") \
+        if forced is not None else "CC not exact"
+    note = (f"model {model_side.name}: {model_side.failures}/{model_side.instances} wrong (every x, i)"
+            + (f" [{model_side.first_failure}]" if model_side.first_failure else "")
+            + f"; CC {cc_bits} bits ({res.distinct_rows} distinct rows, {res.method})"
+            + f"; RNN {getattr(rnn, 'name', type(rnn).__name__)} ({rnn.state_bits} state bits, capacity {capacity}):"
+            + f" {below - below_fails}/{below} right at n' <= {capacity}; {wnote}; collision {how}"
+            + (f"; FAILS: {'; '.join(problems)}" if problems else ""))
+    return Record(task.claim, f"{model_side.name} vs {getattr(rnn, 'name', type(rnn).__name__)}",
+                  f"{task_key} separation (Index reduction)", n, model_side.instances,
+                  model_side.failures + len(problems),
+                  model_side.bits_used, model_side.bits_declared, model_side.cot_max, model_side.cot_bound,
+                  model_side.params, rnn.state_bits, round(time.perf_counter() - t0 + own_side, 3), note=note,
+                  kind="separation", family="reduction", alphabet=alphabet, cc_bits=cc_bits,
+                  collision_forced=forced, witness_verified=verified)
+
+
+def model_side(task_key: str, n: int) -> ModelSide:
+    """The constant-size model on every instance of ``task_key``'s family at n."""
+    task = TASKS[task_key]
+    cases, toks = family(task, n)
+    side = istree_model_side if task.builder is None else retrieval_model_side
+    return side(task, n, cases, toks, data_alphabet(task, toks))
+
+
+def separation_records(keys, profile: str) -> list[Record]:
+    """The rows of :data:`ROWS` for each task key (one model run per (task, n))."""
+    out = []
+    for key in keys:
+        sides: dict[int, ModelSide] = {}
+        for n, kind in ROWS[profile]["istree" if key == "istree" else "retrieval"]:
+            side = sides.get(n)
+            if side is None:
+                side = sides[n] = model_side(key, n)
+            else:   # the same run again: its time is already in the first record
+                side = dataclasses.replace(side, seconds=0.0)
+            out.append(separation_record(key, n, kind=kind, model_side=side))
+    return out
+
+
+@register("T4.6-low", "separation on the Index reduction's family: Index, AR, c-gram (c = 3), Counting")
+def separation_t46(profile: str, seed: int) -> list[Record]:
+    # every instance is enumerated: nothing is random, the seed is unused
+    return separation_records(("index", "ar", "cgram3", "counting"), profile)
+
+
+@register("T4.7-low", "separation on the Index -> IsTree gadget family")
+def separation_t47(profile: str, seed: int) -> list[Record]:
+    return separation_records(("istree",), profile)

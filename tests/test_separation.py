@@ -1,0 +1,166 @@
+"""Separation records (checks/checks_separation.py; claims T4.6-low, T4.7-low):
+both sides on the Index reduction's family, and records that must fail do."""
+import dataclasses
+import itertools
+
+import pytest
+
+from checks import checks_separation as S
+from constructions import targets as T
+from constructions.protocol import run_rnn
+from constructions.vocab import BOS, NUMBER_BASE, QUERY, TRUE, number_token
+from lowerbounds import reductions as R
+from lowerbounds import witness as W
+from lowerbounds.targets_toy import CompactIndexRegister
+
+PARSER_BITS = {"index": 0, "ar": 2, "cgram3": 3, "counting": 2, "istree": 3}
+
+
+def _forced_n(key: str) -> int:
+    """Smallest n with a compact register of s >= 1 and s + 2 + parser bits < n."""
+    return PARSER_BITS[key] + 4
+
+
+@pytest.mark.parametrize("key", sorted(S.TASKS))
+def test_every_task_has_passing_records_at_two_n(key):
+    recs = [S.separation_record(key, 3, kind="register"), S.separation_record(key, _forced_n(key), kind="compact")]
+    for r in recs:
+        assert r.kind == "separation" and r.family == "reduction"
+        assert r.passed, r.note
+        assert r.failures == 0 and r.witness_verified is True
+        assert r.cc_bits == r.n                 # computed from the matrix: Index's n bits
+        assert r.collision_forced == (r.state_bits < r.cc_bits)
+        assert r.alphabet == S.TASKS[key].alphabet(r.n)
+    assert [r.collision_forced for r in recs] == [False, True]
+    assert recs[0].n != recs[1].n
+
+
+def test_parser_bits_as_declared():
+    for key, bits in PARSER_BITS.items():
+        t = S.TASKS[key]
+        assert T.ReductionFormatParser(t.layout, t.c).bits == bits
+
+
+class ConstantRNN:
+    """Emits one token whatever it reads: wrong on half of every family."""
+
+    name = "constant"
+    state_bits = 1
+
+    def __init__(self, token):
+        self.token = token
+
+    def initial_state(self):
+        return 0
+
+    def step(self, state, token):
+        return 0
+
+    def output(self, state):
+        return self.token
+
+    def state_key(self, state):
+        return b"\x00"
+
+
+@pytest.mark.parametrize("key,token", [("index", number_token(0)), ("counting", number_token(1)),
+                                       ("istree", TRUE)])
+def test_constant_rnn_fails_the_record(key, token):
+    rec = S.separation_record(key, 4, rnn=ConstantRNN(token), capacity=3)
+    # its witness is real (every prefix shares the one state), but it is wrong below capacity
+    assert rec.witness_verified is True
+    assert not rec.passed and rec.failures >= 1
+    assert "wrong below its capacity" in rec.note
+
+
+def test_capacity_must_be_below_n_and_positive():
+    rnn, _ = S.rnn_for(S.TASKS["ar"], 4, "register")
+    assert not S.separation_record("ar", 4, rnn=rnn, capacity=0).passed
+    big = T.ParsedIndexRNN(CompactIndexRegister(4), T.ReductionFormatParser("keyvalue", 2), 4)
+    rec = S.separation_record("ar", 4, rnn=big, capacity=4)
+    assert not rec.passed
+
+
+def test_unfound_witness_fails():
+    # an RNN that is in fact correct at n (s = n) but claims capacity n - 1: no fooling pair exists
+    n = 4
+    rnn = T.ParsedIndexRNN(CompactIndexRegister(n), T.ReductionFormatParser("counting"), n - 1)
+    rec = S.separation_record("counting", n, rnn=rnn, capacity=n - 1)
+    assert rec.witness_verified is False and not rec.passed
+
+
+def test_tampered_witness_is_not_verified():
+    task = S.TASKS["cgram3"]
+    rnn, cap = S.rnn_for(task, 5, "register")
+    w = W.find_witness(rnn, task.reduction, 5, max_cot=5)
+    ok, _ = S.verify_witness(rnn, task, w, 5)
+    assert ok
+    # claim the other instance of the pair is the wrong one: the re-run answers it correctly
+    flipped = dataclasses.replace(w, wrong=("x",) if w.wrong == ("x'",) else ("x'",))
+    ok, why = S.verify_witness(rnn, task, flipped, 5)
+    assert not ok and "correctly" in why
+    rec = S.separation_record("cgram3", 5, rnn=rnn, capacity=cap, witness=flipped)
+    assert rec.witness_verified is False and not rec.passed
+    # a recorded answer that the re-run does not reproduce
+    lied = dataclasses.replace(w, answer=number_token(7), answer_prime=number_token(7))
+    ok, why = S.verify_witness(rnn, task, lied, 5)
+    assert not ok and "re-run" in why
+
+
+def test_model_failure_fails_the_record():
+    side = S.model_side("index", 4)
+    bad = dataclasses.replace(side, failures=1)
+    assert S.separation_record("index", 4, kind="register", model_side=side).passed
+    assert not S.separation_record("index", 4, kind="register", model_side=bad).passed
+
+
+def test_compact_register_states_fit_declared_bits():
+    """Every state reachable by any token sequence over the relevant tokens is
+    one of the 3 * 2^s + 2 codes (so state_bits = s + 2 is honest)."""
+    for s in (1, 2, 3):
+        r = CompactIndexRegister(s)
+        alphabet = [BOS, QUERY, 5] + [number_token(v) for v in range(s + 3)]
+        seen, frontier = {r.initial_state()}, [r.initial_state()]
+        while frontier:
+            nxt = []
+            for st in frontier:
+                for t in alphabet:
+                    u = r.step(st, t)
+                    if u not in seen:
+                        seen.add(u)
+                        nxt.append(u)
+            frontier = nxt
+        assert len(seen) <= r.state_count == 3 * 2 ** s + 2
+        assert all(len(r.state_key(st)) * 8 <= ((r.state_bits + 7) // 8) * 8 for st in seen)
+        assert r.state_bits == s + 2
+
+
+@pytest.mark.parametrize("key", sorted(S.TASKS))
+def test_parsed_rnns_correct_to_capacity_then_broken(key):
+    task = S.TASKS[key]
+    for rnn, cap in (S.rnn_for(task, 4, "register"), S.rnn_for(task, _forced_n(key), "compact")):
+        count, fails, first = S.rnn_correct_below(rnn, task, cap)
+        assert count == sum(m * 2 ** m for m in range(1, cap + 1)) and fails == 0, first
+        w = W.find_witness(rnn, task.reduction, cap + 1, max_cot=cap + 1)
+        assert w.found and S.verify_witness(rnn, task, w, cap + 1)[0]
+        # the failing instance, re-run here against the reduction's answer
+        for toks, got, want in w.failing:
+            assert run_rnn(rnn, toks, task.reduction.answer_tokens, max_cot=cap + 1).answer == got != want
+
+
+def test_family_alphabet_is_measured():
+    for key, task in S.TASKS.items():
+        cases, toks = S.family(task, 3)
+        assert len(cases) == 3 * 8 == toks.shape[0]
+        assert S.data_alphabet(task, toks) == task.alphabet(3)
+        for (x, i), row in list(zip(cases, toks))[:5]:
+            assert row.tolist() == task.reduction.instance(x, i).tolist()
+    # Index's alphabet ignores the query position i
+    _, toks = S.family(S.TASKS["index"], 5)
+    assert int(toks[:, -1].max()) - NUMBER_BASE == 5 and S.data_alphabet(S.TASKS["index"], toks) == 2
+
+
+@pytest.mark.full
+def test_full_profile_rows_pass():
+    recs = S.separation_records(sorted(S.TASKS), "full")
+    assert all(r.passed for r in recs), [r.note for r in recs if not r.passed]
