@@ -76,16 +76,28 @@ def _ref(name: str, n: int):
             "counting": task_counting.reference}[name]
 
 
+def _reduction_alphabet(name: str, n: int) -> int:
+    """The data alphabet reduction ``name`` writes at n (Index: bits; AR / c-gram:
+    keys up to n + 1; Counting: marks up to n; IsTree: vertices 0..n+2)."""
+    return {"index": 2, "ar": n + 2, "counting": n + 1, "istree": n + 3}.get(name, n + 2)
+
+
 def _cc_records(claim: str, label: str, make, ns, expected) -> list[Record]:
     out = []
     for n in ns:
         t0 = time.perf_counter()
-        res = cc.one_way_complexity(make(n))
+        problem = make(n)
+        res = cc.one_way_complexity(problem)
+        if problem.name.startswith("reduction:"):
+            family, alphabet = "reduction", _reduction_alphabet(problem.name.split(":", 1)[1], n)
+        else:   # the task's own split (alphabet 2; IsTree: the hub gadget's vertices)
+            family, alphabet = "split", (n + 3 if label == "istree" else 2)
         want = expected(n)
         ok = res.exact and res.bits == want
         out.append(Record(claim, "one-way CC (exhaustive)", f"cc {res.name}", n, res.cells, 0 if ok else 1,
                           seconds=max(round(time.perf_counter() - t0, 3), 0.001),
-                          note=f"{res.bits} bits ({res.distinct_rows} distinct rows), expected {want}"))
+                          note=f"{res.bits} bits ({res.distinct_rows} distinct rows), expected {want}",
+                          family=family, alphabet=alphabet))
     return out
 
 
@@ -99,7 +111,8 @@ def _reduction_records(claim: str, red: R.Reduction, ns) -> list[Record]:
         except R.ReductionError as e:
             inst, fails, note = n * 2 ** n, 1, str(e)[:200]
         out.append(Record(claim, "reduction (exhaustive)", f"Index -> {red.name}", n, inst, fails,
-                          seconds=max(round(time.perf_counter() - t0, 3), 0.001), note=note))
+                          seconds=max(round(time.perf_counter() - t0, 3), 0.001), note=note,
+                          family="reduction", alphabet=_reduction_alphabet(red.name, n)))
     return out
 
 
@@ -123,7 +136,8 @@ def _correctness(claim: str, target, red: R.Reduction, n: int, cases, declared_b
     r = model.resources
     return Record(claim, target.name, label, n, count, fails, r.used_precision_bits, declared_bits,
                   cot_max, max(0, n - 1), r.params, target.state_bits, max(round(time.perf_counter() - t0, 3), 0.001),
-                  note=first or "every answer equals the reference")
+                  note=first or "every answer equals the reference", family="reduction",
+                  alphabet=_reduction_alphabet(red.name, n))
 
 
 def _register_reachable(target, c: int, n: int, seed: int) -> tuple[int, str]:
@@ -175,7 +189,8 @@ def _witness_record(claim: str, target, red: R.Reduction, n: int, mode: str, max
         note = f"{reachable}-bit reachable state (~{W.expected_birthday_draws(reachable):.0f} draws expected); " + note
     return Record(claim, getattr(target, "name", type(target).__name__), label, n, max(1, w.states_explored),
                   0 if ok else 1, cot_max=len(w.cot) if w.found else None, cot_bound=max_cot,
-                  state_bits=target.state_bits, seconds=max(round(time.perf_counter() - t0, 3), 0.001), note=note[:400])
+                  state_bits=target.state_bits, seconds=max(round(time.perf_counter() - t0, 3), 0.001), note=note[:400],
+                  family="reduction", alphabet=_reduction_alphabet(red.name, n))
 
 
 # ------------------------------------------------------------------------ T4.6-low
