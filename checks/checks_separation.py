@@ -77,6 +77,11 @@ from .tasks import cgram as task_cgram
 from .tasks import counting as task_counting
 from .tasks import index as task_index
 from .tasks import istree as task_istree
+from .tasks.common import describe_token
+
+
+def _tok(t: int | None) -> str:
+    return "none (CoT limit)" if t is None else describe_token(int(t))
 
 EXHAUSTIVE_MAX_N = 12
 """Largest n enumerated (n 2^n instances on each side, n 2^n CC cells)."""
@@ -272,6 +277,24 @@ def rnn_correct_below(rnn: RNN, task: SeparationTask, capacity: int) -> tuple[in
     return count, fails, first
 
 
+def prefix_state_count(rnn: RNN, task: SeparationTask, n: int) -> int:
+    """Distinct state keys after Alice's 2^n prefixes at n (lexicographic x; the
+    states of shared token prefixes are reused). Fewer than 2^n means a fooling
+    pair exists, whatever the declared state bits."""
+    keys, prev, stack = set(), [], [rnn.initial_state()]
+    for x in itertools.product((0, 1), repeat=n):
+        toks = task.reduction.alice(x)
+        common = 0
+        while common < min(len(toks), len(prev)) and toks[common] == prev[common]:
+            common += 1
+        del stack[common + 1:]
+        for t in toks[common:]:
+            stack.append(rnn.step(stack[-1], t))
+        prev = toks
+        keys.add(rnn.state_key(stack[-1]))
+    return len(keys)
+
+
 def verify_witness(rnn: RNN, task: SeparationTask, w: W.Witness, max_cot: int) -> tuple[bool, str]:
     """Re-run every failing instance of ``w`` from s_0 through ``rnn`` (CoT up to
     ``max_cot``) and compare: the rerun answer must equal the recorded one and
@@ -340,20 +363,22 @@ def separation_record(task_key: str, n: int, rnn: RNN | None = None, capacity: i
         witness = W.find_witness(rnn, task.reduction, n, mode="exhaustive", max_cot=n)
     verified, why = verify_witness(rnn, task, witness, n)
     forced = None if cc_bits is None else rnn.state_bits < cc_bits
+    reached = prefix_state_count(rnn, task, n)
     if witness.found:
         wnote = (f"witness x={''.join(map(str, witness.x))} x'={''.join(map(str, witness.x_prime))} i={witness.i}: "
-                 f"RNN answers {witness.answer} on both after {len(witness.cot)} CoT tokens, expected "
-                 f"{witness.expected}/{witness.expected_prime}, wrong on {','.join(witness.wrong)}, "
+                 f"RNN answers {_tok(witness.answer)} on both after {len(witness.cot)} CoT tokens, expected "
+                 f"{_tok(witness.expected)}/{_tok(witness.expected_prime)}, wrong on {','.join(witness.wrong)}, "
                  f"{'re-run and verified' if verified else 'NOT verified: ' + why}")
     else:
         wnote = f"no witness: {witness.how}"
-    how = ("forced by pigeonhole" if forced else "only found (not forced: state bits >= CC)") \
+    how = ("forced by pigeonhole (state bits < CC)" if forced else "only found (not forced: state bits >= CC)") \
         if forced is not None else "CC not exact"
     note = (f"model {model_side.name}: {model_side.failures}/{model_side.instances} wrong (every x, i)"
             + (f" [{model_side.first_failure}]" if model_side.first_failure else "")
             + f"; CC {cc_bits} bits ({res.distinct_rows} distinct rows, {res.method})"
             + f"; RNN {getattr(rnn, 'name', type(rnn).__name__)} ({rnn.state_bits} state bits, capacity {capacity}):"
-            + f" {below - below_fails}/{below} right at n' <= {capacity}; {wnote}; collision {how}"
+            + f" {below - below_fails}/{below} right at n' <= {capacity}; Alice's {2 ** n} prefixes reach {reached}"
+            + f" distinct states; {wnote}; collision {how}"
             + (f"; FAILS: {'; '.join(problems)}" if problems else ""))
     return Record(task.claim, f"{model_side.name} vs {getattr(rnn, 'name', type(rnn).__name__)}",
                   f"{task_key} separation (Index reduction)", n, model_side.instances,
