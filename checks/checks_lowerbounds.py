@@ -26,7 +26,13 @@ What a record demonstrates (a failure means: the bound was NOT demonstrated):
   correct on every reduced instance with n <= c, broken beyond.
 
 A witness record's ``instances`` is the number of prefixes explored, its
-``cot_max`` the CoT length the model used on the failing instance.
+``cot_max`` the CoT length the model used on the failing instance. Records on
+the image of an Index reduction say ``family="reduction"`` and the alphabet the
+reduction writes; the task splits of ``cc`` say ``family="split"``.
+
+The separation records (both sides on the same family and n: the constant-size
+model, the CC, a bounded-memory RNN correct below its capacity broken on a
+verified witness) are in :mod:`checks.checks_separation`.
 """
 from __future__ import annotations
 

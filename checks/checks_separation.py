@@ -178,11 +178,14 @@ class ModelSide:
     seconds: float
 
 
-def retrieval_model_side(task: SeparationTask, n: int, cases, toks: np.ndarray, alphabet: int) -> ModelSide:
-    """The T4.6-up Transformer for data length L and the family's alphabet on
-    every instance (one batched call; rows sharing Alice's prefix reuse its cache)."""
+def retrieval_model_side(task: SeparationTask, n: int, cases, toks: np.ndarray, alphabet: int,
+                         model: Any = None) -> ModelSide:
+    """The T4.6-up Transformer for data length L and the family's alphabet (or any
+    ``model`` answering without CoT, e.g. a T5.6 hybrid) on every instance (one
+    batched call; rows sharing Alice's prefix reuse its cache)."""
     t0 = time.perf_counter()
-    model = RT.BUILDERS[task.builder](task.data_length(n), alphabet, task.c)
+    if model is None:
+        model = RT.BUILDERS[task.builder](task.data_length(n), alphabet, task.c)
     preds = model.predict_batch(toks)
     ref = task.reference(n)
     fails, first = 0, ""
@@ -323,12 +326,14 @@ def verify_witness(rnn: RNN, task: SeparationTask, w: W.Witness, max_cot: int) -
 
 def separation_record(task_key: str, n: int, rnn: RNN | None = None, capacity: int | None = None,
                       kind: str = "register", witness: W.Witness | None = None,
-                      model_side: ModelSide | None = None) -> Record:
+                      model_side: ModelSide | None = None, claim: str | None = None) -> Record:
     """The separation record of ``task_key`` at ``n`` (module docstring).
 
     ``rnn`` / ``capacity``: the bounded-memory side (default :func:`rnn_for`
     ``kind``); ``witness``: a fooling pair to verify instead of searching one
-    (tests); ``model_side``: a precomputed model result for the same (task, n).
+    (tests); ``model_side``: a precomputed model result for the same (task, n)
+    (:func:`model_side`, possibly of another model); ``claim``: the record's
+    claim (default the task's T4.6-low / T4.7-low).
     """
     task = TASKS[task_key]
     t0 = time.perf_counter()
@@ -380,7 +385,7 @@ def separation_record(task_key: str, n: int, rnn: RNN | None = None, capacity: i
             + f" {below - below_fails}/{below} right at n' <= {capacity}; Alice's {2 ** n} prefixes reach {reached}"
             + f" distinct states; {wnote}; collision {how}"
             + (f"; FAILS: {'; '.join(problems)}" if problems else ""))
-    return Record(task.claim, f"{model_side.name} vs {getattr(rnn, 'name', type(rnn).__name__)}",
+    return Record(claim or task.claim, f"{model_side.name} vs {getattr(rnn, 'name', type(rnn).__name__)}",
                   f"{task_key} separation (Index reduction)", n, model_side.instances,
                   model_side.failures + len(problems),
                   model_side.bits_used, model_side.bits_declared, model_side.cot_max, model_side.cot_bound,
@@ -389,12 +394,17 @@ def separation_record(task_key: str, n: int, rnn: RNN | None = None, capacity: i
                   collision_forced=forced, witness_verified=verified)
 
 
-def model_side(task_key: str, n: int) -> ModelSide:
-    """The constant-size model on every instance of ``task_key``'s family at n."""
+def model_side(task_key: str, n: int, model: Any = None) -> ModelSide:
+    """The constant-size model on every instance of ``task_key``'s family at n
+    (``model``: another no-CoT model for a retrieval task, built by the caller for
+    the family's data length and alphabet, e.g. a T5.6 hybrid)."""
     task = TASKS[task_key]
     cases, toks = family(task, n)
-    side = istree_model_side if task.builder is None else retrieval_model_side
-    return side(task, n, cases, toks, data_alphabet(task, toks))
+    if task.builder is None:
+        if model is not None:
+            raise ValueError("istree: only the T4.7-up Transformer (built here) runs on the gadget family")
+        return istree_model_side(task, n, cases, toks, data_alphabet(task, toks))
+    return retrieval_model_side(task, n, cases, toks, data_alphabet(task, toks), model)
 
 
 def separation_records(keys, profile: str) -> list[Record]:
