@@ -65,7 +65,7 @@ from constructions import istree as CI
 from constructions import retrieval as RT
 from constructions import targets as T
 from constructions.protocol import RNN, run_rnn
-from constructions.vocab import NUMBER_BASE, QUERY
+from constructions.vocab import NUMBER_BASE
 from lowerbounds import cc
 from lowerbounds import reductions as R
 from lowerbounds import witness as W

@@ -1,7 +1,6 @@
 """Separation records (checks/checks_separation.py; claims T4.6-low, T4.7-low):
 both sides on the Index reduction's family, and records that must fail do."""
 import dataclasses
-import itertools
 
 import pytest
 
@@ -9,7 +8,6 @@ from checks import checks_separation as S
 from constructions import targets as T
 from constructions.protocol import run_rnn
 from constructions.vocab import BOS, NUMBER_BASE, QUERY, TRUE, number_token
-from lowerbounds import reductions as R
 from lowerbounds import witness as W
 from lowerbounds.targets_toy import CompactIndexRegister
 
