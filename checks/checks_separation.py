@@ -14,7 +14,8 @@ n + 2; Counting marks up to n: n + 1; IsTree vertices 0..n+2: n + 3; Index 2):
   (``checks.tasks``) and the reduction's expected answer. IsTree runs teacher
   forced along the reference CoT (every next token predicted along the
   reference tour, the [EOS] and the label): all predictions right is exactly
-  "greedy generation writes the reference CoT and label". ``params``,
+  "greedy generation writes the reference CoT and label"; greedy generation
+  itself is also run on the first and the last instance. ``params``,
   ``precision_bits_used`` / ``declared``, ``cot_max`` / ``cot_bound`` are the
   model's;
 * **the exact one-way CC** of the family at n (``cc_bits``):
@@ -65,7 +66,8 @@ from constructions import istree as CI
 from constructions import retrieval as RT
 from constructions import targets as T
 from constructions.protocol import RNN, run_rnn
-from constructions.vocab import NUMBER_BASE
+from constructions.generate import generate
+from constructions.vocab import FALSE, NUMBER_BASE, TRUE
 from lowerbounds import cc
 from lowerbounds import reductions as R
 from lowerbounds import witness as W
@@ -231,6 +233,14 @@ def istree_model_side(task: SeparationTask, n: int, cases, toks: np.ndarray, alp
             k = next((j for j, (a, w) in enumerate(zip(got, want)) if a != w), len(want) - 1)
             first = first or (f"x={''.join(map(str, x))} i={i}: CoT token {k} predicted {got[k]}, "
                               f"reference {want[k]}; label reference {label}")
+    # greedy generation (the model's own CoT fed back) on the first and the last
+    # instance (x = 0^n, i = 1: a tree; x = 1^n, i = n: not one) must write the same
+    for b in (0, len(rows) - 1):
+        g = generate(model, rows[b][:starts[b]], answer_tokens=[TRUE, FALSE], max_cot=CI.cot_bound(N))
+        if g.stopped != "answer" or g.cot + [g.answer] != rows[b][starts[b]:]:
+            fails += 1
+            first = first or (f"greedy generation on x={''.join(map(str, cases[b][0]))} i={cases[b][1]} wrote "
+                              f"{g.cot + [g.answer]}, reference {rows[b][starts[b]:]}")
     res = model.resources
     return ModelSide(model.name, len(cases), fails, res.params, res.used_precision_bits, res.precision_bits,
                      cot_max, CI.cot_bound(N), first, time.perf_counter() - t0)
