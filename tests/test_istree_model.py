@@ -285,6 +285,19 @@ def test_teacher_forcing_agrees_with_greedy_generation():
 
 # ----------------------------------------------------------------------------
 # the label from the model: the [COUNT] N header
+class LabelForcedTrue:
+    """The model with its prediction at the label position replaced by [TRUE]."""
+
+    def __init__(self, inner):
+        self.inner, self.spec = inner, inner.spec
+
+    def predict_batch(self, toks, lengths, all_positions=False):
+        preds = self.inner.predict_batch(toks, lengths, all_positions=all_positions)
+        for b, L in enumerate(lengths):
+            preds[b, L - 1] = TRUE            # the prediction after the CoT's [EOS]
+        return preds
+
+
 def test_count_header_format_and_validation():
     edges = [(1, 0), (2, 1)]
     assert C.model_vertex_count(edges) == 3 and C.model_vertex_count([]) == 1
@@ -331,18 +344,6 @@ def test_no_label_from_python():
     for mod in ("checks/checks_istree.py", "checks/predict_istree.py", "constructions/istree.py",
                 "notebooks/_build.py"):
         assert "answer_for" not in (REPO / mod).read_text(), mod
-
-    class LabelForcedTrue:
-        """The model with its prediction at the label position replaced by [TRUE]."""
-
-        def __init__(self, inner):
-            self.inner, self.spec = inner, inner.spec
-
-        def predict_batch(self, toks, lengths, all_positions=False):
-            preds = self.inner.predict_batch(toks, lengths, all_positions=all_positions)
-            for b, L in enumerate(lengths):
-                preds[b, L - 1] = TRUE            # the prediction after the CoT's [EOS]
-            return preds
 
     model = model_for(4, 6)
     cases = [(4, [(1, 0), (2, 1)]), (4, [(1, 0), (2, 1), (3, 2)]), (3, [(1, 0), (2, 1)]), (2, [])]
@@ -544,6 +545,7 @@ def test_adjacency_rnn_state_key_fits_and_determines_behaviour():
 def test_lower_bound_check_records_pass_and_witness_is_verified():
     recs = X.istree_lower_bound_check("quick", 0)
     assert all(r.passed for r in recs), [(r.model, r.task, r.note) for r in recs if not r.passed]
+    assert all(r.alphabet is None and r.family in ("reduction", "all-graphs") for r in recs)
     wit = [r for r in recs if "fooling pair" in r.task]
     assert len(wit) == 2 and all(r.instances == 2 for r in wit)
 
@@ -633,3 +635,50 @@ def test_paper_sample_check_fails_on_a_wrong_tour_or_label(tmp_path, monkeypatch
     relabelled[k] = json.dumps(dict(rows[k], official_label=not rows[k]["official_label"]))
     rec = _sample_check_in(tmp_path, monkeypatch, relabelled)
     assert rec.passed and "differs from it on 3 rows" in rec.note
+
+
+# ----------------------------------------------------------------------------
+# the hard family: the image of the Index -> IsTree hub gadget
+def test_gadget_family_exhaustive_both_formats_and_it_can_fail():
+    """n = 3: every x and i (24 instances, N = 6), with the header and without:
+    tours and the model's own labels equal the reference; a model whose label is
+    forced to [TRUE] fails exactly the instances with x_i = 1 (the non-trees)."""
+    n = 3
+    out = X.Outcome()
+    pairs = X.gadget_pairs(n)
+    cases = X.gadget_cases(n, pairs, out)
+    assert len(cases) == 24 and out.failures == 0 and all(N == 6 for N, _ in cases)
+    model = C.build(n + 3, n + 2)
+    _assert_outcome(X.teacher_forced_failures(model, cases, count="always"), 24)
+    _assert_outcome(X.teacher_forced_failures(model, cases, count="never"), 24)
+    forced = X.teacher_forced_failures(LabelForcedTrue(model), cases, count="always")
+    assert forced.failures == sum(x[i - 1] for x, i in pairs) == 12
+
+
+def test_gadget_family_check_catches_a_broken_reduction(monkeypatch):
+    """The family's own label check (networkx vs x_i) is independent of the model:
+    a gadget whose Bob omits the edge w - a is caught."""
+    import lowerbounds.reductions as LR
+    bob = LR.ISTREE.bob
+    broken = LR.Reduction("istree-broken", LR.ISTREE.alice, lambda i, n: bob(i, n)[:3] + [EOS],
+                          LR.ISTREE.expected, LR.ISTREE.answer_tokens, LR.ISTREE.promise)
+    monkeypatch.setattr(LR, "ISTREE", broken)
+    out = X.Outcome()
+    X.gadget_cases(3, X.gadget_pairs(3), out)
+    assert out.failures > 0 and "networkx label" in out.first_failure
+
+
+def test_gadget_sampled_pairs_are_seeded_and_reach_the_last_query():
+    a = X.gadget_pairs(16, np.random.default_rng(5), 8)
+    assert a == X.gadget_pairs(16, np.random.default_rng(5), 8)
+    assert len(a) == 8 and sum(i == 16 for _, i in a) >= 4 and all(len(x) == 16 for x, _ in a)
+
+
+def test_reduction_check_records():
+    recs = X.reduction_check("quick", 0)
+    assert all(r.passed for r in recs), [r.note for r in recs if not r.passed]
+    assert {r.family for r in recs} == {"reduction"} and all(r.alphabet is None for r in recs)
+    exhaustive = [r for r in recs if r.n in X.REDUCTION["quick"]["exhaustive"]]
+    assert [r.instances for r in exhaustive] == [2 * n * 2 ** n for n in X.REDUCTION["quick"]["exhaustive"]]
+    assert {r.params for r in recs} == {C.build(4, 3).resources.params}
+    assert max(r.n for r in recs) == 256
