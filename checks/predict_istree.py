@@ -36,7 +36,8 @@ fields the line does have and suggests ``--field``.
 
 Models: :data:`MODELS` maps a name to a factory ``make(max_vertices, max_edges)``
 returning ``predict(prompt_tokens) -> tokens``: the generated CoT (ending with
-``[EOS]``) followed by the answer token, for the vertex set {0..max id}.
+``[EOS]``) followed by the answer token, for the vertex set {0..max id}, or
+{0..N-1} for a Transformer prompt with the ``[COUNT] N`` header.
 """
 from __future__ import annotations
 
@@ -74,8 +75,9 @@ def add_arguments(parser) -> None:
     parser.description = (
         "Run an IsTree construction on graphs in the paper's text format. The label is the true tree "
         "property (networkx.is_tree); the paper's own generator labels by connectivity only, so a "
-        "connected graph with n edges is 'true' there and false here. The model decides for the vertex "
-        "set {0..max id}; with a larger n_nodes the extra vertices are isolated and the label is false.")
+        "connected graph with n edges is 'true' there and false here. With n_nodes > max id + 1 the "
+        "Transformer reads n_nodes from a [COUNT] header and labels the graph itself (the rag model: false, "
+        "the extra vertices being isolated).")
     parser.add_argument("--inputs", required=True, metavar="FILE.jsonl",
                         help="JSON lines with 'text' (or the --field NAME; the paper's format, only the graph "
                              "before the first [EOS] is used) and optional 'n_nodes' (default max vertex id + 1)")
@@ -84,7 +86,7 @@ def add_arguments(parser) -> None:
                              "use cot_text or retrieval_text")
     parser.add_argument("--out", required=True, metavar="OUT.jsonl",
                         help="JSON lines with 'cot' (paper's text format), 'label' (true iff a tree on n_nodes "
-                             "vertices; false without running the model's label when n_nodes > max id + 1, "
+                             "vertices, the model's own; --model rag: false when n_nodes > max id + 1, "
                              "the extra vertices being isolated), 'label_from', 'n_nodes'")
     parser.add_argument("--model", default="transformer", choices=sorted(MODELS),
                         help="which construction writes the CoT (default: transformer)")
