@@ -9,7 +9,10 @@ every graph up to 4 vertices in every edge order, every graph on 5 vertices in
 two orders, a seeded sample on 6 (all of n <= 6 in every order up to 5 edges in
 the full profile), hypothesis up to 500 vertices (10^4 in the full profile);
 resources (constant parameter count, used precision within the declared
-O(log n), failure below it, CoT <= 2n), NUMBA_DISABLE_JIT=1 equality.
+O(log n), CoT <= 2n), NUMBA_DISABLE_JIT=1 equality; the label from the model
+(the [COUNT] N header: no Python label path); the image of the Index -> IsTree
+hub gadget (both formats); necessity in saturate mode (a wrong gadget instance
+one integer bit below the measured frontier).
 """
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ from checks.formats import graph_tokens
 from checks.tasks import istree as R
 from constructions import istree as C
 from constructions import kernels as K
-from constructions.fixedpoint import FixedFormat, PrecisionError
+from constructions.fixedpoint import FixedFormat
 from constructions.gadgets import Builder, MarginError, ResidualSpace
 from constructions.vocab import BOS, COUNT, DASH, EOS, FALSE, NUMBER_BASE, TILDE, TRUE, Vocab, number_token
 
