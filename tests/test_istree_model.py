@@ -446,6 +446,7 @@ def test_declared_precision_is_logarithmic_and_matches_the_expression():
             T = C.n_positions(n, m)
             assert C.declared_int_bits(n, m) <= 3 * math.ceil(math.log2(max(T, 31))) + 6
     assert C.declared_format(65536, 65538).total_bits <= 63
+    assert C.build(65536, 65538).fmt.total_bits == 63      # every head's own margin check passes there
     assert C.declared_format(10000).total_bits <= 63
 
 
