@@ -12,9 +12,19 @@ Two ways of running the model, both exact:
   generation driver), one instance at a time.
 
 References are plain Python (``checks.tasks.istree``: dfs_tour, networkx).
-Labels: the model answers for the vertex set {0..max id}; the answer for a
-given ``n_nodes`` is :func:`constructions.istree.answer_for` and is compared
-with ``reference_label(n_nodes, edges)``.
+Labels: every label compared is the token the model itself emits after its
+CoT's [EOS], compared with ``reference_label(n_nodes, edges)``. When the edges
+cannot show ``n_nodes`` (isolated vertices above the largest id) the prompt
+carries the ``[COUNT] N`` header (constructions/istree.py) and the model
+decides for {0..N-1} itself; no label is computed in Python.
+
+Instance families (the records' ``family``): ``all-graphs`` (every graph on n
+vertices), ``uniform-graphs`` (seeded uniform samples), ``random-sparse`` (the
+generator families with m <= n + 2), ``paper-sample`` (the paper's rows) and
+``reduction``: the image of the Index -> IsTree hub gadget
+(lowerbounds/reductions.py ISTREE, N = n + 3 vertices), exhaustive over every
+x and i at small n and seeded at larger n, with and without the header (the
+gadget mentions vertex n + 2 = N - 1, so N is visible either way).
 
 The paper's own sample (``shared/data/istree_official_sample.jsonl``, found by
 :mod:`checks.shared_data`; NOT CHECKED when absent) is compared with the tour of
@@ -23,6 +33,7 @@ each row's ``cot_text`` token for token and with its true label ``is_tree``
 """
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from dataclasses import dataclass
@@ -31,10 +42,12 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from constructions import istree as C
-from constructions.fixedpoint import FixedFormat, PrecisionError
+from constructions.fixedpoint import PrecisionError
+from constructions.generate import generate
 from constructions.vocab import DASH, EOS, FALSE, NUMBER_BASE, TILDE, TRUE, number_token
 
-from .formats import graph_tokens, parse_cot_text, parse_graph_text
+from .formats import graph_tokens, parse_cot_text, parse_graph_text, parse_graph_tokens
+from .necessity import necessity_record
 from .registry import Record, register
 from .shared_data import shared_file
 from .tasks import istree as R
@@ -60,19 +73,40 @@ def _sep_name(sep: int) -> str:
     return "~" if sep == TILDE else "-"
 
 
+COUNT_MODES = ("auto", "always", "never")
+
+
+def _with_header(n_nodes: int, edges, count: str) -> bool:
+    """Whether the prompt carries ``[COUNT] N``: ``auto`` iff the edges cannot show
+    n_nodes, ``always``, or ``never`` (then n_nodes must be visible)."""
+    if count not in COUNT_MODES:
+        raise ValueError(f"count must be one of {COUNT_MODES}, got {count!r}")
+    hidden = C.needs_count(n_nodes, edges)
+    if count == "never" and hidden:
+        raise ValueError(f"n_nodes = {n_nodes} is not visible in the edges {list(edges)[:6]}...; "
+                         f"the model needs the [COUNT] header")
+    return count == "always" or (count == "auto" and hidden)
+
+
+def case_prompt(n_nodes: int, edges, sep: int = DASH, count: str = "auto") -> list[int]:
+    """The prompt of a case: the paper's format, with the ``[COUNT]`` header per ``count``."""
+    p = graph_tokens(edges, sep=_sep_name(sep))
+    return C.with_count(p, n_nodes) if _with_header(n_nodes, edges, count) else p
+
+
 def teacher_forced_failures(model, cases: Sequence[Case], sep: int = DASH, batch: int = 2000,
-                            out: Outcome | None = None) -> Outcome:
+                            out: Outcome | None = None, count: str = "auto") -> Outcome:
     """Compare the model's next-token predictions along ``prompt + reference CoT``
-    with the reference (tour, [EOS], label for max id + 1), and the answer for
-    n_nodes with the tree label."""
+    with the reference (tour, [EOS], the tree label of n_nodes vertices): the
+    label compared is the model's own prediction after [EOS]."""
     out = out or Outcome()
     for lo in range(0, len(cases), batch):
         chunk = cases[lo:lo + batch]
         rows, starts = [], []
         for n_nodes, edges in chunk:
-            C.check_fits(model, edges)
-            p = graph_tokens(edges, sep=_sep_name(sep))
-            rows.append(p + R.reference_cot(C.model_vertex_count(edges), edges))
+            C.check_fits(model, edges, n_nodes)
+            p = case_prompt(n_nodes, edges, sep, count)
+            rows.append(p + R.reference_cot(n_nodes, edges))
             starts.append(len(p))
         L = max(len(r) for r in rows)
         toks = np.zeros((len(rows), L), dtype=np.int64)
@@ -86,27 +120,27 @@ def teacher_forced_failures(model, cases: Sequence[Case], sep: int = DASH, batch
             want = r[s:]
             out.instances += 1
             out.cot_max = max(out.cot_max, len(want) - 1)
-            answer = C.answer_for(n_nodes, edges, got[-1]) if got[-1] in (TRUE, FALSE) else None
-            ref = TRUE if R.reference_label(n_nodes, edges) else FALSE
-            if got != want or answer != ref:
-                k = next((i for i, (a, w) in enumerate(zip(got, want)) if a != w), None)
-                out.fail(f"n_nodes={n_nodes} edges={edges}: CoT token {k} predicted {got[k] if k is not None else '-'}"
-                         f" want {want[k] if k is not None else '-'}; answer {answer} want {ref}")
+            if got != want:
+                k = next(i for i, (a, w) in enumerate(zip(got, want)) if a != w)
+                what = "label" if k == len(want) - 1 else f"CoT token {k}"
+                out.fail(f"n_nodes={n_nodes} edges={edges} prompt={r[:s][:12]}...: {what} predicted {got[k]}"
+                         f" want {want[k]}")
     return out
 
 
-def greedy_failures(model, cases: Iterable[Case], sep: int = DASH, out: Outcome | None = None) -> Outcome:
-    """Greedy generation (constructions.generate) against the reference CoT and label."""
+def greedy_failures(model, cases: Iterable[Case], sep: int = DASH, out: Outcome | None = None,
+                    count: str = "auto") -> Outcome:
+    """Greedy generation (constructions.generate) against the reference CoT and label;
+    the label compared is the model's own answer token."""
     out = out or Outcome()
     for n_nodes, edges in cases:
-        g = C.run(model, edges, sep=sep)
-        want = R.reference_cot(C.model_vertex_count(edges), edges)
+        header = _with_header(n_nodes, edges, count)
+        g = C.run(model, edges, sep=sep, n_nodes=n_nodes if header else None)
+        want = R.reference_cot(n_nodes, edges)
         out.instances += 1
         out.cot_max = max(out.cot_max, g.cot_length)
-        ref = TRUE if R.reference_label(n_nodes, edges) else FALSE
-        ok = g.stopped == "answer" and g.cot + [g.answer] == want and C.answer_for(n_nodes, edges, g.answer) == ref
-        if not ok:
-            out.fail(f"n_nodes={n_nodes} edges={list(edges)}: got {g.cot + [g.answer]} want {want}")
+        if not (g.stopped == "answer" and g.cot + [g.answer] == want):
+            out.fail(f"n_nodes={n_nodes} edges={list(edges)} header={header}: got {g.cot + [g.answer]} want {want}")
     return out
 
 
@@ -170,12 +204,15 @@ EXHAUSTIVE = {"quick": {1: None, 2: None, 3: None, 4: None, 5: "canonical", 6: 3
 SPARSE = {"quick": [(16, 24), (64, 8), (256, 2)], "full": [(16, 200), (64, 100), (256, 20), (1000, 3), (10000, 1)]}
 
 
-def _record(task: str, model, n: int, out: Outcome, t0: float, note: str = "") -> Record:
+def _record(task: str, model, n: int, out: Outcome, t0: float, note: str = "", family: str = "random") -> Record:
+    """A T4.7-up correctness record; ``alphabet`` is None (the vertex numbers are
+    the instance size, n or N = n + 3, said in the note)."""
     r = model.resources
     N = model.spec.notes["n_vertices"]
     return Record("T4.7-up", model.name, task, n, out.instances, out.failures, r.used_precision_bits,
                   model.fmt.total_bits, out.cot_max, C.cot_bound(N), r.params, None,
-                  round(time.perf_counter() - t0, 3), (note + " " + out.first_failure).strip())
+                  round(time.perf_counter() - t0, 3), (note + " " + out.first_failure).strip(),
+                  family=family, alphabet=None)
 
 
 @register("T4.7-up", "IsTree DFS-tour Transformer: exhaustive small graphs")
@@ -185,6 +222,7 @@ def exhaustive_check(profile: str, seed: int) -> list[Record]:
         t0 = time.perf_counter()
         rng = np.random.default_rng(seed + 1000 + n)
         model = C.build(n, n * (n - 1) // 2)
+        fam = "all-graphs"
         if how is None:
             cases, note = exhaustive_cases(n, rng), "every graph, every edge order (<= 5 edges), 3 orders beyond"
         elif how == "canonical":
@@ -192,10 +230,15 @@ def exhaustive_check(profile: str, seed: int) -> list[Record]:
             note = "every graph in its enumeration order (all orders: full profile)"
         else:
             cases, note = sampled_cases(n, rng, how), f"{how} seeded uniform graphs, seeded order"
+            fam = "uniform-graphs"
         out = teacher_forced_failures(model, cases)
-        # a tenth of the cases again with '~' between the endpoints
+        # a tenth of the cases again with '~' between the endpoints, and with the header on every prompt
         teacher_forced_failures(model, cases[: max(1, len(cases) // 10)], sep=TILDE, out=out)
-        recs.append(_record("exhaustive (teacher-forced = greedy)", model, n, out, t0, note))
+        teacher_forced_failures(model, cases[::10], out=out, count="always")
+        hidden = sum(C.needs_count(k, e) for k, e in cases)
+        note += (f"; on n vertices: {hidden} graphs with isolated top vertices carry [COUNT] n (the model's "
+                 f"own label), a tenth again with '~', a tenth with the header on every prompt")
+        recs.append(_record("exhaustive (teacher-forced = greedy)", model, n, out, t0, note, fam))
     return recs
 
 
@@ -208,30 +251,9 @@ def sparse_check(profile: str, seed: int) -> list[Record]:
         model = C.build(n, n + 2)
         out = greedy_failures(model, sparse_cases(rng, n, count))
         recs.append(_record("families, m <= n+2 (greedy)", model, n, out, t0,
-                            "trees, near-trees, paper binary/random, random m != n-1"))
+                            "trees, near-trees, paper binary/random, random m != n-1 ([COUNT] n where a top "
+                            "vertex is isolated)", "random-sparse"))
     return recs
-
-
-@register("T4.7-up", "IsTree DFS-tour Transformer: below the used precision it fails")
-def below_bound_check(profile: str, seed: int) -> list[Record]:
-    n = 64
-    t0 = time.perf_counter()
-    rng = np.random.default_rng(seed + 3000)
-    cases = sparse_cases(rng, n, 5)
-    model = C.build(n, n + 2)
-    greedy_failures(model, cases)
-    used = model.resources.used_int_bits
-    low = FixedFormat(used - 1, C.FRAC_BITS)
-    try:
-        # the same weights re-encoded with one integer bit less than the run used
-        # (with_format does not re-assert the margins; the run itself must fail)
-        out = greedy_failures(model.with_format(low), cases)
-        failed, how = out.failures > 0, f"{out.failures} wrong CoTs"
-    except PrecisionError as e:
-        failed, how = True, f"raised: {e}"
-    return [Record("T4.7-up", model.name, f"below used bits ({low.name})", n, len(cases), 0 if failed else 1,
-                   seconds=round(time.perf_counter() - t0, 3),
-                   note=("fails as it must: " if failed else "DID NOT FAIL below used bits: ") + how[:120])]
 
 
 SAMPLE_NAME = "istree_official_sample.jsonl"
@@ -242,9 +264,10 @@ SAMPLE_TASK = "the paper's sample (cot_text): DFS tour token for token + true la
 def paper_sample_check(profile: str, seed: int) -> list[Record]:
     """Every row of the paper's sample: greedy generation on the graph of
     ``cot_text`` must write the tour of ``cot_text`` token for token (closing
-    [EOS] included); the model's answer for {0..max id} must equal the networkx
-    label of that vertex set, and the answer for the row's ``n_nodes``
-    (:func:`constructions.istree.answer_for`) the row's true label ``is_tree``.
+    [EOS] included) and then the row's true label ``is_tree`` as its own answer
+    token. Rows whose ``n_nodes`` exceeds max id + 1 (isolated top vertices)
+    get the ``[COUNT] n_nodes`` header; every other row is fed exactly in the
+    paper's format.
     The row's ``official_label`` (the paper generator's: connectivity only) is
     not a target; the note counts the rows where it differs from ``is_tree``.
     One model, built for the largest vertex count and edge count of the file (as
@@ -252,8 +275,8 @@ def paper_sample_check(profile: str, seed: int) -> list[Record]:
     t0 = time.perf_counter()
     path = shared_file(SAMPLE_NAME)
     if path is None:
-        return [Record("T4.7-up", "istree-dfs", SAMPLE_TASK, 0, 0, 0, checked=False,
-                       seconds=round(time.perf_counter() - t0, 3),
+        return [Record("T4.7-up", "istree-dfs", SAMPLE_TASK, 0, 0, 0, checked=False, family="paper-sample",
+                       alphabet=None, seconds=round(time.perf_counter() - t0, 3),
                        note=f"NOT CHECKED: shared data file {SAMPLE_NAME} not found (set RNNGAP_SHARED_DATA)")]
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     parsed = []
@@ -264,33 +287,144 @@ def paper_sample_check(profile: str, seed: int) -> list[Record]:
         parsed.append((r, edges, cot, TILDE if edges and all(t == TILDE for t in seps) else DASH))
     if not parsed:
         return [Record("T4.7-up", "istree-dfs", SAMPLE_TASK, 0, 0, 1, seconds=round(time.perf_counter() - t0, 3),
-                       note=f"{path} holds no rows")]
-    model = C.build(max(C.model_vertex_count(e) for _, e, _, _ in parsed), max(len(e) for _, e, _, _ in parsed))
+                       note=f"{path} holds no rows", family="paper-sample", alphabet=None)]
+    model = C.build(max(r["n_nodes"] for r, _, _, _ in parsed), max(len(e) for _, e, _, _ in parsed))
     out = Outcome()
     official_differs = isolated = 0
     for k, (r, edges, want, sep) in enumerate(parsed):
         n_nodes = r["n_nodes"]
-        g = C.run(model, edges, sep=sep)
+        header = C.needs_count(n_nodes, edges)
+        g = C.run(model, edges, sep=sep, n_nodes=n_nodes if header else None)
         out.instances += 1
         out.cot_max = max(out.cot_max, g.cot_length)
         truth = TRUE if r["is_tree"] else FALSE
-        own = TRUE if R.reference_label(C.model_vertex_count(edges), edges) else FALSE
         official_differs += bool(r["official_label"]) != bool(r["is_tree"])
-        isolated += n_nodes != C.model_vertex_count(edges)
+        isolated += header
         if g.stopped != "answer" or g.cot != want:
             i = next((i for i, (a, b) in enumerate(zip(g.cot, want)) if a != b), min(len(g.cot), len(want)))
             out.fail(f"row {k} (n_nodes={n_nodes}): CoT token {i} is {g.cot[i] if i < len(g.cot) else 'missing'}, "
                      f"cot_text has {want[i] if i < len(want) else 'nothing'} ({g.stopped})")
-        elif g.answer != own or C.answer_for(n_nodes, edges, g.answer) != truth:
-            out.fail(f"row {k} (n_nodes={n_nodes}): answer {g.answer} (for n_nodes: "
-                     f"{C.answer_for(n_nodes, edges, g.answer)}), networkx {own}, is_tree {r['is_tree']}")
+        elif g.answer != truth:
+            out.fail(f"row {k} (n_nodes={n_nodes}, header {header}): the model answers {g.answer}, "
+                     f"is_tree {r['is_tree']}")
     ns = sorted({r["n_nodes"] for r in rows})
     note = (f"{len(rows)} rows, n_nodes in {ns}, one model for N={model.spec.notes['n_vertices']}, "
             f"M={model.spec.notes['max_edges']}; labels compared with is_tree (networkx), the true label: "
             f"official_label (connectivity only) differs from it on {official_differs} rows, where rnngap's label "
-            f"is the true one; {isolated} rows have isolated vertices above the largest id (label false by n_nodes, "
-            f"the model's own answer checked for {{0..max id}})")
-    return [_record(SAMPLE_TASK, model, max(ns), out, t0, note if not out.failures else "")]
+            f"is the true one; {isolated} rows have isolated vertices above the largest id and get the [COUNT] "
+            f"n_nodes header (the label is the model's own answer on every row)")
+    return [_record(SAMPLE_TASK, model, max(ns), out, t0, note if not out.failures else "", "paper-sample")]
+
+
+# ----------------------------------------------------------------------------
+# the hard family: the image of the Index -> IsTree hub gadget
+REDUCTION = {"quick": {"exhaustive": (1, 2, 3, 4, 5, 6), "sampled": ((16, 8), (64, 4), (256, 2))},
+             "full": {"exhaustive": tuple(range(1, 11)), "sampled": ((16, 64), (64, 32), (256, 8), (1024, 2))}}
+"""Index lengths n of the gadget (N = n + 3 vertices, n + 2 edges): every x and i,
+and (n, count) seeded samples."""
+
+
+def gadget_pairs(n: int, rng: np.random.Generator | None = None, count: int | None = None) -> list[tuple]:
+    """(x, i) pairs of the Index instances: all of them (``count`` None), else
+    ``count`` seeded ones, every second with i = n (the queried vertex's edge is
+    the last of Alice's prefix, adjacent to Bob's suffix: the far end of the
+    retrieval)."""
+    if count is None:
+        return [(x, i) for x in itertools.product((0, 1), repeat=n) for i in range(1, n + 1)]
+    out = []
+    for k in range(count):
+        x = tuple(int(b) for b in rng.integers(0, 2, size=n))
+        out.append((x, n if k % 2 else int(rng.integers(1, n + 1))))
+    return out
+
+
+def gadget_cases(n: int, pairs: Sequence[tuple], out: Outcome) -> list[Case]:
+    """The gadget instances as (N, edges), N = n + 3; a pair whose networkx label
+    is not the Index answer (x_i = 0 iff tree) is a failure of the family
+    (``out``), independent of the model."""
+    from lowerbounds.reductions import ISTREE, istree_vertex_count
+    N = istree_vertex_count(n)
+    cases = []
+    for x, i in pairs:
+        edges = parse_graph_tokens([int(t) for t in ISTREE.instance(x, i)], N)
+        if R.reference_label(N, edges) != (x[i - 1] == 0):
+            out.fail(f"gadget x={x} i={i}: networkx label {R.reference_label(N, edges)} but x_i = {x[i - 1]}")
+        cases.append((N, edges))
+    return cases
+
+
+@register("T4.7-up", "IsTree DFS-tour Transformer: the image of the Index -> IsTree hub gadget")
+def reduction_check(profile: str, seed: int) -> list[Record]:
+    """Teacher-forced (= greedy) on the hub gadget's instances, N = n + 3 vertices,
+    each instance twice: with the ``[COUNT] N`` header and in the paper's format
+    (the gadget mentions vertex n + 2 = N - 1, so N is visible either way)."""
+    recs = []
+    cfg = REDUCTION[profile]
+    runs = [(n, None) for n in cfg["exhaustive"]] + list(cfg["sampled"])
+    for n, count in runs:
+        t0 = time.perf_counter()
+        out = Outcome()
+        rng = np.random.default_rng(seed + 4000 + n)
+        cases = gadget_cases(n, gadget_pairs(n, rng, count), out)
+        model = C.build(n + 3, n + 2)
+        teacher_forced_failures(model, cases, out=out, count="always")
+        teacher_forced_failures(model, cases, out=out, count="never")
+        what = "every x in {0,1}^n and every i" if count is None else \
+            f"{count} seeded (x, i), every second with i = n"
+        recs.append(_record("Index -> IsTree hub gadget (teacher-forced = greedy)", model, n, out, t0,
+                            f"{what}; N = n + 3 = {n + 3} vertices, each instance with [COUNT] N and without "
+                            f"(vertex N - 1 is mentioned); alphabet: vertex numbers 0..{n + 2}", "reduction"))
+    return recs
+
+
+NECESSITY_N = {"quick": (3,), "full": (3, 5)}
+
+
+def greedy_runner(cases: Sequence[tuple[int, list, bool]]):
+    """A :data:`checks.necessity.RunFn`: greedy generation of every case (n_nodes,
+    edges, header?) compared token for token (tour, [EOS], the model's own label)
+    with the plain-Python reference; None, or one line on the first wrong one."""
+    prompts = [case_prompt(k, e, count="always" if h else "never") for k, e, h in cases]
+    wants = [R.reference_cot(k, e) for k, e, _ in cases]
+
+    def run(model) -> str | None:
+        bound = C.cot_bound(model.spec.notes["n_vertices"])
+        for (k, e, h), p, want in zip(cases, prompts, wants):
+            try:
+                g = generate(model, p, answer_tokens=[TRUE, FALSE], max_cot=bound)
+            except PrecisionError as exc:
+                return f"raised {type(exc).__name__}: {str(exc)[:100]}"
+            got = g.cot + ([g.answer] if g.answer is not None else [])
+            if got != want:
+                show = lambda ts: " ".join(str(t - NUMBER_BASE) if t >= NUMBER_BASE else
+                                           {EOS: "E", TRUE: "T", FALSE: "F"}.get(t, f"<{t}>") for t in ts)
+                return (f"N={k} edges={e} header={h}: CoT+label [{show(got)[:80]}] "
+                        f"want [{show(want)[:80]}]")
+        return None
+    return run
+
+
+@register("T4.7-up", "IsTree DFS-tour Transformer: necessity of the declared bits (saturate mode)")
+def necessity_check(profile: str, seed: int) -> list[Record]:
+    """Integer- and fraction-bit frontiers on the hub gadget's instances (every x
+    and i, with and without the header), greedy CoT against the reference."""
+    recs = []
+    for n in NECESSITY_N[profile]:
+        N, M = n + 3, n + 2
+        scratch = Outcome()
+        cases = gadget_cases(n, gadget_pairs(n), scratch)
+        both = [(k, e, h) for k, e in cases for h in (True, False)]
+        model = C.build(N, M)
+        rec = necessity_record("T4.7-up", model.name, "Index -> IsTree hub gadget, greedy CoT + label", n,
+                               family="reduction", alphabet=None, declared=model.fmt, run=greedy_runner(both),
+                               instances=len(both), model=model,
+                               build_frac=lambda fmt: C.build(N, M, fmt=fmt))
+        rec.cot_bound = C.cot_bound(N)
+        if scratch.failures:
+            rec.failures += scratch.failures
+            rec.note = f"gadget family broken: {scratch.first_failure} | " + rec.note
+        recs.append(rec)
+    return recs
 
 
 # ----------------------------------------------------------------------------
@@ -417,10 +551,12 @@ def istree_lower_bound_check(profile: str, seed: int) -> list[Record]:
         try:
             chk = check_reduction(ISTREE, n, istree_answer_from_label(R.reference_label, istree_vertex_count(n)))
             recs.append(Record("T4.7-low", "reduction", "Index -> IsTree (hub gadget), every x and i", n,
-                               chk.instances, 0, seconds=round(time.perf_counter() - t0, 3)))
+                               chk.instances, 0, seconds=round(time.perf_counter() - t0, 3),
+                               family="reduction", alphabet=None, note=f"N = n + 3 = {n + 3} vertices"))
         except AssertionError as e:
             recs.append(Record("T4.7-low", "reduction", "Index -> IsTree (hub gadget)", n, 1, 1,
-                               seconds=round(time.perf_counter() - t0, 3), note=str(e)[:200]))
+                               seconds=round(time.perf_counter() - t0, 3), note=str(e)[:200],
+                               family="reduction", alphabet=None))
     # an RNN that solves IsTree on every graph with vertices < K (checked here), with a CoT
     K = 5
     rnn = AdjacencyRNN(K, cot=True)
@@ -439,7 +575,7 @@ def istree_lower_bound_check(profile: str, seed: int) -> list[Record]:
         cot_max = max(cot_max, len(r.cot))
     recs.append(Record("T4.7-low", f"adjacency-rnn(K={K})", "solves IsTree on every graph with vertices < K", K,
                        count, bad, cot_max=cot_max, cot_bound=max_cot, state_bits=rnn.state_bits,
-                       seconds=round(time.perf_counter() - t0, 3),
+                       seconds=round(time.perf_counter() - t0, 3), family="all-graphs", alphabet=None,
                        note="every graph on < K vertices in every edge order; on K vertices: " +
                        ("every order up to 5 edges, 3 beyond" if profile == "full" else "two orders each")))
     # ... and the witness finder breaks it once the gadget has more than K vertices
@@ -449,7 +585,7 @@ def istree_lower_bound_check(profile: str, seed: int) -> list[Record]:
     why = _verify_istree_witness(rnn, w, max_cot)
     recs.append(Record("T4.7-low", f"adjacency-rnn(K={K})", "fooling pair via Index -> IsTree (exhaustive)", n, 2,
                        0 if not why else 1, state_bits=rnn.state_bits, seconds=round(time.perf_counter() - t0, 3),
-                       note=why or f"x={w.x} x'={w.x_prime} i={w.i}: wrong on {w.wrong} (CoT {len(w.cot)} tokens)"))
+                       family="reduction", alphabet=None, note=why or f"x={w.x} x'={w.x_prime} i={w.i}: wrong on {w.wrong} (CoT {len(w.cot)} tokens)"))
     # pigeonhole: any s-bit RNN with s < n collides; a hashing RNN, birthday search with a seed
     for s_bits, n in ({"quick": ((16, 24),), "full": ((16, 24), (24, 40))}[profile]):
         t0 = time.perf_counter()
@@ -458,7 +594,7 @@ def istree_lower_bound_check(profile: str, seed: int) -> list[Record]:
         why = _verify_istree_witness(h, w, 0)
         recs.append(Record("T4.7-low", f"hash-rnn(s={s_bits})", "fooling pair via Index -> IsTree (birthday)", n, 2,
                            0 if not why else 1, state_bits=h.state_bits, seconds=round(time.perf_counter() - t0, 3),
-                           note=why or f"{w.states_explored} draws; wrong on {w.wrong} at i={w.i}"))
+                           family="reduction", alphabet=None, note=why or f"{w.states_explored} draws; wrong on {w.wrong} at i={w.i}"))
     return recs
 
 

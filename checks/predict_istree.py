@@ -17,9 +17,11 @@ Output: one JSON object per input object, in order:
 * ``cot``: the model's chain of thought in the paper's text format (input, then
   the DFS tour and ``[EOS]``; :func:`checks.formats.format_cot_text`), e.g.
   ``[BOS]3-2,2-1,1-0[EOS]0,1,2,3,2,1,0[EOS]``;
-* ``label``: true iff the graph on ``n_nodes`` vertices is a tree. The model
-  decides for the vertex set {0..max id}; when ``n_nodes`` is larger the extra
-  vertices are isolated and the label is false without asking the model
+* ``label``: true iff the graph on ``n_nodes`` vertices is a tree. When
+  ``n_nodes`` is larger than max id + 1 the Transformer's prompt carries the
+  ``[COUNT] n_nodes`` header (constructions/istree.py) and the label is still
+  the model's own; the RAG construction has no count input, so for it the
+  extra isolated vertices make the label false without asking the model
   (``label_from`` says which: ``"model"`` or ``"n_nodes"``);
 * ``n_nodes``: the vertex count used.
 
@@ -34,7 +36,8 @@ fields the line does have and suggests ``--field``.
 
 Models: :data:`MODELS` maps a name to a factory ``make(max_vertices, max_edges)``
 returning ``predict(prompt_tokens) -> tokens``: the generated CoT (ending with
-``[EOS]``) followed by the answer token, for the vertex set {0..max id}.
+``[EOS]``) followed by the answer token, for the vertex set {0..max id}, or
+{0..N-1} for a Transformer prompt with the ``[COUNT] N`` header.
 """
 from __future__ import annotations
 
@@ -72,8 +75,9 @@ def add_arguments(parser) -> None:
     parser.description = (
         "Run an IsTree construction on graphs in the paper's text format. The label is the true tree "
         "property (networkx.is_tree); the paper's own generator labels by connectivity only, so a "
-        "connected graph with n edges is 'true' there and false here. The model decides for the vertex "
-        "set {0..max id}; with a larger n_nodes the extra vertices are isolated and the label is false.")
+        "connected graph with n edges is 'true' there and false here. With n_nodes > max id + 1 the "
+        "Transformer reads n_nodes from a [COUNT] header and labels the graph itself (the rag model: false, "
+        "the extra vertices being isolated).")
     parser.add_argument("--inputs", required=True, metavar="FILE.jsonl",
                         help="JSON lines with 'text' (or the --field NAME; the paper's format, only the graph "
                              "before the first [EOS] is used) and optional 'n_nodes' (default max vertex id + 1)")
@@ -82,7 +86,7 @@ def add_arguments(parser) -> None:
                              "use cot_text or retrieval_text")
     parser.add_argument("--out", required=True, metavar="OUT.jsonl",
                         help="JSON lines with 'cot' (paper's text format), 'label' (true iff a tree on n_nodes "
-                             "vertices; false without running the model's label when n_nodes > max id + 1, "
+                             "vertices, the model's own; --model rag: false when n_nodes > max id + 1, "
                              "the extra vertices being isolated), 'label_from', 'n_nodes'")
     parser.add_argument("--model", default="transformer", choices=sorted(MODELS),
                         help="which construction writes the CoT (default: transformer)")
@@ -140,7 +144,7 @@ def run(args) -> int:
     if not field:
         raise UsageError("--field needs a non-empty field name")
     items = _read(args.inputs, field)
-    max_vertices = max(C.model_vertex_count(edges) for _, edges, *_ in items)
+    max_vertices = max(n_nodes for _, _, _, n_nodes, _ in items)
     max_edges = max(len(edges) for _, edges, *_ in items)
     try:
         predict = MODELS[args.model](max_vertices, max_edges)
@@ -149,12 +153,14 @@ def run(args) -> int:
                          f"{max_edges} edges: {e}")
     rows = []
     for lineno, edges, tokens, n_nodes, sep in items:
+        hidden = C.needs_count(n_nodes, edges)          # isolated vertices above the largest id
+        if hidden and args.model == "transformer":
+            tokens = C.with_count(tokens, n_nodes)      # the model reads N from the [COUNT] header
         out = predict(tokens)
         cot, answer = out[:-1], out[-1]
-        final = C.answer_for(n_nodes, edges, answer)
-        rows.append({"cot": format_cot_text(edges, cot, sep=sep), "label": final == TRUE,
-                     "label_from": "model" if n_nodes == C.model_vertex_count(edges) else "n_nodes",
-                     "n_nodes": n_nodes})
+        from_n = hidden and args.model != "transformer"  # the RAG construction takes no vertex count
+        rows.append({"cot": format_cot_text(edges, cot, sep=sep), "label": answer == TRUE and not from_n,
+                     "label_from": "n_nodes" if from_n else "model", "n_nodes": n_nodes})
     try:
         with open(args.out, "w", encoding="utf-8") as fh:
             for r in rows:

@@ -13,11 +13,30 @@ Example (edges 2-0 3-2 1-0)::
     >>> run(m, [(2, 0), (3, 2), (1, 0)]).cot          # doctest: +SKIP
     [32, 34, 35, 34, 32, 33, 32, 1]                   # 0 2 3 2 0 1 0 [EOS], answer [TRUE]
 
-Vertex set. The tokens cannot show isolated vertices above the largest id, so
-the model answers for the vertex set ``{0..max id}`` (``{0}`` without edges).
-:func:`answer_for` turns that into the answer for a given ``n_nodes``: the
-model's label if ``n_nodes == max id + 1``, else ``[FALSE]`` (an isolated extra
-vertex makes the graph disconnected).
+Vertex count: the optional ``[COUNT]`` header
+----------------------------------------------
+The edges cannot show isolated vertices above the largest id. The input may
+therefore start with a vertex-count header::
+
+    [BOS] [COUNT] N u - v u - v ... [EOS]        (every vertex < N, N >= 1)
+
+(``[COUNT]`` is token id 31, :data:`constructions.vocab.COUNT`; N a number
+token). With the header the model decides for the vertex set ``{0..N-1}``;
+without it (the paper's format, reproduced token for token) for ``{0..max id}``
+(``{0}`` without edges). Either way the label is the model's own output token:
+the max-vertex head reads N off the header (key tau - [previous token is
+[COUNT]] = N at the count's position, tau = id + 1 <= N elsewhere), and a
+tour that visits fewer than N vertices can never have 2N - 1 tokens, so an
+isolated vertex above the largest id gives [FALSE] by the same comparison as
+any other disconnected graph. :func:`prompt_tokens` writes the header when given
+``n_nodes``; callers pass it when ``n_nodes > max id + 1`` (the text cannot
+show it) and may pass it always. No label is computed in Python.
+
+Why the header cannot disturb the edge machinery: at the first record r (the
+second endpoint of the first edge) the delayed keys read positions r - 5 = 0
+([BOS], tau 0) and r - 3 = 2 (the count, tau N + 1); no vertex of the promise
+has tau N + 1, so no pred head matches there, and neither [COUNT] nor the count
+is a record (the token before them is not a separator).
 
 Positions and records
 ---------------------
@@ -54,9 +73,11 @@ One CoT step (current vertex u = last token, p = previous token)
   output [EOS] (cycle). Otherwise output w.
 * At the prompt's [EOS]: output 0. At the CoT's [EOS] (position t): the label.
   A tour visiting k vertices has 2k-1 tokens if it completed and fewer if it
-  stopped at a cycle (checks.tasks.istree), so with N = max id + 1 the graph is
+  stopped at a cycle (checks.tasks.istree), so with N vertices the graph is
   a tree iff the tour length t - P - 1 equals 2N - 1 (P = the prompt's [EOS]).
-  max id + 1 comes from a max head over tau (+1 at [BOS], so N = 1 without edges).
+  N comes from a max head (layer 2) over the key tau + [BOS] - [previous token
+  is [COUNT]]: the header's N if there is one (every vertex id + 1 <= N), else
+  max id + 1 (1 without edges, from [BOS]).
 
 Matching heads, margins (derivation, asserted in :func:`multi_match_head`)
 ---------------------------------------------------------------------------
@@ -73,12 +94,15 @@ s = sharpness(f) > (f+1) ln 2 gives every gap (match/match >= mu, match/BOS,
 BOS/mismatch >= s) above the zero-weight gap: every weight is exactly 0 or 1.
 Without tie-break (unique matches) lam = 2 s.
 
-Resources (declared, checked by the registry): positions T = 3M + 2N + 2 for N
-vertices and at most M edges; f = 1 fraction bit (every quantity is an integer
-and every weight is 0 or 1); I(N, M) = 2 ceil(log2 max(T, 9)) + ceil(log2 max(N, 9)) + 7
-integer bits (tie-break head scores ~ 17 T N^2, asserted per head; the MLP masking
-e_prev^2 reaches ~ 4 T^2 N): p = I + 2 <= 63 holds up to N = 65536 vertices with
-M <= N + 2 edges (int64 storage).
+Resources (declared, checked by the registry): positions T = 3M + 2N + 4 for N
+vertices and at most M edges (the header's two tokens included); f = 1 fraction
+bit (every quantity is an integer and every weight is 0 or 1);
+I(N, M) = 2 ceil(log2 T') + ceil(log2 V) + 6 integer bits with V = max(N + 1, 31)
+(bounds |tau| of every token: the count N has tau N + 1, [COUNT] tau -31) and
+T' = max(T, V) (tie-break head scores <= 17 T V^2, asserted per head; the MLP
+masking e_prev^2 reaches ~ 3 T^2 V; derivation in :func:`declared_int_bits`):
+p = I + 2 <= 63 holds up to N = 65536 vertices with M <= N + 2 edges (int64
+storage).
 """
 from __future__ import annotations
 
@@ -97,42 +121,59 @@ from .gadgets import (
 )
 from .generate import Generation, generate
 from .model import Model
-from .vocab import BOS, DASH, EOS, FALSE, NUMBER_BASE, TILDE, TRUE, Vocab, number_token
+from .vocab import BOS, COUNT, DASH, EOS, FALSE, NUMBER_BASE, TILDE, TRUE, Vocab, number_token, token_code
 
 Combo = Mapping[str, object]
 
 # ----------------------------------------------------------------------------
 # declared resources
 N_SYM, M_SYM = sp.symbols("N M", positive=True, integer=True)
-T_EXPR = 3 * M_SYM + 2 * N_SYM + 2
-INT_EXPR = 2 * sp.ceiling(sp.log(sp.Max(T_EXPR, 9), 2)) + sp.ceiling(sp.log(sp.Max(N_SYM, 9), 2)) + 7
+T_EXPR = 3 * M_SYM + 2 * N_SYM + 4
+V_EXPR = sp.Max(N_SYM + 1, -token_code(COUNT))
+INT_EXPR = 2 * sp.ceiling(sp.log(sp.Max(T_EXPR, V_EXPR), 2)) + sp.ceiling(sp.log(V_EXPR, 2)) + 6
 FRAC_EXPR = sp.Integer(1)
 FRAC_BITS = 1
 N_LAYERS = 5
 N_HEADS = 18
 
 
+HEADER = 2
+"""Tokens of the optional vertex-count header ``[COUNT] N`` (after [BOS])."""
+
+
 def n_positions(n_vertices: int, max_edges: int) -> int:
-    """T = 3M + 2N + 2: [BOS], 3 tokens per edge, [EOS], a tour of <= 2N - 1
-    tokens, the CoT's [EOS] (the label is predicted at position T - 1)."""
-    return 3 * max_edges + 2 * n_vertices + 2
+    """T = 3M + 2N + 4: [BOS], the optional header ``[COUNT] N``, 3 tokens per
+    edge, [EOS], a tour of <= 2N - 1 tokens, the CoT's [EOS] (the label is
+    predicted at position T - 1)."""
+    return 3 * max_edges + 2 * n_vertices + 2 + HEADER
+
+
+def tau_bound(n_vertices: int) -> int:
+    """V = max(N + 1, 31) >= |tau| of every token the model reads: vertices
+    (tau <= N), the count N (tau N + 1), specials (|tau| <= 9) and [COUNT] (-31)."""
+    return max(n_vertices + 1, -token_code(COUNT))
 
 
 def declared_int_bits(n_vertices: int, max_edges: int) -> int:
-    """I(N, M) = 2 ceil(log2 max(T, 9)) + ceil(log2 max(N, 9)) + 7.
+    """I(N, M) = 2 ceil(log2 T') + ceil(log2 V) + 6, V = :func:`tau_bound`,
+    T' = max(T, V) (so V <= T'; V >= 31 > 22).
 
-    With V = max(N, 9) (bounds |tau| of every token) and T' = max(T, 9) >= V:
-
-    * tie-break heads (pred, parent, visited): lam = 4T (f = 1), scores
-      <= lam (4 V^2 + 4) + lam + 2T <= 17 T V^2 < 2^(5 + log T' + 2 log V); the gadget
-      asks one more bit: <= 6 + 2 ceil(log2 T') + ceil(log2 V);
-    * lookup heads (lam = 4, edge ids <= T): <= 33 T'^2, 7 + 2 ceil(log2 T') bits;
+    * tie-break heads (pred, parent, visited): lam = 4T (f = 1, mu = 2), scores
+      <= lam (4 V^2 + 4) + lam + 2T = 16 T V^2 + 22 T <= 17 T V^2 <= 17 T'^2 V
+      < 2^(5 + 2 ceil(log2 T') + ceil(log2 V)); the gadget asks one more bit:
+      <= 6 + 2 ceil(log2 T') + ceil(log2 V) = I;
+    * lookup heads (lam = 4, edge ids <= T): <= 4 (4 V^2 + 4 T^2 + 4) + 4 <= 33 T'^2,
+      7 + 2 ceil(log2 T') bits <= I (ceil(log2 V) >= 5);
+    * first-max heads (lam = 2T, keys <= V): <= 2 T V + 2 T;
     * the MLP masking e_prev^2 (bound B = T^2, |s1 - parent| <= 2V):
-      <= T^2 (2V + 2) + T^2 <= 4 T^2 V, 2 + 2 ceil(log2 T') + ceil(log2 V) bits;
+      <= T^2 + 2 V T^2 + T^2 <= 3 T'^2 V < 2^(2 + 2 ceil(log2 T') + ceil(log2 V));
     * shift heads 6 T^2 + 20 T, embeddings pos^2 <= T^2, readout <= 3 V^2.
+
+    Every head re-checks its own bound at build time (MarginError).
     """
-    T = max(n_positions(n_vertices, max_edges), 9)
-    return 2 * log2_ceil(T) + log2_ceil(max(n_vertices, 9)) + 7
+    V = tau_bound(n_vertices)
+    T = max(n_positions(n_vertices, max_edges), V)
+    return 2 * log2_ceil(T) + log2_ceil(V) + 6
 
 
 def declared_format(n_vertices: int, max_edges: int | None = None) -> FixedFormat:
@@ -193,9 +234,10 @@ def multi_match_head(name: str, comps: Sequence[Component], copy: dict[str, Comb
     half = Fraction(lam, 2)
     # margins, exactly: (latest) match/match >= mu; lowest match - BOS >= lam/2;
     # BOS - best mismatch >= lam/2 - mu (T-1); (first) earliest match - BOS >= lam/2 - mu (T-1)
-    if tie_break:
-        assert mu > zg, f"{name}: tie-break gap {mu} not above {float(zg)}"
-    assert half - mu * (n_pos - 1) > zg, f"{name}: fallback gap not above {float(zg)}"
+    if tie_break and not mu > zg:
+        raise MarginError(f"{name}: tie-break gap {mu} not above {float(zg)}")
+    if not half - mu * (n_pos - 1) > zg:
+        raise MarginError(f"{name}: fallback gap {float(half - mu * (n_pos - 1))} not above {float(zg)}")
     max_score = lam * sum(2 * c.max_query * c.max_key + c.max_key ** 2 + c.max_query ** 2 for c in comps) \
         + lam + mu * n_pos
     need = bits_for(max_score) + 1
@@ -221,7 +263,8 @@ def first_max_head(name: str, key: Combo, max_key: int, copy: dict[str, Combo], 
     s = sharpness(f)
     mu = s
     lam = mu * (n_pos - 1) + s
-    assert lam - mu * (n_pos - 1) > zero_gap(f) and mu > zero_gap(f)
+    if not (lam - mu * (n_pos - 1) > zero_gap(f) and mu > zero_gap(f)):
+        raise MarginError(f"{name}: key gap {lam - mu * (n_pos - 1)} or tie gap {mu} not above {float(zero_gap(f))}")
     max_score = lam * max_key + mu * n_pos
     need = bits_for(max_score) + 1
     if fmt.int_bits < need:
@@ -261,14 +304,15 @@ def build(n_vertices: int, max_edges: int | None = None, fmt: FixedFormat | None
         raise ValueError(f"max_edges must be >= 0, got {max_edges}")
     fmt = fmt or declared_format(N, M)
     T = n_positions(N, M)
-    VM = max(N, 9)                    # |tau| of any token (numbers <= N, named specials >= -9)
+    VM = tau_bound(N)                 # |tau| of any token (the count N: N + 1; [COUNT]: -31)
     s = base_space()
     s.embedded("is_bos", K.F_IS_TOKEN, BOS)
     s.embedded("is_eos", K.F_IS_TOKEN, EOS)
     s.embedded("is_dash", K.F_IS_TOKEN, DASH)
     s.embedded("is_tilde", K.F_IS_TOKEN, TILDE)
     s.embedded("is_num", K.F_IS_NUM)
-    hidden = ["s1", "s1_sq", "is_rec", "s2", "s2_sq", "s3", "s3_sq", "s5", "s5_sq", "after_eos", "P", "maxtau",
+    s.embedded("is_count", K.F_IS_TOKEN, COUNT)
+    hidden = ["s1", "s1_sq", "is_rec", "cnt_num", "s2", "s2_sq", "s3", "s3_sq", "s5", "s5_sq", "after_eos", "P", "maxtau",
               "g", "first_eos", "second_eos",
               "pUA", "pUA_sq", "pUB", "pUB_sq", "pVA", "pVA_sq", "pVB", "pVB_sq", "parent",
               "eA", "eA_sq", "eB", "eB_sq",
@@ -279,20 +323,20 @@ def build(n_vertices: int, max_edges: int | None = None, fmt: FixedFormat | None
               "w", "w_sq", "has_w", "visited", "out"]
     for lab in hidden:
         s.hidden(lab)
-    b = Builder(f"istree-dfs(N={N},M={M})", "transformer", Vocab(max(N - 1, 0)), s, claim="T4.7-up")
-    b.max_positions = T                       # prompt of <= M edges, tour, [EOS] (n_positions)
+    b = Builder(f"istree-dfs(N={N},M={M})", "transformer", Vocab(N, count=True), s, claim="T4.7-up")
+    b.max_positions = T                       # header, prompt of <= M edges, tour, [EOS] (n_positions)
     one = "one"
 
-    # ---- layer 1: shifts, the prompt's [EOS], the largest vertex id
+    # ---- layer 1: shifts (is_rec: after a separator; cnt_num: after [COUNT]), the prompt's [EOS]
     def sh(name, k, copy):
         return shift_head(name, "pos", "pos_sq", one, copy, fmt, n_positions=T, shift=k)
 
-    l1 = [sh("shift1", 1, {"s1": {"tok": 1}, "s1_sq": {"tok_sq": 1}, "is_rec": {"is_dash": 1, "is_tilde": 1}}),
+    l1 = [sh("shift1", 1, {"s1": {"tok": 1}, "s1_sq": {"tok_sq": 1}, "is_rec": {"is_dash": 1, "is_tilde": 1},
+                           "cnt_num": {"is_count": 1}}),
           sh("shift2", 2, {"s2": {"tok": 1}, "s2_sq": {"tok_sq": 1}}),
           sh("shift3", 3, {"s3": {"tok": 1}, "s3_sq": {"tok_sq": 1}}),
           sh("shift5", 5, {"s5": {"tok": 1}, "s5_sq": {"tok_sq": 1}}),
-          first_max_head("first-eos", {"is_eos": 1}, 1, {"after_eos": {"is_eos": 1}, "P": {"pos": 1}}, fmt, T),
-          first_max_head("max-vertex", {"tok": 1, "is_bos": 1}, VM, {"maxtau": {"tok": 1, "is_bos": 1}}, fmt, T)]
+          first_max_head("first-eos", {"is_eos": 1}, 1, {"after_eos": {"is_eos": 1}, "P": {"pos": 1}}, fmt, T)]
     # MLP 1: position types. g = CoT vertex; second_eos = [EOS] after P (t - P >= 1, gated by
     # is_eos with B = T > |t - P|); first_eos = is_eos - second_eos.
     Bt = T
@@ -302,7 +346,7 @@ def build(n_vertices: int, max_edges: int | None = None, fmt: FixedFormat | None
             Neuron({"is_eos": 1}, 0, {"first_eos": 1})]
     b.attention_layer(l1, mlp1)
 
-    # ---- layer 2: previous edge of each endpoint (delayed keys), parent, edge {u, p}
+    # ---- layer 2: previous edge of each endpoint (delayed keys), parent, edge {u, p}, the vertex count
     vert = lambda q, qsq, k, ksq: Component(q, qsq, k, ksq, VM, VM)
     rec = flag_component("is_rec")
     eid = {"pos": 1, one: -3, "is_bos": 3}                              # id of the record 3 back
@@ -321,6 +365,9 @@ def build(n_vertices: int, max_edges: int | None = None, fmt: FixedFormat | None
                                {"eA": {"pos": 1}, "eA_sq": {"pos_sq": 1}}, fmt, T))
     l2.append(multi_match_head("pairB", [first("s1", "s1_sq"), second("tok", "tok_sq"), rec],
                                {"eB": {"pos": 1}, "eB_sq": {"pos_sq": 1}}, fmt, T))
+    # N: the header's count (tau N + 1 - 1 after [COUNT]) or max id + 1; 1 from [BOS]
+    nkey = {"tok": 1, "is_bos": 1, "cnt_num": -1}
+    l2.append(first_max_head("vertex-count", nkey, VM, {"maxtau": nkey}, fmt, T))
     mlp2 = (max_neurons("pUA", "pUB", "pred_u") + max_neurons("pUA_sq", "pUB_sq", "pred_u_sq")
             + max_neurons("pVA", "pVB", "pred_v") + max_neurons("pVA_sq", "pVB_sq", "pred_v_sq")
             + mask_unless_equal_neurons({"eA": 1, "eB": 1}, {"s1": 1}, {"parent": 1}, "e_prev", T)
@@ -387,40 +434,71 @@ def build(n_vertices: int, max_edges: int | None = None, fmt: FixedFormat | None
 
 # ----------------------------------------------------------------------------
 # running
-def prompt_tokens(edges: Sequence[Sequence[int]], sep: int = DASH) -> list[int]:
-    """``[BOS] u sep v ... [EOS]``."""
+def count_header(n_nodes: int) -> list[int]:
+    """``[COUNT] N``: the header saying the vertex set is ``{0..N-1}``."""
+    n_nodes = int(n_nodes)
+    if n_nodes < 1:
+        raise ValueError(f"the vertex count must be >= 1, got {n_nodes}")
+    return [COUNT, number_token(n_nodes)]
+
+
+def with_count(tokens: Sequence[int], n_nodes: int) -> list[int]:
+    """``[BOS] u - v ... [EOS]`` -> ``[BOS] [COUNT] N u - v ... [EOS]`` (separators
+    kept as written). ValueError if the prompt already has a header or mentions
+    a vertex >= N."""
+    toks = [int(t) for t in tokens]
+    if not toks or toks[0] != BOS:
+        raise ValueError("an IsTree prompt starts with [BOS]")
+    if COUNT in toks:
+        raise ValueError("the prompt already has a [COUNT] header")
+    end = toks.index(EOS) if EOS in toks else len(toks)
+    top = max((t - NUMBER_BASE for t in toks[1:end] if t >= NUMBER_BASE), default=0)
+    if top >= int(n_nodes):
+        raise ValueError(f"vertex {top} is not below the vertex count {n_nodes}")
+    return [BOS] + count_header(n_nodes) + toks[1:]
+
+
+def prompt_tokens(edges: Sequence[Sequence[int]], sep: int = DASH, n_nodes: int | None = None) -> list[int]:
+    """``[BOS] u sep v ... [EOS]``, with the header ``[COUNT] N`` after [BOS] when
+    ``n_nodes`` is given."""
     out = [BOS]
     for u, v in edges:
         out += [number_token(int(u)), int(sep), number_token(int(v))]
-    return out + [EOS]
+    out.append(EOS)
+    return out if n_nodes is None else with_count(out, n_nodes)
 
 
 def model_vertex_count(edges: Sequence[Sequence[int]]) -> int:
-    """The vertex count the model answers for: max id + 1 (1 without edges)."""
+    """The vertex count the model answers for without a header: max id + 1 (1 without edges)."""
     return 1 + max((max(int(u), int(v)) for u, v in edges), default=0)
 
 
-def check_fits(model: Model, edges: Sequence[Sequence[int]]) -> None:
-    """Raise ValueError if the graph exceeds the bounds the model was built for."""
-    N, M = model.spec.notes["n_vertices"], model.spec.notes["max_edges"]
-    if model_vertex_count(edges) > N or len(edges) > M:
-        raise ValueError(f"{model.name}: a graph with {len(edges)} edges and max vertex id "
-                         f"{model_vertex_count(edges) - 1} exceeds the model's bounds (N={N}, M={M}); "
-                         f"build(n_vertices, max_edges) a larger one")
-
-
-def run(model: Model, edges: Sequence[Sequence[int]], sep: int = DASH) -> Generation:
-    """Greedy generation on the graph: ``cot`` = tour + [EOS], ``answer`` the label
-    for the vertex set {0..max id}."""
-    check_fits(model, edges)
-    N = model.spec.notes["n_vertices"]
-    return generate(model, prompt_tokens(edges, sep), answer_tokens=[TRUE, FALSE], max_cot=cot_bound(N))
-
-
-def answer_for(n_nodes: int, edges: Sequence[Sequence[int]], model_answer: int) -> int:
-    """The answer for ``n_nodes`` vertices: the model's when ``n_nodes`` equals
-    max id + 1, else [FALSE] (vertices above the largest id are isolated)."""
+def needs_count(n_nodes: int, edges: Sequence[Sequence[int]]) -> bool:
+    """Whether the text cannot show ``n_nodes`` (isolated vertices above the largest
+    id): then the prompt must carry the ``[COUNT]`` header."""
     need = model_vertex_count(edges)
     if n_nodes < need:
         raise ValueError(f"n_nodes = {n_nodes} but the graph has vertex {need - 1}")
-    return model_answer if n_nodes == need else FALSE
+    return n_nodes > need
+
+
+def check_fits(model: Model, edges: Sequence[Sequence[int]], n_nodes: int | None = None) -> None:
+    """Raise ValueError if the graph (and its vertex count, if given) exceeds the
+    bounds the model was built for, or mentions a vertex >= n_nodes."""
+    N, M = model.spec.notes["n_vertices"], model.spec.notes["max_edges"]
+    V = model_vertex_count(edges) if n_nodes is None else int(n_nodes)
+    if n_nodes is not None:
+        needs_count(V, edges)
+    if V > N or len(edges) > M:
+        raise ValueError(f"{model.name}: a graph with {len(edges)} edges on {V} vertices (max vertex id "
+                         f"{model_vertex_count(edges) - 1}) exceeds the model's bounds (N={N}, M={M}); "
+                         f"build(n_vertices, max_edges) a larger one")
+
+
+def run(model: Model, edges: Sequence[Sequence[int]], sep: int = DASH, n_nodes: int | None = None) -> Generation:
+    """Greedy generation on the graph: ``cot`` = tour + [EOS], ``answer`` the
+    model's label for the vertex set {0..n_nodes-1} (prompt with the ``[COUNT]``
+    header), or {0..max id} when ``n_nodes`` is None (the paper's format)."""
+    check_fits(model, edges, n_nodes)
+    N = model.spec.notes["n_vertices"]
+    return generate(model, prompt_tokens(edges, sep, n_nodes), answer_tokens=[TRUE, FALSE], max_cot=cot_bound(N))

@@ -37,7 +37,8 @@ SPECIAL_TOKENS: dict[str, int] = {
 }
 """Named special tokens of every vocabulary. Ids 10..20 are the regex meta-tokens
 of the in-context RAG oracle (:data:`META_TOKENS`, only in a ``Vocab(..., meta=True)``);
-ids 21..31 are reserved."""
+ids 21..30 are reserved; id 31 is ``[COUNT]`` (:data:`COUNT`, only in a
+``Vocab(..., count=True)``)."""
 
 SPECIAL_NAMES: dict[int, str] = {i: s for s, i in SPECIAL_TOKENS.items()}
 
@@ -71,6 +72,15 @@ vocabulary only if it is built with ``meta=True`` (the RAG constructions); every
 other model keeps them out of its vocabulary."""
 
 META_NAMES: dict[int, str] = {i: s for s, i in META_TOKENS.items()}
+
+COUNT = 31
+"""``[COUNT]``: the IsTree vertex-count header ``[BOS] [COUNT] N u - v ... [EOS]``
+(constructions/istree.py, docs/conventions.md), for a vertex count the edges
+cannot show (isolated vertices above the largest id). Like the meta-tokens it is
+not in :data:`SPECIAL_TOKENS` (whose largest id other constructions use as the
+bound on |tau| of a special): it belongs to a vocabulary only if it is built
+with ``count=True`` (the IsTree Transformer)."""
+COUNT_NAME = "[COUNT]"
 
 
 def number_token(k: int) -> int:
@@ -112,6 +122,8 @@ class Vocab:
     max_number: int
     meta: bool = False
     """Whether the regex meta-tokens (:data:`META_TOKENS`) belong to the vocabulary."""
+    count: bool = False
+    """Whether ``[COUNT]`` (:data:`COUNT`) belongs to the vocabulary."""
 
     def __post_init__(self) -> None:
         if self.max_number < 0:
@@ -131,7 +143,8 @@ class Vocab:
 
     def contains(self, token: int) -> bool:
         return 0 <= token < self.size and (token >= NUMBER_BASE or token in SPECIAL_NAMES
-                                           or (self.meta and token in META_NAMES))
+                                           or (self.meta and token in META_NAMES)
+                                           or (self.count and token == COUNT))
 
     def name(self, token: int) -> str:
         """The name of a special or meta token (raises for numbers and unknown ids)."""
@@ -140,6 +153,8 @@ class Vocab:
             return SPECIAL_NAMES[token]
         if self.meta and token in META_NAMES:
             return META_NAMES[token]
+        if self.count and token == COUNT:
+            return COUNT_NAME
         raise ValueError(f"token id {token} is not a named token of this vocabulary")
 
     def encode(self, items: Iterable[str | int]) -> list[int]:
@@ -151,6 +166,8 @@ class Vocab:
                     out.append(SPECIAL_TOKENS[item])
                 elif self.meta and item in META_TOKENS:
                     out.append(META_TOKENS[item])
+                elif self.count and item == COUNT_NAME:
+                    out.append(COUNT)
                 else:
                     raise ValueError(f"position {pos}: unknown special token {item!r}")
             else:

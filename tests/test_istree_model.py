@@ -9,7 +9,10 @@ every graph up to 4 vertices in every edge order, every graph on 5 vertices in
 two orders, a seeded sample on 6 (all of n <= 6 in every order up to 5 edges in
 the full profile), hypothesis up to 500 vertices (10^4 in the full profile);
 resources (constant parameter count, used precision within the declared
-O(log n), failure below it, CoT <= 2n), NUMBA_DISABLE_JIT=1 equality.
+O(log n), CoT <= 2n), NUMBA_DISABLE_JIT=1 equality; the label from the model
+(the [COUNT] N header: no Python label path); the image of the Index -> IsTree
+hub gadget (both formats); necessity in saturate mode (a wrong gadget instance
+one integer bit below the measured frontier).
 """
 from __future__ import annotations
 
@@ -32,9 +35,9 @@ from checks.formats import graph_tokens
 from checks.tasks import istree as R
 from constructions import istree as C
 from constructions import kernels as K
-from constructions.fixedpoint import FixedFormat, PrecisionError
+from constructions.fixedpoint import FixedFormat
 from constructions.gadgets import Builder, MarginError, ResidualSpace
-from constructions.vocab import BOS, DASH, EOS, FALSE, NUMBER_BASE, TILDE, TRUE, Vocab, number_token
+from constructions.vocab import BOS, COUNT, DASH, EOS, FALSE, NUMBER_BASE, TILDE, TRUE, Vocab, number_token
 
 REPO = Path(__file__).resolve().parents[1]
 _MODELS: dict = {}
@@ -283,16 +286,85 @@ def test_teacher_forcing_agrees_with_greedy_generation():
     _assert_outcome(X.teacher_forced_failures(model, cases), len(cases))
 
 
-def test_answer_for_rule():
+# ----------------------------------------------------------------------------
+# the label from the model: the [COUNT] N header
+class LabelForcedTrue:
+    """The model with its prediction at the label position replaced by [TRUE]."""
+
+    def __init__(self, inner):
+        self.inner, self.spec = inner, inner.spec
+
+    def predict_batch(self, toks, lengths, all_positions=False):
+        preds = self.inner.predict_batch(toks, lengths, all_positions=all_positions)
+        for b, L in enumerate(lengths):
+            preds[b, L - 1] = TRUE            # the prediction after the CoT's [EOS]
+        return preds
+
+
+def test_count_header_format_and_validation():
     edges = [(1, 0), (2, 1)]
     assert C.model_vertex_count(edges) == 3 and C.model_vertex_count([]) == 1
-    assert C.answer_for(3, edges, TRUE) == TRUE
-    assert C.answer_for(4, edges, TRUE) == FALSE            # vertex 3 isolated
+    assert C.prompt_tokens(edges, n_nodes=5) == [BOS, COUNT, number_token(5)] + graph_tokens(edges)[1:]
+    assert C.with_count(graph_tokens([(2, 1)], sep="~"), 4)[:4] == [BOS, COUNT, number_token(4), number_token(2)]
+    assert not C.needs_count(3, edges) and C.needs_count(4, edges)
     with pytest.raises(ValueError, match="vertex 2"):
-        C.answer_for(2, edges, TRUE)
-    model = model_for(4, 4)
-    g = C.run(model, edges)
-    assert g.answer == TRUE and R.reference_label(3, edges) and not R.reference_label(4, edges)
+        C.needs_count(2, edges)
+    with pytest.raises(ValueError, match="not below the vertex count"):
+        C.with_count(graph_tokens(edges), 2)
+    with pytest.raises(ValueError, match="already has"):
+        C.with_count(C.prompt_tokens(edges, n_nodes=4), 4)
+    with pytest.raises(ValueError, match="exceeds the model's bounds"):
+        C.run(model_for(4, 4), edges, n_nodes=5)          # N = 5 > the model's 4 vertices
+    assert Vocab(3, count=True).contains(COUNT) and not Vocab(3).contains(COUNT)
+    assert Vocab(3, count=True).decode([COUNT]) == ["[COUNT]"]
+
+
+def test_the_model_reads_the_vertex_count():
+    """The same edges, with and without the header: the model's own label changes
+    with N (an isolated vertex above the largest id makes it [FALSE]), the tour
+    does not; the header with N = max id + 1 changes nothing."""
+    model = model_for(6, 6)
+    for edges in ([(1, 0), (2, 1)], [(2, 0), (3, 2), (1, 0)], [], [(3, 1), (2, 1)]):
+        plain = C.run(model, edges)
+        seen = C.model_vertex_count(edges)
+        for N in range(seen, 7):
+            g = C.run(model, edges, n_nodes=N)
+            assert g.cot == plain.cot and g.stopped == "answer"
+            assert g.answer == (TRUE if R.reference_label(N, edges) else FALSE), (edges, N)
+            assert g.cot + [g.answer] == R.reference_cot(N, edges)
+        assert plain.answer == (TRUE if R.reference_label(seen, edges) else FALSE)
+    # a tree on 0..2 is a tree; with N = 4 (vertex 3 isolated) the model itself says [FALSE]
+    assert C.run(model, [(1, 0), (2, 1)]).answer == TRUE
+    assert C.run(model, [(1, 0), (2, 1)], n_nodes=4).answer == FALSE
+
+
+def test_no_label_from_python():
+    """No Python label path exists any more (answer_for is gone and nothing
+    refers to it), and the label the checks compare is the model's own
+    prediction: a model whose label prediction is forced to [TRUE] fails
+    exactly on the non-trees, the isolated-vertex graphs included."""
+    assert not hasattr(C, "answer_for")
+    for mod in ("checks/checks_istree.py", "checks/predict_istree.py", "constructions/istree.py",
+                "notebooks/_build.py"):
+        assert "answer_for" not in (REPO / mod).read_text(), mod
+
+    model = model_for(4, 6)
+    cases = [(4, [(1, 0), (2, 1)]), (4, [(1, 0), (2, 1), (3, 2)]), (3, [(1, 0), (2, 1)]), (2, [])]
+    assert X.teacher_forced_failures(model, cases).failures == 0
+    forced = X.teacher_forced_failures(LabelForcedTrue(model), cases)
+    # the non-trees: the path 0-1-2 with vertex 3 isolated (header) and 2 vertices without edges (header)
+    assert forced.failures == 2 and "label predicted 2 want 3" in forced.first_failure
+    with pytest.raises(ValueError, match="needs the \\[COUNT\\] header"):
+        X.teacher_forced_failures(model, cases[:1], count="never")
+
+
+def test_header_on_every_prompt_changes_nothing_exhaustive():
+    """Every graph on 4 vertices in its enumeration order, with [COUNT] 4 on every
+    prompt (and on the graphs that need it only): tours and labels unchanged."""
+    model = model_for(4, 6)
+    cases = X.exhaustive_cases(4, np.random.default_rng(1), orders_beyond=1, all_orders=False)
+    _assert_outcome(X.teacher_forced_failures(model, cases, count="always"), 64)
+    _assert_outcome(X.teacher_forced_failures(model, cases, count="auto"), 64)
 
 
 def test_graph_beyond_the_model_bounds_is_refused():
@@ -367,27 +439,40 @@ def test_declared_precision_is_logarithmic_and_matches_the_expression():
         assert int(C.INT_EXPR.subs({C.N_SYM: n, C.M_SYM: m})) == C.declared_int_bits(n, m)
         assert int(C.T_EXPR.subs({C.N_SYM: n, C.M_SYM: m})) == C.n_positions(n, m)
     assert C.FRAC_EXPR == C.FRAC_BITS
-    # O(log): I <= 3 ceil(log2 max(T, 9)) + 7 at every size (T = the context length)
+    # O(log): I <= 3 ceil(log2 max(T, 31)) + 6 at every size (T = the context length)
     for k in range(0, 21):
         n = 2 ** k
         for m in (0, n, 4 * n, n * (n - 1) // 2):
             T = C.n_positions(n, m)
-            assert C.declared_int_bits(n, m) <= 3 * math.ceil(math.log2(max(T, 9))) + 7
+            assert C.declared_int_bits(n, m) <= 3 * math.ceil(math.log2(max(T, 31))) + 6
     assert C.declared_format(65536, 65538).total_bits <= 63
+    assert C.build(65536, 65538).fmt.total_bits == 63      # every head's own margin check passes there
     assert C.declared_format(10000).total_bits <= 63
 
 
-def test_used_precision_within_declared_and_fails_one_bit_below():
+def test_used_precision_within_declared_and_margins_refuse_too_few_bits():
     n = 40
     cases = X.sparse_cases(np.random.default_rng(3), n, 6)
     model = C.build(n, n + 2)
     _assert_outcome(X.greedy_failures(model, cases))
     used = model.resources.used_int_bits
     assert model.resources.used_precision_bits <= model.fmt.total_bits
-    with pytest.raises(PrecisionError):
-        X.greedy_failures(model.with_format(FixedFormat(used - 1, C.FRAC_BITS)), cases)
     with pytest.raises(MarginError):
         C.build(n, n + 2, fmt=FixedFormat(used - 1, C.FRAC_BITS))
+
+
+def test_necessity_record_shows_a_wrong_answer_below_the_frontier():
+    """Saturate mode on the hub gadget (n = 3): the integer frontier is within the
+    declaration, one bit below it a concrete gadget instance is answered wrongly
+    (named in the note), and the record says the fraction bit is not tight."""
+    (rec,) = X.necessity_check("quick", 0)
+    assert rec.kind == "necessity" and rec.family == "reduction" and rec.passed, rec.note
+    assert rec.frontier_int_bits <= C.declared_int_bits(6, 5) and rec.wrong_below is True
+    assert rec.instances == 2 * 3 * 2 ** 3
+    assert f"at {rec.frontier_int_bits - 1}: N=6 edges=" in rec.note
+    assert rec.frontier_frac_bits == 0 and "not tight" in rec.note
+
+
 
 
 @pytest.mark.parametrize("n, density", [(30, 1.0), (40, 0.5)])
@@ -464,6 +549,7 @@ def test_adjacency_rnn_state_key_fits_and_determines_behaviour():
 def test_lower_bound_check_records_pass_and_witness_is_verified():
     recs = X.istree_lower_bound_check("quick", 0)
     assert all(r.passed for r in recs), [(r.model, r.task, r.note) for r in recs if not r.passed]
+    assert all(r.alphabet is None and r.family in ("reduction", "all-graphs") for r in recs)
     wit = [r for r in recs if "fooling pair" in r.task]
     assert len(wit) == 2 and all(r.instances == 2 for r in wit)
 
@@ -483,7 +569,7 @@ def test_witness_verifier_rejects_a_wrong_witness():
 
 # ----------------------------------------------------------------------------
 # the paper's own sample (shared/data), as `rnngap verify` checks it
-SAMPLE = REPO.parent / "shared" / "data" / "istree_official_sample.jsonl"
+SAMPLE = Path(os.environ.get("RNNGAP_SHARED_DATA") or REPO.parent / "shared" / "data") / "istree_official_sample.jsonl"
 
 
 def _sample_lines() -> list[str]:
@@ -553,3 +639,50 @@ def test_paper_sample_check_fails_on_a_wrong_tour_or_label(tmp_path, monkeypatch
     relabelled[k] = json.dumps(dict(rows[k], official_label=not rows[k]["official_label"]))
     rec = _sample_check_in(tmp_path, monkeypatch, relabelled)
     assert rec.passed and "differs from it on 3 rows" in rec.note
+
+
+# ----------------------------------------------------------------------------
+# the hard family: the image of the Index -> IsTree hub gadget
+def test_gadget_family_exhaustive_both_formats_and_it_can_fail():
+    """n = 3: every x and i (24 instances, N = 6), with the header and without:
+    tours and the model's own labels equal the reference; a model whose label is
+    forced to [TRUE] fails exactly the instances with x_i = 1 (the non-trees)."""
+    n = 3
+    out = X.Outcome()
+    pairs = X.gadget_pairs(n)
+    cases = X.gadget_cases(n, pairs, out)
+    assert len(cases) == 24 and out.failures == 0 and all(N == 6 for N, _ in cases)
+    model = C.build(n + 3, n + 2)
+    _assert_outcome(X.teacher_forced_failures(model, cases, count="always"), 24)
+    _assert_outcome(X.teacher_forced_failures(model, cases, count="never"), 24)
+    forced = X.teacher_forced_failures(LabelForcedTrue(model), cases, count="always")
+    assert forced.failures == sum(x[i - 1] for x, i in pairs) == 12
+
+
+def test_gadget_family_check_catches_a_broken_reduction(monkeypatch):
+    """The family's own label check (networkx vs x_i) is independent of the model:
+    a gadget whose Bob omits the edge w - a is caught."""
+    import lowerbounds.reductions as LR
+    bob = LR.ISTREE.bob
+    broken = LR.Reduction("istree-broken", LR.ISTREE.alice, lambda i, n: bob(i, n)[:3] + [EOS],
+                          LR.ISTREE.expected, LR.ISTREE.answer_tokens, LR.ISTREE.promise)
+    monkeypatch.setattr(LR, "ISTREE", broken)
+    out = X.Outcome()
+    X.gadget_cases(3, X.gadget_pairs(3), out)
+    assert out.failures > 0 and "networkx label" in out.first_failure
+
+
+def test_gadget_sampled_pairs_are_seeded_and_reach_the_last_query():
+    a = X.gadget_pairs(16, np.random.default_rng(5), 8)
+    assert a == X.gadget_pairs(16, np.random.default_rng(5), 8)
+    assert len(a) == 8 and sum(i == 16 for _, i in a) >= 4 and all(len(x) == 16 for x, _ in a)
+
+
+def test_reduction_check_records():
+    recs = X.reduction_check("quick", 0)
+    assert all(r.passed for r in recs), [r.note for r in recs if not r.passed]
+    assert {r.family for r in recs} == {"reduction"} and all(r.alphabet is None for r in recs)
+    exhaustive = [r for r in recs if r.n in X.REDUCTION["quick"]["exhaustive"]]
+    assert [r.instances for r in exhaustive] == [2 * n * 2 ** n for n in X.REDUCTION["quick"]["exhaustive"]]
+    assert {r.params for r in recs} == {C.build(4, 3).resources.params}
+    assert max(r.n for r in recs) == 256

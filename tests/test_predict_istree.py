@@ -185,8 +185,8 @@ def test_n_nodes_rule(tmp_path):
     rc, outs = _predict(tmp_path, objs)
     assert rc == 0
     assert [(o["label"], o["label_from"], o["n_nodes"]) for o in outs] == [
-        (True, "model", 3), (True, "model", 3), (False, "n_nodes", 4), (True, "model", 1),
-        (False, "n_nodes", 2), (False, "model", 3)]
+        (True, "model", 3), (True, "model", 3), (False, "model", 4), (True, "model", 1),
+        (False, "model", 2), (False, "model", 3)]                # n_nodes reaches the model as [COUNT] N
     for obj, o in zip(objs, outs):                       # the same labels from networkx
         edges, _ = parse_graph_text(obj["text"])
         assert o["label"] == R.reference_label(o["n_nodes"], edges)
