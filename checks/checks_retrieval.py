@@ -130,10 +130,11 @@ for _key, (_, _a, _c, _, _decl, _) in TASKS.items():
     declare(CLAIM, f"retrieval.{_key}", "frac_bits", _decl.frac_expr, "constant" if _key != "counting" else "log")
 declare(CLAIM, "retrieval.mqar", "int_bits", R.MQAR.int_expr, "log")
 # ... and at the reductions' alphabets, which grow with n (a = n + 2 bounds AR / c-gram keys, n + 1 Counting marks)
-_REDUCTION_ALPHABET = {"ar": (R.AR, 2, lambda n: n + 2), "cgram3": (R.CGRAM, 3, lambda n: n + 2),
-                       "cgram4": (R.CGRAM, 4, lambda n: n + 2), "counting": (R.COUNTING, 2, lambda n: n + 1)}
-for _key, (_decl, _c, _alpha) in _REDUCTION_ALPHABET.items():
-    _name = f"retrieval.{_key}[a={_alpha(R.N)}]"
+_REDUCTION_ALPHABET = {"ar": (R.AR, 2, lambda n: n + 2, "n+2"), "cgram3": (R.CGRAM, 3, lambda n: n + 2, "n+2"),
+                       "cgram4": (R.CGRAM, 4, lambda n: n + 2, "n+2"),
+                       "counting": (R.COUNTING, 2, lambda n: n + 1, "n+1")}
+for _key, (_decl, _c, _alpha, _label) in _REDUCTION_ALPHABET.items():
+    _name = f"retrieval.{_key}[a={_label}]"
     declare(CLAIM, _name, "int_bits", _decl.int_expr.subs({R.A: _alpha(R.N), R.C: _c}), "log")
     FUNCTIONS[(_name, "int_bits")] = (lambda d, c, al: (lambda n: d.int_bits(n, al(n), c)))(_decl, _c, _alpha)
 # register the Python functions so the declarations check compares them with sympy
