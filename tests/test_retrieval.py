@@ -10,18 +10,25 @@ Layers of checks:
 * property-based at n = 2^k: hypothesis draws generator seeds (and alphabets);
   k = 4..14 in the default suite with FEW examples at the largest sizes (one at
   2^14: a 2-layer model attends over every position, O(n^2) per instance; on this
-  2-core machine about 0.5 s for AR and c-gram at 2^14, 7-16 s for Counting,
-  whose wide format takes the 128-bit product path); larger n under -m full
-  (Index and AR up to 2^20, c-gram up to 2^19, Counting up to 2^17 where its
-  format leaves int64: see TWO_LAYER_FULL_MAX_LOG2N). Every run asserts the parameter count equals the one at
+  2-core machine about 0.5 s for AR and c-gram at 2^14, about 1 s for Counting at
+  2^13, whose wide format takes the 128-bit product path); larger n under -m full
+  (Index and AR up to 2^20, c-gram up to 2^19, Counting up to 2^13: its declared
+  format leaves int64 above R.COUNTING_MAX_N = 11,583 at alphabet n + 1; see
+  TWO_LAYER_FULL_MAX_LOG2N). Every run asserts the parameter count equals the one at
   n = 16 and that the model runs in the format DECLARED for n
   (constructions.retrieval.DECLARED, not the model's own) with used precision
   within it;
-* the precision frontier: one bit below the measured frontier fails, for every
+* the precision frontier (raise mode: a check of the bit meter and of the growth,
+  not necessity evidence): one bit below the measured frontier fails, for every
   construction (integer bits for all, fraction bits for Counting, whose frontier is
   the only one above 0); under -m full the frontier over n = 2^4..2^16 lies at or
   below the declaration at every n, with its slope against log2 n checked;
-* MQAR: the Zoology sample scores 100% on its labelled positions; the fast
+* the hard family: Counting on every instance at alphabet n + 1 (n <= 4) and on the
+  reduction image at 2^13; one parameter count over n and alphabets, and a one-hot
+  Counting model (tests/_models.py) FAILS that parameter check; saturate-mode
+  necessity records show a wrong answer one bit below a frontier;
+* MQAR: the Zoology sample scores 100% on its labelled positions (the seeded
+  random check needs no data file); the fast
   nearest-code readout equals the generic readout; the CLI validates its input.
 """
 from __future__ import annotations
