@@ -254,7 +254,10 @@ def _reduction_sampled(key: str, profile: str, seed: int) -> tuple[list[Record],
     _, _, c, build, decl, _ = TASKS[key]
     task = HARD_TASK[key]
     out, seen = [], []
-    for target, rows in REDUCTION_SAMPLED[profile].items():
+    targets = dict(REDUCTION_SAMPLED[profile])
+    if key == "counting":           # and at the largest n whose declared format fits int64
+        targets[R.COUNTING_MAX_N] = 2
+    for target, rows in targets.items():
         m = hard.index_bits(task, target, c)
         n, a, _ = _reduction_params(key, m)
         if n < _min_n(key) or (_max_n(key) is not None and n > _max_n(key)):
@@ -320,6 +323,25 @@ def _sampled(key: str, profile: str, seed: int) -> tuple[list[Record], list[tupl
                                                  f" NOT THE DECLARED FORMAT {decl.format(n, a, c).name}"),
                           family="random", alphabet=a))
     return out, seen
+
+
+PARAM_PROBE_N = (16, 1024, 2 ** 14)
+"""Extra (n, alphabet) points where the models are only BUILT (not run) for the
+parameter record: alphabets 1, n + 1 and 2n + 2 at each n (Counting: n capped at
+its format limit, 2n + 2 only where the declared format still fits)."""
+
+
+def param_probe(key: str) -> list[tuple[int, int, int]]:
+    """(n, a, params) of models built at :data:`PARAM_PROBE_N` x alphabets {1, n + 1, 2n + 2}."""
+    _, _, c, build, decl, _ = TASKS[key]
+    out = []
+    for n in PARAM_PROBE_N:
+        n = max(n if _max_n(key) is None else min(n, _max_n(key)), _min_n(key))
+        for a in (1, n + 1, 2 * n + 2):
+            if decl.int_bits(n, a, c) + decl.frac_bits(n) > 62:
+                continue
+            out.append((n, a, build(n, a, c).resources.params))
+    return out
 
 
 def params_record(key: str, seen: list[tuple[int, int, int]]) -> Record:
@@ -451,6 +473,42 @@ def mqar_random_records(profile: str, seed: int) -> list[Record]:
                    alphabet=R.MQAR_MAX_VALUE)]
 
 
+MQAR_NECESSITY_LENGTHS = {"quick": (64,), "full": (64, 512)}
+
+
+def mqar_necessity_records(profile: str, seed: int) -> list[Record]:
+    """Saturate-mode necessity of the MQAR model's declared bits on seeded random
+    sequences (values up to 2^16 - 1 with repeats): every position's prediction
+    must equal :func:`checks.tasks.ar.mqar_reference`."""
+    out = []
+    for L in MQAR_NECESSITY_LENGTHS[profile]:
+        rng = np.random.default_rng([seed, L, 5])
+        X = rng.integers(0, R.MQAR_MAX_VALUE, size=(4, L))
+        X[:, L // 2:] = X[:, rng.permutation(L // 2)]
+        X[:, 1::5] = rng.integers(0, 8, size=X[:, 1::5].shape)
+        X[0, :4] = [R.MQAR_MAX_VALUE - 1, 0, R.MQAR_MAX_VALUE - 1, 0]
+        want = np.array([ar.mqar_reference(list(map(int, r))) for r in X], dtype=np.int64)
+
+        def run(model, X=X, want=want):
+            try:
+                P = R.mqar_predict(X, model)
+            except (ValueError, ArithmeticError) as e:
+                return f"raised {type(e).__name__}: {str(e)[:120]}"
+            bad = np.argwhere(P != want)
+            if not len(bad):
+                return None
+            b, t = map(int, bad[0])
+            return (f"{len(bad)}/{want.size} positions wrong, e.g. row {b} position {t}: value {int(X[b, t])} "
+                    f"-> {int(P[b, t])}, want {int(want[b, t])}")
+
+        model = R.mqar_model(L)
+        out.append(necessity_record(CLAIM, model.name, "necessity, MQAR random (every position)", L,
+                                    family="random", alphabet=R.MQAR_MAX_VALUE, declared=R.MQAR.format(L),
+                                    run=run, instances=int(want.size), model=model,
+                                    build_frac=lambda fmt, L=L: R.mqar_model(L, fmt)))
+    return out
+
+
 def frontier_records(profile: str, constructions=None) -> list[Record]:
     """One record per checks/frontier.py construction: n = 2^4 .. 2^K, the fitted
     slopes in the note, one failure per n where the declaration is below the
@@ -490,7 +548,10 @@ def _construction_records(key: str, profile: str, seed: int) -> list[Record]:
     sam, s4 = _sampled(key, profile, seed)
     seen += s4
     nec = necessity_records(key, profile, seed) if key in NECESSITY_KEYS else []
-    return [rex] + rsam + [params_record(key, seen)] + nec + extra + sam
+    t0 = time.perf_counter()
+    par = params_record(key, seen + param_probe(key))
+    par.seconds = round(time.perf_counter() - t0, 3)
+    return [rex] + rsam + [par] + nec + extra + sam
 
 
 @register(CLAIM, "Index via position match (1 layer)")
@@ -521,7 +582,7 @@ def check_frontier(profile: str, seed: int) -> list[Record]:
 
 @register(CLAIM, "MQAR per position, seeded random sequences (no data file)")
 def check_mqar_random(profile: str, seed: int) -> list[Record]:
-    return mqar_random_records(profile, seed)
+    return mqar_random_records(profile, seed) + mqar_necessity_records(profile, seed)
 
 
 @register(CLAIM, "MQAR per position, Zoology sample (rnngap predict ar)")

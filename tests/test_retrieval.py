@@ -406,8 +406,9 @@ def test_mqar_random_check_needs_no_data_file(monkeypatch):
     monkeypatch.setattr(CR, "shared_file", lambda name: None)
     (sample,) = CR.check_mqar_sample("quick", 0)
     assert sample.checked is False and sample.status == "NOT CHECKED"
-    (rand,) = CR.check_mqar_random("quick", 0)
-    assert rand.checked is True and rand.passed and rand.instances > 0
+    recs = CR.check_mqar_random("quick", 0)
+    assert recs and all(r.checked is True and r.passed and r.instances > 0 for r in recs)
+    assert [r.kind for r in recs] == ["correctness", "necessity"]
 
 
 # ============================================================================ frontier
