@@ -316,8 +316,10 @@ def joint_match_head(name: str, pairs: list[tuple[str, str, str]], one: str, pos
     mu = sharpness(f)
     lam = mu * max_position + sharpness(f)
     m = len(pairs)
-    assert lam - mu * max_position > zero_gap(f), "a partial match would keep weight"
-    assert mu > zero_gap(f), "a later full match would keep weight"
+    if not (lam - mu * max_position > zero_gap(f)):
+        raise MarginError("a partial match would keep weight (score gap not above (f + 1) ln 2)")
+    if not (mu > zero_gap(f)):
+        raise MarginError("a later full match would keep weight (score gap not above (f + 1) ln 2)")
     B = lam * m * 3 * max_code * max_code + mu * max_position
     need = bits_for(B) + 1
     if fmt.int_bits < need:
@@ -543,9 +545,12 @@ def mqar_model(length: int, fmt: FixedFormat | None = None) -> Model:
     mu = sh
     nu = mu * L + sh
     lam = nu + sh
-    assert mu > zero_gap(f), "later matches would keep weight"
-    assert nu - mu * L > zero_gap(f), "[BOS] would keep weight next to a match"
-    assert lam - nu > zero_gap(f), "a non-match would keep weight next to [BOS]"
+    if not (mu > zero_gap(f)):
+        raise MarginError("later matches would keep weight (score gap not above (f + 1) ln 2)")
+    if not (nu - mu * L > zero_gap(f)):
+        raise MarginError("[BOS] would keep weight next to a match (score gap not above (f + 1) ln 2)")
+    if not (lam - nu > zero_gap(f)):
+        raise MarginError("a non-match would keep weight next to [BOS] (score gap not above (f + 1) ln 2)")
     Kc = MQAR_MAX_VALUE
     B = lam * 3 * Kc * Kc + mu * L + nu
     need = bits_for(B) + 1
