@@ -106,6 +106,10 @@ def _declare_params() -> None:
         ("T4.6-up", "retrieval.cgram3", lambda n: params(R.cgram_model(n, 2, 3)), ns(3)),
         ("T4.6-up", "retrieval.cgram4", lambda n: params(R.cgram_model(n, 2, 4)), ns(4)),
         ("T4.6-up", "retrieval.counting", lambda n: params(R.counting_model(n)), ns()),
+        # at the reductions' alphabets (growing with n): the same count (constant size includes the alphabet)
+        ("T4.6-up", "retrieval.counting[a=n+1]", lambda n: params(R.counting_model(n, n + 1)), ns()),
+        ("T4.6-up", "retrieval.ar[a=n+2]", lambda n: params(R.ar_model(n, n + 2)), ns(2)),
+        ("T4.6-up", "retrieval.cgram3[a=n+2]", lambda n: params(R.cgram_model(n, n + 2, 3)), ns(3)),
         ("T4.7-up", "istree-dfs", lambda n: params(IT.build(n)), ns(2)),
         ("T5.6", "hybrid.index", lambda n: params(H.hybrid_index(n)), ns(2)),
         ("T5.6", "hybrid.ar", lambda n: params(H.hybrid_ar(n)), ns(2)),

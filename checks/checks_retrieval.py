@@ -5,46 +5,51 @@ no CoT at their declared O(log n) precision, and MQAR per position.
 Records (``rnngap verify --only T4.6-up``), per construction: ``index``, ``ar``
 (``ar_model``, the AR task), ``cgram2`` / ``cgram3`` / ``cgram4`` (``cgram_model``
 with c = 2, 3, 4 on the c-gram task; c = 2 is the same model as ``ar``, checked
-against the c-gram generator and reference) and ``counting``:
+against the c-gram generator and reference) and ``counting``.
 
-* ``exhaustive``: every instance (Index: binary strings, every query; AR, c-gram
-  and Counting: alphabet 3) for every n up to a profile bound (:data:`EXHAUSTIVE_MAX`:
-  quick Index n <= 12, the others n <= 7; full 18 and 9); one record per
-  construction, showing the n with the least precision slack;
-* ``sampled``: seeded generator batches at every n = 2^k (:data:`SAMPLED`: quick
-  k = 4..14 for every construction; full k = 4..20 for Index, AR and c-gram with
-  c = 3, 4, 4..17 for Counting, 4..16 for cgram2: see :data:`SAMPLED_MAX_LOG2N`
-  and the costs below);
-* ``params constant``: the parameter count at every n checked is the same;
-* ``below bound``: one integer bit below the bits a run used fails (overflow), and
-  for Counting one fraction bit below the measured frontier fails on the fixed
-  frontier sample (checks/frontier.py);
-* ``format limit`` (Counting): its declared p(n) ~ 3 log2 n passes int64 storage
-  (I + f <= 62) beyond n = 2^17, so counting_model refuses n = 2^18 with a clear
-  error; the record checks that it does. Counting is therefore sampled to 2^17 in
-  the full profile, not 2^20;
-* ``precision frontier``: for every construction of checks/frontier.py and n = 2^4
-  .. 2^K (:data:`FRONTIER_MAX_LOG2N`: quick K = 12, full K = 16), the fewest fraction
-  bits exactly correct on the fixed seeded sample and the integer frontier at the
-  declared f, with the least-squares slopes against log2 n in the note; the record
-  fails if the declared bits are below the frontier at some n;
-* ``mqar``: the Zoology sample (every labelled position) and seeded long sequences
-  against :func:`checks.tasks.ar.mqar_reference`.
+The evidence: the hard family (``family="reduction"``), the image of the Index
+reductions of lowerbounds/reductions.py (:mod:`checks.tasks.hard`), with the
+alphabet each reduction writes (AR and c-gram keys up to m + 1, Counting marks
+0..m for m Index bits). A record's ``n`` is always the DATA LENGTH of the task
+(the n the Transformer is built for: m for Index and Counting, 2m for AR, c m
+for c-gram); the note gives the Index bit count m.
 
-Cost (one instance on the shared 2-core machine, kernels of commit 89ae307): a
-2-layer model attends at every position, O(n^2) per instance: AR about 0.5 s at
-2^14, 3.4 s at 2^16, 46 s at 2^18, 2 min at 2^19, 10 min at 2^20; c = 3 4 min at
-2^19 and 22 min at 2^20, c = 4 7 min at 2^19 (about 30 min expected at 2^20; the
-full profile runs both to 2^20, one instance each); ``cgram2`` is the same model as ``ar``
-(sampled to 2^20 there) and stops at 2^16. Counting's scores take the 128-bit
-product path (its format is wide): about 7 s at 2^14, 2 min at 2^16, 8 min at
-2^17. Index (one layer, O(n)) is about 1 s at 2^18. Quick samples every
-construction to 2^14 with one instance at the largest sizes (T4.6-up quick:
-about 45 s, of which the frontier records 25 s and Counting at 2^13, 2^14 9 s);
-full takes about two hours (sampled ~90 min with c-gram at 2^20; frontier ~30 min, of which Counting 23
-min, 14 at 2^16; exhaustive ~2 min, Index to n = 18 1.8 min).
+* ``reduction exhaustive``: every x in {0,1}^m and every query i, for every m up
+  to :data:`REDUCTION_EXHAUSTIVE_BITS`; one record per construction (its n is the
+  largest data length);
+* ``reduction sampled``: at data length about 2^k (the largest c m <= 2^k),
+  k = 4..14 (quick; Counting stops at its int64 format limit 2^13, see below),
+  rows from :func:`checks.tasks.hard.sampled_reduction_instances`: adversarial
+  first occurrences (query i = m: the key's only occurrence ends at data position
+  n - 1; Counting: x = 1^m except x_m = 0, every neighbouring mark present), then
+  top and uniform queries;
+* ``necessity`` (``kind="necessity"``, :mod:`checks.necessity`, saturate mode):
+  the integer and fraction frontiers on reduction instances at several n, the
+  wrong instance one bit below each (or "not tight") in the note
+  (:data:`NECESSITY`);
+* ``params`` : one parameter count for every n AND every alphabet checked
+  (reduction alphabets up to n + 2 included);
+* extra rows on the easy families (small alphabets: ``family="all-instances"``
+  exhaustive over alphabet 3, ``family="random"`` seeded generator batches at
+  n = 2^k, quick k = 4..14, :data:`SAMPLED`);
+* ``format limit`` (Counting): its declared p(n) ~ 4 log2 n (codes up to n + 1
+  squared in the count head) fits int64 (I + f <= 62) up to n =
+  ``R.COUNTING_MAX_N`` = 11,583 at alphabet n + 1; ``counting_model`` refuses
+  n + 1 with a clear error, and the record checks that it does;
+* ``precision frontier`` (checks/frontier.py, ``family="frontier-sample"``):
+  slopes of the measured bits against log2 n on a fixed seeded sample, RAISE mode
+  (rebuilt at each f, re-encoded at each I): a measurement of growth and of the
+  bit meter, NOT necessity evidence (the necessity records are);
+* ``mqar``: seeded long random sequences (no data file needed, always checked)
+  and, separately, the Zoology sample (NOT CHECKED without its file).
 
-References are the plain-Python ``reference`` functions of checks.tasks.
+Cost (quick, the shared 2-core machine): a 2-layer model attends at every
+position, O(n^2) per instance: AR 0.4 s at 2^14, c = 4 1.1 s; Counting 0.9 s per
+instance at 2^13. The reduction rows and the necessity records add about 15 s.
+
+References are the plain-Python ``reference`` functions of checks.tasks; the
+reduction's own expected answer is compared with them too (a disagreement is a
+failure of the record).
 """
 from __future__ import annotations
 
@@ -53,48 +58,70 @@ import time
 import numpy as np
 
 from constructions import retrieval as R
-from constructions.fixedpoint import FixedFormat, PrecisionError
 from constructions.vocab import BOS, NUMBER_BASE, QUERY
 
 from . import frontier as FR
 from .checks_declarations import FUNCTIONS
 from .declarations import declare
+from .necessity import batch_runner, necessity_record
 from .shared_data import shared_file
 from .registry import Record, register
-from .tasks import ar, cgram, counting, index
+from .tasks import ar, cgram, counting, hard, index
 
 CLAIM = "T4.6-up"
 MQAR_SAMPLE_NAME = "mqar_sample.npz"
 
-# construction key -> (task module, alphabet for sampled runs, c, builder, declaration, exhaustive alphabet)
+# construction key -> (task module, alphabet for sampled runs, c, builder(n, a, c, fmt), declaration,
+#                      exhaustive alphabet)
 TASKS = {
-    "index": (index, 2, 2, lambda n, a, c: R.index_model(n, a), R.INDEX, 2),
-    "ar": (ar, 4, 2, lambda n, a, c: R.ar_model(n, a), R.AR, 3),
-    "cgram2": (cgram, 3, 2, lambda n, a, c: R.cgram_model(n, a, c), R.CGRAM, 3),
-    "cgram3": (cgram, 2, 3, lambda n, a, c: R.cgram_model(n, a, c), R.CGRAM, 3),
-    "cgram4": (cgram, 3, 4, lambda n, a, c: R.cgram_model(n, a, c), R.CGRAM, 3),
-    "counting": (counting, 3, 2, lambda n, a, c: R.counting_model(n, a), R.COUNTING, 3),
+    "index": (index, 2, 2, lambda n, a, c, fmt=None: R.index_model(n, a, fmt), R.INDEX, 2),
+    "ar": (ar, 4, 2, lambda n, a, c, fmt=None: R.ar_model(n, a, fmt), R.AR, 3),
+    "cgram2": (cgram, 3, 2, lambda n, a, c, fmt=None: R.cgram_model(n, a, c, fmt), R.CGRAM, 3),
+    "cgram3": (cgram, 2, 3, lambda n, a, c, fmt=None: R.cgram_model(n, a, c, fmt), R.CGRAM, 3),
+    "cgram4": (cgram, 3, 4, lambda n, a, c, fmt=None: R.cgram_model(n, a, c, fmt), R.CGRAM, 3),
+    "counting": (counting, 3, 2, lambda n, a, c, fmt=None: R.counting_model(n, a, fmt, check_margins=fmt is None),
+                 R.COUNTING, 3),
 }
-FRONTIER_NAME = {"index": "index", "ar": "ar", "cgram3": "cgram", "cgram4": "cgram4", "counting": "counting"}
-"""The checks/frontier.py construction with the same model, alphabet and c (cgram2 has none)."""
-EXHAUSTIVE_MAX = {"quick": {"index": 12, "ar": 7, "cgram2": 7, "cgram3": 7, "cgram4": 7, "counting": 7},
-                  "full": {"index": 18, "ar": 9, "cgram2": 9, "cgram3": 9, "cgram4": 9, "counting": 9}}
+HARD_TASK = {"index": "index", "ar": "ar", "cgram2": "cgram", "cgram3": "cgram", "cgram4": "cgram",
+             "counting": "counting"}
+"""construction key -> the task name of checks.tasks.hard (the reduction)."""
+EXHAUSTIVE_MAX = {"quick": {"ar": 7, "cgram2": 6, "cgram3": 7, "cgram4": 7, "counting": 6},
+                  "full": {"ar": 9, "cgram2": 9, "cgram3": 9, "cgram4": 9, "counting": 9}}
+"""Easy family, every instance over alphabet 3 for n up to this (Index's exhaustive
+run over binary strings IS its reduction image: see :data:`REDUCTION_EXHAUSTIVE_BITS`)."""
+REDUCTION_EXHAUSTIVE_BITS = {"quick": {"index": 12, "ar": 8, "cgram2": 8, "cgram3": 8, "cgram4": 7, "counting": 8},
+                             "full": {"index": 18, "ar": 12, "cgram2": 11, "cgram3": 11, "cgram4": 11,
+                                      "counting": 12}}
+"""Every x in {0,1}^m, every i, for m = 1 .. this many Index bits."""
 INDEX_CHUNK_BITS = 12
-"""Exhaustive Index above n = 12 runs in chunks of 2^12 strings (times n queries)."""
+"""Exhaustive Index above m = 12 runs in chunks of 2^12 strings (times m queries)."""
+REDUCTION_SAMPLED = {"quick": {2 ** k: b for k, b in zip(range(4, 15), (16, 12, 8, 8, 6, 4, 4, 2, 2, 2, 2))},
+                     "full": {2 ** k: b for k, b in zip(range(4, 17),
+                                                        (64, 48, 32, 24, 16, 12, 8, 6, 4, 2, 2, 2, 2))}}
+"""target data length n -> rows of the sampled reduction records (rows 0 and 1 are
+the adversarial ones)."""
 SAMPLED = {"quick": {2 ** k: b for k, b in zip(range(4, 15), (64, 48, 32, 24, 16, 12, 4, 2, 1, 1, 1))},
            "full": {2 ** k: b for k, b in zip(range(4, 21),
                                               (256, 192, 128, 96, 64, 32, 16, 8, 4, 2, 1, 1, 1, 1, 1, 1, 1))}}
-"""n -> batch size of the sampled records."""
-SAMPLED_MAX_LOG2N = {"quick": {}, "full": {"cgram2": 16, "counting": 17}}
+"""Easy family: n -> batch size of the sampled records."""
+SAMPLED_MAX_LOG2N = {"quick": {}, "full": {"cgram2": 16, "counting": 13}}
 """Where a construction stops before the largest n of :data:`SAMPLED`: Counting at
-its int64 format limit (the ``format limit`` record shows 2^18 is refused), cgram2
-at 2^16 (``ar``, the same model, goes on to 2^20). c-gram with c = 3, 4 goes to
-2^20 (one instance there takes 20-30 minutes)."""
-COUNTING_FORMAT_LIMIT = 2 ** 17
-"""The largest n whose declared Counting format fits int64 storage (I + f <= 62)."""
+its int64 format limit (n <= R.COUNTING_MAX_N = 11,583; the ``format limit`` record
+shows larger n are refused), cgram2 at 2^16 (``ar``, the same model, goes on to
+2^20). c-gram with c = 3, 4 goes to 2^20 (one instance there takes 20-30 minutes)."""
+NECESSITY = {"quick": (("exhaustive", 4), ("sampled", 2 ** 8)),
+             "full": (("exhaustive", 4), ("exhaustive", 6), ("sampled", 2 ** 8), ("sampled", 2 ** 10),
+                      ("sampled", 2 ** 12))}
+"""Where the necessity records run, on reduction instances: ("exhaustive", m) = every
+x in {0,1}^m and i; ("sampled", n) = 16 sampled rows at data length about n."""
+NECESSITY_KEYS = ("index", "ar", "cgram3", "cgram4", "counting")
+"""cgram2 is the ar model on the same (AR = c-gram c = 2) reduction instances."""
 FRONTIER_MAX_LOG2N = {"quick": 12, "full": 16}
-"""The frontier records cover n = 2^4 .. 2^K (quick stops at 2^12, where Counting's
-row takes 15 s; its rows at 2^13..2^16 take 0.6, 2.5, 4 and 14 minutes)."""
+"""The frontier rows cover n = 2^4 .. 2^K (quick stops at 2^12)."""
+COUNTING_FRONTIER_NECESSITY = {"quick": (64, 1024), "full": (64, 1024, 4096)}
+"""n of the Counting necessity records on the frontier sample (its closest
+comparisons c = n, t = n - 1: where the fraction bits are needed; the reduction
+image only asks t = 0)."""
 
 # the sympy declarations (symbol n only: alphabet and c fixed at the checked values)
 for _key, (_, _a, _c, _, _decl, _) in TASKS.items():
@@ -102,6 +129,14 @@ for _key, (_, _a, _c, _, _decl, _) in TASKS.items():
     declare(CLAIM, f"retrieval.{_key}", "int_bits", _decl.int_expr.subs(_sub), "log")
     declare(CLAIM, f"retrieval.{_key}", "frac_bits", _decl.frac_expr, "constant" if _key != "counting" else "log")
 declare(CLAIM, "retrieval.mqar", "int_bits", R.MQAR.int_expr, "log")
+# ... and at the reductions' alphabets, which grow with n (a = n + 2 bounds AR / c-gram keys, n + 1 Counting marks)
+_REDUCTION_ALPHABET = {"ar": (R.AR, 2, lambda n: n + 2, "n+2"), "cgram3": (R.CGRAM, 3, lambda n: n + 2, "n+2"),
+                       "cgram4": (R.CGRAM, 4, lambda n: n + 2, "n+2"),
+                       "counting": (R.COUNTING, 2, lambda n: n + 1, "n+1")}
+for _key, (_decl, _c, _alpha, _label) in _REDUCTION_ALPHABET.items():
+    _name = f"retrieval.{_key}[a={_label}]"
+    declare(CLAIM, _name, "int_bits", _decl.int_expr.subs({R.A: _alpha(R.N), R.C: _c}), "log")
+    FUNCTIONS[(_name, "int_bits")] = (lambda d, c, al: (lambda n: d.int_bits(n, al(n), c)))(_decl, _c, _alpha)
 # register the Python functions so the declarations check compares them with sympy
 for _key, (_, _a, _c, _, _decl, _) in TASKS.items():
     FUNCTIONS[(f"retrieval.{_key}", "int_bits")] = (lambda d, a, c: (lambda n: d.int_bits(n, a, c)))(_decl, _a, _c)
@@ -128,16 +163,26 @@ def _reference(key: str):
     return (lambda t: cgram.reference(t, c=c)) if mod is cgram else mod.reference
 
 
+def _max_n(key: str) -> int | None:
+    return R.COUNTING_MAX_N if key == "counting" else None
+
+
 def _sampled_ns(key: str, profile: str) -> list[int]:
     top = SAMPLED_MAX_LOG2N[profile].get(key)
-    return [n for n in SAMPLED[profile] if top is None or n <= 2 ** top]
+    cap = _max_n(key)
+    return [n for n in SAMPLED[profile] if (top is None or n <= 2 ** top) and (cap is None or n <= cap)]
 
 
-def run_model(model, tokens: np.ndarray, ref) -> tuple[int, int]:
-    """(instances, failures) of ``model`` on a batch against the plain-Python reference."""
+def run_model(model, tokens: np.ndarray, ref, expected: np.ndarray | None = None) -> tuple[int, int]:
+    """(instances, failures) of ``model`` on a batch against the plain-Python
+    reference; with ``expected`` (the reduction's answers) a row where the
+    reference disagrees with it counts as a failure too."""
     want = np.array([ref(list(map(int, row))) for row in tokens], dtype=np.int64)
     got = model.predict_batch(tokens)
-    return len(want), int((got != want).sum())
+    bad = got != want
+    if expected is not None:
+        bad |= want != np.asarray(expected)
+    return len(want), int(bad.sum())
 
 
 def index_batches(n: int, chunk_bits: int = INDEX_CHUNK_BITS):
@@ -155,49 +200,113 @@ def index_batches(n: int, chunk_bits: int = INDEX_CHUNK_BITS):
                          (queries + NUMBER_BASE)[:, None]]).astype(np.int64)
 
 
-def _exhaustive_batches(key: str, n: int):
-    mod, _, c, _, _, a = TASKS[key]
-    if key == "index" and n > INDEX_CHUNK_BITS:
-        yield from index_batches(n)
+def _reduction_params(key: str, m: int) -> tuple[int, int, int]:
+    """(data length n, alphabet a, c) of the reduction instances with m Index bits."""
+    c = TASKS[key][2]
+    task = HARD_TASK[key]
+    return hard.data_length(task, m, c), hard.alphabet(task, m, c), c
+
+
+def _reduction_batches(key: str, m: int):
+    """(tokens, expected answers) chunks of every reduction instance with m bits."""
+    task, c = HARD_TASK[key], TASKS[key][2]
+    if key == "index" and m > INDEX_CHUNK_BITS:
+        for toks in index_batches(m):
+            yield toks, toks[np.arange(len(toks)), toks[:, -1] - NUMBER_BASE]
         return
-    kw = {"alphabet": a}
-    if mod is cgram:
-        kw["c"] = c
-    yield np.asarray(mod.enumerate_all(n, **kw).tokens)
+    yield hard.reduction_instances(task, m, c)
 
 
-def _exhaustive(key: str, profile: str) -> tuple[Record, list[int]]:
-    mod, _, c, build, decl, a = TASKS[key]
+def _reduction_exhaustive(key: str, profile: str) -> tuple[Record, list[tuple[int, int, int]]]:
+    _, _, c, build, decl, _ = TASKS[key]
     t0 = time.perf_counter()
     inst = fails = 0
     worst = None
-    params = []
-    top = EXHAUSTIVE_MAX[profile][key]
-    for n in range(_min_n(key), top + 1):
+    seen = []
+    top = REDUCTION_EXHAUSTIVE_BITS[profile][key]
+    lo = max(1, -(-_min_n(key) // max(1, hard.data_length(HARD_TASK[key], 1, c))))
+    for m in range(lo, top + 1):
+        n, a, _ = _reduction_params(key, m)
         model = build(n, a, c)
         if model.fmt != decl.format(n, a, c):
             raise AssertionError(f"{model.name}: built at {model.fmt.name}, declared {decl.format(n, a, c).name}")
         n_inst = 0
-        for toks in _exhaustive_batches(key, n):
-            i, fl = run_model(model, toks, _reference(key))
+        for toks, want in _reduction_batches(key, m):
+            i, fl = run_model(model, toks, _reference(key), want)
             n_inst, fails = n_inst + i, fails + fl
-        if key == "index" and n_inst != 2 ** n * n:
-            raise AssertionError(f"index n={n}: enumerated {n_inst} instances, want 2^n n = {2 ** n * n}")
+        if n_inst != 2 ** m * m:
+            raise AssertionError(f"{key} m={m}: enumerated {n_inst} instances, want m 2^m = {2 ** m * m}")
         inst += n_inst
         r = model.resources
         slack = r.precision_bits - r.used_precision_bits
         if worst is None or slack < worst[0]:
             worst = (slack, n, r.used_precision_bits, r.precision_bits)
-        params.append(r.params)
-    return (Record(CLAIM, key, f"exhaustive a={a}" + (f" c={c}" if mod is cgram else "") + f" n<={top} (all n)",
-                   worst[1], inst, fails, worst[2], worst[3], 0, 0, params[-1], 0,
-                   round(time.perf_counter() - t0, 3),
-                   note=f"least precision slack at n={worst[1]}"), params)
+        seen.append((n, a, r.params))
+    n_top, a_top, _ = _reduction_params(key, top)
+    return (Record(CLAIM, key, f"reduction image, every x and i, Index bits m = {lo}..{top}", n_top, inst, fails,
+                   worst[2], worst[3], params=seen[-1][2], seconds=round(time.perf_counter() - t0, 3),
+                   note=f"n = data length {n_top} at m = {top} (alphabets {seen[0][1]}..{a_top}); "
+                        f"least precision slack at n = {worst[1]}",
+                   family="reduction", alphabet=a_top), seen)
 
 
-def _sampled(key: str, profile: str, seed: int) -> tuple[list[Record], list[int]]:
+def _reduction_sampled(key: str, profile: str, seed: int) -> tuple[list[Record], list[tuple[int, int, int]]]:
+    _, _, c, build, decl, _ = TASKS[key]
+    task = HARD_TASK[key]
+    out, seen = [], []
+    targets = dict(REDUCTION_SAMPLED[profile])
+    if key == "counting":           # and at the largest n whose declared format fits int64
+        targets[R.COUNTING_MAX_N] = 2
+    for target, rows in targets.items():
+        m = hard.index_bits(task, target, c)
+        n, a, _ = _reduction_params(key, m)
+        if n < _min_n(key) or (_max_n(key) is not None and n > _max_n(key)):
+            continue
+        t0 = time.perf_counter()
+        toks, want = hard.sampled_reduction_instances(np.random.default_rng([seed, target, len(key), 7]), task, m,
+                                                      rows, c)
+        model = build(n, a, c)
+        i, fl = run_model(model, toks, _reference(key), want)
+        r = model.resources
+        seen.append((n, a, r.params))
+        fmt_ok = model.fmt == decl.format(n, a, c)
+        out.append(Record(CLAIM, model.name, f"reduction image sampled, adversarial first occurrences (m = {m})", n,
+                          i, fl + (0 if fmt_ok else 1), r.used_precision_bits, decl.total_bits(n, a, c),
+                          params=r.params, seconds=round(time.perf_counter() - t0, 3),
+                          note=f"Index bits m = {m}, query i = m in rows 0, 1; {model.fmt.name}"
+                               + ("" if fmt_ok else f" NOT THE DECLARED FORMAT {decl.format(n, a, c).name}"),
+                          family="reduction", alphabet=a))
+    return out, seen
+
+
+def _exhaustive(key: str, profile: str) -> tuple[Record, list[tuple[int, int, int]]]:
+    """Easy family: every instance over alphabet 3 (not the hard family)."""
+    mod, _, c, build, decl, a = TASKS[key]
+    t0 = time.perf_counter()
+    inst = fails = 0
+    worst = None
+    seen = []
+    top = EXHAUSTIVE_MAX[profile][key]
+    for n in range(_min_n(key), top + 1):
+        model = build(n, a, c)
+        kw = {"alphabet": a, **({"c": c} if mod is cgram else {})}
+        i, fl = run_model(model, np.asarray(mod.enumerate_all(n, **kw).tokens), _reference(key))
+        inst, fails = inst + i, fails + fl
+        r = model.resources
+        slack = r.precision_bits - r.used_precision_bits
+        if worst is None or slack < worst[0]:
+            worst = (slack, n, r.used_precision_bits, r.precision_bits)
+        seen.append((n, a, r.params))
+    return (Record(CLAIM, key, f"every instance a={a}" + (f" c={c}" if mod is cgram else "") + f" n<={top}",
+                   worst[1], inst, fails, worst[2], worst[3], params=seen[-1][2],
+                   seconds=round(time.perf_counter() - t0, 3), note=f"easy family; least precision slack at n={worst[1]}",
+                   family="all-instances", alphabet=a), seen)
+
+
+def _sampled(key: str, profile: str, seed: int) -> tuple[list[Record], list[tuple[int, int, int]]]:
+    """Easy family: seeded generator batches (small alphabet, random first occurrences)."""
     mod, a, c, build, decl, _ = TASKS[key]
-    out, params = [], []
+    out, seen = [], []
     for n in _sampled_ns(key, profile):
         batch = SAMPLED[profile][n]
         t0 = time.perf_counter()
@@ -205,79 +314,131 @@ def _sampled(key: str, profile: str, seed: int) -> tuple[list[Record], list[int]
         model = build(n, a, c)
         i, fl = run_model(model, np.asarray(b.tokens), _reference(key))
         r = model.resources
-        params.append(r.params)
+        seen.append((n, a, r.params))
         fmt_ok = model.fmt == decl.format(n, a, c)
         out.append(Record(CLAIM, model.name, f"sampled a={a}" + (f" c={c}" if mod is cgram else ""), n, i,
                           fl + (0 if fmt_ok else 1), r.used_precision_bits, decl.total_bits(n, a, c), 0, 0,
                           r.params, 0, round(time.perf_counter() - t0, 3),
-                          note=model.fmt.name + ("" if fmt_ok else
-                                                 f" NOT THE DECLARED FORMAT {decl.format(n, a, c).name}")))
-    return out, params
+                          note="easy family; " + model.fmt.name + ("" if fmt_ok else
+                                                 f" NOT THE DECLARED FORMAT {decl.format(n, a, c).name}"),
+                          family="random", alphabet=a))
+    return out, seen
 
 
-def _below_bound(key: str, seed: int) -> list[Record]:
-    """One integer bit below the used bits fails; for Counting also one fraction bit
-    below the measured frontier (fixed frontier sample)."""
-    mod, a, c, build, decl, _ = TASKS[key]
-    n = 64
+PARAM_PROBE_N = (16, 1024, 2 ** 14)
+"""Extra (n, alphabet) points where the models are only BUILT (not run) for the
+parameter record: alphabets 1, n + 1 and 2n + 2 at each n (Counting: n capped at
+its format limit, 2n + 2 only where the declared format still fits)."""
+
+
+def param_probe(key: str) -> list[tuple[int, int, int]]:
+    """(n, a, params) of models built at :data:`PARAM_PROBE_N` x alphabets {1, n + 1, 2n + 2}."""
+    _, _, c, build, decl, _ = TASKS[key]
     out = []
-    t0 = time.perf_counter()
-    name = FRONTIER_NAME.get(key)
-    if name is not None:
-        toks, answers = FR.frontier_sample(name, n)
-    else:
-        b = mod.generate(np.random.default_rng([seed, 99]), n, 16, **_kwargs(key, a))
-        toks, answers = np.asarray(b.tokens), np.asarray(b.answers)
-    model = build(n, a, c)
-    got = model.predict_batch(toks)
-    assert (got == answers).all(), f"{key}: incorrect at the declared format on the below-bound sample"
-    u = model.resources.used_int_bits
-    low = FixedFormat(u - 1, model.fmt.frac_bits)
-    try:
-        bad = int((model.with_format(low).predict_batch(toks) != answers).sum())
-        failed, how = bad > 0, f"{bad} wrong answers"
-    except (PrecisionError, ValueError) as e:
-        failed, how = True, f"raised: {str(e)[:100]}"
-    out.append(Record(CLAIM, model.name, f"one integer bit below used ({low.name})", n, len(answers),
-                      0 if failed else 1, seconds=round(time.perf_counter() - t0, 3),
-                      note=("fails as it must: " if failed else "DID NOT FAIL below bound: ") + how))
-    if key == "counting":
-        t0 = time.perf_counter()
-        row = FR.frontier_row("counting", n)
-        ok = row["f_min"] is not None and row["f_min"] > 0 and row["fails_below_f_min"]
-        out.append(Record(CLAIM, model.name, f"one fraction bit below the frontier (f = {row['f_min']} - 1)", n,
-                          row["instances"], 0 if ok else 1, seconds=round(time.perf_counter() - t0, 3),
-                          note=("fails as it must: " if ok else "DID NOT FAIL: ") + str(row["below_f_min_how"])
-                          + f"; f_min = {row['f_min']}, declared f = {row['f_declared']}"))
+    for n in PARAM_PROBE_N:
+        n = max(n if _max_n(key) is None else min(n, _max_n(key)), _min_n(key))
+        for a in (1, n + 1, 2 * n + 2):
+            if decl.int_bits(n, a, c) + decl.frac_bits(n) > 62:
+                continue
+            out.append((n, a, build(n, a, c).resources.params))
+    return out
+
+
+def params_record(key: str, seen: list[tuple[int, int, int]]) -> Record:
+    """One parameter count for every (n, alphabet) built: failures = distinct counts - 1."""
+    counts = sorted({p for _, _, p in seen})
+    alphabets = sorted({a for _, a, _ in seen})
+    with_n1 = sum(1 for n, a, _ in seen if a >= n + 1)
+    return Record(CLAIM, key, "params identical at every n and alphabet checked", max(n for n, _, _ in seen),
+                  len(seen), len(counts) - 1, params=counts[-1],
+                  note=f"param counts seen: {counts} over {len(seen)} models, n = {min(n for n, _, _ in seen)}.."
+                       f"{max(n for n, _, _ in seen)}, alphabets {alphabets[0]}..{alphabets[-1]} "
+                       f"({with_n1} of them with alphabet >= n + 1)",
+                  family="reduction", alphabet=alphabets[-1])
+
+
+def describe_instance(row: np.ndarray) -> str:
+    """A long instance shown by its head and tail (the query is at the end)."""
+    toks = [int(t) for t in row]
+    show = lambda ts: " ".join("[BOS]" if t == BOS else "[QUERY]" if t == QUERY else str(t - NUMBER_BASE)
+                               if t >= NUMBER_BASE else f"#{t}" for t in ts)
+    if len(toks) <= 24:
+        return show(toks)
+    return f"{show(toks[:8])} ... {show(toks[-8:])} (L = {len(toks)})"
+
+
+def necessity_records(key: str, profile: str, seed: int, where=None) -> list[Record]:
+    """Saturate-mode frontiers (checks/necessity.py) on reduction instances at the
+    points of :data:`NECESSITY` (or ``where``): integer bits re-encoded, fraction
+    bits rebuilt at each f (every sharpness re-derived; Counting without its
+    comparison-margin assertion, so the run decides)."""
+    _, _, c, build, decl, _ = TASKS[key]
+    task = HARD_TASK[key]
+    out = []
+    for how, size in where or NECESSITY[profile]:
+        if how == "exhaustive":
+            m = size
+            toks, want = hard.reduction_instances(task, m, c)
+        else:
+            m = hard.index_bits(task, size, c)
+            toks, want = hard.sampled_reduction_instances(np.random.default_rng([seed, size, 11]), task, m, 16, c)
+        n, a, _ = _reduction_params(key, m)
+        model = build(n, a, c)
+        rec = necessity_record(CLAIM, model.name, f"necessity on the reduction image ({how}, m = {m})", n,
+                               family="reduction", alphabet=a, declared=decl.format(n, a, c),
+                               run=batch_runner(toks, want, describe_instance), instances=len(want), model=model,
+                               build_frac=lambda fmt, n=n, a=a: build(n, a, c, fmt))
+        rec.note = f"Index bits m = {m}, {len(want)} instances; " + rec.note
+        out.append(rec)
+    return out
+
+
+def counting_frontier_necessity(profile: str) -> list[Record]:
+    """Counting's necessity on the fixed frontier sample (checks/frontier.py: the
+    closest comparisons c = n, t = n - 1 and c = t = n at alphabet 3), where its
+    O(log n) fraction bits are needed."""
+    _, _, c, build, decl, _ = TASKS["counting"]
+    a = FR.CONSTRUCTIONS["counting"][1]
+    out = []
+    for n in COUNTING_FRONTIER_NECESSITY[profile]:
+        toks, want = FR.frontier_sample("counting", n)
+        model = build(n, a, c)
+        out.append(necessity_record(CLAIM, model.name, "necessity on the closest comparisons (frontier sample)", n,
+                                    family="frontier-sample", alphabet=a, declared=decl.format(n, a, c),
+                                    run=batch_runner(toks, want, describe_instance), instances=len(want),
+                                    model=model, build_frac=lambda fmt, n=n: build(n, a, c, fmt)))
     return out
 
 
 def _format_limit() -> Record:
-    """Counting's declared format fits int64 at n = 2^17 and is refused at 2^18."""
+    """Counting's declared format fits int64 at n = COUNTING_MAX_N with alphabet n + 1;
+    n + 1 (alphabet n + 2) is refused with a clear error."""
     t0 = time.perf_counter()
-    lim = COUNTING_FORMAT_LIMIT
-    fits = R.COUNTING.format(lim, 3)
-    I2, f2 = R.COUNTING.int_bits(2 * lim, 3), R.COUNTING.frac_bits(2 * lim)
+    lim = R.COUNTING_MAX_N
+    fits = R.COUNTING.format(lim, lim + 1)
+    I2, f2 = R.COUNTING.int_bits(lim + 1, lim + 2), R.COUNTING.frac_bits(lim + 1)
     try:
-        R.counting_model(2 * lim, 3)
+        R.counting_model(lim + 1, lim + 2)
         refused, how = False, "built anyway"
     except ValueError as e:
-        refused, how = "exceeds 62" in str(e), str(e)[:90]
+        refused, how = "exceeds 62" in str(e), str(e)[:110]
     ok = refused and I2 + f2 > 62 and fits.int_bits + fits.frac_bits <= 62
-    return Record(CLAIM, "counting", f"format limit: declared format fits int64 to n = 2^17, refused at 2^18",
-                  2 * lim, 1, 0 if ok else 1, seconds=round(time.perf_counter() - t0, 3),
-                  note=f"declared {fits.name} at 2^17; Q{I2}.{f2} (I + f = {I2 + f2} > 62) at 2^18: "
-                       + ("refused as documented: " if ok else "NOT AS DOCUMENTED: ") + how)
+    return Record(CLAIM, "counting", f"format limit: declared format fits int64 to n = {lim} at alphabet n + 1, "
+                  f"refused at n = {lim + 1}", lim + 1, 1, 0 if ok else 1, seconds=round(time.perf_counter() - t0, 3),
+                  note=f"declared {fits.name} at n = {lim}; Q{I2}.{f2} (I + f = {I2 + f2} > 62) at n = {lim + 1}: "
+                       + ("refused as documented: " if ok else "NOT AS DOCUMENTED: ") + how,
+                  family="reduction", alphabet=lim + 2)
 
 
-def _mqar(profile: str, seed: int) -> list[Record]:
-    out = []
+def mqar_sample_records(profile: str, seed: int) -> list[Record]:
+    """The Zoology MQAR sample (every labelled position); NOT CHECKED without its file."""
     t0 = time.perf_counter()
     MQAR_SAMPLE = shared_file(MQAR_SAMPLE_NAME)
     if MQAR_SAMPLE is None:
         return [Record(CLAIM, "mqar", "Zoology MQAR sample", 0, 0, 0, checked=False,
                        note=f"NOT CHECKED: shared data file {MQAR_SAMPLE_NAME} not found "
-                            f"(set RNNGAP_SHARED_DATA to the directory holding it)")]
+                            f"(set RNNGAP_SHARED_DATA to the directory holding it)",
+                       family="zoology-sample", alphabet=R.MQAR_MAX_VALUE)]
     inst = fails = 0
     used = decl = params = 0
     for name, (X, Y) in ar.load_zoology_npz(MQAR_SAMPLE).items():
@@ -289,8 +450,13 @@ def _mqar(profile: str, seed: int) -> list[Record]:
         used = max(used, model.resources.used_precision_bits)
         decl = max(decl, model.resources.precision_bits)
         params = model.resources.params
-    out.append(Record(CLAIM, "mqar", "Zoology MQAR sample (labelled positions)", 256, inst, fails, used, decl,
-                      0, 0, params, 0, round(time.perf_counter() - t0, 3), note=str(MQAR_SAMPLE.name)))
+    return [Record(CLAIM, "mqar", "Zoology MQAR sample (labelled positions)", 256, inst, fails, used, decl,
+                   0, 0, params, 0, round(time.perf_counter() - t0, 3), note=str(MQAR_SAMPLE.name),
+                   family="zoology-sample", alphabet=R.MQAR_MAX_VALUE)]
+
+
+def mqar_random_records(profile: str, seed: int) -> list[Record]:
+    """Seeded random MQAR sequences (values < 2^16, every position); needs no data file."""
     L, batch = {"quick": (1024, 2), "full": (4096, 4)}[profile]
     t0 = time.perf_counter()
     rng = np.random.default_rng([seed, 4096])
@@ -301,16 +467,53 @@ def _mqar(profile: str, seed: int) -> list[Record]:
     P = R.mqar_predict(X, model)
     want = np.array([ar.mqar_reference(list(map(int, r))) for r in X], dtype=np.int64)
     r = model.resources
-    out.append(Record(CLAIM, model.name, "MQAR random, values < 2^16, every position", L, int(want.size),
-                      int((P != want).sum()), r.used_precision_bits, r.precision_bits, 0, 0, r.params, 0,
-                      round(time.perf_counter() - t0, 3), note=model.fmt.name))
+    return [Record(CLAIM, model.name, "MQAR random, values < 2^16, every position", L, int(want.size),
+                   int((P != want).sum()), r.used_precision_bits, r.precision_bits, 0, 0, r.params, 0,
+                   round(time.perf_counter() - t0, 3), note=model.fmt.name, family="random",
+                   alphabet=R.MQAR_MAX_VALUE)]
+
+
+MQAR_NECESSITY_LENGTHS = {"quick": (64,), "full": (64, 512)}
+
+
+def mqar_necessity_records(profile: str, seed: int) -> list[Record]:
+    """Saturate-mode necessity of the MQAR model's declared bits on seeded random
+    sequences (values up to 2^16 - 1 with repeats): every position's prediction
+    must equal :func:`checks.tasks.ar.mqar_reference`."""
+    out = []
+    for L in MQAR_NECESSITY_LENGTHS[profile]:
+        rng = np.random.default_rng([seed, L, 5])
+        X = rng.integers(0, R.MQAR_MAX_VALUE, size=(4, L))
+        X[:, L // 2:] = X[:, rng.permutation(L // 2)]
+        X[:, 1::5] = rng.integers(0, 8, size=X[:, 1::5].shape)
+        X[0, :4] = [R.MQAR_MAX_VALUE - 1, 0, R.MQAR_MAX_VALUE - 1, 0]
+        want = np.array([ar.mqar_reference(list(map(int, r))) for r in X], dtype=np.int64)
+
+        def run(model, X=X, want=want):
+            try:
+                P = R.mqar_predict(X, model)
+            except (ValueError, ArithmeticError) as e:
+                return f"raised {type(e).__name__}: {str(e)[:120]}"
+            bad = np.argwhere(P != want)
+            if not len(bad):
+                return None
+            b, t = map(int, bad[0])
+            return (f"{len(bad)}/{want.size} positions wrong, e.g. row {b} position {t}: value {int(X[b, t])} "
+                    f"-> {int(P[b, t])}, want {int(want[b, t])}")
+
+        model = R.mqar_model(L)
+        out.append(necessity_record(CLAIM, model.name, "necessity, MQAR random (every position)", L,
+                                    family="random", alphabet=R.MQAR_MAX_VALUE, declared=R.MQAR.format(L),
+                                    run=run, instances=int(want.size), model=model,
+                                    build_frac=lambda fmt, L=L: R.mqar_model(L, fmt)))
     return out
 
 
 def frontier_records(profile: str, constructions=None) -> list[Record]:
     """One record per checks/frontier.py construction: n = 2^4 .. 2^K, the fitted
     slopes in the note, one failure per n where the declaration is below the
-    measured frontier (or the frontier is not exact: see frontier.row_violations)."""
+    measured frontier (or the frontier is not exact: see frontier.row_violations).
+    Raise mode: a growth measurement, not necessity evidence."""
     K = FRONTIER_MAX_LOG2N[profile]
     ns = [2 ** k for k in range(4, K + 1)]
     out = []
@@ -322,24 +525,33 @@ def frontier_records(profile: str, constructions=None) -> list[Record]:
         bad = sorted({n for n, _ in s["violations"]})
         per_n = " ".join(f"{r['n'].bit_length() - 1}:{r['f_min']}/{r['f_declared']},"
                          f"{r['I_min_at_f_declared']}/{r['I_declared']}" for r in rows)
-        note = (FR.format_slopes(s) + "; declared >= frontier at every n" if not bad else
-                FR.format_slopes(s) + f"; DECLARED BELOW THE FRONTIER at n = {bad}: {s['violations'][0][1]}")
+        note = "raise mode (growth of the bits, not necessity evidence: see the necessity records); "
+        note += (FR.format_slopes(s) + "; declared >= frontier at every n" if not bad else
+                 FR.format_slopes(s) + f"; DECLARED BELOW THE FRONTIER at n = {bad}: {s['violations'][0][1]}")
         note += f"; log2 n: f_min/f_decl, I_min/I_decl at f_decl = {per_n}"
         out.append(Record(CLAIM, name, f"precision frontier n=2^4..2^{K} (fixed seeded sample)", ns[-1],
                           s["instances"], len(bad), last["p_min"], last["p_declared"],
-                          seconds=round(time.perf_counter() - t0, 3), note=note))
+                          seconds=round(time.perf_counter() - t0, 3), note=note, family="frontier-sample",
+                          alphabet=FR.CONSTRUCTIONS[name][1]))
     return out
 
 
 def _construction_records(key: str, profile: str, seed: int) -> list[Record]:
-    ex, p1 = _exhaustive(key, profile)
-    sam, p2 = _sampled(key, profile, seed)
-    params = sorted(set(p1 + p2))
+    rex, s1 = _reduction_exhaustive(key, profile)
+    rsam, s2 = _reduction_sampled(key, profile, seed)
+    seen = s1 + s2
+    extra = []
+    if key != "index":       # Index's easy family over {0, 1} is its reduction image (above)
+        ex, s3 = _exhaustive(key, profile)
+        extra.append(ex)
+        seen += s3
+    sam, s4 = _sampled(key, profile, seed)
+    seen += s4
+    nec = necessity_records(key, profile, seed) if key in NECESSITY_KEYS else []
     t0 = time.perf_counter()
-    const = Record(CLAIM, key, "params identical at every n checked", max(_sampled_ns(key, profile)),
-                   len(p1) + len(p2), len(params) - 1, params=params[-1], seconds=round(time.perf_counter() - t0, 3),
-                   note=f"param counts seen: {params}")
-    return [ex] + sam + [const] + _below_bound(key, seed)
+    par = params_record(key, seen + param_probe(key))
+    par.seconds = round(time.perf_counter() - t0, 3)
+    return [rex] + rsam + [par] + nec + extra + sam
 
 
 @register(CLAIM, "Index via position match (1 layer)")
@@ -357,16 +569,22 @@ def check_cgram(profile: str, seed: int) -> list[Record]:
     return [r for key in ("cgram2", "cgram3", "cgram4") for r in _construction_records(key, profile, seed)]
 
 
-@register(CLAIM, "Counting via after-query flag, fetch q, BOS counting head, readout comparison (3 layers)")
+@register(CLAIM, "Counting via after-query flag, fetch tau(q), code-match counting head, readout comparison "
+                 "(3 layers, alphabet-free)")
 def check_counting(profile: str, seed: int) -> list[Record]:
-    return _construction_records("counting", profile, seed) + [_format_limit()]
+    return _construction_records("counting", profile, seed) + counting_frontier_necessity(profile) + [_format_limit()]
 
 
-@register(CLAIM, "precision frontier (fraction and integer bits vs log2 n; declared at or above)")
+@register(CLAIM, "precision frontier (fraction and integer bits vs log2 n, raise mode; declared at or above)")
 def check_frontier(profile: str, seed: int) -> list[Record]:
     return frontier_records(profile)
 
 
-@register(CLAIM, "MQAR per position (rnngap predict ar)")
-def check_mqar(profile: str, seed: int) -> list[Record]:
-    return _mqar(profile, seed)
+@register(CLAIM, "MQAR per position, seeded random sequences (no data file)")
+def check_mqar_random(profile: str, seed: int) -> list[Record]:
+    return mqar_random_records(profile, seed) + mqar_necessity_records(profile, seed)
+
+
+@register(CLAIM, "MQAR per position, Zoology sample (rnngap predict ar)")
+def check_mqar_sample(profile: str, seed: int) -> list[Record]:
+    return mqar_sample_records(profile, seed)

@@ -1,5 +1,11 @@
 """The precision frontier of the T4.6-up constructions (constructions/retrieval.py).
 
+RAISE mode throughout: the rows measure how the bits grow with n and that the bit
+meter is consistent (a run at the used bits is exact, one bit less overflows),
+which by construction says nothing about the answers below the bound. The
+evidence that the declared bits are needed is in the saturate-mode necessity
+records of checks/checks_retrieval.py (checks/necessity.py).
+
 For a construction and n, on a FIXED SEEDED SAMPLE (:func:`frontier_sample`: random
 instances from the task generator plus deterministic adversarial ones):
 

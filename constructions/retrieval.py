@@ -4,9 +4,13 @@ per-position AR (MQAR): the positive half of claim T4.6-up.
 Every model here is built from the named gadgets of :mod:`constructions.gadgets`
 (or, where a gadget is specific to one task, from :class:`Head` / :class:`Neuron`
 with its margin derived and asserted beside it). The architecture (layers,
-heads, widths, parameter count) depends only on the task parameters (alphabet
-size a, gram length c), never on n; n enters through lambda and the position
-features only, as theory.md §1 allows.
+heads, widths, parameter count) is ONE for all n and all alphabets (theory.md §1
+"constant size" includes the alphabet: the lower bounds' reductions write keys
+up to n + 1): tokens enter only through the fixed code formulas tau, tau^2,
+1/(tau + 1/2) and is_token of named specials, never a direction per symbol. n and
+the alphabet a enter through lambda, the position features and the declared bits
+only, as theory.md §1 allows. Only the gram length c of c-gram (one shift head per
+gram position) is part of the architecture.
 
 Instances (docs/conventions.md)::
 
@@ -30,12 +34,13 @@ expressions):
   Their O(log n) cost is in the integer bits: position features pos, pos^2 and
   scores lambda * pos^2 need I(n) = 2 log2 n + O(1).
 * Counting needs f(n) = log2((n+1)(2n+3)) + O(1) fraction bits (it must tell
-  1/(c+1) from 1/(t+3/2)), and I = log2 n + O(1) integer bits (the softmax
-  normaliser of the counting head reaches c + 1): it uses no position
-  feature and no squared token code (the demo :func:`constructions.demos.count_threshold`
-  uses both, which makes p ~ 4 log2 n and leaves the int64 machine, I + f <= 62,
-  at n = 4096). The comparison is made by the readout itself (logit(number 1) = thr,
-  logit(number 0) = frac), so no steep step MLP is needed either.
+  1/(c+1) from 1/(t+3/2)), and I(n, a) = 2 log2 max(n + 1, a) + log2 lambda + O(1)
+  integer bits: its count head compares the query code with every data code by
+  lambda (2 Q tau - tau^2) (codes up to n + 1 at the reduction's alphabet n + 1).
+  So p ~ 4 log2 n; the declared format fits int64 (I + f <= 62) up to
+  n = :data:`COUNTING_MAX_N` (= 11,583, a little above 2^13) at alphabet n + 1, and
+  the model refuses larger n. The comparison is made by the readout itself
+  (logit(number 1) = thr, logit(number 0) = frac), so no steep step MLP is needed.
 
 Example::
 
@@ -54,7 +59,7 @@ import sympy as sp
 from numba import njit
 
 from . import kernels as K
-from .fixedpoint import FixedFormat, check_err, log2_ceil, new_err, E_CODE, E_WHERE
+from .fixedpoint import MAX_MAGNITUDE_BITS, FixedFormat, check_err, log2_ceil, new_err, E_CODE, E_WHERE
 from .gadgets import (
     base_space, number_readout,
     LN2_UPPER, Builder, Head, MarginError, ResidualSpace, bits_for, match_head, sharpness, shift_head, zero_gap,
@@ -164,23 +169,62 @@ def _f_count(n: int) -> int:
     return _lc((n + 1) * (2 * n + 3) + 1)
 
 
+def _count_code_bound(n: int, a: int) -> int:
+    """K: the largest |tau| a Counting instance can carry (data numbers 0..a-1 ->
+    tau <= a; the threshold t <= n -> tau <= n + 1; [QUERY] -> 9)."""
+    return max(n + 1, a, -SPECIAL_MIN_CODE)
+
+
 def _count_fetch_bound(n: int, f: int) -> int:
     """|score| (and partial sums) of the fetch head: 2 M + mu (n + 3), M = mu (n + 2) + mu."""
     mu = sharpness(f)
     return 2 * (mu * (n + 2) + mu) + mu * (n + 3)
 
 
+def _count_match_bound(n: int, a: int, f: int) -> int:
+    """|score| (and partial sums) of the count head at any position and key:
+    lambda (|2 qc tau| + tau^2 + 1) <= lambda (3 K^2 + 1) for a key that is not
+    [BOS] (its is_bos term is 0), lambda qc_sq <= lambda K^2 for [BOS] (its tau
+    terms are 0); qc, qc_sq are (averages of) codes and squares, so |qc| <= K,
+    qc_sq <= K^2 at every position."""
+    K = _count_code_bound(n, a)
+    return sharpness(f) * (3 * K * K + 1)
+
+
 def _int_count(n: int, a: int = 2, c: int = 2) -> int:
-    # fetch-head scores (the largest), the softmax normaliser Z <= n + 4 keys, +1 sign margin
-    return max(bits_for(_count_fetch_bound(n, _f_count(n))) + 1, bits_for(n + 4) + 1)
+    # count-head scores (the largest), fetch-head scores, the softmax normaliser Z <= n + 4
+    # keys; +1: a score difference s_j - max (twice the bound) must fit too
+    f = _f_count(n)
+    return max(bits_for(_count_match_bound(n, a, f)) + 1, bits_for(_count_fetch_bound(n, f)) + 1,
+               bits_for(n + 4) + 1)
 
 
 _F_COUNT_EXPR = _sp_lc((N + 1) * (2 * N + 3) + 1)
 _MU_COUNT = _sp_sharp(_F_COUNT_EXPR)
+_K_COUNT = sp.Max(N + 1, A, -SPECIAL_MIN_CODE)
 COUNTING = Declared("counting", _int_count, _f_count,
-                    sp.Max(sp.floor(sp.log(2 * (_MU_COUNT * (N + 2) + _MU_COUNT) + _MU_COUNT * (N + 3), 2)) + 2,
+                    sp.Max(sp.floor(sp.log(_MU_COUNT * (3 * _K_COUNT ** 2 + 1), 2)) + 2,
+                           sp.floor(sp.log(2 * (_MU_COUNT * (N + 2) + _MU_COUNT) + _MU_COUNT * (N + 3), 2)) + 2,
                            sp.floor(sp.log(N + 4, 2)) + 2),
                     _F_COUNT_EXPR)
+
+
+def counting_max_n(alphabet: Callable[[int], int] | int | None = None) -> int:
+    """The largest n whose declared Counting format fits int64 storage
+    (I(n, a) + f(n) <= 62), with the alphabet a = ``alphabet(n)`` (a callable),
+    a fixed int, or None for a = n + 1 (the Index -> Counting reduction's marks
+    0..n). I + f grows with n, so a binary search finds it."""
+    alpha = (lambda n: n + 1) if alphabet is None else (alphabet if callable(alphabet) else (lambda n: int(alphabet)))
+    fits = lambda n: _int_count(n, alpha(n)) + _f_count(n) <= MAX_MAGNITUDE_BITS
+    if not fits(1):
+        return 0
+    lo, hi = 1, 2
+    while fits(hi):
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
 
 
 def _int_mqar(n: int, a: int = MQAR_MAX_VALUE, c: int = 2) -> int:
@@ -202,6 +246,10 @@ MQAR = Declared("MQAR", _int_mqar, _f_ret,
                 sp.Integer(RETRIEVAL_FRAC_BITS))
 
 DECLARED = {"index": INDEX, "ar": AR, "cgram": CGRAM, "counting": COUNTING, "mqar": MQAR}
+COUNTING_MAX_N = counting_max_n()
+"""The largest n whose declared Counting format fits int64 at alphabet n + 1 (the
+reduction's alphabet): :func:`counting_model` refuses larger n (with that alphabet
+or a larger one) with a clear error."""
 
 
 # ----------------------------------------------------------------------------
@@ -268,8 +316,10 @@ def joint_match_head(name: str, pairs: list[tuple[str, str, str]], one: str, pos
     mu = sharpness(f)
     lam = mu * max_position + sharpness(f)
     m = len(pairs)
-    assert lam - mu * max_position > zero_gap(f), "a partial match would keep weight"
-    assert mu > zero_gap(f), "a later full match would keep weight"
+    if not (lam - mu * max_position > zero_gap(f)):
+        raise MarginError("a partial match would keep weight (score gap not above (f + 1) ln 2)")
+    if not (mu > zero_gap(f)):
+        raise MarginError("a later full match would keep weight (score gap not above (f + 1) ln 2)")
     B = lam * m * 3 * max_code * max_code + mu * max_position
     need = bits_for(B) + 1
     if fmt.int_bits < need:
@@ -352,12 +402,11 @@ def ar_model(n: int, alphabet: int = 4, fmt: FixedFormat | None = None) -> Model
 def counting_model(n: int, alphabet: int = 3, fmt: FixedFormat | None = None,
                    check_margins: bool = True) -> Model:
     """``[BOS] x_1..x_n [QUERY] q t`` -> number 1 if #{j: x_j = q} > t else
-    number 0 (T4.6-up). Three attention layers, no squared codes, no squared
-    positions; width 8 + 2a (a one-hot direction ``hot_s`` = [token = number s] per
-    data symbol, and its copy ``qhot_s``: constant in n).
-
-    Every head in the first two layers has a unique maximum at every position (so
-    each costs one exp and one division per position, not one per key).
+    number 0 (T4.6-up). Three attention layers, width 12, one head per layer:
+    the SAME architecture and parameter count for every n and every alphabet.
+    Tokens enter only through the fixed formulas tau, tau^2, 1/(tau + 1/2) and
+    is_token of the named specials [BOS], [QUERY] (plus is_number); the alphabet
+    a only enters the declared integer bits (codes up to K = max(n + 1, a, 9)).
 
     * L1 ``after-query``: score lambda (2 is_query + is_bos)[key]: [QUERY] wins at
       positions >= n + 1, [BOS] before (gap lambda); copying is_query gives ``after``
@@ -365,27 +414,48 @@ def counting_model(n: int, alphabet: int = 3, fmt: FixedFormat | None = None,
     * L2 ``fetch-q``: score M (after + is_number)[key] - mu pos[key] (mu =
       sharpness(f), M = mu (n + 2) + sharpness(f)): at t's position (n + 3) q (score
       2M - mu (n + 2)) beats t (gap mu), every data number (M - mu j, gap >= M -
-      mu (n + 1)), [QUERY] and [BOS]; at data positions x_1 wins. Copies q's one-hot
-      into ``qhot_s``.
-    * L3 ``count`` (read at the last position only; the BOS counting head of
-      :func:`constructions.gadgets.count_head` with one-hot keys): score lambda
-      (sum_s qhot_s hot_s[key] + is_bos[key] - 2 after[key]): [BOS] and the data
-      positions holding q score lambda, everything else <= 0 (q and t themselves
-      are pushed to -lambda by ``after``); weights exactly round(1/(c+1)) each, c =
-      #{j: x_j = q}; copying is_bos gives ``frac`` = round(1/(c+1)).
+      mu (n + 1) = mu + sharpness(f)), [QUERY] and [BOS]. Weight exactly 1 on q:
+      copies tau(q), tau(q)^2 into ``query_code``, ``query_code_sq``.
+    * L3 ``count`` (read at the last position; Q = tau(q) >= 1):
+      score = lambda (2 Q tau - tau^2)[key] + lambda Q^2 is_bos[key] - lambda after[key].
+      2 Q tau - tau^2 = Q^2 - (Q - tau)^2, so a data key equal to q and [BOS] (tau
+      = 0, is_bos = 1) both score lambda Q^2; any other data key scores <=
+      lambda (Q^2 - 1) (integer codes); the after-query keys [QUERY], q, t score <=
+      lambda Q^2 - lambda. Every non-maximal key is >= lambda > (f + 1) ln 2 below:
+      weight exactly 0, and the c + 1 maximal keys ([BOS] and the c copies of q)
+      get round(1/(c+1)) each. (The constant -lambda Q^2 of the usual
+      -lambda (Q - tau)^2 is left out: softmax subtracts the maximum, so the weights
+      are the same, and the scores stay lambda K^2 smaller.) Copying is_bos gives
+      ``frac`` = round(1/(c+1)).
     * Readout: logit(number 1) = thr = round(1/(t + 3/2)) (the embedding feature
       1/(tau + 1/2) of t, tau = t + 1), logit(number 0) = frac, every other token 0.
 
-    Margin: c > t iff 1/(c+1) < 1/(t+3/2); for 0 <= c, t <= n the exact values differ
-    by at least g = 1/((n+1)(2n+3)) (closest: c = t = n); each is rounded by at most
-    2^-(f+1), so the rounded values keep their order iff g > 2^-f, asserted
-    (``check_margins=False`` skips this one assertion so that the precision frontier
-    can probe fewer fraction bits; the run then decides). Both stay >= 1/(n + 3/2) -
-    2^-(f+1) > 0, above the other tokens' logit 0.
+    Margins. Comparison: c > t iff 1/(c+1) < 1/(t+3/2); for 0 <= c, t <= n the exact
+    values differ by at least g = 1/((n+1)(2n+3)) (closest: c = t = n); each is
+    rounded by at most 2^-(f+1), so the rounded values keep their order iff
+    g > 2^-f, asserted (``check_margins=False`` skips this one assertion so that
+    the precision frontier can probe fewer fraction bits; the run then decides).
+    Both stay >= 1/(n + 3/2) - 2^-(f+1) > 0, above the other tokens' logit 0.
+    Integer bits: count scores <= lambda (3 K^2 + 1), fetch scores <= 2M + mu (n + 3),
+    normalisers <= n + 4, each + 1 bit for score differences (:data:`COUNTING`).
+    The declared format leaves int64 (I + f > 62) above :data:`COUNTING_MAX_N` at
+    alphabet n + 1; larger n are refused.
+
+    Example (n = 4, a = 3)::
+
+        >>> m = counting_model(4, 3)                                      # doctest: +SKIP
+        >>> m.predict([0, 34, 32, 34, 33, 9, 34, 33])   # x = 2 0 2 1, q = 2, t = 1
+        33                                              # number 1: 2 occurs twice > 1
     """
     n = _check_n(n, 1, "counting_model")
     a = _check_alphabet(alphabet, "counting_model")
-    fmt = fmt or COUNTING.format(n, a)
+    if fmt is None:
+        I_d, f_d = COUNTING.int_bits(n, a), COUNTING.frac_bits(n)
+        if I_d + f_d > MAX_MAGNITUDE_BITS:
+            raise ValueError(f"counting_model: n = {n} at alphabet {a} needs the declared format Q{I_d}.{f_d}: "
+                             f"I + f = {I_d + f_d} exceeds 62 (int64 storage); the largest n at alphabet n + 1 "
+                             f"is {COUNTING_MAX_N}")
+        fmt = COUNTING.format(n, a)
     f = fmt.frac_bits
     lam = sharpness(f)
     g = Fraction(1, (n + 1) * (2 * n + 3))
@@ -394,22 +464,28 @@ def counting_model(n: int, alphabet: int = 3, fmt: FixedFormat | None = None,
                           f"above the rounding error 2^-{f}; needs 2^f > {(n + 1) * (2 * n + 3)}")
     mu = lam
     M = mu * (n + 2) + lam
-    assert lam > zero_gap(f) and mu > zero_gap(f)
-    assert M - mu * (n + 1) > zero_gap(f), "a data number would keep weight next to q"
-    need = max(bits_for(_count_fetch_bound(n, f)) + 1, bits_for(n + 4) + 1)
+    if not (lam > zero_gap(f) and mu > zero_gap(f)):
+        raise MarginError(f"counting_model: lambda = {lam} is not above (f + 1) ln 2 = {float(zero_gap(f)):.3f}")
+    if not M - mu * (n + 1) > zero_gap(f):
+        raise MarginError(f"counting_model: fetch-q gap {M - mu * (n + 1)} to a data number is not above "
+                          f"(f + 1) ln 2")
+    Kc = _count_code_bound(n, a)
+    bounds = {"count scores": _count_match_bound(n, a, f), "fetch scores": _count_fetch_bound(n, f),
+              "softmax normalisers": n + 4}
+    need = max(bits_for(v) + 1 for v in bounds.values())
     if fmt.int_bits < need:
-        raise MarginError(f"counting_model(n={n}): fetch scores up to {_count_fetch_bound(n, f)} and softmax "
-                          f"normalisers up to {n + 4} need {need} integer bits, {fmt.name} has {fmt.int_bits}")
+        raise MarginError(f"counting_model(n={n}, a={a}): {bounds} need {need} integer bits, "
+                          f"{fmt.name} has {fmt.int_bits}")
     s = ResidualSpace()
     s.embedded("one", K.F_ONE)
+    s.embedded("tok", K.F_TOK)
+    s.embedded("tok_sq", K.F_TOK_SQ)
     s.embedded("pos", K.F_POS)
     s.embedded("is_bos", K.F_IS_TOKEN, BOS)
     s.embedded("is_query", K.F_IS_TOKEN, QUERY)
     s.embedded("is_number", K.F_IS_NUM)
     s.embedded("thr", K.F_TOK_INV, Fraction(1, 2))     # 1/(tau + 1/2) = 1/(t + 3/2) for the number t
-    for v in range(a):
-        s.embedded(f"hot_{v}", K.F_IS_TOKEN, number_token(v))
-    for lab in ["after"] + [f"qhot_{v}" for v in range(a)] + ["frac"]:
+    for lab in ("after", "query_code", "query_code_sq", "frac"):
         s.hidden(lab)
     vocab = Vocab(max(n, a - 1, 1))
     b = Builder(f"counting(n={n},a={a})", "transformer", vocab, s, claim=CLAIM)
@@ -418,12 +494,13 @@ def counting_model(n: int, alphabet: int = 3, fmt: FixedFormat | None = None,
     b.attention_layer([Head("after-query", [({"one": lam}, {"is_query": 2, "is_bos": 1})],
                             {"after": {"is_query": 1}}, gap)])
     b.attention_layer([Head("fetch-q", [({"one": M}, {"after": 1, "is_number": 1}), ({"one": -mu}, {"pos": 1})],
-                            {f"qhot_{v}": {f"hot_{v}": 1} for v in range(a)},
+                            {"query_code": {"tok": 1}, "query_code_sq": {"tok_sq": 1}},
                             {"M": M, "mu": mu, "gap_q_t": mu, "gap_q_data": M - mu * (n + 1),
                              "zero_gap": float(zero_gap(f)), "score_int_bits": need})])
-    count_score = [({f"qhot_{v}": lam}, {f"hot_{v}": 1}) for v in range(a)]
-    count_score += [({"one": lam}, {"is_bos": 1}), ({"one": -2 * lam}, {"after": 1})]
-    b.attention_layer([Head("count", count_score, {"frac": {"is_bos": 1}}, dict(gap, comparison_gap=float(g)))])
+    count_score = [({"query_code": 2 * lam}, {"tok": 1}), ({"one": -lam}, {"tok_sq": 1}),
+                   ({"query_code_sq": lam}, {"is_bos": 1}), ({"one": -lam}, {"after": 1})]
+    b.attention_layer([Head("count", count_score, {"frac": {"is_bos": 1}},
+                            dict(gap, comparison_gap=float(g), max_code=Kc, score_int_bits=need))])
     b.readout([("thr", K.F_IS_TOKEN, number_token(1), 1), ("frac", K.F_IS_TOKEN, number_token(0), 1)])
     return b.build(fmt)
 
@@ -468,9 +545,12 @@ def mqar_model(length: int, fmt: FixedFormat | None = None) -> Model:
     mu = sh
     nu = mu * L + sh
     lam = nu + sh
-    assert mu > zero_gap(f), "later matches would keep weight"
-    assert nu - mu * L > zero_gap(f), "[BOS] would keep weight next to a match"
-    assert lam - nu > zero_gap(f), "a non-match would keep weight next to [BOS]"
+    if not (mu > zero_gap(f)):
+        raise MarginError("later matches would keep weight (score gap not above (f + 1) ln 2)")
+    if not (nu - mu * L > zero_gap(f)):
+        raise MarginError("[BOS] would keep weight next to a match (score gap not above (f + 1) ln 2)")
+    if not (lam - nu > zero_gap(f)):
+        raise MarginError("a non-match would keep weight next to [BOS] (score gap not above (f + 1) ln 2)")
     Kc = MQAR_MAX_VALUE
     B = lam * 3 * Kc * Kc + mu * L + nu
     need = bits_for(B) + 1

@@ -414,3 +414,42 @@ if __name__ == "__main__":
 
     json.dump({"jit_disabled": bool(numba.config.DISABLE_JIT),
                "fingerprint": fingerprint(*[int(a) for a in sys.argv[1:]])}, sys.stdout)
+
+
+# ----------------------------------------------------------------------------
+# The one-hot Counting Transformer that constructions/retrieval.py had before issue 13
+# (one embedded direction hot_s = [token = number s] per data symbol, and its copy
+# qhot_s): correct, but its width and parameter count grow with the alphabet, so
+# it is NOT constant-size on the reduction's alphabet n + 1. Kept here only so the
+# parameter check can be shown to fail it (tests/test_retrieval.py).
+def onehot_counting_model(n: int, alphabet: int, f: int | None = None) -> Model:
+    """``[BOS] x_1..x_n [QUERY] q t`` -> number [count(q) > t]; 3 layers, width 8 + 2a.
+    Default f: 2^f > (n+1)(2n+3) (the comparison margin); I = min(30, 62 - f)."""
+    from constructions.gadgets import Head, sharpness
+
+    a = int(alphabet)
+    f = ceil_log2((n + 1) * (2 * n + 3) + 1) if f is None else f
+    fmt = FixedFormat(min(30, 62 - f), f)
+    lam = sharpness(f)
+    M = lam * (n + 2) + lam
+    s = ResidualSpace()
+    s.embedded("one", K.F_ONE)
+    s.embedded("pos", K.F_POS)
+    s.embedded("is_bos", K.F_IS_TOKEN, BOS)
+    s.embedded("is_query", K.F_IS_TOKEN, QUERY)
+    s.embedded("is_number", K.F_IS_NUM)
+    s.embedded("thr", K.F_TOK_INV, Fraction(1, 2))
+    for v in range(a):
+        s.embedded(f"hot_{v}", K.F_IS_TOKEN, number_token(v))
+    for lab in ["after"] + [f"qhot_{v}" for v in range(a)] + ["frac"]:
+        s.hidden(lab)
+    b = Builder(f"onehot-counting(n={n},a={a})", "transformer", Vocab(max(n, a - 1, 1)), s)
+    b.max_positions = n + 4
+    b.attention_layer([Head("after-query", [({"one": lam}, {"is_query": 2, "is_bos": 1})], {"after": {"is_query": 1}})])
+    b.attention_layer([Head("fetch-q", [({"one": M}, {"after": 1, "is_number": 1}), ({"one": -lam}, {"pos": 1})],
+                            {f"qhot_{v}": {f"hot_{v}": 1} for v in range(a)})])
+    score = [({f"qhot_{v}": lam}, {f"hot_{v}": 1}) for v in range(a)]
+    score += [({"one": lam}, {"is_bos": 1}), ({"one": -2 * lam}, {"after": 1})]
+    b.attention_layer([Head("count", score, {"frac": {"is_bos": 1}})])
+    b.readout([("thr", K.F_IS_TOKEN, number_token(1), 1), ("frac", K.F_IS_TOKEN, number_token(0), 1)])
+    return b.build(fmt)

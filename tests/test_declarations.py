@@ -49,3 +49,19 @@ def test_the_class_checker_rejects_false_declarations():
     assert not holds(Declaration("x", "m", "r", N ** 3, "poly:2"))
     assert holds(Declaration("x", "m", "r", 2 * sp.ceiling(sp.log(N + 3, 2)) + 6, "log"))
     assert evaluate(2 * sp.ceiling(sp.log(N + 3, 2)) + 6, 5) == 12
+
+
+def test_retrieval_declarations_cover_the_reductions_alphabets():
+    """T4.6-up declares its integer bits at the alphabets the reductions write
+    (a = n + 1 for Counting, n + 2 for AR / c-gram) as O(log n), and one parameter
+    count whatever the alphabet: the declared constant at a = n + 1 is the one at
+    a = 3 (theory.md §1: constant size includes the alphabet)."""
+    load_checks()
+    by = {(d.model, d.resource): d for d in DECLARATIONS if d.claim == "T4.6-up"}
+    for model in ("retrieval.counting[a=n+1]", "retrieval.ar[a=n+2]", "retrieval.cgram3[a=n+2]",
+                  "retrieval.cgram4[a=n+2]"):
+        d = by[(model, "int_bits")]
+        assert d.order == "log" and holds(d), model
+    for base, wide in (("retrieval.counting", "retrieval.counting[a=n+1]"), ("retrieval.ar", "retrieval.ar[a=n+2]"),
+                       ("retrieval.cgram3", "retrieval.cgram3[a=n+2]")):
+        assert by[(base, "params")].expr == by[(wide, "params")].expr, (base, wide)

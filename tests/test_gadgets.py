@@ -587,3 +587,17 @@ def test_builder_refuses_weights_off_the_grid():
     # the count head's threshold feature 1/(tau + 1/2) needs the offset 1/2 on the grid
     with pytest.raises(ValueError, match="offset = 1/2 is not a multiple of 2\\^-0"):
         tm.count_model(4, FixedFormat(12, 6)).with_format(FixedFormat(12, 0))
+
+
+def test_gadget_records_use_saturate_necessity_not_raise_mode():
+    """The 'gadgets' claim's below-the-bound evidence is a saturate-mode necessity
+    record (checks/necessity.py) that shows a wrong answer one bit below a
+    frontier at or under the declaration; no raise-mode 'below bound' row is left."""
+    from checks import checks_foundation as CF
+
+    recs = CF.match_check("quick", 0)
+    assert not any("below bound" in r.task for r in recs)
+    nec = [r for r in recs if r.kind == "necessity"]
+    assert nec and all(r.passed for r in recs)
+    assert all(r.wrong_below is True and "wrong, e.g." in r.note and "saturate" in r.note for r in nec)
+    assert all(r.frontier_int_bits + r.frontier_frac_bits + 1 <= r.precision_bits_declared for r in nec)

@@ -10,18 +10,25 @@ Layers of checks:
 * property-based at n = 2^k: hypothesis draws generator seeds (and alphabets);
   k = 4..14 in the default suite with FEW examples at the largest sizes (one at
   2^14: a 2-layer model attends over every position, O(n^2) per instance; on this
-  2-core machine about 0.5 s for AR and c-gram at 2^14, 7-16 s for Counting,
-  whose wide format takes the 128-bit product path); larger n under -m full
-  (Index and AR up to 2^20, c-gram up to 2^19, Counting up to 2^17 where its
-  format leaves int64: see TWO_LAYER_FULL_MAX_LOG2N). Every run asserts the parameter count equals the one at
+  2-core machine about 0.5 s for AR and c-gram at 2^14, about 1 s for Counting at
+  2^13, whose wide format takes the 128-bit product path); larger n under -m full
+  (Index and AR up to 2^20, c-gram up to 2^19, Counting up to 2^13: its declared
+  format leaves int64 above R.COUNTING_MAX_N = 11,583 at alphabet n + 1; see
+  TWO_LAYER_FULL_MAX_LOG2N). Every run asserts the parameter count equals the one at
   n = 16 and that the model runs in the format DECLARED for n
   (constructions.retrieval.DECLARED, not the model's own) with used precision
   within it;
-* the precision frontier: one bit below the measured frontier fails, for every
+* the precision frontier (raise mode: a check of the bit meter and of the growth,
+  not necessity evidence): one bit below the measured frontier fails, for every
   construction (integer bits for all, fraction bits for Counting, whose frontier is
   the only one above 0); under -m full the frontier over n = 2^4..2^16 lies at or
   below the declaration at every n, with its slope against log2 n checked;
-* MQAR: the Zoology sample scores 100% on its labelled positions; the fast
+* the hard family: Counting on every instance at alphabet n + 1 (n <= 4) and on the
+  reduction image at 2^13; one parameter count over n and alphabets, and a one-hot
+  Counting model (tests/_models.py) FAILS that parameter check; saturate-mode
+  necessity records show a wrong answer one bit below a frontier;
+* MQAR: the Zoology sample scores 100% on its labelled positions (the seeded
+  random check needs no data file); the fast
   nearest-code readout equals the generic readout; the CLI validates its input.
 """
 from __future__ import annotations
@@ -39,6 +46,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from checks import frontier as FR
+from checks.shared_data import shared_file
 from checks.tasks import ar, cgram, counting, index
 from constructions import kernels as K
 from constructions import retrieval as R
@@ -48,7 +56,8 @@ from constructions.vocab import BOS, NUMBER_BASE, QUERY, number_token
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
-MQAR_SAMPLE = SHARED_DATA / "mqar_sample.npz"
+MQAR_SAMPLE = shared_file("mqar_sample.npz") or SHARED_DATA / "mqar_sample.npz"
+"""Found as ``rnngap verify`` finds it (RNNGAP_SHARED_DATA first); the test fails if it is absent."""
 RNNGAP = Path(sys.executable).parent / "rnngap"
 
 BUILD = {
@@ -145,9 +154,13 @@ def test_counting_refuses_too_few_fraction_bits():
         R.counting_model(n, 3, FixedFormat(R.COUNTING.int_bits(n), f - 1))
 
 
-def test_params_do_not_depend_on_n():
+def test_params_do_not_depend_on_n_or_the_alphabet():
+    """One parameter count per construction for every n and every alphabet,
+    including the reductions' alphabets (n + 1, n + 2) and beyond."""
     for key in BUILD:
-        counts = {BUILD[key](n, 3).resources.params for n in (MIN_N[key], 5, 16, 1000, 2 ** 14)}
+        top = 2 ** 13 if key == "counting" else 2 ** 14
+        counts = {BUILD[key](n, a).resources.params for n in (MIN_N[key], 5, 16, 1000, top)
+                  for a in (1, 2, 3, n + 1, n + 2)}
         assert len(counts) == 1, (key, counts)
 
 
@@ -184,7 +197,7 @@ def test_counting_intermediate_values_are_exact():
         grid = lambda v: Fraction(round(v * (1 << f)), 1 << f)
         assert res["frac"] == grid(Fraction(1, c + 1))
         assert res["thr"] == grid(Fraction(2, 2 * t + 3))
-        assert [res[f"qhot_{v}"] for v in range(3)] == [int(v == q) for v in range(3)]
+        assert res["query_code"] == q + 1 and res["query_code_sq"] == (q + 1) ** 2   # tau(q), tau(q)^2
         assert res["after"] == 1
         assert s.next_token() == number_token(int(c > t))
 
@@ -262,10 +275,7 @@ def _property(key, n, examples, alphabets):
         b = mod.generate(np.random.default_rng(seed), n, 1, **kw)
         model = BUILD[key](n, a)
         check_batch(model, b.tokens, reference(key), declared_format(key, n, a))
-        if a == 3:
-            assert model.resources.params == PARAMS_AT_16[key], "parameter count depends on n"
-        else:  # same architecture family: the count only depends on the alphabet
-            assert model.resources.params == BUILD[key](16, a).resources.params
+        assert model.resources.params == PARAMS_AT_16[key], "parameter count depends on n or the alphabet"
 
     run()
 
@@ -273,7 +283,10 @@ def _property(key, n, examples, alphabets):
 @pytest.mark.parametrize("k", sorted(EXAMPLES))
 @pytest.mark.parametrize("key", ["index", "ar", "cgram3", "counting"])
 def test_property_at_powers_of_two(key, k):
-    _property(key, 2 ** k, EXAMPLES[k], [2, 3, 4] if key != "counting" else [1, 2, 3])
+    n = 2 ** k
+    if key == "counting" and n > R.COUNTING_MAX_N:
+        n = R.COUNTING_MAX_N      # its declared format leaves int64 above 11,583 (alphabet n + 1)
+    _property(key, n, EXAMPLES[k], [2, 3, 4] if key != "counting" else [1, 2, 3, n + 1])
 
 
 @pytest.mark.parametrize("k", [4, 6, 8, 10, 12, 14])
@@ -289,14 +302,14 @@ def test_property_index_full(k):
     _property("index", 2 ** k, 2, [2])
 
 
-TWO_LAYER_FULL_MAX_LOG2N = {"ar": 20, "cgram3": 19, "cgram4": 19, "counting": 17}
+TWO_LAYER_FULL_MAX_LOG2N = {"ar": 20, "cgram3": 19, "cgram4": 19, "counting": 13}
 """Largest k of the full property runs (each test under ~20 minutes). One
 instance on this 2-core machine (measured, shared load): AR 3.4 s at 2^16, 15 s at
 2^17, 46 s at 2^18, 2 min at 2^19, 10 min at 2^20; c = 3 13 s at 2^17, 1 min at
 2^18, 4 min at 2^19, 22 min at 2^20 (left out); c = 4 21 s at 2^17, 2.5 min at
-2^18, 7 min at 2^19 (2^20 left out). Counting takes the 128-bit product path (its
-scores are wide): 2 min at 2^16, 8 min at 2^17, and its declared format leaves
-int64 at 2^18 (I + f > 62, :func:`test_counting_format_limit_is_reported`)."""
+2^18, 7 min at 2^19 (2^20 left out). Counting's declared format leaves int64 above
+n = R.COUNTING_MAX_N = 11,583 at alphabet n + 1 (I + f > 62,
+:func:`test_counting_format_limit_is_reported`): it stops at 2^13."""
 
 
 @pytest.mark.full
@@ -309,11 +322,94 @@ def test_property_two_layer_full(key, k):
 
 
 def test_counting_format_limit_is_reported():
-    """p(n) of Counting ~ 3 log2 n: the declared format fits I + f <= 62 up to 2^17
-    and not at 2^18 (FixedFormat refuses it)."""
-    R.COUNTING.format(2 ** 17)
+    """p(n) of Counting ~ 4 log2 n: the declared format fits I + f <= 62 up to
+    R.COUNTING_MAX_N at alphabet n + 1 (a bit above 2^13) and not one further;
+    counting_model refuses with a clear error (FixedFormat would refuse too)."""
+    lim = R.COUNTING_MAX_N
+    assert 2 ** 13 <= lim < 2 ** 14
+    fmt = R.COUNTING.format(lim, lim + 1)
+    assert fmt.int_bits + fmt.frac_bits <= 62
+    assert R.COUNTING.int_bits(lim + 1, lim + 2) + R.COUNTING.frac_bits(lim + 1) > 62
     with pytest.raises(ValueError, match="exceeds 62"):
-        R.COUNTING.format(2 ** 18)
+        R.COUNTING.format(lim + 1, lim + 2)
+    with pytest.raises(ValueError, match=f"largest n at alphabet n \\+ 1 is {lim}"):
+        R.counting_model(lim + 1, lim + 2)
+    assert R.counting_max_n() == lim and R.counting_max_n(lambda n: n + 1) == lim
+
+
+# ============================================================================ the hard family, alphabet n + 1
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_counting_every_instance_at_alphabet_n_plus_1(n):
+    """Every Counting instance over the alphabet {0..n} (the reduction's marks),
+    every q and t, against the plain-Python reference of checks.tasks.counting."""
+    assert _exhaustive("counting", n, a=n + 1) == (n + 1) ** n * (n + 1) * (n + 1)
+
+
+def test_counting_on_the_reduction_image_at_2_13():
+    """Adversarial reduction rows at n = 2^13 (marks up to n, query the largest mark
+    with both neighbours present): right, within the declared format."""
+    from checks.tasks import hard
+
+    n = 2 ** 13
+    toks, want = hard.sampled_reduction_instances(np.random.default_rng(3), "counting", n, 2)
+    model = R.counting_model(n, n + 1)
+    assert (model.predict_batch(toks) == want).all()
+    assert [counting.reference(list(map(int, r))) for r in toks] == want.tolist()
+    assert model.resources.used_precision_bits <= R.COUNTING.total_bits(n, n + 1) <= 63
+
+
+def test_param_check_fails_a_one_hot_counting_model():
+    """The parameter check of the T4.6-up records (checks_retrieval.params_record)
+    passes the alphabet-free Counting model over n and alphabets up to n + 1, and
+    FAILS the one-hot model of tests/_models.py (a direction per symbol), which is
+    right on the same instances: constant size includes the alphabet."""
+    from checks import checks_retrieval as CR
+    from tests._models import onehot_counting_model
+
+    points = [(n, a) for n in (2, 3, 6) for a in (3, n + 1)]
+    good = [(n, a, R.counting_model(n, a).resources.params) for n, a in points]
+    assert CR.params_record("counting", good).failures == 0
+    onehot = []
+    for n, a in points:
+        m = onehot_counting_model(n, a)
+        b = counting.enumerate_all(n, alphabet=a) if n <= 3 else counting.generate(
+            np.random.default_rng(n), n, 64, alphabet=a, threshold="near")
+        assert (m.predict_batch(np.asarray(b.tokens)) == np.asarray(b.answers)).all(), "the one-hot model is right"
+        onehot.append((n, a, m.resources.params))
+    rec = CR.params_record("counting", onehot)
+    assert rec.failures > 0 and not rec.passed, rec
+
+
+def test_necessity_records_show_a_wrong_answer_one_bit_below():
+    """Saturate-mode necessity on the reduction image (checks/necessity.py): for
+    every T4.6-up construction at m = 3 the record passes (frontiers at or below the
+    declaration) and shows a concrete wrong instance one bit below a frontier;
+    Counting on its closest comparisons needs its fraction bits (wrong at f_min - 1)."""
+    from checks import checks_retrieval as CR
+
+    for key in CR.NECESSITY_KEYS:
+        (rec,) = CR.necessity_records(key, "quick", 0, where=(("exhaustive", 3),))
+        assert rec.kind == "necessity" and rec.family == "reduction" and rec.passed, rec
+        assert rec.wrong_below is True, rec.note
+        assert rec.frontier_int_bits <= rec.precision_bits_declared
+        assert "wrong, e.g." in rec.note
+    rec = CR.counting_frontier_necessity("quick")[0]
+    assert rec.passed and rec.wrong_below is True, rec.note
+    assert 0 < rec.frontier_frac_bits <= R.COUNTING.frac_bits(rec.n)
+    assert f"at {rec.frontier_frac_bits - 1}:" in rec.note.split("| f:")[1], rec.note
+
+
+def test_mqar_random_check_needs_no_data_file(monkeypatch):
+    """Without the shared MQAR sample the seeded random-MQAR record still runs and
+    passes; only the sample record is NOT CHECKED."""
+    from checks import checks_retrieval as CR
+
+    monkeypatch.setattr(CR, "shared_file", lambda name: None)
+    (sample,) = CR.check_mqar_sample("quick", 0)
+    assert sample.checked is False and sample.status == "NOT CHECKED"
+    recs = CR.check_mqar_random("quick", 0)
+    assert recs and all(r.checked is True and r.passed and r.instances > 0 for r in recs)
+    assert [r.kind for r in recs] == ["correctness", "necessity"]
 
 
 # ============================================================================ frontier

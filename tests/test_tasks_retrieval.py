@@ -24,12 +24,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from checks.tasks import ar, cgram, common, counting, index
+from checks.shared_data import shared_file
+from checks.tasks import ar, cgram, common, counting, hard, index
 from checks.tasks.common import TaskBatch
 from constructions.vocab import BOS, NUMBER_BASE, QUERY, Vocab, number_token
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-MQAR_SAMPLE = SHARED_DATA / "mqar_sample.npz"
+MQAR_SAMPLE = shared_file("mqar_sample.npz") or SHARED_DATA / "mqar_sample.npz"
 
 N0 = NUMBER_BASE  # id of the number 0
 
@@ -634,3 +635,90 @@ def test_load_zoology_npz_errors(tmp_path):
     np.savez(tmp_path / "ok.npz", B_inputs=a, B_labels=a - 100, A_inputs=a, A_labels=a)
     loaded = ar.load_zoology_npz(tmp_path / "ok.npz")
     assert list(loaded) == ["A", "B"] and np.array_equal(loaded["B"][1], a - 100)
+
+
+# ============================================================================ the hard family (checks/tasks/hard.py)
+HARD_CASES = [("index", 3, index.reference), ("ar", 2, ar.reference),
+              ("cgram", 2, lambda t: cgram.reference(t, c=2)), ("cgram", 3, lambda t: cgram.reference(t, c=3)),
+              ("cgram", 4, lambda t: cgram.reference(t, c=4)), ("counting", 3, counting.reference)]
+
+
+def _independent_instance(task, c, x, i):
+    """The reduction's instance written out from the table of lowerbounds/reductions.py
+    (plain Python, not the code under test)."""
+    m = len(x)
+    if task == "index":
+        return [BOS] + tok(x) + [QUERY] + tok([i])
+    if task == "counting":
+        return [BOS] + tok([j if b else 0 for j, b in enumerate(x, start=1)]) + [QUERY] + tok([i, 0])
+    body = []
+    for j, b in enumerate(x, start=1):
+        body += tok([j + 1] * (c - 1) + [b])
+    return [BOS] + body + [QUERY] + tok([i + 1] * (c - 1))
+
+
+@pytest.mark.parametrize("task,c,ref", HARD_CASES)
+@pytest.mark.parametrize("m", [1, 2, 4])
+def test_hard_family_exhaustive_is_the_reduction_image(task, c, ref, m):
+    """Every x and i, in order (x lexicographic, i fastest), equal to the reduction
+    table; the answers are x_i and agree with the task's plain-Python reference;
+    the data length and alphabet are the ones the module states."""
+    toks, ans = hard.reduction_instances(task, m, c)
+    assert toks.dtype == np.int64 and ans.dtype == np.int64 and toks.shape[0] == m * 2 ** m
+    k = 0
+    a = hard.alphabet(task, m, c)
+    top = 0
+    for x in itertools.product((0, 1), repeat=m):
+        for i in range(1, m + 1):
+            row = toks[k].tolist()
+            assert row == _independent_instance(task, c, x, i)
+            assert int(ans[k]) == number_token(x[i - 1]) == ref(row)
+            data = row[1:row.index(QUERY)]
+            assert len(data) == hard.data_length(task, m, c)
+            assert max(data) - NUMBER_BASE < a
+            top = max(top, max(data) - NUMBER_BASE)
+            k += 1
+    # the alphabet is used: its largest symbol occurs in the data of some instance
+    assert top == a - 1
+
+
+@pytest.mark.parametrize("task,c,ref", HARD_CASES)
+def test_hard_family_sampled_rows_are_adversarial_and_valid(task, c, ref):
+    """Row 0 queries i = m with x = 1^m except x_m = 0, row 1 i = m with x = 1^m;
+    half the other rows query among the top 4; every row is in the image (its x
+    and i recovered from the tokens rebuild it) and its answer is the reference's;
+    the same seed gives the same rows."""
+    m = 40
+    rng = np.random.default_rng(11)
+    toks, ans = hard.sampled_reduction_instances(rng, task, m, 20, c)
+    again, _ = hard.sampled_reduction_instances(np.random.default_rng(11), task, m, 20, c)
+    assert (toks == again).all() and toks.shape[0] == 20
+    queries = []
+    for k, row in enumerate(toks.tolist()):
+        q = row.index(QUERY)
+        data = [t - NUMBER_BASE for t in row[1:q]]
+        if task in ("index",):
+            x, i = data, row[q + 1] - NUMBER_BASE
+        elif task == "counting":
+            x, i = [int(v > 0) for v in data], row[q + 1] - NUMBER_BASE
+        else:
+            x, i = data[c - 1::c], row[q + 1] - NUMBER_BASE - 1
+        assert row == _independent_instance(task, c, x, i)
+        assert int(ans[k]) == ref(row) == number_token(x[i - 1])
+        queries.append(i)
+        if k == 0:
+            assert i == m and x == [1] * (m - 1) + [0]
+        if k == 1:
+            assert i == m and x == [1] * m
+    assert all(q > m - 4 for q in queries[::2])
+
+
+def test_hard_family_istree_and_index_bits():
+    toks, ans = hard.reduction_instances("istree", 3)
+    assert set(ans.tolist()) == {2, 3}                      # [TRUE], [FALSE]
+    assert hard.index_bits("ar", 2 ** 10) == 2 ** 9 and hard.index_bits("cgram", 2 ** 10, 3) == 341
+    assert hard.data_length("cgram", 341, 3) <= 2 ** 10 < hard.data_length("cgram", 342, 3)
+    with pytest.raises(ValueError):
+        hard.reduction_instances("ar", hard.EXHAUSTIVE_MAX_BITS + 1)
+    with pytest.raises(ValueError, match="unknown task"):
+        hard.alphabet("sorting", 3)
