@@ -15,11 +15,13 @@ T4.1``, is the construction side and the mechanism:
   NOT hard, see the note on orbits below);
 * :func:`iterate_rnn`, a linear RNN (kind ``linear_rnn``) of constant size and
   O(log n)-bit state that solves ITER(n) with a CoT of exactly T(n) tokens;
-* the same construction with its CoT disabled (its step budget set to k = 0, or
-  to any small constant k) answers after a bounded number of applications of g_n
-  and is wrong on concrete instances that the checks *find by search*. That only
-  shows these particular bounded-depth RNNs fail; that *every* CoT-free RNN of
-  polynomial size fails on some PSPACE-hard task is the unproven assumption.
+* the contrast, :func:`unrolled_rnn`: a CoT-free linear RNN of constant size (for
+  a fixed k) that applies g_n min(t, k) times in k stacked MLPs and answers at
+  once. It is right on every instance with t <= k (the easy part of ITER) and
+  wrong on concrete instances with t > k, which the checks show. That only
+  shows that THIS fixed-depth unrolling needs depth t, which the CoT supplies
+  one token at a time; that *every* CoT-free RNN of polynomial size fails on
+  some PSPACE-hard task is the unproven assumption.
 
 **The task ITER(n)** (our formalization; every choice is a parameter here).
 m = m(n) = 2n values, T(n) = n^2. The map g_n on {0..m-1} is "rotate, then fold"
@@ -41,9 +43,9 @@ Note on orbits (why ITER is a mechanism demo, not a hard task): g_n is a
 permutation of m = 2n points, so the orbit of a has some length L <= 2n and
 g^t(a) = g^(t mod L)(a): fewer than 2n applications always suffice, and a
 CoT-free network with a table of g's orbits could answer ITER outright. Nothing
-here claims otherwise: the checks show that THIS RNN, with its CoT cut to k
-steps, is wrong on instances found by search, i.e. the CoT is what carries the
-computation in this construction. The general separation needs a task that is
+here claims otherwise: the checks show that the k-deep unrolling, right for
+t <= k, is wrong beyond, i.e. in these constructions the CoT (or the depth) is
+what carries the computation. The general separation needs a task that is
 genuinely sequential (PSPACE-hard), and is the conditional part of T4.1.
 
 **The RNN.** Three linear layers, named directions only (state: 4 numbers):
@@ -61,8 +63,8 @@ genuinely sequential (PSPACE-hard), and is the conditional part of T4.1.
 
 So after reading ``a`` (c = 3) it emits g(a), reads it back, emits g^2(a), ...,
 and at c = t + 3 emits the answer: CoT length exactly t <= T(n). The stop rule
-can be replaced by a fixed budget k (``cot_budget``); k = 0 is the same network
-with CoT disabled. Everything is an integer, so f(n) = 0 fraction bits;
+can be replaced by a fixed budget k (``cot_budget``: CoT of exactly k tokens,
+then the answer [g^k(a) >= m/2]; right only where that agrees with g^t(a)). Everything is an integer, so f(n) = 0 fraction bits;
 I(n) = 2 ceil(log2(n^2 + 2n + 10)) + 3 integer bits = O(log n).
 """
 from __future__ import annotations
@@ -227,6 +229,78 @@ def iterate_rnn(n: int, cot_budget: int | None = None, fmt: FixedFormat | None =
     return b.build(fmt)
 
 
+def unrolled_rnn(n: int, k: int, fmt: FixedFormat | None = None) -> Model:
+    """The T4.1 contrast: a CoT-free linear RNN for ITER(n) that applies g_n
+    min(t, k) times, one application per stacked MLP, and answers at once.
+
+    Right on every instance with t <= k (the easy part of ITER), wrong on some
+    with t > k (it answers [g^k(a) >= m/2] there). Its size is a function of k
+    only (k + 3 layers), so for a fixed k it is a constant-size RNN without CoT.
+
+    Layers (state: q, r and x, as in :func:`iterate_rnn`, plus nothing else):
+
+    * layer 1, state (q): q_t = q_(t-1) + [tok = QUERY]; MLP: wt = relu(tau - m - 1),
+      t on the step token (number m + t, tau = m + t + 1) and 0 elsewhere;
+    * layer 2, state (r): r_t = r_(t-1) + wt (= t from the step token on); MLP: the
+      flags ge_j = [r - (T + 1) wt >= j], j = 1..k: [t >= j] at the value token a,
+      0 at the step token itself (r - (T + 1) t < 1 there for t >= 1) and before;
+    * layer 3, state (x): x_t = tau - 1 (the value a at the last position); MLP:
+      v_1 = ge_1 ? g(x) : x;
+    * layers 4..k + 2 (no state): v_j = ge_j ? g(v_(j-1)) : v_(j-1);
+    * layer k + 3 (no state): out = tau([FALSE]) + [v_k >= m/2]; readout: the token
+      whose code is nearest ``out``.
+
+    Margin (big-M gating, exact on integers): every gated input is y - b with
+    |y| <= V = m + T + 10 (the largest |tau|) and b <= 3m/2, so big = V + 2m + 16
+    satisfies |y - b| + 1 <= big and a closed gate zeroes its ReLU. At the last
+    position v_j is in [0, m) and y = v_j + d < 2m as :func:`g_neurons` needs.
+    """
+    if k < 0:
+        raise ValueError(f"the unrolling depth k must be >= 0, got {k}")
+    m, T = modulus(n), steps(n)
+    fmt = fmt or DECLARED.format(n)
+    V = m + T + 10
+    big = V + 2 * m + 16
+    if not (V + 3 * m // 2 + 1 <= big):
+        raise MarginError("T4.1 unrolled: gating constant too small")
+    s = ResidualSpace()
+    s.embedded("one", K.F_ONE)
+    s.embedded("tok", K.F_TOK)
+    s.embedded("is_query", K.F_IS_TOKEN, QUERY)
+    for lab in ["wt", "rr", "val", "out"] + [f"ge{j}" for j in range(1, k + 1)] + [f"v{j}" for j in range(1, k + 1)]:
+        s.hidden(lab)
+    b = Builder(f"unrolled-rnn(n={n},k={k})", "linear_rnn", Vocab(m + T), s, claim="T4.1")
+    b.rnn_layer(["q"], A={("q", "q"): 1}, B={("q", "is_query"): 1}, C={},
+                mlp=[Neuron({"tok": 1}, -(m + 1), {"wt": 1})], name="step token")
+    flags = []
+    for j in range(1, k + 1):
+        flags += _ge_neurons({"rr": 1, "wt": -(T + 1)}, j, {f"ge{j}": 1})
+    b.rnn_layer(["r"], A={("r", "r"): 1}, B={("r", "wt"): 1}, C={("rr", "r"): 1}, mlp=flags, name="steps")
+    prev = "val"
+    layers: list[list[Neuron]] = []
+    for j in range(1, k + 1):
+        # gate = 1 - ge_j: for t < j the g terms are closed and the copy relu(v - big ge_j) keeps v
+        mlp = g_neurons({prev: 1, "one": ROTATION}, m, f"v{j}", gate={f"ge{j}": -1, "one": 1}, big=big)
+        mlp.append(Neuron({prev: 1, f"ge{j}": -big}, 0, {f"v{j}": 1}))
+        layers.append(mlp)
+        prev = f"v{j}"
+    t_false, t_true = token_code(FALSE), token_code(TRUE)
+    if t_true != t_false + 1:
+        raise MarginError("the answer codes must be adjacent")
+    answer = [Neuron({}, 1, {"out": t_false})] + _ge_neurons({prev: 1}, m // 2, {"out": 1})
+    first = layers[0] if layers else answer
+    b.rnn_layer(["x"], A={}, B={("x", "tok"): 1, ("x", "one"): -1}, C={("val", "x"): 1}, mlp=first, name="value")
+    for j, mlp in enumerate(layers[1:] + ([answer] if layers else []), start=2):
+        b.rnn_layer([], A={}, B={}, C={}, mlp=mlp, name=f"apply {j}" if j <= k else "answer")
+    b.readout([("out", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
+    b.notes.update({"m": m, "max_steps": T, "unrolled": k, "rotation": ROTATION,
+                    "contrast": "no CoT; right for t <= k, wrong on some t > k"})
+    need = int_bits_needed(n)
+    if fmt.int_bits < need:
+        raise MarginError(f"unrolled-rnn(n={n}): needs {need} integer bits, {fmt.name} has {fmt.int_bits}")
+    return b.build(fmt)
+
+
 def int_bits_needed(n: int) -> int:
     """Largest magnitude: the readout logits 2 tau out - tau^2 over candidates with
     |tau| <= m + T + 1 (the step tokens) and |out| <= m + 1; plus a sign margin."""
@@ -251,4 +325,4 @@ def cot_bound(n: int) -> int:
 
 
 __all__ = ["DECLARED", "ROTATION", "STEPS_EXPR", "cot_bound", "g_map", "g_neurons", "iterate_rnn", "modulus",
-           "prompt", "steps", "int_bits_needed"]
+           "prompt", "steps", "int_bits_needed", "unrolled_rnn"]
