@@ -1,5 +1,6 @@
 """Claim T4.1, construction side: a constant-size linear RNN with CoT runs a long
-sequential computation that the same RNN without CoT cannot do.
+sequential computation, one map application per CoT token, that a fixed-depth
+CoT-free RNN (the k-deep unrolling below) gets wrong beyond t = k.
 
 **What T4.1 says, and what is checked.** The paper's Theorem 4.1 separates RNNs
 with CoT from RNNs without it *under a complexity assumption* (PSPACE is not
@@ -62,9 +63,7 @@ genuinely sequential (PSPACE-hard), and is the conditional part of T4.1.
 * readout: the token whose code is nearest ``out``.
 
 So after reading ``a`` (c = 3) it emits g(a), reads it back, emits g^2(a), ...,
-and at c = t + 3 emits the answer: CoT length exactly t <= T(n). The stop rule
-can be replaced by a fixed budget k (``cot_budget``: CoT of exactly k tokens,
-then the answer [g^k(a) >= m/2]; right only where that agrees with g^t(a)). Everything is an integer, so f(n) = 0 fraction bits;
+and at c = t + 3 emits the answer: CoT length exactly t <= T(n). Everything is an integer, so f(n) = 0 fraction bits;
 I(n) = 2 ceil(log2(n^2 + 2n + 10)) + 3 integer bits = O(log n).
 """
 from __future__ import annotations
@@ -161,21 +160,15 @@ def g_neurons(y: dict, m: int, out: str, gate: dict, big: int) -> list[Neuron]:
     return ns
 
 
-def iterate_rnn(n: int, cot_budget: int | None = None, fmt: FixedFormat | None = None) -> Model:
-    """The T4.1 linear RNN for ITER(n) (module docstring).
-
-    ``cot_budget=None``: the construction; it stops after t steps (t read from the
-    input), CoT length exactly t. ``cot_budget=k``: the same network whose stop
-    rule fires after k steps whatever t is (CoT length k); ``k = 0`` is the RNN
-    with CoT disabled: it answers right after the input, [a >= m/2].
+def iterate_rnn(n: int, fmt: FixedFormat | None = None) -> Model:
+    """The T4.1 linear RNN for ITER(n) (module docstring): it stops after t steps
+    (t read from the input), CoT length exactly t.
 
     >>> from constructions.generate import generate        # doctest: +SKIP
     >>> g = generate(iterate_rnn(3), prompt(3, a=5, t=7), answer_tokens=[TRUE, FALSE], max_cot=9)
     """
     m = modulus(n)
     T = steps(n)
-    if cot_budget is not None and cot_budget < 0:
-        raise ValueError(f"cot_budget must be >= 0, got {cot_budget}")
     fmt = fmt or DECLARED.format(n)
     s = ResidualSpace()
     s.embedded("one", K.F_ONE)
@@ -183,8 +176,7 @@ def iterate_rnn(n: int, cot_budget: int | None = None, fmt: FixedFormat | None =
     s.embedded("is_query", K.F_IS_TOKEN, QUERY)
     for lab in ("cnt", "wt", "rr", "done", "val", "out"):
         s.hidden(lab)
-    tag = "" if cot_budget is None else f",budget={cot_budget}"
-    b = Builder(f"iterate-rnn(n={n}{tag})", "linear_rnn", Vocab(m + T), s, claim="T4.1")
+    b = Builder(f"iterate-rnn(n={n})", "linear_rnn", Vocab(m + T), s, claim="T4.1")
     # layer 1: q counts [QUERY] (0 or 1), c counts tokens since [QUERY] inclusive:
     # c_t = c_(t-1) + q_(t-1) + [tok = QUERY] = c_(t-1) + q_t.  Its MLP reads the step
     # count off the step token: wt = relu(tau - (m + 1)) = t on the number m + t and
@@ -195,12 +187,8 @@ def iterate_rnn(n: int, cot_budget: int | None = None, fmt: FixedFormat | None =
                 C={("cnt", "c"): 1},
                 mlp=[Neuron({"tok": 1}, -(m + 1), {"wt": 1})], name="counter")
     # layer 2: r accumulates wt, i.e. holds t once the step token is read; its MLP
-    # writes done = [c - 3 >= r] (c = 3 at a, then one more per CoT token), or
-    # [c - 3 >= k] for a fixed budget k.
-    if cot_budget is None:
-        stop = _ge_neurons({"cnt": 1, "rr": -1}, 3, {"done": 1})
-    else:
-        stop = _ge_neurons({"cnt": 1}, 3 + cot_budget, {"done": 1})
+    # writes done = [c - 3 >= r] (c = 3 at a, then one more per CoT token).
+    stop = _ge_neurons({"cnt": 1, "rr": -1}, 3, {"done": 1})
     b.rnn_layer(["r"], A={("r", "r"): 1}, B={("r", "wt"): 1}, C={("rr", "r"): 1}, mlp=stop, name="steps")
     # layer 3: x = tau - 1, the machine value; out = gated g(x) + 1 or the answer code.
     # Margin (big-M gating): on the value range x in [0, m) the gated inputs satisfy
@@ -220,7 +208,7 @@ def iterate_rnn(n: int, cot_budget: int | None = None, fmt: FixedFormat | None =
     mlp += _ge_neurons({"val": 1}, m // 2, {"out": 1}, gate=not_done, big=big)
     b.rnn_layer(["x"], A={}, B={("x", "tok"): 1, ("x", "one"): -1}, C={("val", "x"): 1}, mlp=mlp, name="machine")
     b.readout([("out", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
-    b.notes.update({"m": m, "max_steps": T, "cot_budget": cot_budget, "rotation": ROTATION, "state_numbers": 4,
+    b.notes.update({"m": m, "max_steps": T, "rotation": ROTATION, "state_numbers": 4,
                     "conditional": "the T4.1 separation assumes PSPACE not in P/poly; only the construction "
                                    "and the no-CoT mechanism are checked"})
     need = int_bits_needed(n)
