@@ -211,23 +211,28 @@ def t41_contrast(profile: str, seed: int) -> list[Record]:
 
 def iter_cot_runner(n: int, seed: int, count: int | None = None):
     """A necessity ``run(model)``: generate on ITER(n) instances (every (a, t) if
-    count is None) and compare answer and CoT with the plain-Python orbit; None
-    or a line naming the first wrong instance."""
+    count is None) and compare answer and CoT with the plain-Python orbit; None,
+    or a line naming the first instance with a wrong answer, or if every answer is
+    right the first whose CoT (the map's orbit) is wrong."""
     inst = iter_instances(n, np.random.default_rng([seed, n, 4100]), count)
     cases = [(CH.prompt(n, a, t, pad), iter_reference(CH.prompt(n, a, t, pad)),
               [NUMBER_BASE + v for v in iter_orbit(n, a, t)[1:]]) for a, t, pad in inst]
 
     def run(model) -> str | None:
+        cot_only = None
         for p, want, cot in cases:
             try:
                 g = generate(model, p, answer_tokens=[TRUE, FALSE], max_cot=CH.cot_bound(n))
             except PrecisionError as e:
                 return f"raised {type(e).__name__}: {str(e)[:100]}"
-            if g.answer != want or g.cot != cot:
-                a, t = p[-1] - NUMBER_BASE, p[-2] - NUMBER_BASE - 2 * n
-                return (f"(a, t) = ({a}, {t}) -> answer {g.answer} after CoT {g.cot[:6]}..., want {want} "
-                        f"after {cot[:6]}...")
-        return None
+            a, t = p[-1] - NUMBER_BASE, p[-2] - NUMBER_BASE - 2 * n
+            if g.answer != want:          # a wrong answer is reported first
+                return f"(a, t) = ({a}, {t}) -> answer {g.answer}, want {want} (CoT of {g.cot_length} tokens)"
+            if g.cot != cot and cot_only is None:
+                k = next((j for j, (u, v) in enumerate(zip(g.cot, cot)) if u != v), min(len(g.cot), len(cot)))
+                cot_only = (f"every answer right, but (a, t) = ({a}, {t}): CoT token {k + 1} of {len(cot)} is "
+                            f"{g.cot[k] if k < len(g.cot) else 'none'}, want {cot[k] if k < len(cot) else 'none'}")
+        return cot_only
     return run, len(cases)
 
 

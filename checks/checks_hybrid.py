@@ -287,22 +287,26 @@ NECESSITY_TASKS = ("index", "ar", "cgram3", "counting")
 
 def istree_runner(n: int):
     """A necessity ``run(model)`` over every hub-gadget instance at n bits: the
-    answer and the union-find CoT token for token; None or the first wrong one."""
+    answer and the union-find CoT token for token; None, or the first instance
+    with a wrong answer, or if every answer is right the first with a wrong CoT."""
     N = LR.istree_vertex_count(n)
     toks, want, _ = reduction_rows(LR.ISTREE, n, None)
     cases = [(row.tolist(), int(w), H.istree_unionfind_cot(N, LR.parse_istree(row)[1])[0]) for row, w in zip(toks, want)]
 
     def run(model) -> str | None:
+        cot_only = None
         for p, w, cot in cases:
             try:
                 g = generate(model, p, answer_tokens=[TRUE, FALSE], max_cot=H.istree_cot_bound(N))
             except PrecisionError as e:
                 return f"raised {type(e).__name__}: {str(e)[:100]}"
-            if g.answer != w or g.cot != cot:
+            head = f"[{' '.join(map(str, p[:10]))} ...]"
+            if g.answer != w:             # a wrong answer is reported first
+                return f"{head} -> answer {g.answer}, want {w} (CoT of {g.cot_length} tokens)"
+            if g.cot != cot and cot_only is None:
                 k = next((j for j, (u, v) in enumerate(zip(g.cot, cot)) if u != v), min(len(g.cot), len(cot)))
-                return (f"[{' '.join(map(str, p[:10]))} ...] -> answer {g.answer} (want {w}); CoT differs at token "
-                        f"{k} of {len(cot)}")
-        return None
+                cot_only = f"every answer right, but {head}: the union-find CoT differs at token {k + 1} of {len(cot)}"
+        return cot_only
     return run, len(cases)
 
 

@@ -180,11 +180,14 @@ def test_reduction_image_exhaustive(task, n):
     data length and alphabet (keys up to n + 1, marks up to n); the answers are the
     reduction's (plain Python in lowerbounds/reductions.py)."""
     from checks.checks_hybrid import build_reduction_model, data_length, reduction_alphabet
-    toks, want = _every(_reduction(task), n)
+    red = _reduction(task)
+    toks, want = _every(red, n)
+    prefix = len(red.alice((0,) * n))
+    assert data_length(task, n) == prefix - 1                      # [BOS] then the data
+    data = toks[:, 1:prefix] - 32
+    assert data.min() >= 0 and int(data.max()) == reduction_alphabet(task, n) - 1
     model = build_reduction_model(task, n)
-    assert model.spec.max_positions >= toks.shape[1] and data_length(task, n) == toks.shape[1] - 3 - \
-        (int(task[5:]) - 2 if task.startswith("cgram") else 1 if task == "counting" else 0)
-    assert int(toks[:, 1:].max()) - 32 < max(reduction_alphabet(task, n), n + 1) or task == "counting"
+    assert model.spec.max_positions >= toks.shape[1]
     assert (model.predict_batch(toks) == want).all()
 
 
