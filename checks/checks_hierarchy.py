@@ -51,10 +51,13 @@ CONDITIONAL = ("conditional claim (PSPACE not in P/poly) - only the construction
 
 # ----------------------------------------------------------------------------
 # ITER(n): plain-Python reference and instances
+NAMES = {TRUE: "[TRUE]", FALSE: "[FALSE]"}
+
+
 def answer_counts(answers) -> str:
     """``answers: [TRUE] 31, [FALSE] 29`` (a row whose model emits one token on the
     whole family says so here; tests/test_cot_hierarchy.py refuses such rows)."""
-    names = {TRUE: "[TRUE]", FALSE: "[FALSE]"}
+    names = NAMES
     vals, counts = np.unique(np.asarray([-1 if a is None else int(a) for a in answers]), return_counts=True)
     return "answers: " + ", ".join(f"{names.get(int(v), 'none' if v == -1 else int(v))} {int(c)}"
                                    for v, c in zip(vals, counts))
@@ -173,9 +176,9 @@ def iter_batch(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray
 
 def contrast_record(n: int, k: int, seed: int) -> Record:
     """The no-CoT unrolled network (k applications) on every instance of ITER(n):
-    it must be right on every t <= k and wrong on some t > k; the first wrong
-    instance (by t, then a) is shown and must be answered right by the CoT RNN.
-    Failures: 1 per broken condition."""
+    it must be right on every t <= k, with both answers occurring there, and wrong
+    on some t > k; the first wrong instance (by t, then a) is shown and must be
+    answered right by the CoT RNN. Failures: 1 per broken condition."""
     t0 = time.perf_counter()
     model = CH.unrolled_rnn(n, k)
     toks, a, t, want = iter_batch(n, np.random.default_rng([seed, n, k, 41]))
@@ -183,15 +186,17 @@ def contrast_record(n: int, k: int, seed: int) -> Record:
     easy, hard = t <= k, t > k
     easy_wrong = int((got[easy] != want[easy]).sum())
     wrong = np.flatnonzero(hard & (got != want))
-    failures = int(easy_wrong > 0)
+    # a contrast must fail a model that is right on the easy part, not a constant
+    failures = int(easy_wrong > 0) + int(len(set(got[easy].tolist())) < 2)
     if len(wrong):
         j = int(wrong[np.lexsort((a[wrong], t[wrong]))[0]])
         cot = generate(CH.iterate_rnn(n), toks[j].tolist(), answer_tokens=[TRUE, FALSE], max_cot=CH.cot_bound(n))
         cot_ok = cot.answer == want[j] and cot.cot_length == t[j]
         failures += int(not cot_ok)
-        shown = (f"first wrong: a={a[j]}, t={t[j]} (g^{k}(a) = {iter_orbit(n, int(a[j]), k)[-1]}, "
-                 f"g^t(a) = {iter_orbit(n, int(a[j]), int(t[j]))[-1]}) -> {int(got[j])}, want {int(want[j])}; "
-                 f"the CoT RNN answers {cot.answer} after {cot.cot_length} CoT tokens")
+        shown = (f"first wrong: [{' '.join(map(str, toks[j].tolist()))}], a={a[j]}, t={t[j]} (g^{k}(a) = {iter_orbit(n, int(a[j]), k)[-1]}, "
+                 f"g^t(a) = {iter_orbit(n, int(a[j]), int(t[j]))[-1]}) -> {NAMES[int(got[j])]}, "
+                 f"want {NAMES[int(want[j])]}; the CoT RNN answers {NAMES.get(cot.answer, cot.answer)} after "
+                 f"{cot.cot_length} CoT tokens")
     else:
         failures += 1
         shown = "NO WRONG INSTANCE with t > k"
