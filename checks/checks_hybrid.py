@@ -67,7 +67,7 @@ EXHAUSTIVE = {"quick": {"index": 6, "ar": 6, "cgram": 6, "counting": 5},
 EXHAUSTIVE_FROM = {"quick": None, "full": 1}
 """Easy rows: every instance at alphabet 3 for each n from this (None: the largest
 n only) to EXHAUSTIVE's."""
-SAMPLED = {"quick": [64, 4096], "full": [64, 256, 1024, 4096]}
+SAMPLED = {"quick": [64, 512], "full": [64, 256, 1024, 4096]}
 SAMPLE = {"quick": 100, "full": 1000}
 ALPHABET_SMALL = 3
 ALPHABET_LARGE = 4
@@ -570,3 +570,100 @@ def hybrid_istree_fit_check(profile: str, seed: int) -> list[Record]:
                             f"per family: {fits}; declared bound N (2 floor(log2 N) + 16) + 1"),
                       family="adversarial orders", alphabet=None))
     return out
+
+
+# ----------------------------------------------------------------------------
+# separation records: the hybrids as the constant-size side
+def _separation():
+    """checks/checks_separation.py (the T4.6-low / T4.7-low separation machinery:
+    the family, the exact one-way CC, the bounded-memory RNNs correct below their
+    capacity and the verified witness), or None where this checkout lacks it."""
+    try:
+        from . import checks_separation as S
+    except ImportError:
+        return None
+    need = ("separation_record", "model_side", "ModelSide", "ROWS", "TASKS", "family")
+    return S if all(hasattr(S, a) for a in need) else None
+
+
+SEPARATION_KEYS = ("index", "ar", "cgram3", "counting", "istree")
+
+
+def teacher_forced_istree(model, N: int, prompts: list[list[int]]) -> list[tuple[bool, int, list[int]]]:
+    """Per prompt: (every next-token prediction along prompt + reference union-find
+    CoT + label equals the reference, CoT length, the reference CoT + label), in
+    one batched call. All predictions right is exactly "greedy generation writes
+    the reference CoT and label" (by induction over the generated tokens)."""
+    rows, starts = [], []
+    for p in prompts:
+        cot, want = H.istree_unionfind_cot(N, LR.parse_istree(p)[1])
+        rows.append(p + cot + [want])
+        starts.append(len(p))
+    L = max(len(r) for r in rows)
+    batch = np.zeros((len(rows), L), dtype=np.int64)
+    for b, r in enumerate(rows):
+        batch[b, :len(r)] = r
+    preds = model.predict_batch(batch, np.array([len(r) - 1 for r in rows], dtype=np.int64), all_positions=True)
+    return [(preds[b, s - 1:len(r) - 1].tolist() == r[s:], len(r) - s - 1, r[s:])
+            for b, (r, s) in enumerate(zip(rows, starts))]
+
+
+def hybrid_istree_side(S, n: int):
+    """The IsTree hybrid (N = n + 3, m_max = n + 2) on every hub-gadget instance at
+    n, teacher forced along the union-find CoT (:func:`teacher_forced_istree`) and
+    by greedy generation on the first and last instance; the label must equal the
+    task reference and the reduction's answer. A ``checks_separation.ModelSide``."""
+    t0 = time.perf_counter()
+    task = S.TASKS["istree"]
+    cases, toks = S.family(task, n)
+    N = LR.istree_vertex_count(n)
+    model = H.hybrid_istree(N, m_max=n + 2)
+    ref = task.reference(n)
+    prompts = [row.tolist() for row in toks]
+    forced = teacher_forced_istree(model, N, prompts)
+    fails, first, cot_max = 0, "", 0
+    for (x, i), p, (ok, length, cont) in zip(cases, prompts, forced):
+        cot_max = max(cot_max, length)
+        if not ok or cont[-1] != ref(p) or cont[-1] != task.reduction.expected(x, i):
+            fails += 1
+            first = first or f"x={''.join(map(str, x))} i={i}: a prediction along the reference CoT differs"
+    for b in (0, len(prompts) - 1):
+        g = generate(model, prompts[b], answer_tokens=[TRUE, FALSE], max_cot=H.istree_cot_bound(N))
+        if g.cot + [g.answer] != forced[b][2]:
+            fails += 1
+            first = first or f"greedy generation on instance {b} differs from the reference CoT"
+    r = model.resources
+    return S.ModelSide(model.name, len(cases), fails, r.params, r.used_precision_bits, model.fmt.total_bits,
+                       cot_max, H.istree_cot_bound(N), first, time.perf_counter() - t0)
+
+
+SEPARATION_ISTREE_MAX_N = {"quick": 8, "full": 10}
+"""IsTree rows up to this n (all n 2^n gadget instances, teacher forced in one batch)."""
+
+
+def hybrid_separation_check(profile: str, seed: int) -> list[Record]:
+    """checks_separation's rows (same n, same bounded-memory RNN: the register RNN
+    with capacity n - 1, collision only found; the compact register with state
+    bits < n = CC, collision forced) with the T5.6 hybrid as the constant-size
+    side, on every instance of the reduction's family. Every instance is
+    enumerated: the seed is unused."""
+    S = _separation()
+    out = []
+    for key in SEPARATION_KEYS:
+        rows = S.ROWS[profile]["istree" if key == "istree" else "retrieval"]
+        sides: dict[int, object] = {}
+        for n, kind in rows:
+            if key == "istree" and n > SEPARATION_ISTREE_MAX_N[profile]:
+                continue
+            if n not in sides:
+                sides[n] = (hybrid_istree_side(S, n) if key == "istree"
+                            else S.model_side(key, n, build_reduction_model(key, n)))
+            out.append(S.separation_record(key, n, kind=kind, model_side=sides[n], claim="T5.6"))
+    return out
+
+
+if _separation() is not None:
+    # registered only where checks_separation.py exists (it is another branch's);
+    # tests/test_hybrid.py checks both cases
+    register("T5.6", "separation: the hybrids vs a bounded-memory RNN on the reduction's family")(
+        hybrid_separation_check)

@@ -292,6 +292,9 @@ def test_t56_records_never_rest_on_a_constant(monkeypatch):
     monkeypatch.setitem(CHK.ISTREE_DENSE, "quick", [(16, 4)])
     monkeypatch.setitem(CHK.ISTREE_FIT_N, "quick", [16, 32])
     monkeypatch.setitem(CHK.NECESSITY_N, "quick", {"retrieval": [3], "istree": [2]})
+    sep = CHK._separation()
+    if sep is not None:
+        monkeypatch.setitem(sep.ROWS, "quick", {"retrieval": ((4, "register"),), "istree": ((4, "register"),)})
     load_checks()
     recs = [r for c in REGISTRY if c.claim == "T5.6" for r in c.fn("quick", 0)]
     assert recs and all(r.passed for r in recs), [r.note for r in recs if not r.passed]
@@ -305,6 +308,30 @@ def test_t56_records_never_rest_on_a_constant(monkeypatch):
         assert m, (r.task, r.note)
         assert len(re.findall(r" x \d+", m.group(1))) >= 2, (r.task, r.note)
     assert not any("attention removed" in r.task or "minus attention" in r.model for r in recs)
+
+
+def test_separation_rows_where_the_machinery_exists(monkeypatch):
+    """The T5.6 separation rows (the hybrid as the constant-size side of
+    checks/checks_separation.py's records) are registered exactly when that module
+    exists; where it does, each row passes with a verified witness, the exact CC,
+    and at the compact rows a collision forced by pigeonhole (state bits < CC)."""
+    from checks import checks_hybrid as CHK
+    from checks.registry import REGISTRY, load_checks
+    load_checks()
+    sep = CHK._separation()
+    registered = any(c.fn is CHK.hybrid_separation_check for c in REGISTRY)
+    assert registered == (sep is not None)
+    if sep is None:
+        return      # this checkout has no checks_separation.py: no T5.6 separation row is claimed
+    monkeypatch.setitem(sep.ROWS, "quick", {"retrieval": ((4, "register"), (8, "compact")),
+                                            "istree": ((4, "register"), (7, "compact"))})
+    recs = CHK.hybrid_separation_check("quick", 0)
+    assert len(recs) == 2 * len(CHK.SEPARATION_KEYS)
+    assert all(r.passed and r.kind == "separation" and r.claim == "T5.6" for r in recs), \
+        [r.note for r in recs if not r.passed]
+    assert all(r.witness_verified and r.cc_bits == r.n for r in recs)
+    assert [r.collision_forced for r in recs] == [False, True] * len(CHK.SEPARATION_KEYS)
+    assert all(r.model.startswith("hybrid-") for r in recs)
 
 
 def test_no_position_feature_and_one_attention_layer():
