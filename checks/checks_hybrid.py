@@ -36,9 +36,13 @@ state is a function of i alone (IsTree: of i and the last bit x_n, which a
 5-token delay line still holds); tests/test_hybrid.py checks this at n = 4. The
 best readout of that state is right on half of the instances with i < n at every
 n >= 2 (its capacity is 0 bits of x, 1 for IsTree), so a witness against it says
-nothing about memory. The separation records (constant-size
-model, exact CC, a bounded-memory RNN correct below its capacity and broken
-above it) are checks/checks_separation.py's. (2) The raise-mode "one integer bit
+nothing about memory. In their place, where checks/checks_separation.py exists
+(:func:`hybrid_separation_check`, registered only then): its separation records
+with the HYBRID as the constant-size side, on every instance of the reduction's
+family at n, beside the exact one-way CC and a bounded-memory RNN that is right
+on the whole family at every n' <= its capacity and broken on a verified witness
+at n (the register RNN: collision only found; the compact register with state
+bits < CC: collision forced). (2) The raise-mode "one integer bit
 below the bits used must fail" rows: a re-run with fewer bits than the run used
 overflows by construction, whatever the answers.
 """
