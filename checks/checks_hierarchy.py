@@ -6,16 +6,26 @@ holds under the assumption PSPACE not in P/poly, which nobody can check. What
 is checked here: (1) the linear RNN of :mod:`constructions.cot_hierarchy` solves
 ITER(n) with a CoT of exactly t <= n^2 tokens, against the plain-Python
 reference below, with its state equal to the machine's configuration after every
-CoT token; (2) the same network with its CoT disabled (stop after k = 0 steps),
-or any small fixed budget k, is wrong on instances that a search finds, and the
-full network forced to answer at once emits a non-answer token. (2) is about
-these networks only, not about every CoT-free RNN.
+CoT token; (2) the contrast: a CoT-free linear RNN that unrolls k applications of
+g_n (:func:`constructions.cot_hierarchy.unrolled_rnn`) is right on EVERY instance
+with t <= k (the easy part of ITER, both answers occurring) and wrong on a concrete
+instance with t > k, shown in the record, which the CoT RNN answers right. (2) is
+about this fixed-depth network only, not about every CoT-free RNN; (3) necessity:
+the T4.1 RNN's integer-bit frontier in saturate mode, with the instance answered
+wrongly one bit below it (checks/necessity.py).
+
+Removed, and why: the earlier rows "same RNN with CoT disabled / budget k" and
+"answer forced at once" rested on networks that are right only by accident (the
+budget-k network computes g^k(a), right for t = k only; the forced network emits a
+value token, never an answer), so their failures said nothing about depth. The
+raise-mode "one bit below used" rows overflow by construction and were dropped.
 
 ``sim``: the Transformer of :mod:`constructions.simulate` is run on random
 seeded linear RNNs (exhaustively over short prompts, and on random longer
 prompts) and on the T4.1 RNN; every decoded state in its CoT must equal the
 RNN's state after the same token, its Y tokens the RNN's CoT, its answer the
-RNN's answer; then one integer bit below its measured usage must fail.
+RNN's answer; necessity records give its saturate-mode frontiers with the first
+disagreement one bit below.
 
 The references here are plain Python (ints), never the code under test.
 """
@@ -27,12 +37,12 @@ import time
 import numpy as np
 
 from constructions import cot_hierarchy as CH
-from constructions.fixedpoint import FixedFormat, PrecisionError
+from constructions.fixedpoint import PrecisionError
 from constructions.generate import generate
-from constructions.protocol import run_rnn
-from constructions.simulate import compare, random_linear_rnn, simulate_rnn
+from constructions.simulate import compare, random_linear_rnn, rnn_trace, simulate_rnn
 from constructions.vocab import BOS, FALSE, NUMBER_BASE, QUERY, TRUE
 
+from .necessity import necessity_record
 from .registry import Record, register
 
 CONDITIONAL = ("conditional claim (PSPACE not in P/poly) - only the construction and the no-CoT "
@@ -41,6 +51,18 @@ CONDITIONAL = ("conditional claim (PSPACE not in P/poly) - only the construction
 
 # ----------------------------------------------------------------------------
 # ITER(n): plain-Python reference and instances
+NAMES = {TRUE: "[TRUE]", FALSE: "[FALSE]"}
+
+
+def answer_counts(answers) -> str:
+    """``answers: [TRUE] 31, [FALSE] 29`` (a row whose model emits one token on the
+    whole family says so here; tests/test_cot_hierarchy.py refuses such rows)."""
+    names = NAMES
+    vals, counts = np.unique(np.asarray([-1 if a is None else int(a) for a in answers]), return_counts=True)
+    return "answers: " + ", ".join(f"{names.get(int(v), 'none' if v == -1 else int(v))} {int(c)}"
+                                   for v, c in zip(vals, counts))
+
+
 def iter_reference(tokens) -> int:
     """``[BOS] z_1..z_n [QUERY] (2n + t) a`` -> [TRUE] iff g^t(a) >= n, where
     g(x) = tent((x + 1) mod 2n), tent(y) = 2y if y < n else 4n - 1 - 2y."""
@@ -82,7 +104,6 @@ def iter_instances(n: int, rng: np.random.Generator, count: int | None = None) -
 
 EXHAUSTIVE = {"quick": [2, 3, 4, 5], "full": [2, 3, 4, 5, 6, 7, 8]}
 SAMPLED = {"quick": [(8, 150), (16, 60)], "full": [(16, 400), (32, 200), (64, 40)]}
-BUDGETS = {"quick": 3, "full": 6}
 
 
 def _t41_record(n: int, inst, profile: str, exhaustive: bool) -> Record:
@@ -92,10 +113,12 @@ def _t41_record(n: int, inst, profile: str, exhaustive: bool) -> Record:
     T = CH.steps(n)
     bad = cot_max = 0
     state_checked = 0
+    answers: list[int] = []
     for a, t, pad in inst:
         p = CH.prompt(n, a, t, pad)
         want = iter_reference(p)
         g = generate(model, p, answer_tokens=[TRUE, FALSE], max_cot=T)
+        answers.append(g.answer)
         cot_max = max(cot_max, g.cot_length)
         ok = g.answer == want and g.cot_length == t
         if ok and exhaustive:
@@ -120,7 +143,8 @@ def _t41_record(n: int, inst, profile: str, exhaustive: bool) -> Record:
     return Record("T4.1", model.name, "ITER" + (" exhaustive, state by state" if exhaustive else " sampled"), n,
                   len(inst), bad, r.used_precision_bits, CH.DECLARED.format(n).total_bits, cot_max, CH.cot_bound(n),
                   r.params, r.state_bits, round(time.perf_counter() - t0, 3),
-                  note=f"m={2 * n}, T=n^2={T}; {CONDITIONAL}")
+                  note=f"m={2 * n}, T=n^2={T}; {answer_counts(answers)}; {CONDITIONAL}",
+                  family="ITER" + (" exhaustive" if exhaustive else " random"), alphabet=2 * n)
 
 
 @register("T4.1", "ITER(n): a linear RNN with CoT runs g_n on its state")
@@ -133,58 +157,103 @@ def t41_with_cot(profile: str, seed: int) -> list[Record]:
     return out
 
 
-def search_failure(model, n: int, rng: np.random.Generator, max_cot: int, tries: int):
-    """Search instances (a, t) in random order for one the model answers wrongly;
-    returns (instance, got, want, searched) or (None, ..., searched)."""
+CONTRAST = {"quick": [(3, 2), (5, 2), (8, 3), (16, 3)], "full": [(3, 1), (3, 2), (5, 2), (5, 4), (8, 3), (16, 3),
+                                                              (32, 4)]}
+"""(n, k) pairs of the contrast: the no-CoT network unrolls k applications of g_n.
+Every (a, t) is run (2n (n^2 + 1) prompts, 8,224 at n = 16, one batch)."""
+
+
+def iter_batch(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every (a, t) of ITER(n) with seeded random padding: (tokens [B, n + 4], a, t,
+    reference answers)."""
     m, T = 2 * n, n * n
-    pairs = [(a, t) for a in range(m) for t in range(T + 1)]
-    order = rng.permutation(len(pairs))[:tries]
-    for k, i in enumerate(order):
-        a, t = pairs[int(i)]
-        p = CH.prompt(n, a, t, [int(v) for v in rng.integers(0, m, size=n)])
-        want = iter_reference(p)
-        g = generate(model, p, answer_tokens=[TRUE, FALSE], max_cot=max_cot)
-        if g.answer != want:
-            return (a, t), g.answer, want, k + 1
-    return None, None, None, len(order)
+    pairs = np.array([(a, t) for a in range(m) for t in range(T + 1)], dtype=np.int64)
+    toks = np.array([CH.prompt(n, int(a), int(t), [int(v) for v in rng.integers(0, m, size=n)])
+                     for a, t in pairs], dtype=np.int64)
+    want = np.array([iter_reference(row) for row in toks], dtype=np.int64)
+    return toks, pairs[:, 0], pairs[:, 1], want
 
 
-@register("T4.1", "no CoT: the same network answers after bounded depth and fails (search)")
-def t41_without_cot(profile: str, seed: int) -> list[Record]:
+def contrast_record(n: int, k: int, seed: int) -> Record:
+    """The no-CoT unrolled network (k applications) on every instance of ITER(n):
+    it must be right on every t <= k, with both answers occurring there, and wrong
+    on some t > k; the first wrong instance (by t, then a) is shown and must be
+    answered right by the CoT RNN. Failures: 1 per broken condition."""
+    t0 = time.perf_counter()
+    model = CH.unrolled_rnn(n, k)
+    toks, a, t, want = iter_batch(n, np.random.default_rng([seed, n, k, 41]))
+    got = model.predict_batch(toks)
+    easy, hard = t <= k, t > k
+    easy_wrong = int((got[easy] != want[easy]).sum())
+    wrong = np.flatnonzero(hard & (got != want))
+    # a contrast must fail a model that is right on the easy part, not a constant
+    failures = int(easy_wrong > 0) + int(len(set(got[easy].tolist())) < 2)
+    if len(wrong):
+        j = int(wrong[np.lexsort((a[wrong], t[wrong]))[0]])
+        cot = generate(CH.iterate_rnn(n), toks[j].tolist(), answer_tokens=[TRUE, FALSE], max_cot=CH.cot_bound(n))
+        cot_ok = cot.answer == want[j] and cot.cot_length == t[j]
+        failures += int(not cot_ok)
+        shown = (f"first wrong: [{' '.join(map(str, toks[j].tolist()))}], a={a[j]}, t={t[j]} (g^{k}(a) = {iter_orbit(n, int(a[j]), k)[-1]}, "
+                 f"g^t(a) = {iter_orbit(n, int(a[j]), int(t[j]))[-1]}) -> {NAMES[int(got[j])]}, "
+                 f"want {NAMES[int(want[j])]}; the CoT RNN answers {NAMES.get(cot.answer, cot.answer)} after "
+                 f"{cot.cot_length} CoT tokens")
+    else:
+        failures += 1
+        shown = "NO WRONG INSTANCE with t > k"
+    r = model.resources
+    note = (f"no CoT, {k} applications of g unrolled; t <= k: {easy_wrong} wrong of {int(easy.sum())} "
+            f"({answer_counts(got[easy])}); t > k: {len(wrong)} wrong of {int(hard.sum())}; {shown}; {CONDITIONAL}")
+    return Record("T4.1", model.name, f"ITER contrast: no-CoT unrolled k={k}, right for t <= k, wrong beyond", n,
+                  len(toks), failures, r.used_precision_bits, CH.DECLARED.format(n).total_bits, 0, 0, r.params,
+                  r.state_bits, round(time.perf_counter() - t0, 3), note=note, family="ITER exhaustive",
+                  alphabet=2 * n)
+
+
+@register("T4.1", "contrast: a no-CoT RNN unrolling k applications is right for t <= k, wrong beyond")
+def t41_contrast(profile: str, seed: int) -> list[Record]:
+    return [contrast_record(n, k, seed) for n, k in CONTRAST[profile]]
+
+
+def iter_cot_runner(n: int, seed: int, count: int | None = None):
+    """A necessity ``run(model)``: generate on ITER(n) instances (every (a, t) if
+    count is None) and compare answer and CoT with the plain-Python orbit; None,
+    or a line naming the first instance with a wrong answer, or if every answer is
+    right the first whose CoT (the map's orbit) is wrong."""
+    inst = iter_instances(n, np.random.default_rng([seed, n, 4100]), count)
+    cases = [(CH.prompt(n, a, t, pad), iter_reference(CH.prompt(n, a, t, pad)),
+              [NUMBER_BASE + v for v in iter_orbit(n, a, t)[1:]]) for a, t, pad in inst]
+
+    def run(model) -> str | None:
+        cot_only = None
+        for p, want, cot in cases:
+            try:
+                g = generate(model, p, answer_tokens=[TRUE, FALSE], max_cot=CH.cot_bound(n))
+            except PrecisionError as e:
+                return f"raised {type(e).__name__}: {str(e)[:100]}"
+            a, t = p[-1] - NUMBER_BASE, p[-2] - NUMBER_BASE - 2 * n
+            if g.answer != want:          # a wrong answer is reported first
+                return f"(a, t) = ({a}, {t}) -> answer {g.answer}, want {want} (CoT of {g.cot_length} tokens)"
+            if g.cot != cot and cot_only is None:
+                k = next((j for j, (u, v) in enumerate(zip(g.cot, cot)) if u != v), min(len(g.cot), len(cot)))
+                cot_only = (f"every answer right, but (a, t) = ({a}, {t}): CoT token {k + 1} of {len(cot)} is "
+                            f"{g.cot[k] if k < len(g.cot) else 'none'}, want {cot[k] if k < len(cot) else 'none'}")
+        return cot_only
+    return run, len(cases)
+
+
+NECESSITY_T41 = {"quick": [3, 5], "full": [3, 5, 8]}
+
+
+@register("T4.1", "necessity: the T4.1 RNN's integer-bit frontier (saturate), wrong one bit below")
+def t41_necessity(profile: str, seed: int) -> list[Record]:
     out = []
-    sizes = EXHAUSTIVE[profile] + [n for n, _ in SAMPLED[profile]]
-    for n in sizes:
-        rng = np.random.default_rng(seed * 7919 + n)
-        for k in range(BUDGETS[profile] + 1):
-            t0 = time.perf_counter()
-            model = CH.iterate_rnn(n, cot_budget=k)
-            inst, got, want, searched = search_failure(model, n, rng, max_cot=k, tries=5000)
-            found = inst is not None
-            what = "CoT disabled (k=0)" if k == 0 else f"CoT budget k={k}"
-            note = (f"fails as it must: (a, t)={inst} -> {got}, reference {want}, after {searched} tries"
-                    if found else f"NO FAILURE FOUND in {searched} tries")
-            r = model.resources
-            out.append(Record("T4.1", model.name, f"ITER, {what}: must fail", n, searched, 0 if found else 1,
-                              cot_max=k, cot_bound=k, params=r.params, state_bits=r.state_bits,
-                              seconds=round(time.perf_counter() - t0, 3), note=f"{note}; {CONDITIONAL}"))
-        # the construction itself with the answer forced at once (no CoT allowed):
-        # its first token is the machine's next value, not an answer
-        t0 = time.perf_counter()
+    for n in NECESSITY_T41[profile]:
+        run, count = iter_cot_runner(n, seed)
         model = CH.iterate_rnn(n)
-        rnn = model.rnn()
-        tries, found = 0, None
-        for a, t, pad in iter_instances(n, rng, 200):
-            tries += 1
-            p = CH.prompt(n, a, t, pad)
-            first = run_rnn(rnn, p).answer
-            if first != iter_reference(p):
-                found = ((a, t), first)
-                break
-        out.append(Record("T4.1", model.name, "ITER, answer forced at once: must fail", n, tries,
-                          0 if found else 1, params=model.resources.params, state_bits=model.resources.state_bits,
-                          seconds=round(time.perf_counter() - t0, 3),
-                          note=(f"fails as it must: (a, t)={found[0]} -> token {found[1]}" if found
-                                else "NO FAILURE FOUND") + f"; {CONDITIONAL}"))
+        out.append(necessity_record("T4.1", model.name, "ITER (every (a, t), CoT compared token by token)", n,
+                                    family="ITER exhaustive", alphabet=2 * n, declared=CH.DECLARED.format(n),
+                                    run=run, model=model, instances=count,
+                                    build_frac=lambda fmt, n=n: CH.iterate_rnn(n, fmt=fmt)))
     return out
 
 
@@ -195,30 +264,36 @@ SIM_EXH_LEN = {"quick": 3, "full": 4}         # prompts [BOS] + x, |x| <= this, 
 SIM_RANDOM = {"quick": [(8, 10)], "full": [(8, 40), (16, 20), (32, 6)]}
 SIM_RNN_COT = 2
 SIM_STATE_BITS = 4
+SIM_NECESSITY = {"quick": 1, "full": 3}
+"""How many of the random RNNs get a necessity record (frontiers of their simulator)."""
 
 
-def _below_bound(sim, runs) -> Record:
-    """The same Transformer one integer bit below its measured usage must fail."""
-    t0 = time.perf_counter()
-    model = sim.model
-    used = model.resources.used_int_bits
-    low = FixedFormat(used - 1, model.fmt.frac_bits)
-    how, failed = "", False
-    try:
-        low_model = model.with_format(low)
-        for p, ans, cot in runs:
-            g = generate(low_model, p, answer_tokens=ans, max_cot=len(cot) + 1)
-            if g.cot != cot:
-                failed, how = True, "different CoT"
-                break
-    except (PrecisionError, ValueError) as e:
-        failed, how = True, f"raised: {str(e)[:100]}"
-    return Record("sim", model.name, f"below bound ({low.name})", 0, len(runs), 0 if failed else 1,
-                  seconds=round(time.perf_counter() - t0, 3),
-                  note=("fails as it must: " if failed else "DID NOT FAIL below bound: ") + how)
+def sim_runner(runs):
+    """A necessity ``run(model)`` over verified simulator runs (prompt, answer set,
+    CoT, answer): the Transformer at another format must write the same CoT token
+    for token (every decoded RNN state, every Y token) and the same answer."""
+    def run(model) -> str | None:
+        for p, ans, cot, answer in runs:
+            try:
+                g = generate(model, p, answer_tokens=ans, max_cot=len(cot))
+            except PrecisionError as e:
+                return f"raised {type(e).__name__}: {str(e)[:100]}"
+            if g.cot != cot or g.answer != answer:
+                k = next((j for j, (u, v) in enumerate(zip(g.cot, cot)) if u != v), min(len(g.cot), len(cot)))
+                return (f"prompt {p}: CoT differs at token {k} of {len(cot)} "
+                        f"({g.cot[k] if k < len(g.cot) else g.answer} vs {cot[k] if k < len(cot) else answer})")
+        return None
+    return run
 
 
-def _sim_record(sim, task: str, n: int, cases, t0: float) -> tuple[Record, list]:
+def _sim_necessity(sim, runs, task: str, n: int, family: str, alphabet: int | None) -> Record:
+    """Saturate-mode frontiers of the simulating Transformer on verified runs."""
+    return necessity_record("sim", sim.model.name, task, n, family=family, alphabet=alphabet, declared=sim.fmt,
+                            run=sim_runner(runs), model=sim.model, instances=len(runs))
+
+
+def _sim_record(sim, task: str, n: int, cases, t0: float, family: str, alphabet: int | None
+                ) -> tuple[Record, list]:
     bad, cot_max, cot_bound, first, runs = 0, 0, 0, "", []
     answered, rnn_cot, outputs = 0, 0, set()
     for p, ans in cases:
@@ -231,15 +306,16 @@ def _sim_record(sim, task: str, n: int, cases, t0: float) -> tuple[Record, list]
         if msg:
             bad += 1
             first = first or f"{list(p)}: {msg}"
-        elif len(runs) < 3:
+        else:
             runs.append((list(p), ans if ans is not None else
-                         [t for t in range(sim.rnn.vocab.size) if sim.rnn.vocab.contains(t)], run.cot))
+                         [t for t in range(sim.rnn.vocab.size) if sim.rnn.vocab.contains(t)], run.cot, run.answer))
     r = sim.model.resources
     note = (f"B={sim.B} tokens per RNN step (S={sim.S} state numbers + counter + Y); CoT = B(L + c) - 1; "
             f"RNN {sim.rnn.fmt.name}, I_s={sim.Is}; RNN runs: {answered} answered (others hit the RNN CoT "
             f"limit), {rnn_cot} RNN CoT tokens, {len(outputs)} distinct RNN output tokens") + (f"; FIRST FAILURE {first[:200]}" if first else "")
     return Record("sim", sim.model.name, task, n, len(cases), bad, r.used_precision_bits, sim.fmt.total_bits,
-                  cot_max, cot_bound, r.params, None, round(time.perf_counter() - t0, 3), note), runs
+                  cot_max, cot_bound, r.params, None, round(time.perf_counter() - t0, 3), note, family=family,
+                  alphabet=alphabet), runs
 
 
 @register("sim", "a Transformer with CoT simulates random linear RNNs step by step")
@@ -256,17 +332,18 @@ def sim_random(profile: str, seed: int) -> list[Record]:
                 p = [BOS] + [NUMBER_BASE + x for x in xs]
                 cases += [(p, None), (p, [TRUE, FALSE])]
         rec, runs = _sim_record(sim, f"random RNN, all prompts |x|<={SIM_EXH_LEN[profile]}",
-                                SIM_EXH_LEN[profile], cases, t0)
+                                SIM_EXH_LEN[profile], cases, t0, "every prompt", 3)
         out.append(rec)
+        if s < SIM_NECESSITY[profile]:
+            out.append(_sim_necessity(sim, runs, f"random RNN, all prompts |x|<={SIM_EXH_LEN[profile]}",
+                                      SIM_EXH_LEN[profile], "every prompt", 3))
         rng = np.random.default_rng(seed * 100 + s + 50_000)
         for L, count in SIM_RANDOM[profile]:
             t0 = time.perf_counter()
             cases = [([BOS] + [NUMBER_BASE + int(v) for v in rng.integers(0, 3, size=L)],
                       None if rng.random() < 0.5 else [TRUE, FALSE]) for _ in range(count)]
-            rec, more = _sim_record(sim, f"random RNN, random prompts |x|={L}", L, cases, t0)
+            rec, more = _sim_record(sim, f"random RNN, random prompts |x|={L}", L, cases, t0, "random prompts", 3)
             out.append(rec)
-        if s == 0:
-            out.append(_below_bound(sim, runs))
     return out
 
 
@@ -283,11 +360,12 @@ def sim_t41(profile: str, seed: int) -> list[Record]:
         sim = simulate_rnn(rnn, max_prompt=n + 4, max_rnn_cot=T, state_int_bits=(T + 2 * n + 4).bit_length())
         inst = iter_instances(n, np.random.default_rng(seed * 31 + n), count)
         cases = [(CH.prompt(n, a, t, pad), [TRUE, FALSE]) for a, t, pad in inst]
+        fam = "ITER exhaustive" if count is None else "ITER random"
         rec, runs = _sim_record(sim, "T4.1 RNN on ITER" + (" exhaustive" if count is None else " sampled"), n,
-                                cases, t0)
+                                cases, t0, fam, 2 * n)
         out.append(rec)
         if n == 2:
-            out.append(_below_bound(sim, runs))
+            out.append(_sim_necessity(sim, runs, "T4.1 RNN on ITER (every (a, t))", n, fam, 2 * n))
     return out
 
 
@@ -311,7 +389,8 @@ def sim_targets(profile: str, seed: int) -> list[Record]:
                 for i in range(1, n + 1):
                     cases.append(([BOS] + [NUMBER_BASE + x for x in xs] + [Q, NUMBER_BASE + i],
                                   [NUMBER_BASE, NUMBER_BASE + 1]))
-        rec, runs = _sim_record(sim, f"register Index RNN (its CoT), every instance n<={c}", c, cases, t0)
+        rec, runs = _sim_record(sim, f"register Index RNN (its CoT), every instance n<={c}", c, cases, t0,
+                                "reduction", 2)
         out.append(rec)
     for s in range(SIM_TARGET_SEEDS[profile]):
         t0 = time.perf_counter()
@@ -319,6 +398,7 @@ def sim_targets(profile: str, seed: int) -> list[Record]:
         sim = simulate_rnn(rnn, max_prompt=5, max_rnn_cot=0)
         cases = [(p, None) for L in range(4) for p in
                  ([BOS] + [NUMBER_BASE + x for x in xs] for xs in itertools.product(range(3), repeat=L))]
-        rec, runs = _sim_record(sim, "targets.random_linear_rnn, all prompts |x|<=3", 3, cases, t0)
+        rec, runs = _sim_record(sim, "targets.random_linear_rnn, all prompts |x|<=3", 3, cases, t0,
+                                "every prompt", 3)
         out.append(rec)
     return out

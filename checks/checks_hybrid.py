@@ -2,44 +2,76 @@
 layer, constructions/hybrid.py) solves Index, AR, c-gram and Counting with no CoT,
 and IsTree with CoT O(N log N).
 
-Retrieval, per task: every instance up to a small n (``enumerate_all``), then
-seeded samples at growing n up to 2^12 (AR / c-gram / Counting with 'near'
-thresholds); each record compares with the plain-Python task references, reports
-bits used vs declared, params (the same at every n) and state bits (state numbers
-x p(n)). A last record per task re-encodes the same weights one integer bit below
-what the runs used, which must fail.
+Where the theorem bites (theory.md §1): every hybrid is checked on the image of
+the lower bound's Index reduction (lowerbounds/reductions.py), with the alphabet
+the reduction writes:
 
-IsTree: every graph on N <= 4 (5) vertices with both separators, seeded sparse
-and dense families, and adversarial edge orders (binomial merges, a deep core
-with pendant vertices, the same closed by a cycle) over N = 16..256 (..320 in
-the full profile), CoT token for token against ``istree_unionfind_cot``, within
-``istree_cot_bound``; the measured lengths are fitted to a N log2 N + b N (least
-squares; a and b in the fit record's task and note).
+* Index, AR, c-gram (c = 2, 3, 4), Counting: every x in {0,1}^n and every query i
+  at small n, then seeded samples at n = 2^k as far as the hybrid's declared
+  format fits int64 (AR / 2-gram / Counting 2^12, 3- and 4-gram 2^11; Index to
+  2^14, where its format still fits), each with random x, random i and the adversarial queries i = n, n - 1
+  (the key's first occurrence at the end of the data) and the x = 0^n, 1^n
+  rows. The data length is the reduction's (n for Index / Counting, c n for
+  c-gram, 2 n for AR) and so is the alphabet (2; n + 2 for the keys 2..n+1 of
+  AR / c-gram; n + 1 for the marks 0..n of Counting). The hybrids are
+  alphabet-free: tokens enter only through the code formula tau, so the
+  parameter count is one number for every n and alphabet (in every record);
+* IsTree: the hub gadget (reductions.ISTREE, N = n + 3 vertices, n + 2 edges),
+  every x and i at small n and samples with i near n at n = 16, 64, 256, the
+  union-find CoT compared token by token with ``H.istree_unionfind_cot``.
 
-Contrast: each hybrid minus its attention layer (IsTree included, via the hub
-gadget) is broken by the witness finder, while the full hybrid answers the failing
-instances.
+Records: ``family="reduction"`` with ``alphabet`` set; answers counted in the note
+(both answers occur on every reduction row). The easy families of the earlier
+checks (alphabet 3 / 4 exhaustive and random, every small graph, sparse and dense
+random graphs, adversarial edge orders) stay as extra rows with their own family.
+
+Necessity (checks/necessity.py): each hybrid's integer-bit and fraction-bit
+frontiers in saturate mode on the reduction family at a small n, with the
+instance answered wrongly one bit below.
+
+Removed, and why: (1) the "hybrid minus its attention layer falls to the witness
+finder" rows. The hybrids' RNN layers hold only counters (t + 1, (t + 1)^2), delay
+lines of the last few tokens and latches, so after a reduction instance their
+state is a function of i alone (IsTree: of i and the last bit x_n, which a
+5-token delay line still holds); tests/test_hybrid.py checks this at n = 4. The
+best readout of that state is right on half of the instances with i < n at every
+n >= 2 (its capacity is 0 bits of x, 1 for IsTree), so a witness against it says
+nothing about memory. In their place, where checks/checks_separation.py exists
+(:func:`hybrid_separation_check`, registered only then): its separation records
+with the HYBRID as the constant-size side, on every instance of the reduction's
+family at n, beside the exact one-way CC and a bounded-memory RNN that is right
+on the whole family at every n' <= its capacity and broken on a verified witness
+at n (the register RNN: collision only found; the compact register with state
+bits < CC: collision forced). (2) The raise-mode "one integer bit
+below the bits used must fail" rows: a re-run with fewer bits than the run used
+overflows by construction, whatever the answers.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import time
 
 import numpy as np
 
 from constructions import hybrid as H
-from constructions.fixedpoint import FixedFormat, PrecisionError
+from constructions.fixedpoint import PrecisionError
 from constructions.generate import generate
-from constructions.vocab import FALSE, TRUE
+from constructions.vocab import FALSE, NUMBER_BASE, TRUE
+from lowerbounds import reductions as LR
 
 from .formats import graph_tokens
+from .necessity import batch_runner, necessity_record
 from .registry import Record, register
 from .tasks import ar, cgram, counting, index, istree
 
 TASKS = {"index": index, "ar": ar, "cgram": cgram, "counting": counting}
 EXHAUSTIVE = {"quick": {"index": 6, "ar": 6, "cgram": 6, "counting": 5},
               "full": {"index": 8, "ar": 8, "cgram": 8, "counting": 7}}
-SAMPLED = {"quick": [64, 512, 4096], "full": [64, 256, 1024, 4096]}
+EXHAUSTIVE_FROM = {"quick": None, "full": 1}
+"""Easy rows: every instance at alphabet 3 for each n from this (None: the largest
+n only) to EXHAUSTIVE's."""
+SAMPLED = {"quick": [64, 512], "full": [64, 256, 1024, 4096]}
 SAMPLE = {"quick": 100, "full": 1000}
 ALPHABET_SMALL = 3
 ALPHABET_LARGE = 4
@@ -61,29 +93,42 @@ def reference(task: str, tokens) -> np.ndarray:
     return np.array([mod.reference(list(map(int, row))) for row in tokens], dtype=np.int64)
 
 
-def _record(task, model, n, toks, what, t0) -> Record:
+def answer_counts(answers) -> str:
+    """``answers: 0 x 12, 1 x 11`` over the model's answer tokens (numbers shown as
+    numbers). A row whose model answers one token on its whole family says so."""
+    vals, counts = np.unique(np.asarray(answers, dtype=np.int64), return_counts=True)
+    show = {TRUE: "[TRUE]", FALSE: "[FALSE]"}
+    return "answers: " + ", ".join(f"{show.get(int(v), int(v) - NUMBER_BASE)} x {int(c)}"
+                                   for v, c in zip(vals, counts))
+
+
+def _record(task, model, n, toks, what, t0, family: str, alphabet: int) -> Record:
     want = reference(task, toks)
     got = model.predict_batch(np.asarray(toks))
     r = model.resources
     return Record("T5.6", model.name, f"{task} ({what})", n, len(toks), int((got != want).sum()),
                   r.used_precision_bits, declared(task).format(n).total_bits, 0, 0, r.params, r.state_bits,
                   round(time.perf_counter() - t0, 3),
-                  note=f"no CoT; {len(model.spec.rnn_layers)} RNN layer(s) + 1 attention layer")
+                  note=f"no CoT; {len(model.spec.rnn_layers)} RNN layer(s) + 1 attention layer; "
+                       f"{answer_counts(got)}", family=family, alphabet=alphabet)
 
 
-@register("T5.6", "hybrid: Index / AR / c-gram / Counting with no CoT")
+@register("T5.6", "hybrid: Index / AR / c-gram / Counting with no CoT (easy families, extra)")
 def hybrid_retrieval_check(profile: str, seed: int) -> list[Record]:
+    """Extra coverage off the lower bound's family: every instance at alphabet 3
+    and seeded random instances at alphabet 4 (Counting with 'near' thresholds)."""
     out = []
     for task, mod in TASKS.items():
         kw = {"c": C} if task == "cgram" else {}
         lo = {"ar": 2, "cgram": C}.get(task, 1)
-        last = None
-        for n in range(lo, EXHAUSTIVE[profile][task] + 1):
+        hi = EXHAUSTIVE[profile][task]
+        start = EXHAUSTIVE_FROM[profile]
+        for n in range(max(lo, start) if start else hi, hi + 1):
             t0 = time.perf_counter()
             batch = mod.enumerate_all(n, alphabet=ALPHABET_SMALL, **kw)
             model = build(task, n, ALPHABET_SMALL)
-            out.append(_record(task, model, n, np.asarray(batch.tokens), "exhaustive", t0))
-            last = (model, np.asarray(batch.tokens), n)
+            out.append(_record(task, model, n, np.asarray(batch.tokens), "exhaustive", t0, "exhaustive",
+                               ALPHABET_SMALL))
         for n in SAMPLED[profile]:
             t0 = time.perf_counter()
             rng = np.random.default_rng([seed, n, list(TASKS).index(task)])
@@ -92,20 +137,203 @@ def hybrid_retrieval_check(profile: str, seed: int) -> list[Record]:
                 gkw["threshold"] = "near"
             batch = mod.generate(rng, n, SAMPLE[profile], alphabet=ALPHABET_LARGE, **gkw)
             model = build(task, n, ALPHABET_LARGE)
-            out.append(_record(task, model, n, np.asarray(batch.tokens), f"{SAMPLE[profile]} seeded samples", t0))
-        # below the bound: the same weights one integer bit below the bits used must fail
-        model, toks, n = last
-        t0 = time.perf_counter()
-        low = FixedFormat(model.resources.used_int_bits - 1, model.fmt.frac_bits)
-        want = reference(task, toks)
-        try:
-            bad = int((model.with_format(low).predict_batch(toks) != want).sum())
-            failed, how = bad > 0, f"{bad} wrong answers"
-        except (PrecisionError, ValueError) as e:
-            failed, how = True, f"raised: {e}"
-        out.append(Record("T5.6", model.name, f"{task} below bound ({low.name})", n, len(toks),
-                          0 if failed else 1, seconds=round(time.perf_counter() - t0, 3),
-                          note=("fails as it must: " if failed else "DID NOT FAIL below bound: ") + how[:120]))
+            out.append(_record(task, model, n, np.asarray(batch.tokens), f"{SAMPLE[profile]} seeded samples", t0,
+                               "random", ALPHABET_LARGE))
+    return out
+
+
+# ----------------------------------------------------------------------------
+# the lower bound's family: the image of the Index reduction
+REDUCTION_TASKS = ("index", "ar", "cgram2", "cgram3", "cgram4", "counting")
+REDUCTION_EXHAUSTIVE = {"quick": [4, 8], "full": list(range(1, 11))}
+REDUCTION_MAX_LOG2 = {"index": 14, "ar": 12, "cgram2": 12, "cgram3": 11, "cgram4": 11, "counting": 12}
+"""Largest k sampled with n = 2^k reduction bits. For AR, c-gram and Counting it is
+the largest k whose hybrid (data length c n for c-gram, 2 n for AR) fits int64:
+at 2^(k+1) the declared format needs I + f > 62 (tests/test_hybrid.py checks both
+sides). Index stops at the issue's 2^14; its format fits further (2^15: Q37.17)."""
+REDUCTION_SAMPLED_LOG2 = {"quick": [4, 8], "full": [4, 6, 8, 10]}
+"""Sampled n = 2^k for these k, then REDUCTION_MAX_LOG2 (and 2^12 for Index) too."""
+REDUCTION_SAMPLE = {"quick": (12, 3), "full": (48, 6)}
+"""(random x per n, random i per x); each x also gets i = n and i = n - 1."""
+
+
+def reduction_of(task: str) -> LR.Reduction:
+    if task.startswith("cgram"):
+        return LR.cgram_reduction(int(task[5:]))
+    return {"index": LR.INDEX, "ar": LR.AR, "counting": LR.COUNTING}[task]
+
+
+def data_length(task: str, n: int) -> int:
+    """The data length the reduction writes for n bits (positions 1..L)."""
+    return {"index": n, "counting": n, "ar": 2 * n}.get(task) or int(task[5:]) * n
+
+
+def reduction_alphabet(task: str, n: int) -> int:
+    """Numbers 0..a-1 the reduction writes: bits (Index), values 0/1 and keys
+    2..n+1 (AR, c-gram), marks 0..n (Counting)."""
+    return {"index": 2, "counting": n + 1}.get(task, n + 2)
+
+
+def build_reduction_model(task: str, n: int, fmt=None):
+    L, a = data_length(task, n), reduction_alphabet(task, n)
+    if task.startswith("cgram"):
+        return H.hybrid_cgram(L, c=int(task[5:]), alphabet=a, fmt=fmt)
+    return H.RETRIEVAL_BUILDERS[task](L, alphabet=a, fmt=fmt)
+
+
+def declared_for(task: str, n: int):
+    """The declared format of the hybrid for the reduction at n bits."""
+    L = data_length(task, n)
+    decl = H.cgram_declared(int(task[5:])) if task.startswith("cgram") else H.DECLARED[task]
+    return decl.format(L)
+
+
+def reduction_rows(red: LR.Reduction, n: int, rng: np.random.Generator | None, sample=(12, 3)):
+    """(tokens [B, L], expected answers [B], queries i [B]) on the reduction's image:
+    every (x, i) if ``rng`` is None, else ``sample[0]`` random x with ``sample[1]``
+    random i each, plus i = n, n - 1 for each, plus x = 0^n and 1^n at i = n."""
+    if rng is None:
+        pairs = [(x, i) for x in itertools.product((0, 1), repeat=n) for i in range(1, n + 1)]
+    else:
+        nx, ni = sample
+        xs = [tuple(int(b) for b in rng.integers(0, 2, size=n)) for _ in range(nx)]
+        pairs = [(x, int(i)) for x in xs for i in list(rng.integers(1, n + 1, size=ni)) + [n, max(1, n - 1)]]
+        pairs += [((0,) * n, n), ((1,) * n, n)]
+    toks = np.array([red.instance(x, i) for x, i in pairs], dtype=np.int64)
+    want = np.array([red.expected(x, i) for x, i in pairs], dtype=np.int64)
+    return toks, want, np.array([i for _, i in pairs], dtype=np.int64)
+
+
+def reduction_record(task: str, n: int, seed: int | None, sample=(12, 3)) -> Record:
+    """One T5.6 row on the reduction's image (exhaustive if seed is None)."""
+    t0 = time.perf_counter()
+    red = reduction_of(task)
+    rng = None if seed is None else np.random.default_rng([seed, n, REDUCTION_TASKS.index(task), 56])
+    toks, want, qs = reduction_rows(red, n, rng, sample)
+    model = build_reduction_model(task, n)
+    got = model.predict_batch(toks)
+    bad = np.flatnonzero(got != want)
+    r = model.resources
+    what = "every x, every i" if seed is None else f"{len(toks)} seeded (x, i), i = n and n - 1 included"
+    first = f"; FIRST WRONG {toks[bad[0]].tolist()[:12]}... -> {int(got[bad[0]])}" if len(bad) else ""
+    return Record("T5.6", model.name, f"{red.name} reduction ({what})", n, len(toks), len(bad),
+                  r.used_precision_bits, model.fmt.total_bits, 0, 0, r.params, r.state_bits,
+                  round(time.perf_counter() - t0, 3),
+                  note=(f"Index -> {red.name}: data length {data_length(task, n)}, largest query i = {int(qs.max())}; "
+                        f"{answer_counts(got)}{first}"),
+                  family="reduction", alphabet=reduction_alphabet(task, n))
+
+
+def reduction_sizes(task: str, profile: str) -> list[int]:
+    ks = [k for k in REDUCTION_SAMPLED_LOG2[profile] if k < REDUCTION_MAX_LOG2[task]]
+    ks += [12] if task == "index" and profile == "quick" else []
+    return [1 << k for k in sorted(set(ks + [REDUCTION_MAX_LOG2[task]]))]
+
+
+@register("T5.6", "hybrid: Index / AR / c-gram / Counting on the image of the Index reduction")
+def hybrid_reduction_check(profile: str, seed: int) -> list[Record]:
+    out = []
+    for task in REDUCTION_TASKS:
+        for n in REDUCTION_EXHAUSTIVE[profile]:
+            out.append(reduction_record(task, n, None))
+        for n in reduction_sizes(task, profile):
+            out.append(reduction_record(task, n, seed, REDUCTION_SAMPLE[profile]))
+    return out
+
+
+ISTREE_REDUCTION = {"quick": ([3, 4], [16, 64, 256], 3), "full": ([1, 2, 3, 4, 5, 6], [16, 32, 64, 128, 256], 12)}
+"""(exhaustive n, sampled n, random x per sampled n) of the hub gadget; the gadget
+at n bits has N = n + 3 vertices and n + 2 edges (its declared format fits int64
+up to n = 320)."""
+
+
+def istree_reduction_record(n: int, seed: int | None, nx: int = 4) -> Record:
+    """The IsTree hybrid (N = n + 3, m_max = n + 2) on the hub gadget: answer and
+    the union-find CoT token for token (exhaustive if seed is None, else nx random
+    x with i = n, n - 1 and one random i, plus 0^n and 1^n at i = n)."""
+    t0 = time.perf_counter()
+    red = LR.ISTREE
+    N, m = LR.istree_vertex_count(n), n + 2
+    rng = None if seed is None else np.random.default_rng([seed, n, 57])
+    toks, want, qs = reduction_rows(red, n, rng, (nx, 1))
+    model = H.hybrid_istree(N, m_max=m)
+    bad, cot_max, first, got = 0, 0, "", []
+    for row, w in zip(toks, want):
+        edges = LR.parse_istree(row)[1]
+        ref_cot, ref_answer = H.istree_unionfind_cot(N, edges)
+        g = generate(model, row.tolist(), answer_tokens=[TRUE, FALSE], max_cot=H.istree_cot_bound(N))
+        got.append(g.answer if g.answer is not None else -1)
+        ok = g.answer == w == ref_answer and g.cot == ref_cot
+        bad += not ok
+        cot_max = max(cot_max, g.cot_length)
+        if not ok and not first:
+            first = f"; FIRST WRONG {row.tolist()[:12]}...: answer {g.answer}, want {int(w)}, CoT equal {g.cot == ref_cot}"
+    r = model.resources
+    what = "every x, every i" if seed is None else f"{len(toks)} seeded (x, i), i = n and n - 1 included"
+    return Record("T5.6", model.name, f"IsTree hub-gadget reduction ({what})", n, len(toks), bad,
+                  r.used_precision_bits, model.fmt.total_bits, cot_max, H.istree_cot_bound(N), r.params,
+                  r.state_bits, round(time.perf_counter() - t0, 3),
+                  note=f"N = n + 3 = {N} vertices, {m} edges, largest i = {int(qs.max())}; union-find CoT equal to "
+                       f"the reference; {answer_counts(got)}{first}", family="reduction", alphabet=None)
+
+
+@register("T5.6", "hybrid IsTree (CoT) on the image of the Index -> IsTree hub gadget")
+def hybrid_istree_reduction_check(profile: str, seed: int) -> list[Record]:
+    exh, sampled, nx = ISTREE_REDUCTION[profile]
+    return [istree_reduction_record(n, None) for n in exh] + [istree_reduction_record(n, seed, nx) for n in sampled]
+
+
+# ----------------------------------------------------------------------------
+# necessity (saturate mode) on the reduction's image
+NECESSITY_N = {"quick": {"retrieval": [4], "istree": [3]}, "full": {"retrieval": [4, 8], "istree": [3, 5]}}
+NECESSITY_TASKS = ("index", "ar", "cgram3", "counting")
+
+
+def istree_runner(n: int):
+    """A necessity ``run(model)`` over every hub-gadget instance at n bits: the
+    answer and the union-find CoT token for token; None, or the first instance
+    with a wrong answer, or if every answer is right the first with a wrong CoT."""
+    N = LR.istree_vertex_count(n)
+    toks, want, _ = reduction_rows(LR.ISTREE, n, None)
+    cases = [(row.tolist(), int(w), H.istree_unionfind_cot(N, LR.parse_istree(row)[1])[0]) for row, w in zip(toks, want)]
+
+    def run(model) -> str | None:
+        cot_only = None
+        for p, w, cot in cases:
+            try:
+                g = generate(model, p, answer_tokens=[TRUE, FALSE], max_cot=H.istree_cot_bound(N))
+            except PrecisionError as e:
+                return f"raised {type(e).__name__}: {str(e)[:100]}"
+            head = f"[{' '.join(map(str, p[:10]))} ...]"
+            if g.answer != w:             # a wrong answer is reported first
+                return f"{head} -> answer {g.answer}, want {w} (CoT of {g.cot_length} tokens)"
+            if g.cot != cot and cot_only is None:
+                k = next((j for j, (u, v) in enumerate(zip(g.cot, cot)) if u != v), min(len(g.cot), len(cot)))
+                cot_only = f"every answer right, but {head}: the union-find CoT differs at token {k + 1} of {len(cot)}"
+        return cot_only
+    return run, len(cases)
+
+
+@register("T5.6", "necessity: each hybrid's frontiers (saturate) on the reduction's image, wrong one bit below")
+def hybrid_necessity_check(profile: str, seed: int) -> list[Record]:
+    out = []
+    for task in NECESSITY_TASKS:
+        for n in NECESSITY_N[profile]["retrieval"]:
+            toks, want, _ = reduction_rows(reduction_of(task), n, None)
+            model = build_reduction_model(task, n)
+            out.append(necessity_record("T5.6", model.name, f"{reduction_of(task).name} reduction (every x, every i)",
+                                        n, family="reduction", alphabet=reduction_alphabet(task, n),
+                                        declared=declared_for(task, n), run=batch_runner(toks, want), model=model,
+                                        instances=len(toks),
+                                        build_frac=lambda fmt, task=task, n=n: build_reduction_model(task, n, fmt)))
+    for n in NECESSITY_N[profile]["istree"]:
+        run, count = istree_runner(n)
+        N, m = LR.istree_vertex_count(n), n + 2
+        model = H.hybrid_istree(N, m_max=m)
+        out.append(necessity_record("T5.6", model.name, "IsTree hub-gadget reduction (every x, every i, CoT)", n,
+                                    family="reduction", alphabet=None, declared=model.fmt, run=run, model=model,
+                                    instances=count,
+                                    build_frac=lambda fmt, N=N, m=m: H.hybrid_istree(N, m_max=m, fmt=fmt)))
     return out
 
 
@@ -118,19 +346,23 @@ ISTREE_SPARSE = ("tree", "near_tree", "paper_binary", "paper_random")
 number m of input edges (positions are keys of the fetch head and tie-breaks of the
 record heads), so a dense 'wrong_size' graph at N = 200 (m ~ 16000) needs more than
 the 62 magnitude bits of int64 storage; dense graphs are checked at N <= 64 only."""
-ISTREE_DENSE = {"quick": [(16, 10), (64, 3)], "full": [(16, 50), (64, 20)]}
+ISTREE_DENSE = {"quick": [(16, 10), (64, 4)], "full": [(16, 50), (64, 20)]}
+"""(N, graphs): dense wrong-size graphs alternating with random trees (so both
+answers occur; the model is declared for the dense graphs' edge count)."""
 
 
 def run_istree(N: int, instances, m_max: int | None = None, sep: str = "-"):
-    """(model, instances, failures, cot_max, cot/(N log2 N) max over trees, first failure)."""
+    """(model, instances, failures, cot_max, cot/(N log2 N) max over trees, first
+    failure or the answer counts)."""
     insts = list(instances)
     mm = max([len(i.edges) for i in insts] + [N]) if m_max is None else m_max
     model = H.hybrid_istree(N, m_max=mm)
-    bad, cot_max, ratio, first = 0, 0, 0.0, ""
+    bad, cot_max, ratio, first, got = 0, 0, 0.0, "", []
     for inst in insts:
         want_cot, want = H.istree_unionfind_cot(N, inst.edges)
         g = generate(model, graph_tokens(inst.edges, sep=sep), answer_tokens=[TRUE, FALSE],
                      max_cot=H.istree_cot_bound(N))
+        got.append(g.answer if g.answer is not None else -1)
         ok = g.answer == inst.answer and want == inst.answer and g.cot == want_cot
         bad += not ok
         if not ok and not first:
@@ -138,13 +370,15 @@ def run_istree(N: int, instances, m_max: int | None = None, sep: str = "-"):
         cot_max = max(cot_max, g.cot_length)
         if inst.label and N > 1:
             ratio = max(ratio, g.cot_length / (N * math.log2(N)))
-    return model, len(insts), bad, cot_max, ratio, first
+    return model, len(insts), bad, cot_max, ratio, first or answer_counts(got)
 
 
 @register("T5.6", "hybrid: IsTree with CoT O(N log N) (union-find by size)")
 def hybrid_istree_check(profile: str, seed: int) -> list[Record]:
     out = []
-    for N, sep in [(N, sep) for N in range(1, ISTREE_EXHAUSTIVE[profile] + 1) for sep in "-~"]:
+    # from N = 2: the one graph on N = 1 vertex (a tree) is a family with a single
+    # answer, which a constant would pass too (tests/test_hybrid.py runs it)
+    for N, sep in [(N, sep) for N in range(2, ISTREE_EXHAUSTIVE[profile] + 1) for sep in "-~"]:
         t0 = time.perf_counter()
         model, cnt, bad, cot_max, ratio, first = run_istree(N, istree.enumerate_all(N), m_max=N * (N - 1) // 2,
                                                             sep=sep)
@@ -152,9 +386,10 @@ def hybrid_istree_check(profile: str, seed: int) -> list[Record]:
         out.append(Record("T5.6", model.name, f"IsTree (every graph, enumeration order, 'u {sep} v')", N, cnt, bad,
                           r.used_precision_bits, model.fmt.total_bits, cot_max, H.istree_cot_bound(N), r.params,
                           r.state_bits, round(time.perf_counter() - t0, 3),
-                          note=first or f"CoT/(N log2 N) <= {ratio:.2f} on trees"))
+                          note=f"{first}; CoT/(N log2 N) <= {ratio:.2f} on trees", family="every graph",
+                          alphabet=None))
     runs = [(N, b, ISTREE_SPARSE, "sparse families") for N, b in ISTREE_SAMPLED[profile]] + \
-           [(N, b, ("wrong_size",), "dense wrong-size graphs") for N, b in ISTREE_DENSE[profile]]
+           [(N, b, ("wrong_size", "tree"), "dense wrong-size graphs and trees") for N, b in ISTREE_DENSE[profile]]
     for N, batch, fams, what in runs:
         t0 = time.perf_counter()
         rng = np.random.default_rng([seed, N, 77, len(fams)])
@@ -164,8 +399,9 @@ def hybrid_istree_check(profile: str, seed: int) -> list[Record]:
         out.append(Record("T5.6", model.name, f"IsTree ({batch} seeded graphs, {what})", N, cnt, bad,
                           r.used_precision_bits, model.fmt.total_bits, cot_max, H.istree_cot_bound(N), r.params,
                           r.state_bits, round(time.perf_counter() - t0, 3),
-                          note=first or ((f"CoT/(N log2 N) <= {ratio:.2f} on trees" if ratio else "no trees")
-                                         + f"; m_max = {max(len(i.edges) for i in insts)}")))
+                          note=f"{first}; " + (f"CoT/(N log2 N) <= {ratio:.2f} on trees" if ratio else "no trees")
+                               + f"; m_max = {max(len(i.edges) for i in insts)}",
+                          family="dense random" if "dense" in what else "sparse random", alphabet=None))
     return out
 
 
@@ -304,11 +540,12 @@ def hybrid_istree_fit_check(profile: str, seed: int) -> list[Record]:
         cases = [(f, istree_adversarial(N, f)) for f in ISTREE_ADVERSARIAL]
         cases.append(("random_tree", list(istree.generate(rng, N, 1, family="tree")[0].edges)))
         model = H.hybrid_istree(N)
-        bad, cot_max, first, per = 0, 0, "", []
+        bad, cot_max, first, per, got = 0, 0, "", [], []
         for fam, edges in cases:
             want_cot, want = H.istree_unionfind_cot(N, edges)
             label = istree.reference_label(N, edges)
             g = generate(model, graph_tokens(edges), answer_tokens=[TRUE, FALSE], max_cot=H.istree_cot_bound(N))
+            got.append(g.answer if g.answer is not None else -1)
             ok = g.cot == want_cot and g.answer == want == (TRUE if label else FALSE)
             bad += not ok
             if not ok and not first:
@@ -321,7 +558,8 @@ def hybrid_istree_fit_check(profile: str, seed: int) -> list[Record]:
         out.append(Record("T5.6", model.name, "IsTree (adversarial orders + 1 seeded random tree)", N, len(cases),
                           bad, r.used_precision_bits, model.fmt.total_bits, cot_max, H.istree_cot_bound(N),
                           r.params, r.state_bits, round(time.perf_counter() - t0, 3),
-                          note=first or "CoT: " + ", ".join(per)))
+                          note=(first or answer_counts(got)) + "; CoT: " + ", ".join(per), family="adversarial orders",
+                          alphabet=None))
     t0 = time.perf_counter()
     worst = [(N, max(dict(lengths[f])[N] for f in lengths)) for N in ISTREE_FIT_N[profile]]
     a, b, res = istree_fit(worst)
@@ -333,79 +571,103 @@ def hybrid_istree_fit_check(profile: str, seed: int) -> list[Record]:
                       cot_max=dict(worst)[Nmax], cot_bound=H.istree_cot_bound(Nmax),
                       seconds=round(time.perf_counter() - t0, 3),
                       note=(f"least squares over N = {ISTREE_FIT_N[profile]}, max relative residual {res:.3f}; "
-                            f"per family: {fits}; declared bound N (2 floor(log2 N) + 16) + 1")))
+                            f"per family: {fits}; declared bound N (2 floor(log2 N) + 16) + 1"),
+                      family="adversarial orders", alphabet=None))
     return out
 
 
 # ----------------------------------------------------------------------------
-# the contrast: the same hybrids with the attention layer removed
-CONTRAST_N = {"quick": 8, "full": 12}
+# separation records: the hybrids as the constant-size side
+def _separation():
+    """checks/checks_separation.py (the T4.6-low / T4.7-low separation machinery:
+    the family, the exact one-way CC, the bounded-memory RNNs correct below their
+    capacity and the verified witness), or None where this checkout lacks it."""
+    try:
+        from . import checks_separation as S
+    except ImportError:
+        return None
+    need = ("separation_record", "model_side", "ModelSide", "ROWS", "TASKS", "family")
+    return S if all(hasattr(S, a) for a in need) else None
 
 
-def without_attention(model):
-    """The hybrid's RNN layers alone, as a linear RNN (same weights, same format,
-    same readout, attention layer dropped)."""
-    from dataclasses import replace
-
-    from constructions.model import Model
-    spec = replace(model.spec, name=model.spec.name + " minus attention", kind="linear_rnn", attn_layers=[])
-    return Model(spec, model.fmt)
+SEPARATION_KEYS = ("index", "ar", "cgram3", "counting", "istree")
 
 
-@register("T5.6", "contrast: the hybrids minus their attention layer fall to the witness finder")
-def hybrid_contrast_check(profile: str, seed: int) -> list[Record]:
-    """For each retrieval hybrid and the IsTree hybrid: the witness finder
-    (lowerbounds/witness.py, exhaustive) runs on its RNN layers alone and must return
-    a verified fooling pair, while the full hybrid answers the very instance(s) the
-    RNN fails on correctly. A record fails if no witness is found or the hybrid is
-    wrong there.
+def teacher_forced_istree(model, N: int, prompts: list[list[int]]) -> list[tuple[bool, int, list[int]]]:
+    """Per prompt: (every next-token prediction along prompt + reference union-find
+    CoT + label equals the reference, CoT length, the reference CoT + label), in
+    one batched call. All predictions right is exactly "greedy generation writes
+    the reference CoT and label" (by induction over the generated tokens)."""
+    rows, starts = [], []
+    for p in prompts:
+        cot, want = H.istree_unionfind_cot(N, LR.parse_istree(p)[1])
+        rows.append(p + cot + [want])
+        starts.append(len(p))
+    L = max(len(r) for r in rows)
+    batch = np.zeros((len(rows), L), dtype=np.int64)
+    for b, r in enumerate(rows):
+        batch[b, :len(r)] = r
+    preds = model.predict_batch(batch, np.array([len(r) - 1 for r in rows], dtype=np.int64), all_positions=True)
+    return [(preds[b, s - 1:len(r) - 1].tolist() == r[s:], len(r) - s - 1, r[s:])
+            for b, (r, s) in enumerate(zip(rows, starts))]
 
-    IsTree goes through the hub-gadget reduction (lowerbounds.reductions.ISTREE,
-    N = n + 3 vertices, n + 2 edges): the hybrid is built for that N and edge count
-    (so its declared positions cover the instance and its CoT), the RNN part gets the
-    same CoT budget istree_cot_bound(N) and the answers [TRUE] / [FALSE], and the full
-    hybrid must answer the failing instance with the union-find CoT token for token
-    (H.istree_unionfind_cot)."""
-    from lowerbounds.reductions import AR, CGRAM, COUNTING, INDEX, ISTREE, istree_vertex_count, parse_istree
-    from lowerbounds.witness import find_witness
+
+def hybrid_istree_side(S, n: int):
+    """The IsTree hybrid (N = n + 3, m_max = n + 2) on every hub-gadget instance at
+    n, teacher forced along the union-find CoT (:func:`teacher_forced_istree`) and
+    by greedy generation on the first and last instance; the label must equal the
+    task reference and the reduction's answer. A ``checks_separation.ModelSide``."""
+    t0 = time.perf_counter()
+    task = S.TASKS["istree"]
+    cases, toks = S.family(task, n)
+    N = LR.istree_vertex_count(n)
+    model = H.hybrid_istree(N, m_max=n + 2)
+    ref = task.reference(n)
+    prompts = [row.tolist() for row in toks]
+    forced = teacher_forced_istree(model, N, prompts)
+    fails, first, cot_max = 0, "", 0
+    for (x, i), p, (ok, length, cont) in zip(cases, prompts, forced):
+        cot_max = max(cot_max, length)
+        if not ok or cont[-1] != ref(p) or cont[-1] != task.reduction.expected(x, i):
+            fails += 1
+            first = first or f"x={''.join(map(str, x))} i={i}: a prediction along the reference CoT differs"
+    for b in (0, len(prompts) - 1):
+        g = generate(model, prompts[b], answer_tokens=[TRUE, FALSE], max_cot=H.istree_cot_bound(N))
+        if g.cot + [g.answer] != forced[b][2]:
+            fails += 1
+            first = first or f"greedy generation on instance {b} differs from the reference CoT"
+    r = model.resources
+    return S.ModelSide(model.name, len(cases), fails, r.params, r.used_precision_bits, model.fmt.total_bits,
+                       cot_max, H.istree_cot_bound(N), first, time.perf_counter() - t0)
+
+
+SEPARATION_ISTREE_MAX_N = {"quick": 8, "full": 10}
+"""IsTree rows up to this n (all n 2^n gadget instances, teacher forced in one batch)."""
+
+
+def hybrid_separation_check(profile: str, seed: int) -> list[Record]:
+    """checks_separation's rows (same n, same bounded-memory RNN: the register RNN
+    with capacity n - 1, collision only found; the compact register with state
+    bits < n = CC, collision forced) with the T5.6 hybrid as the constant-size
+    side, on every instance of the reduction's family. Every instance is
+    enumerated: the seed is unused."""
+    S = _separation()
     out = []
-    n = CONTRAST_N[profile]
-    for task, red in (("index", INDEX), ("ar", AR), ("cgram", CGRAM), ("counting", COUNTING), ("istree", ISTREE)):
-        t0 = time.perf_counter()
-        if task == "istree":
-            N = istree_vertex_count(n)
-            m = len(parse_istree(red.instance([0] * n, 1))[1])          # n + 2 edges for every (x, i)
-            model = H.hybrid_istree(N, m_max=m)
-            budget, answers = H.istree_cot_bound(N), (TRUE, FALSE)
-        else:
-            # the reduction's instances for n bits are longer than n (AR puts keys and
-            # values side by side), and the hybrid must be declared for their length:
-            # build it for data length L = the instance length (more than enough)
-            L = len(red.alice([0] * n)) + len(red.bob(1, n))
-            model = build(task, L, n + 2)                 # the reductions use numbers up to n + 1
-            budget, answers = 0, None
-        rnn = without_attention(model).rnn()
-        w = find_witness(rnn, red, n, max_cot=budget, answer_tokens=answers)
-        ok = w.found and bool(w.wrong)
-        detail = w.how
-        if ok:
-            for toks, rnn_answer, expected in w.failing:
-                toks = list(map(int, toks))
-                if task == "istree":
-                    g = generate(model, toks, answer_tokens=[TRUE, FALSE], max_cot=budget)
-                    hybrid_answer = g.answer
-                    same = g.cot == H.istree_unionfind_cot(N, parse_istree(toks)[1])[0]
-                    ok &= same
-                    extra = f" (CoT {g.cot_length} tokens, equal to the union-find reference: {same})"
-                else:
-                    hybrid_answer, extra = int(model.predict(toks)), ""
-                ok &= hybrid_answer == expected
-                said = (f"token {rnn_answer}" if rnn_answer is not None else
-                        f"no answer token within {budget} CoT tokens" if budget else "no answer token")
-                detail = (f"x={''.join(map(str, w.x))} x'={''.join(map(str, w.x_prime))} i={w.i}: RNN part "
-                          f"gives {said} on both, expected {expected}; full hybrid answers {hybrid_answer}{extra}")
-        out.append(Record("T5.6", rnn.model.name, f"{task}: attention removed -> witness", n, 1, 0 if ok else 1,
-                          state_bits=rnn.state_bits, params=rnn.model.resources.params,
-                          seconds=round(time.perf_counter() - t0, 3),
-                          note=("contrast shown: " if ok else "NO CONTRAST: ") + detail[:240]))
+    for key in SEPARATION_KEYS:
+        rows = S.ROWS[profile]["istree" if key == "istree" else "retrieval"]
+        sides: dict[int, object] = {}
+        for n, kind in rows:
+            if key == "istree" and n > SEPARATION_ISTREE_MAX_N[profile]:
+                continue
+            if n not in sides:
+                sides[n] = (hybrid_istree_side(S, n) if key == "istree"
+                            else S.model_side(key, n, build_reduction_model(key, n)))
+            out.append(S.separation_record(key, n, kind=kind, model_side=sides[n], claim="T5.6"))
     return out
+
+
+if _separation() is not None:
+    # registered only where checks_separation.py exists (it is another branch's);
+    # tests/test_hybrid.py checks both cases
+    register("T5.6", "separation: the hybrids vs a bounded-memory RNN on the reduction's family")(
+        hybrid_separation_check)

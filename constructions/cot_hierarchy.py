@@ -1,5 +1,6 @@
 """Claim T4.1, construction side: a constant-size linear RNN with CoT runs a long
-sequential computation that the same RNN without CoT cannot do.
+sequential computation, one map application per CoT token, that a fixed-depth
+CoT-free RNN (the k-deep unrolling below) gets wrong beyond t = k.
 
 **What T4.1 says, and what is checked.** The paper's Theorem 4.1 separates RNNs
 with CoT from RNNs without it *under a complexity assumption* (PSPACE is not
@@ -15,11 +16,13 @@ T4.1``, is the construction side and the mechanism:
   NOT hard, see the note on orbits below);
 * :func:`iterate_rnn`, a linear RNN (kind ``linear_rnn``) of constant size and
   O(log n)-bit state that solves ITER(n) with a CoT of exactly T(n) tokens;
-* the same construction with its CoT disabled (its step budget set to k = 0, or
-  to any small constant k) answers after a bounded number of applications of g_n
-  and is wrong on concrete instances that the checks *find by search*. That only
-  shows these particular bounded-depth RNNs fail; that *every* CoT-free RNN of
-  polynomial size fails on some PSPACE-hard task is the unproven assumption.
+* the contrast, :func:`unrolled_rnn`: a CoT-free linear RNN of constant size (for
+  a fixed k) that applies g_n min(t, k) times in k stacked MLPs and answers at
+  once. It is right on every instance with t <= k (the easy part of ITER) and
+  wrong on concrete instances with t > k, which the checks show. That only
+  shows that THIS fixed-depth unrolling needs depth t, which the CoT supplies
+  one token at a time; that *every* CoT-free RNN of polynomial size fails on
+  some PSPACE-hard task is the unproven assumption.
 
 **The task ITER(n)** (our formalization; every choice is a parameter here).
 m = m(n) = 2n values, T(n) = n^2. The map g_n on {0..m-1} is "rotate, then fold"
@@ -41,9 +44,9 @@ Note on orbits (why ITER is a mechanism demo, not a hard task): g_n is a
 permutation of m = 2n points, so the orbit of a has some length L <= 2n and
 g^t(a) = g^(t mod L)(a): fewer than 2n applications always suffice, and a
 CoT-free network with a table of g's orbits could answer ITER outright. Nothing
-here claims otherwise: the checks show that THIS RNN, with its CoT cut to k
-steps, is wrong on instances found by search, i.e. the CoT is what carries the
-computation in this construction. The general separation needs a task that is
+here claims otherwise: the checks show that the k-deep unrolling, right for
+t <= k, is wrong beyond, i.e. in these constructions the CoT (or the depth) is
+what carries the computation. The general separation needs a task that is
 genuinely sequential (PSPACE-hard), and is the conditional part of T4.1.
 
 **The RNN.** Three linear layers, named directions only (state: 4 numbers):
@@ -60,9 +63,7 @@ genuinely sequential (PSPACE-hard), and is the conditional part of T4.1.
 * readout: the token whose code is nearest ``out``.
 
 So after reading ``a`` (c = 3) it emits g(a), reads it back, emits g^2(a), ...,
-and at c = t + 3 emits the answer: CoT length exactly t <= T(n). The stop rule
-can be replaced by a fixed budget k (``cot_budget``); k = 0 is the same network
-with CoT disabled. Everything is an integer, so f(n) = 0 fraction bits;
+and at c = t + 3 emits the answer: CoT length exactly t <= T(n). Everything is an integer, so f(n) = 0 fraction bits;
 I(n) = 2 ceil(log2(n^2 + 2n + 10)) + 3 integer bits = O(log n).
 """
 from __future__ import annotations
@@ -159,21 +160,15 @@ def g_neurons(y: dict, m: int, out: str, gate: dict, big: int) -> list[Neuron]:
     return ns
 
 
-def iterate_rnn(n: int, cot_budget: int | None = None, fmt: FixedFormat | None = None) -> Model:
-    """The T4.1 linear RNN for ITER(n) (module docstring).
-
-    ``cot_budget=None``: the construction; it stops after t steps (t read from the
-    input), CoT length exactly t. ``cot_budget=k``: the same network whose stop
-    rule fires after k steps whatever t is (CoT length k); ``k = 0`` is the RNN
-    with CoT disabled: it answers right after the input, [a >= m/2].
+def iterate_rnn(n: int, fmt: FixedFormat | None = None) -> Model:
+    """The T4.1 linear RNN for ITER(n) (module docstring): it stops after t steps
+    (t read from the input), CoT length exactly t.
 
     >>> from constructions.generate import generate        # doctest: +SKIP
     >>> g = generate(iterate_rnn(3), prompt(3, a=5, t=7), answer_tokens=[TRUE, FALSE], max_cot=9)
     """
     m = modulus(n)
     T = steps(n)
-    if cot_budget is not None and cot_budget < 0:
-        raise ValueError(f"cot_budget must be >= 0, got {cot_budget}")
     fmt = fmt or DECLARED.format(n)
     s = ResidualSpace()
     s.embedded("one", K.F_ONE)
@@ -181,8 +176,7 @@ def iterate_rnn(n: int, cot_budget: int | None = None, fmt: FixedFormat | None =
     s.embedded("is_query", K.F_IS_TOKEN, QUERY)
     for lab in ("cnt", "wt", "rr", "done", "val", "out"):
         s.hidden(lab)
-    tag = "" if cot_budget is None else f",budget={cot_budget}"
-    b = Builder(f"iterate-rnn(n={n}{tag})", "linear_rnn", Vocab(m + T), s, claim="T4.1")
+    b = Builder(f"iterate-rnn(n={n})", "linear_rnn", Vocab(m + T), s, claim="T4.1")
     # layer 1: q counts [QUERY] (0 or 1), c counts tokens since [QUERY] inclusive:
     # c_t = c_(t-1) + q_(t-1) + [tok = QUERY] = c_(t-1) + q_t.  Its MLP reads the step
     # count off the step token: wt = relu(tau - (m + 1)) = t on the number m + t and
@@ -193,12 +187,8 @@ def iterate_rnn(n: int, cot_budget: int | None = None, fmt: FixedFormat | None =
                 C={("cnt", "c"): 1},
                 mlp=[Neuron({"tok": 1}, -(m + 1), {"wt": 1})], name="counter")
     # layer 2: r accumulates wt, i.e. holds t once the step token is read; its MLP
-    # writes done = [c - 3 >= r] (c = 3 at a, then one more per CoT token), or
-    # [c - 3 >= k] for a fixed budget k.
-    if cot_budget is None:
-        stop = _ge_neurons({"cnt": 1, "rr": -1}, 3, {"done": 1})
-    else:
-        stop = _ge_neurons({"cnt": 1}, 3 + cot_budget, {"done": 1})
+    # writes done = [c - 3 >= r] (c = 3 at a, then one more per CoT token).
+    stop = _ge_neurons({"cnt": 1, "rr": -1}, 3, {"done": 1})
     b.rnn_layer(["r"], A={("r", "r"): 1}, B={("r", "wt"): 1}, C={("rr", "r"): 1}, mlp=stop, name="steps")
     # layer 3: x = tau - 1, the machine value; out = gated g(x) + 1 or the answer code.
     # Margin (big-M gating): on the value range x in [0, m) the gated inputs satisfy
@@ -218,12 +208,84 @@ def iterate_rnn(n: int, cot_budget: int | None = None, fmt: FixedFormat | None =
     mlp += _ge_neurons({"val": 1}, m // 2, {"out": 1}, gate=not_done, big=big)
     b.rnn_layer(["x"], A={}, B={("x", "tok"): 1, ("x", "one"): -1}, C={("val", "x"): 1}, mlp=mlp, name="machine")
     b.readout([("out", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
-    b.notes.update({"m": m, "max_steps": T, "cot_budget": cot_budget, "rotation": ROTATION, "state_numbers": 4,
+    b.notes.update({"m": m, "max_steps": T, "rotation": ROTATION, "state_numbers": 4,
                     "conditional": "the T4.1 separation assumes PSPACE not in P/poly; only the construction "
                                    "and the no-CoT mechanism are checked"})
     need = int_bits_needed(n)
     if fmt.int_bits < need:
         raise MarginError(f"iterate-rnn(n={n}): needs {need} integer bits, {fmt.name} has {fmt.int_bits}")
+    return b.build(fmt)
+
+
+def unrolled_rnn(n: int, k: int, fmt: FixedFormat | None = None) -> Model:
+    """The T4.1 contrast: a CoT-free linear RNN for ITER(n) that applies g_n
+    min(t, k) times, one application per stacked MLP, and answers at once.
+
+    Right on every instance with t <= k (the easy part of ITER), wrong on some
+    with t > k (it answers [g^k(a) >= m/2] there). Its size is a function of k
+    only (k + 3 layers), so for a fixed k it is a constant-size RNN without CoT.
+
+    Layers (state: q, r and x, as in :func:`iterate_rnn`, plus nothing else):
+
+    * layer 1, state (q): q_t = q_(t-1) + [tok = QUERY]; MLP: wt = relu(tau - m - 1),
+      t on the step token (number m + t, tau = m + t + 1) and 0 elsewhere;
+    * layer 2, state (r): r_t = r_(t-1) + wt (= t from the step token on); MLP: the
+      flags ge_j = [r - (T + 1) wt >= j], j = 1..k: [t >= j] at the value token a,
+      0 at the step token itself (r - (T + 1) t < 1 there for t >= 1) and before;
+    * layer 3, state (x): x_t = tau - 1 (the value a at the last position); MLP:
+      v_1 = ge_1 ? g(x) : x;
+    * layers 4..k + 2 (no state): v_j = ge_j ? g(v_(j-1)) : v_(j-1);
+    * layer k + 3 (no state): out = tau([FALSE]) + [v_k >= m/2]; readout: the token
+      whose code is nearest ``out``.
+
+    Margin (big-M gating, exact on integers): every gated input is y - b with
+    |y| <= V = m + T + 10 (the largest |tau|) and b <= 3m/2, so big = V + 2m + 16
+    satisfies |y - b| + 1 <= big and a closed gate zeroes its ReLU. At the last
+    position v_j is in [0, m) and y = v_j + d < 2m as :func:`g_neurons` needs.
+    """
+    if k < 0:
+        raise ValueError(f"the unrolling depth k must be >= 0, got {k}")
+    m, T = modulus(n), steps(n)
+    fmt = fmt or DECLARED.format(n)
+    V = m + T + 10
+    big = V + 2 * m + 16
+    if not (V + 3 * m // 2 + 1 <= big):
+        raise MarginError("T4.1 unrolled: gating constant too small")
+    s = ResidualSpace()
+    s.embedded("one", K.F_ONE)
+    s.embedded("tok", K.F_TOK)
+    s.embedded("is_query", K.F_IS_TOKEN, QUERY)
+    for lab in ["wt", "rr", "val", "out"] + [f"ge{j}" for j in range(1, k + 1)] + [f"v{j}" for j in range(1, k + 1)]:
+        s.hidden(lab)
+    b = Builder(f"unrolled-rnn(n={n},k={k})", "linear_rnn", Vocab(m + T), s, claim="T4.1")
+    b.rnn_layer(["q"], A={("q", "q"): 1}, B={("q", "is_query"): 1}, C={},
+                mlp=[Neuron({"tok": 1}, -(m + 1), {"wt": 1})], name="step token")
+    flags = []
+    for j in range(1, k + 1):
+        flags += _ge_neurons({"rr": 1, "wt": -(T + 1)}, j, {f"ge{j}": 1})
+    b.rnn_layer(["r"], A={("r", "r"): 1}, B={("r", "wt"): 1}, C={("rr", "r"): 1}, mlp=flags, name="steps")
+    prev = "val"
+    layers: list[list[Neuron]] = []
+    for j in range(1, k + 1):
+        # gate = 1 - ge_j: for t < j the g terms are closed and the copy relu(v - big ge_j) keeps v
+        mlp = g_neurons({prev: 1, "one": ROTATION}, m, f"v{j}", gate={f"ge{j}": -1, "one": 1}, big=big)
+        mlp.append(Neuron({prev: 1, f"ge{j}": -big}, 0, {f"v{j}": 1}))
+        layers.append(mlp)
+        prev = f"v{j}"
+    t_false, t_true = token_code(FALSE), token_code(TRUE)
+    if t_true != t_false + 1:
+        raise MarginError("the answer codes must be adjacent")
+    answer = [Neuron({}, 1, {"out": t_false})] + _ge_neurons({prev: 1}, m // 2, {"out": 1})
+    first = layers[0] if layers else answer
+    b.rnn_layer(["x"], A={}, B={("x", "tok"): 1, ("x", "one"): -1}, C={("val", "x"): 1}, mlp=first, name="value")
+    for j, mlp in enumerate(layers[1:] + ([answer] if layers else []), start=2):
+        b.rnn_layer([], A={}, B={}, C={}, mlp=mlp, name=f"apply {j}" if j <= k else "answer")
+    b.readout([("out", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
+    b.notes.update({"m": m, "max_steps": T, "unrolled": k, "rotation": ROTATION,
+                    "contrast": "no CoT; right for t <= k, wrong on some t > k"})
+    need = int_bits_needed(n)
+    if fmt.int_bits < need:
+        raise MarginError(f"unrolled-rnn(n={n}): needs {need} integer bits, {fmt.name} has {fmt.int_bits}")
     return b.build(fmt)
 
 
@@ -251,4 +313,4 @@ def cot_bound(n: int) -> int:
 
 
 __all__ = ["DECLARED", "ROTATION", "STEPS_EXPR", "cot_bound", "g_map", "g_neurons", "iterate_rnn", "modulus",
-           "prompt", "steps", "int_bits_needed"]
+           "prompt", "steps", "int_bits_needed", "unrolled_rnn"]

@@ -4,7 +4,9 @@ Layers: the RNN front end decoded position by position against plain Python
 (cnt = t+1, cnt^2, delayed token codes, latches); every task on every instance up
 to a small n; seeded samples at growing n up to 2^12 (hypothesis draws the seed
 and n); the declared formats (Python = sympy, O(log n)), constant parameter
-count, state bits; and failure one integer bit below what a run used.
+count (one for every n and alphabet), state bits; the image of the Index
+reduction with the alphabet it writes; necessity in saturate mode; and why the
+hybrid's RNN part alone is no contrast (it holds no bit of x).
 """
 from __future__ import annotations
 
@@ -154,20 +156,182 @@ def test_declared_python_equals_sympy_and_is_log(name):
         assert ratio.is_finite and ratio > 0
 
 
-@pytest.mark.parametrize("task", ["index", "ar", "cgram", "counting"])
-def test_one_int_bit_below_used_fails(task):
-    """The same weights one integer bit below what the exhaustive run used must
-    fail: the run overflows (or a weight no longer fits the format)."""
-    n = 6
-    mod = TASKS[task]
-    kw = {"c": 3} if task == "cgram" else {}
-    batch = mod.enumerate_all(n, alphabet=3, **kw)
-    model = build(task, n, 3)
-    want = np.asarray(batch.answers)
-    assert (model.predict_batch(np.asarray(batch.tokens)) == want).all()
-    low = FixedFormat(model.resources.used_int_bits - 1, model.fmt.frac_bits)
-    with pytest.raises((PrecisionError, ValueError)):
-        model.with_format(low).predict_batch(np.asarray(batch.tokens))
+# ---------------------------------------------------------------- the lower bound's family
+from lowerbounds import reductions as LR  # noqa: E402
+
+RED_TASKS = ("index", "ar", "cgram2", "cgram3", "cgram4", "counting")
+
+
+def _reduction(task):
+    return LR.cgram_reduction(int(task[5:])) if task.startswith("cgram") else \
+        {"index": LR.INDEX, "ar": LR.AR, "counting": LR.COUNTING}[task]
+
+
+def _every(red, n):
+    import itertools
+    pairs = [(x, i) for x in itertools.product((0, 1), repeat=n) for i in range(1, n + 1)]
+    return (np.array([red.instance(x, i) for x, i in pairs]), np.array([red.expected(x, i) for x, i in pairs]))
+
+
+@pytest.mark.parametrize("task", RED_TASKS)
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_reduction_image_exhaustive(task, n):
+    """Every x and i of the Index reduction, the hybrid built for the reduction's
+    data length and alphabet (keys up to n + 1, marks up to n); the answers are the
+    reduction's (plain Python in lowerbounds/reductions.py)."""
+    from checks.checks_hybrid import build_reduction_model, data_length, reduction_alphabet
+    red = _reduction(task)
+    toks, want = _every(red, n)
+    prefix = len(red.alice((0,) * n))
+    assert data_length(task, n) == prefix - 1                      # [BOS] then the data
+    data = toks[:, 1:prefix] - 32
+    assert data.min() >= 0 and int(data.max()) == reduction_alphabet(task, n) - 1
+    model = build_reduction_model(task, n)
+    assert model.spec.max_positions >= toks.shape[1]
+    assert (model.predict_batch(toks) == want).all()
+
+
+@pytest.mark.parametrize("task", RED_TASKS)
+def test_alphabet_free_params(task):
+    """One parameter count for every n and every alphabet the reduction needs (no
+    direction per symbol): n = 4 (alphabet <= 6) to n = 1024 (alphabet 1026)."""
+    from checks.checks_hybrid import build_reduction_model
+    params = {build_reduction_model(task, n).resources.params for n in (4, 64, 1024)}
+    kw = {"c": int(task[5:])} if task.startswith("cgram") else {}
+    base = "cgram" if task.startswith("cgram") else task
+    builder = H.hybrid_cgram if base == "cgram" else H.RETRIEVAL_BUILDERS[base]
+    params |= {builder(64, alphabet=a, **kw).resources.params for a in (2, 3, 50, 90)}
+    assert len(params) == 1
+
+
+@pytest.mark.parametrize("task", RED_TASKS)
+def test_largest_sampled_n_fits_int64_and_the_next_does_not(task):
+    """REDUCTION_MAX_LOG2 is the int64 limit of the format (Index: the issue's 2^14,
+    within the limit)."""
+    from checks.checks_hybrid import REDUCTION_MAX_LOG2, build_reduction_model
+    k = REDUCTION_MAX_LOG2[task]
+    assert build_reduction_model(task, 1 << k).fmt.total_bits <= 63
+    if task != "index":
+        with pytest.raises(ValueError, match="exceeds 62"):
+            build_reduction_model(task, 1 << (k + 1))
+
+
+@pytest.mark.parametrize("task", ["index", "ar", "cgram3", "counting"])
+def test_saturate_one_bit_below_the_frontier_is_wrong(task):
+    """Necessity (theory.md §1) on the reduction's image at n = 4: the integer-bit
+    frontier in saturate mode is at most the declared I, and at one bit below it
+    the same weights answer some instance wrongly (checked here against the
+    reduction's answers, independently of checks/necessity.py's runner)."""
+    from checks.checks_hybrid import build_reduction_model, declared_for
+    from checks.necessity import batch_runner, measure
+    n = 4
+    toks, want = _every(_reduction(task), n)
+    model = build_reduction_model(task, n)
+    decl = declared_for(task, n)
+    si, sf = measure(decl, batch_runner(toks, want), model=model,
+                     build_frac=lambda fmt: build_reduction_model(task, n, fmt))
+    assert si.frontier is not None and si.frontier <= decl.int_bits and si.wrong_below
+    assert sf.frontier is not None and sf.frontier <= decl.frac_bits
+    low = model.with_format(FixedFormat(si.frontier - 1, decl.frac_bits, "saturate"))
+    assert (low.predict_batch(toks) != want).any()
+    at = model.with_format(FixedFormat(si.frontier, decl.frac_bits, "saturate"))
+    assert (at.predict_batch(toks) == want).all()
+
+
+def without_attention(model):
+    """The hybrid's RNN layers alone (same weights and format, attention dropped)."""
+    from dataclasses import replace
+
+    from constructions.model import Model
+    spec = replace(model.spec, name=model.spec.name + " minus attention", kind="linear_rnn", attn_layers=[])
+    return Model(spec, model.fmt)
+
+
+@pytest.mark.parametrize("task", RED_TASKS + ("istree",))
+def test_rnn_part_holds_no_bit_of_x(task):
+    """Why checks_hybrid has no "attention removed" contrast: after every reduction
+    instance at n = 4 the RNN part's state (counters, delay lines, latches) is the
+    same for all x with the same query i (IsTree: the same i and last bit x_n), so
+    any readout of it is a function of i (and x_n): right on half of the instances
+    with i < n at every n >= 2. Its capacity is 0 bits of x (IsTree: 1), so a
+    witness against it says nothing about memory."""
+    from checks.checks_hybrid import build_reduction_model
+    n = 4
+    if task == "istree":
+        red, model = LR.ISTREE, H.hybrid_istree(n + 3, m_max=n + 2)
+    else:
+        red, model = _reduction(task), build_reduction_model(task, n)
+    rnn = without_attention(model).rnn()
+    import itertools
+    keys: dict = {}
+    for x in itertools.product((0, 1), repeat=n):
+        for i in range(1, n + 1):
+            st_ = rnn.initial_state()
+            for t in red.instance(x, i):
+                st_ = rnn.step(st_, int(t))
+            # IsTree: a 5-token delay line still holds x_n (the token before Bob's '-')
+            keys.setdefault((i, x[-1]) if task == "istree" else i, set()).add(rnn.state_key(st_))
+    assert len(keys) == (2 * n if task == "istree" else n) and all(len(v) == 1 for v in keys.values())
+
+
+def test_t56_records_never_rest_on_a_constant(monkeypatch):
+    """Every T5.6 correctness row counts the model's answers on its family in the
+    note, and each shows at least two distinct answers (a row over a family that a
+    constant would pass, or a contrast against a model that emits one token, fails
+    here). Run on shrunken sizes of every registered T5.6 check."""
+    import re
+
+    from checks import checks_hybrid as CHK
+    from checks.registry import REGISTRY, load_checks
+    monkeypatch.setitem(CHK.REDUCTION_SAMPLED_LOG2, "quick", [4])
+    monkeypatch.setattr(CHK, "REDUCTION_MAX_LOG2", {t: 5 for t in CHK.REDUCTION_TASKS})
+    monkeypatch.setitem(CHK.REDUCTION_EXHAUSTIVE, "quick", [3])
+    monkeypatch.setitem(CHK.ISTREE_REDUCTION, "quick", ([3], [8], 2))
+    monkeypatch.setitem(CHK.SAMPLED, "quick", [64])
+    monkeypatch.setitem(CHK.ISTREE_SAMPLED, "quick", [(16, 8)])
+    monkeypatch.setitem(CHK.ISTREE_DENSE, "quick", [(16, 4)])
+    monkeypatch.setitem(CHK.ISTREE_FIT_N, "quick", [16, 32])
+    monkeypatch.setitem(CHK.NECESSITY_N, "quick", {"retrieval": [3], "istree": [2]})
+    sep = CHK._separation()
+    if sep is not None:
+        monkeypatch.setitem(sep.ROWS, "quick", {"retrieval": ((4, "register"),), "istree": ((4, "register"),)})
+    load_checks()
+    recs = [r for c in REGISTRY if c.claim == "T5.6" for r in c.fn("quick", 0)]
+    assert recs and all(r.passed for r in recs), [r.note for r in recs if not r.passed]
+    assert {"correctness", "necessity"} <= {r.kind for r in recs}
+    assert any(r.family == "reduction" and r.kind == "correctness" for r in recs)
+    for r in recs:
+        assert r.family and (r.alphabet is not None or "IsTree" in r.task or "istree" in r.model)
+        if r.kind != "correctness" or "CoT fit" in r.task:
+            continue
+        m = re.search(r"answers: ([^;]*)", r.note)
+        assert m, (r.task, r.note)
+        assert len(re.findall(r" x \d+", m.group(1))) >= 2, (r.task, r.note)
+    assert not any("attention removed" in r.task or "minus attention" in r.model for r in recs)
+
+
+def test_separation_rows_where_the_machinery_exists(monkeypatch):
+    """The T5.6 separation rows (the hybrid as the constant-size side of
+    checks/checks_separation.py's records) are registered exactly when that module
+    exists; where it does, each row passes with a verified witness, the exact CC,
+    and at the compact rows a collision forced by pigeonhole (state bits < CC)."""
+    from checks import checks_hybrid as CHK
+    from checks.registry import REGISTRY, load_checks
+    load_checks()
+    sep = CHK._separation()
+    registered = any(c.fn is CHK.hybrid_separation_check for c in REGISTRY)
+    assert registered == (sep is not None)
+    if sep is None:
+        return      # this checkout has no checks_separation.py: no T5.6 separation row is claimed
+    monkeypatch.setitem(sep.ROWS, "quick", {"retrieval": ((4, "register"), (8, "compact")),
+                                            "istree": ((4, "register"), (7, "compact"))})
+    recs = CHK.hybrid_separation_check("quick", 0)
+    assert len(recs) == 2 * len(CHK.SEPARATION_KEYS)
+    assert all(r.passed and r.kind == "separation" and r.claim == "T5.6" for r in recs), \
+        [r.note for r in recs if not r.passed]
+    assert all(r.witness_verified and r.cc_bits == r.n for r in recs)
+    assert [r.collision_forced for r in recs] == [False, True] * len(CHK.SEPARATION_KEYS)
+    assert all(r.model.startswith("hybrid-") for r in recs)
 
 
 def test_no_position_feature_and_one_attention_layer():
@@ -266,36 +430,6 @@ def test_istree_resources():
         assert ratio.is_finite and ratio > 0
     m = H.hybrid_istree(8)
     assert m.spec.kind == "hybrid" and len(m.spec.attn_layers) == 1
-
-
-def test_contrast_attention_removed_records():
-    from checks.checks_hybrid import hybrid_contrast_check
-    recs = hybrid_contrast_check("quick", 0)
-    assert len(recs) == 5 and all(r.passed for r in recs), [r.note for r in recs]
-    assert [r.task.split(":")[0] for r in recs] == ["index", "ar", "cgram", "counting", "istree"]
-
-
-def test_contrast_istree_failing_instances_answered_by_the_hybrid():
-    """The IsTree contrast spelled out: the RNN layers alone (same weights, same CoT
-    budget) reach one state after two of Alice's prefixes and so answer a separated
-    query alike; the full hybrid, built for the gadget's N = n + 3 vertices and n + 2
-    edges, answers both instances with the union-find CoT and the networkx-free label."""
-    from checks.checks_hybrid import without_attention
-    from lowerbounds.reductions import ISTREE, parse_istree
-    from lowerbounds.witness import find_witness
-    n = 6
-    N = n + 3
-    model = H.hybrid_istree(N, m_max=n + 2)
-    w = find_witness(without_attention(model).rnn(), ISTREE, n, max_cot=H.istree_cot_bound(N),
-                     answer_tokens=(TRUE, FALSE))
-    assert w.found and w.wrong
-    assert w.expected != w.expected_prime and w.answer == w.answer_prime
-    for toks, want in ((w.tokens, w.expected), (w.tokens_prime, w.expected_prime)):
-        _, edges = parse_istree(toks)
-        assert (want == TRUE) == istree.reference_label(N, edges)
-        g = generate(model, list(map(int, toks)), answer_tokens=[TRUE, FALSE], max_cot=H.istree_cot_bound(N))
-        assert g.answer == want
-        assert g.cot == H.istree_unionfind_cot(N, edges)[0]
 
 
 # ---------------------------------------------------------------- IsTree: adversarial orders, the CoT constant

@@ -106,18 +106,30 @@ def test_constant_size_in_the_length():
     assert len(shapes) == 1
 
 
-def test_below_used_bits_fails(sims):
+def test_saturate_one_bit_below_the_frontier_is_wrong(sims):
+    """Necessity (theory.md §1), not a raise-mode re-run: in saturate mode the
+    simulating Transformer's integer-bit frontier lies at or below its declared
+    I, and one bit below it the CoT differs from the RNN's run on a concrete prompt
+    (shown by the runner). Checked here independently: at frontier - 1 some decoded
+    run disagrees with the RNN's own trace."""
+    from checks.checks_hierarchy import sim_runner
+    from checks.necessity import measure
     sim = sims[2]
-    p = [BOS, NUMBER_BASE + 2, NUMBER_BASE + 1]
-    run = sim.run(p, [TRUE, FALSE])
-    used = sim.model.resources.used_int_bits
-    low = sim.model.with_format(FixedFormat(used - 1, sim.fmt.frac_bits))
-    try:
-        g = generate(low, p, answer_tokens=[TRUE, FALSE], max_cot=len(run.cot) + 1)
-        failed = g.cot != run.cot
-    except PrecisionError:
-        failed = True
-    assert failed
+    runs = []
+    for p in prompts(2):
+        msg, run, tr = compare(sim, p, [TRUE, FALSE])
+        assert msg == ""
+        runs.append((p, [TRUE, FALSE], run.cot, run.answer))
+    si, sf = measure(sim.fmt, sim_runner(runs), model=sim.model)
+    assert si.frontier is not None and si.frontier <= sim.fmt.int_bits and si.wrong_below
+    low = sim.model.with_format(FixedFormat(si.frontier - 1, sim.fmt.frac_bits, "saturate"))
+    differs = 0
+    for p, ans, cot, answer in runs:
+        tr = rnn_trace(sim.rnn, p, ans, sim.max_rnn_cot)
+        g = generate(low, p, answer_tokens=ans, max_cot=len(cot))
+        r = sim.decode(g.cot, g.answer, g.stopped)
+        differs += r.states[:len(tr.states)] != tr.states or g.answer != tr.answer
+    assert differs > 0
 
 
 def test_refuses_unsupported_models():
