@@ -122,7 +122,8 @@ def _record(c: RagConstruction, task: str, n: int, stats, t0: float, family: str
 def _params_record(name: str, params: dict, what: str, family: str) -> Record:
     distinct = sorted(set(params.values()))
     return Record(CLAIM, name, f"params identical at every {what} checked", max(params)[0], len(params),
-                  len(distinct) - 1, params=distinct[-1], family=family, alphabet=max(a for _, a in params),
+                  len(distinct) - 1, params=distinct[-1], seconds=0.001, family=family,
+                  alphabet=max(a for _, a in params),
                   note=f"params {distinct} at (n, alphabet) = {sorted(params)}")
 
 

@@ -50,12 +50,19 @@ whose capture group is empty appends nothing.
 Example::
 
     >>> from constructions.vocab import STARTSEARCH as SS, ENDSEARCH as ES, BOS, number_token as num
+    >>> from constructions.vocab import META_TOKENS as M
     >>> oracle = RagOracle()
-    >>> ctx = [BOS, num(5), num(7), num(5), num(9), SS, num(5)]
-    >>> oracle(ctx, num(5)) is None
-    True
+    >>> ctx = [BOS, num(5), num(7), num(5), num(9)]
+    >>> for t in (SS, num(5)):      # the model writes [STARTSEARCH] 5 [ENDSEARCH]
+    ...     ctx.append(t); _ = oracle(ctx, t)
     >>> oracle(ctx + [ES], ES)      # no group: the whole leftmost match, the token 5
     [37]
+    >>> oracle = RagOracle()
+    >>> ctx = [BOS, num(5), num(7), num(5), num(9)]
+    >>> for t in (SS, num(5), M["[(]"], M["[.]"], M["[)]"]):
+    ...     ctx.append(t); _ = oracle(ctx, t)
+    >>> oracle(ctx + [ES], ES)      # 5 [(] [.] [)]: the token after the first 5
+    [39]
 """
 from __future__ import annotations
 
