@@ -3,7 +3,9 @@
 Each construction is a :class:`~constructions.rnn_program.Program` (delay lines,
 counters, write-once latches and rule tables; no position features) compiled
 to a ``linear_rnn`` model, run greedily by :func:`constructions.generate.generate`
-with a fresh :class:`~constructions.rag.RagOracle` answering its searches.
+with a fresh plain :class:`~constructions.rag.RagOracle` answering its searches (every
+query rendered token by token: each alternation, group and lookahead is written by
+the model itself).
 Notation: ``SS``/``ES`` are ``[STARTSEARCH]``/``[ENDSEARCH]``, ``r`` a retrieved token,
 ``s_k`` the token k positions before the current one (a delay line).
 
@@ -16,11 +18,14 @@ Notation: ``SS``/``ES`` are ``[STARTSEARCH]``/``[ENDSEARCH]``, ``r`` a retrieved
   ``B = [(?:] [(?!] q [)] [#] [)] [*] q`` (a run of numbers other than q, then q) and F the same
   with the last q captured: the search matches iff x holds more than t q's (a ``[#]`` run cannot
   cross ``[QUERY]``); answer 1 if r is q, 0 if r is ``[FAILED]``.
-* :func:`istree_rag` - ``[BOS] u - v ... [EOS]``: writes exactly the paper's retrieval CoT
-  (``checks/tasks/istree.py`` ``retrieval_cot``; graph dialect of the oracle), then ``[EOS]``
-  and the label. The next token is a function of the last 13 tokens, the number of
-  ``[EOS]`` seen and the number of records ``w ~ u`` written (TRUE iff the DFS did not stop at a
-  cycle and wrote N - 1 records); the rule table is spelled out in :func:`istree_rag`.
+* :func:`istree_rag` - ``[BOS] u - v ... [EOS]``: a DFS in lines ``u ~ p c SS query ES w``
+  whose neighbour queries (:func:`neighbour_query`) hold the alternation over both edge
+  orientations and a negative lookahead skipping the parent; then ``[EOS]`` and the label.
+  The next token is a function of the last 17 tokens, the number of ``[EOS]`` seen and the
+  number of vertices visited; the rule table is spelled out in :func:`istree_rag`.
+* :func:`istree_rag_paper` - FORMAT REPRODUCTION only: writes exactly the paper's retrieval
+  CoT (``checks/tasks/istree.py`` ``retrieval_cot``), whose short queries mean something
+  only through the paper dialect (:mod:`constructions.rag_dialect`); no theorem row rests on it.
 
 Resources (declared, checked by the tests and ``rnngap verify``): every weight is an
 integer, so f(n) = 0; I(n) = bits of the largest intermediate (interval bound of
@@ -30,7 +35,8 @@ only, so an alphabet up to poly(n), e.g. the reductions' n + 2, costs O(log n) b
 and no parameter: one direction per token kind, never one per symbol); the
 state is (delay slots + counters + latches) numbers of p = I + 1 bits, a constant
 count; the CoT bound is linear in n for Index and Counting, constant for c-gram, and
-bounded by 26 (2N - 1) + 1 tokens for IsTree (at most 2N - 1 DFS steps of <= 26 tokens, then [EOS]).
+43 (2N - 1) + 1 tokens for IsTree (at most 2N - 1 lines of <= 43 tokens, then [EOS];
+26 (2N - 1) + 1 for the paper-format model).
 
 All four answer after ``[EOS]`` (``generate(..., answer_after=EOS)``), except IsTree whose
 answers ``[TRUE]``/``[FALSE]`` never occur in its CoT (``answer_tokens``).
