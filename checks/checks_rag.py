@@ -1,37 +1,60 @@
 """Claim T5-RAG, retrieval tasks and IsTree: constant-size linear RNNs with in-context
-RAG (constructions/rag_models.py), and the contrast without the oracle.
+RAG (constructions/rag_models.py) run with the plain oracle of constructions/rag.py
+(theory.md §2: every query rendered token by token, never rewritten, no group added).
 
-Records per construction: every instance at small n (``enumerate_all``), seeded
-samples at growing n (to 2^12 for the retrieval tasks, N = 200 vertices for
-IsTree), the paper's IsTree sample token for token, the parameter count across
-n, and side by side for each Index reduction (lowerbounds/reductions.py): the
-witness finder (lowerbounds/witness.py) breaks the RNN alone (oracle removed, same
-weights, same answer protocol), while the same RNN with the oracle answers every
-instance of the reduction, the witness pair included.
+Records (``family`` says on which instances):
 
-References are the plain-Python task references of ``checks.tasks`` (the IsTree
-CoT is ``retrieval_cot``, compared token for token).
+* ``reduction`` (the evidence, theory.md §1 "Where the theorem bites"): the image of
+  the Index reductions of lowerbounds/reductions.py with the alphabet each writes
+  (Index 2; AR and c-gram, c = 2, 3, 4, keys up to n + 1; Counting marks up to n;
+  IsTree the hub gadget on n + 3 vertices): every x in {0,1}^n and every i at small
+  n, then seeded x with adversarial queries (i = n, n - 1: the first occurrence at
+  the end of the data) and one random i, at n up to 2^14 (Index to 2^12 in quick:
+  its CoT is i + 7 tokens, each a readout over a vocabulary of n + 33 tokens);
+  the parameter count is one number for every n and alphabet checked;
+* ``exhaustive`` / ``random``: the easy families of checks/tasks (alphabet 2-5,
+  random first occurrences; every small graph, seeded larger graphs), extra coverage;
+* ``paper-format``: the paper's retrieval CoT for IsTree, written by
+  ``istree_rag_paper`` whose short queries mean something only through the paper
+  dialect (constructions/rag_dialect.py). Format reproduction, NOT T5-RAG evidence.
+* ``necessity`` records (checks/necessity.py): integer-bit frontier in saturate mode
+  on the reduction family, with the wrong instance one bit below (f = 0 declared:
+  every weight and value is an integer, so no fraction bit is scanned below 0).
+
+The contrast "the same RNN without its oracle" is gone: without the oracle the RNN
+emits a constant after [ENDSEARCH], which says nothing about memory. The separation
+records (a bounded-memory RNN right on the easy part and broken on a verified witness
+of the same family) are checks/checks_separation.py's.
+
+References: the reductions' plain-Python answers (lowerbounds/reductions.py), the task
+references of ``checks.tasks``, networkx for the IsTree label, and
+:func:`istree_plain_cot` below (plain Python) for the plain IsTree CoT token for token.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import time
-from typing import Any, Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
-from constructions.protocol import RNN
+from constructions.fixedpoint import FixedFormat, PrecisionError
 from constructions.rag_models import (
-    CGRAM_INT, COUNTING_INT, INDEX_INT, ISTREE_INT, N_SYM, RagConstruction, _int_cgram, _int_counting,
-    _int_index, _int_istree, ar_rag, cgram_rag, counting_rag, index_rag, istree_cot_bound, istree_rag,
+    CGRAM_INT, COUNTING_INT, INDEX_INT, ISTREE_INT, ISTREE_PLAIN_INT, N_SYM, RagConstruction, _int_cgram,
+    _int_counting, _int_index, _int_istree, _int_istree_plain, ar_rag, cgram_rag, counting_rag, index_rag,
+    istree_cot_bound, istree_plain_cot_bound, istree_rag, istree_rag_paper,
 )
-from constructions.vocab import EOS, FALSE, TRUE, number_token
+from constructions.vocab import (
+    DASH, ENDSEARCH, EOS, FAILED, FALSE, META_TOKENS, STARTSEARCH, TILDE, TRUE, number_token,
+)
 
 from .checks_declarations import FUNCTIONS
 from .declarations import declare
-from .formats import format_cot_text, graph_tokens, parse_cot_text
-from .shared_data import shared_file
+from .formats import format_cot_text, graph_tokens, parse_cot_text, parse_graph_tokens
+from .necessity import necessity_record
 from .registry import Record, register
+from .shared_data import shared_file
 from .tasks import ar, cgram, counting, index, istree
 
 CLAIM = "T5-RAG"
@@ -42,22 +65,78 @@ for _model, _expr, _fn, _cot, _cot_order in (
         ("index-rag", INDEX_INT, _int_index, N_SYM + 7, "linear"),
         ("3-gram-rag", CGRAM_INT, _int_cgram, 9, "constant"),
         ("counting-rag", COUNTING_INT, _int_counting, 8 * N_SYM + 15, "linear"),
-        ("istree-rag", ISTREE_INT, _int_istree, 52 * N_SYM - 25, "linear")):
+        ("istree-rag", ISTREE_PLAIN_INT, _int_istree_plain, 86 * N_SYM - 42, "linear"),
+        ("istree-rag-paper", ISTREE_INT, _int_istree, 52 * N_SYM - 25, "linear")):
     declare(CLAIM, _model, "int_bits", _expr, "log")
     FUNCTIONS[(_model, "int_bits")] = _fn
     declare(CLAIM, _model, "frac_bits", 0, "constant")
     declare(CLAIM, _model, "cot", _cot, _cot_order)
-FUNCTIONS[("istree-rag", "cot")] = istree_cot_bound
+FUNCTIONS[("istree-rag", "cot")] = istree_plain_cot_bound
+FUNCTIONS[("istree-rag-paper", "cot")] = istree_cot_bound
 
+PAPER_NOTE = ("format reproduction through the paper dialect (constructions/rag_dialect.py rewrites the "
+              "short queries), not T5-RAG evidence")
+
+
+# ---------------------------------------------------------------------------- running
+def _with_model(c: RagConstruction, model) -> RagConstruction:
+    return RagConstruction(**{**c.__dict__, "model": model})
+
+
+def _run_rows(c: RagConstruction, rows, want_cot: Callable | None = None) -> tuple[int, int, int, int, str]:
+    """(instances, failures, max CoT, oracle failures, first failure) over ``rows`` of
+    (tokens, answer[, key for want_cot]); ``want_cot(key)`` -> the CoT + answer expected."""
+    count = bad = cot_max = oracle_bad = 0
+    first = ""
+    for row in rows:
+        toks, ans = row[0], row[1]
+        o = c.oracle()
+        g = c.run([int(t) for t in toks], oracle=o)
+        count += 1
+        cot_max = max(cot_max, g.cot_length)
+        oracle_bad += len(o.failures())
+        wrong = g.answer != ans or g.stopped != "answer"
+        if not wrong and want_cot is not None and g.cot + [g.answer] != want_cot(row[2]):
+            wrong = True
+        if wrong:
+            bad += 1
+            first = first or (f"n={c.n}: answer {g.answer} vs {ans} ({g.stopped})"
+                              + ("" if g.answer != ans else ": CoT differs from the reference") +
+                              f" on {list(map(int, toks))[:24]}")
+    return count, bad, cot_max, oracle_bad, first
+
+
+def _record(c: RagConstruction, task: str, n: int, stats, t0: float, family: str, alphabet: int | None,
+            note: str = "") -> Record:
+    count, bad, cot_max, oracle_bad, first = stats
+    r = c.model.resources
+    return Record(CLAIM, c.name, task, n, count, bad + oracle_bad, r.used_precision_bits, c.model.fmt.total_bits,
+                  cot_max, c.cot_bound, r.params, r.state_bits, round(time.perf_counter() - t0, 3),
+                  family=family, alphabet=alphabet,
+                  note=first or (f"state: {r.state_numbers} numbers x p = {r.precision_bits} declared bits "
+                                 f"(I = {c.int_bits_declared}, f = 0), {r.state_numbers * r.used_precision_bits} "
+                                 f"bits at the used p = {r.used_precision_bits}; {oracle_bad} malformed/timed-out "
+                                 f"searches" + (f"; {note}" if note else "")))
+
+
+def _params_record(name: str, params: dict, what: str, family: str) -> Record:
+    distinct = sorted(set(params.values()))
+    return Record(CLAIM, name, f"params identical at every {what} checked", max(params)[0], len(params),
+                  len(distinct) - 1, params=distinct[-1], seconds=0.001, family=family,
+                  alphabet=max(a for _, a in params),
+                  note=f"params {distinct} at (n, alphabet) = {sorted(params)}")
+
+
+# ---------------------------------------------------------------------------- easy families (extra)
 EXHAUSTIVE = {"quick": {"index": [1, 2, 3, 4, 5], "ar": [2, 3, 4, 5, 6], "cgram": [3, 4, 5, 6], "counting": [1, 2, 3, 4]},
               "full": {"index": list(range(1, 8)), "ar": list(range(2, 9)), "cgram": list(range(3, 9)),
                        "counting": list(range(1, 7))}}
 GROWING = {"quick": [(64, 8), (256, 3), (4096, 1)], "full": [(64, 40), (256, 20), (1024, 8), (4096, 4)]}
 GROWING_QUICK_COUNTING = [(64, 8), (256, 3), (1024, 1)]
 """Counting's CoT is 8t + 15 tokens and every generated token costs a readout over the
-whole vocabulary (numbers up to n), ~1.4 ms at n = 2^12: about 40 s for one instance,
-so the quick profile stops at 2^10 for Counting (the full profile and
-``pytest -m full`` run 2^12)."""
+whole vocabulary (numbers up to n), ~1.4 ms at n = 2^12: about 40 s for one random
+instance, so the quick profile stops at 2^10 for random Counting (the reduction's
+instances have t = 0 and run to 2^14)."""
 ALPHABET = {"index": 5, "ar": 5, "cgram": 3, "counting": 3}
 BUILD: dict[str, Callable[[int, int], RagConstruction]] = {
     "index": index_rag, "ar": ar_rag, "cgram": lambda n, a: cgram_rag(n, 3, a), "counting": counting_rag}
@@ -72,253 +151,296 @@ def _batch(name: str, n: int, a: int, rng=None, size: int = 0):
     return mod.generate(rng, n, size, a, **kw)
 
 
-def _run_rows(c: RagConstruction, rows) -> tuple[int, int, int, int, str]:
-    """(instances, failures, max CoT, oracle failures, first failure)."""
-    count = bad = cot_max = oracle_bad = 0
-    first = ""
-    for toks, ans in rows:
-        o = c.oracle()
-        g = c.run(toks, oracle=o)
-        count += 1
-        cot_max = max(cot_max, g.cot_length)
-        oracle_bad += len(o.failures())
-        if g.answer != ans or g.stopped != "answer":
-            bad += 1
-            first = first or f"n={c.n}: answer {g.answer} != {ans} ({g.stopped})"
-    return count, bad, cot_max, oracle_bad, first
-
-
-def _record(c: RagConstruction, task: str, n: int, stats, t0: float, note: str = "") -> Record:
-    count, bad, cot_max, oracle_bad, first = stats
-    r = c.model.resources
-    return Record(CLAIM, c.name, task, n, count, bad + oracle_bad, r.used_precision_bits, c.model.fmt.total_bits,
-                  cot_max, c.cot_bound, r.params, r.state_bits, round(time.perf_counter() - t0, 3),
-                  note=first or (f"state: {r.state_numbers} numbers x p = {r.precision_bits} declared bits "
-                                 f"(I = {c.int_bits_declared}, f = 0), {r.state_numbers * r.used_precision_bits} "
-                                 f"bits at the used p = {r.used_precision_bits}; {oracle_bad} malformed/timed-out "
-                                 f"searches" +
-                                 (f"; {note}" if note else "")))
-
-
-@register(CLAIM, "linear RNN + RAG: Index, AR, c-gram, Counting")
+@register(CLAIM, "linear RNN + RAG: Index, AR, c-gram, Counting on easy families (extra)")
 def retrieval_check(profile: str, seed: int) -> list[Record]:
     out = []
     rng = np.random.default_rng(seed)
     for name in ("index", "ar", "cgram", "counting"):
         a = ALPHABET[name]
-        params = {}
         for n in EXHAUSTIVE[profile][name]:
             t0 = time.perf_counter()
             c = BUILD[name](n, 2)
             stats = _run_rows(c, _batch(name, n, 2).rows())
-            out.append(_record(c, f"{name}: every instance, alphabet 2", n, stats, t0))
-            params[n] = c.params
+            out.append(_record(c, f"{name}: every instance, alphabet 2", n, stats, t0, "exhaustive", 2))
         plan = GROWING_QUICK_COUNTING if (name == "counting" and profile == "quick") else GROWING[profile]
         for n, size in plan:
             t0 = time.perf_counter()
             c = BUILD[name](n, a)
             stats = _run_rows(c, _batch(name, n, a, rng, size).rows())
-            out.append(_record(c, f"{name}: {size} seeded instances, alphabet {a}", n, stats, t0))
-            params[n] = c.params
-        out.append(_below_used(name, a, rng))
-        distinct = sorted(set(params.values()))
-        out.append(Record(CLAIM, f"{name}-rag", "params identical at every n checked", max(params), len(params),
-                          len(distinct) - 1, params=distinct[-1], note=f"params {distinct} at n = {sorted(params)}"))
+            out.append(_record(c, f"{name}: {size} seeded instances, alphabet {a}", n, stats, t0, "random", a))
     return out
 
 
-def _below_used(name: str, a: int, rng, n: int = 256, size: int = 4) -> Record:
-    """The same weights one integer bit below what the run used must fail (overflow
-    raised, never a silent wrap): the declared bits are needed, not decorative."""
-    from constructions.fixedpoint import FixedFormat, FixedPointOverflow
-    c = BUILD[name](n, a)
-    rows = list(_batch(name, n, a, rng, size).rows())
-    _run_rows(c, rows)
-    used = c.model.resources.used_int_bits
-    low = c.model.with_format(FixedFormat(used - 1, 0))
-    lowc = RagConstruction(**{**c.__dict__, "model": low})
-    t0 = time.perf_counter()
-    failed = False
-    try:
-        _run_rows(lowc, rows)
-    except FixedPointOverflow:
-        failed = True
-    return Record(CLAIM, c.name, f"{name}: one integer bit below used ({low.fmt.name}) must fail", n, len(rows),
-                  0 if failed else 1, seconds=round(time.perf_counter() - t0, 3),
-                  note="overflow raised as expected" if failed else "ran without overflow below the used bits")
+# ---------------------------------------------------------------------------- the reduction family
+def _reductions():
+    from lowerbounds import reductions as LR
+    return LR
+
+
+RED_TASKS = ("index", "ar", "3-gram", "4-gram", "counting")
+RED_EXHAUSTIVE = {"quick": [1, 2, 3, 4, 5, 6], "full": list(range(1, 9))}
+RED_SAMPLED = {"quick": [64, 1024, 2 ** 14], "full": [64, 256, 1024, 4096, 2 ** 14]}
+RED_SAMPLED_INDEX_QUICK = [64, 1024, 4096]
+
+
+def red_setup(task: str, n: int):
+    """(reduction, construction, alphabet) for the image of Index at n bits:
+    the alphabet is the largest number the reduction writes + 1."""
+    LR = _reductions()
+    if task == "index":
+        return LR.INDEX, index_rag(n, 2), 2
+    if task == "ar":
+        return LR.AR, cgram_rag(2 * n, 2, n + 2), n + 2
+    if task.endswith("-gram"):
+        c = int(task.split("-")[0])
+        return LR.cgram_reduction(c), cgram_rag(c * n, c, n + 2), n + 2
+    if task == "counting":
+        return LR.COUNTING, counting_rag(n, n + 1), n + 1
+    raise ValueError(task)
+
+
+def red_pairs(n: int, rng=None, sample: int = 2) -> list[tuple[tuple[int, ...], int]]:
+    """Every (x, i) (no rng), or ``sample`` seeded x, each with i = n, n - 1 (adversarial:
+    the key sits at the end of the data) and one uniform i."""
+    if rng is None:
+        return [(x, i) for x in itertools.product((0, 1), repeat=n) for i in range(1, n + 1)]
+    out = []
+    for _ in range(sample):
+        x = tuple(int(v) for v in rng.integers(0, 2, n))
+        for i in sorted({n, max(1, n - 1), int(rng.integers(1, n + 1))}, reverse=True):
+            out.append((x, i))
+    return out
+
+
+def red_rows(red, pairs):
+    return [(red.instance(x, i), red.expected(x, i)) for x, i in pairs]
+
+
+@register(CLAIM, "linear RNN + RAG: Index, AR, c-gram, Counting on the image of the Index reductions")
+def reduction_check(profile: str, seed: int) -> list[Record]:
+    out = []
+    rng = np.random.default_rng(seed + 7)
+    for task in RED_TASKS:
+        params = {}
+        for n in RED_EXHAUSTIVE[profile]:
+            t0 = time.perf_counter()
+            red, c, a = red_setup(task, n)
+            pairs = red_pairs(n)
+            out.append(_record(c, f"{task}: every x in {{0,1}}^{n} and i, Index -> {red.name}", n,
+                               _run_rows(c, red_rows(red, pairs)), t0, "reduction", a))
+            params[(n, a)] = c.params
+        sizes = RED_SAMPLED_INDEX_QUICK if (task == "index" and profile == "quick") else RED_SAMPLED[profile]
+        for n in sizes:
+            t0 = time.perf_counter()
+            red, c, a = red_setup(task, n)
+            pairs = red_pairs(n, rng, sample=2 if n <= 1024 else 1)
+            out.append(_record(c, f"{task}: {len(pairs)} seeded (x, i), i = n, n-1 and uniform, Index -> {red.name}",
+                               n, _run_rows(c, red_rows(red, pairs)), t0, "reduction", a))
+            params[(n, a)] = c.params
+        out.append(_params_record(f"{task}-rag", params, "(n, alphabet)", "reduction"))
+    return out
 
 
 # ---------------------------------------------------------------------------- IsTree
+def istree_plain_cot(n_nodes: int, edges: Sequence[Sequence[int]]) -> list[int]:
+    """Plain-Python reference of :func:`constructions.rag_models.istree_rag`'s CoT and
+    label (token ids): lines ``u ~ p c SS query ES w``, then a parent lookup
+    ``SS x ~ [(] [#] [)] ES r`` (see the construction's docstring), ``[EOS]``, label."""
+    M = META_TOKENS
+    BR, NC, NEG, LZ, AL, CA, CL, HN = (M[k] for k in ("[(?|]", "[(?:]", "[(?!]", "[.*?]", "[|]", "[(]", "[)]", "[#]"))
+    adj: list[list[int]] = [[] for _ in range(n_nodes)]
+    for u, v in edges:
+        adj[u].append(v)
+        adj[v].append(u)
+
+    def tok(v):
+        return FAILED if v is None else number_token(v)
+
+    def lookup(x, r):
+        return [STARTSEARCH, tok(x), TILDE, CA, HN, CL, ENDSEARCH, tok(r)]
+
+    parent: dict[int, int | None] = {0: None}
+    out: list[int] = []
+    u, p, c = 0, None, None
+    while True:
+        U, P = tok(u), tok(p)
+        query = [BR, U, DASH, NEG, P, CL, CA, HN, CL, AL, NEG, P, CL, CA, HN, CL, DASH, U, CL]
+        if c is not None:
+            C = tok(c)
+            query = [NC, U, DASH, C, AL, C, DASH, U, CL, LZ] + query
+        start = 0 if c is None else adj[u].index(c) + 1
+        w = next((y for y in adj[u][start:] if y != p), None)
+        out += [U, TILDE, P, tok(c), STARTSEARCH] + query + [ENDSEARCH, tok(w)]
+        if w is None:
+            if p is None:
+                return out + [EOS, TRUE if len(parent) == n_nodes else FALSE]
+            out += lookup(p, parent[p])
+            u, p, c = p, parent[p], u
+        elif w in parent:                      # visited (0's lookup gives [FAILED] like a new vertex's)
+            return out + lookup(w, parent[w]) + [EOS, FALSE]
+        else:
+            out += lookup(w, None)
+            parent[w] = u
+            u, p, c = w, u, None
+
+
+_ISTREE: dict[tuple[str, int], RagConstruction] = {}
+
+
+def _istree(N: int, paper: bool = False) -> RagConstruction:
+    """One IsTree model per vertex count within a verify run (a build takes ~0.5 s)."""
+    key = ("paper" if paper else "plain", N)
+    if key not in _ISTREE:
+        _ISTREE[key] = istree_rag_paper(N) if paper else istree_rag(N)
+    return _ISTREE[key]
+
+
+def _istree_rows(c: RagConstruction, graphs, paper: bool = False) -> tuple[int, int, int, int, str]:
+    ref = (lambda e: istree.retrieval_cot(c.n, e)) if paper else (lambda e: istree_plain_cot(c.n, e))
+    rows = [(graph_tokens(e), TRUE if istree.reference_label(c.n, e) else FALSE, e) for e in graphs]
+    return _run_rows(c, rows, want_cot=ref)
+
+
 ISTREE_SEEDED = {"quick": [(200, 1)], "full": [(40, 20), (100, 8), (200, 4), (256, 2)]}
+ISTREE_RED = {"quick": [1, 2, 3], "full": [1, 2, 3, 4, 5]}
+ISTREE_RED_SAMPLED = {"quick": [8, 32], "full": [8, 32, 64, 128]}
+"""The plain IsTree CoT is ~80 tokens per gadget vertex (about 0.2 ms each): n = 4 (64
+instances, 12 s) and n = 64 (10 s) are in the full profile only."""
 
 
-def _istree_rows(c: RagConstruction, graphs) -> tuple[int, int, int, int, str]:
-    count = bad = cot_max = oracle_bad = 0
-    first = ""
-    for edges in graphs:
-        o = c.oracle()
-        g = c.run(graph_tokens(edges), oracle=o)
-        want = istree.retrieval_cot(c.n, edges)
-        count += 1
-        cot_max = max(cot_max, g.cot_length)
-        oracle_bad += len(o.failures())
-        if g.cot + [g.answer] != want:
-            bad += 1
-            first = first or f"N={c.n} edges {list(edges)[:6]}...: CoT differs from retrieval_cot"
-    return count, bad, cot_max, oracle_bad, first
-
-
-_ISTREE: dict[int, RagConstruction] = {}
-
-
-def _istree(N: int) -> RagConstruction:
-    """One IsTree model per vertex count within a verify run (a build takes ~1 s)."""
-    if N not in _ISTREE:
-        _ISTREE[N] = istree_rag(N)
-    return _ISTREE[N]
-
-
-@register(CLAIM, "linear RNN + RAG: IsTree with the paper's retrieval CoT")
+@register(CLAIM, "linear RNN + RAG: IsTree (plain oracle) on the hub gadget and on small/random graphs")
 def istree_check(profile: str, seed: int) -> list[Record]:
     out = []
     rng = np.random.default_rng(seed + 1)
+    LR = _reductions()
     params = {}
+    # the image of the Index -> IsTree hub gadget (N = n + 3 vertices)
+    for n in ISTREE_RED[profile]:
+        t0 = time.perf_counter()
+        c = _istree(n + 3)
+        pairs = red_pairs(n)
+        rows = [(LR.ISTREE.instance(x, i), LR.ISTREE.expected(x, i), (x, i)) for x, i in pairs]
+        stats = _run_rows(c, rows, want_cot=lambda key: istree_plain_cot(n + 3, _gadget_edges(*key)))
+        out.append(_record(c, f"IsTree: every x in {{0,1}}^{n} and i, Index -> hub gadget, CoT token for token",
+                           n, stats, t0, "reduction", n + 3))
+        params[(n + 3, n + 3)] = c.params
+    for n in ISTREE_RED_SAMPLED[profile]:
+        t0 = time.perf_counter()
+        c = _istree(n + 3)
+        pairs = red_pairs(n, rng, sample=1)
+        rows = [(LR.ISTREE.instance(x, i), LR.ISTREE.expected(x, i), (x, i)) for x, i in pairs]
+        stats = _run_rows(c, rows, want_cot=lambda key: istree_plain_cot(n + 3, _gadget_edges(*key)))
+        out.append(_record(c, f"IsTree: {len(pairs)} seeded (x, i), i = n, n-1 and uniform, hub gadget, "
+                              f"CoT token for token", n, stats, t0, "reduction", n + 3))
+        params[(n + 3, n + 3)] = c.params
+    # easy families (extra)
     orders = 1 if profile == "quick" else 2
     for N in range(1, 5 if profile == "quick" else 6):
         t0 = time.perf_counter()
         c = _istree(N)
         graphs = [o for e in istree.enumerate_graphs(N) for o in istree.edge_orders(e, orders, rng)[:orders]]
         out.append(_record(c, f"IsTree: every graph ({orders} edge order(s)), CoT token for token", N,
-                           _istree_rows(c, graphs), t0))
-        params[N] = c.params
+                           _istree_rows(c, graphs), t0, "exhaustive", N))
+        params[(N, N)] = c.params
     for N, size in ISTREE_SEEDED[profile]:
         t0 = time.perf_counter()
         c = _istree(N)
         graphs = [inst.edges for inst in istree.generate(rng, N, size)]
         out.append(_record(c, f"IsTree: {size} seeded graphs (mixed families), CoT token for token", N,
-                           _istree_rows(c, graphs), t0))
-        params[N] = c.params
-    # the paper's own sample, token for token (retrieval_text)
+                           _istree_rows(c, graphs), t0, "random", N))
+        params[(N, N)] = c.params
+    out.append(_params_record("istree-rag", params, "(N, vertices)", "reduction"))
+    return out
+
+
+def _gadget_edges(x, i) -> list[tuple[int, int]]:
+    """The hub gadget's edge list in order, read back from its tokens."""
+    LR = _reductions()
+    return [tuple(e) for e in parse_graph_tokens([int(t) for t in LR.ISTREE.instance(x, i)], len(x) + 3)]
+
+
+@register(CLAIM, "IsTree in the paper's retrieval format (paper dialect): format reproduction, not evidence")
+def paper_format_check(profile: str, seed: int) -> list[Record]:
+    out = []
+    rng = np.random.default_rng(seed + 2)
+    for N in range(1, 5):
+        t0 = time.perf_counter()
+        c = _istree(N, paper=True)
+        graphs = [o for e in istree.enumerate_graphs(N) for o in istree.edge_orders(e, 1, rng)[:1]]
+        out.append(_record(c, f"IsTree (paper's retrieval CoT via the dialect): every graph, token for token", N,
+                           _istree_rows(c, graphs, paper=True), t0, "paper-format", N, note=PAPER_NOTE))
     t0 = time.perf_counter()
     SAMPLE = shared_file(SAMPLE_NAME)
     rows = [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()] if SAMPLE else []
-    built: dict[int, RagConstruction] = {}
+    built: set[int] = set()
     bad, cot_max, first = 0, 0, ""
     for r in rows:
         N = r["n_nodes"]
         edges, _ = parse_cot_text(r["retrieval_text"], N)
-        c = built[N] = _istree(N)
+        c = _istree(N, paper=True)
+        built.add(N)
         g = c.run(graph_tokens(edges))
         cot_max = max(cot_max, g.cot_length)
         if format_cot_text(edges, g.cot) != r["retrieval_text"] or (g.answer == TRUE) != r["is_tree"]:
             bad += 1
             first = first or f"row with n_nodes={N} differs"
-    out.append(Record(CLAIM, "istree-rag", "the paper's sample (retrieval_text), token for token + tree label",
+    out.append(Record(CLAIM, "istree-rag-paper", "the paper's sample (retrieval_text), token for token + tree label",
                       max(built, default=0), len(rows), bad, checked=bool(rows), cot_max=cot_max,
                       cot_bound=istree_cot_bound(max(built, default=1)), seconds=round(time.perf_counter() - t0, 3),
-                      note=first or (f"{len(rows)} rows, N in {sorted(built)}" if rows else f"NOT CHECKED: shared data file {SAMPLE_NAME} not found (set RNNGAP_SHARED_DATA)")))
-    distinct = sorted(set(params.values()))
-    out.append(Record(CLAIM, "istree-rag", "params identical at every N checked", max(params), len(params),
-                      len(distinct) - 1, params=distinct[-1], note=f"params {distinct} at N = {sorted(params)}"))
+                      family="paper-format", alphabet=max(built, default=None),
+                      note=(first or f"{len(rows)} rows, N in {sorted(built)}; {PAPER_NOTE}") if rows
+                      else f"NOT CHECKED: shared data file {SAMPLE_NAME} not found (set RNNGAP_SHARED_DATA)"))
     return out
 
 
-# ---------------------------------------------------------------------------- the contrast
-class AnswerAfter:
-    """An RNN (constructions/protocol.py) whose run ends one token after ``marker``:
-    the protocol of ``generate(..., answer_after=EOS)`` expressed for ``run_rnn``.
-
-    CoT tokens are passed to ``run_rnn`` shifted by ``SHIFT`` (outside every
-    vocabulary), so only the token after the marker is a real token id and can be
-    in ``answer_tokens``; ``step`` shifts them back. The state adds the flag 'marker seen'
-    (one byte of the state key, so 8 declared bits)."""
-
-    SHIFT = 1 << 20
-
-    def __init__(self, rnn: RNN, marker: int = EOS):
-        self.rnn, self.marker = rnn, marker
-        self.state_bits = rnn.state_bits + 8          # the flag takes a whole byte of the key
-
-    def initial_state(self):
-        return (self.rnn.initial_state(), False)
-
-    def step(self, state, token: int):
-        s, seen = state
-        t = int(token)
-        t = t - self.SHIFT if t >= self.SHIFT else t
-        return (self.rnn.step(s, t), seen or t == self.marker)
-
-    def output(self, state) -> int:
-        s, seen = state
-        t = int(self.rnn.output(s))
-        return t if seen else t + self.SHIFT
-
-    def state_key(self, state):
-        s, seen = state
-        return self.rnn.state_key(s) + bytes([int(seen)])
+# ---------------------------------------------------------------------------- necessity
+def rag_runner(c: RagConstruction, rows, want_cot: Callable | None = None) -> Callable[[object], str | None]:
+    """``run(model)`` for :func:`checks.necessity.necessity_record`: the construction's
+    generation with a fresh plain oracle per instance and ``model`` in place of its own;
+    None if every answer (and CoT, with ``want_cot``) is right, else the first wrong one."""
+    def run(model) -> str | None:
+        cm = _with_model(c, model)
+        for row in rows:
+            toks, want = [int(t) for t in row[0]], row[1]
+            try:
+                g = cm.run(toks)
+            except (PrecisionError, ValueError) as e:
+                return f"raised {type(e).__name__} on {toks[:20]}: {str(e)[:80]}"
+            if g.answer != want or (want_cot is not None and g.cot + [g.answer] != want_cot(row[2])):
+                return (f"{toks[:24]}{'...' if len(toks) > 24 else ''} -> answer {g.answer} "
+                        f"({g.stopped}, CoT {g.cot_length}), want {want}")
+        return None
+    return run
 
 
-def _contrast(task: str, c: RagConstruction, reduction, n: int, answers, sample: int | None = None,
-              seed: int = 0) -> list[Record]:
-    """The witness finder on the RNN alone, then the same RNN with the oracle on every
-    (x, i) of the reduction, or (``sample``) on the witness pair's x and x' for every i
-    plus ``sample`` seeded (x, i)."""
-    from lowerbounds.witness import find_witness
-    t0 = time.perf_counter()
-    if c.answer_tokens is None:
-        rnn = AnswerAfter(c.model.rnn())
-    else:
-        rnn = c.model.rnn()
-    w = find_witness(rnn, reduction, n, mode="exhaustive", max_cot=c.cot_bound, answer_tokens=answers)
-    ok = w.found and bool(w.wrong)
-    how = (f"x={''.join(map(str, w.x))} x'={''.join(map(str, w.x_prime))} i={w.i}: same state after Alice's prefix, "
-           f"wrong on {list(w.wrong)}" if w.found else w.how)
-    alone = Record(CLAIM, c.name + " WITHOUT oracle", f"{task}: fooling pair via Index -> {task} (witness finder)",
-                   n, 2, 0 if ok else 1, state_bits=rnn.state_bits, seconds=round(time.perf_counter() - t0, 3),
-                   note=("broken: " + how) if ok else "NOT broken: " + how)
-    # the same RNN with the oracle: every instance of the reduction, the witness pair included
-    t0 = time.perf_counter()
-    rows = []
-    if sample is None:
-        pairs = [(tuple((b >> (n - 1 - k)) & 1 for k in range(n)), i) for b in range(1 << n) for i in range(1, n + 1)]
-        what = f"every x in {{0,1}}^{n} and i (witness pair included)"
-    else:
-        rng = np.random.default_rng(seed)
-        pairs = [(x, i) for x in ((w.x, w.x_prime) if w.found else ()) for i in range(1, n + 1)]
-        pairs += [(tuple(int(v) for v in rng.integers(0, 2, n)), int(rng.integers(1, n + 1))) for _ in range(sample)]
-        what = f"the witness pair's x, x' for every i + {sample} seeded (x, i)"
-    for x, i in pairs:
-        rows.append((reduction.instance(x, i), reduction.expected(x, i)))
-    count, bad, cot_max, oracle_bad, first = 0, 0, 0, 0, ""
-    for toks, want in rows:
-        o = c.oracle()
-        g = c.run([int(t) for t in toks], oracle=o)
-        count += 1
-        cot_max = max(cot_max, g.cot_length)
-        oracle_bad += len(o.failures())
-        if g.answer != want:
-            bad += 1
-            first = first or f"wrong on {list(map(int, toks))}"
-    r = c.model.resources
-    with_oracle = Record(CLAIM, c.name + " WITH oracle", f"{task}: {what}",
-                         n, count, bad + oracle_bad, r.used_precision_bits, c.model.fmt.total_bits, cot_max,
-                         c.cot_bound, r.params, r.state_bits, round(time.perf_counter() - t0, 3),
-                         note=first or f"the pair that breaks the RNN alone is answered correctly ({how[:60]})")
-    return [alone, with_oracle]
+NECESSITY = {"quick": [("index", 3, None), ("index", 6, None), ("index", 1024, 1), ("ar", 3, None), ("ar", 6, None),
+                       ("ar", 1024, 2), ("3-gram", 4, None), ("4-gram", 4, None), ("counting", 3, None),
+                       ("counting", 6, None), ("counting", 1024, 2), ("istree", 2, None)],
+             "full": [("index", 3, None), ("index", 7, None), ("index", 4096, 3), ("ar", 3, None), ("ar", 7, None),
+                      ("ar", 4096, 3), ("3-gram", 6, None), ("4-gram", 6, None), ("counting", 3, None),
+                      ("counting", 7, None), ("counting", 4096, 3), ("istree", 3, None)]}
+"""(task, n, sample): every (x, i) of the reduction at n (sample None), or ``sample``
+seeded x with i = n, n - 1 and uniform (:func:`red_pairs`): the frontier at several n,
+the large n showing that the integer bits needed grow with log n."""
 
 
-@register(CLAIM, "linear RNN + RAG vs the same RNN without the oracle (witness finder)")
-def contrast_check(profile: str, seed: int) -> list[Record]:
-    from lowerbounds.reductions import AR, CGRAM, COUNTING, INDEX, ISTREE
-    numbers = [number_token(k) for k in range(0, 64)]
-    n = 6 if profile == "quick" else 8
+@register(CLAIM, "linear RNN + RAG: necessity of the declared bits on the reduction family")
+def necessity_check(profile: str, seed: int) -> list[Record]:
     out = []
-    out += _contrast("Index", index_rag(n, 2), INDEX, n, numbers)
-    out += _contrast("AR", ar_rag(2 * n, n + 2), AR, n, numbers)
-    out += _contrast("3-gram", cgram_rag(3 * n, 3, n + 2), CGRAM, n, numbers)
-    out += _contrast("Counting", counting_rag(n, n + 1), COUNTING, n, numbers)
-    # the state keeps the last 13 tokens: x_1 (token 3 of Alice's 3 nt + 1) leaves it once nt >= 6
-    nt = 6 if profile == "quick" else 7
-    out += _contrast("IsTree", _istree(nt + 3), ISTREE, nt, (TRUE, FALSE),
-                     sample=20 if profile == "quick" else None, seed=seed)
+    LR = _reductions()
+    rng = np.random.default_rng(seed + 11)
+    for task, n, sample in NECESSITY[profile]:
+        pairs = red_pairs(n) if sample is None else red_pairs(n, rng, sample=sample)
+        what = f"every (x, i) at n = {n}" if sample is None else f"{len(pairs)} seeded (x, i), i = n, n-1, uniform"
+        if task == "istree":
+            c, a = _istree(n + 3), n + 3
+            rows = [(LR.ISTREE.instance(x, i), LR.ISTREE.expected(x, i), (x, i)) for x, i in pairs]
+            run = rag_runner(c, rows, want_cot=lambda key, n=n: istree_plain_cot(n + 3, _gadget_edges(*key)))
+        else:
+            red, c, a = red_setup(task, n)
+            rows = red_rows(red, pairs)
+            run = rag_runner(c, rows)
+        out.append(necessity_record(CLAIM, c.name, f"{task}: {what} of the Index reduction", n,
+                                    family="reduction", alphabet=a, declared=c.model.fmt, run=run,
+                                    instances=len(rows), model=c.model))
     return out

@@ -9,8 +9,10 @@ automata-lib's final tape (and, for increment / addition, against the arithmetic
 The CoT bound is the declared 2 T(n) + 1 (T the machine's declared time bound) for
 the hybrid, ``rag_cot_bound`` for the RAG; each record's note gives the measured CoT
 against automata-lib's step count (max CoT / max steps, the per-input range).
-A last record per machine runs the same weights one integer bit below what the
-runs used, which must fail.
+A last record per machine measures the necessity of the declared bits
+(checks/necessity.py): the integer-bit and fraction-bit frontiers in saturate mode
+over every input of length <= 4 (hybrid) or 3 (RAG), with the first input answered (or written) wrongly
+one bit below each frontier.
 """
 from __future__ import annotations
 
@@ -19,8 +21,11 @@ import time
 from dataclasses import dataclass, field
 
 from constructions import turing as T
-from constructions.fixedpoint import FixedFormat, PrecisionError
+from typing import Callable
 
+from constructions.fixedpoint import PrecisionError
+
+from .necessity import necessity_record
 from .registry import Record, register
 
 LENGTHS = {"quick": {"increment": 8, "palindrome": 8, "0k1k": 8, "addition": 8},
@@ -110,25 +115,36 @@ def run_hybrid(spec: T.MachineSpec, n: int, sim: T.HybridTM | None = None) -> tu
     return tally, sim
 
 
-def _below_bound(sim_model, spec: T.MachineSpec, enc: T.Encoding, n: int, run) -> Record:
-    """The same weights one integer bit below the used bits must fail on some input."""
-    t0 = time.perf_counter()
-    low = FixedFormat(sim_model.resources.used_int_bits - 1, sim_model.fmt.frac_bits)
-    how = ""
-    failed = False
-    try:
-        low_model = sim_model.with_format(low)
-        for w in words(enc, n):
-            answer, cot = run(low_model, w)
-            ref = T.reference_run(enc, w, spec.time_bound(n))
-            if answer != ref.answer:
-                failed, how = True, f"wrong answer on {w!r}"
-                break
-    except (PrecisionError, ValueError) as e:
-        failed, how = True, f"raised: {e}"
-    return Record(sim_model.spec.claim, sim_model.name, f"TM {spec.name} below bound ({low.name})", n,
-                  1, 0 if failed else 1, seconds=round(time.perf_counter() - t0, 3),
-                  note=("fails as it must: " if failed else "DID NOT FAIL below bound: ") + how[:120])
+NECESSITY_N = {"hybrid": 4, "rag": 3}
+"""Input lengths of the necessity records: every word of length <= n (31 words for the
+hybrid, 15 for the RAG, whose runs cost ~13 tokens per step) at every scan step."""
+
+
+def tm_runner(enc: T.Encoding, spec: T.MachineSpec, n: int, run) -> "Callable[[object], str | None]":
+    """``run(model)`` for :func:`checks.necessity.necessity_record`: every word of length
+    <= n through ``run(model, word) -> (answer, cot)``, compared with the plain-Python
+    reference (answer and CoT token for token); None if all right, else the first wrong word."""
+    ws = [w for k in range(n + 1) for w in words(enc, k)]
+
+    def check(model) -> str | None:
+        for w in ws:
+            ref = T.reference_run(enc, w, spec.time_bound(len(w)))
+            try:
+                answer, cot, want_cot = run(model, w)
+            except (PrecisionError, ValueError) as e:
+                return f"{w!r}: raised {type(e).__name__}: {str(e)[:80]}"
+            if answer != ref.answer or cot != want_cot:
+                what = "answer" if answer != ref.answer else "CoT"
+                return f"{w!r}: wrong {what} (answer {answer}, want {ref.answer}; CoT {len(cot)} tokens)"
+        return None
+    check.instances = len(ws)
+    return check
+
+
+def _necessity(claim: str, model, spec: T.MachineSpec, n: int, run, build_frac=None) -> Record:
+    return necessity_record(claim, model.name, f"TM {spec.name}: every input of length <= {n}",
+                           n, family="exhaustive", alphabet=2, declared=model.fmt, run=run,
+                           instances=run.instances, model=model, build_frac=build_frac)
 
 
 @register("T5-hyb-P", "hybrid (2 RNN layers + 1 attention) simulates DTMs with CoT")
@@ -144,15 +160,19 @@ def hybrid_tm_check(profile: str, seed: int) -> list[Record]:
             out.append(Record("T5-hyb-P", sim.model.name, f"TM {name}: every input of length {n}", n,
                               tally.instances, tally.failures, r.used_precision_bits, sim.model.fmt.total_bits,
                               tally.cot_max, bound, r.params, r.state_bits,
-                              round(time.perf_counter() - t0, 3),
+                              round(time.perf_counter() - t0, 3), family="exhaustive", alphabet=2,
                               note=(tally.cot_vs_steps(2) + "; "
                                     + (tally.first_failure or "all match automata-lib"))))
 
-        def run_low(model, w, sim=sim):
+        small = T.compile_hybrid(spec, NECESSITY_N["hybrid"])
+
+        def run_hyb(model, w, small=small):
             from constructions.generate import generate
-            g = generate(model, sim.enc.prompt(w), answer_tokens=[T.TRUE, T.FALSE], max_cot=2 * sim.size.steps + 1)
-            return g.answer, g.cot
-        out.append(_below_bound(sim.model, spec, sim.enc, sim.n, run_low))
+            g = generate(model, small.enc.prompt(w), answer_tokens=[T.TRUE, T.FALSE],
+                         max_cot=2 * spec.time_bound(len(w)) + 1)
+            return g.answer, g.cot, T.reference_run(small.enc, w, spec.time_bound(len(w))).hybrid_cot()
+        out.append(_necessity("T5-hyb-P", small.model, spec, small.n, tm_runner(small.enc, spec, small.n, run_hyb),
+                              build_frac=lambda fmt, spec=spec: T.compile_hybrid(spec, NECESSITY_N["hybrid"], fmt).model))
     return out
 
 
@@ -186,12 +206,15 @@ def rag_tm_check(profile: str, seed: int) -> list[Record]:
             out.append(Record("T5-RAG", sim.model.name, f"TM {name} (RAG): every input of length {n}", n,
                               tally.instances, tally.failures + bad_oracle, r.used_precision_bits,
                               sim.model.fmt.total_bits, tally.cot_max, bound, r.params, r.state_bits,
-                              round(time.perf_counter() - t0, 3),
+                              round(time.perf_counter() - t0, 3), family="exhaustive", alphabet=2,
                               note=(f"{tally.cot_vs_steps()}; {bad_oracle} malformed/timed-out searches; "
                                     + (tally.first_failure or "all match automata-lib"))))
 
-        def run_low(model, w, sim=sim):
-            g, _ = sim.run(w, model=model)
-            return g.answer, g.cot
-        out.append(_below_bound(sim.model, spec, sim.enc, sim.n, run_low))
+        small = T.compile_rag(spec, NECESSITY_N["rag"])
+
+        def run_rag_model(model, w, small=small):
+            g, _ = small.run(w, model=model)
+            return g.answer, g.cot, T.reference_rag_cot(small.enc, w, spec.time_bound(len(w)))[0]
+        out.append(_necessity("T5-RAG", small.model, spec, small.n,
+                              tm_runner(small.enc, spec, small.n, run_rag_model)))
     return out

@@ -2,8 +2,10 @@
 
 When the model emits ``[ENDSEARCH]``, the tokens since the last
 ``[STARTSEARCH]`` form a *query*. The oracle renders it into a regular
-expression, searches the context rendered as text, and appends capture group 1
-of the leftmost match as tokens (``[FAILED]`` if nothing matches). Plugged into
+expression token by token, searches the context rendered as text, and appends
+capture group 1 of the leftmost match as tokens (the whole match if the query
+opens no group; ``[FAILED]`` if nothing matches). It never rewrites a query and
+never adds a group: anything a search needs, the model writes with meta-tokens. Plugged into
 :func:`constructions.generate.generate` as its ``oracle`` hook, the retrieved
 tokens are fed to the model as if generated and count toward the CoT.
 
@@ -24,9 +26,9 @@ Rendering (unambiguous by construction)
       [.*?] a lazy run of tokens   [*]   *  (greedy repetition of the preceding item)
       [(?=] (?=    [(?!]  (?!
 
-  If the query opens no capture group, one is added at its end around one
-  token: the oracle returns the token that follows the match (``u ~`` finds
-  ``u ~ p`` and returns p).
+  Nothing else is added: a query that opens no capture group retrieves its
+  whole match (``u ~`` finds ``u ~ p`` and returns ``u ~``; the model writes
+  ``u ~ [(] [#] [)]`` to get p).
 * Excluded text: every earlier search span, from its ``[STARTSEARCH]`` to the
   last token the oracle retrieved for it, and the current query itself are cut
   out of the searched text (the rest is concatenated), so a search never finds
@@ -35,14 +37,9 @@ Rendering (unambiguous by construction)
 
 Dialects
 --------
-``dialect="regex"`` is the above. ``dialect="graph"`` adds the reading of the
-paper's IsTree experiment (theory.md §6 style 2; ``checks/tasks/istree.py``
-``retrieval_cot``): in a query without meta-tokens, ``-`` is an *undirected*
-input edge. ``u -`` becomes ``(?|u - ([#])|([#]) - u)`` (u's first neighbour in
-edge-list order) and ``u - c`` becomes ``(?:u - c|c - u)[.*?](?|u - ([#])|([#]) - u)``
-(the neighbour after c); every other query is rendered as in the regex dialect.
-The expansion is a list of meta-tokens (:func:`expand_graph_query`), so both
-dialects run through the same renderer.
+None here. The paper's retrieval-CoT shorthand (``u -`` for "u's first
+neighbour" and so on) is read by :mod:`constructions.rag_dialect`, a separate
+oracle used only to reproduce that external format; no T5-RAG theorem row uses it.
 
 Failures are the model's, never a crash: a malformed query (``[ENDSEARCH]`` with
 no open search, a pattern that does not compile such as ``[*]`` with nothing
@@ -53,11 +50,18 @@ whose capture group is empty appends nothing.
 Example::
 
     >>> from constructions.vocab import STARTSEARCH as SS, ENDSEARCH as ES, BOS, number_token as num
+    >>> from constructions.vocab import META_TOKENS as M
     >>> oracle = RagOracle()
-    >>> ctx = [BOS, num(5), num(7), num(5), num(9), SS, num(5)]
-    >>> oracle(ctx, num(5)) is None
-    True
-    >>> oracle(ctx + [ES], ES)      # '5' then the next token: first match 5 7
+    >>> ctx = [BOS, num(5), num(7), num(5), num(9)]
+    >>> for t in (SS, num(5)):      # the model writes [STARTSEARCH] 5 [ENDSEARCH]
+    ...     ctx.append(t); _ = oracle(ctx, t)
+    >>> oracle(ctx + [ES], ES)      # no group: the whole leftmost match, the token 5
+    [37]
+    >>> oracle = RagOracle()
+    >>> ctx = [BOS, num(5), num(7), num(5), num(9)]
+    >>> for t in (SS, num(5), M["[(]"], M["[.]"], M["[)]"]):
+    ...     ctx.append(t); _ = oracle(ctx, t)
+    >>> oracle(ctx + [ES], ES)      # 5 [(] [.] [)]: the token after the first 5
     [39]
 """
 from __future__ import annotations
@@ -69,7 +73,7 @@ from typing import Sequence
 import regex
 
 from .vocab import (
-    DASH, ENDSEARCH, FAILED, META_NAMES, META_TOKENS, NUMBER_BASE, SPECIAL_NAMES, STARTSEARCH,
+    ENDSEARCH, FAILED, META_NAMES, META_TOKENS, NUMBER_BASE, SPECIAL_NAMES, STARTSEARCH,
 )
 
 DEFAULT_TIMEOUT = 2.0
@@ -153,21 +157,17 @@ def render_query(query: Sequence[int]) -> str:
 
     >>> from constructions.vocab import number_token as num, TILDE
     >>> render_query([num(3), TILDE])
-    '(?:<n3>)(?:<s8>)((?:<[ns]\\\\d+>))'
+    '(?:<n3>)(?:<s8>)'
     """
     parts = []
-    has_capture = False
     for pos, t in enumerate(query):
         t = int(t)
         if t in (STARTSEARCH, ENDSEARCH):
             raise MalformedQuery(f"query token {pos}: {token_name(t)} inside a query")
         if t in META_SYNTAX:
             parts.append(META_SYNTAX[t])
-            has_capture |= t == CAPTURE
         else:
             parts.append("(?:" + regex.escape(render_token(t)) + ")")
-    if not has_capture:
-        parts.append(f"((?:{TOKEN_PATTERN}))")
     pattern = "".join(parts)
     try:
         regex.compile(pattern)
@@ -176,35 +176,13 @@ def render_query(query: Sequence[int]) -> str:
     return pattern
 
 
-def expand_graph_query(query: Sequence[int]) -> list[int]:
-    """The graph dialect's reading of the IsTree queries ``u -`` and ``u - c``
-    (undirected input edges) as meta-token queries; any other query unchanged.
-
-    >>> from constructions.vocab import number_token as num, META_NAMES
-    >>> [META_NAMES.get(t, t) for t in expand_graph_query([num(4), DASH])]
-    ['[(?|]', 36, 7, '[(]', '[#]', '[)]', '[|]', '[(]', '[#]', '[)]', 7, 36, '[)]']
-    """
-    q = [int(t) for t in query]
-    if any(t in META_NAMES for t in q) or len(q) not in (2, 3) or q[1] != DASH:
-        return q
-    if any(t < NUMBER_BASE for t in q[:1] + q[2:]):
-        return q
-    u = q[0]
-    neighbour = [BRANCH_RESET, u, DASH, CAPTURE, ANY_NUMBER, CLOSE, ALT,
-                 CAPTURE, ANY_NUMBER, CLOSE, DASH, u, CLOSE]
-    if len(q) == 2:
-        return neighbour
-    c = q[2]
-    return [NONCAP, u, DASH, c, ALT, c, DASH, u, CLOSE, LAZY_ANY] + neighbour
-
-
 @dataclass
 class SearchResult:
     """One search: the query, its pattern, the outcome and what was appended.
 
     ``status`` is ``"match"``, ``"no match"``, ``"malformed"`` or ``"timeout"``;
-    ``at`` is the context position where capture group 1 starts (None unless
-    matched); ``reason`` explains a malformed query or a timeout."""
+    ``at`` is the context position where the retrieved tokens start (capture
+    group 1, or the whole match without a group; None unless matched); ``reason`` explains a malformed query or a timeout."""
 
     query: list[int]
     pattern: str | None
@@ -215,7 +193,7 @@ class SearchResult:
 
 
 def search(context: Sequence[int], query: Sequence[int], excluded: Sequence[tuple[int, int]] = (),
-           timeout: float = DEFAULT_TIMEOUT, dialect: str = "regex") -> SearchResult:
+           timeout: float = DEFAULT_TIMEOUT) -> SearchResult:
     """Stateless search: ``query`` over ``context`` with the half-open position
     ranges ``excluded`` cut out. Never raises for a bad query (see the module
     docstring); raises ValueError for bad arguments."""
@@ -227,21 +205,14 @@ def search(context: Sequence[int], query: Sequence[int], excluded: Sequence[tupl
             keep[p] = False
     positions = [p for p in range(len(context)) if keep[p]]
     pieces = [render_token(context[p]) for p in positions]
-    return _search_pieces(pieces, positions, query, timeout, dialect)
+    return _search_pieces(pieces, positions, query, timeout)
 
 
-def _check_dialect(dialect: str) -> None:
-    if dialect not in ("regex", "graph"):
-        raise ValueError(f"dialect must be 'regex' or 'graph', got {dialect!r}")
-
-
-def _search_pieces(pieces: list[str], positions: list[int], query: Sequence[int], timeout: float,
-                   dialect: str) -> SearchResult:
-    _check_dialect(dialect)
+def _search_pieces(pieces: list[str], positions: list[int], query: Sequence[int], timeout: float
+                   ) -> SearchResult:
     query = [int(t) for t in query]
-    q = expand_graph_query(query) if dialect == "graph" else query
     try:
-        pattern = render_query(q)
+        pattern = render_query(query)
     except MalformedQuery as e:
         return SearchResult(query, None, "malformed", [FAILED], reason=str(e))
     text = "".join(pieces)
@@ -251,11 +222,12 @@ def _search_pieces(pieces: list[str], positions: list[int], query: Sequence[int]
         return SearchResult(query, pattern, "timeout", [FAILED], reason=f"search exceeded {timeout} s ({e})")
     except regex.error as e:   # defensive: compiled above, so this is not expected
         return SearchResult(query, pattern, "malformed", [FAILED], reason=str(e))
-    if m is None or m.start(1) < 0:
+    group = 1 if m is not None and m.re.groups >= 1 else 0     # the whole match if the query opens no group
+    if m is None or m.start(group) < 0:
         return SearchResult(query, pattern, "no match", [FAILED])
-    got = parse_text(m.group(1))
+    got = parse_text(m.group(group))
     starts = _char_starts(pieces)
-    i = bisect.bisect_left(starts, m.start(1))
+    i = bisect.bisect_left(starts, m.start(group))
     at = positions[i] if got else None
     return SearchResult(query, pattern, "match", got, at=at)
 
@@ -284,11 +256,9 @@ class RagOracle:
     """
 
     timeout: float = DEFAULT_TIMEOUT
-    dialect: str = "regex"
     log: list[SearchResult] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        _check_dialect(self.dialect)
         if not self.timeout > 0:
             raise ValueError(f"timeout must be > 0 seconds, got {self.timeout}")
         self._pieces: list[str] = []
@@ -325,11 +295,15 @@ class RagOracle:
             res = SearchResult([], None, "malformed", [FAILED], reason="[ENDSEARCH] without an open [STARTSEARCH]")
         else:
             query = [int(t) for t in context[self._open + 1:n - 1]]
-            res = _search_pieces(self._pieces, self._positions, query, self.timeout, self.dialect)
+            res = self._search(query)
         self.log.append(res)
         self._open = None
         self._skip_until = n + len(res.tokens)
         return list(res.tokens)
+
+    def _search(self, query: list[int]) -> SearchResult:
+        """The search of one query over the kept text (the query exactly as written)."""
+        return _search_pieces(self._pieces, self._positions, query, self.timeout)
 
     @property
     def text(self) -> str:

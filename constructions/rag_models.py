@@ -3,7 +3,9 @@
 Each construction is a :class:`~constructions.rnn_program.Program` (delay lines,
 counters, write-once latches and rule tables; no position features) compiled
 to a ``linear_rnn`` model, run greedily by :func:`constructions.generate.generate`
-with a fresh :class:`~constructions.rag.RagOracle` answering its searches.
+with a fresh plain :class:`~constructions.rag.RagOracle` answering its searches (every
+query rendered token by token: each alternation, group and lookahead is written by
+the model itself).
 Notation: ``SS``/``ES`` are ``[STARTSEARCH]``/``[ENDSEARCH]``, ``r`` a retrieved token,
 ``s_k`` the token k positions before the current one (a delay line).
 
@@ -16,18 +18,25 @@ Notation: ``SS``/``ES`` are ``[STARTSEARCH]``/``[ENDSEARCH]``, ``r`` a retrieved
   ``B = [(?:] [(?!] q [)] [#] [)] [*] q`` (a run of numbers other than q, then q) and F the same
   with the last q captured: the search matches iff x holds more than t q's (a ``[#]`` run cannot
   cross ``[QUERY]``); answer 1 if r is q, 0 if r is ``[FAILED]``.
-* :func:`istree_rag` - ``[BOS] u - v ... [EOS]``: writes exactly the paper's retrieval CoT
-  (``checks/tasks/istree.py`` ``retrieval_cot``; graph dialect of the oracle), then ``[EOS]``
-  and the label. The next token is a function of the last 13 tokens, the number of
-  ``[EOS]`` seen and the number of records ``w ~ u`` written (TRUE iff the DFS did not stop at a
-  cycle and wrote N - 1 records); the rule table is spelled out in :func:`istree_rag`.
+* :func:`istree_rag` - ``[BOS] u - v ... [EOS]``: a DFS in lines ``u ~ p c SS query ES w``
+  whose neighbour queries (:func:`neighbour_query`) hold the alternation over both edge
+  orientations and a negative lookahead skipping the parent; then ``[EOS]`` and the label.
+  The next token is a function of the last 17 tokens, the number of ``[EOS]`` seen and the
+  number of vertices visited; the rule table is spelled out in :func:`istree_rag`.
+* :func:`istree_rag_paper` - FORMAT REPRODUCTION only: writes exactly the paper's retrieval
+  CoT (``checks/tasks/istree.py`` ``retrieval_cot``), whose short queries mean something
+  only through the paper dialect (:mod:`constructions.rag_dialect`); no theorem row rests on it.
 
 Resources (declared, checked by the tests and ``rnngap verify``): every weight is an
 integer, so f(n) = 0; I(n) = bits of the largest intermediate (interval bound of
-:meth:`Program.required_int_bits`), declared as 2 ceil(log2(n + c)) + const; the
+:meth:`Program.required_int_bits`), declared as 2 ceil(log2(m + c)) + const with
+m = max(n, largest number of the vocabulary) (tokens enter through their code tau
+only, so an alphabet up to poly(n), e.g. the reductions' n + 2, costs O(log n) bits
+and no parameter: one direction per token kind, never one per symbol); the
 state is (delay slots + counters + latches) numbers of p = I + 1 bits, a constant
 count; the CoT bound is linear in n for Index and Counting, constant for c-gram, and
-bounded by 26 (2N - 1) + 1 tokens for IsTree (at most 2N - 1 DFS steps of <= 26 tokens, then [EOS]).
+43 (2N - 1) + 1 tokens for IsTree (at most 2N - 1 lines of <= 43 tokens, then [EOS];
+26 (2N - 1) + 1 for the paper-format model).
 
 All four answer after ``[EOS]`` (``generate(..., answer_after=EOS)``), except IsTree whose
 answers ``[TRUE]``/``[FALSE]`` never occur in its CoT (``answer_tokens``).
@@ -55,6 +64,7 @@ N_SYM = sp.Symbol("n", positive=True, integer=True)
 M = META_TOKENS
 CAP, NONCAP, CLOSE, ANY, ANY_NUMBER, STAR, NEG_LOOKAHEAD = (
     M["[(]"], M["[(?:]"], M["[)]"], M["[.]"], M["[#]"], M["[*]"], M["[(?!]"])
+BRANCH_RESET, ALT, LAZY_ANY = M["[(?|]"], M["[|]"], M["[.*?]"]
 
 
 def tau(t: int) -> int:
@@ -76,7 +86,7 @@ class RagConstruction:
     int_bits_declared: int
     int_expr: sp.Expr
     cot_bound: int
-    dialect: str = "regex"
+    dialect: str = "plain"
     answer_tokens: tuple[int, ...] | None = None
     notes: dict = field(default_factory=dict)
 
@@ -89,7 +99,16 @@ class RagConstruction:
         return self.model.resources.params
 
     def oracle(self, timeout: float | None = None) -> RagOracle:
-        return RagOracle(dialect=self.dialect) if timeout is None else RagOracle(timeout=timeout, dialect=self.dialect)
+        """A fresh oracle: the plain :class:`RagOracle` (every theorem row), or for
+        ``dialect="paper"`` (the paper-format IsTree model only) the dialect of
+        :mod:`constructions.rag_dialect`."""
+        kw = {} if timeout is None else {"timeout": timeout}
+        if self.dialect == "plain":
+            return RagOracle(**kw)
+        if self.dialect == "paper":
+            from .rag_dialect import PaperDialectOracle
+            return PaperDialectOracle(**kw)
+        raise ValueError(f"{self.name}: unknown dialect {self.dialect!r} (plain or paper)")
 
     def run(self, prompt: Sequence[int], oracle: RagOracle | None | bool = True,
             max_cot: int | None = None) -> Generation:
@@ -111,9 +130,10 @@ def _finish(p: Program, name: str, task: str, n: int, declared: Callable[[int], 
     the task at this n; the model then refuses contexts longer than prompt + CoT
     bound (``Model.max_positions``) before running."""
     need = p.required_int_bits()
-    I = declared(n)
+    m = max(n, p.vocab.max_number)      # the alphabet enters the codes: declare for the largest number
+    I = declared(m)
     if need > I:
-        raise MarginError(f"{name}: needs {need} integer bits, declares {I} for n={n}")
+        raise MarginError(f"{name}: needs {need} integer bits, declares {I} for n={n}, largest number {m}")
     model = p.compile(fmt or FixedFormat(I, 0))
     if prompt_length is not None:
         model.spec.max_positions = model.max_positions = prompt_length + cot_bound
@@ -274,8 +294,12 @@ def istree_cot_bound(n_nodes: int) -> int:
     return ISTREE_STEP_TOKENS * (2 * n_nodes - 1) + 1
 
 
-def istree_rag(n_nodes: int, fmt: FixedFormat | None = None) -> RagConstruction:
-    """IsTree with RAG on N = ``n_nodes`` vertices: the paper's retrieval CoT, token for token.
+def istree_rag_paper(n_nodes: int, fmt: FixedFormat | None = None) -> RagConstruction:
+    """IsTree with RAG on N = ``n_nodes`` vertices writing the paper's retrieval CoT, token
+    for token, for FORMAT REPRODUCTION: its short queries (``u -``, ``u - c``, ``u ~``) mean
+    what they mean only through the dialect oracle of :mod:`constructions.rag_dialect`
+    (``dialect="paper"``), so no T5-RAG theorem row rests on it; :func:`istree_rag` is the
+    construction that writes every alternation and group itself for the plain oracle.
 
     N is a build-time integer weight (the label compares the record counter with
     N - 1; the tokens cannot show an isolated largest vertex), like the sharpness
@@ -310,7 +334,7 @@ def istree_rag(n_nodes: int, fmt: FixedFormat | None = None) -> RagConstruction:
     if N < 1:
         raise ValueError(f"IsTree needs n_nodes >= 1, got {N}")
     vocab = Vocab(max(N - 1, 1))
-    p = Program(f"istree-rag(N={N})", vocab, claim="T5-RAG")
+    p = Program(f"istree-rag-paper(N={N})", vocab, claim="T5-RAG")
     s = [p.token] + p.delay_line("tok", p.token, ISTREE_WINDOW)
     memo: dict = {}
 
@@ -414,7 +438,169 @@ def istree_rag(n_nodes: int, fmt: FixedFormat | None = None) -> RagConstruction:
     ]
     p.emit(rules)
     return _finish(p, p.name, "istree", N, _int_istree, ISTREE_INT, istree_cot_bound(N), fmt,
-                   dialect="graph", answer_tokens=(TRUE, FALSE))
+                   dialect="paper", answer_tokens=(TRUE, FALSE))
+
+
+# ----------------------------------------------------------------------------
+# IsTree for the plain oracle (T5-RAG evidence)
+PLAIN_WINDOW = 16
+"""Delay slots of :func:`istree_rag`: its rules read s_1..s_16."""
+
+PLAIN_LINE_TOKENS = 43
+"""Tokens of one line of :func:`istree_rag`'s CoT, at most: the header ``u ~ p c`` (4),
+``SS`` A(u, c, p) ``ES w`` (1 + 29 + 2), then ``SS x ~ [(] [#] [)] ES r`` (7)."""
+
+ISTREE_PLAIN_INT = 2 * sp.ceiling(sp.log(N_SYM + 21, 2)) + 7
+
+
+def _int_istree_plain(n_nodes: int) -> int:
+    return 2 * log2_ceil(n_nodes + 21) + 7
+
+
+def istree_plain_cot_bound(n_nodes: int) -> int:
+    """At most 2N - 1 lines (the root, one per push, one per pop) of <= 43 tokens, then [EOS]."""
+    return PLAIN_LINE_TOKENS * (2 * n_nodes - 1) + 1
+
+
+def neighbour_query(u: int, p: int, c: int | None = None) -> list[int]:
+    """The neighbour query :func:`istree_rag` writes (token ids; u, p, c are token ids):
+    ``F(u, p)`` = ``[(?|] u - [(?!] p [)] [(] [#] [)] [|] [(?!] p [)] [(] [#] [)] - u [)]``, u's
+    first neighbour other than p in edge-list order, either orientation; with ``c``,
+    ``[(?:] u - c [|] c - u [)] [.*?]`` F(u, p): the first such neighbour after the edge {u, c}."""
+    f = [BRANCH_RESET, u, DASH, NEG_LOOKAHEAD, p, CLOSE, CAP, ANY_NUMBER, CLOSE, ALT,
+         NEG_LOOKAHEAD, p, CLOSE, CAP, ANY_NUMBER, CLOSE, DASH, u, CLOSE]
+    if c is None:
+        return f
+    return [NONCAP, u, DASH, c, ALT, c, DASH, u, CLOSE, LAZY_ANY] + f
+
+
+def istree_rag(n_nodes: int, fmt: FixedFormat | None = None) -> RagConstruction:
+    """IsTree with RAG on N = ``n_nodes`` vertices for the PLAIN oracle: the model writes
+    every alternation, group and lookahead itself (theory.md §2; no dialect).
+
+    Prompt ``[BOS] u - v ... [EOS]`` (edges written with ``-``). The CoT is a DFS from 0
+    in lines; a line starts with the header ``u ~ p c`` (top u, its parent p, the last
+    neighbour scanned c; ``[FAILED]`` for none) and asks for u's next neighbour other
+    than p (:func:`neighbour_query`: ``SS F(u, p) ES w`` if c is none, else
+    ``SS A(u, c, p) ES w``). Then
+
+    * w = [FAILED], p = [FAILED]: the root is done: ``[EOS]``;
+    * w = [FAILED], p a vertex: pop: ``SS p ~ [(] [#] [)] ES pp`` (p's parent from its first
+      header), then the line ``p ~ pp u``;
+    * w a vertex: ``SS w ~ [(] [#] [)] ES r``; r a vertex (w has a header: visited) or w = 0:
+      a cycle, ``[EOS]``; else push: the line ``w ~ u [FAILED]``.
+
+    Then the label: [TRUE] iff the root finished (the token 4 before the last [EOS] is a
+    vertex, the end ``- u [)]`` of a neighbour query) and N headers ended with [FAILED]
+    (the root's and one per push: N vertices visited). The header ``u ~ p ...`` is also
+    u's parent record: ``~`` occurs only in headers and queries, ``-`` only in the
+    prompt, so ``x ~ [(] [#] [)]`` finds x's parent (nothing for 0, whose parent is
+    [FAILED]) and the neighbour queries see only input edges. The plain-Python
+    reference is ``checks/checks_rag.py`` ``istree_plain_cot``.
+
+    The next token is a function of the window s_0..s_16, the number of [EOS] seen and
+    the number of headers ending in [FAILED]; each rule below is one row of that
+    function, exactly one fires at every CoT position (tests/test_rag_models.py).
+    """
+    N = int(n_nodes)
+    if N < 1:
+        raise ValueError(f"IsTree needs n_nodes >= 1, got {N}")
+    vocab = Vocab(max(N - 1, 1), meta=True)
+    p = Program(f"istree-rag(N={N})", vocab, claim="T5-RAG")
+    s = [p.token] + p.delay_line("tok", p.token, PLAIN_WINDOW)
+    memo: dict = {}
+
+    def eq(k: int, t: int):
+        key = (k, t)
+        if key not in memo:
+            memo[key] = p.is_token(t) if k == 0 else p.equal(f"s{k}={_nm(t)}", s[k], tau(t))
+        return memo[key]
+
+    def num(k: int):
+        key = (k, "num")
+        if key not in memo:
+            memo[key] = p.is_number if k == 0 else p.at_least(f"s{k}=num", s[k], 1)
+        return memo[key]
+
+    A = p.all_of
+    SS, ES, F_, TL, DS = STARTSEARCH, ENDSEARCH, FAILED, TILDE, DASH
+    BR, NC, NEG, LZ, AL, CA, CL, HN = BRANCH_RESET, NONCAP, NEG_LOOKAHEAD, LAZY_ANY, ALT, CAP, CLOSE, ANY_NUMBER
+    eos_count = p.counter("eos", p.is_token(EOS), 0, 2)
+    visited = p.counter("visited", A("header_new", [eq(0, F_), eq(2, TL)]), 0, N)
+    first_eos = p.equal("eos=1", eos_count, 1)
+    second_eos = p.equal("eos=2", eos_count, 2)
+    all_seen = p.equal("visited=N", visited, N)
+    true = A("label_true", [eq(0, EOS), second_eos, num(4), all_seen])
+    rn = A("r_neighbour", [eq(1, ES), num(3)])          # the answer w of a neighbour query
+    rp = A("r_parent", [eq(1, ES), eq(3, HN)])          # the answer of a parent lookup
+    visit = A("r_visit", [rp, num(8)])
+    zero6 = p.equal("s6=0", s[6], tau(number_token(0)))
+    rules = [
+        # [EOS]: the root, or the label
+        (A("root", [eq(0, EOS), first_eos]), tau(number_token(0))),
+        (true, tau(TRUE)),
+        (A("label_false", [eq(0, EOS), second_eos], [true]), tau(FALSE)),
+        # the retrieved token
+        (A("root_done", [rn, eq(0, F_), eq(9, F_)]), tau(EOS)),
+        (A("pop", [rn, eq(0, F_), num(9)]), tau(SS)),
+        (A("visit_check", [rn, num(0)]), tau(SS)),
+        (A("pop_header", [rp], [num(8)]), s[6]),
+        (A("cycle_visited", [visit, num(0)]), tau(EOS)),
+        (A("cycle_root", [visit, eq(0, F_), zero6]), tau(EOS)),
+        (A("push_header", [visit, eq(0, F_)], [zero6]), s[6]),
+        # the header u ~ p c, then SS
+        (A("h_tilde", [num(0), eq(2, ES)]), tau(TL)),
+        (A("h_tilde_root", [num(0), eq(1, EOS)]), tau(TL)),
+        (A("h_p_root", [eq(0, TL), eq(2, EOS)]), tau(F_)),
+        (A("h_p_pop", [eq(0, TL), eq(3, ES), eq(10, F_)]), s[2]),
+        (A("h_p_push", [eq(0, TL), eq(3, ES), num(10)]), s[13]),
+        (A("h_c_root", [eq(1, TL), eq(3, EOS)]), tau(F_)),
+        (A("h_c_pop", [eq(1, TL), eq(4, ES), eq(11, F_)]), s[14]),
+        (A("h_c_push", [eq(1, TL), eq(4, ES), num(11)]), tau(F_)),
+        (A("h_ss", [eq(2, TL), eq(5, ES)]), tau(SS)),
+        (A("h_ss_root", [eq(2, TL), eq(4, EOS)]), tau(SS)),
+        # SS: the neighbour query, or a parent lookup
+        (A("q_first", [eq(0, SS), eq(3, TL), eq(1, F_)]), tau(BR)),
+        (A("q_after", [eq(0, SS), eq(3, TL), num(1)]), tau(NC)),
+        (A("q_pop", [eq(0, SS), eq(2, ES), eq(1, F_)]), s[10]),
+        (A("q_visit", [eq(0, SS), eq(2, ES), num(1)]), s[1]),
+        # the parent lookup x ~ [(] [#] [)]
+        (A("p_tilde", [num(0), eq(1, SS)]), tau(TL)),
+        (A("p_open", [eq(0, TL), eq(2, SS)]), tau(CA)),
+        (eq(0, CA), tau(HN)),
+        (eq(0, HN), tau(CL)),
+        (A("p_end", [eq(0, CL), eq(1, HN), eq(3, TL)]), tau(ES)),
+        # A(u, c, p) = [(?:] u - c [|] c - u [)] [.*?] F(u, p)
+        (eq(0, NC), s[5]),
+        (A("a2", [num(0), eq(1, NC)]), tau(DS)),
+        (A("a3", [eq(0, DS), eq(2, NC)]), s[4]),
+        (A("a4", [num(0), eq(1, DS), eq(3, NC)]), tau(AL)),
+        (A("a5", [eq(0, AL), eq(4, NC)]), s[1]),
+        (A("a6", [num(0), eq(1, AL)]), tau(DS)),
+        (A("a7", [eq(0, DS), eq(2, AL)]), s[5]),
+        (A("a8", [num(0), eq(1, DS), eq(3, AL)]), tau(CL)),
+        (A("a9", [eq(0, CL), num(1), num(3)]), tau(LZ)),
+        (eq(0, LZ), tau(BR)),
+        # F(u, p) = [(?|] u - [(?!] p [)] [(] [#] [)] [|] [(?!] p [)] [(] [#] [)] - u [)]
+        (A("f1_first", [eq(0, BR), eq(1, SS)]), s[5]),
+        (A("f1_after", [eq(0, BR), eq(1, LZ)]), s[3]),
+        (A("f2", [num(0), eq(1, BR)]), tau(DS)),
+        (A("f3", [eq(0, DS), eq(2, BR)]), tau(NEG)),
+        (A("f4_first", [eq(0, NEG), eq(1, DS), eq(4, SS)]), s[6]),
+        (A("f4_after", [eq(0, NEG), eq(1, DS), eq(4, LZ)]), s[16]),
+        (eq(1, NEG), tau(CL)),
+        (A("f6", [eq(0, CL), eq(2, NEG)]), tau(CA)),
+        (A("f9", [eq(0, CL), eq(1, HN), eq(3, CL), eq(6, DS)]), tau(AL)),
+        (A("f10", [eq(0, AL), eq(1, CL)]), tau(NEG)),
+        (A("f11", [eq(0, NEG), eq(1, AL)]), s[6]),
+        (A("f16", [eq(0, CL), eq(1, HN), eq(3, CL), eq(6, AL)]), tau(DS)),
+        (A("f17", [eq(0, DS), eq(1, CL)]), s[15]),
+        (A("f18", [num(0), eq(1, DS), eq(2, CL)]), tau(CL)),
+        (A("f19", [eq(0, CL), num(1), eq(2, DS), eq(3, CL)]), tau(ES)),
+    ]
+    p.emit(rules)
+    return _finish(p, p.name, "istree", N, _int_istree_plain, ISTREE_PLAIN_INT, istree_plain_cot_bound(N), fmt,
+                   answer_tokens=(TRUE, FALSE))
 
 
 def _nm(t: int) -> str:
@@ -424,12 +610,14 @@ def _nm(t: int) -> str:
 
 def istree_rag_predictor(max_vertices: int, max_edges: int) -> Callable[[list[int]], list[int]]:
     """``rnngap predict istree --model rag``: ``predict(prompt) -> CoT + [answer]`` for
-    the vertex set {0..max id} of each prompt (the protocol of ``checks/predict_istree.py``).
+    the vertex set {0..max id} of each prompt (the protocol of ``checks/predict_istree.py``),
+    in the paper's retrieval format: :func:`istree_rag_paper` with the paper dialect of
+    :mod:`constructions.rag_dialect` (format reproduction, not T5-RAG evidence).
 
-    The vertex count N is a build-time constant of :func:`istree_rag` (its label rule
+    The vertex count N is a build-time constant of :func:`istree_rag_paper` (its label rule
     compares the number of records with N - 1), so one model per distinct N of the
     file is built (cached; constant size, only that integer weight differs) and run with
-    a fresh graph-dialect oracle. ``max_edges`` is not needed (the RNN state does not
+    a fresh paper-dialect oracle. ``max_edges`` is not needed (the RNN state does not
     grow with the edge count). Edges written with ``~`` (theory.md accepts both) are
     rewritten with ``-`` first: in this CoT ``~`` marks the parent records, and the
     oracle's ``u -`` queries read the input's edges."""
@@ -442,7 +630,7 @@ def istree_rag_predictor(max_vertices: int, max_edges: int) -> Callable[[list[in
         if N > max_vertices:
             raise ValueError(f"istree-rag: a graph with max vertex id {N - 1} exceeds max_vertices={max_vertices}")
         if N not in built:
-            built[N] = istree_rag(N)
+            built[N] = istree_rag_paper(N)
         c = built[N]
         end = prompt.index(EOS) if EOS in prompt else len(prompt)
         prompt = [DASH if (k < end and int(t) == TILDE) else int(t) for k, t in enumerate(prompt)]

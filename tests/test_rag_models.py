@@ -1,9 +1,12 @@
 """Linear RNN + in-context RAG (claim T5-RAG): the program compiler
 (constructions/rnn_program.py) block by block, then the constructions of
 constructions/rag_models.py against the task references (exhaustive at small n,
-hypothesis above, single seeded instances at n = 2^12), the decoded program state
-position by position, and IsTree's retrieval CoT token for token, including the
-paper's own sample through ``rnngap predict istree --model rag``.
+hypothesis above, single seeded instances at n = 2^12) and on the image of the Index
+reductions with their alphabets, the decoded program state position by position,
+IsTree's plain CoT (every alternation and lookahead written by the model, plain
+oracle) token for token against ``checks.checks_rag.istree_plain_cot``, and the
+paper-format model (paper dialect, format reproduction only) on the paper's own sample
+through ``rnngap predict istree --model rag``.
 """
 from __future__ import annotations
 
@@ -18,13 +21,19 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from checks import cli
-from checks.formats import format_cot_text, graph_tokens, parse_cot_text
+from checks.formats import format_cot_text, graph_tokens, parse_cot_text, parse_graph_tokens
 from checks.tasks import ar, cgram, counting, index, istree
-from constructions.fixedpoint import FixedFormat, FixedPointOverflow
+from constructions.fixedpoint import FixedFormat
 from constructions.gadgets import MarginError
+from checks.checks_rag import istree_plain_cot, rag_runner, red_pairs, red_rows, red_setup
+from checks.necessity import necessity_record
+from constructions.rag import RagOracle
+from constructions.rag_dialect import PaperDialectOracle
 from constructions.rag_models import (
-    ar_rag, cgram_rag, counting_rag, index_rag, istree_cot_bound, istree_rag, istree_rag_predictor,
+    ar_rag, cgram_rag, counting_rag, index_rag, istree_cot_bound, istree_plain_cot_bound, istree_rag,
+    istree_rag_paper, istree_rag_predictor,
 )
+from lowerbounds import reductions as LR
 from constructions.rnn_program import Program
 from constructions.vocab import (
     BOS, ENDSEARCH, EOS, FALSE, QUERY, TRUE, Vocab, number_token, token_code, token_from_code,
@@ -117,21 +126,17 @@ def test_program_guards():
         r.run_python([BOS] * 4)
 
 
-def test_program_one_bit_below_used_overflows():
-    """The same weights one integer bit below what a run used must overflow (no
-    silent wrap): the declared bits are needed, not decorative."""
-    c = cached(index_rag, 8, 2)
-    rng = np.random.default_rng(5)
-    batch = index.generate(rng, 8, 20, 2)
-    for toks, _ in batch.rows():
-        c.run(toks)
-    used = c.model.resources.used_int_bits
-    assert used <= c.int_bits_declared
-    low = c.model.with_format(FixedFormat(used - 1, 0))
-    low_c = type(c)(**{**c.__dict__, "model": low})
-    with pytest.raises(FixedPointOverflow):
-        for toks, _ in batch.rows():
-            low_c.run(toks)
+@pytest.mark.parametrize("task, n", [("index", 4), ("ar", 4), ("3-gram", 3), ("counting", 4)])
+def test_necessity_one_bit_below_the_frontier_is_wrong(task, n):
+    """Saturate mode on every (x, i) of the Index reduction: the declared format is right,
+    and one integer bit below the measured frontier a concrete instance is answered wrongly
+    (shown in the note); the frontier lies within the declared bits."""
+    red, c, a = red_setup(task, n)
+    rows = red_rows(red, red_pairs(n))
+    rec = necessity_record("T5-RAG", c.name, task, n, family="reduction", alphabet=a, declared=c.model.fmt,
+                           run=rag_runner(c, rows), model=c.model)
+    assert rec.passed and rec.wrong_below, rec.note
+    assert rec.frontier_int_bits <= c.int_bits_declared and "answer" in rec.note
 
 
 # ---------------------------------------------------------------- retrieval constructions
@@ -263,6 +268,44 @@ def test_hypothesis_retrieval(data):
     assert bad == 0 and cot <= c.cot_bound
 
 
+@pytest.mark.parametrize("task", ["index", "ar", "3-gram", "4-gram", "counting"])
+def test_reduction_family_every_instance(task):
+    """The image of the Index reduction with the alphabet it writes (AR/c-gram keys up to
+    n + 1, Counting marks up to n): every (x, i) at n <= 5 answered right, with exactly one
+    rule firing wherever the model writes; one parameter count for every n and alphabet."""
+    params = set()
+    for n in range(1, 6):
+        red, c, a = red_setup(task, n)
+        rows = red_rows(red, red_pairs(n))
+        bad, cot_max = check_instances(c, rows, check_rules=n <= 3)
+        assert bad == 0 and cot_max <= c.cot_bound, (task, n)
+        assert c.model.resources.used_int_bits <= c.int_bits_declared
+        params.add(c.params)
+    for n in (64, 1024):
+        red, c, a = red_setup(task, n)
+        rows = red_rows(red, red_pairs(n, np.random.default_rng(n)))
+        assert check_instances(c, rows)[0] == 0
+        params.add(c.params)
+    assert len(params) == 1, params
+
+
+def test_alphabet_free_parameter_count():
+    """Tokens enter only through their code: the parameter count is the same at alphabet 2
+    and at alphabets far above n (one direction per token kind, none per symbol)."""
+    for build in (lambda a: index_rag(16, a), lambda a: cgram_rag(16, 3, a), lambda a: counting_rag(16, a)):
+        assert len({build(a).params for a in (2, 17, 100, 5000)}) == 1
+    # and a model that had one direction per symbol would fail this: the vocabulary does grow
+    assert index_rag(16, 5000).model.vocab.size > index_rag(16, 2).model.vocab.size
+
+
+def test_theorem_models_use_the_plain_oracle():
+    """Every T5-RAG construction searches with RagOracle itself; only the paper-format
+    IsTree model gets the dialect."""
+    for c in (index_rag(4), ar_rag(4), cgram_rag(6, 3), counting_rag(4), istree_rag(4)):
+        assert type(c.oracle()) is RagOracle, c.name
+    assert type(istree_rag_paper(4).oracle()) is PaperDialectOracle
+
+
 def test_cot_lengths_are_the_declared_formulas():
     c = cached(index_rag, 8, 2)
     for i in range(1, 9):
@@ -274,16 +317,6 @@ def test_cot_lengths_are_the_declared_formulas():
         assert g.cot_length == 8 * t + 15 and g.answer == number_token(int(8 > t))
 
 
-def test_without_the_oracle_the_rnn_fails():
-    """The same weights, no oracle: [ENDSEARCH] gets no answer and the RNN (whose state
-    after the data only holds the last tokens) is wrong on some instance of every task."""
-    for c, rows in ((cached(index_rag, 4, 2), index.enumerate_all(4, 2).rows()),
-                    (cached(ar_rag, 4, 2), ar.enumerate_all(4, 2).rows()),
-                    (cached(counting_rag, 4, 2), counting.enumerate_all(4, 2).rows())):
-        wrong = sum(c.run(toks, oracle=False).answer != ans for toks, ans in rows)
-        assert wrong > 0, c.name
-
-
 # ---------------------------------------------------------------- IsTree
 def istree_cases(N: int, rng: np.random.Generator, orders: int):
     for edges in istree.enumerate_graphs(N):
@@ -293,16 +326,19 @@ def istree_cases(N: int, rng: np.random.Generator, orders: int):
 
 def test_istree_every_graph_small():
     """Every graph on N <= 4 vertices (two edge orders each; all orders for N <= 3):
-    the CoT and the label equal ``retrieval_cot`` token for token; exactly one rule
-    fires at every position where the model writes, for N <= 3."""
+    the plain model's CoT and label equal ``istree_plain_cot`` token for token (label =
+    networkx); exactly one rule fires at every position where the model writes, for N <= 3."""
     rng = np.random.default_rng(7)
     params = set()
     for N in (1, 2, 3, 4):
         c = istree_rag(N)
         for order in istree_cases(N, rng, 720 if N <= 3 else 2):
-            g = c.run(graph_tokens(order))
-            assert g.cot + [g.answer] == istree.retrieval_cot(N, order), (N, order)
-            assert g.cot_length <= istree_cot_bound(N)
+            oracle = c.oracle()
+            g = c.run(graph_tokens(order), oracle=oracle)
+            assert not oracle.failures()
+            assert g.cot + [g.answer] == istree_plain_cot(N, order), (N, order)
+            assert (g.answer == TRUE) == istree.reference_label(N, order)
+            assert g.cot_length <= istree_plain_cot_bound(N)
             if N <= 3:
                 ctx = g.context
                 trace = c.program.run_python(ctx)
@@ -314,6 +350,30 @@ def test_istree_every_graph_small():
     assert len(params) == 1
 
 
+def test_istree_paper_model_every_graph_small():
+    """The paper-format model through the dialect: ``retrieval_cot`` token for token."""
+    rng = np.random.default_rng(8)
+    for N in (1, 2, 3, 4):
+        c = istree_rag_paper(N)
+        for order in istree_cases(N, rng, 3 if N <= 3 else 1):
+            g = c.run(graph_tokens(order))
+            assert g.cot + [g.answer] == istree.retrieval_cot(N, order), (N, order)
+            assert g.cot_length <= istree_cot_bound(N)
+
+
+def test_istree_hub_gadget_every_instance():
+    """The image of the Index -> IsTree hub gadget (N = n + 3): every (x, i) at n <= 3,
+    CoT token for token and label = the reduction's answer ([TRUE] iff x_i = 0)."""
+    for n in (1, 2, 3):
+        c = cached(istree_rag, n + 3)
+        for x, i in red_pairs(n):
+            toks = [int(t) for t in LR.ISTREE.instance(x, i)]
+            g = c.run(toks)
+            edges = [tuple(e) for e in parse_graph_tokens(toks, n + 3)]
+            assert g.answer == LR.ISTREE.expected(x, i), (x, i)
+            assert g.cot + [g.answer] == istree_plain_cot(n + 3, edges)
+
+
 @settings(max_examples=20, deadline=None)
 @given(st.sampled_from([5, 9, 16, 24]).flatmap(lambda N: istree.graphs(n_min=N, n_max=N)))
 def test_istree_hypothesis(graph):
@@ -321,7 +381,7 @@ def test_istree_hypothesis(graph):
     edges = [(max(u, v), min(u, v)) for u, v in edges]
     c = cached(istree_rag, N)
     g = c.run(graph_tokens(edges))
-    assert g.cot + [g.answer] == istree.retrieval_cot(N, edges)
+    assert g.cot + [g.answer] == istree_plain_cot(N, edges)
     assert (g.answer == TRUE) == istree.reference_label(N, edges)
 
 
@@ -331,7 +391,8 @@ def test_istree_seeded_larger():
         c = istree_rag(N)
         for inst in istree.generate(rng, N, batch):
             g = c.run(inst.tokens)
-            assert g.cot + [g.answer] == istree.retrieval_cot(N, inst.edges)
+            assert g.cot + [g.answer] == istree_plain_cot(N, inst.edges)
+            assert (g.answer == TRUE) == inst.label
             assert g.cot_length <= c.cot_bound
         assert c.model.resources.used_int_bits <= c.int_bits_declared
 
@@ -341,7 +402,7 @@ def test_istree_seeded_larger():
 @given(N=st.integers(200, 400), seed=st.integers(0, 2 ** 32 - 1), family=st.sampled_from(sorted(istree.FAMILIES)))
 def test_istree_large_hypothesis(N, seed, family):
     """N in 200..400 vertices, a generator family (dense 'wrong_size' included: the RAG
-    model's bits do not grow with the edge count) drawn from a seed; the retrieval CoT
+    model's bits do not grow with the edge count) drawn from a seed; the plain CoT
     and label token for token, the oracle never failing, CoT within the bound."""
     rng = np.random.default_rng(seed)
     inst = istree.generate(rng, N, 1, family=family)[0]
@@ -349,16 +410,18 @@ def test_istree_large_hypothesis(N, seed, family):
     oracle = c.oracle()
     g = c.run(graph_tokens(inst.edges), oracle=oracle)
     assert not oracle.failures()
-    assert g.cot + [g.answer] == istree.retrieval_cot(N, inst.edges)
+    assert g.cot + [g.answer] == istree_plain_cot(N, inst.edges)
     assert (g.answer == TRUE) == inst.label
-    assert g.cot_length <= istree_cot_bound(N)
+    assert g.cot_length <= istree_plain_cot_bound(N)
     assert c.model.resources.used_int_bits <= c.int_bits_declared
 
 
 def _sample_rows() -> list[dict]:
-    if not SAMPLE.is_file():
-        pytest.fail(f"the paper's IsTree sample is missing: {SAMPLE}")
-    rows = [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()]
+    from checks.shared_data import shared_file
+    path = shared_file("istree_official_sample.jsonl") or SAMPLE
+    if not path.is_file():
+        pytest.fail(f"the paper's IsTree sample is missing: {path}")
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     assert len(rows) == 64
     return rows
 
@@ -411,28 +474,10 @@ def test_numba_disabled_gives_identical_runs():
     assert outs[0] == outs[1]
 
 
-def test_witness_breaks_the_rnn_without_oracle_and_not_with_it():
-    """Side by side (checks/checks_rag.py): the witness finder finds two Index prefixes
-    that reach the same state of index-rag's RNN; without the oracle it answers both
-    alike (wrong on at least one), with the oracle every (x, i) is right."""
-    from checks.checks_rag import AnswerAfter, _contrast
-    from lowerbounds.reductions import INDEX
-    alone, with_oracle = _contrast("Index", index_rag(5, 2), INDEX, 5, [number_token(k) for k in range(8)])
-    assert alone.passed and alone.note.startswith("broken")
-    assert with_oracle.passed and with_oracle.instances == 32 * 5
-    # the protocol wrapper: CoT tokens are shifted out of the vocabulary, the token after the marker is not
-    rnn = AnswerAfter(index_rag(3, 2).model.rnn())
-    s = rnn.initial_state()
-    for t in [BOS, number_token(1), number_token(0), number_token(1), QUERY, number_token(2)]:
-        s = rnn.step(s, t)
-    assert rnn.output(s) >= AnswerAfter.SHIFT
-    s = rnn.step(s, EOS)
-    assert rnn.output(s) < AnswerAfter.SHIFT and rnn.state_bits == index_rag(3, 2).model.rnn().state_bits + 8
-
-
 def test_predict_rag_accepts_tilde_separated_input(tmp_path):
-    """theory.md accepts '~' between endpoints; the RAG predictor reads it as '-' (in its
-    CoT '~' marks the parent records), so both spellings give the same CoT and label."""
+    """theory.md accepts '~' between endpoints; the RAG predictor (paper format, through
+    the dialect) reads it as '-' (in its CoT '~' marks the parent records), so both
+    spellings give the same CoT and label."""
     rng = np.random.default_rng(3)
     graphs = [inst.edges for inst in istree.generate(rng, 7, 6)]
     outs = []

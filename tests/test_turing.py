@@ -12,7 +12,7 @@ Layers:
   (8 with ``-m full``), CoT token for token, the oracle never failing; the program's exact Python
   interpretation agrees with the compiled model position by position;
 * resources: constant params across n, declared formats (Python = sympy, O(log n)),
-  state bits; failure below the declared bits; machines moving left of cell 0
+  state bits; a wrong input one bit below the measured frontier (saturate mode); machines moving left of cell 0
   are refused.
 """
 from __future__ import annotations
@@ -24,7 +24,6 @@ from automata.tm.dtm import DTM
 
 from checks import checks_turing as CT
 from constructions import turing as T
-from constructions.fixedpoint import FixedFormat, PrecisionError
 from constructions.vocab import FALSE, TRUE
 
 MACHINES = list(T.MACHINES)
@@ -136,18 +135,33 @@ def _assert_log(expr):
     assert ratio.is_finite and ratio > 0
 
 
-def test_hybrid_below_used_bits_fails():
+@pytest.mark.parametrize("kind", ["hybrid", "rag"])
+def test_necessity_wrong_one_bit_below_the_frontier(kind):
+    """Saturate mode (never raise): at the declared format every input of length <= n
+    is right; one integer bit below the measured frontier some input is answered or
+    written wrongly, and the record names it."""
+    from checks.necessity import necessity_record
     spec = T.MACHINES["0k1k"]
-    sim = T.compile_hybrid(spec, 4)
-    for w in CT.words(sim.enc, 4):
-        sim.run(w)
-    low = FixedFormat(sim.model.resources.used_int_bits - 1, sim.model.fmt.frac_bits)
-    low_model = sim.model.with_format(low)
-    from constructions.generate import generate
-    with pytest.raises(PrecisionError):
-        for w in CT.words(sim.enc, 4):
-            g = generate(low_model, sim.enc.prompt(w), answer_tokens=[TRUE, FALSE], max_cot=2 * sim.size.steps + 1)
-            assert g.answer == T.reference_run(sim.enc, w, spec.time_bound(4)).answer
+    if kind == "hybrid":
+        sim = T.compile_hybrid(spec, 3)
+
+        def run(model, w):
+            from constructions.generate import generate
+            g = generate(model, sim.enc.prompt(w), answer_tokens=[TRUE, FALSE],
+                         max_cot=2 * spec.time_bound(len(w)) + 1)
+            return g.answer, g.cot, T.reference_run(sim.enc, w, spec.time_bound(len(w))).hybrid_cot()
+    else:
+        sim = T.compile_rag(spec, 3)
+
+        def run(model, w):
+            g, _ = sim.run(w, model=model)
+            return g.answer, g.cot, T.reference_rag_cot(sim.enc, w, spec.time_bound(len(w)))[0]
+    check = CT.tm_runner(sim.enc, spec, 3, run)
+    assert check(sim.model) is None
+    rec = necessity_record("T5-RAG", sim.model.name, "0k1k", 3, family="exhaustive", alphabet=2,
+                           declared=sim.model.fmt, run=check, model=sim.model)
+    assert rec.passed and rec.wrong_below, rec.note
+    assert rec.frontier_int_bits <= sim.model.fmt.int_bits and "wrong" in rec.note
 
 
 # ---------------------------------------------------------------- linear RNN + RAG
