@@ -1,8 +1,8 @@
 """``rnngap predict istree``: the paper's own data, our generators, the n_nodes
 rule, and malformed input (exit 2 with the line and character position).
 
-The paper's sample (``shared/data/istree_official_sample.jsonl``, 64 rows from
-its own generator) is run as a new user would: each row's ``cot_text`` as
+The paper's sample (``istree_official_sample.jsonl``, 64 rows from its own
+generator, shipped as package data in ``checks/data``) is run as a new user would: each row's ``cot_text`` as
 ``text``, and the file itself, unchanged, with ``--field cot_text`` (and
 ``--field retrieval_text --model rag``). Every tour is reproduced token for
 token (the output ``cot`` equals ``cot_text`` byte for byte) and every label
@@ -25,14 +25,15 @@ from checks import predict_istree as P
 from checks.formats import format_cot_text, format_graph_text, parse_graph_text
 from checks.tasks import istree as R
 
-DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-SAMPLE = DATA_DIR / "istree_official_sample.jsonl"
+from checks.shared_data import PACKAGE_DATA
+
+SAMPLE = PACKAGE_DATA / "istree_official_sample.jsonl"
 
 
 def _sample_rows() -> list[dict]:
     if not SAMPLE.is_file():
         pytest.fail(f"the paper's IsTree sample is missing: {SAMPLE} "
-                    "(shared/data must be checked out beside the repository)")
+                    "(package data checks/data, see checks/data/README.md)")
     rows = [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()]
     assert len(rows) == 64
     return rows
