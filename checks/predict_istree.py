@@ -50,6 +50,7 @@ returning ``predict(prompt_tokens) -> tokens``: the generated CoT (ending with
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Callable
 
@@ -64,10 +65,12 @@ from .formats import (EOS_TEXT, MAX_NUMBER_DIGITS, GraphFormatError, format_cot_
 Predictor = Callable[[list[int]], list[int]]
 
 
-FEED_WORK = 2 ** 22
-"""Prompt tokens per model call while feeding: at most FEED_WORK / position (at
-least 64), so that each numba call takes well under a second and Ctrl-C is seen
-between calls (one call over a 15,000-token prompt took 4.5 s)."""
+FEED_WORK = 2 ** 21
+"""Prompt tokens per model call while feeding: a chunk of s tokens at position p
+costs about s * (p + s) attention scores, kept near FEED_WORK (s = FEED_WORK /
+max(p, sqrt(FEED_WORK)), at least 64), so that each numba call takes well under
+a second and Ctrl-C is seen between calls (one call over a 5,000-vertex prompt,
+15,000 tokens, took 4.5 to 14 s)."""
 
 
 def greedy_chunked(model, prompt: list[int], answers: frozenset, max_cot: int) -> list[int]:
@@ -78,7 +81,7 @@ def greedy_chunked(model, prompt: list[int], answers: frozenset, max_cot: int) -
     sess = model.session(capacity=len(prompt) + max_cot + 1)
     pos = 0
     while pos < len(prompt):
-        step = max(64, FEED_WORK // max(pos, 1))
+        step = max(64, FEED_WORK // max(pos, math.isqrt(FEED_WORK)))
         sess.feed(prompt[pos:pos + step])
         pos += step
     cot: list[int] = []
