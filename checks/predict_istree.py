@@ -146,6 +146,12 @@ def _field_error(where: str, obj, field: str) -> str:
             f"pass --field NAME to read the graph from another field{hint}")
 
 
+RAG_MAX_VERTICES = 2 ** 22
+"""Largest vertex count (max id + 1) for ``--model rag``: its builder tabulates
+one entry per vertex id (about 1.3 s at 2^20), so a single huge id (up to 18
+digits are read) would take hours; refused up front, with the cap in the
+message. (The transformer refuses far smaller graphs by its int64 precision.)"""
+
 MAX_LINE_BYTES = 16 * 2 ** 20
 """Longest input line read (16 MiB; a graph the model can take is far shorter)."""
 
@@ -260,6 +266,9 @@ def run(args) -> int:
     items = _read(args.inputs, field)
     max_vertices = max(C.model_vertex_count(edges) for _, edges, *_ in items)
     max_edges = max(len(edges) for _, edges, *_ in items)
+    if args.model == "rag" and max_vertices > RAG_MAX_VERTICES:
+        raise UsageError(f"{args.inputs}: the rag model takes at most {RAG_MAX_VERTICES:,} vertices (max id + 1), "
+                         f"got {max_vertices:,}")
     try:
         predict = MODELS[args.model](max_vertices, max_edges)
     except ValueError as e:          # e.g. the declared precision exceeds int64 storage

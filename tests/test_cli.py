@@ -566,3 +566,33 @@ def test_show_reports_progress_on_a_long_prompt():
     feed_example(model, toks, stream=s, interval=0.0)
     lines = s.getvalue().splitlines()
     assert lines and all(l.startswith("show: fed ") for l in lines), lines
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (b"", "is empty (0 bytes)"),                                                   # was EOFError
+    (b"1 2 3\n4 5 6\n", "not a .npy file"),                                        # was "pickled (object) data"
+    ("header", "the header says shape (10000000, 4096)"),                          # was a 305 GiB allocation
+    ("object", "Python objects"),
+    ("npz", ".npz archive"),
+])
+def test_predict_ar_npy_guards(capsys, tmp_path, content, fragment):
+    import io
+    import time
+    X = tmp_path / "X.npy"
+    if content == "header":
+        b = io.BytesIO()
+        np.lib.format.write_array_header_1_0(b, {"descr": "<i8", "fortran_order": False, "shape": (10 ** 7, 4096)})
+        X.write_bytes(b.getvalue() + np.arange(16, dtype=np.int64).tobytes())
+    elif content == "object":
+        np.save(X, np.array([[1, None]], dtype=object), allow_pickle=True)
+    elif content == "npz":
+        with open(X, "wb") as fh:
+            np.savez(fh, x=np.zeros((1, 3), dtype=np.int64))
+    else:
+        X.write_bytes(content)
+    before = _snapshot(tmp_path)
+    t0 = time.perf_counter()
+    rc, _, err = _main(capsys, "predict", "ar", "--inputs", str(X), "--out", str(tmp_path / "P.npy"))
+    assert time.perf_counter() - t0 < 5
+    assert rc == 2 and fragment in err and "X.npy" in err and _one_clean_line(err), err
+    assert _snapshot(tmp_path) == before

@@ -111,7 +111,12 @@ def _numbers():
 
 @st.composite
 def bad_jsonl(draw):
-    kind = draw(st.sampled_from(["bytes", "truncated", "deep", "number", "vertex", "field", "nonutf8", "syntax"]))
+    kind = draw(st.sampled_from(["bytes", "truncated", "deep", "number", "vertex", "field", "nonutf8", "syntax",
+                                 "too-big"]))
+    if kind == "too-big":
+        # well-formed, but more vertices than either model takes (int64 precision; the rag table)
+        v = draw(st.integers(2 ** 22, 10 ** 18 - 1))
+        return (json.dumps({"text": f"[BOS]{v}-0,1-0[EOS]"}) + "\n").encode()
     if kind == "bytes":
         raw = draw(st.binary(min_size=0, max_size=300))
         # random bytes that happen to be a valid instance line are not bad input
@@ -164,26 +169,30 @@ def bad_jsonl(draw):
         return (json.dumps({"text": text}) + "\n").encode()
 
 
-def _istree_bad(raw: bytes):
+def _istree_bad(raw: bytes, model: str):
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         (d / "in.jsonl").write_bytes(raw)
         (d / "old.jsonl").write_bytes(b"previous output\n")
         for out in ("out.jsonl", "old.jsonl"):
-            assert_refused(["predict", "istree", "--inputs", str(d / "in.jsonl"), "--out", str(d / out)], d)
+            assert_refused(["predict", "istree", "--inputs", str(d / "in.jsonl"), "--out", str(d / out),
+                            "--model", model], d)
+
+
+MODELS = st.sampled_from(["transformer", "rag"])
 
 
 @QUICK
-@given(bad_jsonl())
-def test_predict_istree_bad_inputs(raw):
-    _istree_bad(raw)
+@given(bad_jsonl(), MODELS)
+def test_predict_istree_bad_inputs(raw, model):
+    _istree_bad(raw, model)
 
 
 @pytest.mark.full
 @FULL
-@given(bad_jsonl())
-def test_predict_istree_bad_inputs_full(raw):
-    _istree_bad(raw)
+@given(bad_jsonl(), MODELS)
+def test_predict_istree_bad_inputs_full(raw, model):
+    _istree_bad(raw, model)
 
 
 def _istree_mixed(edges, seps, model):

@@ -344,3 +344,14 @@ def test_output_checked_before_reading(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and "is the input" in err and err.count("\n") == 1
     assert inp.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+
+
+def test_rag_model_refuses_a_huge_vertex_id_at_once(tmp_path, capsys):
+    """Before: an 18-digit vertex id made --model rag tabulate 10^18 entries
+    (no answer after minutes). Now one line with the cap, at once."""
+    import time
+    t0 = time.perf_counter()
+    rc, _ = _predict(tmp_path, [{"text": "[BOS]999999999999999999-0[EOS]"}], extra=("--model", "rag"))
+    err = capsys.readouterr().err
+    assert time.perf_counter() - t0 < 5
+    assert rc == 2 and f"at most {P.RAG_MAX_VERTICES:,} vertices" in err and err.count("\n") == 1, err
