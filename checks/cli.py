@@ -59,7 +59,7 @@ def _verify(args) -> int:
     t0 = time.perf_counter()
     n_checks = sum(1 for c in registry.load_checks() if not only or c.claim in only)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True) as bar:
+                  console=console, transient=True, disable=not console.is_terminal) as bar:
         task = bar.add_task("verifying", total=n_checks)
         started = []
 

@@ -596,3 +596,14 @@ def test_predict_ar_npy_guards(capsys, tmp_path, content, fragment):
     assert time.perf_counter() - t0 < 5
     assert rc == 2 and fragment in err and "X.npy" in err and _one_clean_line(err), err
     assert _snapshot(tmp_path) == before
+
+
+def test_verify_interrupted_prints_one_line_and_writes_no_json(capsys, tmp_path, monkeypatch):
+    from checks import registry
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(registry, "run", interrupted)
+    rc, _, err = _main(capsys, "verify", "--only", "machine", "--json", str(tmp_path / "v.json"))
+    assert rc == 130 and err == "rnngap: interrupted\n", repr(err)
+    assert list(tmp_path.iterdir()) == []
