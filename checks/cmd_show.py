@@ -43,8 +43,8 @@ def feed_example(model, toks, stream=None, interval: float = 1.0):
     import sys
     import time
     stream = sys.stderr if stream is None else stream
-    sess = model.session(capacity=len(toks), record=True)
-    sess.record = False
+    sess = model.session(capacity=len(toks), record=True)   # allocates the recording buffer
+    sess.record = False          # Session.feed passes this flag to the kernel call by call
     pos, start, last = 0, time.monotonic(), None
     body = len(toks) - 1
     while pos < body:
