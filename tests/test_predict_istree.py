@@ -355,3 +355,14 @@ def test_rag_model_refuses_a_huge_vertex_id_at_once(tmp_path, capsys):
     err = capsys.readouterr().err
     assert time.perf_counter() - t0 < 5
     assert rc == 2 and f"at most {P.RAG_MAX_VERTICES:,} vertices" in err and err.count("\n") == 1, err
+
+
+def test_line_longer_than_the_limit_is_refused(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(P, "MAX_LINE_BYTES", 64)
+    inp = tmp_path / "long.jsonl"
+    inp.write_text(json.dumps({"text": "[BOS]1-0[EOS]"}) + "\n" + json.dumps({"text": "[BOS]" + ",".join(
+        f"{v}-{v - 1}" for v in range(1, 40)) + "[EOS]"}) + "\n")
+    rc = cli.main(["predict", "istree", "--inputs", str(inp), "--out", str(tmp_path / "o.jsonl")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "long.jsonl, line 2: line longer than 64 bytes" in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["long.jsonl"]
