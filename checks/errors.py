@@ -98,8 +98,10 @@ def atomic_output(path: str, mode: str = "w", *, what: str = "rnngap", encoding:
     never a part); if the block raises (any exception, KeyboardInterrupt
     included) the temporary file is removed and ``path`` is untouched. A
     symlink is followed (its target is replaced, the link kept). A ``path``
-    that exists and is not a regular file (``/dev/stdout``, a FIFO) is written
-    in place: there is nothing to replace atomically. An OSError while writing
+    that exists and is not a regular file (a FIFO, a terminal), or any path
+    under ``/dev/`` or ``/proc/`` (``/dev/stdout`` redirected by a shell to a
+    regular file must stay that open file), is written in place: there is
+    nothing to replace atomically. An OSError while writing
     becomes :class:`UsageError` ("cannot write PATH: reason").
 
     >>> import tempfile, pathlib
@@ -114,7 +116,8 @@ def atomic_output(path: str, mode: str = "w", *, what: str = "rnngap", encoding:
     if encoding is None and "b" not in mode:
         encoding = "utf-8"
     target = os.path.realpath(path)
-    if os.path.exists(target) and not os.path.isfile(target):
+    special = os.path.abspath(path).startswith(("/dev/", "/proc/"))   # /dev/stdout may resolve to a
+    if special or (os.path.exists(target) and not os.path.isfile(target)):  # file a shell redirected to
         try:
             fh = open(target, mode, encoding=encoding)
         except OSError as e:

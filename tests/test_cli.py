@@ -616,3 +616,20 @@ def test_verify_interrupted_prints_one_line_and_writes_no_json(capsys, tmp_path,
     rc, _, err = _main(capsys, "verify", "--only", "machine", "--json", str(tmp_path / "v.json"))
     assert rc == 130 and err == "rnngap: interrupted\n", repr(err)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_out_dev_stdout_redirected_to_a_file_is_written_in_place(tmp_path):
+    """`--out /dev/stdout > file`: /dev/stdout resolves to that regular file; it
+    is written in place (replacing it would leave the shell's descriptor on an
+    unlinked file)."""
+    import os
+    inp = tmp_path / "g.jsonl"
+    _istree_input(inp, ["[BOS]1-0[EOS]"])
+    dest = tmp_path / "redirected.txt"
+    with open(dest, "w") as fh:
+        ino = os.fstat(fh.fileno()).st_ino
+        r = subprocess.run([sys.executable, "-m", "checks.cli", "predict", "istree", "--inputs", str(inp),
+                            "--out", "/dev/stdout"], stdout=fh, stderr=subprocess.PIPE, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert os.stat(dest).st_ino == ino
+    assert json.loads(dest.read_text())["cot"] == "[BOS]1-0[EOS]0,1,0[EOS]"
