@@ -70,9 +70,12 @@ def check_distinct_paths(outputs: dict[str, str], inputs: dict[str, str] | None 
 
 
 def _same_file(a: str, b: str) -> bool:
+    """Same regular file (or, where one does not exist yet, the same resolved
+    path). Devices and pipes are never "the same file": ``--inputs /dev/stdin
+    --out /dev/stdout`` on one terminal loses nothing."""
     try:
         if os.path.exists(a) and os.path.exists(b):
-            return os.path.samefile(a, b)
+            return os.path.isfile(a) and os.path.isfile(b) and os.path.samefile(a, b)
     except OSError:
         pass
     return os.path.realpath(a) == os.path.realpath(b)
