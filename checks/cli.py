@@ -6,8 +6,15 @@
 Exit codes: 0 all checks passed; 1 some check failed; 2 bad usage or input
 (one clear line on stderr), checked before anything runs; 3 nothing failed but
 some record is NOT CHECKED (its data is missing) or a claim has no check
-(``--allow-missing-data`` turns 3 into 0; a failure still gives 1); 141 stdout
-was closed early (e.g. piped into ``head``).
+(``--allow-missing-data`` turns 3 into 0; a failure still gives 1); 130
+interrupted (Ctrl-C: one line, no partial output file); 141 stdout was closed
+early (e.g. piped into ``head``).
+
+Every command writes its output files through :func:`checks.errors.atomic_output`
+(a temporary file moved into place on success, removed on failure or
+interrupt) after checking every output path up front
+(:func:`checks.errors.check_outputs`: writable, and none the same file as an
+input or another output).
 """
 from __future__ import annotations
 
@@ -17,7 +24,7 @@ import sys
 import time
 
 
-from .errors import UsageError, check_output_path  # noqa: F401  (re-exported for the cmd_* modules)
+from .errors import UsageError, atomic_output, check_output_path, check_outputs  # noqa: F401  (re-exported)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -35,8 +42,12 @@ def _verify(args) -> int:
     # cost a whole run to find out
     if args.seed < 0:
         raise UsageError(f"verify: --seed must be >= 0, got {args.seed}")
-    if args.json is not None:
-        check_output_path(args.json, "verify --json")
+    check_outputs({"--json": args.json}, what="verify")
+    from .shared_data import SharedDataError, shared_data_dir
+    try:
+        shared_data_dir()          # a set but missing RNNGAP_SHARED_DATA is an error, not a fallback
+    except SharedDataError as e:
+        raise UsageError(f"verify: {e}") from None
     only = args.only or None
     if only:
         unknown = [c for c in only if c not in registry.CLAIMS]
@@ -48,7 +59,7 @@ def _verify(args) -> int:
     t0 = time.perf_counter()
     n_checks = sum(1 for c in registry.load_checks() if not only or c.claim in only)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True) as bar:
+                  console=console, transient=True, disable=not console.is_terminal) as bar:
         task = bar.add_task("verifying", total=n_checks)
         started = []
 
@@ -85,11 +96,8 @@ def _verify(args) -> int:
               f"{len(unchecked)} claims not checked, "
               f"{time.perf_counter() - t0:.1f} s")
     if args.json:
-        try:
-            with open(args.json, "w") as fh:
-                json.dump([r.as_json(seed=args.seed, profile=args.profile) for r in records], fh, indent=1)
-        except OSError as e:
-            raise UsageError(f"cannot write {args.json}: {e.strerror}") from None
+        with atomic_output(args.json, what="verify --json") as fh:
+            json.dump([r.as_json(seed=args.seed, profile=args.profile) for r in records], fh, indent=1)
     if failed:
         return 1
     if (skipped or unchecked) and not args.allow_missing_data:
@@ -128,13 +136,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help(sys.stderr)
-        return 2
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            parser.print_help(sys.stderr)
+            return 2
         return args.func(args)
+    except KeyboardInterrupt:
+        # Ctrl-C: one line, exit 130 (128 + SIGINT); atomic_output has already
+        # removed any half-written output
+        print("rnngap: interrupted", file=sys.stderr)
+        return 130
     except UsageError as e:
         print(f"rnngap: {e}", file=sys.stderr)
         return 2

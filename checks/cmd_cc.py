@@ -12,7 +12,10 @@ Tasks and splits (Alice's input x in {0..a-1}^n, Bob's query):
 Answers come from the plain-Python references of ``checks.tasks``. With
 ``--table`` the complexity is printed for every n = 1..N (the growth with n).
 Bad arguments (unknown task, n < 1, a matrix too large to enumerate) exit 2
-with one line.
+with one line, before any work: the size is checked in logarithms (no big
+integer is formed), and ``--n`` is capped at :func:`max_n`, the largest n whose
+matrix has at most :data:`MAX_CELLS` cells and :data:`MAX_WORK` instance tokens
+(a few minutes at most); the message says the cap.
 
 Example::
 
@@ -22,9 +25,46 @@ Example::
 from __future__ import annotations
 
 import json
+import math
 from functools import partial
 
 TASKS = ("index", "ar", "cgram", "counting", "istree")
+
+MAX_CELLS = 2_000_000
+"""Largest matrix (#Alice x #Bob) the command enumerates (each cell is one call
+of a plain-Python reference, a few to 70 microseconds: ~2.5 min for IsTree)."""
+
+MAX_WORK = 60_000_000
+"""Largest cells x instance length (tokens): with alphabet 1 the matrix is
+small but each instance has n tokens."""
+
+
+def _cells_and_length(task: str, n: int, a: int) -> tuple[float, int, int]:
+    """(log2 #cells, #Bob inputs, instance length in tokens) of ``task`` at n, alphabet a."""
+    bob = {"index": n, "ar": n, "cgram": n, "counting": a * (n + 1), "istree": n * a}[task]
+    length = {"index": n, "ar": 2 * n, "cgram": 3 * n, "counting": n, "istree": 3 * n}[task] + 12
+    return n * math.log2(a) + math.log2(bob), bob, length
+
+
+def _fits(task: str, n: int, a: int) -> bool:
+    log_cells, bob, length = _cells_and_length(task, n, a)
+    if log_cells > math.log2(MAX_CELLS) + 1:       # decided before a ** n is formed
+        return False
+    cells = a ** n * bob
+    return cells <= MAX_CELLS and cells * length <= MAX_WORK
+
+
+def max_n(task: str, alphabet: int) -> int:
+    """The largest n (0 if none) at which ``cc`` enumerates ``task`` at this
+    alphabet (:data:`MAX_CELLS`, :data:`MAX_WORK`); every smaller n fits too.
+
+    >>> max_n("index", 2), max_n("istree", 2), max_n("counting", 3)
+    (16, 15, 10)
+    """
+    n = 0
+    while _fits(task, n + 1, alphabet):
+        n += 1
+    return n
 
 
 def add_command(sub) -> None:
@@ -60,7 +100,7 @@ def make_problem(task: str, n: int, alphabet: int):
 def run(args) -> int:
     from lowerbounds import cc
 
-    from .cli import UsageError
+    from .errors import UsageError, atomic_output, check_outputs
     task = str(args.task).lower()
     if task not in TASKS:
         raise UsageError(f"cc: unknown task {args.task!r}; known: {', '.join(TASKS)}")
@@ -69,11 +109,20 @@ def run(args) -> int:
     alphabet = 2 if args.alphabet is None else args.alphabet
     if alphabet < (2 if task == "istree" else 1):
         raise UsageError(f"cc: --alphabet must be >= {2 if task == 'istree' else 1}, got {alphabet}")
+    if args.json is not None:
+        check_outputs({"--json": args.json}, what="cc")
+    cap = max_n(task, alphabet)
+    if args.n > cap:
+        what = "hubs" if task == "istree" else "alphabet"
+        raise UsageError(f"cc: --n {args.n} is too large for the exact computation of {task} at {what} {alphabet}: "
+                         + (f"the cap is --n {cap} (at most {MAX_CELLS:,} matrix cells, {MAX_WORK:,} instance tokens)"
+                            if cap else f"no n fits (even n = 1 exceeds {MAX_CELLS:,} matrix cells); "
+                                        f"use a smaller --alphabet"))
     ns = list(range(1, args.n + 1)) if args.table else [args.n]
     results = []
     for n in ns:
         try:
-            results.append(cc.one_way_complexity(make_problem(task, n, alphabet)))
+            results.append(cc.one_way_complexity(make_problem(task, n, alphabet), max_cells=MAX_CELLS))
         except ValueError as e:
             raise UsageError(f"cc: {task} at n = {n}: {e}") from None
     if args.table:
@@ -87,9 +136,6 @@ def run(args) -> int:
         rows = [{"task": task, "problem": r.name, "n": r.n, "bits": r.bits, "bits_lower": r.bits_lower,
                  "bits_upper": r.bits_upper, "distinct_rows": r.distinct_rows, "alice": r.alice_count,
                  "bob": r.bob_count, "exact": r.exact, "method": r.method, "seconds": r.seconds} for r in results]
-        try:
-            with open(args.json, "w") as fh:
-                json.dump(rows, fh, indent=1)
-        except OSError as e:
-            raise UsageError(f"cannot write {args.json}: {e.strerror}") from None
+        with atomic_output(args.json, what="cc --json") as fh:
+            json.dump(rows, fh, indent=1)
     return 0

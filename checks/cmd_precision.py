@@ -19,7 +19,7 @@ def add_command(sub) -> None:
 
 
 def run(args) -> int:
-    from .errors import UsageError
+    from .errors import UsageError, atomic_output, check_outputs
     from .frontier import CONSTRUCTIONS, format_slopes, frontier_summary, frontier_table, row_violations
 
     if args.task not in CONSTRUCTIONS:
@@ -28,6 +28,7 @@ def run(args) -> int:
         raise UsageError(f"--max-log2n must be between 4 and 16, got {args.max_log2n}")
     if not args.out.lower().endswith(".png"):
         raise UsageError(f"--out must name a .png file, got {args.out!r}")
+    check_outputs({"--out": args.out, "--json": args.json}, what="precision")
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -48,20 +49,16 @@ def run(args) -> int:
                  if fs is not None and Is is not None else f"{args.task}: precision frontier")
     ax.legend()
     fig.tight_layout()
-    try:
-        fig.savefig(args.out, dpi=110)
-    except OSError as e:
-        raise UsageError(f"cannot write {args.out}: {e.strerror or e}")
+    with atomic_output(args.out, "wb", what="precision --out") as fh:
+        fig.savefig(fh, dpi=110, format="png")
+    plt.close(fig)
     for r in rows:
         why = row_violations(r)
         print(f"n={r['n']:6d}  f: {r['f_min']}/{r['f_declared']}  I: {r['I_min_at_f_declared']}/{r['I_declared']}"
               f"  ({'declared at or above the frontier' if not why else 'DECLARED BELOW THE FRONTIER: ' + '; '.join(why)})")
     print(f"{args.task}: {format_slopes(summary)}")
     if args.json:
-        try:
-            with open(args.json, "w") as fh:
-                json.dump(rows, fh, indent=1)
-        except OSError as e:
-            raise UsageError(f"cannot write {args.json}: {e.strerror}")
+        with atomic_output(args.json, what="precision --json") as fh:
+            json.dump(rows, fh, indent=1)
     print(f"wrote {args.out}")
     return 1 if summary["violations"] else 0

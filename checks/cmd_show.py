@@ -25,6 +25,42 @@ def add_command(sub) -> None:
     p.set_defaults(func=run)
 
 
+FEED_WORK = 2 ** 21
+"""Prompt tokens per model call: about FEED_WORK attention scores per call (see
+``checks/predict_istree.py``), so Ctrl-C acts between calls."""
+
+
+def feed_example(model, toks, stream=None, interval: float = 1.0):
+    """A session fed with ``toks`` whose attention weights at the LAST position are
+    recorded (``Session.attention()``), with progress on ``stream`` (stderr) at
+    most a line per ``interval`` seconds for a long prompt.
+
+    Only the last position's weights are shown, and recording them at every
+    position costs a dense softmax each (81 s for ``show istree --n 4096``), so
+    the prefix is fed without recording (the same arithmetic, the sparse attend,
+    tested equal in tests/test_cli.py) in chunks, and only the last token with it.
+    """
+    import sys
+    import time
+    stream = sys.stderr if stream is None else stream
+    sess = model.session(capacity=len(toks), record=True)   # allocates the recording buffer
+    sess.record = False          # Session.feed passes this flag to the kernel call by call
+    pos, start, last = 0, time.monotonic(), None
+    body = len(toks) - 1
+    while pos < body:
+        step = min(body - pos, max(64, FEED_WORK // max(pos, 1448)))
+        sess.feed(toks[pos:pos + step])
+        pos += step
+        now = time.monotonic()
+        if now - start >= interval and (last is None or now - last >= interval):
+            last = now
+            stream.write(f"show: fed {pos}/{len(toks)} prompt tokens, {now - start:.0f} s\n")
+            stream.flush()
+    sess.record = True
+    sess.feed(toks[body:])
+    return sess
+
+
 def _combo(row, labels) -> str:
     terms = [f"{Fraction(v)}*{lab}" if v != 1 else lab for v, lab in zip(row, labels) if v != 0]
     return " + ".join(terms) if terms else "0"
@@ -83,8 +119,7 @@ def run(args) -> int:
                 print(f"    margin: " + ", ".join(f"{k}={v}" for k, v in m.items()))
         if layer.W1.shape[0]:
             print(f"  MLP: {layer.W1.shape[0]} hidden neurons")
-    sess = model.session(capacity=len(toks), record=True)
-    sess.feed(toks)
+    sess = feed_example(model, toks)
     nxt = sess.next_token()
     print(f"\nexample (seed {args.seed}): {' '.join(_tok(t) for t in toks)}")
     print(f"next token: {_tok(nxt)}")

@@ -138,7 +138,7 @@ def run(args) -> int:
     from lowerbounds import witness as W
     from lowerbounds.reductions import REDUCTIONS
 
-    from .errors import UsageError, check_output_path
+    from .errors import UsageError, atomic_output, check_outputs
     task, model = str(args.task).lower(), str(args.model).lower()
     if task not in TASKS:
         raise UsageError(f"witness: unknown task {args.task!r}; known: {', '.join(TASKS)}")
@@ -161,8 +161,7 @@ def run(args) -> int:
     max_cot = 2 * args.n + 8 if args.max_cot is None else args.max_cot
     if max_cot < 0:
         raise UsageError(f"witness: --max-cot must be >= 0, got {max_cot}")
-    if args.json is not None:
-        check_output_path(args.json, "witness --json")
+    check_outputs({"--json": args.json}, what="witness")
     red = REDUCTIONS[task if task != "cgram" else "cgram(c=3)"]
     rnn = make_model(model, task, args.n, bits, args.seed)
     kw = {"max_cot": max_cot}
@@ -199,9 +198,6 @@ def run(args) -> int:
     else:
         print("no fooling pair found: the prefixes reach distinct states (or the budget ran out)")
     if args.json:
-        try:
-            with open(args.json, "w") as fh:
-                json.dump(record, fh, indent=1)
-        except OSError as e:
-            raise UsageError(f"cannot write {args.json}: {e.strerror}") from None
+        with atomic_output(args.json, what="witness --json") as fh:
+            json.dump(record, fh, indent=1)
     return 0 if w.found else 1

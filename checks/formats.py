@@ -182,6 +182,12 @@ def parse_graph_tokens(tokens: Sequence[int], n_nodes: int | None = None) -> lis
 _SPECIAL_TEXT = re.compile(r"\[[A-Z]*\]")
 _DIGITS = re.compile(r"[0-9]+")
 
+MAX_NUMBER_DIGITS = 18
+"""Longest decimal number read from a text: a vertex v is the int64 token id
+NUMBER_BASE + v < 2^63, which every 18-digit number fits (the models refuse far
+smaller graphs by their precision); checked before ``int()`` so a 5,000-digit
+number is a one-line GraphFormatError, not Python's digit-limit ValueError."""
+
 
 def format_graph_text(edges: Iterable[Sequence[int]], sep: str = "-") -> str:
     """The paper's input string, e.g. ``[BOS]3-2,2-1,1-0[EOS]``."""
@@ -230,6 +236,9 @@ def _read_number(text: str, pos: int, k: int, role: str) -> tuple[int, int]:
             what = f"{_found(tok)} where a vertex number ({role}) belongs"
         raise GraphFormatError(f"character {pos}, edge {k}: {what}")
     digits = m.group()
+    if len(digits) > MAX_NUMBER_DIGITS:
+        raise GraphFormatError(f"character {pos}, edge {k}: vertex number with {len(digits)} digits "
+                               f"(at most {MAX_NUMBER_DIGITS}: token ids are int64)")
     if len(digits) > 1 and digits[0] == "0":
         raise GraphFormatError(f"character {pos}, edge {k}: number with a leading zero {digits!r}")
     return int(digits), m.end()
@@ -352,7 +361,8 @@ def parse_cot_text(text: str, n_nodes: int | None = None) -> tuple[list[Edge], l
                 raise CotFormatError(f"character {pos}: {item!r} inside the CoT")
             if item in SPECIAL_TOKENS:
                 cot.append(SPECIAL_TOKENS[item])
-            elif item.isdigit() and item.isascii() and (item == "0" or item[0] != "0"):
+            elif item.isdigit() and item.isascii() and (item == "0" or item[0] != "0") \
+                    and len(item) <= MAX_NUMBER_DIGITS:
                 cot.append(number_token(int(item)))
             else:
                 raise CotFormatError(f"character {pos}: unknown CoT item {item!r}")

@@ -6,8 +6,13 @@ Input: a (batch, length) integer array (.npy), raw token values in [0, 2^16),
 length 1..4096 (Zoology's key/value pairs followed by queries). Output: a
 (batch, length) int64 array; P[b, t] = X[b, j+1] for the first j < t with
 X[b, j] == X[b, t], else -1 (see :func:`checks.tasks.ar.mqar_reference`). Bad input
-(missing file, not .npy, wrong shape or dtype, values out of range) -> one line on
-stderr, exit 2.
+(missing or empty file, not .npy, a header that does not match the file's size,
+Python objects, wrong shape or dtype, values out of range) -> one line on stderr,
+exit 2, before anything is allocated for the array: the .npy header is read and
+checked against the file size first, and the file is loaded with
+``allow_pickle=False``. The output is written atomically
+(:func:`checks.errors.atomic_output`) and may not be the input. The batch runs in
+chunks of rows so that Ctrl-C ends the command within about a second.
 
 Example::
 
@@ -15,11 +20,16 @@ Example::
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+CHUNK_WORK = 2 ** 26
+"""Rows per model call: at most CHUNK_WORK / length^2 (at least one), so each
+numba call is short enough for Python to see Ctrl-C between calls."""
 
 
 def add_arguments(parser) -> None:
@@ -29,6 +39,51 @@ def add_arguments(parser) -> None:
     parser.add_argument("--model", default="mqar", choices=["mqar"],
                         help="the construction to run (only the T4.6-up MQAR Transformer)")
     parser.add_argument("--quiet", action="store_true", help="no summary line on stderr")
+
+
+def read_npy_header(path: str) -> tuple[tuple[int, ...], np.dtype]:
+    """(shape, dtype) of the .npy file at ``path``, checked against the file size.
+
+    :class:`~checks.errors.UsageError` (one line naming the file) for an empty
+    file, an archive (.npz), a file without the NPY magic string, an unreadable
+    header, a dtype holding Python objects (pickled data, never loaded), or a
+    header whose shape and dtype need more or fewer bytes than the file holds
+    (truncated, or a header claiming a huge array over a few bytes): decided
+    before anything is allocated.
+    """
+    from .errors import UsageError
+    fmt = np.lib.format
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size == 0:
+            raise UsageError(f"predict ar: {path} is empty (0 bytes), not a .npy array")
+        head = fh.read(6)
+        fh.seek(0)
+        if head.startswith(b"PK\x03\x04"):
+            raise UsageError(f"predict ar: {path} is a .npz archive; pass a single .npy array")
+        if head != b"\x93NUMPY":
+            raise UsageError(f"predict ar: {path} is not a .npy file (no NPY magic string at its start)")
+        try:
+            version = fmt.read_magic(fh)
+            if version == (1, 0):
+                shape, fortran, dtype = fmt.read_array_header_1_0(fh)
+            elif version == (2, 0):
+                shape, fortran, dtype = fmt.read_array_header_2_0(fh)
+            else:
+                raise ValueError(f"unsupported .npy format version {version[0]}.{version[1]}")
+        except (ValueError, EOFError, SyntaxError, TypeError, OSError) as e:
+            why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise UsageError(f"predict ar: {path}: unreadable .npy header ({why})") from None
+        data = size - fh.tell()
+    if dtype.hasobject:
+        raise UsageError(f"predict ar: {path} holds Python objects (dtype {dtype}); pickled data is never loaded")
+    need = dtype.itemsize
+    for d in shape:
+        need *= int(d)          # Python ints: no overflow for any claimed shape
+    if need != data:
+        raise UsageError(f"predict ar: {path}: the header says shape {tuple(shape)} of {dtype} ({need:,} bytes) "
+                         f"but {data:,} bytes follow it (truncated or corrupt file)")
+    return tuple(int(d) for d in shape), dtype
 
 
 def load_inputs(path: str) -> np.ndarray:
@@ -42,9 +97,14 @@ def load_inputs(path: str) -> np.ndarray:
         raise UsageError(f"predict ar: cannot read {path}: no such file")
     if not p.is_file():
         raise UsageError(f"predict ar: cannot read {path}: not a regular file")
+    shape, dtype = read_npy_header(path)
+    if len(shape) != 2:
+        raise UsageError(f"predict ar: {path}: inputs must be a 2-D (batch, length) array, got shape {shape}")
+    if dtype == bool or not np.issubdtype(dtype, np.integer):
+        raise UsageError(f"predict ar: {path}: inputs must hold integers, got dtype {dtype}")
     try:
         X = np.load(p, allow_pickle=False)
-    except (ValueError, OSError) as e:
+    except (ValueError, OSError, EOFError) as e:
         raise UsageError(f"predict ar: {path} is not a readable .npy array ({str(e).splitlines()[0]})")
     if not isinstance(X, np.ndarray):
         raise UsageError(f"predict ar: {path} holds an archive, not a single array")
@@ -55,21 +115,17 @@ def load_inputs(path: str) -> np.ndarray:
 
 
 def run(args) -> int:
-    from .cli import UsageError
-    from .errors import check_output_path
+    from .errors import atomic_output, check_outputs
     from constructions.retrieval import mqar_model, mqar_predict
 
+    check_outputs({"--out": args.out}, {"--inputs": args.inputs}, what="predict ar")
     X = load_inputs(args.inputs)
-    out = Path(args.out)
-    check_output_path(args.out, "predict ar")
     t0 = time.perf_counter()
     model = mqar_model(X.shape[1])
-    P = mqar_predict(X, model)
-    try:
-        with open(out, "wb") as fh:
-            np.save(fh, P.astype(np.int64), allow_pickle=False)
-    except OSError as e:
-        raise UsageError(f"predict ar: cannot write {args.out}: {e.strerror}") from None
+    rows = max(1, CHUNK_WORK // (X.shape[1] ** 2))
+    P = np.concatenate([mqar_predict(X[b:b + rows], model) for b in range(0, X.shape[0], rows)])
+    with atomic_output(args.out, "wb", what="predict ar") as fh:
+        np.save(fh, P.astype(np.int64), allow_pickle=False)
     if not args.quiet:
         r = model.resources
         print(f"rnngap predict ar: {X.shape[0]} x {X.shape[1]} positions, {int((P >= 0).sum())} retrievals, "

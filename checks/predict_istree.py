@@ -16,7 +16,8 @@ Output: one JSON object per input object, in order:
 
 * ``cot``: the model's chain of thought in the paper's text format (input, then
   the DFS tour and ``[EOS]``; :func:`checks.formats.format_cot_text`), e.g.
-  ``[BOS]3-2,2-1,1-0[EOS]0,1,2,3,2,1,0[EOS]``;
+  ``[BOS]3-2,2-1,1-0[EOS]0,1,2,3,2,1,0[EOS]``; the input part is the graph
+  exactly as written, separators included (``2~1,1-0`` stays mixed);
 * ``label``: true iff the graph on ``n_nodes`` vertices is a tree. When
   ``n_nodes`` is larger than max id + 1 the Transformer's prompt carries the
   ``[COUNT] n_nodes`` header (constructions/istree.py) and the label is still
@@ -32,7 +33,17 @@ cycle) its ``official_label`` says true and this command says false.
 Malformed input (bad token, self-loop, vertex out of range, duplicate edge, bad
 JSON, a missing graph field) stops with exit code 2 and one line naming the
 input line and the offending character offset; a missing field names the
-fields the line does have and suggests ``--field``.
+fields the line does have and suggests ``--field``. Guards, all before any
+model runs: the file must be UTF-8; a line at most :data:`MAX_LINE_BYTES`,
+JSON nested at most :data:`MAX_JSON_DEPTH` deep; numbers (``n_nodes``, vertex
+ids) at most :data:`checks.formats.MAX_NUMBER_DIGITS` digits, checked before
+``int()``; an empty file (or only blank lines) has no instances.
+
+The output is checked before any work (writable, not the input) and written
+atomically (:func:`checks.errors.atomic_output`): an error or Ctrl-C leaves the
+old file, or none, never a part. The prompt is fed in chunks
+(:func:`greedy_chunked`), so Ctrl-C ends even a 5,000-vertex run within about a
+second.
 
 Models: :data:`MODELS` maps a name to a factory ``make(max_vertices, max_edges)``
 returning ``predict(prompt_tokens) -> tokens``: the generated CoT (ending with
@@ -42,27 +53,60 @@ returning ``predict(prompt_tokens) -> tokens``: the generated CoT (ending with
 from __future__ import annotations
 
 import json
+import math
+import re
 from typing import Callable
 
-from constructions import istree as C
-from constructions.generate import generate
-from constructions.vocab import FALSE, TILDE, TRUE
+import numpy as np
 
-from .formats import GraphFormatError, format_cot_text, parse_graph_text
+from constructions import istree as C
+from constructions.vocab import FALSE, TRUE
+
+from .formats import (EOS_TEXT, MAX_NUMBER_DIGITS, GraphFormatError, format_cot_text, format_graph_text,
+                      parse_graph_text)
 
 Predictor = Callable[[list[int]], list[int]]
 
 
+FEED_WORK = 2 ** 21
+"""Prompt tokens per model call while feeding: a chunk of s tokens at position p
+costs about s * (p + s) attention scores, kept near FEED_WORK (s = FEED_WORK /
+max(p, sqrt(FEED_WORK)), at least 64), so that each numba call takes well under
+a second and Ctrl-C is seen between calls (one call over a 5,000-vertex prompt,
+15,000 tokens, took 4.5 to 14 s)."""
+
+
+def greedy_chunked(model, prompt: list[int], answers: frozenset, max_cot: int) -> list[int]:
+    """Greedy generation as :func:`constructions.generate.generate` (the CoT, then
+    the first answer token), with the prompt fed in chunks (:data:`FEED_WORK`);
+    RuntimeError if no answer comes within ``max_cot`` CoT tokens."""
+    prompt = [int(t) for t in model.validate_tokens(list(prompt), "prompt")]
+    sess = model.session(capacity=len(prompt) + max_cot + 1)
+    pos = 0
+    while pos < len(prompt):
+        step = max(64, FEED_WORK // max(pos, math.isqrt(FEED_WORK)))
+        sess.feed(prompt[pos:pos + step])
+        pos += step
+    cot: list[int] = []
+    while True:
+        tok = sess.next_token()
+        if tok in answers:
+            return cot + [tok]
+        if len(cot) >= max_cot:
+            raise RuntimeError(f"{model.name}: no answer within {max_cot} CoT tokens")
+        cot.append(tok)
+        sess.feed([tok])
+
+
 def transformer(max_vertices: int, max_edges: int) -> Predictor:
     """The constant-size Transformer of constructions/istree.py (claim T4.7-up),
-    built for the largest graph of the file, greedy generation."""
+    built for the largest graph of the file, greedy generation
+    (:func:`greedy_chunked`: the same tokens as ``generate``)."""
     model = C.build(max_vertices, max_edges)
+    answers = frozenset((TRUE, FALSE))
 
     def predict(prompt: list[int]) -> list[int]:
-        g = generate(model, prompt, answer_tokens=[TRUE, FALSE], max_cot=C.cot_bound(max_vertices))
-        if g.stopped != "answer":
-            raise RuntimeError(f"{model.name}: no answer within {C.cot_bound(max_vertices)} CoT tokens")
-        return g.cot + [g.answer]
+        return greedy_chunked(model, prompt, answers, C.cot_bound(max_vertices))
     return predict
 
 
@@ -106,65 +150,145 @@ def _field_error(where: str, obj, field: str) -> str:
             f"pass --field NAME to read the graph from another field{hint}")
 
 
+RAG_MAX_VERTICES = 2 ** 22
+"""Largest vertex count (max id + 1) for ``--model rag``: its builder tabulates
+one entry per vertex id (about 1.3 s at 2^20), so a single huge id (up to 18
+digits are read) would take hours; refused up front, with the cap in the
+message. (The transformer refuses far smaller graphs by its int64 precision.)"""
+
+MAX_LINE_BYTES = 16 * 2 ** 20
+"""Longest input line read (16 MiB; a graph the model can take is far shorter)."""
+
+MAX_JSON_DEPTH = 32
+"""Deepest JSON nesting accepted on a line (the rows are flat objects)."""
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+class _NumberTooLong(ValueError):
+    pass
+
+
+def _bounded_int(digits: str) -> int:
+    """json's ``parse_int``: refuse a number longer than
+    :data:`checks.formats.MAX_NUMBER_DIGITS` before ``int()`` sees it."""
+    if len(digits.lstrip("-")) > MAX_NUMBER_DIGITS:
+        raise _NumberTooLong(f"a number with {len(digits.lstrip('-'))} digits (at most {MAX_NUMBER_DIGITS}: "
+                             "vertex counts are int64)")
+    return int(digits)
+
+
+def _json_depth(line: str) -> int:
+    """Largest nesting depth of brackets outside JSON strings (numpy, linear)."""
+    rest = _JSON_STRING.sub("", line).encode("utf-8", "surrogatepass")
+    if not rest:
+        return 0
+    a = np.frombuffer(rest, dtype=np.uint8)
+    step = np.isin(a, (ord("["), ord("{"))).astype(np.int64) - np.isin(a, (ord("]"), ord("}")))
+    return int(np.cumsum(step).max(initial=0))
+
+
+def _lines(path: str):
+    """(line number, text) of the non-blank lines of a UTF-8 file; UsageError
+    naming the file and line for a line over :data:`MAX_LINE_BYTES` or bytes
+    that are not UTF-8."""
+    from .errors import UsageError
+    with open(path, "rb") as fh:
+        lineno = 0
+        while True:
+            raw = fh.readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                return
+            lineno += 1
+            if len(raw) > MAX_LINE_BYTES:
+                raise UsageError(f"{path}, line {lineno}: line longer than {MAX_LINE_BYTES:,} bytes")
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise UsageError(f"{path}, line {lineno}: not UTF-8 (byte 0x{raw[e.start]:02x} at byte "
+                                 f"{e.start + 1} of the line); inputs must be UTF-8 JSON lines") from None
+            if line.strip():
+                yield lineno, line
+
+
 def _read(path: str, field: str = "text") -> list[tuple[int, list, list[int], int, str]]:
-    """(line number, edges, prompt tokens, n_nodes, separator) per instance; the
-    graph is read from ``field``."""
-    from .cli import UsageError
+    """(line number, edges, prompt tokens, n_nodes, graph text as written) per
+    instance; the graph is read from ``field``."""
+    from .errors import UsageError
     items = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}, line {lineno}"
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise UsageError(f"{where}: invalid JSON: {e.msg} (column {e.colno})")
-            if not isinstance(obj, dict) or not isinstance(obj.get(field), str):
-                raise UsageError(_field_error(where, obj, field))
-            n_nodes = obj.get("n_nodes")
-            if n_nodes is not None and (isinstance(n_nodes, bool) or not isinstance(n_nodes, int) or n_nodes < 1):
-                raise UsageError(f"{where}: 'n_nodes' must be an integer >= 1, got {n_nodes!r}")
-            try:
-                edges, tokens = parse_graph_text(obj[field], n_nodes=n_nodes)
-            except GraphFormatError as e:
-                raise UsageError(f"{where}: {e}")
-            seps = tokens[2::3][:len(edges)]
-            sep = "~" if edges and all(t == TILDE for t in seps) else "-"
-            need = C.model_vertex_count(edges)
-            items.append((lineno, edges, tokens, need if n_nodes is None else n_nodes, sep))
+    for lineno, line in _lines(path):
+        where = f"{path}, line {lineno}"
+        depth = _json_depth(line)
+        if depth > MAX_JSON_DEPTH:
+            raise UsageError(f"{where}: JSON nested {depth} deep (at most {MAX_JSON_DEPTH})")
+        try:
+            obj = json.loads(line, parse_int=_bounded_int)
+        except json.JSONDecodeError as e:
+            raise UsageError(f"{where}: invalid JSON: {e.msg} (column {e.colno})") from None
+        except (_NumberTooLong, RecursionError, ValueError) as e:
+            raise UsageError(f"{where}: invalid JSON: {str(e).splitlines()[0] if str(e) else type(e).__name__}") \
+                from None
+        if not isinstance(obj, dict) or not isinstance(obj.get(field), str):
+            raise UsageError(_field_error(where, obj, field))
+        n_nodes = obj.get("n_nodes")
+        if n_nodes is not None and (isinstance(n_nodes, bool) or not isinstance(n_nodes, int) or n_nodes < 1):
+            raise UsageError(f"{where}: 'n_nodes' must be an integer >= 1, got {_short(n_nodes)}")
+        text = obj[field]
+        try:
+            edges, tokens = parse_graph_text(text, n_nodes=n_nodes)
+        except GraphFormatError as e:
+            raise UsageError(f"{where}: {e}") from None
+        graph_text = text[:text.index(EOS_TEXT) + len(EOS_TEXT)]
+        need = C.model_vertex_count(edges)
+        items.append((lineno, edges, tokens, need if n_nodes is None else n_nodes, graph_text))
     if not items:
         raise UsageError(f"{path}: no instances (expected JSON lines with a '{field}' field)")
     return items
 
 
+def _short(v) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def _with_input_text(graph_text: str, edges, cot: list[int]) -> str:
+    """The output text: the input graph exactly as written (its separators,
+    mixed ``2~1,1-0`` included) followed by the CoT in the paper's format."""
+    full = format_cot_text(edges, cot)
+    canonical = format_graph_text(edges)
+    if not full.startswith(canonical):          # format_cot_text writes the graph first
+        raise RuntimeError("format_cot_text did not start with the graph text")
+    return graph_text + full[len(canonical):]
+
+
 def run(args) -> int:
-    from .cli import UsageError
+    from .errors import UsageError, atomic_output, check_outputs
     field = getattr(args, "field", "text")
     if not field:
         raise UsageError("--field needs a non-empty field name")
+    check_outputs({"--out": args.out}, {"--inputs": args.inputs}, what="predict istree")
     items = _read(args.inputs, field)
     max_vertices = max(n_nodes for _, _, _, n_nodes, _ in items)
     max_edges = max(len(edges) for _, edges, *_ in items)
+    if args.model == "rag" and max_vertices > RAG_MAX_VERTICES:
+        raise UsageError(f"{args.inputs}: the rag model takes at most {RAG_MAX_VERTICES:,} vertices (max id + 1), "
+                         f"got {max_vertices:,}")
     try:
         predict = MODELS[args.model](max_vertices, max_edges)
     except ValueError as e:          # e.g. the declared precision exceeds int64 storage
         raise UsageError(f"{args.inputs}: cannot build the {args.model} model for {max_vertices} vertices and "
                          f"{max_edges} edges: {e}")
     rows = []
-    for lineno, edges, tokens, n_nodes, sep in items:
+    for lineno, edges, tokens, n_nodes, graph_text in items:
         hidden = C.needs_count(n_nodes, edges)          # isolated vertices above the largest id
         if hidden and args.model == "transformer":
             tokens = C.with_count(tokens, n_nodes)      # the model reads N from the [COUNT] header
         out = predict(tokens)
         cot, answer = out[:-1], out[-1]
         from_n = hidden and args.model != "transformer"  # the RAG construction takes no vertex count
-        rows.append({"cot": format_cot_text(edges, cot, sep=sep), "label": answer == TRUE and not from_n,
+        rows.append({"cot": _with_input_text(graph_text, edges, cot), "label": answer == TRUE and not from_n,
                      "label_from": "n_nodes" if from_n else "model", "n_nodes": n_nodes})
-    try:
-        with open(args.out, "w", encoding="utf-8") as fh:
-            for r in rows:
-                fh.write(json.dumps(r) + "\n")
-    except OSError as e:
-        raise UsageError(f"cannot write {args.out}: {e.strerror}")
+    with atomic_output(args.out, what="predict istree") as fh:
+        for r in rows:
+            fh.write(json.dumps(r) + "\n")
     return 0

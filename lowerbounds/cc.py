@@ -38,6 +38,7 @@ Example::
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Sequence
@@ -154,6 +155,23 @@ def check_size(cells: int, max_cells: int, what: str) -> None:
             f"n too large for exhaustive mode: {what} has {cells} matrix cells > max_cells = {max_cells} "
             "(pass a larger max_cells explicitly, or use a smaller n / alphabet)"
         )
+
+
+def check_size_power(base: int, exp: int, factor: int, max_cells: int, what: str) -> None:
+    """:func:`check_size` of ``base ** exp * factor`` cells, decided in
+    logarithms first so that a huge n (or alphabet) is refused before the big
+    integer ``base ** exp`` is formed (which alone could take hours).
+
+    >>> check_size_power(2, 10 ** 12, 10 ** 12, 2_000_000, "index")
+    Traceback (most recent call last):
+    ...
+    ValueError: n too large for exhaustive mode: index has about 2^1000000000040 matrix cells > max_cells = 2000000 (use a smaller n / alphabet)
+    """
+    log_cells = exp * math.log2(base) + math.log2(factor)
+    if log_cells > math.log2(max_cells) + 1:
+        raise ValueError(f"n too large for exhaustive mode: {what} has about 2^{log_cells:.0f} matrix cells "
+                         f"> max_cells = {max_cells} (use a smaller n / alphabet)")
+    check_size(base ** exp * factor, max_cells, what)
 
 
 # ---------------------------------------------------------------- the matrix
@@ -448,7 +466,7 @@ def index_split(n: int, answer: AnswerFn, alphabet: int = 2, *, max_cells: int =
     ``[QUERY] i``. Total. Row of x = x itself, so the complexity is
     ceil(n log2 a) (= n for bits)."""
     n, alphabet = _n(n), _alphabet(alphabet)
-    check_size(alphabet ** n * n, max_cells, f"index(n={n}, a={alphabet})")
+    check_size_power(alphabet, n, n, max_cells, f"index(n={n}, a={alphabet})")
     return CommProblem(f"index(a={alphabet})", n, _words(n, alphabet), tuple(range(1, n + 1)),
                        index_prefix, index_suffix, answer, None,
                        "Alice x_1..x_n, Bob i; every pair valid")
@@ -463,7 +481,7 @@ def cgram_split(n: int, answer: AnswerFn, c: int = 3, alphabet: int = 2, *,
     keys are fixed), so the value ceil(n log2 a) lower-bounds the task at
     length c*n over the alphabet of a + n symbols."""
     n, c, alphabet = _n(n), check_c(c), _alphabet(alphabet)
-    check_size(alphabet ** n * n, max_cells, f"cgram(n={n}, c={c}, a={alphabet})")
+    check_size_power(alphabet, n, n, max_cells, f"cgram(n={n}, c={c}, a={alphabet})")
     return CommProblem(
         f"cgram(c={c},a={alphabet})" if c > 2 else f"ar(a={alphabet})", n,
         _words(n, alphabet), tuple(range(1, n + 1)),
@@ -489,7 +507,7 @@ def ar_free_split(n: int, answer: AnswerFn, alphabet: int = 2, *, max_cells: int
     complexity stays <= ceil(a log2 a) for every n: the AR lower bound needs an
     alphabet (or key length) growing with n."""
     n, alphabet = _n(n), _alphabet(alphabet)
-    check_size(alphabet ** n * alphabet, max_cells, f"ar_free(n={n}, a={alphabet})")
+    check_size_power(alphabet, n, alphabet, max_cells, f"ar_free(n={n}, a={alphabet})")
 
     def valid(x: tuple[int, ...], q: int) -> bool:
         return q in x[:-1]
@@ -507,8 +525,8 @@ def counting_split(n: int, answer: AnswerFn, alphabet: int = 2, *, max_cells: in
     complexity is ceil(log2 C(n+a-1, a-1)): O(a log n) for a fixed alphabet,
     about 2n bits for a = n."""
     n, alphabet = _n(n), _alphabet(alphabet)
+    check_size_power(alphabet, n, alphabet * (n + 1), max_cells, f"counting(n={n}, a={alphabet})")
     bob = tuple((q, t) for q in range(alphabet) for t in range(n + 1))
-    check_size(alphabet ** n * len(bob), max_cells, f"counting(n={n}, a={alphabet})")
     return CommProblem(f"counting(a={alphabet})", n, _words(n, alphabet), bob, index_prefix,
                        lambda qt: [QUERY, number_token(qt[0]), number_token(qt[1])],
                        answer, None, "Alice any x, Bob (q, t); every pair valid")
@@ -522,8 +540,8 @@ def istree_split(n: int, answer: AnswerFn, hubs: int = 2, *, max_cells: int = DE
     hub k != r, ``[EOS]``. Every pair is a valid graph; it is a tree iff x_i = r
     (w joins each star once). Rows determine x: complexity ceil(n log2 h)."""
     n, hubs = _n(n), _alphabet(hubs, 2)
+    check_size_power(hubs, n, n * hubs, max_cells, f"istree(n={n}, hubs={hubs})")
     bob = tuple((i, r) for i in range(1, n + 1) for r in range(hubs))
-    check_size(hubs ** n * len(bob), max_cells, f"istree(n={n}, hubs={hubs})")
     return CommProblem(f"istree(hubs={hubs})", n, _words(n, hubs), bob,
                        lambda x: hub_prefix(x, hubs), lambda ir: hub_suffix(ir[0], ir[1], n, hubs),
                        answer, None, "hub gadget; every pair valid")
@@ -537,7 +555,7 @@ def reduction_split(reduction: Reduction, n: int, answer: AnswerFn, *, max_cells
     if not isinstance(reduction, Reduction):
         raise TypeError(f"reduction must be a Reduction, got {type(reduction).__name__}")
     n = _n(n)
-    check_size(2 ** n * n, max_cells, f"{reduction.name}(n={n})")
+    check_size_power(2, n, n, max_cells, f"{reduction.name}(n={n})")
     return CommProblem(f"reduction:{reduction.name}", n, _words(n, 2), tuple(range(1, n + 1)),
                        reduction.alice, lambda i: reduction.bob(i, n), answer, None,
                        reduction.description)

@@ -272,3 +272,364 @@ def test_verify_notes_prints_passing_records_notes(capsys):
     noted = capsys.readouterr().out
     assert "  PASS machine" not in plain
     assert noted.count("  PASS machine") == len(notes)
+
+
+# ================================================================ issue 18: each defect found by the hostile user
+# (each test below failed on the base commit 5c869a1 and passes now)
+
+def _snapshot(d):
+    """{name: bytes} of every file under d (hidden temporaries included)."""
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def _istree_input(path, texts):
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+
+
+def test_predict_istree_refuses_out_equal_to_input(capsys, tmp_path):
+    inp = tmp_path / "same.jsonl"
+    _istree_input(inp, ["[BOS]2-1,1-0[EOS]"])
+    before = _snapshot(tmp_path)
+    for out in (inp, tmp_path / "." / "same.jsonl"):
+        rc, _, err = _main(capsys, "predict", "istree", "--inputs", str(inp), "--out", str(out))
+        assert rc == 2 and "is the input" in err and _one_clean_line(err), err
+    link = tmp_path / "link.jsonl"            # a hard link is the same file under another name
+    import os
+    os.link(inp, link)
+    rc, _, err = _main(capsys, "predict", "istree", "--inputs", str(inp), "--out", str(link))
+    assert rc == 2 and "is the input" in err, err
+    link.unlink()
+    assert _snapshot(tmp_path) == before
+
+
+def test_predict_ar_refuses_out_equal_to_input(capsys, tmp_path):
+    inp = tmp_path / "X.npy"
+    np.save(inp, np.array([[1, 2, 1]], dtype=np.int64))
+    before = _snapshot(tmp_path)
+    rc, _, err = _main(capsys, "predict", "ar", "--inputs", str(inp), "--out", str(inp))
+    assert rc == 2 and "is the input" in err and _one_clean_line(err), err
+    assert _snapshot(tmp_path) == before
+
+
+def test_precision_refuses_json_equal_to_out_before_any_work(capsys, tmp_path, monkeypatch):
+    from checks import frontier
+
+    def no_work(*a, **k):
+        raise AssertionError("the frontier ran although the arguments are bad")
+    monkeypatch.setattr(frontier, "frontier_table", no_work)
+    p = tmp_path / "p.png"
+    rc, out, err = _main(capsys, "precision", "--task", "index", "--out", str(p), "--json", str(p),
+                         "--max-log2n", "4")
+    assert rc == 2 and "same file" in err and _one_clean_line(err) and "wrote" not in out, err
+    rc, _, err = _main(capsys, "precision", "--task", "index", "--out", str(tmp_path / "nodir" / "p.png"),
+                       "--max-log2n", "4")
+    assert rc == 2 and "does not exist" in err and _one_clean_line(err), err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_predict_istree_out_checked_before_the_model_runs(capsys, tmp_path, monkeypatch):
+    from checks import predict_istree as P
+
+    def no_model(*a, **k):
+        raise AssertionError("the model was built although --out cannot be written")
+    monkeypatch.setitem(P.MODELS, "transformer", no_model)
+    inp = tmp_path / "g.jsonl"
+    _istree_input(inp, ["[BOS]2-1,1-0[EOS]"])
+    rc, _, err = _main(capsys, "predict", "istree", "--inputs", str(inp), "--out", str(tmp_path / "nodir" / "x.jsonl"))
+    assert rc == 2 and "does not exist" in err and _one_clean_line(err), err
+
+
+def _fsize_limited(limit):
+    """preexec_fn of a child whose files may not grow past ``limit`` bytes (as
+    ``ulimit -f``): a write past it fails with EFBIG (SIGXFSZ ignored)."""
+    def pre():
+        import resource
+        import signal
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return pre
+
+
+def test_a_failed_write_leaves_no_partial_output_and_the_old_file_intact(tmp_path):
+    """With a file-size limit the write fails half-way: exit 2 with the reason,
+    the previous output (and the input) unchanged, no temporary file left."""
+    inp = tmp_path / "g.jsonl"
+    _istree_input(inp, [f"[BOS]{','.join(f'{v}-{v - 1}' for v in range(1, 40))}[EOS]"] * 30)
+    out = tmp_path / "out.jsonl"
+    out.write_text("old output\n")
+    X = tmp_path / "X.npy"
+    np.save(X, np.random.default_rng(0).integers(0, 50, (40, 64)))
+    P = tmp_path / "P.npy"
+    P.write_bytes(b"old")
+    limit = 4096                 # the outputs are larger (the limit binds writes only)
+    warm = tmp_path / "warm"
+    warm.mkdir()
+    for argv in (["predict", "istree", "--inputs", str(inp), "--out", str(warm / "o.jsonl")],
+                 ["predict", "ar", "--inputs", str(X), "--out", str(warm / "P.npy"), "--quiet"]):
+        # without the limit first, so that numba's on-disk cache is written (a cold
+        # cache written under the limit would fail for another reason)
+        assert main(argv) == 0
+    import shutil
+    shutil.rmtree(warm)
+    before = _snapshot(tmp_path)
+    for argv in (["predict", "istree", "--inputs", str(inp), "--out", str(out)],
+                 ["predict", "ar", "--inputs", str(X), "--out", str(P), "--quiet"]):
+        r = subprocess.run([sys.executable, "-m", "checks.cli", *argv], capture_output=True, text=True,
+                           timeout=600, preexec_fn=_fsize_limited(limit if argv[1] == "istree" else 8192))
+        assert r.returncode == 2, r.stderr
+        assert "cannot write" in r.stderr and "None" not in r.stderr and _one_clean_line(r.stderr), r.stderr
+        reason = r.stderr.strip().split(".jsonl: " if argv[1] == "istree" else ".npy: ", 1)[1]
+        assert reason and reason != "None", r.stderr             # the reason is named
+    assert _snapshot(tmp_path) == before
+
+
+def test_ctrl_c_exits_130_with_one_line_and_no_output(tmp_path):
+    """SIGINT in the middle of a run: one line, exit 130, no output file and no
+    temporary file left."""
+    import signal
+    import time
+    inp = tmp_path / "g.jsonl"
+    _istree_input(inp, [f"[BOS]{','.join(f'{v}-{v - 1}' for v in range(1, 400))}[EOS]"] * 50)
+    before = _snapshot(tmp_path)
+    p = subprocess.Popen([sys.executable, "-m", "checks.cli", "predict", "istree", "--inputs", str(inp),
+                          "--out", str(tmp_path / "out.jsonl")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(4)
+    assert p.poll() is None, "finished before the interrupt: make the input larger"
+    p.send_signal(signal.SIGINT)
+    t0 = time.perf_counter()
+    _, err = p.communicate(timeout=60)
+    waited = time.perf_counter() - t0
+    assert p.returncode == 130 and err == "rnngap: interrupted\n", (p.returncode, err)
+    assert waited < 5, waited           # about a second; generous for a loaded machine
+    assert _snapshot(tmp_path) == before
+
+
+def test_atomic_output_removes_the_temporary_on_interrupt(tmp_path):
+    from checks.errors import atomic_output
+    target = tmp_path / "t.txt"
+    target.write_text("old")
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_output(str(target)) as fh:
+            fh.write("half")
+            raise KeyboardInterrupt
+    assert _snapshot(tmp_path) == {"t.txt": b"old"}
+    with atomic_output(str(target)) as fh:
+        fh.write("new")
+    assert _snapshot(tmp_path) == {"t.txt": b"new"}
+
+
+def test_atomic_output_follows_a_symlink_and_writes_devices_in_place(tmp_path):
+    import os
+    from checks.errors import atomic_output
+    real = tmp_path / "real.txt"
+    real.write_text("old")
+    link = tmp_path / "link.txt"
+    link.symlink_to(real)
+    with atomic_output(str(link)) as fh:
+        fh.write("new")
+    assert link.is_symlink() and real.read_text() == "new"
+    with atomic_output(os.devnull) as fh:        # not replaced by a regular file
+        fh.write("x")
+    assert not os.path.isfile(os.devnull)
+
+
+def test_every_written_file_goes_through_atomic_output():
+    """grep: no command module opens a file for writing, saves an array or a
+    figure to a path, other than through checks.errors.atomic_output."""
+    import re
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1] / "checks"
+    writer = re.compile(r"""open\([^)]*["'][wax]b?\+?["']|\.savefig\((?!fh)|np\.save\((?!fh)|\.write_text\(|"""
+                        r"""\.write_bytes\(|json\.dump\((?!.*\bfh\b)|\.tofile\(|shutil\.copy""")
+    offenders = []
+    for f in sorted(root.glob("*.py")):
+        if f.name == "errors.py":
+            continue
+        for k, line in enumerate(f.read_text().splitlines(), 1):
+            if writer.search(line):
+                offenders.append(f"{f.name}:{k}: {line.strip()}")
+    assert offenders == [], offenders
+
+
+def test_set_but_missing_shared_data_is_an_error_not_a_fallback(capsys, tmp_path, monkeypatch,
+                                                                 registry_must_not_run):
+    monkeypatch.setenv("RNNGAP_SHARED_DATA", str(tmp_path / "nonexistent"))
+    rc, _, err = _main(capsys, "verify", "--only", "T4.7-up")
+    assert rc == 2 and "RNNGAP_SHARED_DATA" in err and "does not exist" in err and _one_clean_line(err), err
+    f = tmp_path / "file"
+    f.write_text("")
+    monkeypatch.setenv("RNNGAP_SHARED_DATA", str(f))
+    rc, _, err = _main(capsys, "verify", "--only", "T4.7-up")
+    assert rc == 2 and "not a directory" in err and _one_clean_line(err), err
+    from checks.shared_data import SharedDataError, shared_file
+    with pytest.raises(SharedDataError):
+        shared_file("istree_official_sample.jsonl")
+
+
+# ---------------------------------------------------------------- missing data: exit 3, --allow-missing-data, package data
+
+@pytest.fixture
+def only_data_checks(monkeypatch):
+    """The registry cut down to the checks that read the sample data (the
+    T4.7-up paper-sample row), so the exit-code tests cost seconds; the full
+    `verify --only T4.7-up` is the full-profile test below."""
+    from checks import registry
+    registry.load_checks()
+    keep = [c for c in registry.REGISTRY if c.claim == "T4.7-up" and "paper's sample" in c.name]
+    assert len(keep) == 1, [c.name for c in registry.REGISTRY if c.claim == "T4.7-up"]
+    monkeypatch.setattr(registry, "REGISTRY", keep)
+
+
+def _missing_data_exit_codes(capsys, tmp_path, monkeypatch, extra=()):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("RNNGAP_SHARED_DATA", str(empty))
+    rc, out, err = _main(capsys, "verify", "--only", "T4.7-up", "--json", str(tmp_path / "v.json"), *extra)
+    assert rc == 3, (rc, err)
+    assert "NOT CHECKED T4.7-up istree-dfs" in err and "istree_official_sample.jsonl" in err, err
+    assert "--allow-missing-data" in err and "Traceback" not in err
+    recs = json.loads((tmp_path / "v.json").read_text())
+    missing = [r for r in recs if r["status"] == "NOT CHECKED"]
+    assert missing and all(not r["checked"] and "istree_official_sample.jsonl" in r["note"] for r in missing)
+    assert all(r["status"] == "PASS" for r in recs if r not in missing)
+    rc, _, err = _main(capsys, "verify", "--only", "T4.7-up", "--allow-missing-data", *extra)
+    assert rc == 0, err
+    monkeypatch.delenv("RNNGAP_SHARED_DATA")                  # the package data
+    rc, _, err = _main(capsys, "verify", "--only", "T4.7-up", "--json", str(tmp_path / "v.json"), *extra)
+    assert rc == 0, err
+    recs = json.loads((tmp_path / "v.json").read_text())
+    assert recs and all(r["status"] == "PASS" and r["checked"] for r in recs)
+    assert any(r["family"] == "paper-sample" or "sample" in r["task"] for r in recs), recs
+
+
+def test_missing_data_exits_3_allow_missing_data_exits_0_package_data_exits_0(capsys, tmp_path, monkeypatch,
+                                                                              only_data_checks):
+    _missing_data_exit_codes(capsys, tmp_path, monkeypatch)
+
+
+@pytest.mark.full
+def test_missing_data_exit_codes_full_claim(capsys, tmp_path, monkeypatch):
+    """The same with every T4.7-up check (about 40 s a run)."""
+    _missing_data_exit_codes(capsys, tmp_path, monkeypatch)
+
+
+def test_package_data_is_found_by_default_and_matches_its_readme(monkeypatch):
+    import hashlib
+    from checks.shared_data import PACKAGE_DATA, shared_data_dir, shared_file
+    monkeypatch.delenv("RNNGAP_SHARED_DATA", raising=False)
+    assert shared_data_dir() == PACKAGE_DATA
+    readme = (PACKAGE_DATA / "README.md").read_text()
+    for name in ("istree_official_sample.jsonl", "mqar_sample.npz"):
+        f = shared_file(name)
+        assert f is not None and f.parent == PACKAGE_DATA
+        assert hashlib.sha256(f.read_bytes()).hexdigest() in readme, name
+    monkeypatch.setenv("RNNGAP_SHARED_DATA", "")             # empty: unset, the package data
+    assert shared_data_dir() == PACKAGE_DATA
+
+
+def test_pyproject_installs_the_package_data():
+    """pyproject.toml lists the data files as package data (the install itself
+    is checked by hand: a venv build is too slow for the default suite)."""
+    import tomllib
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    conf = tomllib.loads((root / "pyproject.toml").read_text())
+    patterns = conf["tool"]["setuptools"]["package-data"]["checks"]
+    import fnmatch
+    for name in ("istree_official_sample.jsonl", "mqar_sample.npz", "README.md"):
+        assert (root / "checks" / "data" / name).is_file()
+        assert any(fnmatch.fnmatch(f"data/{name}", p) for p in patterns), (name, patterns)
+
+
+# ---------------------------------------------------------------- show: the long prompt
+
+def test_show_fast_feed_equals_recording_every_position():
+    """feed_example (prefix without per-position recording, in chunks) gives the
+    same last-position attention, residual and next token as recording all."""
+    from checks.catalog import CATALOG, names
+    from checks.cmd_show import feed_example
+    import io
+    for name in names():
+        e = CATALOG[name]
+        try:
+            model = e.build(16)
+            toks = e.example(16, np.random.default_rng(1))
+        except ValueError:
+            continue
+        full = model.session(capacity=len(toks), record=True)
+        full.feed(toks)
+        fast = feed_example(model, toks, stream=io.StringIO())
+        assert fast.next_token() == full.next_token(), name
+        assert np.array_equal(fast.attention(), full.attention()), name
+        assert fast.residual() == full.residual(), name
+
+
+def test_show_reports_progress_on_a_long_prompt():
+    import io
+    from checks.catalog import CATALOG
+    from checks.cmd_show import feed_example
+    e = CATALOG["istree"]
+    model, toks = e.build(300), e.example(300, np.random.default_rng(0))
+    s = io.StringIO()
+    feed_example(model, toks, stream=s, interval=0.0)
+    lines = s.getvalue().splitlines()
+    assert lines and all(l.startswith("show: fed ") for l in lines), lines
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (b"", "is empty (0 bytes)"),                                                   # was EOFError
+    (b"1 2 3\n4 5 6\n", "not a .npy file"),                                        # was "pickled (object) data"
+    ("header", "the header says shape (10000000, 4096)"),                          # was a 305 GiB allocation
+    ("object", "Python objects"),
+    ("npz", ".npz archive"),
+])
+def test_predict_ar_npy_guards(capsys, tmp_path, content, fragment):
+    import io
+    import time
+    X = tmp_path / "X.npy"
+    if content == "header":
+        b = io.BytesIO()
+        np.lib.format.write_array_header_1_0(b, {"descr": "<i8", "fortran_order": False, "shape": (10 ** 7, 4096)})
+        X.write_bytes(b.getvalue() + np.arange(16, dtype=np.int64).tobytes())
+    elif content == "object":
+        np.save(X, np.array([[1, None]], dtype=object), allow_pickle=True)
+    elif content == "npz":
+        with open(X, "wb") as fh:
+            np.savez(fh, x=np.zeros((1, 3), dtype=np.int64))
+    else:
+        X.write_bytes(content)
+    before = _snapshot(tmp_path)
+    t0 = time.perf_counter()
+    rc, _, err = _main(capsys, "predict", "ar", "--inputs", str(X), "--out", str(tmp_path / "P.npy"))
+    assert time.perf_counter() - t0 < 5
+    assert rc == 2 and fragment in err and "X.npy" in err and _one_clean_line(err), err
+    assert _snapshot(tmp_path) == before
+
+
+def test_verify_interrupted_prints_one_line_and_writes_no_json(capsys, tmp_path, monkeypatch):
+    from checks import registry
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(registry, "run", interrupted)
+    rc, _, err = _main(capsys, "verify", "--only", "machine", "--json", str(tmp_path / "v.json"))
+    assert rc == 130 and err == "rnngap: interrupted\n", repr(err)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_out_dev_stdout_redirected_to_a_file_is_written_in_place(tmp_path):
+    """`--out /dev/stdout > file`: /dev/stdout resolves to that regular file; it
+    is written in place (replacing it would leave the shell's descriptor on an
+    unlinked file)."""
+    import os
+    inp = tmp_path / "g.jsonl"
+    _istree_input(inp, ["[BOS]1-0[EOS]"])
+    dest = tmp_path / "redirected.txt"
+    with open(dest, "w") as fh:
+        ino = os.fstat(fh.fileno()).st_ino
+        r = subprocess.run([sys.executable, "-m", "checks.cli", "predict", "istree", "--inputs", str(inp),
+                            "--out", "/dev/stdout"], stdout=fh, stderr=subprocess.PIPE, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert os.stat(dest).st_ino == ino
+    assert json.loads(dest.read_text())["cot"] == "[BOS]1-0[EOS]0,1,0[EOS]"

@@ -191,3 +191,55 @@ def test_registry_quick_profile_passes():
         if "all instances" in r.task:
             assert r.failures == 0 and r.precision_bits_used <= r.precision_bits_declared
             assert r.cot_max <= r.cot_bound
+
+
+# ---------------------------------------------------------------- issue 18: cc sizes in logarithms, --n capped
+
+@pytest.mark.parametrize("argv", [
+    ["cc", "--task", "index", "--n", "1000000000000"],
+    ["cc", "--task", "counting", "--n", "1000000000000"],
+    ["cc", "--task", "istree", "--n", "1000000000000"],
+    ["cc", "--task", "index", "--n", "1000000000000", "--table"],
+    ["cc", "--task", "index", "--n", "20000"],
+    ["cc", "--task", "counting", "--n", "20000", "--table"],
+    ["cc", "--task", "ar", "--n", "3", "--alphabet", "1" + "0" * 400],
+    ["cc", "--task", "istree", "--n", "2", "--alphabet", "1" + "0" * 30],
+])
+def test_cc_huge_sizes_refused_at_once_with_the_cap(capsys, argv):
+    """Before: computed alphabet**n*n first and never returned (MemoryError with
+    --table, a digit-limit error at n = 20000). Now one line in well under a
+    second, saying the cap and not suggesting an option the CLI lacks."""
+    import time
+    t0 = time.perf_counter()
+    rc, out, err = _run(capsys, *argv)
+    assert time.perf_counter() - t0 < 2
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert "too large" in err and "max_cells" not in err, err
+    assert re.search(r"the cap is --n \d+|no n fits", err), err
+    assert out == ""
+
+
+def test_cc_cap_is_the_largest_n_that_runs():
+    """max_n is monotone and the library (which checks the exact cell count)
+    accepts n = cap and refuses a matrix one step larger than MAX_CELLS."""
+    from checks import cmd_cc
+    from lowerbounds import cc
+    for task in ("index", "ar", "cgram", "counting", "istree"):
+        cap = cmd_cc.max_n(task, 2)
+        assert cap >= 4
+        assert all(cmd_cc._fits(task, n, 2) for n in range(1, cap + 1)) and not cmd_cc._fits(task, cap + 1, 2)
+    cmd_cc.make_problem("index", cmd_cc.max_n("index", 2), 2)      # builds (no ValueError)
+    with pytest.raises(ValueError, match="too large"):
+        cc.index_split(10 ** 9, lambda t: 0)                       # in logarithms: returns at once
+
+
+def test_cc_check_size_power_agrees_with_the_exact_count():
+    from lowerbounds import cc
+    for base, exp, factor in [(2, 20, 2), (3, 12, 12), (2, 21, 1), (1, 5, 10 ** 6), (10 ** 6, 1, 3)]:
+        exact_ok = base ** exp * factor <= 2_000_000
+        try:
+            cc.check_size_power(base, exp, factor, 2_000_000, "x")
+            ok = True
+        except ValueError:
+            ok = False
+        assert ok == exact_ok, (base, exp, factor)

@@ -1,8 +1,8 @@
 """``rnngap predict istree``: the paper's own data, our generators, the n_nodes
 rule, and malformed input (exit 2 with the line and character position).
 
-The paper's sample (``shared/data/istree_official_sample.jsonl``, 64 rows from
-its own generator) is run as a new user would: each row's ``cot_text`` as
+The paper's sample (``istree_official_sample.jsonl``, 64 rows from its own
+generator, shipped as package data in ``checks/data``) is run as a new user would: each row's ``cot_text`` as
 ``text``, and the file itself, unchanged, with ``--field cot_text`` (and
 ``--field retrieval_text --model rag``). Every tour is reproduced token for
 token (the output ``cot`` equals ``cot_text`` byte for byte) and every label
@@ -25,14 +25,15 @@ from checks import predict_istree as P
 from checks.formats import format_cot_text, format_graph_text, parse_graph_text
 from checks.tasks import istree as R
 
-DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-SAMPLE = DATA_DIR / "istree_official_sample.jsonl"
+from checks.shared_data import PACKAGE_DATA
+
+SAMPLE = PACKAGE_DATA / "istree_official_sample.jsonl"
 
 
 def _sample_rows() -> list[dict]:
     if not SAMPLE.is_file():
         pytest.fail(f"the paper's IsTree sample is missing: {SAMPLE} "
-                    "(shared/data must be checked out beside the repository)")
+                    "(package data checks/data, see checks/data/README.md)")
     rows = [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()]
     assert len(rows) == 64
     return rows
@@ -262,3 +263,106 @@ def test_help_states_the_label_conventions(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "connectivity only" in out and "isolated" in out and "--model" in out
     assert "--field NAME" in out and "cot_text" in out and "retrieval_text" in out
+
+
+# ---------------------------------------------------------------- issue 18: input guards, separators, Ctrl-C
+
+@pytest.mark.parametrize("raw, fragment", [
+    (b'\xff\xfe{"text":"[BOS]1-0[EOS]"}\n', "not UTF-8"),                       # was UnicodeDecodeError
+    (b"[" * 100_000 + b"]" * 100_000 + b"\n", "nested 100000 deep"),             # was RecursionError
+    (b'{"text": "[BOS]1-0[EOS]", "n_nodes": 1' + b"0" * 5000 + b"}\n", "5001 digits"),   # was the 4300-digit limit
+    (b'{"text": "[BOS]1' + b"0" * 5000 + b'-0[EOS]"}\n', "5001 digits"),
+    (b'{"text": "[BOS]1-0[EOS]0,1' + b"0" * 30 + b'[EOS]"}\n', None),            # CoT part is not read: fine
+    (b"", "no instances"),
+    (b'{"text": "[BOS]1-0[EOS]", "n_nodes": -' + b"9" * 400 + b"}\n", "400 digits"),
+])
+def test_hostile_bytes_exit_2_with_one_line(tmp_path, capsys, raw, fragment):
+    inp = tmp_path / "bad.jsonl"
+    inp.write_bytes(raw)
+    out = tmp_path / "out.jsonl"
+    rc = cli.main(["predict", "istree", "--inputs", str(inp), "--out", str(out)])
+    err = capsys.readouterr().err
+    if fragment is None:
+        assert rc == 0, err
+        return
+    assert rc == 2 and fragment in err, err
+    assert err.count("\n") == 1 and "Traceback" not in err and "bad.jsonl" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]
+
+
+def test_mixed_separators_are_kept_in_the_output(tmp_path):
+    """Before: '2~1,1-0' came back as '2-1,1-0'. The output's input part is the
+    graph as written; the CoT is the reference tour."""
+    for text in ("[BOS]2~1,1-0[EOS]", "[BOS]2-1,1~0[EOS]", "[BOS]3~0,0-1,1~2[EOS]", "[BOS]2~1,1~0[EOS]"):
+        rc, rows = _predict(tmp_path, [{"text": text}])
+        assert rc == 0
+        edges, _ = parse_graph_text(text)
+        n = 1 + max(max(e) for e in edges)
+        assert rows[0]["cot"] == text + format_cot_text(edges, R.reference_cot(n, edges))[len(format_graph_text(edges)):]
+
+
+def test_greedy_chunked_equals_generate_and_bounds_each_call(monkeypatch):
+    """The chunked prompt feed writes the same CoT and answer as
+    constructions.generate.generate, and no model call feeds more than about
+    FEED_WORK attention scores (so Ctrl-C is seen within about a second)."""
+    from constructions import istree as C
+    from constructions.generate import generate
+    from constructions.model import Session
+    from constructions.vocab import FALSE, TRUE
+    rng = np.random.default_rng(5)
+    monkeypatch.setattr(P, "FEED_WORK", 2 ** 10)        # small, so a small graph is cut in many chunks
+    calls = []
+    real_feed = Session.feed
+
+    def spy(self, tokens):
+        toks = [tokens] if isinstance(tokens, int) else list(tokens)
+        calls.append((self.position, len(toks)))
+        return real_feed(self, toks)
+    for n in (3, 40, 120):
+        edges = [(v, int(rng.integers(v))) for v in range(1, n)]
+        if n == 40:                                   # the last edge moved: usually not a tree (a FALSE case)
+            edges = edges[:-1] + [(0, n - 1)] if (0, n - 1) not in edges else edges
+        model = C.build(n, len(edges))
+        prompt = C.prompt_tokens(edges)
+        g = generate(model, prompt, answer_tokens=[TRUE, FALSE], max_cot=C.cot_bound(n))
+        calls.clear()
+        monkeypatch.setattr(Session, "feed", spy)
+        got = P.greedy_chunked(model, prompt, frozenset((TRUE, FALSE)), C.cot_bound(n))
+        monkeypatch.setattr(Session, "feed", real_feed)
+        assert got == g.cot + [g.answer]
+        prompt_calls = [c for c in calls if c[0] < len(prompt)]
+        assert sum(k for _, k in prompt_calls) == len(prompt)
+        assert all(k * (pos + k) <= 4 * P.FEED_WORK or k <= 64 for pos, k in prompt_calls), prompt_calls
+        if len(prompt) > 200:
+            assert len(prompt_calls) > 2
+
+
+def test_output_checked_before_reading(tmp_path, capsys):
+    inp = _write(tmp_path / "in.jsonl", [{"text": "[BOS]1-0[EOS]"}])
+    before = inp.read_bytes()
+    rc = cli.main(["predict", "istree", "--inputs", str(inp), "--out", str(inp)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "is the input" in err and err.count("\n") == 1
+    assert inp.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+
+
+def test_rag_model_refuses_a_huge_vertex_id_at_once(tmp_path, capsys):
+    """Before: an 18-digit vertex id made --model rag tabulate 10^18 entries
+    (no answer after minutes). Now one line with the cap, at once."""
+    import time
+    t0 = time.perf_counter()
+    rc, _ = _predict(tmp_path, [{"text": "[BOS]999999999999999999-0[EOS]"}], extra=("--model", "rag"))
+    err = capsys.readouterr().err
+    assert time.perf_counter() - t0 < 5
+    assert rc == 2 and f"at most {P.RAG_MAX_VERTICES:,} vertices" in err and err.count("\n") == 1, err
+
+
+def test_line_longer_than_the_limit_is_refused(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(P, "MAX_LINE_BYTES", 64)
+    inp = tmp_path / "long.jsonl"
+    inp.write_text(json.dumps({"text": "[BOS]1-0[EOS]"}) + "\n" + json.dumps({"text": "[BOS]" + ",".join(
+        f"{v}-{v - 1}" for v in range(1, 40)) + "[EOS]"}) + "\n")
+    rc = cli.main(["predict", "istree", "--inputs", str(inp), "--out", str(tmp_path / "o.jsonl")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "long.jsonl, line 2: line longer than 64 bytes" in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["long.jsonl"]
