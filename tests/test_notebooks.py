@@ -13,7 +13,7 @@ Fails when:
 * a notebook source has no committed notebook (or the reverse), or the committed
   cells' sources differ from the source file (edited one, not rebuilt);
 * a cell raises, or the notebook takes 120 s or more;
-* the committed text outputs are stale: any stdout / result text of any code
+* the committed text outputs are stale: any stdout / result text (plain or markdown) of any code
   cell differs from the fresh run's, after masking timings (``1.23 s``, ``45 ms``)
   and memory addresses (``0x7f...``);
 * a cell renders a different number of images than committed, an image of
@@ -84,8 +84,10 @@ def _text(cell) -> str:
     for o in cell.get("outputs", []):
         if o.output_type == "stream" and o.get("name") == "stdout":
             parts.append(o.text)
-        elif o.output_type in ("execute_result", "display_data") and "text/plain" in o.get("data", {}):
-            parts.append("[result] " + o["data"]["text/plain"] + "\n")
+        elif o.output_type in ("execute_result", "display_data"):
+            for kind in ("text/markdown", "text/plain"):
+                if kind in o.get("data", {}):
+                    parts.append(f"[{kind}] " + o["data"][kind] + "\n")
         elif o.output_type == "error":
             parts.append(f"[error] {o.ename}: {o.evalue}\n")
     text = "".join(parts)

@@ -90,7 +90,8 @@ def cutoff(f):
         w, _ = F.attend(np.array([0, -k], dtype=np.int64), np.array([[one], [0]], dtype=np.int64))
         return w[1] == 0
     lo, hi = 0, 40 * 2 ** f          # zero(hi), not zero(lo)
-    assert zero(hi) and not zero(lo)
+    if not zero(hi) or zero(lo):
+        raise RuntimeError(f"f = {f}: the weight at gap 0 or 40 is not what the search assumes")
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if zero(mid) else (mid, hi)

@@ -13,12 +13,14 @@
 #    reduction family, and a concrete fooling pair against a register RNN;
 # 5. the separation on that same family: the Transformer against s-bit RNNs.
 #
-# The first cell lists, for n = 16, every residual direction of each model and,
-# for every head, the directions its query and key read.
+# The first cell tabulates, for n = 16, every residual direction of each model
+# and, for every head, the directions its query, key and value read (the nonzero
+# columns of its matrices).
 
 # %%
 import numpy as np
 import matplotlib.pyplot as plt
+from IPython.display import Markdown, display
 from constructions import retrieval as R
 from constructions.rag import token_name
 from checks.tasks import index, ar, cgram, counting, hard
@@ -26,15 +28,19 @@ from checks.tasks import index, ar, cgram, counting, hard
 n = 16
 models = {"Index": R.index_model(n, 2), "AR": R.ar_model(n, 4), "c-gram (c=3)": R.cgram_model(n, 2, 3),
           "Counting": R.counting_model(n, 3)}
+
+def reads(s, W):
+    return ", ".join(s.labels[d] for d in np.flatnonzero(np.any(W != 0, axis=0)))
+
+table = ["| model | format, size | residual directions | attention heads (layer: name, query reads / key reads / value reads) |",
+         "|---|---|---|---|"]
 for name, m in models.items():
-    s = m.spec
-    print(f"== {name}: {m.describe()}")
-    print(f"   residual directions ({s.width}): {', '.join(s.labels)}")
-    for l, layer in enumerate(s.attn_layers):
-        print(f"   attention layer {l + 1}: " + "; ".join(
-            f"{h.name or 'head ' + str(k)} (reads {', '.join(s.labels[d] for d in np.flatnonzero(np.any(h.WQ != 0, axis=0)))}"
-            f" as query, {', '.join(s.labels[d] for d in np.flatnonzero(np.any(h.WK != 0, axis=0)))} as key)"
-            for k, h in enumerate(layer.heads)))
+    s, r = m.spec, m.resources
+    heads = "<br>".join(f"{l + 1}: **{h.name or k}**, q [{reads(s, h.WQ)}] / k [{reads(s, h.WK)}] / v [{reads(s, h.WV)}]"
+                        for l, layer in enumerate(s.attn_layers) for k, h in enumerate(layer.heads))
+    table.append(f"| {name} | {m.fmt.name} (p = {r.precision_bits}), {r.params} params, {len(s.attn_layers)} layers "
+                 f"| {', '.join(s.labels)} | {heads} |")
+display(Markdown("\n".join(table)))
 
 # %% [markdown]
 # ## One instance, layer by layer
@@ -91,7 +97,7 @@ print("residual at the last position (nonzero directions):", {k: str(v) for k, v
 #
 # **Figure 2.** Declared (dashed) and used (solid) precision bits against n on a
 # log scale: see straight lines, i.e. $O(\log n)$ bits, the used ones below the
-# declared ones; Counting is steeper because it needs $f \approx 2\log_2 n$ to tell
+# declared ones (AR and c-gram coincide); Counting is steeper because it needs $f \approx 2\log_2 n$ to tell
 # $1/(c+1)$ from $1/(t + 3/2)$. The certified range of each declaration (`rnngap
 # certify`, developed in parallel) is not drawn here.
 

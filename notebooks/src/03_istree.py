@@ -93,7 +93,7 @@ for n_v in sizes:
 fig, ax = plt.subplots(figsize=(6.5, 3.6))
 for fam, ls in lens.items():
     ax.plot(sizes, ls, "o-", label=f"{fam}: longest CoT of 3")
-ax.plot(sizes, [2 * v for v in sizes], "k--", lw=1, label="2n")
+ax.plot(sizes, [2 * v for v in sizes], color="0.75", lw=5, zorder=0, label="2n")
 ax.plot(sizes, [IT.cot_bound(v) for v in sizes], "k:", lw=1, label="declared CoT bound")
 ax.set_xlabel("vertices n"); ax.set_ylabel("CoT tokens (tour + [EOS])")
 ax.set_title("the CoT is a DFS tour: linear in n, at most about 2n", fontsize=9)

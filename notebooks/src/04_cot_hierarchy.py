@@ -123,8 +123,9 @@ print(f"prompt {p}: RNN CoT {len(tr.cot)} tokens, the Transformer's CoT {len(run
 S = np.array([[float(v) for v in st] for st in tr.states])
 D = np.array([[float(v) for v in st] for st in run.states])
 fig, ax = plt.subplots(figsize=(8, 3.8))
+names = [lab for L in rnn.spec.rnn_layers for lab in L.state_labels]
 for j in range(S.shape[1]):
-    ax.plot(S[:, j], "-", color=plt.cm.tab10(j), lw=1.5, label=f"RNN state number {j}")
+    ax.plot(S[:, j], "-", color=plt.cm.tab10(j), lw=1.5, label=f"RNN state {names[j] if j < len(names) else j}")
     ax.plot(D[:, j], "x", color=plt.cm.tab10(j), ms=6)
 ax.set_xlabel("RNN step (tokens read)"); ax.set_ylabel("state value")
 ax.set_title("lines: the RNN's state; crosses: the state the Transformer writes into its CoT (identical)", fontsize=9)

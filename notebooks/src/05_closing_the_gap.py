@@ -115,45 +115,76 @@ print("AR at n = 64:", int((H.hybrid_ar(64, alphabet=4).predict_batch(np.asarray
 # $\log_2 N$ long), so its CoT has $O(N \log N)$ tokens instead of the DFS tour's
 # $2N$: the price of having a single attention layer.
 #
-# **Figure 3.** CoT length against N on log-log axes: the model's own CoT on
-# seeded random trees (N <= 16, compared token for token with the plain-Python
-# union-find reference), the reference alone for larger N, the curve $N\log_2 N$
-# and the declared bound: see the points run parallel to $N \log_2 N$ and under
-# the bound.
+# Two families of trees: seeded random trees, and "deep-core" trees built so
+# that many finds walk a path of length $\log_2 N$ (a core merged pairwise by its
+# deepest vertices, every other vertex hung on the deepest one).
+#
+# **Figure 3.** Left: CoT length against N on log-log axes (filled: the model's
+# own CoT, N <= 32, compared token for token with the plain-Python union-find
+# reference; hollow: the reference alone for larger N), with $N \log_2 N$ and the
+# declared bound: see every point under the bound. Right: the same lengths per
+# vertex against $\log_2 N$: see the deep-core trees keep rising with $\log_2 N$
+# (each hung vertex's find walks the core's depth, so the increase per doubling
+# tends to about half a token: $\Theta(N \log N)$ in total), while random trees
+# level off near a constant per vertex.
 
 # %%
 from constructions import istree as IT
 from checks.tasks import istree as T
+
+def deep_core_tree(N):
+    """A tree whose union-find CoT is long: a core of 2^k vertices merged pairwise by
+    their deepest vertices (union by size keeps depth k = log2 of the core), then every
+    other vertex hung on the core's deepest vertex, so each of those finds walks k edges."""
+    k = (N // 2).bit_length() - 1
+    groups, deep, edges = [[v] for v in range(2 ** k)], list(range(2 ** k)), []
+    while len(groups) > 1:
+        edges += [(deep[a], deep[a + 1]) for a in range(0, len(groups), 2)]
+        groups = [groups[a] + groups[a + 1] for a in range(0, len(groups), 2)]
+        deep = deep[::2]        # on a tie the u-side root goes under: its deepest vertex is one deeper
+    return edges + [(deep[0], v) for v in range(2 ** k, N)]
+
 rng = np.random.default_rng(13)
-Ns = [4, 6, 8, 12, 16]
-meas, refs = [], []
-agree = 0
-for N in Ns:
-    model = H.hybrid_istree(N)
-    longest = 0
-    for _ in range(2):
-        gr = T.random_tree(rng, N)
-        p = IT.prompt_tokens(gr.edges)
-        out = generate(model, p, answer_tokens=[TRUE, FALSE], max_cot=H.istree_cot_bound(N))
-        ref_cot, ref_ans = H.istree_unionfind_cot(N, gr.edges)
-        agree += out.cot == ref_cot and out.answer == ref_ans == TRUE
-        longest = max(longest, out.cot_length)
-    meas.append(longest)
-big = [32, 64, 128, 256]
-for N in big:
-    refs.append(max(len(H.istree_unionfind_cot(N, T.random_tree(rng, N).edges)[0]) for _ in range(2)))
-allN = Ns + big
-fig, ax = plt.subplots(figsize=(7, 3.8))
-ax.plot(Ns, meas, "ko", label="hybrid model's CoT (random trees, run)")
-ax.plot(big, refs, "s", mfc="none", label="reference union-find CoT (larger N, not run)")
-ax.plot(allN, [N * np.log2(N) for N in allN], "--", label="N log2 N")
-ax.plot(allN, [H.istree_cot_bound(N) for N in allN], ":", label="declared bound N(2 floor(log2 N) + 16) + 1")
-ax.set_xscale("log", base=2); ax.set_yscale("log", base=2)
-ax.set_xlabel("vertices N (log scale)"); ax.set_ylabel("CoT tokens (log scale)")
-ax.set_title("the hybrid's union-find CoT grows like N log N, within its declared bound", fontsize=9)
-ax.legend(fontsize=7); plt.tight_layout(); plt.show()
-print(f"model CoT equal to the reference and answer TRUE on {agree}/{2 * len(Ns)} trees; longest CoT per N:",
-      dict(zip(Ns, meas)), "| reference:", dict(zip(big, refs)))
+families = {"random tree": lambda N: T.random_tree(rng, N).edges, "deep-core tree": deep_core_tree}
+run_N, ref_N = [4, 8, 16, 32], [64, 128, 256]
+lengths = {fam: {} for fam in families}
+agree = runs = 0
+for N in run_N + ref_N:
+    model = H.hybrid_istree(N) if N in run_N else None
+    for fam, make in families.items():
+        edges = make(N)
+        ref_cot, ref_ans = H.istree_unionfind_cot(N, edges)
+        if model is not None:
+            out = generate(model, IT.prompt_tokens(edges), answer_tokens=[TRUE, FALSE], max_cot=H.istree_cot_bound(N))
+            runs += 1
+            agree += out.cot == ref_cot and out.answer == ref_ans == TRUE and T.reference_label(N, edges)
+            lengths[fam][N] = out.cot_length
+        else:
+            lengths[fam][N] = len(ref_cot)
+allN = run_N + ref_N
+fig, axes = plt.subplots(1, 2, figsize=(12, 3.9))
+for fam, mk in (("random tree", "o"), ("deep-core tree", "s")):
+    for ax, div in ((axes[0], False), (axes[1], True)):
+        for Ns_, fill, how in ((run_N, None, "model, run"), (ref_N, "none", "reference, not run")):
+            ys = [lengths[fam][N] / (N if div else 1) for N in Ns_]
+            xs = [np.log2(N) for N in Ns_] if div else Ns_
+            ax.plot(xs, ys, mk, mfc=fill, color="tab:blue" if fam == "random tree" else "tab:red", label=f"{fam} ({how})")
+axes[0].plot(allN, [N * np.log2(N) for N in allN], "--", color="gray", label="N log2 N")
+axes[0].plot(allN, [H.istree_cot_bound(N) for N in allN], ":", color="k", label="declared bound")
+axes[0].set_xscale("log", base=2); axes[0].set_yscale("log", base=2)
+axes[0].set_xlabel("vertices N (log scale)"); axes[0].set_ylabel("CoT tokens (log scale)")
+axes[0].set_title("CoT length against N, within the declared bound", fontsize=9)
+axes[1].plot(np.log2(allN), [H.istree_cot_bound(N) / N for N in allN], ":", color="k", label="declared bound / N")
+axes[1].set_xlabel("log2 N"); axes[1].set_ylabel("CoT tokens per vertex")
+axes[1].set_title("per vertex: deep-core trees keep rising with log N, random trees level off", fontsize=9)
+for ax in axes:
+    ax.legend(fontsize=7)
+plt.tight_layout(); plt.show()
+print(f"model CoT equal to the reference, answer TRUE, and a tree by networkx on {agree}/{runs} runs")
+for fam in families:
+    per = [lengths[fam][N] / N for N in allN]
+    print(f"{fam:15s} CoT", {N: lengths[fam][N] for N in allN})
+    print(f"{'':15s} per vertex", [round(v, 2) for v in per], "| increase per doubling:", [round(b - a, 2) for a, b in zip(per, per[1:])])
 
 # %% [markdown]
 # ## A Turing machine with CoT and RAG, beside automata-lib
