@@ -116,11 +116,13 @@ path = shared_file("istree_official_sample.jsonl")
 if path is None:
     raise FileNotFoundError("shared/data/istree_official_sample.jsonl not found: set RNNGAP_SHARED_DATA")
 rows = [json.loads(l) for l in path.read_text().splitlines()]
-same, table, label_wrong = 0, {}, 0
+same, table, label_wrong, built = 0, {}, 0, {}
 for r in rows:
     edges, cot = parse_cot_text(r["cot_text"], r["n_nodes"])
     hidden = r["n_nodes"] > IT.model_vertex_count(edges)      # isolated top vertices: the [COUNT] header
-    o = IT.run(IT.build(r["n_nodes"]), edges, n_nodes=r["n_nodes"] if hidden else None)
+    if r["n_nodes"] not in built:
+        built[r["n_nodes"]] = IT.build(r["n_nodes"])
+    o = IT.run(built[r["n_nodes"]], edges, n_nodes=r["n_nodes"] if hidden else None)
     same += format_cot_text(edges, o.cot) == r["cot_text"]
     key = (bool(r["official_label"]), T.reference_label(r["n_nodes"], edges))
     table[key] = table.get(key, 0) + 1
