@@ -70,10 +70,19 @@ def execute(nb: nbformat.NotebookNode, cwd: str, timeout: int = TIMEOUT, env: di
 
 def build(name: str) -> tuple[Path, float]:
     nb = notebook_from_source(sources()[name])
+    env = dict(os.environ)
+    try:        # resolve shared/data here (the kernel runs elsewhere), as tests/test_notebooks.py does
+        from checks.shared_data import shared_data_dir
+        data = shared_data_dir()
+        if data is not None:
+            env["RNNGAP_SHARED_DATA"] = str(data.resolve())
+    except ImportError:
+        pass
     with tempfile.TemporaryDirectory() as tmp:
-        seconds = execute(nb, tmp, env=dict(os.environ))
-    for k, cell in enumerate(nb.cells):          # stable ids: rebuilding an unchanged source changes nothing
-        cell["id"] = f"{name[:2]}-{k:02d}"
+        seconds = execute(nb, tmp, env=env)
+    for k, cell in enumerate(nb.cells):          # stable ids, no timestamps: a rebuild of an unchanged source
+        cell["id"] = f"{name[:2]}-{k:02d}"      # changes nothing
+        cell.metadata.pop("execution", None)
     path = HERE / f"{name}.ipynb"
     nbformat.write(nb, path)
     return path, seconds

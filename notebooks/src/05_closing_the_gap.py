@@ -36,7 +36,8 @@ for name, (c, batch, ref) in cases.items():
     print("   CoT   :", " ".join(rag.token_name(t) for t in g.cot))
     print(f"   answer {rag.token_name(g.answer)}, reference {rag.token_name(ref(prompt))}; {g.retrieved} of "
           f"{g.cot_length} CoT tokens came from the oracle; without the oracle: "
-          f"{'no answer' if g0.answer is None else rag.token_name(g0.answer)} after {g0.cot_length} tokens")
+          f"{'no answer' if g0.answer is None else rag.token_name(g0.answer)} after {g0.cot_length} tokens "
+          f"({'right' if g0.answer == ref(prompt) else 'not the answer'})")
     for k, res in enumerate(oracle.log):
         print(f"   query {k + 1}: regex {res.pattern} -> {res.status} at context position {res.at}, "
               f"returns {[rag.token_name(t) for t in res.tokens]}")
