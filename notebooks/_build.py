@@ -68,6 +68,19 @@ def execute(nb: nbformat.NotebookNode, cwd: str, timeout: int = TIMEOUT, env: di
     return time.perf_counter() - start
 
 
+def coalesce_streams(outputs: list) -> list:
+    """Merge consecutive stream outputs of the same stream (how a kernel splits
+    printed text into messages depends on timing, the text does not)."""
+    out: list = []
+    for o in outputs:
+        if (o.get("output_type") == "stream" and out and out[-1].get("output_type") == "stream"
+                and out[-1].get("name") == o.get("name")):
+            out[-1]["text"] += o["text"]
+        else:
+            out.append(o)
+    return out
+
+
 def build(name: str) -> tuple[Path, float]:
     nb = notebook_from_source(sources()[name])
     env = dict(os.environ)
@@ -83,6 +96,8 @@ def build(name: str) -> tuple[Path, float]:
     for k, cell in enumerate(nb.cells):          # stable ids, no timestamps: a rebuild of an unchanged source
         cell["id"] = f"{name[:2]}-{k:02d}"      # changes nothing
         cell.metadata.pop("execution", None)
+        if cell.cell_type == "code":
+            cell.outputs = coalesce_streams(cell.outputs)
     path = HERE / f"{name}.ipynb"
     nbformat.write(nb, path)
     return path, seconds
