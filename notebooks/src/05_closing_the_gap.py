@@ -203,7 +203,7 @@ for fam in families:
 from constructions import turing as TM
 spec = TM.MACHINES["increment"]
 tm = TM.compile_rag(spec, 6)
-word = "1101"
+word = "11101"
 g, orc = tm.run(word)
 accepted, steps, tape = TM.automata_run(spec.build(), word)
 recs = tm.records(g.cot)
@@ -230,6 +230,7 @@ for ax, grid, title in ((axes[0], grid_a, "automata-lib DTM configurations"), (a
     ax.imshow(grid, cmap="Pastel1", vmin=0, vmax=8, aspect="auto")
     for (r, k), v in np.ndenumerate(grid):
         ax.text(k, r, syms[v], ha="center", va="center", fontsize=8)
+    ax.set_xticks(range(grid.shape[1])); ax.set_yticks(range(grid.shape[0]))
     ax.set_xlabel("tape cell"); ax.set_ylabel("step"); ax.set_title(title, fontsize=9)
 fig.suptitle(f"{spec.name} on {word!r}: the same tape, step by step", fontsize=10)
 plt.tight_layout(); plt.show()
