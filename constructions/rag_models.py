@@ -59,7 +59,7 @@ from .vocab import (
     number_token, token_code,
 )
 
-N_SYM = sp.Symbol("n", positive=True, integer=True)
+from .bounds import N as N_SYM, RAG as _RAG  # noqa: E402  (the declared I(n), written once)
 
 M = META_TOKENS
 CAP, NONCAP, CLOSE, ANY, ANY_NUMBER, STAR, NEG_LOOKAHEAD = (
@@ -142,13 +142,10 @@ def _finish(p: Program, name: str, task: str, n: int, declared: Callable[[int], 
 
 # ----------------------------------------------------------------------------
 # Index
-def _int_index(n: int) -> int:
-    # largest intermediate: the readout logit 2 T V + T^2 with T = n + 1 (token codes),
-    # V <= 2 T (two rules can fire together at a prompt position): < 5 (n + 21)^2
-    return 2 * log2_ceil(n + 21) + 3
-
-
-INDEX_INT = 2 * sp.ceiling(sp.log(N_SYM + 21, 2)) + 3
+# largest intermediate: the readout logit 2 T V + T^2 with T = n + 1 (token codes),
+# V <= 2 T (two rules can fire together at a prompt position): < 5 (n + 21)^2
+_int_index = _RAG["index-rag"].int_bits
+INDEX_INT = _RAG["index-rag"].int_expr
 
 
 def index_rag(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> RagConstruction:
@@ -181,11 +178,8 @@ def index_rag(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> RagC
 
 # ----------------------------------------------------------------------------
 # c-gram / AR
-def _int_cgram(n: int) -> int:
-    return 2 * log2_ceil(n + 21) + 3
-
-
-CGRAM_INT = INDEX_INT
+_int_cgram = _RAG["3-gram-rag"].int_bits
+CGRAM_INT = _RAG["3-gram-rag"].int_expr
 
 
 def cgram_rag(n: int, c: int = 3, alphabet: int = 2, fmt: FixedFormat | None = None) -> RagConstruction:
@@ -221,11 +215,8 @@ def ar_rag(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> RagCons
 
 # ----------------------------------------------------------------------------
 # Counting
-def _int_counting(n: int) -> int:
-    return 2 * log2_ceil(n + 21) + 4
-
-
-COUNTING_INT = 2 * sp.ceiling(sp.log(N_SYM + 21, 2)) + 4
+_int_counting = _RAG["counting-rag"].int_bits
+COUNTING_INT = _RAG["counting-rag"].int_expr
 
 
 def counting_rag(n: int, alphabet: int = 3, fmt: FixedFormat | None = None) -> RagConstruction:
@@ -282,11 +273,8 @@ ISTREE_STEP_TOKENS = 26
 SS u - p ES w (6), SS w ~ ES r (5), w ~ u (3)."""
 
 
-def _int_istree(n_nodes: int) -> int:
-    return 2 * log2_ceil(n_nodes + 21) + 6
-
-
-ISTREE_INT = 2 * sp.ceiling(sp.log(N_SYM + 21, 2)) + 6
+_int_istree = _RAG["istree-rag-paper"].int_bits
+ISTREE_INT = _RAG["istree-rag-paper"].int_expr
 
 
 def istree_cot_bound(n_nodes: int) -> int:
@@ -450,11 +438,8 @@ PLAIN_LINE_TOKENS = 43
 """Tokens of one line of :func:`istree_rag`'s CoT, at most: the header ``u ~ p c`` (4),
 ``SS`` A(u, c, p) ``ES w`` (1 + 29 + 2), then ``SS x ~ [(] [#] [)] ES r`` (7)."""
 
-ISTREE_PLAIN_INT = 2 * sp.ceiling(sp.log(N_SYM + 21, 2)) + 7
-
-
-def _int_istree_plain(n_nodes: int) -> int:
-    return 2 * log2_ceil(n_nodes + 21) + 7
+_int_istree_plain = _RAG["istree-rag"].int_bits
+ISTREE_PLAIN_INT = _RAG["istree-rag"].int_expr
 
 
 def istree_plain_cot_bound(n_nodes: int) -> int:
