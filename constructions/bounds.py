@@ -29,7 +29,7 @@ from typing import Callable
 import sympy as sp
 
 from .fixedpoint import FixedFormat, log2_ceil
-from .gadgets import LN2_UPPER, bits_for, sharpness
+from .gadgets import LN2_UPPER, bits_for, sharpness, zero_gap
 from .vocab import COUNT, NUMBER_BASE, SPECIAL_NAMES, token_code
 
 N, A, C = sp.symbols("n a c", positive=True, integer=True)
@@ -64,6 +64,15 @@ class _Int:
         """lambda(f) = the smallest integer with lambda > (f + 1) ln 2."""
         return sharpness(int(f))
 
+    @staticmethod
+    def zg(f) -> Fraction:
+        """(f + 1) ln 2 from above: a score gap beyond it zeroes a softmax weight."""
+        return zero_gap(int(f))
+
+    @staticmethod
+    def pow2(x) -> int:
+        return 1 << int(x)
+
 
 class _Sym:
     """sympy backend: the same bound as an expression."""
@@ -85,6 +94,14 @@ class _Sym:
     @staticmethod
     def sharp(f):
         return sp.floor((f + 1) * _LN2) + 1
+
+    @staticmethod
+    def zg(f):
+        return (f + 1) * _LN2
+
+    @staticmethod
+    def pow2(x):
+        return sp.Integer(2) ** x
 
 
 INT = _Int()
