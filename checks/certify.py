@@ -209,7 +209,8 @@ def write_json(results: list[Result], path: str) -> None:
 def table(results: list[Result]) -> str:
     rows = [("claim", "construction", "obligations", "n certified", "method", "ok", "seconds")]
     for r in results:
-        rng = f"all n >= {r.n_min}" if r.n_max is None and r.certified else f"{r.n_min}..{r.n_max}"
+        rng = (f"all n >= {r.n_min}" if r.method.startswith("smt") else
+               f"{r.n_min}..{r.n_max}" if r.n_max is not None else "-")
         rows.append((r.claim, r.construction, str(r.obligations), rng, r.method, "yes" if r.certified else "NO",
                      f"{r.seconds:.2f}"))
     w = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
