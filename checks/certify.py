@@ -21,7 +21,7 @@ Two kinds of certificate (docs/certify.md):
 
 Example::
 
-    >>> r = certify_construction(CONSTRUCTIONS["retrieval.index"])
+    >>> r = certify_construction(CONSTRUCTIONS["retrieval.index[a=2]"])
     >>> r.certified, r.method, r.n_min
     (True, 'piecewise-monotone', 1)
 """

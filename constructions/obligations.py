@@ -19,7 +19,7 @@ exhaustively on small formats by tests/test_obligations.py:
 
 Example::
 
-    >>> con = CONSTRUCTIONS["retrieval.index"]
+    >>> con = CONSTRUCTIONS["retrieval.index[a=2]"]
     >>> [o.name for o in con.obligations]
     ['match.gap', 'match.range']
     >>> all(o.holds(con, 10) for o in con.obligations)
@@ -134,23 +134,41 @@ def _add(con: Construction) -> None:
     CONSTRUCTIONS[con.name] = con
 
 
+RETRIEVAL_ALPHABETS = {"index": (2, "n+2"), "ar": (4, "n+2"), "cgram3": (2, "n+2"), "cgram4": (3, "n+2"),
+                       "counting": (3, "n+1")}
+"""The alphabets certified: the registry's sampled alphabet (checks_retrieval.TASKS)
+and the Index reduction's alphabet, growing with n."""
+
+
+def _alpha(spec):
+    if spec == "n+2":
+        return lambda B, n: n + 2
+    if spec == "n+1":
+        return lambda B, n: n + 1
+    return lambda B, n, k=int(spec): k
+
+
 def _retrieval() -> None:
-    for suffix, alpha in (("", lambda B, n: 2), ("[a=n+2]", lambda B, n: n + 2)):
-        _add(Construction("T4.6-up", f"retrieval.index{suffix}", Bd.INDEX, 1, tuple(match_obligations(
-            "match", lambda B, n, al=alpha: B.max(n + 3, al(B, n), S), lambda B, n, al=alpha: B.max(n + 1, al(B, n), S))),
-            alphabet=alpha))
-        for c in (2, 3, 4):
-            name = "ar" if c == 2 else f"cgram{c}"
-            obl = []
-            for k in range(1, c):
-                obl += shift_obligations(f"shift_{k}", lambda B, n, c=c: n + c + 1, k)
-            obl += joint_match_obligations("match", c - 1, lambda B, n, al=alpha: B.max(al(B, n), S),
-                                           lambda B, n, c=c: n + c)
-            _add(Construction("T4.6-up", f"retrieval.{name}{suffix}", Bd.AR if c == 2 else Bd.CGRAM, c,
-                              tuple(obl), alphabet=alpha, c=c))
-    for suffix, alpha in (("", lambda B, n: 2), ("[a=n+1]", lambda B, n: n + 1)):
-        _add(Construction("T4.6-up", f"retrieval.counting{suffix}", Bd.COUNTING, 1,
-                          tuple(counting_obligations("counting", alpha)), alphabet=alpha))
+    for key, alphas in RETRIEVAL_ALPHABETS.items():
+        for spec in alphas:
+            alpha = _alpha(spec)
+            name = f"retrieval.{key}[a={spec}]"
+            if key == "index":
+                obl = match_obligations("match", lambda B, n, al=alpha: B.max(n + 3, al(B, n), S),
+                                        lambda B, n, al=alpha: B.max(n + 1, al(B, n), S))
+                _add(Construction("T4.6-up", name, Bd.INDEX, 1, tuple(obl), alphabet=alpha))
+            elif key == "counting":
+                _add(Construction("T4.6-up", name, Bd.COUNTING, 1, tuple(counting_obligations("counting", alpha)),
+                                  alphabet=alpha))
+            else:
+                c = 2 if key == "ar" else int(key[-1])
+                obl = []
+                for k in range(1, c):
+                    obl += shift_obligations(f"shift_{k}", lambda B, n, c=c: n + c + 1, k)
+                obl += joint_match_obligations("match", c - 1, lambda B, n, al=alpha: B.max(al(B, n), S),
+                                               lambda B, n, c=c: n + c)
+                _add(Construction("T4.6-up", name, Bd.AR if c == 2 else Bd.CGRAM, c, tuple(obl), alphabet=alpha,
+                                  c=c))
     mq_bound = lambda B, n, f: Bd.mqar_match_bound(B, n, f)
     _add(Construction("T4.6-up", "retrieval.mqar", Bd.MQAR, 1, tuple(
         shift_obligations("shift", lambda B, n: n + 1, 1)
