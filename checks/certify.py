@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 
 import sympy as sp
 
-from constructions.bounds import INT, SYM, N
+from constructions.bounds import INT, SYM, N, largest
 from constructions.fixedpoint import MAX_MAGNITUDE_BITS
 from constructions.obligations import CONSTRUCTIONS, Construction
 
@@ -107,18 +107,7 @@ class Result:
 def _n_max(con: Construction) -> int | None:
     """Largest n >= n_min with I(n) + f(n) <= 62 (I + f nondecreasing), or None."""
     fits = lambda n: sum(con.fmt(n)) <= MAX_MAGNITUDE_BITS
-    lo = con.n_min
-    if not fits(lo):
-        return None
-    hi = lo + 1
-    while fits(hi):
-        if hi >= N_CAP:
-            return N_CAP
-        lo, hi = hi, hi * 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo
+    return largest(fits, con.n_min, N_CAP)
 
 
 def _pieces(con: Construction, n0: int, n1: int):

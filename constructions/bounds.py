@@ -150,6 +150,23 @@ class Declared:
         return int(self.int_expr.subs({self.n_symbol: n, A: a, C: c}))
 
 
+def largest(pred: Callable[[int], bool], lo: int, cap: int = 1 << 62) -> int | None:
+    """The largest n >= lo with pred(n), for a predicate true on an initial segment
+    (e.g. "the declared format fits int64", I + f nondecreasing); None if pred(lo)
+    is false, ``cap`` if it holds that far."""
+    if not pred(lo):
+        return None
+    hi = lo + 1
+    while pred(hi):
+        if hi >= cap:
+            return cap
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if pred(mid) else (lo, mid)
+    return lo
+
+
 def const(k: int) -> Callable:
     """A constant fraction-bit declaration f(n) = k."""
     return lambda B, n: k
@@ -446,6 +463,17 @@ def istree_int(B, nv, m):
     """I(N, M) = 2 ceil(log2 max(T, V)) + ceil(log2 V) + 6 (derivation: istree.declared_int_bits)."""
     V = istree_tau_bound(B, nv)
     return 2 * B.lc(B.max(istree_positions(B, nv, m), V)) + B.lc(V) + 6
+
+
+# ============================================================================
+# lower-bound target: targets.register_index_rnn (capacity c, numbers up to max_number)
+def register_int_bits(B, c, max_number, f):
+    """Every magnitude the register RNN computes: the step input 2^f P0 + 1, the
+    reg pre-activations 2 P0, query_in 33 + M (M = max_number + 1), done's hat input
+    2 max_number + 2, the readout logits (3); P0 = 2^(c - f)."""
+    p0 = B.pow2(c - f)
+    return B.max(B.bits(B.pow2(f) * p0 + 1), B.bits(2 * p0), B.bits(33 + max_number + 1),
+                 B.bits(2 * max_number + 2), B.bits(3))
 
 
 __all__ = ["A", "C", "INT", "M_SYM", "N", "SYM", "Declared", "Fraction"]

@@ -221,18 +221,16 @@ def _rag() -> None:
 
 
 def _turing() -> None:
-    from .turing import MACHINES, Encoding, NSYM
+    from .turing import MACHINES, Encoding, hybrid_declared, rag_declared, time_of
     for mname, spec in MACHINES.items():
         enc = Encoding.of(spec.build())
         nA, nG = len(enc.actions), len(enc.symbols)
-        T = lambda B, n, spec=spec: spec.time_bound(n) if B is INT else spec.time_expr.subs(NSYM, n)
-        hyb = Declared(f"hybrid-tm.{mname}", lambda B, n, a, c, T=T, nA=nA, nG=nG: Bd.tm_hybrid_int(B, n, T(B, n), nA, nG),
-                       lambda B, n, T=T: Bd.tm_hybrid_f(B, n, T(B, n)), claim="T5-hyb-P")
+        T = time_of(spec)
+        hyb = hybrid_declared(enc, spec)
         _add(Construction("T5-hyb-P", f"hybrid-tm.{mname}", hyb, 1, (
             gap("retrieval", "gap_non_match"), gap("retrieval", "gap_between_matches"),
             range_("retrieval", lambda B, n, f, T=T, nA=nA, nG=nG: Bd.tm_hybrid_bound(B, n, T(B, n), nA, nG)))))
-        rag = Declared(f"rag-tm.{mname}", lambda B, n, a, c, T=T, nA=nA, nG=nG: Bd.tm_rag_int(B, n, T(B, n), nA, nG),
-                       Bd.const(0), claim="T5-RAG")
+        rag = rag_declared(enc, spec)
 
         def K(B, n, T=T, nA=nA, nG=nG):
             return B.max(B.max(n, T(B, n) + 1, nA, nG) + 1, Bd.NUMBER_BASE)

@@ -75,7 +75,7 @@ MQAR_MAX_LENGTH = 4096
 # assert, in closed form); re-exported here so the builders read the same names.
 from .bounds import (  # noqa: E402
     AR, CGRAM, COUNTING, INDEX, INT as _INT, MQAR, MQAR_MAX_VALUE, RETRIEVAL as DECLARED, RETRIEVAL_FRAC_BITS,
-    SPECIAL_MIN_CODE, A, C, Declared, N,
+    SPECIAL_MIN_CODE, A, C, Declared, N, largest,
     count_code_bound as _ccb, count_fetch_bound as _cfb, count_match_bound as _cmb,
 )
 
@@ -99,15 +99,7 @@ def counting_max_n(alphabet: Callable[[int], int] | int | None = None) -> int:
     0..n). I + f grows with n, so a binary search finds it."""
     alpha = (lambda n: n + 1) if alphabet is None else (alphabet if callable(alphabet) else (lambda n: int(alphabet)))
     fits = lambda n: COUNTING.int_bits(n, alpha(n)) + COUNTING.frac_bits(n) <= MAX_MAGNITUDE_BITS
-    if not fits(1):
-        return 0
-    lo, hi = 1, 2
-    while fits(hi):
-        lo, hi = hi, hi * 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo
+    return largest(fits, 1) or 0
 
 
 COUNTING_MAX_N = counting_max_n()

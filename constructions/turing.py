@@ -331,13 +331,18 @@ class TMSize:
         return cls(n, T, P, maxnum, max(P, maxnum + 1) + NUMBER_BASE)
 
 
+def time_of(spec: MachineSpec):
+    """T(B, n): the step bound, an int (backend INT) or the sympy T(n) (backend SYM)."""
+    return lambda B, n: spec.time_bound(n) if B is _bounds.INT else spec.time_expr.subs(NSYM, n)
+
+
 def hybrid_declared(enc: Encoding, spec: MachineSpec) -> Declared:
     """I(n), f(n) for the hybrid simulating ``spec`` for T(n) steps: the retrieval
     head's scores reach 4 lambda K^2 + mu (P + 1) with lambda = mu (P + 1) + mu,
     mu = sharpness(f), K the code bound, P the positions (both O(T(n)));
     written once in :func:`constructions.bounds.tm_hybrid_int`."""
     nA, nG = len(enc.actions), len(enc.symbols)
-    T = lambda B, n: spec.time_bound(n) if B is _bounds.INT else spec.time_expr.subs(NSYM, n)
+    T = time_of(spec)
     return Declared(f"hybrid-tm.{spec.name}" if hasattr(spec, "name") else "hybrid-tm",
                     lambda B, n, a, c: _bounds.tm_hybrid_int(B, n, T(B, n), nA, nG),
                     lambda B, n: _bounds.tm_hybrid_f(B, n, T(B, n)), claim="T5-hyb-P", n_symbol=NSYM)
@@ -588,7 +593,7 @@ def rag_declared(enc: Encoding, spec: MachineSpec) -> Declared:
     compiling. Readout logits 2 tau out - tau^2 are the largest terms. Written once
     in :func:`constructions.bounds.tm_rag_int`."""
     nA, nG = len(enc.actions), len(enc.symbols)
-    T = lambda B, n: spec.time_bound(n) if B is _bounds.INT else spec.time_expr.subs(NSYM, n)
+    T = time_of(spec)
     return Declared(f"rag-tm.{spec.name}" if hasattr(spec, "name") else "rag-tm",
                     lambda B, n, a, c: _bounds.tm_rag_int(B, n, T(B, n), nA, nG),
                     _bounds.const(0), claim="T5-RAG", n_symbol=NSYM)
