@@ -15,7 +15,7 @@ still evaluates both at sample n, a check of the two backends).
 Example (Index, claim T4.6-up; f = 1 so lambda = 2)::
 
     >>> INDEX.int_bits(5), INDEX.frac_bits(5)
-    (11, 1)
+    (13, 1)
     >>> INDEX.int_expr
     2*ceiling(log(Max(9, a, n + 3))/log(2)) + 5
 """

@@ -210,3 +210,12 @@ def test_certificate_record_zero_excess():
     from checks.checks_certificate import check_certificate
     recs = check_certificate("quick", 0)
     assert len(recs) >= 10 and all(r.passed for r in recs), [r.note for r in recs if not r.passed]
+
+
+def test_docstring_examples():
+    import doctest
+    from checks import certify as C
+    from constructions import obligations as O
+    for module in (Bd, O, C):
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
