@@ -73,6 +73,13 @@ class _Int:
     def pow2(x) -> int:
         return 1 << int(x)
 
+    @staticmethod
+    def half(x) -> int:
+        """x / 2 for an even x."""
+        if x % 2:
+            raise ValueError(f"half of an odd number {x}")
+        return x // 2
+
 
 class _Sym:
     """sympy backend: the same bound as an expression."""
@@ -102,6 +109,10 @@ class _Sym:
     @staticmethod
     def pow2(x):
         return sp.Integer(2) ** x
+
+    @staticmethod
+    def half(x):
+        return x / 2
 
 
 INT = _Int()
@@ -390,6 +401,21 @@ def hybrid_istree(m_of_n=lambda n: n) -> Declared:
 # ============================================================================
 # T5-hyb-P / T5-RAG machines: turing.py (sizes from the encoding: A actions,
 # G symbols, T = T(n) steps, int or sympy)
+TM_TIME = {
+    "increment": lambda B, n: n + 1,
+    "palindrome": lambda B, n: B.half((n + 1) * (n + 2)) + n + 1,
+    "0k1k": lambda B, n: (n + 1) * (n + 1) + 1,
+    "addition": lambda B, n: 2 * n + 2,
+}
+"""T(n): the step bound of each compiled machine (turing.MACHINES)."""
+
+
+def tm_time(name: str, nsym) -> tuple:
+    """(T as an int function of n, T as a sympy expression in ``nsym``)."""
+    fn = TM_TIME[name]
+    return (lambda n: fn(INT, n)), sp.sympify(fn(SYM, nsym))
+
+
 def tm_positions(B, n, T):
     return n + 2 * T + 4
 
@@ -424,6 +450,17 @@ def rag_int(extra: int) -> Callable:
     return lambda B, n, a=2, c=2: 2 * B.lc(n + 21) + extra
 
 
+RAG_ISTREE_STEP_TOKENS = 26
+RAG_PLAIN_LINE_TOKENS = 43
+RAG_COT = {
+    "index-rag": lambda B, n: n + 7,
+    "3-gram-rag": lambda B, n, c=3: c + 6,
+    "counting-rag": lambda B, n: 8 * n + 15,
+    "istree-rag-paper": lambda B, n: RAG_ISTREE_STEP_TOKENS * (2 * n - 1) + 1,   # per DFS step, + [EOS]
+    "istree-rag": lambda B, n: RAG_PLAIN_LINE_TOKENS * (2 * n - 1) + 1,          # per line, + [EOS]
+}
+"""CoT(n) of the T5-RAG models (rag_models.py: the longest CoT before the answer)."""
+
 RAG = {
     "index-rag": Declared("index-rag", rag_int(3), const(0), claim="T5-RAG"),
     "3-gram-rag": Declared("3-gram-rag", rag_int(3), const(0), claim="T5-RAG"),
@@ -443,6 +480,11 @@ def _int_iterate(B, n, a, c):
 ITERATE = Declared("iterate-rnn", _int_iterate, const(0), claim="T4.1")
 
 
+def iterate_steps(B, n):
+    """T(n) = n^2 applications of g_n (the CoT length)."""
+    return n * n
+
+
 # ============================================================================
 # T4.7-up: istree.py (N vertices, at most M edges)
 ISTREE_FRAC_BITS = 1
@@ -457,6 +499,11 @@ def istree_positions(B, nv, m):
 def istree_tau_bound(B, nv):
     """V = max(N + 1, 31) >= |tau| of every token the model reads."""
     return B.max(nv + 1, -token_code(COUNT))
+
+
+def istree_cot(B, nv):
+    """CoT tokens before the answer: a tour of <= 2N - 1 vertices and its [EOS]."""
+    return 2 * nv
 
 
 def istree_int(B, nv, m):

@@ -182,7 +182,7 @@ def declared_format(n_vertices: int, max_edges: int | None = None) -> FixedForma
 
 def cot_bound(n_vertices: int) -> int:
     """CoT tokens before the answer: a tour of <= 2N - 1 vertices and its [EOS]."""
-    return 2 * n_vertices
+    return _bounds.istree_cot(_bounds.INT, n_vertices)
 
 
 # ----------------------------------------------------------------------------

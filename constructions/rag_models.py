@@ -59,7 +59,12 @@ from .vocab import (
     number_token, token_code,
 )
 
-from .bounds import N as N_SYM, RAG as _RAG  # noqa: E402  (the declared I(n), written once)
+from .bounds import INT as _INT, N as N_SYM, RAG as _RAG, RAG_COT as _RAG_COT  # noqa: E402  (written once)
+
+
+def _cot(name: str, n: int, *c) -> int:
+    """The declared CoT bound of a T5-RAG model (constructions/bounds.py)."""
+    return _RAG_COT[name](_INT, n, *c)
 
 M = META_TOKENS
 CAP, NONCAP, CLOSE, ANY, ANY_NUMBER, STAR, NEG_LOOKAHEAD = (
@@ -173,7 +178,7 @@ def index_rag(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> RagC
         (p.is_token(EOS), s1),
     ]
     p.emit(rules)
-    return _finish(p, p.name, "index", n, _int_index, INDEX_INT, n + 7, fmt, prompt_length=n + 3)
+    return _finish(p, p.name, "index", n, _int_index, INDEX_INT, _cot("index-rag", n), fmt, prompt_length=n + 3)
 
 
 # ----------------------------------------------------------------------------
@@ -204,7 +209,7 @@ def cgram_rag(n: int, c: int = 3, alphabet: int = 2, fmt: FixedFormat | None = N
         (p.is_token(EOS), s[1]),
     ]
     p.emit(rules)
-    return _finish(p, p.name, "cgram" if c > 2 else "ar", n, _int_cgram, CGRAM_INT, c + 6, fmt,
+    return _finish(p, p.name, "cgram" if c > 2 else "ar", n, _int_cgram, CGRAM_INT, _cot("3-gram-rag", n, c), fmt,
                    prompt_length=n + c + 1)
 
 
@@ -259,7 +264,7 @@ def counting_rag(n: int, alphabet: int = 3, fmt: FixedFormat | None = None) -> R
         (p.all_of("no", [is_eos, ret_failed]), tau(number_token(0))),
     ]
     p.emit(rules)
-    return _finish(p, p.name, "counting", n, _int_counting, COUNTING_INT, 8 * n + 15, fmt,
+    return _finish(p, p.name, "counting", n, _int_counting, COUNTING_INT, _cot("counting-rag", n), fmt,
                    prompt_length=n + 4)
 
 
@@ -268,7 +273,7 @@ def counting_rag(n: int, alphabet: int = 3, fmt: FixedFormat | None = None) -> R
 ISTREE_WINDOW = 13
 """Delay slots of the IsTree construction: its rules read s_1..s_13."""
 
-ISTREE_STEP_TOKENS = 26
+from .bounds import RAG_ISTREE_STEP_TOKENS as ISTREE_STEP_TOKENS  # noqa: E402
 """Tokens of one DFS step of the retrieval CoT, at most: u SS u ~ ES p (6), SS u - c ES w (6),
 SS u - p ES w (6), SS w ~ ES r (5), w ~ u (3)."""
 
@@ -279,7 +284,7 @@ ISTREE_INT = _RAG["istree-rag-paper"].int_expr
 
 def istree_cot_bound(n_nodes: int) -> int:
     """At most 2N - 1 DFS steps (stack tops = the Euler tour) plus [EOS]; the label is the answer."""
-    return ISTREE_STEP_TOKENS * (2 * n_nodes - 1) + 1
+    return _cot("istree-rag-paper", n_nodes)
 
 
 def istree_rag_paper(n_nodes: int, fmt: FixedFormat | None = None) -> RagConstruction:
@@ -434,7 +439,7 @@ def istree_rag_paper(n_nodes: int, fmt: FixedFormat | None = None) -> RagConstru
 PLAIN_WINDOW = 16
 """Delay slots of :func:`istree_rag`: its rules read s_1..s_16."""
 
-PLAIN_LINE_TOKENS = 43
+from .bounds import RAG_PLAIN_LINE_TOKENS as PLAIN_LINE_TOKENS  # noqa: E402
 """Tokens of one line of :func:`istree_rag`'s CoT, at most: the header ``u ~ p c`` (4),
 ``SS`` A(u, c, p) ``ES w`` (1 + 29 + 2), then ``SS x ~ [(] [#] [)] ES r`` (7)."""
 
@@ -444,7 +449,7 @@ ISTREE_PLAIN_INT = _RAG["istree-rag"].int_expr
 
 def istree_plain_cot_bound(n_nodes: int) -> int:
     """At most 2N - 1 lines (the root, one per push, one per pop) of <= 43 tokens, then [EOS]."""
-    return PLAIN_LINE_TOKENS * (2 * n_nodes - 1) + 1
+    return _cot("istree-rag", n_nodes)
 
 
 def neighbour_query(u: int, p: int, c: int | None = None) -> list[int]:

@@ -160,13 +160,13 @@ def _add_ok(w: str, tape: str) -> bool:
 
 
 MACHINES: dict[str, MachineSpec] = {
-    "increment": MachineSpec("increment", binary_increment, lambda n: n + 1, NSYM + 1,
+    "increment": MachineSpec("increment", binary_increment, *_bounds.tm_time("increment", NSYM),
                              "little-endian binary increment", _inc_ok),
-    "palindrome": MachineSpec("palindrome", palindromes, lambda n: (n + 1) * (n + 2) // 2 + n + 1,
-                              (NSYM + 1) * (NSYM + 2) / 2 + NSYM + 1, "palindromes over {0,1}"),
-    "0k1k": MachineSpec("0k1k", zeros_then_ones, lambda n: (n + 1) * (n + 1) + 1, (NSYM + 1) ** 2 + 1,
+    "palindrome": MachineSpec("palindrome", palindromes, *_bounds.tm_time("palindrome", NSYM),
+                              "palindromes over {0,1}"),
+    "0k1k": MachineSpec("0k1k", zeros_then_ones, *_bounds.tm_time("0k1k", NSYM),
                         "0^k 1^k, k >= 1 (automata-lib's example)"),
-    "addition": MachineSpec("addition", binary_addition, lambda n: 2 * n + 2, 2 * NSYM + 2,
+    "addition": MachineSpec("addition", binary_addition, *_bounds.tm_time("addition", NSYM),
                             "interleaved little-endian binary addition, then rewind", _add_ok),
 }
 
