@@ -219,3 +219,18 @@ def test_docstring_examples():
     for module in (Bd, O, C):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+def test_int_and_sympy_backends_agree_on_every_certified_format():
+    """The one declaration evaluated by both backends (what certify reasons about
+    symbolically is what the builders use), at the ends of the certified range."""
+    for con in CONSTRUCTIONS.values():
+        I_e, f_e = con.fmt_expr(Bd.SYM, Bd.N)
+        sym = con.declared.n_symbol
+        I_e, f_e = sp.sympify(I_e).subs(Bd.N, sym), sp.sympify(f_e).subs(Bd.N, sym)
+        from checks.certify import _n_max
+        top = _n_max(con)
+        for n in {con.n_min, con.n_min + 5, 100, top}:
+            if n is None or n > top:
+                continue
+            assert (int(I_e.subs(sym, n)), int(f_e.subs(sym, n))) == con.fmt(n), (con.name, n)
