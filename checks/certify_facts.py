@@ -57,7 +57,8 @@ def _index_range():
     K, Q = _max(n + 3, a, z3.IntVal(9)), _max(n + 1, a, z3.IntVal(9))
     p = j + 1
     hyps = [n >= 1, a >= 1, lam >= 1, j >= 0, j <= n + 2, _abs(q) <= Q]
-    return hyps, _abs(lam * (2 * q * p - p * p)) <= lam * (2 * Q * K + K * K)
+    # the sum of the terms' absolute values: every partial sum of the score is in range too
+    return hyps, _abs(2 * lam * q * p) + _abs(lam * p * p) <= lam * (2 * Q * K + K * K)
 
 
 def _shift_gap(shift: int):
@@ -74,7 +75,8 @@ def _shift_range(shift: int):
     def fact():
         Np, i, j, lam = z3.Ints("N i j lam")
         hyps = [Np >= 1, lam >= 1, i >= 0, i <= Np, j >= 0, j <= Np]
-        return hyps, _abs(lam * (2 * (i - shift) * j - j * j)) <= lam * 3 * Np * Np + 2 * lam * shift * Np
+        return hyps, (_abs(2 * lam * i * j) + _abs(2 * lam * shift * j) + _abs(lam * j * j)
+                      <= lam * 3 * Np * Np + 2 * lam * shift * Np)
     return fact
 
 
@@ -97,19 +99,20 @@ def _joint(m: int, what: str):
         if what == "gap_between_matches":   # the earliest full match beats a later one by mu
             hyps += full0 + [p1[k] == q[k] for k in range(m)] + [j1 > j0]
             return hyps, score(p0, j0) - score(p1, j1) >= mu
-        # range: each component |2 q p - p^2| <= 3 Kc^2 (fact match.component_range), so
-        # with t_k the components, |lambda sum t_k - mu j| <= lambda m 3 Kc^2 + mu P
+        # range: each component's terms |2 q p| + |p^2| <= 3 Kc^2 = W (fact
+        # match.component_range), so the terms of the whole score sum to at most
+        # lambda m W + mu P in absolute value: every partial sum is in range
         t = [z3.Int(f"t{k}") for k in range(m)]
         W = z3.Int("W")
         hyps += [W >= 0] + [_abs(tk) <= W for tk in t]
-        return hyps, _abs(lam * z3.Sum(t) - mu * j1) <= lam * m * W + mu * P
+        return hyps, z3.Sum([_abs(lam * tk) for tk in t]) + _abs(mu * j1) <= lam * m * W + mu * P
     return fact
 
 
 def _component_range():
-    """|2 q p - p^2| <= 3 K^2 for integer codes |q|, |p| <= K (W = 3 K^2 above)."""
+    """|2 q p| + |p^2| <= 3 K^2 for integer codes |q|, |p| <= K (W = 3 K^2 above)."""
     q, p, K = z3.Ints("q p K")
-    return [K >= 0, _abs(q) <= K, _abs(p) <= K], _abs(2 * q * p - p * p) <= 3 * K * K
+    return [K >= 0, _abs(q) <= K, _abs(p) <= K], _abs(2 * q * p) + _abs(p * p) <= 3 * K * K
 
 
 def _count_gap():
@@ -134,7 +137,8 @@ def _count_range():
     s = lam * (2 * Q * tau - tau * tau) + lam * Q2 * bos - lam * after
     hyps = [n >= 1, a >= 1, lam >= 1, _abs(tau) <= K, Q <= K, Q >= -K, Q2 >= 0, Q2 <= K * K,
             z3.Or(bos == 0, bos == 1), z3.Or(after == 0, after == 1), z3.Implies(bos == 1, tau == 0)]
-    return hyps, z3.And(s <= lam * (3 * K * K + 1), s >= -lam * (3 * K * K + 1))
+    terms = _abs(2 * lam * Q * tau) + _abs(lam * tau * tau) + _abs(lam * Q2 * bos) + _abs(lam * after)
+    return hyps, z3.And(terms <= lam * (3 * K * K + 1), s <= lam * (3 * K * K + 1), s >= -lam * (3 * K * K + 1))
 
 
 def _fetch_gap():
