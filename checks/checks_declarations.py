@@ -63,7 +63,8 @@ def _declare_more() -> None:
     add("T5.6", "hybrid.istree", "int_bits", H.ISTREE.int_expr.subs(H.N, n_sym), "log", H.ISTREE.int_bits)
     add("T5.6", "hybrid.istree", "frac_bits", sp.sympify(H.ISTREE.frac_expr).subs(H.N, n_sym), "log",
         H.ISTREE.frac_bits)
-    add("T5.6", "hybrid.istree", "cot", n_sym * (2 * sp.floor(sp.log(n_sym, 2)) + 16) + 1, "nlogn",
+    from constructions import bounds as BD
+    add("T5.6", "hybrid.istree", "cot", BD.hybrid_istree_cot(BD.SYM, n_sym), "nlogn",
         H.istree_cot_bound)
     for name, spec in TM.MACHINES.items():
         enc = TM.Encoding.of(spec.build())

@@ -602,6 +602,7 @@ def istree_lower_bound_check(profile: str, seed: int) -> list[Record]:
 # asymptotic declarations (claim 'declarations' checks them symbolically)
 def _declare() -> None:
     from .checks_declarations import FUNCTIONS
+    from constructions import bounds as _bounds
     from .declarations import N as n_sym, declare
     model = "istree-dfs"
     sparse = C.INT_EXPR.subs({C.N_SYM: n_sym, C.M_SYM: n_sym + 2})
@@ -610,7 +611,7 @@ def _declare() -> None:
             ("int_bits (m <= n+2)", sparse, "log", lambda n: C.declared_int_bits(n, n + 2)),
             ("int_bits (any simple graph)", dense, "log", lambda n: C.declared_int_bits(n, n * (n - 1) // 2)),
             ("frac_bits", C.FRAC_EXPR, "constant", lambda n: C.FRAC_BITS),
-            ("cot", 2 * n_sym, "linear", C.cot_bound)):
+            ("cot", _bounds.istree_cot(_bounds.SYM, n_sym), "linear", C.cot_bound)):
         declare("T4.7-up", model, resource, expr, order)
         FUNCTIONS[(model, resource)] = fn
 

@@ -73,13 +73,13 @@ from fractions import Fraction
 import sympy as sp
 
 from . import kernels as K
-from .demos import Declared
 from .fixedpoint import FixedFormat, log2_ceil
 from .gadgets import Builder, MarginError, Neuron, ResidualSpace, bits_for
 from .model import Model
 from .vocab import FALSE, QUERY, TRUE, Vocab, token_code
 
 N = sp.Symbol("n", positive=True, integer=True)
+from . import bounds as _bounds  # noqa: E402  (the declared bounds, written once)
 
 ROTATION = 1
 """d in g(x) = tent((x + d) mod m)."""
@@ -93,25 +93,14 @@ def modulus(n: int) -> int:
 
 
 def steps(n: int) -> int:
-    """T(n) = n^2 applications of g_n (the CoT length)."""
-    return n * n
+    """T(n) = n^2 applications of g_n (the CoT length; constructions/bounds.py)."""
+    return _bounds.iterate_steps(_bounds.INT, n)
 
 
-STEPS_EXPR = N ** 2
+STEPS_EXPR = _bounds.iterate_steps(_bounds.SYM, N)
 
 
-def _int_bits(n: int) -> int:
-    # codes |tau| <= V = m + T + 10 (step tokens m + t, specials down to -9): readout
-    # logits 2 tau out - tau^2 stay below 3 V^2 < 2^(2 ceil(log2 V) + 2); + 1 sign margin.
-    # Counters (c <= T + 3), gated neuron inputs (< 7m + 16) are far below.
-    return 2 * log2_ceil(n * n + 2 * n + 10) + 3
-
-
-def _frac_bits(n: int) -> int:
-    return 0
-
-
-DECLARED = Declared(_int_bits, _frac_bits, 2 * sp.ceiling(sp.log(N ** 2 + 2 * N + 10, 2)) + 3, sp.Integer(0))
+from .bounds import ITERATE as DECLARED  # noqa: E402  (written once in constructions/bounds.py)
 """I(n) = 2 ceil(log2(n^2 + 2n + 10)) + 3, f(n) = 0 (everything is an integer)."""
 
 

@@ -31,35 +31,8 @@ from .gadgets import (
 from .model import Model
 from .vocab import Vocab
 
-N = sp.Symbol("n", positive=True, integer=True)
-
-
-@dataclass(frozen=True)
-class Declared:
-    int_bits: Callable[[int], int]
-    frac_bits: Callable[[int], int]
-    int_expr: sp.Expr
-    frac_expr: sp.Expr
-
-    def format(self, n: int) -> FixedFormat:
-        return FixedFormat(self.int_bits(n), self.frac_bits(n))
-
-
-MATCH_FRAC_BITS = 8
-"""Fraction bits of the position heads: their sharpness lambda = sharpness(f)
-follows f, so any constant f makes them exact; 8 keeps lambda = 7 small."""
-
-
-def _f_match(n: int) -> int:
-    return MATCH_FRAC_BITS
-
-
-def _int_match(n: int) -> int:
-    # scores <= lambda * 3 (n+3)^2 = 21 (n+3)^2 < 2^(2 ceil(log2(n+3)) + 5); +1 sign margin
-    return 2 * log2_ceil(n + 3) + 6
-
-
-POSITION_MATCH = Declared(_int_match, _f_match, 2 * sp.ceiling(sp.log(N + 3, 2)) + 6, sp.Integer(MATCH_FRAC_BITS))
+from .bounds import COUNT_THRESHOLD, MATCH_FRAC_BITS, N, POSITION_MATCH, PREVIOUS_TOKEN, Declared  # noqa: E402,F401
+"""The declared formats (written once in constructions/bounds.py)."""
 
 
 def position_match(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> Model:
@@ -78,9 +51,6 @@ def position_match(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) ->
     return b.build(fmt)
 
 
-PREVIOUS_TOKEN = Declared(_int_match, _f_match, POSITION_MATCH.int_expr, sp.Integer(MATCH_FRAC_BITS))
-
-
 def previous_token(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> Model:
     fmt = fmt or PREVIOUS_TOKEN.format(n)
     s = base_space()
@@ -91,23 +61,6 @@ def previous_token(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) ->
     b.attention_layer([shift_head("prev", "pos", "pos_sq", "one", {"prev": {"tok": 1}}, fmt, n_positions=n + 2)])
     number_readout(b, "prev")
     return b.build(fmt)
-
-
-def _f_count(n: int) -> int:
-    # the comparison needs 2^-f < 1/(2 (n+1)(n+3/2)) with room for a power-of-two step
-    return 2 * log2_ceil(n + 2) + 3
-
-
-def _int_count(n: int) -> int:
-    # count scores <= 4 lambda K^2 with K <= n + 33 (special-token codes reach -31);
-    # shift-head scores <= 3 lambda (n+3)^2; lambda <= f + 2
-    return 2 * log2_ceil(n + 34) + log2_ceil(_f_count(n) + 2) + 5
-
-
-COUNT_THRESHOLD = Declared(
-    _int_count, _f_count,
-    2 * sp.ceiling(sp.log(N + 34, 2)) + sp.ceiling(sp.log(2 * sp.ceiling(sp.log(N + 2, 2)) + 5, 2)) + 5,
-    2 * sp.ceiling(sp.log(N + 2, 2)) + 3)
 
 
 def count_threshold(n: int, alphabet: int = 3, fmt: FixedFormat | None = None) -> Model:

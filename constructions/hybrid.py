@@ -54,30 +54,13 @@ from .gadgets import (
 from .model import Model
 from .vocab import BOS, NUMBER_BASE, QUERY, Vocab, token_code
 
-N = sp.Symbol("n", positive=True, integer=True)
-
-CODE_SLACK = NUMBER_BASE
-"""Every |tau| and every ``cnt`` a retrieval hybrid sees is at most M(n) = n + 32:
-numbers up to max(n, alphabet) have tau <= n + 1 when the alphabet is <= n + 31,
-specials have |tau| <= 31, and the prompt has at most n + c + 1 <= n + 32 positions
-(c <= 28). The builders assert these premises."""
+from .bounds import CODE_SLACK, INT as _INT, N  # noqa: E402,F401  (CODE_SLACK: see bounds.py)
+from . import bounds as _bounds  # noqa: E402
 
 
 def code_bound(n: int) -> int:
-    return n + CODE_SLACK
-
-
-M_EXPR = N + CODE_SLACK
-
-
-def sharpness_expr(f_expr: sp.Expr) -> sp.Expr:
-    """sympy twin of :func:`~constructions.gadgets.sharpness` (unit gap 1)."""
-    return sp.floor((f_expr + 1) * sp.Rational(LN2_UPPER.numerator, LN2_UPPER.denominator)) + 1
-
-
-def _bits_expr(bound: sp.Expr) -> sp.Expr:
-    """sympy twin of ``bits_for(bound) + 1`` for an integer bound >= 1."""
-    return sp.floor(sp.log(bound, 2)) + 2
+    """M(n) = n + 32 >= every |tau| and every ``cnt`` a retrieval hybrid sees."""
+    return _bounds.hybrid_code_bound(_INT, n)
 
 
 # ----------------------------------------------------------------------------
@@ -208,58 +191,17 @@ def tuple_match_head(name: str, pairs: list[tuple[Combo, Combo, Combo]], one: st
 
 
 # ----------------------------------------------------------------------------
-# declared formats
-def _f_retrieval(n: int) -> int:
-    """Match heads need no fraction at all (integer keys, weights exactly 0/1);
-    f only sets lambda. f(n) = ceil(log2(n + 1)) + 1 keeps p = O(log n) small."""
-    return log2_ceil(n + 1) + 1
-
-
-F_RETRIEVAL = sp.ceiling(sp.log(N + 1, 2)) + 1
-
-
-def _index_bound(n: int) -> int:
-    M = code_bound(n)
-    return sharpness(_f_retrieval(n)) * 3 * M * M
-
-
-def _first_bound(n: int, width: int) -> int:
-    M = code_bound(n)
-    s = sharpness(_f_retrieval(n))
-    return s * (M + 1) * width * 3 * M * M + s * M
-
-
-def _f_count(n: int) -> int:
-    """The comparison 1/(c+1) vs 1/(t+3/2) needs 2^-f below 1/(2 (n+1)(n+3/2))."""
-    return 2 * log2_ceil(n + 2) + 3
-
-
-F_COUNT = 2 * sp.ceiling(sp.log(N + 2, 2)) + 3
+# declared formats: written once in constructions/bounds.py
+from .bounds import HYBRID as DECLARED, hybrid_cgram as cgram_declared  # noqa: E402,F401
+from .bounds import hybrid_istree as istree_declared  # noqa: E402,F401
 
 
 def _count_bound(n: int) -> int:
-    M = code_bound(n)
-    return sharpness(_f_count(n)) * (4 * M * M + 2)
+    return _bounds.hybrid_count_bound(_INT, n)
 
 
-S_RET = sharpness_expr(F_RETRIEVAL)
-S_COUNT = sharpness_expr(F_COUNT)
-
-DECLARED: dict[str, Declared] = {
-    "index": Declared(lambda n: bits_for(_index_bound(n)) + 1, _f_retrieval,
-                      _bits_expr(S_RET * 3 * M_EXPR ** 2), F_RETRIEVAL),
-    "ar": Declared(lambda n: bits_for(_first_bound(n, 1)) + 1, _f_retrieval,
-                   _bits_expr(S_RET * (M_EXPR + 1) * 3 * M_EXPR ** 2 + S_RET * M_EXPR), F_RETRIEVAL),
-    "counting": Declared(lambda n: bits_for(_count_bound(n)) + 1, _f_count,
-                         _bits_expr(S_COUNT * (4 * M_EXPR ** 2 + 2)), F_COUNT),
-}
-
-
-def cgram_declared(c: int) -> Declared:
-    """c-gram with the (c-1)-token key; c is part of the architecture."""
-    w = c - 1
-    return Declared(lambda n: bits_for(_first_bound(n, w)) + 1, _f_retrieval,
-                    _bits_expr(S_RET * (M_EXPR + 1) * w * 3 * M_EXPR ** 2 + S_RET * M_EXPR), F_RETRIEVAL)
+def _istree_code(N: int, m_max: int) -> int:
+    return istree_positions(N, m_max) + CODE_SLACK
 
 
 # ----------------------------------------------------------------------------
@@ -413,7 +355,7 @@ RETRIEVAL_BUILDERS = {"index": hybrid_index, "ar": hybrid_ar, "cgram": hybrid_cg
 # format fits int64 storage up to N = 323 (m_max = N).
 
 def istree_cot_bound(N: int) -> int:
-    return N * (2 * (N.bit_length() - 1) + 16) + 1
+    return _bounds.hybrid_istree_cot(_INT, N)
 
 
 def istree_unionfind_cot(N: int, edges: Sequence[tuple[int, int]]) -> tuple[list[int], int]:
@@ -450,36 +392,8 @@ def istree_unionfind_cot(N: int, edges: Sequence[tuple[int, int]]) -> tuple[list
     return cot, (TRUE if joins == N - 1 else FALSE)
 
 
-def _f_istree(P: int) -> int:
-    return log2_ceil(P + 1) + 1
-
-
 def istree_positions(N: int, m_max: int) -> int:
-    return 3 * m_max + 3 + istree_cot_bound(N)
-
-
-def _istree_code(N: int, m_max: int) -> int:
-    return istree_positions(N, m_max) + CODE_SLACK
-
-
-def _istree_bound(N: int, m_max: int) -> int:
-    P = istree_positions(N, m_max)
-    K = _istree_code(N, m_max)
-    s = sharpness(_f_istree(P))
-    return 4 * s * (P + 2) * K * K + s * (P + 1)
-
-
-def istree_declared(m_of_n=lambda N: N) -> Declared:
-    """I(N), f(N) with at most m_of_n(N) input edges (default N)."""
-    M_e = N                                   # sympy: m_max = N
-    CB = N * (2 * sp.floor(sp.log(N, 2)) + 16) + 1
-    P = 3 * M_e + 3 + CB
-    K = P + CODE_SLACK
-    f = sp.ceiling(sp.log(P + 1, 2)) + 1
-    s = sharpness_expr(f)
-    return Declared(lambda n: bits_for(_istree_bound(n, m_of_n(n))) + 1,
-                    lambda n: _f_istree(istree_positions(n, m_of_n(n))),
-                    _bits_expr(4 * s * (P + 2) * K ** 2 + s * (P + 1)), f)
+    return _bounds.hybrid_istree_positions(_INT, N, m_max)
 
 
 ISTREE = istree_declared()

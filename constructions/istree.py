@@ -127,17 +127,18 @@ Combo = Mapping[str, object]
 
 # ----------------------------------------------------------------------------
 # declared resources
+from . import bounds as _bounds  # noqa: E402  (the declared bits, written once)
 N_SYM, M_SYM = sp.symbols("N M", positive=True, integer=True)
-T_EXPR = 3 * M_SYM + 2 * N_SYM + 4
-V_EXPR = sp.Max(N_SYM + 1, -token_code(COUNT))
-INT_EXPR = 2 * sp.ceiling(sp.log(sp.Max(T_EXPR, V_EXPR), 2)) + sp.ceiling(sp.log(V_EXPR, 2)) + 6
-FRAC_EXPR = sp.Integer(1)
-FRAC_BITS = 1
+T_EXPR = _bounds.istree_positions(_bounds.SYM, N_SYM, M_SYM)
+V_EXPR = _bounds.istree_tau_bound(_bounds.SYM, N_SYM)
+INT_EXPR = _bounds.istree_int(_bounds.SYM, N_SYM, M_SYM)
+FRAC_BITS = _bounds.ISTREE_FRAC_BITS
+FRAC_EXPR = sp.Integer(FRAC_BITS)
 N_LAYERS = 5
 N_HEADS = 18
 
 
-HEADER = 2
+HEADER = _bounds.ISTREE_HEADER
 """Tokens of the optional vertex-count header ``[COUNT] N`` (after [BOS])."""
 
 
@@ -145,13 +146,13 @@ def n_positions(n_vertices: int, max_edges: int) -> int:
     """T = 3M + 2N + 4: [BOS], the optional header ``[COUNT] N``, 3 tokens per
     edge, [EOS], a tour of <= 2N - 1 tokens, the CoT's [EOS] (the label is
     predicted at position T - 1)."""
-    return 3 * max_edges + 2 * n_vertices + 2 + HEADER
+    return _bounds.istree_positions(_bounds.INT, n_vertices, max_edges)
 
 
 def tau_bound(n_vertices: int) -> int:
     """V = max(N + 1, 31) >= |tau| of every token the model reads: vertices
     (tau <= N), the count N (tau N + 1), specials (|tau| <= 9) and [COUNT] (-31)."""
-    return max(n_vertices + 1, -token_code(COUNT))
+    return _bounds.istree_tau_bound(_bounds.INT, n_vertices)
 
 
 def declared_int_bits(n_vertices: int, max_edges: int) -> int:
@@ -171,9 +172,7 @@ def declared_int_bits(n_vertices: int, max_edges: int) -> int:
 
     Every head re-checks its own bound at build time (MarginError).
     """
-    V = tau_bound(n_vertices)
-    T = max(n_positions(n_vertices, max_edges), V)
-    return 2 * log2_ceil(T) + log2_ceil(V) + 6
+    return _bounds.istree_int(_bounds.INT, n_vertices, max_edges)
 
 
 def declared_format(n_vertices: int, max_edges: int | None = None) -> FixedFormat:
@@ -183,7 +182,7 @@ def declared_format(n_vertices: int, max_edges: int | None = None) -> FixedForma
 
 def cot_bound(n_vertices: int) -> int:
     """CoT tokens before the answer: a tour of <= 2N - 1 vertices and its [EOS]."""
-    return 2 * n_vertices
+    return _bounds.istree_cot(_bounds.INT, n_vertices)
 
 
 # ----------------------------------------------------------------------------

@@ -59,7 +59,12 @@ from .vocab import (
     number_token, token_code,
 )
 
-N_SYM = sp.Symbol("n", positive=True, integer=True)
+from .bounds import INT as _INT, N as N_SYM, RAG as _RAG, RAG_COT as _RAG_COT  # noqa: E402  (written once)
+
+
+def _cot(name: str, n: int, *c) -> int:
+    """The declared CoT bound of a T5-RAG model (constructions/bounds.py)."""
+    return _RAG_COT[name](_INT, n, *c)
 
 M = META_TOKENS
 CAP, NONCAP, CLOSE, ANY, ANY_NUMBER, STAR, NEG_LOOKAHEAD = (
@@ -142,13 +147,10 @@ def _finish(p: Program, name: str, task: str, n: int, declared: Callable[[int], 
 
 # ----------------------------------------------------------------------------
 # Index
-def _int_index(n: int) -> int:
-    # largest intermediate: the readout logit 2 T V + T^2 with T = n + 1 (token codes),
-    # V <= 2 T (two rules can fire together at a prompt position): < 5 (n + 21)^2
-    return 2 * log2_ceil(n + 21) + 3
-
-
-INDEX_INT = 2 * sp.ceiling(sp.log(N_SYM + 21, 2)) + 3
+# largest intermediate: the readout logit 2 T V + T^2 with T = n + 1 (token codes),
+# V <= 2 T (two rules can fire together at a prompt position): < 5 (n + 21)^2
+_int_index = _RAG["index-rag"].int_bits
+INDEX_INT = _RAG["index-rag"].int_expr
 
 
 def index_rag(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> RagConstruction:
@@ -176,16 +178,13 @@ def index_rag(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> RagC
         (p.is_token(EOS), s1),
     ]
     p.emit(rules)
-    return _finish(p, p.name, "index", n, _int_index, INDEX_INT, n + 7, fmt, prompt_length=n + 3)
+    return _finish(p, p.name, "index", n, _int_index, INDEX_INT, _cot("index-rag", n), fmt, prompt_length=n + 3)
 
 
 # ----------------------------------------------------------------------------
 # c-gram / AR
-def _int_cgram(n: int) -> int:
-    return 2 * log2_ceil(n + 21) + 3
-
-
-CGRAM_INT = INDEX_INT
+_int_cgram = _RAG["3-gram-rag"].int_bits
+CGRAM_INT = _RAG["3-gram-rag"].int_expr
 
 
 def cgram_rag(n: int, c: int = 3, alphabet: int = 2, fmt: FixedFormat | None = None) -> RagConstruction:
@@ -210,7 +209,7 @@ def cgram_rag(n: int, c: int = 3, alphabet: int = 2, fmt: FixedFormat | None = N
         (p.is_token(EOS), s[1]),
     ]
     p.emit(rules)
-    return _finish(p, p.name, "cgram" if c > 2 else "ar", n, _int_cgram, CGRAM_INT, c + 6, fmt,
+    return _finish(p, p.name, "cgram" if c > 2 else "ar", n, _int_cgram, CGRAM_INT, _cot("3-gram-rag", n, c), fmt,
                    prompt_length=n + c + 1)
 
 
@@ -221,11 +220,8 @@ def ar_rag(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> RagCons
 
 # ----------------------------------------------------------------------------
 # Counting
-def _int_counting(n: int) -> int:
-    return 2 * log2_ceil(n + 21) + 4
-
-
-COUNTING_INT = 2 * sp.ceiling(sp.log(N_SYM + 21, 2)) + 4
+_int_counting = _RAG["counting-rag"].int_bits
+COUNTING_INT = _RAG["counting-rag"].int_expr
 
 
 def counting_rag(n: int, alphabet: int = 3, fmt: FixedFormat | None = None) -> RagConstruction:
@@ -268,7 +264,7 @@ def counting_rag(n: int, alphabet: int = 3, fmt: FixedFormat | None = None) -> R
         (p.all_of("no", [is_eos, ret_failed]), tau(number_token(0))),
     ]
     p.emit(rules)
-    return _finish(p, p.name, "counting", n, _int_counting, COUNTING_INT, 8 * n + 15, fmt,
+    return _finish(p, p.name, "counting", n, _int_counting, COUNTING_INT, _cot("counting-rag", n), fmt,
                    prompt_length=n + 4)
 
 
@@ -277,21 +273,18 @@ def counting_rag(n: int, alphabet: int = 3, fmt: FixedFormat | None = None) -> R
 ISTREE_WINDOW = 13
 """Delay slots of the IsTree construction: its rules read s_1..s_13."""
 
-ISTREE_STEP_TOKENS = 26
+from .bounds import RAG_ISTREE_STEP_TOKENS as ISTREE_STEP_TOKENS  # noqa: E402
 """Tokens of one DFS step of the retrieval CoT, at most: u SS u ~ ES p (6), SS u - c ES w (6),
 SS u - p ES w (6), SS w ~ ES r (5), w ~ u (3)."""
 
 
-def _int_istree(n_nodes: int) -> int:
-    return 2 * log2_ceil(n_nodes + 21) + 6
-
-
-ISTREE_INT = 2 * sp.ceiling(sp.log(N_SYM + 21, 2)) + 6
+_int_istree = _RAG["istree-rag-paper"].int_bits
+ISTREE_INT = _RAG["istree-rag-paper"].int_expr
 
 
 def istree_cot_bound(n_nodes: int) -> int:
     """At most 2N - 1 DFS steps (stack tops = the Euler tour) plus [EOS]; the label is the answer."""
-    return ISTREE_STEP_TOKENS * (2 * n_nodes - 1) + 1
+    return _cot("istree-rag-paper", n_nodes)
 
 
 def istree_rag_paper(n_nodes: int, fmt: FixedFormat | None = None) -> RagConstruction:
@@ -446,20 +439,17 @@ def istree_rag_paper(n_nodes: int, fmt: FixedFormat | None = None) -> RagConstru
 PLAIN_WINDOW = 16
 """Delay slots of :func:`istree_rag`: its rules read s_1..s_16."""
 
-PLAIN_LINE_TOKENS = 43
+from .bounds import RAG_PLAIN_LINE_TOKENS as PLAIN_LINE_TOKENS  # noqa: E402
 """Tokens of one line of :func:`istree_rag`'s CoT, at most: the header ``u ~ p c`` (4),
 ``SS`` A(u, c, p) ``ES w`` (1 + 29 + 2), then ``SS x ~ [(] [#] [)] ES r`` (7)."""
 
-ISTREE_PLAIN_INT = 2 * sp.ceiling(sp.log(N_SYM + 21, 2)) + 7
-
-
-def _int_istree_plain(n_nodes: int) -> int:
-    return 2 * log2_ceil(n_nodes + 21) + 7
+_int_istree_plain = _RAG["istree-rag"].int_bits
+ISTREE_PLAIN_INT = _RAG["istree-rag"].int_expr
 
 
 def istree_plain_cot_bound(n_nodes: int) -> int:
     """At most 2N - 1 lines (the root, one per push, one per pop) of <= 43 tokens, then [EOS]."""
-    return PLAIN_LINE_TOKENS * (2 * n_nodes - 1) + 1
+    return _cot("istree-rag", n_nodes)
 
 
 def neighbour_query(u: int, p: int, c: int | None = None) -> list[int]:

@@ -68,145 +68,28 @@ from .model import Model
 from .vocab import BOS, NUMBER_BASE, QUERY, SPECIAL_NAMES, Vocab, number_token, token_from_code
 
 CLAIM = "T4.6-up"
-RETRIEVAL_FRAC_BITS = 1
-"""Declared fraction bits of Index, AR, c-gram and MQAR (constant; see the module doc)."""
-MQAR_MAX_VALUE = 1 << 16
-"""MQAR inputs are raw ints in [0, 2^16) (Zoology vocabularies up to 65536)."""
 MQAR_MAX_LENGTH = 4096
-SPECIAL_MIN_CODE = -max(SPECIAL_NAMES)
-"""tau of the named special with the largest id ([QUERY] = 9 -> -9)."""
-
-N, A, C = sp.symbols("n a c", positive=True, integer=True)
-_LN2_UP = sp.Rational(LN2_UPPER.numerator, LN2_UPPER.denominator)
-
-
-def _lc(x: int) -> int:
-    return log2_ceil(max(1, int(x)))
-
-
-def _sp_lc(e):
-    return sp.ceiling(sp.log(e, 2))
-
-
-def _sp_sharp(f):
-    return sp.floor((f + 1) * _LN2_UP) + 1
-
-
-@dataclass(frozen=True)
-class Declared:
-    """Declared precision of one construction: I(n, a, c) and f(n) as Python
-    functions and as sympy expressions in the symbols n, a, c (a: alphabet size,
-    c: gram length; unused ones are ignored)."""
-
-    name: str
-    int_bits: Callable[..., int]
-    frac_bits: Callable[[int], int]
-    int_expr: sp.Expr
-    frac_expr: sp.Expr
-
-    def format(self, n: int, a: int = 2, c: int = 2) -> FixedFormat:
-        return FixedFormat(self.int_bits(n, a, c), self.frac_bits(n))
-
-    def total_bits(self, n: int, a: int = 2, c: int = 2) -> int:
-        return self.format(n, a, c).total_bits
-
-    def int_value(self, n: int, a: int = 2, c: int = 2) -> int:
-        """The sympy expression evaluated (tests check it equals :attr:`int_bits`)."""
-        return int(self.int_expr.subs({N: n, A: a, C: c}))
-
 
 # ----------------------------------------------------------------------------
-# declarations (the bounds the gadgets assert, in closed form)
-def _f_ret(n: int) -> int:
-    return RETRIEVAL_FRAC_BITS
-
-
-def _int_index(n: int, a: int = 2, c: int = 2) -> int:
-    # match head on positions: keys pos + 1 <= n + 3, queries |tau| <= max(n + 1, a, 9):
-    # |score| <= 3 lambda K^2 with K = max(n + 3, a, 9); need bits_for(.) + 1 <= 2 lc(K) + lc(3 lambda) + 2.
-    lam = sharpness(_f_ret(n))
-    Kmax = max(n + 3, a, -SPECIAL_MIN_CODE)
-    return 2 * _lc(Kmax) + _lc(3 * lam) + 2
-
-
-_LAM_RET = _sp_sharp(RETRIEVAL_FRAC_BITS)
-INDEX = Declared("index", _int_index, _f_ret,
-                 2 * _sp_lc(sp.Max(N + 3, A, -SPECIAL_MIN_CODE)) + _sp_lc(3 * _LAM_RET) + 2,
-                 sp.Integer(RETRIEVAL_FRAC_BITS))
-
-
-def _cgram_parts(n: int, a: int, c: int, f: int) -> tuple[int, int]:
-    """(bits of the shift heads, bits of the joint match head) for c-gram / AR."""
-    lam = sharpness(f)
-    Npos = n + c + 1                       # positions 0..n+c
-    shift = 2 * _lc(Npos) + _lc(lam * (3 + 2 * (c - 1))) + 2
-    Kc = max(a, -SPECIAL_MIN_CODE)
-    P = n + c
-    lam_m = lam * P + lam
-    B = lam_m * 3 * (c - 1) * Kc * Kc + lam * P
-    return shift, _lc(B + 1) + 1
-
-
-def _int_cgram(n: int, a: int = 2, c: int = 2) -> int:
-    return max(_cgram_parts(n, a, c, _f_ret(n)))
-
-
-def _sp_cgram_int():
-    lam = _LAM_RET
-    shift = 2 * _sp_lc(N + C + 1) + _sp_lc(lam * (3 + 2 * (C - 1))) + 2
-    Kc = sp.Max(A, -SPECIAL_MIN_CODE)
-    B = (lam * (N + C) + lam) * 3 * (C - 1) * Kc ** 2 + lam * (N + C)
-    return sp.Max(shift, _sp_lc(B + 1) + 1)
-
-
-CGRAM = Declared("c-gram", _int_cgram, _f_ret, _sp_cgram_int(), sp.Integer(RETRIEVAL_FRAC_BITS))
-AR = Declared("AR", lambda n, a=2, c=2: _int_cgram(n, a, 2), _f_ret,
-              _sp_cgram_int().subs(C, 2), sp.Integer(RETRIEVAL_FRAC_BITS))
-
-
-def _f_count(n: int) -> int:
-    # 2^f > (n+1)(2n+3) = 1 / g, the comparison margin of counting_model
-    return _lc((n + 1) * (2 * n + 3) + 1)
+# declarations: written once in constructions/bounds.py (the bounds the gadgets
+# assert, in closed form); re-exported here so the builders read the same names.
+from .bounds import (  # noqa: E402
+    AR, CGRAM, COUNTING, INDEX, INT as _INT, MQAR, MQAR_MAX_VALUE, RETRIEVAL as DECLARED, RETRIEVAL_FRAC_BITS,
+    SPECIAL_MIN_CODE, A, C, Declared, N, largest,
+    count_code_bound as _ccb, count_fetch_bound as _cfb, count_match_bound as _cmb,
+)
 
 
 def _count_code_bound(n: int, a: int) -> int:
-    """K: the largest |tau| a Counting instance can carry (data numbers 0..a-1 ->
-    tau <= a; the threshold t <= n -> tau <= n + 1; [QUERY] -> 9)."""
-    return max(n + 1, a, -SPECIAL_MIN_CODE)
+    return _ccb(_INT, n, a)
 
 
 def _count_fetch_bound(n: int, f: int) -> int:
-    """|score| (and partial sums) of the fetch head: 2 M + mu (n + 3), M = mu (n + 2) + mu."""
-    mu = sharpness(f)
-    return 2 * (mu * (n + 2) + mu) + mu * (n + 3)
+    return _cfb(_INT, n, f)
 
 
 def _count_match_bound(n: int, a: int, f: int) -> int:
-    """|score| (and partial sums) of the count head at any position and key:
-    lambda (|2 qc tau| + tau^2 + 1) <= lambda (3 K^2 + 1) for a key that is not
-    [BOS] (its is_bos term is 0), lambda qc_sq <= lambda K^2 for [BOS] (its tau
-    terms are 0); qc, qc_sq are (averages of) codes and squares, so |qc| <= K,
-    qc_sq <= K^2 at every position."""
-    K = _count_code_bound(n, a)
-    return sharpness(f) * (3 * K * K + 1)
-
-
-def _int_count(n: int, a: int = 2, c: int = 2) -> int:
-    # count-head scores (the largest), fetch-head scores, the softmax normaliser Z <= n + 4
-    # keys; +1: a score difference s_j - max (twice the bound) must fit too
-    f = _f_count(n)
-    return max(bits_for(_count_match_bound(n, a, f)) + 1, bits_for(_count_fetch_bound(n, f)) + 1,
-               bits_for(n + 4) + 1)
-
-
-_F_COUNT_EXPR = _sp_lc((N + 1) * (2 * N + 3) + 1)
-_MU_COUNT = _sp_sharp(_F_COUNT_EXPR)
-_K_COUNT = sp.Max(N + 1, A, -SPECIAL_MIN_CODE)
-COUNTING = Declared("counting", _int_count, _f_count,
-                    sp.Max(sp.floor(sp.log(_MU_COUNT * (3 * _K_COUNT ** 2 + 1), 2)) + 2,
-                           sp.floor(sp.log(2 * (_MU_COUNT * (N + 2) + _MU_COUNT) + _MU_COUNT * (N + 3), 2)) + 2,
-                           sp.floor(sp.log(N + 4, 2)) + 2),
-                    _F_COUNT_EXPR)
+    return _cmb(_INT, n, a, f)
 
 
 def counting_max_n(alphabet: Callable[[int], int] | int | None = None) -> int:
@@ -215,37 +98,10 @@ def counting_max_n(alphabet: Callable[[int], int] | int | None = None) -> int:
     a fixed int, or None for a = n + 1 (the Index -> Counting reduction's marks
     0..n). I + f grows with n, so a binary search finds it."""
     alpha = (lambda n: n + 1) if alphabet is None else (alphabet if callable(alphabet) else (lambda n: int(alphabet)))
-    fits = lambda n: _int_count(n, alpha(n)) + _f_count(n) <= MAX_MAGNITUDE_BITS
-    if not fits(1):
-        return 0
-    lo, hi = 1, 2
-    while fits(hi):
-        lo, hi = hi, hi * 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo
+    fits = lambda n: COUNTING.int_bits(n, alpha(n)) + COUNTING.frac_bits(n) <= MAX_MAGNITUDE_BITS
+    return largest(fits, 1) or 0
 
 
-def _int_mqar(n: int, a: int = MQAR_MAX_VALUE, c: int = 2) -> int:
-    # n = sequence length L (positions 0..L); codes up to 2^16 (K), see mqar_model
-    lam = sharpness(_f_ret(n))
-    Npos = n + 1
-    shift = 2 * _lc(Npos) + _lc(5 * lam) + 2            # shift head: 3 lambda N^2 + 2 lambda N <= 5 lambda N^2
-    Kc = MQAR_MAX_VALUE
-    nu = lam * n + lam
-    lam_m = nu + lam
-    B = lam_m * 3 * Kc * Kc + lam * n + nu
-    return max(shift, _lc(B + 1) + 1)
-
-
-_NU = _LAM_RET * N + _LAM_RET
-MQAR = Declared("MQAR", _int_mqar, _f_ret,
-                sp.Max(2 * _sp_lc(N + 1) + _sp_lc(5 * _LAM_RET) + 2,
-                       _sp_lc((_NU + _LAM_RET) * 3 * MQAR_MAX_VALUE ** 2 + _LAM_RET * N + _NU + 1) + 1),
-                sp.Integer(RETRIEVAL_FRAC_BITS))
-
-DECLARED = {"index": INDEX, "ar": AR, "cgram": CGRAM, "counting": COUNTING, "mqar": MQAR}
 COUNTING_MAX_N = counting_max_n()
 """The largest n whose declared Counting format fits int64 at alphabet n + 1 (the
 reduction's alphabet): :func:`counting_model` refuses larger n (with that alphabet

@@ -81,6 +81,7 @@ from .fixedpoint import (
 )
 from .gadgets import Builder, MarginError, Neuron, ResidualSpace, bits_for, equality_neurons, step_neurons
 from .model import Model, ModelSpec
+from . import bounds as _bounds
 from .vocab import BOS, DASH, EOS, FALSE, NUMBER_BASE, QUERY, TILDE, TRUE, Vocab, number_token
 
 REGISTER_FRAC_BITS = 1
@@ -469,9 +470,7 @@ def register_declared(capacity: int, max_number: int = 64, frac_bits: int = REGI
     if max_number < 2:
         raise ValueError(f"register RNN: max_number must be >= 2, got {max_number}")
     p0 = 1 << (c - f)
-    M = max_number + 1
-    need = max(bits_for((1 << f) * p0 + 1), bits_for(2 * p0), bits_for(33 + M), bits_for(2 * max_number + 2),
-               bits_for(3))
+    need = _bounds.register_int_bits(_bounds.INT, c, int(max_number), f)   # written once in bounds.py
     return RegisterDeclared(c, int(max_number), f, need, p0)
 
 

@@ -55,7 +55,8 @@ from .demos import Declared
 from .fixedpoint import FixedFormat, log2_ceil
 from .gadgets import Builder, Combo, Neuron, ResidualSpace, bits_for, sharpness
 from .generate import Generation, generate
-from .hybrid import Recurrence, clock, sharpness_expr, tuple_match_head, _bits_expr
+from .hybrid import Recurrence, clock, tuple_match_head
+from . import bounds as _bounds
 from .model import Model
 from .vocab import BOS, EOS, FALSE, NUMBER_BASE, TRUE, Vocab, number_token, token_code
 
@@ -159,13 +160,13 @@ def _add_ok(w: str, tape: str) -> bool:
 
 
 MACHINES: dict[str, MachineSpec] = {
-    "increment": MachineSpec("increment", binary_increment, lambda n: n + 1, NSYM + 1,
+    "increment": MachineSpec("increment", binary_increment, *_bounds.tm_time("increment", NSYM),
                              "little-endian binary increment", _inc_ok),
-    "palindrome": MachineSpec("palindrome", palindromes, lambda n: (n + 1) * (n + 2) // 2 + n + 1,
-                              (NSYM + 1) * (NSYM + 2) / 2 + NSYM + 1, "palindromes over {0,1}"),
-    "0k1k": MachineSpec("0k1k", zeros_then_ones, lambda n: (n + 1) * (n + 1) + 1, (NSYM + 1) ** 2 + 1,
+    "palindrome": MachineSpec("palindrome", palindromes, *_bounds.tm_time("palindrome", NSYM),
+                              "palindromes over {0,1}"),
+    "0k1k": MachineSpec("0k1k", zeros_then_ones, *_bounds.tm_time("0k1k", NSYM),
                         "0^k 1^k, k >= 1 (automata-lib's example)"),
-    "addition": MachineSpec("addition", binary_addition, lambda n: 2 * n + 2, 2 * NSYM + 2,
+    "addition": MachineSpec("addition", binary_addition, *_bounds.tm_time("addition", NSYM),
                             "interleaved little-endian binary addition, then rewind", _add_ok),
 }
 
@@ -325,39 +326,26 @@ class TMSize:
 
     @classmethod
     def of(cls, enc: Encoding, n: int, T: int) -> "TMSize":
-        P = n + 2 + 2 * T + 2
+        P = _bounds.tm_positions(_bounds.INT, n, T)
         maxnum = max(n, T + 1, len(enc.actions), len(enc.symbols))
         return cls(n, T, P, maxnum, max(P, maxnum + 1) + NUMBER_BASE)
 
 
-def _f_tm(P: int) -> int:
-    return log2_ceil(P + 1) + 1
+def time_of(spec: MachineSpec):
+    """T(B, n): the step bound, an int (backend INT) or the sympy T(n) (backend SYM)."""
+    return lambda B, n: spec.time_bound(n) if B is _bounds.INT else spec.time_expr.subs(NSYM, n)
 
 
 def hybrid_declared(enc: Encoding, spec: MachineSpec) -> Declared:
     """I(n), f(n) for the hybrid simulating ``spec`` for T(n) steps: the retrieval
     head's scores reach 4 lambda K^2 + mu (P + 1) with lambda = mu (P + 1) + mu,
-    mu = sharpness(f), K the code bound, P the positions (both O(T(n)))."""
-    A, G = len(enc.actions), len(enc.symbols)
-
-    def sizes(n):
-        return TMSize.of(enc, n, spec.time_bound(n))
-
-    def f_of(n):
-        return _f_tm(sizes(n).positions)
-
-    def i_of(n):
-        z = sizes(n)
-        s = sharpness(f_of(n))
-        return bits_for(4 * s * (z.positions + 2) * z.code ** 2 + s * (z.positions + 1)) + 1
-
-    T = spec.time_expr
-    P = NSYM + 2 * T + 4
-    maxnum = sp.Max(NSYM, T + 1, A, G)
-    code = sp.Max(P, maxnum + 1) + NUMBER_BASE
-    f_expr = sp.ceiling(sp.log(P + 1, 2)) + 1
-    s = sharpness_expr(f_expr)
-    return Declared(i_of, f_of, _bits_expr(4 * s * (P + 2) * code ** 2 + s * (P + 1)), f_expr)
+    mu = sharpness(f), K the code bound, P the positions (both O(T(n)));
+    written once in :func:`constructions.bounds.tm_hybrid_int`."""
+    nA, nG = len(enc.actions), len(enc.symbols)
+    T = time_of(spec)
+    return Declared(f"hybrid-tm.{spec.name}" if hasattr(spec, "name") else "hybrid-tm",
+                    lambda B, n, a, c: _bounds.tm_hybrid_int(B, n, T(B, n), nA, nG),
+                    lambda B, n: _bounds.tm_hybrid_f(B, n, T(B, n)), claim="T5-hyb-P", n_symbol=NSYM)
 
 
 @dataclass
@@ -602,17 +590,13 @@ def rag_declared(enc: Encoding, spec: MachineSpec) -> Declared:
     """f = 0 (every signal is an integer); I(n) = bits_for(8 K^2) + 1 with K the
     largest token code (<= T(n) + A + G + 32): the program's interval bound on every
     value and partial sum (required_int_bits) stays below it -- asserted when
-    compiling. Readout logits 2 tau out - tau^2 are the largest terms."""
-    A, G = len(enc.actions), len(enc.symbols)
-
-    def i_of(n):
-        K = rag_sizes(enc, n, spec.time_bound(n))[1]
-        return bits_for(8 * K * K) + 1
-
-    Tx = spec.time_expr
-    K = sp.Max(NSYM, Tx + 1, A, G) + 1
-    K = sp.Max(K, NUMBER_BASE)
-    return Declared(i_of, lambda n: 0, _bits_expr(8 * K ** 2), sp.Integer(0))
+    compiling. Readout logits 2 tau out - tau^2 are the largest terms. Written once
+    in :func:`constructions.bounds.tm_rag_int`."""
+    nA, nG = len(enc.actions), len(enc.symbols)
+    T = time_of(spec)
+    return Declared(f"rag-tm.{spec.name}" if hasattr(spec, "name") else "rag-tm",
+                    lambda B, n, a, c: _bounds.tm_rag_int(B, n, T(B, n), nA, nG),
+                    _bounds.const(0), claim="T5-RAG", n_symbol=NSYM)
 
 
 def compile_rag(spec: MachineSpec, n: int, fmt: FixedFormat | None = None) -> RagTM:

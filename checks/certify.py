@@ -1,0 +1,213 @@
+"""``rnngap certify``: every proof obligation of every construction, for every n.
+
+Two kinds of certificate (docs/certify.md):
+
+* **format obligations** (constructions/obligations.py: gaps against (f + 1) ln 2,
+  score ranges against the declared I, the counting comparison against 2^-f),
+  certified for EVERY n from the construction's smallest n up to n_max, the
+  largest n whose declared format fits int64 (I + f <= 62). Method
+  ``piecewise-monotone``: (1) the declared I(n) and f(n) are shown nondecreasing
+  in n symbolically (:func:`nondecreasing`, a syntactic proof over the sympy
+  form of the ONE declaration in constructions/bounds.py), so they are constant
+  on consecutive pieces [lo, hi] found by binary search; (2) on a piece, each
+  obligation's need(n, I, f) is shown nondecreasing in n and its have(n, I, f)
+  free of n, symbolically; so need(hi) (<|<=) have is checked exactly, with
+  integers, at the worst n of the piece, and that covers the piece.
+* **per-position facts** of the T4.6-up heads (Index, AR, c-gram, Counting):
+  for every n, every query position and every key position, the intended key
+  beats every other by the gap and every score stays in range; stated over
+  symbolic integers and proved for ALL n by z3 (method ``smt``; the negated
+  query in SMT-LIB and z3's answer ``unsat`` go into the certificate).
+
+Example::
+
+    >>> r = certify_construction(CONSTRUCTIONS["retrieval.index[a=2]"])
+    >>> r.certified, r.method, r.n_min
+    (True, 'piecewise-monotone', 1)
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+
+import sympy as sp
+
+from constructions.bounds import INT, SYM, N, largest
+from constructions.fixedpoint import MAX_MAGNITUDE_BITS
+from constructions.obligations import CONSTRUCTIONS, Construction
+
+I_SYM = sp.Symbol("I", integer=True, nonnegative=True)
+F_SYM = sp.Symbol("f", integer=True, nonnegative=True)
+N_CAP = 1 << 62
+
+
+# ----------------------------------------------------------------------------
+# a syntactic proof that an expression is nondecreasing in x on integers x >= lo
+def nondecreasing(expr, x=N, lo: int = 1) -> bool:
+    """True only if ``expr`` is provably nondecreasing in x for integers x >= lo
+    (other symbols are constants): built from x and constants by +, * and powers
+    of nonnegative nondecreasing parts, Max/Min, floor/ceiling and log of
+    positive parts. False means "not shown", never "decreasing"."""
+    return _inc(sp.sympify(expr), x, lo)
+
+
+def _nonneg(e, x, lo) -> bool:
+    if x not in e.free_symbols:
+        return bool(e.is_nonnegative)
+    return _inc(e, x, lo) and bool(sp.sympify(e.subs(x, lo)).is_nonnegative)
+
+
+def _inc(e, x, lo) -> bool:
+    if x not in e.free_symbols:
+        return True
+    if e == x:
+        return True
+    if isinstance(e, sp.Add):
+        return all(_inc(a, x, lo) for a in e.args)
+    if isinstance(e, sp.Mul):
+        return all(_inc(a, x, lo) and _nonneg(a, x, lo) for a in e.args)
+    if isinstance(e, sp.Pow):
+        b, k = e.args
+        if x not in k.free_symbols:
+            return bool(k.is_positive) and _inc(b, x, lo) and _nonneg(b, x, lo)
+        if x not in b.free_symbols:
+            return bool((b - 1).is_nonnegative) and _inc(k, x, lo)
+        return False
+    if isinstance(e, (sp.Max, sp.Min)):
+        return all(_inc(a, x, lo) for a in e.args)
+    if isinstance(e, (sp.floor, sp.ceiling)):
+        return _inc(e.args[0], x, lo)
+    if isinstance(e, sp.log):
+        a = e.args[0]
+        return _inc(a, x, lo) and bool(sp.sympify(a.subs(x, lo)).is_positive)
+    return False
+
+
+# ----------------------------------------------------------------------------
+@dataclass
+class Result:
+    claim: str
+    construction: str
+    obligations: int
+    n_min: int
+    n_max: int | None
+    method: str
+    certified: bool
+    seconds: float
+    pieces: int = 0
+    failures: list = field(default_factory=list)     # [{"obligation", "first_n", "need", "have"}]
+    facts: list = field(default_factory=list)        # per-position facts: name, method, query, answer
+    note: str = ""
+
+    def record(self) -> dict:
+        return {k: v for k, v in asdict(self).items()}
+
+
+def _n_max(con: Construction) -> int | None:
+    """Largest n >= n_min with I(n) + f(n) <= 62 (I + f nondecreasing), or None."""
+    fits = lambda n: sum(con.fmt(n)) <= MAX_MAGNITUDE_BITS
+    return largest(fits, con.n_min, N_CAP)
+
+
+def _pieces(con: Construction, n0: int, n1: int):
+    """Maximal [lo, hi] with a constant declared (I, f), covering n0..n1."""
+    lo = n0
+    while lo <= n1:
+        v = con.fmt(lo)
+        step, hi = 1, lo
+        while hi + step <= n1 and con.fmt(hi + step) == v:
+            hi += step
+            step *= 2
+        while step > 1:
+            step //= 2
+            if hi + step <= n1 and con.fmt(hi + step) == v:
+                hi += step
+        yield lo, hi, v
+        lo = hi + 1
+
+
+def certify_construction(con: Construction) -> Result:
+    t0 = time.perf_counter()
+    res = Result(con.claim, con.name, len(con.obligations), con.n_min, None, "piecewise-monotone", False, 0.0)
+    I_e, f_e = con.fmt_expr(SYM, N)
+    if not (nondecreasing(I_e, N, con.n_min) and nondecreasing(f_e, N, con.n_min)):
+        res.note = f"the declared format is not shown nondecreasing in n: I = {I_e}, f = {f_e}"
+        res.method = "none"
+        res.seconds = round(time.perf_counter() - t0, 3)
+        return res
+    shape_ok = {}
+    for o in con.obligations:
+        need = sp.expand(sp.sympify(o.need(SYM, N, I_SYM, F_SYM)))
+        have = sp.expand(sp.sympify(o.have(SYM, N, I_SYM, F_SYM)))
+        shape_ok[o.name] = nondecreasing(need, N, con.n_min) and N not in have.free_symbols
+        if not shape_ok[o.name]:
+            res.failures.append({"obligation": o.name, "first_n": None, "need": str(need), "have": str(have),
+                                 "why": "need not shown nondecreasing in n or have depends on n"})
+    n_max = _n_max(con)
+    res.n_max = n_max
+    if n_max is None:
+        res.note = f"the declared format at n = {con.n_min} does not fit int64"
+        res.seconds = round(time.perf_counter() - t0, 3)
+        return res
+    failed = set()
+    for lo, hi, (I, f) in _pieces(con, con.n_min, n_max):
+        res.pieces += 1
+        for o in con.obligations:
+            if o.name in failed or not shape_ok[o.name]:
+                continue
+            if o.holds(con, hi):
+                continue
+            a, b = lo, hi                   # need nondecreasing on the piece: the failing n form a suffix
+            while a < b:
+                m = (a + b) // 2
+                a, b = (a, m) if not o.holds(con, m) else (m + 1, b)
+            need, have = o.values(con, a)
+            res.failures.append({"obligation": o.name, "first_n": a, "need": str(need), "have": str(have),
+                                 "format": f"Q{I}.{f}"})
+            failed.add(o.name)
+    res.certified = not res.failures
+    res.seconds = max(round(time.perf_counter() - t0, 3), 0.001)
+    return res
+
+
+def certify(only: list[str] | None = None, constructions: dict | None = None, facts: bool = True) -> list[Result]:
+    """Certify every construction of the claims in ``only`` (all when None)."""
+    cons = CONSTRUCTIONS if constructions is None else constructions
+    out = []
+    for con in cons.values():
+        if only and con.claim not in only and con.name not in only:
+            continue
+        out.append(certify_construction(con))
+    if facts:
+        from .certify_facts import FACTS, prove
+        for claim, name, fact_list in FACTS:
+            if only and claim not in only and name not in only:
+                continue
+            out.append(prove(claim, name, fact_list))
+    return out
+
+
+def write_json(results: list[Result], path: str) -> None:
+    """One record per construction (claim, construction, obligations, n_min, n_max,
+    method, certified, seconds, ...)."""
+    with open(path, "w") as fh:
+        json.dump([r.record() for r in results], fh, indent=1)
+
+
+def table(results: list[Result]) -> str:
+    rows = [("claim", "construction", "obligations", "n certified", "method", "ok", "seconds")]
+    for r in results:
+        rng = (f"all n >= {r.n_min}" if r.method.startswith("smt") else
+               f"{r.n_min}..{r.n_max}" if r.n_max is not None else "-")
+        rows.append((r.claim, r.construction, str(r.obligations), rng, r.method, "yes" if r.certified else "NO",
+                     f"{r.seconds:.2f}"))
+    w = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w[i]) for i, c in enumerate(row)) for row in rows]
+    for r in results:
+        for fl in r.failures:
+            lines.append(f"FAILED {r.construction}: {fl['obligation']} first fails at n = {fl['first_n']} "
+                         f"(need {fl['need']}, have {fl['have']}{', ' + fl.get('why', '') if fl.get('why') else ''})")
+        if r.note and not r.certified:
+            lines.append(f"FAILED {r.construction}: {r.note}")
+    return "\n".join(lines)

@@ -1,0 +1,92 @@
+"""Claim 'declarations', certificate vs measurement: at the n the registry samples,
+the built T4.6-up models' own margins (each head's score bits and gaps, as the
+gadgets computed them at build time) and the bits a seeded run actually used are
+compared with what ``rnngap certify`` certifies (constructions/obligations.py):
+
+* every head's ``score_int_bits`` <= the certified need of its range obligations;
+* every head's gaps >= the certified have of its gap obligations;
+* the used integer bits of the run <= the certified (declared) I(n).
+
+A record's failures count the excesses (a measured magnitude above, or a measured
+gap below, the certificate): the certificate can never be looser than what runs.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from constructions.obligations import CONSTRUCTIONS
+
+from .registry import Record, register
+
+HEADS = {
+    # construction key -> [(head, margin key, obligation names, "need" | "gap")]
+    "index": [("index", "score_int_bits", ["match.range"], "need"),
+              ("index", "gap_non_match", ["match.gap"], "gap")],
+    "counting": [(h, "score_int_bits", ["counting.count.range", "counting.fetch-q.range",
+                                        "counting.count.normaliser_range"], "need") for h in ("fetch-q", "count")]
+    + [("after-query", "gap", ["counting.after-query.gap"], "gap"),
+       ("fetch-q", "gap_q_t", ["counting.fetch-q.gap_q_t"], "gap"),
+       ("fetch-q", "gap_q_data", ["counting.fetch-q.gap_q_data"], "gap"),
+       ("count", "gap", ["counting.count.gap"], "gap")],
+}
+for _key, _c in (("ar", 2), ("cgram3", 3), ("cgram4", 4)):
+    HEADS[_key] = ([(f"shift_{k}", "score_int_bits", [f"shift_{k}.range"], "need") for k in range(1, _c)]
+                   + [(f"shift_{k}", "gap", [f"shift_{k}.gap"], "gap") for k in range(1, _c)]
+                   + [("match", "score_int_bits", ["match.range"], "need"),
+                      ("match", "gap_partial_match", ["match.gap_partial"], "gap"),
+                      ("match", "gap_between_matches", ["match.gap_between_matches"], "gap")])
+SAMPLE_N = {"quick": [8, 64, 1024], "full": [8, 16, 64, 256, 1024, 4096]}
+BATCH = 4
+
+
+def compare(con, model, n: int) -> tuple[int, list[str]]:
+    """(comparisons, excesses) of one built model against the certificate at n."""
+    key = con.name.split(".", 1)[1].split("[", 1)[0]
+    margins = model.spec.notes["margins"]
+    obl = {o.name: o for o in con.obligations}
+    checked, bad = 0, []
+    for head, mkey, names, kind in HEADS[key]:
+        measured = margins[head][mkey]
+        vals = [obl[nm].values(con, n) for nm in names]
+        checked += 1
+        if kind == "need":
+            cert = max(v[0] for v in vals)
+            if measured > cert:
+                bad.append(f"{head}.{mkey} = {measured} > certified {cert}")
+        else:
+            cert = min(v[1] for v in vals)
+            if measured < cert:
+                bad.append(f"{head}.{mkey} = {measured} < certified {cert}")
+    return checked, bad
+
+
+@register("declarations", "certificate vs measurement (T4.6-up)")
+def check_certificate(profile: str, seed: int) -> list[Record]:
+    from .checks_retrieval import TASKS, _kwargs, _reference, run_model
+    out = []
+    for key in ("index", "ar", "cgram3", "cgram4", "counting"):
+        mod, a, c, build, decl, _ = TASKS[key]
+        con = CONSTRUCTIONS[f"retrieval.{key}[a={a}]"]
+        for n in SAMPLE_N[profile]:
+            if n < con.n_min:
+                continue
+            t0 = time.perf_counter()
+            model = build(n, a, c)
+            checked, bad = compare(con, model, n)
+            b = mod.generate(np.random.default_rng([seed, n, len(key), 14]), n, BATCH, **_kwargs(key, a))
+            inst, wrong = run_model(model, np.asarray(b.tokens), _reference(key))
+            I_cert = con.fmt(n)[0]
+            used = model.resources.used_int_bits
+            if used > I_cert:
+                bad.append(f"used int bits {used} > certified I = {I_cert}")
+            if model.fmt.int_bits != I_cert:
+                bad.append(f"model format I = {model.fmt.int_bits} is not the certified I = {I_cert}")
+            out.append(Record("declarations", con.name, "certificate vs measurement", n, checked + 2,
+                              len(bad) + wrong, model.resources.used_precision_bits, decl.total_bits(n, a, c),
+                              seconds=max(round(time.perf_counter() - t0, 3), 0.001),
+                              note=(f"{checked} margins within the certificate, used I {used} <= {I_cert}; "
+                                    f"{inst} runs, {wrong} wrong" if not bad else "; ".join(bad[:4])),
+                              family="random", alphabet=a))
+    return out

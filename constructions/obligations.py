@@ -1,0 +1,254 @@
+"""Proof obligations of every construction, stated over constructions/bounds.py.
+
+An :class:`Obligation` is one inequality ``need(n, I, f) <= have(n, I, f)`` (or
+``<`` when ``strict``) that a gadget's correctness lemma needs, written with a
+backend ``B`` (constructions/bounds.py) so that ``rnngap certify`` can both
+evaluate it exactly on integers and inspect it symbolically. ``I`` and ``f`` are
+the declared format's values at n. A construction's obligations are its
+gadgets' (match, shift, joint match, counting, ...) plus its own.
+
+The gadget lemmas that turn obligations into exact behaviour live in the
+gadgets' docstrings (constructions/gadgets.py, retrieval.py) and are checked
+exhaustively on small formats by tests/test_obligations.py:
+
+* gap: a score gap g > (f + 1) ln 2 rounds exp(-g) to exactly 0 on a grid of
+  2^-f (``zg(f) < gap``);
+* range: every score s satisfies |s| < 2^(I-1), i.e. bits(max |s|) + 1 <= I (the
+  +1: a difference of two scores fits too);
+* counting comparison: |1/(c+1) - 1/(t+3/2)| >= 1/((n+1)(2n+3)) > 2^-f.
+
+Example::
+
+    >>> con = CONSTRUCTIONS["retrieval.index[a=2]"]
+    >>> [o.name for o in con.obligations]
+    ['match.gap', 'match.range']
+    >>> all(o.holds(con, 10) for o in con.obligations)
+    True
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from . import bounds as Bd
+from .bounds import INT, Declared
+
+
+@dataclass(frozen=True)
+class Obligation:
+    name: str                 # "<gadget>.<fact>"
+    need: Callable            # (B, n, I, f) -> number
+    have: Callable            # (B, n, I, f) -> number
+    strict: bool = False
+    doc: str = ""
+
+    def values(self, con: "Construction", n: int) -> tuple:
+        I, f = con.fmt(n)
+        return self.need(INT, n, I, f), self.have(INT, n, I, f)
+
+    def holds(self, con: "Construction", n: int) -> bool:
+        need, have = self.values(con, n)
+        return need < have if self.strict else need <= have
+
+
+@dataclass(frozen=True)
+class Construction:
+    claim: str
+    name: str
+    declared: Declared
+    n_min: int
+    obligations: tuple
+    alphabet: Callable = lambda B, n: 2      # a(n), int or sympy
+    c: int = 2
+    margins: Callable | None = None        # n -> {head: score_int_bits} the obligations certify
+
+    def fmt(self, n: int) -> tuple[int, int]:
+        return (self.declared.int_fn(INT, n, self.alphabet(INT, n), self.c), self.declared.frac_fn(INT, n))
+
+    def fmt_expr(self, B, n) -> tuple:
+        return self.declared.int_fn(B, n, self.alphabet(B, n), self.c), self.declared.frac_fn(B, n)
+
+    def weakened(self, **kw) -> "Construction":
+        return replace(self, **kw)
+
+
+# ----------------------------------------------------------------------------
+# gadget obligations
+def gap(prefix: str, what: str = "gap", have=lambda B, n, I, f: B.sharp(f)) -> Obligation:
+    """lambda = sharpness(f) > (f + 1) ln 2 (the unit gap of integer keys)."""
+    return Obligation(f"{prefix}.{what}", lambda B, n, I, f: B.zg(f), have, strict=True,
+                      doc="score gap > (f + 1) ln 2: the lower weight is exactly 0")
+
+
+def range_(prefix: str, bound: Callable, what: str = "range") -> Obligation:
+    """bits(max |score|) + 1 <= I; ``bound(B, n, f)`` is max |score|."""
+    return Obligation(f"{prefix}.{what}", lambda B, n, I, f: B.bits(bound(B, n, f)) + 1, lambda B, n, I, f: I,
+                      doc="every score (and a difference of two) fits I integer bits")
+
+
+def match_obligations(prefix: str, K: Callable, Q: Callable) -> list[Obligation]:
+    """gadgets.match_head without tie-break: lambda (2 Q K + K^2)."""
+    return [gap(prefix), range_(prefix, lambda B, n, f: B.sharp(f) * (2 * Q(B, n) * K(B, n) + K(B, n) ** 2))]
+
+
+def shift_obligations(prefix: str, npos: Callable, shift: int) -> list[Obligation]:
+    """gadgets.shift_head: lambda (3 N^2) + 2 lambda s N."""
+    return [gap(prefix), range_(prefix, lambda B, n, f: B.sharp(f) * 3 * npos(B, n) ** 2
+                                + 2 * B.sharp(f) * shift * npos(B, n))]
+
+
+def joint_match_obligations(prefix: str, m: int, Kc: Callable, P: Callable) -> list[Obligation]:
+    """retrieval.joint_match_head: mu = s, lambda = mu P + s; partial matches lose
+    lambda - mu P = s, later full matches lose mu; |score| <= lambda m 3 K^2 + mu P."""
+    def bound(B, n, f):
+        mu = B.sharp(f)
+        return (mu * P(B, n) + B.sharp(f)) * m * 3 * Kc(B, n) ** 2 + mu * P(B, n)
+    return [gap(prefix, "gap_partial"), gap(prefix, "gap_between_matches"), range_(prefix, bound)]
+
+
+def counting_obligations(prefix: str, alphabet: Callable) -> list[Obligation]:
+    """retrieval.counting_model: after-query, fetch-q and count heads and the comparison."""
+    def fetch_gap(B, n, I, f):      # M - mu (n + 1) with M = mu (n + 2) + lambda: = mu + lambda
+        mu = B.sharp(f)
+        return mu + B.sharp(f)
+    return [
+        gap(f"{prefix}.after-query"),
+        gap(f"{prefix}.fetch-q", "gap_q_t"),
+        gap(f"{prefix}.fetch-q", "gap_q_data", fetch_gap),
+        range_(f"{prefix}.fetch-q", lambda B, n, f: Bd.count_fetch_bound(B, n, f)),
+        gap(f"{prefix}.count"),
+        range_(f"{prefix}.count", lambda B, n, f: Bd.count_match_bound(B, n, alphabet(B, n), f)),
+        range_(f"{prefix}.count", lambda B, n, f: n + 4, "normaliser_range"),
+        Obligation(f"{prefix}.compare.gap", lambda B, n, I, f: (n + 1) * (2 * n + 3), lambda B, n, I, f: B.pow2(f),
+                   strict=True, doc="1/((n+1)(2n+3)) > 2^-f: the comparison 1/(c+1) vs 1/(t+3/2) is exact"),
+    ]
+
+
+# ----------------------------------------------------------------------------
+# constructions
+S = -Bd.SPECIAL_MIN_CODE
+CONSTRUCTIONS: dict[str, Construction] = {}
+
+
+def _add(con: Construction) -> None:
+    CONSTRUCTIONS[con.name] = con
+
+
+RETRIEVAL_ALPHABETS = {"index": (2, "n+2"), "ar": (4, "n+2"), "cgram3": (2, "n+2"), "cgram4": (3, "n+2"),
+                       "counting": (3, "n+1")}
+"""The alphabets certified: the registry's sampled alphabet (checks_retrieval.TASKS)
+and the Index reduction's alphabet, growing with n."""
+
+
+def _alpha(spec):
+    if spec == "n+2":
+        return lambda B, n: n + 2
+    if spec == "n+1":
+        return lambda B, n: n + 1
+    return lambda B, n, k=int(spec): k
+
+
+def _retrieval() -> None:
+    for key, alphas in RETRIEVAL_ALPHABETS.items():
+        for spec in alphas:
+            alpha = _alpha(spec)
+            name = f"retrieval.{key}[a={spec}]"
+            if key == "index":
+                obl = match_obligations("match", lambda B, n, al=alpha: B.max(n + 3, al(B, n), S),
+                                        lambda B, n, al=alpha: B.max(n + 1, al(B, n), S))
+                _add(Construction("T4.6-up", name, Bd.INDEX, 1, tuple(obl), alphabet=alpha))
+            elif key == "counting":
+                _add(Construction("T4.6-up", name, Bd.COUNTING, 1, tuple(counting_obligations("counting", alpha)),
+                                  alphabet=alpha))
+            else:
+                c = 2 if key == "ar" else int(key[-1])
+                obl = []
+                for k in range(1, c):
+                    obl += shift_obligations(f"shift_{k}", lambda B, n, c=c: n + c + 1, k)
+                obl += joint_match_obligations("match", c - 1, lambda B, n, al=alpha: B.max(al(B, n), S),
+                                               lambda B, n, c=c: n + c)
+                _add(Construction("T4.6-up", name, Bd.AR if c == 2 else Bd.CGRAM, c, tuple(obl), alphabet=alpha,
+                                  c=c))
+    mq_bound = lambda B, n, f: Bd.mqar_match_bound(B, n, f)
+    _add(Construction("T4.6-up", "retrieval.mqar", Bd.MQAR, 1, tuple(
+        shift_obligations("shift", lambda B, n: n + 1, 1)
+        + [gap("match", "gap_partial"), gap("match", "gap_between_matches"), range_("match", mq_bound)]),
+        alphabet=lambda B, n: Bd.MQAR_MAX_VALUE))
+
+
+def _hybrid() -> None:
+    H = Bd.HYBRID
+    _add(Construction("T5.6", "hybrid.index", H["index"], 2, (
+        gap("match"), range_("match", lambda B, n, f: Bd.hybrid_index_bound(B, n)))))
+    _add(Construction("T5.6", "hybrid.ar", H["ar"], 2, (
+        gap("match", "gap_non_match"), gap("match", "gap_between_matches"),
+        range_("match", lambda B, n, f: Bd.hybrid_first_bound(B, n, 1)))))
+    _add(Construction("T5.6", "hybrid.cgram(c=3)", Bd.hybrid_cgram(3), 3, (
+        gap("match", "gap_non_match"), gap("match", "gap_between_matches"),
+        range_("match", lambda B, n, f: Bd.hybrid_first_bound(B, n, 2)))))
+    _add(Construction("T5.6", "hybrid.counting", H["counting"], 3, (
+        gap("count"), range_("count", lambda B, n, f: Bd.hybrid_count_bound(B, n)),
+        Obligation("compare.gap", lambda B, n, I, f: (n + 1) * (2 * n + 3), lambda B, n, I, f: B.pow2(f),
+                   strict=True))))
+    _add(Construction("T5.6", "hybrid.istree", Bd.hybrid_istree(), 2, (
+        gap("union-find", "gap_non_match"), gap("union-find", "gap_between_matches"),
+        range_("union-find", lambda B, n, f: Bd.hybrid_istree_bound(B, n, n)))))
+
+
+def _istree() -> None:
+    for label, m in (("istree-dfs (m <= n+2)", lambda n: n + 2), ("istree-dfs (any simple graph)",
+                                                                  lambda n: n * (n - 1) / 2 if not isinstance(n, int) else n * (n - 1) // 2)):
+        decl = Declared(label, lambda B, n, a, c, m=m: Bd.istree_int(B, n, m(n)), Bd.const(Bd.ISTREE_FRAC_BITS),
+                        claim="T4.7-up")
+
+        def T1(B, n, m=m):
+            return B.max(Bd.istree_positions(B, n, m(n)), Bd.istree_tau_bound(B, n))
+        V = lambda B, n: Bd.istree_tau_bound(B, n)
+        _add(Construction("T4.7-up", label, decl, 2, (
+            gap("heads", "gap"),
+            range_("tie-break", lambda B, n, f, T1=T1: 17 * T1(B, n) ** 2 * V(B, n)),
+            range_("lookup", lambda B, n, f, T1=T1: 33 * T1(B, n) ** 2),
+            range_("mlp-mask", lambda B, n, f, T1=T1: 3 * T1(B, n) ** 2 * V(B, n)),
+            range_("readout", lambda B, n, f: 3 * V(B, n) ** 2))))
+
+
+def _rag() -> None:
+    # the readout logit 2 T V + T^2 < 5 (n + 21)^2 (rag_models; the compiler's interval
+    # bound, re-checked at compile time, covers the rest)
+    for name, decl in Bd.RAG.items():
+        _add(Construction("T5-RAG", name, decl, 2, (
+            Obligation("readout.range", lambda B, n, I, f: B.bits(5 * (n + 21) ** 2), lambda B, n, I, f: I),)))
+
+
+def _turing() -> None:
+    from .turing import MACHINES, Encoding, hybrid_declared, rag_declared, time_of
+    for mname, spec in MACHINES.items():
+        enc = Encoding.of(spec.build())
+        nA, nG = len(enc.actions), len(enc.symbols)
+        T = time_of(spec)
+        hyb = hybrid_declared(enc, spec)
+        _add(Construction("T5-hyb-P", f"hybrid-tm.{mname}", hyb, 1, (
+            gap("retrieval", "gap_non_match"), gap("retrieval", "gap_between_matches"),
+            range_("retrieval", lambda B, n, f, T=T, nA=nA, nG=nG: Bd.tm_hybrid_bound(B, n, T(B, n), nA, nG)))))
+        rag = rag_declared(enc, spec)
+
+        def K(B, n, T=T, nA=nA, nG=nG):
+            return B.max(B.max(n, T(B, n) + 1, nA, nG) + 1, Bd.NUMBER_BASE)
+        _add(Construction("T5-RAG", f"rag-tm.{mname}", rag, 1, (
+            range_("readout", lambda B, n, f, K=K: 3 * K(B, n) ** 2),)))
+
+
+def _iterate() -> None:
+    V = lambda B, n: n * n + 2 * n + 10
+    _add(Construction("T4.1", "iterate-rnn", Bd.ITERATE, 2, (
+        range_("readout", lambda B, n, f: 3 * V(B, n) ** 2),)))
+
+
+_retrieval()
+_istree()
+_rag()
+_hybrid()
+_turing()
+_iterate()
+
+__all__ = ["CONSTRUCTIONS", "Construction", "Obligation"]

@@ -1,0 +1,236 @@
+"""Obligations and ``rnngap certify`` (constructions/obligations.py, checks/certify.py).
+
+* the gadget lemmas behind the obligations, exhaustively on small formats: a
+  gap above (f + 1) ln 2 makes the kernel's exp exactly 0 and lambda - 1 does
+  not; the counting comparison gap; the per-position score facts by plain
+  integer enumeration (independent of z3), and z3's hypotheses are satisfiable
+  (the facts are not vacuous);
+* the monotonicity prover rejects what is not nondecreasing;
+* certify fails when a declaration or a margin is weakened, naming the
+  obligation and the first failing n, which the builder confirms (MarginError);
+* certificate vs measurement reports an excess when the model is larger than
+  the certificate.
+"""
+from __future__ import annotations
+
+import json
+from argparse import Namespace
+from fractions import Fraction
+
+import pytest
+import sympy as sp
+
+from constructions import bounds as Bd
+from constructions import retrieval as R
+from constructions.fixedpoint import FixedFormat, fx_exp, new_err
+from constructions.gadgets import MarginError, sharpness, zero_gap
+from constructions.obligations import CONSTRUCTIONS, Obligation
+from checks.certify import N, certify, certify_construction, nondecreasing, table, write_json
+
+
+# ----------------------------------------------------------------------------
+# gadget lemmas, exhaustively on small formats
+@pytest.mark.parametrize("f", range(0, 16))
+def test_gap_lemma_exp_rounds_to_zero_exactly_above_the_zero_gap(f):
+    """gap > (f + 1) ln 2 -> exp(-gap) is exactly 0 on the grid 2^-f; lambda(f) is the
+    smallest such integer (lambda - 1 keeps a nonzero weight)."""
+    lam = sharpness(f)
+    assert lam > zero_gap(f) >= lam - 1
+    for g in range(lam, lam + 4):
+        assert fx_exp(-g << f, 2, f, 0, new_err()) == 0, (f, g)
+    assert fx_exp(-(lam - 1) << f, 2, f, 0, new_err()) >= 1, f
+    # a fractional gap just above the threshold (raw units of 2^-f)
+    d = -(int(zero_gap(f) * (1 << f)) + 1)
+    assert fx_exp(d, 2, f, 0, new_err()) == 0, f
+
+
+@pytest.mark.parametrize("n", range(1, 25))
+def test_counting_comparison_lemma(n):
+    """|1/(c+1) - 1/(t+3/2)| >= 1/((n+1)(2n+3)) for all counts and thresholds 0..n,
+    attained, and above 2^-f for the declared f(n) (obligation counting.compare.gap)."""
+    gaps = [abs(Fraction(1, c + 1) - Fraction(2, 2 * t + 3)) for c in range(n + 1) for t in range(n + 1)]
+    assert min(gaps) == Fraction(1, (n + 1) * (2 * n + 3))
+    assert min(gaps) > Fraction(1, 1 << Bd.COUNTING.frac_bits(n))
+
+
+@pytest.mark.parametrize("n", range(1, 9))
+def test_index_and_shift_scores_by_enumeration(n):
+    """The facts z3 proves for all n, enumerated for small n with plain integers."""
+    lam = 2
+    for i in range(1, n + 1):
+        scores = {j: lam * (2 * (i + 1) * (j + 1) - (j + 1) ** 2) for j in range(n + 3)}
+        assert all(scores[i] - s >= lam for j, s in scores.items() if j != i)
+    K = Q = max(n + 3, 9)
+    assert all(abs(lam * (2 * q * p - p * p)) <= lam * (2 * Q * K + K * K)
+               for q in range(-Q, Q + 1) for p in range(1, n + 4))
+    Np = n + 3
+    for shift in (1, 2, 3):
+        for i in range(Np):
+            t = max(i - shift, 0)
+            sc = {j: lam * (2 * (i - shift) * j - j * j) for j in range(Np)}
+            assert all(sc[t] - s >= lam for j, s in sc.items() if j != t)
+
+
+def test_joint_match_by_enumeration():
+    """m = 2 components, codes in -3..3, positions 0..P: a full match beats partial
+    matches by >= s and later full matches by >= mu."""
+    import itertools
+    mu, s0, P = 2, 2, 4
+    lam = mu * P + s0
+    codes = range(-3, 4)
+    for q in itertools.product(codes, repeat=2):
+        full = lam * sum(2 * x * x - x * x for x in q)
+        for p in itertools.product(codes, repeat=2):
+            sc = lam * sum(2 * q[k] * p[k] - p[k] ** 2 for k in range(2))
+            for j0 in range(P + 1):
+                for j1 in range(P + 1):
+                    if p != q:
+                        assert (full - mu * j0) - (sc - mu * j1) >= s0
+                    elif j1 > j0:
+                        assert (full - mu * j0) - (sc - mu * j1) >= mu
+
+
+def test_smt_facts_are_not_vacuous():
+    z3 = pytest.importorskip("z3")
+    from checks.certify_facts import FACTS
+    for _, name, facts in FACTS:
+        for fname, fn in facts:
+            hyps, _ = fn()
+            s = z3.Solver()
+            s.add(*hyps)
+            assert s.check() == z3.sat, (name, fname)
+
+
+def test_a_false_fact_is_refuted_with_a_counterexample():
+    z3 = pytest.importorskip("z3")
+    from checks.certify_facts import _index_gap, prove
+
+    def too_strong():                 # claims a gap of lambda + 1: false (adjacent keys differ by lambda)
+        hyps, _ = _index_gap()
+        n, i, j, lam = z3.Ints("n i j lam")
+        s = lambda key: lam * (2 * (i + 1) * key - key * key)
+        return hyps, s(i + 1) - s(j + 1) >= lam + 1
+    r = prove("T4.6-up", "weakened", [("match.gap", too_strong)])
+    assert not r.certified and "sat" in r.failures[0]["why"] and "unsat" not in r.failures[0]["why"]
+
+
+# ----------------------------------------------------------------------------
+def test_nondecreasing_prover():
+    yes = [N, sp.ceiling(sp.log(N + 3, 2)), sp.Max(N, 9) ** 2, 2 ** sp.ceiling(sp.log(N, 2)), 3 * N + 7]
+    no = [-N, 1 / N, 10 - N, N * (N - 5), sp.Max(N, 9) - N, sp.floor(sp.log(11 - N, 2))]
+    assert all(nondecreasing(e) for e in yes)
+    assert not any(nondecreasing(e) for e in no)
+
+
+def test_certify_everything_quickly():
+    rs = certify()
+    assert all(r.certified for r in rs), table(rs)
+    claims = {r.claim for r in rs}
+    assert {"T4.6-up", "T4.7-up", "T5-RAG", "T5.6", "T5-hyb-P", "T4.1"} <= claims
+    facts = {r.construction: r for r in rs if r.method == "smt"}
+    for key in ("index", "ar", "cgram3", "cgram4", "counting"):
+        assert facts[f"retrieval.{key}: per-position"].n_max is None
+    idx = next(r for r in rs if r.construction == "retrieval.index[a=2]")
+    assert idx.n_max is not None and sum(CONSTRUCTIONS["retrieval.index[a=2]"].fmt(idx.n_max)) <= 62
+    assert sum(CONSTRUCTIONS["retrieval.index[a=2]"].fmt(idx.n_max + 1)) > 62
+    cnt = next(r for r in rs if r.construction == "retrieval.counting[a=n+1]")
+    assert cnt.n_max == R.COUNTING_MAX_N
+
+
+# ----------------------------------------------------------------------------
+# it must be able to fail
+def _weaken_I(con, below: int, by: int = 1):
+    d = con.declared
+    w = Bd.Declared(d.name, lambda B, n, a, c: d.int_fn(B, n, a, c) - (by if (B is Bd.INT and n >= below) else 0),
+                    d.frac_fn)
+    return con.weakened(declared=w)
+
+
+@pytest.mark.parametrize("name,below,by", [("retrieval.counting[a=3]", 1000, 1), ("retrieval.ar[a=n+2]", 5000, 1),
+                                           ("retrieval.index[a=2]", 3000, 2)])
+def test_weakened_declaration_fails_at_the_first_n_the_builder_refuses(name, below, by):
+    con = CONSTRUCTIONS[name]
+    r = certify_construction(_weaken_I(con, below, by))
+    assert not r.certified
+    fl = r.failures[0]
+    n1 = fl["first_n"]
+    assert fl["obligation"].endswith("range") and n1 >= below
+    # the builder itself (its gadgets' MarginError) agrees: refused at n1, accepted just before
+    build = {"retrieval.counting[a=3]": lambda n, fmt: R.counting_model(n, 3, fmt),
+             "retrieval.ar[a=n+2]": lambda n, fmt: R.ar_model(n, n + 2, fmt),
+             "retrieval.index[a=2]": lambda n, fmt: R.index_model(n, 2, fmt)}[name]
+    I, f = con.fmt(n1)
+    with pytest.raises(MarginError):
+        build(n1, FixedFormat(I - by, f))
+    if n1 - 1 >= below:
+        I0, f0 = con.fmt(n1 - 1)
+        build(n1 - 1, FixedFormat(I0 - by, f0))
+
+
+def test_lambda_one_smaller_fails_at_the_smallest_n():
+    con = CONSTRUCTIONS["retrieval.index[a=2]"]
+    weak = tuple(Obligation(o.name, o.need, (lambda B, n, I, f: B.sharp(f) - 1), o.strict) if o.name == "match.gap"
+                 else o for o in con.obligations)
+    r = certify_construction(con.weakened(obligations=weak))
+    assert not r.certified
+    assert [(x["obligation"], x["first_n"]) for x in r.failures] == [("match.gap", con.n_min)]
+
+
+def test_cli_exits_1_and_json_names_the_failure(tmp_path, monkeypatch):
+    from checks import cmd_certify
+    con = CONSTRUCTIONS["retrieval.counting[a=3]"]
+    monkeypatch.setitem(CONSTRUCTIONS, con.name, _weaken_I(con, 2000))
+    path = tmp_path / "cert.json"
+    rc = cmd_certify.run(Namespace(only=[con.name], json=str(path)))
+    assert rc == 1
+    recs = json.loads(path.read_text())
+    assert len(recs) == 1 and recs[0]["certified"] is False and recs[0]["construction"] == con.name
+    assert {"claim", "construction", "obligations", "n_min", "n_max", "method", "certified", "seconds"} <= set(recs[0])
+    assert recs[0]["failures"][0]["first_n"] >= 2000
+
+
+def test_write_json_roundtrip(tmp_path):
+    rs = certify(["T4.1"], facts=False)
+    write_json(rs, str(tmp_path / "x.json"))
+    rec = json.loads((tmp_path / "x.json").read_text())[0]
+    assert rec["claim"] == "T4.1" and rec["certified"] is True and rec["method"] == "piecewise-monotone"
+
+
+# ----------------------------------------------------------------------------
+def test_certificate_vs_measurement_finds_excess():
+    from checks.checks_certificate import compare
+    con = CONSTRUCTIONS["retrieval.index[a=2]"]
+    checked, bad = compare(con, R.index_model(64), 64)
+    assert checked == 2 and bad == []
+    checked, bad = compare(con, R.index_model(4096), 64)      # a larger model than certified at 64
+    assert any("score_int_bits" in b for b in bad)
+
+
+def test_certificate_record_zero_excess():
+    from checks.checks_certificate import check_certificate
+    recs = check_certificate("quick", 0)
+    assert len(recs) >= 10 and all(r.passed for r in recs), [r.note for r in recs if not r.passed]
+
+
+def test_docstring_examples():
+    import doctest
+    from checks import certify as C
+    from constructions import obligations as O
+    for module in (Bd, O, C):
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+def test_int_and_sympy_backends_agree_on_every_certified_format():
+    """The one declaration evaluated by both backends (what certify reasons about
+    symbolically is what the builders use), at the ends of the certified range."""
+    for con in CONSTRUCTIONS.values():
+        I_e, f_e = con.fmt_expr(Bd.SYM, Bd.N)
+        sym = con.declared.n_symbol
+        I_e, f_e = sp.sympify(I_e).subs(Bd.N, sym), sp.sympify(f_e).subs(Bd.N, sym)
+        from checks.certify import _n_max
+        top = _n_max(con)
+        for n in {con.n_min, con.n_min + 5, 100, top}:
+            if n is None or n > top:
+                continue
+            assert (int(I_e.subs(sym, n)), int(f_e.subs(sym, n))) == con.fmt(n), (con.name, n)
