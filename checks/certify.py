@@ -191,7 +191,9 @@ def certify(only: list[str] | None = None, constructions: dict | None = None, fa
 def write_json(results: list[Result], path: str) -> None:
     """One record per construction (claim, construction, obligations, n_min, n_max,
     method, certified, seconds, ...)."""
-    with open(path, "w") as fh:
+    from .errors import atomic_output
+
+    with atomic_output(path, what="certify --json") as fh:
         json.dump([r.record() for r in results], fh, indent=1)
 
 

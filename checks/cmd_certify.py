@@ -17,8 +17,10 @@ def run(args) -> int:
     import time
 
     from .certify import certify, table, write_json
-    from .errors import UsageError
+    from .errors import UsageError, check_outputs
     from constructions.obligations import CONSTRUCTIONS
+
+    check_outputs({"--json": args.json}, what="certify")   # before any work
 
     known = {c.claim for c in CONSTRUCTIONS.values()} | set(CONSTRUCTIONS)
     for o in args.only or []:
