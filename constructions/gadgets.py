@@ -204,15 +204,23 @@ class Builder:
         self.name, self.kind, self.vocab, self.space, self.claim = name, kind, vocab, space, claim
         self.bounded, self.fmt = bounded, fmt
         self.head_bounds: dict[str, tuple[Fraction, Any]] = {}
-        self.rnn_layers: list[RNNLayerSpec] = []
-        self.attn_layers: list[AttnLayerSpec] = []
+        # blocks are checked when added and assembled into dense arrays by spec(), over
+        # every direction created by then (a phase may create directions after an earlier layer)
+        self._rnn_blocks: list[tuple] = []
+        self._attn_blocks: list[tuple] = []
         self.readout_terms: list[tuple[int, int, Any, Fraction]] = []
         self.margins: dict[str, dict] = {}
         self.notes: dict = {}
         self.max_positions: int | None = None     # see ModelSpec.max_positions
 
     # -- MLPs
-    def _mlp(self, neurons: list[Neuron], block: str):
+    def _claim_mlp(self, neurons: list[Neuron], block: str) -> None:
+        for n in neurons:
+            self.space.row(n.inp)                     # every input direction exists
+            for d in n.out:
+                self.space.claim_write(d, block)
+
+    def _mlp(self, neurons: list[Neuron]):
         D = len(self.space)
         M = len(neurons)
         W1, W2 = _frac_matrix(M, D), _frac_matrix(D, M)
@@ -222,7 +230,6 @@ class Builder:
         for m, n in enumerate(neurons):
             W1[m] = self.space.row(n.inp)
             for d, c in n.out.items():
-                self.space.claim_write(d, block)
                 W2[self.space[d], m] += Fraction(c)
         return W1, b1, W2, b2
 
@@ -279,17 +286,31 @@ class Builder:
                 raise ValueError(f"{self.name}: head {h.name} reads directions without a bound: {unbounded}")
             if h.gap is None:
                 raise ValueError(f"{self.name}: head {h.name} declares no score gap")
-        key = f"layer {len(self.attn_layers)} head {h.name}"
+        key = f"layer {len(self._attn_blocks)} head {h.name}"
         self.head_bounds[key] = (max_score, h.gap)
         if self.fmt is not None:
             self._check_head(key, self.fmt)
 
     # -- layers
     def attention_layer(self, heads: list[Head], mlp: list[Neuron] = ()) -> None:
+        """One attention layer (heads, then the MLP). Each head's score bound and gap
+        are recorded and checked (class doc); the arrays are assembled by :meth:`spec`."""
+        for h in heads:
+            self._record_head(h)
+            for qc, kc in h.score:
+                self.space.row(qc), self.space.row(kc)        # every direction exists
+            for tgt, combo in h.copy.items():
+                self.space.claim_write(tgt, f"head {h.name}")
+                self.space.row(combo)
+            if h.margin:
+                self.margins[h.name] = h.margin
+        self._claim_mlp(list(mlp), f"mlp of layer {len(self._attn_blocks)}")
+        self._attn_blocks.append((list(heads), list(mlp)))
+
+    def _assemble_attention(self, heads: list[Head], mlp: list[Neuron]) -> AttnLayerSpec:
         D = len(self.space)
         specs = []
         for h in heads:
-            self._record_head(h)
             dq = len(h.score)
             WQ, WK = _frac_matrix(dq, D), _frac_matrix(dq, D)
             for k, (qc, kc) in enumerate(h.score):
@@ -298,33 +319,42 @@ class Builder:
             targets = list(h.copy)
             WV, WO = _frac_matrix(len(targets), D), _frac_matrix(D, len(targets))
             for k, tgt in enumerate(targets):
-                self.space.claim_write(tgt, f"head {h.name}")
                 WV[k] = self.space.row(h.copy[tgt])
                 WO[self.space[tgt], k] = Fraction(1)
             specs.append(HeadSpec(WQ, WK, WV, WO, h.name))
-            if h.margin:
-                self.margins[h.name] = h.margin
-        W1, b1, W2, b2 = self._mlp(list(mlp), f"mlp of layer {len(self.attn_layers)}")
-        self.attn_layers.append(AttnLayerSpec(specs, W1, b1, W2, b2))
+        W1, b1, W2, b2 = self._mlp(mlp)
+        return AttnLayerSpec(specs, W1, b1, W2, b2)
 
     def rnn_layer(self, state: list[str], A: Mapping[tuple[str, str], Any], B: Mapping[tuple[str, str], Any],
                   C: Mapping[tuple[str, str], Any], mlp: list[Neuron] = (), name: str = "") -> None:
         """h_t = A h_{t-1} + B x_t over named state components ``state``;
         x += C h_t. Keys: A[(s_out, s_in)], B[(s, direction)], C[(direction, s)]."""
-        D, S = len(self.space), len(state)
+        S = len(state)
         si = {s: i for i, s in enumerate(state)}
         if len(si) != S:
             raise ValueError(f"rnn layer {name}: duplicate state names")
+        for (a, b) in A:
+            si[a], si[b]
+        for (s, d) in B:
+            si[s], self.space[d]
+        for (d, s) in C:
+            si[s]
+            self.space.claim_write(d, f"rnn {name or len(self._rnn_blocks)} readout")
+        self._claim_mlp(list(mlp), f"mlp of rnn layer {name or len(self._rnn_blocks)}")
+        self._rnn_blocks.append((list(state), dict(A), dict(B), dict(C), list(mlp)))
+
+    def _assemble_rnn(self, state: list[str], A: dict, B: dict, C: dict, mlp: list[Neuron]) -> RNNLayerSpec:
+        D, S = len(self.space), len(state)
+        si = {s: i for i, s in enumerate(state)}
         Am, Bm, Cm = _frac_matrix(S, S), _frac_matrix(S, D), _frac_matrix(D, S)
         for (a, b), c in A.items():
             Am[si[a], si[b]] += Fraction(c)
         for (s, d), c in B.items():
             Bm[si[s], self.space[d]] += Fraction(c)
         for (d, s), c in C.items():
-            self.space.claim_write(d, f"rnn {name or len(self.rnn_layers)} readout")
             Cm[self.space[d], si[s]] += Fraction(c)
-        W1, b1, W2, b2 = self._mlp(list(mlp), f"mlp of rnn layer {name or len(self.rnn_layers)}")
-        self.rnn_layers.append(RNNLayerSpec(Am, Bm, Cm, W1, b1, W2, b2, list(state)))
+        W1, b1, W2, b2 = self._mlp(mlp)
+        return RNNLayerSpec(Am, Bm, Cm, W1, b1, W2, b2, list(state))
 
     def readout(self, terms: list[tuple[str, int, Any, Any]]) -> None:
         """logit(k) = sum coef * feature(k) * x[direction], terms (direction, kind, param, coef)."""
@@ -341,8 +371,9 @@ class Builder:
         notes = dict(self.notes)
         notes["margins"] = self.margins
         return ModelSpec(self.name, self.kind, self.vocab, list(self.space.labels), emb,
-                         self.rnn_layers, self.attn_layers, self.readout_terms, self.claim, notes,
-                         self.max_positions)
+                         [self._assemble_rnn(*blk) for blk in self._rnn_blocks],
+                         [self._assemble_attention(*blk) for blk in self._attn_blocks],
+                         self.readout_terms, self.claim, notes, self.max_positions)
 
     def build(self, fmt: FixedFormat) -> Model:
         for name in self.head_bounds:

@@ -214,7 +214,7 @@ def test_keys_vanish_at_bos():
     sess = model_for(6, 15).session(capacity=2)
     sess.feed([BOS])
     res = sess.residual()
-    for lab in ("tok", "tok_sq", "s1", "s1_sq", "is_rec", "s2", "s2_sq", "s3", "s3_sq", "s5", "s5_sq",
+    for lab in ("tok", "tok_sq", "back1", "back1_sq", "is_record", "back2", "back2_sq", "back3", "back3_sq", "back5", "back5_sq",
                 "after_eos", "pred_u", "pred_u_sq", "pred_v", "pred_v_sq"):
         assert res[lab] == 0, lab
 
