@@ -664,3 +664,23 @@ def count_compare_neurons(frac_dir: str, thr_dir: str, out: str, n: int, fmt: Fi
     w = power_of_two_at_most(slack)
     _need_bits(fmt, bits_for(1 / w) + 1, "count comparison", f"step slope {1 / w}")
     return step_neurons({thr_dir: 1, frac_dir: -1}, 0, w, out)
+
+
+def mask_unless_equal_neurons(x: Combo, a: Combo, b: Combo, out: str, bound: int) -> list[Neuron]:
+    """out += x if a != b else 0, for integer a, b and 0 <= x <= bound (= B):
+    with d = a - b, relu(x - B + B d) - relu(B d - B) + relu(x - B - B d) - relu(-B d - B).
+    d = 0: 0; d >= 1: x + B(d-1) - B(d-1) (the second pair is 0); d <= -1 symmetric."""
+    B = Fraction(bound)
+    d = _add(a, {k: -Fraction(v) for k, v in b.items()})
+    Bd = {k: B * v for k, v in d.items()}
+    mBd = {k: -B * v for k, v in d.items()}
+    return [Neuron(_add(x, Bd), -B, {out: 1}), Neuron(Bd, -B, {out: -1}),
+            Neuron(_add(x, mBd), -B, {out: 1}), Neuron(mBd, -B, {out: -1})]
+
+
+def max_neurons(x: str, y: str, out: str) -> list[Neuron]:
+    """out += max(x, y) for x >= 0: relu(x) + relu(y - x)."""
+    return [Neuron({x: 1}, 0, {out: 1}), Neuron({y: 1, x: -1}, 0, {out: 1})]
+
+
+# ---- recurrent gadgets (clock, delay chains, gated equality) ----

@@ -115,7 +115,8 @@ import sympy as sp
 from . import kernels as K
 from .fixedpoint import FixedFormat, log2_ceil
 from .gadgets import (
-    base_space, first_max_head, flag_component, match_head, number_readout, require, _add,
+    base_space, first_max_head, flag_component, mask_unless_equal_neurons, match_head, max_neurons,
+    number_readout, require,
     Builder, Component, Head, Neuron, ResidualSpace, equality_neurons, select_neurons, shift_head,
 )
 from .generate import Generation, generate
@@ -183,25 +184,6 @@ def declared_format(n_vertices: int, max_edges: int | None = None) -> FixedForma
 def cot_bound(n_vertices: int) -> int:
     """CoT tokens before the answer: a tour of <= 2N - 1 vertices and its [EOS]."""
     return 2 * n_vertices
-
-
-# ----------------------------------------------------------------------------
-# gadgets of this construction
-def mask_unless_equal_neurons(x: Combo, a: Combo, b: Combo, out: str, bound: int) -> list[Neuron]:
-    """out += x if a != b else 0, for integer a, b and 0 <= x <= bound (= B):
-    with d = a - b, relu(x - B + B d) - relu(B d - B) + relu(x - B - B d) - relu(-B d - B).
-    d = 0: 0; d >= 1: x + B(d-1) - B(d-1) (the second pair is 0); d <= -1 symmetric."""
-    B = Fraction(bound)
-    d = _add(a, {k: -Fraction(v) for k, v in b.items()})
-    Bd = {k: B * v for k, v in d.items()}
-    mBd = {k: -B * v for k, v in d.items()}
-    return [Neuron(_add(x, Bd), -B, {out: 1}), Neuron(Bd, -B, {out: -1}),
-            Neuron(_add(x, mBd), -B, {out: 1}), Neuron(mBd, -B, {out: -1})]
-
-
-def max_neurons(x: str, y: str, out: str) -> list[Neuron]:
-    """out += max(x, y) for x >= 0: relu(x) + relu(y - x)."""
-    return [Neuron({x: 1}, 0, {out: 1}), Neuron({y: 1, x: -1}, 0, {out: 1})]
 
 
 # ----------------------------------------------------------------------------

@@ -131,25 +131,6 @@ def test_match_head_with_fallback_weights_are_zero_or_one():
         assert sorted(set(w.tolist())) in ([1.0], [0.0, 1.0])
 
 
-@pytest.mark.parametrize("bound", [1, 5, 100])
-def test_mask_unless_equal_and_max_neurons(bound):
-    """out = x if a != b else 0 (integers a, b; 0 <= x <= B) and max(x, y) for x >= 0,
-    evaluated exactly with Fractions from the neurons' definitions."""
-    neurons = C.mask_unless_equal_neurons({"x": 1}, {"a": 1}, {"b": 1}, "masked", bound) + \
-        C.max_neurons("x", "a", "mx")
-    for x in range(0, bound + 1, max(1, bound // 7)):
-        for a in range(-3, 4):
-            for bb in range(-3, 4):
-                vec = {"x": x, "a": a, "b": bb}
-                outs = {"masked": Fraction(0), "mx": Fraction(0)}
-                for nr in neurons:
-                    h = max(Fraction(0), sum(Fraction(c) * vec[k] for k, c in nr.inp.items()) + Fraction(nr.bias))
-                    for d, c in nr.out.items():
-                        outs[d] += Fraction(c) * h
-                assert outs["masked"] == (x if a != bb else 0)
-                assert outs["mx"] == max(x, a)
-
-
 # ----------------------------------------------------------------------------
 # the decoded residual, step by step, against the reference algorithm
 def _reference_trace(edges):
