@@ -823,3 +823,65 @@ def test_mask_unless_equal_and_max_neurons_exhaustive(bound):
                 assert outs["mx"] == max(x, a)
     tight = G.mask_unless_equal_neurons({"x": 1}, {"a": 1}, {"b": 1}, "masked", bound - 1)
     assert _mlp_eval(tight, {"x": bound, "a": 0, "b": 0})["masked"] != 0
+
+
+# ============================================================================
+# match head on two components (a bigram), without fallback: exhaustive
+def _bigram_model(fmt, tie_break, L=SMALL_LENGTH):
+    """Layer 1: prev1, prev2 = tau of the tokens 1 and 2 back; layer 2: the match
+    head with components (tok vs prev1, prev1 vs prev2): key j matches query i iff
+    x_{j-1} x_{j-2} = x_i x_{i-1} (tau codes)."""
+    s = G.base_space()
+    for k in (1, 2):
+        s.hidden(f"prev{k}", bound=9), s.hidden(f"prev{k}_sq", bound=81)
+    s.hidden("hit", bound=L)
+    b = Builder(f"bigram-{tie_break}", "transformer", Vocab(len(SMALL_ALPHABET) - 1), s, bounded=True)
+    b.max_positions = L + 1
+    b.attention_layer([shift_head(f"prev{k}", "pos", "pos_sq", "one",
+                                  {f"prev{k}": {"tok": 1}, f"prev{k}_sq": {"tok_sq": 1}}, fmt,
+                                  n_positions=L + 1, shift=k) for k in (1, 2)])
+    comps = [G.Component({"tok": 1}, {"prev1": 1}, {"prev1_sq": 1}, 9, 9),
+             G.Component({"prev1": 1}, {"prev2": 1}, {"prev2_sq": 1}, 9, 9)]
+    head = G.match_head("bigram", components=comps, copy={"hit": {"pos": 1}}, fmt=fmt,
+                        n_positions=L + 1 if tie_break else None, tie_break=tie_break)
+    b.attention_layer([head])
+    b.readout([("hit", K.F_TOK, 0, 1)])
+    return b.build(fmt), head
+
+
+@pytest.mark.parametrize("tie_break", [None, "first", "last"])
+def test_match_head_two_components_exhaustive_and_one_margin_below(tie_break, monkeypatch):
+    """Every input (3 letters, length 5), f = 1 and 3: weight exactly 1 on the
+    (first / last / unique) bigram match. Then with sharpness one smaller (the
+    gadget refuses it; built anyway) some weight is no longer exactly 0 or 1."""
+    codes = lambda xs: [0] + [x + 1 for x in xs]          # tau at positions 0..L
+
+    def want(c, i):
+        hits = [j for j in range(2, i + 1) if (c[j - 1], c[j - 2]) == (c[i], c[i - 1])]
+        if len(hits) == 1 or (hits and tie_break):
+            return hits[0] if tie_break != "last" else hits[-1]
+        return None
+    checked = 0
+    for f in (1, 3):
+        _, head = _bigram_model(FixedFormat(40, f), tie_break)
+        model, _ = _bigram_model(FixedFormat(head.margin["score_int_bits"], f), tie_break)
+        for xs, toks in _all_inputs():
+            c = codes(xs)
+            for i, w, res in _layer_weights(model, toks, 1):
+                j = want(c, i) if i >= 1 else None
+                if j is None:
+                    continue
+                assert w == [Fraction(int(k == j)) for k in range(i + 1)], (xs, i, w)
+                assert res["hit"] == j
+                checked += 1
+    assert checked > 200
+    real = G.sharpness
+    monkeypatch.setattr(G, "sharpness", lambda f_, unit_gap=1: real(f_, unit_gap) - 1)
+    with pytest.raises(MarginError, match="not above"):
+        _bigram_model(FixedFormat(40, 1), tie_break)
+    monkeypatch.setattr(G, "require", lambda cond, msg: None)
+    monkeypatch.setattr(Builder, "_check_head", lambda self, name, fmt: None)
+    model, _ = _bigram_model(FixedFormat(40, 1), tie_break)
+    inexact = sum(any(v not in (0, 1) for v in w) for _xs, toks in _all_inputs()
+                  for _i, w, _r in _layer_weights(model, toks, 1))
+    assert inexact > 0
