@@ -26,6 +26,13 @@ has key j + 1, so::
     head = match_head("index", components=[position], copy={"answer": {"tok": 1}}, fmt=fmt)
 
 attends exactly to position i and copies tau(x_i) into ``answer``.
+
+Gadgets: attention -- :func:`match_head` (the one match head: components,
+``tie_break=None|"first"|"last"``, ``fallback=None|"bos"``), :func:`first_max_head`,
+:func:`shift_head`, :func:`count_head`; MLP -- :func:`equality_neurons`,
+:func:`step_neurons`, :func:`select_neurons`, :func:`count_compare_neurons`,
+:func:`mask_unless_equal_neurons`, :func:`max_neurons`; recurrent gadgets at the
+end of the file. Each has a block-level test in tests/test_gadgets.py.
 """
 from __future__ import annotations
 

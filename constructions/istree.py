@@ -107,7 +107,6 @@ storage).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Mapping, Sequence
 
 import sympy as sp
