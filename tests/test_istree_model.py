@@ -669,3 +669,13 @@ def test_reduction_check_records():
     assert [r.instances for r in exhaustive] == [2 * n * 2 ** n for n in X.REDUCTION["quick"]["exhaustive"]]
     assert {r.params for r in recs} == {C.build(4, 3).resources.params}
     assert max(r.n for r in recs) == 256
+
+
+def test_the_builder_checks_every_istree_head_from_direction_bounds(monkeypatch):
+    """The IsTree model is built with bounded=True (every direction a head reads has
+    a bound): with the gadgets' integer-bit checks switched off, a format far too
+    small is still refused by the Builder's central check."""
+    monkeypatch.setattr(G, "_need_bits", lambda *a: None)
+    C.build(6, 8)
+    with pytest.raises(MarginError, match="from the directions' bounds"):
+        C.build(6, 8, fmt=FixedFormat(8, C.FRAC_BITS))
