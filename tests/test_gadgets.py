@@ -675,24 +675,27 @@ def test_match_head_fallback_lemma_exhaustive(tie_break):
     assert checked > 2000
 
 
-@pytest.mark.parametrize("tie_break", [None, "first", "last"])
-def test_match_head_fallback_fails_one_margin_below(tie_break, monkeypatch):
-    """The same head with every margin one unit smaller (sharpness s - 1 <= (f + 1) ln 2,
-    the gadget's checks switched off): the gadget itself refuses it, and run anyway
-    some weight on the exhaustive inputs is no longer exactly 0 or 1."""
-    f = 1
+def _inexact_one_margin_below(build, layer, monkeypatch):
+    """Every sharpness one unit smaller (s - 1 <= (f + 1) ln 2, f = 1): ``build``
+    must refuse it (MarginError); built anyway with the checks switched off, the
+    number of positions (over all small inputs) where some weight of ``layer`` is
+    not exactly 0 or 1."""
     real = G.sharpness
     monkeypatch.setattr(G, "sharpness", lambda f_, unit_gap=1: real(f_, unit_gap) - 1)
     with pytest.raises(MarginError, match="not above"):
-        _fallback_model(FixedFormat(40, f), tie_break)
+        build(FixedFormat(40, 1))
     monkeypatch.setattr(G, "require", lambda cond, msg: None)
     monkeypatch.setattr(Builder, "_check_head", lambda self, name, fmt: None)
-    model, _ = _fallback_model(FixedFormat(40, f), tie_break)
-    inexact = 0
-    for xs, toks in _all_inputs():
-        for i, w, _res in _layer_weights(model, toks, 1):
-            inexact += any(v not in (0, 1) for v in w)
-    assert inexact > 0
+    model, _ = build(FixedFormat(40, 1))
+    return sum(any(v not in (0, 1) for v in w) for _xs, toks in _all_inputs()
+               for _i, w, _r in _layer_weights(model, toks, layer))
+
+
+@pytest.mark.parametrize("tie_break", [None, "first", "last"])
+def test_match_head_fallback_fails_one_margin_below(tie_break, monkeypatch):
+    """The same head with every margin one unit smaller: refused, and run anyway
+    some weight on the exhaustive inputs is no longer exactly 0 or 1."""
+    assert _inexact_one_margin_below(lambda fmt: _fallback_model(fmt, tie_break), 1, monkeypatch) > 0
 
 
 def _first_max_model(fmt, L=SMALL_LENGTH):
@@ -724,16 +727,7 @@ def test_first_max_head_lemma_exhaustive():
 
 
 def test_first_max_head_fails_one_margin_below(monkeypatch):
-    real = G.sharpness
-    monkeypatch.setattr(G, "sharpness", lambda f_, unit_gap=1: real(f_, unit_gap) - 1)
-    with pytest.raises(MarginError, match="not above"):
-        _first_max_model(FixedFormat(40, 1))
-    monkeypatch.setattr(G, "require", lambda cond, msg: None)
-    monkeypatch.setattr(Builder, "_check_head", lambda self, name, fmt: None)
-    model, _ = _first_max_model(FixedFormat(40, 1))
-    inexact = sum(any(v not in (0, 1) for v in w) for _xs, toks in _all_inputs()
-                  for _i, w, _r in _layer_weights(model, toks, 0))
-    assert inexact > 0
+    assert _inexact_one_margin_below(_first_max_model, 0, monkeypatch) > 0
 
 
 # ============================================================================
@@ -875,13 +869,4 @@ def test_match_head_two_components_exhaustive_and_one_margin_below(tie_break, mo
                 assert res["hit"] == j
                 checked += 1
     assert checked > 200
-    real = G.sharpness
-    monkeypatch.setattr(G, "sharpness", lambda f_, unit_gap=1: real(f_, unit_gap) - 1)
-    with pytest.raises(MarginError, match="not above"):
-        _bigram_model(FixedFormat(40, 1), tie_break)
-    monkeypatch.setattr(G, "require", lambda cond, msg: None)
-    monkeypatch.setattr(Builder, "_check_head", lambda self, name, fmt: None)
-    model, _ = _bigram_model(FixedFormat(40, 1), tie_break)
-    inexact = sum(any(v not in (0, 1) for v in w) for _xs, toks in _all_inputs()
-                  for _i, w, _r in _layer_weights(model, toks, 1))
-    assert inexact > 0
+    assert _inexact_one_margin_below(lambda fmt: _bigram_model(fmt, tie_break), 1, monkeypatch) > 0
