@@ -488,6 +488,31 @@ def counting_model(n: int, alphabet: int = 3, fmt: FixedFormat | None = None,
 
 # ----------------------------------------------------------------------------
 # MQAR (per-position AR over raw ints)
+def _first_match_or_bos_head(fmt: FixedFormat, L: int, max_code: int) -> Head:
+    """The MQAR match head (:func:`mqar_model`): gadgets.match_head(tie_break="first",
+    fallback="bos") on one component (tok vs prev), but with the tight lam = nu + s
+    that "first" allows (the generic family adds mu L, one integer bit more at some
+    L, and the declared :data:`MQAR` bits are derived for this one)."""
+    f = fmt.frac_bits
+    s = sharpness(f)
+    mu = s                     # between matches
+    nu = mu * L + s            # [BOS] below every match at p <= L
+    lam = nu + s               # every non-match below [BOS]
+    gaps = {"later match": mu, "[BOS] next to a match": nu - mu * L, "non-match next to [BOS]": lam - nu}
+    for what, gap in gaps.items():
+        require(gap > zero_gap(f), f"mqar: {what} would keep weight (gap {gap} not above (f + 1) ln 2)")
+    max_score = lam * 3 * max_code ** 2 + mu * L + nu
+    need = bits_for(max_score) + 1
+    require(fmt.int_bits >= need, f"mqar match: scores up to {max_score} need {need} integer bits, "
+                                  f"{fmt.name} has {fmt.int_bits}")
+    return Head("first-match-or-bos",
+                [({"tok": 2 * lam}, {"prev": 1}), ({"one": -lam}, {"prev_sq": 1}), ({"one": -mu}, {"pos": 1}),
+                 ({"tok_sq": lam, "one": -nu}, {"is_bos": 1})],
+                {"answer": {"tok": 1}},
+                {"lambda": lam, "mu": mu, "nu": nu, "zero_gap": float(zero_gap(f)), "score_int_bits": need},
+                gap=min(gaps.values()))
+
+
 def mqar_model(length: int, fmt: FixedFormat | None = None) -> Model:
     """Per-position AR over ``[BOS] r_1..r_L`` (r raw ints in [0, 2^16) as number
     tokens; vocabulary fixed at numbers 0..2^16-1): the next-token prediction at
@@ -514,36 +539,17 @@ def mqar_model(length: int, fmt: FixedFormat | None = None) -> Model:
     if L > MQAR_MAX_LENGTH:
         raise ValueError(f"mqar_model: length {L} exceeds the supported {MQAR_MAX_LENGTH}")
     fmt = fmt or MQAR.format(L)
-    Kc = MQAR_MAX_VALUE                      # |tau| of every token (numbers 0..2^16-1; specials <= 9)
+    max_code = MQAR_MAX_VALUE                # |tau| of every token (numbers 0..2^16-1; specials <= 9)
     s = base_space()
     s.embedded("is_bos", K.F_IS_TOKEN, BOS)
-    s.hidden("prev", bound=Kc)
-    s.hidden("prev_sq", bound=Kc * Kc)
-    s.hidden("answer", bound=Kc)
+    s.hidden("prev", bound=max_code)
+    s.hidden("prev_sq", bound=max_code ** 2)
+    s.hidden("answer", bound=max_code)
     b = Builder(f"mqar(L={L})", "transformer", Vocab(MQAR_MAX_VALUE - 1), s, claim=CLAIM, bounded=True)
     b.max_positions = L + 1                   # [BOS] then the L raw values
     b.attention_layer([shift_head("prev", "pos", "pos_sq", "one", {"prev": {"tok": 1}, "prev_sq": {"tok_sq": 1}},
                                   fmt, n_positions=L + 1)])
-    # gadgets.match_head(tie_break="first", fallback="bos") with the tight lam = nu + s that
-    # "first" allows (its generic lam adds mu L, one more integer bit at some L)
-    f = fmt.frac_bits
-    sh = sharpness(f)
-    mu = sh
-    nu = mu * L + sh
-    lam = nu + sh
-    gaps = {"later match": mu, "[BOS] next to a match": nu - mu * L, "non-match next to [BOS]": lam - nu}
-    for what, gap in gaps.items():
-        require(gap > zero_gap(f), f"mqar: {what} would keep weight (gap {gap} not above (f + 1) ln 2)")
-    B = lam * 3 * Kc * Kc + mu * L + nu
-    need = bits_for(B) + 1
-    require(fmt.int_bits >= need, f"mqar match: scores up to {B} need {need} integer bits, "
-                                  f"{fmt.name} has {fmt.int_bits}")
-    head = Head("first-match-or-bos",
-                [({"tok": 2 * lam}, {"prev": 1}), ({"one": -lam}, {"prev_sq": 1}), ({"one": -mu}, {"pos": 1}),
-                 ({"tok_sq": lam, "one": -nu}, {"is_bos": 1})],
-                {"answer": {"tok": 1}},
-                {"lambda": lam, "mu": mu, "nu": nu, "zero_gap": float(zero_gap(f)), "score_int_bits": need},
-                gap=min(gaps.values()))
+    head = _first_match_or_bos_head(fmt, L, max_code)
     b.attention_layer([head])
     number_readout(b, "answer")
     b.notes["max_length"] = L
