@@ -398,7 +398,14 @@ def build(n_vertices: int, max_edges: int | None = None, fmt: FixedFormat | None
     """The IsTree model for graphs on at most ``n_vertices`` vertices (ids
     0..n_vertices-1) with at most ``max_edges`` edges (default n_vertices), in
     ``fmt`` (default :func:`declared_format`). Margins are checked for
-    T = :func:`n_positions` positions."""
+    T = :func:`n_positions` positions.
+
+    One phase per layer, each creating (with bounds) and returning the
+    directions it writes: :func:`_layer1_shifts` (tokens back, record flags,
+    position types), :func:`_layer2_pred_parent_count` (pred pointers, parent,
+    e_prev, N), :func:`_layer3_next_neighbour`, :func:`_layer4_skip_parent`,
+    :func:`_layer5_visited_and_output`; the Builder is ``bounded``, so every
+    head's score bound and gap is checked again from those bounds."""
     N = int(n_vertices)
     if N < 1:
         raise ValueError(f"n_vertices must be >= 1, got {n_vertices}")
