@@ -436,7 +436,7 @@ def _add(*combos: Combo) -> dict:
 
 def match_head(name: str, *, components: list[Component], copy: dict[str, Combo], fmt: FixedFormat,
                n_positions: int | None = None, tie_break: str | None = None, fallback: str | None = None,
-               one: str = "one", pos: str = "pos", is_bos: str = "is_bos") -> Head:
+               tight: bool = False, one: str = "one", pos: str = "pos", is_bos: str = "is_bos") -> Head:
     """Attend exactly to the position whose key components all equal the query's.
 
     The one match head of every construction. With integer components,
@@ -457,13 +457,16 @@ def match_head(name: str, *, components: list[Component], copy: dict[str, Combo]
       >= mu > (f + 1) ln 2 (weight exactly 1).
     * ``fallback=None``: lam = mu P + s; a non-match at any position is
       >= lam - mu P = s below every match.
-    * ``fallback="bos"``: position 0 (``is_bos`` = 1, every key component 0 there)
-      scores S - delta, delta = mu P + s: below every match at p <= P by
-      >= delta - mu P = s ("first"; more otherwise); lam = delta + mu P + s:
-      every non-match is >= s below [BOS] (with "last" mismatches gain up to
-      mu P; with "first" the mu P term is slack: lam = delta + s would do, as
-      :func:`constructions.retrieval.mqar_model`'s hand-built head uses, but the
-      IsTree model's used bits are kept as they were). So the weight is exactly
+    * ``fallback="bos"``: the [BOS] position (``is_bos`` = 1, every key component
+      0 there, its ``pos`` below every other position's by >= 1) scores S - delta.
+      Default (symmetric): delta = mu P + s, lam = delta + mu P + s: [BOS] is
+      >= s below every match and >= s above every non-match whatever their
+      positions (match over [BOS] >= delta - mu P = s with "first"; [BOS] over a
+      non-match >= lam - delta - mu P = s with "last"). ``tight=True``: the least
+      lam the tie-break allows: "first" delta = mu P + s, lam = delta + s
+      (mismatches only lose by -mu pos); "last" delta = 0, lam = mu P + s
+      ([BOS], the earliest position, ties a match and loses it by >= mu);
+      without tie-break both are delta = s, lam = 2 s. So the weight is exactly
       1 on the (first/last) match, or on [BOS] if there is none.
 
     Every gap above is checked against zero_gap(f) with :class:`MarginError`, and
@@ -493,9 +496,9 @@ def match_head(name: str, *, components: list[Component], copy: dict[str, Combo]
         lam = mu * P + s
         gaps = {"non-match": lam - mu * P}
     else:
-        delta = mu * P + s
-        lam = delta + mu * P + s
-        gaps = {"match over [BOS]": delta - (mu * P if tie_break == "first" else 0),
+        delta = 0 if (tight and tie_break == "last") else mu * P + s
+        lam = delta + s + (mu * P if tie_break == "last" or not tight else 0)
+        gaps = {"match over [BOS]": delta + {None: 0, "first": -mu * P, "last": mu}[tie_break],
                 "[BOS] over non-match": lam - delta - (mu * P if tie_break == "last" else 0)}
     if tie_break:
         gaps["between matches"] = mu

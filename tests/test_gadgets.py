@@ -613,7 +613,7 @@ SMALL_ALPHABET = (0, 1, 2)
 SMALL_LENGTH = 5
 
 
-def _fallback_model(fmt, tie_break, L=SMALL_LENGTH, check=True):
+def _fallback_model(fmt, tie_break, tight=False, L=SMALL_LENGTH):
     """[BOS] x_1..x_L: layer 1 copies the previous token (prev, prev_sq); layer 2
     matches tau(x_i) against prev_j with the [BOS] fallback and copies pos_j."""
     K_ = len(SMALL_ALPHABET)
@@ -626,7 +626,7 @@ def _fallback_model(fmt, tie_break, L=SMALL_LENGTH, check=True):
                                   fmt, n_positions=L + 1)])
     comp = G.Component({"tok": 1}, {"prev": 1}, {"prev_sq": 1}, 9, 9, query_sq={"tok_sq": 1})
     head = G.match_head("m", components=[comp], copy={"hit": {"pos": 1}}, fmt=fmt, n_positions=L + 1,
-                        tie_break=tie_break, fallback="bos")
+                        tie_break=tie_break, fallback="bos", tight=tight)
     b.attention_layer([head])
     b.readout([("hit", K.F_TOK, 0, 1)])
     return b.build(fmt), head
@@ -654,15 +654,16 @@ def _all_inputs():
         yield xs, [BOS] + [number_token(x) for x in xs]
 
 
+@pytest.mark.parametrize("tight", [False, True])
 @pytest.mark.parametrize("tie_break", [None, "first", "last"])
-def test_match_head_fallback_lemma_exhaustive(tie_break):
+def test_match_head_fallback_lemma_exhaustive(tie_break, tight):
     """Every input over a 3-letter alphabet of length 5, f = 1 and f = 4: the
     weight is exactly 1 on the (first / last) match, or on [BOS] without one,
     and exactly 0 elsewhere (the lemma: every gap > (f + 1) ln 2)."""
     checked = 0
     for f in (1, 4):
-        _, head = _fallback_model(FixedFormat(40, f), tie_break)
-        model, _ = _fallback_model(FixedFormat(head.margin["score_int_bits"], f), tie_break)
+        _, head = _fallback_model(FixedFormat(40, f), tie_break, tight)
+        model, _ = _fallback_model(FixedFormat(head.margin["score_int_bits"], f), tie_break, tight)
         assert head.gap > G.zero_gap(f)
         for xs, toks in _all_inputs():
             for i, w, res in _layer_weights(model, toks, 1):
@@ -691,11 +692,27 @@ def _inexact_one_margin_below(build, layer, monkeypatch):
                for _i, w, _r in _layer_weights(model, toks, layer))
 
 
+@pytest.mark.parametrize("tight", [False, True])
 @pytest.mark.parametrize("tie_break", [None, "first", "last"])
-def test_match_head_fallback_fails_one_margin_below(tie_break, monkeypatch):
+def test_match_head_fallback_fails_one_margin_below(tie_break, tight, monkeypatch):
     """The same head with every margin one unit smaller: refused, and run anyway
     some weight on the exhaustive inputs is no longer exactly 0 or 1."""
-    assert _inexact_one_margin_below(lambda fmt: _fallback_model(fmt, tie_break), 1, monkeypatch) > 0
+    assert _inexact_one_margin_below(lambda fmt: _fallback_model(fmt, tie_break, tight), 1, monkeypatch) > 0
+
+
+def test_match_head_fallback_lambdas():
+    """The derived lam / delta (s = sharpness(f), P = n_positions - 1), symmetric and tight."""
+    fmt = FixedFormat(40, 1)
+    s, P = G.sharpness(1), 9
+    comp = G.Component({"tok": 1}, {"tok": 1}, {"tok_sq": 1}, 3, 3, query_sq={"tok_sq": 1})
+    want = {(None, False): (2 * s, s), ("first", False): (2 * s * P + 2 * s, s * P + s),
+            ("last", False): (2 * s * P + 2 * s, s * P + s), (None, True): (2 * s, s),
+            ("first", True): (s * P + 2 * s, s * P + s), ("last", True): (s * P + s, 0)}
+    for (tie, tight), (lam, delta) in want.items():
+        h = G.match_head("h", components=[comp], copy={}, fmt=fmt, n_positions=P + 1, tie_break=tie,
+                         fallback="bos", tight=tight)
+        assert (h.margin["lambda"], h.margin["delta"]) == (lam, delta), (tie, tight)
+        assert h.gap == s                       # the smallest gap is one sharpness in every variant
 
 
 def _first_max_model(fmt, L=SMALL_LENGTH):
