@@ -36,6 +36,7 @@ from checks.tasks import istree as R
 from constructions import istree as C
 from constructions import kernels as K
 from constructions.fixedpoint import FixedFormat
+from constructions import gadgets as G
 from constructions.gadgets import Builder, MarginError, ResidualSpace
 from constructions.vocab import BOS, COUNT, DASH, EOS, FALSE, NUMBER_BASE, TILDE, TRUE, Vocab, number_token
 
@@ -75,10 +76,11 @@ def _pair_model(n: int, tie_break, fmt: FixedFormat):
     # (p2 = [token j-2 is BOS] is 1 at j = 0, 1, 2), so valid = [j >= 3]
     from constructions.gadgets import Neuron
     b.attention_layer([], [Neuron({"one": 1, "is_bos": -1, "p2": -1}, 0, {"valid": 1})])
-    comps = [C.Component({"tok": 1}, {"tok_sq": 1}, {"p": 1}, {"p_sq": 1}, n + 1, n + 1),
-             C.Component({"p": 1}, {"p_sq": 1}, {"tok": 1}, {"tok_sq": 1}, n + 1, n + 1),
-             C.flag_component("valid")]
-    b.attention_layer([C.multi_match_head("pair", comps, {"hit": {"pos": 1}}, fmt, T, tie_break)])
+    comps = [G.Component({"tok": 1}, {"p": 1}, {"p_sq": 1}, n + 1, n + 1, query_sq={"tok_sq": 1}),
+             G.Component({"p": 1}, {"tok": 1}, {"tok_sq": 1}, n + 1, n + 1, query_sq={"p_sq": 1}),
+             G.flag_component("valid")]
+    b.attention_layer([G.match_head("pair", components=comps, copy={"hit": {"pos": 1}}, fmt=fmt, n_positions=T,
+                                    tie_break=tie_break, fallback="bos")])
     b.readout([("hit", K.F_TOK, 0, 1)])
     return b.build(fmt)
 
@@ -93,9 +95,9 @@ def _pair_reference(toks, i, tie_break):
     return hits[0] if tie_break == "first" else hits[-1]
 
 
-@pytest.mark.parametrize("tie_break", [None, "first", "latest"])
+@pytest.mark.parametrize("tie_break", [None, "first", "last"])
 @pytest.mark.parametrize("n", [6, 20])
-def test_multi_match_head_exact_with_fallback(n, tie_break):
+def test_match_head_with_fallback_exact_with_fallback(n, tie_break):
     fmt = FixedFormat(C.declared_int_bits(n, n), C.FRAC_BITS)
     model = _pair_model(n, tie_break, fmt)
     rng = np.random.default_rng(n)
@@ -113,12 +115,12 @@ def test_multi_match_head_exact_with_fallback(n, tie_break):
     assert checked > 100
 
 
-def test_multi_match_head_margin_error_when_bits_too_few():
+def test_match_head_with_fallback_margin_error_when_bits_too_few():
     with pytest.raises(MarginError):
-        _pair_model(20, "latest", FixedFormat(8, C.FRAC_BITS))
+        _pair_model(20, "last", FixedFormat(8, C.FRAC_BITS))
 
 
-def test_multi_match_head_weights_are_zero_or_one():
+def test_match_head_with_fallback_weights_are_zero_or_one():
     n = 10
     model = _pair_model(n, "first", FixedFormat(C.declared_int_bits(n, n), C.FRAC_BITS))
     toks = [BOS] + [number_token(v) for v in (1, 2, 1, 2, 1, 2, 0, 0, 1, 2)]
@@ -127,25 +129,6 @@ def test_multi_match_head_weights_are_zero_or_one():
         sess.feed([t])
         w = sess.attention()[2, 0]          # layer 3, head 0 (the pair head)
         assert sorted(set(w.tolist())) in ([1.0], [0.0, 1.0])
-
-
-@pytest.mark.parametrize("bound", [1, 5, 100])
-def test_mask_unless_equal_and_max_neurons(bound):
-    """out = x if a != b else 0 (integers a, b; 0 <= x <= B) and max(x, y) for x >= 0,
-    evaluated exactly with Fractions from the neurons' definitions."""
-    neurons = C.mask_unless_equal_neurons({"x": 1}, {"a": 1}, {"b": 1}, "masked", bound) + \
-        C.max_neurons("x", "a", "mx")
-    for x in range(0, bound + 1, max(1, bound // 7)):
-        for a in range(-3, 4):
-            for bb in range(-3, 4):
-                vec = {"x": x, "a": a, "b": bb}
-                outs = {"masked": Fraction(0), "mx": Fraction(0)}
-                for nr in neurons:
-                    h = max(Fraction(0), sum(Fraction(c) * vec[k] for k, c in nr.inp.items()) + Fraction(nr.bias))
-                    for d, c in nr.out.items():
-                        outs[d] += Fraction(c) * h
-                assert outs["masked"] == (x if a != bb else 0)
-                assert outs["mx"] == max(x, a)
 
 
 # ----------------------------------------------------------------------------
@@ -212,7 +195,7 @@ def test_keys_vanish_at_bos():
     sess = model_for(6, 15).session(capacity=2)
     sess.feed([BOS])
     res = sess.residual()
-    for lab in ("tok", "tok_sq", "s1", "s1_sq", "is_rec", "s2", "s2_sq", "s3", "s3_sq", "s5", "s5_sq",
+    for lab in ("tok", "tok_sq", "back1", "back1_sq", "is_record", "back2", "back2_sq", "back3", "back3_sq", "back5", "back5_sq",
                 "after_eos", "pred_u", "pred_u_sq", "pred_v", "pred_v_sq"):
         assert res[lab] == 0, lab
 
@@ -686,3 +669,13 @@ def test_reduction_check_records():
     assert [r.instances for r in exhaustive] == [2 * n * 2 ** n for n in X.REDUCTION["quick"]["exhaustive"]]
     assert {r.params for r in recs} == {C.build(4, 3).resources.params}
     assert max(r.n for r in recs) == 256
+
+
+def test_the_builder_checks_every_istree_head_from_direction_bounds(monkeypatch):
+    """The IsTree model is built with bounded=True (every direction a head reads has
+    a bound): with the gadgets' integer-bit checks switched off, a format far too
+    small is still refused by the Builder's central check."""
+    monkeypatch.setattr(G, "_need_bits", lambda *a: None)
+    C.build(6, 8)
+    with pytest.raises(MarginError, match="from the directions' bounds"):
+        C.build(6, 8, fmt=FixedFormat(8, C.FRAC_BITS))
