@@ -53,9 +53,11 @@ from automata.tm.dtm import DTM
 from . import kernels as K
 from .demos import Declared
 from .fixedpoint import FixedFormat, log2_ceil
-from .gadgets import Builder, Combo, Neuron, ResidualSpace, bits_for, sharpness
+from .gadgets import (
+    Builder, Head, MarginError, Neuron, Recurrence, ResidualSpace, bits_for, clock, gated_equality, sharpness,
+)
 from .generate import Generation, generate
-from .hybrid import Recurrence, clock, sharpness_expr, tuple_match_head, _bits_expr
+from .hybrid import sharpness_expr, tuple_match_head, _bits_expr
 from .model import Model
 from .vocab import BOS, EOS, FALSE, NUMBER_BASE, TRUE, Vocab, number_token, token_code
 
@@ -299,20 +301,6 @@ def decode_records(enc: Encoding, word: str, records: Sequence[tuple[int, int]])
 
 # ----------------------------------------------------------------------------
 # the hybrid compiler (claim T5-hyb-P)
-def gated_equality(d: Combo, gate: Combo, big: int, out: dict[str, Fraction | int]) -> list[Neuron]:
-    """out += coef * [d == 0] when gate == 1; nothing when gate <= 0.
-
-    The hat relu(x + 1) - 2 relu(x) + relu(x - 1) of x = d - big (1 - gate): for
-    gate = 1 and integer d it is [d == 0]; for gate <= 0, x <= d - big <= -1 and
-    all three ReLUs are 0. Premise: d <= big - 1 wherever gate <= 0."""
-    inp = dict(d)
-    for k, c in gate.items():
-        inp[k] = inp.get(k, 0) + big * Fraction(c)
-    return [Neuron(inp, 1 - big, {k: Fraction(c) for k, c in out.items()}),
-            Neuron(inp, -big, {k: -2 * Fraction(c) for k, c in out.items()}),
-            Neuron(inp, -1 - big, {k: Fraction(c) for k, c in out.items()})]
-
-
 @dataclass
 class TMSize:
     """Sizes of a compiled simulation for inputs of length n and T(n) steps."""
@@ -387,8 +375,8 @@ def compile_hybrid(spec: MachineSpec, n: int, fmt: FixedFormat | None = None) ->
     """The hybrid for ``spec``'s machine on inputs of length <= n (module docstring).
 
     Layer 1 (RNN): cnt, cnt^2, prev1 (code of the previous token) and its square, the
-    latch e = [EOS seen], the phase p_t = e_t - p_{t-1} (1 at [EOS] and at action
-    tokens: "emit a cell next"; 0 at cell tokens: "emit an action next").
+    latch eos_seen = [EOS seen], the phase p_t = eos_seen_t - p_{t-1} (1 at [EOS] and at
+    action tokens: "emit a cell next"; 0 at cell tokens: "emit an action next").
     MLP 1: at an action token (gate p - [EOS]) decode the action a by gated
     equality on tau = a + 1 into dq = e_{q'} - e_q, dh = move, wsym = s'(a) + 1;
     at [BOS], dq = e_{q0}.
@@ -402,96 +390,134 @@ def compile_hybrid(spec: MachineSpec, n: int, fmt: FixedFormat | None = None) ->
     action of (q, symbol) or -3 = [FALSE] if none (p = 0). Readout: nearest code.
     """
     enc = Encoding.of(spec.build())
-    decl = hybrid_declared(enc, spec)
-    fmt = fmt or decl.format(n)
+    fmt = fmt or hybrid_declared(enc, spec).format(n)
     size = TMSize.of(enc, n, spec.time_bound(n))
-    vocab = Vocab(size.max_number)
-    G = len(enc.symbols)
-    Q = enc.states
-    qd = {q: f"q[{q}]" for q in Q}
-    dqd = {q: f"dq[{q}]" for q in Q}
-    P, code = size.positions, size.code
+    s, front = _tm_space(enc)
+    b = Builder(f"hybrid-tm:{spec.name}(n={n})", "hybrid", Vocab(size.max_number), s, claim="T5-hyb-P")
+    b.max_positions = size.positions          # prompt, CoT and answer of an input of length <= n
+    front.apply(b, _tm_decode_action(enc, size), name="clock+phase")
+    registers, key_mlp = _tm_registers(enc, size)
+    registers.apply(b, key_mlp, name="registers")
+    b.attention_layer([_tm_tape_head(enc, size, fmt)], _tm_next_token(enc, size))
+    b.readout([("v", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
+    b.notes.update({"machine": spec.name, "actions": len(enc.actions), "symbols": enc.symbols,
+                    "states": enc.states, "time_bound": size.steps})
+    return HybridTM(enc, spec, n, size, b.build(fmt))
 
+
+def _state_dir(q: str) -> str:
+    return f"q[{q}]"
+
+
+def _state_change_dir(q: str) -> str:
+    return f"dq[{q}]"
+
+
+def _tm_space(enc: Encoding) -> tuple[ResidualSpace, Recurrence]:
+    """Embedded features, the front-end recurrence (clock, prev1, the [EOS] latch and
+    the phase p), then every hidden direction (all exist before layer 1 is assembled)."""
     s = ResidualSpace()
     s.embedded("one", K.F_ONE)
     s.embedded("tok", K.F_TOK)
     s.embedded("tok_sq", K.F_TOK_SQ)
     s.embedded("is_bos", K.F_IS_TOKEN, BOS)
     s.embedded("is_eos", K.F_IS_TOKEN, EOS)
-    rec = Recurrence()
-    clock(s, rec, delays=1, delays_sq=1, latches={"e": "is_eos"})
-    ph = rec.add_state("s_p")
-    rec.A[(ph, ph)] = -1
-    rec.A[(ph, "s_e")] = 1
-    rec.B[(ph, "is_eos")] = 1           # p_t = -p_{t-1} + e_{t-1} + [EOS]_t = e_t - p_{t-1}
-    rec.C[(s.hidden("p"), ph)] = 1
-    for q in Q:
-        s.hidden(dqd[q])
-    for lab in ["dh", "wsym"] + [qd[q] for q in Q] + ["head", "key", "key_sq", "symv", "sym", "v"]:
-        s.hidden(lab)              # every direction exists before the first layer is assembled
-    b = Builder(f"hybrid-tm:{spec.name}(n={n})", "hybrid", vocab, s, claim="T5-hyb-P")
-    b.max_positions = P                       # prompt, CoT and answer of an input of length <= n
+    front = Recurrence()
+    clock(s, front, delays=1, delays_sq=1, latches={"eos_seen": "is_eos"})
+    ph = front.add_state("s_p")
+    front.A[(ph, ph)] = -1
+    front.A[(ph, "s_eos_seen")] = 1
+    front.B[(ph, "is_eos")] = 1         # p_t = -p_{t-1} + eos_seen_{t-1} + [EOS]_t = eos_seen_t - p_{t-1}
+    front.C[(s.hidden("p"), ph)] = 1
+    for q in enc.states:
+        s.hidden(_state_change_dir(q))
+    for lab in ["dh", "wsym"] + [_state_dir(q) for q in enc.states] + ["head", "key", "key_sq", "symv", "sym", "v"]:
+        s.hidden(lab)
+    return s, front
 
-    # MLP 1: decode the action token
+
+def _tm_decode_action(enc: Encoding, size: TMSize) -> list[Neuron]:
+    """MLP 1: at an action token (gate p - [EOS] = 1) the action a = tau - 1, by
+    :func:`gated_equality` on d = tau - (a + 1). Off the gate d <= max tau - 1 =
+    max_number (every special has tau <= 0), so big = max_number + 1."""
     is_action = {"p": 1, "is_eos": -1}
-    big_act = size.max_number + 2           # tau - (a + 1) <= max_number + 1 - 1
-    mlp1: list[Neuron] = [Neuron({"is_bos": 1}, 0, {**{dqd[q]: 0 for q in Q}, dqd[enc.dtm.initial_state]: 1,
-                                                     "dh": 0, "wsym": 0})]
+    big = size.max_number + 1
+    dq = _state_change_dir
+    mlp: list[Neuron] = [Neuron({"is_bos": 1}, 0, {**{dq(q): 0 for q in enc.states}, dq(enc.dtm.initial_state): 1,
+                                                   "dh": 0, "wsym": 0})]
     for a, act in enumerate(enc.actions):
         out: dict = {"dh": act.move, "wsym": act.write + 1}
         if act.new_state != act.state:
-            out[dqd[act.new_state]] = 1
-            out[dqd[act.state]] = -1
-        mlp1 += gated_equality({"tok": 1, "one": -(a + 1)}, is_action, big_act, out)
-    b.rnn_layer(rec.state, rec.A, rec.B, rec.C, mlp1, name="clock+phase")
+            out[dq(act.new_state)] = 1
+            out[dq(act.state)] = -1
+        mlp += gated_equality({"tok": 1, "one": -(a + 1)}, is_action, big, out)
+    return mlp
 
-    # layer 2: registers
-    st2 = [f"s_{qd[q]}" for q in Q] + ["s_head"]
-    A2 = {(x, x): 1 for x in st2}
-    B2 = {(f"s_{qd[q]}", dqd[q]): 1 for q in Q}
-    B2[("s_head", "dh")] = 1
-    C2 = {(qd[q], f"s_{qd[q]}"): 1 for q in Q}
-    C2[("head", "s_head")] = 1
-    big1, big2 = code, code ** 2                 # above every cnt, |tau| (and their squares)
-    in_input = {"one": 1, "e": -1, "is_bos": -1}   # 1 exactly at the input symbols
-    mlp2 = [
-        # key = cell + 1 = cnt - 1 at input positions (cnt - 1 >= 0 there; <= P - big1 < 0 elsewhere)
-        Neuron({"cnt": 1, "e": -big1, "is_bos": -big1}, -1, {"key": 1}),
-        Neuron({"cnt_sq": 1, "cnt": -2, "e": -big2, "is_bos": -big2}, 1, {"key_sq": 1}),
+
+def _tm_registers(enc: Encoding, size: TMSize) -> tuple[Recurrence, list[Neuron]]:
+    """Layer 2: the state registers q (sums of dq) and the head h (sum of dh); its
+    MLP writes the retrieval key (cell + 1, and its square) and the input symbol.
+
+    The keys are gated: cnt - 1 at input positions, prev1 at action tokens, <= 0
+    elsewhere, which needs big >= max cnt = P and big >= max tau = max_number + 1
+    (and their squares); ``size.code`` bounds both."""
+    rec = Recurrence()
+    for q in enc.states:
+        st = rec.add_state(f"s_{_state_dir(q)}")
+        rec.A[(st, st)] = 1
+        rec.B[(st, _state_change_dir(q))] = 1
+        rec.C[(_state_dir(q), st)] = 1
+    rec.add_state("s_head")
+    rec.A[("s_head", "s_head")] = 1
+    rec.B[("s_head", "dh")] = 1
+    rec.C[("head", "s_head")] = 1
+    big, big_sq = size.code, size.code ** 2
+    if big < size.positions or big < size.max_number + 1:
+        raise MarginError(f"hybrid-tm keys: big {big} below the largest cnt {size.positions} or tau")
+    return rec, [
+        # key = cell + 1 = cnt - 1 at input positions (cnt - 1 >= 0 there; <= P - big < 0 elsewhere)
+        Neuron({"cnt": 1, "eos_seen": -big, "is_bos": -big}, -1, {"key": 1}),
+        Neuron({"cnt_sq": 1, "cnt": -2, "eos_seen": -big_sq, "is_bos": -big_sq}, 1, {"key_sq": 1}),
         # key = prev1 = code of the cell token at action tokens (>= 1 there)
-        Neuron({"prev1": 1, "p": big1, "is_eos": -big1}, -big1, {"key": 1}),
-        Neuron({"prev1_sq": 1, "p": big2, "is_eos": -big2}, -big2, {"key_sq": 1}),
+        Neuron({"prev1": 1, "p": big, "is_eos": -big}, -big, {"key": 1}),
+        Neuron({"prev1_sq": 1, "p": big_sq, "is_eos": -big_sq}, -big_sq, {"key_sq": 1}),
         # the input symbol's code (>= 1) at input positions
-        Neuron({"tok": 1, "e": -big1, "is_bos": -big1}, 0, {"symv": 1}),
+        Neuron({"tok": 1, "eos_seen": -big, "is_bos": -big}, 0, {"symv": 1}),
     ]
-    b.rnn_layer(st2, A2, B2, C2, mlp2, name="registers")
 
-    # the attention layer: the last write to the cell the token names
-    head = tuple_match_head("tape", [({"tok": 1}, {"key": 1}, {"key_sq": 1})], "one",
-                            {"sym": {"symv": 1, "wsym": 1, "is_bos": enc.blank + 1}}, fmt, max_code=code,
-                            order=("last", "cnt", P + 1), default=({"is_bos": 1}, [{"tok_sq": 1}]))
-    fin = {qd[q]: 1 for q in Q if q in enc.dtm.final_states}
-    big_v = P + 2
-    mlp3 = [
-        # p = 1, running: v += h + 1
-        Neuron({"head": 1, "p": big_v, **{k: -big_v for k in fin}}, 1 - big_v, {"v": 1}),
-        # p = 1, final state: v += -2 ([TRUE])
-        Neuron({"p": 1, **fin}, -1, {"v": token_code(TRUE)}),
+
+def _tm_tape_head(enc: Encoding, size: TMSize, fmt: FixedFormat) -> Head:
+    """The attention layer's one head: the last write to the cell the token names."""
+    return tuple_match_head("tape", [({"tok": 1}, {"key": 1}, {"key_sq": 1})], "one",
+                            {"sym": {"symv": 1, "wsym": 1, "is_bos": enc.blank + 1}}, fmt, max_code=size.code,
+                            order=("last", "cnt", size.positions + 1), default=({"is_bos": 1}, [{"tok_sq": 1}]))
+
+
+def _tm_next_token(enc: Encoding, size: TMSize) -> list[Neuron]:
+    """The MLP of the attention layer: the next token's code ``v`` by phase.
+
+    p = 1: v = h + 1 (running) or code([TRUE]) (final state); the gated value needs
+    head + 1 <= big_v where p = 0 or a final state holds: the head moves at most one
+    cell per step from cell 0, so head <= T and big_v = T + 1.
+    p = 0: v = a + 1 of (q, symbol), or code([FALSE]); :func:`gated_equality` on
+    d = sym - (s + 1) with gate q - p: off the gate d <= max sym - 1, and sym (a copy
+    of symv + wsym + (blank + 1) [BOS], each <= G) is <= 3 G, so big_s = 3 G."""
+    G = len(enc.symbols)
+    fin = {_state_dir(q): 1 for q in enc.states if q in enc.dtm.final_states}
+    big_v = size.steps + 1
+    mlp = [
+        Neuron({"head": 1, "p": big_v, **{k: -big_v for k in fin}}, 1 - big_v, {"v": 1}),   # p = 1, running
+        Neuron({"p": 1, **fin}, -1, {"v": token_code(TRUE)}),                               # p = 1, final state
     ]
-    big_s = 2 * G + 3                        # |sym - (s + 1)| <= 2 G + 1 wherever the gate is off
-    for q in Q:
+    big_s = 3 * G
+    for q in enc.states:
         if q in enc.dtm.final_states:
             continue
         for sid in range(G):
             a = enc.action_of.get((q, sid))
             val = a + 1 if a is not None else token_code(FALSE)
-            mlp3 += gated_equality({"sym": 1, "one": -(sid + 1)}, {qd[q]: 1, "p": -1}, big_s, {"v": val})
-    b.attention_layer([head], mlp3)
-    b.readout([("v", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
-    b.notes.update({"machine": spec.name, "actions": len(enc.actions), "symbols": enc.symbols,
-                    "states": Q, "time_bound": size.steps})
-    return HybridTM(enc, spec, n, size, b.build(fmt))
-
+            mlp += gated_equality({"sym": 1, "one": -(sid + 1)}, {_state_dir(q): 1, "p": -1}, big_s, {"v": val})
+    return mlp
 
 
 # ----------------------------------------------------------------------------
