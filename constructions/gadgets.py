@@ -499,8 +499,9 @@ def clock(space: ResidualSpace, rec: Recurrence, delays: int = 0, delays_sq: int
 
     Lemma (exact: integer weights, integer values): at position t of L positions,
     cnt = t + 1 <= L, cnt_sq = (t + 1)^2 <= L^2, |prev{k}| <= max |tau|, latch <= t + 1.
-    The format needs bits_for(L^2) + 1 integer bits for cnt_sq and its partial sums
-    (cnt_sq_{t-1} + 2 cnt_{t-1} < (t + 1)^2); one bit fewer overflows at the last position."""
+    The format needs bits_for(L^2) integer bits (|v| < 2^I) for cnt_sq and its partial
+    sums (cnt_sq_{t-1} + 2 cnt_{t-1} < (t + 1)^2), if no tau^2 is larger; one bit fewer
+    overflows at the last position."""
     c, c2 = rec.add_state("s_cnt"), rec.add_state("s_cnt_sq")
     rec.A[(c, c)] = 1
     rec.B[(c, one)] = 1
