@@ -203,7 +203,8 @@ def iterate_rnn(n: int, fmt: FixedFormat | None = None) -> Model:
     mlp.append(Neuron(not_done, 0, {"out": 1}))                     # + (1 - done): code = value + 1
     # answer: done * (tau[FALSE] + [x >= m/2]) ; tau[TRUE] = tau[FALSE] + 1
     t_false, t_true = token_code(FALSE), token_code(TRUE)
-    assert t_true == t_false + 1
+    if t_true != t_false + 1:
+        raise MarginError(f"T4.1 answer: tau[TRUE] = {t_true} must be tau[FALSE] + 1 = {t_false + 1}")
     mlp.append(Neuron({"done": 1}, 0, {"out": t_false}))
     mlp += _ge_neurons({"val": 1}, m // 2, {"out": 1}, gate=not_done, big=big)
     b.rnn_layer(["x"], A={}, B={("x", "tok"): 1, ("x", "one"): -1}, C={("val", "x"): 1}, mlp=mlp, name="machine")

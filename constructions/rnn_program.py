@@ -153,6 +153,12 @@ class Lin:
 LinLike = Union[Signal, Lin, int]
 
 
+class ProgramRangeError(MarginError, AssertionError):
+    """:meth:`Program.run_python` saw a signal leave its declared interval (the
+    interval bounds, hence the bits, would be wrong) or a write-once latch written
+    twice. A MarginError; also an AssertionError, as the interpreter's checks were."""
+
+
 @dataclass
 class _Op:
     kind: str                 # counter | delay | equal | at_least | all_of | select | emit
@@ -404,7 +410,7 @@ class Program:
                     if g is not None and env[g.name] == 1:
                         writes[c.name] = writes.get(c.name, 0) + 1
                         if writes[c.name] > 1:
-                            raise AssertionError(f"{self.name}: latch {c.name!r} written twice (position {pos})")
+                            raise ProgramRangeError(f"{self.name}: latch {c.name!r} written twice (position {pos})")
                 elif k == "delay":
                     key = op.args["name"] + "#line"
                     line = state.get(key, [0] * len(op.out))
@@ -429,7 +435,7 @@ class Program:
                     env[op.out[0].name] = total
                 for s in op.out:
                     if not s.lo <= env[s.name] <= s.hi:
-                        raise AssertionError(f"{self.name}: signal {s.name} = {env[s.name]} outside its declared "
+                        raise ProgramRangeError(f"{self.name}: signal {s.name} = {env[s.name]} outside its declared "
                                              f"range [{s.lo}, {s.hi}] at position {pos}")
             env["_fired"] = fired
             trace.append(env)
