@@ -283,7 +283,7 @@ class RNNSimulator:
             for mlp in self._rnn_layer_mlps(l):
                 b.attention_layer([], mlp=mlp)
         if self.mode == "argmax":
-            for mlp in self._argmax_mlps(space):
+            for mlp in self._argmax_mlps():
                 b.attention_layer([], mlp=mlp)
         b.attention_layer([], mlp=self._next_code_mlp(big))
         b.readout([("next_code", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
@@ -476,7 +476,7 @@ class RNNSimulator:
         return step, own
 
     # -- the indicator readout: logits, pairwise wins, the one-hot winner
-    def _argmax_mlps(self, space: ResidualSpace) -> tuple[list[Neuron], list[Neuron], list[Neuron]]:
+    def _argmax_mlps(self) -> tuple[list[Neuron], list[Neuron], list[Neuron]]:
         """The RNN's logits, each product rounded exactly as its readout rounds it;
         j beats i: [lg_j > lg_i] if i has a smaller id, [lg_j >= lg_i] if larger (logits
         are multiples of 2^-f: d 2^f is an integer, steps exact); the winner beats all."""
@@ -487,10 +487,9 @@ class RNNSimulator:
                 if d in self.x_dims and c != 0:
                     logits.append(Neuron({self._x(d): c}, 0, {f"logit{j}": 1}))
                     logits.append(Neuron({self._x(d): -c}, 0, {f"logit{j}": -1}))
-        written = {k for nrn in logits for k in nrn.out}
-        for j in range(C_):
-            if f"logit{j}" not in written and f"logit{j}" not in space.writer:
-                logits.append(Neuron({}, 0, {f"logit{j}": 1}))                 # relu(0): no terms, logit 0
+        # relu(0) = 0 into every logit, so that a contender without terms has logit 0 (its
+        # direction is written); one per contender, as the layout has always had (params)
+        logits += [Neuron({}, 0, {f"logit{j}": 1}) for j in range(C_)]
         wins = []
         sc = 1 << self.fR
         for j in range(C_):
