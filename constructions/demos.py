@@ -26,7 +26,7 @@ from . import kernels as K
 from .fixedpoint import FixedFormat, log2_ceil
 from .gadgets import (
     base_space, number_readout,
-    Builder, Head, count_compare_neurons, count_head, match_head, shift_head, sharpness,
+    Builder, Component, Head, count_compare_neurons, count_head, match_head, shift_head, sharpness,
 )
 from .model import Model
 from .vocab import Vocab
@@ -64,16 +64,17 @@ POSITION_MATCH = Declared(_int_match, _f_match, 2 * sp.ceiling(sp.log(N + 3, 2))
 
 def position_match(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> Model:
     fmt = fmt or POSITION_MATCH.format(n)
+    code_bound = max(n, alphabet, 9) + 1      # |tau| of any token of Vocab(max(n, alphabet))
     s = base_space()
-    s.hidden("answer")
-    b = Builder(f"position-match(n={n})", "transformer", Vocab(max(n, alphabet)), s, claim="gadgets")
+    s.hidden("answer", bound=code_bound)
+    b = Builder(f"position-match(n={n})", "transformer", Vocab(max(n, alphabet)), s, claim="gadgets",
+                bounded=True)
     b.max_positions = n + 3                   # [BOS] x_1..x_n [QUERY] i
     # the query token i has tau = i + 1; position j has key j + 1 (so [BOS] at 0 has key 1,
     # and the query token itself, at position n + 2, has the largest key n + 3)
-    b.attention_layer([match_head("match", query={"tok": 1}, key={"pos": 1, "one": 1},
-                                  key_sq={"pos_sq": 1, "pos": 2, "one": 1}, one="one",
-                                  copy={"answer": {"tok": 1}}, fmt=fmt,
-                                  max_key=n + 3, max_query=max(n, alphabet) + 1)])
+    position = Component(query={"tok": 1}, key={"pos": 1, "one": 1}, key_sq={"pos_sq": 1, "pos": 2, "one": 1},
+                         max_query=max(n, alphabet) + 1, max_key=n + 3)
+    b.attention_layer([match_head("match", components=[position], copy={"answer": {"tok": 1}}, fmt=fmt)])
     number_readout(b, "answer")
     return b.build(fmt)
 
@@ -84,9 +85,10 @@ PREVIOUS_TOKEN = Declared(_int_match, _f_match, POSITION_MATCH.int_expr, sp.Inte
 def previous_token(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> Model:
     fmt = fmt or PREVIOUS_TOKEN.format(n)
     s = base_space()
-    s.hidden("prev")
+    s.hidden("prev", bound=max(alphabet, 2, 9))          # |tau| of any token of the vocabulary
     # the vocabulary is the alphabet only: the head reads positions, not numbers up to n
-    b = Builder(f"previous-token(n={n})", "transformer", Vocab(max(alphabet, 2) - 1), s, claim="gadgets")
+    b = Builder(f"previous-token(n={n})", "transformer", Vocab(max(alphabet, 2) - 1), s, claim="gadgets",
+                bounded=True)
     b.max_positions = n + 2                   # positions 0..n+1 (the shift head's margin)
     b.attention_layer([shift_head("prev", "pos", "pos_sq", "one", {"prev": {"tok": 1}}, fmt, n_positions=n + 2)])
     number_readout(b, "prev")
@@ -126,14 +128,16 @@ def count_threshold(n: int, alphabet: int = 3, fmt: FixedFormat | None = None) -
     s.embedded("is_bos", K.F_IS_TOKEN, 0)
     s.embedded("is_query", K.F_IS_TOKEN, 9)
     s.embedded("thr", K.F_TOK_INV, Fraction(1, 2))     # 1 / (tau + 1/2) = 1/(t + 3/2) for the number t
-    for lab in ("q", "q_sq", "after_query", "frac", "gt"):
-        s.hidden(lab)
+    code_bound = max(n, alphabet, 9) + 1      # |tau| of any token of Vocab(max(n, alphabet))
+    for lab, bound in (("q", code_bound), ("q_sq", code_bound ** 2), ("after_query", 1), ("frac", 1), ("gt", 1)):
+        s.hidden(lab, bound=bound)
     vocab = Vocab(max(n, alphabet))
-    b = Builder(f"count-threshold(n={n})", "transformer", vocab, s, claim="gadgets")
+    b = Builder(f"count-threshold(n={n})", "transformer", vocab, s, claim="gadgets", bounded=True)
     b.max_positions = n + 4                   # [BOS] x_1..x_n [QUERY] q t
     lam = sharpness(fmt.frac_bits)
+    # [QUERY] in the window: it outscores every other key by lam; before it all scores are 0 (uniform)
     flag = Head("after-query", [({"one": lam}, {"is_query": 1})], {"after_query": {"is_query": 1}},
-                {"lambda": lam, "gap": lam})
+                {"lambda": lam, "gap": lam}, gap=lam)
     b.attention_layer([shift_head("prev", "pos", "pos_sq", "one", {"q": {"tok": 1}, "q_sq": {"tok_sq": 1}},
                                   fmt, n_positions=n + 3), flag])
     maxk = max(n, alphabet, 31) + 1

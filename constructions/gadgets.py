@@ -11,17 +11,19 @@ never silently add into the same place.
 Margins. A softmax weight is exactly 0 when its score is more than
 (f + 1) ln 2 below the maximum (exp rounds to 0 on a grid of 2^-f; theory.md §1).
 Each attention gadget therefore derives its sharpness lambda from the fraction
-bits f and the score gap of its inputs, and asserts, with exact rationals, both
-the gap (weights of non-targets vanish) and the integer bits its scores need
-(they fit the format). A failed assertion raises :class:`MarginError` naming the
-gadget, before any kernel runs.
+bits f and the score gap of its inputs, and checks (:func:`require`), with exact
+rationals, both the gap (weights of non-targets vanish) and the integer bits its
+scores need (they fit the format). A failed check raises :class:`MarginError`
+naming the gadget, before any kernel runs. :class:`Builder` checks every head
+again from the directions' bounds (largest score below 2^I, declared gap above
+(f + 1) ln 2), so a hand-built head cannot skip the check.
 
 Example (Index, claim T4.6-up): the query token i has tau = i + 1 and position j
 has key j + 1, so::
 
-    head = match_head("index", query={"tok": 1}, key={"pos": 1, "one": 1},
-                      key_sq={"pos_sq": 1, "pos": 2, "one": 1}, one="one",
-                      copy={"answer": {"tok": 1}}, fmt=fmt, max_key=n + 1)
+    position = Component(query={"tok": 1}, key={"pos": 1, "one": 1},
+                         key_sq={"pos_sq": 1, "pos": 2, "one": 1}, max_query=n + 1, max_key=n + 1)
+    head = match_head("index", components=[position], copy={"answer": {"tok": 1}}, fmt=fmt)
 
 attends exactly to position i and copies tau(x_i) into ``answer``.
 """
@@ -36,7 +38,7 @@ import numpy as np
 from . import kernels as K
 from .fixedpoint import FixedFormat
 from .model import AttnLayerSpec, HeadSpec, Model, ModelSpec, RNNLayerSpec, _frac_matrix
-from .vocab import Vocab
+from .vocab import COUNT, META_NAMES, SPECIAL_NAMES, Vocab
 
 Combo = Mapping[str, Any]
 """A linear combination of named directions: {direction: coefficient}."""
@@ -47,6 +49,13 @@ LN2_UPPER = Fraction(6931471806, 10 ** 10)
 
 class MarginError(ValueError):
     """A gadget's exactness condition does not hold for the given n and format."""
+
+
+def require(condition: bool, message: str) -> None:
+    """Raise :class:`MarginError` with ``message`` unless ``condition`` holds (the
+    margin checks of every construction; unlike ``assert`` it survives ``python -O``)."""
+    if not condition:
+        raise MarginError(message)
 
 
 def zero_gap(f: int) -> Fraction:
@@ -80,6 +89,7 @@ class ResidualSpace:
         self.embedding: dict[str, tuple[int, Any, Fraction]] = {}
         self.writer: dict[str, str] = {}
         self.accumulate: set[str] = set()
+        self.bound: dict[str, Fraction] = {}      # |value| <= bound, where known (see Builder.direction_bound)
 
     def _new(self, label: str) -> str:
         if label in self.index:
@@ -89,17 +99,25 @@ class ResidualSpace:
         return label
 
     def embedded(self, label: str, kind: int, param: Any = 0, coef: Any = 1) -> str:
-        """A direction filled by the embedding formula coef * feature(token, position)."""
+        """A direction filled by the embedding formula coef * feature(token, position);
+        its bound follows from the vocabulary and the positions
+        (:meth:`Builder.direction_bound`)."""
         self._new(label)
         self.embedding[label] = (kind, param, Fraction(coef))
         self.writer[label] = "embedding"
         return label
 
-    def hidden(self, label: str, accumulate: bool = False) -> str:
-        """A direction written later by exactly one block (or several, if accumulate)."""
+    def hidden(self, label: str, accumulate: bool = False, bound: Any = None) -> str:
+        """A direction written later by exactly one block (or several, if
+        accumulate); ``bound``: an integer B with |value| <= B at every position,
+        used by :meth:`Builder.attention_layer` to bound scores."""
         self._new(label)
         if accumulate:
             self.accumulate.add(label)
+        if bound is not None:
+            if Fraction(bound) < 0:
+                raise ValueError(f"direction {label!r}: bound must be >= 0, got {bound}")
+            self.bound[label] = Fraction(bound)
         return label
 
     def __getitem__(self, label: str) -> int:
@@ -151,6 +169,9 @@ class Head:
     score: list[tuple[Combo, Combo]]
     copy: dict[str, Combo]
     margin: dict = field(default_factory=dict)
+    gap: Any = None
+    """The head's score gap: every position it must not attend scores at least
+    ``gap`` below the position(s) it attends; checked > zero_gap(f) by the builder."""
 
 
 @dataclass
@@ -163,10 +184,26 @@ class Neuron:
 
 
 class Builder:
-    """Assembles named blocks into a :class:`ModelSpec` and then a :class:`Model`."""
+    """Assembles named blocks into a :class:`ModelSpec` and then a :class:`Model`.
 
-    def __init__(self, name: str, kind: str, vocab: Vocab, space: ResidualSpace, claim: str = ""):
+    Central margin check: every head of :meth:`attention_layer` records its
+    largest |score| = sum over score rows of max|query . x| * max|key . x|, from
+    the directions' bounds (:meth:`direction_bound`), and its declared ``gap``;
+    :meth:`build` (and :meth:`attention_layer`, when the builder was given
+    ``fmt``) refuses with :class:`MarginError` a score bound >= 2^I or a gap not
+    above zero_gap(f). With ``bounded=True`` every direction a head reads must
+    have a bound and every head must declare its gap, so no head (gadget or
+    hand-built) skips the check; the Transformer constructions of retrieval.py,
+    istree.py and demos.py are built that way. Builders without it (the hybrid,
+    Turing-machine, simulator and RAG constructions, whose hidden directions carry
+    no bounds yet) check the heads whose directions are all bounded.
+    """
+
+    def __init__(self, name: str, kind: str, vocab: Vocab, space: ResidualSpace, claim: str = "",
+                 bounded: bool = False, fmt: FixedFormat | None = None):
         self.name, self.kind, self.vocab, self.space, self.claim = name, kind, vocab, space, claim
+        self.bounded, self.fmt = bounded, fmt
+        self.head_bounds: dict[str, tuple[Fraction, Any]] = {}
         self.rnn_layers: list[RNNLayerSpec] = []
         self.attn_layers: list[AttnLayerSpec] = []
         self.readout_terms: list[tuple[int, int, Any, Fraction]] = []
@@ -189,11 +226,70 @@ class Builder:
                 W2[self.space[d], m] += Fraction(c)
         return W1, b1, W2, b2
 
+    # -- bounds
+    def direction_bound(self, label: str) -> Fraction | None:
+        """B with |x[label]| <= B at every position, or None if unknown. Embedded
+        features: |tau| <= max(max number + 1, largest special id in the
+        vocabulary), positions <= max_positions - 1, indicators 1,
+        1/(tau + p) <= 1/dist(p, Z); hidden directions: the bound given at creation."""
+        if label in self.space.bound:
+            return self.space.bound[label]
+        if label not in self.space.embedding:
+            return None
+        kind, param, coef = self.space.embedding[label]
+        tau = max(self.vocab.max_number + 1, max(SPECIAL_NAMES),
+                  max(META_NAMES) if self.vocab.meta else 0, COUNT if self.vocab.count else 0)
+        last = None if self.max_positions is None else self.max_positions - 1
+        p = Fraction(param)
+        dist = min(p - (p.numerator // p.denominator), 1 - (p - (p.numerator // p.denominator)))
+        feature = {K.F_ZERO: 0, K.F_ONE: 1, K.F_TOK: tau, K.F_TOK_SQ: tau * tau, K.F_IS_TOKEN: 1, K.F_IS_NUM: 1,
+                   K.F_TOK_INV: (1 / dist) if dist > 0 else None,
+                   K.F_POS: last, K.F_POS_SQ: None if last is None else last * last,
+                   K.F_POS_INV: (1 / p) if p > 0 else None}.get(kind)
+        return None if feature is None else abs(coef) * Fraction(feature)
+
+    def combo_bound(self, combo: Combo) -> Fraction | None:
+        total = Fraction(0)
+        for d, c in combo.items():
+            if Fraction(c) == 0:
+                continue
+            b = self.direction_bound(d)
+            if b is None:
+                return None
+            total += abs(Fraction(c)) * b
+        return total
+
+    def _check_head(self, name: str, fmt: FixedFormat) -> None:
+        max_score, gap = self.head_bounds[name]
+        if max_score is not None:
+            require(max_score < Fraction(1 << fmt.int_bits),
+                    f"{self.name}: {name}: scores up to {max_score} (from the directions' bounds) do not "
+                    f"fit {fmt.name} (|score| < 2^{fmt.int_bits})")
+        if gap is not None:
+            require(Fraction(gap) > zero_gap(fmt.frac_bits),
+                    f"{self.name}: {name}: score gap {gap} is not above (f + 1) ln 2 = "
+                    f"{float(zero_gap(fmt.frac_bits)):.4f}")
+
+    def _record_head(self, h: Head) -> None:
+        rows = [(self.combo_bound(q), self.combo_bound(k)) for q, k in h.score]
+        max_score = None if any(a is None or b is None for a, b in rows) else sum(a * b for a, b in rows)
+        if self.bounded:
+            unbounded = sorted({d for q, k in h.score for d in (*q, *k) if self.direction_bound(d) is None})
+            if unbounded:
+                raise ValueError(f"{self.name}: head {h.name} reads directions without a bound: {unbounded}")
+            if h.gap is None:
+                raise ValueError(f"{self.name}: head {h.name} declares no score gap")
+        key = f"layer {len(self.attn_layers)} head {h.name}"
+        self.head_bounds[key] = (max_score, h.gap)
+        if self.fmt is not None:
+            self._check_head(key, self.fmt)
+
     # -- layers
     def attention_layer(self, heads: list[Head], mlp: list[Neuron] = ()) -> None:
         D = len(self.space)
         specs = []
         for h in heads:
+            self._record_head(h)
             dq = len(h.score)
             WQ, WK = _frac_matrix(dq, D), _frac_matrix(dq, D)
             for k, (qc, kc) in enumerate(h.score):
@@ -249,6 +345,8 @@ class Builder:
                          self.max_positions)
 
     def build(self, fmt: FixedFormat) -> Model:
+        for name in self.head_bounds:
+            self._check_head(name, fmt)
         return Model(self.spec(), fmt)
 
 
@@ -265,47 +363,147 @@ def _need_bits(fmt: FixedFormat, need: int, gadget: str, what: str) -> None:
         raise MarginError(f"{gadget}: {what} needs {need} integer bits, {fmt.name} has {fmt.int_bits}")
 
 
-def match_head(name: str, query: Combo, key: Combo, key_sq: Combo, one: str, copy: dict[str, Combo],
-               fmt: FixedFormat, max_key: int, first_occurrence: tuple[str, int] | None = None,
-               max_query: int | None = None) -> Head:
-    """Attend exactly to the positions j whose integer key k_j equals the query q_i.
+@dataclass(frozen=True)
+class Component:
+    """One matched component of :func:`match_head`: the query q (and its square
+    ``query_sq``, needed only with ``fallback="bos"``) at the query position, the
+    key k and its square ``key_sq`` at the key position. Both integer-valued,
+    |q| <= ``max_query``, |k| <= ``max_key``; ``key_sq`` must equal k^2 (and
+    ``query_sq`` q^2) as combos of directions."""
 
-    score = lambda (2 q k_j - k_j^2) [- mu * pos_j]  =  lambda (q^2 - (q - k_j)^2) + const_i.
-    ``key_sq`` must be the square of ``key`` (as combos of embedded features).
+    query: Combo
+    key: Combo
+    key_sq: Combo
+    max_query: int
+    max_key: int
+    query_sq: Combo | None = None
 
-    Margin: a key k != q scores >= lambda below a matching key. Without tie-break,
-    lambda = sharpness(f) gives weights exactly 0 off the matches and exactly 1/m
-    on m matches. With ``first_occurrence=(pos_direction, n)``: mu = sharpness(f)
-    separates consecutive matches, and lambda = mu * n + sharpness(f) keeps every
-    non-match below the earliest match at any position <= n; the weight is then
-    exactly 1 on the first match.
 
-    Integer bits: |score| <= lambda (2 Q K + K^2) + mu n, with K = max |key|,
-    Q = max |query| (default K).
+def flag_component(flag: str, one: str = "one") -> Component:
+    """Require the 0/1 key flag to be 1 (q = 1 = q^2, flag^2 = flag)."""
+    return Component({one: 1}, {flag: 1}, {flag: 1}, 1, 1, query_sq={one: 1})
+
+
+def _scaled(combo: Combo, c: Any) -> dict:
+    return {k: Fraction(c) * Fraction(v) for k, v in combo.items()}
+
+
+def _add(*combos: Combo) -> dict:
+    out: dict = {}
+    for c in combos:
+        for k, v in c.items():
+            out[k] = out.get(k, 0) + Fraction(v)
+    return out
+
+
+def match_head(name: str, *, components: list[Component], copy: dict[str, Combo], fmt: FixedFormat,
+               n_positions: int | None = None, tie_break: str | None = None, fallback: str | None = None,
+               one: str = "one", pos: str = "pos", is_bos: str = "is_bos") -> Head:
+    """Attend exactly to the position whose key components all equal the query's.
+
+    The one match head of every construction. With integer components,
+    2 q k - k^2 = q^2 - (q - k)^2, so
+
+        score_j = lam * sum_c (2 q_c k_cj - k_cj^2)  [+ (lam sum_c q_c^2 - delta) is_bos_j]  [-/+ mu pos_j]
+
+    is S = lam sum_c q_c^2 at a full match, and at most S - lam at any key with
+    one component off (by >= 1). Lemma (theory.md §1): a score more than
+    zero_gap(f) = (f + 1) ln 2 below the maximum gets weight exactly 0 (exp(-g)
+    rounds to 0 on the 2^-f grid), so gap > (f + 1) ln 2 makes every other weight
+    exactly 0. Let s = sharpness(f) (the least integer above (f + 1) ln 2) and
+    P = n_positions - 1 the largest position.
+
+    * ``tie_break=None``: mu = 0; the promise is at most one match (m matches get
+      exactly 1/m each, rounded once). ``"first"`` / ``"last"``: mu = s, score
+      -mu pos (+mu pos): the earliest (latest) match beats every other match by
+      >= mu > (f + 1) ln 2 (weight exactly 1).
+    * ``fallback=None``: lam = mu P + s; a non-match at any position is
+      >= lam - mu P = s below every match.
+    * ``fallback="bos"``: position 0 (``is_bos`` = 1, every key component 0 there)
+      scores S - delta, delta = mu P + s: below every match at p <= P by
+      >= delta - mu P = s ("first"; more otherwise); lam = delta + mu P + s:
+      every non-match is >= s below [BOS] (with "last" mismatches gain up to
+      mu P; with "first" the mu P term is slack: lam = delta + s would do, as
+      :func:`constructions.retrieval.mqar_model`'s hand-built head uses, but the
+      IsTree model's used bits are kept as they were). So the weight is exactly
+      1 on the (first/last) match, or on [BOS] if there is none.
+
+    Every gap above is checked against zero_gap(f) with :class:`MarginError`, and
+    the integer bits of the largest score,
+    |score| <= lam sum_c (2 Q_c K_c + K_c^2 [+ Q_c^2]) + mu P [+ delta] (plus one
+    bit for score differences), against ``fmt``. Layout: without fallback each component
+    has its own key-square row; with fallback the key squares share one row
+    beside the [BOS] row (the layouts of the constructions that first used each,
+    kept so parameter counts do not change).
     """
+    if tie_break not in (None, "first", "last"):
+        raise ValueError(f"{name}: tie_break must be None, 'first' or 'last', got {tie_break!r}")
+    if fallback not in (None, "bos"):
+        raise ValueError(f"{name}: fallback must be None or 'bos', got {fallback!r}")
+    if not components:
+        raise ValueError(f"{name}: need at least one component")
+    if (tie_break or fallback) and n_positions is None:
+        raise ValueError(f"{name}: a tie-break or fallback needs n_positions")
+    if fallback and any(c.query_sq is None for c in components):
+        raise ValueError(f"{name}: fallback='bos' needs query_sq on every component")
     f = fmt.frac_bits
-    Q = max_key if max_query is None else max_query
-    mu, n_tb = 0, 0
-    if first_occurrence is not None:
-        pos_dir, n_tb = first_occurrence
-        mu = sharpness(f)
-        lam = mu * n_tb + sharpness(f)
+    s, zg = sharpness(f), zero_gap(f)
+    P = 0 if n_positions is None else n_positions - 1
+    mu = s if tie_break else 0
+    if fallback is None:
+        delta = 0
+        lam = mu * P + s
+        gaps = {"non-match": lam - mu * P}
     else:
-        lam = sharpness(f)
-    margin = {"lambda": lam, "mu": mu, "gap_non_match": lam - mu * n_tb, "gap_between_matches": mu,
-              "zero_gap": float(zero_gap(f))}
-    assert lam - mu * n_tb > zero_gap(f), "non-matching keys would keep weight"
-    if first_occurrence is not None:
-        assert mu > zero_gap(f), "later matches would keep weight"
-    max_score = lam * (2 * Q * max_key + max_key * max_key) + mu * n_tb
+        delta = mu * P + s
+        lam = delta + mu * P + s
+        gaps = {"match over [BOS]": delta - (mu * P if tie_break == "first" else 0),
+                "[BOS] over non-match": lam - delta - (mu * P if tie_break == "last" else 0)}
+    if tie_break:
+        gaps["between matches"] = mu
+    for what, g in gaps.items():
+        require(g > zg, f"{name}: gap {what} = {g} is not above (f + 1) ln 2 = {float(zg):.4f}")
+    # the sum of the score rows' largest magnitudes (what Builder.attention_layer computes too)
+    per_comp = sum(2 * c.max_query * c.max_key + c.max_key ** 2 + (c.max_query ** 2 if fallback else 0)
+                   for c in components)
+    max_score = lam * per_comp + mu * P + delta
     need = bits_for(max_score) + 1
     _need_bits(fmt, need, name, f"scores up to {max_score}")
-    margin["score_int_bits"] = need
-    score = [({k: 2 * lam * Fraction(c) for k, c in query.items()}, dict(key)),
-             ({one: -lam}, dict(key_sq))]
-    if first_occurrence is not None:
-        score.append(({one: -mu}, {first_occurrence[0]: 1}))
-    return Head(name, score, copy, margin)
+    score: list[tuple[Combo, Combo]] = []
+    if fallback is None:
+        for c in components:
+            score += [(_scaled(c.query, 2 * lam), dict(c.key)), ({one: -lam}, dict(c.key_sq))]
+    else:
+        score += [(_scaled(c.query, 2 * lam), dict(c.key)) for c in components]
+        score.append(({one: -lam}, _add(*[c.key_sq for c in components])))
+        score.append((_add(*[_scaled(c.query_sq, lam) for c in components], {one: -delta}), {is_bos: 1}))
+    if tie_break:
+        score.append(({one: mu if tie_break == "last" else -mu}, {pos: 1}))
+    margin = {"lambda": lam, "mu": mu, "delta": delta, "zero_gap": float(zg), "score_int_bits": need,
+              **{f"gap {k}": v for k, v in gaps.items()}}
+    return Head(name, score, copy, margin, gap=min(gaps.values()))
+
+
+def first_max_head(name: str, *, key: Combo, max_key: int, copy: dict[str, Combo], fmt: FixedFormat,
+                   n_positions: int, one: str = "one", pos: str = "pos") -> Head:
+    """Attend exactly to the first position with the largest integer key (0 <= key <= max_key):
+    score lam * k_j - mu * pos_j with mu = sharpness(f), lam = mu P + sharpness(f)
+    (P = n_positions - 1): a smaller key at any position is >= lam - mu P below,
+    a later equal key >= mu below; both gaps above (f + 1) ln 2 (weights exactly 0/1).
+    Integer bits: |score| <= lam max_key + mu n_positions."""
+    f = fmt.frac_bits
+    s = sharpness(f)
+    mu = s
+    lam = mu * (n_positions - 1) + s
+    gaps = {"smaller key": lam - mu * (n_positions - 1), "later equal key": mu}
+    for what, g in gaps.items():
+        require(g > zero_gap(f), f"{name}: gap to a {what} = {g} is not above {float(zero_gap(f)):.4f}")
+    max_score = lam * max_key + mu * n_positions
+    need = bits_for(max_score) + 1
+    _need_bits(fmt, need, name, f"scores up to {max_score}")
+    return Head(name, [({one: lam}, dict(key)), ({one: -mu}, {pos: 1})], copy,
+                {"lambda": lam, "mu": mu, "zero_gap": float(zero_gap(f)), "score_int_bits": need},
+                gap=min(gaps.values()))
 
 
 def shift_head(name: str, pos: str, pos_sq: str, one: str, copy: dict[str, Combo], fmt: FixedFormat,
@@ -327,7 +525,7 @@ def shift_head(name: str, pos: str, pos_sq: str, one: str, copy: dict[str, Combo
     return Head(name,
                 [({pos: 2 * lam, one: -2 * lam * shift}, {pos: 1}), ({one: -lam}, {pos_sq: 1})],
                 copy,
-                {"lambda": lam, "gap": lam, "zero_gap": float(zero_gap(f)), "score_int_bits": need})
+                {"lambda": lam, "gap": lam, "zero_gap": float(zero_gap(f)), "score_int_bits": need}, gap=lam)
 
 
 def count_head(name: str, query: Combo, query_sq: Combo, key: Combo, key_sq: Combo, one: str, not_bos: Combo,
@@ -356,7 +554,7 @@ def count_head(name: str, query: Combo, query_sq: Combo, key: Combo, key_sq: Com
                  ({one: -lam}, dict(key_sq)),
                  ({k: -lam * Fraction(c) for k, c in query_sq.items()}, dict(not_bos))],
                 {out: {bos_flag: 1}},
-                {"lambda": lam, "gap": lam, "zero_gap": float(zero_gap(f)), "score_int_bits": need})
+                {"lambda": lam, "gap": lam, "zero_gap": float(zero_gap(f)), "score_int_bits": need}, gap=lam)
 
 
 # ----------------------------------------------------------------------------

@@ -106,7 +106,6 @@ storage).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Mapping, Sequence
 
@@ -115,9 +114,8 @@ import sympy as sp
 from . import kernels as K
 from .fixedpoint import FixedFormat, log2_ceil
 from .gadgets import (
-    base_space,
-    Builder, Head, MarginError, Neuron, bits_for, equality_neurons, select_neurons,
-    sharpness, shift_head, zero_gap,
+    base_space, first_max_head, flag_component, match_head, _add,
+    Builder, Component, Neuron, equality_neurons, select_neurons, shift_head,
 )
 from .generate import Generation, generate
 from .model import Model
@@ -188,91 +186,6 @@ def cot_bound(n_vertices: int) -> int:
 
 # ----------------------------------------------------------------------------
 # gadgets of this construction
-@dataclass(frozen=True)
-class Component:
-    """One matched component: query q (and q^2) at the query position, key k
-    (and k^2) at the key position; integer-valued, |q| <= max_query, |k| <= max_key."""
-
-    query: Combo
-    query_sq: Combo
-    key: Combo
-    key_sq: Combo
-    max_query: int
-    max_key: int
-
-
-def flag_component(flag: str, one: str = "one") -> Component:
-    """Require the 0/1 key flag to be 1 (flag^2 = flag)."""
-    return Component({one: 1}, {one: 1}, {flag: 1}, {flag: 1}, 1, 1)
-
-
-def _add(*combos: Combo) -> dict:
-    out: dict = {}
-    for c in combos:
-        for k, v in c.items():
-            out[k] = out.get(k, 0) + Fraction(v)
-    return out
-
-
-def multi_match_head(name: str, comps: Sequence[Component], copy: dict[str, Combo], fmt: FixedFormat,
-                     n_pos: int, tie_break: str | None = None, one: str = "one", is_bos: str = "is_bos",
-                     pos: str = "pos") -> Head:
-    """Attend exactly to the position whose key components all equal the query's,
-    [BOS] if there is none (module docstring: score, margins).
-
-    ``tie_break``: None (the promise is at most one match), ``"first"`` or
-    ``"latest"`` (weight exactly 1 on that match). Preconditions: all q_c, k_c
-    are integers; every key component is 0 at [BOS] (position 0).
-    """
-    if tie_break not in (None, "first", "latest"):
-        raise ValueError(f"{name}: tie_break must be None, 'first' or 'latest', got {tie_break!r}")
-    f = fmt.frac_bits
-    s = sharpness(f)
-    zg = zero_gap(f)
-    mu = s if tie_break else 0
-    lam = 2 * (mu * (n_pos - 1) + s)
-    half = Fraction(lam, 2)
-    # margins, exactly: (latest) match/match >= mu; lowest match - BOS >= lam/2;
-    # BOS - best mismatch >= lam/2 - mu (T-1); (first) earliest match - BOS >= lam/2 - mu (T-1)
-    if tie_break and not mu > zg:
-        raise MarginError(f"{name}: tie-break gap {mu} not above {float(zg)}")
-    if not half - mu * (n_pos - 1) > zg:
-        raise MarginError(f"{name}: fallback gap {float(half - mu * (n_pos - 1))} not above {float(zg)}")
-    max_score = lam * sum(2 * c.max_query * c.max_key + c.max_key ** 2 + c.max_query ** 2 for c in comps) \
-        + lam + mu * n_pos
-    need = bits_for(max_score) + 1
-    if fmt.int_bits < need:
-        raise MarginError(f"{name}: scores up to {max_score} need {need} integer bits, {fmt.name} has {fmt.int_bits}")
-    score = [({k: 2 * lam * Fraction(v) for k, v in c.query.items()}, dict(c.key)) for c in comps]
-    score.append(({one: -lam}, _add(*[c.key_sq for c in comps])))
-    bos_q = _add(*[{k: lam * Fraction(v) for k, v in c.query_sq.items()} for c in comps], {one: -half})
-    score.append((bos_q, {is_bos: 1}))
-    if tie_break:
-        score.append(({one: mu if tie_break == "latest" else -mu}, {pos: 1}))
-    margin = {"lambda": lam, "mu": mu, "gap_fallback": float(half - mu * (n_pos - 1)), "gap_tie": mu,
-              "zero_gap": float(zg), "score_int_bits": need}
-    return Head(name, score, copy, margin)
-
-
-def first_max_head(name: str, key: Combo, max_key: int, copy: dict[str, Combo], fmt: FixedFormat, n_pos: int,
-                   one: str = "one", pos: str = "pos") -> Head:
-    """Attend exactly to the first position with the largest integer key:
-    score lam * k_j - mu * pos_j, mu = sharpness(f), lam = mu (T-1) + sharpness(f):
-    a smaller key is >= lam - mu (T-1) below, a later equal key mu below."""
-    f = fmt.frac_bits
-    s = sharpness(f)
-    mu = s
-    lam = mu * (n_pos - 1) + s
-    if not (lam - mu * (n_pos - 1) > zero_gap(f) and mu > zero_gap(f)):
-        raise MarginError(f"{name}: key gap {lam - mu * (n_pos - 1)} or tie gap {mu} not above {float(zero_gap(f))}")
-    max_score = lam * max_key + mu * n_pos
-    need = bits_for(max_score) + 1
-    if fmt.int_bits < need:
-        raise MarginError(f"{name}: scores up to {max_score} need {need} integer bits, {fmt.name} has {fmt.int_bits}")
-    return Head(name, [({one: lam}, dict(key)), ({one: -mu}, {pos: 1})], copy,
-                {"lambda": lam, "mu": mu, "zero_gap": float(zero_gap(f)), "score_int_bits": need})
-
-
 def mask_unless_equal_neurons(x: Combo, a: Combo, b: Combo, out: str, bound: int) -> list[Neuron]:
     """out += x if a != b else 0, for integer a, b and 0 <= x <= bound (= B):
     with d = a - b, relu(x - B + B d) - relu(B d - B) + relu(x - B - B d) - relu(-B d - B).
@@ -336,7 +249,8 @@ def build(n_vertices: int, max_edges: int | None = None, fmt: FixedFormat | None
           sh("shift2", 2, {"s2": {"tok": 1}, "s2_sq": {"tok_sq": 1}}),
           sh("shift3", 3, {"s3": {"tok": 1}, "s3_sq": {"tok_sq": 1}}),
           sh("shift5", 5, {"s5": {"tok": 1}, "s5_sq": {"tok_sq": 1}}),
-          first_max_head("first-eos", {"is_eos": 1}, 1, {"after_eos": {"is_eos": 1}, "P": {"pos": 1}}, fmt, T)]
+          first_max_head("first-eos", key={"is_eos": 1}, max_key=1, copy={"after_eos": {"is_eos": 1}, "P": {"pos": 1}},
+                         fmt=fmt, n_positions=T)]
     # MLP 1: position types. g = CoT vertex; second_eos = [EOS] after P (t - P >= 1, gated by
     # is_eos with B = T > |t - P|); first_eos = is_eos - second_eos.
     Bt = T
@@ -347,27 +261,30 @@ def build(n_vertices: int, max_edges: int | None = None, fmt: FixedFormat | None
     b.attention_layer(l1, mlp1)
 
     # ---- layer 2: previous edge of each endpoint (delayed keys), parent, edge {u, p}, the vertex count
-    vert = lambda q, qsq, k, ksq: Component(q, qsq, k, ksq, VM, VM)
+    vert = lambda q, qsq, k, ksq: Component(q, k, ksq, VM, VM, query_sq=qsq)
+
+    def multi(name, comps, copy, tie=None):
+        return match_head(name, components=comps, copy=copy, fmt=fmt, n_positions=T, tie_break=tie, fallback="bos")
     rec = flag_component("is_rec")
     eid = {"pos": 1, one: -3, "is_bos": 3}                              # id of the record 3 back
     eid_sq = {"pos_sq": 1, "pos": -6, one: 9, "is_bos": -9}
     l2 = []
     for nm, (q, qsq) in (("U", ("s2", "s2_sq")), ("V", ("tok", "tok_sq"))):
         for side, (k, ksq) in (("A", ("s5", "s5_sq")), ("B", ("s3", "s3_sq"))):
-            l2.append(multi_match_head(f"pred{nm}{side}", [vert({q: 1}, {qsq: 1}, {k: 1}, {ksq: 1}), rec],
-                                       {f"p{nm}{side}": eid, f"p{nm}{side}_sq": eid_sq}, fmt, T, "latest"))
-    l2.append(multi_match_head("parent", [vert({"tok": 1}, {"tok_sq": 1}, {"tok": 1}, {"tok_sq": 1}),
+            l2.append(multi(f"pred{nm}{side}", [vert({q: 1}, {qsq: 1}, {k: 1}, {ksq: 1}), rec],
+                            {f"p{nm}{side}": eid, f"p{nm}{side}_sq": eid_sq}, "last"))
+    l2.append(multi("parent", [vert({"tok": 1}, {"tok_sq": 1}, {"tok": 1}, {"tok_sq": 1}),
                                           flag_component("after_eos")],
-                               {"parent": {"s1": 1}}, fmt, T, "first"))
+                               {"parent": {"s1": 1}}, "first"))
     first = lambda q, qsq: vert({q: 1}, {qsq: 1}, {"s2": 1}, {"s2_sq": 1})
     second = lambda q, qsq: vert({q: 1}, {qsq: 1}, {"tok": 1}, {"tok_sq": 1})
-    l2.append(multi_match_head("pairA", [first("tok", "tok_sq"), second("s1", "s1_sq"), rec],
-                               {"eA": {"pos": 1}, "eA_sq": {"pos_sq": 1}}, fmt, T))
-    l2.append(multi_match_head("pairB", [first("s1", "s1_sq"), second("tok", "tok_sq"), rec],
-                               {"eB": {"pos": 1}, "eB_sq": {"pos_sq": 1}}, fmt, T))
+    l2.append(multi("pairA", [first("tok", "tok_sq"), second("s1", "s1_sq"), rec],
+                               {"eA": {"pos": 1}, "eA_sq": {"pos_sq": 1}}))
+    l2.append(multi("pairB", [first("s1", "s1_sq"), second("tok", "tok_sq"), rec],
+                               {"eB": {"pos": 1}, "eB_sq": {"pos_sq": 1}}))
     # N: the header's count (tau N + 1 - 1 after [COUNT]) or max id + 1; 1 from [BOS]
     nkey = {"tok": 1, "is_bos": 1, "cnt_num": -1}
-    l2.append(first_max_head("vertex-count", nkey, VM, {"maxtau": nkey}, fmt, T))
+    l2.append(first_max_head("vertex-count", key=nkey, max_key=VM, copy={"maxtau": nkey}, fmt=fmt, n_positions=T))
     mlp2 = (max_neurons("pUA", "pUB", "pred_u") + max_neurons("pUA_sq", "pUB_sq", "pred_u_sq")
             + max_neurons("pVA", "pVB", "pred_v") + max_neurons("pVA_sq", "pVB_sq", "pred_v_sq")
             + mask_unless_equal_neurons({"eA": 1, "eB": 1}, {"s1": 1}, {"parent": 1}, "e_prev", T)
@@ -378,11 +295,11 @@ def build(n_vertices: int, max_edges: int | None = None, fmt: FixedFormat | None
     def lookup(name, e, e_sq, out):
         wA, wB = out
         cA = [vert({"tok": 1}, {"tok_sq": 1}, {"s2": 1}, {"s2_sq": 1}),
-              Component(e, e_sq, {"pred_u": 1}, {"pred_u_sq": 1}, T, T), rec]
+              Component(e, {"pred_u": 1}, {"pred_u_sq": 1}, T, T, query_sq=e_sq), rec]
         cB = [vert({"tok": 1}, {"tok_sq": 1}, {"tok": 1}, {"tok_sq": 1}),
-              Component(e, e_sq, {"pred_v": 1}, {"pred_v_sq": 1}, T, T), rec]
-        return [multi_match_head(f"{name}A", cA, {k.replace("#", "A"): v for k, v in wA.items()}, fmt, T),
-                multi_match_head(f"{name}B", cB, {k.replace("#", "B"): v for k, v in wB.items()}, fmt, T)]
+              Component(e, {"pred_v": 1}, {"pred_v_sq": 1}, T, T, query_sq=e_sq), rec]
+        return [multi(f"{name}A", cA, {k.replace("#", "A"): v for k, v in wA.items()}),
+                multi(f"{name}B", cB, {k.replace("#", "B"): v for k, v in wB.items()})]
 
     found = {one: 1, "is_bos": -1}
     l3 = lookup("next", {"e_prev": 1}, {"e_prev_sq": 1},
@@ -403,9 +320,9 @@ def build(n_vertices: int, max_edges: int | None = None, fmt: FixedFormat | None
     b.attention_layer(l4, mlp4)
 
     # ---- layer 5: visited?, then the output value (tau of the next token)
-    l5 = [multi_match_head("visited", [Component({"w": 1}, {"w_sq": 1}, {"tok": 1}, {"tok_sq": 1}, VM, VM),
+    l5 = [multi("visited", [Component({"w": 1}, {"tok": 1}, {"tok_sq": 1}, VM, VM, query_sq={"w_sq": 1}),
                                        flag_component("after_eos")],
-                           {"visited": found}, fmt, T, "first")]
+                           {"visited": found}, "first")]
     B = VM + 2       # > |w|, |parent|, w + 1
     Bl = T + 2 * VM + 4   # > |d| for d = pos - P - 2 maxtau
     d = {"pos": 1, "P": -1, "maxtau": -2}

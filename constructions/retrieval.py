@@ -61,8 +61,9 @@ from numba import njit
 from . import kernels as K
 from .fixedpoint import MAX_MAGNITUDE_BITS, FixedFormat, check_err, log2_ceil, new_err, E_CODE, E_WHERE
 from .gadgets import (
-    base_space, number_readout,
-    LN2_UPPER, Builder, Head, MarginError, ResidualSpace, bits_for, match_head, sharpness, shift_head, zero_gap,
+    base_space, number_readout, require,
+    LN2_UPPER, Builder, Component, Head, MarginError, ResidualSpace, bits_for, match_head, sharpness, shift_head,
+    zero_gap,
 )
 from .model import Model
 from .vocab import BOS, NUMBER_BASE, QUERY, SPECIAL_NAMES, Vocab, number_token, token_from_code
@@ -281,66 +282,28 @@ def index_model(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> Mo
     n = _check_n(n, 1, "index_model")
     a = _check_alphabet(alphabet, "index_model")
     fmt = fmt or INDEX.format(n, a)
+    code_bound = max(n + 1, a, -SPECIAL_MIN_CODE)          # |tau| of any token of the vocabulary
     s = base_space()
-    s.hidden("answer")
-    b = Builder(f"index(n={n},a={a})", "transformer", Vocab(max(n, a - 1)), s, claim=CLAIM)
+    s.hidden("answer", bound=code_bound)
+    b = Builder(f"index(n={n},a={a})", "transformer", Vocab(max(n, a - 1)), s, claim=CLAIM, bounded=True)
     b.max_positions = n + 3                   # [BOS] x_1..x_n [QUERY] i
-    b.attention_layer([match_head("index", query={"tok": 1}, key={"pos": 1, "one": 1},
-                                  key_sq={"pos_sq": 1, "pos": 2, "one": 1}, one="one",
-                                  copy={"answer": {"tok": 1}}, fmt=fmt,
-                                  max_key=max(n + 3, a, -SPECIAL_MIN_CODE),
-                                  max_query=max(n + 1, a, -SPECIAL_MIN_CODE))])
+    position = Component(query={"tok": 1}, key={"pos": 1, "one": 1}, key_sq={"pos_sq": 1, "pos": 2, "one": 1},
+                         max_query=code_bound, max_key=max(n + 3, a, -SPECIAL_MIN_CODE))
+    b.attention_layer([match_head("index", components=[position], copy={"answer": {"tok": 1}}, fmt=fmt)])
     number_readout(b, "answer")
     return b.build(fmt)
 
 
 # ----------------------------------------------------------------------------
 # c-gram retrieval (AR is c = 2)
-def joint_match_head(name: str, pairs: list[tuple[str, str, str]], one: str, pos: str,
-                     copy: dict, fmt: FixedFormat, max_code: int, max_position: int) -> Head:
-    """Attend exactly to the FIRST position j whose keys p_k(j) all equal the
-    queries q_k (k = 1..m): score = sum_k lambda (2 q_k p_k - p_k^2) - mu pos_j.
-
-    ``pairs`` = [(query direction, key direction, key-square direction)].
-    Per component, 2 q p - p^2 = q^2 - (q - p)^2, so a full match scores
-    lambda sum q_k^2 - mu j and ANY mismatch costs >= lambda (integer codes: one
-    mismatched component loses lambda (q - p)^2 >= lambda; more lose more; the
-    matched components contribute the same as for a full match).
-    Margins (P = max_position): mu = sharpness(f) > (f+1) ln 2 separates consecutive
-    full matches (the earliest wins, weight exactly 1); lambda = mu P + sharpness(f)
-    keeps any partial match at position j' below a full match at j:
-    lambda - mu j + mu j' >= lambda - mu P > (f+1) ln 2.
-    Integer bits: |score| <= lambda m (2 Q K + K^2) + mu P with Q = K = max_code.
-    """
-    f = fmt.frac_bits
-    mu = sharpness(f)
-    lam = mu * max_position + sharpness(f)
-    m = len(pairs)
-    if not (lam - mu * max_position > zero_gap(f)):
-        raise MarginError("a partial match would keep weight (score gap not above (f + 1) ln 2)")
-    if not (mu > zero_gap(f)):
-        raise MarginError("a later full match would keep weight (score gap not above (f + 1) ln 2)")
-    B = lam * m * 3 * max_code * max_code + mu * max_position
-    need = bits_for(B) + 1
-    if fmt.int_bits < need:
-        raise MarginError(f"{name}: scores up to {B} need {need} integer bits, {fmt.name} has {fmt.int_bits}")
-    score = []
-    for q, p, psq in pairs:
-        score.append(({q: 2 * lam}, {p: 1}))
-        score.append(({one: -lam}, {psq: 1}))
-    score.append(({one: -mu}, {pos: 1}))
-    return Head(name, score, copy, {"lambda": lam, "mu": mu, "gap_partial_match": lam - mu * max_position,
-                                    "gap_between_matches": mu, "zero_gap": float(zero_gap(f)),
-                                    "score_int_bits": need})
-
-
 def cgram_model(n: int, alphabet: int = 2, c: int = 3, fmt: FixedFormat | None = None) -> Model:
     """``[BOS] x_1..x_n [QUERY] q_1..q_{c-1}`` -> the token after the first
     occurrence of the gram q (T4.6-up). Two attention layers.
 
     Layer 1: c - 1 shift heads; head k copies tau and tau^2 of the token k
     positions back into ``prev_k``, ``prev_k_sq`` at every position (position j < k
-    gets [BOS], tau = 0). Layer 2: :func:`joint_match_head` at the last position
+    gets [BOS], tau = 0). Layer 2: :func:`~constructions.gadgets.match_head` (one
+    component per gram token, first-occurrence tie-break) at the last position
     L - 1 = n + c: its queries are the gram, q_{c-1} = ``tok`` and q_{c-k} =
     ``prev_{k-1}`` (k = 2..c-1), matched against ``prev_1..prev_{c-1}`` of every
     position p, i.e. against x_{p-1}, ..., x_{p-c+1}; a full match at p means the
@@ -360,22 +323,25 @@ def cgram_model(n: int, alphabet: int = 2, c: int = 3, fmt: FixedFormat | None =
     a = _check_alphabet(alphabet, "cgram_model")
     decl = AR if c == 2 else CGRAM
     fmt = fmt or decl.format(n, a, c)
+    code_bound = max(a, -SPECIAL_MIN_CODE)                 # |tau| of any token of Vocab(a - 1)
     s = base_space()
     for k in range(1, c):
-        s.hidden(f"prev_{k}")
-        s.hidden(f"prev_{k}_sq")
-    s.hidden("answer")
+        s.hidden(f"prev_{k}", bound=code_bound)
+        s.hidden(f"prev_{k}_sq", bound=code_bound ** 2)
+    s.hidden("answer", bound=code_bound)
     name = "ar" if c == 2 else f"cgram(c={c})"
-    b = Builder(f"{name}(n={n},a={a})", "transformer", Vocab(a - 1), s, claim=CLAIM)
+    b = Builder(f"{name}(n={n},a={a})", "transformer", Vocab(a - 1), s, claim=CLAIM, bounded=True)
     npos = n + c + 1
     b.max_positions = npos                    # [BOS] x_1..x_n [QUERY] q_1..q_{c-1}
     b.attention_layer([shift_head(f"shift_{k}", "pos", "pos_sq", "one",
                                   {f"prev_{k}": {"tok": 1}, f"prev_{k}_sq": {"tok_sq": 1}}, fmt,
                                   n_positions=npos, shift=k) for k in range(1, c)])
-    pairs = [("tok", "prev_1", "prev_1_sq")] + [(f"prev_{k - 1}", f"prev_{k}", f"prev_{k}_sq")
-                                                for k in range(2, c)]
-    b.attention_layer([joint_match_head("match", pairs, "one", "pos", {"answer": {"tok": 1}}, fmt,
-                                        max_code=max(a, -SPECIAL_MIN_CODE), max_position=n + c)])
+    # gram token q_{c-1} is the last token, q_{c-k} is prev_{k-1}; matched against prev_1..prev_{c-1}
+    gram = ["tok"] + [f"prev_{k - 1}" for k in range(2, c)]
+    components = [Component(query={q: 1}, key={f"prev_{k}": 1}, key_sq={f"prev_{k}_sq": 1},
+                            max_query=code_bound, max_key=code_bound) for k, q in enumerate(gram, start=1)]
+    b.attention_layer([match_head("match", components=components, copy={"answer": {"tok": 1}}, fmt=fmt,
+                                  n_positions=npos, tie_break="first")])
     number_readout(b, "answer")
     b.notes["c"] = c
     return b.build(fmt)
@@ -459,23 +425,22 @@ def counting_model(n: int, alphabet: int = 3, fmt: FixedFormat | None = None,
     f = fmt.frac_bits
     lam = sharpness(f)
     g = Fraction(1, (n + 1) * (2 * n + 3))
-    if check_margins and not g > Fraction(1, 1 << f):
-        raise MarginError(f"counting_model(n={n}): the gap {float(g):.3g} between 1/(c+1) and 1/(t+3/2) is not "
-                          f"above the rounding error 2^-{f}; needs 2^f > {(n + 1) * (2 * n + 3)}")
+    if check_margins:
+        require(g > Fraction(1, 1 << f),
+                f"counting_model(n={n}): the gap {float(g):.3g} between 1/(c+1) and 1/(t+3/2) is not above the "
+                f"rounding error 2^-{f}; needs 2^f > {(n + 1) * (2 * n + 3)}")
     mu = lam
     M = mu * (n + 2) + lam
-    if not (lam > zero_gap(f) and mu > zero_gap(f)):
-        raise MarginError(f"counting_model: lambda = {lam} is not above (f + 1) ln 2 = {float(zero_gap(f)):.3f}")
-    if not M - mu * (n + 1) > zero_gap(f):
-        raise MarginError(f"counting_model: fetch-q gap {M - mu * (n + 1)} to a data number is not above "
-                          f"(f + 1) ln 2")
+    require(lam > zero_gap(f) and mu > zero_gap(f),
+            f"counting_model: lambda = {lam} is not above (f + 1) ln 2 = {float(zero_gap(f)):.3f}")
+    require(M - mu * (n + 1) > zero_gap(f),
+            f"counting_model: fetch-q gap {M - mu * (n + 1)} to a data number is not above (f + 1) ln 2")
     Kc = _count_code_bound(n, a)
     bounds = {"count scores": _count_match_bound(n, a, f), "fetch scores": _count_fetch_bound(n, f),
               "softmax normalisers": n + 4}
     need = max(bits_for(v) + 1 for v in bounds.values())
-    if fmt.int_bits < need:
-        raise MarginError(f"counting_model(n={n}, a={a}): {bounds} need {need} integer bits, "
-                          f"{fmt.name} has {fmt.int_bits}")
+    require(fmt.int_bits >= need, f"counting_model(n={n}, a={a}): {bounds} need {need} integer bits, "
+                                  f"{fmt.name} has {fmt.int_bits}")
     s = ResidualSpace()
     s.embedded("one", K.F_ONE)
     s.embedded("tok", K.F_TOK)
@@ -485,22 +450,25 @@ def counting_model(n: int, alphabet: int = 3, fmt: FixedFormat | None = None,
     s.embedded("is_query", K.F_IS_TOKEN, QUERY)
     s.embedded("is_number", K.F_IS_NUM)
     s.embedded("thr", K.F_TOK_INV, Fraction(1, 2))     # 1/(tau + 1/2) = 1/(t + 3/2) for the number t
-    for lab in ("after", "query_code", "query_code_sq", "frac"):
-        s.hidden(lab)
+    s.hidden("after", bound=1)                         # [at or after [QUERY]]
+    s.hidden("query_code", bound=Kc)                   # tau(q) (an average of codes before [QUERY])
+    s.hidden("query_code_sq", bound=Kc * Kc)
+    s.hidden("frac", bound=1)                          # round(1/(c+1))
     vocab = Vocab(max(n, a - 1, 1))
-    b = Builder(f"counting(n={n},a={a})", "transformer", vocab, s, claim=CLAIM)
+    b = Builder(f"counting(n={n},a={a})", "transformer", vocab, s, claim=CLAIM, bounded=True)
     b.max_positions = n + 4                   # [BOS] x_1..x_n [QUERY] q t
     gap = {"lambda": lam, "gap": lam, "zero_gap": float(zero_gap(f))}
     b.attention_layer([Head("after-query", [({"one": lam}, {"is_query": 2, "is_bos": 1})],
-                            {"after": {"is_query": 1}}, gap)])
+                            {"after": {"is_query": 1}}, gap, gap=lam)])
     b.attention_layer([Head("fetch-q", [({"one": M}, {"after": 1, "is_number": 1}), ({"one": -mu}, {"pos": 1})],
                             {"query_code": {"tok": 1}, "query_code_sq": {"tok_sq": 1}},
                             {"M": M, "mu": mu, "gap_q_t": mu, "gap_q_data": M - mu * (n + 1),
-                             "zero_gap": float(zero_gap(f)), "score_int_bits": need})])
+                             "zero_gap": float(zero_gap(f)), "score_int_bits": need},
+                            gap=min(mu, M - mu * (n + 1)))])
     count_score = [({"query_code": 2 * lam}, {"tok": 1}), ({"one": -lam}, {"tok_sq": 1}),
                    ({"query_code_sq": lam}, {"is_bos": 1}), ({"one": -lam}, {"after": 1})]
     b.attention_layer([Head("count", count_score, {"frac": {"is_bos": 1}},
-                            dict(gap, comparison_gap=float(g), max_code=Kc, score_int_bits=need))])
+                            dict(gap, comparison_gap=float(g), max_code=Kc, score_int_bits=need), gap=lam)])
     b.readout([("thr", K.F_IS_TOKEN, number_token(1), 1), ("frac", K.F_IS_TOKEN, number_token(0), 1)])
     return b.build(fmt)
 
@@ -533,38 +501,39 @@ def mqar_model(length: int, fmt: FixedFormat | None = None) -> Model:
     if L > MQAR_MAX_LENGTH:
         raise ValueError(f"mqar_model: length {L} exceeds the supported {MQAR_MAX_LENGTH}")
     fmt = fmt or MQAR.format(L)
-    f = fmt.frac_bits
+    Kc = MQAR_MAX_VALUE                      # |tau| of every token (numbers 0..2^16-1; specials <= 9)
     s = base_space()
     s.embedded("is_bos", K.F_IS_TOKEN, BOS)
-    for lab in ("prev", "prev_sq", "answer"):
-        s.hidden(lab)
-    b = Builder(f"mqar(L={L})", "transformer", Vocab(MQAR_MAX_VALUE - 1), s, claim=CLAIM)
+    s.hidden("prev", bound=Kc)
+    s.hidden("prev_sq", bound=Kc * Kc)
+    s.hidden("answer", bound=Kc)
+    b = Builder(f"mqar(L={L})", "transformer", Vocab(MQAR_MAX_VALUE - 1), s, claim=CLAIM, bounded=True)
+    b.max_positions = L + 1                   # [BOS] then the L raw values
     b.attention_layer([shift_head("prev", "pos", "pos_sq", "one", {"prev": {"tok": 1}, "prev_sq": {"tok_sq": 1}},
                                   fmt, n_positions=L + 1)])
+    # gadgets.match_head(tie_break="first", fallback="bos") with the tight lam = nu + s that
+    # "first" allows (its generic lam adds mu L, one more integer bit at some L)
+    f = fmt.frac_bits
     sh = sharpness(f)
     mu = sh
     nu = mu * L + sh
     lam = nu + sh
-    if not (mu > zero_gap(f)):
-        raise MarginError("later matches would keep weight (score gap not above (f + 1) ln 2)")
-    if not (nu - mu * L > zero_gap(f)):
-        raise MarginError("[BOS] would keep weight next to a match (score gap not above (f + 1) ln 2)")
-    if not (lam - nu > zero_gap(f)):
-        raise MarginError("a non-match would keep weight next to [BOS] (score gap not above (f + 1) ln 2)")
-    Kc = MQAR_MAX_VALUE
+    gaps = {"later match": mu, "[BOS] next to a match": nu - mu * L, "non-match next to [BOS]": lam - nu}
+    for what, gap in gaps.items():
+        require(gap > zero_gap(f), f"mqar: {what} would keep weight (gap {gap} not above (f + 1) ln 2)")
     B = lam * 3 * Kc * Kc + mu * L + nu
     need = bits_for(B) + 1
-    if fmt.int_bits < need:
-        raise MarginError(f"mqar match: scores up to {B} need {need} integer bits, {fmt.name} has {fmt.int_bits}")
+    require(fmt.int_bits >= need, f"mqar match: scores up to {B} need {need} integer bits, "
+                                  f"{fmt.name} has {fmt.int_bits}")
     head = Head("first-match-or-bos",
                 [({"tok": 2 * lam}, {"prev": 1}), ({"one": -lam}, {"prev_sq": 1}), ({"one": -mu}, {"pos": 1}),
                  ({"tok_sq": lam, "one": -nu}, {"is_bos": 1})],
                 {"answer": {"tok": 1}},
-                {"lambda": lam, "mu": mu, "nu": nu, "zero_gap": float(zero_gap(f)), "score_int_bits": need})
+                {"lambda": lam, "mu": mu, "nu": nu, "zero_gap": float(zero_gap(f)), "score_int_bits": need},
+                gap=min(gaps.values()))
     b.attention_layer([head])
     number_readout(b, "answer")
     b.notes["max_length"] = L
-    b.max_positions = L + 1                   # [BOS] then the L raw values
     return b.build(fmt)
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from constructions import kernels as K
 from constructions.fixedpoint import FixedFormat
 from constructions.gadgets import (
-    Builder, MarginError, ResidualSpace, count_compare_neurons, count_head, equality_neurons, match_head,
+    Builder, Component, MarginError, ResidualSpace, count_compare_neurons, count_head, equality_neurons, match_head,
     shift_head, step_neurons,
 )
 from constructions.model import Model
@@ -106,17 +106,17 @@ def match_model(n: int, fmt: FixedFormat, variant: str = "tok", first: bool = Fa
     s.hidden("at")
     s.hidden("val")
     copy = {"at": {"pos": 1}, "val": {"tok": 1}}
-    fo = ("pos", n) if first else None
+    order = dict(tie_break="first", n_positions=n + 1) if first else {}
     if variant == "tok":
         vocab = Vocab(8)
-        head = match_head("match", {"tok": 1}, {"tok": 1}, {"tok_sq": 1}, "one", copy, fmt,
-                          max_key=9, first_occurrence=fo)
+        comp = Component({"tok": 1}, {"tok": 1}, {"tok_sq": 1}, max_query=9, max_key=9)
     elif variant == "index":
         vocab = Vocab(max(n - 1, 0))
-        head = match_head("match", {"tok": 1}, {"pos": 1, "one": 1}, {"pos_sq": 1, "pos": 2, "one": 1}, "one",
-                          copy, fmt, max_key=n + 1, max_query=max(n, 9), first_occurrence=fo)
+        comp = Component({"tok": 1}, {"pos": 1, "one": 1}, {"pos_sq": 1, "pos": 2, "one": 1},
+                         max_query=max(n, 9), max_key=n + 1)
     else:
         raise ValueError(variant)
+    head = match_head("match", components=[comp], copy=copy, fmt=fmt, **order)
     b = Builder(f"match-{variant}(n={n}, first={first})", "transformer", vocab, s, claim="gadgets")
     b.attention_layer([head])
     tau_readout(b, "val")
@@ -264,8 +264,8 @@ def ar_transformer(n: int, fmt: FixedFormat) -> Model:
     b = Builder(f"ar(n={n})", "transformer", Vocab(8), s, claim="tests")
     b.attention_layer([shift_head("prev", "pos", "pos_sq", "one", {"prev": {"tok": 1}, "prev_sq": {"tok_sq": 1}},
                                   fmt, n_positions=n + 1)])
-    b.attention_layer([match_head("ar", {"tok": 1}, {"prev": 1}, {"prev_sq": 1}, "one", {"ans": {"tok": 1}},
-                                  fmt, max_key=9, first_occurrence=("pos", n))])
+    b.attention_layer([match_head("ar", components=[Component({"tok": 1}, {"prev": 1}, {"prev_sq": 1}, 9, 9)],
+                                  copy={"ans": {"tok": 1}}, fmt=fmt, n_positions=n + 1, tie_break="first")])
     tau_readout(b, "ans")
     return b.build(fmt)
 
@@ -354,8 +354,8 @@ def prev_hybrid(n: int, fmt: FixedFormat) -> Model:
                 C={("p", "p"): 1, ("p_sq", "q"): 1}, name="positions")
     b.attention_layer([
         shift_head("prev", "p", "p_sq", "one", {"prev": {"tok": 1}}, fmt, n_positions=n + 1),
-        match_head("first", {"tok": 1}, {"tok": 1}, {"tok_sq": 1}, "one", {"first_at": {"p": 1}}, fmt,
-                   max_key=9, first_occurrence=("p", n + 1)),
+        match_head("first", components=[Component({"tok": 1}, {"tok": 1}, {"tok_sq": 1}, 9, 9)],
+                   copy={"first_at": {"p": 1}}, fmt=fmt, n_positions=n + 2, tie_break="first", pos="p"),
     ])
     tau_readout(b, "prev")
     return b.build(fmt)

@@ -36,6 +36,7 @@ from checks.tasks import istree as R
 from constructions import istree as C
 from constructions import kernels as K
 from constructions.fixedpoint import FixedFormat
+from constructions import gadgets as G
 from constructions.gadgets import Builder, MarginError, ResidualSpace
 from constructions.vocab import BOS, COUNT, DASH, EOS, FALSE, NUMBER_BASE, TILDE, TRUE, Vocab, number_token
 
@@ -75,10 +76,11 @@ def _pair_model(n: int, tie_break, fmt: FixedFormat):
     # (p2 = [token j-2 is BOS] is 1 at j = 0, 1, 2), so valid = [j >= 3]
     from constructions.gadgets import Neuron
     b.attention_layer([], [Neuron({"one": 1, "is_bos": -1, "p2": -1}, 0, {"valid": 1})])
-    comps = [C.Component({"tok": 1}, {"tok_sq": 1}, {"p": 1}, {"p_sq": 1}, n + 1, n + 1),
-             C.Component({"p": 1}, {"p_sq": 1}, {"tok": 1}, {"tok_sq": 1}, n + 1, n + 1),
-             C.flag_component("valid")]
-    b.attention_layer([C.multi_match_head("pair", comps, {"hit": {"pos": 1}}, fmt, T, tie_break)])
+    comps = [G.Component({"tok": 1}, {"p": 1}, {"p_sq": 1}, n + 1, n + 1, query_sq={"tok_sq": 1}),
+             G.Component({"p": 1}, {"tok": 1}, {"tok_sq": 1}, n + 1, n + 1, query_sq={"p_sq": 1}),
+             G.flag_component("valid")]
+    b.attention_layer([G.match_head("pair", components=comps, copy={"hit": {"pos": 1}}, fmt=fmt, n_positions=T,
+                                    tie_break=tie_break, fallback="bos")])
     b.readout([("hit", K.F_TOK, 0, 1)])
     return b.build(fmt)
 
@@ -93,9 +95,9 @@ def _pair_reference(toks, i, tie_break):
     return hits[0] if tie_break == "first" else hits[-1]
 
 
-@pytest.mark.parametrize("tie_break", [None, "first", "latest"])
+@pytest.mark.parametrize("tie_break", [None, "first", "last"])
 @pytest.mark.parametrize("n", [6, 20])
-def test_multi_match_head_exact_with_fallback(n, tie_break):
+def test_match_head_with_fallback_exact_with_fallback(n, tie_break):
     fmt = FixedFormat(C.declared_int_bits(n, n), C.FRAC_BITS)
     model = _pair_model(n, tie_break, fmt)
     rng = np.random.default_rng(n)
@@ -113,12 +115,12 @@ def test_multi_match_head_exact_with_fallback(n, tie_break):
     assert checked > 100
 
 
-def test_multi_match_head_margin_error_when_bits_too_few():
+def test_match_head_with_fallback_margin_error_when_bits_too_few():
     with pytest.raises(MarginError):
-        _pair_model(20, "latest", FixedFormat(8, C.FRAC_BITS))
+        _pair_model(20, "last", FixedFormat(8, C.FRAC_BITS))
 
 
-def test_multi_match_head_weights_are_zero_or_one():
+def test_match_head_with_fallback_weights_are_zero_or_one():
     n = 10
     model = _pair_model(n, "first", FixedFormat(C.declared_int_bits(n, n), C.FRAC_BITS))
     toks = [BOS] + [number_token(v) for v in (1, 2, 1, 2, 1, 2, 0, 0, 1, 2)]
