@@ -726,8 +726,7 @@ def gated_equality(d: Combo, gate: Combo, big: int, out: Mapping[str, Any]) -> l
     d <= big - 1, x <= d - big <= -1 and all three ReLUs are 0. The caller passes
     ``big`` = (a bound on d where the gate is off) + 1; big >= 1 is checked here,
     the premise on d by the caller's interval bound (d = big makes the hat fire)."""
-    if big < 1:
-        raise MarginError(f"gated equality: big = {big} must be >= 1")
+    require(big >= 1, f"gated equality: big = {big} must be >= 1")
     inp = dict(d)
     for k, c in gate.items():
         inp[k] = inp.get(k, 0) + big * Fraction(c)
@@ -745,8 +744,7 @@ def gated_value_neuron(value: Combo, gates: list[Combo], big: int, out: Mapping[
     Lemma: with 0/1 gates and flags, if all hold the input is value + bias; if any
     fails it is <= value + bias - big <= 0 provided value + bias <= big wherever the
     gadget is off. Pass big = that bound (>= 1, checked)."""
-    if big < 1:
-        raise MarginError(f"gated value: big = {big} must be >= 1")
+    require(big >= 1, f"gated value: big = {big} must be >= 1")
     inp = dict(value)
     for g in gates:
         for k, c in g.items():
@@ -769,13 +767,11 @@ def latest_flag_head(name: str, flag: Combo, pos: Combo, one: str, copy: dict[st
     f = fmt.frac_bits
     mu = sharpness(f)
     lam = mu * max_pos + sharpness(f)
-    if not lam - mu * max_pos > zero_gap(f):
-        raise MarginError(f"{name}: unflagged positions would keep weight")
-    if not mu > zero_gap(f):
-        raise MarginError(f"{name}: an earlier flagged position would keep weight")
+    require(lam - mu * max_pos > zero_gap(f), f"{name}: unflagged positions would keep weight")
+    require(mu > zero_gap(f), f"{name}: an earlier flagged position would keep weight")
     max_score = lam + mu * max_pos
     need = bits_for(max_score) + 1
     _need_bits(fmt, need, name, f"scores up to {max_score}")
     return Head(name, [({one: lam}, dict(flag)), ({one: mu}, dict(pos))], copy,
                 {"lambda": lam, "mu": mu, "gap_non_match": lam - mu * max_pos, "zero_gap": float(zero_gap(f)),
-                 "score_int_bits": need})
+                 "score_int_bits": need}, gap=min(lam - mu * max_pos, mu))

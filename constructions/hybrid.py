@@ -47,10 +47,9 @@ from . import kernels as K
 from .demos import Declared
 from .fixedpoint import FixedFormat, log2_ceil
 from .gadgets import (
-    number_readout,
-    LN2_UPPER, Builder, Combo, Head, MarginError, Neuron, Recurrence, ResidualSpace, _need_bits, bits_for, clock,
-    count_compare_neurons, count_head, delay_chain, equality_neurons, gated_value_neuron, latest_flag_head,
-    match_head, select_neurons, sharpness, zero_gap,
+    LN2_UPPER, Builder, Combo, Component, Head, MarginError, Neuron, Recurrence, ResidualSpace, _need_bits,
+    bits_for, clock, count_compare_neurons, count_head, delay_chain, equality_neurons, gated_value_neuron,
+    latest_flag_head, match_head, number_readout, require, select_neurons, sharpness, zero_gap,
 )
 from .model import Model
 from .vocab import BOS, NUMBER_BASE, QUERY, Vocab, token_code
@@ -100,12 +99,24 @@ def _premise(n: int, alphabet: int, extra_positions: int) -> Vocab:
 
 
 # ----------------------------------------------------------------------------
-# a tuple match head with first / last occurrence and an optional default position
+# the [BOS]-default match head of the hybrids (parent and size heads of
+# hybrid_istree, the tape head of turing.compile_hybrid)
 def tuple_match_head(name: str, pairs: list[tuple[Combo, Combo, Combo]], one: str, copy: dict[str, Combo],
                      fmt: FixedFormat, max_code: int, order: tuple[str, str, int] | None = None,
                      default: tuple[Combo, list[Combo]] | None = None) -> Head:
     """Attend exactly to the positions j whose integer keys (k_1..k_m)_j all equal
     the query's (q_1..q_m)_i.
+
+    Kept beside :func:`~constructions.gadgets.match_head` (the family every other
+    head uses) for one reason: with ``default`` and ``order="last"`` it needs no
+    offset delta on the [BOS] row (the default position has the smallest position
+    value, cnt = 1, so any later match beats it by >= mu), hence lambda = mu P + s.
+    ``match_head(fallback="bos")`` takes delta = mu P + s and lambda = delta + mu P + s,
+    which doubles these heads' scores: one integer bit more than the declared I(N)
+    of hybrid IsTree and of the Turing-machine hybrids (both declared bounds are
+    exactly this head's largest score). With one component (all its uses) the four
+    score rows are match_head's fallback rows in another order, so the head becomes
+    ``match_head`` (same parameters) the day that family allows delta = 0 for "last".
 
     ``pairs`` = [(query_k, key_k, key_k^2)]; score = sum_k lambda (2 q_k k_kj - k_kj^2)
     = lambda (sum_k q_k^2 - sum_k (q_k - k_kj)^2): a matching j scores
@@ -136,10 +147,8 @@ def tuple_match_head(name: str, pairs: list[tuple[Combo, Combo, Combo]], one: st
         mu = s
     lam = mu * P + s
     margin = {"lambda": lam, "mu": mu, "gap_non_match": lam - mu * P, "zero_gap": float(zero_gap(f))}
-    if not lam - mu * P > zero_gap(f):
-        raise MarginError(f"{name}: non-matching keys would keep weight")
-    if order is not None and not mu > zero_gap(f):
-        raise MarginError(f"{name}: a second match would keep weight")
+    require(lam - mu * P > zero_gap(f), f"{name}: non-matching keys would keep weight")
+    require(order is None or mu > zero_gap(f), f"{name}: a second match would keep weight")
     Kc = max_code
     max_score = lam * m * (3 * Kc * Kc + (Kc * Kc if default is not None else 0)) + mu * P
     need = bits_for(max_score) + 1
@@ -155,7 +164,8 @@ def tuple_match_head(name: str, pairs: list[tuple[Combo, Combo, Combo]], one: st
         flag, q_sqs = default
         for q_sq in q_sqs:
             score.append(({d: lam * Fraction(c) for d, c in q_sq.items()}, dict(flag)))
-    return Head(name, score, copy, margin)
+    gap = min(lam - mu * P, mu) if order is not None else lam - mu * P
+    return Head(name, score, copy, margin, gap=gap)
 
 
 # ----------------------------------------------------------------------------
@@ -228,8 +238,8 @@ def hybrid_index(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> M
     b.max_positions = n + 3                   # [BOS] x_1..x_n [QUERY] i
     b.rnn_layer(rec.state, rec.A, rec.B, rec.C, name="clock")
     M = code_bound(n)
-    b.attention_layer([match_head("index", query={"tok": 1}, key={"cnt": 1}, key_sq={"cnt_sq": 1}, one="one",
-                                  copy={"answer": {"tok": 1}}, fmt=fmt, max_key=M, max_query=M)])
+    b.attention_layer([match_head("index", components=[Component({"tok": 1}, {"cnt": 1}, {"cnt_sq": 1}, M, M)],
+                                  copy={"answer": {"tok": 1}}, fmt=fmt)])
     number_readout(b, "answer")
     return b.build(fmt)
 
@@ -251,9 +261,9 @@ def hybrid_ar(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> Mode
     b.max_positions = n + 3                   # [BOS] x_1..x_n [QUERY] q
     b.rnn_layer(rec.state, rec.A, rec.B, rec.C, name="clock+delay")
     M = code_bound(n)
-    b.attention_layer([match_head("ar", query={"tok": 1}, key={"prev1": 1}, key_sq={"prev1_sq": 1}, one="one",
-                                  copy={"answer": {"tok": 1}}, fmt=fmt, max_key=M, max_query=M,
-                                  first_occurrence=("cnt", M))])
+    b.attention_layer([match_head("ar", components=[Component({"tok": 1}, {"prev1": 1}, {"prev1_sq": 1}, M, M)],
+                                  copy={"answer": {"tok": 1}}, fmt=fmt, tie_break="first", n_positions=M + 1,
+                                  pos="cnt")])
     number_readout(b, "answer")
     return b.build(fmt)
 
@@ -281,12 +291,12 @@ def hybrid_cgram(n: int, c: int = 3, alphabet: int = 2, fmt: FixedFormat | None 
     b.max_positions = n + c + 1               # [BOS] x_1..x_n [QUERY] q_1..q_{c-1}
     b.rnn_layer(rec.state, rec.A, rec.B, rec.C, name="clock+delays")
     M = code_bound(n)
-    pairs = []
+    components = []
     for k in range(1, w + 1):      # query component q_{c-k} = token delayed by k-1; key = delayed by k
         q = {"tok": 1} if k == 1 else {f"prev{k - 1}": 1}
-        pairs.append((q, {f"prev{k}": 1}, {f"prev{k}_sq": 1}))
-    b.attention_layer([tuple_match_head(f"{c}gram", pairs, "one", {"answer": {"tok": 1}}, fmt, max_code=M,
-                                        order=("first", "cnt", M))])
+        components.append(Component(q, {f"prev{k}": 1}, {f"prev{k}_sq": 1}, M, M))
+    b.attention_layer([match_head(f"{c}gram", components=components, copy={"answer": {"tok": 1}}, fmt=fmt,
+                                  tie_break="first", n_positions=M + 1, pos="cnt")])
     number_readout(b, "answer")
     return b.build(fmt)
 
@@ -559,9 +569,9 @@ def _istree_delays() -> Recurrence:
 def _istree_heads(fmt: FixedFormat, P: int, code_max: int) -> list[Head]:
     """The four heads of the single attention layer (comment block above)."""
     return [
-        match_head("fetch", query={"joins": 3, "edge_markers": 2, "one": 2}, key={"cnt": 1},
-                   key_sq={"cnt_sq": 1}, one="one", copy={"fetched_token": {"tok": 1}}, fmt=fmt,
-                   max_key=code_max, max_query=code_max),
+        match_head("fetch", components=[Component({"joins": 3, "edge_markers": 2, "one": 2}, {"cnt": 1},
+                                                  {"cnt_sq": 1}, code_max, code_max)],
+                   copy={"fetched_token": {"tok": 1}}, fmt=fmt),
         tuple_match_head("parent", [({"tok": 1}, {"parent_key": 1}, {"parent_key_sq": 1})], "one",
                          {"parent_token": {"tok": 1}, "parent_found": {"at_parent_record": 1}}, fmt,
                          max_code=code_max, order=("last", "cnt", P + 1), default=({"is_bos": 1}, [{"tok_sq": 1}])),

@@ -80,7 +80,7 @@ import sympy as sp
 from . import kernels as K
 from .fixedpoint import FixedFormat
 from .gadgets import (
-    Builder, Head, MarginError, Neuron, ResidualSpace, bits_for, match_head, select_neurons, sharpness,
+    Builder, Component, Head, MarginError, Neuron, ResidualSpace, bits_for, match_head, select_neurons, sharpness,
 )
 from .generate import generate
 from .model import Model
@@ -402,18 +402,18 @@ class RNNSimulator:
     def _position_heads(self, fmt: FixedFormat, emb_dims: list[int]) -> list[Head]:
         labels, Kmax = self.rnn.spec.labels, self.n_pos + 1
         key, key_sq = {"pos": 1, "one": 1}, {"pos_sq": 1, "pos": 2, "one": 1}
-        heads = [match_head("firstK", query={"one": 1}, key={"is_counter": 1}, key_sq={"is_counter": 1}, one="one",
+        heads = [match_head("firstK", components=[Component({"one": 1}, {"is_counter": 1}, {"is_counter": 1}, 1, 1)],
                             copy={"seen_counter": {"is_counter": 1}, "prompt_length": {"pos": 1}}, fmt=fmt,
-                            max_key=1, first_occurrence=("pos", self.n_pos), max_query=1),
-                 match_head("counter", query=self._position_query(1), key=key, key_sq=key_sq, one="one",
-                            copy={"step": {"counter_value": 1}}, fmt=fmt, max_key=Kmax, max_query=Kmax),
-                 match_head("prevY", query=self._position_query(0), key=key, key_sq=key_sq, one="one",
+                            tie_break="first", n_positions=self.n_pos + 1),
+                 match_head("counter", components=[Component(self._position_query(1), key, key_sq, Kmax, Kmax)],
+                            copy={"step": {"counter_value": 1}}, fmt=fmt),
+                 match_head("prevY", components=[Component(self._position_query(0), key, key_sq, Kmax, Kmax)],
                             copy={f"prev_token:{labels[d]}": {f"rnn_embed:{labels[d]}": 1} for d in emb_dims},
-                            fmt=fmt, max_key=Kmax, max_query=Kmax)]
+                            fmt=fmt)]
         for i in range(self.S):
-            heads.append(match_head(f"prev{i}", query=self._position_query(2 - self.B + i), key=key, key_sq=key_sq,
-                                    one="one", copy={f"prev_state{i}": {"state_value": 1}}, fmt=fmt, max_key=Kmax,
-                                    max_query=Kmax))
+            q = self._position_query(2 - self.B + i)
+            heads.append(match_head(f"prev{i}", components=[Component(q, key, key_sq, Kmax, Kmax)],
+                                    copy={f"prev_state{i}": {"state_value": 1}}, fmt=fmt))
         return heads
 
     def _block_role_mlp(self) -> list[Neuron]:
@@ -432,9 +432,9 @@ class RNNSimulator:
     def _rnn_input(self, fmt: FixedFormat, emb_dims: list[int], emb_bound: Fraction) -> tuple[list[Head], list[Neuron]]:
         labels, Kmax = self.rnn.spec.labels, self.n_pos + 1
         key, key_sq = {"pos": 1, "one": 1}, {"pos_sq": 1, "pos": 2, "one": 1}
-        heads = [match_head("prompt", query={"step": 1, "one": 1}, key=key, key_sq=key_sq, one="one",
+        heads = [match_head("prompt", components=[Component({"step": 1, "one": 1}, key, key_sq, Kmax, Kmax)],
                             copy={f"prompt_token:{labels[d]}": {f"rnn_embed:{labels[d]}": 1} for d in emb_dims},
-                            fmt=fmt, max_key=Kmax, max_query=Kmax)]
+                            fmt=fmt)]
         mlp = []
         for d in emb_dims:
             mlp += select_neurons({"in_prompt": 1}, {f"prompt_token:{labels[d]}": 1}, {f"prev_token:{labels[d]}": 1},
