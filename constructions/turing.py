@@ -54,7 +54,8 @@ from . import kernels as K
 from .demos import Declared
 from .fixedpoint import FixedFormat, log2_ceil
 from .gadgets import (
-    Builder, Head, MarginError, Neuron, Recurrence, ResidualSpace, bits_for, clock, gated_equality, sharpness,
+    Builder, Head, MarginError, Neuron, Recurrence, ResidualSpace, bits_for, clock, gated_equality, require,
+    sharpness,
 )
 from .generate import Generation, generate
 from .hybrid import sharpness_expr, tuple_match_head, _bits_expr
@@ -650,100 +651,126 @@ def compile_rag(spec: MachineSpec, n: int, fmt: FixedFormat | None = None) -> Ra
     the retrieved token (s'(a) after the main query, w_h or the blank after the
     fallback) and delayed to the record's h, where (q, symbol) selects a' or [FALSE]."""
     from .rnn_program import Program
-    from .vocab import ENDSEARCH, FAILED, META_TOKENS, STARTSEARCH, TILDE
-    M = META_TOKENS
     enc = Encoding.of(spec.build())
     T = spec.time_bound(n)
     maxnum, K = rag_sizes(enc, n, T)
-    vocab = Vocab(maxnum, meta=True)
-    G = len(enc.symbols)
-    Q = enc.states
-    p = Program(f"rag-tm:{spec.name}(n={n})", vocab, claim="T5-RAG")
-    tok, isnum = p.token, p.is_number
+    p = Program(f"rag-tm:{spec.name}(n={n})", Vocab(maxnum, meta=True), claim="T5-RAG")
+    # gate constant of every gated equality below: d = x - c - big (1 - gate) with
+    # 1 <= c and x <= max(K, G) (a token code or a symbol code), so for gate <= 0,
+    # d <= max(K, G) - 1 - big < 0 needs big >= max(K, G); K + G + 2 is kept (it
+    # also keeps the program's interval bounds, hence its used bits, as they were)
+    big = K + len(enc.symbols) + 2
+    require(big >= max(K, len(enc.symbols)), f"rag-tm: gate constant {big} below the largest code")
+    w = _rag_history(p)
+    regs = _rag_registers(p, enc, w, big, max(n, T))
+    sym_d = _rag_symbol(p, enc, w, big)
+    more = _rag_fallback(p, w, regs["h"], max(n, T))
+    p.emit(_rag_rules(p, enc, w, regs, sym_d, more, big))
+    fmt = fmt or rag_declared(enc, spec).format(n)
+    model = p.compile(fmt)          # raises MarginError if the program's interval bound exceeds fmt
+    return RagTM(enc, spec, n, p, model, rag_cot_bound(n, T))
+
+
+def _rag_history(p) -> dict:
+    """Token flags, their delay lines and ``inq`` (inside a query)."""
+    from .vocab import ENDSEARCH, FAILED, META_TOKENS, STARTSEARCH, TILDE
+    M = META_TOKENS
     ist = {name: p.is_token(t) for name, t in (
         ("SS", STARTSEARCH), ("ES", ENDSEARCH), ("FAILED", FAILED), ("~", TILDE), ("BOS", BOS), ("EOS", EOS),
         ("[.]", M["[.]"]), ("[*]", M["[*]"]), ("[(]", M["[(]"]), ("[#]", M["[#]"]), ("[)]", M["[)]"]))}
-    tilde_d = p.delay_line("tilde", ist["~"], 2)          # [~] at t-1, t-2
-    es_d = p.delay_line("es", ist["ES"], 1)
-    failed_d = p.delay_line("failed", ist["FAILED"], 1)
-    lpar_d = p.delay_line("lpar", ist["[(]"], 1)
-    num_d = p.delay_line("isnum", isnum, 5)               # is_number at t-1 .. t-5
-    inq = p.counter("inq", ist["SS"] - ist["ES"], 0, 1)
-    big = K + G + 2                                       # above |tau - c| for every code c used below
+    return {"ist": ist,
+            "tilde_d": p.delay_line("tilde", ist["~"], 2),          # [~] at t-1, t-2
+            "es_d": p.delay_line("es", ist["ES"], 1),
+            "failed_d": p.delay_line("failed", ist["FAILED"], 1),
+            "lpar_d": p.delay_line("lpar", ist["[(]"], 1),
+            "num_d": p.delay_line("isnum", p.is_number, 5),         # is_number at t-1 .. t-5
+            "inq": p.counter("inq", ist["SS"] - ist["ES"], 0, 1)}
 
-    # -- the action token a' of a record (a number two tokens after ~): decode
+
+def _rag_registers(p, enc: Encoding, w: dict, big: int, max_cell: int) -> dict:
+    """The action token a' of a record (a number two tokens after ~), decoded by gated
+    equality; the one-hot state counters q, the head h, and [q is final]."""
+    tok, isnum, ist = p.token, p.is_number, w["ist"]
     act = []
     for a in range(len(enc.actions)):
-        gate = isnum + tilde_d[1] - 1                     # 1 iff number with ~ two tokens back
+        gate = isnum + w["tilde_d"][1] - 1                 # 1 iff number with ~ two tokens back
         act.append(p.equal(f"act[{a}]", tok - (a + 1) - big * (1 - gate)))
     dq = {}
-    for q in Q:
+    for q in enc.states:
         lin = ist["EOS"] * (1 if q == enc.dtm.initial_state else 0)
         for a, x in enumerate(enc.actions):
             if x.new_state != x.state:
                 lin = lin + act[a] * ((q == x.new_state) - (q == x.state))
         dq[q] = lin
-    qreg = {q: p.counter(f"q[{q}]", dq[q], 0, 1) for q in Q}
+    qreg = {q: p.counter(f"q[{q}]", dq[q], 0, 1) for q in enc.states}
     dh = sum((act[a] * x.move for a, x in enumerate(enc.actions) if x.move), p.const_flag(0))
-    h = p.counter("h", dh, 0, max(n, T))
-    fin = sum((qreg[q].lin() for q in Q if q in enc.dtm.final_states), p.const_flag(0))
+    h = p.counter("h", dh, 0, max_cell)
+    fin = sum((qreg[q].lin() for q in enc.states if q in enc.dtm.final_states), p.const_flag(0))
+    return {"q": qreg, "h": h, "fin": fin}
 
-    # -- the symbol under the head, decoded at the retrieved token
+
+def _rag_symbol(p, enc: Encoding, w: dict, big: int) -> list:
+    """The symbol under the head + 1, decoded at the retrieved token (s'(a) + 1 after
+    a main query, w_h + 1 or the blank after the fallback) and delayed two steps."""
+    tok, ist, es_d, num_d = p.token, w["ist"], w["es_d"], w["num_d"]
     main_r = es_d[0] + num_d[4] - 1                       # 1 iff right after [ES] of a main query
     fb_r = es_d[0] - num_d[4]                             # 1 iff right after [ES] of a fallback query
     parts = []
     for a, x in enumerate(enc.actions):
-        e = p.equal(f"r_act[{a}]", tok - (a + 1) - big * (1 - main_r))
-        parts.append((e, x.write + 1))
-    for sid in range(G):
-        e = p.equal(f"r_sym[{sid}]", tok - (sid + 1) - big * (1 - fb_r))
-        parts.append((e, sid + 1))
-    blank_flag = p.equal("r_blank", ist["FAILED"] + fb_r, 2)
-    parts.append((blank_flag, enc.blank + 1))
+        parts.append((p.equal(f"r_act[{a}]", tok - (a + 1) - big * (1 - main_r)), x.write + 1))
+    for sid in range(len(enc.symbols)):
+        parts.append((p.equal(f"r_sym[{sid}]", tok - (sid + 1) - big * (1 - fb_r)), sid + 1))
+    parts.append((p.equal("r_blank", ist["FAILED"] + fb_r, 2), enc.blank + 1))
     sym_lin = sum((f * c for f, c in parts), p.const_flag(0))
     sym = p.select("sym", p.const_flag(1), sym_lin, 0)
-    sym_d = p.delay_line("sym", sym, 2)                   # at "~ h": the retrieved token is 2 back
+    return p.delay_line("sym", sym, 2)                    # at "~ h": the retrieved token is 2 back
 
-    # -- fallback countdown
+
+def _rag_fallback(p, w: dict, h, max_cell: int):
+    """The fallback countdown R (+ h at a [BOS] in the CoT, - 1 per counting [#]) and [R >= 1]."""
+    ist = w["ist"]
     start = p.select("fb_start", ist["BOS"], h, 0)
-    count_hash = p.all_of("count_hash", [ist["[#]"]], [lpar_d[0]])
-    R = p.counter("R", start - count_hash, 0, max(n, T))
-    more = p.at_least("more", R, 1)
+    count_hash = p.all_of("count_hash", [ist["[#]"]], [w["lpar_d"][0]])
+    R = p.counter("R", start - count_hash, 0, max_cell)
+    return p.at_least("more", R, 1)
 
-    # -- the next token
-    code = token_code
-    rec_h = p.all_of("rec_h", [tilde_d[0], isnum], [inq])          # h of a record "~ h"
-    qry_h = p.all_of("qry_h", [tilde_d[0], isnum, inq])            # h of a main query
-    act_pos = p.all_of("act_pos", [isnum, tilde_d[1]])
+
+def _rag_rules(p, enc: Encoding, w: dict, regs: dict, sym_d: list, more, big: int) -> list:
+    """The next token, one rule per case of the CoT grammar (comment block above),
+    then the step's action a' (or [FALSE]) selected by (q, symbol) at the record's h."""
+    from .vocab import ENDSEARCH, FAILED, META_TOKENS, STARTSEARCH, TILDE
+    M, code, A = META_TOKENS, token_code, p.all_of
+    ist, es_d, failed_d, lpar_d, num_d = w["ist"], w["es_d"], w["failed_d"], w["lpar_d"], w["num_d"]
+    isnum, tilde_d, inq, h = p.is_number, w["tilde_d"], w["inq"], regs["h"]
+    rec_h = A("rec_h", [tilde_d[0], isnum], [inq])          # h of a record "~ h"
+    qry_h = A("qry_h", [tilde_d[0], isnum, inq])            # h of a main query
+    act_pos = A("act_pos", [isnum, tilde_d[1]])
     rules = [
         (ist["EOS"], code(STARTSEARCH)),
-        (p.all_of("ss_fb", [ist["SS"], failed_d[0]]), code(BOS)),
-        (p.all_of("ss_main", [ist["SS"]], [failed_d[0]]), code(M["[.]"])),
+        (A("ss_fb", [ist["SS"], failed_d[0]]), code(BOS)),
+        (A("ss_main", [ist["SS"]], [failed_d[0]]), code(M["[.]"])),
         (ist["[.]"], code(M["[*]"])),
         (ist["[*]"], code(TILDE)),
         (ist["~"], h + 1),
         (qry_h, code(M["[(]"])),
-        (p.all_of("bos_more", [ist["BOS"], more]), code(M["[#]"])),
-        (p.all_of("bos_done", [ist["BOS"]], [more]), code(M["[(]"])),
+        (A("bos_more", [ist["BOS"], more]), code(M["[#]"])),
+        (A("bos_done", [ist["BOS"]], [more]), code(M["[(]"])),
         (ist["[(]"], code(M["[#]"])),
-        (p.all_of("hash_close", [ist["[#]"], lpar_d[0]]), code(M["[)]"])),
-        (p.all_of("hash_more", [ist["[#]"], more], [lpar_d[0]]), code(M["[#]"])),
-        (p.all_of("hash_done", [ist["[#]"]], [lpar_d[0], more]), code(M["[(]"])),
+        (A("hash_close", [ist["[#]"], lpar_d[0]]), code(M["[)]"])),
+        (A("hash_more", [ist["[#]"], more], [lpar_d[0]]), code(M["[#]"])),
+        (A("hash_done", [ist["[#]"]], [lpar_d[0], more]), code(M["[(]"])),
         (ist["[)]"], code(ENDSEARCH)),
-        (p.all_of("r_found", [es_d[0], isnum]), code(TILDE)),
-        (p.all_of("r_main_failed", [ist["FAILED"], es_d[0], num_d[4]]), code(STARTSEARCH)),
-        (p.all_of("r_fb_failed", [ist["FAILED"], es_d[0]], [num_d[4]]), code(TILDE)),
-        (p.all_of("accept", [act_pos, fin]), code(TRUE)),
-        (p.all_of("continue", [act_pos], [fin]), code(STARTSEARCH)),
+        (A("r_found", [es_d[0], isnum]), code(TILDE)),
+        (A("r_main_failed", [ist["FAILED"], es_d[0], num_d[4]]), code(STARTSEARCH)),
+        (A("r_fb_failed", [ist["FAILED"], es_d[0]], [num_d[4]]), code(TILDE)),
+        (A("accept", [act_pos, regs["fin"]]), code(TRUE)),
+        (A("continue", [act_pos], [regs["fin"]]), code(STARTSEARCH)),
     ]
-    for q in Q:
+    for q in enc.states:
         if q in enc.dtm.final_states:
             continue
-        for sid in range(G):
+        for sid in range(len(enc.symbols)):
             a = enc.action_of.get((q, sid))
-            cond = p.equal(f"do[{q},{sid}]", sym_d[1] - (sid + 1) - big * (2 - qreg[q] - rec_h))
+            cond = p.equal(f"do[{q},{sid}]", sym_d[1] - (sid + 1) - big * (2 - regs["q"][q] - rec_h))
             rules.append((cond, a + 1 if a is not None else code(FALSE)))
-    p.emit(rules)
-    fmt = fmt or rag_declared(enc, spec).format(n)
-    model = p.compile(fmt)          # raises MarginError if the program's interval bound exceeds fmt
-    return RagTM(enc, spec, n, p, model, rag_cot_bound(n, T))
+    return rules
