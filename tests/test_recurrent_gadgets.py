@@ -216,3 +216,52 @@ def test_latest_flag_head_margins_one_below():
     toks = [BOS, number_token(0), number_token(0)]
     res, w = residuals(fine, toks)[-1]
     assert w[1] > 0 and res["at"] != 2
+
+
+# ============================================================================ tuple_match_head ([BOS] default, last)
+def default_head_model(fmt: FixedFormat, P: int):
+    """Query tau_t + 1 against key tau_j: the latest j whose token is one above the
+    current one, else [BOS] (the default, position 0). max_code = 32 bounds |tau| + 1
+    over the vocabulary (specials up to id 31), as the Builder's central check requires."""
+    from constructions.hybrid import tuple_match_head
+    s = base_space()
+    s.embedded("is_bos", K.F_IS_TOKEN, BOS)
+    s.hidden("at")
+    q = {"tok": 1, "one": 1}
+    head = tuple_match_head("last-or-bos", [(q, {"tok": 1}, {"tok_sq": 1})], "one", {"at": {"pos": 1}}, fmt,
+                            max_code=32, order=("last", "pos", P), default=({"is_bos": 1},
+                                                                             [{"tok_sq": 1, "tok": 2, "one": 1}]))
+    b = Builder("default-block", "transformer", Vocab(3), s)
+    b.max_positions = P
+    b.attention_layer([head])
+    number_readout(b, "at")
+    return b.build(fmt), head
+
+
+@pytest.mark.parametrize("f", [0, 4])
+def test_tuple_match_head_last_with_bos_default_exhaustive(f):
+    P = 6
+    _, head = default_head_model(FixedFormat(40, f), P)
+    model, _ = default_head_model(FixedFormat(head.margin["score_int_bits"], f), P)
+    nums = [number_token(0), number_token(1), number_token(2)]
+    for L in range(0, P):
+        for rest in itertools.product(nums, repeat=L):
+            toks = [BOS] + list(rest)
+            for t, (res, w) in enumerate(residuals(model, toks)):
+                hits = [j for j in range(1, t + 1) if tau(toks[j]) == tau(toks[t]) + 1]
+                target = hits[-1] if hits else 0
+                assert w == [Fraction(int(j == target)) for j in range(t + 1)], (toks, t, w)
+                assert res["at"] == target
+
+
+def test_tuple_match_head_margins_one_below():
+    P, f = 6, 2
+    _, head = default_head_model(FixedFormat(40, f), P)
+    need = head.margin["score_int_bits"]
+    with pytest.raises(MarginError, match=f"needs {need} integer bits"):
+        default_head_model(FixedFormat(need - 1, f), P)
+    model, head = default_head_model(FixedFormat(need, f), P)
+    f2 = next(g for g in range(f + 1, 40) if math.exp(-head.margin["mu"]) * 2 ** g >= 1)
+    toks = [BOS, number_token(1), number_token(1), number_token(0)]     # two matches (tau 2) for tau 1 + 1
+    res, w = residuals(model.with_format(FixedFormat(need + 2, f2)), toks)[-1]
+    assert w[1] > 0 and res["at"] != 2
