@@ -376,17 +376,18 @@ def compile_hybrid(spec: MachineSpec, n: int, fmt: FixedFormat | None = None) ->
     """The hybrid for ``spec``'s machine on inputs of length <= n (module docstring).
 
     Layer 1 (RNN): cnt, cnt^2, prev1 (code of the previous token) and its square, the
-    latch eos_seen = [EOS seen], the phase p_t = eos_seen_t - p_{t-1} (1 at [EOS] and at
-    action tokens: "emit a cell next"; 0 at cell tokens: "emit an action next").
+    latch eos_seen = [EOS seen], the ``phase`` p_t = eos_seen_t - p_{t-1} (1 at [EOS] and
+    at action tokens: "emit a cell next"; 0 at cell tokens: "emit an action next").
     MLP 1: at an action token (gate p - [EOS]) decode the action a by gated
-    equality on tau = a + 1 into dq = e_{q'} - e_q, dh = move, wsym = s'(a) + 1;
-    at [BOS], dq = e_{q0}.
-    Layer 2 (RNN): the registers q (one-hot, |Q| numbers) and h (head cell), sums
-    of dq and dh. MLP 2: the retrieval key (cell + 1) and its square at input
-    positions (cnt - 1) and at action tokens (prev1 = code of the cell token before),
-    0 elsewhere; the value symv = tau of an input symbol.
+    equality on tau = a + 1 into dq = e_{q'} - e_q, ``head_move`` = move,
+    ``written_code`` = s'(a) + 1; at [BOS], dq = e_{q0}.
+    Layer 2 (RNN): the registers q (one-hot, |Q| numbers) and ``head`` (the head
+    cell), sums of dq and head_move. MLP 2: ``cell_key`` (cell + 1) and its square at
+    input positions (cnt - 1) and at action tokens (prev1 = code of the cell token
+    before), 0 elsewhere; ``input_code`` = tau of an input symbol.
     Attention (the one layer): query = the cell token's code h + 1; last match wins
-    (mu * cnt), [BOS] is the default (blank). MLP: the next token's code v:
+    (mu * cnt), [BOS] is the default (blank): ``symbol_code`` = the symbol under the
+    head + 1. MLP: the next token's code ``next_code``:
     h' + 1 (p = 1, running), -2 = [TRUE] (p = 1, final state), a + 1 for the
     action of (q, symbol) or -3 = [FALSE] if none (p = 0). Readout: nearest code.
     """
@@ -400,7 +401,7 @@ def compile_hybrid(spec: MachineSpec, n: int, fmt: FixedFormat | None = None) ->
     registers, key_mlp = _tm_registers(enc, size)
     registers.apply(b, key_mlp, name="registers")
     b.attention_layer([_tm_tape_head(enc, size, fmt)], _tm_next_token(enc, size))
-    b.readout([("v", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
+    b.readout([("next_code", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
     b.notes.update({"machine": spec.name, "actions": len(enc.actions), "symbols": enc.symbols,
                     "states": enc.states, "time_bound": size.steps})
     return HybridTM(enc, spec, n, size, b.build(fmt))
@@ -425,14 +426,15 @@ def _tm_space(enc: Encoding) -> tuple[ResidualSpace, Recurrence]:
     s.embedded("is_eos", K.F_IS_TOKEN, EOS)
     front = Recurrence()
     clock(s, front, delays=1, delays_sq=1, latches={"eos_seen": "is_eos"})
-    ph = front.add_state("s_p")
+    ph = front.add_state("s_phase")
     front.A[(ph, ph)] = -1
     front.A[(ph, "s_eos_seen")] = 1
     front.B[(ph, "is_eos")] = 1         # p_t = -p_{t-1} + eos_seen_{t-1} + [EOS]_t = eos_seen_t - p_{t-1}
-    front.C[(s.hidden("p"), ph)] = 1
+    front.C[(s.hidden("phase"), ph)] = 1
     for q in enc.states:
         s.hidden(_state_change_dir(q))
-    for lab in ["dh", "wsym"] + [_state_dir(q) for q in enc.states] + ["head", "key", "key_sq", "symv", "sym", "v"]:
+    for lab in ["head_move", "written_code"] + [_state_dir(q) for q in enc.states] + \
+            ["head", "cell_key", "cell_key_sq", "input_code", "symbol_code", "next_code"]:
         s.hidden(lab)
     return s, front
 
@@ -441,13 +443,13 @@ def _tm_decode_action(enc: Encoding, size: TMSize) -> list[Neuron]:
     """MLP 1: at an action token (gate p - [EOS] = 1) the action a = tau - 1, by
     :func:`gated_equality` on d = tau - (a + 1). Off the gate d <= max tau - 1 =
     max_number (every special has tau <= 0), so big = max_number + 1."""
-    is_action = {"p": 1, "is_eos": -1}
+    is_action = {"phase": 1, "is_eos": -1}
     big = size.max_number + 1
     dq = _state_change_dir
     mlp: list[Neuron] = [Neuron({"is_bos": 1}, 0, {**{dq(q): 0 for q in enc.states}, dq(enc.dtm.initial_state): 1,
-                                                   "dh": 0, "wsym": 0})]
+                                                   "head_move": 0, "written_code": 0})]
     for a, act in enumerate(enc.actions):
-        out: dict = {"dh": act.move, "wsym": act.write + 1}
+        out: dict = {"head_move": act.move, "written_code": act.write + 1}
         if act.new_state != act.state:
             out[dq(act.new_state)] = 1
             out[dq(act.state)] = -1
@@ -470,27 +472,28 @@ def _tm_registers(enc: Encoding, size: TMSize) -> tuple[Recurrence, list[Neuron]
         rec.C[(_state_dir(q), st)] = 1
     rec.add_state("s_head")
     rec.A[("s_head", "s_head")] = 1
-    rec.B[("s_head", "dh")] = 1
+    rec.B[("s_head", "head_move")] = 1
     rec.C[("head", "s_head")] = 1
     big, big_sq = size.code, size.code ** 2
     if big < size.positions or big < size.max_number + 1:
         raise MarginError(f"hybrid-tm keys: big {big} below the largest cnt {size.positions} or tau")
     return rec, [
         # key = cell + 1 = cnt - 1 at input positions (cnt - 1 >= 0 there; <= P - big < 0 elsewhere)
-        Neuron({"cnt": 1, "eos_seen": -big, "is_bos": -big}, -1, {"key": 1}),
-        Neuron({"cnt_sq": 1, "cnt": -2, "eos_seen": -big_sq, "is_bos": -big_sq}, 1, {"key_sq": 1}),
+        Neuron({"cnt": 1, "eos_seen": -big, "is_bos": -big}, -1, {"cell_key": 1}),
+        Neuron({"cnt_sq": 1, "cnt": -2, "eos_seen": -big_sq, "is_bos": -big_sq}, 1, {"cell_key_sq": 1}),
         # key = prev1 = code of the cell token at action tokens (>= 1 there)
-        Neuron({"prev1": 1, "p": big, "is_eos": -big}, -big, {"key": 1}),
-        Neuron({"prev1_sq": 1, "p": big_sq, "is_eos": -big_sq}, -big_sq, {"key_sq": 1}),
+        Neuron({"prev1": 1, "phase": big, "is_eos": -big}, -big, {"cell_key": 1}),
+        Neuron({"prev1_sq": 1, "phase": big_sq, "is_eos": -big_sq}, -big_sq, {"cell_key_sq": 1}),
         # the input symbol's code (>= 1) at input positions
-        Neuron({"tok": 1, "eos_seen": -big, "is_bos": -big}, 0, {"symv": 1}),
+        Neuron({"tok": 1, "eos_seen": -big, "is_bos": -big}, 0, {"input_code": 1}),
     ]
 
 
 def _tm_tape_head(enc: Encoding, size: TMSize, fmt: FixedFormat) -> Head:
     """The attention layer's one head: the last write to the cell the token names."""
-    return tuple_match_head("tape", [({"tok": 1}, {"key": 1}, {"key_sq": 1})], "one",
-                            {"sym": {"symv": 1, "wsym": 1, "is_bos": enc.blank + 1}}, fmt, max_code=size.code,
+    return tuple_match_head("tape", [({"tok": 1}, {"cell_key": 1}, {"cell_key_sq": 1})], "one",
+                            {"symbol_code": {"input_code": 1, "written_code": 1, "is_bos": enc.blank + 1}}, fmt,
+                            max_code=size.code,
                             order=("last", "cnt", size.positions + 1), default=({"is_bos": 1}, [{"tok_sq": 1}]))
 
 
@@ -507,8 +510,8 @@ def _tm_next_token(enc: Encoding, size: TMSize) -> list[Neuron]:
     fin = {_state_dir(q): 1 for q in enc.states if q in enc.dtm.final_states}
     big_v = size.steps + 1
     mlp = [
-        Neuron({"head": 1, "p": big_v, **{k: -big_v for k in fin}}, 1 - big_v, {"v": 1}),   # p = 1, running
-        Neuron({"p": 1, **fin}, -1, {"v": token_code(TRUE)}),                               # p = 1, final state
+        Neuron({"head": 1, "phase": big_v, **{k: -big_v for k in fin}}, 1 - big_v, {"next_code": 1}),  # running
+        Neuron({"phase": 1, **fin}, -1, {"next_code": token_code(TRUE)}),                              # final state
     ]
     big_s = 3 * G
     for q in enc.states:
@@ -517,7 +520,8 @@ def _tm_next_token(enc: Encoding, size: TMSize) -> list[Neuron]:
         for sid in range(G):
             a = enc.action_of.get((q, sid))
             val = a + 1 if a is not None else token_code(FALSE)
-            mlp += gated_equality({"sym": 1, "one": -(sid + 1)}, {_state_dir(q): 1, "p": -1}, big_s, {"v": val})
+            mlp += gated_equality({"symbol_code": 1, "one": -(sid + 1)}, {_state_dir(q): 1, "phase": -1}, big_s,
+                                  {"next_code": val})
     return mlp
 
 
