@@ -685,7 +685,8 @@ def delay_chain(rec: Recurrence, name: str, source: Combo, depth: int, outputs: 
 
 
 def clock(space: ResidualSpace, rec: Recurrence, delays: int = 0, delays_sq: int = 0,
-          latches: dict[str, str] | None = None, one: str = "one", tok: str = "tok", tok_sq: str = "tok_sq") -> None:
+          latches: dict[str, str] | None = None, one: str = "one", tok: str = "tok", tok_sq: str = "tok_sq",
+          max_positions: int | None = None, max_code: int | None = None) -> None:
     """The hybrids' RNN front end (no position feature needed):
 
     * ``cnt`` = t + 1, ``cnt_sq`` = (t + 1)^2 by cnt_t = cnt_{t-1} + 1,
@@ -694,6 +695,11 @@ def clock(space: ResidualSpace, rec: Recurrence, delays: int = 0, delays_sq: int
       ``prev{k}_sq`` = tau^2 for k = 1..delays_sq (:func:`delay_chain`; 0 before the start);
     * latches: ``latches`` maps a new direction to an embedded 0/1 flag; the
       direction holds L_t = L_{t-1} + flag_t, the number of flagged positions so far.
+
+    With ``max_positions`` = L (the model's refusal bound) the directions carry the
+    bounds cnt <= L, cnt_sq <= L^2, and with ``max_code`` >= every |tau| also
+    |prev{k}| <= max_code, prev{k}_sq <= max_code^2, so :class:`Builder` checks the
+    heads that read them centrally (latches stay unbounded: they count flags).
 
     Lemma (exact: integer weights, integer values): at position t of L positions,
     cnt = t + 1 <= L, cnt_sq = (t + 1)^2 <= L^2, |prev{k}| <= max |tau|, latch <= t + 1.
@@ -706,11 +712,13 @@ def clock(space: ResidualSpace, rec: Recurrence, delays: int = 0, delays_sq: int
     rec.A[(c2, c2)] = 1
     rec.A[(c2, c)] = 2          # (t+1)^2 = t^2 + 2 t + 1, with cnt_{t-1} = t
     rec.B[(c2, one)] = 1
-    rec.C[(space.hidden("cnt"), c)] = 1
-    rec.C[(space.hidden("cnt_sq"), c2)] = 1
-    for src, depth, suffix in ((tok, delays, ""), (tok_sq, delays_sq, "_sq")):
+    L, T = max_positions, max_code
+    rec.C[(space.hidden("cnt", bound=L), c)] = 1
+    rec.C[(space.hidden("cnt_sq", bound=None if L is None else L * L), c2)] = 1
+    for src, depth, suffix, bound in ((tok, delays, "", T), (tok_sq, delays_sq, "_sq", None if T is None else T * T)):
         if depth > 0:
-            delay_chain(rec, src, {src: 1}, depth, {k: space.hidden(f"prev{k}{suffix}") for k in range(1, depth + 1)})
+            outs = {k: space.hidden(f"prev{k}{suffix}", bound=bound) for k in range(1, depth + 1)}
+            delay_chain(rec, src, {src: 1}, depth, outs)
     for direction, flag in (latches or {}).items():
         s = rec.add_state(f"s_{direction}")
         rec.A[(s, s)] = 1

@@ -232,7 +232,7 @@ def hybrid_index(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> M
     vocab = _premise(n, alphabet, 2)
     s = _base_space()
     rec = Recurrence()
-    clock(s, rec)
+    clock(s, rec, max_positions=n + 3, max_code=code_bound(n))
     s.hidden("answer")
     b = Builder(f"hybrid-index(n={n})", "hybrid", vocab, s, claim="T5.6")
     b.max_positions = n + 3                   # [BOS] x_1..x_n [QUERY] i
@@ -255,7 +255,7 @@ def hybrid_ar(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> Mode
     vocab = _premise(n, alphabet, 2)
     s = _base_space()
     rec = Recurrence()
-    clock(s, rec, delays=1, delays_sq=1)
+    clock(s, rec, delays=1, delays_sq=1, max_positions=n + 3, max_code=code_bound(n))
     s.hidden("answer")
     b = Builder(f"hybrid-ar(n={n})", "hybrid", vocab, s, claim="T5.6")
     b.max_positions = n + 3                   # [BOS] x_1..x_n [QUERY] q
@@ -285,7 +285,7 @@ def hybrid_cgram(n: int, c: int = 3, alphabet: int = 2, fmt: FixedFormat | None 
     vocab = _premise(n, alphabet, c)
     s = _base_space()
     rec = Recurrence()
-    clock(s, rec, delays=w, delays_sq=w)
+    clock(s, rec, delays=w, delays_sq=w, max_positions=n + c + 1, max_code=code_bound(n))
     s.hidden("answer")
     b = Builder(f"hybrid-{c}gram(n={n})", "hybrid", vocab, s, claim="T5.6")
     b.max_positions = n + c + 1               # [BOS] x_1..x_n [QUERY] q_1..q_{c-1}
@@ -481,20 +481,25 @@ def _phase(b: Builder, name: str, declared: tuple[str, ...], rec: Recurrence | N
     return declared
 
 
-def _istree_space() -> tuple[ResidualSpace, Recurrence]:
+def _istree_space(m_max: int, P: int, code_max: int) -> tuple[ResidualSpace, Recurrence]:
     """Embedded flags, then the RNN front end (clock, token delays, flag delays,
-    the [EOS] latch ``eos_seen``), then every hidden direction of the later phases."""
+    the [EOS] latch ``eos_seen``), then every hidden direction of the later phases.
+    The directions the heads read carry their bounds (so :class:`Builder` checks
+    the heads' scores centrally too): cnt <= P, |tau| and the keys <= code_max,
+    joins <= m_max, edge_markers <= 2 (two markers per edge), at_su a flag."""
     from .vocab import DASH, EOS, TILDE
     s = _base_space()
     for lab, token in (("is_bos", BOS), ("is_eos", EOS), ("is_dash", DASH), ("is_tilde", TILDE),
                        ("is_query", QUERY)):
         s.embedded(lab, K.F_IS_TOKEN, token)
     front = Recurrence()
-    clock(s, front, delays=4, delays_sq=1, latches={"eos_seen": "is_eos"})
+    clock(s, front, delays=4, delays_sq=1, latches={"eos_seen": "is_eos"}, max_positions=P, max_code=code_max)
     for flag, depth in (("is_tilde", 2), ("is_query", 2), ("is_eos", 1)):
         delay_chain(front, flag, {flag: 1}, depth, {k: s.hidden(f"{flag}@{k}") for k in range(1, depth + 1)})
+    bounds = {"parent_key": code_max, "parent_key_sq": code_max ** 2, "size_key": code_max,
+              "size_key_sq": code_max ** 2, "joins": m_max, "edge_markers": 2, "at_su": 1}
     for lab in _IST_RECORD_FLAGS + _IST_COUNTERS + _IST_DELAYS + _IST_HEADS + _IST_NEXT:
-        s.hidden(lab)
+        s.hidden(lab, bound=bounds.get(lab))
     return s, front
 
 
@@ -634,7 +639,7 @@ def hybrid_istree(N: int, m_max: int | None = None, fmt: FixedFormat | None = No
     fmt = fmt or (ISTREE.format(N) if m_max == N else istree_declared(lambda n: m_max).format(N))
     P = istree_positions(N, m_max)
     code_max = _istree_code(N, m_max)
-    s, front = _istree_space()
+    s, front = _istree_space(m_max, P, code_max)
     b = Builder(f"hybrid-istree(N={N})", "hybrid", Vocab(max(N, 1)), s, claim="T5.6")
     b.max_positions = P                       # prompt of <= m_max edges and the CoT (istree_positions)
     _phase(b, "clock+delays", _written(front, []) | set(_IST_RECORD_FLAGS), front, _istree_record_flags(code_max))

@@ -394,7 +394,7 @@ def compile_hybrid(spec: MachineSpec, n: int, fmt: FixedFormat | None = None) ->
     enc = Encoding.of(spec.build())
     fmt = fmt or hybrid_declared(enc, spec).format(n)
     size = TMSize.of(enc, n, spec.time_bound(n))
-    s, front = _tm_space(enc)
+    s, front = _tm_space(enc, size)
     b = Builder(f"hybrid-tm:{spec.name}(n={n})", "hybrid", Vocab(size.max_number), s, claim="T5-hyb-P")
     b.max_positions = size.positions          # prompt, CoT and answer of an input of length <= n
     front.apply(b, _tm_decode_action(enc, size), name="clock+phase")
@@ -415,9 +415,11 @@ def _state_change_dir(q: str) -> str:
     return f"dq[{q}]"
 
 
-def _tm_space(enc: Encoding) -> tuple[ResidualSpace, Recurrence]:
+def _tm_space(enc: Encoding, size: TMSize) -> tuple[ResidualSpace, Recurrence]:
     """Embedded features, the front-end recurrence (clock, prev1, the [EOS] latch and
-    the phase p), then every hidden direction (all exist before layer 1 is assembled)."""
+    the phase p), then every hidden direction (all exist before layer 1 is assembled).
+    The tape head's inputs carry bounds (cnt <= P, |tau| and the cell key <= the code
+    bound), so :class:`Builder` checks its scores centrally too."""
     s = ResidualSpace()
     s.embedded("one", K.F_ONE)
     s.embedded("tok", K.F_TOK)
@@ -425,7 +427,8 @@ def _tm_space(enc: Encoding) -> tuple[ResidualSpace, Recurrence]:
     s.embedded("is_bos", K.F_IS_TOKEN, BOS)
     s.embedded("is_eos", K.F_IS_TOKEN, EOS)
     front = Recurrence()
-    clock(s, front, delays=1, delays_sq=1, latches={"eos_seen": "is_eos"})
+    clock(s, front, delays=1, delays_sq=1, latches={"eos_seen": "is_eos"}, max_positions=size.positions,
+          max_code=size.code)
     ph = front.add_state("s_phase")
     front.A[(ph, ph)] = -1
     front.A[(ph, "s_eos_seen")] = 1
@@ -435,7 +438,7 @@ def _tm_space(enc: Encoding) -> tuple[ResidualSpace, Recurrence]:
         s.hidden(_state_change_dir(q))
     for lab in ["head_move", "written_code"] + [_state_dir(q) for q in enc.states] + \
             ["head", "cell_key", "cell_key_sq", "input_code", "symbol_code", "next_code"]:
-        s.hidden(lab)
+        s.hidden(lab, bound={"cell_key": size.code, "cell_key_sq": size.code ** 2}.get(lab))
     return s, front
 
 
