@@ -783,3 +783,72 @@ def latest_flag_head(name: str, flag: Combo, pos: Combo, one: str, copy: dict[st
     return Head(name, [({one: lam}, dict(flag)), ({one: mu}, dict(pos))], copy,
                 {"lambda": lam, "mu": mu, "gap_non_match": lam - mu * max_pos, "zero_gap": float(zero_gap(f)),
                  "score_int_bits": need}, gap=min(lam - mu * max_pos, mu))
+
+
+# the [BOS]-default match head of the hybrids (parent and size heads of
+# hybrid_istree, the tape head of turing.compile_hybrid)
+def tuple_match_head(name: str, pairs: list[tuple[Combo, Combo, Combo]], one: str, copy: dict[str, Combo],
+                     fmt: FixedFormat, max_code: int, order: tuple[str, str, int] | None = None,
+                     default: tuple[Combo, list[Combo]] | None = None) -> Head:
+    """Attend exactly to the positions j whose integer keys (k_1..k_m)_j all equal
+    the query's (q_1..q_m)_i.
+
+    Kept beside :func:`match_head` (the family every other
+    head uses) for one reason: with ``default`` and ``order="last"`` it needs no
+    offset delta on the [BOS] row (the default position has the smallest position
+    value, cnt = 1, so any later match beats it by >= mu), hence lambda = mu P + s.
+    ``match_head(fallback="bos")`` takes delta = mu P + s and lambda = delta + mu P + s,
+    which doubles these heads' scores: one integer bit more than the declared I(N)
+    of hybrid IsTree and of the Turing-machine hybrids (both declared bounds are
+    exactly this head's largest score). With one component (all its uses) the four
+    score rows are match_head's fallback rows in another order, so the head becomes
+    ``match_head`` (same parameters) the day that family allows delta = 0 for "last".
+
+    ``pairs`` = [(query_k, key_k, key_k^2)]; score = sum_k lambda (2 q_k k_kj - k_kj^2)
+    = lambda (sum_k q_k^2 - sum_k (q_k - k_kj)^2): a matching j scores
+    lambda Q_i (Q_i = sum q_k^2), any other j at least lambda lower.
+
+    ``order = ("first" | "last", pos_direction, P)`` adds -/+ mu * pos_j (1 <= pos <= P),
+    mu = sharpness(f), and lambda = mu P + sharpness(f): the earliest / latest match
+    then beats every other match by >= mu and every non-match by > zero_gap(f).
+
+    ``default = (flag_combo, [query_k^2 combos])`` adds lambda * Q_i * flag_j: a
+    position whose keys are all 0 and whose flag is 1 scores like a match (the
+    query's own squares come from the query side). With order "last" and the flag
+    on the position with pos = 1, it wins exactly when nothing matches.
+
+    Integer bits: |score| <= lambda m (3 K^2 [+ K^2 with default]) + mu P with
+    K = ``max_code`` bounding every |q_k|, |k_k|; asserted against ``fmt``.
+    """
+    f = fmt.frac_bits
+    m = len(pairs)
+    if m < 1:
+        raise ValueError(f"{name}: need at least one key component")
+    s = sharpness(f)
+    mu, P = 0, 0
+    if order is not None:
+        kind, pos_dir, P = order
+        if kind not in ("first", "last"):
+            raise ValueError(f"{name}: order must be 'first' or 'last', got {kind!r}")
+        mu = s
+    lam = mu * P + s
+    margin = {"lambda": lam, "mu": mu, "gap_non_match": lam - mu * P, "zero_gap": float(zero_gap(f))}
+    require(lam - mu * P > zero_gap(f), f"{name}: non-matching keys would keep weight")
+    require(order is None or mu > zero_gap(f), f"{name}: a second match would keep weight")
+    Kc = max_code
+    max_score = lam * m * (3 * Kc * Kc + (Kc * Kc if default is not None else 0)) + mu * P
+    need = bits_for(max_score) + 1
+    _need_bits(fmt, need, name, f"scores up to {max_score}")
+    margin["score_int_bits"] = need
+    score: list[tuple[Combo, Combo]] = []
+    for q, k, k_sq in pairs:
+        score.append(({d: 2 * lam * Fraction(c) for d, c in q.items()}, dict(k)))
+        score.append(({one: -lam}, dict(k_sq)))
+    if order is not None:
+        score.append(({one: mu if order[0] == "last" else -mu}, {order[1]: 1}))
+    if default is not None:
+        flag, q_sqs = default
+        for q_sq in q_sqs:
+            score.append(({d: lam * Fraction(c) for d, c in q_sq.items()}, dict(flag)))
+    gap = min(lam - mu * P, mu) if order is not None else lam - mu * P
+    return Head(name, score, copy, margin, gap=gap)

@@ -55,10 +55,10 @@ from .demos import Declared
 from .fixedpoint import FixedFormat, log2_ceil
 from .gadgets import (
     Builder, Head, MarginError, Neuron, Recurrence, ResidualSpace, bits_for, clock, gated_equality, require,
-    sharpness,
+    sharpness, tuple_match_head,
 )
 from .generate import Generation, generate
-from .hybrid import sharpness_expr, tuple_match_head, _bits_expr
+from .hybrid import sharpness_expr, _bits_expr
 from .model import Model
 from .vocab import BOS, EOS, FALSE, NUMBER_BASE, TRUE, Vocab, number_token, token_code
 

@@ -1,6 +1,6 @@
 """Block-level tests of the recurrent gadgets (the section at the end of
 constructions/gadgets.py): clock, delay_chain, gated_equality, gated_value_neuron,
-latest_flag_head. Each gadget gets a tiny model of its own; at every position of
+latest_flag_head, tuple_match_head. Each gadget gets a tiny model of its own; at every position of
 every input up to a small length (exhaustive), its residual directions equal, as
 exact Fractions, a plain-Python expectation computed here (ints, no code under
 test). Then each lemma is shown failing one margin below: one integer bit fewer
@@ -223,7 +223,7 @@ def default_head_model(fmt: FixedFormat, P: int):
     """Query tau_t + 1 against key tau_j: the latest j whose token is one above the
     current one, else [BOS] (the default, position 0). max_code = 32 bounds |tau| + 1
     over the vocabulary (specials up to id 31), as the Builder's central check requires."""
-    from constructions.hybrid import tuple_match_head
+    from constructions.gadgets import tuple_match_head
     s = base_space()
     s.embedded("is_bos", K.F_IS_TOKEN, BOS)
     s.hidden("at")
