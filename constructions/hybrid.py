@@ -247,7 +247,9 @@ def hybrid_counting(n: int, alphabet: int = 3, fmt: FixedFormat | None = None) -
     s.embedded("is_query", K.F_IS_TOKEN, QUERY)
     s.embedded("thr", K.F_TOK_INV, Fraction(1, 2))     # 1/(tau + 1/2) = 1/(t + 3/2) for the number t
     rec = Recurrence()
-    clock(s, rec, delays=1, delays_sq=1, latches={"after_query": "is_query"})
+    clock(s, rec, delays=1, delays_sq=1, latches={"after_query": "is_query"}, max_positions=n + 4,
+          max_code=code_bound(n))
+    s.bound["after_query"] = 1                # the prompt has one [QUERY] (Builder's central score check)
     s.hidden("frac")
     s.hidden("gt")
     b = Builder(f"hybrid-counting(n={n})", "hybrid", vocab, s, claim="T5.6")
