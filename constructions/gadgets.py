@@ -26,6 +26,13 @@ has key j + 1, so::
     head = match_head("index", components=[position], copy={"answer": {"tok": 1}}, fmt=fmt)
 
 attends exactly to position i and copies tau(x_i) into ``answer``.
+
+Gadgets: attention -- :func:`match_head` (the one match head: components,
+``tie_break=None|"first"|"last"``, ``fallback=None|"bos"``), :func:`first_max_head`,
+:func:`shift_head`, :func:`count_head`; MLP -- :func:`equality_neurons`,
+:func:`step_neurons`, :func:`select_neurons`, :func:`count_compare_neurons`,
+:func:`mask_unless_equal_neurons`, :func:`max_neurons`; recurrent gadgets at the
+end of the file. Each has a block-level test in tests/test_gadgets.py.
 """
 from __future__ import annotations
 
@@ -204,15 +211,23 @@ class Builder:
         self.name, self.kind, self.vocab, self.space, self.claim = name, kind, vocab, space, claim
         self.bounded, self.fmt = bounded, fmt
         self.head_bounds: dict[str, tuple[Fraction, Any]] = {}
-        self.rnn_layers: list[RNNLayerSpec] = []
-        self.attn_layers: list[AttnLayerSpec] = []
+        # blocks are checked when added and assembled into dense arrays by spec(), over
+        # every direction created by then (a phase may create directions after an earlier layer)
+        self._rnn_blocks: list[tuple] = []
+        self._attn_blocks: list[tuple] = []
         self.readout_terms: list[tuple[int, int, Any, Fraction]] = []
         self.margins: dict[str, dict] = {}
         self.notes: dict = {}
         self.max_positions: int | None = None     # see ModelSpec.max_positions
 
     # -- MLPs
-    def _mlp(self, neurons: list[Neuron], block: str):
+    def _claim_mlp(self, neurons: list[Neuron], block: str) -> None:
+        for n in neurons:
+            self.space.row(n.inp)                     # every input direction exists
+            for d in n.out:
+                self.space.claim_write(d, block)
+
+    def _mlp(self, neurons: list[Neuron]):
         D = len(self.space)
         M = len(neurons)
         W1, W2 = _frac_matrix(M, D), _frac_matrix(D, M)
@@ -222,7 +237,6 @@ class Builder:
         for m, n in enumerate(neurons):
             W1[m] = self.space.row(n.inp)
             for d, c in n.out.items():
-                self.space.claim_write(d, block)
                 W2[self.space[d], m] += Fraction(c)
         return W1, b1, W2, b2
 
@@ -279,17 +293,31 @@ class Builder:
                 raise ValueError(f"{self.name}: head {h.name} reads directions without a bound: {unbounded}")
             if h.gap is None:
                 raise ValueError(f"{self.name}: head {h.name} declares no score gap")
-        key = f"layer {len(self.attn_layers)} head {h.name}"
+        key = f"layer {len(self._attn_blocks)} head {h.name}"
         self.head_bounds[key] = (max_score, h.gap)
         if self.fmt is not None:
             self._check_head(key, self.fmt)
 
     # -- layers
     def attention_layer(self, heads: list[Head], mlp: list[Neuron] = ()) -> None:
+        """One attention layer (heads, then the MLP). Each head's score bound and gap
+        are recorded and checked (class doc); the arrays are assembled by :meth:`spec`."""
+        for h in heads:
+            self._record_head(h)
+            for qc, kc in h.score:
+                self.space.row(qc), self.space.row(kc)        # every direction exists
+            for tgt, combo in h.copy.items():
+                self.space.claim_write(tgt, f"head {h.name}")
+                self.space.row(combo)
+            if h.margin:
+                self.margins[h.name] = h.margin
+        self._claim_mlp(list(mlp), f"mlp of layer {len(self._attn_blocks)}")
+        self._attn_blocks.append((list(heads), list(mlp)))
+
+    def _assemble_attention(self, heads: list[Head], mlp: list[Neuron]) -> AttnLayerSpec:
         D = len(self.space)
         specs = []
         for h in heads:
-            self._record_head(h)
             dq = len(h.score)
             WQ, WK = _frac_matrix(dq, D), _frac_matrix(dq, D)
             for k, (qc, kc) in enumerate(h.score):
@@ -298,33 +326,42 @@ class Builder:
             targets = list(h.copy)
             WV, WO = _frac_matrix(len(targets), D), _frac_matrix(D, len(targets))
             for k, tgt in enumerate(targets):
-                self.space.claim_write(tgt, f"head {h.name}")
                 WV[k] = self.space.row(h.copy[tgt])
                 WO[self.space[tgt], k] = Fraction(1)
             specs.append(HeadSpec(WQ, WK, WV, WO, h.name))
-            if h.margin:
-                self.margins[h.name] = h.margin
-        W1, b1, W2, b2 = self._mlp(list(mlp), f"mlp of layer {len(self.attn_layers)}")
-        self.attn_layers.append(AttnLayerSpec(specs, W1, b1, W2, b2))
+        W1, b1, W2, b2 = self._mlp(mlp)
+        return AttnLayerSpec(specs, W1, b1, W2, b2)
 
     def rnn_layer(self, state: list[str], A: Mapping[tuple[str, str], Any], B: Mapping[tuple[str, str], Any],
                   C: Mapping[tuple[str, str], Any], mlp: list[Neuron] = (), name: str = "") -> None:
         """h_t = A h_{t-1} + B x_t over named state components ``state``;
         x += C h_t. Keys: A[(s_out, s_in)], B[(s, direction)], C[(direction, s)]."""
-        D, S = len(self.space), len(state)
+        S = len(state)
         si = {s: i for i, s in enumerate(state)}
         if len(si) != S:
             raise ValueError(f"rnn layer {name}: duplicate state names")
+        for (a, b) in A:
+            si[a], si[b]
+        for (s, d) in B:
+            si[s], self.space[d]
+        for (d, s) in C:
+            si[s]
+            self.space.claim_write(d, f"rnn {name or len(self._rnn_blocks)} readout")
+        self._claim_mlp(list(mlp), f"mlp of rnn layer {name or len(self._rnn_blocks)}")
+        self._rnn_blocks.append((list(state), dict(A), dict(B), dict(C), list(mlp)))
+
+    def _assemble_rnn(self, state: list[str], A: dict, B: dict, C: dict, mlp: list[Neuron]) -> RNNLayerSpec:
+        D, S = len(self.space), len(state)
+        si = {s: i for i, s in enumerate(state)}
         Am, Bm, Cm = _frac_matrix(S, S), _frac_matrix(S, D), _frac_matrix(D, S)
         for (a, b), c in A.items():
             Am[si[a], si[b]] += Fraction(c)
         for (s, d), c in B.items():
             Bm[si[s], self.space[d]] += Fraction(c)
         for (d, s), c in C.items():
-            self.space.claim_write(d, f"rnn {name or len(self.rnn_layers)} readout")
             Cm[self.space[d], si[s]] += Fraction(c)
-        W1, b1, W2, b2 = self._mlp(list(mlp), f"mlp of rnn layer {name or len(self.rnn_layers)}")
-        self.rnn_layers.append(RNNLayerSpec(Am, Bm, Cm, W1, b1, W2, b2, list(state)))
+        W1, b1, W2, b2 = self._mlp(mlp)
+        return RNNLayerSpec(Am, Bm, Cm, W1, b1, W2, b2, list(state))
 
     def readout(self, terms: list[tuple[str, int, Any, Any]]) -> None:
         """logit(k) = sum coef * feature(k) * x[direction], terms (direction, kind, param, coef)."""
@@ -341,8 +378,9 @@ class Builder:
         notes = dict(self.notes)
         notes["margins"] = self.margins
         return ModelSpec(self.name, self.kind, self.vocab, list(self.space.labels), emb,
-                         self.rnn_layers, self.attn_layers, self.readout_terms, self.claim, notes,
-                         self.max_positions)
+                         [self._assemble_rnn(*blk) for blk in self._rnn_blocks],
+                         [self._assemble_attention(*blk) for blk in self._attn_blocks],
+                         self.readout_terms, self.claim, notes, self.max_positions)
 
     def build(self, fmt: FixedFormat) -> Model:
         for name in self.head_bounds:
@@ -398,7 +436,7 @@ def _add(*combos: Combo) -> dict:
 
 def match_head(name: str, *, components: list[Component], copy: dict[str, Combo], fmt: FixedFormat,
                n_positions: int | None = None, tie_break: str | None = None, fallback: str | None = None,
-               one: str = "one", pos: str = "pos", is_bos: str = "is_bos") -> Head:
+               tight: bool = False, one: str = "one", pos: str = "pos", is_bos: str = "is_bos") -> Head:
     """Attend exactly to the position whose key components all equal the query's.
 
     The one match head of every construction. With integer components,
@@ -419,13 +457,16 @@ def match_head(name: str, *, components: list[Component], copy: dict[str, Combo]
       >= mu > (f + 1) ln 2 (weight exactly 1).
     * ``fallback=None``: lam = mu P + s; a non-match at any position is
       >= lam - mu P = s below every match.
-    * ``fallback="bos"``: position 0 (``is_bos`` = 1, every key component 0 there)
-      scores S - delta, delta = mu P + s: below every match at p <= P by
-      >= delta - mu P = s ("first"; more otherwise); lam = delta + mu P + s:
-      every non-match is >= s below [BOS] (with "last" mismatches gain up to
-      mu P; with "first" the mu P term is slack: lam = delta + s would do, as
-      :func:`constructions.retrieval.mqar_model`'s hand-built head uses, but the
-      IsTree model's used bits are kept as they were). So the weight is exactly
+    * ``fallback="bos"``: the [BOS] position (``is_bos`` = 1, every key component
+      0 there, its ``pos`` below every other position's by >= 1) scores S - delta.
+      Default (symmetric): delta = mu P + s, lam = delta + mu P + s: [BOS] is
+      >= s below every match and >= s above every non-match whatever their
+      positions (match over [BOS] >= delta - mu P = s with "first"; [BOS] over a
+      non-match >= lam - delta - mu P = s with "last"). ``tight=True``: the least
+      lam the tie-break allows: "first" delta = mu P + s, lam = delta + s
+      (mismatches only lose by -mu pos); "last" delta = 0, lam = mu P + s
+      ([BOS], the earliest position, ties a match and loses it by >= mu);
+      without tie-break both are delta = s, lam = 2 s. So the weight is exactly
       1 on the (first/last) match, or on [BOS] if there is none.
 
     Every gap above is checked against zero_gap(f) with :class:`MarginError`, and
@@ -455,9 +496,9 @@ def match_head(name: str, *, components: list[Component], copy: dict[str, Combo]
         lam = mu * P + s
         gaps = {"non-match": lam - mu * P}
     else:
-        delta = mu * P + s
-        lam = delta + mu * P + s
-        gaps = {"match over [BOS]": delta - (mu * P if tie_break == "first" else 0),
+        delta = 0 if (tight and tie_break == "last") else mu * P + s
+        lam = delta + s + (mu * P if tie_break == "last" or not tight else 0)
+        gaps = {"match over [BOS]": delta + {None: 0, "first": -mu * P, "last": mu}[tie_break],
                 "[BOS] over non-match": lam - delta - (mu * P if tie_break == "last" else 0)}
     if tie_break:
         gaps["between matches"] = mu
@@ -633,6 +674,23 @@ def count_compare_neurons(frac_dir: str, thr_dir: str, out: str, n: int, fmt: Fi
     w = power_of_two_at_most(slack)
     _need_bits(fmt, bits_for(1 / w) + 1, "count comparison", f"step slope {1 / w}")
     return step_neurons({thr_dir: 1, frac_dir: -1}, 0, w, out)
+
+
+def mask_unless_equal_neurons(x: Combo, a: Combo, b: Combo, out: str, bound: int) -> list[Neuron]:
+    """out += x if a != b else 0, for integer a, b and 0 <= x <= bound (= B):
+    with d = a - b, relu(x - B + B d) - relu(B d - B) + relu(x - B - B d) - relu(-B d - B).
+    d = 0: 0; d >= 1: x + B(d-1) - B(d-1) (the second pair is 0); d <= -1 symmetric."""
+    B = Fraction(bound)
+    d = _add(a, {k: -Fraction(v) for k, v in b.items()})
+    Bd = {k: B * v for k, v in d.items()}
+    mBd = {k: -B * v for k, v in d.items()}
+    return [Neuron(_add(x, Bd), -B, {out: 1}), Neuron(Bd, -B, {out: -1}),
+            Neuron(_add(x, mBd), -B, {out: 1}), Neuron(mBd, -B, {out: -1})]
+
+
+def max_neurons(x: str, y: str, out: str) -> list[Neuron]:
+    """out += max(x, y) for x >= 0: relu(x) + relu(y - x)."""
+    return [Neuron({x: 1}, 0, {out: 1}), Neuron({y: 1, x: -1}, 0, {out: 1})]
 
 
 # ---- recurrent gadgets (clock, delay chains, gated equality) ----

@@ -43,7 +43,7 @@ Positions and records
 Edge k (0-based) occupies positions 3k+1 (first endpoint a), 3k+2 (separator),
 3k+3 (second endpoint b); its *record position* is r = 3k+3, which also serves
 as the edge's id (ids are > 0, so 0 means "none"). A position is a record iff
-the previous token is a separator (``is_rec`` = shift-1 copy of ``is_sep``).
+the previous token is a separator (``is_record`` = shift-1 copy of is_dash + is_tilde).
 At r the model computes, for each endpoint x of the edge, ``pred_x`` = the id of
 the previous edge incident to x (0 if none): the *latest* earlier record with x
 as an endpoint. Two records live at r:
@@ -74,13 +74,13 @@ One CoT step (current vertex u = last token, p = previous token)
 * At the prompt's [EOS]: output 0. At the CoT's [EOS] (position t): the label.
   A tour visiting k vertices has 2k-1 tokens if it completed and fewer if it
   stopped at a cycle (checks.tasks.istree), so with N vertices the graph is
-  a tree iff the tour length t - P - 1 equals 2N - 1 (P = the prompt's [EOS]).
+  a tree iff the tour length t - P - 1 equals 2N - 1 (P = ``prompt_end``, the prompt's [EOS]).
   N comes from a max head (layer 2) over the key tau + [BOS] - [previous token
   is [COUNT]]: the header's N if there is one (every vertex id + 1 <= N), else
   max id + 1 (1 without edges, from [BOS]).
 
-Matching heads, margins (derivation, asserted in :func:`multi_match_head`)
----------------------------------------------------------------------------
+Matching heads, margins (derivation in :func:`constructions.gadgets.match_head`)
+-------------------------------------------------------------------------------
 All queried quantities are integers. A head matching components q_c against
 key components k_c scores
 
@@ -89,7 +89,7 @@ key components k_c scores
 i.e. lam * (sum q_c^2 - sum (q_c - k_c)^2) off [BOS]: all components equal ->
 S = lam * sum q_c^2; any component off by >= 1 -> <= S - lam; [BOS] (whose keys
 are all 0) -> S - lam/2, the fallback. With positions 0..T-1 and a tie-break
-mu = sharpness(f) toward the latest (or first) match, lam = 2 (mu (T-1) + s),
+mu = sharpness(f) toward the last (or first) match, lam = 2 (mu (T-1) + s),
 s = sharpness(f) > (f+1) ln 2 gives every gap (match/match >= mu, match/BOS,
 BOS/mismatch >= s) above the zero-weight gap: every weight is exactly 0 or 1.
 Without tie-break (unique matches) lam = 2 s.
@@ -106,7 +106,7 @@ storage).
 """
 from __future__ import annotations
 
-from fractions import Fraction
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import sympy as sp
@@ -114,8 +114,9 @@ import sympy as sp
 from . import kernels as K
 from .fixedpoint import FixedFormat, log2_ceil
 from .gadgets import (
-    base_space, first_max_head, flag_component, match_head, _add,
-    Builder, Component, Neuron, equality_neurons, select_neurons, shift_head,
+    base_space, first_max_head, flag_component, mask_unless_equal_neurons, match_head, max_neurons,
+    number_readout, require,
+    Builder, Component, Head, Neuron, ResidualSpace, equality_neurons, select_neurons, shift_head,
 )
 from .generate import Generation, generate
 from .model import Model
@@ -163,7 +164,7 @@ def declared_int_bits(n_vertices: int, max_edges: int) -> int:
     * lookup heads (lam = 4, edge ids <= T): <= 4 (4 V^2 + 4 T^2 + 4) + 4 <= 33 T'^2,
       7 + 2 ceil(log2 T') bits <= I (ceil(log2 V) >= 5);
     * first-max heads (lam = 2T, keys <= V): <= 2 T V + 2 T;
-    * the MLP masking e_prev^2 (bound B = T^2, |s1 - parent| <= 2V):
+    * the MLP masking e_prev^2 (bound B = T^2, |back1 - parent| <= 2V):
       <= T^2 + 2 V T^2 + T^2 <= 3 T'^2 V < 2^(2 + 2 ceil(log2 T') + ceil(log2 V));
     * shift heads 6 T^2 + 20 T, embeddings pos^2 <= T^2, readout <= 3 V^2.
 
@@ -185,30 +186,226 @@ def cot_bound(n_vertices: int) -> int:
 
 
 # ----------------------------------------------------------------------------
-# gadgets of this construction
-def mask_unless_equal_neurons(x: Combo, a: Combo, b: Combo, out: str, bound: int) -> list[Neuron]:
-    """out += x if a != b else 0, for integer a, b and 0 <= x <= bound (= B):
-    with d = a - b, relu(x - B + B d) - relu(B d - B) + relu(x - B - B d) - relu(-B d - B).
-    d = 0: 0; d >= 1: x + B(d-1) - B(d-1) (the second pair is 0); d <= -1 symmetric."""
-    B = Fraction(bound)
-    d = _add(a, {k: -Fraction(v) for k, v in b.items()})
-    Bd = {k: B * v for k, v in d.items()}
-    mBd = {k: -B * v for k, v in d.items()}
-    return [Neuron(_add(x, Bd), -B, {out: 1}), Neuron(Bd, -B, {out: -1}),
-            Neuron(_add(x, mBd), -B, {out: 1}), Neuron(mBd, -B, {out: -1})]
+# the model, one function per layer; each returns the directions it writes
+@dataclass(frozen=True)
+class _Plan:
+    """What every phase needs: the builder, the format, T = :func:`n_positions`
+    and V = :func:`tau_bound` (|tau| of any token)."""
+
+    b: Builder
+    fmt: FixedFormat
+    T: int
+    V: int
+
+    def hidden(self, *labels: str, bound: int) -> list[str]:
+        """New directions, each |value| <= bound."""
+        for lab in labels:
+            self.b.space.hidden(lab, bound=bound)
+        return list(labels)
+
+    def code(self, label: str) -> list[str]:
+        """A token code (|tau| <= V) and its square ``label_sq``."""
+        return self.hidden(label, bound=self.V) + self.hidden(f"{label}_sq", bound=self.V ** 2)
+
+    def edge_id(self, label: str) -> list[str]:
+        """An edge id (a record position < T, 0 = none) and its square ``label_sq``."""
+        return self.hidden(label, bound=self.T) + self.hidden(f"{label}_sq", bound=self.T ** 2)
+
+    def match(self, name: str, components: list[Component], copy: dict, tie_break: str | None = None) -> Head:
+        return match_head(name, components=components, copy=copy, fmt=self.fmt, n_positions=self.T,
+                          tie_break=tie_break, fallback="bos")
+
+    def vertex(self, query: str, key: str) -> Component:
+        """Match the vertex code in direction ``query`` against ``key`` (both with a ``_sq`` twin)."""
+        return Component({query: 1}, {key: 1}, {f"{key}_sq": 1}, self.V, self.V, query_sq={f"{query}_sq": 1})
 
 
-def max_neurons(x: str, y: str, out: str) -> list[Neuron]:
-    """out += max(x, y) for x >= 0: relu(x) + relu(y - x)."""
-    return [Neuron({x: 1}, 0, {out: 1}), Neuron({y: 1, x: -1}, 0, {out: 1})]
+FOUND = {"one": 1, "is_bos": -1}
+"""Copied by a lookup head: 1 if it found a record, 0 if it fell back to [BOS]."""
 
 
-# ----------------------------------------------------------------------------
+def _embedded_space() -> ResidualSpace:
+    s = base_space()
+    for label, token in (("is_bos", BOS), ("is_eos", EOS), ("is_dash", DASH), ("is_tilde", TILDE)):
+        s.embedded(label, K.F_IS_TOKEN, token)
+    s.embedded("is_num", K.F_IS_NUM)
+    s.embedded("is_count", K.F_IS_TOKEN, COUNT)
+    return s
+
+
+def _layer1_shifts(p: _Plan) -> list[str]:
+    """Tokens 1, 2, 3, 5 back (``back1`` ...), whether the token is a record (after a
+    separator) or the count (after [COUNT]), the prompt's [EOS] position
+    ``prompt_end``, and the position types of MLP 1: ``at_tour_vertex`` (a vertex
+    after the prompt), ``at_prompt_eos``, ``at_tour_eos`` (the [EOS] after the prompt's)."""
+    T = p.T
+    written = p.code("back1") + p.hidden("is_record", "is_count_value", bound=1)
+    for k in (2, 3, 5):
+        written += p.code(f"back{k}")
+    written += p.hidden("after_eos", bound=1) + p.hidden("prompt_end", bound=T)
+    p.hidden("vertex_count", bound=p.V)       # written in layer 2 (created here: the residual order is unchanged)
+    written += p.hidden("at_tour_vertex", "at_prompt_eos", "at_tour_eos", bound=1)
+
+    def back(k: int, extra: dict | None = None) -> Head:
+        copy = {f"back{k}": {"tok": 1}, f"back{k}_sq": {"tok_sq": 1}, **(extra or {})}
+        return shift_head(f"shift{k}", "pos", "pos_sq", "one", copy, p.fmt, n_positions=T, shift=k)
+
+    heads = [back(1, {"is_record": {"is_dash": 1, "is_tilde": 1}, "is_count_value": {"is_count": 1}}),
+             back(2), back(3), back(5),
+             first_max_head("first-eos", key={"is_eos": 1}, max_key=1,
+                            copy={"after_eos": {"is_eos": 1}, "prompt_end": {"pos": 1}}, fmt=p.fmt, n_positions=T)]
+    # at_tour_eos = is_eos and t - prompt_end >= 1 (a step of height 1 gated by is_eos:
+    # big-M B = T > |t - prompt_end|); at_prompt_eos = is_eos - at_tour_eos
+    B = T
+    require(B > T - 1, "layer 1: the [EOS] gate needs B > |t - prompt_end|")
+    gate = {"pos": 1, "prompt_end": -1, "is_eos": B}
+    mlp = [Neuron({"after_eos": 1, "is_num": 1}, -1, {"at_tour_vertex": 1}),
+           Neuron(gate, -B, {"at_tour_eos": 1, "at_prompt_eos": -1}),
+           Neuron(gate, -B - 1, {"at_tour_eos": -1, "at_prompt_eos": 1}),
+           Neuron({"is_eos": 1}, 0, {"at_prompt_eos": 1})]
+    p.b.attention_layer(heads, mlp)
+    return written
+
+
+def _layer2_pred_parent_count(p: _Plan) -> list[str]:
+    """At record r (endpoints a = back2, b = tok): ``pred_u`` / ``pred_v`` = the id of
+    the latest earlier record incident to a / b (delayed keys: the previous
+    record's endpoints back5 / back3, id r - 3); at CoT vertex u: its ``parent``
+    (first-occurrence match, value the token before) and ``e_prev`` (the id of
+    edge {u, previous token}, 0 if u was just entered); ``vertex_count`` N."""
+    T = p.T
+    record = flag_component("is_record")
+    previous_id = {"pos": 1, "one": -3, "is_bos": 3}                   # id of the record 3 back (0 at [BOS])
+    previous_id_sq = {"pos_sq": 1, "pos": -6, "one": 9, "is_bos": -9}
+    heads, written = [], []
+    for end, query in (("u", "back2"), ("v", "tok")):
+        for side, key in (("first", "back5"), ("second", "back3")):
+            pred, pred_sq = p.edge_id(f"pred_{end}_via_{side}")
+            heads.append(p.match(f"pred-{end}-{side}", [p.vertex(query, key), record],
+                                 {pred: previous_id, pred_sq: previous_id_sq}, "last"))
+            written += [pred, pred_sq]
+    written += p.hidden("parent", bound=p.V)
+    heads.append(p.match("parent", [p.vertex("tok", "tok"), flag_component("after_eos")], {"parent": {"back1": 1}},
+                         "first"))
+    # the edge {u, p} (u = tok, p = back1) at a record, u as first (u = back2, p = tok) or second endpoint
+    for orient, pair in (("first", [p.vertex("tok", "back2"), p.vertex("back1", "tok")]),
+                         ("second", [p.vertex("back1", "back2"), p.vertex("tok", "tok")])):
+        edge, edge_sq = p.edge_id(f"edge_u_{orient}")
+        heads.append(p.match(f"edge-u-{orient}", pair + [record], {edge: {"pos": 1}, edge_sq: {"pos_sq": 1}}))
+        written += [edge, edge_sq]
+    # N: the header's count (tau N + 1, minus 1 after [COUNT]) or max id + 1; 1 from [BOS]
+    count_key = {"tok": 1, "is_bos": 1, "is_count_value": -1}
+    heads.append(first_max_head("vertex-count", key=count_key, max_key=p.V, copy={"vertex_count": count_key},
+                                fmt=p.fmt, n_positions=T))
+    written += ["vertex_count"] + p.edge_id("pred_u") + p.edge_id("pred_v") + p.edge_id("e_prev")
+    mlp = []
+    for end in ("u", "v"):
+        for sq in ("", "_sq"):
+            mlp += max_neurons(f"pred_{end}_via_first{sq}", f"pred_{end}_via_second{sq}", f"pred_{end}{sq}")
+    # e_prev = the edge {u, p} unless p is u's parent; masks need bounds >= the edge id (< T) and its square
+    mlp += mask_unless_equal_neurons({"edge_u_first": 1, "edge_u_second": 1}, {"back1": 1}, {"parent": 1},
+                                     "e_prev", T)
+    mlp += mask_unless_equal_neurons({"edge_u_first_sq": 1, "edge_u_second_sq": 1}, {"back1": 1}, {"parent": 1},
+                                     "e_prev_sq", T * T)
+    p.b.attention_layer(heads, mlp)
+    return written
+
+
+def _lookup(p: _Plan, name: str, edge: Combo, edge_sq: Combo, outputs: dict[str, dict[str, Combo]]) -> list[Head]:
+    """Two heads finding the record with key (u, edge): R1 (u is the edge's first
+    endpoint back2, value tok) and R2 (u is the second endpoint tok, value back2);
+    ``outputs[side]`` maps output directions to the copied combos."""
+    heads = []
+    for side, (u_key, pred) in (("first", ("back2", "pred_u")), ("second", ("tok", "pred_v"))):
+        after = Component(dict(edge), {pred: 1}, {f"{pred}_sq": 1}, p.T, p.T, query_sq=dict(edge_sq))
+        heads.append(p.match(f"{name}-{side}", [p.vertex("tok", u_key), after, flag_component("is_record")],
+                             outputs[side]))
+    return heads
+
+
+def _layer3_next_neighbour(p: _Plan) -> list[str]:
+    """(next, next_edge) = the record after e_prev at u, from either side; ``next_is_parent``."""
+    outputs, written = {}, []
+    for side, other in (("first", "tok"), ("second", "back2")):
+        written += p.code(f"next_{side}") + p.edge_id(f"next_edge_{side}") + p.hidden(f"found_{side}", bound=1)
+        outputs[side] = {f"next_{side}": {other: 1}, f"next_{side}_sq": {f"{other}_sq": 1},
+                         f"next_edge_{side}": {"pos": 1}, f"next_edge_{side}_sq": {"pos_sq": 1},
+                         f"found_{side}": FOUND}
+    heads = _lookup(p, "next", {"e_prev": 1}, {"e_prev_sq": 1}, outputs)
+    written += p.hidden("next_is_parent", bound=1)
+    p.b.attention_layer(heads, equality_neurons({"next_first": 1, "next_second": 1}, {"parent": 1},
+                                                "next_is_parent"))
+    return written
+
+
+def _layer4_skip_parent(p: _Plan) -> list[str]:
+    """If the next neighbour is the parent, look once more past the parent edge (a
+    simple graph has one): ``w`` (and ``has_w``) = the neighbour the tour goes to."""
+    V = p.V
+    outputs, written = {}, []
+    for side, other in (("first", "tok"), ("second", "back2")):
+        written += p.code(f"hop_{side}") + p.hidden(f"hop_found_{side}", bound=1)
+        outputs[side] = {f"hop_{side}": {other: 1}, f"hop_{side}_sq": {f"{other}_sq": 1},
+                         f"hop_found_{side}": FOUND}
+    heads = _lookup(p, "hop", {"next_edge_first": 1, "next_edge_second": 1},
+                    {"next_edge_first_sq": 1, "next_edge_second_sq": 1}, outputs)
+    written += p.code("w") + p.hidden("has_w", bound=1)
+    is_parent = {"next_is_parent": 1}
+    mlp = (select_neurons(is_parent, {"hop_first": 1, "hop_second": 1}, {"next_first": 1, "next_second": 1}, "w", V)
+           + select_neurons(is_parent, {"hop_first_sq": 1, "hop_second_sq": 1},
+                            {"next_first_sq": 1, "next_second_sq": 1}, "w_sq", V * V)
+           + select_neurons(is_parent, {"hop_found_first": 1, "hop_found_second": 1},
+                            {"found_first": 1, "found_second": 1}, "has_w", 1))
+    p.b.attention_layer(heads, mlp)
+    return written
+
+
+def _output_neurons(p: _Plan) -> list[Neuron]:
+    """``out`` = tau of the next token: at a tour vertex w if has_w (-1 = [EOS] if w
+    was visited: a cycle) else the parent (-1 = [EOS] at the root); 1 (vertex 0) at
+    the prompt's [EOS]; at the tour's [EOS] -2 ([TRUE]) iff t - prompt_end = 2 N
+    (a tour of 2N - 1 vertices), else -3 ([FALSE])."""
+    # big-M gates: B > |w|, |parent|, w + 1 (all <= V + 1); Bl > |t - prompt_end - 2 N| <= T + 2 V
+    B = p.V + 2
+    Bl = p.T + 2 * p.V + 4
+    require(B > p.V + 1 and Bl > p.T + 2 * p.V, "layer 5: big-M gates below the values they gate")
+    tour_step = {"has_w": B, "at_tour_vertex": B}
+    length = {"pos": 1, "prompt_end": -1, "vertex_count": -2, "at_tour_eos": Bl}
+    return [
+        Neuron({"w": 1, **tour_step}, -2 * B, {"out": 1}),
+        Neuron({"w": -1, **tour_step}, -2 * B, {"out": -1}),
+        Neuron({"parent": 1, "has_w": -B, "at_tour_vertex": B}, -B, {"out": 1}),
+        Neuron({"parent": -1, "has_w": -B, "at_tour_vertex": B}, -B, {"out": -1}),
+        Neuron({"w": 1, **tour_step, "visited": B}, 1 - 3 * B, {"out": -1}),     # w - (w + 1) = -1
+        Neuron({"at_prompt_eos": 1}, 0, {"out": 1}),
+        Neuron({"at_tour_eos": 1}, 0, {"out": -3}),
+        Neuron(length, 1 - Bl, {"out": 1}),                                     # + [length == 0]
+        Neuron(length, -Bl, {"out": -2}),
+        Neuron(length, -1 - Bl, {"out": 1}),
+    ]
+
+
+def _layer5_visited_and_output(p: _Plan) -> list[str]:
+    """``visited`` = w occurs in the tour so far; then the output code ``out``."""
+    written = p.hidden("visited", bound=1) + p.hidden("out", bound=p.V + 3)   # out: a vertex's tau or -1, -2, -3
+    head = p.match("visited", [Component({"w": 1}, {"tok": 1}, {"tok_sq": 1}, p.V, p.V, query_sq={"w_sq": 1}),
+                               flag_component("after_eos")], {"visited": FOUND}, "first")
+    p.b.attention_layer([head], _output_neurons(p))
+    return written
+
+
 def build(n_vertices: int, max_edges: int | None = None, fmt: FixedFormat | None = None) -> Model:
     """The IsTree model for graphs on at most ``n_vertices`` vertices (ids
     0..n_vertices-1) with at most ``max_edges`` edges (default n_vertices), in
-    ``fmt`` (default :func:`declared_format`). Margins are asserted for
-    T = :func:`n_positions` positions."""
+    ``fmt`` (default :func:`declared_format`). Margins are checked for
+    T = :func:`n_positions` positions.
+
+    One phase per layer, each creating (with bounds) and returning the
+    directions it writes: :func:`_layer1_shifts` (tokens back, record flags,
+    position types), :func:`_layer2_pred_parent_count` (pred pointers, parent,
+    e_prev, N), :func:`_layer3_next_neighbour`, :func:`_layer4_skip_parent`,
+    :func:`_layer5_visited_and_output`; the Builder is ``bounded``, so every
+    head's score bound and gap is checked again from those bounds."""
     N = int(n_vertices)
     if N < 1:
         raise ValueError(f"n_vertices must be >= 1, got {n_vertices}")
@@ -217,134 +414,14 @@ def build(n_vertices: int, max_edges: int | None = None, fmt: FixedFormat | None
         raise ValueError(f"max_edges must be >= 0, got {max_edges}")
     fmt = fmt or declared_format(N, M)
     T = n_positions(N, M)
-    VM = tau_bound(N)                 # |tau| of any token (the count N: N + 1; [COUNT]: -31)
-    s = base_space()
-    s.embedded("is_bos", K.F_IS_TOKEN, BOS)
-    s.embedded("is_eos", K.F_IS_TOKEN, EOS)
-    s.embedded("is_dash", K.F_IS_TOKEN, DASH)
-    s.embedded("is_tilde", K.F_IS_TOKEN, TILDE)
-    s.embedded("is_num", K.F_IS_NUM)
-    s.embedded("is_count", K.F_IS_TOKEN, COUNT)
-    hidden = ["s1", "s1_sq", "is_rec", "cnt_num", "s2", "s2_sq", "s3", "s3_sq", "s5", "s5_sq", "after_eos", "P", "maxtau",
-              "g", "first_eos", "second_eos",
-              "pUA", "pUA_sq", "pUB", "pUB_sq", "pVA", "pVA_sq", "pVB", "pVB_sq", "parent",
-              "eA", "eA_sq", "eB", "eB_sq",
-              "pred_u", "pred_u_sq", "pred_v", "pred_v_sq", "e_prev", "e_prev_sq",
-              "w1A", "w1A_sq", "e1A", "e1A_sq", "f1A", "w1B", "w1B_sq", "e1B", "e1B_sq", "f1B",
-              "is_parent1",
-              "w2A", "w2A_sq", "f2A", "w2B", "w2B_sq", "f2B",
-              "w", "w_sq", "has_w", "visited", "out"]
-    for lab in hidden:
-        s.hidden(lab)
-    b = Builder(f"istree-dfs(N={N},M={M})", "transformer", Vocab(N, count=True), s, claim="T4.7-up")
+    b = Builder(f"istree-dfs(N={N},M={M})", "transformer", Vocab(N, count=True), _embedded_space(),
+                claim="T4.7-up", bounded=True)
     b.max_positions = T                       # header, prompt of <= M edges, tour, [EOS] (n_positions)
-    one = "one"
-
-    # ---- layer 1: shifts (is_rec: after a separator; cnt_num: after [COUNT]), the prompt's [EOS]
-    def sh(name, k, copy):
-        return shift_head(name, "pos", "pos_sq", one, copy, fmt, n_positions=T, shift=k)
-
-    l1 = [sh("shift1", 1, {"s1": {"tok": 1}, "s1_sq": {"tok_sq": 1}, "is_rec": {"is_dash": 1, "is_tilde": 1},
-                           "cnt_num": {"is_count": 1}}),
-          sh("shift2", 2, {"s2": {"tok": 1}, "s2_sq": {"tok_sq": 1}}),
-          sh("shift3", 3, {"s3": {"tok": 1}, "s3_sq": {"tok_sq": 1}}),
-          sh("shift5", 5, {"s5": {"tok": 1}, "s5_sq": {"tok_sq": 1}}),
-          first_max_head("first-eos", key={"is_eos": 1}, max_key=1, copy={"after_eos": {"is_eos": 1}, "P": {"pos": 1}},
-                         fmt=fmt, n_positions=T)]
-    # MLP 1: position types. g = CoT vertex; second_eos = [EOS] after P (t - P >= 1, gated by
-    # is_eos with B = T > |t - P|); first_eos = is_eos - second_eos.
-    Bt = T
-    mlp1 = [Neuron({"after_eos": 1, "is_num": 1}, -1, {"g": 1}),
-            Neuron({"pos": 1, "P": -1, "is_eos": Bt}, -Bt, {"second_eos": 1, "first_eos": -1}),
-            Neuron({"pos": 1, "P": -1, "is_eos": Bt}, -Bt - 1, {"second_eos": -1, "first_eos": 1}),
-            Neuron({"is_eos": 1}, 0, {"first_eos": 1})]
-    b.attention_layer(l1, mlp1)
-
-    # ---- layer 2: previous edge of each endpoint (delayed keys), parent, edge {u, p}, the vertex count
-    vert = lambda q, qsq, k, ksq: Component(q, k, ksq, VM, VM, query_sq=qsq)
-
-    def multi(name, comps, copy, tie=None):
-        return match_head(name, components=comps, copy=copy, fmt=fmt, n_positions=T, tie_break=tie, fallback="bos")
-    rec = flag_component("is_rec")
-    eid = {"pos": 1, one: -3, "is_bos": 3}                              # id of the record 3 back
-    eid_sq = {"pos_sq": 1, "pos": -6, one: 9, "is_bos": -9}
-    l2 = []
-    for nm, (q, qsq) in (("U", ("s2", "s2_sq")), ("V", ("tok", "tok_sq"))):
-        for side, (k, ksq) in (("A", ("s5", "s5_sq")), ("B", ("s3", "s3_sq"))):
-            l2.append(multi(f"pred{nm}{side}", [vert({q: 1}, {qsq: 1}, {k: 1}, {ksq: 1}), rec],
-                            {f"p{nm}{side}": eid, f"p{nm}{side}_sq": eid_sq}, "last"))
-    l2.append(multi("parent", [vert({"tok": 1}, {"tok_sq": 1}, {"tok": 1}, {"tok_sq": 1}),
-                                          flag_component("after_eos")],
-                               {"parent": {"s1": 1}}, "first"))
-    first = lambda q, qsq: vert({q: 1}, {qsq: 1}, {"s2": 1}, {"s2_sq": 1})
-    second = lambda q, qsq: vert({q: 1}, {qsq: 1}, {"tok": 1}, {"tok_sq": 1})
-    l2.append(multi("pairA", [first("tok", "tok_sq"), second("s1", "s1_sq"), rec],
-                               {"eA": {"pos": 1}, "eA_sq": {"pos_sq": 1}}))
-    l2.append(multi("pairB", [first("s1", "s1_sq"), second("tok", "tok_sq"), rec],
-                               {"eB": {"pos": 1}, "eB_sq": {"pos_sq": 1}}))
-    # N: the header's count (tau N + 1 - 1 after [COUNT]) or max id + 1; 1 from [BOS]
-    nkey = {"tok": 1, "is_bos": 1, "cnt_num": -1}
-    l2.append(first_max_head("vertex-count", key=nkey, max_key=VM, copy={"maxtau": nkey}, fmt=fmt, n_positions=T))
-    mlp2 = (max_neurons("pUA", "pUB", "pred_u") + max_neurons("pUA_sq", "pUB_sq", "pred_u_sq")
-            + max_neurons("pVA", "pVB", "pred_v") + max_neurons("pVA_sq", "pVB_sq", "pred_v_sq")
-            + mask_unless_equal_neurons({"eA": 1, "eB": 1}, {"s1": 1}, {"parent": 1}, "e_prev", T)
-            + mask_unless_equal_neurons({"eA_sq": 1, "eB_sq": 1}, {"s1": 1}, {"parent": 1}, "e_prev_sq", T * T))
-    b.attention_layer(l2, mlp2)
-
-    # ---- layer 3: (w1, e1) = lookup (u, e_prev); is w1 the parent?
-    def lookup(name, e, e_sq, out):
-        wA, wB = out
-        cA = [vert({"tok": 1}, {"tok_sq": 1}, {"s2": 1}, {"s2_sq": 1}),
-              Component(e, {"pred_u": 1}, {"pred_u_sq": 1}, T, T, query_sq=e_sq), rec]
-        cB = [vert({"tok": 1}, {"tok_sq": 1}, {"tok": 1}, {"tok_sq": 1}),
-              Component(e, {"pred_v": 1}, {"pred_v_sq": 1}, T, T, query_sq=e_sq), rec]
-        return [multi(f"{name}A", cA, {k.replace("#", "A"): v for k, v in wA.items()}),
-                multi(f"{name}B", cB, {k.replace("#", "B"): v for k, v in wB.items()})]
-
-    found = {one: 1, "is_bos": -1}
-    l3 = lookup("next", {"e_prev": 1}, {"e_prev_sq": 1},
-                ({"w1#": {"tok": 1}, "w1#_sq": {"tok_sq": 1}, "e1#": {"pos": 1}, "e1#_sq": {"pos_sq": 1},
-                  "f1#": found},
-                 {"w1#": {"s2": 1}, "w1#_sq": {"s2_sq": 1}, "e1#": {"pos": 1}, "e1#_sq": {"pos_sq": 1},
-                  "f1#": found}))
-    b.attention_layer(l3, equality_neurons({"w1A": 1, "w1B": 1}, {"parent": 1}, "is_parent1"))
-
-    # ---- layer 4: hop over the parent edge
-    l4 = lookup("hop", {"e1A": 1, "e1B": 1}, {"e1A_sq": 1, "e1B_sq": 1},
-                ({"w2#": {"tok": 1}, "w2#_sq": {"tok_sq": 1}, "f2#": found},
-                 {"w2#": {"s2": 1}, "w2#_sq": {"s2_sq": 1}, "f2#": found}))
-    mlp4 = (select_neurons({"is_parent1": 1}, {"w2A": 1, "w2B": 1}, {"w1A": 1, "w1B": 1}, "w", VM)
-            + select_neurons({"is_parent1": 1}, {"w2A_sq": 1, "w2B_sq": 1}, {"w1A_sq": 1, "w1B_sq": 1}, "w_sq",
-                             VM * VM)
-            + select_neurons({"is_parent1": 1}, {"f2A": 1, "f2B": 1}, {"f1A": 1, "f1B": 1}, "has_w", 1))
-    b.attention_layer(l4, mlp4)
-
-    # ---- layer 5: visited?, then the output value (tau of the next token)
-    l5 = [multi("visited", [Component({"w": 1}, {"tok": 1}, {"tok_sq": 1}, VM, VM, query_sq={"w_sq": 1}),
-                                       flag_component("after_eos")],
-                           {"visited": found}, "first")]
-    B = VM + 2       # > |w|, |parent|, w + 1
-    Bl = T + 2 * VM + 4   # > |d| for d = pos - P - 2 maxtau
-    d = {"pos": 1, "P": -1, "maxtau": -2}
-    mlp5 = [
-        # CoT vertex (g = 1): w if has_w else parent
-        Neuron({"w": 1, "has_w": B, "g": B}, -2 * B, {"out": 1}),
-        Neuron({"w": -1, "has_w": B, "g": B}, -2 * B, {"out": -1}),
-        Neuron({"parent": 1, "has_w": -B, "g": B}, -B, {"out": 1}),
-        Neuron({"parent": -1, "has_w": -B, "g": B}, -B, {"out": -1}),
-        # ... and a visited w means a cycle: w - (w + 1) = -1 = tau([EOS])
-        Neuron({"w": 1, "has_w": B, "visited": B, "g": B}, 1 - 3 * B, {"out": -1}),
-        # the prompt's [EOS]: vertex 0 (tau 1)
-        Neuron({"first_eos": 1}, 0, {"out": 1}),
-        # the CoT's [EOS]: tau -3 ([FALSE]) + [t - P - 2 maxtau == 0] (-> -2, [TRUE])
-        Neuron({"second_eos": 1}, 0, {"out": -3}),
-        Neuron(_add(d, {"second_eos": Bl}), 1 - Bl, {"out": 1}),
-        Neuron(_add(d, {"second_eos": Bl}), -Bl, {"out": -2}),
-        Neuron(_add(d, {"second_eos": Bl}), -1 - Bl, {"out": 1}),
-    ]
-    b.attention_layer(l5, mlp5)
-    # readout: the token whose tau is nearest `out`: logit(k) = 2 tau_k out - tau_k^2
-    b.readout([("out", K.F_TOK, 0, 2), (one, K.F_TOK_SQ, 0, -1)])
+    plan = _Plan(b, fmt, T, tau_bound(N))
+    for phase in (_layer1_shifts, _layer2_pred_parent_count, _layer3_next_neighbour, _layer4_skip_parent,
+                  _layer5_visited_and_output):
+        phase(plan)
+    number_readout(b, "out")                  # the token whose tau is nearest `out`
     b.notes.update({"n_vertices": N, "max_edges": M, "n_positions": T})
     return b.build(fmt)
 

@@ -365,6 +365,54 @@ def ar_model(n: int, alphabet: int = 4, fmt: FixedFormat | None = None) -> Model
 
 # ----------------------------------------------------------------------------
 # Counting
+def _counting_format(n: int, a: int) -> FixedFormat:
+    """The declared Counting format; ValueError beyond int64 storage (I + f > 62)."""
+    I_d, f_d = COUNTING.int_bits(n, a), COUNTING.frac_bits(n)
+    if I_d + f_d > MAX_MAGNITUDE_BITS:
+        raise ValueError(f"counting_model: n = {n} at alphabet {a} needs the declared format Q{I_d}.{f_d}: "
+                         f"I + f = {I_d + f_d} exceeds 62 (int64 storage); the largest n at alphabet n + 1 "
+                         f"is {COUNTING_MAX_N}")
+    return COUNTING.format(n, a)
+
+
+def _counting_margins(n: int, a: int, fmt: FixedFormat, check_margins: bool = True) -> dict:
+    """lambda, mu, M of :func:`counting_model`, its margins checked (see its docstring)."""
+    f = fmt.frac_bits
+    lam = sharpness(f)
+    g = Fraction(1, (n + 1) * (2 * n + 3))
+    if check_margins:
+        require(g > Fraction(1, 1 << f),
+                f"counting_model(n={n}): the gap {float(g):.3g} between 1/(c+1) and 1/(t+3/2) is not above the "
+                f"rounding error 2^-{f}; needs 2^f > {(n + 1) * (2 * n + 3)}")
+    mu = lam
+    M = mu * (n + 2) + lam
+    require(lam > zero_gap(f) and mu > zero_gap(f),
+            f"counting_model: lambda = {lam} is not above (f + 1) ln 2 = {float(zero_gap(f)):.3f}")
+    require(M - mu * (n + 1) > zero_gap(f),
+            f"counting_model: fetch-q gap {M - mu * (n + 1)} to a data number is not above (f + 1) ln 2")
+    bounds = {"count scores": _count_match_bound(n, a, f), "fetch scores": _count_fetch_bound(n, f),
+              "softmax normalisers": n + 4}
+    need = max(bits_for(v) + 1 for v in bounds.values())
+    require(fmt.int_bits >= need, f"counting_model(n={n}, a={a}): {bounds} need {need} integer bits, "
+                                  f"{fmt.name} has {fmt.int_bits}")
+    return {"lambda": lam, "mu": mu, "M": M, "comparison_gap": g, "need": need,
+            "max_code": _count_code_bound(n, a)}
+
+
+def _counting_space(max_code: int) -> ResidualSpace:
+    s = ResidualSpace()
+    for label, kind, param in (("one", K.F_ONE, 0), ("tok", K.F_TOK, 0), ("tok_sq", K.F_TOK_SQ, 0),
+                               ("pos", K.F_POS, 0), ("is_bos", K.F_IS_TOKEN, BOS), ("is_query", K.F_IS_TOKEN, QUERY),
+                               ("is_number", K.F_IS_NUM, 0),
+                               ("thr", K.F_TOK_INV, Fraction(1, 2))):    # 1/(tau + 1/2) = 1/(t + 3/2), number t
+        s.embedded(label, kind, param)
+    s.hidden("after", bound=1)                         # [at or after [QUERY]]
+    s.hidden("query_code", bound=max_code)             # tau(q) (an average of codes before [QUERY])
+    s.hidden("query_code_sq", bound=max_code ** 2)
+    s.hidden("frac", bound=1)                          # round(1/(c+1))
+    return s
+
+
 def counting_model(n: int, alphabet: int = 3, fmt: FixedFormat | None = None,
                    check_margins: bool = True) -> Model:
     """``[BOS] x_1..x_n [QUERY] q t`` -> number 1 if #{j: x_j = q} > t else
@@ -415,66 +463,56 @@ def counting_model(n: int, alphabet: int = 3, fmt: FixedFormat | None = None,
     """
     n = _check_n(n, 1, "counting_model")
     a = _check_alphabet(alphabet, "counting_model")
-    if fmt is None:
-        I_d, f_d = COUNTING.int_bits(n, a), COUNTING.frac_bits(n)
-        if I_d + f_d > MAX_MAGNITUDE_BITS:
-            raise ValueError(f"counting_model: n = {n} at alphabet {a} needs the declared format Q{I_d}.{f_d}: "
-                             f"I + f = {I_d + f_d} exceeds 62 (int64 storage); the largest n at alphabet n + 1 "
-                             f"is {COUNTING_MAX_N}")
-        fmt = COUNTING.format(n, a)
-    f = fmt.frac_bits
-    lam = sharpness(f)
-    g = Fraction(1, (n + 1) * (2 * n + 3))
-    if check_margins:
-        require(g > Fraction(1, 1 << f),
-                f"counting_model(n={n}): the gap {float(g):.3g} between 1/(c+1) and 1/(t+3/2) is not above the "
-                f"rounding error 2^-{f}; needs 2^f > {(n + 1) * (2 * n + 3)}")
-    mu = lam
-    M = mu * (n + 2) + lam
-    require(lam > zero_gap(f) and mu > zero_gap(f),
-            f"counting_model: lambda = {lam} is not above (f + 1) ln 2 = {float(zero_gap(f)):.3f}")
-    require(M - mu * (n + 1) > zero_gap(f),
-            f"counting_model: fetch-q gap {M - mu * (n + 1)} to a data number is not above (f + 1) ln 2")
-    Kc = _count_code_bound(n, a)
-    bounds = {"count scores": _count_match_bound(n, a, f), "fetch scores": _count_fetch_bound(n, f),
-              "softmax normalisers": n + 4}
-    need = max(bits_for(v) + 1 for v in bounds.values())
-    require(fmt.int_bits >= need, f"counting_model(n={n}, a={a}): {bounds} need {need} integer bits, "
-                                  f"{fmt.name} has {fmt.int_bits}")
-    s = ResidualSpace()
-    s.embedded("one", K.F_ONE)
-    s.embedded("tok", K.F_TOK)
-    s.embedded("tok_sq", K.F_TOK_SQ)
-    s.embedded("pos", K.F_POS)
-    s.embedded("is_bos", K.F_IS_TOKEN, BOS)
-    s.embedded("is_query", K.F_IS_TOKEN, QUERY)
-    s.embedded("is_number", K.F_IS_NUM)
-    s.embedded("thr", K.F_TOK_INV, Fraction(1, 2))     # 1/(tau + 1/2) = 1/(t + 3/2) for the number t
-    s.hidden("after", bound=1)                         # [at or after [QUERY]]
-    s.hidden("query_code", bound=Kc)                   # tau(q) (an average of codes before [QUERY])
-    s.hidden("query_code_sq", bound=Kc * Kc)
-    s.hidden("frac", bound=1)                          # round(1/(c+1))
-    vocab = Vocab(max(n, a - 1, 1))
-    b = Builder(f"counting(n={n},a={a})", "transformer", vocab, s, claim=CLAIM, bounded=True)
+    fmt = fmt or _counting_format(n, a)
+    c = _counting_margins(n, a, fmt, check_margins)
+    b = Builder(f"counting(n={n},a={a})", "transformer", Vocab(max(n, a - 1, 1)), _counting_space(c["max_code"]),
+                claim=CLAIM, bounded=True)
     b.max_positions = n + 4                   # [BOS] x_1..x_n [QUERY] q t
-    gap = {"lambda": lam, "gap": lam, "zero_gap": float(zero_gap(f))}
+    lam, mu, M = c["lambda"], c["mu"], c["M"]
+    gap = {"lambda": lam, "gap": lam, "zero_gap": float(zero_gap(fmt.frac_bits))}
     b.attention_layer([Head("after-query", [({"one": lam}, {"is_query": 2, "is_bos": 1})],
                             {"after": {"is_query": 1}}, gap, gap=lam)])
     b.attention_layer([Head("fetch-q", [({"one": M}, {"after": 1, "is_number": 1}), ({"one": -mu}, {"pos": 1})],
                             {"query_code": {"tok": 1}, "query_code_sq": {"tok_sq": 1}},
                             {"M": M, "mu": mu, "gap_q_t": mu, "gap_q_data": M - mu * (n + 1),
-                             "zero_gap": float(zero_gap(f)), "score_int_bits": need},
+                             "zero_gap": gap["zero_gap"], "score_int_bits": c["need"]},
                             gap=min(mu, M - mu * (n + 1)))])
     count_score = [({"query_code": 2 * lam}, {"tok": 1}), ({"one": -lam}, {"tok_sq": 1}),
                    ({"query_code_sq": lam}, {"is_bos": 1}), ({"one": -lam}, {"after": 1})]
     b.attention_layer([Head("count", count_score, {"frac": {"is_bos": 1}},
-                            dict(gap, comparison_gap=float(g), max_code=Kc, score_int_bits=need), gap=lam)])
+                            dict(gap, comparison_gap=float(c["comparison_gap"]), max_code=c["max_code"],
+                                 score_int_bits=c["need"]), gap=lam)])
     b.readout([("thr", K.F_IS_TOKEN, number_token(1), 1), ("frac", K.F_IS_TOKEN, number_token(0), 1)])
     return b.build(fmt)
 
 
 # ----------------------------------------------------------------------------
 # MQAR (per-position AR over raw ints)
+def _first_match_or_bos_head(fmt: FixedFormat, L: int, max_code: int) -> Head:
+    """The MQAR match head (:func:`mqar_model`): gadgets.match_head(tie_break="first",
+    fallback="bos") on one component (tok vs prev), but with the tight lam = nu + s
+    that "first" allows (the generic family adds mu L, one integer bit more at some
+    L, and the declared :data:`MQAR` bits are derived for this one)."""
+    f = fmt.frac_bits
+    s = sharpness(f)
+    mu = s                     # between matches
+    nu = mu * L + s            # [BOS] below every match at p <= L
+    lam = nu + s               # every non-match below [BOS]
+    gaps = {"later match": mu, "[BOS] next to a match": nu - mu * L, "non-match next to [BOS]": lam - nu}
+    for what, gap in gaps.items():
+        require(gap > zero_gap(f), f"mqar: {what} would keep weight (gap {gap} not above (f + 1) ln 2)")
+    max_score = lam * 3 * max_code ** 2 + mu * L + nu
+    need = bits_for(max_score) + 1
+    require(fmt.int_bits >= need, f"mqar match: scores up to {max_score} need {need} integer bits, "
+                                  f"{fmt.name} has {fmt.int_bits}")
+    return Head("first-match-or-bos",
+                [({"tok": 2 * lam}, {"prev": 1}), ({"one": -lam}, {"prev_sq": 1}), ({"one": -mu}, {"pos": 1}),
+                 ({"tok_sq": lam, "one": -nu}, {"is_bos": 1})],
+                {"answer": {"tok": 1}},
+                {"lambda": lam, "mu": mu, "nu": nu, "zero_gap": float(zero_gap(f)), "score_int_bits": need},
+                gap=min(gaps.values()))
+
+
 def mqar_model(length: int, fmt: FixedFormat | None = None) -> Model:
     """Per-position AR over ``[BOS] r_1..r_L`` (r raw ints in [0, 2^16) as number
     tokens; vocabulary fixed at numbers 0..2^16-1): the next-token prediction at
@@ -501,36 +539,17 @@ def mqar_model(length: int, fmt: FixedFormat | None = None) -> Model:
     if L > MQAR_MAX_LENGTH:
         raise ValueError(f"mqar_model: length {L} exceeds the supported {MQAR_MAX_LENGTH}")
     fmt = fmt or MQAR.format(L)
-    Kc = MQAR_MAX_VALUE                      # |tau| of every token (numbers 0..2^16-1; specials <= 9)
+    max_code = MQAR_MAX_VALUE                # |tau| of every token (numbers 0..2^16-1; specials <= 9)
     s = base_space()
     s.embedded("is_bos", K.F_IS_TOKEN, BOS)
-    s.hidden("prev", bound=Kc)
-    s.hidden("prev_sq", bound=Kc * Kc)
-    s.hidden("answer", bound=Kc)
+    s.hidden("prev", bound=max_code)
+    s.hidden("prev_sq", bound=max_code ** 2)
+    s.hidden("answer", bound=max_code)
     b = Builder(f"mqar(L={L})", "transformer", Vocab(MQAR_MAX_VALUE - 1), s, claim=CLAIM, bounded=True)
     b.max_positions = L + 1                   # [BOS] then the L raw values
     b.attention_layer([shift_head("prev", "pos", "pos_sq", "one", {"prev": {"tok": 1}, "prev_sq": {"tok_sq": 1}},
                                   fmt, n_positions=L + 1)])
-    # gadgets.match_head(tie_break="first", fallback="bos") with the tight lam = nu + s that
-    # "first" allows (its generic lam adds mu L, one more integer bit at some L)
-    f = fmt.frac_bits
-    sh = sharpness(f)
-    mu = sh
-    nu = mu * L + sh
-    lam = nu + sh
-    gaps = {"later match": mu, "[BOS] next to a match": nu - mu * L, "non-match next to [BOS]": lam - nu}
-    for what, gap in gaps.items():
-        require(gap > zero_gap(f), f"mqar: {what} would keep weight (gap {gap} not above (f + 1) ln 2)")
-    B = lam * 3 * Kc * Kc + mu * L + nu
-    need = bits_for(B) + 1
-    require(fmt.int_bits >= need, f"mqar match: scores up to {B} need {need} integer bits, "
-                                  f"{fmt.name} has {fmt.int_bits}")
-    head = Head("first-match-or-bos",
-                [({"tok": 2 * lam}, {"prev": 1}), ({"one": -lam}, {"prev_sq": 1}), ({"one": -mu}, {"pos": 1}),
-                 ({"tok_sq": lam, "one": -nu}, {"is_bos": 1})],
-                {"answer": {"tok": 1}},
-                {"lambda": lam, "mu": mu, "nu": nu, "zero_gap": float(zero_gap(f)), "score_int_bits": need},
-                gap=min(gaps.values()))
+    head = _first_match_or_bos_head(fmt, L, max_code)
     b.attention_layer([head])
     number_readout(b, "answer")
     b.notes["max_length"] = L

@@ -601,3 +601,289 @@ def test_gadget_records_use_saturate_necessity_not_raise_mode():
     assert nec and all(r.passed for r in recs)
     assert all(r.wrong_below is True and "wrong, e.g." in r.note and "saturate" in r.note for r in nec)
     assert all(r.frontier_int_bits + r.frontier_frac_bits + 1 <= r.precision_bits_declared for r in nec)
+
+
+# ============================================================================
+# match head with the [BOS] fallback, and first-max: exhaustive on small formats
+import itertools
+
+from constructions import gadgets as G
+
+SMALL_ALPHABET = (0, 1, 2)
+SMALL_LENGTH = 5
+
+
+def _fallback_model(fmt, tie_break, tight=False, L=SMALL_LENGTH):
+    """[BOS] x_1..x_L: layer 1 copies the previous token (prev, prev_sq); layer 2
+    matches tau(x_i) against prev_j with the [BOS] fallback and copies pos_j."""
+    K_ = len(SMALL_ALPHABET)
+    s = G.base_space()
+    s.embedded("is_bos", K.F_IS_TOKEN, BOS)
+    s.hidden("prev", bound=9), s.hidden("prev_sq", bound=81), s.hidden("hit", bound=L)
+    b = Builder(f"fallback-{tie_break}", "transformer", Vocab(K_ - 1), s, bounded=True)
+    b.max_positions = L + 1
+    b.attention_layer([shift_head("prev", "pos", "pos_sq", "one", {"prev": {"tok": 1}, "prev_sq": {"tok_sq": 1}},
+                                  fmt, n_positions=L + 1)])
+    comp = G.Component({"tok": 1}, {"prev": 1}, {"prev_sq": 1}, 9, 9, query_sq={"tok_sq": 1})
+    head = G.match_head("m", components=[comp], copy={"hit": {"pos": 1}}, fmt=fmt, n_positions=L + 1,
+                        tie_break=tie_break, fallback="bos", tight=tight)
+    b.attention_layer([head])
+    b.readout([("hit", K.F_TOK, 0, 1)])
+    return b.build(fmt), head
+
+
+def _fallback_reference(xs, i, tie_break):
+    """The position the head must attend at position i >= 1 (None: no promise)."""
+    hits = [j for j in range(2, i + 1) if xs[j - 2] == xs[i - 1]]     # prev_j = x_{j-1} = x_i
+    if not hits:
+        return 0
+    if tie_break is None:
+        return hits[0] if len(hits) == 1 else None
+    return hits[0] if tie_break == "first" else hits[-1]
+
+
+def _layer_weights(model, tokens, layer):
+    sess = model.session(capacity=len(tokens), record=True)
+    for i, t in enumerate(tokens):
+        sess.feed([t])
+        yield i, [Fraction(float(v)) for v in sess.attention()[layer, 0]], sess.residual()
+
+
+def _all_inputs():
+    for xs in itertools.product(SMALL_ALPHABET, repeat=SMALL_LENGTH):
+        yield xs, [BOS] + [number_token(x) for x in xs]
+
+
+@pytest.mark.parametrize("tight", [False, True])
+@pytest.mark.parametrize("tie_break", [None, "first", "last"])
+def test_match_head_fallback_lemma_exhaustive(tie_break, tight):
+    """Every input over a 3-letter alphabet of length 5, f = 1 and f = 4: the
+    weight is exactly 1 on the (first / last) match, or on [BOS] without one,
+    and exactly 0 elsewhere (the lemma: every gap > (f + 1) ln 2)."""
+    checked = 0
+    for f in (1, 4):
+        _, head = _fallback_model(FixedFormat(40, f), tie_break, tight)
+        model, _ = _fallback_model(FixedFormat(head.margin["score_int_bits"], f), tie_break, tight)
+        assert head.gap > G.zero_gap(f)
+        for xs, toks in _all_inputs():
+            for i, w, res in _layer_weights(model, toks, 1):
+                want = _fallback_reference(xs, i, tie_break) if i >= 1 else 0
+                if want is None:
+                    continue
+                assert w == [Fraction(int(j == want)) for j in range(i + 1)], (xs, i, w)
+                assert res["hit"] == want
+                checked += 1
+    assert checked > 2000
+
+
+def _inexact_one_margin_below(build, layer, monkeypatch):
+    """Every sharpness one unit smaller (s - 1 <= (f + 1) ln 2, f = 1): ``build``
+    must refuse it (MarginError); built anyway with the checks switched off, the
+    number of positions (over all small inputs) where some weight of ``layer`` is
+    not exactly 0 or 1."""
+    real = G.sharpness
+    monkeypatch.setattr(G, "sharpness", lambda f_, unit_gap=1: real(f_, unit_gap) - 1)
+    with pytest.raises(MarginError, match="not above"):
+        build(FixedFormat(40, 1))
+    monkeypatch.setattr(G, "require", lambda cond, msg: None)
+    monkeypatch.setattr(Builder, "_check_head", lambda self, name, fmt: None)
+    model, _ = build(FixedFormat(40, 1))
+    return sum(any(v not in (0, 1) for v in w) for _xs, toks in _all_inputs()
+               for _i, w, _r in _layer_weights(model, toks, layer))
+
+
+@pytest.mark.parametrize("tight", [False, True])
+@pytest.mark.parametrize("tie_break", [None, "first", "last"])
+def test_match_head_fallback_fails_one_margin_below(tie_break, tight, monkeypatch):
+    """The same head with every margin one unit smaller: refused, and run anyway
+    some weight on the exhaustive inputs is no longer exactly 0 or 1."""
+    assert _inexact_one_margin_below(lambda fmt: _fallback_model(fmt, tie_break, tight), 1, monkeypatch) > 0
+
+
+def test_match_head_fallback_lambdas():
+    """The derived lam / delta (s = sharpness(f), P = n_positions - 1), symmetric and tight."""
+    fmt = FixedFormat(40, 1)
+    s, P = G.sharpness(1), 9
+    comp = G.Component({"tok": 1}, {"tok": 1}, {"tok_sq": 1}, 3, 3, query_sq={"tok_sq": 1})
+    want = {(None, False): (2 * s, s), ("first", False): (2 * s * P + 2 * s, s * P + s),
+            ("last", False): (2 * s * P + 2 * s, s * P + s), (None, True): (2 * s, s),
+            ("first", True): (s * P + 2 * s, s * P + s), ("last", True): (s * P + s, 0)}
+    for (tie, tight), (lam, delta) in want.items():
+        h = G.match_head("h", components=[comp], copy={}, fmt=fmt, n_positions=P + 1, tie_break=tie,
+                         fallback="bos", tight=tight)
+        assert (h.margin["lambda"], h.margin["delta"]) == (lam, delta), (tie, tight)
+        assert h.gap == s                       # the smallest gap is one sharpness in every variant
+
+
+def _first_max_model(fmt, L=SMALL_LENGTH):
+    s = G.base_space()
+    s.hidden("at", bound=L)
+    b = Builder("first-max", "transformer", Vocab(len(SMALL_ALPHABET) - 1), s, bounded=True)
+    b.max_positions = L + 1
+    head = G.first_max_head("fm", key={"tok": 1}, max_key=len(SMALL_ALPHABET), copy={"at": {"pos": 1}}, fmt=fmt,
+                            n_positions=L + 1)
+    b.attention_layer([head])
+    b.readout([("at", K.F_TOK, 0, 1)])
+    return b.build(fmt), head
+
+
+def test_first_max_head_lemma_exhaustive():
+    """Weight exactly 1 on the first position with the largest code, at every
+    position of every input (3 letters, length 5), f = 1 and f = 4."""
+    for f in (1, 4):
+        _, head = _first_max_model(FixedFormat(40, f))
+        model, _ = _first_max_model(FixedFormat(head.margin["score_int_bits"], f))
+        for xs, toks in _all_inputs():
+            codes = [0] + [x + 1 for x in xs]
+            for i, w, res in _layer_weights(model, toks, 0):
+                want = codes.index(max(codes[:i + 1]))
+                assert w == [Fraction(int(j == want)) for j in range(i + 1)], (xs, i, w)
+                assert res["at"] == want
+    with pytest.raises(MarginError, match="scores up to"):
+        _first_max_model(FixedFormat(head.margin["score_int_bits"] - 1, 4))
+
+
+def test_first_max_head_fails_one_margin_below(monkeypatch):
+    assert _inexact_one_margin_below(_first_max_model, 0, monkeypatch) > 0
+
+
+# ============================================================================
+# the Builder's central margin check
+def _one_head_builder(bounded=True, bound=3):
+    s = G.base_space()
+    s.hidden("out", bound=bound)
+    b = Builder("hand-built", "transformer", Vocab(4), s, bounded=bounded)
+    b.max_positions = 8
+    b.readout([("out", K.F_TOK, 0, 1)])
+    return b
+
+
+def test_require_raises_margin_error():
+    G.require(True, "never")
+    with pytest.raises(MarginError, match="the reason"):
+        G.require(False, "the reason")
+
+
+def test_builder_refuses_a_hand_built_head_whose_scores_exceed_the_format():
+    """score = 100 tau_j: |tau| <= 9 in Vocab(4) (numbers tau <= 5, specials down to -9), so the
+    builder's bound is 900: refused with 9 integer bits (2^9 = 512), accepted with 11."""
+    head = Head("big", [({"one": 100}, {"tok": 1})], {"out": {"tok": 1}}, gap=3)
+    b = _one_head_builder()
+    b.attention_layer([head])
+    bound = b.head_bounds["layer 0 head big"][0]
+    assert bound == 100 * 9
+    with pytest.raises(MarginError, match="scores up to 900"):
+        b.build(FixedFormat(9, 1))
+    b.build(FixedFormat(11, 1))
+    with pytest.raises(MarginError, match="scores up to 900"):        # checked at once when the builder knows fmt
+        b2 = _one_head_builder()
+        b2.fmt = FixedFormat(9, 1)
+        b2.attention_layer([head])
+
+
+def test_builder_refuses_a_gap_at_or_below_the_zero_gap():
+    for gap, ok in ((2, True), (1, False)):        # f = 1: (f + 1) ln 2 = 1.386
+        b = _one_head_builder()
+        b.attention_layer([Head("h", [({"one": 1}, {"tok": 1})], {"out": {"tok": 1}}, gap=gap)])
+        if ok:
+            b.build(FixedFormat(12, 1))
+        else:
+            with pytest.raises(MarginError, match="score gap 1 is not above"):
+                b.build(FixedFormat(12, 1))
+
+
+def test_bounded_builder_needs_bounds_and_gaps():
+    s = G.base_space()
+    s.hidden("free")
+    s.hidden("out", bound=1)
+    b = Builder("unbounded", "transformer", Vocab(4), s, bounded=True)
+    b.max_positions = 8
+    with pytest.raises(ValueError, match=r"without a bound: \['free'\]"):
+        b.attention_layer([Head("h", [({"one": 1}, {"free": 1})], {"out": {"tok": 1}}, gap=3)])
+    with pytest.raises(ValueError, match="declares no score gap"):
+        b.attention_layer([Head("h2", [({"one": 1}, {"tok": 1})], {"out": {"tok": 1}})])
+    b.max_positions = None                           # positions unbounded without max_positions
+    with pytest.raises(ValueError, match=r"without a bound: \['pos'\]"):
+        b.attention_layer([Head("h3", [({"one": 1}, {"pos": 1})], {"out": {"tok": 1}}, gap=3)])
+
+
+# ============================================================================
+# masking and max MLPs (used by the IsTree model)
+def _mlp_eval(neurons, vec):
+    outs = {}
+    for nr in neurons:
+        h = max(Fraction(0), sum(Fraction(c) * vec[k] for k, c in nr.inp.items()) + Fraction(nr.bias))
+        for d, c in nr.out.items():
+            outs[d] = outs.get(d, Fraction(0)) + Fraction(c) * h
+    return outs
+
+
+@pytest.mark.parametrize("bound", [1, 5, 20])
+def test_mask_unless_equal_and_max_neurons_exhaustive(bound):
+    """out = x if a != b else 0 (integers a, b; 0 <= x <= B) and max(x, y) for x >= 0,
+    evaluated exactly with Fractions from the neurons' definitions, for every x in
+    0..B and a, b in -3..3; with the big-M one below x's bound (B - 1) x = B is
+    masked wrongly."""
+    neurons = G.mask_unless_equal_neurons({"x": 1}, {"a": 1}, {"b": 1}, "masked", bound) + \
+        G.max_neurons("x", "a", "mx")
+    for x in range(0, bound + 1):
+        for a in range(-3, 4):
+            for bb in range(-3, 4):
+                outs = _mlp_eval(neurons, {"x": x, "a": a, "b": bb})
+                assert outs["masked"] == (x if a != bb else 0)
+                assert outs["mx"] == max(x, a)
+    tight = G.mask_unless_equal_neurons({"x": 1}, {"a": 1}, {"b": 1}, "masked", bound - 1)
+    assert _mlp_eval(tight, {"x": bound, "a": 0, "b": 0})["masked"] != 0
+
+
+# ============================================================================
+# match head on two components (a bigram), without fallback: exhaustive
+def _bigram_model(fmt, tie_break, L=SMALL_LENGTH):
+    """Layer 1: prev1, prev2 = tau of the tokens 1 and 2 back; layer 2: the match
+    head with components (tok vs prev1, prev1 vs prev2): key j matches query i iff
+    x_{j-1} x_{j-2} = x_i x_{i-1} (tau codes)."""
+    s = G.base_space()
+    for k in (1, 2):
+        s.hidden(f"prev{k}", bound=9), s.hidden(f"prev{k}_sq", bound=81)
+    s.hidden("hit", bound=L)
+    b = Builder(f"bigram-{tie_break}", "transformer", Vocab(len(SMALL_ALPHABET) - 1), s, bounded=True)
+    b.max_positions = L + 1
+    b.attention_layer([shift_head(f"prev{k}", "pos", "pos_sq", "one",
+                                  {f"prev{k}": {"tok": 1}, f"prev{k}_sq": {"tok_sq": 1}}, fmt,
+                                  n_positions=L + 1, shift=k) for k in (1, 2)])
+    comps = [G.Component({"tok": 1}, {"prev1": 1}, {"prev1_sq": 1}, 9, 9),
+             G.Component({"prev1": 1}, {"prev2": 1}, {"prev2_sq": 1}, 9, 9)]
+    head = G.match_head("bigram", components=comps, copy={"hit": {"pos": 1}}, fmt=fmt,
+                        n_positions=L + 1 if tie_break else None, tie_break=tie_break)
+    b.attention_layer([head])
+    b.readout([("hit", K.F_TOK, 0, 1)])
+    return b.build(fmt), head
+
+
+@pytest.mark.parametrize("tie_break", [None, "first", "last"])
+def test_match_head_two_components_exhaustive_and_one_margin_below(tie_break, monkeypatch):
+    """Every input (3 letters, length 5), f = 1 and 3: weight exactly 1 on the
+    (first / last / unique) bigram match. Then with sharpness one smaller (the
+    gadget refuses it; built anyway) some weight is no longer exactly 0 or 1."""
+    codes = lambda xs: [0] + [x + 1 for x in xs]          # tau at positions 0..L
+
+    def want(c, i):
+        hits = [j for j in range(2, i + 1) if (c[j - 1], c[j - 2]) == (c[i], c[i - 1])]
+        if len(hits) == 1 or (hits and tie_break):
+            return hits[0] if tie_break != "last" else hits[-1]
+        return None
+    checked = 0
+    for f in (1, 3):
+        _, head = _bigram_model(FixedFormat(40, f), tie_break)
+        model, _ = _bigram_model(FixedFormat(head.margin["score_int_bits"], f), tie_break)
+        for xs, toks in _all_inputs():
+            c = codes(xs)
+            for i, w, res in _layer_weights(model, toks, 1):
+                j = want(c, i) if i >= 1 else None
+                if j is None:
+                    continue
+                assert w == [Fraction(int(k == j)) for k in range(i + 1)], (xs, i, w)
+                assert res["hit"] == j
+                checked += 1
+    assert checked > 200
+    assert _inexact_one_margin_below(lambda fmt: _bigram_model(fmt, tie_break), 1, monkeypatch) > 0

@@ -131,25 +131,6 @@ def test_match_head_with_fallback_weights_are_zero_or_one():
         assert sorted(set(w.tolist())) in ([1.0], [0.0, 1.0])
 
 
-@pytest.mark.parametrize("bound", [1, 5, 100])
-def test_mask_unless_equal_and_max_neurons(bound):
-    """out = x if a != b else 0 (integers a, b; 0 <= x <= B) and max(x, y) for x >= 0,
-    evaluated exactly with Fractions from the neurons' definitions."""
-    neurons = C.mask_unless_equal_neurons({"x": 1}, {"a": 1}, {"b": 1}, "masked", bound) + \
-        C.max_neurons("x", "a", "mx")
-    for x in range(0, bound + 1, max(1, bound // 7)):
-        for a in range(-3, 4):
-            for bb in range(-3, 4):
-                vec = {"x": x, "a": a, "b": bb}
-                outs = {"masked": Fraction(0), "mx": Fraction(0)}
-                for nr in neurons:
-                    h = max(Fraction(0), sum(Fraction(c) * vec[k] for k, c in nr.inp.items()) + Fraction(nr.bias))
-                    for d, c in nr.out.items():
-                        outs[d] += Fraction(c) * h
-                assert outs["masked"] == (x if a != bb else 0)
-                assert outs["mx"] == max(x, a)
-
-
 # ----------------------------------------------------------------------------
 # the decoded residual, step by step, against the reference algorithm
 def _reference_trace(edges):
@@ -214,7 +195,7 @@ def test_keys_vanish_at_bos():
     sess = model_for(6, 15).session(capacity=2)
     sess.feed([BOS])
     res = sess.residual()
-    for lab in ("tok", "tok_sq", "s1", "s1_sq", "is_rec", "s2", "s2_sq", "s3", "s3_sq", "s5", "s5_sq",
+    for lab in ("tok", "tok_sq", "back1", "back1_sq", "is_record", "back2", "back2_sq", "back3", "back3_sq", "back5", "back5_sq",
                 "after_eos", "pred_u", "pred_u_sq", "pred_v", "pred_v_sq"):
         assert res[lab] == 0, lab
 
@@ -688,3 +669,13 @@ def test_reduction_check_records():
     assert [r.instances for r in exhaustive] == [2 * n * 2 ** n for n in X.REDUCTION["quick"]["exhaustive"]]
     assert {r.params for r in recs} == {C.build(4, 3).resources.params}
     assert max(r.n for r in recs) == 256
+
+
+def test_the_builder_checks_every_istree_head_from_direction_bounds(monkeypatch):
+    """The IsTree model is built with bounded=True (every direction a head reads has
+    a bound): with the gadgets' integer-bit checks switched off, a format far too
+    small is still refused by the Builder's central check."""
+    monkeypatch.setattr(G, "_need_bits", lambda *a: None)
+    C.build(6, 8)
+    with pytest.raises(MarginError, match="from the directions' bounds"):
+        C.build(6, 8, fmt=FixedFormat(8, C.FRAC_BITS))

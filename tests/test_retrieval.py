@@ -673,3 +673,20 @@ print(json.dumps(out))
         assert r.returncode == 0, r.stderr[-2000:]
         runs.append(r.stdout.strip().splitlines()[-1])
     assert runs[0] == runs[1]
+
+
+@pytest.mark.parametrize("key", ["index", "ar", "cgram", "counting", "mqar"])
+def test_the_builder_checks_every_head_even_with_the_gadget_checks_switched_off(key, monkeypatch):
+    """Every retrieval model is built with bounded=True: with the gadgets' own
+    integer-bit checks switched off (gadgets._need_bits and retrieval.require made
+    no-ops), a format far too small is still refused, by the Builder's central
+    check computed from the directions' bounds; the declared format passes it."""
+    from constructions import gadgets as G
+    build = (lambda fmt: R.mqar_model(64, fmt)) if key == "mqar" else \
+        (lambda fmt: R.BUILDERS[key](64, 8, 3, fmt))
+    declared = R.MQAR.format(64) if key == "mqar" else R.DECLARED[key].format(64, 8, 3)
+    build(declared)
+    monkeypatch.setattr(G, "_need_bits", lambda *a: None)
+    monkeypatch.setattr(R, "require", lambda cond, msg: None)
+    with pytest.raises(MarginError, match="from the directions' bounds"):
+        build(FixedFormat(6, declared.frac_bits))
