@@ -49,8 +49,7 @@ from .fixedpoint import FixedFormat, log2_ceil
 from .gadgets import (
     LN2_UPPER, Builder, Combo, Component, Head, MarginError, Neuron, Recurrence, ResidualSpace, _need_bits,
     bits_for, clock, count_compare_neurons, count_head, delay_chain, equality_neurons, gated_value_neuron,
-    latest_flag_head, match_head, number_readout, require, select_neurons, sharpness, tuple_match_head,
-    zero_gap,
+    latest_flag_head, match_head, number_readout, require, select_neurons, sharpness, zero_gap,
 )
 from .model import Model
 from .vocab import BOS, NUMBER_BASE, QUERY, Vocab, token_code
@@ -510,12 +509,14 @@ def _istree_heads(fmt: FixedFormat, P: int, code_max: int) -> list[Head]:
         match_head("fetch", components=[Component({"joins": 3, "edge_markers": 2, "one": 2}, {"cnt": 1},
                                                   {"cnt_sq": 1}, code_max, code_max)],
                    copy={"fetched_token": {"tok": 1}}, fmt=fmt),
-        tuple_match_head("parent", [({"tok": 1}, {"parent_key": 1}, {"parent_key_sq": 1})], "one",
-                         {"parent_token": {"tok": 1}, "parent_found": {"at_parent_record": 1}}, fmt,
-                         max_code=code_max, order=("last", "cnt", P + 1), default=({"is_bos": 1}, [{"tok_sq": 1}])),
-        tuple_match_head("size", [({"prev1": 1}, {"size_key": 1}, {"size_key_sq": 1})], "one",
-                         {"root_size": {"tok": 1, "is_bos": 2}}, fmt, max_code=code_max,
-                         order=("last", "cnt", P + 1), default=({"is_bos": 1}, [{"prev1_sq": 1}])),
+        match_head("parent", components=[Component({"tok": 1}, {"parent_key": 1}, {"parent_key_sq": 1}, code_max,
+                                                   code_max, query_sq={"tok_sq": 1})],
+                   copy={"parent_token": {"tok": 1}, "parent_found": {"at_parent_record": 1}}, fmt=fmt,
+                   tie_break="last", fallback="bos", tight=True, n_positions=P + 2, pos="cnt"),
+        match_head("size", components=[Component({"prev1": 1}, {"size_key": 1}, {"size_key_sq": 1}, code_max,
+                                                 code_max, query_sq={"prev1_sq": 1})],
+                   copy={"root_size": {"tok": 1, "is_bos": 2}}, fmt=fmt,
+                   tie_break="last", fallback="bos", tight=True, n_positions=P + 2, pos="cnt"),
         latest_flag_head("last_su", {"at_su": 1}, {"cnt": 1}, "one",
                          {"latest_su": {"tok": 1}, "latest_ru": {"prev2": 1}}, fmt, max_pos=P + 1),
     ]

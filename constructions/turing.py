@@ -54,8 +54,8 @@ from . import kernels as K
 from .demos import Declared
 from .fixedpoint import FixedFormat, log2_ceil
 from .gadgets import (
-    Builder, Head, MarginError, Neuron, Recurrence, ResidualSpace, bits_for, clock, gated_equality, require,
-    sharpness, tuple_match_head,
+    Builder, Component, Head, MarginError, Neuron, Recurrence, ResidualSpace, bits_for, clock, gated_equality,
+    match_head, require, sharpness,
 )
 from .generate import Generation, generate
 from .hybrid import sharpness_expr, _bits_expr
@@ -494,10 +494,10 @@ def _tm_registers(enc: Encoding, size: TMSize) -> tuple[Recurrence, list[Neuron]
 
 def _tm_tape_head(enc: Encoding, size: TMSize, fmt: FixedFormat) -> Head:
     """The attention layer's one head: the last write to the cell the token names."""
-    return tuple_match_head("tape", [({"tok": 1}, {"cell_key": 1}, {"cell_key_sq": 1})], "one",
-                            {"symbol_code": {"input_code": 1, "written_code": 1, "is_bos": enc.blank + 1}}, fmt,
-                            max_code=size.code,
-                            order=("last", "cnt", size.positions + 1), default=({"is_bos": 1}, [{"tok_sq": 1}]))
+    return match_head("tape", components=[Component({"tok": 1}, {"cell_key": 1}, {"cell_key_sq": 1}, size.code,
+                                                    size.code, query_sq={"tok_sq": 1})],
+                      copy={"symbol_code": {"input_code": 1, "written_code": 1, "is_bos": enc.blank + 1}}, fmt=fmt,
+                      tie_break="last", fallback="bos", tight=True, n_positions=size.positions + 2, pos="cnt")
 
 
 def _tm_next_token(enc: Encoding, size: TMSize) -> list[Neuron]:

@@ -1,6 +1,7 @@
 """Block-level tests of the recurrent gadgets (the section at the end of
 constructions/gadgets.py): clock, delay_chain, gated_equality, gated_value_neuron,
-latest_flag_head, tuple_match_head. Each gadget gets a tiny model of its own; at every position of
+latest_flag_head, and match_head(tie_break='last', fallback='bos', tight=True) as the
+hybrids use it. Each gadget gets a tiny model of its own; at every position of
 every input up to a small length (exhaustive), its residual directions equal, as
 exact Fractions, a plain-Python expectation computed here (ints, no code under
 test). Then each lemma is shown failing one margin below: one integer bit fewer
@@ -218,19 +219,19 @@ def test_latest_flag_head_margins_one_below():
     assert w[1] > 0 and res["at"] != 2
 
 
-# ============================================================================ tuple_match_head ([BOS] default, last)
+# ============================================================ match_head: last match, else [BOS] (tight)
 def default_head_model(fmt: FixedFormat, P: int):
     """Query tau_t + 1 against key tau_j: the latest j whose token is one above the
     current one, else [BOS] (the default, position 0). max_code = 32 bounds |tau| + 1
     over the vocabulary (specials up to id 31), as the Builder's central check requires."""
-    from constructions.gadgets import tuple_match_head
+    from constructions.gadgets import Component, match_head
     s = base_space()
     s.embedded("is_bos", K.F_IS_TOKEN, BOS)
     s.hidden("at")
-    q = {"tok": 1, "one": 1}
-    head = tuple_match_head("last-or-bos", [(q, {"tok": 1}, {"tok_sq": 1})], "one", {"at": {"pos": 1}}, fmt,
-                            max_code=32, order=("last", "pos", P), default=({"is_bos": 1},
-                                                                             [{"tok_sq": 1, "tok": 2, "one": 1}]))
+    comp = Component({"tok": 1, "one": 1}, {"tok": 1}, {"tok_sq": 1}, 32, 32,
+                     query_sq={"tok_sq": 1, "tok": 2, "one": 1})
+    head = match_head("last-or-bos", components=[comp], copy={"at": {"pos": 1}}, fmt=fmt, tie_break="last",
+                      fallback="bos", tight=True, n_positions=P)
     b = Builder("default-block", "transformer", Vocab(3), s)
     b.max_positions = P
     b.attention_layer([head])
@@ -239,7 +240,7 @@ def default_head_model(fmt: FixedFormat, P: int):
 
 
 @pytest.mark.parametrize("f", [0, 4])
-def test_tuple_match_head_last_with_bos_default_exhaustive(f):
+def test_match_head_last_with_bos_fallback_tight_exhaustive(f):
     P = 6
     _, head = default_head_model(FixedFormat(40, f), P)
     model, _ = default_head_model(FixedFormat(head.margin["score_int_bits"], f), P)
@@ -254,7 +255,7 @@ def test_tuple_match_head_last_with_bos_default_exhaustive(f):
                 assert res["at"] == target
 
 
-def test_tuple_match_head_margins_one_below():
+def test_match_head_last_bos_tight_margins_one_below():
     P, f = 6, 2
     _, head = default_head_model(FixedFormat(40, f), P)
     need = head.margin["score_int_bits"]
