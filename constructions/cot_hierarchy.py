@@ -74,7 +74,7 @@ import sympy as sp
 
 from . import kernels as K
 from .fixedpoint import FixedFormat, log2_ceil
-from .gadgets import Builder, MarginError, Neuron, ResidualSpace, bits_for
+from .gadgets import Builder, MarginError, Neuron, ResidualSpace, bits_for, require
 from .model import Model
 from .vocab import FALSE, QUERY, TRUE, Vocab, token_code
 
@@ -184,15 +184,14 @@ def iterate_rnn(n: int, fmt: FixedFormat | None = None) -> Model:
     # |y - b| + 1 <= 2m + 1 with y = x + d < 2m, below big; on other tokens (the
     # prompt, x >= -10) the output is unused and stays bounded.
     big = 3 * m + 16
-    if not (2 * m + 1 <= big):
-        raise MarginError("T4.1 gating constant too small")
+    require(2 * m + 1 <= big, "T4.1 gating constant too small")
     y = {"val": 1, "one": ROTATION}
     not_done = {"one": 1, "done": -1}
     mlp = g_neurons(y, m, "out", gate={"done": 1}, big=big)
     mlp.append(Neuron(not_done, 0, {"out": 1}))                     # + (1 - done): code = value + 1
     # answer: done * (tau[FALSE] + [x >= m/2]) ; tau[TRUE] = tau[FALSE] + 1
     t_false, t_true = token_code(FALSE), token_code(TRUE)
-    assert t_true == t_false + 1
+    require(t_true == t_false + 1, f"T4.1 answer: tau[TRUE] = {t_true} must be tau[FALSE] + 1 = {t_false + 1}")
     mlp.append(Neuron({"done": 1}, 0, {"out": t_false}))
     mlp += _ge_neurons({"val": 1}, m // 2, {"out": 1}, gate=not_done, big=big)
     b.rnn_layer(["x"], A={}, B={("x", "tok"): 1, ("x", "one"): -1}, C={("val", "x"): 1}, mlp=mlp, name="machine")
@@ -238,8 +237,7 @@ def unrolled_rnn(n: int, k: int, fmt: FixedFormat | None = None) -> Model:
     fmt = fmt or DECLARED.format(n)
     V = m + T + 10
     big = V + 2 * m + 16
-    if not (V + 3 * m // 2 + 1 <= big):
-        raise MarginError("T4.1 unrolled: gating constant too small")
+    require(V + 3 * m // 2 + 1 <= big, "T4.1 unrolled: gating constant too small")
     s = ResidualSpace()
     s.embedded("one", K.F_ONE)
     s.embedded("tok", K.F_TOK)
@@ -253,18 +251,7 @@ def unrolled_rnn(n: int, k: int, fmt: FixedFormat | None = None) -> Model:
     for j in range(1, k + 1):
         flags += _ge_neurons({"rr": 1, "wt": -(T + 1)}, j, {f"ge{j}": 1})
     b.rnn_layer(["r"], A={("r", "r"): 1}, B={("r", "wt"): 1}, C={("rr", "r"): 1}, mlp=flags, name="steps")
-    prev = "val"
-    layers: list[list[Neuron]] = []
-    for j in range(1, k + 1):
-        # gate = 1 - ge_j: for t < j the g terms are closed and the copy relu(v - big ge_j) keeps v
-        mlp = g_neurons({prev: 1, "one": ROTATION}, m, f"v{j}", gate={f"ge{j}": -1, "one": 1}, big=big)
-        mlp.append(Neuron({prev: 1, f"ge{j}": -big}, 0, {f"v{j}": 1}))
-        layers.append(mlp)
-        prev = f"v{j}"
-    t_false, t_true = token_code(FALSE), token_code(TRUE)
-    if t_true != t_false + 1:
-        raise MarginError("the answer codes must be adjacent")
-    answer = [Neuron({}, 1, {"out": t_false})] + _ge_neurons({prev: 1}, m // 2, {"out": 1})
+    layers, answer = _unrolled_applications(m, k, big)
     first = layers[0] if layers else answer
     b.rnn_layer(["x"], A={}, B={("x", "tok"): 1, ("x", "one"): -1}, C={("val", "x"): 1}, mlp=first, name="value")
     for j, mlp in enumerate(layers[1:] + ([answer] if layers else []), start=2):
@@ -276,6 +263,22 @@ def unrolled_rnn(n: int, k: int, fmt: FixedFormat | None = None) -> Model:
     if fmt.int_bits < need:
         raise MarginError(f"unrolled-rnn(n={n}): needs {need} integer bits, {fmt.name} has {fmt.int_bits}")
     return b.build(fmt)
+
+
+def _unrolled_applications(m: int, k: int, big: int) -> tuple[list[list[Neuron]], list[Neuron]]:
+    """The MLPs v_j = ge_j ? g(v_(j-1)) : v_(j-1), j = 1..k (v_0 = val), and the answer
+    MLP out = tau([FALSE]) + [v_k >= m/2] (tau([TRUE]) = tau([FALSE]) + 1, checked)."""
+    prev = "val"
+    layers: list[list[Neuron]] = []
+    for j in range(1, k + 1):
+        # gate = 1 - ge_j: for t < j the g terms are closed and the copy relu(v - big ge_j) keeps v
+        mlp = g_neurons({prev: 1, "one": ROTATION}, m, f"v{j}", gate={f"ge{j}": -1, "one": 1}, big=big)
+        mlp.append(Neuron({prev: 1, f"ge{j}": -big}, 0, {f"v{j}": 1}))
+        layers.append(mlp)
+        prev = f"v{j}"
+    t_false, t_true = token_code(FALSE), token_code(TRUE)
+    require(t_true == t_false + 1, "the answer codes must be adjacent")
+    return layers, [Neuron({}, 1, {"out": t_false})] + _ge_neurons({prev: 1}, m // 2, {"out": 1})
 
 
 def int_bits_needed(n: int) -> int:

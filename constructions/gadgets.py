@@ -694,3 +694,150 @@ def max_neurons(x: str, y: str, out: str) -> list[Neuron]:
 
 
 # ---- recurrent gadgets (clock, delay chains, gated equality) ----
+# Owned by the recurrent/hybrid side (hybrid.py, turing.py). Each gadget states
+# its lemma; tests/test_recurrent_gadgets.py checks it exhaustively on small
+# formats and shows it failing one margin below.
+@dataclass
+class Recurrence:
+    """Named pieces of one linear-RNN layer: h_t = A h_{t-1} + B x_t, x += C h_t.
+
+    Keys as in :meth:`Builder.rnn_layer`: A[(s_out, s_in)], B[(s, direction)],
+    C[(direction, s)]. ``apply(builder)`` hands the layer to the builder."""
+
+    state: list[str] = field(default_factory=list)
+    A: dict = field(default_factory=dict)
+    B: dict = field(default_factory=dict)
+    C: dict = field(default_factory=dict)
+
+    def add_state(self, name: str) -> str:
+        if name in self.state:
+            raise ValueError(f"state {name!r} exists already")
+        self.state.append(name)
+        return name
+
+    def apply(self, b: "Builder", mlp: list[Neuron] = (), name: str = "") -> None:
+        b.rnn_layer(self.state, self.A, self.B, self.C, list(mlp), name=name)
+
+
+def delay_chain(rec: Recurrence, name: str, source: Combo, depth: int, outputs: Mapping[int, str]) -> list[str]:
+    """A shift register of ``source``: state s_{name}_0 = source(t), s_{name}_k =
+    s_{name}_{k-1} of the previous step, so s_{name}_k = source(t - k) (0 before
+    the sequence start). ``outputs`` maps a delay k (1..depth) to the direction
+    that receives source(t - k). Returns the state names (index k = delay k).
+
+    Lemma (exact, no rounding: every weight is 1): direction ``outputs[k]`` at
+    position t holds source(t - k) if t >= k, else 0. Values stay within the
+    source's own range, so the chain needs no integer bits beyond the source's."""
+    chain = [rec.add_state(f"s_{name}_0")]
+    for d, c in source.items():
+        rec.B[(chain[0], d)] = c
+    for k in range(1, depth + 1):
+        chain.append(rec.add_state(f"s_{name}_{k}"))
+        rec.A[(chain[k], chain[k - 1])] = 1
+        if k in outputs:
+            rec.C[(outputs[k], chain[k])] = 1
+    bad = [k for k in outputs if not 1 <= k <= depth]
+    if bad:
+        raise ValueError(f"delay chain {name!r}: outputs at delays {bad} outside 1..{depth}")
+    return chain
+
+
+def clock(space: ResidualSpace, rec: Recurrence, delays: int = 0, delays_sq: int = 0,
+          latches: dict[str, str] | None = None, one: str = "one", tok: str = "tok", tok_sq: str = "tok_sq",
+          max_positions: int | None = None, max_code: int | None = None) -> None:
+    """The hybrids' RNN front end (no position feature needed):
+
+    * ``cnt`` = t + 1, ``cnt_sq`` = (t + 1)^2 by cnt_t = cnt_{t-1} + 1,
+      cnt_sq_t = cnt_sq_{t-1} + 2 cnt_{t-1} + 1 (so position 0 has cnt = 1);
+    * delay lines ``prev{k}`` = tau(token_{t-k}) for k = 1..delays and
+      ``prev{k}_sq`` = tau^2 for k = 1..delays_sq (:func:`delay_chain`; 0 before the start);
+    * latches: ``latches`` maps a new direction to an embedded 0/1 flag; the
+      direction holds L_t = L_{t-1} + flag_t, the number of flagged positions so far.
+
+    With ``max_positions`` = L (the model's refusal bound) the directions carry the
+    bounds cnt <= L, cnt_sq <= L^2, and with ``max_code`` >= every |tau| also
+    |prev{k}| <= max_code, prev{k}_sq <= max_code^2, so :class:`Builder` checks the
+    heads that read them centrally (latches stay unbounded: they count flags).
+
+    Lemma (exact: integer weights, integer values): at position t of L positions,
+    cnt = t + 1 <= L, cnt_sq = (t + 1)^2 <= L^2, |prev{k}| <= max |tau|, latch <= t + 1.
+    The format needs bits_for(L^2) integer bits (|v| < 2^I) for cnt_sq and its partial
+    sums (cnt_sq_{t-1} + 2 cnt_{t-1} < (t + 1)^2), if no tau^2 is larger; one bit fewer
+    overflows at the last position."""
+    c, c2 = rec.add_state("s_cnt"), rec.add_state("s_cnt_sq")
+    rec.A[(c, c)] = 1
+    rec.B[(c, one)] = 1
+    rec.A[(c2, c2)] = 1
+    rec.A[(c2, c)] = 2          # (t+1)^2 = t^2 + 2 t + 1, with cnt_{t-1} = t
+    rec.B[(c2, one)] = 1
+    L, T = max_positions, max_code
+    rec.C[(space.hidden("cnt", bound=L), c)] = 1
+    rec.C[(space.hidden("cnt_sq", bound=None if L is None else L * L), c2)] = 1
+    for src, depth, suffix, bound in ((tok, delays, "", T), (tok_sq, delays_sq, "_sq", None if T is None else T * T)):
+        if depth > 0:
+            outs = {k: space.hidden(f"prev{k}{suffix}", bound=bound) for k in range(1, depth + 1)}
+            delay_chain(rec, src, {src: 1}, depth, outs)
+    for direction, flag in (latches or {}).items():
+        s = rec.add_state(f"s_{direction}")
+        rec.A[(s, s)] = 1
+        rec.B[(s, flag)] = 1
+        rec.C[(space.hidden(direction), s)] = 1
+
+
+def gated_equality(d: Combo, gate: Combo, big: int, out: Mapping[str, Any]) -> list[Neuron]:
+    """out += coef * [d == 0] where gate == 1; nothing where gate <= 0.
+
+    The hat relu(x + 1) - 2 relu(x) + relu(x - 1) of x = d - big (1 - gate).
+    Lemma: for integer d and gate = 1 it is [d == 0]; wherever gate <= 0 and
+    d <= big - 1, x <= d - big <= -1 and all three ReLUs are 0. The caller passes
+    ``big`` = (a bound on d where the gate is off) + 1; big >= 1 is checked here,
+    the premise on d by the caller's interval bound (d = big makes the hat fire)."""
+    require(big >= 1, f"gated equality: big = {big} must be >= 1")
+    inp = dict(d)
+    for k, c in gate.items():
+        inp[k] = inp.get(k, 0) + big * Fraction(c)
+    return [Neuron(inp, 1 - big, {k: Fraction(c) for k, c in out.items()}),
+            Neuron(inp, -big, {k: -2 * Fraction(c) for k, c in out.items()}),
+            Neuron(inp, -1 - big, {k: Fraction(c) for k, c in out.items()})]
+
+
+def gated_value_neuron(value: Combo, gates: list[Combo], big: int, out: Mapping[str, Any],
+                       closed: list[Combo] = (), bias: Any = 0) -> Neuron:
+    """out += coef * relu(value + bias) where every gate in ``gates`` is 1 and every
+    flag in ``closed`` is 0; nothing otherwise. Input: value + bias - big * (#gates
+    - sum gates + sum closed).
+
+    Lemma: with 0/1 gates and flags, if all hold the input is value + bias; if any
+    fails it is <= value + bias - big <= 0 provided value + bias <= big wherever the
+    gadget is off. Pass big = that bound (>= 1, checked)."""
+    require(big >= 1, f"gated value: big = {big} must be >= 1")
+    inp = dict(value)
+    for g in gates:
+        for k, c in g.items():
+            inp[k] = inp.get(k, 0) + big * Fraction(c)
+    for g in closed:
+        for k, c in g.items():
+            inp[k] = inp.get(k, 0) - big * Fraction(c)
+    return Neuron(inp, Fraction(bias) - big * len(gates), dict(out))
+
+
+def latest_flag_head(name: str, flag: Combo, pos: Combo, one: str, copy: dict[str, Combo], fmt: FixedFormat,
+                     max_pos: int) -> Head:
+    """Attend exactly to the latest position j with flag_j = 1 (a 0/1 flag; 1 <= pos_j <= P).
+
+    score = lambda flag_j + mu pos_j with mu = sharpness(f) and lambda = mu P + sharpness(f).
+    Lemma: the latest flagged j beats an earlier flagged one by >= mu and any
+    unflagged one by >= lambda - mu (P - 1) > (f + 1) ln 2, so its weight is
+    exactly 1 whenever a flagged position exists (without one: the latest position).
+    Integer bits: |score| <= lambda + mu P."""
+    f = fmt.frac_bits
+    mu = sharpness(f)
+    lam = mu * max_pos + sharpness(f)
+    require(lam - mu * max_pos > zero_gap(f), f"{name}: unflagged positions would keep weight")
+    require(mu > zero_gap(f), f"{name}: an earlier flagged position would keep weight")
+    max_score = lam + mu * max_pos
+    need = bits_for(max_score) + 1
+    _need_bits(fmt, need, name, f"scores up to {max_score}")
+    return Head(name, [({one: lam}, dict(flag)), ({one: mu}, dict(pos))], copy,
+                {"lambda": lam, "mu": mu, "gap_non_match": lam - mu * max_pos, "zero_gap": float(zero_gap(f)),
+                 "score_int_bits": need}, gap=min(lam - mu * max_pos, mu))

@@ -2,7 +2,7 @@
 
 theory.md §2: a hybrid sees tokens only (no position feature in its embedding);
 whatever its single attention layer needs about positions, the RNN computes by
-linear recurrences. The shared front end is :func:`clock`, one RNN layer with
+linear recurrences. The shared front end is :func:`~constructions.gadgets.clock`, one RNN layer with
 
 * ``cnt = t + 1`` and ``cnt_sq = (t + 1)^2``:  cnt_t = cnt_{t-1} + 1,
   cnt_sq_t = cnt_sq_{t-1} + 2 cnt_{t-1} + 1 (so [BOS] at t = 0 has cnt = 1);
@@ -18,7 +18,7 @@ The attention layer then does the retrieval with no CoT:
   (position tie-break by ``cnt``) sits right after q's first occurrence; the head
   copies that position's token (:func:`hybrid_ar`);
 * c-gram: the same with the c-1 previous tokens as a tuple key (:func:`hybrid_cgram`,
-  gadget :func:`tuple_match_head`);
+  gadget :func:`~constructions.gadgets.match_head` with one component per token);
 * Counting ``... [QUERY] q t``: the BOS counting head with the query q = ``prev1``
   at the last position, every position from [QUERY] on pushed out by the latch
   ``after_query``; the comparison MLP against 1/(t + 3/2) (:func:`hybrid_counting`).
@@ -37,9 +37,9 @@ Example::
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
 from fractions import Fraction
-from typing import Sequence
+from typing import Any, Sequence
 
 import sympy as sp
 
@@ -47,9 +47,9 @@ from . import kernels as K
 from .demos import Declared
 from .fixedpoint import FixedFormat, log2_ceil
 from .gadgets import (
-    number_readout,
-    LN2_UPPER, Builder, Combo, Head, MarginError, ResidualSpace, _need_bits, bits_for, count_compare_neurons,
-    count_head, match_head, sharpness, zero_gap,
+    LN2_UPPER, Builder, Combo, Component, Head, MarginError, Neuron, Recurrence, ResidualSpace, _need_bits,
+    bits_for, clock, count_compare_neurons, count_head, delay_chain, equality_neurons, gated_value_neuron,
+    latest_flag_head, match_head, number_readout, require, select_neurons, sharpness, zero_gap,
 )
 from .model import Model
 from .vocab import BOS, NUMBER_BASE, QUERY, Vocab, token_code
@@ -61,56 +61,6 @@ from . import bounds as _bounds  # noqa: E402
 def code_bound(n: int) -> int:
     """M(n) = n + 32 >= every |tau| and every ``cnt`` a retrieval hybrid sees."""
     return _bounds.hybrid_code_bound(_INT, n)
-
-
-# ----------------------------------------------------------------------------
-# the RNN front end
-@dataclass
-class Recurrence:
-    """Named pieces of one RNN layer: h_t = A h_{t-1} + B x_t, x += C h_t."""
-
-    state: list[str] = field(default_factory=list)
-    A: dict = field(default_factory=dict)
-    B: dict = field(default_factory=dict)
-    C: dict = field(default_factory=dict)
-
-    def add_state(self, name: str) -> str:
-        if name in self.state:
-            raise ValueError(f"state {name!r} exists already")
-        self.state.append(name)
-        return name
-
-
-def clock(space: ResidualSpace, rec: Recurrence, delays: int = 0, delays_sq: int = 0,
-          latches: dict[str, str] | None = None, one: str = "one", tok: str = "tok", tok_sq: str = "tok_sq") -> None:
-    """Add the counters, delay lines and latches described in the module docstring
-    to ``rec``; their readouts go to new directions ``cnt``, ``cnt_sq``, ``prev{k}``,
-    ``prev{k}_sq`` (k = 1..delays) and one direction per latch (``latches`` maps
-    the latch's direction to the embedded flag it integrates).
-
-    Values: cnt <= L, cnt_sq <= L^2 for L positions; prev{k} is a token code."""
-    c, c2 = rec.add_state("s_cnt"), rec.add_state("s_cnt_sq")
-    rec.A[(c, c)] = 1
-    rec.B[(c, one)] = 1
-    rec.A[(c2, c2)] = 1
-    rec.A[(c2, c)] = 2          # (t+1)^2 = t^2 + 2 t + 1, with cnt_{t-1} = t
-    rec.B[(c2, one)] = 1
-    rec.C[(space.hidden("cnt"), c)] = 1
-    rec.C[(space.hidden("cnt_sq"), c2)] = 1
-    for src, depth, suffix in ((tok, delays, ""), (tok_sq, delays_sq, "_sq")):
-        if depth <= 0:
-            continue
-        chain = [rec.add_state(f"s_{src}_0")]
-        rec.B[(chain[0], src)] = 1
-        for k in range(1, depth + 1):
-            chain.append(rec.add_state(f"s_{src}_{k}"))
-            rec.A[(chain[k], chain[k - 1])] = 1
-            rec.C[(space.hidden(f"prev{k}{suffix}"), chain[k])] = 1
-    for direction, flag in (latches or {}).items():
-        s = rec.add_state(f"s_{direction}")
-        rec.A[(s, s)] = 1
-        rec.B[(s, flag)] = 1
-        rec.C[(space.hidden(direction), s)] = 1
 
 
 def _base_space() -> ResidualSpace:
@@ -132,64 +82,6 @@ def _premise(n: int, alphabet: int, extra_positions: int) -> Vocab:
 
 
 # ----------------------------------------------------------------------------
-# a tuple match head with first / last occurrence and an optional default position
-def tuple_match_head(name: str, pairs: list[tuple[Combo, Combo, Combo]], one: str, copy: dict[str, Combo],
-                     fmt: FixedFormat, max_code: int, order: tuple[str, str, int] | None = None,
-                     default: tuple[Combo, list[Combo]] | None = None) -> Head:
-    """Attend exactly to the positions j whose integer keys (k_1..k_m)_j all equal
-    the query's (q_1..q_m)_i.
-
-    ``pairs`` = [(query_k, key_k, key_k^2)]; score = sum_k lambda (2 q_k k_kj - k_kj^2)
-    = lambda (sum_k q_k^2 - sum_k (q_k - k_kj)^2): a matching j scores
-    lambda Q_i (Q_i = sum q_k^2), any other j at least lambda lower.
-
-    ``order = ("first" | "last", pos_direction, P)`` adds -/+ mu * pos_j (1 <= pos <= P),
-    mu = sharpness(f), and lambda = mu P + sharpness(f): the earliest / latest match
-    then beats every other match by >= mu and every non-match by > zero_gap(f).
-
-    ``default = (flag_combo, [query_k^2 combos])`` adds lambda * Q_i * flag_j: a
-    position whose keys are all 0 and whose flag is 1 scores like a match (the
-    query's own squares come from the query side). With order "last" and the flag
-    on the position with pos = 1, it wins exactly when nothing matches.
-
-    Integer bits: |score| <= lambda m (3 K^2 [+ K^2 with default]) + mu P with
-    K = ``max_code`` bounding every |q_k|, |k_k|; asserted against ``fmt``.
-    """
-    f = fmt.frac_bits
-    m = len(pairs)
-    if m < 1:
-        raise ValueError(f"{name}: need at least one key component")
-    s = sharpness(f)
-    mu, P = 0, 0
-    if order is not None:
-        kind, pos_dir, P = order
-        if kind not in ("first", "last"):
-            raise ValueError(f"{name}: order must be 'first' or 'last', got {kind!r}")
-        mu = s
-    lam = mu * P + s
-    margin = {"lambda": lam, "mu": mu, "gap_non_match": lam - mu * P, "zero_gap": float(zero_gap(f))}
-    if not lam - mu * P > zero_gap(f):
-        raise MarginError(f"{name}: non-matching keys would keep weight")
-    if order is not None and not mu > zero_gap(f):
-        raise MarginError(f"{name}: a second match would keep weight")
-    Kc = max_code
-    max_score = lam * m * (3 * Kc * Kc + (Kc * Kc if default is not None else 0)) + mu * P
-    need = bits_for(max_score) + 1
-    _need_bits(fmt, need, name, f"scores up to {max_score}")
-    margin["score_int_bits"] = need
-    score: list[tuple[Combo, Combo]] = []
-    for q, k, k_sq in pairs:
-        score.append(({d: 2 * lam * Fraction(c) for d, c in q.items()}, dict(k)))
-        score.append(({one: -lam}, dict(k_sq)))
-    if order is not None:
-        score.append(({one: mu if order[0] == "last" else -mu}, {order[1]: 1}))
-    if default is not None:
-        flag, q_sqs = default
-        for q_sq in q_sqs:
-            score.append(({d: lam * Fraction(c) for d, c in q_sq.items()}, dict(flag)))
-    return Head(name, score, copy, margin)
-
-
 # ----------------------------------------------------------------------------
 # declared formats: written once in constructions/bounds.py
 from .bounds import HYBRID as DECLARED, hybrid_cgram as cgram_declared  # noqa: E402,F401
@@ -213,14 +105,14 @@ def hybrid_index(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> M
     vocab = _premise(n, alphabet, 2)
     s = _base_space()
     rec = Recurrence()
-    clock(s, rec)
+    clock(s, rec, max_positions=n + 3, max_code=code_bound(n))
     s.hidden("answer")
     b = Builder(f"hybrid-index(n={n})", "hybrid", vocab, s, claim="T5.6")
     b.max_positions = n + 3                   # [BOS] x_1..x_n [QUERY] i
     b.rnn_layer(rec.state, rec.A, rec.B, rec.C, name="clock")
     M = code_bound(n)
-    b.attention_layer([match_head("index", query={"tok": 1}, key={"cnt": 1}, key_sq={"cnt_sq": 1}, one="one",
-                                  copy={"answer": {"tok": 1}}, fmt=fmt, max_key=M, max_query=M)])
+    b.attention_layer([match_head("index", components=[Component({"tok": 1}, {"cnt": 1}, {"cnt_sq": 1}, M, M)],
+                                  copy={"answer": {"tok": 1}}, fmt=fmt)])
     number_readout(b, "answer")
     return b.build(fmt)
 
@@ -236,15 +128,15 @@ def hybrid_ar(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> Mode
     vocab = _premise(n, alphabet, 2)
     s = _base_space()
     rec = Recurrence()
-    clock(s, rec, delays=1, delays_sq=1)
+    clock(s, rec, delays=1, delays_sq=1, max_positions=n + 3, max_code=code_bound(n))
     s.hidden("answer")
     b = Builder(f"hybrid-ar(n={n})", "hybrid", vocab, s, claim="T5.6")
     b.max_positions = n + 3                   # [BOS] x_1..x_n [QUERY] q
     b.rnn_layer(rec.state, rec.A, rec.B, rec.C, name="clock+delay")
     M = code_bound(n)
-    b.attention_layer([match_head("ar", query={"tok": 1}, key={"prev1": 1}, key_sq={"prev1_sq": 1}, one="one",
-                                  copy={"answer": {"tok": 1}}, fmt=fmt, max_key=M, max_query=M,
-                                  first_occurrence=("cnt", M))])
+    b.attention_layer([match_head("ar", components=[Component({"tok": 1}, {"prev1": 1}, {"prev1_sq": 1}, M, M)],
+                                  copy={"answer": {"tok": 1}}, fmt=fmt, tie_break="first", n_positions=M + 1,
+                                  pos="cnt")])
     number_readout(b, "answer")
     return b.build(fmt)
 
@@ -266,18 +158,18 @@ def hybrid_cgram(n: int, c: int = 3, alphabet: int = 2, fmt: FixedFormat | None 
     vocab = _premise(n, alphabet, c)
     s = _base_space()
     rec = Recurrence()
-    clock(s, rec, delays=w, delays_sq=w)
+    clock(s, rec, delays=w, delays_sq=w, max_positions=n + c + 1, max_code=code_bound(n))
     s.hidden("answer")
     b = Builder(f"hybrid-{c}gram(n={n})", "hybrid", vocab, s, claim="T5.6")
     b.max_positions = n + c + 1               # [BOS] x_1..x_n [QUERY] q_1..q_{c-1}
     b.rnn_layer(rec.state, rec.A, rec.B, rec.C, name="clock+delays")
     M = code_bound(n)
-    pairs = []
+    components = []
     for k in range(1, w + 1):      # query component q_{c-k} = token delayed by k-1; key = delayed by k
         q = {"tok": 1} if k == 1 else {f"prev{k - 1}": 1}
-        pairs.append((q, {f"prev{k}": 1}, {f"prev{k}_sq": 1}))
-    b.attention_layer([tuple_match_head(f"{c}gram", pairs, "one", {"answer": {"tok": 1}}, fmt, max_code=M,
-                                        order=("first", "cnt", M))])
+        components.append(Component(q, {f"prev{k}": 1}, {f"prev{k}_sq": 1}, M, M))
+    b.attention_layer([match_head(f"{c}gram", components=components, copy={"answer": {"tok": 1}}, fmt=fmt,
+                                  tie_break="first", n_positions=M + 1, pos="cnt")])
     number_readout(b, "answer")
     return b.build(fmt)
 
@@ -297,7 +189,9 @@ def hybrid_counting(n: int, alphabet: int = 3, fmt: FixedFormat | None = None) -
     s.embedded("is_query", K.F_IS_TOKEN, QUERY)
     s.embedded("thr", K.F_TOK_INV, Fraction(1, 2))     # 1/(tau + 1/2) = 1/(t + 3/2) for the number t
     rec = Recurrence()
-    clock(s, rec, delays=1, delays_sq=1, latches={"after_query": "is_query"})
+    clock(s, rec, delays=1, delays_sq=1, latches={"after_query": "is_query"}, max_positions=n + 4,
+          max_code=code_bound(n))
+    s.bound["after_query"] = 1                # the prompt has one [QUERY] (Builder's central score check)
     s.hidden("frac")
     s.hidden("gt")
     b = Builder(f"hybrid-counting(n={n})", "hybrid", vocab, s, claim="T5.6")
@@ -338,14 +232,15 @@ RETRIEVAL_BUILDERS = {"index": hybrid_index, "ar": hybrid_ar, "cgram": hybrid_cg
 #
 # Heads of the single attention layer (all four at every position; the final MLP
 # uses the one the position's role needs):
-#   fetch   query 3 i + 2 + 2 Mk (i = edges joined, Mk = markers in this edge) vs
-#           key cnt = position + 1: the input token u_i (position 3i+1) or v_i (3i+3);
+#   fetch   query 3 i + 2 + 2 k (i = ``joins`` so far, k = ``edge_markers``, the
+#           markers '-' in this edge) vs key cnt = position + 1: the input token
+#           u_i (position 3i+1) or v_i (3i+3), into ``fetched_token``;
 #   parent  query tau(x) vs key tau(c) at the p of every record "~ c p"; last match;
-#           default [BOS] (found = 0: x is a root, emit '-');
+#           default [BOS] (``parent_found`` = 0: x is a root, emit '-');
 #   size    query tau(root) (the token before '-') vs key tau(p) at the s of every
 #           record "[QUERY] p s"; last match (sizes grow); default [BOS] (size 1);
-#   last_su the latest s_u position (flag, position tie-break): its token s_u and the
-#           token two before it, r_u.
+#   last_su the latest s_u position (:func:`~constructions.gadgets.latest_flag_head`):
+#           its token s_u and the token two before it, r_u.
 # With union by size every tree of size k has depth <= log2 k, so a find writes at
 # most floor(log2 N) + 2 tokens: the CoT is at most N (2 floor(log2 N) + 16) + 1.
 # Measured (checks/checks_hybrid.py, hybrid_istree_fit_check: binomial merges of the
@@ -399,184 +294,208 @@ def istree_positions(N: int, m_max: int) -> int:
 ISTREE = istree_declared()
 
 
+# Residual directions of the union-find hybrid, by the phase that writes them
+# (layout order = this order; every direction exists before the first layer is assembled).
+_IST_RECORD_FLAGS = ("chain_marker", "at_parent_record", "at_size_record", "parent_key", "parent_key_sq",
+                     "size_key", "size_key_sq", "roots_equal", "u_smaller")
+_IST_COUNTERS = ("joins", "edge_markers", "chain_marker@1", "at_su", "at_sv", "joins_ok", "child_root",
+                 "parent_root")
+_IST_DELAYS = ("in_chain", "child_root@1", "parent_root@2", "parent_root@4", "merged_size@5") + \
+    tuple(f"after_sv{k}" for k in range(1, 8))
+_IST_HEADS = ("fetched_token", "parent_token", "parent_found", "root_size", "latest_su", "latest_ru")
+_IST_NEXT = ("next_code",)
+
+# e2 = [[EOS] at least two tokens back] = eos_seen - [EOS now] - [EOS one back]: a
+# record's marker two back is then a CoT token (the input may use '~' between endpoints)
+_IST_IN_COT2 = {"eos_seen": 1, "is_eos": -1, "is_eos@1": -1}
+
+
+def _written(rec: Recurrence | None, mlp: Sequence) -> set[str]:
+    out = {d for (d, _) in rec.C} if rec is not None else set()
+    return out | {d for nrn in mlp for d in nrn.out}
+
+
+def _phase(b: Builder, name: str, declared: tuple[str, ...], rec: Recurrence | None, mlp: list,
+           heads: list[Head] = ()) -> tuple[str, ...]:
+    """Assemble one phase and check it writes exactly the directions it declares."""
+    got = _written(rec, mlp) | {d for h in heads for d in h.copy}
+    if got != set(declared):
+        raise ValueError(f"phase {name}: writes {sorted(got)}, declares {sorted(declared)}")
+    if rec is not None:
+        rec.apply(b, mlp, name=name)
+    else:
+        b.attention_layer(list(heads), list(mlp))
+    return declared
+
+
+def _istree_space(m_max: int, P: int, code_max: int) -> tuple[ResidualSpace, Recurrence]:
+    """Embedded flags, then the RNN front end (clock, token delays, flag delays,
+    the [EOS] latch ``eos_seen``), then every hidden direction of the later phases.
+    The directions the heads read carry their bounds (so :class:`Builder` checks
+    the heads' scores centrally too): cnt <= P, |tau| and the keys <= code_max,
+    joins <= m_max, edge_markers <= 2 (two markers per edge), at_su a flag."""
+    from .vocab import DASH, EOS, TILDE
+    s = _base_space()
+    for lab, token in (("is_bos", BOS), ("is_eos", EOS), ("is_dash", DASH), ("is_tilde", TILDE),
+                       ("is_query", QUERY)):
+        s.embedded(lab, K.F_IS_TOKEN, token)
+    front = Recurrence()
+    clock(s, front, delays=4, delays_sq=1, latches={"eos_seen": "is_eos"}, max_positions=P, max_code=code_max)
+    for flag, depth in (("is_tilde", 2), ("is_query", 2), ("is_eos", 1)):
+        delay_chain(front, flag, {flag: 1}, depth, {k: s.hidden(f"{flag}@{k}") for k in range(1, depth + 1)})
+    bounds = {"parent_key": code_max, "parent_key_sq": code_max ** 2, "size_key": code_max,
+              "size_key_sq": code_max ** 2, "joins": m_max, "edge_markers": 2, "at_su": 1}
+    for lab in _IST_RECORD_FLAGS + _IST_COUNTERS + _IST_DELAYS + _IST_HEADS + _IST_NEXT:
+        s.hidden(lab, bound=bounds.get(lab))
+    return s, front
+
+
+def _istree_record_flags(code_max: int) -> list[Neuron]:
+    """MLP after the front end: where the position sits in a record, the keys of the
+    parent and size heads, and the two tests of an edge's re-emitted u-side.
+
+    The keys are gated values (:func:`gated_value_neuron`): tau(c) = prev1 at the p of
+    "~ c p", tau(p) = prev1 at the s of "[QUERY] p s", else <= 0. Off the gate the
+    value must stay <= big: |prev1| <= code_max (every |tau|, ``_istree_code``) and
+    prev1_sq <= code_max^2."""
+    parent_rec = [{"is_tilde@2": 1}, _IST_IN_COT2]
+    size_rec = [{"is_query@2": 1}, _IST_IN_COT2]
+    big, big_sq = code_max, code_max * code_max
+    mlp = [
+        Neuron({"is_dash": 1, "eos_seen": 1}, -1, {"chain_marker": 1}),          # '-' inside the CoT
+        gated_value_neuron({}, parent_rec, 1, {"at_parent_record": 1}, bias=1),  # p of "~ c p"
+        gated_value_neuron({}, size_rec, 1, {"at_size_record": 1}, bias=1),      # s of "[QUERY] p s"
+        gated_value_neuron({"prev1": 1}, parent_rec, big, {"parent_key": 1}),
+        gated_value_neuron({"prev1_sq": 1}, parent_rec, big_sq, {"parent_key_sq": 1}),
+        gated_value_neuron({"prev1": 1}, size_rec, big, {"size_key": 1}),
+        gated_value_neuron({"prev1_sq": 1}, size_rec, big_sq, {"size_key_sq": 1}),
+        # u_smaller = [s_u <= s_v] at the re-emitted s_u (tok = s_u, prev2 = s_v): relu(d+1) - relu(d)
+        Neuron({"prev2": 1, "tok": -1}, 1, {"u_smaller": 1}),
+        Neuron({"prev2": 1, "tok": -1}, 0, {"u_smaller": -1}),
+    ]
+    return mlp + equality_neurons({"tok": 1}, {"prev3": 1}, "roots_equal")      # at r_u': r_u == r_v ?
+
+
+def _istree_counters(N: int, code_max: int) -> tuple[Recurrence, list[Neuron]]:
+    """RNN layer 2: ``joins`` (size records written), ``edge_markers`` (markers '-' in
+    this edge: + each marker, - 2 at the size record closing the edge), the marker
+    delayed by one; its MLP: the roles right after the u- and v-markers, [joins = N - 1],
+    and at the re-emitted s_u the child root c = (u_smaller ? r_u : r_v) and the
+    parent root p (the other; r_u = prev1, r_v = prev4, |code| <= code_max)."""
+    rec = Recurrence()
+    for name, inc in (("joins", {"at_size_record": 1}), ("edge_markers", {"chain_marker": 1, "at_size_record": -2})):
+        st = rec.add_state(f"s_{name}")
+        rec.A[(st, st)] = 1
+        for d, c in inc.items():
+            rec.B[(st, d)] = c
+        rec.C[(name, st)] = 1
+    delay_chain(rec, "chain_marker", {"chain_marker": 1}, 1, {1: "chain_marker@1"})
+    mlp = [
+        Neuron({"chain_marker@1": 2, "edge_markers": -1}, 0, {"at_su": 1}),      # right after the u-marker
+        Neuron({"chain_marker@1": 1, "edge_markers": 1}, -2, {"at_sv": 1}),      # right after the v-marker
+    ]
+    mlp += equality_neurons({"joins": 1}, {"one": N - 1}, "joins_ok")
+    mlp += select_neurons({"u_smaller": 1}, {"prev1": 1}, {"prev4": 1}, "child_root", code_max)
+    mlp += select_neurons({"u_smaller": 1}, {"prev4": 1}, {"prev1": 1}, "parent_root", code_max)
+    return rec, mlp
+
+
+def _istree_delays() -> Recurrence:
+    """RNN layer 3: the s_v role delayed 1..7 (the offsets of r_u', s_u', ~, c, p,
+    [QUERY], p, s), the union values delayed to their slots, and ``in_chain``: + 1 the
+    step after a fetch (the fetched vertex starts a parent chain), - 1 at its marker."""
+    rec = Recurrence()
+    delay_chain(rec, "sv", {"at_sv": 1}, 7, {k: f"after_sv{k}" for k in range(1, 8)})
+    delay_chain(rec, "c", {"child_root": 1}, 1, {1: "child_root@1"})
+    delay_chain(rec, "p", {"parent_root": 1}, 4, {2: "parent_root@2", 4: "parent_root@4"})
+    delay_chain(rec, "s", {"tok": 1, "prev2": 1, "one": -1}, 5, {5: "merged_size@5"})   # s = s_u + s_v (codes)
+    fetch = delay_chain(rec, "fetch", {"is_eos": 1, "at_size_record": 1, "at_su": 1}, 0, {})
+    ic = rec.add_state("s_in_chain")
+    rec.A[(ic, ic)] = 1
+    rec.A[(ic, fetch[0])] = 1             # + fetch at t-1 (the fetched vertex starts a chain)
+    rec.B[(ic, "chain_marker")] = -1      # - the marker ends it
+    rec.C[("in_chain", ic)] = 1
+    return rec
+
+
+def _istree_heads(fmt: FixedFormat, P: int, code_max: int) -> list[Head]:
+    """The four heads of the single attention layer (comment block above)."""
+    return [
+        match_head("fetch", components=[Component({"joins": 3, "edge_markers": 2, "one": 2}, {"cnt": 1},
+                                                  {"cnt_sq": 1}, code_max, code_max)],
+                   copy={"fetched_token": {"tok": 1}}, fmt=fmt),
+        match_head("parent", components=[Component({"tok": 1}, {"parent_key": 1}, {"parent_key_sq": 1}, code_max,
+                                                   code_max, query_sq={"tok_sq": 1})],
+                   copy={"parent_token": {"tok": 1}, "parent_found": {"at_parent_record": 1}}, fmt=fmt,
+                   tie_break="last", fallback="bos", tight=True, n_positions=P + 2, pos="cnt"),
+        match_head("size", components=[Component({"prev1": 1}, {"size_key": 1}, {"size_key_sq": 1}, code_max,
+                                                 code_max, query_sq={"prev1_sq": 1})],
+                   copy={"root_size": {"tok": 1, "is_bos": 2}}, fmt=fmt,
+                   tie_break="last", fallback="bos", tight=True, n_positions=P + 2, pos="cnt"),
+        latest_flag_head("last_su", {"at_su": 1}, {"cnt": 1}, "one",
+                         {"latest_su": {"tok": 1}, "latest_ru": {"prev2": 1}}, fmt, max_pos=P + 1),
+    ]
+
+
+def _istree_next_token(code_max: int) -> list[Neuron]:
+    """The MLP of the attention layer: next_code = sum over roles of [role] value.
+
+    Each rule is a :func:`gated_value_neuron`: value + bias where its role flags hold
+    and its closed flags are 0, and an input <= value + bias - big <= 0 elsewhere. So
+    big is the largest value + bias any rule can see, from the interval bounds of the
+    directions: one code (<= code_max: a copied token, a selected root, an average of
+    codes) or merged_size@5 = s_u + s_v - 1 <= 2 code_max - 1 (two codes)."""
+    from .vocab import DASH, FALSE, TILDE, TRUE
+    upper = {d: code_max for d in ("fetched_token", "parent_token", "root_size", "latest_su", "latest_ru",
+                                   "child_root@1", "parent_root@2", "parent_root@4")}
+    upper["merged_size@5"] = 2 * code_max - 1
+    fetch_role = {"is_eos": 1, "at_size_record": 1, "at_su": 1}
+    eos_half = {"fetched_token": Fraction(-1, 2)}    # (1 - tau)/2: 1 for [EOS] (tau = -1), <= 0 for a vertex
+    code = token_code
+    rules = [  # (value, role flags, closed flags, bias, coefficient on next_code)
+        ({"fetched_token": 1}, [fetch_role], [], 0, 1),                       # fetch: the input token
+        (eos_half, [fetch_role, "joins_ok"], [], Fraction(1, 2), code(TRUE)),  # [EOS]: the answer
+        (eos_half, [fetch_role], ["joins_ok"], Fraction(1, 2), code(FALSE)),
+        ({"parent_token": 1}, ["in_chain", "parent_found"], [], 0, 1),        # in a chain: the parent
+        ({}, ["in_chain"], ["parent_found"], 1, code(DASH)),                  # or the marker
+        ({"root_size": 1}, ["chain_marker"], [], 0, 1),                       # at the marker: the size
+        ({"latest_ru": 1}, ["at_sv"], [], 0, 1),                              # after s_v: r_u again
+        ({}, ["after_sv1", "roots_equal"], [], 1, code(FALSE)),               # r_u = r_v: a cycle
+        ({"latest_su": 1}, ["after_sv1"], ["roots_equal"], 0, 1),             # else s_u again
+        ({}, ["after_sv2"], [], 1, code(TILDE)),                              # the union records
+        ({"child_root@1": 1}, ["after_sv3"], [], 0, 1),
+        ({"parent_root@2": 1}, ["after_sv4"], [], 0, 1),
+        ({}, ["after_sv5"], [], 1, code(QUERY)),
+        ({"parent_root@4": 1}, ["after_sv6"], [], 0, 1),
+        ({"merged_size@5": 1}, ["after_sv7"], [], 0, 1),
+    ]
+
+    def value_max(value, bias):                     # |d| <= upper[d] for every direction d
+        return bias + sum(abs(c) * upper[d] for d, c in value.items())
+
+    big = math.ceil(max(value_max(v, bias) for v, _, _, bias, _ in rules))
+    return [gated_value_neuron(v, [g if isinstance(g, dict) else {g: 1} for g in gates], big, {"next_code": coef},
+                               [{g: 1} for g in closed], bias)
+            for v, gates, closed, bias, coef in rules]
+
+
 def hybrid_istree(N: int, m_max: int | None = None, fmt: FixedFormat | None = None) -> Model:
     """The union-find hybrid for graphs on N vertices with at most m_max edges
     (default N); see the comment block above for the CoT and the heads."""
-    from .gadgets import Neuron, select_neurons, equality_neurons
-    from .vocab import DASH, EOS, FALSE, QUERY, TILDE, TRUE
     m_max = N if m_max is None else m_max
     if N < 1:
         raise ValueError(f"N must be >= 1, got {N}")
     fmt = fmt or (ISTREE.format(N) if m_max == N else istree_declared(lambda n: m_max).format(N))
     P = istree_positions(N, m_max)
-    Kc = _istree_code(N, m_max)
-    vocab = Vocab(max(N, 1))
-    s = _base_space()
-    s.embedded("is_bos", K.F_IS_TOKEN, BOS)
-    s.embedded("is_eos", K.F_IS_TOKEN, EOS)
-    s.embedded("is_dash", K.F_IS_TOKEN, DASH)
-    s.embedded("is_tilde", K.F_IS_TOKEN, TILDE)
-    s.embedded("is_query", K.F_IS_TOKEN, QUERY)
-    # ---- layer 1: clock, token delays, flag delays, the EOS latch
-    r1 = Recurrence()
-    clock(s, r1, delays=4, delays_sq=1, latches={"e": "is_eos"})
-    for flag, depth in (("is_tilde", 2), ("is_query", 2), ("is_eos", 1)):
-        chain = [r1.add_state(f"s_{flag}_0")]
-        r1.B[(chain[0], flag)] = 1
-        for k in range(1, depth + 1):
-            chain.append(r1.add_state(f"s_{flag}_{k}"))
-            r1.A[(chain[k], chain[k - 1])] = 1
-            r1.C[(s.hidden(f"{flag}@{k}"), chain[k])] = 1
-    hid = ["mark", "rec_p", "siz_s", "keyB", "keyB_sq", "keyC", "keyC_sq", "eq_r", "cmp",
-           "i", "Mk", "mark@1", "su_pos", "sv_pos", "okc", "c_val", "p_val",
-           "inchain", "c@1", "p@2", "p@4", "s@5"] + [f"sv@{k}" for k in range(1, 8)] + \
-          ["fa", "par", "found", "sz", "su", "ru", "v"]
-    for lab in hid:
-        s.hidden(lab)
-    b = Builder(f"hybrid-istree(N={N})", "hybrid", vocab, s, claim="T5.6")
+    code_max = _istree_code(N, m_max)
+    s, front = _istree_space(m_max, P, code_max)
+    b = Builder(f"hybrid-istree(N={N})", "hybrid", Vocab(max(N, 1)), s, claim="T5.6")
     b.max_positions = P                       # prompt of <= m_max edges and the CoT (istree_positions)
-    Bc, Bc2 = Kc, Kc * Kc
-    # e2 = [EOS at least two tokens back] = e - [EOS now] - [EOS one back]: a record's
-    # marker two back is then a CoT token (the input may use '~' between endpoints)
-    e2 = {"e": 1, "is_eos": -1, "is_eos@1": -1}
-
-    def with_e2(combo, scale):
-        out = dict(combo)
-        for d, c in e2.items():
-            out[d] = out.get(d, 0) + scale * c
-        return out
-
-    mlp1 = [
-        Neuron({"is_dash": 1, "e": 1}, -1, {"mark": 1}),                  # '-' inside the CoT
-        Neuron(with_e2({"is_tilde@2": 1}, 1), -1, {"rec_p": 1}),          # p of "~ c p"
-        Neuron(with_e2({"is_query@2": 1}, 1), -1, {"siz_s": 1}),          # s of "[QUERY] p s"
-        # parent key: tau(c) = prev1 (>= 1) at record p's; size key: tau(p) = prev1 at size s's
-        Neuron(with_e2({"prev1": 1, "is_tilde@2": Bc}, Bc), -2 * Bc, {"keyB": 1}),
-        Neuron(with_e2({"prev1_sq": 1, "is_tilde@2": Bc2}, Bc2), -2 * Bc2, {"keyB_sq": 1}),
-        Neuron(with_e2({"prev1": 1, "is_query@2": Bc}, Bc), -2 * Bc, {"keyC": 1}),
-        Neuron(with_e2({"prev1_sq": 1, "is_query@2": Bc2}, Bc2), -2 * Bc2, {"keyC_sq": 1}),
-        # cmp = [s_u <= s_v] at the re-emitted s_u (tok = s_u, prev2 = s_v): relu(d+1) - relu(d)
-        Neuron({"prev2": 1, "tok": -1}, 1, {"cmp": 1}),
-        Neuron({"prev2": 1, "tok": -1}, 0, {"cmp": -1}),
-    ]
-    mlp1 += equality_neurons({"tok": 1}, {"prev3": 1}, "eq_r")             # at r_u': r_u == r_v ?
-    b.rnn_layer(r1.state, r1.A, r1.B, r1.C, mlp1, name="clock+delays")
-    # ---- layer 2: counters i (joins), Mk (markers in this edge), mark delayed
-    r2 = Recurrence()
-    for name, inc in (("i", {"siz_s": 1}), ("Mk", {"mark": 1, "siz_s": -2})):
-        st = r2.add_state(f"s_{name}")
-        r2.A[(st, st)] = 1
-        for d, c in inc.items():
-            r2.B[(st, d)] = c
-        r2.C[(name, st)] = 1
-    m0, m1 = r2.add_state("s_mark_0"), r2.add_state("s_mark_1")
-    r2.B[(m0, "mark")] = 1
-    r2.A[(m1, m0)] = 1
-    r2.C[("mark@1", m1)] = 1
-    mlp2 = [
-        Neuron({"mark@1": 2, "Mk": -1}, 0, {"su_pos": 1}),                # right after the u-marker
-        Neuron({"mark@1": 1, "Mk": 1}, -2, {"sv_pos": 1}),                # right after the v-marker
-    ]
-    mlp2 += equality_neurons({"i": 1}, {"one": N - 1}, "okc")
-    # at the re-emitted s_u: r_u = prev1, r_v = prev4; c = cmp ? r_u : r_v, p = the other
-    mlp2 += select_neurons({"cmp": 1}, {"prev1": 1}, {"prev4": 1}, "c_val", Kc)
-    mlp2 += select_neurons({"cmp": 1}, {"prev4": 1}, {"prev1": 1}, "p_val", Kc)
-    b.rnn_layer(r2.state, r2.A, r2.B, r2.C, mlp2, name="counters")
-    # ---- layer 3: role delays, value delays, the in-chain counter
-    r3 = Recurrence()
-
-    def chain_of(name, combo, depth, outs):
-        ch = [r3.add_state(f"s_{name}_0")]
-        for d, c in combo.items():
-            r3.B[(ch[0], d)] = c
-        for k in range(1, depth + 1):
-            ch.append(r3.add_state(f"s_{name}_{k}"))
-            r3.A[(ch[k], ch[k - 1])] = 1
-            if k in outs:
-                r3.C[(outs[k], ch[k])] = 1
-        return ch
-
-    chain_of("sv", {"sv_pos": 1}, 7, {k: f"sv@{k}" for k in range(1, 8)})
-    chain_of("c", {"c_val": 1}, 1, {1: "c@1"})
-    chain_of("p", {"p_val": 1}, 4, {2: "p@2", 4: "p@4"})
-    chain_of("s", {"tok": 1, "prev2": 1, "one": -1}, 5, {5: "s@5"})       # s = s_u + s_v (codes)
-    fetch = {"is_eos": 1, "siz_s": 1, "su_pos": 1}
-    fd = chain_of("fetch", fetch, 0, {})
-    ic = r3.add_state("s_inchain")
-    r3.A[(ic, ic)] = 1
-    r3.A[(ic, fd[0])] = 1                 # + fetch at t-1 (the fetched vertex starts a chain)
-    r3.B[(ic, "mark")] = -1               # - the marker ends it
-    r3.C[("inchain", ic)] = 1
-    b.rnn_layer(r3.state, r3.A, r3.B, r3.C, [], name="roles")
-    # ---- the attention layer
-    f = fmt.frac_bits
-    heads = [
-        match_head("fetch", query={"i": 3, "Mk": 2, "one": 2}, key={"cnt": 1}, key_sq={"cnt_sq": 1}, one="one",
-                   copy={"fa": {"tok": 1}}, fmt=fmt, max_key=Kc, max_query=Kc),
-        tuple_match_head("parent", [({"tok": 1}, {"keyB": 1}, {"keyB_sq": 1})], "one",
-                         {"par": {"tok": 1}, "found": {"rec_p": 1}}, fmt, max_code=Kc,
-                         order=("last", "cnt", P + 1), default=({"is_bos": 1}, [{"tok_sq": 1}])),
-        tuple_match_head("size", [({"prev1": 1}, {"keyC": 1}, {"keyC_sq": 1})], "one",
-                         {"sz": {"tok": 1, "is_bos": 2}}, fmt, max_code=Kc,
-                         order=("last", "cnt", P + 1), default=({"is_bos": 1}, [{"prev1_sq": 1}])),
-    ]
-    mu = sharpness(f)
-    lamE = mu * (P + 1) + sharpness(f)
-    heads.append(Head("last_su", [({"one": lamE}, {"su_pos": 1}), ({"one": mu}, {"cnt": 1})],
-                      {"su": {"tok": 1}, "ru": {"prev2": 1}},
-                      {"lambda": lamE, "mu": mu, "gap_non_match": lamE - mu * (P + 1)}))
-    Bv = 2 * Kc + 8
-    code = token_code
-    fetch_role = {"is_eos": 1, "siz_s": 1, "su_pos": 1}
-
-    def gate(combo, pos, neg=(), bias=0):
-        """inp = combo - Bv (1 - product of pos flags and not neg flags), linearised:
-        combo + Bv (sum pos - sum neg) - Bv |pos|."""
-        inp = dict(combo)
-        for g in pos:
-            for d, c in (g.items() if isinstance(g, dict) else [(g, 1)]):
-                inp[d] = inp.get(d, 0) + Bv * c
-        for g in neg:
-            inp[g] = inp.get(g, 0) - Bv
-        return inp, bias - Bv * len(pos)
-
-    mlp = []
-
-    def emit_value(value, pos, neg=()):
-        """v += value (a code >= 1) where the role flags hold."""
-        inp, bias = gate(value, pos, neg)
-        mlp.append(Neuron(inp, bias, {"v": 1}))
-
-    def emit_const(c, pos, neg=()):
-        inp, bias = gate({}, pos, neg, 1)
-        mlp.append(Neuron(inp, bias, {"v": c}))
-
-    # fetch: the input token (a vertex code >= 1), or the answer if it is [EOS] (code -1):
-    # (1 - fa)/2 is 1 for [EOS] and <= 0 for a vertex
-    emit_value({"fa": 1}, [fetch_role])
-    eos_half = {"fa": Fraction(-1, 2)}
-    inp, bias = gate(eos_half, [fetch_role, "okc"], (), Fraction(1, 2))
-    mlp.append(Neuron(inp, bias, {"v": code(TRUE)}))
-    inp, bias = gate(eos_half, [fetch_role], ["okc"], Fraction(1, 2))
-    mlp.append(Neuron(inp, bias, {"v": code(FALSE)}))
-    # in a chain: the parent if found, else the marker
-    emit_value({"par": 1}, ["inchain", "found"])
-    emit_const(code(DASH), ["inchain"], ["found"])
-    # at the marker: the root's size
-    emit_value({"sz": 1}, ["mark"])
-    # right after s_v: r_u again
-    emit_value({"ru": 1}, ["sv_pos"])
-    # at r_u': [FALSE] if r_u = r_v, else s_u again
-    emit_const(code(FALSE), ["sv@1", "eq_r"])
-    emit_value({"su": 1}, ["sv@1"], ["eq_r"])
-    # the union records
-    emit_const(code(TILDE), ["sv@2"])
-    emit_value({"c@1": 1}, ["sv@3"])
-    emit_value({"p@2": 1}, ["sv@4"])
-    emit_const(code(QUERY), ["sv@5"])
-    emit_value({"p@4": 1}, ["sv@6"])
-    emit_value({"s@5": 1}, ["sv@7"])
-    b.attention_layer(heads, mlp)
-    number_readout(b, "v")
+    _phase(b, "clock+delays", _written(front, []) | set(_IST_RECORD_FLAGS), front, _istree_record_flags(code_max))
+    _phase(b, "counters", _IST_COUNTERS, *_istree_counters(N, code_max))
+    _phase(b, "roles", _IST_DELAYS, _istree_delays(), [])
+    _phase(b, "attention", _IST_HEADS + _IST_NEXT, None, _istree_next_token(code_max),
+           _istree_heads(fmt, P, code_max))
+    number_readout(b, "next_code")
     b.notes.update({"N": N, "m_max": m_max, "positions": P, "cot_bound": istree_cot_bound(N)})
     return b.build(fmt)

@@ -287,6 +287,34 @@ def istree_cot_bound(n_nodes: int) -> int:
     return _cot("istree-rag-paper", n_nodes)
 
 
+class _Window:
+    """The token window s_0..s_K of a RAG program (s_0 the current token, s_k the token
+    k steps back, by a delay line) and memoised tests on it: ``eq(k, t)`` = [s_k = t],
+    ``num(k)`` = [s_k is a number], ``same(a, b)`` = [s_a = s_b]. ``all_of`` is the
+    program's conjunction gadget."""
+
+    def __init__(self, p: Program, depth: int):
+        self.p = p
+        self.s = [p.token] + p.delay_line("tok", p.token, depth)
+        self.memo: dict = {}
+        self.all_of = p.all_of
+
+    def eq(self, k: int, t: int):
+        key = (k, t)
+        if key not in self.memo:
+            self.memo[key] = self.p.is_token(t) if k == 0 else self.p.equal(f"s{k}={_nm(t)}", self.s[k], tau(t))
+        return self.memo[key]
+
+    def num(self, k: int):
+        key = (k, "num")
+        if key not in self.memo:
+            self.memo[key] = self.p.is_number if k == 0 else self.p.at_least(f"s{k}=num", self.s[k], 1)
+        return self.memo[key]
+
+    def same(self, a: int, b: int):
+        return self.p.equal(f"s{a}=s{b}", self.s[a], self.s[b])
+
+
 def istree_rag_paper(n_nodes: int, fmt: FixedFormat | None = None) -> RagConstruction:
     """IsTree with RAG on N = ``n_nodes`` vertices writing the paper's retrieval CoT, token
     for token, for FORMAT REPRODUCTION: its short queries (``u -``, ``u - c``, ``u ~``) mean
@@ -326,27 +354,19 @@ def istree_rag_paper(n_nodes: int, fmt: FixedFormat | None = None) -> RagConstru
     N = int(n_nodes)
     if N < 1:
         raise ValueError(f"IsTree needs n_nodes >= 1, got {N}")
-    vocab = Vocab(max(N - 1, 1))
-    p = Program(f"istree-rag-paper(N={N})", vocab, claim="T5-RAG")
-    s = [p.token] + p.delay_line("tok", p.token, ISTREE_WINDOW)
-    memo: dict = {}
+    p = Program(f"istree-rag-paper(N={N})", Vocab(max(N - 1, 1)), claim="T5-RAG")
+    w = _Window(p, ISTREE_WINDOW)
+    rules = _paper_label_rules(w, N) + _paper_top_rules(w) + _paper_subject_rules(w) + \
+        _paper_marker_rules(w) + _paper_answer_rules(w)
+    p.emit(rules)
+    return _finish(p, p.name, "istree", N, _int_istree, ISTREE_INT, istree_cot_bound(N), fmt,
+                   dialect="paper", answer_tokens=(TRUE, FALSE))
 
-    def eq(k: int, t: int):
-        key = (k, t)
-        if key not in memo:
-            memo[key] = p.is_token(t) if k == 0 else p.equal(f"s{k}={_nm(t)}", s[k], tau(t))
-        return memo[key]
 
-    def num(k: int):
-        key = (k, "num")
-        if key not in memo:
-            memo[key] = p.is_number if k == 0 else p.at_least(f"s{k}=num", s[k], 1)
-        return memo[key]
-
-    def same(a: int, b: int):
-        return p.equal(f"s{a}=s{b}", s[a], s[b])
-
-    A = p.all_of
+def _paper_label_rules(w: _Window, N: int) -> list:
+    """D1: after an [EOS]: the root 0, or the label ([TRUE] iff N - 1 records 'w ~ u'
+    and the run did not end on a cycle)."""
+    p, eq, A = w.p, w.eq, w.all_of
     eos_count = p.counter("eos", p.is_token(EOS), 0, 2)
     record = A("record", [eq(0, TILDE), eq(2, FAILED)])
     records = p.counter("records", record, 0, N)
@@ -354,84 +374,95 @@ def istree_rag_paper(n_nodes: int, fmt: FixedFormat | None = None) -> RagConstru
     second_eos = p.equal("eos=2", eos_count, 2)
     n_ok = p.equal("records=N-1", records, N - 1)
     true = A("label_true", [eq(0, EOS), second_eos, n_ok], [eq(3, TILDE)])
-    rules = [
-        # D1: after an [EOS]
+    return [
         (A("root", [eq(0, EOS), first_eos]), tau(number_token(0))),
         (true, tau(TRUE)),
         (A("label_false", [eq(0, EOS), second_eos], [true]), tau(FALSE)),
-        # D2: a stack top was written
+    ]
+
+
+def _paper_top_rules(w: _Window) -> list:
+    """D2, D3: a stack top was written (SS next); after SS, the query's subject."""
+    s, eq, num, same, A = w.s, w.eq, w.num, w.same, w.all_of
+    rules = [
         (A("top_root", [num(0), eq(1, EOS)]), tau(STARTSEARCH)),
         (A("top_pop", [num(0), eq(1, FAILED), eq(2, ENDSEARCH)], [eq(3, TILDE)]), tau(STARTSEARCH)),
         (A("top_push", [num(0), eq(2, TILDE), eq(4, FAILED)]), tau(STARTSEARCH)),
-        # D3: after SS, the subject of the query
         (A("ss_top", [eq(0, STARTSEARCH)], [eq(2, ENDSEARCH)]), s[1]),
         (A("ss_nbr", [eq(0, STARTSEARCH), eq(2, ENDSEARCH), eq(3, TILDE)]), s[4]),
     ]
     d3c = A("ss_after_first", [eq(0, STARTSEARCH), eq(2, ENDSEARCH), eq(3, DASH)])
     d3e = A("ss_after_next", [eq(0, STARTSEARCH), eq(2, ENDSEARCH)], [eq(3, TILDE), eq(3, DASH)])
     w_is_p6, w_is_p7 = same(1, 6), same(1, 7)
-    rules += [
+    return rules + [
         (A("requery_first", [d3c, w_is_p6]), s[4]),
         (A("visit_first", [d3c], [w_is_p6]), s[1]),
         (A("requery_next", [d3e, w_is_p7]), s[5]),
         (A("visit_next", [d3e], [w_is_p7]), s[1]),
     ]
-    # D4: after 'SS x'
+
+
+def _paper_subject_rules(w: _Window) -> list:
+    """D4, D5: after 'SS x' the query's operator; after '~' its end or the record's u."""
+    s, eq, num, same, A = w.s, w.eq, w.num, w.same, w.all_of
     d4 = A("subject", [eq(1, STARTSEARCH), num(0)])
     after_answer = A("subject_after_answer", [d4, eq(3, ENDSEARCH)])
     s0_is_s2 = same(0, 2)
-    rules += [
+    rules = [
         (A("subject_top", [d4], [eq(3, ENDSEARCH)]), tau(TILDE)),
         (A("subject_nbr", [after_answer, eq(4, TILDE)]), tau(DASH)),
         (A("subject_visit", [after_answer, s0_is_s2], [eq(4, TILDE)]), tau(TILDE)),
         (A("subject_requery", [after_answer], [s0_is_s2, eq(4, TILDE)]), tau(DASH)),
     ]
-    # D5: after '~'
     rec_u = A("record_u", [eq(0, TILDE), eq(2, FAILED)])
-    rules += [
+    return rules + [
         (A("tilde_query", [eq(0, TILDE), eq(2, STARTSEARCH)]), tau(ENDSEARCH)),
         (A("record_u_first", [rec_u, eq(9, DASH)]), s[10]),
         (A("record_u_next", [rec_u], [eq(9, DASH)]), s[11]),
     ]
-    # D6: after '-'
+
+
+def _paper_marker_rules(w: _Window) -> list:
+    """D6, D7: after '-' (the parent p, ES, or the last child c); 'SS u - c' -> ES."""
+    s, eq, num, A = w.s, w.eq, w.num, w.all_of
     dash_first = A("dash_step", [eq(0, DASH), eq(5, TILDE)])
     revisit = A("dash_revisit", [dash_first, eq(9, FAILED)])
-    rules += [
+    return [
         (A("dash_requery", [eq(0, DASH), eq(4, ENDSEARCH)], [eq(5, TILDE)]), s[3]),
         (A("dash_first_visit", [dash_first], [eq(9, FAILED)]), tau(ENDSEARCH)),
         (A("dash_last_first", [revisit, eq(11, DASH)]), s[12]),
         (A("dash_last_next", [revisit], [eq(11, DASH)]), s[13]),
-        # D7: 'SS u - c' -> ES
         (A("after_c", [num(0), eq(1, DASH)]), tau(ENDSEARCH)),
     ]
-    # D9: the parent lookup answered
+
+
+def _paper_answer_rules(w: _Window) -> list:
+    """D9 to D12: a parent lookup answered (SS, a cycle: [EOS], or the new vertex), a
+    neighbour query answered (SS, pop to p, or [EOS] at the root), the record
+    'w ~ u', then the pushed top w."""
+    p, s, eq, num, A = w.p, w.s, w.eq, w.num, w.all_of
     looked = A("parent_answered", [eq(1, ENDSEARCH), eq(2, TILDE)])
     visit = A("visit_answered", [looked, eq(6, ENDSEARCH)])
     w_root = p.equal("s3=0", s[3], tau(number_token(0)))
-    rules += [
+    rules = [
         (A("parent_known", [looked], [eq(6, ENDSEARCH)]), tau(STARTSEARCH)),
         (A("cycle_visited", [visit, num(0)]), tau(EOS)),
         (A("cycle_root", [visit, eq(0, FAILED), w_root]), tau(EOS)),
         (A("new_vertex", [visit, eq(0, FAILED)], [w_root]), s[3]),
     ]
-    # D10: the neighbour query answered
     nb = A("neighbour_answered", [eq(1, ENDSEARCH)], [eq(2, TILDE)])
     none = A("no_neighbour", [nb, eq(0, FAILED)])
     none_first = A("no_neighbour_first", [none, eq(2, DASH)])
     none_next = A("no_neighbour_next", [none], [eq(2, DASH)])
-    rules += [
+    return rules + [
         (A("neighbour_found", [nb, num(0)]), tau(STARTSEARCH)),
         (A("done_first", [none_first, eq(5, FAILED)]), tau(EOS)),
         (A("pop_first", [none_first], [eq(5, FAILED)]), s[5]),
         (A("done_next", [none_next, eq(6, FAILED)]), tau(EOS)),
         (A("pop_next", [none_next], [eq(6, FAILED)]), s[6]),
-        # D11, D12: the record 'w ~ u', then the pushed top w
         (A("pushed_top", [num(0), eq(1, TILDE)]), s[2]),
         (A("record_tilde", [num(0), eq(1, FAILED), eq(2, ENDSEARCH), eq(3, TILDE)]), tau(TILDE)),
     ]
-    p.emit(rules)
-    return _finish(p, p.name, "istree", N, _int_istree, ISTREE_INT, istree_cot_bound(N), fmt,
-                   dialect="paper", answer_tokens=(TRUE, FALSE))
 
 
 # ----------------------------------------------------------------------------
@@ -495,72 +526,90 @@ def istree_rag(n_nodes: int, fmt: FixedFormat | None = None) -> RagConstruction:
     N = int(n_nodes)
     if N < 1:
         raise ValueError(f"IsTree needs n_nodes >= 1, got {N}")
-    vocab = Vocab(max(N - 1, 1), meta=True)
-    p = Program(f"istree-rag(N={N})", vocab, claim="T5-RAG")
-    s = [p.token] + p.delay_line("tok", p.token, PLAIN_WINDOW)
-    memo: dict = {}
+    p = Program(f"istree-rag(N={N})", Vocab(max(N - 1, 1), meta=True), claim="T5-RAG")
+    w = _Window(p, PLAIN_WINDOW)
+    rules = _plain_eos_and_answer_rules(w, _plain_counters(w, N)) + _plain_header_rules(w) + \
+        _plain_lookup_rules(w) + _plain_alternation_rules(w) + _plain_neighbour_rules(w)
+    p.emit(rules)
+    return _finish(p, p.name, "istree", N, _int_istree_plain, ISTREE_PLAIN_INT, istree_plain_cot_bound(N), fmt,
+                   answer_tokens=(TRUE, FALSE))
 
-    def eq(k: int, t: int):
-        key = (k, t)
-        if key not in memo:
-            memo[key] = p.is_token(t) if k == 0 else p.equal(f"s{k}={_nm(t)}", s[k], tau(t))
-        return memo[key]
 
-    def num(k: int):
-        key = (k, "num")
-        if key not in memo:
-            memo[key] = p.is_number if k == 0 else p.at_least(f"s{k}=num", s[k], 1)
-        return memo[key]
-
-    A = p.all_of
-    SS, ES, F_, TL, DS = STARTSEARCH, ENDSEARCH, FAILED, TILDE, DASH
-    BR, NC, NEG, LZ, AL, CA, CL, HN = BRANCH_RESET, NONCAP, NEG_LOOKAHEAD, LAZY_ANY, ALT, CAP, CLOSE, ANY_NUMBER
+def _plain_counters(w: _Window, N: int) -> tuple:
+    """The two counters (``eos``: [EOS] seen; ``visited``: headers ending in [FAILED],
+    one per visited vertex) and the label's condition: (first [EOS], second [EOS],
+    label_true = the root finished (s_4 a vertex) and N vertices visited)."""
+    p, eq, num, A = w.p, w.eq, w.num, w.all_of
     eos_count = p.counter("eos", p.is_token(EOS), 0, 2)
-    visited = p.counter("visited", A("header_new", [eq(0, F_), eq(2, TL)]), 0, N)
+    visited = p.counter("visited", A("header_new", [eq(0, FAILED), eq(2, TILDE)]), 0, N)
     first_eos = p.equal("eos=1", eos_count, 1)
     second_eos = p.equal("eos=2", eos_count, 2)
     all_seen = p.equal("visited=N", visited, N)
-    true = A("label_true", [eq(0, EOS), second_eos, num(4), all_seen])
-    rn = A("r_neighbour", [eq(1, ES), num(3)])          # the answer w of a neighbour query
-    rp = A("r_parent", [eq(1, ES), eq(3, HN)])          # the answer of a parent lookup
+    return first_eos, second_eos, A("label_true", [eq(0, EOS), second_eos, num(4), all_seen])
+
+
+def _plain_eos_and_answer_rules(w: _Window, counters: tuple) -> list:
+    """After [EOS] (the root, or the label) and after a retrieved token: the neighbour
+    w of a query (pop, visit check, or [EOS] when the root is done) or the answer r of
+    a parent lookup (the pop's header, a cycle: [EOS], or the push's header)."""
+    p, s, eq, num, A = w.p, w.s, w.eq, w.num, w.all_of
+    first_eos, second_eos, true = counters
+    rn = A("r_neighbour", [eq(1, ENDSEARCH), num(3)])          # the answer w of a neighbour query
+    rp = A("r_parent", [eq(1, ENDSEARCH), eq(3, ANY_NUMBER)])  # the answer of a parent lookup
     visit = A("r_visit", [rp, num(8)])
     zero6 = p.equal("s6=0", s[6], tau(number_token(0)))
-    rules = [
-        # [EOS]: the root, or the label
+    return [
         (A("root", [eq(0, EOS), first_eos]), tau(number_token(0))),
         (true, tau(TRUE)),
         (A("label_false", [eq(0, EOS), second_eos], [true]), tau(FALSE)),
-        # the retrieved token
-        (A("root_done", [rn, eq(0, F_), eq(9, F_)]), tau(EOS)),
-        (A("pop", [rn, eq(0, F_), num(9)]), tau(SS)),
-        (A("visit_check", [rn, num(0)]), tau(SS)),
+        (A("root_done", [rn, eq(0, FAILED), eq(9, FAILED)]), tau(EOS)),
+        (A("pop", [rn, eq(0, FAILED), num(9)]), tau(STARTSEARCH)),
+        (A("visit_check", [rn, num(0)]), tau(STARTSEARCH)),
         (A("pop_header", [rp], [num(8)]), s[6]),
         (A("cycle_visited", [visit, num(0)]), tau(EOS)),
-        (A("cycle_root", [visit, eq(0, F_), zero6]), tau(EOS)),
-        (A("push_header", [visit, eq(0, F_)], [zero6]), s[6]),
-        # the header u ~ p c, then SS
-        (A("h_tilde", [num(0), eq(2, ES)]), tau(TL)),
-        (A("h_tilde_root", [num(0), eq(1, EOS)]), tau(TL)),
-        (A("h_p_root", [eq(0, TL), eq(2, EOS)]), tau(F_)),
-        (A("h_p_pop", [eq(0, TL), eq(3, ES), eq(10, F_)]), s[2]),
-        (A("h_p_push", [eq(0, TL), eq(3, ES), num(10)]), s[13]),
-        (A("h_c_root", [eq(1, TL), eq(3, EOS)]), tau(F_)),
-        (A("h_c_pop", [eq(1, TL), eq(4, ES), eq(11, F_)]), s[14]),
-        (A("h_c_push", [eq(1, TL), eq(4, ES), num(11)]), tau(F_)),
-        (A("h_ss", [eq(2, TL), eq(5, ES)]), tau(SS)),
-        (A("h_ss_root", [eq(2, TL), eq(4, EOS)]), tau(SS)),
-        # SS: the neighbour query, or a parent lookup
-        (A("q_first", [eq(0, SS), eq(3, TL), eq(1, F_)]), tau(BR)),
-        (A("q_after", [eq(0, SS), eq(3, TL), num(1)]), tau(NC)),
-        (A("q_pop", [eq(0, SS), eq(2, ES), eq(1, F_)]), s[10]),
-        (A("q_visit", [eq(0, SS), eq(2, ES), num(1)]), s[1]),
-        # the parent lookup x ~ [(] [#] [)]
-        (A("p_tilde", [num(0), eq(1, SS)]), tau(TL)),
-        (A("p_open", [eq(0, TL), eq(2, SS)]), tau(CA)),
-        (eq(0, CA), tau(HN)),
-        (eq(0, HN), tau(CL)),
-        (A("p_end", [eq(0, CL), eq(1, HN), eq(3, TL)]), tau(ES)),
-        # A(u, c, p) = [(?:] u - c [|] c - u [)] [.*?] F(u, p)
+        (A("cycle_root", [visit, eq(0, FAILED), zero6]), tau(EOS)),
+        (A("push_header", [visit, eq(0, FAILED)], [zero6]), s[6]),
+    ]
+
+
+def _plain_header_rules(w: _Window) -> list:
+    """The header ``u ~ p c`` of a line, then SS."""
+    s, eq, num, A = w.s, w.eq, w.num, w.all_of
+    return [
+        (A("h_tilde", [num(0), eq(2, ENDSEARCH)]), tau(TILDE)),
+        (A("h_tilde_root", [num(0), eq(1, EOS)]), tau(TILDE)),
+        (A("h_p_root", [eq(0, TILDE), eq(2, EOS)]), tau(FAILED)),
+        (A("h_p_pop", [eq(0, TILDE), eq(3, ENDSEARCH), eq(10, FAILED)]), s[2]),
+        (A("h_p_push", [eq(0, TILDE), eq(3, ENDSEARCH), num(10)]), s[13]),
+        (A("h_c_root", [eq(1, TILDE), eq(3, EOS)]), tau(FAILED)),
+        (A("h_c_pop", [eq(1, TILDE), eq(4, ENDSEARCH), eq(11, FAILED)]), s[14]),
+        (A("h_c_push", [eq(1, TILDE), eq(4, ENDSEARCH), num(11)]), tau(FAILED)),
+        (A("h_ss", [eq(2, TILDE), eq(5, ENDSEARCH)]), tau(STARTSEARCH)),
+        (A("h_ss_root", [eq(2, TILDE), eq(4, EOS)]), tau(STARTSEARCH)),
+    ]
+
+
+def _plain_lookup_rules(w: _Window) -> list:
+    """After SS: the neighbour query's opening, or a parent lookup ``x ~ [(] [#] [)]``."""
+    s, eq, num, A = w.s, w.eq, w.num, w.all_of
+    return [
+        (A("q_first", [eq(0, STARTSEARCH), eq(3, TILDE), eq(1, FAILED)]), tau(BRANCH_RESET)),
+        (A("q_after", [eq(0, STARTSEARCH), eq(3, TILDE), num(1)]), tau(NONCAP)),
+        (A("q_pop", [eq(0, STARTSEARCH), eq(2, ENDSEARCH), eq(1, FAILED)]), s[10]),
+        (A("q_visit", [eq(0, STARTSEARCH), eq(2, ENDSEARCH), num(1)]), s[1]),
+        (A("p_tilde", [num(0), eq(1, STARTSEARCH)]), tau(TILDE)),
+        (A("p_open", [eq(0, TILDE), eq(2, STARTSEARCH)]), tau(CAP)),
+        (eq(0, CAP), tau(ANY_NUMBER)),
+        (eq(0, ANY_NUMBER), tau(CLOSE)),
+        (A("p_end", [eq(0, CLOSE), eq(1, ANY_NUMBER), eq(3, TILDE)]), tau(ENDSEARCH)),
+    ]
+
+
+def _plain_alternation_rules(w: _Window) -> list:
+    """A(u, c, p) = ``[(?:] u - c [|] c - u [)] [.*?]`` F(u, p), token by token."""
+    s, eq, num, A = w.s, w.eq, w.num, w.all_of
+    NC, DS, AL = NONCAP, DASH, ALT
+    return [
         (eq(0, NC), s[5]),
         (A("a2", [num(0), eq(1, NC)]), tau(DS)),
         (A("a3", [eq(0, DS), eq(2, NC)]), s[4]),
@@ -568,29 +617,33 @@ def istree_rag(n_nodes: int, fmt: FixedFormat | None = None) -> RagConstruction:
         (A("a5", [eq(0, AL), eq(4, NC)]), s[1]),
         (A("a6", [num(0), eq(1, AL)]), tau(DS)),
         (A("a7", [eq(0, DS), eq(2, AL)]), s[5]),
-        (A("a8", [num(0), eq(1, DS), eq(3, AL)]), tau(CL)),
-        (A("a9", [eq(0, CL), num(1), num(3)]), tau(LZ)),
-        (eq(0, LZ), tau(BR)),
-        # F(u, p) = [(?|] u - [(?!] p [)] [(] [#] [)] [|] [(?!] p [)] [(] [#] [)] - u [)]
-        (A("f1_first", [eq(0, BR), eq(1, SS)]), s[5]),
+        (A("a8", [num(0), eq(1, DS), eq(3, AL)]), tau(CLOSE)),
+        (A("a9", [eq(0, CLOSE), num(1), num(3)]), tau(LAZY_ANY)),
+        (eq(0, LAZY_ANY), tau(BRANCH_RESET)),
+    ]
+
+
+def _plain_neighbour_rules(w: _Window) -> list:
+    """F(u, p) = ``[(?|] u - [(?!] p [)] [(] [#] [)] [|] [(?!] p [)] [(] [#] [)] - u [)]``, then ES."""
+    s, eq, num, A = w.s, w.eq, w.num, w.all_of
+    BR, DS, NEG, CL, HN, AL, LZ = BRANCH_RESET, DASH, NEG_LOOKAHEAD, CLOSE, ANY_NUMBER, ALT, LAZY_ANY
+    return [
+        (A("f1_first", [eq(0, BR), eq(1, STARTSEARCH)]), s[5]),
         (A("f1_after", [eq(0, BR), eq(1, LZ)]), s[3]),
         (A("f2", [num(0), eq(1, BR)]), tau(DS)),
         (A("f3", [eq(0, DS), eq(2, BR)]), tau(NEG)),
-        (A("f4_first", [eq(0, NEG), eq(1, DS), eq(4, SS)]), s[6]),
+        (A("f4_first", [eq(0, NEG), eq(1, DS), eq(4, STARTSEARCH)]), s[6]),
         (A("f4_after", [eq(0, NEG), eq(1, DS), eq(4, LZ)]), s[16]),
         (eq(1, NEG), tau(CL)),
-        (A("f6", [eq(0, CL), eq(2, NEG)]), tau(CA)),
+        (A("f6", [eq(0, CL), eq(2, NEG)]), tau(CAP)),
         (A("f9", [eq(0, CL), eq(1, HN), eq(3, CL), eq(6, DS)]), tau(AL)),
         (A("f10", [eq(0, AL), eq(1, CL)]), tau(NEG)),
         (A("f11", [eq(0, NEG), eq(1, AL)]), s[6]),
         (A("f16", [eq(0, CL), eq(1, HN), eq(3, CL), eq(6, AL)]), tau(DS)),
         (A("f17", [eq(0, DS), eq(1, CL)]), s[15]),
         (A("f18", [num(0), eq(1, DS), eq(2, CL)]), tau(CL)),
-        (A("f19", [eq(0, CL), num(1), eq(2, DS), eq(3, CL)]), tau(ES)),
+        (A("f19", [eq(0, CL), num(1), eq(2, DS), eq(3, CL)]), tau(ENDSEARCH)),
     ]
-    p.emit(rules)
-    return _finish(p, p.name, "istree", N, _int_istree_plain, ISTREE_PLAIN_INT, istree_plain_cot_bound(N), fmt,
-                   answer_tokens=(TRUE, FALSE))
 
 
 def _nm(t: int) -> str:

@@ -153,6 +153,12 @@ class Lin:
 LinLike = Union[Signal, Lin, int]
 
 
+class ProgramRangeError(MarginError, AssertionError):
+    """:meth:`Program.run_python` saw a signal leave its declared interval (the
+    interval bounds, hence the bits, would be wrong) or a write-once latch written
+    twice. A MarginError; also an AssertionError, as the interpreter's checks were."""
+
+
 @dataclass
 class _Op:
     kind: str                 # counter | delay | equal | at_least | all_of | select | emit
@@ -404,7 +410,7 @@ class Program:
                     if g is not None and env[g.name] == 1:
                         writes[c.name] = writes.get(c.name, 0) + 1
                         if writes[c.name] > 1:
-                            raise AssertionError(f"{self.name}: latch {c.name!r} written twice (position {pos})")
+                            raise ProgramRangeError(f"{self.name}: latch {c.name!r} written twice (position {pos})")
                 elif k == "delay":
                     key = op.args["name"] + "#line"
                     line = state.get(key, [0] * len(op.out))
@@ -429,7 +435,7 @@ class Program:
                     env[op.out[0].name] = total
                 for s in op.out:
                     if not s.lo <= env[s.name] <= s.hi:
-                        raise AssertionError(f"{self.name}: signal {s.name} = {env[s.name]} outside its declared "
+                        raise ProgramRangeError(f"{self.name}: signal {s.name} = {env[s.name]} outside its declared "
                                              f"range [{s.lo}, {s.hi}] at position {pos}")
             env["_fired"] = fired
             trace.append(env)
@@ -476,55 +482,68 @@ def assemble(p: Program) -> Builder:
         else:
             space.hidden(name)
     b = Builder(p.name, "linear_rnn", p.vocab, space, claim=p.claim)
-    one = Program.ONE
     for l in range(L):
-        state: list[str] = []
-        A: dict = {}
-        B: dict = {}
-        C: dict = {}
-        neurons: list[Neuron] = []
-        for op in p.ops:
-            if op.layer != l:
-                continue
-            if op.kind == "counter":
-                c = op.out[0].name
-                state.append(c)
-                A[(c, c)] = 1
-                for d, a in op.args["inc"].combo(one).items():
-                    B[(c, d)] = B.get((c, d), 0) + a
-                C[(c, c)] = 1
-            elif op.kind == "delay":
-                base = op.args["name"] + "#0"
-                names = [base] + [s.name for s in op.out]
-                state.extend(names)
-                B[(base, op.args["source"].name)] = 1
-                for k in range(1, len(names)):
-                    A[(names[k], names[k - 1])] = 1
-                    C[(names[k], names[k])] = 1
-            elif op.kind == "equal":
-                neurons += equality_neurons(op.args["d"].combo(one), {}, op.out[0].name)
-            elif op.kind == "at_least":
-                d = op.args["d"].combo(one)
-                out = op.out[0].name
-                neurons += [Neuron(d, 1, {out: 1}), Neuron(d, 0, {out: -1})]
-            elif op.kind == "all_of":
-                neurons.append(Neuron(op.args["d"].combo(one), 0, {op.out[0].name: 1}))
-            elif op.kind == "select":
-                a = op.args
-                B_ = max(abs(a["x"].lo), abs(a["x"].hi), abs(a["y"].lo), abs(a["y"].hi), 1)
-                neurons += select_neurons(a["c"].combo(one), a["x"].combo(one), a["y"].combo(one),
-                                          op.out[0].name, B_)
-            elif op.kind == "emit":
-                out = op.out[0].name
-                for c, v in op.args["rules"]:
-                    if not v.terms:                       # a constant token code: tau [cond]
-                        neurons.append(Neuron(c.combo(one), 0, {out: v.const}))
-                    else:
-                        B_ = max(abs(v.lo), abs(v.hi), 1)
-                        neurons += select_neurons(c.combo(one), v.combo(one), {}, out, B_)
+        state, A, B, C, neurons = _layer_of(p, l)
         b.rnn_layer(state, A, B, C, neurons, name=f"{p.name}.L{l}")
     if p._emit is None:
         raise ValueError(f"{p.name}: a program needs an emit() rule set")
-    b.readout([(p._emit.out[0].name, K.F_TOK, 0, 2), (one, K.F_TOK_SQ, 0, -1)])
+    b.readout([(p._emit.out[0].name, K.F_TOK, 0, 2), (Program.ONE, K.F_TOK_SQ, 0, -1)])
     b.notes["program"] = p.describe()
     return b
+
+
+def _layer_of(p: Program, l: int) -> tuple[list[str], dict, dict, dict, list[Neuron]]:
+    """RNN layer l of the program: the state of its counters and delay lines
+    (A, B, C) and the neurons of its MLP operations, in program order."""
+    one = Program.ONE
+    state: list[str] = []
+    A: dict = {}
+    B: dict = {}
+    C: dict = {}
+    neurons: list[Neuron] = []
+    for op in p.ops:
+        if op.layer != l:
+            continue
+        if op.kind == "counter":
+            c = op.out[0].name
+            state.append(c)
+            A[(c, c)] = 1
+            for d, a in op.args["inc"].combo(one).items():
+                B[(c, d)] = B.get((c, d), 0) + a
+            C[(c, c)] = 1
+        elif op.kind == "delay":
+            base = op.args["name"] + "#0"
+            names = [base] + [s.name for s in op.out]
+            state.extend(names)
+            B[(base, op.args["source"].name)] = 1
+            for k in range(1, len(names)):
+                A[(names[k], names[k - 1])] = 1
+                C[(names[k], names[k])] = 1
+        else:
+            neurons += _mlp_op_neurons(op, one)
+    return state, A, B, C, neurons
+
+
+def _mlp_op_neurons(op: _Op, one: str) -> list[Neuron]:
+    """The neurons of one MLP operation (the gadgets named in the module docstring)."""
+    out = op.out[0].name
+    if op.kind == "equal":
+        return equality_neurons(op.args["d"].combo(one), {}, out)
+    if op.kind == "at_least":
+        d = op.args["d"].combo(one)
+        return [Neuron(d, 1, {out: 1}), Neuron(d, 0, {out: -1})]
+    if op.kind == "all_of":
+        return [Neuron(op.args["d"].combo(one), 0, {out: 1})]
+    if op.kind == "select":
+        a = op.args
+        bound = max(abs(a["x"].lo), abs(a["x"].hi), abs(a["y"].lo), abs(a["y"].hi), 1)
+        return select_neurons(a["c"].combo(one), a["x"].combo(one), a["y"].combo(one), out, bound)
+    if op.kind == "emit":
+        neurons: list[Neuron] = []
+        for c, v in op.args["rules"]:
+            if not v.terms:                       # a constant token code: tau [cond]
+                neurons.append(Neuron(c.combo(one), 0, {out: v.const}))
+            else:
+                neurons += select_neurons(c.combo(one), v.combo(one), {}, out, max(abs(v.lo), abs(v.hi), 1))
+        return neurons
+    raise ValueError(f"unknown program operation {op.kind!r}")

@@ -79,7 +79,9 @@ import sympy as sp
 
 from . import kernels as K
 from .fixedpoint import FixedFormat
-from .gadgets import Builder, MarginError, Neuron, ResidualSpace, bits_for, match_head, select_neurons, sharpness
+from .gadgets import (
+    Builder, Component, Head, MarginError, Neuron, ResidualSpace, bits_for, match_head, select_neurons, sharpness,
+)
 from .generate import generate
 from .model import Model
 from .vocab import NUMBER_BASE, SPECIAL_NAMES, Vocab, token_code
@@ -266,9 +268,36 @@ class RNNSimulator:
         return f"h{l}:{self.rnn.spec.rnn_layers[l].state_labels[s] if self.rnn.spec.rnn_layers[l].state_labels else s}"
 
     def _build(self) -> Model:
+        """Assemble the Transformer phase by phase (module docstring, "Layers")."""
         spec = self.rnn.spec
-        f = self.fR
-        S, B = self.S, self.B
+        space, emb_dims, emb_bound = self._space()
+        fmt, v_bound, big = self._format(emb_bound)
+        b = Builder(f"sim({spec.name}; L<={self.max_prompt}, cot<={self.max_rnn_cot})", "transformer",
+                    self.vocab, space, claim="sim")
+        b.max_positions = self.max_prompt + self.cot_bound(self.max_prompt)   # prompt + the longest CoT
+        b.attention_layer([], mlp=self._token_type_mlp())
+        b.attention_layer(self._position_heads(fmt, emb_dims), mlp=self._block_role_mlp())
+        heads, mlp = self._rnn_input(fmt, emb_dims, emb_bound)
+        b.attention_layer(heads, mlp=mlp)
+        for l in range(len(spec.rnn_layers)):
+            for mlp in self._rnn_layer_mlps(l):
+                b.attention_layer([], mlp=mlp)
+        if self.mode == "argmax":
+            for mlp in self._argmax_mlps():
+                b.attention_layer([], mlp=mlp)
+        b.attention_layer([], mlp=self._next_code_mlp(big))
+        b.readout([("next_code", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
+        b.notes.update({"block": self.B, "state_numbers": self.S, "layout": {"filler": self.filler, "Sb": self.Sb,
+                                                                             "Kb": self.Kb, "R": self.R}})
+        return b.build(fmt)
+
+    # -- directions
+    def _space(self) -> tuple[ResidualSpace, list[int], Fraction]:
+        """Every direction, in layout order: the Transformer's embedding, the RNN's
+        embedded features (``rnn_embed:``), the token-type flags and block roles, the
+        RNN's residual (``rnn:``, accumulated by several MLPs) and state (``h{l}:``).
+        Returns the space, the RNN's embedded dims and the bound on their features."""
+        spec, f, S = self.rnn.spec, self.fR, self.S
         sp_ = ResidualSpace()
         for lab, kind in (("one", K.F_ONE), ("tok", K.F_TOK), ("pos", K.F_POS), ("pos_sq", K.F_POS_SQ)):
             sp_.embedded(lab, kind)
@@ -283,194 +312,222 @@ class RNNSimulator:
         emb_bound = Fraction(0)
         for d in emb_dims:
             kind, param, coef = spec.embedding[d]
-            sp_.embedded(f"remb:{spec.labels[d]}", kind, param, coef)
+            sp_.embedded(f"rnn_embed:{spec.labels[d]}", kind, param, coef)
             emb_bound = max(emb_bound, _feature_bound(kind, param, coef, TAU_MIN, self.tau_max, f))
-        types = ["isK", "isF", "isR"] + [f"isS{i}" for i in range(S)]
-        for lab in types + ["dval", "kval", "seenK", "Lpos", "t", "ltL", "geL1", "aSS", "aKn", "cY", "cF", "next"] \
-                + [f"aS{i}" for i in range(S)] + [f"hp{i}" for i in range(S)]:
+        types = ["is_counter", "is_filler", "is_rnn_token"] + [f"is_state{i}" for i in range(S)]
+        roles = ["state_value", "counter_value", "seen_counter", "prompt_length", "step", "in_prompt",
+                 "prompt_done", "after_last_state", "emit_next_counter", "emit_rnn_token", "emit_filler",
+                 "next_code"]
+        for lab in types + roles + [f"emit_state{i}" for i in range(S)] + [f"prev_state{i}" for i in range(S)]:
             sp_.hidden(lab)
         for d in emb_dims:
-            sp_.hidden(f"ry:{spec.labels[d]}")
-            sp_.hidden(f"pr:{spec.labels[d]}")
+            sp_.hidden(f"prev_token:{spec.labels[d]}")
+            sp_.hidden(f"prompt_token:{spec.labels[d]}")
         for d in self.x_dims:
             sp_.hidden(self._x(d), accumulate=True)
         if self.mode == "argmax":
             for j in range(len(self.contenders)):
-                for lab in (f"lg{j}", f"cnt{j}", f"win{j}"):
+                for lab in (f"logit{j}", f"beats{j}", f"winner{j}"):
                     sp_.hidden(lab)
         comp = []                                     # (layer, index in layer) per state number
-        for l, sz in enumerate(self.sizes):
-            for s in range(sz):
+        for l, size in enumerate(self.sizes):
+            for s in range(size):
                 comp.append((l, s))
                 sp_.hidden(self._h(l, s))
         self.comp = comp
+        return sp_, emb_dims, emb_bound
 
-        # ---- integer bits: scores, codes, features, RNN values (module docstring)
+    # -- the format
+    def _format(self, emb_bound: Fraction) -> tuple[FixedFormat, int, int]:
+        """Integer bits for scores, codes, features and RNN values (module docstring).
+
+        The RNN's token y is v = sum_d w_d x_d clamped to its codes [TAU_MIN, MR + 1]:
+        |v| < v_max = w_abs 2^I_R. v_bound = v_max + (code span) + 1 bounds |v - code|;
+        the clamp's gate constant big must satisfy big >= v_max - TAU_MIN (both ReLUs are
+        0 where emit_rnn_token = 0); big = v_bound + code span + 2 does, checked below."""
+        f = self.fR
         lam = sharpness(f)
         Kmax = self.n_pos + 1
         V = self.tau_max + 1                         # every code the final MLP selects is in [1, tau_max]
         w_abs = sum(abs(v) for v in self.readout_w.values())
-        v_bound = w_abs * (1 << self.IR) + self.MR + 2 + 9
-        big = v_bound + self.MR + 12
+        v_max = w_abs * (1 << self.IR)
+        code_span = (self.MR + 1) - TAU_MIN
+        v_bound = v_max + code_span + 1
+        big = v_bound + code_span + 2
+        if not big >= v_max - TAU_MIN:
+            raise MarginError(f"simulating {self.rnn.spec.name}: clamp gate {big} below v_max - TAU_MIN")
         need = max(bits_for(3 * self.tau_max ** 2), bits_for(3 * lam * (Kmax + 1) ** 2 + lam * self.n_pos),
                    bits_for((lam * self.n_pos + lam) * 3 + lam * self.n_pos),
                    bits_for(emb_bound) + 1, bits_for(2 * V + big + v_bound), self.IR + 2) + 2
         self.int_bits_declared = need
         if need + f > 62:
-            raise MarginError(f"simulating {spec.name} needs I = {need} integer bits with f = {f}: "
+            raise MarginError(f"simulating {self.rnn.spec.name} needs I = {need} integer bits with f = {f}: "
                               f"I + f > 62 does not fit int64")
-        fmt = FixedFormat(need, f)
-        self.fmt = fmt
-        b = Builder(f"sim({spec.name}; L<={self.max_prompt}, cot<={self.max_rnn_cot})", "transformer",
-                    self.vocab, sp_, claim="sim")
-        b.max_positions = self.max_prompt + self.cot_bound(self.max_prompt)   # prompt + the longest CoT
+        self.fmt = FixedFormat(need, f)
+        return self.fmt, v_bound, big
 
-        # ---- layer 1: token type and value from tau (integer steps)
+    # -- layer 1: token type and value from tau (integer steps)
+    def _token_type_mlp(self) -> list[Neuron]:
+        """Token type flags by steps on tau at the layout's range boundaries, and
+        state_value = 2^-f (tau - c_i) on S_i's range (c_i = tau_S[i] + OFF), taken at
+        both ends of the range as relu(tau - b) + (b - c) [tau >= b]; counter_value = t
+        of a K token."""
+        S, f = self.S, self.fR
         mlp: list[Neuron] = []
         tok = {"tok": 1}
-        mlp += _ge(tok, self.tau_F, {"isF": 1, "isR": -1})
-        mlp.append(Neuron({}, 1, {"isR": 1}))
-        mlp += _ge(tok, self.tau_F + 1, {"isF": -1, "isS0": 1})
+        mlp += _ge(tok, self.tau_F, {"is_filler": 1, "is_rnn_token": -1})
+        mlp.append(Neuron({}, 1, {"is_rnn_token": 1}))
+        mlp += _ge(tok, self.tau_F + 1, {"is_filler": -1, "is_state0": 1})
         for i in range(S):
-            hi_out = {f"isS{i}": -1}
-            hi_out["isK" if i == S - 1 else f"isS{i + 1}"] = 1
+            hi_out = {f"is_state{i}": -1}
+            hi_out["is_counter" if i == S - 1 else f"is_state{i + 1}"] = 1
             mlp += _ge(tok, self.tau_S[i + 1], hi_out)
-        # dval = 2^-f (tau - c_i) on S_i's range, c_i = tau_S[i] + OFF; (tau - c) [tau >= b]
-        # = relu(tau - b) + (b - c) [tau >= b], taken at both ends of the range
         unit = Fraction(1, 1 << f)
         for i in range(S):
             c = self.tau_S[i] + self.OFF
             for bnd, sgn in ((self.tau_S[i], 1), (self.tau_S[i + 1], -1)):
-                mlp.append(Neuron(tok, -bnd, {"dval": sgn * unit}))
-                mlp += _ge(tok, bnd, {"dval": sgn * (bnd - c) * unit})
-        mlp.append(Neuron(tok, -self.tau_K, {"kval": 1}))
-        b.attention_layer([], mlp=mlp)
+                mlp.append(Neuron(tok, -bnd, {"state_value": sgn * unit}))
+                mlp += _ge(tok, bnd, {"state_value": sgn * (bnd - c) * unit})
+        mlp.append(Neuron(tok, -self.tau_K, {"counter_value": 1}))
+        return mlp
 
-        # ---- layer 2: position-match heads
-        idx = {f"isS{i}": -(i + 1) for i in range(S)}
-        idx.update({"isF": -(S + 1), "isR": -(S + 1)})          # minus the index in the block
+    # -- layer 2: position-match heads and the block roles
+    def _position_query(self, shift: int) -> dict:
+        """pos - (index in the block) + shift: the block's start plus shift."""
+        q = {"pos": 1, "one": shift}
+        q.update({f"is_state{i}": -(i + 1) for i in range(self.S)})
+        q.update({"is_filler": -(self.S + 1), "is_rnn_token": -(self.S + 1)})
+        return q
 
-        def q(shift: int) -> dict:
-            d = {"pos": 1, "one": shift}
-            d.update(idx)
-            return d
-
+    def _position_heads(self, fmt: FixedFormat, emb_dims: list[int]) -> list[Head]:
+        labels, Kmax = self.rnn.spec.labels, self.n_pos + 1
         key, key_sq = {"pos": 1, "one": 1}, {"pos_sq": 1, "pos": 2, "one": 1}
-        heads = [match_head("firstK", query={"one": 1}, key={"isK": 1}, key_sq={"isK": 1}, one="one",
-                            copy={"seenK": {"isK": 1}, "Lpos": {"pos": 1}}, fmt=fmt, max_key=1,
-                            first_occurrence=("pos", self.n_pos), max_query=1),
-                 match_head("counter", query=q(1), key=key, key_sq=key_sq, one="one", copy={"t": {"kval": 1}},
-                            fmt=fmt, max_key=Kmax, max_query=Kmax),
-                 match_head("prevY", query=q(0), key=key, key_sq=key_sq, one="one",
-                            copy={f"ry:{spec.labels[d]}": {f"remb:{spec.labels[d]}": 1} for d in emb_dims},
-                            fmt=fmt, max_key=Kmax, max_query=Kmax)]
-        for i in range(S):
-            heads.append(match_head(f"prev{i}", query=q(2 - B + i), key=key, key_sq=key_sq, one="one",
-                                    copy={f"hp{i}": {"dval": 1}}, fmt=fmt, max_key=Kmax, max_query=Kmax))
-        mlp = _ge({"Lpos": 1, "t": -1}, 1, {"ltL": 1}) + _ge({"t": 1, "Lpos": -1}, -1, {"geL1": 1})
-        for i in range(S):
-            flag = "isK" if i == 0 else f"isS{i - 1}"
-            mlp.append(Neuron({flag: 1, "seenK": 1}, -1, {f"aS{i}": 1}))
-        mlp.append(Neuron({f"isS{S - 1}": 1, "seenK": 1}, -1, {"aSS": 1}))
-        mlp.append(Neuron({"isF": 1, "isR": 1, "seenK": 1}, -1, {"aKn": 1}))
-        b.attention_layer(heads, mlp=mlp)
+        heads = [match_head("firstK", components=[Component({"one": 1}, {"is_counter": 1}, {"is_counter": 1}, 1, 1)],
+                            copy={"seen_counter": {"is_counter": 1}, "prompt_length": {"pos": 1}}, fmt=fmt,
+                            tie_break="first", n_positions=self.n_pos + 1),
+                 match_head("counter", components=[Component(self._position_query(1), key, key_sq, Kmax, Kmax)],
+                            copy={"step": {"counter_value": 1}}, fmt=fmt),
+                 match_head("prevY", components=[Component(self._position_query(0), key, key_sq, Kmax, Kmax)],
+                            copy={f"prev_token:{labels[d]}": {f"rnn_embed:{labels[d]}": 1} for d in emb_dims},
+                            fmt=fmt)]
+        for i in range(self.S):
+            q = self._position_query(2 - self.B + i)
+            heads.append(match_head(f"prev{i}", components=[Component(q, key, key_sq, Kmax, Kmax)],
+                                    copy={f"prev_state{i}": {"state_value": 1}}, fmt=fmt))
+        return heads
 
-        # ---- layer 3: the prompt token at the carried counter t; the RNN input x_R
-        heads = [match_head("prompt", query={"t": 1, "one": 1}, key=key, key_sq=key_sq, one="one",
-                            copy={f"pr:{spec.labels[d]}": {f"remb:{spec.labels[d]}": 1} for d in emb_dims},
-                            fmt=fmt, max_key=Kmax, max_query=Kmax)]
+    def _block_role_mlp(self) -> list[Neuron]:
+        """[t < L], [t >= L - 1], and which token the block emits next."""
+        S = self.S
+        mlp = _ge({"prompt_length": 1, "step": -1}, 1, {"in_prompt": 1}) + \
+            _ge({"step": 1, "prompt_length": -1}, -1, {"prompt_done": 1})
+        for i in range(S):
+            flag = "is_counter" if i == 0 else f"is_state{i - 1}"
+            mlp.append(Neuron({flag: 1, "seen_counter": 1}, -1, {f"emit_state{i}": 1}))
+        mlp.append(Neuron({f"is_state{S - 1}": 1, "seen_counter": 1}, -1, {"after_last_state": 1}))
+        mlp.append(Neuron({"is_filler": 1, "is_rnn_token": 1, "seen_counter": 1}, -1, {"emit_next_counter": 1}))
+        return mlp
+
+    # -- layer 3: the prompt token at the carried counter t; the RNN input x_R
+    def _rnn_input(self, fmt: FixedFormat, emb_dims: list[int], emb_bound: Fraction) -> tuple[list[Head], list[Neuron]]:
+        labels, Kmax = self.rnn.spec.labels, self.n_pos + 1
+        key, key_sq = {"pos": 1, "one": 1}, {"pos_sq": 1, "pos": 2, "one": 1}
+        heads = [match_head("prompt", components=[Component({"step": 1, "one": 1}, key, key_sq, Kmax, Kmax)],
+                            copy={f"prompt_token:{labels[d]}": {f"rnn_embed:{labels[d]}": 1} for d in emb_dims},
+                            fmt=fmt)]
         mlp = []
         for d in emb_dims:
-            lab = spec.labels[d]
-            mlp += select_neurons({"ltL": 1}, {f"pr:{lab}": 1}, {f"ry:{lab}": 1}, self._x(d), emb_bound)
-        mlp.append(Neuron({"aSS": 1, "geL1": 1}, -1, {"cY": 1}))
-        mlp.append(Neuron({"aSS": 1, "geL1": -1}, 0, {"cF": 1}))
-        b.attention_layer(heads, mlp=mlp)
+            mlp += select_neurons({"in_prompt": 1}, {f"prompt_token:{labels[d]}": 1}, {f"prev_token:{labels[d]}": 1},
+                                  self._x(d), emb_bound)
+        mlp.append(Neuron({"after_last_state": 1, "prompt_done": 1}, -1, {"emit_rnn_token": 1}))
+        mlp.append(Neuron({"after_last_state": 1, "prompt_done": -1}, 0, {"emit_filler": 1}))
+        return heads, mlp
 
-        # ---- the RNN layers, two MLPs each
-        flat = {c: i for i, c in enumerate(comp)}
-        for l, L in enumerate(spec.rnn_layers):
-            mlp = []
-            for s in range(self.sizes[l]):
-                z = {}
-                for s2 in range(self.sizes[l]):
-                    if L.A[s, s2] != 0:
-                        z[f"hp{flat[(l, s2)]}"] = Fraction(L.A[s, s2])
-                for d in self.x_dims:
-                    if L.B[s, d] != 0:
-                        z[self._x(d)] = Fraction(L.B[s, d])
-                out = {self._h(l, s): 1}
-                for d in self.x_dims:
-                    if L.C[d, s] != 0:
-                        out[self._x(d)] = Fraction(L.C[d, s])
-                mlp.append(Neuron(z, 0, out))
-                mlp.append(Neuron({k: -v for k, v in z.items()}, 0, {k: -Fraction(v) for k, v in out.items()}))
-            b.attention_layer([], mlp=mlp)
-            mlp = []
-            for m in range(L.W1.shape[0]):
-                inp = {self._x(d): Fraction(L.W1[m, d]) for d in self.x_dims if L.W1[m, d] != 0}
-                out = {self._x(d): Fraction(L.W2[d, m]) for d in self.x_dims if L.W2[d, m] != 0}
-                if out:
-                    mlp.append(Neuron(inp, Fraction(L.b1[m]), out))
-            b2 = {self._x(d): Fraction(L.b2[d]) for d in self.x_dims if L.b2[d] != 0}
-            if b2:
-                mlp.append(Neuron({}, 1, b2))
-            b.attention_layer([], mlp=mlp)
+    # -- the RNN layers, two MLPs each
+    def _rnn_layer_mlps(self, l: int) -> tuple[list[Neuron], list[Neuron]]:
+        """(a) h^l = A h^l_prev + B x_R and x_R += C h^l, each signed value as
+        relu(z) - relu(-z); (b) the RNN layer's own MLP on x_R (b2 through a constant neuron)."""
+        L = self.rnn.spec.rnn_layers[l]
+        flat = {c: i for i, c in enumerate(self.comp)}
+        step = []
+        for s in range(self.sizes[l]):
+            z = {}
+            for s2 in range(self.sizes[l]):
+                if L.A[s, s2] != 0:
+                    z[f"prev_state{flat[(l, s2)]}"] = Fraction(L.A[s, s2])
+            for d in self.x_dims:
+                if L.B[s, d] != 0:
+                    z[self._x(d)] = Fraction(L.B[s, d])
+            out = {self._h(l, s): 1}
+            for d in self.x_dims:
+                if L.C[d, s] != 0:
+                    out[self._x(d)] = Fraction(L.C[d, s])
+            step.append(Neuron(z, 0, out))
+            step.append(Neuron({k: -v for k, v in z.items()}, 0, {k: -Fraction(v) for k, v in out.items()}))
+        own = []
+        for m in range(L.W1.shape[0]):
+            inp = {self._x(d): Fraction(L.W1[m, d]) for d in self.x_dims if L.W1[m, d] != 0}
+            out = {self._x(d): Fraction(L.W2[d, m]) for d in self.x_dims if L.W2[d, m] != 0}
+            if out:
+                own.append(Neuron(inp, Fraction(L.b1[m]), out))
+        b2 = {self._x(d): Fraction(L.b2[d]) for d in self.x_dims if L.b2[d] != 0}
+        if b2:
+            own.append(Neuron({}, 1, b2))
+        return step, own
 
-        if self.mode == "argmax":
-            # the RNN's logits, each product rounded exactly as its readout rounds it
-            C_ = len(self.contenders)
-            mlp = []
-            for j, tl in enumerate(self.contender_terms):
-                for d, c in tl:
-                    if d in self.x_dims and c != 0:
-                        mlp.append(Neuron({self._x(d): c}, 0, {f"lg{j}": 1}))
-                        mlp.append(Neuron({self._x(d): -c}, 0, {f"lg{j}": -1}))
-            for j in range(C_):
-                if f"lg{j}" not in sp_.writer:
-                    mlp.append(Neuron({}, 0, {f"lg{j}": 1}))                     # relu(0): no terms, logit 0
-            b.attention_layer([], mlp=mlp)
-            # j beats i: [lg_j > lg_i] if i has a smaller id, [lg_j >= lg_i] if larger
-            # (logits are multiples of 2^-f: d 2^f is an integer, steps exact)
-            mlp = []
-            sc = 1 << f
-            for j in range(C_):
-                for i in range(C_):
-                    if i == j:
-                        continue
-                    dd = {f"lg{j}": sc, f"lg{i}": -sc}
-                    lo_ = 1 if i < j else 0                     # d 2^f >= 1 (strict) or >= 0
-                    mlp += _ge(dd, lo_, {f"cnt{j}": 1})
-                if C_ == 1:
-                    mlp.append(Neuron({}, 0, {f"cnt{j}": 1}))
-            b.attention_layer([], mlp=mlp)
-            mlp = [Neuron({f"cnt{j}": 1}, -(C_ - 2), {f"win{j}": 1}) for j in range(C_)]
-            b.attention_layer([], mlp=mlp)
+    # -- the indicator readout: logits, pairwise wins, the one-hot winner
+    def _argmax_mlps(self) -> tuple[list[Neuron], list[Neuron], list[Neuron]]:
+        """The RNN's logits, each product rounded exactly as its readout rounds it;
+        j beats i: [lg_j > lg_i] if i has a smaller id, [lg_j >= lg_i] if larger (logits
+        are multiples of 2^-f: d 2^f is an integer, steps exact); the winner beats all."""
+        C_ = len(self.contenders)
+        logits = []
+        for j, tl in enumerate(self.contender_terms):
+            for d, c in tl:
+                if d in self.x_dims and c != 0:
+                    logits.append(Neuron({self._x(d): c}, 0, {f"logit{j}": 1}))
+                    logits.append(Neuron({self._x(d): -c}, 0, {f"logit{j}": -1}))
+        # relu(0) = 0 into every logit, so that a contender without terms has logit 0 (its
+        # direction is written); one per contender, as the layout has always had (params)
+        logits += [Neuron({}, 0, {f"logit{j}": 1}) for j in range(C_)]
+        wins = []
+        sc = 1 << self.fR
+        for j in range(C_):
+            for i in range(C_):
+                if i == j:
+                    continue
+                lo_ = 1 if i < j else 0                     # d 2^f >= 1 (strict) or >= 0
+                wins += _ge({f"logit{j}": sc, f"logit{i}": -sc}, lo_, {f"beats{j}": 1})
+            if C_ == 1:
+                wins.append(Neuron({}, 0, {f"beats{j}": 1}))
+        winner = [Neuron({f"beats{j}": 1}, -(C_ - 2), {f"winner{j}": 1}) for j in range(C_)]
+        return logits, wins, winner
 
-        # ---- final layer: the next token's code, by case
-        mlp = [Neuron({"one": 1, "seenK": -1}, 0, {"next": self.tau_K})]          # prompt: K(0)
-        scale = 1 << f
-        for i, (l, s) in enumerate(comp):                                          # S_i(s_t^i)
+    # -- final layer: the next token's code, by case
+    def _next_code_mlp(self, big: int) -> list[Neuron]:
+        """K(0) in the prompt, S_i(s_t^i), Y (the RNN's clamped value or its argmax
+        winner's code), the filler, K(t + 1). Each case's gate constant is the span
+        of the values it passes: V = tau_max + 1 for codes, big for the clamp."""
+        V = self.tau_max + 1
+        mlp = [Neuron({"one": 1, "seen_counter": -1}, 0, {"next_code": self.tau_K})]          # prompt: K(0)
+        scale = 1 << self.fR
+        for i, (l, s) in enumerate(self.comp):                                               # S_i(s_t^i)
             base = self.tau_S[i] + self.OFF
-            mlp.append(Neuron({self._h(l, s): scale, f"aS{i}": V}, base - V, {"next": 1}))
+            mlp.append(Neuron({self._h(l, s): scale, f"emit_state{i}": V}, base - V, {"next_code": 1}))
         lo, hi = TAU_MIN, self.MR + 1
-        if self.mode == "nearest":                                                 # Y: clamp(v)
+        if self.mode == "nearest":                                                           # Y: clamp(v)
             v = {self._x(d): w for d, w in self.readout_w.items() if d in self.x_dims}
-            mlp.append(Neuron({"cY": 1}, 0, {"next": lo}))
-            mlp.append(Neuron({**v, "cY": big}, -lo - big, {"next": 1}))
-            mlp.append(Neuron({**v, "cY": big}, -hi - big, {"next": -1}))
-        else:                                                                      # Y: sum_j tau_j win_j
-            yv = {f"win{j}": token_code(t) for j, t in enumerate(self.contenders)}
+            mlp.append(Neuron({"emit_rnn_token": 1}, 0, {"next_code": lo}))
+            mlp.append(Neuron({**v, "emit_rnn_token": big}, -lo - big, {"next_code": 1}))
+            mlp.append(Neuron({**v, "emit_rnn_token": big}, -hi - big, {"next_code": -1}))
+        else:                                                                                # Y: sum_j tau_j win_j
+            yv = {f"winner{j}": token_code(t) for j, t in enumerate(self.contenders)}
             Vy = hi - lo + 1
-            mlp.append(Neuron({**yv, "cY": Vy}, -Vy, {"next": 1}))
-            mlp.append(Neuron({**{k: -c for k, c in yv.items()}, "cY": Vy}, -Vy, {"next": -1}))
-        mlp.append(Neuron({"cF": 1}, 0, {"next": self.tau_F}))                      # filler
-        mlp.append(Neuron({"t": 1, "aKn": V}, self.tau_K + 1 - V, {"next": 1}))     # K(t + 1)
-        b.attention_layer([], mlp=mlp)
-        b.readout([("next", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
-        b.notes.update({"block": B, "state_numbers": S, "layout": {"filler": self.filler, "Sb": self.Sb,
-                                                                   "Kb": self.Kb, "R": self.R}})
-        return b.build(fmt)
+            mlp.append(Neuron({**yv, "emit_rnn_token": Vy}, -Vy, {"next_code": 1}))
+            mlp.append(Neuron({**{k: -c for k, c in yv.items()}, "emit_rnn_token": Vy}, -Vy, {"next_code": -1}))
+        mlp.append(Neuron({"emit_filler": 1}, 0, {"next_code": self.tau_F}))                  # filler
+        mlp.append(Neuron({"step": 1, "emit_next_counter": V}, self.tau_K + 1 - V, {"next_code": 1}))  # K(t + 1)
+        return mlp
 
     # -- bounds
     def cot_length(self, prompt_length: int, rnn_cot: int) -> int:

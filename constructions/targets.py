@@ -483,7 +483,9 @@ def register_index_rnn(capacity: int, max_number: int = 64, frac_bits: int = REG
     fmt = fmt or dec.format
     p0, f, c = dec.p0, dec.frac_bits, dec.capacity
     # the last stored weight w_c = P0 2^-c = 2^-f is on the grid; w_(c+1) rounds to 0
-    assert Fraction(p0, 1 << c) == Fraction(1, 1 << f), "capacity / P0 mismatch"
+    if Fraction(p0, 1 << c) != Fraction(1, 1 << f):
+        raise MarginError(f"register Index RNN: P0 2^-c = {Fraction(p0, 1 << c)} is not the grid step 2^-{f} "
+                          f"(capacity / P0 mismatch)")
     s = ResidualSpace()
     s.embedded("one", K.F_ONE)
     s.embedded("tau", K.F_TOK)

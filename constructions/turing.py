@@ -53,9 +53,11 @@ from automata.tm.dtm import DTM
 from . import kernels as K
 from .demos import Declared
 from .fixedpoint import FixedFormat, log2_ceil
-from .gadgets import Builder, Combo, Neuron, ResidualSpace, bits_for, sharpness
+from .gadgets import (
+    Builder, Component, Head, MarginError, Neuron, Recurrence, ResidualSpace, bits_for, clock, gated_equality,
+    match_head, require, sharpness,
+)
 from .generate import Generation, generate
-from .hybrid import Recurrence, clock, tuple_match_head
 from . import bounds as _bounds
 from .model import Model
 from .vocab import BOS, EOS, FALSE, NUMBER_BASE, TRUE, Vocab, number_token, token_code
@@ -300,20 +302,6 @@ def decode_records(enc: Encoding, word: str, records: Sequence[tuple[int, int]])
 
 # ----------------------------------------------------------------------------
 # the hybrid compiler (claim T5-hyb-P)
-def gated_equality(d: Combo, gate: Combo, big: int, out: dict[str, Fraction | int]) -> list[Neuron]:
-    """out += coef * [d == 0] when gate == 1; nothing when gate <= 0.
-
-    The hat relu(x + 1) - 2 relu(x) + relu(x - 1) of x = d - big (1 - gate): for
-    gate = 1 and integer d it is [d == 0]; for gate <= 0, x <= d - big <= -1 and
-    all three ReLUs are 0. Premise: d <= big - 1 wherever gate <= 0."""
-    inp = dict(d)
-    for k, c in gate.items():
-        inp[k] = inp.get(k, 0) + big * Fraction(c)
-    return [Neuron(inp, 1 - big, {k: Fraction(c) for k, c in out.items()}),
-            Neuron(inp, -big, {k: -2 * Fraction(c) for k, c in out.items()}),
-            Neuron(inp, -1 - big, {k: Fraction(c) for k, c in out.items()})]
-
-
 @dataclass
 class TMSize:
     """Sizes of a compiled simulation for inputs of length n and T(n) steps."""
@@ -375,111 +363,156 @@ def compile_hybrid(spec: MachineSpec, n: int, fmt: FixedFormat | None = None) ->
     """The hybrid for ``spec``'s machine on inputs of length <= n (module docstring).
 
     Layer 1 (RNN): cnt, cnt^2, prev1 (code of the previous token) and its square, the
-    latch e = [EOS seen], the phase p_t = e_t - p_{t-1} (1 at [EOS] and at action
-    tokens: "emit a cell next"; 0 at cell tokens: "emit an action next").
+    latch eos_seen = [EOS seen], the ``phase`` p_t = eos_seen_t - p_{t-1} (1 at [EOS] and
+    at action tokens: "emit a cell next"; 0 at cell tokens: "emit an action next").
     MLP 1: at an action token (gate p - [EOS]) decode the action a by gated
-    equality on tau = a + 1 into dq = e_{q'} - e_q, dh = move, wsym = s'(a) + 1;
-    at [BOS], dq = e_{q0}.
-    Layer 2 (RNN): the registers q (one-hot, |Q| numbers) and h (head cell), sums
-    of dq and dh. MLP 2: the retrieval key (cell + 1) and its square at input
-    positions (cnt - 1) and at action tokens (prev1 = code of the cell token before),
-    0 elsewhere; the value symv = tau of an input symbol.
+    equality on tau = a + 1 into dq = e_{q'} - e_q, ``head_move`` = move,
+    ``written_code`` = s'(a) + 1; at [BOS], dq = e_{q0}.
+    Layer 2 (RNN): the registers q (one-hot, |Q| numbers) and ``head`` (the head
+    cell), sums of dq and head_move. MLP 2: ``cell_key`` (cell + 1) and its square at
+    input positions (cnt - 1) and at action tokens (prev1 = code of the cell token
+    before), 0 elsewhere; ``input_code`` = tau of an input symbol.
     Attention (the one layer): query = the cell token's code h + 1; last match wins
-    (mu * cnt), [BOS] is the default (blank). MLP: the next token's code v:
+    (mu * cnt), [BOS] is the default (blank): ``symbol_code`` = the symbol under the
+    head + 1. MLP: the next token's code ``next_code``:
     h' + 1 (p = 1, running), -2 = [TRUE] (p = 1, final state), a + 1 for the
     action of (q, symbol) or -3 = [FALSE] if none (p = 0). Readout: nearest code.
     """
     enc = Encoding.of(spec.build())
-    decl = hybrid_declared(enc, spec)
-    fmt = fmt or decl.format(n)
+    fmt = fmt or hybrid_declared(enc, spec).format(n)
     size = TMSize.of(enc, n, spec.time_bound(n))
-    vocab = Vocab(size.max_number)
-    G = len(enc.symbols)
-    Q = enc.states
-    qd = {q: f"q[{q}]" for q in Q}
-    dqd = {q: f"dq[{q}]" for q in Q}
-    P, code = size.positions, size.code
+    s, front = _tm_space(enc, size)
+    b = Builder(f"hybrid-tm:{spec.name}(n={n})", "hybrid", Vocab(size.max_number), s, claim="T5-hyb-P")
+    b.max_positions = size.positions          # prompt, CoT and answer of an input of length <= n
+    front.apply(b, _tm_decode_action(enc, size), name="clock+phase")
+    registers, key_mlp = _tm_registers(enc, size)
+    registers.apply(b, key_mlp, name="registers")
+    b.attention_layer([_tm_tape_head(enc, size, fmt)], _tm_next_token(enc, size))
+    b.readout([("next_code", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
+    b.notes.update({"machine": spec.name, "actions": len(enc.actions), "symbols": enc.symbols,
+                    "states": enc.states, "time_bound": size.steps})
+    return HybridTM(enc, spec, n, size, b.build(fmt))
 
+
+def _state_dir(q: str) -> str:
+    return f"q[{q}]"
+
+
+def _state_change_dir(q: str) -> str:
+    return f"dq[{q}]"
+
+
+def _tm_space(enc: Encoding, size: TMSize) -> tuple[ResidualSpace, Recurrence]:
+    """Embedded features, the front-end recurrence (clock, prev1, the [EOS] latch and
+    the phase p), then every hidden direction (all exist before layer 1 is assembled).
+    The tape head's inputs carry bounds (cnt <= P, |tau| and the cell key <= the code
+    bound), so :class:`Builder` checks its scores centrally too."""
     s = ResidualSpace()
     s.embedded("one", K.F_ONE)
     s.embedded("tok", K.F_TOK)
     s.embedded("tok_sq", K.F_TOK_SQ)
     s.embedded("is_bos", K.F_IS_TOKEN, BOS)
     s.embedded("is_eos", K.F_IS_TOKEN, EOS)
-    rec = Recurrence()
-    clock(s, rec, delays=1, delays_sq=1, latches={"e": "is_eos"})
-    ph = rec.add_state("s_p")
-    rec.A[(ph, ph)] = -1
-    rec.A[(ph, "s_e")] = 1
-    rec.B[(ph, "is_eos")] = 1           # p_t = -p_{t-1} + e_{t-1} + [EOS]_t = e_t - p_{t-1}
-    rec.C[(s.hidden("p"), ph)] = 1
-    for q in Q:
-        s.hidden(dqd[q])
-    for lab in ["dh", "wsym"] + [qd[q] for q in Q] + ["head", "key", "key_sq", "symv", "sym", "v"]:
-        s.hidden(lab)              # every direction exists before the first layer is assembled
-    b = Builder(f"hybrid-tm:{spec.name}(n={n})", "hybrid", vocab, s, claim="T5-hyb-P")
-    b.max_positions = P                       # prompt, CoT and answer of an input of length <= n
+    front = Recurrence()
+    clock(s, front, delays=1, delays_sq=1, latches={"eos_seen": "is_eos"}, max_positions=size.positions,
+          max_code=size.code)
+    ph = front.add_state("s_phase")
+    front.A[(ph, ph)] = -1
+    front.A[(ph, "s_eos_seen")] = 1
+    front.B[(ph, "is_eos")] = 1         # p_t = -p_{t-1} + eos_seen_{t-1} + [EOS]_t = eos_seen_t - p_{t-1}
+    front.C[(s.hidden("phase"), ph)] = 1
+    for q in enc.states:
+        s.hidden(_state_change_dir(q))
+    for lab in ["head_move", "written_code"] + [_state_dir(q) for q in enc.states] + \
+            ["head", "cell_key", "cell_key_sq", "input_code", "symbol_code", "next_code"]:
+        s.hidden(lab, bound={"cell_key": size.code, "cell_key_sq": size.code ** 2}.get(lab))
+    return s, front
 
-    # MLP 1: decode the action token
-    is_action = {"p": 1, "is_eos": -1}
-    big_act = size.max_number + 2           # tau - (a + 1) <= max_number + 1 - 1
-    mlp1: list[Neuron] = [Neuron({"is_bos": 1}, 0, {**{dqd[q]: 0 for q in Q}, dqd[enc.dtm.initial_state]: 1,
-                                                     "dh": 0, "wsym": 0})]
+
+def _tm_decode_action(enc: Encoding, size: TMSize) -> list[Neuron]:
+    """MLP 1: at an action token (gate p - [EOS] = 1) the action a = tau - 1, by
+    :func:`gated_equality` on d = tau - (a + 1). Off the gate d <= max tau - 1 =
+    max_number (every special has tau <= 0), so big = max_number + 1."""
+    is_action = {"phase": 1, "is_eos": -1}
+    big = size.max_number + 1
+    dq = _state_change_dir
+    mlp: list[Neuron] = [Neuron({"is_bos": 1}, 0, {**{dq(q): 0 for q in enc.states}, dq(enc.dtm.initial_state): 1,
+                                                   "head_move": 0, "written_code": 0})]
     for a, act in enumerate(enc.actions):
-        out: dict = {"dh": act.move, "wsym": act.write + 1}
+        out: dict = {"head_move": act.move, "written_code": act.write + 1}
         if act.new_state != act.state:
-            out[dqd[act.new_state]] = 1
-            out[dqd[act.state]] = -1
-        mlp1 += gated_equality({"tok": 1, "one": -(a + 1)}, is_action, big_act, out)
-    b.rnn_layer(rec.state, rec.A, rec.B, rec.C, mlp1, name="clock+phase")
+            out[dq(act.new_state)] = 1
+            out[dq(act.state)] = -1
+        mlp += gated_equality({"tok": 1, "one": -(a + 1)}, is_action, big, out)
+    return mlp
 
-    # layer 2: registers
-    st2 = [f"s_{qd[q]}" for q in Q] + ["s_head"]
-    A2 = {(x, x): 1 for x in st2}
-    B2 = {(f"s_{qd[q]}", dqd[q]): 1 for q in Q}
-    B2[("s_head", "dh")] = 1
-    C2 = {(qd[q], f"s_{qd[q]}"): 1 for q in Q}
-    C2[("head", "s_head")] = 1
-    big1, big2 = code, code ** 2                 # above every cnt, |tau| (and their squares)
-    in_input = {"one": 1, "e": -1, "is_bos": -1}   # 1 exactly at the input symbols
-    mlp2 = [
-        # key = cell + 1 = cnt - 1 at input positions (cnt - 1 >= 0 there; <= P - big1 < 0 elsewhere)
-        Neuron({"cnt": 1, "e": -big1, "is_bos": -big1}, -1, {"key": 1}),
-        Neuron({"cnt_sq": 1, "cnt": -2, "e": -big2, "is_bos": -big2}, 1, {"key_sq": 1}),
+
+def _tm_registers(enc: Encoding, size: TMSize) -> tuple[Recurrence, list[Neuron]]:
+    """Layer 2: the state registers q (sums of dq) and the head h (sum of dh); its
+    MLP writes the retrieval key (cell + 1, and its square) and the input symbol.
+
+    The keys are gated: cnt - 1 at input positions, prev1 at action tokens, <= 0
+    elsewhere, which needs big >= max cnt = P and big >= max tau = max_number + 1
+    (and their squares); ``size.code`` bounds both."""
+    rec = Recurrence()
+    for q in enc.states:
+        st = rec.add_state(f"s_{_state_dir(q)}")
+        rec.A[(st, st)] = 1
+        rec.B[(st, _state_change_dir(q))] = 1
+        rec.C[(_state_dir(q), st)] = 1
+    rec.add_state("s_head")
+    rec.A[("s_head", "s_head")] = 1
+    rec.B[("s_head", "head_move")] = 1
+    rec.C[("head", "s_head")] = 1
+    big, big_sq = size.code, size.code ** 2
+    if big < size.positions or big < size.max_number + 1:
+        raise MarginError(f"hybrid-tm keys: big {big} below the largest cnt {size.positions} or tau")
+    return rec, [
+        # key = cell + 1 = cnt - 1 at input positions (cnt - 1 >= 0 there; <= P - big < 0 elsewhere)
+        Neuron({"cnt": 1, "eos_seen": -big, "is_bos": -big}, -1, {"cell_key": 1}),
+        Neuron({"cnt_sq": 1, "cnt": -2, "eos_seen": -big_sq, "is_bos": -big_sq}, 1, {"cell_key_sq": 1}),
         # key = prev1 = code of the cell token at action tokens (>= 1 there)
-        Neuron({"prev1": 1, "p": big1, "is_eos": -big1}, -big1, {"key": 1}),
-        Neuron({"prev1_sq": 1, "p": big2, "is_eos": -big2}, -big2, {"key_sq": 1}),
+        Neuron({"prev1": 1, "phase": big, "is_eos": -big}, -big, {"cell_key": 1}),
+        Neuron({"prev1_sq": 1, "phase": big_sq, "is_eos": -big_sq}, -big_sq, {"cell_key_sq": 1}),
         # the input symbol's code (>= 1) at input positions
-        Neuron({"tok": 1, "e": -big1, "is_bos": -big1}, 0, {"symv": 1}),
+        Neuron({"tok": 1, "eos_seen": -big, "is_bos": -big}, 0, {"input_code": 1}),
     ]
-    b.rnn_layer(st2, A2, B2, C2, mlp2, name="registers")
 
-    # the attention layer: the last write to the cell the token names
-    head = tuple_match_head("tape", [({"tok": 1}, {"key": 1}, {"key_sq": 1})], "one",
-                            {"sym": {"symv": 1, "wsym": 1, "is_bos": enc.blank + 1}}, fmt, max_code=code,
-                            order=("last", "cnt", P + 1), default=({"is_bos": 1}, [{"tok_sq": 1}]))
-    fin = {qd[q]: 1 for q in Q if q in enc.dtm.final_states}
-    big_v = P + 2
-    mlp3 = [
-        # p = 1, running: v += h + 1
-        Neuron({"head": 1, "p": big_v, **{k: -big_v for k in fin}}, 1 - big_v, {"v": 1}),
-        # p = 1, final state: v += -2 ([TRUE])
-        Neuron({"p": 1, **fin}, -1, {"v": token_code(TRUE)}),
+
+def _tm_tape_head(enc: Encoding, size: TMSize, fmt: FixedFormat) -> Head:
+    """The attention layer's one head: the last write to the cell the token names."""
+    return match_head("tape", components=[Component({"tok": 1}, {"cell_key": 1}, {"cell_key_sq": 1}, size.code,
+                                                    size.code, query_sq={"tok_sq": 1})],
+                      copy={"symbol_code": {"input_code": 1, "written_code": 1, "is_bos": enc.blank + 1}}, fmt=fmt,
+                      tie_break="last", fallback="bos", tight=True, n_positions=size.positions + 2, pos="cnt")
+
+
+def _tm_next_token(enc: Encoding, size: TMSize) -> list[Neuron]:
+    """The MLP of the attention layer: the next token's code ``v`` by phase.
+
+    p = 1: v = h + 1 (running) or code([TRUE]) (final state); the gated value needs
+    head + 1 <= big_v where p = 0 or a final state holds: the head moves at most one
+    cell per step from cell 0, so head <= T and big_v = T + 1.
+    p = 0: v = a + 1 of (q, symbol), or code([FALSE]); :func:`gated_equality` on
+    d = sym - (s + 1) with gate q - p: off the gate d <= max sym - 1, and sym (a copy
+    of symv + wsym + (blank + 1) [BOS], each <= G) is <= 3 G, so big_s = 3 G."""
+    G = len(enc.symbols)
+    fin = {_state_dir(q): 1 for q in enc.states if q in enc.dtm.final_states}
+    big_v = size.steps + 1
+    mlp = [
+        Neuron({"head": 1, "phase": big_v, **{k: -big_v for k in fin}}, 1 - big_v, {"next_code": 1}),  # running
+        Neuron({"phase": 1, **fin}, -1, {"next_code": token_code(TRUE)}),                              # final state
     ]
-    big_s = 2 * G + 3                        # |sym - (s + 1)| <= 2 G + 1 wherever the gate is off
-    for q in Q:
+    big_s = 3 * G
+    for q in enc.states:
         if q in enc.dtm.final_states:
             continue
         for sid in range(G):
             a = enc.action_of.get((q, sid))
             val = a + 1 if a is not None else token_code(FALSE)
-            mlp3 += gated_equality({"sym": 1, "one": -(sid + 1)}, {qd[q]: 1, "p": -1}, big_s, {"v": val})
-    b.attention_layer([head], mlp3)
-    b.readout([("v", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
-    b.notes.update({"machine": spec.name, "actions": len(enc.actions), "symbols": enc.symbols,
-                    "states": Q, "time_bound": size.steps})
-    return HybridTM(enc, spec, n, size, b.build(fmt))
-
+            mlp += gated_equality({"symbol_code": 1, "one": -(sid + 1)}, {_state_dir(q): 1, "phase": -1}, big_s,
+                                  {"next_code": val})
+    return mlp
 
 
 # ----------------------------------------------------------------------------
@@ -608,100 +641,126 @@ def compile_rag(spec: MachineSpec, n: int, fmt: FixedFormat | None = None) -> Ra
     the retrieved token (s'(a) after the main query, w_h or the blank after the
     fallback) and delayed to the record's h, where (q, symbol) selects a' or [FALSE]."""
     from .rnn_program import Program
-    from .vocab import ENDSEARCH, FAILED, META_TOKENS, STARTSEARCH, TILDE
-    M = META_TOKENS
     enc = Encoding.of(spec.build())
     T = spec.time_bound(n)
     maxnum, K = rag_sizes(enc, n, T)
-    vocab = Vocab(maxnum, meta=True)
-    G = len(enc.symbols)
-    Q = enc.states
-    p = Program(f"rag-tm:{spec.name}(n={n})", vocab, claim="T5-RAG")
-    tok, isnum = p.token, p.is_number
+    p = Program(f"rag-tm:{spec.name}(n={n})", Vocab(maxnum, meta=True), claim="T5-RAG")
+    # gate constant of every gated equality below: d = x - c - big (1 - gate) with
+    # 1 <= c and x <= max(K, G) (a token code or a symbol code), so for gate <= 0,
+    # d <= max(K, G) - 1 - big < 0 needs big >= max(K, G); K + G + 2 is kept (it
+    # also keeps the program's interval bounds, hence its used bits, as they were)
+    big = K + len(enc.symbols) + 2
+    require(big >= max(K, len(enc.symbols)), f"rag-tm: gate constant {big} below the largest code")
+    w = _rag_history(p)
+    regs = _rag_registers(p, enc, w, big, max(n, T))
+    sym_d = _rag_symbol(p, enc, w, big)
+    more = _rag_fallback(p, w, regs["h"], max(n, T))
+    p.emit(_rag_rules(p, enc, w, regs, sym_d, more, big))
+    fmt = fmt or rag_declared(enc, spec).format(n)
+    model = p.compile(fmt)          # raises MarginError if the program's interval bound exceeds fmt
+    return RagTM(enc, spec, n, p, model, rag_cot_bound(n, T))
+
+
+def _rag_history(p) -> dict:
+    """Token flags, their delay lines and ``inq`` (inside a query)."""
+    from .vocab import ENDSEARCH, FAILED, META_TOKENS, STARTSEARCH, TILDE
+    M = META_TOKENS
     ist = {name: p.is_token(t) for name, t in (
         ("SS", STARTSEARCH), ("ES", ENDSEARCH), ("FAILED", FAILED), ("~", TILDE), ("BOS", BOS), ("EOS", EOS),
         ("[.]", M["[.]"]), ("[*]", M["[*]"]), ("[(]", M["[(]"]), ("[#]", M["[#]"]), ("[)]", M["[)]"]))}
-    tilde_d = p.delay_line("tilde", ist["~"], 2)          # [~] at t-1, t-2
-    es_d = p.delay_line("es", ist["ES"], 1)
-    failed_d = p.delay_line("failed", ist["FAILED"], 1)
-    lpar_d = p.delay_line("lpar", ist["[(]"], 1)
-    num_d = p.delay_line("isnum", isnum, 5)               # is_number at t-1 .. t-5
-    inq = p.counter("inq", ist["SS"] - ist["ES"], 0, 1)
-    big = K + G + 2                                       # above |tau - c| for every code c used below
+    return {"ist": ist,
+            "tilde_d": p.delay_line("tilde", ist["~"], 2),          # [~] at t-1, t-2
+            "es_d": p.delay_line("es", ist["ES"], 1),
+            "failed_d": p.delay_line("failed", ist["FAILED"], 1),
+            "lpar_d": p.delay_line("lpar", ist["[(]"], 1),
+            "num_d": p.delay_line("isnum", p.is_number, 5),         # is_number at t-1 .. t-5
+            "inq": p.counter("inq", ist["SS"] - ist["ES"], 0, 1)}
 
-    # -- the action token a' of a record (a number two tokens after ~): decode
+
+def _rag_registers(p, enc: Encoding, w: dict, big: int, max_cell: int) -> dict:
+    """The action token a' of a record (a number two tokens after ~), decoded by gated
+    equality; the one-hot state counters q, the head h, and [q is final]."""
+    tok, isnum, ist = p.token, p.is_number, w["ist"]
     act = []
     for a in range(len(enc.actions)):
-        gate = isnum + tilde_d[1] - 1                     # 1 iff number with ~ two tokens back
+        gate = isnum + w["tilde_d"][1] - 1                 # 1 iff number with ~ two tokens back
         act.append(p.equal(f"act[{a}]", tok - (a + 1) - big * (1 - gate)))
     dq = {}
-    for q in Q:
+    for q in enc.states:
         lin = ist["EOS"] * (1 if q == enc.dtm.initial_state else 0)
         for a, x in enumerate(enc.actions):
             if x.new_state != x.state:
                 lin = lin + act[a] * ((q == x.new_state) - (q == x.state))
         dq[q] = lin
-    qreg = {q: p.counter(f"q[{q}]", dq[q], 0, 1) for q in Q}
+    qreg = {q: p.counter(f"q[{q}]", dq[q], 0, 1) for q in enc.states}
     dh = sum((act[a] * x.move for a, x in enumerate(enc.actions) if x.move), p.const_flag(0))
-    h = p.counter("h", dh, 0, max(n, T))
-    fin = sum((qreg[q].lin() for q in Q if q in enc.dtm.final_states), p.const_flag(0))
+    h = p.counter("h", dh, 0, max_cell)
+    fin = sum((qreg[q].lin() for q in enc.states if q in enc.dtm.final_states), p.const_flag(0))
+    return {"q": qreg, "h": h, "fin": fin}
 
-    # -- the symbol under the head, decoded at the retrieved token
+
+def _rag_symbol(p, enc: Encoding, w: dict, big: int) -> list:
+    """The symbol under the head + 1, decoded at the retrieved token (s'(a) + 1 after
+    a main query, w_h + 1 or the blank after the fallback) and delayed two steps."""
+    tok, ist, es_d, num_d = p.token, w["ist"], w["es_d"], w["num_d"]
     main_r = es_d[0] + num_d[4] - 1                       # 1 iff right after [ES] of a main query
     fb_r = es_d[0] - num_d[4]                             # 1 iff right after [ES] of a fallback query
     parts = []
     for a, x in enumerate(enc.actions):
-        e = p.equal(f"r_act[{a}]", tok - (a + 1) - big * (1 - main_r))
-        parts.append((e, x.write + 1))
-    for sid in range(G):
-        e = p.equal(f"r_sym[{sid}]", tok - (sid + 1) - big * (1 - fb_r))
-        parts.append((e, sid + 1))
-    blank_flag = p.equal("r_blank", ist["FAILED"] + fb_r, 2)
-    parts.append((blank_flag, enc.blank + 1))
+        parts.append((p.equal(f"r_act[{a}]", tok - (a + 1) - big * (1 - main_r)), x.write + 1))
+    for sid in range(len(enc.symbols)):
+        parts.append((p.equal(f"r_sym[{sid}]", tok - (sid + 1) - big * (1 - fb_r)), sid + 1))
+    parts.append((p.equal("r_blank", ist["FAILED"] + fb_r, 2), enc.blank + 1))
     sym_lin = sum((f * c for f, c in parts), p.const_flag(0))
     sym = p.select("sym", p.const_flag(1), sym_lin, 0)
-    sym_d = p.delay_line("sym", sym, 2)                   # at "~ h": the retrieved token is 2 back
+    return p.delay_line("sym", sym, 2)                    # at "~ h": the retrieved token is 2 back
 
-    # -- fallback countdown
+
+def _rag_fallback(p, w: dict, h, max_cell: int):
+    """The fallback countdown R (+ h at a [BOS] in the CoT, - 1 per counting [#]) and [R >= 1]."""
+    ist = w["ist"]
     start = p.select("fb_start", ist["BOS"], h, 0)
-    count_hash = p.all_of("count_hash", [ist["[#]"]], [lpar_d[0]])
-    R = p.counter("R", start - count_hash, 0, max(n, T))
-    more = p.at_least("more", R, 1)
+    count_hash = p.all_of("count_hash", [ist["[#]"]], [w["lpar_d"][0]])
+    R = p.counter("R", start - count_hash, 0, max_cell)
+    return p.at_least("more", R, 1)
 
-    # -- the next token
-    code = token_code
-    rec_h = p.all_of("rec_h", [tilde_d[0], isnum], [inq])          # h of a record "~ h"
-    qry_h = p.all_of("qry_h", [tilde_d[0], isnum, inq])            # h of a main query
-    act_pos = p.all_of("act_pos", [isnum, tilde_d[1]])
+
+def _rag_rules(p, enc: Encoding, w: dict, regs: dict, sym_d: list, more, big: int) -> list:
+    """The next token, one rule per case of the CoT grammar (comment block above),
+    then the step's action a' (or [FALSE]) selected by (q, symbol) at the record's h."""
+    from .vocab import ENDSEARCH, FAILED, META_TOKENS, STARTSEARCH, TILDE
+    M, code, A = META_TOKENS, token_code, p.all_of
+    ist, es_d, failed_d, lpar_d, num_d = w["ist"], w["es_d"], w["failed_d"], w["lpar_d"], w["num_d"]
+    isnum, tilde_d, inq, h = p.is_number, w["tilde_d"], w["inq"], regs["h"]
+    rec_h = A("rec_h", [tilde_d[0], isnum], [inq])          # h of a record "~ h"
+    qry_h = A("qry_h", [tilde_d[0], isnum, inq])            # h of a main query
+    act_pos = A("act_pos", [isnum, tilde_d[1]])
     rules = [
         (ist["EOS"], code(STARTSEARCH)),
-        (p.all_of("ss_fb", [ist["SS"], failed_d[0]]), code(BOS)),
-        (p.all_of("ss_main", [ist["SS"]], [failed_d[0]]), code(M["[.]"])),
+        (A("ss_fb", [ist["SS"], failed_d[0]]), code(BOS)),
+        (A("ss_main", [ist["SS"]], [failed_d[0]]), code(M["[.]"])),
         (ist["[.]"], code(M["[*]"])),
         (ist["[*]"], code(TILDE)),
         (ist["~"], h + 1),
         (qry_h, code(M["[(]"])),
-        (p.all_of("bos_more", [ist["BOS"], more]), code(M["[#]"])),
-        (p.all_of("bos_done", [ist["BOS"]], [more]), code(M["[(]"])),
+        (A("bos_more", [ist["BOS"], more]), code(M["[#]"])),
+        (A("bos_done", [ist["BOS"]], [more]), code(M["[(]"])),
         (ist["[(]"], code(M["[#]"])),
-        (p.all_of("hash_close", [ist["[#]"], lpar_d[0]]), code(M["[)]"])),
-        (p.all_of("hash_more", [ist["[#]"], more], [lpar_d[0]]), code(M["[#]"])),
-        (p.all_of("hash_done", [ist["[#]"]], [lpar_d[0], more]), code(M["[(]"])),
+        (A("hash_close", [ist["[#]"], lpar_d[0]]), code(M["[)]"])),
+        (A("hash_more", [ist["[#]"], more], [lpar_d[0]]), code(M["[#]"])),
+        (A("hash_done", [ist["[#]"]], [lpar_d[0], more]), code(M["[(]"])),
         (ist["[)]"], code(ENDSEARCH)),
-        (p.all_of("r_found", [es_d[0], isnum]), code(TILDE)),
-        (p.all_of("r_main_failed", [ist["FAILED"], es_d[0], num_d[4]]), code(STARTSEARCH)),
-        (p.all_of("r_fb_failed", [ist["FAILED"], es_d[0]], [num_d[4]]), code(TILDE)),
-        (p.all_of("accept", [act_pos, fin]), code(TRUE)),
-        (p.all_of("continue", [act_pos], [fin]), code(STARTSEARCH)),
+        (A("r_found", [es_d[0], isnum]), code(TILDE)),
+        (A("r_main_failed", [ist["FAILED"], es_d[0], num_d[4]]), code(STARTSEARCH)),
+        (A("r_fb_failed", [ist["FAILED"], es_d[0]], [num_d[4]]), code(TILDE)),
+        (A("accept", [act_pos, regs["fin"]]), code(TRUE)),
+        (A("continue", [act_pos], [regs["fin"]]), code(STARTSEARCH)),
     ]
-    for q in Q:
+    for q in enc.states:
         if q in enc.dtm.final_states:
             continue
-        for sid in range(G):
+        for sid in range(len(enc.symbols)):
             a = enc.action_of.get((q, sid))
-            cond = p.equal(f"do[{q},{sid}]", sym_d[1] - (sid + 1) - big * (2 - qreg[q] - rec_h))
+            cond = p.equal(f"do[{q},{sid}]", sym_d[1] - (sid + 1) - big * (2 - regs["q"][q] - rec_h))
             rules.append((cond, a + 1 if a is not None else code(FALSE)))
-    p.emit(rules)
-    fmt = fmt or rag_declared(enc, spec).format(n)
-    model = p.compile(fmt)          # raises MarginError if the program's interval bound exceeds fmt
-    return RagTM(enc, spec, n, p, model, rag_cot_bound(n, T))
+    return rules

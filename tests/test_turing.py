@@ -90,7 +90,7 @@ def test_hybrid_registers_decoded_step_by_step():
                 q, h = act.new_state, h + act.move
             assert r["head"] == h
             assert all(r[f"q[{s}]"] == (s == q) for s in enc.states)
-            assert r["p"] == (i % 2)
+            assert r["phase"] == (i % 2)
 
 
 @pytest.mark.parametrize("name", MACHINES)
