@@ -12,8 +12,11 @@ architectures cannot drift apart. All arrays are raw int64 fixed-point values
 (see :mod:`constructions.fixedpoint`); the Python layer in
 :mod:`constructions.model` validates everything before calling in.
 
-Shapes (D residual width, S state width per RNN layer, M MLP width, H heads,
-Dh head width, N cache capacity, T readout terms)::
+The encoded weights of a model travel as ONE argument, a :class:`Weights`
+(a NamedTuple of int64 arrays, built once by :class:`constructions.model.Model`
+as ``model.weights``). Shapes (D residual width, S state width per RNN layer,
+M MLP width, H heads, Dh head width, N cache capacity, T readout terms,
+C candidate tokens)::
 
     emb_kind, emb_param, emb_coef           (D,)
     rA (Lr,S,S)  rB (Lr,S,D)  rC (Lr,D,S)    h_t = A h_{t-1} + B x;  x += C h_t
@@ -24,6 +27,13 @@ Dh head width, N cache capacity, T readout terms)::
     Kc (La,H,Dh,N)  Vc (La,H,N,Dh)           the KV cache (keys column-major)
     Km (La,H,Dh,N)    Km[..., c, t] = max_{i<=t} |Kc[..., c, i]| (column bounds)
     out_dim, out_kind, out_param, out_coef  (T,)   logit(k) = sum_terms coef*feat(k) * x[dim]
+    candidates (C,)  w_tab, wmax_tab, ok_tab (C,T)   the readout's token ids and readout_table
+    nearest (3,)     (v, code_lo, code_hi) of the nearest-code readout, v = -1 if it does not apply
+
+The readout is a parameter of :func:`forward_batch`: ``READOUT_TABLE`` (the
+generic readout over every candidate, weights from the table) or
+``READOUT_NEAREST_CODE`` (:func:`nearest_code_readout`, exact for the readout
+logit(k) = 2 tau_k x[v] - tau_k^2 over a contiguous code range).
 
 Three exact shortcuts, each tested to give the same outputs, the same largest
 |raw| and the same first error as the plain definition: attention scores on
@@ -33,6 +43,8 @@ readout weights per candidate token computed once per model and format
 each row reusing the KV cache of the prefix it shares with the row before.
 """
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -60,6 +72,46 @@ FEATURE_NAMES = {
     F_IS_NUM: "is_number", F_TOK_INV: "1/(tau+c)", F_POS: "pos", F_POS_SQ: "pos^2",
     F_POS_INV: "1/(pos+c)",
 }
+READOUT_TABLE = 0          # forward_batch: generic readout, weights from readout_table
+READOUT_NEAREST_CODE = 1   # forward_batch: nearest_code_readout (needs Weights.nearest[0] >= 0)
+
+
+class Weights(NamedTuple):
+    """The encoded weights of one model and format, the single structured argument
+    of the kernels (numba passes a NamedTuple of arrays like positional arrays).
+    Built once by :class:`constructions.model.Model` (``model.weights``); see the
+    module docstring for the shapes."""
+
+    ekind: np.ndarray
+    eparam: np.ndarray
+    ecoef: np.ndarray
+    rA: np.ndarray
+    rB: np.ndarray
+    rC: np.ndarray
+    rW1: np.ndarray
+    rb1: np.ndarray
+    rW2: np.ndarray
+    rb2: np.ndarray
+    aWQ: np.ndarray
+    aWK: np.ndarray
+    aWV: np.ndarray
+    aWO: np.ndarray
+    a_nheads: np.ndarray
+    aW1: np.ndarray
+    ab1: np.ndarray
+    aW2: np.ndarray
+    ab2: np.ndarray
+    out_dim: np.ndarray
+    out_kind: np.ndarray
+    out_param: np.ndarray
+    out_coef: np.ndarray
+    candidates: np.ndarray
+    w_tab: np.ndarray
+    wmax_tab: np.ndarray
+    ok_tab: np.ndarray
+    nearest: np.ndarray
+
+
 POSITION_FEATURES = frozenset({F_POS, F_POS_SQ, F_POS_INV})
 READOUT_FEATURES = frozenset({F_ZERO, F_ONE, F_TOK, F_TOK_SQ, F_IS_TOKEN, F_IS_NUM, F_TOK_INV})
 
@@ -116,7 +168,9 @@ def feature_raw(kind, param, tok, pos, I, f, mode, err):
 
 
 @njit(cache=True)
-def embed(tok, pos, ekind, eparam, ecoef, I, f, mode, err, x):
+def embed(tok, pos, W, I, f, mode, err, x):
+    """x = the embedding of token ``tok`` at position ``pos``."""
+    ekind, eparam, ecoef = W.ekind, W.eparam, W.ecoef
     for d in range(x.shape[0]):
         k = ekind[d]
         if k == F_ZERO or ecoef[d] == 0:
@@ -155,6 +209,14 @@ def mlp_residual(W1, b1, W2, b2, x, I, f, mode, err, hidden, tmp):
 def workspace_size(D, S, Mr, Dh, Ma):
     """Scratch entries model_step needs (RNN and attention parts reuse the space)."""
     return D + max(2 * S + Mr, 2 * D + 5 * Dh + Ma) + 1
+
+
+@njit(cache=True)
+def workspace_for(W):
+    """:func:`workspace_size` of the model with weights ``W``."""
+    La = W.aWQ.shape[0]
+    return workspace_size(W.ekind.shape[0], W.rA.shape[1] if W.rA.shape[0] > 0 else 0, W.rW1.shape[1],
+                          W.aWQ.shape[2] if La > 0 else 0, W.aW1.shape[1])
 
 
 @njit(cache=True)
@@ -367,10 +429,7 @@ def store_key(kr, t, KhT, KmT):
 
 
 @njit(cache=True)
-def model_step(tok, t, I, f, mode, err,
-               ekind, eparam, ecoef,
-               rA, rB, rC, rW1, rb1, rW2, rb2, rnn_state,
-               aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Km, Vc,
+def model_step(tok, t, I, f, mode, err, W, rnn_state, Kc, Km, Vc,
                x, scores, wbuf, record, attn_rec, need_output, ws):
     """Process token ``tok`` at position ``t``: updates rnn_state, appends to the
     KV cache at index t, and leaves the final residual in ``x``. If ``record``,
@@ -384,7 +443,10 @@ def model_step(tok, t, I, f, mode, err,
     ``ws`` is a scratch int64 array of at least :func:`workspace_size` entries
     (no allocation happens per step)."""
     D = x.shape[0]
-    embed(tok, t, ekind, eparam, ecoef, I, f, mode, err, x)
+    embed(tok, t, W, I, f, mode, err, x)
+    rA, rB, rC, rW1, rb1, rW2, rb2 = W.rA, W.rB, W.rC, W.rW1, W.rb1, W.rW2, W.rb2
+    aWQ, aWK, aWV, aWO, a_nheads = W.aWQ, W.aWK, W.aWV, W.aWO, W.a_nheads
+    aW1, ab1, aW2, ab2 = W.aW1, W.ab1, W.aW2, W.ab2
     tmp = ws[0:D]
     # --- linear RNN layers
     Lr = rA.shape[0]
@@ -445,9 +507,10 @@ def model_step(tok, t, I, f, mode, err,
 
 
 @njit(cache=True)
-def readout(x, out_dim, out_kind, out_param, out_coef, candidates, I, f, mode, err):
+def readout(x, W, candidates, I, f, mode, err):
     """argmax over the token ids in ``candidates`` (ascending) of
     sum_terms round(coef * feat(k)) * x[dim]; ties -> smallest id."""
+    out_dim, out_kind, out_param, out_coef = W.out_dim, W.out_kind, W.out_param, W.out_coef
     best = candidates[0]
     best_logit = np.int64(0)
     T = out_dim.shape[0]
@@ -491,10 +554,13 @@ def readout_table(out_kind, out_param, out_coef, candidates, I, f, mode):
 
 
 @njit(cache=True)
-def readout_fast(x, out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab, I, f, mode, err):
-    """:func:`readout` with the per-candidate weights taken from
-    :func:`readout_table`: the same token, the same largest |raw| recorded, the same
-    errors (entries that err are recomputed)."""
+def readout_fast(x, W, I, f, mode, err):
+    """:func:`readout` over ``W.candidates`` with the per-candidate weights taken
+    from :func:`readout_table` (``W.w_tab``, ``W.wmax_tab``, ``W.ok_tab``): the same
+    token, the same largest |raw| recorded, the same errors (entries that err are
+    recomputed)."""
+    out_dim, out_kind, out_param, out_coef = W.out_dim, W.out_kind, W.out_param, W.out_coef
+    candidates, w_tab, wmax_tab, ok_tab = W.candidates, W.w_tab, W.wmax_tab, W.ok_tab
     best = candidates[0]
     best_logit = np.int64(0)
     T = out_dim.shape[0]
@@ -519,15 +585,49 @@ def readout_fast(x, out_dim, out_kind, out_param, out_coef, candidates, w_tab, w
 
 
 @njit(cache=True)
-def forward_batch(tokens, lengths, all_positions, share_prefix, I, f, mode, err, loc,
-                  ekind, eparam, ecoef,
-                  rA, rB, rC, rW1, rb1, rW2, rb2,
-                  aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2,
-                  out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab, preds):
+def nearest_code_readout(x, W, I, f, mode, err):
+    """The generic :func:`readout` restricted to the few candidates that can
+    matter for logit(k) = 2 tau_k v - tau_k^2 (v = x[W.nearest[0]]) over the
+    contiguous code range [code_lo, code_hi] = W.nearest[1:] (every special id
+    0..-code_lo and the numbers present; :class:`constructions.model.Model`
+    checks that its readout and candidates are exactly these before it sets
+    ``nearest``).
+
+    Each term is computed exactly (tau_k integer, v on the grid), so logit(tau) =
+    v^2 - (v - tau)^2: concave in tau, maximised by the codes nearest v; its
+    intermediates 2 tau v, tau^2 and |logit| are largest at the ends of the range
+    or at the maximiser. Evaluating the two range ends and floor(v) - 1 .. floor(v)
+    + 2 (clipped), in ascending token-id order as the generic readout does, gives
+    the same argmax (ties -> smallest id), the same largest |raw| and the same
+    overflows. Equality with the generic readout is tested (tests/test_retrieval.py)."""
+    v_dim, code_lo, code_hi = W.nearest[0], W.nearest[1], W.nearest[2]
+    v = x[v_dim]
+    fl = v >> f          # floor(v) (arithmetic shift)
+    codes = np.empty(6, dtype=np.int64)
+    codes[0] = code_lo
+    codes[1] = code_hi
+    m = 2
+    for dc in range(-1, 3):
+        c = fl + dc
+        if c > code_lo and c < code_hi:
+            codes[m] = c
+            m += 1
+    ids = np.empty(m, dtype=np.int64)
+    for i in range(m):
+        c = codes[i]
+        ids[i] = c - 1 + NUMBER_BASE if c >= 1 else -c
+    ids = np.unique(ids)
+    return readout(x, W, ids, I, f, mode, err)
+
+
+@njit(cache=True)
+def forward_batch(tokens, lengths, all_positions, share_prefix, readout_mode, I, f, mode, err, loc, W, preds):
     """Greedy next-token prediction for a batch of prompts (no CoT).
 
     preds[b, t] is written for every t < lengths[b] if ``all_positions``, else only
     for t = lengths[b] - 1. On the first error, loc = (b, t) and the run stops.
+    ``readout_mode``: ``READOUT_TABLE`` (:func:`readout_fast`) or
+    ``READOUT_NEAREST_CODE`` (:func:`nearest_code_readout`).
 
     ``share_prefix`` (used only in raise mode): row b starts at the length P of its
     common prefix with row b - 1 (at most lengths[b] - 1) instead of at 0. The
@@ -539,15 +639,15 @@ def forward_batch(tokens, lengths, all_positions, share_prefix, I, f, mode, err,
     the first error are the same as without sharing. Saturate mode counts every
     clamping in err[E_SAT] per row, so it never shares."""
     B, N = tokens.shape
-    D = ekind.shape[0]
-    La = aWQ.shape[0]
-    H = aWQ.shape[1] if La > 0 else 0
-    Dh = aWQ.shape[2] if La > 0 else 0
+    D = W.ekind.shape[0]
+    La = W.aWQ.shape[0]
+    H = W.aWQ.shape[1] if La > 0 else 0
+    Dh = W.aWQ.shape[2] if La > 0 else 0
     Kc = np.zeros((La, H, Dh, N), dtype=np.int64)
     Km = np.zeros((La, H, Dh, N), dtype=np.int64)
     Vc = np.zeros((La, H, N, Dh), dtype=np.int64)
-    Lr = rA.shape[0]
-    S = rA.shape[1] if Lr > 0 else 0
+    Lr = W.rA.shape[0]
+    S = W.rA.shape[1] if Lr > 0 else 0
     state = np.zeros((Lr, S), dtype=np.int64)
     share = share_prefix and mode != MODE_SATURATE
     hist = np.zeros((N + 1 if share else 1, Lr, S), dtype=np.int64)   # hist[t]: state before position t
@@ -555,7 +655,8 @@ def forward_batch(tokens, lengths, all_positions, share_prefix, I, f, mode, err,
     scores = np.zeros(N, dtype=np.int64)
     wbuf = np.zeros(N, dtype=np.int64)
     attn_rec = np.zeros((1, 1, 1), dtype=np.int64)
-    ws = np.zeros(workspace_size(D, S, rW1.shape[1], Dh, aW1.shape[1]), dtype=np.int64)
+    ws = np.zeros(workspace_for(W), dtype=np.int64)
+    nearest = readout_mode == READOUT_NEAREST_CODE
     for b in range(B):
         n_b = lengths[b]
         start = 0
@@ -571,17 +672,17 @@ def forward_batch(tokens, lengths, all_positions, share_prefix, I, f, mode, err,
                 preds[b, t] = preds[b - 1, t]
         for t in range(start, n_b):
             need = all_positions or t == n_b - 1
-            model_step(tokens[b, t], t, I, f, mode, err, ekind, eparam, ecoef,
-                       rA, rB, rC, rW1, rb1, rW2, rb2, state,
-                       aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Km, Vc,
+            model_step(tokens[b, t], t, I, f, mode, err, W, state, Kc, Km, Vc,
                        x, scores, wbuf, False, attn_rec, need, ws)
             if share:
                 for l in range(Lr):
                     for s in range(S):
                         hist[t + 1, l, s] = state[l, s]
             if need:
-                preds[b, t] = readout_fast(x, out_dim, out_kind, out_param, out_coef, candidates,
-                                           w_tab, wmax_tab, ok_tab, I, f, mode, err)
+                if nearest:
+                    preds[b, t] = nearest_code_readout(x, W, I, f, mode, err)
+                else:
+                    preds[b, t] = readout_fast(x, W, I, f, mode, err)
             if err[E_CODE] != 0:
                 loc[0] = b
                 loc[1] = t
@@ -590,23 +691,16 @@ def forward_batch(tokens, lengths, all_positions, share_prefix, I, f, mode, err,
 
 
 @njit(cache=True)
-def feed_tokens(tokens, t0, I, f, mode, err,
-                ekind, eparam, ecoef,
-                rA, rB, rC, rW1, rb1, rW2, rb2, rnn_state,
-                aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Km, Vc,
+def feed_tokens(tokens, t0, I, f, mode, err, W, rnn_state, Kc, Km, Vc,
                 x, scores, wbuf, record, attn_rec):
     """Feed ``tokens`` at positions t0, t0+1, ...; stops at the first error
     (err[E_WHERE] = its position). Returns the next position."""
     t = t0
     last = tokens.shape[0] - 1
-    La = aWQ.shape[0]
-    ws = np.zeros(workspace_size(x.shape[0], rA.shape[1] if rA.shape[0] > 0 else 0, rW1.shape[1],
-                                 aWQ.shape[2] if La > 0 else 0, aW1.shape[1]), dtype=np.int64)
+    ws = np.zeros(workspace_for(W), dtype=np.int64)
     for i in range(tokens.shape[0]):
         need = i == last
-        model_step(tokens[i], t, I, f, mode, err, ekind, eparam, ecoef,
-                   rA, rB, rC, rW1, rb1, rW2, rb2, rnn_state,
-                   aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Km, Vc,
+        model_step(tokens[i], t, I, f, mode, err, W, rnn_state, Kc, Km, Vc,
                    x, scores, wbuf, record, attn_rec, need, ws)
         if err[E_CODE] != 0:
             err[E_WHERE] = t

@@ -638,22 +638,22 @@ def test_readout_table_equals_the_generic_readout(kind):
     D = model.spec.width
     for scale in (4, 12, 30):
         xs.extend(rng.integers(-(1 << scale), 1 << scale, size=(20, D)))
-    m = model
-    assert all((a == b).all() for a, b in zip(m.readout_tables, K.readout_table(
-        m.out_kind, m.out_param, m.out_coef, m._candidates, *m.fmt.args)))
+    m, W = model, model.weights
+    assert all((a == b).all() for a, b in zip((W.w_tab, W.wmax_tab, W.ok_tab), K.readout_table(
+        W.out_kind, W.out_param, W.out_coef, m.candidates, *m.fmt.args)))
     checked_bad = 0
     # the kernels at smaller integer bits (the model's readout raws, the same f)
     for I in (model.fmt.int_bits, 6, 3, 1):
         for mode in ("raise", "saturate"):
             args = FixedFormat(I, f, mode).args
-            w, wmax, ok = K.readout_table(m.out_kind, m.out_param, m.out_coef, m._candidates, *args)
+            w, wmax, ok = K.readout_table(W.out_kind, W.out_param, W.out_coef, m.candidates, *args)
+            Wf = W._replace(w_tab=w, wmax_tab=wmax, ok_tab=ok)
             checked_bad += int((~ok).sum())
             for x in xs:
                 x = np.asarray(x, np.int64)
                 e1, e2 = new_err(), new_err()
-                a = K.readout(x, m.out_dim, m.out_kind, m.out_param, m.out_coef, m._candidates, *args, e1)
-                b = K.readout_fast(x, m.out_dim, m.out_kind, m.out_param, m.out_coef, m._candidates, w, wmax, ok,
-                                   *args, e2)
+                a = K.readout(x, W, m.candidates, *args, e1)
+                b = K.readout_fast(x, Wf, *args, e2)
                 assert a == b and e1.tolist() == e2.tolist(), (I, mode, x.tolist())
     assert checked_bad > 0      # some table entries did overflow and took the recomputing path
 
