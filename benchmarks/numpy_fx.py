@@ -223,7 +223,7 @@ def predict_last(model: Model, tokens: np.ndarray) -> np.ndarray:
     if model.kind != "transformer":
         raise ValueError("numpy baseline supports attention-only models")
     fx = Fx(model.fmt.int_bits, model.fmt.frac_bits)
-    W = model.weights
+    W, Ro = model.weights.net, model.weights.readout
     tokens = np.asarray(tokens, np.int64)
     B, N = tokens.shape
     pos = np.broadcast_to(np.arange(N, dtype=np.int64), (B, N))
@@ -261,11 +261,11 @@ def predict_last(model: Model, tokens: np.ndarray) -> np.ndarray:
     best_logit = np.zeros(B, np.int64)
     for ci, k in enumerate(cands):
         logit = np.zeros(B, np.int64)
-        for i in range(W.out_dim.shape[0]):
-            w = fx.mul(W.out_coef[i], _features(fx, int(W.out_kind[i]), int(W.out_param[i]),
+        for i in range(Ro.out_dim.shape[0]):
+            w = fx.mul(Ro.out_coef[i], _features(fx, int(Ro.out_kind[i]), int(Ro.out_param[i]),
                                                     np.array([k]), np.array([0]))[0])
             if w != 0:
-                logit = fx.add(logit, fx.mul(w, x[:, W.out_dim[i]]))
+                logit = fx.add(logit, fx.mul(w, x[:, Ro.out_dim[i]]))
         better = (ci == 0) | (logit > best_logit)
         best = np.where(better, k, best)
         best_logit = np.where(better, logit, best_logit)

@@ -12,23 +12,28 @@ architectures cannot drift apart. All arrays are raw int64 fixed-point values
 (see :mod:`constructions.fixedpoint`); the Python layer in
 :mod:`constructions.model` validates everything before calling in.
 
-The encoded weights of a model travel as ONE argument, a :class:`Weights`
-(a NamedTuple of int64 arrays, built once by :class:`constructions.model.Model`
-as ``model.weights``). Shapes (D residual width, S state width per RNN layer,
+The encoded weights of a model travel as ONE structured argument, a
+:class:`Weights` (NamedTuples of int64 arrays, built once by
+:class:`constructions.model.Model` as ``model.weights``): ``weights.net`` (a
+:class:`Network`: embedding and layers) and ``weights.readout`` (a
+:class:`Readout`). Shapes (D residual width, S state width per RNN layer,
 M MLP width, H heads, Dh head width, N cache capacity, T readout terms,
 C candidate tokens)::
 
-    emb_kind, emb_param, emb_coef           (D,)
+    Network:
+    ekind, eparam, ecoef                    (D,)
     rA (Lr,S,S)  rB (Lr,S,D)  rC (Lr,D,S)    h_t = A h_{t-1} + B x;  x += C h_t
     rW1 (Lr,M,D) rb1 (Lr,M) rW2 (Lr,D,M) rb2 (Lr,D)     x += W2 relu(W1 x + b1) + b2
     rnn_state (Lr,S)
     aWQ, aWK, aWV (La,H,Dh,D)  aWO (La,H,D,Dh)  a_nheads (La,)
     aW1 (La,M,D) ab1 (La,M) aW2 (La,D,M) ab2 (La,D)
-    Kc (La,H,Dh,N)  Vc (La,H,N,Dh)           the KV cache (keys column-major)
-    Km (La,H,Dh,N)    Km[..., c, t] = max_{i<=t} |Kc[..., c, i]| (column bounds)
+    Readout:
     out_dim, out_kind, out_param, out_coef  (T,)   logit(k) = sum_terms coef*feat(k) * x[dim]
     candidates (C,)  w_tab, wmax_tab, ok_tab (C,T)   the readout's token ids and readout_table
     nearest (3,)     (v, code_lo, code_hi) of the nearest-code readout, v = -1 if it does not apply
+    run state (not weights):
+    Kc (La,H,Dh,N)  Vc (La,H,N,Dh)           the KV cache (keys column-major)
+    Km (La,H,Dh,N)    Km[..., c, t] = max_{i<=t} |Kc[..., c, i]| (column bounds)
 
 The readout is a parameter of :func:`forward_batch`: ``READOUT_TABLE`` (the
 generic readout over every candidate, weights from the table) or
@@ -76,11 +81,9 @@ READOUT_TABLE = 0          # forward_batch: generic readout, weights from readou
 READOUT_NEAREST_CODE = 1   # forward_batch: nearest_code_readout (needs Weights.nearest[0] >= 0)
 
 
-class Weights(NamedTuple):
-    """The encoded weights of one model and format, the single structured argument
-    of the kernels (numba passes a NamedTuple of arrays like positional arrays).
-    Built once by :class:`constructions.model.Model` (``model.weights``); see the
-    module docstring for the shapes."""
+class Network(NamedTuple):
+    """The encoded embedding and layers of one model (see the module docstring for
+    the shapes): what :func:`model_step` reads."""
 
     ekind: np.ndarray
     eparam: np.ndarray
@@ -101,6 +104,13 @@ class Weights(NamedTuple):
     ab1: np.ndarray
     aW2: np.ndarray
     ab2: np.ndarray
+
+
+class Readout(NamedTuple):
+    """The encoded readout of one model and format: the formula's terms, the
+    candidate tokens, the :func:`readout_table` of this format, and ``nearest``
+    (v, code_lo, code_hi) of :func:`nearest_code_readout` (v = -1: not applicable)."""
+
     out_dim: np.ndarray
     out_kind: np.ndarray
     out_param: np.ndarray
@@ -110,6 +120,19 @@ class Weights(NamedTuple):
     wmax_tab: np.ndarray
     ok_tab: np.ndarray
     nearest: np.ndarray
+
+
+class Weights(NamedTuple):
+    """The encoded weights of one model and format, the single structured argument
+    of :func:`forward_batch` (numba passes a NamedTuple of arrays like positional
+    arrays). Built once by :class:`constructions.model.Model` (``model.weights``).
+    The per-token kernels take only the part they read (``weights.net`` for
+    :func:`feed_tokens` / :func:`model_step`, ``weights.readout`` for the readouts):
+    each call from Python unboxes every array it is given, so a session's
+    per-token calls stay as cheap as with the arrays passed one by one."""
+
+    net: Network
+    readout: Readout
 
 
 POSITION_FEATURES = frozenset({F_POS, F_POS_SQ, F_POS_INV})
@@ -168,9 +191,9 @@ def feature_raw(kind, param, tok, pos, I, f, mode, err):
 
 
 @njit(cache=True)
-def embed(tok, pos, W, I, f, mode, err, x):
+def embed(tok, pos, net, I, f, mode, err, x):
     """x = the embedding of token ``tok`` at position ``pos``."""
-    ekind, eparam, ecoef = W.ekind, W.eparam, W.ecoef
+    ekind, eparam, ecoef = net.ekind, net.eparam, net.ecoef
     for d in range(x.shape[0]):
         k = ekind[d]
         if k == F_ZERO or ecoef[d] == 0:
@@ -212,11 +235,11 @@ def workspace_size(D, S, Mr, Dh, Ma):
 
 
 @njit(cache=True)
-def workspace_for(W):
-    """:func:`workspace_size` of the model with weights ``W``."""
-    La = W.aWQ.shape[0]
-    return workspace_size(W.ekind.shape[0], W.rA.shape[1] if W.rA.shape[0] > 0 else 0, W.rW1.shape[1],
-                          W.aWQ.shape[2] if La > 0 else 0, W.aW1.shape[1])
+def workspace_for(net):
+    """:func:`workspace_size` of the model with layers ``net`` (a :class:`Network`)."""
+    La = net.aWQ.shape[0]
+    return workspace_size(net.ekind.shape[0], net.rA.shape[1] if net.rA.shape[0] > 0 else 0, net.rW1.shape[1],
+                          net.aWQ.shape[2] if La > 0 else 0, net.aW1.shape[1])
 
 
 @njit(cache=True)
@@ -429,7 +452,7 @@ def store_key(kr, t, KhT, KmT):
 
 
 @njit(cache=True)
-def model_step(tok, t, I, f, mode, err, W, rnn_state, Kc, Km, Vc,
+def model_step(tok, t, I, f, mode, err, net, rnn_state, Kc, Km, Vc,
                x, scores, wbuf, record, attn_rec, need_output, ws):
     """Process token ``tok`` at position ``t``: updates rnn_state, appends to the
     KV cache at index t, and leaves the final residual in ``x``. If ``record``,
@@ -443,10 +466,10 @@ def model_step(tok, t, I, f, mode, err, W, rnn_state, Kc, Km, Vc,
     ``ws`` is a scratch int64 array of at least :func:`workspace_size` entries
     (no allocation happens per step)."""
     D = x.shape[0]
-    embed(tok, t, W, I, f, mode, err, x)
-    rA, rB, rC, rW1, rb1, rW2, rb2 = W.rA, W.rB, W.rC, W.rW1, W.rb1, W.rW2, W.rb2
-    aWQ, aWK, aWV, aWO, a_nheads = W.aWQ, W.aWK, W.aWV, W.aWO, W.a_nheads
-    aW1, ab1, aW2, ab2 = W.aW1, W.ab1, W.aW2, W.ab2
+    embed(tok, t, net, I, f, mode, err, x)
+    rA, rB, rC, rW1, rb1, rW2, rb2 = net.rA, net.rB, net.rC, net.rW1, net.rb1, net.rW2, net.rb2
+    aWQ, aWK, aWV, aWO, a_nheads = net.aWQ, net.aWK, net.aWV, net.aWO, net.a_nheads
+    aW1, ab1, aW2, ab2 = net.aW1, net.ab1, net.aW2, net.ab2
     tmp = ws[0:D]
     # --- linear RNN layers
     Lr = rA.shape[0]
@@ -507,10 +530,10 @@ def model_step(tok, t, I, f, mode, err, W, rnn_state, Kc, Km, Vc,
 
 
 @njit(cache=True)
-def readout(x, W, candidates, I, f, mode, err):
+def readout(x, ro, candidates, I, f, mode, err):
     """argmax over the token ids in ``candidates`` (ascending) of
     sum_terms round(coef * feat(k)) * x[dim]; ties -> smallest id."""
-    out_dim, out_kind, out_param, out_coef = W.out_dim, W.out_kind, W.out_param, W.out_coef
+    out_dim, out_kind, out_param, out_coef = ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef
     best = candidates[0]
     best_logit = np.int64(0)
     T = out_dim.shape[0]
@@ -554,13 +577,13 @@ def readout_table(out_kind, out_param, out_coef, candidates, I, f, mode):
 
 
 @njit(cache=True)
-def readout_fast(x, W, I, f, mode, err):
-    """:func:`readout` over ``W.candidates`` with the per-candidate weights taken
-    from :func:`readout_table` (``W.w_tab``, ``W.wmax_tab``, ``W.ok_tab``): the same
+def readout_fast(x, ro, I, f, mode, err):
+    """:func:`readout` over ``ro.candidates`` with the per-candidate weights taken
+    from :func:`readout_table` (``ro.w_tab``, ``ro.wmax_tab``, ``ro.ok_tab``): the same
     token, the same largest |raw| recorded, the same errors (entries that err are
     recomputed)."""
-    out_dim, out_kind, out_param, out_coef = W.out_dim, W.out_kind, W.out_param, W.out_coef
-    candidates, w_tab, wmax_tab, ok_tab = W.candidates, W.w_tab, W.wmax_tab, W.ok_tab
+    out_dim, out_kind, out_param, out_coef = ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef
+    candidates, w_tab, wmax_tab, ok_tab = ro.candidates, ro.w_tab, ro.wmax_tab, ro.ok_tab
     best = candidates[0]
     best_logit = np.int64(0)
     T = out_dim.shape[0]
@@ -585,10 +608,10 @@ def readout_fast(x, W, I, f, mode, err):
 
 
 @njit(cache=True)
-def nearest_code_readout(x, W, I, f, mode, err):
+def nearest_code_readout(x, ro, I, f, mode, err):
     """The generic :func:`readout` restricted to the few candidates that can
-    matter for logit(k) = 2 tau_k v - tau_k^2 (v = x[W.nearest[0]]) over the
-    contiguous code range [code_lo, code_hi] = W.nearest[1:] (every special id
+    matter for logit(k) = 2 tau_k v - tau_k^2 (v = x[ro.nearest[0]]) over the
+    contiguous code range [code_lo, code_hi] = ro.nearest[1:] (every special id
     0..-code_lo and the numbers present; :class:`constructions.model.Model`
     checks that its readout and candidates are exactly these before it sets
     ``nearest``).
@@ -600,7 +623,7 @@ def nearest_code_readout(x, W, I, f, mode, err):
     + 2 (clipped), in ascending token-id order as the generic readout does, gives
     the same argmax (ties -> smallest id), the same largest |raw| and the same
     overflows. Equality with the generic readout is tested (tests/test_retrieval.py)."""
-    v_dim, code_lo, code_hi = W.nearest[0], W.nearest[1], W.nearest[2]
+    v_dim, code_lo, code_hi = ro.nearest[0], ro.nearest[1], ro.nearest[2]
     v = x[v_dim]
     fl = v >> f          # floor(v) (arithmetic shift)
     codes = np.empty(6, dtype=np.int64)
@@ -617,7 +640,7 @@ def nearest_code_readout(x, W, I, f, mode, err):
         c = codes[i]
         ids[i] = c - 1 + NUMBER_BASE if c >= 1 else -c
     ids = np.unique(ids)
-    return readout(x, W, ids, I, f, mode, err)
+    return readout(x, ro, ids, I, f, mode, err)
 
 
 @njit(cache=True)
@@ -638,16 +661,17 @@ def forward_batch(tokens, lengths, all_positions, share_prefix, readout_mode, I,
     at least as many layers active), so the outputs, the largest |raw| touched and
     the first error are the same as without sharing. Saturate mode counts every
     clamping in err[E_SAT] per row, so it never shares."""
+    net, ro = W.net, W.readout
     B, N = tokens.shape
-    D = W.ekind.shape[0]
-    La = W.aWQ.shape[0]
-    H = W.aWQ.shape[1] if La > 0 else 0
-    Dh = W.aWQ.shape[2] if La > 0 else 0
+    D = net.ekind.shape[0]
+    La = net.aWQ.shape[0]
+    H = net.aWQ.shape[1] if La > 0 else 0
+    Dh = net.aWQ.shape[2] if La > 0 else 0
     Kc = np.zeros((La, H, Dh, N), dtype=np.int64)
     Km = np.zeros((La, H, Dh, N), dtype=np.int64)
     Vc = np.zeros((La, H, N, Dh), dtype=np.int64)
-    Lr = W.rA.shape[0]
-    S = W.rA.shape[1] if Lr > 0 else 0
+    Lr = net.rA.shape[0]
+    S = net.rA.shape[1] if Lr > 0 else 0
     state = np.zeros((Lr, S), dtype=np.int64)
     share = share_prefix and mode != MODE_SATURATE
     hist = np.zeros((N + 1 if share else 1, Lr, S), dtype=np.int64)   # hist[t]: state before position t
@@ -655,7 +679,7 @@ def forward_batch(tokens, lengths, all_positions, share_prefix, readout_mode, I,
     scores = np.zeros(N, dtype=np.int64)
     wbuf = np.zeros(N, dtype=np.int64)
     attn_rec = np.zeros((1, 1, 1), dtype=np.int64)
-    ws = np.zeros(workspace_for(W), dtype=np.int64)
+    ws = np.zeros(workspace_for(net), dtype=np.int64)
     nearest = readout_mode == READOUT_NEAREST_CODE
     for b in range(B):
         n_b = lengths[b]
@@ -672,7 +696,7 @@ def forward_batch(tokens, lengths, all_positions, share_prefix, readout_mode, I,
                 preds[b, t] = preds[b - 1, t]
         for t in range(start, n_b):
             need = all_positions or t == n_b - 1
-            model_step(tokens[b, t], t, I, f, mode, err, W, state, Kc, Km, Vc,
+            model_step(tokens[b, t], t, I, f, mode, err, net, state, Kc, Km, Vc,
                        x, scores, wbuf, False, attn_rec, need, ws)
             if share:
                 for l in range(Lr):
@@ -680,9 +704,9 @@ def forward_batch(tokens, lengths, all_positions, share_prefix, readout_mode, I,
                         hist[t + 1, l, s] = state[l, s]
             if need:
                 if nearest:
-                    preds[b, t] = nearest_code_readout(x, W, I, f, mode, err)
+                    preds[b, t] = nearest_code_readout(x, ro, I, f, mode, err)
                 else:
-                    preds[b, t] = readout_fast(x, W, I, f, mode, err)
+                    preds[b, t] = readout_fast(x, ro, I, f, mode, err)
             if err[E_CODE] != 0:
                 loc[0] = b
                 loc[1] = t
@@ -691,16 +715,16 @@ def forward_batch(tokens, lengths, all_positions, share_prefix, readout_mode, I,
 
 
 @njit(cache=True)
-def feed_tokens(tokens, t0, I, f, mode, err, W, rnn_state, Kc, Km, Vc,
+def feed_tokens(tokens, t0, I, f, mode, err, net, rnn_state, Kc, Km, Vc,
                 x, scores, wbuf, record, attn_rec):
     """Feed ``tokens`` at positions t0, t0+1, ...; stops at the first error
     (err[E_WHERE] = its position). Returns the next position."""
     t = t0
     last = tokens.shape[0] - 1
-    ws = np.zeros(workspace_for(W), dtype=np.int64)
+    ws = np.zeros(workspace_for(net), dtype=np.int64)
     for i in range(tokens.shape[0]):
         need = i == last
-        model_step(tokens[i], t, I, f, mode, err, W, rnn_state, Kc, Km, Vc,
+        model_step(tokens[i], t, I, f, mode, err, net, rnn_state, Kc, Km, Vc,
                    x, scores, wbuf, record, attn_rec, need, ws)
         if err[E_CODE] != 0:
             err[E_WHERE] = t

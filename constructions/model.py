@@ -301,14 +301,14 @@ class Model:
         nearest-code readout applies, ``predict_batch(readout="nearest_code")``),
         else -1."""
         nearest = np.array([self.nearest_code_dim, SPECIAL_MIN_CODE, self.vocab.max_number + 1], dtype=np.int64)
-        self.weights = K.Weights(ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2,
-                                 aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2,
-                                 out_dim, out_kind, out_param, out_coef, self.candidates,
-                                 *K.readout_table(out_kind, out_param, out_coef, self.candidates, *fmt.args),
-                                 nearest)
+        self.weights = K.Weights(
+            K.Network(ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2,
+                      aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2),
+            K.Readout(out_dim, out_kind, out_param, out_coef, self.candidates,
+                      *K.readout_table(out_kind, out_param, out_coef, self.candidates, *fmt.args), nearest))
         """The encoded weights, the one structured argument of the kernels
-        (:class:`constructions.kernels.Weights`), with the readout table of this
-        format (:func:`constructions.kernels.readout_table`)."""
+        (:class:`constructions.kernels.Weights`: ``.net`` the embedding and layers,
+        ``.readout`` the readout with its table for this format)."""
         self.err = new_err()   # cumulative statistics of every run of this model
         # the weights are numbers of the format too: a run needs at least their bits
         # (offsets of the 1/(.+c) features included; token ids of is_token are not numbers)
@@ -466,7 +466,7 @@ class Session:
         self.tokens: list[int] = []
         self.record = record
         m = model
-        W = m.weights
+        W = m.weights.net
         La, H, Dh = W.aWQ.shape[0], W.aWQ.shape[1], W.aWQ.shape[2]
         cap = max(1, int(capacity))
         self.Kc = np.zeros((La, H, Dh, cap), np.int64)      # keys column-major (kernels)
@@ -507,7 +507,7 @@ class Session:
         self._grow(self.position + arr.size)
         m = self.model
         err = self.err
-        t = K.feed_tokens(arr, self.position, *m.fmt.args, err, m.weights, self.state,
+        t = K.feed_tokens(arr, self.position, *m.fmt.args, err, m.weights.net, self.state,
                           self.Kc, self.Km, self.Vc, self.x, self.scores, self.wbuf, self.record, self.attn)
         fed = t - self.position
         self.tokens.extend(int(v) for v in arr[:fed])
@@ -520,7 +520,7 @@ class Session:
         if self.position == 0:
             raise ValueError(f"{self.model.name}: feed at least one token before asking for the next one")
         m = self.model
-        tok = K.readout_fast(self.x, m.weights, *m.fmt.args, self.err)
+        tok = K.readout_fast(self.x, m.weights.readout, *m.fmt.args, self.err)
         m.absorb(self.err)
         check_err(self.err, m.fmt, f"{m.name} readout")
         return int(tok)
@@ -596,9 +596,9 @@ class RNNAdapter:
         s = self._sess
         x = np.zeros(m.spec.width, np.int64)
         err = new_err()
-        K.embed(np.int64(tok), np.int64(0), m.weights, *m.fmt.args, err, x)
+        K.embed(np.int64(tok), np.int64(0), m.weights.net, *m.fmt.args, err, x)
         _residual_from_state(m, h, x, err)
-        tokout = K.readout(x, m.weights, m.candidates, *m.fmt.args, err)
+        tokout = K.readout(x, m.weights.readout, m.candidates, *m.fmt.args, err)
         m.absorb(err)
         check_err(err, m.fmt, f"{m.name} readout")
         return int(tokout)
@@ -623,7 +623,7 @@ def _residual_from_state(m: Model, h: np.ndarray, x: np.ndarray, err: np.ndarray
     I, f, mode = m.fmt.args
     D = x.shape[0]
     tmp = np.zeros(D, np.int64)
-    W = m.weights
+    W = m.weights.net
     hidden = np.zeros(W.rW1.shape[1], np.int64)
     for l in range(W.rA.shape[0]):
         K.matvec(W.rC[l], h[l], I, f, mode, err, tmp)

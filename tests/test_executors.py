@@ -638,7 +638,7 @@ def test_readout_table_equals_the_generic_readout(kind):
     D = model.spec.width
     for scale in (4, 12, 30):
         xs.extend(rng.integers(-(1 << scale), 1 << scale, size=(20, D)))
-    m, W = model, model.weights
+    m, W = model, model.weights.readout
     assert all((a == b).all() for a, b in zip((W.w_tab, W.wmax_tab, W.ok_tab), K.readout_table(
         W.out_kind, W.out_param, W.out_coef, m.candidates, *m.fmt.args)))
     checked_bad = 0

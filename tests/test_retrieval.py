@@ -582,8 +582,8 @@ def test_fast_readout_equals_generic_readout():
         x[one] = 1 << f
         x[v_dim] = raw
         e1, e2 = new_err(), new_err()
-        a = K.readout(x, m.weights, m.candidates, *m.fmt.args, e1)
-        b = K.nearest_code_readout(x, m.weights, *m.fmt.args, e2)
+        a = K.readout(x, m.weights.readout, m.candidates, *m.fmt.args, e1)
+        b = K.nearest_code_readout(x, m.weights.readout, *m.fmt.args, e2)
         assert a == b, raw
         assert e1[E_MAXABS] == e2[E_MAXABS], raw
         assert (e1[0] == 0) == (e2[0] == 0), raw
