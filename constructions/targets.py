@@ -333,10 +333,10 @@ class LinearRNNTarget:
         self._emb = np.zeros((m.vocab.size, m.spec.width), dtype=np.int64)
         err = new_err()
         for tok in m.candidates:
-            K.embed(np.int64(tok), np.int64(0), m.weights, *m.fmt.args, err, self._emb[tok])
+            K.embed(np.int64(tok), np.int64(0), m.weights.net, *m.fmt.args, err, self._emb[tok])
         m.absorb(err)
         check_err(err, m.fmt, f"{m.name} embedding")
-        W = m.weights
+        W = m.weights.net
         self._csr = (*_csr(W.rA), *_csr(W.rB), *_csr(W.rC), *_csr(W.rW1), W.rb1, *_csr(W.rW2), W.rb2,
                      np.array(m.rnn_sizes, dtype=np.int64))
 
@@ -383,7 +383,7 @@ class LinearRNNTarget:
             b, t = map(int, np.argwhere(~np.isin(arr, m.candidates))[0])
             raise ValueError(f"{m.name}: prefix {b} token id {int(arr[b, t])} at position {t} is not in "
                              f"the vocabulary (size {m.vocab.size})")
-        out = np.zeros((arr.shape[0], m.weights.rA.shape[0], m.weights.rA.shape[1]), dtype=np.int64)
+        out = np.zeros((arr.shape[0], m.weights.net.rA.shape[0], m.weights.net.rA.shape[1]), dtype=np.int64)
         err = new_err()
         loc = np.full(2, -1, dtype=np.int64)
         if self.sparse:
@@ -401,7 +401,7 @@ class LinearRNNTarget:
             if loc[0] >= 0:
                 loc[0] = order[loc[0]]
         else:
-            _final_states(arr, *m.fmt.args, err, loc, m.weights, out)
+            _final_states(arr, *m.fmt.args, err, loc, m.weights.net, out)
         m.absorb(err)
         check_err(err, m.fmt, f"{m.name}, batch_states prefix {int(loc[0])}")
         ls = np.array([l for l, _ in self._index], dtype=np.int64)
