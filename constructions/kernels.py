@@ -128,8 +128,9 @@ class Weights(NamedTuple):
     arrays). Built once by :class:`constructions.model.Model` (``model.weights``).
     The per-token kernels take only the part they read (``weights.net`` for
     :func:`feed_tokens` / :func:`model_step`, ``weights.readout`` for the readouts):
-    each call from Python unboxes every array it is given, so a session's
-    per-token calls stay as cheap as with the arrays passed one by one."""
+    each call from Python unboxes every array it is given. Inside, the loops
+    unpack the tuples once and pass plain arrays to :func:`_step` and
+    :func:`_readout_fast` per token (no tuple traffic in the inner loop)."""
 
     net: Network
     readout: Readout
@@ -191,15 +192,19 @@ def feature_raw(kind, param, tok, pos, I, f, mode, err):
 
 
 @njit(cache=True)
-def embed(tok, pos, net, I, f, mode, err, x):
-    """x = the embedding of token ``tok`` at position ``pos``."""
-    ekind, eparam, ecoef = net.ekind, net.eparam, net.ecoef
+def _embed(tok, pos, ekind, eparam, ecoef, I, f, mode, err, x):
     for d in range(x.shape[0]):
         k = ekind[d]
         if k == F_ZERO or ecoef[d] == 0:
             x[d] = 0
         else:
             x[d] = fx_mul(ecoef[d], feature_raw(k, eparam[d], tok, pos, I, f, mode, err), I, f, mode, err)
+
+
+@njit(cache=True)
+def embed(tok, pos, net, I, f, mode, err, x):
+    """x = the embedding of token ``tok`` at position ``pos`` (``net``: a :class:`Network`)."""
+    _embed(tok, pos, net.ekind, net.eparam, net.ecoef, I, f, mode, err, x)
 
 
 @njit(cache=True)
@@ -232,14 +237,6 @@ def mlp_residual(W1, b1, W2, b2, x, I, f, mode, err, hidden, tmp):
 def workspace_size(D, S, Mr, Dh, Ma):
     """Scratch entries model_step needs (RNN and attention parts reuse the space)."""
     return D + max(2 * S + Mr, 2 * D + 5 * Dh + Ma) + 1
-
-
-@njit(cache=True)
-def workspace_for(net):
-    """:func:`workspace_size` of the model with layers ``net`` (a :class:`Network`)."""
-    La = net.aWQ.shape[0]
-    return workspace_size(net.ekind.shape[0], net.rA.shape[1] if net.rA.shape[0] > 0 else 0, net.rW1.shape[1],
-                          net.aWQ.shape[2] if La > 0 else 0, net.aW1.shape[1])
 
 
 @njit(cache=True)
@@ -452,9 +449,14 @@ def store_key(kr, t, KhT, KmT):
 
 
 @njit(cache=True)
-def model_step(tok, t, I, f, mode, err, net, rnn_state, Kc, Km, Vc,
+def _step(tok, t, I, f, mode, err,
+               ekind, eparam, ecoef,
+               rA, rB, rC, rW1, rb1, rW2, rb2, rnn_state,
+               aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Km, Vc,
                x, scores, wbuf, record, attn_rec, need_output, ws):
-    """Process token ``tok`` at position ``t``: updates rnn_state, appends to the
+    """:func:`model_step` with the arrays of the :class:`Network` passed one by one
+    (the loops of :func:`forward_batch` and :func:`feed_tokens` unpack the network
+    once and call this per token). Process token ``tok`` at position ``t``: updates rnn_state, appends to the
     KV cache at index t, and leaves the final residual in ``x``. If ``record``,
     the attention weights of every head at this position go to attn_rec[l, h, :t+1].
 
@@ -466,10 +468,7 @@ def model_step(tok, t, I, f, mode, err, net, rnn_state, Kc, Km, Vc,
     ``ws`` is a scratch int64 array of at least :func:`workspace_size` entries
     (no allocation happens per step)."""
     D = x.shape[0]
-    embed(tok, t, net, I, f, mode, err, x)
-    rA, rB, rC, rW1, rb1, rW2, rb2 = net.rA, net.rB, net.rC, net.rW1, net.rb1, net.rW2, net.rb2
-    aWQ, aWK, aWV, aWO, a_nheads = net.aWQ, net.aWK, net.aWV, net.aWO, net.a_nheads
-    aW1, ab1, aW2, ab2 = net.aW1, net.ab1, net.aW2, net.ab2
+    _embed(tok, t, ekind, eparam, ecoef, I, f, mode, err, x)
     tmp = ws[0:D]
     # --- linear RNN layers
     Lr = rA.shape[0]
@@ -530,10 +529,20 @@ def model_step(tok, t, I, f, mode, err, net, rnn_state, Kc, Km, Vc,
 
 
 @njit(cache=True)
-def readout(x, ro, candidates, I, f, mode, err):
+def model_step(tok, t, I, f, mode, err, net, rnn_state, Kc, Km, Vc,
+               x, scores, wbuf, record, attn_rec, need_output, ws):
+    """Process token ``tok`` at position ``t`` with the layers ``net`` (a
+    :class:`Network`); see :func:`_step`."""
+    _step(tok, t, I, f, mode, err, net.ekind, net.eparam, net.ecoef,
+          net.rA, net.rB, net.rC, net.rW1, net.rb1, net.rW2, net.rb2, rnn_state,
+          net.aWQ, net.aWK, net.aWV, net.aWO, net.a_nheads, net.aW1, net.ab1, net.aW2, net.ab2, Kc, Km, Vc,
+          x, scores, wbuf, record, attn_rec, need_output, ws)
+
+
+@njit(cache=True)
+def _readout(x, out_dim, out_kind, out_param, out_coef, candidates, I, f, mode, err):
     """argmax over the token ids in ``candidates`` (ascending) of
     sum_terms round(coef * feat(k)) * x[dim]; ties -> smallest id."""
-    out_dim, out_kind, out_param, out_coef = ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef
     best = candidates[0]
     best_logit = np.int64(0)
     T = out_dim.shape[0]
@@ -551,6 +560,13 @@ def readout(x, ro, candidates, I, f, mode, err):
             best = k
             best_logit = logit
     return best
+
+
+@njit(cache=True)
+def readout(x, ro, candidates, I, f, mode, err):
+    """argmax over the token ids in ``candidates`` (ascending) of the readout ``ro``
+    (a :class:`Readout`): sum_terms round(coef * feat(k)) * x[dim]; ties -> smallest id."""
+    return _readout(x, ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef, candidates, I, f, mode, err)
 
 
 @njit(cache=True)
@@ -577,13 +593,10 @@ def readout_table(out_kind, out_param, out_coef, candidates, I, f, mode):
 
 
 @njit(cache=True)
-def readout_fast(x, ro, I, f, mode, err):
-    """:func:`readout` over ``ro.candidates`` with the per-candidate weights taken
-    from :func:`readout_table` (``ro.w_tab``, ``ro.wmax_tab``, ``ro.ok_tab``): the same
-    token, the same largest |raw| recorded, the same errors (entries that err are
-    recomputed)."""
-    out_dim, out_kind, out_param, out_coef = ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef
-    candidates, w_tab, wmax_tab, ok_tab = ro.candidates, ro.w_tab, ro.wmax_tab, ro.ok_tab
+def _readout_fast(x, out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab, I, f, mode, err):
+    """:func:`readout` with the per-candidate weights taken from
+    :func:`readout_table`: the same token, the same largest |raw| recorded, the same
+    errors (entries that err are recomputed)."""
     best = candidates[0]
     best_logit = np.int64(0)
     T = out_dim.shape[0]
@@ -608,13 +621,22 @@ def readout_fast(x, ro, I, f, mode, err):
 
 
 @njit(cache=True)
-def nearest_code_readout(x, ro, I, f, mode, err):
+def readout_fast(x, ro, I, f, mode, err):
+    """:func:`readout` over ``ro.candidates`` with the per-candidate weights taken
+    from :func:`readout_table` (``ro.w_tab``, ``ro.wmax_tab``, ``ro.ok_tab``): the same
+    token, the same largest |raw| recorded, the same errors (entries that err are
+    recomputed)."""
+    return _readout_fast(x, ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef, ro.candidates,
+                         ro.w_tab, ro.wmax_tab, ro.ok_tab, I, f, mode, err)
+
+
+@njit(cache=True)
+def _nearest_code_readout(x, v_dim, code_lo, code_hi, out_dim, out_kind, out_param, out_coef, I, f, mode, err):
     """The generic :func:`readout` restricted to the few candidates that can
-    matter for logit(k) = 2 tau_k v - tau_k^2 (v = x[ro.nearest[0]]) over the
-    contiguous code range [code_lo, code_hi] = ro.nearest[1:] (every special id
-    0..-code_lo and the numbers present; :class:`constructions.model.Model`
-    checks that its readout and candidates are exactly these before it sets
-    ``nearest``).
+    matter for logit(k) = 2 tau_k v - tau_k^2 (v = x[v_dim]) over the contiguous
+    code range [code_lo, code_hi] (every special id 0..-code_lo and the numbers
+    present; :class:`constructions.model.Model` checks that its readout and
+    candidates are exactly these before it sets ``Readout.nearest``).
 
     Each term is computed exactly (tau_k integer, v on the grid), so logit(tau) =
     v^2 - (v - tau)^2: concave in tau, maximised by the codes nearest v; its
@@ -623,7 +645,6 @@ def nearest_code_readout(x, ro, I, f, mode, err):
     + 2 (clipped), in ascending token-id order as the generic readout does, gives
     the same argmax (ties -> smallest id), the same largest |raw| and the same
     overflows. Equality with the generic readout is tested (tests/test_retrieval.py)."""
-    v_dim, code_lo, code_hi = ro.nearest[0], ro.nearest[1], ro.nearest[2]
     v = x[v_dim]
     fl = v >> f          # floor(v) (arithmetic shift)
     codes = np.empty(6, dtype=np.int64)
@@ -640,7 +661,14 @@ def nearest_code_readout(x, ro, I, f, mode, err):
         c = codes[i]
         ids[i] = c - 1 + NUMBER_BASE if c >= 1 else -c
     ids = np.unique(ids)
-    return readout(x, ro, ids, I, f, mode, err)
+    return _readout(x, out_dim, out_kind, out_param, out_coef, ids, I, f, mode, err)
+
+
+@njit(cache=True)
+def nearest_code_readout(x, ro, I, f, mode, err):
+    """:func:`_nearest_code_readout` with (v, code_lo, code_hi) = ``ro.nearest``."""
+    return _nearest_code_readout(x, ro.nearest[0], ro.nearest[1], ro.nearest[2],
+                                 ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef, I, f, mode, err)
 
 
 @njit(cache=True)
@@ -661,17 +689,21 @@ def forward_batch(tokens, lengths, all_positions, share_prefix, readout_mode, I,
     at least as many layers active), so the outputs, the largest |raw| touched and
     the first error are the same as without sharing. Saturate mode counts every
     clamping in err[E_SAT] per row, so it never shares."""
-    net, ro = W.net, W.readout
+    # the weights are unpacked once; the loop passes plain arrays
+    ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2 = W.net
+    out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab, nearest = W.readout
+    v_dim, code_lo, code_hi = nearest[0], nearest[1], nearest[2]
+    use_nearest = readout_mode == READOUT_NEAREST_CODE
     B, N = tokens.shape
-    D = net.ekind.shape[0]
-    La = net.aWQ.shape[0]
-    H = net.aWQ.shape[1] if La > 0 else 0
-    Dh = net.aWQ.shape[2] if La > 0 else 0
+    D = ekind.shape[0]
+    La = aWQ.shape[0]
+    H = aWQ.shape[1] if La > 0 else 0
+    Dh = aWQ.shape[2] if La > 0 else 0
     Kc = np.zeros((La, H, Dh, N), dtype=np.int64)
     Km = np.zeros((La, H, Dh, N), dtype=np.int64)
     Vc = np.zeros((La, H, N, Dh), dtype=np.int64)
-    Lr = net.rA.shape[0]
-    S = net.rA.shape[1] if Lr > 0 else 0
+    Lr = rA.shape[0]
+    S = rA.shape[1] if Lr > 0 else 0
     state = np.zeros((Lr, S), dtype=np.int64)
     share = share_prefix and mode != MODE_SATURATE
     hist = np.zeros((N + 1 if share else 1, Lr, S), dtype=np.int64)   # hist[t]: state before position t
@@ -679,8 +711,7 @@ def forward_batch(tokens, lengths, all_positions, share_prefix, readout_mode, I,
     scores = np.zeros(N, dtype=np.int64)
     wbuf = np.zeros(N, dtype=np.int64)
     attn_rec = np.zeros((1, 1, 1), dtype=np.int64)
-    ws = np.zeros(workspace_for(net), dtype=np.int64)
-    nearest = readout_mode == READOUT_NEAREST_CODE
+    ws = np.zeros(workspace_size(D, S, rW1.shape[1], Dh, aW1.shape[1]), dtype=np.int64)
     for b in range(B):
         n_b = lengths[b]
         start = 0
@@ -696,17 +727,21 @@ def forward_batch(tokens, lengths, all_positions, share_prefix, readout_mode, I,
                 preds[b, t] = preds[b - 1, t]
         for t in range(start, n_b):
             need = all_positions or t == n_b - 1
-            model_step(tokens[b, t], t, I, f, mode, err, net, state, Kc, Km, Vc,
-                       x, scores, wbuf, False, attn_rec, need, ws)
+            _step(tokens[b, t], t, I, f, mode, err, ekind, eparam, ecoef,
+                  rA, rB, rC, rW1, rb1, rW2, rb2, state,
+                  aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Km, Vc,
+                  x, scores, wbuf, False, attn_rec, need, ws)
             if share:
                 for l in range(Lr):
                     for s in range(S):
                         hist[t + 1, l, s] = state[l, s]
             if need:
-                if nearest:
-                    preds[b, t] = nearest_code_readout(x, ro, I, f, mode, err)
+                if use_nearest:
+                    preds[b, t] = _nearest_code_readout(x, v_dim, code_lo, code_hi, out_dim, out_kind, out_param,
+                                                        out_coef, I, f, mode, err)
                 else:
-                    preds[b, t] = readout_fast(x, ro, I, f, mode, err)
+                    preds[b, t] = _readout_fast(x, out_dim, out_kind, out_param, out_coef, candidates,
+                                                w_tab, wmax_tab, ok_tab, I, f, mode, err)
             if err[E_CODE] != 0:
                 loc[0] = b
                 loc[1] = t
@@ -717,15 +752,21 @@ def forward_batch(tokens, lengths, all_positions, share_prefix, readout_mode, I,
 @njit(cache=True)
 def feed_tokens(tokens, t0, I, f, mode, err, net, rnn_state, Kc, Km, Vc,
                 x, scores, wbuf, record, attn_rec):
-    """Feed ``tokens`` at positions t0, t0+1, ...; stops at the first error
-    (err[E_WHERE] = its position). Returns the next position."""
+    """Feed ``tokens`` at positions t0, t0+1, ... through the layers ``net`` (a
+    :class:`Network`); stops at the first error (err[E_WHERE] = its position).
+    Returns the next position."""
+    ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2 = net
     t = t0
     last = tokens.shape[0] - 1
-    ws = np.zeros(workspace_for(net), dtype=np.int64)
+    La = aWQ.shape[0]
+    ws = np.zeros(workspace_size(x.shape[0], rA.shape[1] if rA.shape[0] > 0 else 0, rW1.shape[1],
+                                 aWQ.shape[2] if La > 0 else 0, aW1.shape[1]), dtype=np.int64)
     for i in range(tokens.shape[0]):
         need = i == last
-        model_step(tokens[i], t, I, f, mode, err, net, rnn_state, Kc, Km, Vc,
-                   x, scores, wbuf, record, attn_rec, need, ws)
+        _step(tokens[i], t, I, f, mode, err, ekind, eparam, ecoef,
+              rA, rB, rC, rW1, rb1, rW2, rb2, rnn_state,
+              aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Km, Vc,
+              x, scores, wbuf, record, attn_rec, need, ws)
         if err[E_CODE] != 0:
             err[E_WHERE] = t
             return t + 1
