@@ -130,7 +130,7 @@ class Weights(NamedTuple):
     :func:`feed_tokens` / :func:`model_step`, ``weights.readout`` for the readouts):
     each call from Python unboxes every array it is given. Inside, the kernels
     hand the arrays one by one to private loops (:func:`_forward`,
-    :func:`_feed`, :func:`_step`): the loops are as fast as before the
+    :func:`feed_flat`, :func:`_step`): the loops are as fast as before the
     structured argument (arrays unpacked from a tuple inside the loop function
     measured ~25% slower)."""
 
@@ -633,6 +633,15 @@ def readout_fast(x, ro, I, f, mode, err):
 
 
 @njit(cache=True)
+def readout_flat(x, out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab, nearest,
+                 I, f, mode, err):
+    """:func:`readout_fast` with the :class:`Readout` flattened (``*weights.readout``),
+    for a session's per-token calls (see :func:`feed_flat`)."""
+    return _readout_fast(x, out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab,
+                         I, f, mode, err)
+
+
+@njit(cache=True)
 def _nearest_code_readout(x, v_dim, code_lo, code_hi, out_dim, out_kind, out_param, out_coef, I, f, mode, err):
     """The generic :func:`readout` restricted to the few candidates that can
     matter for logit(k) = 2 tau_k v - tau_k^2 (v = x[v_dim]) over the contiguous
@@ -768,17 +777,19 @@ def feed_tokens(tokens, t0, I, f, mode, err, net, rnn_state, Kc, Km, Vc,
     """Feed ``tokens`` at positions t0, t0+1, ... through the layers ``net`` (a
     :class:`Network`); stops at the first error (err[E_WHERE] = its position).
     Returns the next position."""
-    return _feed(tokens, t0, I, f, mode, err,
+    return feed_flat(tokens, t0, I, f, mode, err,
                  net.ekind, net.eparam, net.ecoef, net.rA, net.rB, net.rC, net.rW1, net.rb1, net.rW2, net.rb2,
                  net.aWQ, net.aWK, net.aWV, net.aWO, net.a_nheads, net.aW1, net.ab1, net.aW2, net.ab2,
                  rnn_state, Kc, Km, Vc, x, scores, wbuf, record, attn_rec)
 
 
 @njit(cache=True)
-def _feed(tokens, t0, I, f, mode, err,
+def feed_flat(tokens, t0, I, f, mode, err,
           ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2,
           rnn_state, Kc, Km, Vc, x, scores, wbuf, record, attn_rec):
-    """:func:`feed_tokens` on the arrays of the network passed one by one."""
+    """:func:`feed_tokens` with the :class:`Network` flattened (``*weights.net``):
+    what a session calls per token, since numba unboxes a tuple argument about
+    1 us slower per call than the same arrays passed one by one."""
     t = t0
     last = tokens.shape[0] - 1
     La = aWQ.shape[0]

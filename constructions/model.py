@@ -507,7 +507,8 @@ class Session:
         self._grow(self.position + arr.size)
         m = self.model
         err = self.err
-        t = K.feed_tokens(arr, self.position, *m.fmt.args, err, m.weights.net, self.state,
+        # the flat entry points: one numba dispatch per token, ~1 us cheaper than a tuple argument
+        t = K.feed_flat(arr, self.position, *m.fmt.args, err, *m.weights.net, self.state,
                           self.Kc, self.Km, self.Vc, self.x, self.scores, self.wbuf, self.record, self.attn)
         fed = t - self.position
         self.tokens.extend(int(v) for v in arr[:fed])
@@ -520,7 +521,7 @@ class Session:
         if self.position == 0:
             raise ValueError(f"{self.model.name}: feed at least one token before asking for the next one")
         m = self.model
-        tok = K.readout_fast(self.x, m.weights.readout, *m.fmt.args, self.err)
+        tok = K.readout_flat(self.x, *m.weights.readout, *m.fmt.args, self.err)
         m.absorb(self.err)
         check_err(self.err, m.fmt, f"{m.name} readout")
         return int(tok)

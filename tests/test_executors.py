@@ -463,7 +463,7 @@ def test_used_int_bits_cover_the_weights():
 def no_kernels(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("a kernel ran on invalid input")
-    for name in ("forward_batch", "feed_tokens", "readout", "model_step"):
+    for name in ("forward_batch", "feed_tokens", "feed_flat", "readout", "readout_fast", "readout_flat", "model_step"):
         monkeypatch.setattr(K, name, boom)
 
 
@@ -788,7 +788,7 @@ def test_inputs_longer_than_declared_are_refused_before_any_kernel(monkeypatch):
         else:
             sess.position = P - 1                           # as if P - 1 tokens had been fed
         with monkeypatch.context() as mp:
-            for name in ("forward_batch", "feed_tokens", "model_step"):
+            for name in ("forward_batch", "feed_tokens", "feed_flat", "model_step"):
                 mp.setattr(K, name, lambda *a, **k: (_ for _ in ()).throw(AssertionError("a kernel ran")))
             with pytest.raises(ValueError, match=rf"{P + 1} tokens exceeds the {P} positions"):
                 model.predict_batch(too_long)
