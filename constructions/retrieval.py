@@ -56,10 +56,9 @@ from typing import Callable
 
 import numpy as np
 import sympy as sp
-from numba import njit
 
 from . import kernels as K
-from .fixedpoint import MAX_MAGNITUDE_BITS, FixedFormat, check_err, log2_ceil, new_err, E_CODE, E_WHERE
+from .fixedpoint import MAX_MAGNITUDE_BITS, FixedFormat, log2_ceil
 from .gadgets import (
     base_space, number_readout,
     LN2_UPPER, Builder, Head, MarginError, ResidualSpace, bits_for, match_head, sharpness, shift_head, zero_gap,
