@@ -223,19 +223,20 @@ def predict_last(model: Model, tokens: np.ndarray) -> np.ndarray:
     if model.kind != "transformer":
         raise ValueError("numpy baseline supports attention-only models")
     fx = Fx(model.fmt.int_bits, model.fmt.frac_bits)
+    W, Ro = model.weights.net, model.weights.readout
     tokens = np.asarray(tokens, np.int64)
     B, N = tokens.shape
     pos = np.broadcast_to(np.arange(N, dtype=np.int64), (B, N))
-    X = np.stack([fx.mul(model.ecoef[d], _features(fx, int(model.ekind[d]), int(model.eparam[d]), tokens, pos))
-                  if model.ekind[d] != K.F_ZERO else np.zeros((B, N), np.int64)
-                  for d in range(model.ekind.shape[0])], axis=-1)
+    X = np.stack([fx.mul(W.ecoef[d], _features(fx, int(W.ekind[d]), int(W.eparam[d]), tokens, pos))
+                  if W.ekind[d] != K.F_ZERO else np.zeros((B, N), np.int64)
+                  for d in range(W.ekind.shape[0])], axis=-1)
     causal = np.tril(np.ones((N, N), bool))
-    for l in range(model.aWQ.shape[0]):
+    for l in range(W.aWQ.shape[0]):
         acc = np.zeros_like(X)
-        for h in range(int(model.a_nheads[l])):
-            Q = _matvec(fx, model.aWQ[l, h], X)
-            Kk = _matvec(fx, model.aWK[l, h], X)
-            V = _matvec(fx, model.aWV[l, h], X)
+        for h in range(int(W.a_nheads[l])):
+            Q = _matvec(fx, W.aWQ[l, h], X)
+            Kk = _matvec(fx, W.aWK[l, h], X)
+            V = _matvec(fx, W.aWV[l, h], X)
             S = np.zeros((B, N, N), np.int64)
             for c in range(Q.shape[-1]):
                 S = fx.add(S, fx.mul(Q[:, :, None, c], Kk[:, None, :, c]))
@@ -249,22 +250,22 @@ def predict_last(model: Model, tokens: np.ndarray) -> np.ndarray:
             O = np.zeros((B, N, V.shape[-1]), np.int64)
             for j in range(N):
                 O = fx.add(O, fx.mul(Wt[:, :, j, None], V[:, None, j, :]))
-            acc = fx.add(acc, _matvec(fx, model.aWO[l, h], O))
+            acc = fx.add(acc, _matvec(fx, W.aWO[l, h], O))
         X = fx.add(X, acc)
-        H = _matvec(fx, model.aW1[l], X)
-        H = np.maximum(fx.add(H, model.ab1[l]), 0)
-        X = fx.add(X, fx.add(_matvec(fx, model.aW2[l], H), model.ab2[l]))
+        H = _matvec(fx, W.aW1[l], X)
+        H = np.maximum(fx.add(H, W.ab1[l]), 0)
+        X = fx.add(X, fx.add(_matvec(fx, W.aW2[l], H), W.ab2[l]))
     x = X[:, -1, :]
-    cands = model._candidates
+    cands = model.candidates
     best = np.full(B, -1, np.int64)
     best_logit = np.zeros(B, np.int64)
     for ci, k in enumerate(cands):
         logit = np.zeros(B, np.int64)
-        for i in range(model.out_dim.shape[0]):
-            w = fx.mul(model.out_coef[i], _features(fx, int(model.out_kind[i]), int(model.out_param[i]),
+        for i in range(Ro.out_dim.shape[0]):
+            w = fx.mul(Ro.out_coef[i], _features(fx, int(Ro.out_kind[i]), int(Ro.out_param[i]),
                                                     np.array([k]), np.array([0]))[0])
             if w != 0:
-                logit = fx.add(logit, fx.mul(w, x[:, model.out_dim[i]]))
+                logit = fx.add(logit, fx.mul(w, x[:, Ro.out_dim[i]]))
         better = (ci == 0) | (logit > best_logit)
         best = np.where(better, k, best)
         best_logit = np.where(better, logit, best_logit)

@@ -44,6 +44,7 @@ from constructions.vocab import BOS, FALSE, NUMBER_BASE, QUERY, TRUE
 
 from .necessity import necessity_record
 from .registry import Record, register
+from .tasks.iterate import orbit as iter_orbit, reference as iter_reference
 
 CONDITIONAL = ("conditional claim (PSPACE not in P/poly) - only the construction and the no-CoT "
                "mechanism of these networks are checked")
@@ -61,34 +62,6 @@ def answer_counts(answers) -> str:
     vals, counts = np.unique(np.asarray([-1 if a is None else int(a) for a in answers]), return_counts=True)
     return "answers: " + ", ".join(f"{names.get(int(v), 'none' if v == -1 else int(v))} {int(c)}"
                                    for v, c in zip(vals, counts))
-
-
-def iter_reference(tokens) -> int:
-    """``[BOS] z_1..z_n [QUERY] (2n + t) a`` -> [TRUE] iff g^t(a) >= n, where
-    g(x) = tent((x + 1) mod 2n), tent(y) = 2y if y < n else 4n - 1 - 2y."""
-    toks = [int(v) for v in tokens]
-    if toks[0] != BOS or len(toks) < 4 or toks[-3] != QUERY:
-        raise ValueError(f"not an ITER instance: {toks}")
-    n = len(toks) - 4
-    m = 2 * n
-    t = toks[-2] - NUMBER_BASE - m
-    x = toks[-1] - NUMBER_BASE
-    if not (0 <= t <= n * n and 0 <= x < m):
-        raise ValueError(f"ITER(n={n}): step token or value out of range: {toks}")
-    for _ in range(t):
-        y = (x + 1) % m
-        x = 2 * y if y < n else 2 * m - 1 - 2 * y
-    return TRUE if x >= n else FALSE
-
-
-def iter_orbit(n: int, a: int, t: int) -> list[int]:
-    """a, g(a), ..., g^t(a) (plain Python, as in :func:`iter_reference`)."""
-    m, out, x = 2 * n, [a], a
-    for _ in range(t):
-        y = (x + 1) % m
-        x = 2 * y if y < n else 2 * m - 1 - 2 * y
-        out.append(x)
-    return out
 
 
 def iter_instances(n: int, rng: np.random.Generator, count: int | None = None) -> list[tuple[int, int, list[int]]]:

@@ -18,7 +18,7 @@ the reduction writes:
   parameter count is one number for every n and alphabet (in every record);
 * IsTree: the hub gadget (reductions.ISTREE, N = n + 3 vertices, n + 2 edges),
   every x and i at small n and samples with i near n at n = 16, 64, 256, the
-  union-find CoT compared token by token with ``H.istree_unionfind_cot``.
+  union-find CoT compared token by token with ``checks.tasks.istree_unionfind.unionfind_cot``.
 
 Records: ``family="reduction"`` with ``alphabet`` set; answers counted in the note
 (both answers occur on every reduction row). The easy families of the earlier
@@ -64,6 +64,7 @@ from .formats import graph_tokens
 from .necessity import batch_runner, necessity_record
 from .registry import Record, register
 from .tasks import ar, cgram, counting, index, istree
+from .tasks.istree_unionfind import unionfind_cot
 
 TASKS = {"index": index, "ar": ar, "cgram": cgram, "counting": counting}
 EXHAUSTIVE = {"quick": {"index": 6, "ar": 6, "cgram": 6, "counting": 5},
@@ -260,7 +261,7 @@ def istree_reduction_record(n: int, seed: int | None, nx: int = 4) -> Record:
     bad, cot_max, first, got = 0, 0, "", []
     for row, w in zip(toks, want):
         edges = LR.parse_istree(row)[1]
-        ref_cot, ref_answer = H.istree_unionfind_cot(N, edges)
+        ref_cot, ref_answer = unionfind_cot(N, edges)
         g = generate(model, row.tolist(), answer_tokens=[TRUE, FALSE], max_cot=H.istree_cot_bound(N))
         got.append(g.answer if g.answer is not None else -1)
         ok = g.answer == w == ref_answer and g.cot == ref_cot
@@ -295,7 +296,7 @@ def istree_runner(n: int):
     with a wrong answer, or if every answer is right the first with a wrong CoT."""
     N = LR.istree_vertex_count(n)
     toks, want, _ = reduction_rows(LR.ISTREE, n, None)
-    cases = [(row.tolist(), int(w), H.istree_unionfind_cot(N, LR.parse_istree(row)[1])[0]) for row, w in zip(toks, want)]
+    cases = [(row.tolist(), int(w), unionfind_cot(N, LR.parse_istree(row)[1])[0]) for row, w in zip(toks, want)]
 
     def run(model) -> str | None:
         cot_only = None
@@ -359,7 +360,7 @@ def run_istree(N: int, instances, m_max: int | None = None, sep: str = "-"):
     model = H.hybrid_istree(N, m_max=mm)
     bad, cot_max, ratio, first, got = 0, 0, 0.0, "", []
     for inst in insts:
-        want_cot, want = H.istree_unionfind_cot(N, inst.edges)
+        want_cot, want = unionfind_cot(N, inst.edges)
         g = generate(model, graph_tokens(inst.edges, sep=sep), answer_tokens=[TRUE, FALSE],
                      max_cot=H.istree_cot_bound(N))
         got.append(g.answer if g.answer is not None else -1)
@@ -416,10 +417,10 @@ ISTREE_ADVERSARIAL = ("binomial", "broom", "broom_cycle")
 
 class _Forest:
     """Plain-Python union-find by size (ties: the u-side root goes under the v-side
-    root, the convention of ``H.istree_unionfind_cot``), used ONLY to choose
+    root, the convention of ``unionfind_cot``), used ONLY to choose
     adversarial edges: it tracks each tree's members and each vertex's depth so a
     generator can join the deepest vertices. The checked CoT is the model's,
-    compared with ``H.istree_unionfind_cot`` token for token."""
+    compared with ``unionfind_cot`` token for token."""
 
     def __init__(self, vertices):
         self.parent = {v: v for v in vertices}
@@ -497,7 +498,7 @@ def istree_adversarial(N: int, family: str) -> list[tuple[int, int]]:
         core = _binomial(forest, list(range(M)), edges)
         deep = forest.deepest(core)
         edges += [(deep, w) for w in range(M, N)]
-        length = len(H.istree_unionfind_cot(N, edges)[0])
+        length = len(unionfind_cot(N, edges)[0])
         if best is None or length > best[0]:
             best = (length, edges, forest, M)
         M *= 2
@@ -542,7 +543,7 @@ def hybrid_istree_fit_check(profile: str, seed: int) -> list[Record]:
         model = H.hybrid_istree(N)
         bad, cot_max, first, per, got = 0, 0, "", [], []
         for fam, edges in cases:
-            want_cot, want = H.istree_unionfind_cot(N, edges)
+            want_cot, want = unionfind_cot(N, edges)
             label = istree.reference_label(N, edges)
             g = generate(model, graph_tokens(edges), answer_tokens=[TRUE, FALSE], max_cot=H.istree_cot_bound(N))
             got.append(g.answer if g.answer is not None else -1)
@@ -600,7 +601,7 @@ def teacher_forced_istree(model, N: int, prompts: list[list[int]]) -> list[tuple
     the reference CoT and label" (by induction over the generated tokens)."""
     rows, starts = [], []
     for p in prompts:
-        cot, want = H.istree_unionfind_cot(N, LR.parse_istree(p)[1])
+        cot, want = unionfind_cot(N, LR.parse_istree(p)[1])
         rows.append(p + cot + [want])
         starts.append(len(p))
     L = max(len(r) for r in rows)

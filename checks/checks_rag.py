@@ -28,7 +28,7 @@ of the same family) are checks/checks_separation.py's.
 
 References: the reductions' plain-Python answers (lowerbounds/reductions.py), the task
 references of ``checks.tasks``, networkx for the IsTree label, and
-:func:`istree_plain_cot` below (plain Python) for the plain IsTree CoT token for token.
+:func:`checks.tasks.istree_rag.plain_cot` (plain Python) for the plain IsTree CoT token for token.
 """
 from __future__ import annotations
 
@@ -57,6 +57,7 @@ from .registry import Record, register
 from .shared_data import shared_file
 from .tasks import ar, cgram, counting, index, istree
 from constructions import bounds as _bounds
+from .tasks.istree_rag import plain_cot as istree_plain_cot
 
 CLAIM = "T5-RAG"
 SAMPLE_NAME = "istree_official_sample.jsonl"
@@ -244,48 +245,6 @@ def reduction_check(profile: str, seed: int) -> list[Record]:
 
 
 # ---------------------------------------------------------------------------- IsTree
-def istree_plain_cot(n_nodes: int, edges: Sequence[Sequence[int]]) -> list[int]:
-    """Plain-Python reference of :func:`constructions.rag_models.istree_rag`'s CoT and
-    label (token ids): lines ``u ~ p c SS query ES w``, then a parent lookup
-    ``SS x ~ [(] [#] [)] ES r`` (see the construction's docstring), ``[EOS]``, label."""
-    M = META_TOKENS
-    BR, NC, NEG, LZ, AL, CA, CL, HN = (M[k] for k in ("[(?|]", "[(?:]", "[(?!]", "[.*?]", "[|]", "[(]", "[)]", "[#]"))
-    adj: list[list[int]] = [[] for _ in range(n_nodes)]
-    for u, v in edges:
-        adj[u].append(v)
-        adj[v].append(u)
-
-    def tok(v):
-        return FAILED if v is None else number_token(v)
-
-    def lookup(x, r):
-        return [STARTSEARCH, tok(x), TILDE, CA, HN, CL, ENDSEARCH, tok(r)]
-
-    parent: dict[int, int | None] = {0: None}
-    out: list[int] = []
-    u, p, c = 0, None, None
-    while True:
-        U, P = tok(u), tok(p)
-        query = [BR, U, DASH, NEG, P, CL, CA, HN, CL, AL, NEG, P, CL, CA, HN, CL, DASH, U, CL]
-        if c is not None:
-            C = tok(c)
-            query = [NC, U, DASH, C, AL, C, DASH, U, CL, LZ] + query
-        start = 0 if c is None else adj[u].index(c) + 1
-        w = next((y for y in adj[u][start:] if y != p), None)
-        out += [U, TILDE, P, tok(c), STARTSEARCH] + query + [ENDSEARCH, tok(w)]
-        if w is None:
-            if p is None:
-                return out + [EOS, TRUE if len(parent) == n_nodes else FALSE]
-            out += lookup(p, parent[p])
-            u, p, c = p, parent[p], u
-        elif w in parent:                      # visited (0's lookup gives [FAILED] like a new vertex's)
-            return out + lookup(w, parent[w]) + [EOS, FALSE]
-        else:
-            out += lookup(w, None)
-            parent[w] = u
-            u, p, c = w, u, None
-
-
 _ISTREE: dict[tuple[str, int], RagConstruction] = {}
 
 

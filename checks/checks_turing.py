@@ -27,6 +27,7 @@ from constructions.fixedpoint import PrecisionError
 
 from .necessity import necessity_record
 from .registry import Record, register
+from .tasks import turing as TR
 
 LENGTHS = {"quick": {"increment": 8, "palindrome": 8, "0k1k": 8, "addition": 8},
            "full": {"increment": 8, "palindrome": 8, "0k1k": 8, "addition": 8}}
@@ -77,7 +78,7 @@ def compare_run(enc: T.Encoding, spec: T.MachineSpec, word: str, answer: int | N
                 records: list[tuple[int, int]], want_cot: list[int] | None, tally: TMTally) -> None:
     """One input: automata-lib's verdict and tape vs the model's answer, CoT, records."""
     acc, steps, tape = T.automata_run(enc.dtm, word)
-    ref = T.reference_run(enc, word, spec.time_bound(len(word)))
+    ref = TR.reference_run(enc.dtm, word, spec.time_bound(len(word)))
     problems = []
     if ref.accepted != acc or ref.steps != steps:
         problems.append(f"reference disagrees with automata-lib ({ref.accepted},{ref.steps}) vs ({acc},{steps})")
@@ -110,7 +111,7 @@ def run_hybrid(spec: T.MachineSpec, n: int, sim: T.HybridTM | None = None) -> tu
     tally = TMTally()
     for w in words(sim.enc, n):
         g = sim.run(w)
-        ref = T.reference_run(sim.enc, w, spec.time_bound(n))
+        ref = TR.reference_run(sim.enc.dtm, w, spec.time_bound(n))
         compare_run(sim.enc, spec, w, g.answer, g.cot, sim.records(g.cot), ref.hybrid_cot(), tally)
     return tally, sim
 
@@ -128,7 +129,7 @@ def tm_runner(enc: T.Encoding, spec: T.MachineSpec, n: int, run) -> "Callable[[o
 
     def check(model) -> str | None:
         for w in ws:
-            ref = T.reference_run(enc, w, spec.time_bound(len(w)))
+            ref = TR.reference_run(enc.dtm, w, spec.time_bound(len(w)))
             try:
                 answer, cot, want_cot = run(model, w)
             except (PrecisionError, ValueError) as e:
@@ -170,7 +171,7 @@ def hybrid_tm_check(profile: str, seed: int) -> list[Record]:
             from constructions.generate import generate
             g = generate(model, small.enc.prompt(w), answer_tokens=[T.TRUE, T.FALSE],
                          max_cot=2 * spec.time_bound(len(w)) + 1)
-            return g.answer, g.cot, T.reference_run(small.enc, w, spec.time_bound(len(w))).hybrid_cot()
+            return g.answer, g.cot, TR.reference_run(small.enc.dtm, w, spec.time_bound(len(w))).hybrid_cot()
         out.append(_necessity("T5-hyb-P", small.model, spec, small.n, tm_runner(small.enc, spec, small.n, run_hyb),
                               build_frac=lambda fmt, spec=spec: T.compile_hybrid(spec, NECESSITY_N["hybrid"], fmt).model))
     return out
@@ -185,7 +186,7 @@ def run_rag(spec: T.MachineSpec, n: int, sim: T.RagTM | None = None) -> tuple[TM
     oracle_failures = 0
     for w in words(sim.enc, n):
         g, oracle = sim.run(w)
-        want, _ = T.reference_rag_cot(sim.enc, w, spec.time_bound(n))
+        want, _ = TR.reference_rag_cot(sim.enc.dtm, w, spec.time_bound(n))
         oracle_failures += len(oracle.failures())
         compare_run(sim.enc, spec, w, g.answer, g.cot, sim.records(g.cot), want, tally)
     return tally, sim, oracle_failures
@@ -214,7 +215,7 @@ def rag_tm_check(profile: str, seed: int) -> list[Record]:
 
         def run_rag_model(model, w, small=small):
             g, _ = small.run(w, model=model)
-            return g.answer, g.cot, T.reference_rag_cot(small.enc, w, spec.time_bound(len(w)))[0]
+            return g.answer, g.cot, TR.reference_rag_cot(small.enc.dtm, w, spec.time_bound(len(w)))[0]
         out.append(_necessity("T5-RAG", small.model, spec, small.n,
                               tm_runner(small.enc, spec, small.n, run_rag_model)))
     return out

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Any, Sequence
+from typing import Sequence
 
 import sympy as sp
 
@@ -253,38 +253,6 @@ def istree_cot_bound(N: int) -> int:
     return _bounds.hybrid_istree_cot(_INT, N)
 
 
-def istree_unionfind_cot(N: int, edges: Sequence[tuple[int, int]]) -> tuple[list[int], int]:
-    """The reference CoT and answer (plain Python union-find by size, ties: the
-    u-side root goes under the v-side root)."""
-    from .vocab import DASH, FALSE, QUERY, TILDE, TRUE, number_token
-    parent: dict[int, int] = {}
-    size: dict[int, int] = {}
-    cot: list[int] = []
-
-    def find(x):
-        chain = [x]
-        while chain[-1] in parent:
-            chain.append(parent[chain[-1]])
-        cot.extend(number_token(y) for y in chain)
-        cot.append(DASH)
-        r = chain[-1]
-        cot.append(number_token(size.get(r, 1)))
-        return r, size.get(r, 1)
-
-    joins = 0
-    for u, v in edges:
-        ru, su = find(u)
-        rv, sv = find(v)
-        cot += [number_token(ru)]
-        if ru == rv:
-            return cot, FALSE
-        cot += [number_token(su)]
-        c, p = (ru, rv) if su <= sv else (rv, ru)
-        parent[c] = p
-        size[p] = su + sv
-        cot += [TILDE, number_token(c), number_token(p), QUERY, number_token(p), number_token(su + sv)]
-        joins += 1
-    return cot, (TRUE if joins == N - 1 else FALSE)
 
 
 def istree_positions(N: int, m_max: int) -> int:

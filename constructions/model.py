@@ -35,6 +35,9 @@ from .fixedpoint import (
 from .vocab import NUMBER_BASE, SPECIAL_NAMES, Vocab, token_code
 
 KINDS = ("transformer", "linear_rnn", "hybrid")
+SPECIAL_MIN_CODE = -max(SPECIAL_NAMES)
+"""The smallest token code (tau of the largest special id)."""
+READOUTS = {"table": K.READOUT_TABLE, "nearest_code": K.READOUT_NEAREST_CODE}
 
 
 def _frac_matrix(rows: int, cols: int) -> np.ndarray:
@@ -219,67 +222,68 @@ class Model:
         self.max_positions = None if spec.max_positions is None else int(spec.max_positions)
         self.labels = list(spec.labels)
         D = spec.width
-        self._candidates = np.array([t for t in range(self.vocab.size) if self.vocab.contains(t)], dtype=np.int64)
+        self.candidates = np.array([t for t in range(self.vocab.size) if self.vocab.contains(t)], dtype=np.int64)
+        """The token ids of the vocabulary, ascending (the readout's argmax runs over them)."""
         # embedding
-        self.ekind = np.array([e[0] for e in spec.embedding], dtype=np.int64)
-        self.eparam = np.array([self._param(k, p, f"embedding[{spec.labels[d]}]")
-                                for d, (k, p, _) in enumerate(spec.embedding)], dtype=np.int64)
-        self.ecoef = np.array([fmt.encode(c, what=f"embedding coefficient of {spec.labels[d]!r}")
-                               for d, (_, _, c) in enumerate(spec.embedding)], dtype=np.int64)
+        ekind = np.array([e[0] for e in spec.embedding], dtype=np.int64)
+        eparam = np.array([self._param(k, p, f"embedding[{spec.labels[d]}]")
+                           for d, (k, p, _) in enumerate(spec.embedding)], dtype=np.int64)
+        ecoef = np.array([fmt.encode(c, what=f"embedding coefficient of {spec.labels[d]!r}")
+                          for d, (_, _, c) in enumerate(spec.embedding)], dtype=np.int64)
         # RNN layers, padded to common S, M
         Lr = len(spec.rnn_layers)
         S = max([L.A.shape[0] for L in spec.rnn_layers], default=0)
         Mr = max([L.W1.shape[0] for L in spec.rnn_layers], default=0)
-        self.rA = np.zeros((Lr, S, S), np.int64)
-        self.rB = np.zeros((Lr, S, D), np.int64)
-        self.rC = np.zeros((Lr, D, S), np.int64)
-        self.rW1 = np.zeros((Lr, Mr, D), np.int64)
-        self.rb1 = np.zeros((Lr, Mr), np.int64)
-        self.rW2 = np.zeros((Lr, D, Mr), np.int64)
-        self.rb2 = np.zeros((Lr, D), np.int64)
+        rA = np.zeros((Lr, S, S), np.int64)
+        rB = np.zeros((Lr, S, D), np.int64)
+        rC = np.zeros((Lr, D, S), np.int64)
+        rW1 = np.zeros((Lr, Mr, D), np.int64)
+        rb1 = np.zeros((Lr, Mr), np.int64)
+        rW2 = np.zeros((Lr, D, Mr), np.int64)
+        rb2 = np.zeros((Lr, D), np.int64)
         self.rnn_sizes = [L.A.shape[0] for L in spec.rnn_layers]
         for l, L in enumerate(spec.rnn_layers):
             s, m = L.A.shape[0], L.W1.shape[0]
-            self.rA[l, :s, :s] = _enc(fmt, L.A, f"rnn[{l}].A")
-            self.rB[l, :s, :] = _enc(fmt, L.B, f"rnn[{l}].B")
-            self.rC[l, :, :s] = _enc(fmt, L.C, f"rnn[{l}].C")
-            self.rW1[l, :m, :] = _enc(fmt, L.W1, f"rnn[{l}].W1")
-            self.rb1[l, :m] = _enc(fmt, L.b1, f"rnn[{l}].b1")
-            self.rW2[l, :, :m] = _enc(fmt, L.W2, f"rnn[{l}].W2")
-            self.rb2[l, :] = _enc(fmt, L.b2, f"rnn[{l}].b2")
+            rA[l, :s, :s] = _enc(fmt, L.A, f"rnn[{l}].A")
+            rB[l, :s, :] = _enc(fmt, L.B, f"rnn[{l}].B")
+            rC[l, :, :s] = _enc(fmt, L.C, f"rnn[{l}].C")
+            rW1[l, :m, :] = _enc(fmt, L.W1, f"rnn[{l}].W1")
+            rb1[l, :m] = _enc(fmt, L.b1, f"rnn[{l}].b1")
+            rW2[l, :, :m] = _enc(fmt, L.W2, f"rnn[{l}].W2")
+            rb2[l, :] = _enc(fmt, L.b2, f"rnn[{l}].b2")
         # attention layers, padded to common H, Dh, M
         La = len(spec.attn_layers)
         H = max([len(L.heads) for L in spec.attn_layers], default=0)
         Dh = max([max(h.WQ.shape[0], h.WV.shape[0]) for L in spec.attn_layers for h in L.heads], default=0)
         Ma = max([L.W1.shape[0] for L in spec.attn_layers], default=0)
-        self.aWQ = np.zeros((La, H, Dh, D), np.int64)
-        self.aWK = np.zeros((La, H, Dh, D), np.int64)
-        self.aWV = np.zeros((La, H, Dh, D), np.int64)
-        self.aWO = np.zeros((La, H, D, Dh), np.int64)
-        self.a_nheads = np.array([len(L.heads) for L in spec.attn_layers], dtype=np.int64)
-        self.aW1 = np.zeros((La, Ma, D), np.int64)
-        self.ab1 = np.zeros((La, Ma), np.int64)
-        self.aW2 = np.zeros((La, D, Ma), np.int64)
-        self.ab2 = np.zeros((La, D), np.int64)
+        aWQ = np.zeros((La, H, Dh, D), np.int64)
+        aWK = np.zeros((La, H, Dh, D), np.int64)
+        aWV = np.zeros((La, H, Dh, D), np.int64)
+        aWO = np.zeros((La, H, D, Dh), np.int64)
+        a_nheads = np.array([len(L.heads) for L in spec.attn_layers], dtype=np.int64)
+        aW1 = np.zeros((La, Ma, D), np.int64)
+        ab1 = np.zeros((La, Ma), np.int64)
+        aW2 = np.zeros((La, D, Ma), np.int64)
+        ab2 = np.zeros((La, D), np.int64)
         for l, L in enumerate(spec.attn_layers):
             for h, hd in enumerate(L.heads):
                 dq, dv = hd.WQ.shape[0], hd.WV.shape[0]
                 tag = f"layer {l} head {h} ({hd.name})"
-                self.aWQ[l, h, :dq] = _enc(fmt, hd.WQ, f"{tag} WQ")
-                self.aWK[l, h, :dq] = _enc(fmt, hd.WK, f"{tag} WK")
-                self.aWV[l, h, :dv] = _enc(fmt, hd.WV, f"{tag} WV")
-                self.aWO[l, h, :, :dv] = _enc(fmt, hd.WO, f"{tag} WO")
+                aWQ[l, h, :dq] = _enc(fmt, hd.WQ, f"{tag} WQ")
+                aWK[l, h, :dq] = _enc(fmt, hd.WK, f"{tag} WK")
+                aWV[l, h, :dv] = _enc(fmt, hd.WV, f"{tag} WV")
+                aWO[l, h, :, :dv] = _enc(fmt, hd.WO, f"{tag} WO")
             m = L.W1.shape[0]
-            self.aW1[l, :m] = _enc(fmt, L.W1, f"layer {l} W1")
-            self.ab1[l, :m] = _enc(fmt, L.b1, f"layer {l} b1")
-            self.aW2[l, :, :m] = _enc(fmt, L.W2, f"layer {l} W2")
-            self.ab2[l] = _enc(fmt, L.b2, f"layer {l} b2")
+            aW1[l, :m] = _enc(fmt, L.W1, f"layer {l} W1")
+            ab1[l, :m] = _enc(fmt, L.b1, f"layer {l} b1")
+            aW2[l, :, :m] = _enc(fmt, L.W2, f"layer {l} W2")
+            ab2[l] = _enc(fmt, L.b2, f"layer {l} b2")
         # readout
-        self.out_dim = np.array([t[0] for t in spec.readout], dtype=np.int64)
-        self.out_kind = np.array([t[1] for t in spec.readout], dtype=np.int64)
-        self.out_param = np.array([self._param(t[1], t[2], f"readout term {i}") for i, t in enumerate(spec.readout)],
+        out_dim = np.array([t[0] for t in spec.readout], dtype=np.int64)
+        out_kind = np.array([t[1] for t in spec.readout], dtype=np.int64)
+        out_param = np.array([self._param(t[1], t[2], f"readout term {i}") for i, t in enumerate(spec.readout)],
                                   dtype=np.int64)
-        self.out_coef = np.array([fmt.encode(t[3], what=f"readout coefficient {i}") for i, t in enumerate(spec.readout)],
+        out_coef = np.array([fmt.encode(t[3], what=f"readout coefficient {i}") for i, t in enumerate(spec.readout)],
                                  dtype=np.int64)
         if not len(spec.readout):
             raise ValueError(f"{spec.name}: a model needs at least one readout term")
@@ -291,16 +295,28 @@ class Model:
             precision_bits=p, state_numbers=spec.state_numbers(), state_bits=spec.state_numbers() * p,
             kv_numbers_per_token=kv,
         )
+        self.nearest_code_dim = self._nearest_code_dim()
+        """The residual dimension v if the readout is exactly logit(k) = 2 tau_k x[v]
+        - tau_k^2 x[one] over every special and number token (so the exact
+        nearest-code readout applies, ``predict_batch(readout="nearest_code")``),
+        else -1."""
+        nearest = np.array([self.nearest_code_dim, SPECIAL_MIN_CODE, self.vocab.max_number + 1], dtype=np.int64)
+        self.weights = K.Weights(
+            K.Network(ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2,
+                      aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2),
+            K.Readout(out_dim, out_kind, out_param, out_coef, self.candidates,
+                      *K.readout_table(out_kind, out_param, out_coef, self.candidates, *fmt.args), nearest))
+        """The encoded weights, the one structured argument of the kernels
+        (:class:`constructions.kernels.Weights`: ``.net`` the embedding and layers,
+        ``.readout`` the readout with its table for this format)."""
         self.err = new_err()   # cumulative statistics of every run of this model
         # the weights are numbers of the format too: a run needs at least their bits
         # (offsets of the 1/(.+c) features included; token ids of is_token are not numbers)
         inv = (K.F_TOK_INV, K.F_POS_INV)
-        offsets = [int(p) for k, p in zip(np.r_[self.ekind, self.out_kind], np.r_[self.eparam, self.out_param])
-                   if k in inv]
-        weights = (self.ecoef, self.rA, self.rB, self.rC, self.rW1, self.rb1, self.rW2, self.rb2, self.aWQ,
-                   self.aWK, self.aWV, self.aWO, self.aW1, self.ab1, self.aW2, self.ab2, self.out_coef)
+        offsets = [int(p) for k, p in zip(np.r_[ekind, out_kind], np.r_[eparam, out_param]) if k in inv]
+        weights = (ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, aWQ, aWK, aWV, aWO, aW1, ab1, aW2, ab2, out_coef)
         self.err[E_MAXABS] = max([int(np.abs(a).max()) for a in weights if a.size] + [abs(o) for o in offsets] + [0])
-        self._absorb(new_err())
+        self.absorb(new_err())
 
     def _param(self, kind: int, param: Any, what: str) -> int:
         if kind in (K.F_TOK_INV, K.F_POS_INV):
@@ -315,18 +331,24 @@ class Model:
         is not on the new grid)."""
         return Model(self.spec, fmt)
 
-    @property
-    def readout_tables(self) -> tuple:
-        """(w, wmax, ok) of :func:`constructions.kernels.readout_table`, computed on
-        first use (one entry per candidate token and readout term)."""
-        t = self.__dict__.get("_readout_tables")
-        if t is None:
-            t = K.readout_table(self.out_kind, self.out_param, self.out_coef, self._candidates, *self.fmt.args)
-            self._readout_tables = t
-        return t
+    def _nearest_code_dim(self) -> int:
+        r = self.spec.readout
+        if len(r) != 2 or "one" not in self.labels:
+            return -1
+        (d1, k1, _, c1), (d2, k2, _, c2) = r
+        one = self.labels.index("one")
+        if (k1, c1, k2, c2, d2) != (K.F_TOK, Fraction(2), K.F_TOK_SQ, Fraction(-1), one) \
+                or self.spec.embedding[one] != (K.F_ONE, 0, 1):
+            return -1
+        codes = list(range(-SPECIAL_MIN_CODE + 1)) + list(range(NUMBER_BASE, NUMBER_BASE + self.vocab.max_number + 1))
+        if self.candidates.tolist() != codes:       # the code range must be contiguous
+            return -1
+        return d1
 
     # -- statistics
-    def _absorb(self, err: np.ndarray) -> None:
+    def absorb(self, err: np.ndarray) -> None:
+        """Add a run's error array (largest |raw|, saturations) to this model's
+        cumulative statistics and ``resources``."""
         self.err[E_MAXABS] = max(self.err[E_MAXABS], err[E_MAXABS])
         self.err[E_SAT] += err[E_SAT]
         r = self.resources
@@ -363,7 +385,7 @@ class Model:
 
     def predict_batch(self, tokens: np.ndarray, lengths: np.ndarray | None = None,
                       all_positions: bool = False, max_length: int | None = None,
-                      share_prefix: bool = True) -> np.ndarray:
+                      share_prefix: bool = True, readout: str = "table") -> np.ndarray:
         """Next-token predictions for a batch (B, N) of prompts, one kernel call.
         Returns (B,) for the last positions, or (B, N) (-1 past each length) if
         ``all_positions``.
@@ -372,7 +394,17 @@ class Model:
         it shares with the row before it (exact, the models are causal; see
         :func:`constructions.kernels.forward_batch`), so batches ordered like an
         exhaustive enumeration (consecutive rows share long prefixes) cost far
-        fewer steps. Results, used bits and errors are identical either way."""
+        fewer steps. Results, used bits and errors are identical either way.
+
+        ``readout``: ``"table"`` (the generic readout over every token) or
+        ``"nearest_code"`` (the exact shortcut of
+        :func:`constructions.kernels.nearest_code_readout`, the same tokens, used
+        bits and errors; only for models with ``nearest_code_dim >= 0``)."""
+        if readout not in READOUTS:
+            raise ValueError(f"{self.name}: readout must be one of {sorted(READOUTS)}, got {readout!r}")
+        if readout == "nearest_code" and self.nearest_code_dim < 0:
+            raise ValueError(f"{self.name}: the nearest-code readout needs the readout 2 tau x[v] - tau^2 x[one] "
+                             f"over every special and number token")
         tokens = np.asarray(tokens)
         if tokens.ndim != 2:
             raise ValueError(f"{self.name}: batch must be 2-D (batch, length), got shape {tokens.shape}")
@@ -389,7 +421,7 @@ class Model:
         self.check_length(int(lengths.max()), "batch row")
         tokens = np.ascontiguousarray(tokens, dtype=np.int64)
         mask = np.arange(N)[None, :] < lengths[:, None]
-        bad = mask & ~np.isin(tokens, self._candidates)
+        bad = mask & ~np.isin(tokens, self.candidates)
         if bad.any():
             b, t = map(int, np.argwhere(bad)[0])
             raise ValueError(f"{self.name}: batch[{b}] token id {int(tokens[b, t])} at position {t} "
@@ -397,14 +429,9 @@ class Model:
         preds = np.full((B, N), -1, dtype=np.int64)
         err = new_err()
         loc = np.full(2, -1, dtype=np.int64)
-        K.forward_batch(tokens, lengths, bool(all_positions), bool(share_prefix), *self.fmt.args, err, loc,
-                        self.ekind, self.eparam, self.ecoef,
-                        self.rA, self.rB, self.rC, self.rW1, self.rb1, self.rW2, self.rb2,
-                        self.aWQ, self.aWK, self.aWV, self.aWO, self.a_nheads,
-                        self.aW1, self.ab1, self.aW2, self.ab2,
-                        self.out_dim, self.out_kind, self.out_param, self.out_coef,
-                        self._candidates, *self.readout_tables, preds)
-        self._absorb(err)
+        K.forward_batch(tokens, lengths, bool(all_positions), bool(share_prefix), READOUTS[readout],
+                        *self.fmt.args, err, loc, self.weights, preds)
+        self.absorb(err)
         self.resources.tokens_processed += int(lengths.sum())
         check_err(err, self.fmt, f"{self.name}, batch item {int(loc[0])}")
         if all_positions:
@@ -439,12 +466,13 @@ class Session:
         self.tokens: list[int] = []
         self.record = record
         m = model
-        La, H, Dh = m.aWQ.shape[0], m.aWQ.shape[1], m.aWQ.shape[2]
+        W = m.weights.net
+        La, H, Dh = W.aWQ.shape[0], W.aWQ.shape[1], W.aWQ.shape[2]
         cap = max(1, int(capacity))
         self.Kc = np.zeros((La, H, Dh, cap), np.int64)      # keys column-major (kernels)
         self.Km = np.zeros((La, H, Dh, cap), np.int64)      # running column bounds of Kc (kernels)
         self.Vc = np.zeros((La, H, cap, Dh), np.int64)
-        self.state = np.zeros((m.rA.shape[0], m.rA.shape[1]), np.int64)
+        self.state = np.zeros((W.rA.shape[0], W.rA.shape[1]), np.int64)
         self.x = np.zeros(m.spec.width, np.int64)
         self.scores = np.zeros(cap, np.int64)
         self.wbuf = np.zeros(cap, np.int64)
@@ -479,15 +507,13 @@ class Session:
         self._grow(self.position + arr.size)
         m = self.model
         err = self.err
-        t = K.feed_tokens(arr, self.position, *m.fmt.args, err,
-                          m.ekind, m.eparam, m.ecoef,
-                          m.rA, m.rB, m.rC, m.rW1, m.rb1, m.rW2, m.rb2, self.state,
-                          m.aWQ, m.aWK, m.aWV, m.aWO, m.a_nheads, m.aW1, m.ab1, m.aW2, m.ab2,
+        # the flat entry points: one numba dispatch per token, ~1 us cheaper than a tuple argument
+        t = K.feed_flat(arr, self.position, *m.fmt.args, err, *m.weights.net, self.state,
                           self.Kc, self.Km, self.Vc, self.x, self.scores, self.wbuf, self.record, self.attn)
         fed = t - self.position
         self.tokens.extend(int(v) for v in arr[:fed])
         self.position = t
-        m._absorb(err)
+        m.absorb(err)
         m.resources.tokens_processed += fed
         check_err(err, m.fmt, m.name)
 
@@ -495,9 +521,8 @@ class Session:
         if self.position == 0:
             raise ValueError(f"{self.model.name}: feed at least one token before asking for the next one")
         m = self.model
-        tok = K.readout_fast(self.x, m.out_dim, m.out_kind, m.out_param, m.out_coef, m._candidates, *m.readout_tables,
-                        *m.fmt.args, self.err)
-        m._absorb(self.err)
+        tok = K.readout_flat(self.x, *m.weights.readout, *m.fmt.args, self.err)
+        m.absorb(self.err)
         check_err(self.err, m.fmt, f"{m.name} readout")
         return int(tok)
 
@@ -564,17 +589,18 @@ class RNNAdapter:
         # recompute the residual of the last step from (h_t, token_t): the layers only
         # read h_t, so re-running the step from h_{t-1} is not needed; we re-run with
         # the stored state and restore it.
-        return self._readout_from(h, tok)
+        return self.readout_from(h, tok)
 
-    def _readout_from(self, h, tok) -> int:
+    def readout_from(self, h, tok) -> int:
+        """The next token of the state (h, last token ``tok``), without touching the session."""
         m = self.model
         s = self._sess
         x = np.zeros(m.spec.width, np.int64)
         err = new_err()
-        K.embed(np.int64(tok), np.int64(0), m.ekind, m.eparam, m.ecoef, *m.fmt.args, err, x)
+        K.embed(np.int64(tok), np.int64(0), m.weights.net, *m.fmt.args, err, x)
         _residual_from_state(m, h, x, err)
-        tokout = K.readout(x, m.out_dim, m.out_kind, m.out_param, m.out_coef, m._candidates, *m.fmt.args, err)
-        m._absorb(err)
+        tokout = K.readout(x, m.weights.readout, m.candidates, *m.fmt.args, err)
+        m.absorb(err)
         check_err(err, m.fmt, f"{m.name} readout")
         return int(tokout)
 
@@ -598,12 +624,13 @@ def _residual_from_state(m: Model, h: np.ndarray, x: np.ndarray, err: np.ndarray
     I, f, mode = m.fmt.args
     D = x.shape[0]
     tmp = np.zeros(D, np.int64)
-    hidden = np.zeros(m.rW1.shape[1], np.int64)
-    for l in range(m.rA.shape[0]):
-        K.matvec(m.rC[l], h[l], I, f, mode, err, tmp)
+    W = m.weights.net
+    hidden = np.zeros(W.rW1.shape[1], np.int64)
+    for l in range(W.rA.shape[0]):
+        K.matvec(W.rC[l], h[l], I, f, mode, err, tmp)
         for d in range(D):
             x[d] = K.fx_add(x[d], tmp[d], I, f, mode, err)
-        K.mlp_residual(m.rW1[l], m.rb1[l], m.rW2[l], m.rb2[l], x, I, f, mode, err, hidden, tmp)
+        K.mlp_residual(W.rW1[l], W.rb1[l], W.rW2[l], W.rb2[l], x, I, f, mode, err, hidden, tmp)
 
 
 # ----------------------------------------------------------------------------

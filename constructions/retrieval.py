@@ -56,10 +56,9 @@ from typing import Callable
 
 import numpy as np
 import sympy as sp
-from numba import njit
 
 from . import kernels as K
-from .fixedpoint import MAX_MAGNITUDE_BITS, FixedFormat, check_err, log2_ceil, new_err, E_CODE, E_WHERE
+from .fixedpoint import MAX_MAGNITUDE_BITS, FixedFormat, log2_ceil
 from .gadgets import (
     base_space, number_readout, require,
     LN2_UPPER, Builder, Component, Head, MarginError, ResidualSpace, bits_for, match_head, sharpness, shift_head,
@@ -413,130 +412,14 @@ def mqar_model(length: int, fmt: FixedFormat | None = None) -> Model:
 
 
 # --- exact fast readout for the nearest-code formula ------------------------
-def is_number_readout(model: Model) -> int:
-    """The residual dimension v if the model's readout is exactly
-    logit(k) = 2 tau_k x[v] - tau_k^2 x[one] (terms in that order), else -1."""
-    r = model.spec.readout
-    if len(r) != 2:
-        return -1
-    (d1, k1, _, c1), (d2, k2, _, c2) = r
-    one = model.labels.index("one") if "one" in model.labels else -1
-    emb = model.spec.embedding[one] if one >= 0 else None
-    if (k1, c1, k2, c2, d2) == (K.F_TOK, Fraction(2), K.F_TOK_SQ, Fraction(-1), one) and emb == (K.F_ONE, 0, 1):
-        return d1
-    return -1
-
-
-@njit(cache=True)
-def nearest_code_readout(x, v_dim, code_lo, code_hi, out_dim, out_kind, out_param, out_coef, I, f, mode, err):
-    """The generic :func:`kernels.readout` restricted to the few candidates that can
-    matter for logit(k) = 2 tau_k v - tau_k^2 over the contiguous code range
-    [code_lo, code_hi] (every specials id 0..-code_lo and numbers present).
-
-    Each term is computed exactly (tau_k integer, v on the grid), so logit(tau) =
-    v^2 - (v - tau)^2: concave in tau, maximised by the codes nearest v; its
-    intermediates 2 tau v, tau^2 and |logit| are largest at the ends of the range
-    or at the maximiser. Evaluating the two range ends and floor(v) - 1 .. floor(v)
-    + 2 (clipped), in ascending token-id order as the generic readout does, gives
-    the same argmax (ties -> smallest id), the same largest |raw| and the same
-    overflows. Equality with the generic readout is tested (tests/test_retrieval.py)."""
-    v = x[v_dim]
-    fl = v >> f          # floor(v) (arithmetic shift)
-    codes = np.empty(6, dtype=np.int64)
-    codes[0] = code_lo
-    codes[1] = code_hi
-    m = 2
-    for dc in range(-1, 3):
-        c = fl + dc
-        if c > code_lo and c < code_hi:
-            codes[m] = c
-            m += 1
-    ids = np.empty(m, dtype=np.int64)
-    for i in range(m):
-        c = codes[i]
-        ids[i] = c - 1 + NUMBER_BASE if c >= 1 else -c
-    ids = np.unique(ids)
-    return K.readout(x, out_dim, out_kind, out_param, out_coef, ids, I, f, mode, err)
-
-
-@njit(cache=True)
-def forward_all_positions_fast(tokens, lengths, v_dim, code_lo, code_hi, I, f, mode, err, loc,
-                               ekind, eparam, ecoef,
-                               rA, rB, rC, rW1, rb1, rW2, rb2,
-                               aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2,
-                               out_dim, out_kind, out_param, out_coef, preds):
-    """:func:`kernels.forward_batch` with all_positions=True and the exact
-    :func:`nearest_code_readout` instead of the O(V) generic readout."""
-    B, Nn = tokens.shape
-    D = ekind.shape[0]
-    La = aWQ.shape[0]
-    H = aWQ.shape[1] if La > 0 else 0
-    Dh = aWQ.shape[2] if La > 0 else 0
-    Kc = np.zeros((La, H, Dh, Nn), dtype=np.int64)
-    Km = np.zeros((La, H, Dh, Nn), dtype=np.int64)
-    Vc = np.zeros((La, H, Nn, Dh), dtype=np.int64)
-    Lr = rA.shape[0]
-    S = rA.shape[1] if Lr > 0 else 0
-    state = np.zeros((Lr, S), dtype=np.int64)
-    x = np.zeros(D, dtype=np.int64)
-    scores = np.zeros(Nn, dtype=np.int64)
-    wbuf = np.zeros(Nn, dtype=np.int64)
-    attn_rec = np.zeros((1, 1, 1), dtype=np.int64)
-    ws = np.zeros(K.workspace_size(D, S, rW1.shape[1], Dh, aW1.shape[1]), dtype=np.int64)
-    for b in range(B):
-        for l in range(Lr):
-            for s in range(S):
-                state[l, s] = 0
-        for t in range(lengths[b]):
-            K.model_step(tokens[b, t], t, I, f, mode, err, ekind, eparam, ecoef,
-                         rA, rB, rC, rW1, rb1, rW2, rb2, state,
-                         aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Km, Vc,
-                         x, scores, wbuf, False, attn_rec, True, ws)
-            preds[b, t] = nearest_code_readout(x, v_dim, code_lo, code_hi, out_dim, out_kind, out_param,
-                                               out_coef, I, f, mode, err)
-            if err[E_CODE] != 0:
-                loc[0] = b
-                loc[1] = t
-                err[E_WHERE] = t
-                return
-
-
 def predict_all_positions(model: Model, tokens: np.ndarray, lengths: np.ndarray | None = None,
                           fast: bool = True) -> np.ndarray:
     """Next-token predictions at every position, (B, N) (-1 past each length);
-    the same as ``model.predict_batch(tokens, lengths, all_positions=True)``, with
-    the exact fast readout when the model's readout is the nearest-code formula."""
-    v_dim = is_number_readout(model)
-    if not fast or v_dim < 0:
-        return model.predict_batch(tokens, lengths, all_positions=True)
-    tokens = np.asarray(tokens)
-    if tokens.ndim != 2 or not np.issubdtype(tokens.dtype, np.integer):
-        raise ValueError(f"{model.name}: batch must be a 2-D integer array, got {tokens.dtype} {tokens.shape}")
-    Bn, Nn = tokens.shape
-    lengths = np.full(Bn, Nn, dtype=np.int64) if lengths is None else np.asarray(lengths, dtype=np.int64)
-    if lengths.shape != (Bn,) or (lengths < 1).any() or (lengths > Nn).any():
-        raise ValueError(f"{model.name}: lengths must be (batch,) with 1 <= length <= {Nn}")
-    tokens = np.ascontiguousarray(tokens, dtype=np.int64)
-    mask = np.arange(Nn)[None, :] < lengths[:, None]
-    bad = mask & ~np.isin(tokens, model._candidates)
-    if bad.any():
-        b, t = map(int, np.argwhere(bad)[0])
-        raise ValueError(f"{model.name}: batch[{b}] token id {int(tokens[b, t])} at position {t} is not in the "
-                         f"vocabulary (size {model.vocab.size})")
-    code_lo = SPECIAL_MIN_CODE
-    code_hi = model.vocab.max_number + 1
-    preds = np.full((Bn, Nn), -1, dtype=np.int64)
-    err = new_err()
-    loc = np.full(2, -1, dtype=np.int64)
-    m = model
-    forward_all_positions_fast(tokens, lengths, v_dim, code_lo, code_hi, *m.fmt.args, err, loc,
-                               m.ekind, m.eparam, m.ecoef, m.rA, m.rB, m.rC, m.rW1, m.rb1, m.rW2, m.rb2,
-                               m.aWQ, m.aWK, m.aWV, m.aWO, m.a_nheads, m.aW1, m.ab1, m.aW2, m.ab2,
-                               m.out_dim, m.out_kind, m.out_param, m.out_coef, preds)
-    m._absorb(err)
-    m.resources.tokens_processed += int(lengths.sum())
-    check_err(err, m.fmt, f"{m.name}, batch item {int(loc[0])}")
-    return preds
+    ``model.predict_batch(tokens, lengths, all_positions=True)``, with the exact
+    nearest-code readout (:func:`constructions.kernels.nearest_code_readout`) when
+    ``fast`` and the model's readout is that formula (``model.nearest_code_dim``)."""
+    readout = "nearest_code" if fast and model.nearest_code_dim >= 0 else "table"
+    return model.predict_batch(tokens, lengths, all_positions=True, readout=readout)
 
 
 def mqar_tokens(X: np.ndarray) -> np.ndarray:

@@ -126,15 +126,13 @@ def output_from_state(spec: ModelSpec) -> tuple[bool, str]:
 
 
 @njit(cache=True)
-def _final_states(tokens, I, f, mode, err, loc, ekind, eparam, ecoef,
-                  rA, rB, rC, rW1, rb1, rW2, rb2,
-                  aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, out):
+def _final_states(tokens, I, f, mode, err, loc, W, out):
     """out[b] = the hidden states (Lr, S) after feeding row b of ``tokens`` from
     h = 0, by the model's own step kernel. Stops at the first error (loc = b, t)."""
     B, L = tokens.shape
-    D = ekind.shape[0]
-    Lr = rA.shape[0]
-    S = rA.shape[1]
+    D = W.ekind.shape[0]
+    Lr = W.rA.shape[0]
+    S = W.rA.shape[1]
     state = np.zeros((Lr, S), dtype=np.int64)
     x = np.zeros(D, dtype=np.int64)
     Kc = np.zeros((0, 1, 1, 1), dtype=np.int64)
@@ -142,15 +140,13 @@ def _final_states(tokens, I, f, mode, err, loc, ekind, eparam, ecoef,
     scores = np.zeros(1, dtype=np.int64)
     wbuf = np.zeros(1, dtype=np.int64)
     attn_rec = np.zeros((1, 1, 1), dtype=np.int64)
-    ws = np.zeros(K.workspace_size(D, S, rW1.shape[1], 0, aW1.shape[1]), dtype=np.int64)
+    ws = np.zeros(K.workspace_size(D, S, W.rW1.shape[1], 0, W.aW1.shape[1]), dtype=np.int64)
     for b in range(B):
         for l in range(Lr):
             for s in range(S):
                 state[l, s] = 0
         for t in range(L):
-            K.model_step(tokens[b, t], t, I, f, mode, err, ekind, eparam, ecoef,
-                         rA, rB, rC, rW1, rb1, rW2, rb2, state,
-                         aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Kc, Vc,
+            K.model_step(tokens[b, t], t, I, f, mode, err, W, state, Kc, Kc, Vc,
                          x, scores, wbuf, False, attn_rec, False, ws)
             if err[E_CODE] != 0:
                 loc[0] = b
@@ -337,11 +333,12 @@ class LinearRNNTarget:
         # computed by the kernels' own embed (its statistics go to the model)
         self._emb = np.zeros((m.vocab.size, m.spec.width), dtype=np.int64)
         err = new_err()
-        for tok in m._candidates:
-            K.embed(np.int64(tok), np.int64(0), m.ekind, m.eparam, m.ecoef, *m.fmt.args, err, self._emb[tok])
-        m._absorb(err)
+        for tok in m.candidates:
+            K.embed(np.int64(tok), np.int64(0), m.weights.net, *m.fmt.args, err, self._emb[tok])
+        m.absorb(err)
         check_err(err, m.fmt, f"{m.name} embedding")
-        self._csr = (*_csr(m.rA), *_csr(m.rB), *_csr(m.rC), *_csr(m.rW1), m.rb1, *_csr(m.rW2), m.rb2,
+        W = m.weights.net
+        self._csr = (*_csr(W.rA), *_csr(W.rB), *_csr(W.rC), *_csr(W.rW1), W.rb1, *_csr(W.rW2), W.rb2,
                      np.array(m.rnn_sizes, dtype=np.int64))
 
     # -- the protocol
@@ -355,7 +352,7 @@ class LinearRNNTarget:
         h, tok = state
         # the readout does not depend on the token (checked in __init__): a state
         # before any token reads out as if [BOS] had been read last
-        return self._adapter._readout_from(h, tok if tok >= 0 else BOS)
+        return self._adapter.readout_from(h, tok if tok >= 0 else BOS)
 
     def state_key(self, state) -> bytes:
         h, _ = state
@@ -383,11 +380,11 @@ class LinearRNNTarget:
         if arr.size and not np.issubdtype(arr.dtype, np.integer):
             raise TypeError(f"prefixes must hold integer token ids, got dtype {arr.dtype}")
         arr = np.ascontiguousarray(arr, dtype=np.int64)
-        if arr.size and not np.isin(arr, m._candidates).all():
-            b, t = map(int, np.argwhere(~np.isin(arr, m._candidates))[0])
+        if arr.size and not np.isin(arr, m.candidates).all():
+            b, t = map(int, np.argwhere(~np.isin(arr, m.candidates))[0])
             raise ValueError(f"{m.name}: prefix {b} token id {int(arr[b, t])} at position {t} is not in "
                              f"the vocabulary (size {m.vocab.size})")
-        out = np.zeros((arr.shape[0], m.rA.shape[0], m.rA.shape[1]), dtype=np.int64)
+        out = np.zeros((arr.shape[0], m.weights.net.rA.shape[0], m.weights.net.rA.shape[1]), dtype=np.int64)
         err = new_err()
         loc = np.full(2, -1, dtype=np.int64)
         if self.sparse:
@@ -405,10 +402,8 @@ class LinearRNNTarget:
             if loc[0] >= 0:
                 loc[0] = order[loc[0]]
         else:
-            _final_states(arr, *m.fmt.args, err, loc, m.ekind, m.eparam, m.ecoef,
-                          m.rA, m.rB, m.rC, m.rW1, m.rb1, m.rW2, m.rb2,
-                          m.aWQ, m.aWK, m.aWV, m.aWO, m.a_nheads, m.aW1, m.ab1, m.aW2, m.ab2, out)
-        m._absorb(err)
+            _final_states(arr, *m.fmt.args, err, loc, m.weights.net, out)
+        m.absorb(err)
         check_err(err, m.fmt, f"{m.name}, batch_states prefix {int(loc[0])}")
         ls = np.array([l for l, _ in self._index], dtype=np.int64)
         ss = np.array([s for _, s in self._index], dtype=np.int64)

@@ -28,8 +28,8 @@ the blank (a default key on [BOS]).
 
 Supported machines: the head must never move left of cell 0 (automata-lib would
 grow the tape to the left; the cell numbers here are number tokens >= 0).
-:func:`reference_run` raises :class:`LeftOfTape` on such an input, so the checks
-report it instead of comparing.
+The plain-Python reference (checks/tasks/turing.py) raises ``LeftOfTape`` on such
+an input, so the checks report it instead of comparing.
 
 Example::
 
@@ -63,10 +63,6 @@ from .model import Model
 from .vocab import BOS, EOS, FALSE, NUMBER_BASE, TRUE, Vocab, number_token, token_code
 
 NSYM = sp.Symbol("n", nonnegative=True, integer=True)
-
-
-class LeftOfTape(ValueError):
-    """The machine moved its head left of cell 0 on this input."""
 
 
 # ----------------------------------------------------------------------------
@@ -174,7 +170,7 @@ MACHINES: dict[str, MachineSpec] = {
 
 
 # ----------------------------------------------------------------------------
-# encoding and the plain-Python reference
+# encoding (the plain-Python reference runs are in checks/tasks/turing.py)
 @dataclass(frozen=True)
 class Action:
     state: str
@@ -225,55 +221,6 @@ class Encoding:
                 raise ValueError(f"input position {i}: {ch!r} is not an input symbol of the machine "
                                  f"({sorted(self.dtm.input_symbols)})")
         return [BOS] + [number_token(self.symbol_id(ch)) for ch in word] + [EOS]
-
-
-@dataclass
-class ReferenceRun:
-    """A plain-Python run: accepted?, steps, the (cell, action) records, the final tape."""
-
-    accepted: bool
-    steps: int
-    records: list[tuple[int, int]]
-    tape: dict[int, int]
-    max_cell: int
-    stuck_cell: int | None = None
-
-    def hybrid_cot(self) -> list[int]:
-        out = []
-        for c, a in self.records:
-            out += [number_token(c), number_token(a)]
-        if not self.accepted:
-            out.append(number_token(self.stuck_cell))
-        return out
-
-    @property
-    def answer(self) -> int:
-        return TRUE if self.accepted else FALSE
-
-
-def reference_run(enc: Encoding, word: str, max_steps: int) -> ReferenceRun:
-    """Run the machine in plain Python (dict lookups only). Raises LeftOfTape if
-    the head leaves cell 0 leftwards, RuntimeError beyond ``max_steps``."""
-    dtm = enc.dtm
-    tape = {i: enc.symbol_id(ch) for i, ch in enumerate(word)}
-    q, h, steps, records, max_cell = dtm.initial_state, 0, 0, [], 0
-    while q not in dtm.final_states:
-        s = tape.get(h, enc.blank)
-        a = enc.action_of.get((q, s))
-        if a is None:
-            return ReferenceRun(False, steps, records, tape, max_cell, stuck_cell=h)
-        act = enc.actions[a]
-        records.append((h, a))
-        tape[h] = act.write
-        h += act.move
-        q = act.new_state
-        steps += 1
-        if h < 0:
-            raise LeftOfTape(f"{word!r}: the head moves left of cell 0 at step {steps}")
-        max_cell = max(max_cell, h)
-        if steps > max_steps:
-            raise RuntimeError(f"{word!r}: more than {max_steps} steps")
-    return ReferenceRun(True, steps, records, tape, max_cell)
 
 
 def automata_run(dtm: DTM, word: str) -> tuple[bool, int, str]:
@@ -544,32 +491,6 @@ def rag_cot_bound(n: int, T: int) -> int:
     fallback-free ``~ h`` (13)."""
     C = max(n, T)
     return 13 * (T + 1) + (C + 1) * (C + 14) // 2
-
-
-def reference_rag_cot(enc: Encoding, word: str, max_steps: int) -> tuple[list[int], int]:
-    """The CoT the RAG simulation must write (plain Python: the reference run and
-    a dict of each cell's last action), and the answer token."""
-    from .vocab import ENDSEARCH, FAILED, META_TOKENS, STARTSEARCH, TILDE
-    M = META_TOKENS
-    ref = reference_run(enc, word, max_steps)
-    last: dict[int, int] = {}
-    tape = {i: enc.symbol_id(ch) for i, ch in enumerate(word)}
-    out: list[int] = []
-    steps = list(ref.records) + ([(ref.stuck_cell, None)] if not ref.accepted else [])
-    for h, a in steps:
-        out += [STARTSEARCH, M["[.]"], M["[*]"], TILDE, number_token(h), M["[(]"], M["[#]"], M["[)]"], ENDSEARCH]
-        if h in last:
-            out.append(number_token(last[h]))
-        else:
-            out.append(FAILED)
-            out += [STARTSEARCH, BOS] + [M["[#]"]] * h + [M["[(]"], M["[#]"], M["[)]"], ENDSEARCH]
-            out.append(number_token(enc.symbol_id(word[h])) if h < len(word) else FAILED)
-        out += [TILDE, number_token(h)]
-        if a is not None:
-            out.append(number_token(a))
-            last[h] = a
-            tape[h] = enc.actions[a].write
-    return out, ref.answer
 
 
 @dataclass

@@ -18,6 +18,7 @@ import sympy as sp
 from hypothesis import given, settings, strategies as st
 
 from checks import checks_hierarchy as CK
+from checks.tasks import iterate
 from constructions import cot_hierarchy as CH
 from constructions.fixedpoint import FixedFormat
 from constructions.gadgets import MarginError
@@ -49,7 +50,7 @@ def test_g_is_a_bijection_and_matches_reference(n):
 def test_instance_layout_and_reference():
     p = CH.prompt(3, a=4, t=2, padding=[5, 0, 1])
     assert p == [BOS, NUMBER_BASE + 5, NUMBER_BASE, NUMBER_BASE + 1, QUERY, NUMBER_BASE + 6 + 2, NUMBER_BASE + 4]
-    assert CK.iter_reference(p) == answer(3, 4, 2)
+    assert iterate.reference(p) == answer(3, 4, 2)
     with pytest.raises(ValueError):
         CH.prompt(3, a=6, t=0)
     with pytest.raises(ValueError):

@@ -463,7 +463,7 @@ def test_used_int_bits_cover_the_weights():
 def no_kernels(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("a kernel ran on invalid input")
-    for name in ("forward_batch", "feed_tokens", "readout", "model_step"):
+    for name in ("forward_batch", "feed_tokens", "feed_flat", "readout", "readout_fast", "readout_flat", "model_step"):
         monkeypatch.setattr(K, name, boom)
 
 
@@ -638,22 +638,22 @@ def test_readout_table_equals_the_generic_readout(kind):
     D = model.spec.width
     for scale in (4, 12, 30):
         xs.extend(rng.integers(-(1 << scale), 1 << scale, size=(20, D)))
-    m = model
-    assert all((a == b).all() for a, b in zip(m.readout_tables, K.readout_table(
-        m.out_kind, m.out_param, m.out_coef, m._candidates, *m.fmt.args)))
+    m, W = model, model.weights.readout
+    assert all((a == b).all() for a, b in zip((W.w_tab, W.wmax_tab, W.ok_tab), K.readout_table(
+        W.out_kind, W.out_param, W.out_coef, m.candidates, *m.fmt.args)))
     checked_bad = 0
     # the kernels at smaller integer bits (the model's readout raws, the same f)
     for I in (model.fmt.int_bits, 6, 3, 1):
         for mode in ("raise", "saturate"):
             args = FixedFormat(I, f, mode).args
-            w, wmax, ok = K.readout_table(m.out_kind, m.out_param, m.out_coef, m._candidates, *args)
+            w, wmax, ok = K.readout_table(W.out_kind, W.out_param, W.out_coef, m.candidates, *args)
+            Wf = W._replace(w_tab=w, wmax_tab=wmax, ok_tab=ok)
             checked_bad += int((~ok).sum())
             for x in xs:
                 x = np.asarray(x, np.int64)
                 e1, e2 = new_err(), new_err()
-                a = K.readout(x, m.out_dim, m.out_kind, m.out_param, m.out_coef, m._candidates, *args, e1)
-                b = K.readout_fast(x, m.out_dim, m.out_kind, m.out_param, m.out_coef, m._candidates, w, wmax, ok,
-                                   *args, e2)
+                a = K.readout(x, W, m.candidates, *args, e1)
+                b = K.readout_fast(x, Wf, *args, e2)
                 assert a == b and e1.tolist() == e2.tolist(), (I, mode, x.tolist())
     assert checked_bad > 0      # some table entries did overflow and took the recomputing path
 
@@ -788,7 +788,7 @@ def test_inputs_longer_than_declared_are_refused_before_any_kernel(monkeypatch):
         else:
             sess.position = P - 1                           # as if P - 1 tokens had been fed
         with monkeypatch.context() as mp:
-            for name in ("forward_batch", "feed_tokens", "model_step"):
+            for name in ("forward_batch", "feed_tokens", "feed_flat", "model_step"):
                 mp.setattr(K, name, lambda *a, **k: (_ for _ in ()).throw(AssertionError("a kernel ran")))
             with pytest.raises(ValueError, match=rf"{P + 1} tokens exceeds the {P} positions"):
                 model.predict_batch(too_long)

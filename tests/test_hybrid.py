@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from checks.tasks import ar, cgram, counting, index
+from checks.tasks.istree_unionfind import unionfind_cot
 from constructions import hybrid as H
 from constructions.fixedpoint import FixedFormat, PrecisionError
 from constructions.vocab import token_code
@@ -365,7 +366,7 @@ def _run_istree(N, edges, m_max, sep="-"):
 def test_istree_reference_cot_label_equals_networkx():
     for N in range(1, 6):
         for inst in istree.enumerate_all(N):
-            _, ans = H.istree_unionfind_cot(N, inst.edges)
+            _, ans = unionfind_cot(N, inst.edges)
             assert ans == inst.answer, inst
 
 
@@ -378,7 +379,7 @@ def test_istree_every_graph_several_orders(N, sep):
     for inst in istree.enumerate_all(N):
         for edges in istree.edge_orders(list(inst.edges), 4 if sep == "-" else 1, rng):
             g, model = _run_istree(N, edges, m_max, sep)
-            want_cot, want = H.istree_unionfind_cot(N, edges)
+            want_cot, want = unionfind_cot(N, edges)
             assert g.answer == want == inst.answer
             assert g.cot == want_cot
             assert g.cot_length <= H.istree_cot_bound(N)
@@ -391,7 +392,7 @@ def test_istree_hypothesis(inst):
     N = inst.n_nodes
     g, _ = _run_istree(N, inst.edges, N * (N - 1) // 2)
     assert g.answer == inst.answer
-    assert g.cot == H.istree_unionfind_cot(N, inst.edges)[0]
+    assert g.cot == unionfind_cot(N, inst.edges)[0]
 
 
 def test_istree_large_seeded():
@@ -402,7 +403,7 @@ def test_istree_large_seeded():
     for inst in insts:
         g, model = _run_istree(N, inst.edges, m_max)
         assert g.answer == inst.answer
-        assert g.cot == H.istree_unionfind_cot(N, inst.edges)[0]
+        assert g.cot == unionfind_cot(N, inst.edges)[0]
         assert g.cot_length <= H.istree_cot_bound(N)
     assert model.resources.used_precision_bits <= model.fmt.total_bits
 
@@ -414,7 +415,7 @@ def test_istree_200_vertices():
         for inst in istree.generate(rng, 200, 3, family=fam):
             g, _ = _run_istree(200, inst.edges, max(len(inst.edges), 200))
             assert g.answer == inst.answer
-            assert g.cot == H.istree_unionfind_cot(200, inst.edges)[0]
+            assert g.cot == unionfind_cot(200, inst.edges)[0]
 
 
 def test_istree_resources():
@@ -472,7 +473,7 @@ def test_istree_adversarial_orders_cot_lengths_by_hand(N):
         assert len(edges) == N - label and istree.reference_label(N, edges) is label
         g, _ = _run_istree(N, edges, N)
         assert g.answer == (TRUE if label else FALSE)
-        assert g.cot == H.istree_unionfind_cot(N, edges)[0]
+        assert g.cot == unionfind_cot(N, edges)[0]
         assert g.cot_length <= H.istree_cot_bound(N)
         cots[fam] = g.cot
     if N & (N - 1) == 0:
@@ -544,7 +545,7 @@ def test_istree_large_hypothesis(N, seed, family):
     else:
         edges = list(istree.generate(rng, N, 1, family=family)[0].edges)
     g, model = _run_istree(N, edges, N)
-    want_cot, want = H.istree_unionfind_cot(N, edges)
+    want_cot, want = unionfind_cot(N, edges)
     assert g.answer == want == (TRUE if istree.reference_label(N, edges) else FALSE)
     assert g.cot == want_cot
     assert g.cot_length <= H.istree_cot_bound(N)

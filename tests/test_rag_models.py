@@ -4,7 +4,7 @@ constructions/rag_models.py against the task references (exhaustive at small n,
 hypothesis above, single seeded instances at n = 2^12) and on the image of the Index
 reductions with their alphabets, the decoded program state position by position,
 IsTree's plain CoT (every alternation and lookahead written by the model, plain
-oracle) token for token against ``checks.checks_rag.istree_plain_cot``, and the
+oracle) token for token against ``checks.tasks.istree_rag.plain_cot``, and the
 paper-format model (paper dialect, format reproduction only) on the paper's own sample
 through ``rnngap predict istree --model rag``.
 """
@@ -25,7 +25,8 @@ from checks.formats import format_cot_text, graph_tokens, parse_cot_text, parse_
 from checks.tasks import ar, cgram, counting, index, istree
 from constructions.fixedpoint import FixedFormat
 from constructions.gadgets import MarginError
-from checks.checks_rag import istree_plain_cot, rag_runner, red_pairs, red_rows, red_setup
+from checks.checks_rag import rag_runner, red_pairs, red_rows, red_setup
+from checks.tasks.istree_rag import plain_cot as istree_plain_cot
 from checks.necessity import necessity_record
 from constructions.rag import RagOracle
 from constructions.rag_dialect import PaperDialectOracle

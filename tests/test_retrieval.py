@@ -569,7 +569,7 @@ def test_fast_readout_equals_generic_readout():
     for values v on the grid (integers, half-integers, other fractions, codes
     outside the vocabulary range)."""
     m = R.mqar_model(16, FixedFormat(50, 3))
-    v_dim = R.is_number_readout(m)
+    v_dim = m.nearest_code_dim
     one = m.labels.index("one")
     assert v_dim == m.labels.index("answer")
     rng = np.random.default_rng(7)
@@ -582,9 +582,8 @@ def test_fast_readout_equals_generic_readout():
         x[one] = 1 << f
         x[v_dim] = raw
         e1, e2 = new_err(), new_err()
-        a = K.readout(x, m.out_dim, m.out_kind, m.out_param, m.out_coef, m._candidates, *m.fmt.args, e1)
-        b = R.nearest_code_readout(x, v_dim, R.SPECIAL_MIN_CODE, m.vocab.max_number + 1, m.out_dim, m.out_kind,
-                                   m.out_param, m.out_coef, *m.fmt.args, e2)
+        a = K.readout(x, m.weights.readout, m.candidates, *m.fmt.args, e1)
+        b = K.nearest_code_readout(x, m.weights.readout, *m.fmt.args, e2)
         assert a == b, raw
         assert e1[E_MAXABS] == e2[E_MAXABS], raw
         assert (e1[0] == 0) == (e2[0] == 0), raw

@@ -23,6 +23,7 @@ import sympy as sp
 from automata.tm.dtm import DTM
 
 from checks import checks_turing as CT
+from checks.tasks import turing as TR
 from constructions import turing as T
 from constructions.vocab import FALSE, TRUE
 
@@ -41,7 +42,7 @@ def test_reference_matches_automata_lib_up_to_8(name):
     enc = T.Encoding.of(spec.build())
     for w in all_words(enc, 8):
         acc, steps, tape = T.automata_run(enc.dtm, w)
-        ref = T.reference_run(enc, w, spec.time_bound(len(w)))
+        ref = TR.reference_run(enc.dtm, w, spec.time_bound(len(w)))
         assert (ref.accepted, ref.steps) == (acc, steps), w
         assert steps <= spec.time_bound(len(w))
         got = T.tape_string(enc, ref.tape, max(len(tape) - 1, max(ref.tape, default=0)))
@@ -66,8 +67,8 @@ def test_left_of_tape_refused():
               transitions={"a": {"0": ("a", "0", "L"), "_": ("f", "_", "N")}},
               initial_state="a", blank_symbol="_", final_states={"f"})
     enc = T.Encoding.of(dtm)
-    with pytest.raises(T.LeftOfTape):
-        T.reference_run(enc, "0", 10)
+    with pytest.raises(TR.LeftOfTape):
+        TR.reference_run(enc.dtm, "0", 10)
 
 
 # ---------------------------------------------------------------- hybrid
@@ -76,7 +77,7 @@ def test_hybrid_registers_decoded_step_by_step():
     sim = T.compile_hybrid(spec, 5)
     enc = sim.enc
     for w in ("01010", "0110", "011"):
-        ref = T.reference_run(enc, w, spec.time_bound(5))
+        ref = TR.reference_run(enc.dtm, w, spec.time_bound(5))
         g = sim.run(w)
         assert g.cot == ref.hybrid_cot()
         sess = sim.model.session(capacity=len(g.context) + 1)
@@ -149,13 +150,13 @@ def test_necessity_wrong_one_bit_below_the_frontier(kind):
             from constructions.generate import generate
             g = generate(model, sim.enc.prompt(w), answer_tokens=[TRUE, FALSE],
                          max_cot=2 * spec.time_bound(len(w)) + 1)
-            return g.answer, g.cot, T.reference_run(sim.enc, w, spec.time_bound(len(w))).hybrid_cot()
+            return g.answer, g.cot, TR.reference_run(sim.enc.dtm, w, spec.time_bound(len(w))).hybrid_cot()
     else:
         sim = T.compile_rag(spec, 3)
 
         def run(model, w):
             g, _ = sim.run(w, model=model)
-            return g.answer, g.cot, T.reference_rag_cot(sim.enc, w, spec.time_bound(len(w)))[0]
+            return g.answer, g.cot, TR.reference_rag_cot(sim.enc.dtm, w, spec.time_bound(len(w)))[0]
     check = CT.tm_runner(sim.enc, spec, 3, run)
     assert check(sim.model) is None
     rec = necessity_record("T5-RAG", sim.model.name, "0k1k", 3, family="exhaustive", alphabet=2,
@@ -230,7 +231,7 @@ def test_rag_records_decode():
     spec = T.MACHINES["increment"]
     sim = T.compile_rag(spec, 4)
     g, _ = sim.run("1101")
-    ref = T.reference_run(sim.enc, "1101", spec.time_bound(4))
+    ref = TR.reference_run(sim.enc.dtm, "1101", spec.time_bound(4))
     assert sim.records(g.cot) == ref.records
 
 

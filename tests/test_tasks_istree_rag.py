@@ -1,0 +1,39 @@
+"""The plain IsTree RAG reference (checks/tasks/istree_rag.py): its label (the last
+token) equals the networkx label on every graph on up to 4 vertices in a few edge
+orders, its CoT ends with [EOS] before the label, and it imports no construction
+code besides the vocabulary."""
+from __future__ import annotations
+
+import ast
+import doctest
+from pathlib import Path
+
+import numpy as np
+
+import checks.tasks.istree_rag as IR
+from checks.tasks import istree
+from constructions.vocab import EOS, FALSE, TRUE
+
+
+def test_label_equals_the_networkx_label():
+    rng = np.random.default_rng(17)
+    checked = 0
+    for n in range(1, 5):
+        for edges in istree.enumerate_graphs(n):
+            for order in istree.edge_orders(edges, 3, rng):
+                out = IR.plain_cot(n, order)
+                assert out[-2] == EOS, (n, order)
+                assert out[-1] == (TRUE if istree.reference_label(n, order) else FALSE), (n, order)
+                checked += 1
+    assert checked > 100
+
+
+def test_imports_no_construction_code():
+    tree = ast.parse(Path(IR.__file__).read_text())
+    mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | \
+        {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert {m for m in mods if m and m.startswith("constructions")} <= {"constructions.vocab"}
+
+
+def test_doctests():
+    assert doctest.testmod(IR).failed == 0

@@ -1,0 +1,48 @@
+"""The Turing-machine reference (checks/tasks/turing.py): its own numbering of
+symbols and actions equals the construction's documented one (constructions/turing.py
+``Encoding``), its runs agree with automata-lib, it imports no construction code
+besides the vocabulary, and its doctests pass."""
+from __future__ import annotations
+
+import ast
+import doctest
+import itertools
+from pathlib import Path
+
+import pytest
+
+import checks.tasks.turing as TR
+from constructions import turing as T
+
+
+@pytest.mark.parametrize("name", sorted(T.MACHINES))
+def test_numbering_equals_the_construction_encoding(name):
+    dtm = T.MACHINES[name].build()
+    enc, num = T.Encoding.of(dtm), TR.numbering(dtm)
+    assert num.symbols == enc.symbols
+    assert num.actions == [(a.state, a.symbol, a.new_state, a.write, a.move) for a in enc.actions]
+    assert num.action_of == enc.action_of
+
+
+@pytest.mark.parametrize("name", sorted(T.MACHINES))
+def test_runs_agree_with_automata_lib(name):
+    spec = T.MACHINES[name]
+    dtm = spec.build()
+    words = [""] + ["".join(w) for k in range(1, 7) for w in itertools.product(sorted(dtm.input_symbols), repeat=k)]
+    for w in words:
+        acc, steps, _ = T.automata_run(dtm, w)
+        ref = TR.reference_run(dtm, w, spec.time_bound(len(w)))
+        assert (ref.accepted, ref.steps) == (acc, steps), w
+        cot, ans = TR.reference_rag_cot(dtm, w, spec.time_bound(len(w)))
+        assert ans == ref.answer and len(cot) >= 13 * ref.steps
+
+
+def test_imports_no_construction_code():
+    tree = ast.parse(Path(TR.__file__).read_text())
+    mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | \
+        {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert {m for m in mods if m and m.startswith("constructions")} <= {"constructions.vocab"}
+
+
+def test_doctests():
+    assert doctest.testmod(TR).failed == 0
