@@ -517,7 +517,7 @@ def istree_rag(n_nodes: int, fmt: FixedFormat | None = None) -> RagConstruction:
     u's parent record: ``~`` occurs only in headers and queries, ``-`` only in the
     prompt, so ``x ~ [(] [#] [)]`` finds x's parent (nothing for 0, whose parent is
     [FAILED]) and the neighbour queries see only input edges. The plain-Python
-    reference is ``checks/checks_rag.py`` ``istree_plain_cot``.
+    reference is ``checks/tasks/istree_rag.py`` ``plain_cot``.
 
     The next token is a function of the window s_0..s_16, the number of [EOS] seen and
     the number of headers ending in [FAILED]; each rule below is one row of that

@@ -327,8 +327,10 @@ def test_no_label_from_python():
     prediction: a model whose label prediction is forced to [TRUE] fails
     exactly on the non-trees, the isolated-vertex graphs included."""
     assert not hasattr(C, "answer_for")
-    for mod in ("checks/checks_istree.py", "checks/predict_istree.py", "constructions/istree.py",
-                "notebooks/_build.py"):
+    mods = ["checks/checks_istree.py", "checks/predict_istree.py", "constructions/istree.py",
+            "notebooks/_build.py"] + sorted(str(p.relative_to(REPO)) for p in (REPO / "notebooks" / "src").glob("*.py"))
+    assert len(mods) > 4, "the notebook sources were not found"
+    for mod in mods:
         assert "answer_for" not in (REPO / mod).read_text(), mod
 
     model = model_for(4, 6)

@@ -132,6 +132,7 @@ print("AR at n = 64:", int((H.hybrid_ar(64, alphabet=4).predict_batch(np.asarray
 # %%
 from constructions import istree as IT
 from checks.tasks import istree as T
+from checks.tasks.istree_unionfind import unionfind_cot
 
 def deep_core_tree(N):
     """A tree whose union-find CoT is long: a core of 2^k vertices merged pairwise by
@@ -154,7 +155,7 @@ for N in run_N + ref_N:
     model = H.hybrid_istree(N) if N in run_N else None
     for fam, make in families.items():
         edges = make(N)
-        ref_cot, ref_ans = H.istree_unionfind_cot(N, edges)
+        ref_cot, ref_ans = unionfind_cot(N, edges)
         if model is not None:
             out = generate(model, IT.prompt_tokens(edges), answer_tokens=[TRUE, FALSE], max_cot=H.istree_cot_bound(N))
             runs += 1
