@@ -171,6 +171,53 @@ def certify_construction(con: Construction) -> Result:
     return res
 
 
+def sim_simulators(seed: int = 0) -> list:
+    """The simulators the registry builds in its quick profile (checks/checks_hierarchy.py,
+    its constants read, not copied): random RNNs, the T4.1 RNN at each sampled n,
+    the register Index RNN and the random indicator-readout target RNNs."""
+    from constructions import cot_hierarchy as CH, targets as TG
+    from constructions.simulate import random_linear_rnn, simulate_rnn
+
+    from . import checks_hierarchy as H
+    q = "quick"
+    out = []
+    Lmax = max([H.SIM_EXH_LEN[q] + 1] + [L + 1 for L, _ in H.SIM_RANDOM[q]])
+    for s in range(H.SIM_SEEDS[q]):
+        out.append(simulate_rnn(random_linear_rnn(seed * 100 + s), max_prompt=Lmax, max_rnn_cot=H.SIM_RNN_COT,
+                                state_int_bits=H.SIM_STATE_BITS))
+    for n, _ in H.SIM_T41[q]:
+        T = CH.steps(n)
+        out.append(simulate_rnn(CH.iterate_rnn(n), max_prompt=n + 4, max_rnn_cot=T,
+                                state_int_bits=(T + 2 * n + 4).bit_length()))
+    for c in H.SIM_REGISTER[q]:
+        out.append(simulate_rnn(TG.register_index_rnn(c, max_number=c + 2), max_prompt=c + 3, max_rnn_cot=c))
+    for s in range(H.SIM_TARGET_SEEDS[q]):
+        out.append(simulate_rnn(TG.random_linear_rnn(2, 3, seed * 100 + s, max_number=4), max_prompt=5,
+                                max_rnn_cot=0))
+    return out
+
+
+SIM_NOTE = ("the simulator's I is defined as the largest of its needs (bounds.sim_int), so its range "
+            "obligations hold by definition; certified: the int64 fit up to n_max, I nondecreasing in the "
+            "context n, the heads' gap and the clamp gate; the position heads' per-position facts are "
+            "proved for all n ('sim: per-position')")
+
+
+def certify_sim(sim) -> Result:
+    """The simulator's obligations over its context length n, plus the measurement:
+    the built simulator's I at its own context is <= the certified I(n_pos)."""
+    from constructions.obligations import sim_construction
+    con = sim_construction(sim.params())
+    res = certify_construction(con)
+    res.note = SIM_NOTE
+    I_cert = con.fmt(sim.n_pos)[0]
+    if sim.fmt.int_bits > I_cert:
+        res.failures.append({"obligation": "measured.int_bits", "first_n": sim.n_pos, "need": str(sim.fmt.int_bits),
+                             "have": str(I_cert), "why": "the built simulator uses more bits than certified"})
+        res.certified = False
+    return res
+
+
 def certify(only: list[str] | None = None, constructions: dict | None = None, facts: bool = True) -> list[Result]:
     """Certify every construction of the claims in ``only`` (all when None)."""
     cons = CONSTRUCTIONS if constructions is None else constructions
@@ -179,6 +226,8 @@ def certify(only: list[str] | None = None, constructions: dict | None = None, fa
         if only and con.claim not in only and con.name not in only:
             continue
         out.append(certify_construction(con))
+    if constructions is None and (not only or "sim" in only):
+        out += [certify_sim(sim) for sim in sim_simulators()]
     if facts:
         from .certify_facts import FACTS, prove
         for claim, name, fact_list in FACTS:

@@ -523,4 +523,80 @@ def register_int_bits(B, c, max_number, f):
                  B.bits(2 * max_number + 2), B.bits(3))
 
 
+# ============================================================================
+# sim: simulate.py (a Transformer with CoT simulating a given linear RNN)
+@dataclass(frozen=True)
+class SimRNN:
+    """The constants of a simulated linear RNN that the simulator's format depends
+    on (simulate.RNNSimulator.params reads them off the RNN): its format Q(I_R).(f_R),
+    the declared state range I_s, the number S of state numbers, its largest number,
+    the readout weight sum |w_d| (nearest-code readouts; 0 for indicator readouts)
+    and the largest embedding coefficients (constant features, including 2^f_R for
+    1/(tau + p); tau; tau^2)."""
+
+    name: str
+    int_bits: int
+    frac_bits: int
+    state_bits: int
+    states: int
+    max_number: int
+    readout_weight: int
+    emb: tuple = (0, 0, 0)
+
+
+def sim_tau_max(B, p: SimRNN, steps):
+    """The largest token code of the simulator: the counter K(steps) has number
+    Kb + steps, Kb = MR + 2 + S 2^(I_s + f_R + 1); tau = number + 1, and one more
+    for the vocabulary's end (the layout of simulate.py's module doc)."""
+    return p.max_number + 2 + p.states * B.pow2(p.state_bits + p.frac_bits + 1) + steps + 2
+
+
+def sim_clamp(B, p: SimRNN) -> tuple:
+    """(v_max, v_bound, big) of the final MLP's clamp: |v| < v_max = w_abs 2^I_R;
+    v_bound = v_max + (code span) + 1 bounds |v - code|; the gate constant big =
+    v_bound + code span + 2 (obligation ``clamp.gate``: big >= v_max - TAU_MIN)."""
+    v_max = p.readout_weight * B.pow2(p.int_bits)
+    span = p.max_number + 1 - SPECIAL_MIN_CODE
+    v_bound = v_max + span + 1
+    return v_max, v_bound, v_bound + span + 2
+
+
+def sim_emb_bound(B, p: SimRNN, steps):
+    """max |coef x feature(token)| over every code up to sim_tau_max (>= 1 so that its bits are defined)."""
+    T = sim_tau_max(B, p, steps)
+    return B.max(p.emb[0], p.emb[1] * T, p.emb[2] * T * T, 1)
+
+
+def sim_needs(B, p: SimRNN, n_pos, steps) -> dict:
+    """The integer bits each part of the simulator needs at context n_pos (positions
+    0..n_pos) and at most ``steps`` RNN steps: readout logits 3 tau_max^2, the
+    position heads 3 lambda (n_pos + 2)^2 + lambda n_pos (keys pos + 1 <= n_pos + 1,
+    one more for the shifted queries), firstK (lambda = mu P + mu) 3 lambda + mu n_pos,
+    the embedded features, the final MLP's gates 2 V + big + v_bound, the RNN's own
+    values (I_R); each + 2 (a difference of two, and the rounding of a sum of them)."""
+    lam = B.sharp(p.frac_bits)
+    T = sim_tau_max(B, p, steps)
+    _, v_bound, big = sim_clamp(B, p)
+    return {
+        "readout.range": B.bits(3 * T * T) + 2,
+        "position.range": B.bits(3 * lam * (n_pos + 2) ** 2 + lam * n_pos) + 2,
+        "firstK.range": B.bits((lam * n_pos + lam) * 3 + lam * n_pos) + 2,
+        "embedding.range": B.bits(sim_emb_bound(B, p, steps)) + 3,
+        "next_code.range": B.bits(2 * (T + 1) + big + v_bound) + 2,
+        "rnn.range": p.int_bits + 4,
+    }
+
+
+def sim_int(B, p: SimRNN, n_pos, steps):
+    """I of the simulator: the largest of :func:`sim_needs` (so each of its
+    obligations holds by definition; ``rnngap certify`` says so)."""
+    return B.max(*sim_needs(B, p, n_pos, steps).values())
+
+
+def sim_declared(p: SimRNN) -> Declared:
+    """I(n), f(n) of the simulator of ``p`` at context length n (at most n RNN steps:
+    every simulator with context <= n has a format <= this one, I nondecreasing)."""
+    return Declared(f"sim[{p.name}]", lambda B, n, a, c: sim_int(B, p, n, n), const(p.frac_bits), claim="sim")
+
+
 __all__ = ["A", "C", "INT", "M_SYM", "N", "SYM", "Declared", "Fraction"]

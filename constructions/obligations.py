@@ -244,6 +244,27 @@ def _iterate() -> None:
         range_("readout", lambda B, n, f: 3 * V(B, n) ** 2),)))
 
 
+def sim_construction(p: "Bd.SimRNN", n_min: int = 1) -> Construction:
+    """The simulator of the RNN ``p`` (constructions/simulate.py) at context length n.
+
+    Honest note: the simulator's I is DEFINED as the largest of its parts' needs
+    (bounds.sim_int = max of bounds.sim_needs), so every ``*.range`` obligation
+    holds by definition; what certify adds for them is that the declared format
+    fits int64 up to n_max and that I(n) is nondecreasing (so a simulator with a
+    shorter context is covered). The gap obligation and the clamp gate are real
+    inequalities; the per-position facts of the simulator's position heads
+    (checks/certify_facts.py, 'sim: per-position') carry the content."""
+    names = list(Bd.sim_needs(INT, p, 1, 1))
+    obl = [gap("heads")]
+    for k in names:
+        obl.append(Obligation(k, lambda B, n, I, f, k=k: Bd.sim_needs(B, p, n, n)[k], lambda B, n, I, f: I,
+                              doc="defined from its own obligation: I = max of the needs"))
+    obl.append(Obligation("clamp.gate", lambda B, n, I, f: Bd.sim_clamp(B, p)[0] + S,
+                          lambda B, n, I, f: Bd.sim_clamp(B, p)[2],
+                          doc="big >= v_max - TAU_MIN: the clamp's gate is closed off the Y position"))
+    return Construction("sim", f"sim[{p.name}]", Bd.sim_declared(p), n_min, tuple(obl))
+
+
 _retrieval()
 _istree()
 _rag()
@@ -251,4 +272,4 @@ _hybrid()
 _turing()
 _iterate()
 
-__all__ = ["CONSTRUCTIONS", "Construction", "Obligation"]
+__all__ = ["CONSTRUCTIONS", "Construction", "Obligation", "sim_construction"]
