@@ -23,7 +23,7 @@ from .registry import Record, register
 HEADS = {
     # construction key -> [(head, margin key, obligation names, "need" | "gap")]
     "index": [("index", "score_int_bits", ["match.range"], "need"),
-              ("index", "gap_non_match", ["match.gap"], "gap")],
+              ("index", "gap non-match", ["match.gap"], "gap")],
     "counting": [(h, "score_int_bits", ["counting.count.range", "counting.fetch-q.range",
                                         "counting.count.normaliser_range"], "need") for h in ("fetch-q", "count")]
     + [("after-query", "gap", ["counting.after-query.gap"], "gap"),
@@ -35,8 +35,8 @@ for _key, _c in (("ar", 2), ("cgram3", 3), ("cgram4", 4)):
     HEADS[_key] = ([(f"shift_{k}", "score_int_bits", [f"shift_{k}.range"], "need") for k in range(1, _c)]
                    + [(f"shift_{k}", "gap", [f"shift_{k}.gap"], "gap") for k in range(1, _c)]
                    + [("match", "score_int_bits", ["match.range"], "need"),
-                      ("match", "gap_partial_match", ["match.gap_partial"], "gap"),
-                      ("match", "gap_between_matches", ["match.gap_between_matches"], "gap")])
+                      ("match", "gap non-match", ["match.gap_partial"], "gap"),
+                      ("match", "gap between matches", ["match.gap_between_matches"], "gap")])
 SAMPLE_N = {"quick": [8, 64, 1024], "full": [8, 16, 64, 256, 1024, 4096]}
 BATCH = 4
 
