@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 
 import sympy as sp
 
-from constructions.bounds import INT, SYM, N, largest
+from constructions.bounds import INT, SYM, N, largest, params_of
 from constructions.fixedpoint import MAX_MAGNITUDE_BITS
 from constructions.obligations import CONSTRUCTIONS, Construction
 
@@ -99,6 +99,7 @@ class Result:
     failures: list = field(default_factory=list)     # [{"obligation", "first_n", "need", "have"}]
     facts: list = field(default_factory=list)        # per-position facts: name, method, query, answer
     note: str = ""
+    params: int | None = None                        # the declared parameter count (bounds.PARAMS), if any
 
     def record(self) -> dict:
         return {k: v for k, v in asdict(self).items()}
@@ -129,7 +130,8 @@ def _pieces(con: Construction, n0: int, n1: int):
 
 def certify_construction(con: Construction) -> Result:
     t0 = time.perf_counter()
-    res = Result(con.claim, con.name, len(con.obligations), con.n_min, None, "piecewise-monotone", False, 0.0)
+    res = Result(con.claim, con.name, len(con.obligations), con.n_min, None, "piecewise-monotone", False, 0.0,
+                 params=params_of(con.name))
     I_e, f_e = con.fmt_expr(SYM, N)
     if not (nondecreasing(I_e, N, con.n_min) and nondecreasing(f_e, N, con.n_min)):
         res.note = f"the declared format is not shown nondecreasing in n: I = {I_e}, f = {f_e}"
@@ -247,11 +249,12 @@ def write_json(results: list[Result], path: str) -> None:
 
 
 def table(results: list[Result]) -> str:
-    rows = [("claim", "construction", "obligations", "n certified", "method", "ok", "seconds")]
+    rows = [("claim", "construction", "obligations", "n certified", "method", "params", "ok", "seconds")]
     for r in results:
         rng = (f"all n >= {r.n_min}" if r.method.startswith("smt") else
                f"{r.n_min}..{r.n_max}" if r.n_max is not None else "-")
-        rows.append((r.claim, r.construction, str(r.obligations), rng, r.method, "yes" if r.certified else "NO",
+        rows.append((r.claim, r.construction, str(r.obligations), rng, r.method,
+                     "-" if r.params is None else str(r.params), "yes" if r.certified else "NO",
                      f"{r.seconds:.2f}"))
     w = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w[i]) for i, c in enumerate(row)) for row in rows]

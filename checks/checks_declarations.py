@@ -85,8 +85,9 @@ _declare_more()
 
 
 # ----------------------------------------------------------------------------
-# Parameter counts: "constant size" (theory.md §1) declared as the count itself,
-# a sympy constant, and checked against the models actually built at sample n.
+# Parameter counts: "constant size" (theory.md §1), declared once as constants in
+# constructions/bounds.py (PARAMS) and checked against the models actually built
+# at sample n (the measurement side; a build with one more or one fewer weight fails).
 PARAM_N = {"quick": [2, 3, 5, 8, 64, 1024], "full": [2, 3, 4, 5, 6, 7, 8, 9, 16, 64, 256, 1024, 4096]}
 
 
@@ -107,6 +108,7 @@ def _declare_params() -> None:
         ("T4.6-up", "retrieval.cgram3", lambda n: params(R.cgram_model(n, 2, 3)), ns(3)),
         ("T4.6-up", "retrieval.cgram4", lambda n: params(R.cgram_model(n, 2, 4)), ns(4)),
         ("T4.6-up", "retrieval.counting", lambda n: params(R.counting_model(n)), ns()),
+        ("T4.6-up", "retrieval.mqar", lambda n: params(R.mqar_model(n)), ns(1, 1024)),
         # at the reductions' alphabets (growing with n): the same count (constant size includes the alphabet)
         ("T4.6-up", "retrieval.counting[a=n+1]", lambda n: params(R.counting_model(n, n + 1)), ns()),
         ("T4.6-up", "retrieval.ar[a=n+2]", lambda n: params(R.ar_model(n, n + 2)), ns(2)),
@@ -121,6 +123,7 @@ def _declare_params() -> None:
         ("T5-RAG", "3-gram-rag", lambda n: params(RM.cgram_rag(n, c=3).model), ns(3)),
         ("T5-RAG", "counting-rag", lambda n: params(RM.counting_rag(n).model), ns(2)),
         ("T5-RAG", "istree-rag", lambda n: params(RM.istree_rag(n).model), ns(2)),
+        ("T5-RAG", "istree-rag-paper", lambda n: params(RM.istree_rag_paper(n).model), ns(2, 8)),
         ("T4.1", "iterate-rnn", lambda n: params(CH.iterate_rnn(n)), ns(2, 64)),
     ]
     for name, spec in TM.MACHINES.items():
@@ -128,10 +131,13 @@ def _declare_params() -> None:
                          lambda n, spec=spec: params(TM.compile_hybrid(spec, n).model), ns(1, 8)))
         builders.append(("T5-RAG", f"rag-tm.{name}",
                          lambda n, spec=spec: params(TM.compile_rag(spec, n).model), ns(1, 8)))
+    from constructions.bounds import params_of
     for claim, model, fn, sample in builders:
-        ref = fn(sample["quick"][0])
-        declare(claim, model, "params", ref, "constant")
-        FUNCTIONS[(model, "params")] = (fn, sample)
+        declared = params_of(model)          # the one declaration (constructions/bounds.py PARAMS)
+        if declared is None:
+            raise KeyError(f"{model}: no parameter count declared in constructions/bounds.py PARAMS")
+        declare(claim, model, "params", declared, "constant")
+        FUNCTIONS[(model, "params")] = (fn, sample)       # the measurement: built models at sample n
 
 
 _declare_params()

@@ -599,4 +599,50 @@ def sim_declared(p: SimRNN) -> Declared:
     return Declared(f"sim[{p.name}]", lambda B, n, a, c: sim_int(B, p, n, n), const(p.frac_bits), claim="sim")
 
 
+# ============================================================================
+# Parameter counts: "constant size" (theory.md §1: the alphabet included), one
+# constant per construction and per task parameter (c of c-gram, the machine of a
+# compiled Turing machine). Declared here once; checks/checks_declarations.py
+# measures the models actually built at several n (and at the reductions' growing
+# alphabets) against these, and ``rnngap certify`` reports them.
+PARAMS = {
+    "retrieval.index": 50,
+    "retrieval.ar": 154,
+    "retrieval.cgram3": 312,
+    "retrieval.cgram4": 518,
+    "retrieval.counting": 314,
+    "retrieval.mqar": 191,
+    "istree-dfs": 22215,
+    "hybrid.index": 84,
+    "hybrid.ar": 222,
+    "hybrid.cgram(c=3)": 376,
+    "hybrid.counting": 457,
+    "hybrid.istree": 12938,
+    "index-rag": 1932,
+    "3-gram-rag": 1076,
+    "counting-rag": 7317,
+    "istree-rag-paper": 50682,
+    "istree-rag": 92894,
+    "iterate-rnn": 439,
+    "hybrid-tm.increment": 2125,
+    "rag-tm.increment": 15221,
+    "hybrid-tm.palindrome": 9018,
+    "rag-tm.palindrome": 57546,
+    "hybrid-tm.0k1k": 7102,
+    "rag-tm.0k1k": 47516,
+    "hybrid-tm.addition": 19941,
+    "rag-tm.addition": 150036,
+}
+"""Declared parameter count of each construction (the same for every n and alphabet)."""
+
+
+def params_of(construction: str) -> int | None:
+    """The declared parameter count of a construction name as ``rnngap certify``
+    and the registry spell it ("retrieval.ar[a=n+2]" -> "retrieval.ar",
+    "istree-dfs (m <= n+2)" -> "istree-dfs"); None where none is declared (sim:
+    the simulator's size is a function of the RNN it simulates)."""
+    base = construction.split("[", 1)[0].split(" (", 1)[0]
+    return PARAMS.get(base)
+
+
 __all__ = ["A", "C", "INT", "M_SYM", "N", "SYM", "Declared", "Fraction"]
