@@ -472,9 +472,21 @@ RAG = {
 
 # ============================================================================
 # T4.1: cot_hierarchy.py
+def iterate_code_bound(B, n):
+    """V = m + T + 10 = n^2 + 2n + 10 >= |tau| of every candidate (step tokens up to
+    m + T + 1, |out| <= m + 1; m = 2n, T = n^2)."""
+    return n * n + 2 * n + 10
+
+
+def iterate_readout_bound(B, n):
+    """|readout logit| 2 tau out - tau^2 <= 3 V^2."""
+    V = iterate_code_bound(B, n)
+    return 3 * V * V
+
+
 def _int_iterate(B, n, a, c):
-    # codes |tau| <= V = n^2 + 2n + 10: readout logits 2 tau out - tau^2 < 3 V^2 < 2^(2 lc V + 2); + 1
-    return 2 * B.lc(n * n + 2 * n + 10) + 3
+    # readout logits < 3 V^2 < 2^(2 lc V + 2); + 1
+    return 2 * B.lc(iterate_code_bound(B, n)) + 3
 
 
 ITERATE = Declared("iterate-rnn", _int_iterate, const(0), claim="T4.1")

@@ -239,9 +239,8 @@ def _turing() -> None:
 
 
 def _iterate() -> None:
-    V = lambda B, n: n * n + 2 * n + 10
     _add(Construction("T4.1", "iterate-rnn", Bd.ITERATE, 2, (
-        range_("readout", lambda B, n, f: 3 * V(B, n) ** 2),)))
+        range_("readout", lambda B, n, f: Bd.iterate_readout_bound(B, n)),)))
 
 
 def sim_construction(p: "Bd.SimRNN", n_min: int = 1) -> Construction:

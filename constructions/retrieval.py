@@ -77,6 +77,7 @@ from .bounds import (  # noqa: E402
     AR, CGRAM, COUNTING, INDEX, INT as _INT, MQAR, MQAR_MAX_VALUE, RETRIEVAL as DECLARED, RETRIEVAL_FRAC_BITS,
     SPECIAL_MIN_CODE, A, C, Declared, N, largest,
     count_code_bound as _ccb, count_fetch_bound as _cfb, count_match_bound as _cmb,
+    mqar_match_bound as _mqar_match_bound,
 )
 
 
@@ -356,7 +357,8 @@ def _first_match_or_bos_head(fmt: FixedFormat, L: int, max_code: int) -> Head:
     gaps = {"later match": mu, "[BOS] next to a match": nu - mu * L, "non-match next to [BOS]": lam - nu}
     for what, gap in gaps.items():
         require(gap > zero_gap(f), f"mqar: {what} would keep weight (gap {gap} not above (f + 1) ln 2)")
-    max_score = lam * 3 * max_code ** 2 + mu * L + nu
+    require(max_code <= MQAR_MAX_VALUE, f"mqar: codes up to {max_code} exceed the declared {MQAR_MAX_VALUE}")
+    max_score = _mqar_match_bound(_INT, L, f)      # the declared bound (bounds.mqar_match_bound), not re-derived
     need = bits_for(max_score) + 1
     require(fmt.int_bits >= need, f"mqar match: scores up to {max_score} need {need} integer bits, "
                                   f"{fmt.name} has {fmt.int_bits}")
