@@ -230,9 +230,14 @@ def _int_cgram(B, n, a, c):
     return B.max(cgram_shift_bits(B, n, a, c, f), B.lc(cgram_match_bound(B, n, a, c, f) + 1) + 1)
 
 
+def count_compare_inverse_gap(B, n):
+    """1 / g with g = 1/((n+1)(2n+3)) <= |1/(c+1) - 1/(t+3/2)| (counts c, thresholds t in 0..n)."""
+    return (n + 1) * (2 * n + 3)
+
+
 def _f_count(B, n):
     # 2^f > (n+1)(2n+3) = 1 / g, the comparison margin of counting_model
-    return B.lc((n + 1) * (2 * n + 3) + 1)
+    return B.lc(count_compare_inverse_gap(B, n) + 1)
 
 
 def count_code_bound(B, n, a):

@@ -119,7 +119,7 @@ def counting_obligations(prefix: str, alphabet: Callable) -> list[Obligation]:
         gap(f"{prefix}.count"),
         range_(f"{prefix}.count", lambda B, n, f: Bd.count_match_bound(B, n, alphabet(B, n), f)),
         range_(f"{prefix}.count", lambda B, n, f: n + 4, "normaliser_range"),
-        Obligation(f"{prefix}.compare.gap", lambda B, n, I, f: (n + 1) * (2 * n + 3), lambda B, n, I, f: B.pow2(f),
+        Obligation(f"{prefix}.compare.gap", lambda B, n, I, f: Bd.count_compare_inverse_gap(B, n), lambda B, n, I, f: B.pow2(f),
                    strict=True, doc="1/((n+1)(2n+3)) > 2^-f: the comparison 1/(c+1) vs 1/(t+3/2) is exact"),
     ]
 
@@ -188,7 +188,7 @@ def _hybrid() -> None:
         range_("match", lambda B, n, f: Bd.hybrid_first_bound(B, n, 2)))))
     _add(Construction("T5.6", "hybrid.counting", H["counting"], 3, (
         gap("count"), range_("count", lambda B, n, f: Bd.hybrid_count_bound(B, n)),
-        Obligation("compare.gap", lambda B, n, I, f: (n + 1) * (2 * n + 3), lambda B, n, I, f: B.pow2(f),
+        Obligation("compare.gap", lambda B, n, I, f: Bd.count_compare_inverse_gap(B, n), lambda B, n, I, f: B.pow2(f),
                    strict=True))))
     _add(Construction("T5.6", "hybrid.istree", Bd.hybrid_istree(), 2, (
         gap("union-find", "gap_non_match"), gap("union-find", "gap_between_matches"),
