@@ -291,3 +291,15 @@ def test_sim_position_gap_by_enumeration(n):
             t = min(max(q, 1), n + 1)
             assert all(sc[t] - v >= lam for k, v in sc.items() if k != t)
             assert all(abs(2 * lam * q * k) + lam * k * k <= 3 * lam * (n + 2) ** 2 + lam * n for k in sc)
+
+
+def test_sim_certificate_vs_measurement_zero_excess_and_can_fail(monkeypatch):
+    from checks import checks_certificate as CC
+    sim = _a_simulator()
+    checked, bad, I_cert = CC.compare_sim(sim)
+    assert checked >= 8 and bad == [] and sim.fmt.int_bits <= I_cert
+    # a head whose measured score bits exceed the certificate is reported
+    m = sim.model.spec.notes["margins"]
+    monkeypatch.setitem(m, "counter", dict(m["counter"], score_int_bits=I_cert + 5))
+    _, bad, _ = CC.compare_sim(sim)
+    assert any("counter.score_int_bits" in b for b in bad)
