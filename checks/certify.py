@@ -13,7 +13,12 @@ Two kinds of certificate (docs/certify.md):
   obligation's need(n, I, f) is shown nondecreasing in n and its have(n, I, f)
   free of n, symbolically; so need(hi) (<|<=) have is checked exactly, with
   integers, at the worst n of the piece, and that covers the piece.
-* **per-position facts** of the T4.6-up heads (Index, AR, c-gram, Counting):
+* **sim**: one certificate per simulator the registry builds (:func:`sim_simulators`),
+  n = the context length; the simulator's I is defined as the max of its needs,
+  so its range obligations hold by definition (said in each row's note); the
+  built simulator's I is checked <= the certified I(n_pos).
+* **per-position facts** of the T4.6-up heads (Index, AR, c-gram, Counting) and
+  of the simulator's position and firstK heads:
   for every n, every query position and every key position, the intended key
   beats every other by the gap and every score stays in range; stated over
   symbolic integers and proved for ALL n by z3 (method ``smt``; the negated

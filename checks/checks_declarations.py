@@ -43,8 +43,10 @@ def check_declarations(profile: str, seed: int) -> list[Record]:
 # the hybrids (T5.6), the Turing-machine compilers (T5-RAG machines, T5-hyb-P)
 # and the T4.1 RNN. Each is paired with the Python function the construction
 # uses, so the symbolic class and the numbers actually used cannot drift apart.
-# (sim: the simulator's precision depends on the RNN it is given; its
-# O(log context) growth is checked by tests/test_simulate.py.)
+# sim: the simulator's precision depends on the RNN it is given (bounds.sim_int of
+# the RNN's constants); declared here for the registry's first random RNN as a
+# function of the context length n (every registry simulator is certified by
+# `rnngap certify`).
 def _declare_more() -> None:
     import sympy as sp
 
@@ -79,6 +81,11 @@ def _declare_more() -> None:
     add("T4.1", "iterate-rnn", "int_bits", CH.DECLARED.int_expr.subs(CH.N, n_sym), "log", CH.DECLARED.int_bits)
     add("T4.1", "iterate-rnn", "frac_bits", sp.sympify(CH.DECLARED.frac_expr), "constant", CH.DECLARED.frac_bits)
     add("T4.1", "iterate-rnn", "cot", CH.STEPS_EXPR.subs(CH.N, n_sym), "poly:2", CH.cot_bound)
+    from constructions.simulate import random_linear_rnn, simulate_rnn
+    from .checks_hierarchy import SIM_STATE_BITS
+    p = simulate_rnn(random_linear_rnn(0), max_prompt=1, max_rnn_cot=0, state_int_bits=SIM_STATE_BITS).params()
+    sim = BD.sim_declared(p)
+    add("sim", sim.name, "int_bits", sim.int_expr.subs(BD.N, n_sym), "log", sim.int_bits)
 
 
 _declare_more()

@@ -1,8 +1,10 @@
 """``rnngap certify [--only CLAIM ...] [--json PATH]``: every proof obligation of
-every construction, certified for every n up to the int64 limit, and the
-per-position facts of the T4.6-up heads proved for all n (checks/certify.py,
+every construction (and of the registry's simulators, claim sim), certified
+for every n up to the int64 limit, and the per-position facts of the T4.6-up
+heads and the simulator's heads proved for all n (checks/certify.py,
 docs/certify.md). Prints a table (claim, construction, obligations, n range,
-method, seconds); exits 1 if any obligation fails, naming it and the first n."""
+method, declared parameter count, seconds); exits 1 if any obligation fails,
+naming it and the first n."""
 from __future__ import annotations
 
 
