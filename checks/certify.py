@@ -13,7 +13,12 @@ Two kinds of certificate (docs/certify.md):
   obligation's need(n, I, f) is shown nondecreasing in n and its have(n, I, f)
   free of n, symbolically; so need(hi) (<|<=) have is checked exactly, with
   integers, at the worst n of the piece, and that covers the piece.
-* **per-position facts** of the T4.6-up heads (Index, AR, c-gram, Counting):
+* **sim**: one certificate per simulator the registry builds (:func:`sim_simulators`),
+  n = the context length; the simulator's I is defined as the max of its needs,
+  so its range obligations hold by definition (said in each row's note); the
+  built simulator's I is checked <= the certified I(n_pos).
+* **per-position facts** of the T4.6-up heads (Index, AR, c-gram, Counting) and
+  of the simulator's position and firstK heads:
   for every n, every query position and every key position, the intended key
   beats every other by the gap and every score stays in range; stated over
   symbolic integers and proved for ALL n by z3 (method ``smt``; the negated
@@ -33,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 
 import sympy as sp
 
-from constructions.bounds import INT, SYM, N, largest
+from constructions.bounds import INT, SYM, N, largest, params_of
 from constructions.fixedpoint import MAX_MAGNITUDE_BITS
 from constructions.obligations import CONSTRUCTIONS, Construction
 
@@ -99,6 +104,7 @@ class Result:
     failures: list = field(default_factory=list)     # [{"obligation", "first_n", "need", "have"}]
     facts: list = field(default_factory=list)        # per-position facts: name, method, query, answer
     note: str = ""
+    params: int | None = None                        # the declared parameter count (bounds.PARAMS), if any
 
     def record(self) -> dict:
         return {k: v for k, v in asdict(self).items()}
@@ -129,7 +135,8 @@ def _pieces(con: Construction, n0: int, n1: int):
 
 def certify_construction(con: Construction) -> Result:
     t0 = time.perf_counter()
-    res = Result(con.claim, con.name, len(con.obligations), con.n_min, None, "piecewise-monotone", False, 0.0)
+    res = Result(con.claim, con.name, len(con.obligations), con.n_min, None, "piecewise-monotone", False, 0.0,
+                 params=params_of(con.name))
     I_e, f_e = con.fmt_expr(SYM, N)
     if not (nondecreasing(I_e, N, con.n_min) and nondecreasing(f_e, N, con.n_min)):
         res.note = f"the declared format is not shown nondecreasing in n: I = {I_e}, f = {f_e}"
@@ -171,6 +178,53 @@ def certify_construction(con: Construction) -> Result:
     return res
 
 
+def sim_simulators(seed: int = 0) -> list:
+    """The simulators the registry builds in its quick profile (checks/checks_hierarchy.py,
+    its constants read, not copied): random RNNs, the T4.1 RNN at each sampled n,
+    the register Index RNN and the random indicator-readout target RNNs."""
+    from constructions import cot_hierarchy as CH, targets as TG
+    from constructions.simulate import random_linear_rnn, simulate_rnn
+
+    from . import checks_hierarchy as H
+    q = "quick"
+    out = []
+    Lmax = max([H.SIM_EXH_LEN[q] + 1] + [L + 1 for L, _ in H.SIM_RANDOM[q]])
+    for s in range(H.SIM_SEEDS[q]):
+        out.append(simulate_rnn(random_linear_rnn(seed * 100 + s), max_prompt=Lmax, max_rnn_cot=H.SIM_RNN_COT,
+                                state_int_bits=H.SIM_STATE_BITS))
+    for n, _ in H.SIM_T41[q]:
+        T = CH.steps(n)
+        out.append(simulate_rnn(CH.iterate_rnn(n), max_prompt=n + 4, max_rnn_cot=T,
+                                state_int_bits=(T + 2 * n + 4).bit_length()))
+    for c in H.SIM_REGISTER[q]:
+        out.append(simulate_rnn(TG.register_index_rnn(c, max_number=c + 2), max_prompt=c + 3, max_rnn_cot=c))
+    for s in range(H.SIM_TARGET_SEEDS[q]):
+        out.append(simulate_rnn(TG.random_linear_rnn(2, 3, seed * 100 + s, max_number=4), max_prompt=5,
+                                max_rnn_cot=0))
+    return out
+
+
+SIM_NOTE = ("the simulator's I is defined as the largest of its needs (bounds.sim_int), so its range "
+            "obligations hold by definition; certified: the int64 fit up to n_max, I nondecreasing in the "
+            "context n, the heads' gap and the clamp gate; the position heads' per-position facts are "
+            "proved for all n ('sim: per-position')")
+
+
+def certify_sim(sim) -> Result:
+    """The simulator's obligations over its context length n, plus the measurement:
+    the built simulator's I at its own context is <= the certified I(n_pos)."""
+    from constructions.obligations import sim_construction
+    con = sim_construction(sim.params())
+    res = certify_construction(con)
+    res.note = SIM_NOTE
+    I_cert = con.fmt(sim.n_pos)[0]
+    if sim.fmt.int_bits > I_cert:
+        res.failures.append({"obligation": "measured.int_bits", "first_n": sim.n_pos, "need": str(sim.fmt.int_bits),
+                             "have": str(I_cert), "why": "the built simulator uses more bits than certified"})
+        res.certified = False
+    return res
+
+
 def certify(only: list[str] | None = None, constructions: dict | None = None, facts: bool = True) -> list[Result]:
     """Certify every construction of the claims in ``only`` (all when None)."""
     cons = CONSTRUCTIONS if constructions is None else constructions
@@ -179,6 +233,8 @@ def certify(only: list[str] | None = None, constructions: dict | None = None, fa
         if only and con.claim not in only and con.name not in only:
             continue
         out.append(certify_construction(con))
+    if constructions is None and (not only or "sim" in only):
+        out += [certify_sim(sim) for sim in sim_simulators()]
     if facts:
         from .certify_facts import FACTS, prove
         for claim, name, fact_list in FACTS:
@@ -198,11 +254,12 @@ def write_json(results: list[Result], path: str) -> None:
 
 
 def table(results: list[Result]) -> str:
-    rows = [("claim", "construction", "obligations", "n certified", "method", "ok", "seconds")]
+    rows = [("claim", "construction", "obligations", "n certified", "method", "params", "ok", "seconds")]
     for r in results:
         rng = (f"all n >= {r.n_min}" if r.method.startswith("smt") else
                f"{r.n_min}..{r.n_max}" if r.n_max is not None else "-")
-        rows.append((r.claim, r.construction, str(r.obligations), rng, r.method, "yes" if r.certified else "NO",
+        rows.append((r.claim, r.construction, str(r.obligations), rng, r.method,
+                     "-" if r.params is None else str(r.params), "yes" if r.certified else "NO",
                      f"{r.seconds:.2f}"))
     w = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w[i]) for i, c in enumerate(row)) for row in rows]

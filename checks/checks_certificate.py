@@ -1,4 +1,5 @@
-"""Claim 'declarations', certificate vs measurement: at the n the registry samples,
+"""Claim 'declarations', certificate vs measurement: at the n the registry samples (and for
+the simulators the registry builds, claim sim),
 the built T4.6-up models' own margins (each head's score bits and gaps, as the
 gadgets computed them at build time) and the bits a seeded run actually used are
 compared with what ``rnngap certify`` certifies (constructions/obligations.py):
@@ -89,4 +90,49 @@ def check_certificate(profile: str, seed: int) -> list[Record]:
                               note=(f"{checked} margins within the certificate, used I {used} <= {I_cert}; "
                                     f"{inst} runs, {wrong} wrong" if not bad else "; ".join(bad[:4])),
                               family="random", alphabet=a))
+    return out
+
+
+def compare_sim(sim) -> tuple[int, list[str], int]:
+    """(comparisons, excesses, certified I) of one built simulator against the sim
+    certificate at its context n = n_pos: each position head's and firstK's
+    ``score_int_bits`` <= the certified need, each gap >= the certified lambda,
+    the simulator's I <= the certified I(n_pos)."""
+    from constructions.obligations import sim_construction
+    con = sim_construction(sim.params())
+    n = sim.n_pos
+    obl = {o.name: o for o in con.obligations}
+    margins = sim.model.spec.notes["margins"]
+    checked, bad = 0, []
+    lam = obl["heads.gap"].values(con, n)[1]
+    for head, m in margins.items():
+        need = obl["firstK.range" if head == "firstK" else "position.range"].values(con, n)[0]
+        checked += 1
+        if m["score_int_bits"] > need:
+            bad.append(f"{head}.score_int_bits = {m['score_int_bits']} > certified {need}")
+        for k in ("gap non-match", "gap between matches"):
+            if k in m:
+                checked += 1
+                if m[k] < lam:
+                    bad.append(f"{head}.{k} = {m[k]} < certified {lam}")
+    I_cert = con.fmt(n)[0]
+    checked += 1
+    if sim.fmt.int_bits > I_cert:
+        bad.append(f"simulator I = {sim.fmt.int_bits} > certified I({n}) = {I_cert}")
+    return checked, bad, I_cert
+
+
+@register("declarations", "certificate vs measurement (sim)")
+def check_certificate_sim(profile: str, seed: int) -> list[Record]:
+    from .certify import sim_simulators
+    out = []
+    for sim in sim_simulators(seed):
+        t0 = time.perf_counter()
+        checked, bad, I_cert = compare_sim(sim)
+        out.append(Record("declarations", f"sim[{sim.rnn.spec.name}]", "certificate vs measurement", sim.n_pos,
+                          checked, len(bad), None, sim.fmt.total_bits,
+                          seconds=max(round(time.perf_counter() - t0, 3), 0.001),
+                          note=(f"{checked} margins within the certificate at context {sim.n_pos}; "
+                                f"I {sim.fmt.int_bits} <= certified {I_cert}" if not bad else "; ".join(bad[:4])),
+                          family="registry", alphabet=sim.rnn.vocab.max_number + 1))
     return out

@@ -43,8 +43,10 @@ def check_declarations(profile: str, seed: int) -> list[Record]:
 # the hybrids (T5.6), the Turing-machine compilers (T5-RAG machines, T5-hyb-P)
 # and the T4.1 RNN. Each is paired with the Python function the construction
 # uses, so the symbolic class and the numbers actually used cannot drift apart.
-# (sim: the simulator's precision depends on the RNN it is given; its
-# O(log context) growth is checked by tests/test_simulate.py.)
+# sim: the simulator's precision depends on the RNN it is given (bounds.sim_int of
+# the RNN's constants); declared here for the registry's first random RNN as a
+# function of the context length n (every registry simulator is certified by
+# `rnngap certify`).
 def _declare_more() -> None:
     import sympy as sp
 
@@ -79,14 +81,20 @@ def _declare_more() -> None:
     add("T4.1", "iterate-rnn", "int_bits", CH.DECLARED.int_expr.subs(CH.N, n_sym), "log", CH.DECLARED.int_bits)
     add("T4.1", "iterate-rnn", "frac_bits", sp.sympify(CH.DECLARED.frac_expr), "constant", CH.DECLARED.frac_bits)
     add("T4.1", "iterate-rnn", "cot", CH.STEPS_EXPR.subs(CH.N, n_sym), "poly:2", CH.cot_bound)
+    from constructions.simulate import random_linear_rnn, simulate_rnn
+    from .checks_hierarchy import SIM_STATE_BITS
+    p = simulate_rnn(random_linear_rnn(0), max_prompt=1, max_rnn_cot=0, state_int_bits=SIM_STATE_BITS).params()
+    sim = BD.sim_declared(p)
+    add("sim", sim.name, "int_bits", sim.int_expr.subs(BD.N, n_sym), "log", sim.int_bits)
 
 
 _declare_more()
 
 
 # ----------------------------------------------------------------------------
-# Parameter counts: "constant size" (theory.md §1) declared as the count itself,
-# a sympy constant, and checked against the models actually built at sample n.
+# Parameter counts: "constant size" (theory.md §1), declared once as constants in
+# constructions/bounds.py (PARAMS) and checked against the models actually built
+# at sample n (the measurement side; a build with one more or one fewer weight fails).
 PARAM_N = {"quick": [2, 3, 5, 8, 64, 1024], "full": [2, 3, 4, 5, 6, 7, 8, 9, 16, 64, 256, 1024, 4096]}
 
 
@@ -107,6 +115,7 @@ def _declare_params() -> None:
         ("T4.6-up", "retrieval.cgram3", lambda n: params(R.cgram_model(n, 2, 3)), ns(3)),
         ("T4.6-up", "retrieval.cgram4", lambda n: params(R.cgram_model(n, 2, 4)), ns(4)),
         ("T4.6-up", "retrieval.counting", lambda n: params(R.counting_model(n)), ns()),
+        ("T4.6-up", "retrieval.mqar", lambda n: params(R.mqar_model(n)), ns(1, 1024)),
         # at the reductions' alphabets (growing with n): the same count (constant size includes the alphabet)
         ("T4.6-up", "retrieval.counting[a=n+1]", lambda n: params(R.counting_model(n, n + 1)), ns()),
         ("T4.6-up", "retrieval.ar[a=n+2]", lambda n: params(R.ar_model(n, n + 2)), ns(2)),
@@ -121,6 +130,7 @@ def _declare_params() -> None:
         ("T5-RAG", "3-gram-rag", lambda n: params(RM.cgram_rag(n, c=3).model), ns(3)),
         ("T5-RAG", "counting-rag", lambda n: params(RM.counting_rag(n).model), ns(2)),
         ("T5-RAG", "istree-rag", lambda n: params(RM.istree_rag(n).model), ns(2)),
+        ("T5-RAG", "istree-rag-paper", lambda n: params(RM.istree_rag_paper(n).model), ns(2, 8)),
         ("T4.1", "iterate-rnn", lambda n: params(CH.iterate_rnn(n)), ns(2, 64)),
     ]
     for name, spec in TM.MACHINES.items():
@@ -128,10 +138,13 @@ def _declare_params() -> None:
                          lambda n, spec=spec: params(TM.compile_hybrid(spec, n).model), ns(1, 8)))
         builders.append(("T5-RAG", f"rag-tm.{name}",
                          lambda n, spec=spec: params(TM.compile_rag(spec, n).model), ns(1, 8)))
+    from constructions.bounds import params_of
     for claim, model, fn, sample in builders:
-        ref = fn(sample["quick"][0])
-        declare(claim, model, "params", ref, "constant")
-        FUNCTIONS[(model, "params")] = (fn, sample)
+        declared = params_of(model)          # the one declaration (constructions/bounds.py PARAMS)
+        if declared is None:
+            raise KeyError(f"{model}: no parameter count declared in constructions/bounds.py PARAMS")
+        declare(claim, model, "params", declared, "constant")
+        FUNCTIONS[(model, "params")] = (fn, sample)       # the measurement: built models at sample n
 
 
 _declare_params()

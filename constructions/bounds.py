@@ -230,9 +230,14 @@ def _int_cgram(B, n, a, c):
     return B.max(cgram_shift_bits(B, n, a, c, f), B.lc(cgram_match_bound(B, n, a, c, f) + 1) + 1)
 
 
+def count_compare_inverse_gap(B, n):
+    """1 / g with g = 1/((n+1)(2n+3)) <= |1/(c+1) - 1/(t+3/2)| (counts c, thresholds t in 0..n)."""
+    return (n + 1) * (2 * n + 3)
+
+
 def _f_count(B, n):
     # 2^f > (n+1)(2n+3) = 1 / g, the comparison margin of counting_model
-    return B.lc((n + 1) * (2 * n + 3) + 1)
+    return B.lc(count_compare_inverse_gap(B, n) + 1)
 
 
 def count_code_bound(B, n, a):
@@ -472,9 +477,21 @@ RAG = {
 
 # ============================================================================
 # T4.1: cot_hierarchy.py
+def iterate_code_bound(B, n):
+    """V = m + T + 10 = n^2 + 2n + 10 >= |tau| of every candidate (step tokens up to
+    m + T + 1, |out| <= m + 1; m = 2n, T = n^2)."""
+    return n * n + 2 * n + 10
+
+
+def iterate_readout_bound(B, n):
+    """|readout logit| 2 tau out - tau^2 <= 3 V^2."""
+    V = iterate_code_bound(B, n)
+    return 3 * V * V
+
+
 def _int_iterate(B, n, a, c):
-    # codes |tau| <= V = n^2 + 2n + 10: readout logits 2 tau out - tau^2 < 3 V^2 < 2^(2 lc V + 2); + 1
-    return 2 * B.lc(n * n + 2 * n + 10) + 3
+    # readout logits < 3 V^2 < 2^(2 lc V + 2); + 1
+    return 2 * B.lc(iterate_code_bound(B, n)) + 3
 
 
 ITERATE = Declared("iterate-rnn", _int_iterate, const(0), claim="T4.1")
@@ -521,6 +538,128 @@ def register_int_bits(B, c, max_number, f):
     p0 = B.pow2(c - f)
     return B.max(B.bits(B.pow2(f) * p0 + 1), B.bits(2 * p0), B.bits(33 + max_number + 1),
                  B.bits(2 * max_number + 2), B.bits(3))
+
+
+# ============================================================================
+# sim: simulate.py (a Transformer with CoT simulating a given linear RNN)
+@dataclass(frozen=True)
+class SimRNN:
+    """The constants of a simulated linear RNN that the simulator's format depends
+    on (simulate.RNNSimulator.params reads them off the RNN): its format Q(I_R).(f_R),
+    the declared state range I_s, the number S of state numbers, its largest number,
+    the readout weight sum |w_d| (nearest-code readouts; 0 for indicator readouts)
+    and the largest embedding coefficients (constant features, including 2^f_R for
+    1/(tau + p); tau; tau^2)."""
+
+    name: str
+    int_bits: int
+    frac_bits: int
+    state_bits: int
+    states: int
+    max_number: int
+    readout_weight: int
+    emb: tuple = (0, 0, 0)
+
+
+def sim_tau_max(B, p: SimRNN, steps):
+    """The largest token code of the simulator: the counter K(steps) has number
+    Kb + steps, Kb = MR + 2 + S 2^(I_s + f_R + 1); tau = number + 1, and one more
+    for the vocabulary's end (the layout of simulate.py's module doc)."""
+    return p.max_number + 2 + p.states * B.pow2(p.state_bits + p.frac_bits + 1) + steps + 2
+
+
+def sim_clamp(B, p: SimRNN) -> tuple:
+    """(v_max, v_bound, big) of the final MLP's clamp: |v| < v_max = w_abs 2^I_R;
+    v_bound = v_max + (code span) + 1 bounds |v - code|; the gate constant big =
+    v_bound + code span + 2 (obligation ``clamp.gate``: big >= v_max - TAU_MIN)."""
+    v_max = p.readout_weight * B.pow2(p.int_bits)
+    span = p.max_number + 1 - SPECIAL_MIN_CODE
+    v_bound = v_max + span + 1
+    return v_max, v_bound, v_bound + span + 2
+
+
+def sim_emb_bound(B, p: SimRNN, steps):
+    """max |coef x feature(token)| over every code up to sim_tau_max (>= 1 so that its bits are defined)."""
+    T = sim_tau_max(B, p, steps)
+    return B.max(p.emb[0], p.emb[1] * T, p.emb[2] * T * T, 1)
+
+
+def sim_needs(B, p: SimRNN, n_pos, steps) -> dict:
+    """The integer bits each part of the simulator needs at context n_pos (positions
+    0..n_pos) and at most ``steps`` RNN steps: readout logits 3 tau_max^2, the
+    position heads 3 lambda (n_pos + 2)^2 + lambda n_pos (keys pos + 1 <= n_pos + 1,
+    one more for the shifted queries), firstK (lambda = mu P + mu) 3 lambda + mu n_pos,
+    the embedded features, the final MLP's gates 2 V + big + v_bound, the RNN's own
+    values (I_R); each + 2 (a difference of two, and the rounding of a sum of them)."""
+    lam = B.sharp(p.frac_bits)
+    T = sim_tau_max(B, p, steps)
+    _, v_bound, big = sim_clamp(B, p)
+    return {
+        "readout.range": B.bits(3 * T * T) + 2,
+        "position.range": B.bits(3 * lam * (n_pos + 2) ** 2 + lam * n_pos) + 2,
+        "firstK.range": B.bits((lam * n_pos + lam) * 3 + lam * n_pos) + 2,
+        "embedding.range": B.bits(sim_emb_bound(B, p, steps)) + 3,
+        "next_code.range": B.bits(2 * (T + 1) + big + v_bound) + 2,
+        "rnn.range": p.int_bits + 4,
+    }
+
+
+def sim_int(B, p: SimRNN, n_pos, steps):
+    """I of the simulator: the largest of :func:`sim_needs` (so each of its
+    obligations holds by definition; ``rnngap certify`` says so)."""
+    return B.max(*sim_needs(B, p, n_pos, steps).values())
+
+
+def sim_declared(p: SimRNN) -> Declared:
+    """I(n), f(n) of the simulator of ``p`` at context length n (at most n RNN steps:
+    every simulator with context <= n has a format <= this one, I nondecreasing)."""
+    return Declared(f"sim[{p.name}]", lambda B, n, a, c: sim_int(B, p, n, n), const(p.frac_bits), claim="sim")
+
+
+# ============================================================================
+# Parameter counts: "constant size" (theory.md §1: the alphabet included), one
+# constant per construction and per task parameter (c of c-gram, the machine of a
+# compiled Turing machine). Declared here once; checks/checks_declarations.py
+# measures the models actually built at several n (and at the reductions' growing
+# alphabets) against these, and ``rnngap certify`` reports them.
+PARAMS = {
+    "retrieval.index": 50,
+    "retrieval.ar": 154,
+    "retrieval.cgram3": 312,
+    "retrieval.cgram4": 518,
+    "retrieval.counting": 314,
+    "retrieval.mqar": 191,
+    "istree-dfs": 22215,
+    "hybrid.index": 84,
+    "hybrid.ar": 222,
+    "hybrid.cgram(c=3)": 376,
+    "hybrid.counting": 457,
+    "hybrid.istree": 12938,
+    "index-rag": 1932,
+    "3-gram-rag": 1076,
+    "counting-rag": 7317,
+    "istree-rag-paper": 50682,
+    "istree-rag": 92894,
+    "iterate-rnn": 439,
+    "hybrid-tm.increment": 2125,
+    "rag-tm.increment": 15221,
+    "hybrid-tm.palindrome": 9018,
+    "rag-tm.palindrome": 57546,
+    "hybrid-tm.0k1k": 7102,
+    "rag-tm.0k1k": 47516,
+    "hybrid-tm.addition": 19941,
+    "rag-tm.addition": 150036,
+}
+"""Declared parameter count of each construction (the same for every n and alphabet)."""
+
+
+def params_of(construction: str) -> int | None:
+    """The declared parameter count of a construction name as ``rnngap certify``
+    and the registry spell it ("retrieval.ar[a=n+2]" -> "retrieval.ar",
+    "istree-dfs (m <= n+2)" -> "istree-dfs"); None where none is declared (sim:
+    the simulator's size is a function of the RNN it simulates)."""
+    base = construction.split("[", 1)[0].split(" (", 1)[0]
+    return PARAMS.get(base)
 
 
 __all__ = ["A", "C", "INT", "M_SYM", "N", "SYM", "Declared", "Fraction"]

@@ -282,11 +282,9 @@ def _unrolled_applications(m: int, k: int, big: int) -> tuple[list[list[Neuron]]
 
 
 def int_bits_needed(n: int) -> int:
-    """Largest magnitude: the readout logits 2 tau out - tau^2 over candidates with
-    |tau| <= m + T + 1 (the step tokens) and |out| <= m + 1; plus a sign margin."""
-    m, T = modulus(n), steps(n)
-    V = m + T + 10
-    return bits_for(3 * V * V) + 1
+    """Bits of the largest magnitude, the readout logits 2 tau out - tau^2 <= 3 V^2
+    (the declared bound, constructions/bounds.py iterate_readout_bound), plus a sign margin."""
+    return bits_for(_bounds.iterate_readout_bound(_bounds.INT, n)) + 1
 
 
 def prompt(n: int, a: int, t: int, padding: list[int] | None = None) -> list[int]:

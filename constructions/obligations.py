@@ -119,7 +119,7 @@ def counting_obligations(prefix: str, alphabet: Callable) -> list[Obligation]:
         gap(f"{prefix}.count"),
         range_(f"{prefix}.count", lambda B, n, f: Bd.count_match_bound(B, n, alphabet(B, n), f)),
         range_(f"{prefix}.count", lambda B, n, f: n + 4, "normaliser_range"),
-        Obligation(f"{prefix}.compare.gap", lambda B, n, I, f: (n + 1) * (2 * n + 3), lambda B, n, I, f: B.pow2(f),
+        Obligation(f"{prefix}.compare.gap", lambda B, n, I, f: Bd.count_compare_inverse_gap(B, n), lambda B, n, I, f: B.pow2(f),
                    strict=True, doc="1/((n+1)(2n+3)) > 2^-f: the comparison 1/(c+1) vs 1/(t+3/2) is exact"),
     ]
 
@@ -188,7 +188,7 @@ def _hybrid() -> None:
         range_("match", lambda B, n, f: Bd.hybrid_first_bound(B, n, 2)))))
     _add(Construction("T5.6", "hybrid.counting", H["counting"], 3, (
         gap("count"), range_("count", lambda B, n, f: Bd.hybrid_count_bound(B, n)),
-        Obligation("compare.gap", lambda B, n, I, f: (n + 1) * (2 * n + 3), lambda B, n, I, f: B.pow2(f),
+        Obligation("compare.gap", lambda B, n, I, f: Bd.count_compare_inverse_gap(B, n), lambda B, n, I, f: B.pow2(f),
                    strict=True))))
     _add(Construction("T5.6", "hybrid.istree", Bd.hybrid_istree(), 2, (
         gap("union-find", "gap_non_match"), gap("union-find", "gap_between_matches"),
@@ -239,9 +239,29 @@ def _turing() -> None:
 
 
 def _iterate() -> None:
-    V = lambda B, n: n * n + 2 * n + 10
     _add(Construction("T4.1", "iterate-rnn", Bd.ITERATE, 2, (
-        range_("readout", lambda B, n, f: 3 * V(B, n) ** 2),)))
+        range_("readout", lambda B, n, f: Bd.iterate_readout_bound(B, n)),)))
+
+
+def sim_construction(p: "Bd.SimRNN", n_min: int = 1) -> Construction:
+    """The simulator of the RNN ``p`` (constructions/simulate.py) at context length n.
+
+    Honest note: the simulator's I is DEFINED as the largest of its parts' needs
+    (bounds.sim_int = max of bounds.sim_needs), so every ``*.range`` obligation
+    holds by definition; what certify adds for them is that the declared format
+    fits int64 up to n_max and that I(n) is nondecreasing (so a simulator with a
+    shorter context is covered). The gap obligation and the clamp gate are real
+    inequalities; the per-position facts of the simulator's position heads
+    (checks/certify_facts.py, 'sim: per-position') carry the content."""
+    names = list(Bd.sim_needs(INT, p, 1, 1))
+    obl = [gap("heads")]
+    for k in names:
+        obl.append(Obligation(k, lambda B, n, I, f, k=k: Bd.sim_needs(B, p, n, n)[k], lambda B, n, I, f: I,
+                              doc="defined from its own obligation: I = max of the needs"))
+    obl.append(Obligation("clamp.gate", lambda B, n, I, f: Bd.sim_clamp(B, p)[0] + S,
+                          lambda B, n, I, f: Bd.sim_clamp(B, p)[2],
+                          doc="big >= v_max - TAU_MIN: the clamp's gate is closed off the Y position"))
+    return Construction("sim", f"sim[{p.name}]", Bd.sim_declared(p), n_min, tuple(obl))
 
 
 _retrieval()
@@ -251,4 +271,4 @@ _hybrid()
 _turing()
 _iterate()
 
-__all__ = ["CONSTRUCTIONS", "Construction", "Obligation"]
+__all__ = ["CONSTRUCTIONS", "Construction", "Obligation", "sim_construction"]

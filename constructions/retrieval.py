@@ -77,6 +77,7 @@ from .bounds import (  # noqa: E402
     AR, CGRAM, COUNTING, INDEX, INT as _INT, MQAR, MQAR_MAX_VALUE, RETRIEVAL as DECLARED, RETRIEVAL_FRAC_BITS,
     SPECIAL_MIN_CODE, A, C, Declared, N, largest,
     count_code_bound as _ccb, count_fetch_bound as _cfb, count_match_bound as _cmb,
+    count_compare_inverse_gap as _count_inv_gap, mqar_match_bound as _mqar_match_bound,
 )
 
 
@@ -234,11 +235,11 @@ def _counting_margins(n: int, a: int, fmt: FixedFormat, check_margins: bool = Tr
     """lambda, mu, M of :func:`counting_model`, its margins checked (see its docstring)."""
     f = fmt.frac_bits
     lam = sharpness(f)
-    g = Fraction(1, (n + 1) * (2 * n + 3))
+    g = Fraction(1, _count_inv_gap(_INT, n))      # the declared comparison gap (bounds.py)
     if check_margins:
         require(g > Fraction(1, 1 << f),
                 f"counting_model(n={n}): the gap {float(g):.3g} between 1/(c+1) and 1/(t+3/2) is not above the "
-                f"rounding error 2^-{f}; needs 2^f > {(n + 1) * (2 * n + 3)}")
+                f"rounding error 2^-{f}; needs 2^f > {1 / g}")
     mu = lam
     M = mu * (n + 2) + lam
     require(lam > zero_gap(f) and mu > zero_gap(f),
@@ -356,7 +357,8 @@ def _first_match_or_bos_head(fmt: FixedFormat, L: int, max_code: int) -> Head:
     gaps = {"later match": mu, "[BOS] next to a match": nu - mu * L, "non-match next to [BOS]": lam - nu}
     for what, gap in gaps.items():
         require(gap > zero_gap(f), f"mqar: {what} would keep weight (gap {gap} not above (f + 1) ln 2)")
-    max_score = lam * 3 * max_code ** 2 + mu * L + nu
+    require(max_code <= MQAR_MAX_VALUE, f"mqar: codes up to {max_code} exceed the declared {MQAR_MAX_VALUE}")
+    max_score = _mqar_match_bound(_INT, L, f)      # the declared bound (bounds.mqar_match_bound), not re-derived
     need = bits_for(max_score) + 1
     require(fmt.int_bits >= need, f"mqar match: scores up to {max_score} need {need} integer bits, "
                                   f"{fmt.name} has {fmt.int_bits}")

@@ -75,12 +75,12 @@ from fractions import Fraction
 from typing import Sequence
 
 import numpy as np
-import sympy as sp
 
 from . import kernels as K
+from .bounds import INT as _INT, SimRNN, sim_clamp, sim_emb_bound, sim_int, sim_tau_max
 from .fixedpoint import FixedFormat
 from .gadgets import (
-    Builder, Component, Head, MarginError, Neuron, ResidualSpace, bits_for, match_head, select_neurons, sharpness,
+    Builder, Component, Head, MarginError, Neuron, ResidualSpace, match_head, select_neurons,
 )
 from .generate import generate
 from .model import Model
@@ -89,12 +89,8 @@ from .vocab import NUMBER_BASE, SPECIAL_NAMES, Vocab, token_code
 TAU_MIN = -max(SPECIAL_NAMES)
 """The smallest token code of any vocabulary: tau(special id 9) = -9."""
 
-N_POS, TAU_MAX = sp.symbols("N_pos tau_max", positive=True, integer=True)
-INT_BITS_EXPR = 2 * sp.ceiling(sp.log(sp.Max(TAU_MAX, N_POS + 2), 2)) + sp.Symbol("c_rnn", integer=True)
-"""Declared integer bits: 2 ceil(log2 max(tau_max, N_pos + 2)) + c_rnn, with tau_max
-the largest token code (S 2^(I_R+f_R+1) + RNN vocabulary + steps), N_pos the
-longest context and c_rnn a constant of the simulated RNN (its format, its
-embedding and readout weights); f = f_R. For a fixed RNN this is O(log n)."""
+# The declared integer bits are constructions/bounds.py's sim_int (O(log n_pos) for
+# a fixed RNN: 2 log2 of the context and of the largest code, plus constants of the RNN).
 
 
 def _ge(combo: dict, b: int, out: dict) -> list[Neuron]:
@@ -338,27 +334,40 @@ class RNNSimulator:
         return sp_, emb_dims, emb_bound
 
     # -- the format
-    def _format(self, emb_bound: Fraction) -> tuple[FixedFormat, int, int]:
-        """Integer bits for scores, codes, features and RNN values (module docstring).
-
-        The RNN's token y is v = sum_d w_d x_d clamped to its codes [TAU_MIN, MR + 1]:
-        |v| < v_max = w_abs 2^I_R. v_bound = v_max + (code span) + 1 bounds |v - code|;
-        the clamp's gate constant big must satisfy big >= v_max - TAU_MIN (both ReLUs are
-        0 where emit_rnn_token = 0); big = v_bound + code span + 2 does, checked below."""
-        f = self.fR
-        lam = sharpness(f)
-        Kmax = self.n_pos + 1
-        V = self.tau_max + 1                         # every code the final MLP selects is in [1, tau_max]
+    def params(self) -> "SimRNN":
+        """The simulated RNN's constants the declared format depends on
+        (constructions/bounds.py :class:`~constructions.bounds.SimRNN`): its format,
+        I_s, S, its largest number, the readout weight sum |w_d| and the largest
+        embedding coefficients (constant features with 2^f_R for 1/(tau + p); tau; tau^2)."""
+        spec, f = self.rnn.spec, self.fR
+        emb = [Fraction(0), Fraction(0), Fraction(0)]
+        for d in range(spec.width):
+            kind, _, coef = spec.embedding[d]
+            c = abs(Fraction(coef))
+            if kind == K.F_ZERO or c == 0:
+                continue
+            slot, c = {K.F_TOK: (1, c), K.F_TOK_SQ: (2, c), K.F_TOK_INV: (0, c * (1 << f))}.get(kind, (0, c))
+            emb[slot] = max(emb[slot], c)
         w_abs = sum(abs(v) for v in self.readout_w.values())
-        v_max = w_abs * (1 << self.IR)
-        code_span = (self.MR + 1) - TAU_MIN
-        v_bound = v_max + code_span + 1
-        big = v_bound + code_span + 2
+        return SimRNN(spec.name, self.IR, f, self.Is, self.S, self.MR, int(w_abs), tuple(emb))
+
+    def _format(self, emb_bound: Fraction) -> tuple[FixedFormat, int, int]:
+        """The declared format of constructions/bounds.py (:func:`~constructions.bounds.sim_int`
+        at this context n_pos and max_steps RNN steps), read, not recomputed; what
+        is checked here is the built simulator against it (measurements): its
+        largest code is the declared tau_max, its embedded features stay within the
+        declared bound, and the format fits int64."""
+        f, p = self.fR, self.params()
+        if self.tau_max != sim_tau_max(_INT, p, self.max_steps):
+            raise MarginError(f"simulating {self.rnn.spec.name}: the layout's largest code {self.tau_max} is not "
+                              f"the declared {sim_tau_max(_INT, p, self.max_steps)}")
+        if emb_bound > sim_emb_bound(_INT, p, self.max_steps):
+            raise MarginError(f"simulating {self.rnn.spec.name}: embedded features up to {emb_bound} exceed the "
+                              f"declared {sim_emb_bound(_INT, p, self.max_steps)}")
+        v_max, v_bound, big = sim_clamp(_INT, p)
         if not big >= v_max - TAU_MIN:
             raise MarginError(f"simulating {self.rnn.spec.name}: clamp gate {big} below v_max - TAU_MIN")
-        need = max(bits_for(3 * self.tau_max ** 2), bits_for(3 * lam * (Kmax + 1) ** 2 + lam * self.n_pos),
-                   bits_for((lam * self.n_pos + lam) * 3 + lam * self.n_pos),
-                   bits_for(emb_bound) + 1, bits_for(2 * V + big + v_bound), self.IR + 2) + 2
+        need = sim_int(_INT, p, self.n_pos, self.max_steps)
         self.int_bits_declared = need
         if need + f > 62:
             raise MarginError(f"simulating {self.rnn.spec.name} needs I = {need} integer bits with f = {f}: "
@@ -619,7 +628,7 @@ def compare(sim: RNNSimulator, prompt: Sequence[int], answer_tokens: Sequence[in
     return "", run, tr
 
 
-__all__ = ["INT_BITS_EXPR", "RNNSimulator", "RNNTrace", "SimRun", "compare", "random_linear_rnn", "rnn_trace",
+__all__ = ["RNNSimulator", "RNNTrace", "SimRun", "compare", "random_linear_rnn", "rnn_trace",
            "simulate_rnn"]
 
 

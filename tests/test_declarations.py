@@ -65,3 +65,23 @@ def test_retrieval_declarations_cover_the_reductions_alphabets():
     for base, wide in (("retrieval.counting", "retrieval.counting[a=n+1]"), ("retrieval.ar", "retrieval.ar[a=n+2]"),
                        ("retrieval.cgram3", "retrieval.cgram3[a=n+2]")):
         assert by[(base, "params")].expr == by[(wide, "params")].expr, (base, wide)
+
+
+def test_parameter_counts_are_read_from_the_one_declaration_and_a_wrong_build_fails(monkeypatch):
+    """Every params declaration is the constant of constructions/bounds.py PARAMS
+    (no count measured and re-declared), every PARAMS entry is measured on builds,
+    and the measurement side fails when a build's count differs by one."""
+    load_checks()
+    from checks import checks_declarations as CD
+    from constructions.bounds import PARAMS, params_of
+    ds = [d for d in DECLARATIONS if d.resource == "params"]
+    assert all(int(d.expr) == params_of(d.model) for d in ds)
+    assert {params_of(d.model) is not None and d.model.split("[")[0] for d in ds} >= set(PARAMS)
+    d = next(d for d in ds if d.model == "retrieval.index")
+    fn, sample = CD.FUNCTIONS[(d.model, "params")]
+    monkeypatch.setattr(CD, "DECLARATIONS", [d])
+    ok = CD.check_declarations("quick", 0)
+    assert len(ok) == 1 and ok[0].failures == 0
+    monkeypatch.setitem(CD.FUNCTIONS, (d.model, "params"), (lambda n: fn(n) + (n == sample["quick"][-1]), sample))
+    bad = CD.check_declarations("quick", 0)
+    assert bad[0].failures == 1 and "disagree" in bad[0].note

@@ -126,10 +126,13 @@ def test_certify_everything_quickly():
     rs = certify()
     assert all(r.certified for r in rs), table(rs)
     claims = {r.claim for r in rs}
-    assert {"T4.6-up", "T4.7-up", "T5-RAG", "T5.6", "T5-hyb-P", "T4.1"} <= claims
+    assert {"T4.6-up", "T4.7-up", "T5-RAG", "T5.6", "T5-hyb-P", "T4.1", "sim"} <= claims
     facts = {r.construction: r for r in rs if r.method == "smt"}
     for key in ("index", "ar", "cgram3", "cgram4", "counting"):
         assert facts[f"retrieval.{key}: per-position"].n_max is None
+    assert facts["sim: per-position"].n_max is None and facts["sim: per-position"].obligations == 6
+    sims = [r for r in rs if r.claim == "sim" and r.method == "piecewise-monotone"]
+    assert len(sims) >= 8 and all(r.n_max > 10 ** 6 and "by definition" in r.note for r in sims)
     idx = next(r for r in rs if r.construction == "retrieval.index[a=2]")
     assert idx.n_max is not None and sum(CONSTRUCTIONS["retrieval.index[a=2]"].fmt(idx.n_max)) <= 62
     assert sum(CONSTRUCTIONS["retrieval.index[a=2]"].fmt(idx.n_max + 1)) > 62
@@ -224,7 +227,8 @@ def test_docstring_examples():
 def test_int_and_sympy_backends_agree_on_every_certified_format():
     """The one declaration evaluated by both backends (what certify reasons about
     symbolically is what the builders use), at the ends of the certified range."""
-    for con in CONSTRUCTIONS.values():
+    from constructions.obligations import sim_construction
+    for con in list(CONSTRUCTIONS.values()) + [sim_construction(_a_simulator().params())]:
         I_e, f_e = con.fmt_expr(Bd.SYM, Bd.N)
         sym = con.declared.n_symbol
         I_e, f_e = sp.sympify(I_e).subs(Bd.N, sym), sp.sympify(f_e).subs(Bd.N, sym)
@@ -234,3 +238,68 @@ def test_int_and_sympy_backends_agree_on_every_certified_format():
             if n is None or n > top:
                 continue
             assert (int(I_e.subs(sym, n)), int(f_e.subs(sym, n))) == con.fmt(n), (con.name, n)
+
+
+# ----------------------------------------------------------------------------
+# sim: the simulator's format (bounds.sim_int, defined from its needs) and its position heads
+def _a_simulator():
+    from constructions.simulate import random_linear_rnn, simulate_rnn
+    return simulate_rnn(random_linear_rnn(1), max_prompt=4, max_rnn_cot=1, state_int_bits=3)
+
+
+def test_sim_builder_reads_the_declaration_and_is_covered():
+    from checks.certify import certify_sim
+    from constructions.obligations import sim_construction
+    sim = _a_simulator()
+    p = sim.params()
+    assert sim.fmt.int_bits == Bd.sim_int(Bd.INT, p, sim.n_pos, sim.max_steps)
+    con = sim_construction(p)
+    # I nondecreasing in the context: the certified I(n_pos) (at most n_pos steps) covers the build
+    assert sim.fmt.int_bits <= con.fmt(sim.n_pos)[0]
+    r = certify_sim(sim)
+    assert r.certified and r.n_max is not None and sum(con.fmt(r.n_max)) <= 62 < sum(con.fmt(r.n_max + 1))
+    # a larger simulator than the certificate's n would be an excess (the measurement can fail)
+    small = con.weakened(declared=Bd.Declared("x", lambda B, n, a, c: 1, Bd.const(p.frac_bits)))
+    assert small.fmt(sim.n_pos)[0] < sim.fmt.int_bits
+
+
+def test_sim_weakened_declaration_fails_at_the_first_n():
+    from constructions.obligations import sim_construction
+    p = _a_simulator().params()
+    con = sim_construction(p)
+    below = 5000
+    r = certify_construction(_weaken_I(con, below))
+    assert not r.certified
+    fl = r.failures[0]
+    # I is the max of the needs: one bit less fails at once, on the need that attains the max
+    assert fl["first_n"] == below
+    needs = Bd.sim_needs(Bd.INT, p, below, below)
+    assert needs[fl["obligation"]] == max(needs.values()) and int(fl["need"]) == int(fl["have"]) + 1
+    weak = tuple(Obligation(o.name, o.need, (lambda B, n, I, f: B.sharp(f) - 1), o.strict) if o.name == "heads.gap"
+                 else o for o in con.obligations)
+    r = certify_construction(con.weakened(obligations=weak))
+    assert [(x["obligation"], x["first_n"]) for x in r.failures] == [("heads.gap", con.n_min)]
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 9])
+def test_sim_position_gap_by_enumeration(n):
+    """Independent of z3: for every integer query q (also outside the keys), the key
+    nearest q in 1..n+1 beats every other by lambda; scores within the declared range."""
+    for lam in (1, 3):
+        for q in range(-n - 2, n + 3):
+            sc = {k: lam * (2 * q * k - k * k) for k in range(1, n + 2)}
+            t = min(max(q, 1), n + 1)
+            assert all(sc[t] - v >= lam for k, v in sc.items() if k != t)
+            assert all(abs(2 * lam * q * k) + lam * k * k <= 3 * lam * (n + 2) ** 2 + lam * n for k in sc)
+
+
+def test_sim_certificate_vs_measurement_zero_excess_and_can_fail(monkeypatch):
+    from checks import checks_certificate as CC
+    sim = _a_simulator()
+    checked, bad, I_cert = CC.compare_sim(sim)
+    assert checked >= 8 and bad == [] and sim.fmt.int_bits <= I_cert
+    # a head whose measured score bits exceed the certificate is reported
+    m = sim.model.spec.notes["margins"]
+    monkeypatch.setitem(m, "counter", dict(m["counter"], score_int_bits=I_cert + 5))
+    _, bad, _ = CC.compare_sim(sim)
+    assert any("counter.score_int_bits" in b for b in bad)
