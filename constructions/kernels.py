@@ -303,13 +303,7 @@ def attention_scores(q, KhT, KmT, m, I, f, mode, err, qnz, cm, scores):
                 sc = r if first else scores[j] + r
                 scores[j] = sc
                 smax = max(smax, sc if sc >= 0 else -sc)
-        mx = max(mx, smax)
-        if mx > err[E_MAXABS]:
-            err[E_MAXABS] = mx
-        M = scores[0]
-        for j in range(1, m):
-            M = max(M, scores[j])
-        return M
+        return _record_and_max(scores, m, max(mx, smax), err)
     for j in range(m):
         s = np.int64(0)
         ok = True
@@ -352,6 +346,12 @@ def attention_scores(q, KhT, KmT, m, I, f, mode, err, qnz, cm, scores):
                     s = fx_add(s, fx_mul(q[c], kc, I, f, mode, err), I, f, mode, err)
             mx = err[E_MAXABS]
         scores[j] = s
+    return _record_and_max(scores, m, mx, err)
+
+
+@njit(cache=True)
+def _record_and_max(scores, m, mx, err):
+    """Record the largest |raw| ``mx`` touched in ``err`` and return max_j scores[j] (j < m)."""
     if mx > err[E_MAXABS]:
         err[E_MAXABS] = mx
     M = scores[0]
