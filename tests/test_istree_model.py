@@ -554,13 +554,15 @@ def test_witness_verifier_rejects_a_wrong_witness():
 
 # ----------------------------------------------------------------------------
 # the paper's own sample (shared/data), as `rnngap verify` checks it
-SAMPLE = Path(os.environ.get("RNNGAP_SHARED_DATA") or REPO.parent / "shared" / "data") / "istree_official_sample.jsonl"
+from checks.shared_data import shared_data_dir  # noqa: E402  (RNNGAP_SHARED_DATA, else the package data)
+
+SAMPLE = shared_data_dir() / "istree_official_sample.jsonl"
 
 
 def _sample_lines() -> list[str]:
     if not SAMPLE.is_file():
         pytest.fail(f"the paper's IsTree sample is missing: {SAMPLE} "
-                    "(shared/data must be checked out beside the repository)")
+                    "(the package data checks/data, or RNNGAP_SHARED_DATA)")
     return [line for line in SAMPLE.read_text().splitlines() if line.strip()]
 
 
@@ -590,7 +592,7 @@ def test_paper_sample_check_passes_on_every_row(tmp_path, monkeypatch):
 
 
 def test_paper_sample_check_default_location_finds_the_data(monkeypatch):
-    """Without RNNGAP_SHARED_DATA the CI layout (shared/data beside the checkout) is used."""
+    """Without RNNGAP_SHARED_DATA the package data (checks/data) is used."""
     _sample_lines()
     monkeypatch.delenv("RNNGAP_SHARED_DATA", raising=False)
     (rec,) = X.paper_sample_check("quick", 0)

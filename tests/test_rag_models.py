@@ -40,7 +40,9 @@ from constructions.vocab import (
     BOS, ENDSEARCH, EOS, FALSE, QUERY, TRUE, Vocab, number_token, token_code, token_from_code,
 )
 
-DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+from checks.shared_data import shared_data_dir  # noqa: E402
+
+DATA_DIR = shared_data_dir()   # RNNGAP_SHARED_DATA, else the package data
 SAMPLE = DATA_DIR / "istree_official_sample.jsonl"
 
 _CACHE: dict = {}

@@ -55,7 +55,9 @@ from constructions.gadgets import MarginError
 from constructions.vocab import BOS, NUMBER_BASE, QUERY, number_token
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
+from checks.shared_data import shared_data_dir  # noqa: E402
+
+SHARED_DATA = shared_data_dir()
 MQAR_SAMPLE = shared_file("mqar_sample.npz") or SHARED_DATA / "mqar_sample.npz"
 """Found as ``rnngap verify`` finds it (RNNGAP_SHARED_DATA first); the test fails if it is absent."""
 RNNGAP = Path(sys.executable).parent / "rnngap"

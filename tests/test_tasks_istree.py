@@ -67,7 +67,9 @@ from constructions.vocab import (
     number_token,
 )
 
-DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+from checks.shared_data import shared_data_dir  # noqa: E402
+
+DATA_DIR = shared_data_dir()   # RNNGAP_SHARED_DATA, else the package data
 SAMPLE = DATA_DIR / "istree_official_sample.jsonl"
 
 
@@ -76,7 +78,7 @@ def sample_rows() -> list[dict]:
     if not SAMPLE.is_file():
         pytest.fail(
             f"the paper's IsTree sample is missing: {SAMPLE} "
-            "(shared/data must be checked out beside the repository)"
+            "(the package data checks/data, or RNNGAP_SHARED_DATA)"
         )
     rows = [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()]
     assert len(rows) == 64, f"expected 64 rows in {SAMPLE}, found {len(rows)}"

@@ -29,7 +29,9 @@ from checks.tasks import ar, cgram, common, counting, hard, index
 from checks.tasks.common import TaskBatch
 from constructions.vocab import BOS, NUMBER_BASE, QUERY, Vocab, number_token
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+from checks.shared_data import shared_data_dir  # noqa: E402
+
+SHARED_DATA = shared_data_dir()
 MQAR_SAMPLE = shared_file("mqar_sample.npz") or SHARED_DATA / "mqar_sample.npz"
 
 N0 = NUMBER_BASE  # id of the number 0
