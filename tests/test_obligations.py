@@ -156,9 +156,9 @@ def test_weakened_declaration_fails_at_the_first_n_the_builder_refuses(name, bel
     n1 = fl["first_n"]
     assert fl["obligation"].endswith("range") and n1 >= below
     # the builder itself (its gadgets' MarginError) agrees: refused at n1, accepted just before
-    build = {"retrieval.counting[a=3]": lambda n, fmt: R.counting_model(n, 3, fmt),
-             "retrieval.ar[a=n+2]": lambda n, fmt: R.ar_model(n, n + 2, fmt),
-             "retrieval.index[a=2]": lambda n, fmt: R.index_model(n, 2, fmt)}[name]
+    build = {"retrieval.counting[a=3]": lambda n, fmt: R.counting_transformer(n, alphabet=3, fmt=fmt),
+             "retrieval.ar[a=n+2]": lambda n, fmt: R.ar_transformer(n, alphabet=n + 2, fmt=fmt),
+             "retrieval.index[a=2]": lambda n, fmt: R.index_transformer(n, alphabet=2, fmt=fmt)}[name]
     I, f = con.fmt(n1)
     with pytest.raises(MarginError):
         build(n1, FixedFormat(I - by, f))
@@ -200,9 +200,9 @@ def test_write_json_roundtrip(tmp_path):
 def test_certificate_vs_measurement_finds_excess():
     from checks.checks_certificate import compare
     con = CONSTRUCTIONS["retrieval.index[a=2]"]
-    checked, bad = compare(con, R.index_model(64), 64)
+    checked, bad = compare(con, R.index_transformer(64), 64)
     assert checked == 2 and bad == []
-    checked, bad = compare(con, R.index_model(4096), 64)      # a larger model than certified at 64
+    checked, bad = compare(con, R.index_transformer(4096), 64)      # a larger model than certified at 64
     assert any("score_int_bits" in b for b in bad)
 
 

@@ -166,7 +166,7 @@ def check_instances(c, rows, check_rules: bool = False):
 EXHAUSTIVE = [
     ("index", index_rag, index, 2, [1, 2, 3, 4, 5]),
     ("ar", ar_rag, ar, 2, [2, 3, 4, 5, 6]),
-    ("cgram", lambda n, a: cgram_rag(n, 3, a), cgram, 2, [3, 4, 5, 6]),
+    ("cgram", lambda n, a: cgram_rag(n, c=3, alphabet=a), cgram, 2, [3, 4, 5, 6]),
     ("counting", counting_rag, counting, 2, [1, 2, 3, 4]),
 ]
 
@@ -187,7 +187,7 @@ def test_exhaustive_small_n(name, build, task, a, sizes):
 
 
 @pytest.mark.parametrize("name, build, task, a", [
-    ("index", index_rag, index, 5), ("ar", ar_rag, ar, 5), ("cgram", lambda n, a: cgram_rag(n, 3, a), cgram, 3),
+    ("index", index_rag, index, 5), ("ar", ar_rag, ar, 5), ("cgram", lambda n, a: cgram_rag(n, c=3, alphabet=a), cgram, 3),
     ("counting", counting_rag, counting, 3)], ids=["index", "ar", "cgram", "counting"])
 def test_seeded_growing_n(name, build, task, a):
     """Seeded samples at n = 16, 64, 256, 1024 (2^12: ``-m full`` and ``rnngap verify``);
@@ -197,7 +197,7 @@ def test_seeded_growing_n(name, build, task, a):
 
 @pytest.mark.full
 @pytest.mark.parametrize("name, build, task, a", [
-    ("index", index_rag, index, 5), ("ar", ar_rag, ar, 5), ("cgram", lambda n, a: cgram_rag(n, 3, a), cgram, 3),
+    ("index", index_rag, index, 5), ("ar", ar_rag, ar, 5), ("cgram", lambda n, a: cgram_rag(n, c=3, alphabet=a), cgram, 3),
     ("counting", counting_rag, counting, 3)], ids=["index", "ar", "cgram", "counting"])
 def test_seeded_n_4096(name, build, task, a):
     _growing(build, task, a, ((4096, 3),))
@@ -293,16 +293,16 @@ def test_reduction_family_every_instance(task):
 def test_alphabet_free_parameter_count():
     """Tokens enter only through their code: the parameter count is the same at alphabet 2
     and at alphabets far above n (one direction per token kind, none per symbol)."""
-    for build in (lambda a: index_rag(16, a), lambda a: cgram_rag(16, 3, a), lambda a: counting_rag(16, a)):
+    for build in (lambda a: index_rag(16, alphabet=a), lambda a: cgram_rag(16, c=3, alphabet=a), lambda a: counting_rag(16, alphabet=a)):
         assert len({build(a).params for a in (2, 17, 100, 5000)}) == 1
     # and a model that had one direction per symbol would fail this: the vocabulary does grow
-    assert index_rag(16, 5000).model.vocab.size > index_rag(16, 2).model.vocab.size
+    assert index_rag(16, alphabet=5000).model.vocab.size > index_rag(16, alphabet=2).model.vocab.size
 
 
 def test_theorem_models_use_the_plain_oracle():
     """Every T5-RAG construction searches with RagOracle itself; only the paper-format
     IsTree model gets the dialect."""
-    for c in (index_rag(4), ar_rag(4), cgram_rag(6, 3), counting_rag(4), istree_rag(4)):
+    for c in (index_rag(4), ar_rag(4), cgram_rag(6, c=3), counting_rag(4), istree_rag(4)):
         assert type(c.oracle()) is RagOracle, c.name
     assert type(istree_rag_paper(4).oracle()) is PaperDialectOracle
 
