@@ -63,7 +63,6 @@ from typing import Any, Callable
 import numpy as np
 
 from constructions import istree as CI
-from constructions import retrieval as RT
 from constructions import targets as T
 from constructions.protocol import RNN, run_rnn
 from constructions.generate import generate

@@ -39,7 +39,7 @@ Example::
     Fraction(1, 1)
     >>> fmt.add(fmt.encode(15), fmt.encode(1))
     Traceback (most recent call last):
-    FixedPointOverflow: add overflows Q4.3: the result needs at least 5 integer bits
+    constructions.fixedpoint.FixedPointOverflow: add overflows Q4.3 in fx_add: the result needs at least 5 integer bits, the format has 4
 """
 from __future__ import annotations
 

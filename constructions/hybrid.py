@@ -31,7 +31,7 @@ format (the sharpness lambda(f), the vocabulary's numbers) depend on n.
 
 Example::
 
-    >>> m = index_hybrid(8)                              # doctest: +SKIP
+    >>> m = index_hybrid(8)
     >>> m.predict([0, 33, 32, 33, 33, 32, 32, 33, 32, 9, 34])   # x_2 = 0
     32
 """

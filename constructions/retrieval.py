@@ -44,9 +44,9 @@ expressions):
 
 Example::
 
-    >>> m = ar_transformer(8, alphabet=3)                            # doctest: +SKIP
-    >>> m.predict([0, 34, 32, 34, 33, 32, 32, 33, 34, 9, 32])  # x = 2 0 2 1 0 0 1 2, q = 0
-    34                                                         # the token after the first 0
+    >>> m = ar_transformer(8, alphabet=3)
+    >>> m.predict([0, 34, 32, 34, 33, 32, 32, 33, 34, 9, 32])  # x = 2 0 2 1 0 0 1 2, q = 0: the token after the first 0
+    34
 """
 from __future__ import annotations
 
@@ -312,9 +312,9 @@ def counting_transformer(n: int, *, alphabet: int = 3, fmt: FixedFormat | None =
 
     Example (n = 4, a = 3)::
 
-        >>> m = counting_transformer(4, 3)                                      # doctest: +SKIP
-        >>> m.predict([0, 34, 32, 34, 33, 9, 34, 33])   # x = 2 0 2 1, q = 2, t = 1
-        33                                              # number 1: 2 occurs twice > 1
+        >>> m = counting_transformer(4, alphabet=3)
+        >>> m.predict([0, 34, 32, 34, 33, 9, 34, 33])   # x = 2 0 2 1, q = 2, t = 1: 2 occurs twice > 1
+        33
     """
     n = _check_n(n, 1, "counting_transformer")
     a = _check_alphabet(alphabet, "counting_transformer")

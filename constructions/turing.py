@@ -33,7 +33,7 @@ an input, so the checks report it instead of comparing.
 
 Example::
 
-    >>> sim = tm_hybrid(MACHINES["increment"], n=3)        # doctest: +SKIP
+    >>> sim = tm_hybrid(MACHINES["increment"], n=3)
     >>> g = sim.run("110")        # LSB first: 3 + 1 = 4 = "001"
     >>> sim.records(g.cot), g.answer == TRUE
     ([(0, 1), (1, 1), (2, 0)], True)

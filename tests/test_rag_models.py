@@ -461,8 +461,8 @@ def test_numba_disabled_gives_identical_runs():
     code = (
         "import json;from constructions.rag_models import index_rag, istree_rag, counting_rag;"
         "from checks.formats import graph_tokens;from constructions.vocab import BOS, QUERY, number_token as k;"
-        "a=index_rag(6,3).run([BOS,k(2),k(1),k(0),k(2),k(1),k(1),QUERY,k(4)]);"
-        "b=counting_rag(6,3).run([BOS,k(2),k(1),k(2),k(2),k(1),k(1),QUERY,k(2),k(2)]);"
+        "a=index_rag(6,alphabet=3).run([BOS,k(2),k(1),k(0),k(2),k(1),k(1),QUERY,k(4)]);"
+        "b=counting_rag(6,alphabet=3).run([BOS,k(2),k(1),k(2),k(2),k(1),k(1),QUERY,k(2),k(2)]);"
         "c=istree_rag(4).run(graph_tokens([(2,0),(3,2),(1,0)]));"
         "print(json.dumps([a.cot,a.answer,b.cot,b.answer,c.cot,c.answer]))")
     outs = []

@@ -655,10 +655,10 @@ from constructions import retrieval as R
 from checks.tasks import index, ar, cgram, counting
 rng = np.random.default_rng(5)
 out = {}
-for key, mod, kw, mk in [("index", index, dict(alphabet=2), lambda: R.index_transformer(6, 2)),
-                         ("ar", ar, dict(alphabet=3), lambda: R.ar_transformer(6, 3)),
-                         ("cgram", cgram, dict(alphabet=2, c=3), lambda: R.cgram_transformer(6, 2, 3)),
-                         ("counting", counting, dict(alphabet=3), lambda: R.counting_transformer(6, 3))]:
+for key, mod, kw, mk in [("index", index, dict(alphabet=2), lambda: R.index_transformer(6, alphabet=2)),
+                         ("ar", ar, dict(alphabet=3), lambda: R.ar_transformer(6, alphabet=3)),
+                         ("cgram", cgram, dict(alphabet=2, c=3), lambda: R.cgram_transformer(6, alphabet=2, c=3)),
+                         ("counting", counting, dict(alphabet=3), lambda: R.counting_transformer(6, alphabet=3))]:
     b = mod.generate(rng, 6, 5, **kw)
     m = mk()
     out[key] = [m.predict_batch(b.tokens).tolist(), m.resources.used_int_bits]
