@@ -109,3 +109,17 @@ def test_retrieval_model_passes_c_to_cgram_only():
     assert m3.spec.notes != m4.spec.notes or m3.resources.params != m4.resources.params or m3.name != m4.name
     a = CAT.retrieval_model("index", "hybrid", 6, alphabet=3, c=4)
     assert a.name == CAT.entry("T5.6", "index", "hybrid").build(6, alphabet=3).model.name
+
+
+def test_readme_claim_table_names_each_claims_builders():
+    """The README claim table's "construction" column names every catalogued
+    builder of the row's claim (and its file)."""
+    rows = {}
+    for line in (ROOT / "README.md").read_text().splitlines():
+        if line.startswith("| ") and line.count("|") == 5:
+            cells = [c.strip() for c in line.split("|")[1:-1]]
+            rows[cells[0].strip("`")] = cells[3]
+    for e in CAT.CATALOG.values():
+        f, fn = e.where.split(":")
+        assert e.key.claim in rows, e.key.claim
+        assert f"`{fn}`" in rows[e.key.claim] and f"`{f.split('/')[-1]}`" in rows[e.key.claim], (e.name, e.where)
