@@ -141,8 +141,9 @@ whole vocabulary (numbers up to n), ~1.4 ms at n = 2^12: about 40 s for one rand
 instance, so the quick profile stops at 2^10 for random Counting (the reduction's
 instances have t = 0 and run to 2^14)."""
 ALPHABET = {"index": 5, "ar": 5, "cgram": 3, "counting": 3}
-BUILD: dict[str, Callable[[int, int], RagConstruction]] = {
-    "index": index_rag, "ar": ar_rag, "cgram": lambda n, a: cgram_rag(n, c=3, alphabet=a), "counting": counting_rag}
+BUILD: dict[str, Callable[[int, int], RagConstruction]] = {   # (n, alphabet) -> the construction
+    "index": lambda n, a: index_rag(n, alphabet=a), "ar": lambda n, a: ar_rag(n, alphabet=a),
+    "cgram": lambda n, a: cgram_rag(n, c=3, alphabet=a), "counting": lambda n, a: counting_rag(n, alphabet=a)}
 TASKS = {"index": index, "ar": ar, "cgram": cgram, "counting": counting}
 
 
