@@ -572,7 +572,8 @@ class RNNSimulator:
         return r
 
 
-def rnnsim_transformer(rnn: Model, max_prompt: int, max_rnn_cot: int = 0, state_int_bits: int | None = None) -> RNNSimulator:
+def rnnsim_transformer(rnn: Model, max_prompt: int, max_rnn_cot: int = 0,
+                       state_int_bits: int | None = None) -> RNNSimulator:
     """Build the Transformer that simulates ``rnn`` on prompts of length <= max_prompt
     with RNN CoTs of <= max_rnn_cot tokens (these only size the counter range and
     the attention sharpness; the architecture does not depend on them).
