@@ -36,7 +36,7 @@ def feed_example(model, toks, stream=None, interval: float = 1.0):
     most a line per ``interval`` seconds for a long prompt.
 
     Only the last position's weights are shown, and recording them at every
-    position costs a dense softmax each (81 s for ``show istree --n 4096``), so
+    position costs a dense softmax each (81 s for ``show istree-transformer --n 4096``), so
     the prefix is fed without recording (the same arithmetic, the sparse attend,
     tested equal in tests/test_cli.py) in chunks, and only the last token with it.
     """
