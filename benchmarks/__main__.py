@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from constructions import demos
+from checks.catalog import BY_NAME
 from constructions.vocab import BOS, QUERY, number_token
 
 from .numpy_fx import predict_last
@@ -42,7 +42,7 @@ def exhaustive_throughput(n: int = 16, real_sample: int = 2000) -> dict:
     prefix a row has in common with the row before it: exact, the model is causal)
     and with ``share_prefix=False`` (every row from position 0, like the numpy
     implementation, which recomputes everything). Both ratios are reported."""
-    model = demos.position_match(n)
+    model = BY_NAME["position-match-transformer"].build(n).model
     strings = ((np.arange(2 ** n)[:, None] >> (n - 1 - np.arange(n))[None, :]) & 1).astype(np.int64)
     queries = (np.arange(2 ** n) % n) + 1
     toks = np.concatenate([np.full((2 ** n, 1), BOS), strings + number_token(0), np.full((2 ** n, 1), QUERY),
@@ -88,7 +88,7 @@ def decode_slope(contexts=(10 ** 3, 10 ** 4, 10 ** 5), new_tokens: int = 40) -> 
     per_token = {}
     rng = np.random.default_rng(0)
     for L in contexts:
-        model = demos.previous_token(L + new_tokens + 2, alphabet=2)
+        model = BY_NAME["previous-token-transformer"].build(L + new_tokens + 2, alphabet=2).model
         prompt = np.concatenate([[BOS], rng.integers(0, 2, L - 1) + number_token(0)]).astype(np.int64)
         sess = model.session(capacity=L + new_tokens + 2)
         sess.feed(prompt)
@@ -137,7 +137,7 @@ def istree_cot(sizes=(500, 1000, 10 ** 4)) -> dict:
     out: dict = {"available": True, "measured": {}}
     for n in sizes:
         g = T.random_tree(np.random.default_rng(n), n)
-        model = IT.build(n)
+        model = BY_NAME["istree-transformer"].build(n).model
         t0 = time.perf_counter()
         run = IT.run(model, g.edges)
         dt = time.perf_counter() - t0

@@ -183,23 +183,23 @@ def sim_simulators(seed: int = 0) -> list:
     its constants read, not copied): random RNNs, the T4.1 RNN at each sampled n,
     the register Index RNN and the random indicator-readout target RNNs."""
     from constructions import cot_hierarchy as CH, targets as TG
-    from constructions.simulate import random_linear_rnn, simulate_rnn
+    from constructions.simulate import random_linear_rnn, rnnsim_transformer
 
     from . import checks_hierarchy as H
     q = "quick"
     out = []
     Lmax = max([H.SIM_EXH_LEN[q] + 1] + [L + 1 for L, _ in H.SIM_RANDOM[q]])
     for s in range(H.SIM_SEEDS[q]):
-        out.append(simulate_rnn(random_linear_rnn(seed * 100 + s), max_prompt=Lmax, max_rnn_cot=H.SIM_RNN_COT,
+        out.append(rnnsim_transformer(random_linear_rnn(seed * 100 + s), max_prompt=Lmax, max_rnn_cot=H.SIM_RNN_COT,
                                 state_int_bits=H.SIM_STATE_BITS))
     for n, _ in H.SIM_T41[q]:
         T = CH.steps(n)
-        out.append(simulate_rnn(CH.iterate_rnn(n), max_prompt=n + 4, max_rnn_cot=T,
+        out.append(rnnsim_transformer(CH.iterate_rnn(n), max_prompt=n + 4, max_rnn_cot=T,
                                 state_int_bits=(T + 2 * n + 4).bit_length()))
     for c in H.SIM_REGISTER[q]:
-        out.append(simulate_rnn(TG.register_index_rnn(c, max_number=c + 2), max_prompt=c + 3, max_rnn_cot=c))
+        out.append(rnnsim_transformer(TG.register_index_rnn(c, max_number=c + 2), max_prompt=c + 3, max_rnn_cot=c))
     for s in range(H.SIM_TARGET_SEEDS[q]):
-        out.append(simulate_rnn(TG.random_linear_rnn(2, 3, seed * 100 + s, max_number=4), max_prompt=5,
+        out.append(rnnsim_transformer(TG.random_linear_rnn(2, 3, seed * 100 + s, max_number=4), max_prompt=5,
                                 max_rnn_cot=0))
     return out
 

@@ -81,9 +81,9 @@ def _declare_more() -> None:
     add("T4.1", "iterate-rnn", "int_bits", CH.DECLARED.int_expr.subs(CH.N, n_sym), "log", CH.DECLARED.int_bits)
     add("T4.1", "iterate-rnn", "frac_bits", sp.sympify(CH.DECLARED.frac_expr), "constant", CH.DECLARED.frac_bits)
     add("T4.1", "iterate-rnn", "cot", CH.STEPS_EXPR.subs(CH.N, n_sym), "poly:2", CH.cot_bound)
-    from constructions.simulate import random_linear_rnn, simulate_rnn
+    from constructions.simulate import random_linear_rnn, rnnsim_transformer
     from .checks_hierarchy import SIM_STATE_BITS
-    p = simulate_rnn(random_linear_rnn(0), max_prompt=1, max_rnn_cot=0, state_int_bits=SIM_STATE_BITS).params()
+    p = rnnsim_transformer(random_linear_rnn(0), max_prompt=1, max_rnn_cot=0, state_int_bits=SIM_STATE_BITS).params()
     sim = BD.sim_declared(p)
     add("sim", sim.name, "int_bits", sim.int_expr.subs(BD.N, n_sym), "log", sim.int_bits)
 
@@ -110,22 +110,22 @@ def _declare_params() -> None:
         return {p: [n for n in v if n >= lo and (hi is None or n <= hi)] for p, v in PARAM_N.items()}
 
     builders = [
-        ("T4.6-up", "retrieval.index", lambda n: params(R.index_model(n)), ns()),
-        ("T4.6-up", "retrieval.ar", lambda n: params(R.ar_model(n)), ns(2)),
-        ("T4.6-up", "retrieval.cgram3", lambda n: params(R.cgram_model(n, 2, 3)), ns(3)),
-        ("T4.6-up", "retrieval.cgram4", lambda n: params(R.cgram_model(n, 2, 4)), ns(4)),
-        ("T4.6-up", "retrieval.counting", lambda n: params(R.counting_model(n)), ns()),
-        ("T4.6-up", "retrieval.mqar", lambda n: params(R.mqar_model(n)), ns(1, 1024)),
+        ("T4.6-up", "retrieval.index", lambda n: params(R.index_transformer(n)), ns()),
+        ("T4.6-up", "retrieval.ar", lambda n: params(R.ar_transformer(n)), ns(2)),
+        ("T4.6-up", "retrieval.cgram3", lambda n: params(R.cgram_transformer(n, alphabet=2, c=3)), ns(3)),
+        ("T4.6-up", "retrieval.cgram4", lambda n: params(R.cgram_transformer(n, alphabet=2, c=4)), ns(4)),
+        ("T4.6-up", "retrieval.counting", lambda n: params(R.counting_transformer(n)), ns()),
+        ("T4.6-up", "retrieval.mqar", lambda n: params(R.mqar_transformer(n)), ns(1, 1024)),
         # at the reductions' alphabets (growing with n): the same count (constant size includes the alphabet)
-        ("T4.6-up", "retrieval.counting[a=n+1]", lambda n: params(R.counting_model(n, n + 1)), ns()),
-        ("T4.6-up", "retrieval.ar[a=n+2]", lambda n: params(R.ar_model(n, n + 2)), ns(2)),
-        ("T4.6-up", "retrieval.cgram3[a=n+2]", lambda n: params(R.cgram_model(n, n + 2, 3)), ns(3)),
-        ("T4.7-up", "istree-dfs", lambda n: params(IT.build(n)), ns(2)),
-        ("T5.6", "hybrid.index", lambda n: params(H.hybrid_index(n)), ns(2)),
-        ("T5.6", "hybrid.ar", lambda n: params(H.hybrid_ar(n)), ns(2)),
-        ("T5.6", "hybrid.cgram(c=3)", lambda n: params(H.hybrid_cgram(n, c=3)), ns(3)),
-        ("T5.6", "hybrid.counting", lambda n: params(H.hybrid_counting(n)), ns(3, 4096)),
-        ("T5.6", "hybrid.istree", lambda n: params(H.hybrid_istree(n)), ns(2, 256)),
+        ("T4.6-up", "retrieval.counting[a=n+1]", lambda n: params(R.counting_transformer(n, alphabet=n + 1)), ns()),
+        ("T4.6-up", "retrieval.ar[a=n+2]", lambda n: params(R.ar_transformer(n, alphabet=n + 2)), ns(2)),
+        ("T4.6-up", "retrieval.cgram3[a=n+2]", lambda n: params(R.cgram_transformer(n, alphabet=n + 2, c=3)), ns(3)),
+        ("T4.7-up", "istree-dfs", lambda n: params(IT.istree_transformer(n)), ns(2)),
+        ("T5.6", "hybrid.index", lambda n: params(H.index_hybrid(n)), ns(2)),
+        ("T5.6", "hybrid.ar", lambda n: params(H.ar_hybrid(n)), ns(2)),
+        ("T5.6", "hybrid.cgram(c=3)", lambda n: params(H.cgram_hybrid(n, c=3)), ns(3)),
+        ("T5.6", "hybrid.counting", lambda n: params(H.counting_hybrid(n)), ns(3, 4096)),
+        ("T5.6", "hybrid.istree", lambda n: params(H.istree_hybrid(n)), ns(2, 256)),
         ("T5-RAG", "index-rag", lambda n: params(RM.index_rag(n).model), ns(2)),
         ("T5-RAG", "3-gram-rag", lambda n: params(RM.cgram_rag(n, c=3).model), ns(3)),
         ("T5-RAG", "counting-rag", lambda n: params(RM.counting_rag(n).model), ns(2)),
@@ -135,9 +135,9 @@ def _declare_params() -> None:
     ]
     for name, spec in TM.MACHINES.items():
         builders.append(("T5-hyb-P", f"hybrid-tm.{name}",
-                         lambda n, spec=spec: params(TM.compile_hybrid(spec, n).model), ns(1, 8)))
+                         lambda n, spec=spec: params(TM.tm_hybrid(spec, n).model), ns(1, 8)))
         builders.append(("T5-RAG", f"rag-tm.{name}",
-                         lambda n, spec=spec: params(TM.compile_rag(spec, n).model), ns(1, 8)))
+                         lambda n, spec=spec: params(TM.tm_rag(spec, n).model), ns(1, 8)))
     from constructions.bounds import params_of
     for claim, model, fn, sample in builders:
         declared = params_of(model)          # the one declaration (constructions/bounds.py PARAMS)

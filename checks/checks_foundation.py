@@ -125,7 +125,8 @@ def _index_batch(n: int, profile: str, seed: int) -> np.ndarray:
 
 @register("gadgets", "match head (position match)")
 def match_check(profile: str, seed: int) -> list[Record]:
-    return _gadget_records("index via match head", lambda n, fmt=None: demos.position_match(n, 2, fmt),
+    return _gadget_records("index via match head",
+                           lambda n, fmt=None: demos.position_match_transformer(n, alphabet=2, fmt=fmt),
                            demos.POSITION_MATCH, lambda n: _index_batch(n, profile, seed), index.reference, profile, 2)
 
 
@@ -135,7 +136,8 @@ def shift_check(profile: str, seed: int) -> list[Record]:
         rng = np.random.default_rng(seed + 7 * n)
         x = rng.integers(0, 2, size=(SAMPLE[profile], n))
         return np.concatenate([np.full((len(x), 1), BOS), x + number_token(0)], axis=1)
-    return _gadget_records("previous token via shift head", lambda n, fmt=None: demos.previous_token(n, 2, fmt),
+    return _gadget_records("previous token via shift head",
+                           lambda n, fmt=None: demos.previous_token_transformer(n, alphabet=2, fmt=fmt),
                            demos.PREVIOUS_TOKEN, batches, lambda toks: toks[-2], profile, 2)
 
 
@@ -146,5 +148,6 @@ def count_check(profile: str, seed: int) -> list[Record]:
             return np.asarray(counting.enumerate_all(n, alphabet=3).tokens)
         return np.asarray(counting.generate(np.random.default_rng(seed + 13 * n), n, SAMPLE[profile],
                                             alphabet=3, threshold="near").tokens)
-    return _gadget_records("count > t via BOS head", lambda n, fmt=None: demos.count_threshold(n, 3, fmt),
+    return _gadget_records("count > t via BOS head",
+                           lambda n, fmt=None: demos.count_threshold_transformer(n, alphabet=3, fmt=fmt),
                            demos.COUNT_THRESHOLD, batches, counting.reference, profile, 3)

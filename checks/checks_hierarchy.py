@@ -39,7 +39,7 @@ import numpy as np
 from constructions import cot_hierarchy as CH
 from constructions.fixedpoint import PrecisionError
 from constructions.generate import generate
-from constructions.simulate import compare, random_linear_rnn, rnn_trace, simulate_rnn
+from constructions.simulate import compare, random_linear_rnn, rnn_trace, rnnsim_transformer
 from constructions.vocab import BOS, FALSE, NUMBER_BASE, QUERY, TRUE
 
 from .necessity import necessity_record
@@ -298,7 +298,7 @@ def sim_random(profile: str, seed: int) -> list[Record]:
     for s in range(SIM_SEEDS[profile]):
         t0 = time.perf_counter()
         rnn = random_linear_rnn(seed * 100 + s)
-        sim = simulate_rnn(rnn, max_prompt=Lmax, max_rnn_cot=SIM_RNN_COT, state_int_bits=SIM_STATE_BITS)
+        sim = rnnsim_transformer(rnn, max_prompt=Lmax, max_rnn_cot=SIM_RNN_COT, state_int_bits=SIM_STATE_BITS)
         cases = []
         for L in range(SIM_EXH_LEN[profile] + 1):
             for xs in itertools.product(range(3), repeat=L):
@@ -330,7 +330,7 @@ def sim_t41(profile: str, seed: int) -> list[Record]:
         t0 = time.perf_counter()
         rnn = CH.iterate_rnn(n)
         T = CH.steps(n)
-        sim = simulate_rnn(rnn, max_prompt=n + 4, max_rnn_cot=T, state_int_bits=(T + 2 * n + 4).bit_length())
+        sim = rnnsim_transformer(rnn, max_prompt=n + 4, max_rnn_cot=T, state_int_bits=(T + 2 * n + 4).bit_length())
         inst = iter_instances(n, np.random.default_rng(seed * 31 + n), count)
         cases = [(CH.prompt(n, a, t, pad), [TRUE, FALSE]) for a, t, pad in inst]
         fam = "ITER exhaustive" if count is None else "ITER random"
@@ -355,7 +355,7 @@ def sim_targets(profile: str, seed: int) -> list[Record]:
     for c in SIM_REGISTER[profile]:
         t0 = time.perf_counter()
         rnn = TG.register_index_rnn(c, max_number=c + 2)
-        sim = simulate_rnn(rnn, max_prompt=c + 3, max_rnn_cot=c)
+        sim = rnnsim_transformer(rnn, max_prompt=c + 3, max_rnn_cot=c)
         cases = []
         for n in range(1, c + 1):
             for xs in itertools.product(range(2), repeat=n):
@@ -368,7 +368,7 @@ def sim_targets(profile: str, seed: int) -> list[Record]:
     for s in range(SIM_TARGET_SEEDS[profile]):
         t0 = time.perf_counter()
         rnn = TG.random_linear_rnn(2, 3, seed * 100 + s, max_number=4)
-        sim = simulate_rnn(rnn, max_prompt=5, max_rnn_cot=0)
+        sim = rnnsim_transformer(rnn, max_prompt=5, max_rnn_cot=0)
         cases = [(p, None) for L in range(4) for p in
                  ([BOS] + [NUMBER_BASE + x for x in xs] for xs in itertools.product(range(3), repeat=L))]
         rec, runs = _sim_record(sim, "targets.random_linear_rnn, all prompts |x|<=3", 3, cases, t0,

@@ -60,6 +60,7 @@ from constructions.generate import generate
 from constructions.vocab import FALSE, NUMBER_BASE, TRUE
 from lowerbounds import reductions as LR
 
+from .catalog import retrieval_model
 from .formats import graph_tokens
 from .necessity import batch_runner, necessity_record
 from .registry import Record, register
@@ -80,9 +81,7 @@ C = 3
 
 
 def build(task: str, n: int, alphabet: int):
-    if task == "cgram":
-        return H.hybrid_cgram(n, c=C, alphabet=alphabet)
-    return H.RETRIEVAL_BUILDERS[task](n, alphabet=alphabet)
+    return retrieval_model(task, "hybrid", n, alphabet=alphabet, c=C)
 
 
 def declared(task: str):
@@ -178,8 +177,8 @@ def reduction_alphabet(task: str, n: int) -> int:
 def build_reduction_model(task: str, n: int, fmt=None):
     L, a = data_length(task, n), reduction_alphabet(task, n)
     if task.startswith("cgram"):
-        return H.hybrid_cgram(L, c=int(task[5:]), alphabet=a, fmt=fmt)
-    return H.RETRIEVAL_BUILDERS[task](L, alphabet=a, fmt=fmt)
+        return retrieval_model("cgram", "hybrid", L, alphabet=a, c=int(task[5:]), fmt=fmt)
+    return retrieval_model(task, "hybrid", L, alphabet=a, fmt=fmt)
 
 
 def declared_for(task: str, n: int):
@@ -257,7 +256,7 @@ def istree_reduction_record(n: int, seed: int | None, nx: int = 4) -> Record:
     N, m = LR.istree_vertex_count(n), n + 2
     rng = None if seed is None else np.random.default_rng([seed, n, 57])
     toks, want, qs = reduction_rows(red, n, rng, (nx, 1))
-    model = H.hybrid_istree(N, m_max=m)
+    model = H.istree_hybrid(N, m_max=m)
     bad, cot_max, first, got = 0, 0, "", []
     for row, w in zip(toks, want):
         edges = LR.parse_istree(row)[1]
@@ -330,11 +329,11 @@ def hybrid_necessity_check(profile: str, seed: int) -> list[Record]:
     for n in NECESSITY_N[profile]["istree"]:
         run, count = istree_runner(n)
         N, m = LR.istree_vertex_count(n), n + 2
-        model = H.hybrid_istree(N, m_max=m)
+        model = H.istree_hybrid(N, m_max=m)
         out.append(necessity_record("T5.6", model.name, "IsTree hub-gadget reduction (every x, every i, CoT)", n,
                                     family="reduction", alphabet=None, declared=model.fmt, run=run, model=model,
                                     instances=count,
-                                    build_frac=lambda fmt, N=N, m=m: H.hybrid_istree(N, m_max=m, fmt=fmt)))
+                                    build_frac=lambda fmt, N=N, m=m: H.istree_hybrid(N, m_max=m, fmt=fmt)))
     return out
 
 
@@ -357,7 +356,7 @@ def run_istree(N: int, instances, m_max: int | None = None, sep: str = "-"):
     failure or the answer counts)."""
     insts = list(instances)
     mm = max([len(i.edges) for i in insts] + [N]) if m_max is None else m_max
-    model = H.hybrid_istree(N, m_max=mm)
+    model = H.istree_hybrid(N, m_max=mm)
     bad, cot_max, ratio, first, got = 0, 0, 0.0, "", []
     for inst in insts:
         want_cot, want = unionfind_cot(N, inst.edges)
@@ -540,7 +539,7 @@ def hybrid_istree_fit_check(profile: str, seed: int) -> list[Record]:
         rng = np.random.default_rng([seed, N, 4242])
         cases = [(f, istree_adversarial(N, f)) for f in ISTREE_ADVERSARIAL]
         cases.append(("random_tree", list(istree.generate(rng, N, 1, family="tree")[0].edges)))
-        model = H.hybrid_istree(N)
+        model = H.istree_hybrid(N)
         bad, cot_max, first, per, got = 0, 0, "", [], []
         for fam, edges in cases:
             want_cot, want = unionfind_cot(N, edges)
@@ -622,7 +621,7 @@ def hybrid_istree_side(S, n: int):
     task = S.TASKS["istree"]
     cases, toks = S.family(task, n)
     N = LR.istree_vertex_count(n)
-    model = H.hybrid_istree(N, m_max=n + 2)
+    model = H.istree_hybrid(N, m_max=n + 2)
     ref = task.reference(n)
     prompts = [row.tolist() for row in toks]
     forced = teacher_forced_istree(model, N, prompts)

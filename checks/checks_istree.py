@@ -221,7 +221,7 @@ def exhaustive_check(profile: str, seed: int) -> list[Record]:
     for n, how in EXHAUSTIVE[profile].items():
         t0 = time.perf_counter()
         rng = np.random.default_rng(seed + 1000 + n)
-        model = C.build(n, n * (n - 1) // 2)
+        model = C.istree_transformer(n, n * (n - 1) // 2)
         fam = "all-graphs"
         if how is None:
             cases, note = exhaustive_cases(n, rng), "every graph, every edge order (<= 5 edges), 3 orders beyond"
@@ -248,7 +248,7 @@ def sparse_check(profile: str, seed: int) -> list[Record]:
     for n, count in SPARSE[profile]:
         t0 = time.perf_counter()
         rng = np.random.default_rng(seed + 2000 + n)
-        model = C.build(n, n + 2)
+        model = C.istree_transformer(n, n + 2)
         out = greedy_failures(model, sparse_cases(rng, n, count))
         recs.append(_record("families, m <= n+2 (greedy)", model, n, out, t0,
                             "trees, near-trees, paper binary/random, random m != n-1 ([COUNT] n where a top "
@@ -288,7 +288,7 @@ def paper_sample_check(profile: str, seed: int) -> list[Record]:
     if not parsed:
         return [Record("T4.7-up", "istree-dfs", SAMPLE_TASK, 0, 0, 1, seconds=round(time.perf_counter() - t0, 3),
                        note=f"{path} holds no rows", family="paper-sample", alphabet=None)]
-    model = C.build(max(r["n_nodes"] for r, _, _, _ in parsed), max(len(e) for _, e, _, _ in parsed))
+    model = C.istree_transformer(max(r["n_nodes"] for r, _, _, _ in parsed), max(len(e) for _, e, _, _ in parsed))
     out = Outcome()
     official_differs = isolated = 0
     for k, (r, edges, want, sep) in enumerate(parsed):
@@ -366,7 +366,7 @@ def reduction_check(profile: str, seed: int) -> list[Record]:
         out = Outcome()
         rng = np.random.default_rng(seed + 4000 + n)
         cases = gadget_cases(n, gadget_pairs(n, rng, count), out)
-        model = C.build(n + 3, n + 2)
+        model = C.istree_transformer(n + 3, n + 2)
         teacher_forced_failures(model, cases, out=out, count="always")
         teacher_forced_failures(model, cases, out=out, count="never")
         what = "every x in {0,1}^n and every i" if count is None else \
@@ -414,11 +414,11 @@ def necessity_check(profile: str, seed: int) -> list[Record]:
         scratch = Outcome()
         cases = gadget_cases(n, gadget_pairs(n), scratch)
         both = [(k, e, h) for k, e in cases for h in (True, False)]
-        model = C.build(N, M)
+        model = C.istree_transformer(N, M)
         rec = necessity_record("T4.7-up", model.name, "Index -> IsTree hub gadget, greedy CoT + label", n,
                                family="reduction", alphabet=None, declared=model.fmt, run=greedy_runner(both),
                                instances=len(both), model=model,
-                               build_frac=lambda fmt: C.build(N, M, fmt=fmt))
+                               build_frac=lambda fmt: C.istree_transformer(N, M, fmt=fmt))
         rec.cot_bound = C.cot_bound(N)
         if scratch.failures:
             rec.failures += scratch.failures

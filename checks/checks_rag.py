@@ -141,8 +141,9 @@ whole vocabulary (numbers up to n), ~1.4 ms at n = 2^12: about 40 s for one rand
 instance, so the quick profile stops at 2^10 for random Counting (the reduction's
 instances have t = 0 and run to 2^14)."""
 ALPHABET = {"index": 5, "ar": 5, "cgram": 3, "counting": 3}
-BUILD: dict[str, Callable[[int, int], RagConstruction]] = {
-    "index": index_rag, "ar": ar_rag, "cgram": lambda n, a: cgram_rag(n, 3, a), "counting": counting_rag}
+BUILD: dict[str, Callable[[int, int], RagConstruction]] = {   # (n, alphabet) -> the construction
+    "index": lambda n, a: index_rag(n, alphabet=a), "ar": lambda n, a: ar_rag(n, alphabet=a),
+    "cgram": lambda n, a: cgram_rag(n, c=3, alphabet=a), "counting": lambda n, a: counting_rag(n, alphabet=a)}
 TASKS = {"index": index, "ar": ar, "cgram": cgram, "counting": counting}
 
 
@@ -191,14 +192,14 @@ def red_setup(task: str, n: int):
     the alphabet is the largest number the reduction writes + 1."""
     LR = _reductions()
     if task == "index":
-        return LR.INDEX, index_rag(n, 2), 2
+        return LR.INDEX, index_rag(n, alphabet=2), 2
     if task == "ar":
-        return LR.AR, cgram_rag(2 * n, 2, n + 2), n + 2
+        return LR.AR, cgram_rag(2 * n, c=2, alphabet=n + 2), n + 2
     if task.endswith("-gram"):
         c = int(task.split("-")[0])
-        return LR.cgram_reduction(c), cgram_rag(c * n, c, n + 2), n + 2
+        return LR.cgram_reduction(c), cgram_rag(c * n, c=c, alphabet=n + 2), n + 2
     if task == "counting":
-        return LR.COUNTING, counting_rag(n, n + 1), n + 1
+        return LR.COUNTING, counting_rag(n, alphabet=n + 1), n + 1
     raise ValueError(task)
 
 

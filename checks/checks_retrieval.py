@@ -3,7 +3,7 @@ constructions/retrieval.py solve Index, AR, c-gram retrieval and Counting with
 no CoT at their declared O(log n) precision, and MQAR per position.
 
 Records (``rnngap verify --only T4.6-up``), per construction: ``index``, ``ar``
-(``ar_model``, the AR task), ``cgram2`` / ``cgram3`` / ``cgram4`` (``cgram_model``
+(``ar_transformer``, the AR task), ``cgram2`` / ``cgram3`` / ``cgram4`` (``cgram_transformer``
 with c = 2, 3, 4 on the c-gram task; c = 2 is the same model as ``ar``, checked
 against the c-gram generator and reference) and ``counting``.
 
@@ -34,7 +34,7 @@ for c-gram); the note gives the Index bit count m.
   n = 2^k, quick k = 4..14, :data:`SAMPLED`);
 * ``format limit`` (Counting): its declared p(n) ~ 4 log2 n (codes up to n + 1
   squared in the count head) fits int64 (I + f <= 62) up to n =
-  ``R.COUNTING_MAX_N`` = 11,583 at alphabet n + 1; ``counting_model`` refuses
+  ``R.COUNTING_MAX_N`` = 11,583 at alphabet n + 1; ``counting_transformer`` refuses
   n + 1 with a clear error, and the record checks that it does;
 * ``precision frontier`` (checks/frontier.py, ``family="frontier-sample"``):
   slopes of the measured bits against log2 n on a fixed seeded sample, RAISE mode
@@ -74,12 +74,12 @@ MQAR_SAMPLE_NAME = "mqar_sample.npz"
 # construction key -> (task module, alphabet for sampled runs, c, builder(n, a, c, fmt), declaration,
 #                      exhaustive alphabet)
 TASKS = {
-    "index": (index, 2, 2, lambda n, a, c, fmt=None: R.index_model(n, a, fmt), R.INDEX, 2),
-    "ar": (ar, 4, 2, lambda n, a, c, fmt=None: R.ar_model(n, a, fmt), R.AR, 3),
-    "cgram2": (cgram, 3, 2, lambda n, a, c, fmt=None: R.cgram_model(n, a, c, fmt), R.CGRAM, 3),
-    "cgram3": (cgram, 2, 3, lambda n, a, c, fmt=None: R.cgram_model(n, a, c, fmt), R.CGRAM, 3),
-    "cgram4": (cgram, 3, 4, lambda n, a, c, fmt=None: R.cgram_model(n, a, c, fmt), R.CGRAM, 3),
-    "counting": (counting, 3, 2, lambda n, a, c, fmt=None: R.counting_model(n, a, fmt, check_margins=fmt is None),
+    "index": (index, 2, 2, lambda n, a, c, fmt=None: R.index_transformer(n, alphabet=a, fmt=fmt), R.INDEX, 2),
+    "ar": (ar, 4, 2, lambda n, a, c, fmt=None: R.ar_transformer(n, alphabet=a, fmt=fmt), R.AR, 3),
+    "cgram2": (cgram, 3, 2, lambda n, a, c, fmt=None: R.cgram_transformer(n, alphabet=a, c=c, fmt=fmt), R.CGRAM, 3),
+    "cgram3": (cgram, 2, 3, lambda n, a, c, fmt=None: R.cgram_transformer(n, alphabet=a, c=c, fmt=fmt), R.CGRAM, 3),
+    "cgram4": (cgram, 3, 4, lambda n, a, c, fmt=None: R.cgram_transformer(n, alphabet=a, c=c, fmt=fmt), R.CGRAM, 3),
+    "counting": (counting, 3, 2, lambda n, a, c, fmt=None: R.counting_transformer(n, alphabet=a, fmt=fmt, check_margins=fmt is None),
                  R.COUNTING, 3),
 }
 HARD_TASK = {"index": "index", "ar": "ar", "cgram2": "cgram", "cgram3": "cgram", "cgram4": "cgram",
@@ -418,7 +418,7 @@ def _format_limit() -> Record:
     fits = R.COUNTING.format(lim, lim + 1)
     I2, f2 = R.COUNTING.int_bits(lim + 1, lim + 2), R.COUNTING.frac_bits(lim + 1)
     try:
-        R.counting_model(lim + 1, lim + 2)
+        R.counting_transformer(lim + 1, alphabet=lim + 2)
         refused, how = False, "built anyway"
     except ValueError as e:
         refused, how = "exceeds 62" in str(e), str(e)[:110]
@@ -442,7 +442,7 @@ def mqar_sample_records(profile: str, seed: int) -> list[Record]:
     inst = fails = 0
     used = decl = params = 0
     for name, (X, Y) in ar.load_zoology_npz(MQAR_SAMPLE).items():
-        model = R.mqar_model(X.shape[1])
+        model = R.mqar_transformer(X.shape[1])
         P = R.mqar_predict(X, model)
         mask = Y != ar.ZOOLOGY_IGNORE
         inst += int(mask.sum())
@@ -463,7 +463,7 @@ def mqar_random_records(profile: str, seed: int) -> list[Record]:
     X = rng.integers(0, R.MQAR_MAX_VALUE, size=(batch, L))
     X[:, L // 2:] = X[:, rng.permutation(L // 2)]            # every value of the second half repeats
     X[:, 1::7] = rng.integers(0, 64, size=X[:, 1::7].shape)  # plus many small repeated values
-    model = R.mqar_model(L)
+    model = R.mqar_transformer(L)
     P = R.mqar_predict(X, model)
     want = np.array([ar.mqar_reference(list(map(int, r))) for r in X], dtype=np.int64)
     r = model.resources
@@ -501,11 +501,11 @@ def mqar_necessity_records(profile: str, seed: int) -> list[Record]:
             return (f"{len(bad)}/{want.size} positions wrong, e.g. row {b} position {t}: value {int(X[b, t])} "
                     f"-> {int(P[b, t])}, want {int(want[b, t])}")
 
-        model = R.mqar_model(L)
+        model = R.mqar_transformer(L)
         out.append(necessity_record(CLAIM, model.name, "necessity, MQAR random (every position)", L,
                                     family="random", alphabet=R.MQAR_MAX_VALUE, declared=R.MQAR.format(L),
                                     run=run, instances=int(want.size), model=model,
-                                    build_frac=lambda fmt, L=L: R.mqar_model(L, fmt)))
+                                    build_frac=lambda fmt, L=L: R.mqar_transformer(L, fmt)))
     return out
 
 

@@ -63,7 +63,6 @@ from typing import Any, Callable
 import numpy as np
 
 from constructions import istree as CI
-from constructions import retrieval as RT
 from constructions import targets as T
 from constructions.protocol import RNN, run_rnn
 from constructions.generate import generate
@@ -73,6 +72,7 @@ from lowerbounds import reductions as R
 from lowerbounds import witness as W
 from lowerbounds.targets_toy import CompactIndexRegister
 
+from .catalog import retrieval_model
 from .registry import Record, register
 from .tasks import ar as task_ar
 from .tasks import cgram as task_cgram
@@ -100,7 +100,7 @@ class SeparationTask:
     layout: str
     c: int
     alphabet: Callable[[int], int]      # the data alphabet the reduction writes at n
-    builder: str | None                 # constructions.retrieval.BUILDERS key (None: IsTree)
+    builder: str | None                 # checks.catalog retrieval task of the T4.6-up entry (None: IsTree)
     data_length: Callable[[int], int]   # the model's n for the reduction's data at n
 
     def reference(self, n: int) -> Callable[[Any], int]:
@@ -187,7 +187,7 @@ def retrieval_model_side(task: SeparationTask, n: int, cases, toks: np.ndarray, 
     batched call; rows sharing Alice's prefix reuse its cache)."""
     t0 = time.perf_counter()
     if model is None:
-        model = RT.BUILDERS[task.builder](task.data_length(n), alphabet, task.c)
+        model = retrieval_model(task.builder, "transformer", task.data_length(n), alphabet=alphabet, c=task.c)
     preds = model.predict_batch(toks)
     ref = task.reference(n)
     fails, first = 0, ""
@@ -208,7 +208,7 @@ def istree_model_side(task: SeparationTask, n: int, cases, toks: np.ndarray, alp
     CoT (tour, [EOS], label) in one batched call (module docstring)."""
     t0 = time.perf_counter()
     N = R.istree_vertex_count(n)
-    model = CI.build(N, n + 2)
+    model = CI.istree_transformer(N, n + 2)
     ref = task.reference(n)
     rows, starts = [], []
     for row in toks.tolist():

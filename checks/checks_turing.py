@@ -107,7 +107,7 @@ def compare_run(enc: T.Encoding, spec: T.MachineSpec, word: str, answer: int | N
 def run_hybrid(spec: T.MachineSpec, n: int, sim: T.HybridTM | None = None) -> tuple[TMTally, T.HybridTM]:
     """Every input of length n through the hybrid compiled for n (or ``sim``, compiled
     for some n' >= n)."""
-    sim = sim or T.compile_hybrid(spec, n)
+    sim = sim or T.tm_hybrid(spec, n)
     tally = TMTally()
     for w in words(sim.enc, n):
         g = sim.run(w)
@@ -165,7 +165,7 @@ def hybrid_tm_check(profile: str, seed: int) -> list[Record]:
                               note=(tally.cot_vs_steps(2) + "; "
                                     + (tally.first_failure or "all match automata-lib"))))
 
-        small = T.compile_hybrid(spec, NECESSITY_N["hybrid"])
+        small = T.tm_hybrid(spec, NECESSITY_N["hybrid"])
 
         def run_hyb(model, w, small=small):
             from constructions.generate import generate
@@ -173,7 +173,7 @@ def hybrid_tm_check(profile: str, seed: int) -> list[Record]:
                          max_cot=2 * spec.time_bound(len(w)) + 1)
             return g.answer, g.cot, TR.reference_run(small.enc.dtm, w, spec.time_bound(len(w))).hybrid_cot()
         out.append(_necessity("T5-hyb-P", small.model, spec, small.n, tm_runner(small.enc, spec, small.n, run_hyb),
-                              build_frac=lambda fmt, spec=spec: T.compile_hybrid(spec, NECESSITY_N["hybrid"], fmt).model))
+                              build_frac=lambda fmt, spec=spec: T.tm_hybrid(spec, NECESSITY_N["hybrid"], fmt).model))
     return out
 
 
@@ -181,7 +181,7 @@ def run_rag(spec: T.MachineSpec, n: int, sim: T.RagTM | None = None) -> tuple[TM
     """Every input of length n through the linear RNN + RAG compiled for n (or
     ``sim``, compiled for some n' >= n); returns the tally, the simulation and the
     number of oracle failures (malformed / timeout)."""
-    sim = sim or T.compile_rag(spec, n)
+    sim = sim or T.tm_rag(spec, n)
     tally = TMTally()
     oracle_failures = 0
     for w in words(sim.enc, n):
@@ -197,7 +197,7 @@ def rag_tm_check(profile: str, seed: int) -> list[Record]:
     out = []
     for name, spec in T.MACHINES.items():
         L = RAG_LENGTHS[profile][name]
-        shared = T.compile_rag(spec, L) if profile == "quick" else None
+        shared = T.tm_rag(spec, L) if profile == "quick" else None
         sim = None
         for n in range(0, L + 1):
             t0 = time.perf_counter()
@@ -211,7 +211,7 @@ def rag_tm_check(profile: str, seed: int) -> list[Record]:
                               note=(f"{tally.cot_vs_steps()}; {bad_oracle} malformed/timed-out searches; "
                                     + (tally.first_failure or "all match automata-lib"))))
 
-        small = T.compile_rag(spec, NECESSITY_N["rag"])
+        small = T.tm_rag(spec, NECESSITY_N["rag"])
 
         def run_rag_model(model, w, small=small):
             g, _ = small.run(w, model=model)

@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rnngap: cannot read {e.filename}: {e.strerror}", file=sys.stderr)
         return 2
     except BrokenPipeError:
-        # stdout closed early (e.g. `rnngap show ar | head`): no traceback, and
+        # stdout closed early (e.g. `rnngap show ar-transformer | head`): no traceback, and
         # none at interpreter exit either when Python flushes stdout again
         import os
         try:

@@ -36,7 +36,7 @@ def feed_example(model, toks, stream=None, interval: float = 1.0):
     most a line per ``interval`` seconds for a long prompt.
 
     Only the last position's weights are shown, and recording them at every
-    position costs a dense softmax each (81 s for ``show istree --n 4096``), so
+    position costs a dense softmax each (81 s for ``show istree-transformer --n 4096``), so
     the prefix is fed without recording (the same arithmetic, the sparse attend,
     tested equal in tests/test_cli.py) in chunks, and only the last token with it.
     """
@@ -71,27 +71,28 @@ def _tok(t: int) -> str:
 
 
 def run(args) -> int:
-    from .catalog import CATALOG, names
+    from .catalog import BY_NAME, names
     from .cli import UsageError
 
     if args.list:
         for k in names():
-            print(f"{k:20s} {CATALOG[k].about}")
+            e = BY_NAME[k]
+            print(f"{k:28s} {e.key.claim:9s} {e.about}  [{e.where}]")
         return 0
     if not args.model:
         raise UsageError(f"show: name a model (one of {', '.join(names())}) or use --list")
-    if args.model not in CATALOG:
+    if args.model not in BY_NAME:
         raise UsageError(f"unknown model {args.model!r}; known: {', '.join(names())}")
     if args.n < 1 or args.n > MAX_N:
         raise UsageError(f"--n must be between 1 and {MAX_N} for show, got {args.n}")
     if args.seed < 0:
         raise UsageError(f"show: --seed must be >= 0, got {args.seed}")
-    entry = CATALOG[args.model]
+    entry = BY_NAME[args.model]
     # A size the construction cannot take (too short for the task, or needing more
     # bits than int64 storage holds) is refused by its builder or its example's
     # generator with ValueError (MarginError is one) or PrecisionError: bad input.
     try:
-        model = entry.build(args.n)
+        model = entry.build(args.n).model
         toks = entry.example(args.n, np.random.default_rng(args.seed))
     except (ValueError, PrecisionError) as e:
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__

@@ -66,7 +66,7 @@ from .tasks import ar, cgram, counting, index
 CONSTRUCTIONS = {
     # name: (declaration, alphabet, c)
     "index": (R.INDEX, 2, 2),
-    "ar": (R.AR, 4, 2),               # c-gram with c = 2 (ar_model is cgram_model(c=2))
+    "ar": (R.AR, 4, 2),               # c-gram with c = 2 (ar_transformer is cgram_transformer(c=2))
     "cgram": (R.CGRAM, 2, 3),
     "cgram4": (R.CGRAM, 3, 4),
     "counting": (R.COUNTING, 3, 2),
@@ -92,13 +92,13 @@ def random_rows(n: int) -> int:
 def build(name: str, n: int, fmt: FixedFormat):
     _, a, c = CONSTRUCTIONS[name]
     if name == "index":
-        return R.index_model(n, a, fmt)
+        return R.index_transformer(n, alphabet=a, fmt=fmt)
     if name == "ar":
-        return R.ar_model(n, a, fmt)
+        return R.ar_transformer(n, alphabet=a, fmt=fmt)
     if name in ("cgram", "cgram4"):
-        return R.cgram_model(n, a, c, fmt)
+        return R.cgram_transformer(n, alphabet=a, c=c, fmt=fmt)
     if name == "counting":
-        return R.counting_model(n, a, fmt, check_margins=False)
+        return R.counting_transformer(n, alphabet=a, fmt=fmt, check_margins=False)
     raise ValueError(f"unknown construction {name!r}; known: {sorted(CONSTRUCTIONS)}")
 
 

@@ -37,8 +37,8 @@ Example (the T4.6-up Index Transformer on the reduction's instances, n = 4)::
     >>> want = np.array([LR.INDEX.expected(x, i) for x, i in rows])
     >>> fmt = R.INDEX.format(n, 2)
     >>> rec = necessity_record("T4.6-up", "index", "index", n, family="reduction", alphabet=2,
-    ...                        declared=fmt, build_frac=lambda f: R.index_model(n, 2, f),
-    ...                        run=batch_runner(toks, want), model=R.index_model(n, 2))
+    ...                        declared=fmt, build_frac=lambda f: R.index_transformer(n, alphabet=2, fmt=f),
+    ...                        run=batch_runner(toks, want), model=R.index_transformer(n, alphabet=2))
     >>> rec.kind, rec.frontier_int_bits <= fmt.int_bits, rec.wrong_below
     ('necessity', True, True)
 """

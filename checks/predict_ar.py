@@ -1,6 +1,6 @@
 """``rnngap predict ar --inputs X.npy --out P.npy``: per-position associative recall
 (MQAR, Zoology layout) with the constant-size Transformer of
-:func:`constructions.retrieval.mqar_model` (claim T4.6-up).
+:func:`constructions.retrieval.mqar_transformer` (claim T4.6-up).
 
 Input: a (batch, length) integer array (.npy), raw token values in [0, 2^16),
 length 1..4096 (Zoology's key/value pairs followed by queries). Output: a
@@ -116,12 +116,12 @@ def load_inputs(path: str) -> np.ndarray:
 
 def run(args) -> int:
     from .errors import atomic_output, check_outputs
-    from constructions.retrieval import mqar_model, mqar_predict
+    from constructions.retrieval import mqar_transformer, mqar_predict
 
     check_outputs({"--out": args.out}, {"--inputs": args.inputs}, what="predict ar")
     X = load_inputs(args.inputs)
     t0 = time.perf_counter()
-    model = mqar_model(X.shape[1])
+    model = mqar_transformer(X.shape[1])
     rows = max(1, CHUNK_WORK // (X.shape[1] ** 2))
     P = np.concatenate([mqar_predict(X[b:b + rows], model) for b in range(0, X.shape[0], rows)])
     with atomic_output(args.out, "wb", what="predict ar") as fh:

@@ -102,7 +102,7 @@ def transformer(max_vertices: int, max_edges: int) -> Predictor:
     """The constant-size Transformer of constructions/istree.py (claim T4.7-up),
     built for the largest graph of the file, greedy generation
     (:func:`greedy_chunked`: the same tokens as ``generate``)."""
-    model = C.build(max_vertices, max_edges)
+    model = C.istree_transformer(max_vertices, max_edges)
     answers = frozenset((TRUE, FALSE))
 
     def predict(prompt: list[int]) -> list[int]:

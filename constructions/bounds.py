@@ -236,7 +236,7 @@ def count_compare_inverse_gap(B, n):
 
 
 def _f_count(B, n):
-    # 2^f > (n+1)(2n+3) = 1 / g, the comparison margin of counting_model
+    # 2^f > (n+1)(2n+3) = 1 / g, the comparison margin of counting_transformer
     return B.lc(count_compare_inverse_gap(B, n) + 1)
 
 
@@ -253,7 +253,7 @@ def count_fetch_bound(B, n, f):
 
 
 def count_match_bound(B, n, a, f):
-    """|score| of the count head: lambda (3 K^2 + 1) (see retrieval.counting_model)."""
+    """|score| of the count head: lambda (3 K^2 + 1) (see retrieval.counting_transformer)."""
     K = count_code_bound(B, n, a)
     return B.sharp(f) * (3 * K * K + 1)
 

@@ -6,11 +6,11 @@ the format it declares for n; ``declared_format(n)`` is that format and
 checked symbolically by the registry). The gadgets assert their own margins when
 built, so a declaration that is too small fails loudly at build time.
 
-* :func:`position_match` - the match head on positions: ``[BOS] x_1..x_n [QUERY] i``
+* :func:`position_match_transformer` - the match head on positions: ``[BOS] x_1..x_n [QUERY] i``
   -> x_i (the Index mechanism of T4.6-up, one layer).
-* :func:`previous_token` - the shift head: the next token predicted is the token
+* :func:`previous_token_transformer` - the shift head: the next token predicted is the token
   before the last one, ``x_{t-1}``.
-* :func:`count_threshold` - the BOS counting head and the comparison MLP:
+* :func:`count_threshold_transformer` - the BOS counting head and the comparison MLP:
   ``[BOS] x_1..x_n [QUERY] q t`` with q moved next to t by a shift head -> number
   1 if q occurs more than t times, else number 0.
 """
@@ -35,7 +35,7 @@ from .bounds import COUNT_THRESHOLD, MATCH_FRAC_BITS, N, POSITION_MATCH, PREVIOU
 """The declared formats (written once in constructions/bounds.py)."""
 
 
-def position_match(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> Model:
+def position_match_transformer(n: int, *, alphabet: int = 2, fmt: FixedFormat | None = None) -> Model:
     fmt = fmt or POSITION_MATCH.format(n)
     code_bound = max(n, alphabet, 9) + 1      # |tau| of any token of Vocab(max(n, alphabet))
     s = base_space()
@@ -52,7 +52,7 @@ def position_match(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) ->
     return b.build(fmt)
 
 
-def previous_token(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> Model:
+def previous_token_transformer(n: int, *, alphabet: int = 2, fmt: FixedFormat | None = None) -> Model:
     fmt = fmt or PREVIOUS_TOKEN.format(n)
     s = base_space()
     s.hidden("prev", bound=max(alphabet, 2, 9))          # |tau| of any token of the vocabulary
@@ -65,7 +65,7 @@ def previous_token(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) ->
     return b.build(fmt)
 
 
-def count_threshold(n: int, alphabet: int = 3, fmt: FixedFormat | None = None) -> Model:
+def count_threshold_transformer(n: int, *, alphabet: int = 3, fmt: FixedFormat | None = None) -> Model:
     """``[BOS] x_1..x_n [QUERY] q t`` -> number 1 if #{j: x_j = q} > t else number 0.
 
     Layer 1: a shift head copies q (and q^2) to the last position; a flag head

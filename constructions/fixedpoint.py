@@ -37,9 +37,9 @@ Example::
     >>> a, b = fmt.encode(Fraction(3, 2)), fmt.encode(Fraction(5, 8))
     >>> fmt.decode(fmt.mul(a, b))        # 15/16 rounded to 1/8: half to even
     Fraction(1, 1)
-    >>> fmt.add(fmt.encode(15), fmt.encode(1))
+    >>> fmt.add(fmt.encode(15), fmt.encode(1))   # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    FixedPointOverflow: add overflows Q4.3: the result needs at least 5 integer bits
+    constructions.fixedpoint.FixedPointOverflow: add overflows Q4.3 ...: the result needs at least 5 integer bits, ...
 """
 from __future__ import annotations
 

@@ -13,15 +13,15 @@ linear recurrences. The shared front end is :func:`~constructions.gadgets.clock`
 The attention layer then does the retrieval with no CoT:
 
 * Index ``[BOS] x_1..x_n [QUERY] i``: the query tau(i) = i + 1 matches the key
-  ``cnt`` = j + 1 at position j = i (:func:`hybrid_index`);
+  ``cnt`` = j + 1 at position j = i (:func:`index_hybrid`);
 * AR ``... [QUERY] q``: the key is the previous token ``prev1``, the first match
   (position tie-break by ``cnt``) sits right after q's first occurrence; the head
-  copies that position's token (:func:`hybrid_ar`);
-* c-gram: the same with the c-1 previous tokens as a tuple key (:func:`hybrid_cgram`,
+  copies that position's token (:func:`ar_hybrid`);
+* c-gram: the same with the c-1 previous tokens as a tuple key (:func:`cgram_hybrid`,
   gadget :func:`~constructions.gadgets.match_head` with one component per token);
 * Counting ``... [QUERY] q t``: the BOS counting head with the query q = ``prev1``
   at the last position, every position from [QUERY] on pushed out by the latch
-  ``after_query``; the comparison MLP against 1/(t + 3/2) (:func:`hybrid_counting`).
+  ``after_query``; the comparison MLP against 1/(t + 3/2) (:func:`counting_hybrid`).
 
 Each builder returns a :class:`~constructions.model.Model` in its declared format
 (``DECLARED[task]``, a :class:`~constructions.demos.Declared`: I(n), f(n) as
@@ -31,7 +31,7 @@ format (the sharpness lambda(f), the vocabulary's numbers) depend on n.
 
 Example::
 
-    >>> m = hybrid_index(8)                              # doctest: +SKIP
+    >>> m = index_hybrid(8)
     >>> m.predict([0, 33, 32, 33, 33, 32, 32, 33, 32, 9, 34])   # x_2 = 0
     32
 """
@@ -98,7 +98,7 @@ def _istree_code(N: int, m_max: int) -> int:
 
 # ----------------------------------------------------------------------------
 # the four retrieval hybrids (no CoT)
-def hybrid_index(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> Model:
+def index_hybrid(n: int, *, alphabet: int = 2, fmt: FixedFormat | None = None) -> Model:
     """``[BOS] x_1..x_n [QUERY] i`` -> x_i. RNN: cnt, cnt_sq. Attention: match
     tau(i) = i + 1 against cnt_j = j + 1 (gap lambda between keys; T5.6)."""
     fmt = fmt or DECLARED["index"].format(n)
@@ -117,7 +117,7 @@ def hybrid_index(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> M
     return b.build(fmt)
 
 
-def hybrid_ar(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> Model:
+def ar_hybrid(n: int, *, alphabet: int = 2, fmt: FixedFormat | None = None) -> Model:
     """``[BOS] x_1..x_n [QUERY] q`` -> x_{j+1}, j the first occurrence of q.
 
     RNN: cnt and the delay prev1 = tau(x_{t-1}) (and its square). Attention: key
@@ -141,7 +141,7 @@ def hybrid_ar(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> Mode
     return b.build(fmt)
 
 
-def hybrid_cgram(n: int, c: int = 3, alphabet: int = 2, fmt: FixedFormat | None = None) -> Model:
+def cgram_hybrid(n: int, *, alphabet: int = 2, c: int = 3, fmt: FixedFormat | None = None) -> Model:
     """``[BOS] x_1..x_n [QUERY] q_1..q_{c-1}`` -> the token after the first occurrence.
 
     RNN: cnt and delays prev1..prev{c-1}. At the last position the query gram is
@@ -174,7 +174,7 @@ def hybrid_cgram(n: int, c: int = 3, alphabet: int = 2, fmt: FixedFormat | None 
     return b.build(fmt)
 
 
-def hybrid_counting(n: int, alphabet: int = 3, fmt: FixedFormat | None = None) -> Model:
+def counting_hybrid(n: int, *, alphabet: int = 3, fmt: FixedFormat | None = None) -> Model:
     """``[BOS] x_1..x_n [QUERY] q t`` -> number 1 if q occurs more than t times, else 0.
 
     RNN: cnt, prev1 (= q at the last position) and its square, and the latch
@@ -206,9 +206,6 @@ def hybrid_counting(n: int, alphabet: int = 3, fmt: FixedFormat | None = None) -
     b.attention_layer([head], mlp=count_compare_neurons("frac", "thr", "gt", n, fmt))
     b.readout([("gt", K.F_TOK, 0, 2), ("one", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
     return b.build(fmt)
-
-
-RETRIEVAL_BUILDERS = {"index": hybrid_index, "ar": hybrid_ar, "cgram": hybrid_cgram, "counting": hybrid_counting}
 
 
 # ----------------------------------------------------------------------------
@@ -447,7 +444,7 @@ def _istree_next_token(code_max: int) -> list[Neuron]:
             for v, gates, closed, bias, coef in rules]
 
 
-def hybrid_istree(N: int, m_max: int | None = None, fmt: FixedFormat | None = None) -> Model:
+def istree_hybrid(N: int, m_max: int | None = None, fmt: FixedFormat | None = None) -> Model:
     """The union-find hybrid for graphs on N vertices with at most m_max edges
     (default N); see the comment block above for the CoT and the heads."""
     m_max = N if m_max is None else m_max

@@ -9,9 +9,9 @@ and parameter count independent of n; driven by :func:`constructions.generate.ge
 
 Example (edges 2-0 3-2 1-0)::
 
-    >>> m = build(n_vertices=4)                       # doctest: +SKIP
-    >>> run(m, [(2, 0), (3, 2), (1, 0)]).cot          # doctest: +SKIP
-    [32, 34, 35, 34, 32, 33, 32, 1]                   # 0 2 3 2 0 1 0 [EOS], answer [TRUE]
+    >>> m = istree_transformer(n_vertices=4)
+    >>> run(m, [(2, 0), (3, 2), (1, 0)]).cot          # 0 2 3 2 0 1 0 [EOS], answer [TRUE]
+    [32, 34, 35, 34, 32, 33, 32, 1]
 
 Vertex count: the optional ``[COUNT]`` header
 ----------------------------------------------
@@ -393,7 +393,7 @@ def _layer5_visited_and_output(p: _Plan) -> list[str]:
     return written
 
 
-def build(n_vertices: int, max_edges: int | None = None, fmt: FixedFormat | None = None) -> Model:
+def istree_transformer(n_vertices: int, max_edges: int | None = None, fmt: FixedFormat | None = None) -> Model:
     """The IsTree model for graphs on at most ``n_vertices`` vertices (ids
     0..n_vertices-1) with at most ``max_edges`` edges (default n_vertices), in
     ``fmt`` (default :func:`declared_format`). Margins are checked for
@@ -485,7 +485,7 @@ def check_fits(model: Model, edges: Sequence[Sequence[int]], n_nodes: int | None
     if V > N or len(edges) > M:
         raise ValueError(f"{model.name}: a graph with {len(edges)} edges on {V} vertices (max vertex id "
                          f"{model_vertex_count(edges) - 1}) exceeds the model's bounds (N={N}, M={M}); "
-                         f"build(n_vertices, max_edges) a larger one")
+                         f"istree_transformer(n_vertices, max_edges) a larger one")
 
 
 def run(model: Model, edges: Sequence[Sequence[int]], sep: int = DASH, n_nodes: int | None = None) -> Generation:

@@ -16,8 +16,12 @@ choice of how a recurrent layer writes into the residual stream.
 
 Example::
 
-    >>> sess = model.session()          # doctest: +SKIP
-    >>> sess.feed([0, 33, 34]); sess.next_token()
+    >>> from constructions.demos import position_match_transformer
+    >>> model = position_match_transformer(4)
+    >>> sess = model.session()
+    >>> sess.feed([0, 33, 32, 33, 32, 9, 34])   # [BOS] x = 1 0 1 0 [QUERY] i = 2
+    >>> sess.next_token()                       # number 0 = x_2
+    32
 """
 from __future__ import annotations
 

@@ -107,7 +107,7 @@ def joint_match_obligations(prefix: str, m: int, Kc: Callable, P: Callable) -> l
 
 
 def counting_obligations(prefix: str, alphabet: Callable) -> list[Obligation]:
-    """retrieval.counting_model: after-query, fetch-q and count heads and the comparison."""
+    """retrieval.counting_transformer: after-query, fetch-q and count heads and the comparison."""
     def fetch_gap(B, n, I, f):      # M - mu (n + 1) with M = mu (n + 2) + lambda: = mu + lambda
         mu = B.sharp(f)
         return mu + B.sharp(f)

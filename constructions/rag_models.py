@@ -153,7 +153,7 @@ _int_index = _RAG["index-rag"].int_bits
 INDEX_INT = _RAG["index-rag"].int_expr
 
 
-def index_rag(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> RagConstruction:
+def index_rag(n: int, *, alphabet: int = 2, fmt: FixedFormat | None = None) -> RagConstruction:
     """Index with RAG: ``[BOS] x_1..x_n [QUERY] i`` -> x_i; CoT i + 7 <= n + 7 tokens."""
     vocab = Vocab(max(n, alphabet), meta=True)
     p = Program(f"index-rag(n={n})", vocab, claim="T5-RAG")
@@ -187,7 +187,7 @@ _int_cgram = _RAG["3-gram-rag"].int_bits
 CGRAM_INT = _RAG["3-gram-rag"].int_expr
 
 
-def cgram_rag(n: int, c: int = 3, alphabet: int = 2, fmt: FixedFormat | None = None) -> RagConstruction:
+def cgram_rag(n: int, *, alphabet: int = 2, c: int = 3, fmt: FixedFormat | None = None) -> RagConstruction:
     """c-gram retrieval with RAG: ``... [QUERY] q_1..q_{c-1}`` -> the token after the first
     occurrence of the (c-1)-gram; CoT c + 6 tokens (constant)."""
     if c < 2:
@@ -213,9 +213,9 @@ def cgram_rag(n: int, c: int = 3, alphabet: int = 2, fmt: FixedFormat | None = N
                    prompt_length=n + c + 1)
 
 
-def ar_rag(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> RagConstruction:
+def ar_rag(n: int, *, alphabet: int = 2, fmt: FixedFormat | None = None) -> RagConstruction:
     """AR with RAG: the 2-gram construction (``SS q [(] [.] [)] ES r [EOS]``)."""
-    return cgram_rag(n, 2, alphabet, fmt)
+    return cgram_rag(n, c=2, alphabet=alphabet, fmt=fmt)
 
 
 # ----------------------------------------------------------------------------
@@ -224,7 +224,7 @@ _int_counting = _RAG["counting-rag"].int_bits
 COUNTING_INT = _RAG["counting-rag"].int_expr
 
 
-def counting_rag(n: int, alphabet: int = 3, fmt: FixedFormat | None = None) -> RagConstruction:
+def counting_rag(n: int, *, alphabet: int = 3, fmt: FixedFormat | None = None) -> RagConstruction:
     """Counting with RAG: ``... [QUERY] q t`` -> number 1 iff q occurs more than t times;
     CoT 8 t + 15 <= 8 n + 15 tokens."""
     vocab = Vocab(max(n, alphabet), meta=True)

@@ -44,9 +44,9 @@ expressions):
 
 Example::
 
-    >>> m = ar_model(8, alphabet=3)                            # doctest: +SKIP
-    >>> m.predict([0, 34, 32, 34, 33, 32, 32, 33, 34, 9, 32])  # x = 2 0 2 1 0 0 1 2, q = 0
-    34                                                         # the token after the first 0
+    >>> m = ar_transformer(8, alphabet=3)
+    >>> m.predict([0, 34, 32, 34, 33, 32, 32, 33, 34, 9, 32])  # x = 2 0 2 1 0 0 1 2, q = 0: the token after the first 0
+    34
 """
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ def counting_max_n(alphabet: Callable[[int], int] | int | None = None) -> int:
 
 COUNTING_MAX_N = counting_max_n()
 """The largest n whose declared Counting format fits int64 at alphabet n + 1 (the
-reduction's alphabet): :func:`counting_model` refuses larger n (with that alphabet
+reduction's alphabet): :func:`counting_transformer` refuses larger n (with that alphabet
 or a larger one) with a clear error."""
 
 
@@ -124,10 +124,10 @@ def _check_alphabet(a: int, what: str) -> int:
 
 # ----------------------------------------------------------------------------
 # Index
-def index_model(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> Model:
+def index_transformer(n: int, *, alphabet: int = 2, fmt: FixedFormat | None = None) -> Model:
     """``[BOS] x_1..x_n [QUERY] i`` -> x_i, one attention layer (T4.6-up).
 
-    The match head of :func:`constructions.demos.position_match`, for any alphabet:
+    The match head of :func:`constructions.demos.position_match_transformer`, for any alphabet:
     the query is tau(i) = i + 1 (the last token), the key of position j is j + 1, so
     score = lambda (2 (i+1)(j+1) - (j+1)^2) peaks exactly at j = i, every other
     position >= lambda lower (lambda = sharpness(f) > (f + 1) ln 2: weight exactly 0);
@@ -135,8 +135,8 @@ def index_model(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> Mo
     [BOS] (key 1), [QUERY] (key n + 2) and i itself (key n + 3) never match since
     2 <= i + 1 <= n + 1. Weights: width 7, one head.
     """
-    n = _check_n(n, 1, "index_model")
-    a = _check_alphabet(alphabet, "index_model")
+    n = _check_n(n, 1, "index_transformer")
+    a = _check_alphabet(alphabet, "index_transformer")
     fmt = fmt or INDEX.format(n, a)
     code_bound = max(n + 1, a, -SPECIAL_MIN_CODE)          # |tau| of any token of the vocabulary
     s = base_space()
@@ -152,7 +152,7 @@ def index_model(n: int, alphabet: int = 2, fmt: FixedFormat | None = None) -> Mo
 
 # ----------------------------------------------------------------------------
 # c-gram retrieval (AR is c = 2)
-def cgram_model(n: int, alphabet: int = 2, c: int = 3, fmt: FixedFormat | None = None) -> Model:
+def cgram_transformer(n: int, *, alphabet: int = 2, c: int = 3, fmt: FixedFormat | None = None) -> Model:
     """``[BOS] x_1..x_n [QUERY] q_1..q_{c-1}`` -> the token after the first
     occurrence of the gram q (T4.6-up). Two attention layers.
 
@@ -174,9 +174,9 @@ def cgram_model(n: int, alphabet: int = 2, c: int = 3, fmt: FixedFormat | None =
     """
     c = int(c)
     if c < 2:
-        raise ValueError(f"cgram_model: c must be >= 2, got {c}")
-    n = _check_n(n, c, f"cgram_model (c = {c})")
-    a = _check_alphabet(alphabet, "cgram_model")
+        raise ValueError(f"cgram_transformer: c must be >= 2, got {c}")
+    n = _check_n(n, c, f"cgram_transformer (c = {c})")
+    a = _check_alphabet(alphabet, "cgram_transformer")
     decl = AR if c == 2 else CGRAM
     fmt = fmt or decl.format(n, a, c)
     code_bound = max(a, -SPECIAL_MIN_CODE)                 # |tau| of any token of Vocab(a - 1)
@@ -203,7 +203,7 @@ def cgram_model(n: int, alphabet: int = 2, c: int = 3, fmt: FixedFormat | None =
     return b.build(fmt)
 
 
-def ar_model(n: int, alphabet: int = 4, fmt: FixedFormat | None = None) -> Model:
+def ar_transformer(n: int, *, alphabet: int = 4, fmt: FixedFormat | None = None) -> Model:
     """``[BOS] x_1..x_n [QUERY] q`` -> x_{j+1}, j the first occurrence of q (T4.6-up).
 
     Layer 1: the shift head copies tau and tau^2 of the previous token into
@@ -213,10 +213,10 @@ def ar_model(n: int, alphabet: int = 4, fmt: FixedFormat | None = None) -> Model
     [QUERY] at n + 1 carries prev = x_n, which may equal q, but the promise gives a
     first occurrence j <= n - 1, i.e. a match at p = j + 1 <= n, earlier, and the
     tie-break makes the earliest match's weight exactly 1; q itself at n + 2
-    carries prev = [QUERY] (tau = -9 != tau(q) >= 1). This is :func:`cgram_model`
+    carries prev = [QUERY] (tau = -9 != tau(q) >= 1). This is :func:`cgram_transformer`
     with c = 2.
     """
-    return cgram_model(n, alphabet, 2, fmt)
+    return cgram_transformer(n, alphabet=alphabet, c=2, fmt=fmt)
 
 
 # ----------------------------------------------------------------------------
@@ -225,31 +225,31 @@ def _counting_format(n: int, a: int) -> FixedFormat:
     """The declared Counting format; ValueError beyond int64 storage (I + f > 62)."""
     I_d, f_d = COUNTING.int_bits(n, a), COUNTING.frac_bits(n)
     if I_d + f_d > MAX_MAGNITUDE_BITS:
-        raise ValueError(f"counting_model: n = {n} at alphabet {a} needs the declared format Q{I_d}.{f_d}: "
+        raise ValueError(f"counting_transformer: n = {n} at alphabet {a} needs the declared format Q{I_d}.{f_d}: "
                          f"I + f = {I_d + f_d} exceeds 62 (int64 storage); the largest n at alphabet n + 1 "
                          f"is {COUNTING_MAX_N}")
     return COUNTING.format(n, a)
 
 
 def _counting_margins(n: int, a: int, fmt: FixedFormat, check_margins: bool = True) -> dict:
-    """lambda, mu, M of :func:`counting_model`, its margins checked (see its docstring)."""
+    """lambda, mu, M of :func:`counting_transformer`, its margins checked (see its docstring)."""
     f = fmt.frac_bits
     lam = sharpness(f)
     g = Fraction(1, _count_inv_gap(_INT, n))      # the declared comparison gap (bounds.py)
     if check_margins:
         require(g > Fraction(1, 1 << f),
-                f"counting_model(n={n}): the gap {float(g):.3g} between 1/(c+1) and 1/(t+3/2) is not above the "
+                f"counting_transformer(n={n}): the gap {float(g):.3g} between 1/(c+1) and 1/(t+3/2) is not above the "
                 f"rounding error 2^-{f}; needs 2^f > {1 / g}")
     mu = lam
     M = mu * (n + 2) + lam
     require(lam > zero_gap(f) and mu > zero_gap(f),
-            f"counting_model: lambda = {lam} is not above (f + 1) ln 2 = {float(zero_gap(f)):.3f}")
+            f"counting_transformer: lambda = {lam} is not above (f + 1) ln 2 = {float(zero_gap(f)):.3f}")
     require(M - mu * (n + 1) > zero_gap(f),
-            f"counting_model: fetch-q gap {M - mu * (n + 1)} to a data number is not above (f + 1) ln 2")
+            f"counting_transformer: fetch-q gap {M - mu * (n + 1)} to a data number is not above (f + 1) ln 2")
     bounds = {"count scores": _count_match_bound(n, a, f), "fetch scores": _count_fetch_bound(n, f),
               "softmax normalisers": n + 4}
     need = max(bits_for(v) + 1 for v in bounds.values())
-    require(fmt.int_bits >= need, f"counting_model(n={n}, a={a}): {bounds} need {need} integer bits, "
+    require(fmt.int_bits >= need, f"counting_transformer(n={n}, a={a}): {bounds} need {need} integer bits, "
                                   f"{fmt.name} has {fmt.int_bits}")
     return {"lambda": lam, "mu": mu, "M": M, "comparison_gap": g, "need": need,
             "max_code": _count_code_bound(n, a)}
@@ -269,7 +269,7 @@ def _counting_space(max_code: int) -> ResidualSpace:
     return s
 
 
-def counting_model(n: int, alphabet: int = 3, fmt: FixedFormat | None = None,
+def counting_transformer(n: int, *, alphabet: int = 3, fmt: FixedFormat | None = None,
                    check_margins: bool = True) -> Model:
     """``[BOS] x_1..x_n [QUERY] q t`` -> number 1 if #{j: x_j = q} > t else
     number 0 (T4.6-up). Three attention layers, width 12, one head per layer:
@@ -313,12 +313,12 @@ def counting_model(n: int, alphabet: int = 3, fmt: FixedFormat | None = None,
 
     Example (n = 4, a = 3)::
 
-        >>> m = counting_model(4, 3)                                      # doctest: +SKIP
-        >>> m.predict([0, 34, 32, 34, 33, 9, 34, 33])   # x = 2 0 2 1, q = 2, t = 1
-        33                                              # number 1: 2 occurs twice > 1
+        >>> m = counting_transformer(4, alphabet=3)
+        >>> m.predict([0, 34, 32, 34, 33, 9, 34, 33])   # x = 2 0 2 1, q = 2, t = 1: 2 occurs twice > 1
+        33
     """
-    n = _check_n(n, 1, "counting_model")
-    a = _check_alphabet(alphabet, "counting_model")
+    n = _check_n(n, 1, "counting_transformer")
+    a = _check_alphabet(alphabet, "counting_transformer")
     fmt = fmt or _counting_format(n, a)
     c = _counting_margins(n, a, fmt, check_margins)
     b = Builder(f"counting(n={n},a={a})", "transformer", Vocab(max(n, a - 1, 1)), _counting_space(c["max_code"]),
@@ -345,7 +345,7 @@ def counting_model(n: int, alphabet: int = 3, fmt: FixedFormat | None = None,
 # ----------------------------------------------------------------------------
 # MQAR (per-position AR over raw ints)
 def _first_match_or_bos_head(fmt: FixedFormat, L: int, max_code: int) -> Head:
-    """The MQAR match head (:func:`mqar_model`): gadgets.match_head(tie_break="first",
+    """The MQAR match head (:func:`mqar_transformer`): gadgets.match_head(tie_break="first",
     fallback="bos") on one component (tok vs prev), but with the tight lam = nu + s
     that "first" allows (the generic family adds mu L, one integer bit more at some
     L, and the declared :data:`MQAR` bits are derived for this one)."""
@@ -370,7 +370,7 @@ def _first_match_or_bos_head(fmt: FixedFormat, L: int, max_code: int) -> Head:
                 gap=min(gaps.values()))
 
 
-def mqar_model(length: int, fmt: FixedFormat | None = None) -> Model:
+def mqar_transformer(length: int, fmt: FixedFormat | None = None) -> Model:
     """Per-position AR over ``[BOS] r_1..r_L`` (r raw ints in [0, 2^16) as number
     tokens; vocabulary fixed at numbers 0..2^16-1): the next-token prediction at
     position t is the token after the first earlier occurrence of r_t, or [BOS]
@@ -392,9 +392,9 @@ def mqar_model(length: int, fmt: FixedFormat | None = None) -> Model:
     p = t itself is a key: prev_t = r_{t-1}, so r_{t-1} = r_t (first) predicts r_t,
     as mqar_reference does. Integer bits for codes up to K = 2^16: see :data:`MQAR`.
     """
-    L = _check_n(length, 1, "mqar_model")
+    L = _check_n(length, 1, "mqar_transformer")
     if L > MQAR_MAX_LENGTH:
-        raise ValueError(f"mqar_model: length {L} exceeds the supported {MQAR_MAX_LENGTH}")
+        raise ValueError(f"mqar_transformer: length {L} exceeds the supported {MQAR_MAX_LENGTH}")
     fmt = fmt or MQAR.format(L)
     max_code = MQAR_MAX_VALUE                # |tau| of every token (numbers 0..2^16-1; specials <= 9)
     s = base_space()
@@ -455,7 +455,7 @@ def mqar_predict(X, model: Model | None = None, fast: bool = True) -> np.ndarray
     after the first earlier occurrence of X[b, t], or -1 (the model read out [BOS])."""
     X = validate_mqar_inputs(X)
     L = X.shape[1]
-    model = model or mqar_model(L)
+    model = model or mqar_transformer(L)
     if L > model.spec.notes.get("max_length", 0):
         raise ValueError(f"{model.name} was built for sequences of length <= {model.spec.notes.get('max_length')}, "
                          f"got {L} (its tie-break margins are derived from the length)")
@@ -467,13 +467,3 @@ def mqar_predict(X, model: Model | None = None, fast: bool = True) -> np.ndarray
         b, t = map(int, np.argwhere(odd)[0])
         raise RuntimeError(f"{model.name}: predicted special token {int(P[b, t])} at [{b}, {t}]")
     return out.astype(np.int64)
-
-
-# ----------------------------------------------------------------------------
-BUILDERS = {
-    "index": lambda n, a=2, c=2, fmt=None: index_model(n, a, fmt),
-    "ar": lambda n, a=4, c=2, fmt=None: ar_model(n, a, fmt),
-    "cgram": lambda n, a=2, c=3, fmt=None: cgram_model(n, a, c, fmt),
-    "counting": lambda n, a=3, c=2, fmt=None: counting_model(n, a, fmt),
-}
-"""Uniform signature (n, a, c, fmt) -> Model, used by the checks and the frontier."""

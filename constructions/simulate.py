@@ -1,7 +1,7 @@
 """Claim ``sim``: a constant-size Transformer with CoT simulates a given linear RNN.
 
 Given a linear RNN (a :class:`~constructions.model.Model` of kind ``linear_rnn``
-in a format Q(I_R).(f_R)), :func:`simulate_rnn` builds a Transformer (kind
+in a format Q(I_R).(f_R)), :func:`rnnsim_transformer` builds a Transformer (kind
 ``transformer``, same fraction bits f_R, more integer bits) whose greedy CoT
 writes the RNN's state after every token it reads, and then emits the RNN's
 answer. The gap is one-sided: the Transformer pays with a CoT of
@@ -166,11 +166,11 @@ def rnn_trace(rnn: Model, prompt: Sequence[int], answer_tokens: Sequence[int] | 
 
 
 class RNNSimulator:
-    """The Transformer of :func:`simulate_rnn` plus its token layout and decoder."""
+    """The Transformer of :func:`rnnsim_transformer` plus its token layout and decoder."""
 
     def __init__(self, rnn: Model, max_prompt: int, max_rnn_cot: int, state_int_bits: int | None = None):
         if rnn.kind != "linear_rnn":
-            raise ValueError(f"{rnn.name}: simulate_rnn takes a linear RNN, got kind {rnn.kind!r}")
+            raise ValueError(f"{rnn.name}: rnnsim_transformer takes a linear RNN, got kind {rnn.kind!r}")
         if max_prompt < 1 or max_rnn_cot < 0:
             raise ValueError(f"need max_prompt >= 1 and max_rnn_cot >= 0, got {max_prompt}, {max_rnn_cot}")
         self.rnn = rnn
@@ -581,7 +581,8 @@ class RNNSimulator:
         return r
 
 
-def simulate_rnn(rnn: Model, max_prompt: int, max_rnn_cot: int = 0, state_int_bits: int | None = None) -> RNNSimulator:
+def rnnsim_transformer(rnn: Model, max_prompt: int, max_rnn_cot: int = 0,
+                       state_int_bits: int | None = None) -> RNNSimulator:
     """Build the Transformer that simulates ``rnn`` on prompts of length <= max_prompt
     with RNN CoTs of <= max_rnn_cot tokens (these only size the counter range and
     the attention sharpness; the architecture does not depend on them).
@@ -589,8 +590,11 @@ def simulate_rnn(rnn: Model, max_prompt: int, max_rnn_cot: int = 0, state_int_bi
     own integer bits); it sizes the state-token ranges. :func:`compare` checks the
     promise on the RNN's trace and reports a violation as a failure.
 
-    >>> sim = simulate_rnn(rnn, max_prompt=6, max_rnn_cot=4)      # doctest: +SKIP
-    >>> run = sim.run(prompt, answer_tokens=[TRUE, FALSE]); run.states[t] == trace.states[t]
+    >>> from constructions.vocab import BOS, NUMBER_BASE, TRUE, FALSE
+    >>> sim = rnnsim_transformer(random_linear_rnn(1), max_prompt=3, max_rnn_cot=1, state_int_bits=3)
+    >>> disagreement, run, trace = compare(sim, [BOS, NUMBER_BASE + 2], [TRUE, FALSE])
+    >>> disagreement, run.answer == trace.answer, len(run.states) == len(trace.states) > 0
+    ('', True, True)
     """
     return RNNSimulator(rnn, max_prompt, max_rnn_cot, state_int_bits)
 
@@ -629,7 +633,7 @@ def compare(sim: RNNSimulator, prompt: Sequence[int], answer_tokens: Sequence[in
 
 
 __all__ = ["RNNSimulator", "RNNTrace", "SimRun", "compare", "random_linear_rnn", "rnn_trace",
-           "simulate_rnn"]
+           "rnnsim_transformer"]
 
 
 def random_linear_rnn(seed: int, alphabet: int = 3, layers: int | None = None, fmt: FixedFormat | None = None,

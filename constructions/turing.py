@@ -4,9 +4,9 @@ A deterministic Turing machine is an automata-lib ``DTM`` (one tape, the input
 written from cell 0, head on cell 0; it accepts on entering a final state and
 rejects when no transition is defined). This module compiles it into
 
-* :func:`compile_hybrid`: a hybrid (two linear-RNN layers, then ONE attention
+* :func:`tm_hybrid`: a hybrid (two linear-RNN layers, then ONE attention
   layer) that writes the CoT below and ends with [TRUE] / [FALSE];
-* :func:`compile_rag` (see there): a linear RNN with the in-context RAG oracle.
+* :func:`tm_rag` (see there): a linear RNN with the in-context RAG oracle.
 
 Encodings (:class:`Encoding`). Tape symbols are the numbers 0..|Gamma|-1 (input
 symbols first, sorted, then the other tape symbols, sorted, the blank last).
@@ -33,7 +33,7 @@ an input, so the checks report it instead of comparing.
 
 Example::
 
-    >>> sim = compile_hybrid(MACHINES["increment"], n=3)        # doctest: +SKIP
+    >>> sim = tm_hybrid(MACHINES["increment"], n=3)
     >>> g = sim.run("110")        # LSB first: 3 + 1 = 4 = "001"
     >>> sim.records(g.cot), g.answer == TRUE
     ([(0, 1), (1, 1), (2, 0)], True)
@@ -306,7 +306,7 @@ class HybridTM:
         return [(nums[i], nums[i + 1]) for i in range(0, len(nums) - 1, 2)]
 
 
-def compile_hybrid(spec: MachineSpec, n: int, fmt: FixedFormat | None = None) -> HybridTM:
+def tm_hybrid(spec: MachineSpec, n: int, fmt: FixedFormat | None = None) -> HybridTM:
     """The hybrid for ``spec``'s machine on inputs of length <= n (module docstring).
 
     Layer 1 (RNN): cnt, cnt^2, prev1 (code of the previous token) and its square, the
@@ -553,7 +553,7 @@ def rag_declared(enc: Encoding, spec: MachineSpec) -> Declared:
                     _bounds.const(0), claim="T5-RAG", n_symbol=NSYM)
 
 
-def compile_rag(spec: MachineSpec, n: int, fmt: FixedFormat | None = None) -> RagTM:
+def tm_rag(spec: MachineSpec, n: int, fmt: FixedFormat | None = None) -> RagTM:
     """The linear RNN (a :class:`~constructions.rnn_program.Program`) that writes
     the RAG CoT above. Registers: q (one-hot counters, incremented by the decoded
     action at a' tokens, q0 set at [EOS]), h (head), R (fallback countdown: + h at

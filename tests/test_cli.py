@@ -63,7 +63,7 @@ def test_verify_only_machine_json(tmp_path):
     (["verify", "--profile", "huge"], "invalid choice"),
     (["bogus"], "invalid choice"),
     (["show", "no-such-model"], "unknown model"),
-    (["show", "position-match", "--n", "0"], "--n must be"),
+    (["show", "position-match-transformer", "--n", "0"], "--n must be"),
     (["verify", "--only", "machine", "--json", "/nonexistent/dir/x.json"], "cannot write"),
     (["precision", "--task", "sorting", "--out", "x.png"], "unknown task"),
     (["precision", "--task", "index", "--out", "x.txt"], "--out must name a .png"),
@@ -83,7 +83,7 @@ def test_argparse_errors_exit_2():
 
 
 def test_show_runs():
-    r = run("show", "count-threshold", "--n", "5", "--seed", "3")
+    r = run("show", "count-threshold-transformer", "--n", "5", "--seed", "3")
     assert r.returncode == 0, r.stderr
     assert "attention layer 1" in r.stdout and "head count" in r.stdout and "next token" in r.stdout
 
@@ -132,8 +132,8 @@ def _show_names(capsys) -> list[str]:
 
 
 def test_show_list_names_the_catalogue(capsys):
-    from checks.catalog import CATALOG
-    assert sorted(_show_names(capsys)) == sorted(CATALOG)
+    from checks.catalog import BY_NAME
+    assert sorted(_show_names(capsys)) == sorted(BY_NAME)
 
 
 def test_show_every_model_refuses_too_small_n_and_runs_at_a_small_one(capsys):
@@ -162,11 +162,11 @@ def test_show_every_model_refuses_too_small_n_and_runs_at_a_small_one(capsys):
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (["show", "ar", "--n", "1"], "--n 1"),        # AR needs a key and a value: n >= 2
-    (["show", "cgram", "--n", "2"], "--n 2"),     # 3-gram retrieval needs n >= 3
-    (["show", "hybrid-ar", "--n", "0"], "--n must be"),
-    (["show", "index", "--n", "4097"], "--n must be"),
-    (["show", "index", "--seed", "-1"], "--seed"),
+    (["show", "ar-transformer", "--n", "1"], "--n 1"),        # AR needs a key and a value: n >= 2
+    (["show", "cgram-transformer", "--n", "2"], "--n 2"),     # 3-gram retrieval needs n >= 3
+    (["show", "ar-hybrid", "--n", "0"], "--n must be"),
+    (["show", "index-transformer", "--n", "4097"], "--n must be"),
+    (["show", "index-transformer", "--seed", "-1"], "--seed"),
     (["show"], "--list"),
 ])
 def test_show_impossible_input_exits_2(capsys, argv, needle):
@@ -187,7 +187,8 @@ def test_show_turns_a_builders_refusal_into_a_usage_error(capsys, monkeypatch, e
             raise MarginError(f"the match head's gap is too small for n = {n}\nsecond line")
         raise FixedPointOverflow("mul", 70, FixedFormat(8, 4), "the position embedding")
 
-    monkeypatch.setitem(catalog.CATALOG, "fake-model", catalog.Entry(build, lambda n, rng: [0], "a test double"))
+    fake = catalog.Entry(catalog.Key("test", "fake", "model"), build, lambda n, rng: [0], "a test double")
+    monkeypatch.setitem(catalog.BY_NAME, fake.name, fake)
     rc, out, err = _main(capsys, "show", "fake-model", "--n", "5")
     assert rc == 2 and _one_clean_line(err) and not out, err
     assert "fake-model" in err and ("gap is too small for n = 5" in err if error == "margin"
@@ -547,13 +548,13 @@ def test_pyproject_installs_the_package_data():
 def test_show_fast_feed_equals_recording_every_position():
     """feed_example (prefix without per-position recording, in chunks) gives the
     same last-position attention, residual and next token as recording all."""
-    from checks.catalog import CATALOG, names
+    from checks.catalog import BY_NAME, names
     from checks.cmd_show import feed_example
     import io
     for name in names():
-        e = CATALOG[name]
+        e = BY_NAME[name]
         try:
-            model = e.build(16)
+            model = e.build(16).model
             toks = e.example(16, np.random.default_rng(1))
         except ValueError:
             continue
@@ -567,10 +568,10 @@ def test_show_fast_feed_equals_recording_every_position():
 
 def test_show_reports_progress_on_a_long_prompt():
     import io
-    from checks.catalog import CATALOG
+    from checks.catalog import BY_NAME
     from checks.cmd_show import feed_example
-    e = CATALOG["istree"]
-    model, toks = e.build(300), e.example(300, np.random.default_rng(0))
+    e = BY_NAME["istree-transformer"]
+    model, toks = e.build(300).model, e.example(300, np.random.default_rng(0))
     s = io.StringIO()
     feed_example(model, toks, stream=s, interval=0.0)
     lines = s.getvalue().splitlines()

@@ -756,11 +756,11 @@ def _declared_length_cases():
     c3 = [BOS] + [number_token(1)] * n + [QUERY, number_token(1), number_token(1)]
     cnt = [BOS] + [number_token(1)] * n + [QUERY, number_token(1), number_token(0)]
     return [
-        (lambda: R.index_model(n), idx), (lambda: R.ar_model(n), ar), (lambda: R.cgram_model(n, 2, 3), c3),
-        (lambda: R.counting_model(n), cnt), (lambda: demos.position_match(n), idx),
-        (lambda: demos.count_threshold(n), cnt), (lambda: H.hybrid_index(n), idx), (lambda: H.hybrid_ar(n), ar),
-        (lambda: H.hybrid_cgram(n, c=3), c3), (lambda: H.hybrid_counting(n), cnt),
-        (lambda: IT.build(3, 2), None), (lambda: H.hybrid_istree(3, 2), None),
+        (lambda: R.index_transformer(n), idx), (lambda: R.ar_transformer(n), ar), (lambda: R.cgram_transformer(n, alphabet=2, c=3), c3),
+        (lambda: R.counting_transformer(n), cnt), (lambda: demos.position_match_transformer(n), idx),
+        (lambda: demos.count_threshold_transformer(n), cnt), (lambda: H.index_hybrid(n), idx), (lambda: H.ar_hybrid(n), ar),
+        (lambda: H.cgram_hybrid(n, c=3), c3), (lambda: H.counting_hybrid(n), cnt),
+        (lambda: IT.istree_transformer(3, 2), None), (lambda: H.istree_hybrid(3, 2), None),
     ]
 
 

@@ -325,8 +325,8 @@ def _bad_argvs(d: Path):
         st.builds(lambda p: ["verify", "--profile", p], NAME.filter(lambda p: p not in ("quick", "full"))),
         # show
         st.builds(lambda m: ["show", m, "--n", "8"], NAME.map(lambda m: m + "?")),
-        st.builds(lambda n: ["show", "istree", "--n", n], BAD_INT),
-        st.builds(lambda s: ["show", "istree", "--n", "8", "--seed", s], st.integers(max_value=-1).map(str)),
+        st.builds(lambda n: ["show", "istree-transformer", "--n", n], BAD_INT),
+        st.builds(lambda s: ["show", "istree-transformer", "--n", "8", "--seed", s], st.integers(max_value=-1).map(str)),
         # cc
         st.builds(lambda t: ["cc", "--task", t, "--n", "3"], NAME.map(lambda t: t + "?")),
         st.builds(lambda n, t: ["cc", "--task", t, "--n", n], BAD_INT.filter(lambda v: v not in ("x",)),

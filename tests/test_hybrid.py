@@ -17,6 +17,7 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from checks.catalog import retrieval_model
 from checks.tasks import ar, cgram, counting, index
 from checks.tasks.istree_unionfind import unionfind_cot
 from constructions import hybrid as H
@@ -27,9 +28,7 @@ TASKS = {"index": index, "ar": ar, "cgram": cgram, "counting": counting}
 
 
 def build(task, n, alphabet, c=3):
-    if task == "cgram":
-        return H.hybrid_cgram(n, c=c, alphabet=alphabet)
-    return H.RETRIEVAL_BUILDERS[task](n, alphabet=alphabet)
+    return retrieval_model(task, "hybrid", n, alphabet=alphabet, c=c)
 
 
 def refs(task, tokens, c=3):
@@ -39,7 +38,7 @@ def refs(task, tokens, c=3):
 
 # ---------------------------------------------------------------- block level: the RNN front end
 def test_clock_state_decoded_every_position():
-    model = H.hybrid_counting(6, alphabet=3)
+    model = H.counting_hybrid(6, alphabet=3)
     toks = [0, 33, 34, 32, 33, 34, 32, 9, 33, 35]
     sess = model.session(capacity=len(toks))
     after = 0
@@ -54,7 +53,7 @@ def test_clock_state_decoded_every_position():
 
 
 def test_cgram_delay_lines():
-    model = H.hybrid_cgram(5, c=4, alphabet=3)
+    model = H.cgram_hybrid(5, c=4, alphabet=3)
     toks = [0, 33, 34, 32, 33, 34, 9, 34, 32, 33]
     sess = model.session(capacity=len(toks))
     for t, tok in enumerate(toks):
@@ -85,7 +84,7 @@ def test_exhaustive_small_n(task, n):
 def test_cgram_other_c_exhaustive(c):
     n = 5
     batch = cgram.enumerate_all(n, alphabet=3, c=c)
-    model = H.hybrid_cgram(n, c=c, alphabet=3)
+    model = H.cgram_hybrid(n, c=c, alphabet=3)
     got = model.predict_batch(np.asarray(batch.tokens))
     assert (got == np.asarray(batch.answers)).all()
 
@@ -198,10 +197,9 @@ def test_alphabet_free_params(task):
     direction per symbol): n = 4 (alphabet <= 6) to n = 1024 (alphabet 1026)."""
     from checks.checks_hybrid import build_reduction_model
     params = {build_reduction_model(task, n).resources.params for n in (4, 64, 1024)}
-    kw = {"c": int(task[5:])} if task.startswith("cgram") else {}
+    c = int(task[5:]) if task.startswith("cgram") else 3
     base = "cgram" if task.startswith("cgram") else task
-    builder = H.hybrid_cgram if base == "cgram" else H.RETRIEVAL_BUILDERS[base]
-    params |= {builder(64, alphabet=a, **kw).resources.params for a in (2, 3, 50, 90)}
+    params |= {retrieval_model(base, "hybrid", 64, alphabet=a, c=c).resources.params for a in (2, 3, 50, 90)}
     assert len(params) == 1
 
 
@@ -259,7 +257,7 @@ def test_rnn_part_holds_no_bit_of_x(task):
     from checks.checks_hybrid import build_reduction_model
     n = 4
     if task == "istree":
-        red, model = LR.ISTREE, H.hybrid_istree(n + 3, m_max=n + 2)
+        red, model = LR.ISTREE, H.istree_hybrid(n + 3, m_max=n + 2)
     else:
         red, model = _reduction(task), build_reduction_model(task, n)
     rnn = without_attention(model).rnn()
@@ -353,7 +351,7 @@ _IST: dict = {}
 
 def _istree_model(N, m_max):
     if (N, m_max) not in _IST:
-        _IST[(N, m_max)] = H.hybrid_istree(N, m_max=m_max)
+        _IST[(N, m_max)] = H.istree_hybrid(N, m_max=m_max)
     return _IST[(N, m_max)]
 
 
@@ -419,7 +417,7 @@ def test_istree_200_vertices():
 
 
 def test_istree_resources():
-    params = {H.hybrid_istree(N).resources.params for N in (2, 16, 100)}
+    params = {H.istree_hybrid(N).resources.params for N in (2, 16, 100)}
     assert len(params) == 1
     d = H.ISTREE
     for N in list(range(1, 12)) + [64, 200]:
@@ -429,7 +427,7 @@ def test_istree_resources():
         e = expr.replace(sp.floor, lambda a: a).replace(sp.ceiling, lambda a: a)
         ratio = sp.limit(e / sp.log(H.N), H.N, sp.oo)
         assert ratio.is_finite and ratio > 0
-    m = H.hybrid_istree(8)
+    m = H.istree_hybrid(8)
     assert m.spec.kind == "hybrid" and len(m.spec.attn_layers) == 1
 
 

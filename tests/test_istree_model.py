@@ -47,7 +47,7 @@ _MODELS: dict = {}
 def model_for(n: int, m: int):
     """One model per (N, M) per test session (weights are a pure function of it)."""
     if (n, m) not in _MODELS:
-        _MODELS[(n, m)] = C.build(n, m)
+        _MODELS[(n, m)] = C.istree_transformer(n, m)
     return _MODELS[(n, m)]
 
 
@@ -410,7 +410,7 @@ def test_hypothesis_ten_thousand_vertices_full(case):
 def test_parameter_count_and_shape_are_constant():
     counts = set()
     for n, m in ((1, 0), (4, 6), (64, 66), (500, 502), (10000, 10002)):
-        mdl = C.build(n, m)
+        mdl = C.istree_transformer(n, m)
         spec = mdl.spec
         counts.add((mdl.resources.params, spec.width, len(spec.attn_layers),
                     tuple(len(L.heads) for L in spec.attn_layers), tuple(L.W1.shape[0] for L in spec.attn_layers)))
@@ -431,19 +431,19 @@ def test_declared_precision_is_logarithmic_and_matches_the_expression():
             T = C.n_positions(n, m)
             assert C.declared_int_bits(n, m) <= 3 * math.ceil(math.log2(max(T, 31))) + 6
     assert C.declared_format(65536, 65538).total_bits <= 63
-    assert C.build(65536, 65538).fmt.total_bits == 63      # every head's own margin check passes there
+    assert C.istree_transformer(65536, 65538).fmt.total_bits == 63      # every head's own margin check passes there
     assert C.declared_format(10000).total_bits <= 63
 
 
 def test_used_precision_within_declared_and_margins_refuse_too_few_bits():
     n = 40
     cases = X.sparse_cases(np.random.default_rng(3), n, 6)
-    model = C.build(n, n + 2)
+    model = C.istree_transformer(n, n + 2)
     _assert_outcome(X.greedy_failures(model, cases))
     used = model.resources.used_int_bits
     assert model.resources.used_precision_bits <= model.fmt.total_bits
     with pytest.raises(MarginError):
-        C.build(n, n + 2, fmt=FixedFormat(used - 1, C.FRAC_BITS))
+        C.istree_transformer(n, n + 2, fmt=FixedFormat(used - 1, C.FRAC_BITS))
 
 
 def test_necessity_record_shows_a_wrong_answer_below_the_frontier():
@@ -467,7 +467,7 @@ def test_dense_graphs_within_declared_bits(n, density):
     rng = np.random.default_rng(n)
     pairs = [(i, j) for i in range(n) for j in range(i)]
     edges = [pairs[k] for k in rng.permutation(len(pairs)) if rng.random() < density]
-    model = C.build(n, len(pairs))
+    model = C.istree_transformer(n, len(pairs))
     _assert_outcome(X.greedy_failures(model, [(n, edges)]), 1)
     assert model.resources.used_precision_bits <= model.fmt.total_bits
 
@@ -483,7 +483,7 @@ def test_cot_bound():
 _NOJIT_SCRIPT = """
 import json, sys
 from constructions import istree as C
-m = C.build(4, 6)
+m = C.istree_transformer(4, 6)
 out = []
 for edges in json.loads(sys.argv[1]):
     g = C.run(m, [tuple(e) for e in edges])
@@ -499,7 +499,7 @@ def test_numba_disabled_gives_identical_results():
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
     cots, bits = json.loads(res.stdout)
-    m = C.build(4, 6)
+    m = C.istree_transformer(4, 6)
     want = []
     for edges in graphs:
         g = C.run(m, edges)
@@ -639,7 +639,7 @@ def test_gadget_family_exhaustive_both_formats_and_it_can_fail():
     pairs = X.gadget_pairs(n)
     cases = X.gadget_cases(n, pairs, out)
     assert len(cases) == 24 and out.failures == 0 and all(N == 6 for N, _ in cases)
-    model = C.build(n + 3, n + 2)
+    model = C.istree_transformer(n + 3, n + 2)
     _assert_outcome(X.teacher_forced_failures(model, cases, count="always"), 24)
     _assert_outcome(X.teacher_forced_failures(model, cases, count="never"), 24)
     forced = X.teacher_forced_failures(LabelForcedTrue(model), cases, count="always")
@@ -671,7 +671,7 @@ def test_reduction_check_records():
     assert {r.family for r in recs} == {"reduction"} and all(r.alphabet is None for r in recs)
     exhaustive = [r for r in recs if r.n in X.REDUCTION["quick"]["exhaustive"]]
     assert [r.instances for r in exhaustive] == [2 * n * 2 ** n for n in X.REDUCTION["quick"]["exhaustive"]]
-    assert {r.params for r in recs} == {C.build(4, 3).resources.params}
+    assert {r.params for r in recs} == {C.istree_transformer(4, 3).resources.params}
     assert max(r.n for r in recs) == 256
 
 
@@ -680,6 +680,6 @@ def test_the_builder_checks_every_istree_head_from_direction_bounds(monkeypatch)
     a bound): with the gadgets' integer-bit checks switched off, a format far too
     small is still refused by the Builder's central check."""
     monkeypatch.setattr(G, "_need_bits", lambda *a: None)
-    C.build(6, 8)
+    C.istree_transformer(6, 8)
     with pytest.raises(MarginError, match="from the directions' bounds"):
-        C.build(6, 8, fmt=FixedFormat(8, C.FRAC_BITS))
+        C.istree_transformer(6, 8, fmt=FixedFormat(8, C.FRAC_BITS))

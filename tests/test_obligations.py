@@ -159,9 +159,9 @@ def test_weakened_declaration_fails_at_the_first_n_the_builder_refuses(name, bel
     n1 = fl["first_n"]
     assert fl["obligation"].endswith("range") and n1 >= below
     # the builder itself (its gadgets' MarginError) agrees: refused at n1, accepted just before
-    build = {"retrieval.counting[a=3]": lambda n, fmt: R.counting_model(n, 3, fmt),
-             "retrieval.ar[a=n+2]": lambda n, fmt: R.ar_model(n, n + 2, fmt),
-             "retrieval.index[a=2]": lambda n, fmt: R.index_model(n, 2, fmt)}[name]
+    build = {"retrieval.counting[a=3]": lambda n, fmt: R.counting_transformer(n, alphabet=3, fmt=fmt),
+             "retrieval.ar[a=n+2]": lambda n, fmt: R.ar_transformer(n, alphabet=n + 2, fmt=fmt),
+             "retrieval.index[a=2]": lambda n, fmt: R.index_transformer(n, alphabet=2, fmt=fmt)}[name]
     I, f = con.fmt(n1)
     with pytest.raises(MarginError):
         build(n1, FixedFormat(I - by, f))
@@ -203,9 +203,9 @@ def test_write_json_roundtrip(tmp_path):
 def test_certificate_vs_measurement_finds_excess():
     from checks.checks_certificate import compare
     con = CONSTRUCTIONS["retrieval.index[a=2]"]
-    checked, bad = compare(con, R.index_model(64), 64)
+    checked, bad = compare(con, R.index_transformer(64), 64)
     assert checked == 2 and bad == []
-    checked, bad = compare(con, R.index_model(4096), 64)      # a larger model than certified at 64
+    checked, bad = compare(con, R.index_transformer(4096), 64)      # a larger model than certified at 64
     assert any("score_int_bits" in b for b in bad)
 
 
@@ -243,8 +243,8 @@ def test_int_and_sympy_backends_agree_on_every_certified_format():
 # ----------------------------------------------------------------------------
 # sim: the simulator's format (bounds.sim_int, defined from its needs) and its position heads
 def _a_simulator():
-    from constructions.simulate import random_linear_rnn, simulate_rnn
-    return simulate_rnn(random_linear_rnn(1), max_prompt=4, max_rnn_cot=1, state_int_bits=3)
+    from constructions.simulate import random_linear_rnn, rnnsim_transformer
+    return rnnsim_transformer(random_linear_rnn(1), max_prompt=4, max_rnn_cot=1, state_int_bits=3)
 
 
 def test_sim_builder_reads_the_declaration_and_is_covered():

@@ -322,7 +322,7 @@ def test_greedy_chunked_equals_generate_and_bounds_each_call(monkeypatch):
         edges = [(v, int(rng.integers(v))) for v in range(1, n)]
         if n == 40:                                   # the last edge moved: usually not a tree (a FALSE case)
             edges = edges[:-1] + [(0, n - 1)] if (0, n - 1) not in edges else edges
-        model = C.build(n, len(edges))
+        model = C.istree_transformer(n, len(edges))
         prompt = C.prompt_tokens(edges)
         g = generate(model, prompt, answer_tokens=[TRUE, FALSE], max_cot=C.cot_bound(n))
         calls.clear()

@@ -48,10 +48,10 @@ SAMPLE = DATA_DIR / "istree_official_sample.jsonl"
 _CACHE: dict = {}
 
 
-def cached(builder, *args):
-    key = (builder.__name__,) + args
+def cached(builder, n, **kw):
+    key = (builder.__name__, n) + tuple(sorted(kw.items()))
     if key not in _CACHE:
-        _CACHE[key] = builder(*args)
+        _CACHE[key] = builder(n, **kw)
     return _CACHE[key]
 
 
@@ -166,10 +166,10 @@ def check_instances(c, rows, check_rules: bool = False):
 
 
 EXHAUSTIVE = [
-    ("index", index_rag, index, 2, [1, 2, 3, 4, 5]),
-    ("ar", ar_rag, ar, 2, [2, 3, 4, 5, 6]),
-    ("cgram", lambda n, a: cgram_rag(n, 3, a), cgram, 2, [3, 4, 5, 6]),
-    ("counting", counting_rag, counting, 2, [1, 2, 3, 4]),
+    ("index", lambda n, a: index_rag(n, alphabet=a), index, 2, [1, 2, 3, 4, 5]),
+    ("ar", lambda n, a: ar_rag(n, alphabet=a), ar, 2, [2, 3, 4, 5, 6]),
+    ("cgram", lambda n, a: cgram_rag(n, c=3, alphabet=a), cgram, 2, [3, 4, 5, 6]),
+    ("counting", lambda n, a: counting_rag(n, alphabet=a), counting, 2, [1, 2, 3, 4]),
 ]
 
 
@@ -189,8 +189,8 @@ def test_exhaustive_small_n(name, build, task, a, sizes):
 
 
 @pytest.mark.parametrize("name, build, task, a", [
-    ("index", index_rag, index, 5), ("ar", ar_rag, ar, 5), ("cgram", lambda n, a: cgram_rag(n, 3, a), cgram, 3),
-    ("counting", counting_rag, counting, 3)], ids=["index", "ar", "cgram", "counting"])
+    ("index", lambda n, a: index_rag(n, alphabet=a), index, 5), ("ar", lambda n, a: ar_rag(n, alphabet=a), ar, 5), ("cgram", lambda n, a: cgram_rag(n, c=3, alphabet=a), cgram, 3),
+    ("counting", lambda n, a: counting_rag(n, alphabet=a), counting, 3)], ids=["index", "ar", "cgram", "counting"])
 def test_seeded_growing_n(name, build, task, a):
     """Seeded samples at n = 16, 64, 256, 1024 (2^12: ``-m full`` and ``rnngap verify``);
     state bits grow like log n (p = I + 1), parameters not at all."""
@@ -199,8 +199,8 @@ def test_seeded_growing_n(name, build, task, a):
 
 @pytest.mark.full
 @pytest.mark.parametrize("name, build, task, a", [
-    ("index", index_rag, index, 5), ("ar", ar_rag, ar, 5), ("cgram", lambda n, a: cgram_rag(n, 3, a), cgram, 3),
-    ("counting", counting_rag, counting, 3)], ids=["index", "ar", "cgram", "counting"])
+    ("index", lambda n, a: index_rag(n, alphabet=a), index, 5), ("ar", lambda n, a: ar_rag(n, alphabet=a), ar, 5), ("cgram", lambda n, a: cgram_rag(n, c=3, alphabet=a), cgram, 3),
+    ("counting", lambda n, a: counting_rag(n, alphabet=a), counting, 3)], ids=["index", "ar", "cgram", "counting"])
 def test_seeded_n_4096(name, build, task, a):
     _growing(build, task, a, ((4096, 3),))
 
@@ -221,14 +221,14 @@ def test_hypothesis_retrieval_n_4096(name, data):
     a = data.draw(st.sampled_from(_ALPHABETS_4096[name]), label="alphabet")
     rng = np.random.default_rng(seed)
     if name == "index":
-        c, b = cached(index_rag, n, a), index.generate(rng, n, 1, a)
+        c, b = cached(index_rag, n, alphabet=a), index.generate(rng, n, 1, a)
     elif name == "ar":
-        c, b = cached(ar_rag, n, a), ar.generate(rng, n, 1, a)
+        c, b = cached(ar_rag, n, alphabet=a), ar.generate(rng, n, 1, a)
     elif name == "cgram":
-        c, b = cached(cgram_rag, n, 3, a), cgram.generate(rng, n, 1, a, c=3)
+        c, b = cached(cgram_rag, n, c=3, alphabet=a), cgram.generate(rng, n, 1, a, c=3)
     else:
         thr = data.draw(st.sampled_from(["near", "uniform"]), label="threshold")
-        c, b = cached(counting_rag, n, a), counting.generate(rng, n, 1, a, threshold=thr)
+        c, b = cached(counting_rag, n, alphabet=a), counting.generate(rng, n, 1, a, threshold=thr)
     bad, cot_max = check_instances(c, b.rows())
     assert bad == 0 and cot_max <= c.cot_bound
     assert c.model.resources.used_int_bits <= c.int_bits_declared
@@ -257,16 +257,16 @@ def test_hypothesis_retrieval(data):
     which = data.draw(st.sampled_from(["index", "ar", "cgram", "counting"]))
     if which == "index":
         toks, ans = data.draw(index.instances(1, n_max, 4))
-        c = cached(index_rag, n_max, 4)
+        c = cached(index_rag, n_max, alphabet=4)
     elif which == "ar":
         toks, ans = data.draw(ar.instances(2, n_max, 4))
-        c = cached(ar_rag, n_max, 4)
+        c = cached(ar_rag, n_max, alphabet=4)
     elif which == "cgram":
         toks, ans = data.draw(cgram.instances(3, n_max, 2, c=3))
-        c = cached(cgram_rag, n_max, 3, 2)
+        c = cached(cgram_rag, n_max, c=3, alphabet=2)
     else:
         toks, ans = data.draw(counting.instances(1, n_max, 3))
-        c = cached(counting_rag, n_max, 3)
+        c = cached(counting_rag, n_max, alphabet=3)
     bad, cot = check_instances(c, [(toks, ans)], check_rules=True)
     assert bad == 0 and cot <= c.cot_bound
 
@@ -295,26 +295,26 @@ def test_reduction_family_every_instance(task):
 def test_alphabet_free_parameter_count():
     """Tokens enter only through their code: the parameter count is the same at alphabet 2
     and at alphabets far above n (one direction per token kind, none per symbol)."""
-    for build in (lambda a: index_rag(16, a), lambda a: cgram_rag(16, 3, a), lambda a: counting_rag(16, a)):
+    for build in (lambda a: index_rag(16, alphabet=a), lambda a: cgram_rag(16, c=3, alphabet=a), lambda a: counting_rag(16, alphabet=a)):
         assert len({build(a).params for a in (2, 17, 100, 5000)}) == 1
     # and a model that had one direction per symbol would fail this: the vocabulary does grow
-    assert index_rag(16, 5000).model.vocab.size > index_rag(16, 2).model.vocab.size
+    assert index_rag(16, alphabet=5000).model.vocab.size > index_rag(16, alphabet=2).model.vocab.size
 
 
 def test_theorem_models_use_the_plain_oracle():
     """Every T5-RAG construction searches with RagOracle itself; only the paper-format
     IsTree model gets the dialect."""
-    for c in (index_rag(4), ar_rag(4), cgram_rag(6, 3), counting_rag(4), istree_rag(4)):
+    for c in (index_rag(4), ar_rag(4), cgram_rag(6, c=3), counting_rag(4), istree_rag(4)):
         assert type(c.oracle()) is RagOracle, c.name
     assert type(istree_rag_paper(4).oracle()) is PaperDialectOracle
 
 
 def test_cot_lengths_are_the_declared_formulas():
-    c = cached(index_rag, 8, 2)
+    c = cached(index_rag, 8, alphabet=2)
     for i in range(1, 9):
         g = c.run([BOS] + [number_token(1)] * 8 + [QUERY, number_token(i)])
         assert g.cot_length == i + 7
-    c = cached(counting_rag, 8, 3)
+    c = cached(counting_rag, 8, alphabet=3)
     for t in range(0, 9):
         g = c.run([BOS] + [number_token(2)] * 8 + [QUERY, number_token(2), number_token(t)])
         assert g.cot_length == 8 * t + 15 and g.answer == number_token(int(8 > t))
@@ -463,8 +463,8 @@ def test_numba_disabled_gives_identical_runs():
     code = (
         "import json;from constructions.rag_models import index_rag, istree_rag, counting_rag;"
         "from checks.formats import graph_tokens;from constructions.vocab import BOS, QUERY, number_token as k;"
-        "a=index_rag(6,3).run([BOS,k(2),k(1),k(0),k(2),k(1),k(1),QUERY,k(4)]);"
-        "b=counting_rag(6,3).run([BOS,k(2),k(1),k(2),k(2),k(1),k(1),QUERY,k(2),k(2)]);"
+        "a=index_rag(6,alphabet=3).run([BOS,k(2),k(1),k(0),k(2),k(1),k(1),QUERY,k(4)]);"
+        "b=counting_rag(6,alphabet=3).run([BOS,k(2),k(1),k(2),k(2),k(1),k(1),QUERY,k(2),k(2)]);"
         "c=istree_rag(4).run(graph_tokens([(2,0),(3,2),(1,0)]));"
         "print(json.dumps([a.cot,a.answer,b.cot,b.answer,c.cot,c.answer]))")
     outs = []

@@ -46,6 +46,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from checks import frontier as FR
+from checks.catalog import retrieval_model
 from checks.shared_data import shared_file
 from checks.tasks import ar, cgram, counting, index
 from constructions import kernels as K
@@ -63,11 +64,11 @@ MQAR_SAMPLE = shared_file("mqar_sample.npz") or SHARED_DATA / "mqar_sample.npz"
 RNNGAP = Path(sys.executable).parent / "rnngap"
 
 BUILD = {
-    "index": lambda n, a: R.index_model(n, a),
-    "ar": lambda n, a: R.ar_model(n, a),
-    "cgram3": lambda n, a: R.cgram_model(n, a, 3),
-    "cgram4": lambda n, a: R.cgram_model(n, a, 4),
-    "counting": lambda n, a: R.counting_model(n, a),
+    "index": lambda n, a: R.index_transformer(n, alphabet=a),
+    "ar": lambda n, a: R.ar_transformer(n, alphabet=a),
+    "cgram3": lambda n, a: R.cgram_transformer(n, alphabet=a, c=3),
+    "cgram4": lambda n, a: R.cgram_transformer(n, alphabet=a, c=4),
+    "counting": lambda n, a: R.counting_transformer(n, alphabet=a),
 }
 MIN_N = {"index": 1, "ar": 2, "cgram3": 3, "cgram4": 4, "counting": 1}
 
@@ -111,11 +112,11 @@ def test_check_batch_rejects_a_model_outside_its_declared_format():
     a correct model built with one integer bit more than declared is rejected."""
     n = 16
     fmt = declared_format("index", n, 2)
-    model = R.index_model(n, 2, FixedFormat(fmt.int_bits + 1, fmt.frac_bits))
+    model = R.index_transformer(n, alphabet=2, fmt=FixedFormat(fmt.int_bits + 1, fmt.frac_bits))
     toks = np.asarray(index.generate(np.random.default_rng(0), n, 4, alphabet=2).tokens)
     with pytest.raises(AssertionError, match="runs in"):
         check_batch(model, toks, index.reference, fmt)
-    assert check_batch(R.index_model(n, 2), toks, index.reference, fmt) == 4
+    assert check_batch(R.index_transformer(n, alphabet=2), toks, index.reference, fmt) == 4
 
 
 # ============================================================================ declarations
@@ -141,11 +142,11 @@ def test_declared_format_covers_the_gadget_margins_and_one_bit_less_is_refused(k
         assert m.fmt.int_bits >= need
         if need > 1:
             with pytest.raises(MarginError):
-                {"index": lambda: R.index_model(n, 3, FixedFormat(need - 1, m.fmt.frac_bits)),
-                 "ar": lambda: R.ar_model(n, 3, FixedFormat(need - 1, m.fmt.frac_bits)),
-                 "cgram3": lambda: R.cgram_model(n, 3, 3, FixedFormat(need - 1, m.fmt.frac_bits)),
-                 "cgram4": lambda: R.cgram_model(n, 3, 4, FixedFormat(need - 1, m.fmt.frac_bits)),
-                 "counting": lambda: R.counting_model(n, 3, FixedFormat(need - 1, m.fmt.frac_bits))}[key]()
+                {"index": lambda: R.index_transformer(n, alphabet=3, fmt=FixedFormat(need - 1, m.fmt.frac_bits)),
+                 "ar": lambda: R.ar_transformer(n, alphabet=3, fmt=FixedFormat(need - 1, m.fmt.frac_bits)),
+                 "cgram3": lambda: R.cgram_transformer(n, alphabet=3, c=3, fmt=FixedFormat(need - 1, m.fmt.frac_bits)),
+                 "cgram4": lambda: R.cgram_transformer(n, alphabet=3, c=4, fmt=FixedFormat(need - 1, m.fmt.frac_bits)),
+                 "counting": lambda: R.counting_transformer(n, alphabet=3, fmt=FixedFormat(need - 1, m.fmt.frac_bits))}[key]()
 
 
 def test_counting_refuses_too_few_fraction_bits():
@@ -153,7 +154,7 @@ def test_counting_refuses_too_few_fraction_bits():
     f = R.COUNTING.frac_bits(n)
     assert (1 << f) > (n + 1) * (2 * n + 3) >= (1 << (f - 1))   # the declaration is the tight bound
     with pytest.raises(MarginError):
-        R.counting_model(n, 3, FixedFormat(R.COUNTING.int_bits(n), f - 1))
+        R.counting_transformer(n, alphabet=3, fmt=FixedFormat(R.COUNTING.int_bits(n), f - 1))
 
 
 def test_params_do_not_depend_on_n_or_the_alphabet():
@@ -172,7 +173,7 @@ def test_ar_attention_is_exactly_one_on_the_first_match():
     x_j = q, even when q also occurs as x_n (the [QUERY] position then matches)."""
     x = [1, 2, 1, 0, 2, 1]   # q = 1: first at j = 1 (answer x_2 = 2), again at j = 3 and as x_n
     toks = [BOS] + [number_token(v) for v in x] + [QUERY, number_token(1)]
-    m = R.ar_model(len(x), 3)
+    m = R.ar_transformer(len(x), alphabet=3)
     s = m.session(capacity=len(toks), record=True)
     s.feed(toks)
     w = s.attention()[1, 0]
@@ -190,7 +191,7 @@ def test_counting_intermediate_values_are_exact():
     x = [0, 2, 0, 1, 0]
     for q, t in itertools.product(range(3), range(6)):
         toks = [BOS] + [number_token(v) for v in x] + [QUERY, number_token(q), number_token(t)]
-        m = R.counting_model(len(x), 3)
+        m = R.counting_transformer(len(x), alphabet=3)
         s = m.session(capacity=len(toks))
         s.feed(toks)
         res = s.residual()
@@ -237,7 +238,7 @@ def _index_chunks(n, chunk_bits=12):
 @pytest.mark.full
 @pytest.mark.parametrize("n", range(13, 19))
 def test_index_every_binary_string_full(n):
-    model = R.index_model(n, 2)
+    model = R.index_transformer(n, alphabet=2)
     total = 0
     for toks in _index_chunks(n):
         total += check_batch(model, toks, index.reference, declared_format("index", n, 2))
@@ -326,7 +327,7 @@ def test_property_two_layer_full(key, k):
 def test_counting_format_limit_is_reported():
     """p(n) of Counting ~ 4 log2 n: the declared format fits I + f <= 62 up to
     R.COUNTING_MAX_N at alphabet n + 1 (a bit above 2^13) and not one further;
-    counting_model refuses with a clear error (FixedFormat would refuse too)."""
+    counting_transformer refuses with a clear error (FixedFormat would refuse too)."""
     lim = R.COUNTING_MAX_N
     assert 2 ** 13 <= lim < 2 ** 14
     fmt = R.COUNTING.format(lim, lim + 1)
@@ -335,7 +336,7 @@ def test_counting_format_limit_is_reported():
     with pytest.raises(ValueError, match="exceeds 62"):
         R.COUNTING.format(lim + 1, lim + 2)
     with pytest.raises(ValueError, match=f"largest n at alphabet n \\+ 1 is {lim}"):
-        R.counting_model(lim + 1, lim + 2)
+        R.counting_transformer(lim + 1, alphabet=lim + 2)
     assert R.counting_max_n() == lim and R.counting_max_n(lambda n: n + 1) == lim
 
 
@@ -354,7 +355,7 @@ def test_counting_on_the_reduction_image_at_2_13():
 
     n = 2 ** 13
     toks, want = hard.sampled_reduction_instances(np.random.default_rng(3), "counting", n, 2)
-    model = R.counting_model(n, n + 1)
+    model = R.counting_transformer(n, alphabet=n + 1)
     assert (model.predict_batch(toks) == want).all()
     assert [counting.reference(list(map(int, r))) for r in toks] == want.tolist()
     assert model.resources.used_precision_bits <= R.COUNTING.total_bits(n, n + 1) <= 63
@@ -369,7 +370,7 @@ def test_param_check_fails_a_one_hot_counting_model():
     from tests._models import onehot_counting_model
 
     points = [(n, a) for n in (2, 3, 6) for a in (3, n + 1)]
-    good = [(n, a, R.counting_model(n, a).resources.params) for n, a in points]
+    good = [(n, a, R.counting_transformer(n, alphabet=a).resources.params) for n, a in points]
     assert CR.params_record("counting", good).failures == 0
     onehot = []
     for n, a in points:
@@ -428,9 +429,9 @@ def test_one_bit_below_the_frontier_fails(name, n):
         assert row["f_min"] > 0
         tokens, answers = FR.frontier_sample(name, n)
         f = row["f_min"] - 1
-        m = R.counting_model(n, 3, FixedFormat(62 - f, f), check_margins=False)
+        m = R.counting_transformer(n, alphabet=3, fmt=FixedFormat(62 - f, f), check_margins=False)
         assert (m.predict_batch(tokens) != answers).any()
-        m = R.counting_model(n, 3, FixedFormat(62 - row["f_min"], row["f_min"]), check_margins=False)
+        m = R.counting_transformer(n, alphabet=3, fmt=FixedFormat(62 - row["f_min"], row["f_min"]), check_margins=False)
         assert (m.predict_batch(tokens) == answers).all()
     else:
         # no fractional value is ever produced: exactly correct even with f = 0
@@ -557,7 +558,7 @@ def test_mqar_long_sequence_extreme_values():
     X = rng.integers(0, 1 << 16, size=(1, L))
     X[0, 2048:] = X[0, rng.permutation(2048)]
     X[0, :8] = [0, 65535, 0, 65535, 65535, 0, 1, 65534]
-    model = R.mqar_model(L)
+    model = R.mqar_transformer(L)
     P = R.mqar_predict(X, model)
     assert (P[0] == np.array(ar.mqar_reference(list(map(int, X[0]))))).all()
     declared = R.DECLARED["mqar"].format(L)
@@ -570,7 +571,7 @@ def test_fast_readout_equals_generic_readout():
     the whole vocabulary: same token, same largest |raw| (so the same used bits),
     for values v on the grid (integers, half-integers, other fractions, codes
     outside the vocabulary range)."""
-    m = R.mqar_model(16, FixedFormat(50, 3))
+    m = R.mqar_transformer(16, FixedFormat(50, 3))
     v_dim = m.nearest_code_dim
     one = m.labels.index("one")
     assert v_dim == m.labels.index("answer")
@@ -593,7 +594,7 @@ def test_fast_readout_equals_generic_readout():
 
 def test_fast_and_generic_model_runs_agree():
     d = np.random.default_rng(3).integers(0, 20, size=(3, 60))
-    m1, m2 = R.mqar_model(60), R.mqar_model(60)
+    m1, m2 = R.mqar_transformer(60), R.mqar_transformer(60)
     assert (R.mqar_predict(d, m1, fast=True) == R.mqar_predict(d, m2, fast=False)).all()
     assert m1.resources.used_int_bits == m2.resources.used_int_bits
 
@@ -612,7 +613,7 @@ def test_mqar_input_validation(bad, msg):
 
 def test_mqar_model_refuses_longer_sequences():
     with pytest.raises(ValueError, match="length <= 3"):
-        R.mqar_predict(np.array([[1, 2, 1, 2]]), R.mqar_model(3))
+        R.mqar_predict(np.array([[1, 2, 1, 2]]), R.mqar_transformer(3))
 
 
 def test_predict_ar_cli(tmp_path, capsys):
@@ -656,14 +657,14 @@ from constructions import retrieval as R
 from checks.tasks import index, ar, cgram, counting
 rng = np.random.default_rng(5)
 out = {}
-for key, mod, kw, mk in [("index", index, dict(alphabet=2), lambda: R.index_model(6, 2)),
-                         ("ar", ar, dict(alphabet=3), lambda: R.ar_model(6, 3)),
-                         ("cgram", cgram, dict(alphabet=2, c=3), lambda: R.cgram_model(6, 2, 3)),
-                         ("counting", counting, dict(alphabet=3), lambda: R.counting_model(6, 3))]:
+for key, mod, kw, mk in [("index", index, dict(alphabet=2), lambda: R.index_transformer(6, alphabet=2)),
+                         ("ar", ar, dict(alphabet=3), lambda: R.ar_transformer(6, alphabet=3)),
+                         ("cgram", cgram, dict(alphabet=2, c=3), lambda: R.cgram_transformer(6, alphabet=2, c=3)),
+                         ("counting", counting, dict(alphabet=3), lambda: R.counting_transformer(6, alphabet=3))]:
     b = mod.generate(rng, 6, 5, **kw)
     m = mk()
     out[key] = [m.predict_batch(b.tokens).tolist(), m.resources.used_int_bits]
-m = R.mqar_model(12)
+m = R.mqar_transformer(12)
 out["mqar"] = [R.mqar_predict(rng.integers(0, 4, size=(2, 12)), m).tolist(), m.resources.used_int_bits]
 print(json.dumps(out))
 """
@@ -683,8 +684,8 @@ def test_the_builder_checks_every_head_even_with_the_gadget_checks_switched_off(
     no-ops), a format far too small is still refused, by the Builder's central
     check computed from the directions' bounds; the declared format passes it."""
     from constructions import gadgets as G
-    build = (lambda fmt: R.mqar_model(64, fmt)) if key == "mqar" else \
-        (lambda fmt: R.BUILDERS[key](64, 8, 3, fmt))
+    build = (lambda fmt: R.mqar_transformer(64, fmt)) if key == "mqar" else \
+        (lambda fmt: retrieval_model(key, "transformer", 64, alphabet=8, c=3, fmt=fmt))
     declared = R.MQAR.format(64) if key == "mqar" else R.DECLARED[key].format(64, 8, 3)
     build(declared)
     monkeypatch.setattr(G, "_need_bits", lambda *a: None)

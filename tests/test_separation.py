@@ -168,11 +168,11 @@ def test_other_model_and_claim_can_be_plugged_in():
     """A caller (e.g. a T5.6 hybrid check) can put its own no-CoT model on the
     family; a model that is wrong on the family fails the record."""
     from constructions import retrieval as RT
-    good = S.model_side("ar", 4, RT.ar_model(8, 6))
+    good = S.model_side("ar", 4, RT.ar_transformer(8, alphabet=6))
     assert good.failures == 0 and good.instances == 4 * 16
     rec = S.separation_record("ar", 4, kind="register", model_side=good, claim="T5.6")
     assert rec.claim == "T5.6" and rec.passed
     # the Index Transformer reads the AR instances as Index ones: wrong on the family
-    wrong = S.model_side("ar", 4, RT.index_model(8, 6))
+    wrong = S.model_side("ar", 4, RT.index_transformer(8, alphabet=6))
     assert wrong.failures > 0
     assert not S.separation_record("ar", 4, kind="register", model_side=wrong).passed

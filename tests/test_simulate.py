@@ -11,11 +11,11 @@ from hypothesis import given, settings, strategies as st
 
 from constructions import cot_hierarchy as CH
 from constructions import kernels as K
-from constructions.demos import count_threshold
+from constructions.demos import count_threshold_transformer
 from constructions.fixedpoint import FixedFormat, PrecisionError
 from constructions.gadgets import Builder, ResidualSpace
 from constructions.generate import generate
-from constructions.simulate import compare, random_linear_rnn, rnn_trace, simulate_rnn
+from constructions.simulate import compare, random_linear_rnn, rnn_trace, rnnsim_transformer
 from constructions.vocab import BOS, FALSE, NUMBER_BASE, TRUE, Vocab
 
 ALL = None
@@ -31,7 +31,7 @@ def prompts(max_len, alphabet=3):
 def sims():
     out = {}
     for seed in (0, 1, 2):
-        out[seed] = simulate_rnn(random_linear_rnn(seed), max_prompt=9, max_rnn_cot=2, state_int_bits=4)
+        out[seed] = rnnsim_transformer(random_linear_rnn(seed), max_prompt=9, max_rnn_cot=2, state_int_bits=4)
     return out
 
 
@@ -84,7 +84,7 @@ def test_compare_detects_a_wrong_state(sims, monkeypatch):
 def test_t41_rnn_exhaustive(n):
     rnn = CH.iterate_rnn(n)
     T = CH.steps(n)
-    sim = simulate_rnn(rnn, max_prompt=n + 4, max_rnn_cot=T, state_int_bits=(T + 2 * n + 4).bit_length())
+    sim = rnnsim_transformer(rnn, max_prompt=n + 4, max_rnn_cot=T, state_int_bits=(T + 2 * n + 4).bit_length())
     for a in range(2 * n):
         for t in range(T + 1):
             p = CH.prompt(n, a, t)
@@ -100,7 +100,7 @@ def test_constant_size_in_the_length():
     rnn = random_linear_rnn(5)
     shapes = set()
     for L in (4, 16, 64):
-        m = simulate_rnn(rnn, max_prompt=L, max_rnn_cot=L, state_int_bits=4).model
+        m = rnnsim_transformer(rnn, max_prompt=L, max_rnn_cot=L, state_int_bits=4).model
         shapes.add((m.resources.params, m.spec.width, len(m.spec.attn_layers),
                     tuple(len(l.heads) for l in m.spec.attn_layers)))
     assert len(shapes) == 1
@@ -134,7 +134,7 @@ def test_saturate_one_bit_below_the_frontier_is_wrong(sims):
 
 def test_refuses_unsupported_models():
     with pytest.raises(ValueError, match="linear RNN"):
-        simulate_rnn(count_threshold(4), max_prompt=4)
+        rnnsim_transformer(count_threshold_transformer(4), max_prompt=4)
     s = ResidualSpace()
     s.embedded("one", K.F_ONE)
     s.embedded("tok", K.F_TOK)
@@ -143,7 +143,7 @@ def test_refuses_unsupported_models():
     b.rnn_layer(["h"], A={("h", "h"): Fraction(1, 2)}, B={("h", "tok"): 1}, C={("u", "h"): 1})
     b.readout([("u", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1), ("u", K.F_IS_TOKEN, NUMBER_BASE + 1, 1)])
     with pytest.raises(ValueError, match="not supported"):
-        simulate_rnn(b.build(FixedFormat(6, 2)), max_prompt=4)
+        rnnsim_transformer(b.build(FixedFormat(6, 2)), max_prompt=4)
     b2 = Builder("half-readout", "linear_rnn", Vocab(3), s.__class__())
     s2 = b2.space
     s2.embedded("one", K.F_ONE)
@@ -152,12 +152,12 @@ def test_refuses_unsupported_models():
     b2.rnn_layer(["h"], A={}, B={("h", "tok"): 1}, C={("u", "h"): 1})
     b2.readout([("u", K.F_TOK, 0, 1), ("one", K.F_TOK_SQ, 0, -1)])
     with pytest.raises(ValueError, match="2 x an integer"):
-        simulate_rnn(b2.build(FixedFormat(6, 2)), max_prompt=4)
+        rnnsim_transformer(b2.build(FixedFormat(6, 2)), max_prompt=4)
 
 
 def test_state_range_precondition_is_reported():
     rnn = CH.iterate_rnn(2)
-    sim = simulate_rnn(rnn, max_prompt=6, max_rnn_cot=4, state_int_bits=2)    # c reaches 3 + t >= 4
+    sim = rnnsim_transformer(rnn, max_prompt=6, max_rnn_cot=4, state_int_bits=2)    # c reaches 3 + t >= 4
     msg, _, _ = compare(sim, CH.prompt(2, 1, 4), [TRUE, FALSE])
     assert msg.startswith("precondition violated")
 
@@ -173,7 +173,7 @@ def test_hypothesis_longer_prompts(seed, max_prompt, data, with_cot):
     of up to that length."""
     key = (seed, max_prompt)
     if key not in _LONG_SIMS:
-        _LONG_SIMS[key] = simulate_rnn(random_linear_rnn(seed), max_prompt=max_prompt, max_rnn_cot=2,
+        _LONG_SIMS[key] = rnnsim_transformer(random_linear_rnn(seed), max_prompt=max_prompt, max_rnn_cot=2,
                                        state_int_bits=4)
     sim = _LONG_SIMS[key]
     xs = data.draw(st.lists(st.integers(0, 2), min_size=max_prompt // 2, max_size=max_prompt - 1))
@@ -185,7 +185,7 @@ def test_hypothesis_longer_prompts(seed, max_prompt, data, with_cot):
 def test_indicator_readout_random_targets():
     from constructions import targets as TG
     for seed in (0, 1):
-        sim = simulate_rnn(TG.random_linear_rnn(2, 3, seed, max_number=4), max_prompt=5, max_rnn_cot=0)
+        sim = rnnsim_transformer(TG.random_linear_rnn(2, 3, seed, max_number=4), max_prompt=5, max_rnn_cot=0)
         for p in prompts(3):
             msg, run, tr = compare(sim, p, None)
             assert msg == "", (seed, p, msg)
@@ -195,7 +195,7 @@ def test_register_index_rnn_with_its_cot():
     from constructions import targets as TG
     from constructions.vocab import QUERY
     c = 3
-    sim = simulate_rnn(TG.register_index_rnn(c, max_number=c + 2), max_prompt=c + 3, max_rnn_cot=c)
+    sim = rnnsim_transformer(TG.register_index_rnn(c, max_number=c + 2), max_prompt=c + 3, max_rnn_cot=c)
     for n in range(1, c + 1):
         for xs in itertools.product(range(2), repeat=n):
             for i in range(1, n + 1):
@@ -207,9 +207,9 @@ def test_register_index_rnn_with_its_cot():
 
 NOJIT_SCRIPT = """
 import json
-from constructions.simulate import simulate_rnn, random_linear_rnn
+from constructions.simulate import rnnsim_transformer, random_linear_rnn
 from constructions.vocab import BOS, NUMBER_BASE, TRUE, FALSE
-sim = simulate_rnn(random_linear_rnn(1), max_prompt=3, max_rnn_cot=1, state_int_bits=3)
+sim = rnnsim_transformer(random_linear_rnn(1), max_prompt=3, max_rnn_cot=1, state_int_bits=3)
 run = sim.run([BOS, NUMBER_BASE + 2], [TRUE, FALSE])
 print(json.dumps([run.cot, run.answer, sim.model.resources.used_int_bits]))
 """
@@ -230,7 +230,7 @@ def test_numba_disabled_identical():
 
 def test_declared_int_bits_grow_logarithmically():
     rnn = random_linear_rnn(3)
-    bits = {L: simulate_rnn(rnn, max_prompt=L, max_rnn_cot=0, state_int_bits=4).fmt.int_bits
+    bits = {L: rnnsim_transformer(rnn, max_prompt=L, max_rnn_cot=0, state_int_bits=4).fmt.int_bits
             for L in (4, 64, 1024)}
     # I = 2 log2(context) + O(1) once positions dominate the token codes
     assert bits[1024] - bits[64] <= 2 * 4 + 2
@@ -245,7 +245,7 @@ _T41_SIMS = {}
 def test_hypothesis_t41_growing_n(n, data):
     if n not in _T41_SIMS:
         T = CH.steps(n)
-        _T41_SIMS[n] = simulate_rnn(CH.iterate_rnn(n), max_prompt=n + 4, max_rnn_cot=T,
+        _T41_SIMS[n] = rnnsim_transformer(CH.iterate_rnn(n), max_prompt=n + 4, max_rnn_cot=T,
                                     state_int_bits=(T + 2 * n + 4).bit_length())
     sim = _T41_SIMS[n]
     a = data.draw(st.integers(0, 2 * n - 1))
@@ -276,12 +276,12 @@ def test_full_t41_n4_exhaustive_and_register_c5():
     from constructions import targets as TG
     from constructions.vocab import QUERY
     n, T = 4, 16
-    sim = simulate_rnn(CH.iterate_rnn(n), max_prompt=n + 4, max_rnn_cot=T, state_int_bits=(T + 2 * n + 4).bit_length())
+    sim = rnnsim_transformer(CH.iterate_rnn(n), max_prompt=n + 4, max_rnn_cot=T, state_int_bits=(T + 2 * n + 4).bit_length())
     for a in range(2 * n):
         for t in range(T + 1):
             assert compare(sim, CH.prompt(n, a, t), [TRUE, FALSE])[0] == ""
     c = 5
-    sim = simulate_rnn(TG.register_index_rnn(c, max_number=c + 2), max_prompt=c + 3, max_rnn_cot=c)
+    sim = rnnsim_transformer(TG.register_index_rnn(c, max_number=c + 2), max_prompt=c + 3, max_rnn_cot=c)
     for xs in itertools.product(range(2), repeat=c):
         for i in range(1, c + 1):
             p = [BOS] + [NUMBER_BASE + x for x in xs] + [QUERY, NUMBER_BASE + i]

@@ -74,7 +74,7 @@ def test_left_of_tape_refused():
 # ---------------------------------------------------------------- hybrid
 def test_hybrid_registers_decoded_step_by_step():
     spec = T.MACHINES["palindrome"]
-    sim = T.compile_hybrid(spec, 5)
+    sim = T.tm_hybrid(spec, 5)
     enc = sim.enc
     for w in ("01010", "0110", "011"):
         ref = TR.reference_run(enc.dtm, w, spec.time_bound(5))
@@ -117,7 +117,7 @@ def test_hybrid_every_input_up_to_8(name):
 @pytest.mark.parametrize("name", MACHINES)
 def test_hybrid_constant_params_and_declared(name):
     spec = T.MACHINES[name]
-    sims = [T.compile_hybrid(spec, n) for n in (0, 3, 8)]
+    sims = [T.tm_hybrid(spec, n) for n in (0, 3, 8)]
     assert len({s.model.resources.params for s in sims}) == 1
     assert len({s.model.resources.state_numbers for s in sims}) == 1
     decl = T.hybrid_declared(sims[0].enc, spec)
@@ -144,7 +144,7 @@ def test_necessity_wrong_one_bit_below_the_frontier(kind):
     from checks.necessity import necessity_record
     spec = T.MACHINES["0k1k"]
     if kind == "hybrid":
-        sim = T.compile_hybrid(spec, 3)
+        sim = T.tm_hybrid(spec, 3)
 
         def run(model, w):
             from constructions.generate import generate
@@ -152,7 +152,7 @@ def test_necessity_wrong_one_bit_below_the_frontier(kind):
                          max_cot=2 * spec.time_bound(len(w)) + 1)
             return g.answer, g.cot, TR.reference_run(sim.enc.dtm, w, spec.time_bound(len(w))).hybrid_cot()
     else:
-        sim = T.compile_rag(spec, 3)
+        sim = T.tm_rag(spec, 3)
 
         def run(model, w):
             g, _ = sim.run(w, model=model)
@@ -171,7 +171,7 @@ def test_rag_every_input_small(name, n_max):
     """One model compiled for n_max runs every input of every length <= n_max
     (increment reaches 8 cheaply: its runs take n + 1 steps)."""
     spec = T.MACHINES[name]
-    sim = T.compile_rag(spec, n_max)
+    sim = T.tm_rag(spec, n_max)
     for n in range(0, n_max + 1):
         tally, _, bad_oracle = CT.run_rag(spec, n, sim)
         assert tally.failures == 0, tally.first_failure
@@ -196,7 +196,7 @@ def test_rag_program_interpretation_agrees_with_model():
     rule fires and the model emits the next context token (the answer at the end)."""
     from constructions.vocab import ENDSEARCH, token_from_code
     spec = T.MACHINES["palindrome"]
-    sim = T.compile_rag(spec, 3)
+    sim = T.tm_rag(spec, 3)
     g, _ = sim.run("010")
     ctx = g.context
     trace = sim.program.run_python(ctx)
@@ -217,7 +217,7 @@ def test_rag_program_interpretation_agrees_with_model():
 
 def test_rag_constant_params_and_declared():
     spec = T.MACHINES["increment"]
-    sims = [T.compile_rag(spec, n) for n in (0, 4, 12)]
+    sims = [T.tm_rag(spec, n) for n in (0, 4, 12)]
     assert len({s.model.resources.params for s in sims}) == 1
     decl = T.rag_declared(sims[0].enc, spec)
     for n in list(range(0, 10)) + [31, 64, 1000]:
@@ -229,7 +229,7 @@ def test_rag_constant_params_and_declared():
 
 def test_rag_records_decode():
     spec = T.MACHINES["increment"]
-    sim = T.compile_rag(spec, 4)
+    sim = T.tm_rag(spec, 4)
     g, _ = sim.run("1101")
     ref = TR.reference_run(sim.enc.dtm, "1101", spec.time_bound(4))
     assert sim.records(g.cot) == ref.records
@@ -241,12 +241,12 @@ import json, numpy as np, numba
 from constructions import turing as T, hybrid as H
 from checks.tasks import index
 out = {"jit_disabled": bool(numba.config.DISABLE_JIT)}
-sim = T.compile_hybrid(T.MACHINES["increment"], 3)
+sim = T.tm_hybrid(T.MACHINES["increment"], 3)
 out["hybrid_tm"] = [[w, sim.run(w).cot, sim.run(w).answer] for w in ("", "1", "11", "101", "111")]
-rag = T.compile_rag(T.MACHINES["increment"], 2)
+rag = T.tm_rag(T.MACHINES["increment"], 2)
 out["rag_tm"] = [[w, rag.run(w)[0].cot] for w in ("", "1", "11")]
 b = index.enumerate_all(3, alphabet=2)
-out["hybrid_index"] = H.hybrid_index(3).predict_batch(np.asarray(b.tokens)).tolist()
+out["index_hybrid"] = H.index_hybrid(3).predict_batch(np.asarray(b.tokens)).tolist()
 print(json.dumps(out))
 """
 

@@ -1,5 +1,5 @@
 """Reference for the hybrid IsTree construction (constructions/hybrid.py,
-``hybrid_istree``): the union-find CoT and answer, in plain Python.
+``istree_hybrid``): the union-find CoT and answer, in plain Python.
 
 It imports no construction code: only the token ids of the vocabulary
 (constructions/vocab.py, the same constants every task module uses).

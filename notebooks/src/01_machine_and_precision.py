@@ -128,10 +128,10 @@ from constructions.vocab import token_number
 
 n = 6
 toks, want = hard.reduction_instances("index", n)          # every x in {0,1}^n, every i
-model = R.index_model(n, 2)            # built at its declared format
+model = R.index_transformer(n, alphabet=2)            # built at its declared format
 declared = model.fmt
 rec = necessity_record("T4.6-up", "index", "index", n, family="reduction", alphabet=2, declared=declared,
-                       build_frac=lambda fmt: R.index_model(n, 2, fmt), run=batch_runner(toks, want), model=model)
+                       build_frac=lambda fmt: R.index_transformer(n, alphabet=2, fmt=fmt), run=batch_runner(toks, want), model=model)
 print(f"Index Transformer, n = {n}, {len(toks)} instances; declared {declared.name}")
 print("integer-bit frontier", rec.frontier_int_bits, "| fraction-bit frontier", rec.frontier_frac_bits,
       "| a wrong answer one bit below:", rec.wrong_below)

@@ -26,8 +26,8 @@ from constructions.rag import token_name
 from checks.tasks import index, ar, cgram, counting, hard
 
 n = 16
-models = {"Index": R.index_model(n, 2), "AR": R.ar_model(n, 4), "c-gram (c=3)": R.cgram_model(n, 2, 3),
-          "Counting": R.counting_model(n, 3)}
+models = {"Index": R.index_transformer(n, alphabet=2), "AR": R.ar_transformer(n, alphabet=4), "c-gram (c=3)": R.cgram_transformer(n, alphabet=2, c=3),
+          "Counting": R.counting_transformer(n, alphabet=3)}
 
 def reads(s, W):
     return ", ".join(s.labels[d] for d in np.flatnonzero(np.any(W != 0, axis=0)))
@@ -67,7 +67,7 @@ def trace(model, toks):
         A[:, :, t, : t + 1] = sess.attention()[:, :, : t + 1]
     return A, sess
 
-model = R.ar_model(12, 4)
+model = R.ar_transformer(12, alphabet=4)
 batch = ar.generate(np.random.default_rng(3), 12, 1, alphabet=4)
 toks = [int(t) for t in batch.tokens[0]]
 labels = [token_name(t) for t in toks]
@@ -102,10 +102,10 @@ print("residual at the last position (nonzero directions):", {k: str(v) for k, v
 # certify`, developed in parallel) is not drawn here.
 
 # %%
-builders = {"Index": (lambda n: R.index_model(n, 2), lambda rng, n: index.generate(rng, n, 40, alphabet=2)),
-            "AR": (lambda n: R.ar_model(n, 4), lambda rng, n: ar.generate(rng, n, 40, alphabet=4)),
-            "c-gram": (lambda n: R.cgram_model(n, 2, 3), lambda rng, n: cgram.generate(rng, n, 40, alphabet=2, c=3)),
-            "Counting": (lambda n: R.counting_model(n, 3), lambda rng, n: counting.generate(rng, n, 40, alphabet=3))}
+builders = {"Index": (lambda n: R.index_transformer(n, alphabet=2), lambda rng, n: index.generate(rng, n, 40, alphabet=2)),
+            "AR": (lambda n: R.ar_transformer(n, alphabet=4), lambda rng, n: ar.generate(rng, n, 40, alphabet=4)),
+            "c-gram": (lambda n: R.cgram_transformer(n, alphabet=2, c=3), lambda rng, n: cgram.generate(rng, n, 40, alphabet=2, c=3)),
+            "Counting": (lambda n: R.counting_transformer(n, alphabet=3), lambda rng, n: counting.generate(rng, n, 40, alphabet=3))}
 ns = [8, 32, 128, 512]
 rows = {}
 for name, (build, gen) in builders.items():
@@ -206,7 +206,7 @@ print(f"x  = {''.join(map(str, w.x))}\nx' = {''.join(map(str, w.x_prime))}  shar
 print("instance x :", " ".join(token_name(t) for t in w.tokens), "-> RNN", token_name(w.answer), "expected", token_name(w.expected))
 print("instance x':", " ".join(token_name(t) for t in w.tokens_prime), "-> RNN", token_name(w.answer_prime),
       "expected", token_name(w.expected_prime))
-tf = R.ar_model(2 * n, n + 2)
+tf = R.ar_transformer(2 * n, alphabet=n + 2)
 print("the constant-size AR Transformer on both:", [token_name(tf.predict(list(t))) for t in (w.tokens, w.tokens_prime)])
 
 # %% [markdown]
@@ -224,7 +224,7 @@ sep_ns = list(range(2, 11))
 tf_acc, rnn_acc = [], {s: [] for s in (2, 4, 6)}
 for n in sep_ns:
     toks, want = hard.reduction_instances("ar", n)      # every x in {0,1}^n, every i (fastest)
-    tf_acc.append(float((R.ar_model(2 * n, n + 2).predict_batch(toks) == want).mean()))
+    tf_acc.append(float((R.ar_transformer(2 * n, alphabet=n + 2).predict_batch(toks) == want).mean()))
     plen = len(LR.AR.alice([0] * n))
     for s in rnn_acc:
         r = ParsedIndexRNN(CompactIndexRegister(s), ReductionFormatParser("keyvalue", 2), s)

@@ -25,7 +25,7 @@ from checks.tasks import istree as T
 from checks.formats import format_cot_text
 
 N = 9
-model = IT.build(n_vertices=N)
+model = IT.istree_transformer(n_vertices=N)
 print(model.describe())
 rng = np.random.default_rng(7)
 graphs = {"random tree": T.random_tree(rng, N), "near-tree": T.near_tree(rng, N)}
@@ -82,7 +82,7 @@ rng = np.random.default_rng(11)
 wrong = 0
 for n_v in sizes:
     sample = {fam: [make(rng, n_v) for _ in range(3)] for fam, make in gen.items()}
-    m_v = IT.build(n_vertices=n_v, max_edges=max(len(gg.edges) for gs in sample.values() for gg in gs))
+    m_v = IT.istree_transformer(n_vertices=n_v, max_edges=max(len(gg.edges) for gs in sample.values() for gg in gs))
     for fam, gs in sample.items():
         best = 0
         for gg in gs:
@@ -121,7 +121,7 @@ for r in rows:
     edges, cot = parse_cot_text(r["cot_text"], r["n_nodes"])
     hidden = r["n_nodes"] > IT.model_vertex_count(edges)      # isolated top vertices: the [COUNT] header
     if r["n_nodes"] not in built:
-        built[r["n_nodes"]] = IT.build(r["n_nodes"])
+        built[r["n_nodes"]] = IT.istree_transformer(r["n_nodes"])
     o = IT.run(built[r["n_nodes"]], edges, n_nodes=r["n_nodes"] if hidden else None)
     same += format_cot_text(edges, o.cot) == r["cot_text"]
     key = (bool(r["official_label"]), T.reference_label(r["n_nodes"], edges))
@@ -190,7 +190,7 @@ for ax, i in zip(axes, (2, 3)):
     label = T.reference_label(nodes, edges)
     ax.set_title(f"x = {''.join(map(str, x))}, i = {i}: x_i = {x[i - 1]} -> tree: {label}", fontsize=9); ax.axis("off")
     print(f"i = {i}: edges {edges} (Bob's: {bob}); reduction expects {'TRUE' if LR.ISTREE.expected(x, i) == TRUE else 'FALSE'}, networkx says tree = {label}", end="; ")
-    print(f"the IsTree Transformer answers {'TRUE' if IT.run(IT.build(nodes), edges).answer == TRUE else 'FALSE'}")
+    print(f"the IsTree Transformer answers {'TRUE' if IT.run(IT.istree_transformer(nodes), edges).answer == TRUE else 'FALSE'}")
 fig.suptitle("Index -> IsTree: Alice hangs v_j on hub x_j (blue), Bob joins w to v_i and to hub 1 (red dashed): a tree iff x_i = 0", fontsize=10)
 plt.tight_layout(); plt.show()
 
@@ -217,7 +217,7 @@ ccr = cc.one_way_complexity(cc.reduction_split(LR.ISTREE, n, lambda toks: T.refe
 w = W.find_witness(rnn, LR.ISTREE, n, mode="exhaustive", max_cot=n)
 print(f"IsTree family at n = {n}: exact one-way CC {ccr.bits} bits; RNN {rnn.name} has {rnn.state_bits} state bits")
 print(f"x = {''.join(map(str, w.x))} and x' = {''.join(map(str, w.x_prime))} reach the same state; query i = {w.i}")
-tf = IT.build(LR.istree_vertex_count(n))
+tf = IT.istree_transformer(LR.istree_vertex_count(n))
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
 for ax, xx, tk, ans, exp in ((axes[0], w.x, w.tokens, w.answer, w.expected), (axes[1], w.x_prime, w.tokens_prime, w.answer_prime, w.expected_prime)):
     nodes, edges = LR.parse_istree(tk.tolist())

@@ -110,11 +110,11 @@ for k, ys in acc.items():
 # CoT: see every cross sit on its line. The cell compares them exactly.
 
 # %%
-from constructions.simulate import simulate_rnn, compare
+from constructions.simulate import rnnsim_transformer, compare
 n2 = 2
 rnn = CH.iterate_rnn(n2)
 T2 = CH.steps(n2)
-sim = simulate_rnn(rnn, max_prompt=n2 + 4, max_rnn_cot=T2, state_int_bits=(T2 + 2 * n2 + 4).bit_length())
+sim = rnnsim_transformer(rnn, max_prompt=n2 + 4, max_rnn_cot=T2, state_int_bits=(T2 + 2 * n2 + 4).bit_length())
 p = CH.prompt(n2, 1, T2, [0, 3])
 msg, run, tr = compare(sim, p, [TRUE, FALSE])
 print(sim.model.describe())

@@ -22,8 +22,8 @@ from checks.tasks import index, ar, counting
 
 n = 8
 cases = {"Index": (RM.index_rag(n), index.generate(np.random.default_rng(5), n, 1, alphabet=2), index.reference),
-         "AR": (RM.ar_rag(n, 4), ar.generate(np.random.default_rng(5), n, 1, alphabet=4), ar.reference),
-         "Counting": (RM.counting_rag(n, 3), counting.generate(np.random.default_rng(5), n, 1, alphabet=3), counting.reference)}
+         "AR": (RM.ar_rag(n, alphabet=4), ar.generate(np.random.default_rng(5), n, 1, alphabet=4), ar.reference),
+         "Counting": (RM.counting_rag(n, alphabet=3), counting.generate(np.random.default_rng(5), n, 1, alphabet=3), counting.reference)}
 traces = {}
 for name, (c, batch, ref) in cases.items():
     prompt = [int(t) for t in batch.tokens[0]]
@@ -66,7 +66,7 @@ plt.tight_layout(); plt.show()
 # %% [markdown]
 # ## The hybrid: linear RNN layers and exactly one attention layer, no CoT
 #
-# `constructions.hybrid.hybrid_ar`: a linear RNN layer computes a counter and the
+# `constructions.hybrid.ar_hybrid`: a linear RNN layer computes a counter and the
 # previous token (a recurrence, no attention); the single attention layer then
 # finds the first position whose previous token is the query. The cell lists what
 # that layer's head reads (the residual directions with nonzero columns in its
@@ -79,7 +79,7 @@ plt.tight_layout(); plt.show()
 
 # %%
 nh = 12
-hm = H.hybrid_ar(nh, alphabet=4)
+hm = H.ar_hybrid(nh, alphabet=4)
 print(hm.describe())
 spec = hm.spec
 layer = spec.attn_layers[0]
@@ -105,13 +105,13 @@ for ax, k in zip(axes[0], range(len(layer.heads))):
 plt.tight_layout(); plt.show()
 print("instance:", " ".join(labels), "| hybrid predicts", rag.token_name(sess.next_token()), "| reference", rag.token_name(ar.reference(toks)))
 bb = ar.generate(np.random.default_rng(2), 64, 300, alphabet=4)
-print("AR at n = 64:", int((H.hybrid_ar(64, alphabet=4).predict_batch(np.asarray(bb.tokens)) != np.asarray(bb.answers)).sum()),
+print("AR at n = 64:", int((H.ar_hybrid(64, alphabet=4).predict_batch(np.asarray(bb.tokens)) != np.asarray(bb.answers)).sum()),
       "mismatches on 300 seeded instances")
 
 # %% [markdown]
 # ## IsTree with one attention layer: a union-find chain of thought
 #
-# The IsTree hybrid (`hybrid_istree`) writes a union-find run as its CoT (each
+# The IsTree hybrid (`istree_hybrid`) writes a union-find run as its CoT (each
 # find writes the path to the root; union by size keeps paths at most
 # $\log_2 N$ long), so its CoT has $O(N \log N)$ tokens instead of the DFS tour's
 # $2N$: the price of having a single attention layer.
@@ -152,7 +152,7 @@ run_N, ref_N = [4, 8, 16, 32], [64, 128, 256]
 lengths = {fam: {} for fam in families}
 agree = runs = 0
 for N in run_N + ref_N:
-    model = H.hybrid_istree(N) if N in run_N else None
+    model = H.istree_hybrid(N) if N in run_N else None
     for fam, make in families.items():
         edges = make(N)
         ref_cot, ref_ans = unionfind_cot(N, edges)
@@ -191,7 +191,7 @@ for fam in families:
 # %% [markdown]
 # ## A Turing machine with CoT and RAG, beside automata-lib
 #
-# `constructions.turing.compile_rag` turns an automata-lib `DTM` (here
+# `constructions.turing.tm_rag` turns an automata-lib `DTM` (here
 # little-endian binary increment) into a linear RNN + RAG: the CoT holds one
 # record `~ cell action` per step, and the symbol under the head is retrieved by
 # a regex for the last record of that cell (or the input symbol).
@@ -203,7 +203,7 @@ for fam in families:
 # %%
 from constructions import turing as TM
 spec = TM.MACHINES["increment"]
-tm = TM.compile_rag(spec, 6)
+tm = TM.tm_rag(spec, 6)
 word = "11101"
 g, orc = tm.run(word)
 accepted, steps, tape = TM.automata_run(spec.build(), word)

@@ -1,0 +1,125 @@
+"""The one catalogue (checks/catalog.py): every construction reachable, listed by
+``rnngap show --list``, and in one-to-one correspondence with ``rnngap certify``."""
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import numpy as np
+
+from checks import catalog as CAT
+from checks.cli import main
+from constructions.model import Model
+from constructions.obligations import CONSTRUCTIONS
+
+ROOT = Path(__file__).resolve().parents[1]
+ARCHITECTURES = ("transformer", "hybrid", "rag", "rnn")
+
+
+def _builders_in_constructions() -> set[tuple[str, str]]:
+    """(file, function) of every public top-level ``def <task>_<architecture>`` in
+    constructions/, read from the source (not from the catalogue)."""
+    out = set()
+    for path in sorted((ROOT / "constructions").glob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_") \
+                    and node.name.removesuffix("_paper").rsplit("_", 1)[-1] in ARCHITECTURES:
+                out.add((f"constructions/{path.name}", node.name))
+    return out
+
+
+# defs named like builders that build no claim's upper-bound construction: the
+# simulator's inputs and the lower bounds' targets (random / register RNNs), the
+# no-CoT contrast of T4.1 and the protocol's runner
+NOT_CATALOGUED = {("constructions/simulate.py", "random_linear_rnn"),
+                  ("constructions/targets.py", "random_linear_rnn"),
+                  ("constructions/targets.py", "register_index_rnn"),
+                  ("constructions/cot_hierarchy.py", "unrolled_rnn"),
+                  ("constructions/protocol.py", "run_rnn")}
+
+
+def test_every_builder_is_in_the_catalogue():
+    where = {tuple(e.where.split(":")) for e in CAT.CATALOG.values()}
+    found = _builders_in_constructions()
+    assert found, "the scan found no builder"
+    assert found - NOT_CATALOGUED <= where, sorted(found - NOT_CATALOGUED - where)
+    assert where <= found, sorted(where - found)       # and every entry's builder is such a def
+
+
+def test_catalogue_covers_every_construction_claim():
+    claims = {k.claim for k in CAT.CATALOG}
+    assert set(CAT.CONSTRUCTION_CLAIMS) <= claims, set(CAT.CONSTRUCTION_CLAIMS) - claims
+    for claim, task in [("T4.6-up", t) for t in CAT.RETRIEVAL_TASKS] + [("T4.6-up", "mqar")]:
+        assert (claim, task, "transformer") in CAT.CATALOG
+    for t in CAT.RETRIEVAL_TASKS + ("istree",):
+        assert ("T5.6", t, "hybrid") in CAT.CATALOG and ("T5-RAG", t, "rag") in CAT.CATALOG
+
+
+def test_keyword_only_alphabet_and_c():
+    for e in CAT.CATALOG.values():
+        params = inspect.signature(e.builder).parameters
+        for name in ("alphabet", "c"):
+            if name in params:
+                assert params[name].kind is inspect.Parameter.KEYWORD_ONLY, (e.where, name)
+
+
+def test_show_list_names_every_entry_once(capsys):
+    assert main(["show", "--list"]) == 0
+    out = capsys.readouterr().out
+    listed = [line.split()[0] for line in out.splitlines() if line.strip()]
+    assert sorted(listed) == CAT.names() and len(set(listed)) == len(CAT.CATALOG)
+    for e in CAT.CATALOG.values():
+        assert e.where in out
+
+
+def test_every_entry_builds_a_model_and_its_example_runs():
+    """entry.build(n) -> Built with a Model (the uniform interface) at n = 3, and
+    the model reads its seeded example (the next token is a vocabulary token)."""
+    for e in CAT.CATALOG.values():
+        b = e.build(3)
+        assert isinstance(b.model, Model) and b.name == e.name, e.name
+        assert (b.construction is b.model) == isinstance(b.construction, Model)
+        toks = e.example(3, np.random.default_rng(0))
+        s = b.model.session(capacity=len(toks))
+        s.feed(toks)
+        assert b.model.vocab.contains(s.next_token()), e.name
+
+
+def test_certificates_map_one_to_one_onto_catalogue_entries():
+    """Every certificate of ``rnngap certify`` names one catalogue entry of its own
+    claim, and every construction-claim entry has a certificate or a stated reason."""
+    owner = {}
+    for e in CAT.CATALOG.values():
+        for name in e.certificates:
+            assert name in CONSTRUCTIONS, (e.name, name)
+            assert CONSTRUCTIONS[name].claim == e.key.claim, (e.name, name)
+            assert name not in owner, (name, owner.get(name), e.name)
+            owner[name] = e.name
+    assert set(owner) == set(CONSTRUCTIONS), sorted(set(CONSTRUCTIONS) - set(owner))
+    for e in CAT.CATALOG.values():
+        if e.key.claim in CAT.CONSTRUCTION_CLAIMS:
+            assert bool(e.certificates) != (e.name in CAT.UNCERTIFIED), e.name
+    assert set(CAT.UNCERTIFIED) <= set(CAT.BY_NAME)
+
+
+def test_retrieval_model_passes_c_to_cgram_only():
+    m3 = CAT.retrieval_model("cgram", "transformer", 6, alphabet=2, c=3)
+    m4 = CAT.retrieval_model("cgram", "transformer", 6, alphabet=2, c=4)
+    assert m3.spec.notes != m4.spec.notes or m3.resources.params != m4.resources.params or m3.name != m4.name
+    a = CAT.retrieval_model("index", "hybrid", 6, alphabet=3, c=4)
+    assert a.name == CAT.entry("T5.6", "index", "hybrid").build(6, alphabet=3).model.name
+
+
+def test_readme_claim_table_names_each_claims_builders():
+    """The README claim table's "construction" column names every catalogued
+    builder of the row's claim (and its file)."""
+    rows = {}
+    for line in (ROOT / "README.md").read_text().splitlines():
+        if line.startswith("| ") and line.count("|") == 5:
+            cells = [c.strip() for c in line.split("|")[1:-1]]
+            rows[cells[0].strip("`")] = cells[3]
+    for e in CAT.CATALOG.values():
+        f, fn = e.where.split(":")
+        assert e.key.claim in rows, e.key.claim
+        assert f"`{fn}`" in rows[e.key.claim] and f"`{f.split('/')[-1]}`" in rows[e.key.claim], (e.name, e.where)
