@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from checks.catalog import BY_NAME
-from constructions.vocab import BOS, QUERY, number_token
+from rnngap.checks.catalog import BY_NAME
+from rnngap.constructions.vocab import BOS, QUERY, number_token
 
 from .numpy_fx import predict_last
 
@@ -108,12 +108,12 @@ def decode_slope(contexts=(10 ** 3, 10 ** 4, 10 ** 5), new_tokens: int = 40) -> 
 
 def witness_search(bit_sizes=(32, 40)) -> dict:
     try:
-        from lowerbounds import witness  # noqa: F401
+        from rnngap.lowerbounds import witness  # noqa: F401
     except ImportError as e:
-        return {"available": False, "reason": f"lowerbounds.witness not importable: {e}"}
+        return {"available": False, "reason": f"rnngap.lowerbounds.witness not importable: {e}"}
     bench = getattr(witness, "benchmark_collision", None)
     if bench is None:
-        return {"available": False, "reason": "lowerbounds.witness has no benchmark_collision(bits, seed)"}
+        return {"available": False, "reason": "rnngap.lowerbounds.witness has no benchmark_collision(bits, seed)"}
     out = {"available": True}
     for bits in bit_sizes:
         t0 = time.perf_counter()
@@ -130,8 +130,8 @@ def istree_cot(sizes=(500, 1000, 10 ** 4)) -> dict:
     sizes below 10^4 with that slope (labelled as a projection; the measured
     10^4 time is reported beside it when 10^4 is among the sizes)."""
     try:
-        from constructions import istree as IT
-        from checks.tasks import istree as T
+        from rnngap.constructions import istree as IT
+        from rnngap.checks.tasks import istree as T
     except ImportError as e:
         return {"available": False, "reason": f"IsTree construction not importable: {e}"}
     out: dict = {"available": True, "measured": {}}

@@ -39,9 +39,9 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from constructions import cot_hierarchy, demos, hybrid, rag_models, retrieval, simulate, turing
-from constructions import istree as istree_model
-from constructions.model import Model
+from rnngap.constructions import cot_hierarchy, demos, hybrid, rag_models, retrieval, simulate, turing
+from rnngap.constructions import istree as istree_model
+from rnngap.constructions.model import Model
 
 from .formats import graph_tokens
 from .tasks import ar, cgram, counting, index, istree

@@ -38,9 +38,9 @@ from dataclasses import asdict, dataclass, field
 
 import sympy as sp
 
-from constructions.bounds import INT, SYM, N, largest, params_of
-from constructions.fixedpoint import MAX_MAGNITUDE_BITS
-from constructions.obligations import CONSTRUCTIONS, Construction
+from rnngap.constructions.bounds import INT, SYM, N, largest, params_of
+from rnngap.constructions.fixedpoint import MAX_MAGNITUDE_BITS
+from rnngap.constructions.obligations import CONSTRUCTIONS, Construction
 
 I_SYM = sp.Symbol("I", integer=True, nonnegative=True)
 F_SYM = sp.Symbol("f", integer=True, nonnegative=True)
@@ -182,8 +182,8 @@ def sim_simulators(seed: int = 0) -> list:
     """The simulators the registry builds in its quick profile (checks/checks_hierarchy.py,
     its constants read, not copied): random RNNs, the T4.1 RNN at each sampled n,
     the register Index RNN and the random indicator-readout target RNNs."""
-    from constructions import cot_hierarchy as CH, targets as TG
-    from constructions.simulate import random_linear_rnn, rnnsim_transformer
+    from rnngap.constructions import cot_hierarchy as CH, targets as TG
+    from rnngap.constructions.simulate import random_linear_rnn, rnnsim_transformer
 
     from . import checks_hierarchy as H
     q = "quick"
@@ -213,7 +213,7 @@ SIM_NOTE = ("the simulator's I is defined as the largest of its needs (bounds.si
 def certify_sim(sim) -> Result:
     """The simulator's obligations over its context length n, plus the measurement:
     the built simulator's I at its own context is <= the certified I(n_pos)."""
-    from constructions.obligations import sim_construction
+    from rnngap.constructions.obligations import sim_construction
     con = sim_construction(sim.params())
     res = certify_construction(con)
     res.note = SIM_NOTE

@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from constructions.obligations import CONSTRUCTIONS
+from rnngap.constructions.obligations import CONSTRUCTIONS
 
 from .registry import Record, register
 
@@ -98,7 +98,7 @@ def compare_sim(sim) -> tuple[int, list[str], int]:
     certificate at its context n = n_pos: each position head's and firstK's
     ``score_int_bits`` <= the certified need, each gap >= the certified lambda,
     the simulator's I <= the certified I(n_pos)."""
-    from constructions.obligations import sim_construction
+    from rnngap.constructions.obligations import sim_construction
     con = sim_construction(sim.params())
     n = sim.n_pos
     obl = {o.name: o for o in con.obligations}

@@ -50,7 +50,7 @@ def check_declarations(profile: str, seed: int) -> list[Record]:
 def _declare_more() -> None:
     import sympy as sp
 
-    from constructions import cot_hierarchy as CH, hybrid as H, turing as TM
+    from rnngap.constructions import cot_hierarchy as CH, hybrid as H, turing as TM
     from .declarations import N as n_sym, declare
 
     def add(claim, model, resource, expr, order, fn):
@@ -65,7 +65,7 @@ def _declare_more() -> None:
     add("T5.6", "hybrid.istree", "int_bits", H.ISTREE.int_expr.subs(H.N, n_sym), "log", H.ISTREE.int_bits)
     add("T5.6", "hybrid.istree", "frac_bits", sp.sympify(H.ISTREE.frac_expr).subs(H.N, n_sym), "log",
         H.ISTREE.frac_bits)
-    from constructions import bounds as BD
+    from rnngap.constructions import bounds as BD
     add("T5.6", "hybrid.istree", "cot", BD.hybrid_istree_cot(BD.SYM, n_sym), "nlogn",
         H.istree_cot_bound)
     for name, spec in TM.MACHINES.items():
@@ -81,7 +81,7 @@ def _declare_more() -> None:
     add("T4.1", "iterate-rnn", "int_bits", CH.DECLARED.int_expr.subs(CH.N, n_sym), "log", CH.DECLARED.int_bits)
     add("T4.1", "iterate-rnn", "frac_bits", sp.sympify(CH.DECLARED.frac_expr), "constant", CH.DECLARED.frac_bits)
     add("T4.1", "iterate-rnn", "cot", CH.STEPS_EXPR.subs(CH.N, n_sym), "poly:2", CH.cot_bound)
-    from constructions.simulate import random_linear_rnn, rnnsim_transformer
+    from rnngap.constructions.simulate import random_linear_rnn, rnnsim_transformer
     from .checks_hierarchy import SIM_STATE_BITS
     p = rnnsim_transformer(random_linear_rnn(0), max_prompt=1, max_rnn_cot=0, state_int_bits=SIM_STATE_BITS).params()
     sim = BD.sim_declared(p)
@@ -99,8 +99,8 @@ PARAM_N = {"quick": [2, 3, 5, 8, 64, 1024], "full": [2, 3, 4, 5, 6, 7, 8, 9, 16,
 
 
 def _declare_params() -> None:
-    from constructions import cot_hierarchy as CH, hybrid as H, istree as IT, rag_models as RM
-    from constructions import retrieval as R, turing as TM
+    from rnngap.constructions import cot_hierarchy as CH, hybrid as H, istree as IT, rag_models as RM
+    from rnngap.constructions import retrieval as R, turing as TM
     from .declarations import declare
 
     def params(model) -> int:
@@ -138,7 +138,7 @@ def _declare_params() -> None:
                          lambda n, spec=spec: params(TM.tm_hybrid(spec, n).model), ns(1, 8)))
         builders.append(("T5-RAG", f"rag-tm.{name}",
                          lambda n, spec=spec: params(TM.tm_rag(spec, n).model), ns(1, 8)))
-    from constructions.bounds import params_of
+    from rnngap.constructions.bounds import params_of
     for claim, model, fn, sample in builders:
         declared = params_of(model)          # the one declaration (constructions/bounds.py PARAMS)
         if declared is None:

@@ -11,9 +11,9 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 
-from constructions import demos
-from constructions.fixedpoint import FixedFormat, FixedPointOverflow
-from constructions.vocab import BOS, number_token
+from rnngap.constructions import demos
+from rnngap.constructions.fixedpoint import FixedFormat, FixedPointOverflow
+from rnngap.constructions.vocab import BOS, number_token
 
 from .checks_declarations import FUNCTIONS
 from .declarations import declare

@@ -36,11 +36,11 @@ import time
 
 import numpy as np
 
-from constructions import cot_hierarchy as CH
-from constructions.fixedpoint import PrecisionError
-from constructions.generate import generate
-from constructions.simulate import compare, random_linear_rnn, rnn_trace, rnnsim_transformer
-from constructions.vocab import BOS, FALSE, NUMBER_BASE, QUERY, TRUE
+from rnngap.constructions import cot_hierarchy as CH
+from rnngap.constructions.fixedpoint import PrecisionError
+from rnngap.constructions.generate import generate
+from rnngap.constructions.simulate import compare, random_linear_rnn, rnn_trace, rnnsim_transformer
+from rnngap.constructions.vocab import BOS, FALSE, NUMBER_BASE, QUERY, TRUE
 
 from .necessity import necessity_record
 from .registry import Record, register
@@ -349,8 +349,8 @@ SIM_TARGET_SEEDS = {"quick": 2, "full": 8}
 @register("sim", "a Transformer with CoT simulates the project's target RNNs (register Index RNN with CoT, "
                  "random indicator-readout RNNs)")
 def sim_targets(profile: str, seed: int) -> list[Record]:
-    from constructions import targets as TG
-    from constructions.vocab import QUERY as Q
+    from rnngap.constructions import targets as TG
+    from rnngap.constructions.vocab import QUERY as Q
     out = []
     for c in SIM_REGISTER[profile]:
         t0 = time.perf_counter()

@@ -54,11 +54,11 @@ import time
 
 import numpy as np
 
-from constructions import hybrid as H
-from constructions.fixedpoint import PrecisionError
-from constructions.generate import generate
-from constructions.vocab import FALSE, NUMBER_BASE, TRUE
-from lowerbounds import reductions as LR
+from rnngap.constructions import hybrid as H
+from rnngap.constructions.fixedpoint import PrecisionError
+from rnngap.constructions.generate import generate
+from rnngap.constructions.vocab import FALSE, NUMBER_BASE, TRUE
+from rnngap.lowerbounds import reductions as LR
 
 from .catalog import retrieval_model
 from .formats import graph_tokens

@@ -41,10 +41,10 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from constructions import istree as C
-from constructions.fixedpoint import PrecisionError
-from constructions.generate import generate
-from constructions.vocab import DASH, EOS, FALSE, NUMBER_BASE, TILDE, TRUE, number_token
+from rnngap.constructions import istree as C
+from rnngap.constructions.fixedpoint import PrecisionError
+from rnngap.constructions.generate import generate
+from rnngap.constructions.vocab import DASH, EOS, FALSE, NUMBER_BASE, TILDE, TRUE, number_token
 
 from .formats import graph_tokens, parse_cot_text, parse_graph_text, parse_graph_tokens
 from .necessity import necessity_record
@@ -342,7 +342,7 @@ def gadget_cases(n: int, pairs: Sequence[tuple], out: Outcome) -> list[Case]:
     """The gadget instances as (N, edges), N = n + 3; a pair whose networkx label
     is not the Index answer (x_i = 0 iff tree) is a failure of the family
     (``out``), independent of the model."""
-    from lowerbounds.reductions import ISTREE, istree_vertex_count
+    from rnngap.lowerbounds.reductions import ISTREE, istree_vertex_count
     N = istree_vertex_count(n)
     cases = []
     for x, i in pairs:
@@ -448,7 +448,7 @@ class AdjacencyRNN:
     """
 
     def __init__(self, K: int, cot: bool = True):
-        from lowerbounds.targets_toy import width
+        from rnngap.lowerbounds.targets_toy import width
         if K < 2:
             raise ValueError(f"AdjacencyRNN needs K >= 2, got {K}")
         self.K, self.cot = int(K), bool(cot)
@@ -508,7 +508,7 @@ class AdjacencyRNN:
         return cot[k] if k < len(cot) else self._answer(adj, maxv, m)
 
     def state_key(self, state) -> bytes:
-        from lowerbounds.targets_toy import pack_fields
+        from rnngap.lowerbounds.targets_toy import pack_fields
         return pack_fields(state, self.widths)
 
 
@@ -517,8 +517,8 @@ def _verify_istree_witness(rnn, w, max_cot: int) -> str:
     witness module): both instances are valid IsTree inputs on N = n + 3
     vertices, the prefixes give equal state keys, the model answers both alike,
     and on each instance listed as failing its answer is not the tree label."""
-    from constructions.protocol import feed, run_rnn
-    from lowerbounds.reductions import ISTREE, istree_vertex_count
+    from rnngap.constructions.protocol import feed, run_rnn
+    from rnngap.lowerbounds.reductions import ISTREE, istree_vertex_count
     from .formats import parse_graph_tokens
     if not w.found:
         return f"no witness: {w.how}"
@@ -540,10 +540,10 @@ def _verify_istree_witness(rnn, w, max_cot: int) -> str:
 
 @register("T4.7-low", "IsTree: bounded-memory RNNs broken through the Index -> IsTree reduction")
 def istree_lower_bound_check(profile: str, seed: int) -> list[Record]:
-    from constructions.protocol import run_rnn
-    from lowerbounds.reductions import ISTREE, check_reduction, istree_answer_from_label, istree_vertex_count
-    from lowerbounds.targets_toy import HashRNN
-    from lowerbounds.witness import find_witness
+    from rnngap.constructions.protocol import run_rnn
+    from rnngap.lowerbounds.reductions import ISTREE, check_reduction, istree_answer_from_label, istree_vertex_count
+    from rnngap.lowerbounds.targets_toy import HashRNN
+    from rnngap.lowerbounds.witness import find_witness
     recs = []
     # the reduction itself, exhaustively, against the networkx label on N = n + 3 vertices
     for n in ({"quick": (1, 2, 3, 4, 6, 8), "full": tuple(range(1, 13))}[profile]):
@@ -602,7 +602,7 @@ def istree_lower_bound_check(profile: str, seed: int) -> list[Record]:
 # asymptotic declarations (claim 'declarations' checks them symbolically)
 def _declare() -> None:
     from .checks_declarations import FUNCTIONS
-    from constructions import bounds as _bounds
+    from rnngap.constructions import bounds as _bounds
     from .declarations import N as n_sym, declare
     model = "istree-dfs"
     sparse = C.INT_EXPR.subs({C.N_SYM: n_sym, C.M_SYM: n_sym + 2})

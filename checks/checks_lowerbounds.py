@@ -42,11 +42,11 @@ from functools import partial
 
 import numpy as np
 
-from constructions import targets as T
-from constructions.protocol import run_rnn
-from lowerbounds import cc
-from lowerbounds import reductions as R
-from lowerbounds import witness as W
+from rnngap.constructions import targets as T
+from rnngap.constructions.protocol import run_rnn
+from rnngap.lowerbounds import cc
+from rnngap.lowerbounds import reductions as R
+from rnngap.lowerbounds import witness as W
 
 from .registry import Record, register
 from .tasks import ar as task_ar
@@ -156,7 +156,7 @@ def _register_reachable(target, c: int, n: int, seed: int) -> tuple[int, str]:
     Returns (prefixes checked, '' or what differs)."""
     from fractions import Fraction
 
-    from constructions.protocol import feed
+    from rnngap.constructions.protocol import feed
     f = T.register_declared(c, c + 4).frac_bits
     rng = np.random.default_rng(seed)
     xs = [tuple(int(v) for v in row) for row in rng.integers(0, 2, (REACHABLE_SAMPLES, n))]

@@ -39,13 +39,13 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from constructions.fixedpoint import FixedFormat, PrecisionError
-from constructions.rag_models import (
+from rnngap.constructions.fixedpoint import FixedFormat, PrecisionError
+from rnngap.constructions.rag_models import (
     CGRAM_INT, COUNTING_INT, INDEX_INT, ISTREE_INT, ISTREE_PLAIN_INT, N_SYM, RagConstruction, _int_cgram,
     _int_counting, _int_index, _int_istree, _int_istree_plain, ar_rag, cgram_rag, counting_rag, index_rag,
     istree_cot_bound, istree_plain_cot_bound, istree_rag, istree_rag_paper,
 )
-from constructions.vocab import (
+from rnngap.constructions.vocab import (
     DASH, ENDSEARCH, EOS, FAILED, FALSE, META_TOKENS, STARTSEARCH, TILDE, TRUE, number_token,
 )
 
@@ -56,7 +56,7 @@ from .necessity import necessity_record
 from .registry import Record, register
 from .shared_data import shared_file
 from .tasks import ar, cgram, counting, index, istree
-from constructions import bounds as _bounds
+from rnngap.constructions import bounds as _bounds
 from .tasks.istree_rag import plain_cot as istree_plain_cot
 
 CLAIM = "T5-RAG"
@@ -177,7 +177,7 @@ def retrieval_check(profile: str, seed: int) -> list[Record]:
 
 # ---------------------------------------------------------------------------- the reduction family
 def _reductions():
-    from lowerbounds import reductions as LR
+    from rnngap.lowerbounds import reductions as LR
     return LR
 
 

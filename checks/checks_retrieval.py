@@ -57,8 +57,8 @@ import time
 
 import numpy as np
 
-from constructions import retrieval as R
-from constructions.vocab import BOS, NUMBER_BASE, QUERY
+from rnngap.constructions import retrieval as R
+from rnngap.constructions.vocab import BOS, NUMBER_BASE, QUERY
 
 from . import frontier as FR
 from .checks_declarations import FUNCTIONS

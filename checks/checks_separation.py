@@ -62,15 +62,15 @@ from typing import Any, Callable
 
 import numpy as np
 
-from constructions import istree as CI
-from constructions import targets as T
-from constructions.protocol import RNN, run_rnn
-from constructions.generate import generate
-from constructions.vocab import FALSE, NUMBER_BASE, TRUE
-from lowerbounds import cc
-from lowerbounds import reductions as R
-from lowerbounds import witness as W
-from lowerbounds.targets_toy import CompactIndexRegister
+from rnngap.constructions import istree as CI
+from rnngap.constructions import targets as T
+from rnngap.constructions.protocol import RNN, run_rnn
+from rnngap.constructions.generate import generate
+from rnngap.constructions.vocab import FALSE, NUMBER_BASE, TRUE
+from rnngap.lowerbounds import cc
+from rnngap.lowerbounds import reductions as R
+from rnngap.lowerbounds import witness as W
+from rnngap.lowerbounds.targets_toy import CompactIndexRegister
 
 from .catalog import retrieval_model
 from .registry import Record, register

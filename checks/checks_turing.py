@@ -20,10 +20,10 @@ import itertools
 import time
 from dataclasses import dataclass, field
 
-from constructions import turing as T
+from rnngap.constructions import turing as T
 from typing import Callable
 
-from constructions.fixedpoint import PrecisionError
+from rnngap.constructions.fixedpoint import PrecisionError
 
 from .necessity import necessity_record
 from .registry import Record, register
@@ -168,7 +168,7 @@ def hybrid_tm_check(profile: str, seed: int) -> list[Record]:
         small = T.tm_hybrid(spec, NECESSITY_N["hybrid"])
 
         def run_hyb(model, w, small=small):
-            from constructions.generate import generate
+            from rnngap.constructions.generate import generate
             g = generate(model, small.enc.prompt(w), answer_tokens=[T.TRUE, T.FALSE],
                          max_cot=2 * spec.time_bound(len(w)) + 1)
             return g.answer, g.cot, TR.reference_run(small.enc.dtm, w, spec.time_bound(len(w))).hybrid_cot()

@@ -80,7 +80,7 @@ def add_command(sub) -> None:
 
 def make_problem(task: str, n: int, alphabet: int):
     """The :class:`lowerbounds.cc.CommProblem` of ``task`` at length n."""
-    from lowerbounds import cc, reductions
+    from rnngap.lowerbounds import cc, reductions
 
     from .tasks import ar, cgram, counting, index, istree
     if task == "index":
@@ -98,7 +98,7 @@ def make_problem(task: str, n: int, alphabet: int):
 
 
 def run(args) -> int:
-    from lowerbounds import cc
+    from rnngap.lowerbounds import cc
 
     from .errors import UsageError, atomic_output, check_outputs
     task = str(args.task).lower()

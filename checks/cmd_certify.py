@@ -20,7 +20,7 @@ def run(args) -> int:
 
     from .certify import certify, table, write_json
     from .errors import UsageError, check_outputs
-    from constructions.obligations import CONSTRUCTIONS
+    from rnngap.constructions.obligations import CONSTRUCTIONS
 
     check_outputs({"--json": args.json}, what="certify")   # before any work
 

@@ -7,9 +7,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from constructions import kernels as K
-from constructions.fixedpoint import PrecisionError
-from constructions.vocab import SPECIAL_NAMES, NUMBER_BASE
+from rnngap.constructions import kernels as K
+from rnngap.constructions.fixedpoint import PrecisionError
+from rnngap.constructions.vocab import SPECIAL_NAMES, NUMBER_BASE
 
 
 MAX_N = 4096

@@ -65,7 +65,7 @@ def add_command(sub) -> None:
 
 def reference_fn(task: str, n: int):
     """The plain-Python reference answer of the task's reduced instances."""
-    from lowerbounds import reductions
+    from rnngap.lowerbounds import reductions
 
     from .tasks import ar, cgram, counting, index, istree
     return {"index": index.reference, "ar": ar.reference, "cgram": partial(cgram.reference, c=3),
@@ -74,8 +74,8 @@ def reference_fn(task: str, n: int):
 
 
 def make_model(name: str, task: str, n: int, bits: int, seed: int):
-    from constructions import targets
-    from lowerbounds import targets_toy
+    from rnngap.constructions import targets
+    from rnngap.lowerbounds import targets_toy
     max_number = n + 4
     if name == "register":
         if task == "istree":
@@ -88,7 +88,7 @@ def make_model(name: str, task: str, n: int, bits: int, seed: int):
     if name == "toy-register-cot":
         return targets_toy.IndexRegisterRNN(bits, cot=True)
     if name == "hash":
-        from lowerbounds.reductions import REDUCTIONS
+        from rnngap.lowerbounds.reductions import REDUCTIONS
         return targets_toy.HashRNN(bits, REDUCTIONS[task].answer_tokens)
     raise ValueError(name)
 
@@ -128,15 +128,15 @@ class SearchProgress:
 
 
 def _names(tokens) -> str:
-    from constructions.vocab import Vocab
+    from rnngap.constructions.vocab import Vocab
     toks = [int(t) for t in tokens]
     vocab = Vocab(max([t - 32 for t in toks if t >= 32] + [0]))
     return " ".join(str(v) for v in vocab.decode(toks))
 
 
 def run(args) -> int:
-    from lowerbounds import witness as W
-    from lowerbounds.reductions import REDUCTIONS
+    from rnngap.lowerbounds import witness as W
+    from rnngap.lowerbounds.reductions import REDUCTIONS
 
     from .errors import UsageError, atomic_output, check_outputs
     task, model = str(args.task).lower(), str(args.model).lower()

@@ -26,7 +26,7 @@ def check_output_path(path: str, what: str) -> None:
     >>> check_output_path("/", "verify --json")
     Traceback (most recent call last):
     ...
-    checks.errors.UsageError: verify --json: cannot write /: it is a directory
+    rnngap.checks.errors.UsageError: verify --json: cannot write /: it is a directory
     """
     if not str(path):
         raise UsageError(f"{what}: the output path is empty")
@@ -55,7 +55,7 @@ def check_distinct_paths(outputs: dict[str, str], inputs: dict[str, str] | None 
     >>> check_distinct_paths({"--out": "a.png", "--json": "./a.png"}, what="precision")
     Traceback (most recent call last):
     ...
-    checks.errors.UsageError: precision: --json and --out name the same file a.png
+    rnngap.checks.errors.UsageError: precision: --json and --out name the same file a.png
     """
     named = [(k, str(v)) for k, v in (inputs or {}).items() if v is not None]
     named += [(k, str(v)) for k, v in outputs.items() if v is not None]

@@ -35,14 +35,14 @@ edge index where there is one, and the offending token::
     >>> parse_graph_text("[BOS]3-2,2-2[EOS]")
     Traceback (most recent call last):
     ...
-    checks.formats.GraphFormatError: character 9, edge 1: self-loop '2-2'
+    rnngap.checks.formats.GraphFormatError: character 9, edge 1: self-loop '2-2'
 """
 from __future__ import annotations
 
 import re
 from typing import Iterable, Sequence
 
-from constructions.vocab import (
+from rnngap.constructions.vocab import (
     BOS,
     DASH,
     EOS,

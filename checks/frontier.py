@@ -56,10 +56,10 @@ from typing import Iterable
 
 import numpy as np
 
-from constructions import retrieval as R
-from constructions.fixedpoint import MAX_MAGNITUDE_BITS, FixedFormat, PrecisionError
-from constructions.gadgets import MarginError
-from constructions.vocab import BOS, QUERY, number_token
+from rnngap.constructions import retrieval as R
+from rnngap.constructions.fixedpoint import MAX_MAGNITUDE_BITS, FixedFormat, PrecisionError
+from rnngap.constructions.gadgets import MarginError
+from rnngap.constructions.vocab import BOS, QUERY, number_token
 
 from .tasks import ar, cgram, counting, index
 

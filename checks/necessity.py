@@ -28,8 +28,8 @@ answer one bit below its frontier.
 
 Example (the T4.6-up Index Transformer on the reduction's instances, n = 4)::
 
-    >>> from constructions import retrieval as R
-    >>> from lowerbounds import reductions as LR
+    >>> from rnngap.constructions import retrieval as R
+    >>> from rnngap.lowerbounds import reductions as LR
     >>> import itertools, numpy as np
     >>> n = 4
     >>> rows = [(x, i) for x in itertools.product((0, 1), repeat=n) for i in range(1, n + 1)]
@@ -50,8 +50,8 @@ from typing import Callable
 
 import numpy as np
 
-from constructions.fixedpoint import FixedFormat, PrecisionError
-from constructions.gadgets import MarginError
+from rnngap.constructions.fixedpoint import FixedFormat, PrecisionError
+from rnngap.constructions.gadgets import MarginError
 
 from .registry import Record
 

@@ -88,7 +88,7 @@ def read_npy_header(path: str) -> tuple[tuple[int, ...], np.dtype]:
 
 def load_inputs(path: str) -> np.ndarray:
     from .cli import UsageError
-    from constructions.retrieval import validate_mqar_inputs
+    from rnngap.constructions.retrieval import validate_mqar_inputs
 
     p = Path(path)
     if p.is_dir():
@@ -116,7 +116,7 @@ def load_inputs(path: str) -> np.ndarray:
 
 def run(args) -> int:
     from .errors import atomic_output, check_outputs
-    from constructions.retrieval import mqar_transformer, mqar_predict
+    from rnngap.constructions.retrieval import mqar_transformer, mqar_predict
 
     check_outputs({"--out": args.out}, {"--inputs": args.inputs}, what="predict ar")
     X = load_inputs(args.inputs)

@@ -59,8 +59,8 @@ from typing import Callable
 
 import numpy as np
 
-from constructions import istree as C
-from constructions.vocab import FALSE, TRUE
+from rnngap.constructions import istree as C
+from rnngap.constructions.vocab import FALSE, TRUE
 
 from .formats import (EOS_TEXT, MAX_NUMBER_DIGITS, GraphFormatError, format_cot_text, format_graph_text,
                       parse_graph_text)
@@ -110,7 +110,7 @@ def transformer(max_vertices: int, max_edges: int) -> Predictor:
     return predict
 
 
-from constructions.rag_models import istree_rag_predictor  # noqa: E402  (linear RNN + RAG, claim T5-RAG)
+from rnngap.constructions.rag_models import istree_rag_predictor  # noqa: E402  (linear RNN + RAG, claim T5-RAG)
 
 MODELS: dict[str, Callable[[int, int], Predictor]] = {"transformer": transformer, "rag": istree_rag_predictor}
 

@@ -153,7 +153,7 @@ def iterate_rnn(n: int, fmt: FixedFormat | None = None) -> Model:
     """The T4.1 linear RNN for ITER(n) (module docstring): it stops after t steps
     (t read from the input), CoT length exactly t.
 
-    >>> from constructions.generate import generate
+    >>> from rnngap.constructions.generate import generate
     >>> g = generate(iterate_rnn(3), prompt(3, a=5, t=7), answer_tokens=[TRUE, FALSE], max_cot=9)
     >>> g.cot_length, g.answer in (TRUE, FALSE)
     (7, True)

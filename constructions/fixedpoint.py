@@ -39,7 +39,7 @@ Example::
     Fraction(1, 1)
     >>> fmt.add(fmt.encode(15), fmt.encode(1))   # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    constructions.fixedpoint.FixedPointOverflow: add overflows Q4.3 ...: the result needs at least 5 integer bits, ...
+    rnngap.constructions.fixedpoint.FixedPointOverflow: add overflows Q4.3 ...: the result needs at least 5 integer bits, ...
 """
 from __future__ import annotations
 

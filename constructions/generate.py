@@ -13,8 +13,8 @@ toward the CoT length (theory.md §2: the oracle, not the model, produced them);
 
 Example::
 
-    >>> from constructions.cot_hierarchy import iterate_rnn, prompt     # T4.1: t = 7 steps of CoT
-    >>> from constructions.vocab import FALSE, TRUE
+    >>> from rnngap.constructions.cot_hierarchy import iterate_rnn, prompt     # T4.1: t = 7 steps of CoT
+    >>> from rnngap.constructions.vocab import FALSE, TRUE
     >>> g = generate(iterate_rnn(3), prompt(3, a=5, t=7), answer_tokens=[TRUE, FALSE], max_cot=9)
     >>> g.answer in (TRUE, FALSE), g.cot_length, g.stopped
     (True, 7, 'answer')

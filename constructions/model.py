@@ -16,7 +16,7 @@ choice of how a recurrent layer writes into the residual stream.
 
 Example::
 
-    >>> from constructions.demos import position_match_transformer
+    >>> from rnngap.constructions.demos import position_match_transformer
     >>> model = position_match_transformer(4)
     >>> sess = model.session()
     >>> sess.feed([0, 33, 32, 33, 32, 9, 34])   # [BOS] x = 1 0 1 0 [QUERY] i = 2

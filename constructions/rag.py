@@ -49,8 +49,8 @@ whose capture group is empty appends nothing.
 
 Example::
 
-    >>> from constructions.vocab import STARTSEARCH as SS, ENDSEARCH as ES, BOS, number_token as num
-    >>> from constructions.vocab import META_TOKENS as M
+    >>> from rnngap.constructions.vocab import STARTSEARCH as SS, ENDSEARCH as ES, BOS, number_token as num
+    >>> from rnngap.constructions.vocab import META_TOKENS as M
     >>> oracle = RagOracle()
     >>> ctx = [BOS, num(5), num(7), num(5), num(9)]
     >>> for t in (SS, num(5)):      # the model writes [STARTSEARCH] 5 [ENDSEARCH]
@@ -155,7 +155,7 @@ def render_query(query: Sequence[int]) -> str:
     Raises :class:`MalformedQuery` if the query holds a search token or the
     pattern does not compile.
 
-    >>> from constructions.vocab import number_token as num, TILDE
+    >>> from rnngap.constructions.vocab import number_token as num, TILDE
     >>> render_query([num(3), TILDE])
     '(?:<n3>)(?:<s8>)'
     """

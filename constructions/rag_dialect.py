@@ -38,7 +38,7 @@ from .vocab import DASH, META_NAMES, NUMBER_BASE
 def expand_paper_query(query: Sequence[int]) -> list[int]:
     """The dialect's reading of a short query as a meta-token query (module docstring).
 
-    >>> from constructions.vocab import number_token as num, META_NAMES
+    >>> from rnngap.constructions.vocab import number_token as num, META_NAMES
     >>> [META_NAMES.get(t, t) for t in expand_paper_query([num(4), DASH])]
     ['[(?|]', 36, 7, '[(]', '[#]', '[)]', '[|]', '[(]', '[#]', '[)]', 7, 36, '[)]']
     """

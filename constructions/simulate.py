@@ -590,7 +590,7 @@ def rnnsim_transformer(rnn: Model, max_prompt: int, max_rnn_cot: int = 0,
     own integer bits); it sizes the state-token ranges. :func:`compare` checks the
     promise on the RNN's trace and reports a violation as a failure.
 
-    >>> from constructions.vocab import BOS, NUMBER_BASE, TRUE, FALSE
+    >>> from rnngap.constructions.vocab import BOS, NUMBER_BASE, TRUE, FALSE
     >>> sim = rnnsim_transformer(random_linear_rnn(1), max_prompt=3, max_rnn_cot=1, state_int_bits=3)
     >>> disagreement, run, trace = compare(sim, [BOS, NUMBER_BASE + 2], [TRUE, FALSE])
     >>> disagreement, run.answer == trace.answer, len(run.states) == len(trace.states) > 0

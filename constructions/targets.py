@@ -61,7 +61,7 @@ Example::
 
     >>> m = register_index_rnn(4)
     >>> rnn = LinearRNNTarget(m)
-    >>> from constructions.protocol import run_rnn
+    >>> from rnngap.constructions.protocol import run_rnn
     >>> run = run_rnn(rnn, [0, 33, 32, 33, 33, 9, 35], [32, 33], max_cot=4)
     >>> run.answer, len(run.cot)       # x_3 = 1 after a CoT of 2 tokens
     (33, 2)
@@ -811,7 +811,7 @@ class ParsedIndexRNN:
     inner's CoT (fed back through the parser, which passes it on after the
     query). Correct on the reduction's instances with n <= the inner capacity.
 
-    >>> from constructions.protocol import run_rnn
+    >>> from rnngap.constructions.protocol import run_rnn
     >>> r = ParsedIndexRNN(register_target(3, max_number=8), ReductionFormatParser("keyvalue", 2))
     >>> run_rnn(r, [0, 34, 33, 35, 32, 36, 33, 9, 35], [32, 33], max_cot=3).answer   # x = 101, i = 2
     32

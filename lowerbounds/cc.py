@@ -30,7 +30,7 @@ so its complexity is a lower bound for the task at that length.
 
 Example::
 
-    >>> from lowerbounds.cc import index_split, one_way_complexity
+    >>> from rnngap.lowerbounds.cc import index_split, one_way_complexity
     >>> def ref(t): return t[t[-1] - 32]            # x_i of [BOS] x_1..x_n [QUERY] i
     >>> one_way_complexity(index_split(4, ref)).bits
     4
@@ -45,7 +45,7 @@ from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
-from constructions.vocab import QUERY, number_token
+from rnngap.constructions.vocab import QUERY, number_token
 
 from .reductions import (
     Reduction,

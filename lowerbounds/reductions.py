@@ -48,7 +48,7 @@ Why each promise holds:
 
 Example (n = 3, x = (1, 0, 1), i = 2)::
 
-    >>> from constructions.vocab import Vocab
+    >>> from rnngap.constructions.vocab import Vocab
     >>> V = Vocab(10)
     >>> V.decode(AR.instance((1, 0, 1), 2))
     ['[BOS]', 2, 1, 3, 0, 4, 1, '[QUERY]', 3]
@@ -68,7 +68,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from constructions.vocab import (
+from rnngap.constructions.vocab import (
     BOS,
     DASH,
     EOS,

@@ -34,8 +34,8 @@ refuse it); every reported pair is still re-verified with ``step`` and
 
 Example::
 
-    >>> from lowerbounds.targets_toy import IndexRegisterRNN
-    >>> from lowerbounds.reductions import INDEX
+    >>> from rnngap.lowerbounds.targets_toy import IndexRegisterRNN
+    >>> from rnngap.lowerbounds.reductions import INDEX
     >>> w = find_witness(IndexRegisterRNN(3), INDEX, 4)
     >>> w.found, w.x, w.x_prime, w.i, w.wrong
     (True, (0, 0, 0, 0), (0, 0, 0, 1), 4, ("x'",))
@@ -50,7 +50,7 @@ from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
-from constructions.protocol import RNN, feed, run_rnn
+from rnngap.constructions.protocol import RNN, feed, run_rnn
 
 from .reductions import Reduction, _as_int, check_bits
 
@@ -454,7 +454,7 @@ def benchmark_collision(bits: int, seed: int, *, batch_size: int = 1 << 14,
     run per wall second), expected_draws, the declared state bits and the
     witness (x, x', i, answers).
     """
-    from constructions.targets import register_target
+    from rnngap.constructions.targets import register_target
 
     bits = _as_int(bits, "bits")
     if not 1 <= bits <= 56:

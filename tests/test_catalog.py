@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
-from checks import catalog as CAT
-from checks.cli import main
-from constructions.model import Model
-from constructions.obligations import CONSTRUCTIONS
+from rnngap.checks import catalog as CAT
+from rnngap.checks.cli import main
+from rnngap.constructions.model import Model
+from rnngap.constructions.obligations import CONSTRUCTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCHITECTURES = ("transformer", "hybrid", "rag", "rnn")

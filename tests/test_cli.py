@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from checks.cli import main
+from rnngap.checks.cli import main
 
 # The --json record schema as issues 8, 13 and 18 specify it (not read from the code).
 BASE_FIELDS = {"claim", "model", "task", "n", "instances", "failures", "precision_bits_used",
@@ -21,11 +21,11 @@ RESOURCE_FIELDS = BASE_FIELDS - STRING_FIELDS - COUNT_FIELDS - {"seconds"}  # in
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "checks.cli", *args], capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "rnngap.checks.cli", *args], capture_output=True, text=True, timeout=600)
 
 
 def _main(capsys, *argv):
-    """checks.cli.main in-process: (exit code, stdout, stderr)."""
+    """rnngap.checks.cli.main in-process: (exit code, stdout, stderr)."""
     rc = main(list(argv))
     cap = capsys.readouterr()
     return rc, cap.out, cap.err
@@ -102,8 +102,8 @@ def test_precision_plot_renders(tmp_path):
 
 
 def test_a_crashing_check_is_a_failed_row_not_a_traceback(monkeypatch):
-    from checks import registry
-    from constructions.fixedpoint import FixedFormat
+    from rnngap.checks import registry
+    from rnngap.constructions.fixedpoint import FixedFormat
 
     registry.load_checks()
 
@@ -132,7 +132,7 @@ def _show_names(capsys) -> list[str]:
 
 
 def test_show_list_names_the_catalogue(capsys):
-    from checks.catalog import BY_NAME
+    from rnngap.checks.catalog import BY_NAME
     assert sorted(_show_names(capsys)) == sorted(BY_NAME)
 
 
@@ -178,9 +178,9 @@ def test_show_impossible_input_exits_2(capsys, argv, needle):
 def test_show_turns_a_builders_refusal_into_a_usage_error(capsys, monkeypatch, error):
     """MarginError (a ValueError) and FixedPointOverflow (a PrecisionError) raised
     while building become exit 2 with the builder's reason on one line."""
-    from checks import catalog
-    from constructions.fixedpoint import FixedFormat, FixedPointOverflow
-    from constructions.gadgets import MarginError
+    from rnngap.checks import catalog
+    from rnngap.constructions.fixedpoint import FixedFormat, FixedPointOverflow
+    from rnngap.constructions.gadgets import MarginError
 
     def build(n):
         if error == "margin":
@@ -200,7 +200,7 @@ def test_show_turns_a_builders_refusal_into_a_usage_error(capsys, monkeypatch, e
 
 @pytest.fixture
 def registry_must_not_run(monkeypatch):
-    from checks import registry
+    from rnngap.checks import registry
 
     def run(*a, **k):
         raise AssertionError("the registry ran although the arguments are bad")
@@ -263,8 +263,8 @@ def test_predict_ar_out_directory(capsys, tmp_path):
 def test_verify_notes_prints_passing_records_notes(capsys):
     """--notes prints every record's note (e.g. the machine checks' sample
     sizes), passing ones included; without it only failures' notes appear."""
-    from checks.cli import main
-    from checks.registry import run as run_registry
+    from rnngap.checks.cli import main
+    from rnngap.checks.registry import run as run_registry
     notes = [r.note for r in run_registry("quick", only=["machine"]) if r.note]
     assert notes                                             # the machine records carry notes
     assert main(["verify", "--only", "machine"]) == 0
@@ -313,7 +313,7 @@ def test_predict_ar_refuses_out_equal_to_input(capsys, tmp_path):
 
 
 def test_precision_refuses_json_equal_to_out_before_any_work(capsys, tmp_path, monkeypatch):
-    from checks import frontier
+    from rnngap.checks import frontier
 
     def no_work(*a, **k):
         raise AssertionError("the frontier ran although the arguments are bad")
@@ -329,7 +329,7 @@ def test_precision_refuses_json_equal_to_out_before_any_work(capsys, tmp_path, m
 
 
 def test_predict_istree_out_checked_before_the_model_runs(capsys, tmp_path, monkeypatch):
-    from checks import predict_istree as P
+    from rnngap.checks import predict_istree as P
 
     def no_model(*a, **k):
         raise AssertionError("the model was built although --out cannot be written")
@@ -375,7 +375,7 @@ def test_a_failed_write_leaves_no_partial_output_and_the_old_file_intact(tmp_pat
     before = _snapshot(tmp_path)
     for argv in (["predict", "istree", "--inputs", str(inp), "--out", str(out)],
                  ["predict", "ar", "--inputs", str(X), "--out", str(P), "--quiet"]):
-        r = subprocess.run([sys.executable, "-m", "checks.cli", *argv], capture_output=True, text=True,
+        r = subprocess.run([sys.executable, "-m", "rnngap.checks.cli", *argv], capture_output=True, text=True,
                            timeout=600, preexec_fn=_fsize_limited(limit if argv[1] == "istree" else 8192))
         assert r.returncode == 2, r.stderr
         assert "cannot write" in r.stderr and "None" not in r.stderr and _one_clean_line(r.stderr), r.stderr
@@ -392,7 +392,7 @@ def test_ctrl_c_exits_130_with_one_line_and_no_output(tmp_path):
     inp = tmp_path / "g.jsonl"
     _istree_input(inp, [f"[BOS]{','.join(f'{v}-{v - 1}' for v in range(1, 400))}[EOS]"] * 50)
     before = _snapshot(tmp_path)
-    p = subprocess.Popen([sys.executable, "-m", "checks.cli", "predict", "istree", "--inputs", str(inp),
+    p = subprocess.Popen([sys.executable, "-m", "rnngap.checks.cli", "predict", "istree", "--inputs", str(inp),
                           "--out", str(tmp_path / "out.jsonl")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(4)
@@ -407,7 +407,7 @@ def test_ctrl_c_exits_130_with_one_line_and_no_output(tmp_path):
 
 
 def test_atomic_output_removes_the_temporary_on_interrupt(tmp_path):
-    from checks.errors import atomic_output
+    from rnngap.checks.errors import atomic_output
     target = tmp_path / "t.txt"
     target.write_text("old")
     with pytest.raises(KeyboardInterrupt):
@@ -422,7 +422,7 @@ def test_atomic_output_removes_the_temporary_on_interrupt(tmp_path):
 
 def test_atomic_output_follows_a_symlink_and_writes_devices_in_place(tmp_path):
     import os
-    from checks.errors import atomic_output
+    from rnngap.checks.errors import atomic_output
     real = tmp_path / "real.txt"
     real.write_text("old")
     link = tmp_path / "link.txt"
@@ -463,7 +463,7 @@ def test_set_but_missing_shared_data_is_an_error_not_a_fallback(capsys, tmp_path
     monkeypatch.setenv("RNNGAP_SHARED_DATA", str(f))
     rc, _, err = _main(capsys, "verify", "--only", "T4.7-up")
     assert rc == 2 and "not a directory" in err and _one_clean_line(err), err
-    from checks.shared_data import SharedDataError, shared_file
+    from rnngap.checks.shared_data import SharedDataError, shared_file
     with pytest.raises(SharedDataError):
         shared_file("istree_official_sample.jsonl")
 
@@ -475,7 +475,7 @@ def only_data_checks(monkeypatch):
     """The registry cut down to the checks that read the sample data (the
     T4.7-up paper-sample row), so the exit-code tests cost seconds; the full
     `verify --only T4.7-up` is the full-profile test below."""
-    from checks import registry
+    from rnngap.checks import registry
     registry.load_checks()
     keep = [c for c in registry.REGISTRY if c.claim == "T4.7-up" and "paper's sample" in c.name]
     assert len(keep) == 1, [c.name for c in registry.REGISTRY if c.claim == "T4.7-up"]
@@ -517,7 +517,7 @@ def test_missing_data_exit_codes_full_claim(capsys, tmp_path, monkeypatch):
 
 def test_package_data_is_found_by_default_and_matches_its_readme(monkeypatch):
     import hashlib
-    from checks.shared_data import PACKAGE_DATA, shared_data_dir, shared_file
+    from rnngap.checks.shared_data import PACKAGE_DATA, shared_data_dir, shared_file
     monkeypatch.delenv("RNNGAP_SHARED_DATA", raising=False)
     assert shared_data_dir() == PACKAGE_DATA
     readme = (PACKAGE_DATA / "README.md").read_text()
@@ -536,7 +536,7 @@ def test_pyproject_installs_the_package_data():
     from pathlib import Path
     root = Path(__file__).resolve().parents[1]
     conf = tomllib.loads((root / "pyproject.toml").read_text())
-    patterns = conf["tool"]["setuptools"]["package-data"]["checks"]
+    patterns = conf["tool"]["setuptools"]["package-data"]["rnngap.checks"]
     import fnmatch
     for name in ("istree_official_sample.jsonl", "mqar_sample.npz", "README.md"):
         assert (root / "checks" / "data" / name).is_file()
@@ -548,8 +548,8 @@ def test_pyproject_installs_the_package_data():
 def test_show_fast_feed_equals_recording_every_position():
     """feed_example (prefix without per-position recording, in chunks) gives the
     same last-position attention, residual and next token as recording all."""
-    from checks.catalog import BY_NAME, names
-    from checks.cmd_show import feed_example
+    from rnngap.checks.catalog import BY_NAME, names
+    from rnngap.checks.cmd_show import feed_example
     import io
     for name in names():
         e = BY_NAME[name]
@@ -568,8 +568,8 @@ def test_show_fast_feed_equals_recording_every_position():
 
 def test_show_reports_progress_on_a_long_prompt():
     import io
-    from checks.catalog import BY_NAME
-    from checks.cmd_show import feed_example
+    from rnngap.checks.catalog import BY_NAME
+    from rnngap.checks.cmd_show import feed_example
     e = BY_NAME["istree-transformer"]
     model, toks = e.build(300).model, e.example(300, np.random.default_rng(0))
     s = io.StringIO()
@@ -609,7 +609,7 @@ def test_predict_ar_npy_guards(capsys, tmp_path, content, fragment):
 
 
 def test_verify_interrupted_prints_one_line_and_writes_no_json(capsys, tmp_path, monkeypatch):
-    from checks import registry
+    from rnngap.checks import registry
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
@@ -629,7 +629,7 @@ def test_out_dev_stdout_redirected_to_a_file_is_written_in_place(tmp_path):
     dest = tmp_path / "redirected.txt"
     with open(dest, "w") as fh:
         ino = os.fstat(fh.fileno()).st_ino
-        r = subprocess.run([sys.executable, "-m", "checks.cli", "predict", "istree", "--inputs", str(inp),
+        r = subprocess.run([sys.executable, "-m", "rnngap.checks.cli", "predict", "istree", "--inputs", str(inp),
                             "--out", "/dev/stdout"], stdout=fh, stderr=subprocess.PIPE, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert os.stat(dest).st_ino == ino

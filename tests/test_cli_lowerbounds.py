@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from checks.cli import main
-from checks.tasks import index as task_index
-from checks.tasks import istree as task_istree
-from lowerbounds import reductions as R
+from rnngap.checks.cli import main
+from rnngap.checks.tasks import index as task_index
+from rnngap.checks.tasks import istree as task_istree
+from rnngap.lowerbounds import reductions as R
 
 
 def _run(capsys, *argv):
@@ -108,7 +108,7 @@ def test_witness_bad_input(capsys, argv, msg):
 
 
 def test_witness_json_path_checked_before_the_search(capsys, monkeypatch, tmp_path):
-    from lowerbounds import witness as W
+    from rnngap.lowerbounds import witness as W
 
     def search(*a, **k):
         raise AssertionError("the search ran although --json cannot be written")
@@ -154,7 +154,7 @@ def test_search_progress_is_throttled():
     10 lines, at least 1 s apart (times on the fake clock, exact in binary)."""
     import io
 
-    from checks.cmd_witness import SearchProgress
+    from rnngap.checks.cmd_witness import SearchProgress
     t = [0.0]
     stream = io.StringIO()
     p = SearchProgress(stream, interval=1.0, clock=lambda: t[0])
@@ -179,7 +179,7 @@ def test_missing_required_argument_exits_2(capsys):
 
 
 def test_registry_quick_profile_passes():
-    from checks import registry
+    from rnngap.checks import registry
     records = registry.run("quick", only=["T4.6-low", "T4.7-low"], seed=0)
     assert records and all(r.passed for r in records), [r.note for r in records if not r.passed]
     labels = " ".join(r.task for r in records)
@@ -222,8 +222,8 @@ def test_cc_huge_sizes_refused_at_once_with_the_cap(capsys, argv):
 def test_cc_cap_is_the_largest_n_that_runs():
     """max_n is monotone and the library (which checks the exact cell count)
     accepts n = cap and refuses a matrix one step larger than MAX_CELLS."""
-    from checks import cmd_cc
-    from lowerbounds import cc
+    from rnngap.checks import cmd_cc
+    from rnngap.lowerbounds import cc
     for task in ("index", "ar", "cgram", "counting", "istree"):
         cap = cmd_cc.max_n(task, 2)
         assert cap >= 4
@@ -234,7 +234,7 @@ def test_cc_cap_is_the_largest_n_that_runs():
 
 
 def test_cc_check_size_power_agrees_with_the_exact_count():
-    from lowerbounds import cc
+    from rnngap.lowerbounds import cc
     for base, exp, factor in [(2, 20, 2), (3, 12, 12), (2, 21, 1), (1, 5, 10 ** 6), (10 ** 6, 1, 3)]:
         exact_ok = base ** exp * factor <= 2_000_000
         try:

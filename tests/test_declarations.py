@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from checks.declarations import DECLARATIONS, N, Declaration, evaluate, holds
-from checks.registry import CLAIMS, load_checks, unchecked_claims
+from rnngap.checks.declarations import DECLARATIONS, N, Declaration, evaluate, holds
+from rnngap.checks.registry import CLAIMS, load_checks, unchecked_claims
 
 CONSTRUCTION_CLAIMS = ("gadgets", "T4.6-up", "T4.7-up", "T4.1", "T5-RAG", "T5.6", "T5-hyb-P")
 
@@ -27,7 +27,7 @@ def test_every_construction_claim_declares_its_resources():
         if claim != "gadgets":
             assert "params" in declared[claim], claim
     # params are declared constant and tied to real builds at several n
-    from checks.checks_declarations import FUNCTIONS
+    from rnngap.checks.checks_declarations import FUNCTIONS
     for d in DECLARATIONS:
         if d.resource == "params":
             assert d.order == "constant" and d.expr.is_Integer and int(d.expr) > 0, d
@@ -72,8 +72,8 @@ def test_parameter_counts_are_read_from_the_one_declaration_and_a_wrong_build_fa
     (no count measured and re-declared), every PARAMS entry is measured on builds,
     and the measurement side fails when a build's count differs by one."""
     load_checks()
-    from checks import checks_declarations as CD
-    from constructions.bounds import PARAMS, params_of
+    from rnngap.checks import checks_declarations as CD
+    from rnngap.constructions.bounds import PARAMS, params_of
     ds = [d for d in DECLARATIONS if d.resource == "params"]
     assert all(int(d.expr) == params_of(d.model) for d in ds)
     assert {params_of(d.model) is not None and d.model.split("[")[0] for d in ds} >= set(PARAMS)

@@ -19,7 +19,7 @@ def _modules_with_examples() -> list[str]:
     for pkg in PACKAGES:
         for path in sorted((ROOT / pkg).rglob("*.py")):
             if ">>>" in path.read_text():
-                out.append(".".join(path.relative_to(ROOT).with_suffix("").parts))
+                out.append("rnngap." + ".".join(path.relative_to(ROOT).with_suffix("").parts))
     return out
 
 
@@ -27,7 +27,7 @@ MODULES = _modules_with_examples()
 
 
 def test_the_scan_finds_the_modules():
-    assert len(MODULES) >= 30 and "constructions.rag" in MODULES and "checks.catalog" in MODULES
+    assert len(MODULES) >= 30 and "rnngap.constructions.rag" in MODULES and "rnngap.checks.catalog" in MODULES
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -32,11 +32,11 @@ from hypothesis import strategies as st
 
 import _models as tm
 from _models import FixedFormat, tau
-from constructions import kernels as K
-from constructions.fixedpoint import FixedPointOverflow
-from constructions.gadgets import Builder, Neuron, ResidualSpace
-from constructions.protocol import RNN, feed as protocol_feed, run_rnn
-from constructions.vocab import BOS, QUERY, Vocab, number_token
+from rnngap.constructions import kernels as K
+from rnngap.constructions.fixedpoint import FixedPointOverflow
+from rnngap.constructions.gadgets import Builder, Neuron, ResidualSpace
+from rnngap.constructions.protocol import RNN, feed as protocol_feed, run_rnn
+from rnngap.constructions.vocab import BOS, QUERY, Vocab, number_token
 
 ROOT = Path(__file__).resolve().parents[1]
 N = 12     # data length of the attention models in most tests
@@ -627,7 +627,7 @@ def test_readout_table_equals_the_generic_readout(kind):
     same error array (largest |raw|, first error), for residuals from real runs and
     random ones, at the model's format and at formats so small that the table's
     own entries overflow (those are recomputed and raise as before)."""
-    from constructions.fixedpoint import new_err
+    from rnngap.constructions.fixedpoint import new_err
     rng = np.random.default_rng(700 + KINDS.index(kind))
     model = build(kind)
     f = model.fmt.frac_bits
@@ -660,7 +660,7 @@ def test_readout_table_equals_the_generic_readout(kind):
 
 def _scores_reference(q, Kh, m, I, f, mode, err):
     """The plain definition: fx_mul / fx_add per key, in component order."""
-    from constructions.fixedpoint import fx_add, fx_mul
+    from rnngap.constructions.fixedpoint import fx_add, fx_mul
     out = np.zeros(m, np.int64)
     for j in range(m):
         s = np.int64(0)
@@ -678,7 +678,7 @@ def test_attention_scores_equal_the_plain_definition(seed, mode):
     fx_mul / fx_add) gives the scores, the error array (largest |raw|, first error,
     saturation count) of the plain per-key definition: magnitudes chosen so that
     each path runs, including products beyond 2^62 and overflowing sums."""
-    from constructions.fixedpoint import new_err
+    from rnngap.constructions.fixedpoint import new_err
     rng = np.random.default_rng(seed)
     paths = 0
     for trial in range(40):
@@ -714,7 +714,7 @@ def test_attend_sparse_equals_fx_attend(seed, mode):
     scores spread so that blocks are skipped, kept, or partly kept, many keys
     sharing a few scores near the maximum (the exp / division memo), one key,
     values that overflow the output."""
-    from constructions.fixedpoint import fx_attend, new_err
+    from rnngap.constructions.fixedpoint import fx_attend, new_err
     rng = np.random.default_rng(1000 + seed)
     skipped = kept = bad = memo = 0
     for trial in range(60):
@@ -748,8 +748,8 @@ def test_attend_sparse_equals_fx_attend(seed, mode):
 
 def _declared_length_cases():
     """(builder, the longest valid prompt) per construction that declares n."""
-    from constructions import demos, hybrid as H, retrieval as R
-    from constructions import istree as IT
+    from rnngap.constructions import demos, hybrid as H, retrieval as R
+    from rnngap.constructions import istree as IT
     n = 6
     idx = [BOS] + [number_token(1)] * n + [QUERY, number_token(2)]
     ar = [BOS] + [number_token(1)] * n + [QUERY, number_token(1)]

@@ -43,7 +43,7 @@ from hypothesis import strategies as st
 
 from _exact import (RefOverflow, attend_exact, clamp, div_exact, exp_exact, fits, max_raw,
                     mul_exact, need_bits, rne)
-from constructions.fixedpoint import (E_CODE, E_MAXABS, E_OP, E_SAT, E_WHERE, ERR_OK,
+from rnngap.constructions.fixedpoint import (E_CODE, E_MAXABS, E_OP, E_SAT, E_WHERE, ERR_OK,
                                       ERR_OVERFLOW, MODE_RAISE, MODE_SATURATE, OP_ADD, OP_DIV,
                                       OP_EXP, OP_MUL, OP_SUB, FixedFormat,
                                       FixedPointDivisionByZero, FixedPointOverflow, fx_add,
@@ -641,7 +641,7 @@ def test_attend_needs_an_integer_bit_and_in_range_inputs():
 # NUMBA_DISABLE_JIT gives the same numbers
 _PROBE = r'''
 import numpy as np
-from constructions.fixedpoint import (FixedFormat, FixedPointDivisionByZero,
+from rnngap.constructions.fixedpoint import (FixedFormat, FixedPointDivisionByZero,
                                       FixedPointOverflow, fx_mul)
 
 

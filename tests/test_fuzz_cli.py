@@ -27,8 +27,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from checks.cli import main
-from checks.tasks import istree as R
+from rnngap.checks.cli import main
+from rnngap.checks.tasks import istree as R
 
 QUICK = settings(max_examples=60, deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -39,7 +39,7 @@ FULL = settings(max_examples=400, deadline=None,
 # ---------------------------------------------------------------- harness
 
 def cli(argv: list[str]) -> tuple[int, str, str]:
-    """checks.cli.main in-process: (exit code, stdout, stderr); argparse's
+    """rnngap.checks.cli.main in-process: (exit code, stdout, stderr); argparse's
     SystemExit is an exit code too."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -162,7 +162,7 @@ def bad_jsonl(draw):
     at = draw(st.integers(5, len(text) - 6))
     text = text[:at] + draw(st.sampled_from(["", ",", "--", "~~", "[EOS]", " ", "0"])) + text[at + 1:]
     try:
-        from checks.formats import parse_graph_text
+        from rnngap.checks.formats import parse_graph_text
         parse_graph_text(text)
         return b'{"text": ' + json.dumps(text).encode() + b', "n_nodes": 0}\n'   # still valid: make it bad
     except ValueError:
@@ -208,7 +208,7 @@ def _istree_mixed(edges, seps, model):
         assert row["cot"].startswith(text), (text, row["cot"])          # separators as written
         assert row["label"] is R.reference_label(n, edges)
         if model == "transformer":
-            from checks.formats import format_cot_text, format_graph_text
+            from rnngap.checks.formats import format_cot_text, format_graph_text
             tail = format_cot_text(edges, R.reference_cot(n, edges))[len(format_graph_text(edges)):]
             assert row["cot"] == text + tail
 
@@ -411,7 +411,7 @@ def test_every_parser_refuses_bad_arguments_full(argdir, data):
 @QUICK
 @given(st.text(alphabet="[]BOSEQUYRT0123456789-~,\u0661 x", max_size=60))
 def test_format_parsers_raise_only_format_errors(text):
-    from checks.formats import CotFormatError, GraphFormatError, parse_cot_text, parse_graph_text
+    from rnngap.checks.formats import CotFormatError, GraphFormatError, parse_cot_text, parse_graph_text
     for parse in (parse_graph_text, parse_cot_text):
         try:
             parse("[BOS]" + text)

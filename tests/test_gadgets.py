@@ -28,13 +28,13 @@ import pytest
 
 import _models as tm
 from _models import FixedFormat, tau
-from constructions import kernels as K
-from constructions.fixedpoint import FixedPointOverflow
-from constructions.gadgets import (
+from rnngap.constructions import kernels as K
+from rnngap.constructions.fixedpoint import FixedPointOverflow
+from rnngap.constructions.gadgets import (
     Builder, Head, MarginError, Neuron, ResidualSpace, count_compare_neurons, equality_neurons, select_neurons,
     sharpness, shift_head, step_neurons,
 )
-from constructions.vocab import BOS, QUERY, Vocab, number_token
+from rnngap.constructions.vocab import BOS, QUERY, Vocab, number_token
 
 NS = (4, 16, 64, 256)
 
@@ -593,7 +593,7 @@ def test_gadget_records_use_saturate_necessity_not_raise_mode():
     """The 'gadgets' claim's below-the-bound evidence is a saturate-mode necessity
     record (checks/necessity.py) that shows a wrong answer one bit below a
     frontier at or under the declaration; no raise-mode 'below bound' row is left."""
-    from checks import checks_foundation as CF
+    from rnngap.checks import checks_foundation as CF
 
     recs = CF.match_check("quick", 0)
     assert not any("below bound" in r.task for r in recs)
@@ -607,7 +607,7 @@ def test_gadget_records_use_saturate_necessity_not_raise_mode():
 # match head with the [BOS] fallback, and first-max: exhaustive on small formats
 import itertools
 
-from constructions import gadgets as G
+from rnngap.constructions import gadgets as G
 
 SMALL_ALPHABET = (0, 1, 2)
 SMALL_LENGTH = 5

@@ -30,15 +30,15 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checks import checks_istree as X
-from checks.formats import graph_tokens
-from checks.tasks import istree as R
-from constructions import istree as C
-from constructions import kernels as K
-from constructions.fixedpoint import FixedFormat
-from constructions import gadgets as G
-from constructions.gadgets import Builder, MarginError, ResidualSpace
-from constructions.vocab import BOS, COUNT, DASH, EOS, FALSE, NUMBER_BASE, TILDE, TRUE, Vocab, number_token
+from rnngap.checks import checks_istree as X
+from rnngap.checks.formats import graph_tokens
+from rnngap.checks.tasks import istree as R
+from rnngap.constructions import istree as C
+from rnngap.constructions import kernels as K
+from rnngap.constructions.fixedpoint import FixedFormat
+from rnngap.constructions import gadgets as G
+from rnngap.constructions.gadgets import Builder, MarginError, ResidualSpace
+from rnngap.constructions.vocab import BOS, COUNT, DASH, EOS, FALSE, NUMBER_BASE, TILDE, TRUE, Vocab, number_token
 
 REPO = Path(__file__).resolve().parents[1]
 _MODELS: dict = {}
@@ -74,7 +74,7 @@ def _pair_model(n: int, tie_break, fmt: FixedFormat):
                                     shift=2)])
     # valid_j = [j >= 2] = 1 - is_bos - [token j-1 is BOS]... built as a neuron: relu(1 - is_bos - p2)
     # (p2 = [token j-2 is BOS] is 1 at j = 0, 1, 2), so valid = [j >= 3]
-    from constructions.gadgets import Neuron
+    from rnngap.constructions.gadgets import Neuron
     b.attention_layer([], [Neuron({"one": 1, "is_bos": -1, "p2": -1}, 0, {"valid": 1})])
     comps = [G.Component({"tok": 1}, {"p": 1}, {"p_sq": 1}, n + 1, n + 1, query_sq={"tok_sq": 1}),
              G.Component({"p": 1}, {"tok": 1}, {"tok_sq": 1}, n + 1, n + 1, query_sq={"p_sq": 1}),
@@ -482,7 +482,7 @@ def test_cot_bound():
 
 _NOJIT_SCRIPT = """
 import json, sys
-from constructions import istree as C
+from rnngap.constructions import istree as C
 m = C.istree_transformer(4, 6)
 out = []
 for edges in json.loads(sys.argv[1]):
@@ -510,7 +510,7 @@ def test_numba_disabled_gives_identical_results():
 # ----------------------------------------------------------------------------
 # claim T4.7-low: the adjacency RNN (correct on small graphs) and the witnesses
 def test_adjacency_rnn_solves_small_graphs_with_its_cot():
-    from constructions.protocol import run_rnn
+    from rnngap.constructions.protocol import run_rnn
     K = 4
     rnn = X.AdjacencyRNN(K, cot=True)
     for n in range(1, K + 1):
@@ -540,8 +540,8 @@ def test_lower_bound_check_records_pass_and_witness_is_verified():
 
 
 def test_witness_verifier_rejects_a_wrong_witness():
-    from lowerbounds.reductions import ISTREE
-    from lowerbounds.witness import find_witness
+    from rnngap.lowerbounds.reductions import ISTREE
+    from rnngap.lowerbounds.witness import find_witness
     rnn = X.AdjacencyRNN(5)
     w = find_witness(rnn, ISTREE, 4, mode="exhaustive", max_cot=11)
     assert w.found and X._verify_istree_witness(rnn, w, 11) == ""
@@ -554,7 +554,7 @@ def test_witness_verifier_rejects_a_wrong_witness():
 
 # ----------------------------------------------------------------------------
 # the paper's own sample (shared/data), as `rnngap verify` checks it
-from checks.shared_data import shared_data_dir  # noqa: E402  (RNNGAP_SHARED_DATA, else the package data)
+from rnngap.checks.shared_data import shared_data_dir  # noqa: E402  (RNNGAP_SHARED_DATA, else the package data)
 
 SAMPLE = shared_data_dir() / "istree_official_sample.jsonl"
 
@@ -585,7 +585,7 @@ def test_paper_sample_check_passes_on_every_row(tmp_path, monkeypatch):
     assert differ == 2 and f"differs from it on {differ} rows" in rec.note
     # the check reads the graph of cot_text and its tour: the rows' own tours are the
     # plain-Python reference DFS tours (independent of the model)
-    from checks.formats import parse_cot_text
+    from rnngap.checks.formats import parse_cot_text
     for r in rows:
         edges, cot = parse_cot_text(r["cot_text"], r["n_nodes"])
         assert cot == R.reference_cot(C.model_vertex_count(edges), edges)[:-1]
@@ -649,7 +649,7 @@ def test_gadget_family_exhaustive_both_formats_and_it_can_fail():
 def test_gadget_family_check_catches_a_broken_reduction(monkeypatch):
     """The family's own label check (networkx vs x_i) is independent of the model:
     a gadget whose Bob omits the edge w - a is caught."""
-    import lowerbounds.reductions as LR
+    import rnngap.lowerbounds.reductions as LR
     bob = LR.ISTREE.bob
     broken = LR.Reduction("istree-broken", LR.ISTREE.alice, lambda i, n: bob(i, n)[:3] + [EOS],
                           LR.ISTREE.expected, LR.ISTREE.answer_tokens, LR.ISTREE.promise)

@@ -36,7 +36,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from checks.shared_data import shared_data_dir
+from rnngap.checks.shared_data import shared_data_dir
 
 HERE = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(HERE.glob("*.ipynb"))

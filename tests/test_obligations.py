@@ -20,12 +20,12 @@ from fractions import Fraction
 import pytest
 import sympy as sp
 
-from constructions import bounds as Bd
-from constructions import retrieval as R
-from constructions.fixedpoint import FixedFormat, fx_exp, new_err
-from constructions.gadgets import MarginError, sharpness, zero_gap
-from constructions.obligations import CONSTRUCTIONS, Obligation
-from checks.certify import N, certify, certify_construction, nondecreasing, table, write_json
+from rnngap.constructions import bounds as Bd
+from rnngap.constructions import retrieval as R
+from rnngap.constructions.fixedpoint import FixedFormat, fx_exp, new_err
+from rnngap.constructions.gadgets import MarginError, sharpness, zero_gap
+from rnngap.constructions.obligations import CONSTRUCTIONS, Obligation
+from rnngap.checks.certify import N, certify, certify_construction, nondecreasing, table, write_json
 
 
 # ----------------------------------------------------------------------------
@@ -92,7 +92,7 @@ def test_joint_match_by_enumeration():
 
 def test_smt_facts_are_not_vacuous():
     z3 = pytest.importorskip("z3")
-    from checks.certify_facts import FACTS
+    from rnngap.checks.certify_facts import FACTS
     for _, name, facts in FACTS:
         for fname, fn in facts:
             hyps, _ = fn()
@@ -103,7 +103,7 @@ def test_smt_facts_are_not_vacuous():
 
 def test_a_false_fact_is_refuted_with_a_counterexample():
     z3 = pytest.importorskip("z3")
-    from checks.certify_facts import _index_gap, prove
+    from rnngap.checks.certify_facts import _index_gap, prove
 
     def too_strong():                 # claims a gap of lambda + 1: false (adjacent keys differ by lambda)
         hyps, _ = _index_gap()
@@ -180,7 +180,7 @@ def test_lambda_one_smaller_fails_at_the_smallest_n():
 
 
 def test_cli_exits_1_and_json_names_the_failure(tmp_path, monkeypatch):
-    from checks import cmd_certify
+    from rnngap.checks import cmd_certify
     con = CONSTRUCTIONS["retrieval.counting[a=3]"]
     monkeypatch.setitem(CONSTRUCTIONS, con.name, _weaken_I(con, 2000))
     path = tmp_path / "cert.json"
@@ -201,7 +201,7 @@ def test_write_json_roundtrip(tmp_path):
 
 # ----------------------------------------------------------------------------
 def test_certificate_vs_measurement_finds_excess():
-    from checks.checks_certificate import compare
+    from rnngap.checks.checks_certificate import compare
     con = CONSTRUCTIONS["retrieval.index[a=2]"]
     checked, bad = compare(con, R.index_transformer(64), 64)
     assert checked == 2 and bad == []
@@ -210,15 +210,15 @@ def test_certificate_vs_measurement_finds_excess():
 
 
 def test_certificate_record_zero_excess():
-    from checks.checks_certificate import check_certificate
+    from rnngap.checks.checks_certificate import check_certificate
     recs = check_certificate("quick", 0)
     assert len(recs) >= 10 and all(r.passed for r in recs), [r.note for r in recs if not r.passed]
 
 
 def test_docstring_examples():
     import doctest
-    from checks import certify as C
-    from constructions import obligations as O
+    from rnngap.checks import certify as C
+    from rnngap.constructions import obligations as O
     for module in (Bd, O, C):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert result.attempted > 0 and result.failed == 0, module.__name__
@@ -227,12 +227,12 @@ def test_docstring_examples():
 def test_int_and_sympy_backends_agree_on_every_certified_format():
     """The one declaration evaluated by both backends (what certify reasons about
     symbolically is what the builders use), at the ends of the certified range."""
-    from constructions.obligations import sim_construction
+    from rnngap.constructions.obligations import sim_construction
     for con in list(CONSTRUCTIONS.values()) + [sim_construction(_a_simulator().params())]:
         I_e, f_e = con.fmt_expr(Bd.SYM, Bd.N)
         sym = con.declared.n_symbol
         I_e, f_e = sp.sympify(I_e).subs(Bd.N, sym), sp.sympify(f_e).subs(Bd.N, sym)
-        from checks.certify import _n_max
+        from rnngap.checks.certify import _n_max
         top = _n_max(con)
         for n in {con.n_min, con.n_min + 5, 100, top}:
             if n is None or n > top:
@@ -243,13 +243,13 @@ def test_int_and_sympy_backends_agree_on_every_certified_format():
 # ----------------------------------------------------------------------------
 # sim: the simulator's format (bounds.sim_int, defined from its needs) and its position heads
 def _a_simulator():
-    from constructions.simulate import random_linear_rnn, rnnsim_transformer
+    from rnngap.constructions.simulate import random_linear_rnn, rnnsim_transformer
     return rnnsim_transformer(random_linear_rnn(1), max_prompt=4, max_rnn_cot=1, state_int_bits=3)
 
 
 def test_sim_builder_reads_the_declaration_and_is_covered():
-    from checks.certify import certify_sim
-    from constructions.obligations import sim_construction
+    from rnngap.checks.certify import certify_sim
+    from rnngap.constructions.obligations import sim_construction
     sim = _a_simulator()
     p = sim.params()
     assert sim.fmt.int_bits == Bd.sim_int(Bd.INT, p, sim.n_pos, sim.max_steps)
@@ -264,7 +264,7 @@ def test_sim_builder_reads_the_declaration_and_is_covered():
 
 
 def test_sim_weakened_declaration_fails_at_the_first_n():
-    from constructions.obligations import sim_construction
+    from rnngap.constructions.obligations import sim_construction
     p = _a_simulator().params()
     con = sim_construction(p)
     below = 5000
@@ -294,7 +294,7 @@ def test_sim_position_gap_by_enumeration(n):
 
 
 def test_sim_certificate_vs_measurement_zero_excess_and_can_fail(monkeypatch):
-    from checks import checks_certificate as CC
+    from rnngap.checks import checks_certificate as CC
     sim = _a_simulator()
     checked, bad, I_cert = CC.compare_sim(sim)
     assert checked >= 8 and bad == [] and sim.fmt.int_bits <= I_cert

@@ -20,12 +20,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from checks import cli
-from checks import predict_istree as P
-from checks.formats import format_cot_text, format_graph_text, parse_graph_text
-from checks.tasks import istree as R
+from rnngap.checks import cli
+from rnngap.checks import predict_istree as P
+from rnngap.checks.formats import format_cot_text, format_graph_text, parse_graph_text
+from rnngap.checks.tasks import istree as R
 
-from checks.shared_data import PACKAGE_DATA
+from rnngap.checks.shared_data import PACKAGE_DATA
 
 SAMPLE = PACKAGE_DATA / "istree_official_sample.jsonl"
 
@@ -232,7 +232,7 @@ def test_models_registry_and_unknown_model(tmp_path, capsys):
         cli.main(["predict", "istree", "--inputs", str(inp), "--out", str(tmp_path / "o"), "--model", "nope"])
     assert e.value.code == 2
     predict = P.MODELS["transformer"](2, 1)
-    from constructions.vocab import EOS, TRUE, number_token
+    from rnngap.constructions.vocab import EOS, TRUE, number_token
     assert predict([0, number_token(1), 7, number_token(0), EOS]) == \
         [number_token(0), number_token(1), number_token(0), EOS, TRUE]
 
@@ -240,7 +240,7 @@ def test_models_registry_and_unknown_model(tmp_path, capsys):
 def test_console_script_end_to_end(tmp_path):
     inp = _write(tmp_path / "in.jsonl", [{"text": "[BOS]3-2,2-1,1-0[EOS]"}, {"text": "[BOS]2~0,2~1,1~0[EOS]"}])
     out = tmp_path / "out.jsonl"
-    res = subprocess.run([sys.executable, "-m", "checks.cli", "predict", "istree", "--inputs", str(inp),
+    res = subprocess.run([sys.executable, "-m", "rnngap.checks.cli", "predict", "istree", "--inputs", str(inp),
                           "--out", str(out)], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
@@ -305,10 +305,10 @@ def test_greedy_chunked_equals_generate_and_bounds_each_call(monkeypatch):
     """The chunked prompt feed writes the same CoT and answer as
     constructions.generate.generate, and no model call feeds more than about
     FEED_WORK attention scores (so Ctrl-C is seen within about a second)."""
-    from constructions import istree as C
-    from constructions.generate import generate
-    from constructions.model import Session
-    from constructions.vocab import FALSE, TRUE
+    from rnngap.constructions import istree as C
+    from rnngap.constructions.generate import generate
+    from rnngap.constructions.model import Session
+    from rnngap.constructions.vocab import FALSE, TRUE
     rng = np.random.default_rng(5)
     monkeypatch.setattr(P, "FEED_WORK", 2 ** 10)        # small, so a small graph is cut in many chunks
     calls = []

@@ -20,27 +20,27 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from checks import cli
-from checks.formats import format_cot_text, graph_tokens, parse_cot_text, parse_graph_tokens
-from checks.tasks import ar, cgram, counting, index, istree
-from constructions.fixedpoint import FixedFormat
-from constructions.gadgets import MarginError
-from checks.checks_rag import rag_runner, red_pairs, red_rows, red_setup
-from checks.tasks.istree_rag import plain_cot as istree_plain_cot
-from checks.necessity import necessity_record
-from constructions.rag import RagOracle
-from constructions.rag_dialect import PaperDialectOracle
-from constructions.rag_models import (
+from rnngap.checks import cli
+from rnngap.checks.formats import format_cot_text, graph_tokens, parse_cot_text, parse_graph_tokens
+from rnngap.checks.tasks import ar, cgram, counting, index, istree
+from rnngap.constructions.fixedpoint import FixedFormat
+from rnngap.constructions.gadgets import MarginError
+from rnngap.checks.checks_rag import rag_runner, red_pairs, red_rows, red_setup
+from rnngap.checks.tasks.istree_rag import plain_cot as istree_plain_cot
+from rnngap.checks.necessity import necessity_record
+from rnngap.constructions.rag import RagOracle
+from rnngap.constructions.rag_dialect import PaperDialectOracle
+from rnngap.constructions.rag_models import (
     ar_rag, cgram_rag, counting_rag, index_rag, istree_cot_bound, istree_plain_cot_bound, istree_rag,
     istree_rag_paper, istree_rag_predictor,
 )
-from lowerbounds import reductions as LR
-from constructions.rnn_program import Program
-from constructions.vocab import (
+from rnngap.lowerbounds import reductions as LR
+from rnngap.constructions.rnn_program import Program
+from rnngap.constructions.vocab import (
     BOS, ENDSEARCH, EOS, FALSE, QUERY, TRUE, Vocab, number_token, token_code, token_from_code,
 )
 
-from checks.shared_data import shared_data_dir  # noqa: E402
+from rnngap.checks.shared_data import shared_data_dir  # noqa: E402
 
 DATA_DIR = shared_data_dir()   # RNNGAP_SHARED_DATA, else the package data
 SAMPLE = DATA_DIR / "istree_official_sample.jsonl"
@@ -420,7 +420,7 @@ def test_istree_large_hypothesis(N, seed, family):
 
 
 def _sample_rows() -> list[dict]:
-    from checks.shared_data import shared_file
+    from rnngap.checks.shared_data import shared_file
     path = shared_file("istree_official_sample.jsonl") or SAMPLE
     if not path.is_file():
         pytest.fail(f"the paper's IsTree sample is missing: {path}")
@@ -461,8 +461,8 @@ def test_official_sample_tokens_and_label():
 
 def test_numba_disabled_gives_identical_runs():
     code = (
-        "import json;from constructions.rag_models import index_rag, istree_rag, counting_rag;"
-        "from checks.formats import graph_tokens;from constructions.vocab import BOS, QUERY, number_token as k;"
+        "import json;from rnngap.constructions.rag_models import index_rag, istree_rag, counting_rag;"
+        "from checks.formats import graph_tokens;from rnngap.constructions.vocab import BOS, QUERY, number_token as k;"
         "a=index_rag(6,alphabet=3).run([BOS,k(2),k(1),k(0),k(2),k(1),k(1),QUERY,k(4)]);"
         "b=counting_rag(6,alphabet=3).run([BOS,k(2),k(1),k(2),k(2),k(1),k(1),QUERY,k(2),k(2)]);"
         "c=istree_rag(4).run(graph_tokens([(2,0),(3,2),(1,0)]));"

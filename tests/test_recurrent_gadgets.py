@@ -16,13 +16,13 @@ from fractions import Fraction
 
 import pytest
 
-from constructions import kernels as K
-from constructions.fixedpoint import FixedFormat, FixedPointOverflow
-from constructions.gadgets import (
+from rnngap.constructions import kernels as K
+from rnngap.constructions.fixedpoint import FixedFormat, FixedPointOverflow
+from rnngap.constructions.gadgets import (
     Builder, MarginError, Recurrence, ResidualSpace, base_space, clock, delay_chain, gated_equality,
     gated_value_neuron, latest_flag_head, number_readout,
 )
-from constructions.vocab import BOS, Vocab, number_token
+from rnngap.constructions.vocab import BOS, Vocab, number_token
 
 ALPHABET = [BOS, number_token(0), number_token(1), number_token(2)]   # tau = 0, 1, 2, 3
 
@@ -224,7 +224,7 @@ def default_head_model(fmt: FixedFormat, P: int):
     """Query tau_t + 1 against key tau_j: the latest j whose token is one above the
     current one, else [BOS] (the default, position 0). max_code = 32 bounds |tau| + 1
     over the vocabulary (specials up to id 31), as the Builder's central check requires."""
-    from constructions.gadgets import Component, match_head
+    from rnngap.constructions.gadgets import Component, match_head
     s = base_space()
     s.embedded("is_bos", K.F_IS_TOKEN, BOS)
     s.hidden("at")

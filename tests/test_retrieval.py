@@ -45,18 +45,18 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from checks import frontier as FR
-from checks.catalog import retrieval_model
-from checks.shared_data import shared_file
-from checks.tasks import ar, cgram, counting, index
-from constructions import kernels as K
-from constructions import retrieval as R
-from constructions.fixedpoint import FixedFormat, FixedPointOverflow, new_err, E_MAXABS
-from constructions.gadgets import MarginError
-from constructions.vocab import BOS, NUMBER_BASE, QUERY, number_token
+from rnngap.checks import frontier as FR
+from rnngap.checks.catalog import retrieval_model
+from rnngap.checks.shared_data import shared_file
+from rnngap.checks.tasks import ar, cgram, counting, index
+from rnngap.constructions import kernels as K
+from rnngap.constructions import retrieval as R
+from rnngap.constructions.fixedpoint import FixedFormat, FixedPointOverflow, new_err, E_MAXABS
+from rnngap.constructions.gadgets import MarginError
+from rnngap.constructions.vocab import BOS, NUMBER_BASE, QUERY, number_token
 
 ROOT = Path(__file__).resolve().parents[1]
-from checks.shared_data import shared_data_dir  # noqa: E402
+from rnngap.checks.shared_data import shared_data_dir  # noqa: E402
 
 SHARED_DATA = shared_data_dir()
 MQAR_SAMPLE = shared_file("mqar_sample.npz") or SHARED_DATA / "mqar_sample.npz"
@@ -351,7 +351,7 @@ def test_counting_every_instance_at_alphabet_n_plus_1(n):
 def test_counting_on_the_reduction_image_at_2_13():
     """Adversarial reduction rows at n = 2^13 (marks up to n, query the largest mark
     with both neighbours present): right, within the declared format."""
-    from checks.tasks import hard
+    from rnngap.checks.tasks import hard
 
     n = 2 ** 13
     toks, want = hard.sampled_reduction_instances(np.random.default_rng(3), "counting", n, 2)
@@ -366,7 +366,7 @@ def test_param_check_fails_a_one_hot_counting_model():
     passes the alphabet-free Counting model over n and alphabets up to n + 1, and
     FAILS the one-hot model of tests/_models.py (a direction per symbol), which is
     right on the same instances: constant size includes the alphabet."""
-    from checks import checks_retrieval as CR
+    from rnngap.checks import checks_retrieval as CR
     from tests._models import onehot_counting_model
 
     points = [(n, a) for n in (2, 3, 6) for a in (3, n + 1)]
@@ -388,7 +388,7 @@ def test_necessity_records_show_a_wrong_answer_one_bit_below():
     every T4.6-up construction at m = 3 the record passes (frontiers at or below the
     declaration) and shows a concrete wrong instance one bit below a frontier;
     Counting on its closest comparisons needs its fraction bits (wrong at f_min - 1)."""
-    from checks import checks_retrieval as CR
+    from rnngap.checks import checks_retrieval as CR
 
     for key in CR.NECESSITY_KEYS:
         (rec,) = CR.necessity_records(key, "quick", 0, where=(("exhaustive", 3),))
@@ -405,7 +405,7 @@ def test_necessity_records_show_a_wrong_answer_one_bit_below():
 def test_mqar_random_check_needs_no_data_file(monkeypatch):
     """Without the shared MQAR sample the seeded random-MQAR record still runs and
     passes; only the sample record is NOT CHECKED."""
-    from checks import checks_retrieval as CR
+    from rnngap.checks import checks_retrieval as CR
 
     monkeypatch.setattr(CR, "shared_file", lambda name: None)
     (sample,) = CR.check_mqar_sample("quick", 0)
@@ -513,7 +513,7 @@ def test_frontier_to_2_16_slopes(name):
 def test_precision_command_prints_the_fitted_slopes(tmp_path, capsys):
     """``rnngap precision`` prints one line per n and the slopes against log2 n:
     Counting's f_min at n = 16, 32, 64 grows by exactly 2 bits per doubling."""
-    from checks.cli import main
+    from rnngap.checks.cli import main
 
     out = tmp_path / "counting.png"
     assert main(["precision", "--task", "counting", "--out", str(out), "--max-log2n", "6"]) == 0
@@ -618,7 +618,7 @@ def test_mqar_model_refuses_longer_sequences():
 
 def test_predict_ar_cli(tmp_path, capsys):
     """``rnngap predict ar`` in process (checks.cli.main is the console entry point)."""
-    from checks.cli import main
+    from rnngap.checks.cli import main
 
     X = np.array([[5, 50, 6, 60, 6, 5, 7], [1, 2, 1, 3, 1, 9, 9]], dtype=np.int32)
     inp, out = tmp_path / "X.npy", tmp_path / "P.npy"
@@ -653,8 +653,8 @@ def test_predict_ar_console_script(tmp_path):
 def test_numba_disabled_gives_identical_results():
     code = r"""
 import numpy as np, json
-from constructions import retrieval as R
-from checks.tasks import index, ar, cgram, counting
+from rnngap.constructions import retrieval as R
+from rnngap.checks.tasks import index, ar, cgram, counting
 rng = np.random.default_rng(5)
 out = {}
 for key, mod, kw, mk in [("index", index, dict(alphabet=2), lambda: R.index_transformer(6, alphabet=2)),
@@ -683,7 +683,7 @@ def test_the_builder_checks_every_head_even_with_the_gadget_checks_switched_off(
     integer-bit checks switched off (gadgets._need_bits and retrieval.require made
     no-ops), a format far too small is still refused, by the Builder's central
     check computed from the directions' bounds; the declared format passes it."""
-    from constructions import gadgets as G
+    from rnngap.constructions import gadgets as G
     build = (lambda fmt: R.mqar_transformer(64, fmt)) if key == "mqar" else \
         (lambda fmt: retrieval_model(key, "transformer", 64, alphabet=8, c=3, fmt=fmt))
     declared = R.MQAR.format(64) if key == "mqar" else R.DECLARED[key].format(64, 8, 3)

@@ -4,12 +4,12 @@ import dataclasses
 
 import pytest
 
-from checks import checks_separation as S
-from constructions import targets as T
-from constructions.protocol import run_rnn
-from constructions.vocab import BOS, NUMBER_BASE, QUERY, TRUE, number_token
-from lowerbounds import witness as W
-from lowerbounds.targets_toy import CompactIndexRegister
+from rnngap.checks import checks_separation as S
+from rnngap.constructions import targets as T
+from rnngap.constructions.protocol import run_rnn
+from rnngap.constructions.vocab import BOS, NUMBER_BASE, QUERY, TRUE, number_token
+from rnngap.lowerbounds import witness as W
+from rnngap.lowerbounds.targets_toy import CompactIndexRegister
 
 PARSER_BITS = {"index": 0, "ar": 2, "cgram3": 3, "counting": 2, "istree": 3}
 
@@ -167,7 +167,7 @@ def test_full_profile_rows_pass():
 def test_other_model_and_claim_can_be_plugged_in():
     """A caller (e.g. a T5.6 hybrid check) can put its own no-CoT model on the
     family; a model that is wrong on the family fails the record."""
-    from constructions import retrieval as RT
+    from rnngap.constructions import retrieval as RT
     good = S.model_side("ar", 4, RT.ar_transformer(8, alphabet=6))
     assert good.failures == 0 and good.instances == 4 * 16
     rec = S.separation_record("ar", 4, kind="register", model_side=good, claim="T5.6")

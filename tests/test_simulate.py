@@ -9,14 +9,14 @@ from fractions import Fraction
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from constructions import cot_hierarchy as CH
-from constructions import kernels as K
-from constructions.demos import count_threshold_transformer
-from constructions.fixedpoint import FixedFormat, PrecisionError
-from constructions.gadgets import Builder, ResidualSpace
-from constructions.generate import generate
-from constructions.simulate import compare, random_linear_rnn, rnn_trace, rnnsim_transformer
-from constructions.vocab import BOS, FALSE, NUMBER_BASE, TRUE, Vocab
+from rnngap.constructions import cot_hierarchy as CH
+from rnngap.constructions import kernels as K
+from rnngap.constructions.demos import count_threshold_transformer
+from rnngap.constructions.fixedpoint import FixedFormat, PrecisionError
+from rnngap.constructions.gadgets import Builder, ResidualSpace
+from rnngap.constructions.generate import generate
+from rnngap.constructions.simulate import compare, random_linear_rnn, rnn_trace, rnnsim_transformer
+from rnngap.constructions.vocab import BOS, FALSE, NUMBER_BASE, TRUE, Vocab
 
 ALL = None
 
@@ -112,8 +112,8 @@ def test_saturate_one_bit_below_the_frontier_is_wrong(sims):
     I, and one bit below it the CoT differs from the RNN's run on a concrete prompt
     (shown by the runner). Checked here independently: at frontier - 1 some decoded
     run disagrees with the RNN's own trace."""
-    from checks.checks_hierarchy import sim_runner
-    from checks.necessity import measure
+    from rnngap.checks.checks_hierarchy import sim_runner
+    from rnngap.checks.necessity import measure
     sim = sims[2]
     runs = []
     for p in prompts(2):
@@ -183,7 +183,7 @@ def test_hypothesis_longer_prompts(seed, max_prompt, data, with_cot):
 
 
 def test_indicator_readout_random_targets():
-    from constructions import targets as TG
+    from rnngap.constructions import targets as TG
     for seed in (0, 1):
         sim = rnnsim_transformer(TG.random_linear_rnn(2, 3, seed, max_number=4), max_prompt=5, max_rnn_cot=0)
         for p in prompts(3):
@@ -192,8 +192,8 @@ def test_indicator_readout_random_targets():
 
 
 def test_register_index_rnn_with_its_cot():
-    from constructions import targets as TG
-    from constructions.vocab import QUERY
+    from rnngap.constructions import targets as TG
+    from rnngap.constructions.vocab import QUERY
     c = 3
     sim = rnnsim_transformer(TG.register_index_rnn(c, max_number=c + 2), max_prompt=c + 3, max_rnn_cot=c)
     for n in range(1, c + 1):
@@ -207,8 +207,8 @@ def test_register_index_rnn_with_its_cot():
 
 NOJIT_SCRIPT = """
 import json
-from constructions.simulate import rnnsim_transformer, random_linear_rnn
-from constructions.vocab import BOS, NUMBER_BASE, TRUE, FALSE
+from rnngap.constructions.simulate import rnnsim_transformer, random_linear_rnn
+from rnngap.constructions.vocab import BOS, NUMBER_BASE, TRUE, FALSE
 sim = rnnsim_transformer(random_linear_rnn(1), max_prompt=3, max_rnn_cot=1, state_int_bits=3)
 run = sim.run([BOS, NUMBER_BASE + 2], [TRUE, FALSE])
 print(json.dumps([run.cot, run.answer, sim.model.resources.used_int_bits]))
@@ -273,8 +273,8 @@ def test_random_rnns_are_not_degenerate():
 
 @pytest.mark.full
 def test_full_t41_n4_exhaustive_and_register_c5():
-    from constructions import targets as TG
-    from constructions.vocab import QUERY
+    from rnngap.constructions import targets as TG
+    from rnngap.constructions.vocab import QUERY
     n, T = 4, 16
     sim = rnnsim_transformer(CH.iterate_rnn(n), max_prompt=n + 4, max_rnn_cot=T, state_int_bits=(T + 2 * n + 4).bit_length())
     for a in range(2 * n):

@@ -13,16 +13,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from checks.tasks import index as task_index
-from checks.tasks import istree as task_istree
-from constructions import kernels as K
-from constructions import targets as T
-from constructions.fixedpoint import FixedFormat, FixedPointOverflow, new_err
-from constructions.gadgets import Builder, ResidualSpace
-from constructions.protocol import feed, run_rnn
-from constructions.vocab import Vocab
-from lowerbounds import reductions as R
-from lowerbounds import witness as W
+from rnngap.checks.tasks import index as task_index
+from rnngap.checks.tasks import istree as task_istree
+from rnngap.constructions import kernels as K
+from rnngap.constructions import targets as T
+from rnngap.constructions.fixedpoint import FixedFormat, FixedPointOverflow, new_err
+from rnngap.constructions.gadgets import Builder, ResidualSpace
+from rnngap.constructions.protocol import feed, run_rnn
+from rnngap.constructions.vocab import Vocab
+from rnngap.lowerbounds import reductions as R
+from rnngap.lowerbounds import witness as W
 
 
 def _all_index(n):

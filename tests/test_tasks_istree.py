@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-import checks.formats as formats
-import checks.tasks.istree as istree
-from checks.formats import (
+import rnngap.checks.formats as formats
+import rnngap.checks.tasks.istree as istree
+from rnngap.checks.formats import (
     CotFormatError,
     GraphFormatError,
     format_cot_text,
@@ -29,7 +29,7 @@ from checks.formats import (
     parse_graph_text,
     parse_graph_tokens,
 )
-from checks.tasks.istree import (
+from rnngap.checks.tasks.istree import (
     FAMILIES,
     dfs_tour,
     edge_orders,
@@ -52,7 +52,7 @@ from checks.tasks.istree import (
     retrieval_label,
     tour_label,
 )
-from constructions.vocab import (
+from rnngap.constructions.vocab import (
     BOS,
     DASH,
     ENDSEARCH,
@@ -67,7 +67,7 @@ from constructions.vocab import (
     number_token,
 )
 
-from checks.shared_data import shared_data_dir  # noqa: E402
+from rnngap.checks.shared_data import shared_data_dir  # noqa: E402
 
 DATA_DIR = shared_data_dir()   # RNNGAP_SHARED_DATA, else the package data
 SAMPLE = DATA_DIR / "istree_official_sample.jsonl"

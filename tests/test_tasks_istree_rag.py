@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-import checks.tasks.istree_rag as IR
-from checks.tasks import istree
-from constructions.vocab import EOS, FALSE, TRUE
+import rnngap.checks.tasks.istree_rag as IR
+from rnngap.checks.tasks import istree
+from rnngap.constructions.vocab import EOS, FALSE, TRUE
 
 
 def test_label_equals_the_networkx_label():
@@ -32,7 +32,7 @@ def test_imports_no_construction_code():
     tree = ast.parse(Path(IR.__file__).read_text())
     mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | \
         {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert {m for m in mods if m and m.startswith("constructions")} <= {"constructions.vocab"}
+    assert {m for m in mods if m and m.startswith("rnngap.constructions")} <= {"rnngap.constructions.vocab"}
 
 
 def test_doctests():

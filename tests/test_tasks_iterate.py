@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-import checks.tasks.iterate as IT
-from constructions.vocab import BOS, FALSE, NUMBER_BASE, QUERY, TRUE
+import rnngap.checks.tasks.iterate as IT
+from rnngap.constructions.vocab import BOS, FALSE, NUMBER_BASE, QUERY, TRUE
 
 
 def g(x, n):
@@ -42,7 +42,7 @@ def test_imports_no_construction_code():
     tree = ast.parse(Path(IT.__file__).read_text())
     mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | \
         {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert {m for m in mods if m and m.startswith("constructions")} <= {"constructions.vocab"}
+    assert {m for m in mods if m and m.startswith("rnngap.constructions")} <= {"rnngap.constructions.vocab"}
 
 
 def test_doctests():

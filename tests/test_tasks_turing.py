@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-import checks.tasks.turing as TR
-from constructions import turing as T
+import rnngap.checks.tasks.turing as TR
+from rnngap.constructions import turing as T
 
 
 @pytest.mark.parametrize("name", sorted(T.MACHINES))
@@ -41,7 +41,7 @@ def test_imports_no_construction_code():
     tree = ast.parse(Path(TR.__file__).read_text())
     mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | \
         {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert {m for m in mods if m and m.startswith("constructions")} <= {"constructions.vocab"}
+    assert {m for m in mods if m and m.startswith("rnngap.constructions")} <= {"rnngap.constructions.vocab"}
 
 
 def test_doctests():

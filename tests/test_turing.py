@@ -22,10 +22,10 @@ import pytest
 import sympy as sp
 from automata.tm.dtm import DTM
 
-from checks import checks_turing as CT
-from checks.tasks import turing as TR
-from constructions import turing as T
-from constructions.vocab import FALSE, TRUE
+from rnngap.checks import checks_turing as CT
+from rnngap.checks.tasks import turing as TR
+from rnngap.constructions import turing as T
+from rnngap.constructions.vocab import FALSE, TRUE
 
 MACHINES = list(T.MACHINES)
 
@@ -141,13 +141,13 @@ def test_necessity_wrong_one_bit_below_the_frontier(kind):
     """Saturate mode (never raise): at the declared format every input of length <= n
     is right; one integer bit below the measured frontier some input is answered or
     written wrongly, and the record names it."""
-    from checks.necessity import necessity_record
+    from rnngap.checks.necessity import necessity_record
     spec = T.MACHINES["0k1k"]
     if kind == "hybrid":
         sim = T.tm_hybrid(spec, 3)
 
         def run(model, w):
-            from constructions.generate import generate
+            from rnngap.constructions.generate import generate
             g = generate(model, sim.enc.prompt(w), answer_tokens=[TRUE, FALSE],
                          max_cot=2 * spec.time_bound(len(w)) + 1)
             return g.answer, g.cot, TR.reference_run(sim.enc.dtm, w, spec.time_bound(len(w))).hybrid_cot()
@@ -194,7 +194,7 @@ def test_rag_program_interpretation_agrees_with_model():
     every position of a run: the head register, and wherever the output is read
     (from [EOS] on, except at [ENDSEARCH] where the oracle answers) exactly one
     rule fires and the model emits the next context token (the answer at the end)."""
-    from constructions.vocab import ENDSEARCH, token_from_code
+    from rnngap.constructions.vocab import ENDSEARCH, token_from_code
     spec = T.MACHINES["palindrome"]
     sim = T.tm_rag(spec, 3)
     g, _ = sim.run("010")
@@ -238,8 +238,8 @@ def test_rag_records_decode():
 # ---------------------------------------------------------------- NUMBA_DISABLE_JIT=1 gives the same runs
 _FINGERPRINT = """
 import json, numpy as np, numba
-from constructions import turing as T, hybrid as H
-from checks.tasks import index
+from rnngap.constructions import turing as T, hybrid as H
+from rnngap.checks.tasks import index
 out = {"jit_disabled": bool(numba.config.DISABLE_JIT)}
 sim = T.tm_hybrid(T.MACHINES["increment"], 3)
 out["hybrid_tm"] = [[w, sim.run(w).cot, sim.run(w).answer] for w in ("", "1", "11", "101", "111")]

@@ -33,7 +33,7 @@ from typing import Any, Sequence
 import numpy as np
 from hypothesis import strategies as st
 
-from constructions.vocab import number_token
+from rnngap.constructions.vocab import number_token
 
 from .cgram import make_batch, retrieval_strategy
 from .common import (

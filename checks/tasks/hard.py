@@ -46,8 +46,8 @@ from typing import Any
 
 import numpy as np
 
-from constructions.vocab import FALSE, NUMBER_BASE, TRUE
-from lowerbounds import reductions as LR
+from rnngap.constructions.vocab import FALSE, NUMBER_BASE, TRUE
+from rnngap.lowerbounds import reductions as LR
 
 from .common import check_int, check_rng
 

@@ -80,8 +80,8 @@ import networkx as nx
 import numpy as np
 from hypothesis import strategies as st
 
-from checks.formats import Edge, graph_tokens, parse_graph_tokens, validate_edges
-from constructions.vocab import (
+from rnngap.checks.formats import Edge, graph_tokens, parse_graph_tokens, validate_edges
+from rnngap.constructions.vocab import (
     DASH,
     ENDSEARCH,
     EOS,

@@ -4,7 +4,7 @@ plain Python. Imports no construction code, only the token ids of the vocabulary
 
 Example::
 
-    >>> from constructions.vocab import FALSE, TRUE
+    >>> from rnngap.constructions.vocab import FALSE, TRUE
     >>> plain_cot(2, [(0, 1)])[-1] == TRUE, plain_cot(3, [(0, 1)])[-1] == FALSE
     (True, True)
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from constructions.vocab import (
+from rnngap.constructions.vocab import (
     DASH, ENDSEARCH, EOS, FAILED, FALSE, META_TOKENS, STARTSEARCH, TILDE, TRUE, number_token,
 )
 

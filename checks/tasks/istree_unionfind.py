@@ -17,7 +17,7 @@ and after the last edge the answer is [TRUE] iff N - 1 joins happened.
 
 Example::
 
-    >>> from constructions.vocab import TRUE, FALSE, number_token as nt
+    >>> from rnngap.constructions.vocab import TRUE, FALSE, number_token as nt
     >>> cot, answer = unionfind_cot(2, [(0, 1)])
     >>> answer == TRUE, cot[:3] == [nt(0), DASH, nt(1)]
     (True, True)
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from constructions.vocab import DASH, FALSE, QUERY, TILDE, TRUE, number_token
+from rnngap.constructions.vocab import DASH, FALSE, QUERY, TILDE, TRUE, number_token
 
 __all__ = ["unionfind_cot"]
 

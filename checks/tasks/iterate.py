@@ -9,7 +9,7 @@ Example::
 """
 from __future__ import annotations
 
-from constructions.vocab import BOS, FALSE, NUMBER_BASE, QUERY, TRUE
+from rnngap.constructions.vocab import BOS, FALSE, NUMBER_BASE, QUERY, TRUE
 
 __all__ = ["orbit", "reference"]
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from constructions.vocab import (
+from rnngap.constructions.vocab import (
     BOS, ENDSEARCH, FAILED, FALSE, META_TOKENS, STARTSEARCH, TILDE, TRUE, number_token,
 )
 

@@ -21,9 +21,9 @@
 import numpy as np
 import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
-from constructions import retrieval as R
-from constructions.rag import token_name
-from checks.tasks import index, ar, cgram, counting, hard
+from rnngap.constructions import retrieval as R
+from rnngap.constructions.rag import token_name
+from rnngap.checks.tasks import index, ar, cgram, counting, hard
 
 n = 16
 models = {"Index": R.index_transformer(n, alphabet=2), "AR": R.ar_transformer(n, alphabet=4), "c-gram (c=3)": R.cgram_transformer(n, alphabet=2, c=3),
@@ -135,7 +135,7 @@ for name, rs in rows.items():
 # doubling of n, never above the declaration.
 
 # %%
-from checks.frontier import frontier_table, fit_slope
+from rnngap.checks.frontier import frontier_table, fit_slope
 ft = frontier_table(["index", "ar", "cgram", "counting"], [16, 64, 256])
 fig, ax = plt.subplots(figsize=(7.5, 4))
 for k, name in enumerate(["index", "ar", "cgram", "counting"]):
@@ -164,9 +164,9 @@ print("slope of the frontier p_min per doubling of n:", {k: round(v["slope"], 2)
 
 # %%
 from functools import partial
-from lowerbounds import cc, reductions as LR, witness as W
-from lowerbounds.targets_toy import CompactIndexRegister
-from constructions.targets import ReductionFormatParser, ParsedIndexRNN
+from rnngap.lowerbounds import cc, reductions as LR, witness as W
+from rnngap.lowerbounds.targets_toy import CompactIndexRegister
+from rnngap.constructions.targets import ReductionFormatParser, ParsedIndexRNN
 
 families = {"Index": (LR.INDEX, index.reference), "AR": (LR.AR, ar.reference),
             "c-gram (c=3)": (LR.cgram_reduction(3), partial(cgram.reference, c=3)),
@@ -219,7 +219,7 @@ print("the constant-size AR Transformer on both:", [token_name(tf.predict(list(t
 # n exceeds its register size s (queries beyond s are guessed).
 
 # %%
-from constructions.protocol import run_rnn
+from rnngap.constructions.protocol import run_rnn
 sep_ns = list(range(2, 11))
 tf_acc, rnn_acc = [], {s: [] for s in (2, 4, 6)}
 for n in sep_ns:

@@ -19,10 +19,10 @@ import json
 import numpy as np
 import networkx as nx
 import matplotlib.pyplot as plt
-from constructions import istree as IT
-from constructions.vocab import token_number, TRUE, FALSE, NUMBER_BASE
-from checks.tasks import istree as T
-from checks.formats import format_cot_text
+from rnngap.constructions import istree as IT
+from rnngap.constructions.vocab import token_number, TRUE, FALSE, NUMBER_BASE
+from rnngap.checks.tasks import istree as T
+from rnngap.checks.formats import format_cot_text
 
 N = 9
 model = IT.istree_transformer(n_vertices=N)
@@ -110,8 +110,8 @@ print("wrong labels over", 3 * len(sizes) * len(gen), "graphs:", wrong)
 # (networkx): that generator labels a graph by connectivity alone.
 
 # %%
-from checks.shared_data import shared_file
-from checks.formats import parse_cot_text
+from rnngap.checks.shared_data import shared_file
+from rnngap.checks.formats import parse_cot_text
 path = shared_file("istree_official_sample.jsonl")
 if path is None:
     raise FileNotFoundError("shared/data/istree_official_sample.jsonl not found: set RNNGAP_SHARED_DATA")
@@ -173,7 +173,7 @@ print(f"{len(disagree)} rows where the generator's label is not the tree label")
 # one with $x_i = 1$ a cycle plus a separate star.
 
 # %%
-from lowerbounds import reductions as LR
+from rnngap.lowerbounds import reductions as LR
 x, n = (1, 0, 1, 1, 0), 5
 fig, axes = plt.subplots(1, 2, figsize=(10, 4))
 for ax, i in zip(axes, (2, 3)):
@@ -206,9 +206,9 @@ plt.tight_layout(); plt.show()
 # the RNN answers both the same and that the Transformer answers both right.
 
 # %%
-from lowerbounds import witness as W, cc
-from lowerbounds.targets_toy import CompactIndexRegister
-from constructions.targets import ReductionFormatParser, ParsedIndexRNN
+from rnngap.lowerbounds import witness as W, cc
+from rnngap.lowerbounds.targets_toy import CompactIndexRegister
+from rnngap.constructions.targets import ReductionFormatParser, ParsedIndexRNN
 n = 7
 parser = ReductionFormatParser("istree", 2)
 s = n - 1 - 2 - parser.bits

@@ -15,10 +15,10 @@
 import numpy as np
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
-from constructions import rag_models as RM, rag, hybrid as H
-from constructions.generate import generate
-from constructions.vocab import TRUE, FALSE
-from checks.tasks import index, ar, counting
+from rnngap.constructions import rag_models as RM, rag, hybrid as H
+from rnngap.constructions.generate import generate
+from rnngap.constructions.vocab import TRUE, FALSE
+from rnngap.checks.tasks import index, ar, counting
 
 n = 8
 cases = {"Index": (RM.index_rag(n), index.generate(np.random.default_rng(5), n, 1, alphabet=2), index.reference),
@@ -130,9 +130,9 @@ print("AR at n = 64:", int((H.ar_hybrid(64, alphabet=4).predict_batch(np.asarray
 # level off near a constant per vertex.
 
 # %%
-from constructions import istree as IT
-from checks.tasks import istree as T
-from checks.tasks.istree_unionfind import unionfind_cot
+from rnngap.constructions import istree as IT
+from rnngap.checks.tasks import istree as T
+from rnngap.checks.tasks.istree_unionfind import unionfind_cot
 
 def deep_core_tree(N):
     """A tree whose union-find CoT is long: a core of 2^k vertices merged pairwise by
@@ -201,7 +201,7 @@ for fam in families:
 # two grids agree cell by cell.
 
 # %%
-from constructions import turing as TM
+from rnngap.constructions import turing as TM
 spec = TM.MACHINES["increment"]
 tm = TM.tm_rag(spec, 6)
 word = "11101"
