@@ -136,3 +136,58 @@ def check_certificate_sim(profile: str, seed: int) -> list[Record]:
                                 f"I {sim.fmt.int_bits} <= certified {I_cert}" if not bad else "; ".join(bad[:4])),
                           family="registry", alphabet=sim.rnn.vocab.max_number + 1))
     return out
+
+
+CATALOGUE_NS = {"quick": (4, 16), "full": (4, 16, 64, 256)}
+
+
+def compare_entry(entry, n: int, seed: int) -> tuple[str | None, int, list[str], int]:
+    """(the certificate whose format the built model has, comparisons, excesses,
+    used int bits) for one catalogue entry at n: the model built by the catalogue
+    must sit in the format of one of its certificates at n, and what it measures
+    while reading a seeded example prompt (every computed value, every weight),
+    and every head's build-time score bound, must stay within that format's I."""
+    built = entry.build(n)
+    model = built.model
+    fmt = (model.fmt.int_bits, model.fmt.frac_bits)
+    cons = [CONSTRUCTIONS[c] for c in entry.certificates if c in CONSTRUCTIONS]
+    cons = [c for c in cons if n >= c.n_min and c.fmt(n) == fmt]
+    if not cons:
+        return None, 1, [f"the built format Q{fmt[0]}.{fmt[1]} is none of its certificates' formats at n = {n}"], 0
+    I_cert = cons[0].fmt(n)[0]
+    bad: list[str] = []
+    checked = 0
+    for head, m in model.spec.notes.get("margins", {}).items():
+        if "score_int_bits" in m:
+            checked += 1
+            if m["score_int_bits"] > I_cert:
+                bad.append(f"{head}.score_int_bits = {m['score_int_bits']} > certified I = {I_cert}")
+    prompt = entry.example(n, np.random.default_rng([seed, n, 15]))
+    model.predict(prompt)
+    used = model.resources.used_int_bits
+    checked += 1
+    if used > I_cert:
+        bad.append(f"used int bits {used} > certified I = {I_cert}")
+    return cons[0].name, checked, bad, used
+
+
+@register("declarations", "certificate vs measurement (every catalogued construction)")
+def check_certificate_catalogue(profile: str, seed: int) -> list[Record]:
+    """One record per catalogue entry that has a certificate (T4.6-up, T4.7-up,
+    T5-RAG, T5.6, T5-hyb-P, T4.1): at each sampled n the built model's format is
+    a certified one and its measured magnitudes stay within it (zero excess)."""
+    from .catalog import CATALOG
+    out = []
+    for key, entry in CATALOG.items():
+        if not any(c in CONSTRUCTIONS and "per-position" not in c for c in entry.certificates):
+            continue
+        for n in CATALOGUE_NS[profile]:
+            t0 = time.perf_counter()
+            cert, checked, bad, used = compare_entry(entry, n, seed)
+            out.append(Record("declarations", f"{entry.name} vs {cert or 'no certificate'}",
+                              "certificate vs measurement", n, checked, len(bad),
+                              seconds=max(round(time.perf_counter() - t0, 3), 0.001),
+                              note=(f"format of certificate {cert}; {checked - 1} head score bounds and the run's "
+                                    f"used I = {used} within it" if not bad else "; ".join(bad[:4])),
+                              family="catalogue example", alphabet=None))
+    return out

@@ -303,3 +303,20 @@ def test_sim_certificate_vs_measurement_zero_excess_and_can_fail(monkeypatch):
     monkeypatch.setitem(m, "counter", dict(m["counter"], score_int_bits=I_cert + 5))
     _, bad, _ = CC.compare_sim(sim)
     assert any("counter.score_int_bits" in b for b in bad)
+
+
+def test_catalogue_certificate_record_can_fail():
+    """The per-entry certificate-vs-measurement comparison passes on the catalogue's
+    own build and fails on the same construction built in an uncertified format."""
+    import dataclasses
+
+    from rnngap.checks.catalog import BY_NAME
+    from rnngap.checks.checks_certificate import compare_entry
+    from rnngap.constructions.fixedpoint import FixedFormat
+
+    entry = BY_NAME["index-transformer"]
+    cert, checked, bad, used = compare_entry(entry, 16, seed=0)
+    assert cert is not None and not bad and checked >= 2 and used >= 1
+    wide = dataclasses.replace(entry, defaults={**entry.defaults, "fmt": FixedFormat(30, 1)})
+    cert, _, bad, _ = compare_entry(wide, 16, seed=0)
+    assert cert is None and bad and "none of its certificates' formats" in bad[0]
