@@ -127,6 +127,7 @@ def _declare_params() -> None:
         ("T5.6", "hybrid.counting", lambda n: params(H.counting_hybrid(n)), ns(3, 4096)),
         ("T5.6", "hybrid.istree", lambda n: params(H.istree_hybrid(n)), ns(2, 256)),
         ("T5-RAG", "index-rag", lambda n: params(RM.index_rag(n).model), ns(2)),
+        ("T5-RAG", "ar-rag", lambda n: params(RM.ar_rag(n).model), ns(2)),
         ("T5-RAG", "3-gram-rag", lambda n: params(RM.cgram_rag(n, c=3).model), ns(3)),
         ("T5-RAG", "counting-rag", lambda n: params(RM.counting_rag(n).model), ns(2)),
         ("T5-RAG", "istree-rag", lambda n: params(RM.istree_rag(n).model), ns(2)),

@@ -636,6 +636,7 @@ PARAMS = {
     "hybrid.counting": 457,
     "hybrid.istree": 12938,
     "index-rag": 1932,
+    "ar-rag": 718,
     "3-gram-rag": 1076,
     "counting-rag": 7317,
     "istree-rag-paper": 50682,
