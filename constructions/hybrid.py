@@ -98,18 +98,27 @@ def _istree_code(N: int, m_max: int) -> int:
 
 # ----------------------------------------------------------------------------
 # the four retrieval hybrids (no CoT)
+def _retrieval_front(name: str, n: int, alphabet: int, after: int, delays: int, layer: str) -> Builder:
+    """The front every retrieval hybrid but Counting shares: the vocabulary, the
+    base space, the clock with ``delays`` delay lines (and their squares), an
+    ``answer`` direction and the clock's RNN layer, for prompts of n data tokens
+    and ``after`` more ([QUERY] and the query), i.e. n + after + 1 positions."""
+    vocab = _premise(n, alphabet, after)
+    s = _base_space()
+    rec = Recurrence()
+    clock(s, rec, delays=delays, delays_sq=delays, max_positions=n + after + 1, max_code=code_bound(n))
+    s.hidden("answer")
+    b = Builder(name, "hybrid", vocab, s, claim="T5.6")
+    b.max_positions = n + after + 1
+    b.rnn_layer(rec.state, rec.A, rec.B, rec.C, name=layer)
+    return b
+
+
 def index_hybrid(n: int, *, alphabet: int = 2, fmt: FixedFormat | None = None) -> Model:
     """``[BOS] x_1..x_n [QUERY] i`` -> x_i. RNN: cnt, cnt_sq. Attention: match
     tau(i) = i + 1 against cnt_j = j + 1 (gap lambda between keys; T5.6)."""
     fmt = fmt or DECLARED["index"].format(n)
-    vocab = _premise(n, alphabet, 2)
-    s = _base_space()
-    rec = Recurrence()
-    clock(s, rec, max_positions=n + 3, max_code=code_bound(n))
-    s.hidden("answer")
-    b = Builder(f"hybrid-index(n={n})", "hybrid", vocab, s, claim="T5.6")
-    b.max_positions = n + 3                   # [BOS] x_1..x_n [QUERY] i
-    b.rnn_layer(rec.state, rec.A, rec.B, rec.C, name="clock")
+    b = _retrieval_front(f"hybrid-index(n={n})", n, alphabet, 2, 0, "clock")    # [BOS] x_1..x_n [QUERY] i
     M = code_bound(n)
     b.attention_layer([match_head("index", components=[Component({"tok": 1}, {"cnt": 1}, {"cnt_sq": 1}, M, M)],
                                   copy={"answer": {"tok": 1}}, fmt=fmt)])
@@ -125,14 +134,7 @@ def ar_hybrid(n: int, *, alphabet: int = 2, fmt: FixedFormat | None = None) -> M
     whose previous token is q holds the answer; [BOS] has prev1 = 0 (never a
     number's code), and a later match (e.g. at [QUERY] after x_n = q) loses by mu."""
     fmt = fmt or DECLARED["ar"].format(n)
-    vocab = _premise(n, alphabet, 2)
-    s = _base_space()
-    rec = Recurrence()
-    clock(s, rec, delays=1, delays_sq=1, max_positions=n + 3, max_code=code_bound(n))
-    s.hidden("answer")
-    b = Builder(f"hybrid-ar(n={n})", "hybrid", vocab, s, claim="T5.6")
-    b.max_positions = n + 3                   # [BOS] x_1..x_n [QUERY] q
-    b.rnn_layer(rec.state, rec.A, rec.B, rec.C, name="clock+delay")
+    b = _retrieval_front(f"hybrid-ar(n={n})", n, alphabet, 2, 1, "clock+delay")  # [BOS] x_1..x_n [QUERY] q
     M = code_bound(n)
     b.attention_layer([match_head("ar", components=[Component({"tok": 1}, {"prev1": 1}, {"prev1_sq": 1}, M, M)],
                                   copy={"answer": {"tok": 1}}, fmt=fmt, tie_break="first", n_positions=M + 1,
@@ -155,14 +157,7 @@ def cgram_hybrid(n: int, *, alphabet: int = 2, c: int = 3, fmt: FixedFormat | No
     w = c - 1
     decl = cgram_declared(c)
     fmt = fmt or decl.format(n)
-    vocab = _premise(n, alphabet, c)
-    s = _base_space()
-    rec = Recurrence()
-    clock(s, rec, delays=w, delays_sq=w, max_positions=n + c + 1, max_code=code_bound(n))
-    s.hidden("answer")
-    b = Builder(f"hybrid-{c}gram(n={n})", "hybrid", vocab, s, claim="T5.6")
-    b.max_positions = n + c + 1               # [BOS] x_1..x_n [QUERY] q_1..q_{c-1}
-    b.rnn_layer(rec.state, rec.A, rec.B, rec.C, name="clock+delays")
+    b = _retrieval_front(f"hybrid-{c}gram(n={n})", n, alphabet, c, w, "clock+delays")  # ... [QUERY] q_1..q_{c-1}
     M = code_bound(n)
     components = []
     for k in range(1, w + 1):      # query component q_{c-k} = token delayed by k-1; key = delayed by k

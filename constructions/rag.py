@@ -104,7 +104,8 @@ META_SYNTAX: dict[int, str] = {
 """Regex syntax of each meta-token (theory.md §2: groups, alternation, lazy
 wildcard, lookahead; plus one-token wildcards and greedy repetition)."""
 
-assert set(META_SYNTAX) == set(META_NAMES), "every meta-token needs a rendering"
+if set(META_SYNTAX) != set(META_NAMES):
+    raise RuntimeError("every meta-token needs a rendering: META_SYNTAX and META_NAMES differ")
 
 
 class MalformedQuery(ValueError):
