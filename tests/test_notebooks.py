@@ -3,7 +3,7 @@
 package, in under two minutes each, and their committed outputs are current.
 
 Each notebook is re-executed in a fresh temporary directory, so ``import
-constructions`` finds the installed package (or whatever PYTHONPATH names), not
+rnngap.constructions`` finds the installed package (or whatever PYTHONPATH names), not
 the source tree beside the notebooks, and nothing can lean on files found
 relative to the checkout. The peers' sample data (``shared/data``) is handed to
 the kernel through ``RNNGAP_SHARED_DATA`` (``checks/shared_data.py``).
@@ -64,7 +64,7 @@ def _rg_checked_show(*args, **kwargs):
     return _rg_show(*args, **kwargs)
 _rg_plt.show = _rg_checked_show
 """
-_PROBE = ("import json as _j, os as _o, constructions as _c\n"
+_PROBE = ("import json as _j, os as _o, rnngap.constructions as _c\n"
           "print(_j.dumps({'cwd': _o.getcwd(), 'constructions': _c.__file__, 'figures': _rg_log}))")
 
 
