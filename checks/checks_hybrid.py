@@ -66,6 +66,7 @@ from .necessity import batch_runner, necessity_record
 from .registry import Record, register
 from .tasks import ar, cgram, counting, index, istree
 from .tasks.istree_unionfind import unionfind_cot
+from .forcing import forced_continuations
 
 TASKS = {"index": index, "ar": ar, "cgram": cgram, "counting": counting}
 EXHAUSTIVE = {"quick": {"index": 6, "ar": 6, "cgram": 6, "counting": 5},
@@ -603,13 +604,8 @@ def teacher_forced_istree(model, N: int, prompts: list[list[int]]) -> list[tuple
         cot, want = unionfind_cot(N, LR.parse_istree(p)[1])
         rows.append(p + cot + [want])
         starts.append(len(p))
-    L = max(len(r) for r in rows)
-    batch = np.zeros((len(rows), L), dtype=np.int64)
-    for b, r in enumerate(rows):
-        batch[b, :len(r)] = r
-    preds = model.predict_batch(batch, np.array([len(r) - 1 for r in rows], dtype=np.int64), all_positions=True)
-    return [(preds[b, s - 1:len(r) - 1].tolist() == r[s:], len(r) - s - 1, r[s:])
-            for b, (r, s) in enumerate(zip(rows, starts))]
+    forced = forced_continuations(model, rows, starts)
+    return [(got == r[s:], len(r) - s - 1, r[s:]) for got, r, s in zip(forced, rows, starts)]
 
 
 def hybrid_istree_side(S, n: int):

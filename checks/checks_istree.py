@@ -51,6 +51,7 @@ from .necessity import necessity_record
 from .registry import Record, register
 from .shared_data import shared_file
 from .tasks import istree as R
+from .forcing import forced_continuations
 
 Case = tuple[int, list[tuple[int, int]]]
 """(n_nodes, ordered edges)."""
@@ -108,16 +109,10 @@ def teacher_forced_failures(model, cases: Sequence[Case], sep: int = DASH, batch
             p = case_prompt(n_nodes, edges, sep, count)
             rows.append(p + R.reference_cot(n_nodes, edges))
             starts.append(len(p))
-        L = max(len(r) for r in rows)
-        toks = np.zeros((len(rows), L), dtype=np.int64)
-        for b, r in enumerate(rows):
-            toks[b, :len(r)] = r
-        lengths = np.array([len(r) - 1 for r in rows], dtype=np.int64)
-        preds = model.predict_batch(toks, lengths, all_positions=True)
+        forced = forced_continuations(model, rows, starts)
         for b, (n_nodes, edges) in enumerate(chunk):
             r, s = rows[b], starts[b]
-            got = [int(t) for t in preds[b, s - 1:len(r) - 1]]
-            want = r[s:]
+            got, want = forced[b], r[s:]
             out.instances += 1
             out.cot_max = max(out.cot_max, len(want) - 1)
             if got != want:

@@ -80,6 +80,7 @@ from .tasks import counting as task_counting
 from .tasks import index as task_index
 from .tasks import istree as task_istree
 from .tasks.common import describe_token
+from .forcing import forced_continuations
 
 
 def _tok(t: int | None) -> str:
@@ -217,15 +218,11 @@ def istree_model_side(task: SeparationTask, n: int, cases, toks: np.ndarray, alp
             raise ValueError(f"istree gadget instance with max id + 1 = {nodes}, expected N = {N}")
         rows.append(row + task_istree.reference_cot(N, edges))
         starts.append(len(row))
-    L = max(len(r) for r in rows)
-    batch = np.zeros((len(rows), L), dtype=np.int64)
-    for b, r in enumerate(rows):
-        batch[b, :len(r)] = r
-    preds = model.predict_batch(batch, np.array([len(r) - 1 for r in rows], dtype=np.int64), all_positions=True)
+    forced = forced_continuations(model, rows, starts)
     fails, first, cot_max = 0, "", 0
     for b, ((x, i), row) in enumerate(zip(cases, toks)):
         r, s = rows[b], starts[b]
-        got, want = [int(t) for t in preds[b, s - 1:len(r) - 1]], r[s:]
+        got, want = forced[b], r[s:]
         cot_max = max(cot_max, len(want) - 1)
         label = ref(row.tolist())
         if got != want or want[-1] != label or label != task.reduction.expected(x, i):

