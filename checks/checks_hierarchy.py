@@ -39,10 +39,10 @@ import numpy as np
 from rnngap.constructions import cot_hierarchy as CH
 from rnngap.constructions.fixedpoint import PrecisionError
 from rnngap.constructions.generate import generate
-from rnngap.constructions.simulate import compare, random_linear_rnn, rnn_trace, rnnsim_transformer
-from rnngap.constructions.vocab import BOS, FALSE, NUMBER_BASE, QUERY, TRUE
+from rnngap.constructions.simulate import compare, random_linear_rnn, rnnsim_transformer
+from rnngap.constructions.vocab import BOS, FALSE, NUMBER_BASE, TRUE
 
-from .necessity import necessity_record
+from .necessity import generation_runner, necessity_record
 from .registry import Record, register
 from .tasks.iterate import orbit as iter_orbit, reference as iter_reference
 
@@ -196,22 +196,9 @@ def iter_cot_runner(n: int, seed: int, count: int | None = None):
     cases = [(CH.prompt(n, a, t, pad), iter_reference(CH.prompt(n, a, t, pad)),
               [NUMBER_BASE + v for v in iter_orbit(n, a, t)[1:]]) for a, t, pad in inst]
 
-    def run(model) -> str | None:
-        cot_only = None
-        for p, want, cot in cases:
-            try:
-                g = generate(model, p, answer_tokens=[TRUE, FALSE], max_cot=CH.cot_bound(n))
-            except PrecisionError as e:
-                return f"raised {type(e).__name__}: {str(e)[:100]}"
-            a, t = p[-1] - NUMBER_BASE, p[-2] - NUMBER_BASE - 2 * n
-            if g.answer != want:          # a wrong answer is reported first
-                return f"(a, t) = ({a}, {t}) -> answer {g.answer}, want {want} (CoT of {g.cot_length} tokens)"
-            if g.cot != cot and cot_only is None:
-                k = next((j for j, (u, v) in enumerate(zip(g.cot, cot)) if u != v), min(len(g.cot), len(cot)))
-                cot_only = (f"every answer right, but (a, t) = ({a}, {t}): CoT token {k + 1} of {len(cot)} is "
-                            f"{g.cot[k] if k < len(g.cot) else 'none'}, want {cot[k] if k < len(cot) else 'none'}")
-        return cot_only
-    return run, len(cases)
+    def describe(p):
+        return f"(a, t) = ({p[-1] - NUMBER_BASE}, {p[-2] - NUMBER_BASE - 2 * n})"
+    return generation_runner(cases, CH.cot_bound(n), describe), len(cases)
 
 
 NECESSITY_T41 = {"quick": [3, 5], "full": [3, 5, 8]}

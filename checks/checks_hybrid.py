@@ -55,14 +55,13 @@ import time
 import numpy as np
 
 from rnngap.constructions import hybrid as H
-from rnngap.constructions.fixedpoint import PrecisionError
 from rnngap.constructions.generate import generate
 from rnngap.constructions.vocab import FALSE, NUMBER_BASE, TRUE
 from rnngap.lowerbounds import reductions as LR
 
 from .catalog import retrieval_model
 from .formats import graph_tokens
-from .necessity import batch_runner, necessity_record
+from .necessity import batch_runner, generation_runner, necessity_record
 from .registry import Record, register
 from .tasks import ar, cgram, counting, index, istree
 from .tasks.istree_unionfind import unionfind_cot
@@ -298,21 +297,8 @@ def istree_runner(n: int):
     toks, want, _ = reduction_rows(LR.ISTREE, n, None)
     cases = [(row.tolist(), int(w), unionfind_cot(N, LR.parse_istree(row)[1])[0]) for row, w in zip(toks, want)]
 
-    def run(model) -> str | None:
-        cot_only = None
-        for p, w, cot in cases:
-            try:
-                g = generate(model, p, answer_tokens=[TRUE, FALSE], max_cot=H.istree_cot_bound(N))
-            except PrecisionError as e:
-                return f"raised {type(e).__name__}: {str(e)[:100]}"
-            head = f"[{' '.join(map(str, p[:10]))} ...]"
-            if g.answer != w:             # a wrong answer is reported first
-                return f"{head} -> answer {g.answer}, want {w} (CoT of {g.cot_length} tokens)"
-            if g.cot != cot and cot_only is None:
-                k = next((j for j, (u, v) in enumerate(zip(g.cot, cot)) if u != v), min(len(g.cot), len(cot)))
-                cot_only = f"every answer right, but {head}: the union-find CoT differs at token {k + 1} of {len(cot)}"
-        return cot_only
-    return run, len(cases)
+    return generation_runner(cases, H.istree_cot_bound(N), lambda p: f"[{' '.join(map(str, p[:10]))} ...]"), \
+        len(cases)
 
 
 @register("T5.6", "necessity: each hybrid's frontiers (saturate) on the reduction's image, wrong one bit below")

@@ -35,19 +35,17 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 
-from rnngap.constructions.fixedpoint import FixedFormat, PrecisionError
+from rnngap.constructions.fixedpoint import PrecisionError
 from rnngap.constructions.rag_models import (
     CGRAM_INT, COUNTING_INT, INDEX_INT, ISTREE_INT, ISTREE_PLAIN_INT, N_SYM, RagConstruction, _int_cgram,
     _int_counting, _int_index, _int_istree, _int_istree_plain, ar_rag, cgram_rag, counting_rag, index_rag,
     istree_cot_bound, istree_plain_cot_bound, istree_rag, istree_rag_paper,
 )
-from rnngap.constructions.vocab import (
-    DASH, ENDSEARCH, EOS, FAILED, FALSE, META_TOKENS, STARTSEARCH, TILDE, TRUE, number_token,
-)
+from rnngap.constructions.vocab import FALSE, TRUE
 
 from .checks_declarations import FUNCTIONS
 from .declarations import declare

@@ -52,6 +52,8 @@ import numpy as np
 
 from rnngap.constructions.fixedpoint import FixedFormat, PrecisionError
 from rnngap.constructions.gadgets import MarginError
+from rnngap.constructions.generate import generate
+from rnngap.constructions.vocab import FALSE, TRUE
 
 from .registry import Record
 
@@ -106,6 +108,33 @@ def batch_runner(tokens, answers, describe: Callable[[np.ndarray], str] | None =
             return None
         k = int(bad[0])
         return f"{len(bad)}/{len(answers)} wrong, e.g. [{show(tokens[k])}] -> {int(got[k])}, want {int(answers[k])}"
+    return run
+
+
+def generation_runner(cases, max_cot: int, describe: Callable[[list[int]], str],
+                      answer_tokens: tuple[int, ...] = (TRUE, FALSE)) -> RunFn:
+    """A :data:`RunFn` for a model with CoT: greedy generation (constructions.generate)
+    on each case ``(prompt, answer token, reference CoT)``. A wrong answer is
+    reported first (``describe(prompt)`` names the instance); if every answer is
+    right, the first instance whose CoT differs from the reference."""
+    cases = list(cases)
+    if not cases:
+        raise ValueError("generation_runner: no cases")
+
+    def run(model) -> str | None:
+        cot_only = None
+        for p, want, cot in cases:
+            try:
+                g = generate(model, p, answer_tokens=list(answer_tokens), max_cot=max_cot)
+            except PrecisionError as e:
+                return f"raised {type(e).__name__}: {str(e)[:100]}"
+            if g.answer != want:
+                return f"{describe(p)} -> answer {g.answer}, want {want} (CoT of {g.cot_length} tokens)"
+            if g.cot != cot and cot_only is None:
+                k = next((j for j, (u, v) in enumerate(zip(g.cot, cot)) if u != v), min(len(g.cot), len(cot)))
+                cot_only = (f"every answer right, but {describe(p)}: CoT token {k + 1} of {len(cot)} is "
+                            f"{g.cot[k] if k < len(g.cot) else 'none'}, want {cot[k] if k < len(cot) else 'none'}")
+        return cot_only
     return run
 
 

@@ -9,7 +9,7 @@ Claims without a registered check are listed as NOT CHECKED, never as passed.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Callable, Iterable
 
 CLAIMS: dict[str, str] = {
