@@ -14,6 +14,7 @@ Example::
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import sympy as sp
@@ -60,8 +61,15 @@ def holds(decl: Declaration) -> bool:
         raise ValueError(f"{decl.model}.{decl.resource}: expression {expr} uses symbols other than n")
     if decl.order == "constant":
         return not expr.free_symbols
-    up = _upper(expr)
-    lim = sp.limit(up / decl.growth(), N, sp.oo)
+    return _bounded_ratio(_upper(expr), decl.growth())
+
+
+@functools.lru_cache(maxsize=None)
+def _bounded_ratio(up: sp.Expr, growth: sp.Expr) -> bool:
+    """lim_{n->oo} up / growth is finite. Memoised on the (hashable, structural)
+    sympy expressions: many constructions declare the same expression, and
+    sympy's limit is the slow part of the check."""
+    lim = sp.limit(up / growth, N, sp.oo)
     return bool(lim.is_finite)
 
 

@@ -515,6 +515,8 @@ class FixedFormat:
     def encode(self, x: Number, exact: bool = True, what: str = "value") -> int:
         """The raw integer of ``x``. ``exact=True`` (default) refuses values that are
         not on the grid; ``exact=False`` rounds half to even. Out of range raises."""
+        if isinstance(x, np.generic):   # numpy scalars: their Python value (Fraction keeps np.int64 otherwise)
+            x = x.item()
         q = Fraction(x)  # floats convert exactly
         scaled = q * (1 << self.frac_bits)
         if scaled.denominator != 1:
@@ -534,10 +536,29 @@ class FixedFormat:
         return int(r)
 
     def encode_array(self, xs, exact: bool = True, what: str = "array") -> np.ndarray:
+        """:meth:`encode` of every entry (the same numbers and the same errors, which
+        name the entry's index). Entries that are zero, or ints and Fractions whose
+        denominator is a power of two <= 2^f with the raw in range, are converted
+        directly (the common case of the builders' weight matrices); every other
+        entry goes through :meth:`encode` itself."""
         arr = np.asarray(xs, dtype=object)
-        out = np.empty(arr.shape, dtype=np.int64)
-        for idx in np.ndindex(arr.shape):
-            out[idx] = self.encode(arr[idx], exact=exact, what=f"{what}{list(idx)}")
+        out = np.zeros(arr.shape, dtype=np.int64)
+        flat, o = arr.reshape(-1), out.reshape(-1)
+        f, top = self.frac_bits, self.max_raw
+        for i, x in enumerate(flat):
+            t = type(x)
+            if t is Fraction or t is int:
+                num, den = (x.numerator, x.denominator) if t is Fraction else (x, 1)
+                if num == 0:
+                    continue
+                k = den.bit_length() - 1
+                if den == 1 << k and k <= f:
+                    r = num << (f - k)
+                    if -top <= r <= top:
+                        o[i] = r
+                        continue
+            idx = [int(j) for j in np.unravel_index(i, arr.shape)] if arr.ndim else []
+            o[i] = self.encode(x, exact=exact, what=f"{what}{idx}")
         return out
 
     def decode(self, raw: int) -> Fraction:
