@@ -33,7 +33,8 @@ C candidate tokens)::
     nearest (3,)     (v, code_lo, code_hi) of the nearest-code readout, v = -1 if it does not apply
     run state (not weights):
     Kc (La,H,Dh,N)  Vc (La,H,N,Dh)           the KV cache (keys column-major)
-    Km (La,H,Dh,N)    Km[..., c, t] = max_{i<=t} |Kc[..., c, i]| (column bounds)
+    Km (La,H,Dh,N)    Km[..., c, t] = max_{i<=t} |Kc[..., c, i]| (column bounds); a session's
+                      pruning cache has (La,H,2Dh,N): rows Dh.. hold block bounds (see PRUNE_LEAF)
 
 The readout is a parameter of :func:`forward_batch`: ``READOUT_TABLE`` (the
 generic readout over every candidate, weights from the table) or
