@@ -582,7 +582,9 @@ def _pruned_scores(q, KhT, KmT, m, f, err, qnz, nq, cm, scores):
     key whose weight can be nonzero, the same largest |raw| in err.
 
     1. Best-first descent from the top blocks (the block with the largest bound
-       first) to a leaf; its exact scores give M0 <= M.
+       first) to a leaf; its exact scores give M0 <= M. (Or, if the head's largest
+       score lay in its hinted leaf the step before, the exact scores of the leaf
+       of the last maximum and the next one.)
     2. Depth-first, in key order: a block whose bound is below M_cur + thr (M_cur
        the largest exact score so far, M_cur <= M) has every weight exactly 0 and is
        skipped; a leaf that is not is scored exactly and listed. Every key not
@@ -612,41 +614,61 @@ def _pruned_scores(q, KhT, KmT, m, f, err, qnz, nq, cm, scores):
     vis = cap + 1
     stk = vis + (cap >> PRUNE_LEAF_LOG) + 1
     dfr = stk + (PRUNE_LEVELS << PRUNE_BRANCH_LOG) + (cap >> _level_log(PRUNE_LEVELS)) + 2
-    nh = 0
-    for b in range(ntop):
-        ub, ubf, pb = _node_bound(q, qnz, nq, KhT, KmT, cm, top, b, m, f, hm1)
-        nh = _heap_push(scores, dfr, nh, _heap_key(ub, ubf), b * 16 + top)
-    level = top
-    best = np.int64(0)
-    while nh > 0:
-        code = scores[dfr + 1]
-        nh = _heap_pop(scores, dfr, nh)
-        level = code & 15
-        best = code >> 4
-        if level == 1 or nh + (1 << PRUNE_BRANCH_LOG) > PRUNE_HEAP:
-            break
-        c0 = best << PRUNE_BRANCH_LOG
-        for b in range(c0, c0 + (1 << PRUNE_BRANCH_LOG)):
-            if (b << _level_log(level - 1)) >= m:
+    # a head whose largest score was, the step before, in the leaf its hint named
+    # (or the next one) starts from those two leaves instead (KmT[Dh + 1, PRUNE_HINT]:
+    # that step's argmax leaf + 1, [.., PRUNE_HINT + 1]: 1 if it was the hinted one)
+    Dh = q.shape[0]
+    hint = KmT[Dh + 1, PRUNE_HINT] - 1 if Dh >= 2 else np.int64(-1)
+    use_hint = Dh >= 2 and hint >= 0 and KmT[Dh + 1, PRUNE_HINT + 1] == 1 and (hint << PRUNE_LEAF_LOG) < m
+    gl = np.int64(-1)
+    if use_hint:
+        g0 = hint << PRUNE_LEAF_LOG
+        M, smax = _score_block(q, qnz, nq, KhT, g0, min(g0 + PRUNE_LEAF, m), f, hm1, scores)
+        mx = max(mx, smax)
+        ml = hint
+        if g0 + PRUNE_LEAF < m:
+            bm, smax = _score_block(q, qnz, nq, KhT, g0 + PRUNE_LEAF, min(g0 + 2 * PRUNE_LEAF, m), f, hm1, scores)
+            mx = max(mx, smax)
+            if bm > M:
+                M = bm
+                ml = hint + 1
+    else:
+        nh = 0
+        for b in range(ntop):
+            ub, ubf, pb = _node_bound(q, qnz, nq, KhT, KmT, cm, top, b, m, f, hm1)
+            nh = _heap_push(scores, dfr, nh, _heap_key(ub, ubf), b * 16 + top)
+        level = top
+        best = np.int64(0)
+        while nh > 0:
+            code = scores[dfr + 1]
+            nh = _heap_pop(scores, dfr, nh)
+            level = code & 15
+            best = code >> 4
+            if level == 1 or nh + (1 << PRUNE_BRANCH_LOG) > PRUNE_HEAP:
                 break
-            ub, ubf, pb = _node_bound(q, qnz, nq, KhT, KmT, cm, level - 1, b, m, f, hm1)
-            nh = _heap_push(scores, dfr, nh, _heap_key(ub, ubf), b * 16 + level - 1)
-    while level > 1:
-        level -= 1
-        c0 = best << PRUNE_BRANCH_LOG
-        bestv = -np.inf
-        for b in range(c0, c0 + (1 << PRUNE_BRANCH_LOG)):
-            if (b << _level_log(level)) >= m:
-                break
-            ub, ubf, pb = _node_bound(q, qnz, nq, KhT, KmT, cm, level, b, m, f, hm1)
-            v = min(float(ub), ubf)
-            if v > bestv:
-                bestv = v
-                best = b
-    gl = best
-    g0 = gl << PRUNE_LEAF_LOG
-    M, smax = _score_block(q, qnz, nq, KhT, g0, min(g0 + PRUNE_LEAF, m), f, hm1, scores)
-    mx = max(mx, smax)
+            c0 = best << PRUNE_BRANCH_LOG
+            for b in range(c0, c0 + (1 << PRUNE_BRANCH_LOG)):
+                if (b << _level_log(level - 1)) >= m:
+                    break
+                ub, ubf, pb = _node_bound(q, qnz, nq, KhT, KmT, cm, level - 1, b, m, f, hm1)
+                nh = _heap_push(scores, dfr, nh, _heap_key(ub, ubf), b * 16 + level - 1)
+        while level > 1:
+            level -= 1
+            c0 = best << PRUNE_BRANCH_LOG
+            bestv = -np.inf
+            for b in range(c0, c0 + (1 << PRUNE_BRANCH_LOG)):
+                if (b << _level_log(level)) >= m:
+                    break
+                ub, ubf, pb = _node_bound(q, qnz, nq, KhT, KmT, cm, level, b, m, f, hm1)
+                v = min(float(ub), ubf)
+                if v > bestv:
+                    bestv = v
+                    best = b
+        gl = best
+        g0 = gl << PRUNE_LEAF_LOG
+        M, smax = _score_block(q, qnz, nq, KhT, g0, min(g0 + PRUNE_LEAF, m), f, hm1, scores)
+        mx = max(mx, smax)
+        ml = gl
     # 2. depth-first in key order; tail of scores: [cap] count, [cap+1 ..] visited
     # leaves, then the stack, then the deferred blocks (level, b, pb)
     nv = 0
@@ -674,7 +696,9 @@ def _pruned_scores(q, KhT, KmT, m, f, err, qnz, nq, cm, scores):
         if level == 1:
             j0 = b << PRUNE_LEAF_LOG
             bm, smax = _score_block(q, qnz, nq, KhT, j0, min(j0 + PRUNE_LEAF, m), f, hm1, scores)
-            M = max(M, bm)
+            if bm > M:
+                M = bm
+                ml = b
             mx = max(mx, smax)
             scores[vis + nv] = b
             nv += 1
@@ -702,9 +726,44 @@ def _pruned_scores(q, KhT, KmT, m, f, err, qnz, nq, cm, scores):
                 bm, smax = _score_block(q, qnz, nq, KhT, j0, min(j0 + PRUNE_LEAF, m), f, hm1, scores)
                 mx = max(mx, smax)
     scores[cap] = nv
+    if Dh >= 2:
+        KmT[Dh + 1, PRUNE_HINT + 1] = 1 if hint >= 0 and (ml == hint or ml == hint + 1) else 0
+        KmT[Dh + 1, PRUNE_HINT] = ml + 1
     if mx > err[E_MAXABS]:
         err[E_MAXABS] = mx
     return M
+
+
+PRUNE_EXP_MEMO = 64              # gaps kept by _exp_kept (the last PRUNE_EXP_MEMO + 3 entries of scores)
+
+
+@njit(cache=True)
+def _exp_memo_check(scores, I, f):
+    """Reset the kept exps at the end of ``scores`` unless they were made for (I, f)."""
+    n = scores.shape[0]
+    if scores[n - 1] != f or scores[n - 2] != I:
+        scores[n - 1] = f
+        scores[n - 2] = I
+        for r in range(PRUNE_EXP_MEMO + 1):
+            scores[n - 3 - r] = -1
+
+
+@njit(cache=True)
+def _exp_kept(d, I, f, mode, err, scores):
+    """_exp_raw(d) for thr <= d <= 0 with I >= 1, each gap computed once per format
+    and kept at the end of ``scores``: the same value and the same effect on err (the
+    exp lies in [0, 2^f], below 2^(I+f), so its only effect is the largest |raw|,
+    recorded here on reuse; nothing is kept once err holds an error)."""
+    n = scores.shape[0]
+    e = scores[n - 3 + d]
+    if e >= 0:
+        if e > err[E_MAXABS]:
+            err[E_MAXABS] = e
+        return e
+    e = _exp_raw(d, I, f, mode, err)
+    if err[E_CODE] == 0:
+        scores[n - 3 + d] = e
+    return e
 
 
 @njit(cache=True)
@@ -732,7 +791,13 @@ def attend_sparse(scores, m, M, values, I, f, mode, err, idx, out):
     thr = exp_zero_threshold(f)
     nc = 0
     cap = values.shape[0]
-    if scores.shape[0] >= 2 * cap and scores[cap] >= 0:
+    pruned = scores.shape[0] >= 2 * cap and scores[cap] >= 0
+    # after the pruned scores, exps of the few gaps r = M - s_j <= PRUNE_EXP_MEMO are kept
+    # across calls at the end of ``scores`` (:func:`_exp_kept`)
+    keep = pruned and I >= 1 and -thr <= PRUNE_EXP_MEMO
+    if keep:
+        _exp_memo_check(scores, I, f)
+    if pruned:
         for v in range(scores[cap]):
             j0 = scores[cap + 1 + v] << PRUNE_LEAF_LOG
             for j in range(j0, min(j0 + PRUNE_LEAF, m)):
@@ -776,7 +841,7 @@ def attend_sparse(scores, m, M, values, I, f, mode, err, idx, out):
                 ememo[-dj] = ej
             scores[ci] = -dj
         else:
-            ej = _exp_raw(dj, I, f, mode, err)
+            ej = _exp_kept(dj, I, f, mode, err, scores) if keep else _exp_raw(dj, I, f, mode, err)
             scores[ci] = ej
         Z = fx_add(Z, ej, I, f, mode, err)
     for ci in range(nc):

@@ -233,3 +233,44 @@ def test_no_jit_gives_the_same():
         outs.append(json.loads(r.stdout.strip().splitlines()[-1]))
     assert outs[0] == outs[1]
     assert any(x[2] is not None for x in outs[0])
+
+
+@pytest.mark.parametrize("kind", (0, 1, 2))
+def test_step_by_step_on_one_cache(kind):
+    """As model_step runs it: one cache, key t stored, then attention over keys
+    0..t, for every t (the per-head hints and pauses kept in the cache between
+    steps): each step equals the plain definition; the query's target moves
+    (kind 0: a shift-like head, kind 1: the target jumps, kind 2: random keys)."""
+    rng = np.random.default_rng([kind, 9])
+    I, f, Dh, steps = 40, 2, 3, 700
+    j = np.arange(steps, dtype=np.int64)
+    if kind == 2:
+        Kh = rng.integers(-(1 << 12), (1 << 12) + 1, size=(steps, Dh)).astype(np.int64)
+    else:
+        Kh = np.stack([j << f, (j * j) << f, rng.integers(0, 3, size=steps) << f], axis=1).astype(np.int64)
+    V = rng.integers(-(1 << 10), (1 << 10) + 1, size=(steps, 2)).astype(np.int64)
+    cap = K.cache_capacity(steps, True)
+    KhT = np.zeros((Dh, cap), np.int64)
+    KmT = np.zeros((K.cache_rows(Dh, True), cap), np.int64)
+    Vc = np.zeros((cap, 2), np.int64)
+    Vc[:steps] = V
+    scores = np.zeros(K.scores_length(cap, True), np.int64)
+    args = FixedFormat(I, f, "raise").args
+    e1, e2 = new_err(), new_err()
+    skipped = 0
+    for t in range(steps):
+        K.store_key(np.ascontiguousarray(Kh[t]), t, KhT, KmT)
+        if kind == 2:
+            q = rng.integers(-(1 << 8), (1 << 8) + 1, size=Dh).astype(np.int64)
+        else:
+            tgt = max(0, t - 1) if kind == 0 else int(rng.integers(0, t + 1))
+            q = np.array([(2 * 3 * tgt) << f, -(3 << f), 1 << f], np.int64)
+        want, _ = _plain(q, Kh, V, t + 1, args, e1)
+        M = K.attention_scores(q, KhT, KmT, t + 1, *args, e2, np.zeros(Dh, np.int64), np.zeros(Dh, np.int64),
+                               scores)
+        skipped += int(scores[cap] >= 0 and 16 * scores[cap] < t + 1)
+        got = np.zeros(2, np.int64)
+        K.attend_sparse(scores, t + 1, M, Vc, *args, e2, np.zeros(cap, np.int64), got)
+        assert got.tolist() == want.tolist() and e1.tolist() == e2.tolist(), (kind, t)
+    if kind != 2:
+        assert skipped > steps // (2 if kind == 0 else 4)
