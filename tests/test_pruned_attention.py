@@ -274,3 +274,15 @@ def test_step_by_step_on_one_cache(kind):
         assert got.tolist() == want.tolist() and e1.tolist() == e2.tolist(), (kind, t)
     if kind != 2:
         assert skipped > steps // (2 if kind == 0 else 4)
+
+
+def test_scale_benchmarks_run_small():
+    """benchmarks/scale.py at small sizes: the answers are checked inside (the
+    c-gram answer against the reference and the reduction, the IsTree tour against
+    dfs_tour); here only that they ran and report their keys (no timing asserted)."""
+    from benchmarks import scale
+    c = scale.cgram_2e20(log2n=9, reduction_log2n=8)
+    assert c["correct"] and c["reduction"]["correct"] and c["n"] == 2 ** 9
+    assert c["reduction"]["family"] == "reduction" and c["reduction"]["alphabet"] == 2 ** 8 // 4 + 2
+    ist = scale.istree_scaling(sizes=(30, 60))
+    assert set(ist["measured"]) == {"30", "60"} and "istree_1e4_seconds" not in ist
