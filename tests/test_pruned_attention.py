@@ -215,13 +215,29 @@ for trial in range(6):
     e = new_err()
     out, M, leaves = T._pruned(q, Kh, V, m, args, e)
     res.append([out.tolist(), M, leaves, e.tolist()])
+# a few steps on one cache (the hints kept between steps): shift-like keys and queries
+f, Dh, cap = 2, 3, 1024
+KhT = np.zeros((Dh, cap), np.int64)
+KmT = np.zeros((2 * Dh, cap), np.int64)
+Vc = (np.arange(cap, dtype=np.int64)[:, None] % 7) << f
+scores = np.zeros(2 * cap, np.int64)
+e = new_err()
+args = FixedFormat(40, f, "raise").args
+for t in range(260):
+    T.K.store_key(np.array([t << f, (t * t) << f, (t % 3) << f], np.int64), t, KhT, KmT)
+    q = np.array([(6 * max(0, t - 1)) << f, -(3 << f), 1 << f], np.int64)
+    M = T.K.attention_scores(q, KhT, KmT, t + 1, *args, e, np.zeros(Dh, np.int64), np.zeros(Dh, np.int64), scores)
+    out = np.zeros(1, np.int64)
+    T.K.attend_sparse(scores, t + 1, M, Vc, *args, e, np.zeros(cap, np.int64), out)
+    res.append([out.tolist(), int(M), int(scores[cap]), e.tolist()])
 print(json.dumps(res))
 """
 
 
 def test_no_jit_gives_the_same():
     """The same small cases with NUMBA_DISABLE_JIT=1 (the kernels as plain
-    Python) and compiled: identical outputs, M, listed leaves and err."""
+    Python) and compiled: identical outputs, M, listed leaves and err, for fresh
+    caches and for 260 steps on one cache (the hints and kept exps in use)."""
     here = os.path.dirname(os.path.abspath(__file__))
     paths = [here] + [p for p in sys.path if p]
     outs = []
@@ -232,7 +248,9 @@ def test_no_jit_gives_the_same():
         assert r.returncode == 0, r.stderr[-2000:]
         outs.append(json.loads(r.stdout.strip().splitlines()[-1]))
     assert outs[0] == outs[1]
-    assert any(x[2] is not None for x in outs[0])
+    assert any(x[2] is not None for x in outs[0][:6])
+    steps = outs[0][6:]
+    assert sum(1 for t, x in enumerate(steps) if 0 <= x[2] and 16 * x[2] < t + 1) > 100     # pruned steps
 
 
 @pytest.mark.parametrize("kind", (0, 1, 2))
