@@ -472,20 +472,23 @@ class Session:
         m = model
         W = m.weights.net
         La, H, Dh = W.aWQ.shape[0], W.aWQ.shape[1], W.aWQ.shape[2]
-        cap = max(1, int(capacity))
+        # pruned attention (kernels.attention_scores) needs the block bounds in Km and
+        # room behind the scores; record mode keeps every score (the full path)
+        self._prune = La > 0 and not record
+        cap = K.cache_capacity(capacity, self._prune)
         self.Kc = np.zeros((La, H, Dh, cap), np.int64)      # keys column-major (kernels)
-        self.Km = np.zeros((La, H, Dh, cap), np.int64)      # running column bounds of Kc (kernels)
+        self.Km = np.zeros((La, H, K.cache_rows(Dh, self._prune), cap), np.int64)   # column (+ block) bounds of Kc
         self.Vc = np.zeros((La, H, cap, Dh), np.int64)
         self.state = np.zeros((W.rA.shape[0], W.rA.shape[1]), np.int64)
         self.x = np.zeros(m.spec.width, np.int64)
-        self.scores = np.zeros(cap, np.int64)
+        self.scores = np.zeros(K.scores_length(cap, self._prune), np.int64)
         self.wbuf = np.zeros(cap, np.int64)
         self.attn = np.zeros((La, H, cap if record else 1), np.int64)
         self.err = new_err()
 
     @property
     def capacity(self) -> int:
-        return self.scores.shape[0]
+        return self.Kc.shape[3]
 
     def _grow(self, need: int) -> None:
         cap = self.capacity
@@ -496,7 +499,7 @@ class Session:
         self.Kc = np.concatenate([self.Kc, np.zeros(self.Kc.shape[:3] + (pad,), np.int64)], axis=3)
         self.Km = np.concatenate([self.Km, np.zeros(self.Km.shape[:3] + (pad,), np.int64)], axis=3)
         self.Vc = np.concatenate([self.Vc, np.zeros(self.Vc.shape[:2] + (pad,) + self.Vc.shape[3:], np.int64)], axis=2)
-        self.scores = np.zeros(new, np.int64)
+        self.scores = np.zeros(K.scores_length(new, self._prune), np.int64)
         self.wbuf = np.zeros(new, np.int64)
         if self.record:
             self.attn = np.zeros(self.attn.shape[:2] + (new,), np.int64)
