@@ -699,7 +699,11 @@ def forward_batch(tokens, lengths, all_positions, share_prefix, readout_mode, I,
     operation skipped was carried out, with the same operands, for row b - 1 (with
     at least as many layers active), so the outputs, the largest |raw| touched and
     the first error are the same as without sharing. Saturate mode counts every
-    clamping in err[E_SAT] per row, so it never shares."""
+    clamping in err[E_SAT] per row, so it never shares.
+
+    The steps run in :func:`_forward_fast` (the checked-once fast path of
+    :func:`_step`); :func:`forward_batch_plain` is the same loop on :func:`_step`
+    itself, the reference the tests compare it with."""
     net, ro = W.net, W.readout
     _forward(tokens, lengths, all_positions, share_prefix, readout_mode == READOUT_NEAREST_CODE, I, f, mode, err, loc,
              net.ekind, net.eparam, net.ecoef, net.rA, net.rB, net.rC, net.rW1, net.rb1, net.rW2, net.rb2,
@@ -709,13 +713,251 @@ def forward_batch(tokens, lengths, all_positions, share_prefix, readout_mode, I,
 
 
 @njit(cache=True)
+def forward_batch_plain(tokens, lengths, all_positions, share_prefix, readout_mode, I, f, mode, err, loc, W, preds):
+    """:func:`forward_batch` running every step with the plain :func:`_step` and
+    the plain :func:`readout_fast` (no embedding tables, no checked-once
+    shortcuts): the reference the fast path is tested against."""
+    net, ro = W.net, W.readout
+    _forward_loop(tokens, lengths, all_positions, share_prefix, readout_mode == READOUT_NEAREST_CODE, False,
+                  I, f, mode, err, loc,
+                  net.ekind, net.eparam, net.ecoef, net.rA, net.rB, net.rC, net.rW1, net.rb1, net.rW2, net.rb2,
+                  net.aWQ, net.aWK, net.aWV, net.aWO, net.a_nheads, net.aW1, net.ab1, net.aW2, net.ab2,
+                  ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef, ro.candidates, ro.w_tab, ro.wmax_tab,
+                  ro.ok_tab, ro.nearest[0], ro.nearest[1], ro.nearest[2], preds)
+
+
+@njit(cache=True)
 def _forward(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mode, err, loc,
              ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2,
              out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab, v_dim, code_lo, code_hi, preds):
     """:func:`forward_batch` on the arrays of the weights passed one by one (the
     inner loop runs measurably faster, ~25%, on arrays that are arguments than on
     arrays unpacked from a tuple in the same function). (v_dim, code_lo, code_hi):
-    :func:`_nearest_code_readout`'s parameters, read only if ``use_nearest``."""
+    :func:`_nearest_code_readout`'s parameters, read only if ``use_nearest``.
+    Runs the fast loop (:func:`_forward_fast`)."""
+    _forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, True, I, f, mode, err, loc,
+                  ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2,
+                  aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2,
+                  out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab,
+                  v_dim, code_lo, code_hi, preds)
+
+
+@njit(cache=True)
+def _absmax(A):
+    """max |A| over every entry (0 for an empty array)."""
+    m = np.int64(0)
+    for v in A.flat:
+        a = v if v >= 0 else -v
+        if a > m:
+            m = a
+    return m
+
+
+@njit(cache=True)
+def embed_tables(ekind, eparam, ecoef, candidates, npos, I, f, mode):
+    """The embedding split into what depends on the token and what depends on the
+    position, computed once per batch: (ttab, tmx, tok_ok, ptab, pmx, pos_ok).
+
+    ttab[v, d] is x[d] of :func:`_embed` for token id v if d's feature is not a
+    position feature (else 0), ptab[t, d] the same for position t and the position
+    features; every dimension has one feature, so x = ttab[tok] + ptab[t] exactly.
+    tmx[v] / pmx[t]: the largest |raw| the row's computation touched; tok_ok[v] /
+    pos_ok[t]: no error and no saturation happened in it (ids that are not
+    candidates are not ok). A step whose token or position row is not ok runs the
+    plain :func:`_embed` (so it records or counts exactly as before)."""
+    D = ekind.shape[0]
+    nv = np.int64(0)
+    for ci in range(candidates.shape[0]):
+        nv = max(nv, candidates[ci] + 1)
+    ttab = np.zeros((nv, D), dtype=np.int64)
+    tmx = np.zeros(nv, dtype=np.int64)
+    tok_ok = np.zeros(nv, dtype=np.bool_)
+    ptab = np.zeros((npos, D), dtype=np.int64)
+    pmx = np.zeros(npos, dtype=np.int64)
+    pos_ok = np.zeros(npos, dtype=np.bool_)
+    e = np.zeros(ERR_LEN, dtype=np.int64)
+    for r in range(candidates.shape[0] + npos):
+        is_tok = r < candidates.shape[0]
+        v = candidates[r] if is_tok else np.int64(0)
+        t = np.int64(0) if is_tok else r - candidates.shape[0]
+        if is_tok and v < 0:
+            continue
+        for j in range(ERR_LEN):
+            e[j] = 0
+        for d in range(D):
+            k = ekind[d]
+            pos_kind = k == F_POS or k == F_POS_SQ or k == F_POS_INV
+            if k != F_ZERO and ecoef[d] != 0 and pos_kind != is_tok:
+                val = fx_mul(ecoef[d], feature_raw(k, eparam[d], v, t, I, f, mode, e), I, f, mode, e)
+                if is_tok:
+                    ttab[v, d] = val
+                else:
+                    ptab[t, d] = val
+        ok = e[E_CODE] == 0 and e[E_SAT] == 0
+        if is_tok:
+            tmx[v] = e[E_MAXABS]
+            tok_ok[v] = ok
+        else:
+            pmx[t] = e[E_MAXABS]
+            pos_ok[t] = ok
+    return ttab, tmx, tok_ok, ptab, pmx, pos_ok
+
+
+@njit(cache=True, inline='always')
+def _round(p, f, hm1):
+    """round_half_even(p / 2^f) for a signed int64 p (arithmetic shift; hm1 = 2^(f-1) - 1)."""
+    return ((p + hm1 + ((p >> f) & 1)) >> f) if f > 0 else p
+
+
+@njit(cache=True, inline='always')
+def matvec_fast(W, x, I, f, mode, err, out, psafe):
+    """:func:`matvec`, checked once: with ``psafe`` (every |w| * 2^(I+f) < 2^62, so
+    no product leaves int64) the products and sums run on plain int64, tracking
+    the largest |product| and |partial sum| in a local; if that stays below
+    2^(I+f), nothing overflowed or saturated and the result and the largest |raw|
+    are exactly matvec's (zero terms add 0 and change no maximum). Otherwise
+    ``out`` is recomputed by :func:`matvec`, which records / counts as always."""
+    if psafe:
+        rows, cols = W.shape
+        lim = np.int64(1) << (I + f)
+        hm1 = (np.int64(1) << (f - 1)) - 1 if f > 0 else np.int64(0)
+        mx = np.int64(0)
+        for r in range(rows):
+            acc = np.int64(0)
+            for c in range(cols):
+                w = W[r, c]
+                if w != 0:
+                    q = _round(w * x[c], f, hm1)
+                    acc += q
+                    a = max(q if q >= 0 else -q, acc if acc >= 0 else -acc)
+                    if a > mx:
+                        if a >= lim:
+                            mx = lim
+                            break
+                        mx = a
+            out[r] = acc
+            if mx >= lim:
+                break
+        if mx < lim:
+            if mx > err[E_MAXABS]:
+                err[E_MAXABS] = mx
+            return
+    matvec(W, x, I, f, mode, err, out)
+
+
+@njit(cache=True, inline='always')
+def add_into(x, y, I, f, mode, err):
+    """x[d] = fx_add(x[d], y[d]) for every d, checked once (the sums are looked at
+    first; if one leaves the range, the plain loop runs)."""
+    lim = np.int64(1) << (I + f)
+    mx = np.int64(0)
+    for d in range(x.shape[0]):
+        s = x[d] + y[d]
+        mx = max(mx, s if s >= 0 else -s)
+    if mx < lim:
+        for d in range(x.shape[0]):
+            x[d] += y[d]
+        if mx > err[E_MAXABS]:
+            err[E_MAXABS] = mx
+    else:
+        for d in range(x.shape[0]):
+            x[d] = fx_add(x[d], y[d], I, f, mode, err)
+
+
+@njit(cache=True, inline='always')
+def mlp_residual_fast(W1, b1, W2, b2, x, I, f, mode, err, hidden, tmp, psafe):
+    """:func:`mlp_residual` (x += W2 relu(W1 x + b1) + b2), each stage checked once
+    (:func:`matvec_fast`; the bias and residual sums are looked at first and the
+    plain loop runs if one leaves the range)."""
+    lim = np.int64(1) << (I + f)
+    matvec_fast(W1, x, I, f, mode, err, hidden, psafe)
+    mx = np.int64(0)
+    for m in range(hidden.shape[0]):
+        s = hidden[m] + b1[m]
+        mx = max(mx, s if s >= 0 else -s)
+    if mx < lim:
+        for m in range(hidden.shape[0]):
+            s = hidden[m] + b1[m]
+            hidden[m] = s if s > 0 else 0
+        if mx > err[E_MAXABS]:
+            err[E_MAXABS] = mx
+    else:
+        for m in range(hidden.shape[0]):
+            hidden[m] = fx_relu(fx_add(hidden[m], b1[m], I, f, mode, err))
+    matvec_fast(W2, hidden, I, f, mode, err, tmp, psafe)
+    mx = np.int64(0)
+    for d in range(x.shape[0]):
+        s = tmp[d] + b2[d]
+        u = x[d] + s
+        mx = max(mx, max(s if s >= 0 else -s, u if u >= 0 else -u))
+    if mx < lim:
+        for d in range(x.shape[0]):
+            x[d] += tmp[d] + b2[d]
+        if mx > err[E_MAXABS]:
+            err[E_MAXABS] = mx
+    else:
+        for d in range(x.shape[0]):
+            x[d] = fx_add(x[d], fx_add(tmp[d], b2[d], I, f, mode, err), I, f, mode, err)
+
+
+@njit(cache=True)
+def _readout_table_fast(x, out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab,
+                        I, f, mode, err, rsafe):
+    """:func:`_readout_fast`, checked once: with ``rsafe`` (every |w_tab| * 2^(I+f)
+    < 2^62) the logits run on plain int64 with the largest |raw| in a local; if a
+    table entry that is read is not ok, or a product or partial sum reaches
+    2^(I+f), :func:`_readout_fast` runs instead (same token, same effects)."""
+    if rsafe:
+        lim = np.int64(1) << (I + f)
+        hm1 = (np.int64(1) << (f - 1)) - 1 if f > 0 else np.int64(0)
+        mx = np.int64(0)
+        best = candidates[0]
+        best_logit = np.int64(0)
+        T = out_dim.shape[0]
+        good = True
+        for ci in range(candidates.shape[0]):
+            logit = np.int64(0)
+            for i in range(T):
+                xv = x[out_dim[i]]
+                if xv != 0:
+                    if not ok_tab[ci, i]:
+                        good = False
+                        break
+                    mx = max(mx, wmax_tab[ci, i])
+                    w = w_tab[ci, i]
+                    if w != 0:
+                        qv = _round(w * xv, f, hm1)
+                        logit += qv
+                        mx = max(mx, max(qv if qv >= 0 else -qv, logit if logit >= 0 else -logit))
+                        if mx >= lim:
+                            good = False
+                            break
+            if not good:
+                break
+            if ci == 0 or logit > best_logit:
+                best = candidates[ci]
+                best_logit = logit
+        if good:
+            if mx > err[E_MAXABS]:
+                err[E_MAXABS] = mx
+            return best
+    return _readout_fast(x, out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab,
+                         I, f, mode, err)
+
+
+@njit(cache=True)
+def _forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, fast, I, f, mode, err, loc,
+                  ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, aWQ, aWK, aWV, aWO, a_nheads,
+                  aW1, ab1, aW2, ab2, out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab,
+                  v_dim, code_lo, code_hi, preds):
+    """The batch loop of :func:`forward_batch`: :func:`_forward_fast` if ``fast``,
+    else every step by :func:`_step` and the readout by :func:`_readout_fast`."""
+    if fast:
+        _forward_fast(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mode, err, loc,
+                      ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, aWQ, aWK, aWV, aWO, a_nheads,
+                      aW1, ab1, aW2, ab2, out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab,
+                      ok_tab, v_dim, code_lo, code_hi, preds)
+        return
     B, N = tokens.shape
     D = ekind.shape[0]
     La = aWQ.shape[0]
@@ -764,6 +1006,136 @@ def _forward(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mo
                 else:
                     preds[b, t] = _readout_fast(x, out_dim, out_kind, out_param, out_coef, candidates,
                                                 w_tab, wmax_tab, ok_tab, I, f, mode, err)
+            if err[E_CODE] != 0:
+                loc[0] = b
+                loc[1] = t
+                err[E_WHERE] = t
+                return
+
+
+@njit(cache=True)
+def _forward_fast(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mode, err, loc,
+                  ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, aWQ, aWK, aWV, aWO, a_nheads,
+                  aW1, ab1, aW2, ab2, out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab,
+                  v_dim, code_lo, code_hi, preds):
+    """The batch loop of :func:`forward_batch` with each step written out here
+    (a call per step with the ~50 arrays of the model as arguments cost more
+    than the step itself: numba increments and decrements a reference count per
+    array argument, an atomic operation). The step is :func:`_step` (record =
+    False) with the same numbers and the same effect on ``err``, faster:
+
+    * the embedding from :func:`embed_tables` (x = ttab[tok] + ptab[t]; the plain
+      :func:`_embed` if the token's or the position's row is not ok);
+    * every matrix-vector product by :func:`matvec_fast`, every residual sum by
+      :func:`add_into`, the MLPs by :func:`mlp_residual_fast`: each checked once,
+      falling back to the plain definition as a whole, so the first error and the
+      saturation count are the plain ones (stages run in the plain order; no
+      stage writes ``err`` before it knows it stays in range; the largest |raw|
+      is a maximum, so recording it per stage changes nothing);
+    * the readout by :func:`_readout_table_fast`;
+    * the attention kernels (:func:`store_key`, :func:`attention_scores`,
+      :func:`attend_sparse`) are called exactly as :func:`_step` calls them."""
+    B, N = tokens.shape
+    D = ekind.shape[0]
+    La = aWQ.shape[0]
+    H = aWQ.shape[1] if La > 0 else 0
+    Dh = aWQ.shape[2] if La > 0 else 0
+    Kc = np.zeros((La, H, Dh, N), dtype=np.int64)
+    Km = np.zeros((La, H, Dh, N), dtype=np.int64)
+    Vc = np.zeros((La, H, N, Dh), dtype=np.int64)
+    Lr = rA.shape[0]
+    S = rA.shape[1] if Lr > 0 else 0
+    state = np.zeros((Lr, S), dtype=np.int64)
+    share = share_prefix and mode != MODE_SATURATE
+    hist = np.zeros((N + 1 if share else 1, Lr, S), dtype=np.int64)   # hist[t]: state before position t
+    x = np.zeros(D, dtype=np.int64)
+    scores = np.zeros(N, dtype=np.int64)
+    wbuf = np.zeros(N, dtype=np.int64)
+    ttab, tmx, tok_ok, ptab, pmx, pos_ok = embed_tables(ekind, eparam, ecoef, candidates, N, I, f, mode)
+    wm = max(max(max(_absmax(rA), _absmax(rB)), max(_absmax(rC), _absmax(rW1))),
+             max(max(_absmax(rW2), _absmax(aWQ)), max(_absmax(aWK), _absmax(aWV))))
+    wm = max(wm, max(_absmax(aWO), max(_absmax(aW1), _absmax(aW2))))
+    psafe = bit_length(wm) + I + f <= 62
+    rsafe = bit_length(_absmax(w_tab)) + I + f <= 62
+    nv = tok_ok.shape[0]
+    tmp = np.zeros(D, dtype=np.int64)
+    ah = np.zeros(S, dtype=np.int64)
+    bx = np.zeros(S, dtype=np.int64)
+    rhid = np.zeros(rW1.shape[1], dtype=np.int64)
+    q = np.zeros(Dh, dtype=np.int64)
+    o = np.zeros(Dh, dtype=np.int64)
+    ho = np.zeros(D, dtype=np.int64)
+    acc = np.zeros(D, dtype=np.int64)
+    ahid = np.zeros(aW1.shape[1], dtype=np.int64)
+    qnz = np.zeros(Dh, dtype=np.int64)
+    kr = np.zeros(Dh, dtype=np.int64)
+    cm = np.zeros(Dh, dtype=np.int64)
+    for b in range(B):
+        n_b = lengths[b]
+        start = 0
+        if share and b > 0:
+            lim = min(n_b - 1, lengths[b - 1])
+            while start < lim and tokens[b, start] == tokens[b - 1, start]:
+                start += 1
+        for l in range(Lr):
+            for s in range(S):
+                state[l, s] = hist[start, l, s] if share else 0
+        if all_positions:
+            for t in range(start):
+                preds[b, t] = preds[b - 1, t]
+        for t in range(start, n_b):
+            need = all_positions or t == n_b - 1
+            # ---- the step (see _step)
+            tok = tokens[b, t]
+            if tok >= 0 and tok < nv and tok_ok[tok] and pos_ok[t]:
+                mx = max(tmx[tok], pmx[t])
+                for d in range(D):
+                    x[d] = ttab[tok, d] + ptab[t, d]
+                if mx > err[E_MAXABS]:
+                    err[E_MAXABS] = mx
+            else:
+                _embed(tok, t, ekind, eparam, ecoef, I, f, mode, err, x)
+            for l in range(Lr):
+                matvec_fast(rA[l], state[l], I, f, mode, err, ah, psafe)
+                matvec_fast(rB[l], x, I, f, mode, err, bx, psafe)
+                add_into(ah, bx, I, f, mode, err)
+                for s in range(S):
+                    state[l, s] = ah[s]
+                matvec_fast(rC[l], state[l], I, f, mode, err, tmp, psafe)
+                add_into(x, tmp, I, f, mode, err)
+                mlp_residual_fast(rW1[l], rb1[l], rW2[l], rb2[l], x, I, f, mode, err, rhid, tmp, psafe)
+            for l in range(La):
+                if l == La - 1 and not need:
+                    for h in range(a_nheads[l]):
+                        matvec_fast(aWK[l, h], x, I, f, mode, err, kr, psafe)
+                        store_key(kr, t, Kc[l, h], Km[l, h])
+                        matvec_fast(aWV[l, h], x, I, f, mode, err, Vc[l, h, t], psafe)
+                    break
+                for d in range(D):
+                    acc[d] = 0
+                for h in range(a_nheads[l]):
+                    matvec_fast(aWQ[l, h], x, I, f, mode, err, q, psafe)
+                    matvec_fast(aWK[l, h], x, I, f, mode, err, kr, psafe)
+                    store_key(kr, t, Kc[l, h], Km[l, h])
+                    matvec_fast(aWV[l, h], x, I, f, mode, err, Vc[l, h, t], psafe)
+                    M = attention_scores(q, Kc[l, h], Km[l, h], t + 1, I, f, mode, err, qnz, cm, scores)
+                    attend_sparse(scores, t + 1, M, Vc[l, h], I, f, mode, err, wbuf, o)
+                    matvec_fast(aWO[l, h], o, I, f, mode, err, ho, psafe)
+                    add_into(acc, ho, I, f, mode, err)
+                add_into(x, acc, I, f, mode, err)
+                mlp_residual_fast(aW1[l], ab1[l], aW2[l], ab2[l], x, I, f, mode, err, ahid, tmp, psafe)
+            # ---- end of the step
+            if share:
+                for l in range(Lr):
+                    for s in range(S):
+                        hist[t + 1, l, s] = state[l, s]
+            if need:
+                if use_nearest:
+                    preds[b, t] = _nearest_code_readout(x, v_dim, code_lo, code_hi, out_dim, out_kind, out_param,
+                                                        out_coef, I, f, mode, err)
+                else:
+                    preds[b, t] = _readout_table_fast(x, out_dim, out_kind, out_param, out_coef, candidates,
+                                                      w_tab, wmax_tab, ok_tab, I, f, mode, err, rsafe)
             if err[E_CODE] != 0:
                 loc[0] = b
                 loc[1] = t
