@@ -701,7 +701,7 @@ def forward_batch(tokens, lengths, all_positions, share_prefix, readout_mode, I,
     the first error are the same as without sharing. Saturate mode counts every
     clamping in err[E_SAT] per row, so it never shares.
 
-    The steps run in :func:`_forward_fast` (the checked-once fast path of
+    The steps run in :func:`_forward_loop` (the checked-once fast path of
     :func:`_step`); :func:`forward_batch_plain` is the same loop on :func:`_step`
     itself, the reference the tests compare it with."""
     net, ro = W.net, W.readout
@@ -734,7 +734,7 @@ def _forward(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mo
     inner loop runs measurably faster, ~25%, on arrays that are arguments than on
     arrays unpacked from a tuple in the same function). (v_dim, code_lo, code_hi):
     :func:`_nearest_code_readout`'s parameters, read only if ``use_nearest``.
-    Runs the fast loop (:func:`_forward_fast`)."""
+    Runs the fast loop (:func:`_forward_loop` with ``fast``)."""
     _forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, True, I, f, mode, err, loc,
                   ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2,
                   aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2,
@@ -950,79 +950,14 @@ def _forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, fas
                   ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, aWQ, aWK, aWV, aWO, a_nheads,
                   aW1, ab1, aW2, ab2, out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab,
                   v_dim, code_lo, code_hi, preds):
-    """The batch loop of :func:`forward_batch`: :func:`_forward_fast` if ``fast``,
-    else every step by :func:`_step` and the readout by :func:`_readout_fast`."""
-    if fast:
-        _forward_fast(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mode, err, loc,
-                      ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, aWQ, aWK, aWV, aWO, a_nheads,
-                      aW1, ab1, aW2, ab2, out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab,
-                      ok_tab, v_dim, code_lo, code_hi, preds)
-        return
-    B, N = tokens.shape
-    D = ekind.shape[0]
-    La = aWQ.shape[0]
-    H = aWQ.shape[1] if La > 0 else 0
-    Dh = aWQ.shape[2] if La > 0 else 0
-    Kc = np.zeros((La, H, Dh, N), dtype=np.int64)
-    Km = np.zeros((La, H, Dh, N), dtype=np.int64)
-    Vc = np.zeros((La, H, N, Dh), dtype=np.int64)
-    Lr = rA.shape[0]
-    S = rA.shape[1] if Lr > 0 else 0
-    state = np.zeros((Lr, S), dtype=np.int64)
-    share = share_prefix and mode != MODE_SATURATE
-    hist = np.zeros((N + 1 if share else 1, Lr, S), dtype=np.int64)   # hist[t]: state before position t
-    x = np.zeros(D, dtype=np.int64)
-    scores = np.zeros(N, dtype=np.int64)
-    wbuf = np.zeros(N, dtype=np.int64)
-    attn_rec = np.zeros((1, 1, 1), dtype=np.int64)
-    ws = np.zeros(workspace_size(D, S, rW1.shape[1], Dh, aW1.shape[1]), dtype=np.int64)
-    for b in range(B):
-        n_b = lengths[b]
-        start = 0
-        if share and b > 0:
-            lim = min(n_b - 1, lengths[b - 1])
-            while start < lim and tokens[b, start] == tokens[b - 1, start]:
-                start += 1
-        for l in range(Lr):
-            for s in range(S):
-                state[l, s] = hist[start, l, s] if share else 0
-        if all_positions:
-            for t in range(start):
-                preds[b, t] = preds[b - 1, t]
-        for t in range(start, n_b):
-            need = all_positions or t == n_b - 1
-            _step(tokens[b, t], t, I, f, mode, err, ekind, eparam, ecoef,
-                  rA, rB, rC, rW1, rb1, rW2, rb2, state,
-                  aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Km, Vc,
-                  x, scores, wbuf, False, attn_rec, need, ws)
-            if share:
-                for l in range(Lr):
-                    for s in range(S):
-                        hist[t + 1, l, s] = state[l, s]
-            if need:
-                if use_nearest:
-                    preds[b, t] = _nearest_code_readout(x, v_dim, code_lo, code_hi, out_dim, out_kind, out_param,
-                                                        out_coef, I, f, mode, err)
-                else:
-                    preds[b, t] = _readout_fast(x, out_dim, out_kind, out_param, out_coef, candidates,
-                                                w_tab, wmax_tab, ok_tab, I, f, mode, err)
-            if err[E_CODE] != 0:
-                loc[0] = b
-                loc[1] = t
-                err[E_WHERE] = t
-                return
-
-
-@njit(cache=True)
-def _forward_fast(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mode, err, loc,
-                  ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, aWQ, aWK, aWV, aWO, a_nheads,
-                  aW1, ab1, aW2, ab2, out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab,
-                  v_dim, code_lo, code_hi, preds):
-    """The batch loop of :func:`forward_batch` with each step written out here
-    (a call per step with the ~50 arrays of the model as arguments cost more
-    than the step itself: numba increments and decrements a reference count per
-    array argument, an atomic operation). The step is :func:`_step` (record =
-    False) with the same numbers and the same effect on ``err``, faster:
+    """The batch loop of :func:`forward_batch`. ``fast=False``: every step by
+    :func:`_step` and the readout by :func:`_readout_fast` (the plain definition,
+    :func:`forward_batch_plain`). ``fast=True`` (numba compiles the loop once per
+    value of the literal, so each version carries no test of it per step): the
+    step is written out here (a call per step with the ~50 arrays of the model as
+    arguments cost more than the step itself: numba increments and decrements a
+    reference count per array argument, an atomic operation), the same numbers
+    and the same effect on ``err`` as :func:`_step` (record = False), faster:
 
     * the embedding from :func:`embed_tables` (x = ttab[tok] + ptab[t]; the plain
       :func:`_embed` if the token's or the position's row is not ok);
@@ -1051,7 +986,11 @@ def _forward_fast(tokens, lengths, all_positions, share_prefix, use_nearest, I, 
     x = np.zeros(D, dtype=np.int64)
     scores = np.zeros(N, dtype=np.int64)
     wbuf = np.zeros(N, dtype=np.int64)
-    ttab, tmx, tok_ok, ptab, pmx, pos_ok = embed_tables(ekind, eparam, ecoef, candidates, N, I, f, mode)
+    attn_rec = np.zeros((1, 1, 1), dtype=np.int64)
+    ws = np.zeros(workspace_size(D, S, rW1.shape[1], Dh, aW1.shape[1]), dtype=np.int64)
+    # the fast path's tables, bounds and scratch (built once per batch)
+    ttab, tmx, tok_ok, ptab, pmx, pos_ok = embed_tables(ekind, eparam, ecoef, candidates, N if fast else 0,
+                                                        I, f, mode)
     wm = max(max(max(_absmax(rA), _absmax(rB)), max(_absmax(rC), _absmax(rW1))),
              max(max(_absmax(rW2), _absmax(aWQ)), max(_absmax(aWK), _absmax(aWV))))
     wm = max(wm, max(_absmax(aWO), max(_absmax(aW1), _absmax(aW2))))
@@ -1085,46 +1024,50 @@ def _forward_fast(tokens, lengths, all_positions, share_prefix, use_nearest, I, 
                 preds[b, t] = preds[b - 1, t]
         for t in range(start, n_b):
             need = all_positions or t == n_b - 1
-            # ---- the step (see _step)
-            tok = tokens[b, t]
-            if tok >= 0 and tok < nv and tok_ok[tok] and pos_ok[t]:
-                mx = max(tmx[tok], pmx[t])
-                for d in range(D):
-                    x[d] = ttab[tok, d] + ptab[t, d]
-                if mx > err[E_MAXABS]:
-                    err[E_MAXABS] = mx
-            else:
-                _embed(tok, t, ekind, eparam, ecoef, I, f, mode, err, x)
-            for l in range(Lr):
-                matvec_fast(rA[l], state[l], I, f, mode, err, ah, psafe)
-                matvec_fast(rB[l], x, I, f, mode, err, bx, psafe)
-                add_into(ah, bx, I, f, mode, err)
-                for s in range(S):
-                    state[l, s] = ah[s]
-                matvec_fast(rC[l], state[l], I, f, mode, err, tmp, psafe)
-                add_into(x, tmp, I, f, mode, err)
-                mlp_residual_fast(rW1[l], rb1[l], rW2[l], rb2[l], x, I, f, mode, err, rhid, tmp, psafe)
-            for l in range(La):
-                if l == La - 1 and not need:
+            if not fast:
+                _step(tokens[b, t], t, I, f, mode, err, ekind, eparam, ecoef,
+                      rA, rB, rC, rW1, rb1, rW2, rb2, state,
+                      aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Km, Vc,
+                      x, scores, wbuf, False, attn_rec, need, ws)
+            else:                  # the fast step (see the docstring)
+                tok = tokens[b, t]
+                if tok >= 0 and tok < nv and tok_ok[tok] and pos_ok[t]:
+                    mx = max(tmx[tok], pmx[t])
+                    for d in range(D):
+                        x[d] = ttab[tok, d] + ptab[t, d]
+                    if mx > err[E_MAXABS]:
+                        err[E_MAXABS] = mx
+                else:
+                    _embed(tok, t, ekind, eparam, ecoef, I, f, mode, err, x)
+                for l in range(Lr):
+                    matvec_fast(rA[l], state[l], I, f, mode, err, ah, psafe)
+                    matvec_fast(rB[l], x, I, f, mode, err, bx, psafe)
+                    add_into(ah, bx, I, f, mode, err)
+                    for s in range(S):
+                        state[l, s] = ah[s]
+                    matvec_fast(rC[l], state[l], I, f, mode, err, tmp, psafe)
+                    add_into(x, tmp, I, f, mode, err)
+                    mlp_residual_fast(rW1[l], rb1[l], rW2[l], rb2[l], x, I, f, mode, err, rhid, tmp, psafe)
+                for l in range(La):
+                    if l == La - 1 and not need:
+                        for h in range(a_nheads[l]):
+                            matvec_fast(aWK[l, h], x, I, f, mode, err, kr, psafe)
+                            store_key(kr, t, Kc[l, h], Km[l, h])
+                            matvec_fast(aWV[l, h], x, I, f, mode, err, Vc[l, h, t], psafe)
+                        break
+                    for d in range(D):
+                        acc[d] = 0
                     for h in range(a_nheads[l]):
+                        matvec_fast(aWQ[l, h], x, I, f, mode, err, q, psafe)
                         matvec_fast(aWK[l, h], x, I, f, mode, err, kr, psafe)
                         store_key(kr, t, Kc[l, h], Km[l, h])
                         matvec_fast(aWV[l, h], x, I, f, mode, err, Vc[l, h, t], psafe)
-                    break
-                for d in range(D):
-                    acc[d] = 0
-                for h in range(a_nheads[l]):
-                    matvec_fast(aWQ[l, h], x, I, f, mode, err, q, psafe)
-                    matvec_fast(aWK[l, h], x, I, f, mode, err, kr, psafe)
-                    store_key(kr, t, Kc[l, h], Km[l, h])
-                    matvec_fast(aWV[l, h], x, I, f, mode, err, Vc[l, h, t], psafe)
-                    M = attention_scores(q, Kc[l, h], Km[l, h], t + 1, I, f, mode, err, qnz, cm, scores)
-                    attend_sparse(scores, t + 1, M, Vc[l, h], I, f, mode, err, wbuf, o)
-                    matvec_fast(aWO[l, h], o, I, f, mode, err, ho, psafe)
-                    add_into(acc, ho, I, f, mode, err)
-                add_into(x, acc, I, f, mode, err)
-                mlp_residual_fast(aW1[l], ab1[l], aW2[l], ab2[l], x, I, f, mode, err, ahid, tmp, psafe)
-            # ---- end of the step
+                        M = attention_scores(q, Kc[l, h], Km[l, h], t + 1, I, f, mode, err, qnz, cm, scores)
+                        attend_sparse(scores, t + 1, M, Vc[l, h], I, f, mode, err, wbuf, o)
+                        matvec_fast(aWO[l, h], o, I, f, mode, err, ho, psafe)
+                        add_into(acc, ho, I, f, mode, err)
+                    add_into(x, acc, I, f, mode, err)
+                    mlp_residual_fast(aW1[l], ab1[l], aW2[l], ab2[l], x, I, f, mode, err, ahid, tmp, psafe)
             if share:
                 for l in range(Lr):
                     for s in range(S):
@@ -1133,9 +1076,12 @@ def _forward_fast(tokens, lengths, all_positions, share_prefix, use_nearest, I, 
                 if use_nearest:
                     preds[b, t] = _nearest_code_readout(x, v_dim, code_lo, code_hi, out_dim, out_kind, out_param,
                                                         out_coef, I, f, mode, err)
-                else:
+                elif fast:
                     preds[b, t] = _readout_table_fast(x, out_dim, out_kind, out_param, out_coef, candidates,
                                                       w_tab, wmax_tab, ok_tab, I, f, mode, err, rsafe)
+                else:
+                    preds[b, t] = _readout_fast(x, out_dim, out_kind, out_param, out_coef, candidates,
+                                                w_tab, wmax_tab, ok_tab, I, f, mode, err)
             if err[E_CODE] != 0:
                 loc[0] = b
                 loc[1] = t
