@@ -901,46 +901,70 @@ def mlp_residual_fast(W1, b1, W2, b2, x, I, f, mode, err, hidden, tmp, psafe):
 
 
 @njit(cache=True)
+def readout_columns(wmax_tab, ok_tab):
+    """Per readout term i: (max_c wmax_tab[c, i], every ok_tab[c, i]), for
+    :func:`_readout_table_fast`."""
+    C, T = ok_tab.shape
+    col_wmax = np.zeros(T, dtype=np.int64)
+    col_ok = np.ones(T, dtype=np.bool_)
+    for ci in range(C):
+        for i in range(T):
+            col_wmax[i] = max(col_wmax[i], wmax_tab[ci, i])
+            col_ok[i] = col_ok[i] and ok_tab[ci, i]
+    return col_wmax, col_ok
+
+
+@njit(cache=True, inline='always')
 def _readout_table_fast(x, out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab,
-                        I, f, mode, err, rsafe):
-    """:func:`_readout_fast`, checked once: with ``rsafe`` (every |w_tab| * 2^(I+f)
-    < 2^62) the logits run on plain int64 with the largest |raw| in a local; if a
-    table entry that is read is not ok, or a product or partial sum reaches
-    2^(I+f), :func:`_readout_fast` runs instead (same token, same effects)."""
-    if rsafe:
+                        I, f, mode, err, rsafe, col_wmax, col_ok, logits):
+    """:func:`_readout_fast`, checked once and a term at a time: with ``rsafe``
+    (every |w_tab| * 2^(I+f) < 2^62) and every table entry of the terms read ok
+    (``col_ok``, :func:`readout_columns`), all candidates' logits advance together
+    over the terms (a loop over the candidates the compiler vectorises) on plain
+    int64. Each candidate's partial sums are the plain ones, in the same order, so
+    the largest |product| and |partial sum| is the same set's maximum; a term with
+    x[dim] = 0 is skipped as the plain readout skips it, and a read term records
+    max_c wmax_tab[c, i] (``col_wmax``) as the plain one records every wmax_tab[c,
+    i]. If that maximum reaches 2^(I+f) (an int64 sum can only wrap after a
+    partial sum or product has reached it), or a read term has an entry that is
+    not ok, :func:`_readout_fast` runs instead (same token, same effects). The
+    argmax is the first largest logit (ties -> smallest id, candidates ascending).
+    ``logits``: scratch (C,)."""
+    C = candidates.shape[0]
+    T = out_dim.shape[0]
+    good = rsafe
+    if good:
+        for i in range(T):
+            if x[out_dim[i]] != 0 and not col_ok[i]:
+                good = False
+    if good:
         lim = np.int64(1) << (I + f)
         hm1 = (np.int64(1) << (f - 1)) - 1 if f > 0 else np.int64(0)
         mx = np.int64(0)
-        best = candidates[0]
-        best_logit = np.int64(0)
-        T = out_dim.shape[0]
-        good = True
-        for ci in range(candidates.shape[0]):
-            logit = np.int64(0)
-            for i in range(T):
-                xv = x[out_dim[i]]
-                if xv != 0:
-                    if not ok_tab[ci, i]:
-                        good = False
-                        break
-                    mx = max(mx, wmax_tab[ci, i])
-                    w = w_tab[ci, i]
-                    if w != 0:
-                        qv = _round(w * xv, f, hm1)
-                        logit += qv
-                        mx = max(mx, max(qv if qv >= 0 else -qv, logit if logit >= 0 else -logit))
-                        if mx >= lim:
-                            good = False
-                            break
-            if not good:
-                break
-            if ci == 0 or logit > best_logit:
-                best = candidates[ci]
-                best_logit = logit
+        for ci in range(C):
+            logits[ci] = 0
+        for i in range(T):
+            xv = x[out_dim[i]]
+            if xv != 0:
+                mx = max(mx, col_wmax[i])
+                mq = np.int64(0)
+                for ci in range(C):
+                    qv = _round(w_tab[ci, i] * xv, f, hm1)
+                    lg = logits[ci] + qv
+                    logits[ci] = lg
+                    mq = max(mq, max(qv if qv >= 0 else -qv, lg if lg >= 0 else -lg))
+                mx = max(mx, mq)
+                if mx >= lim:
+                    good = False
+                    break
         if good:
             if mx > err[E_MAXABS]:
                 err[E_MAXABS] = mx
-            return best
+            best = 0
+            for ci in range(1, C):
+                if logits[ci] > logits[best]:
+                    best = ci
+            return candidates[best]
     return _readout_fast(x, out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab,
                          I, f, mode, err)
 
@@ -996,6 +1020,8 @@ def _forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, fas
     wm = max(wm, max(_absmax(aWO), max(_absmax(aW1), _absmax(aW2))))
     psafe = bit_length(wm) + I + f <= 62
     rsafe = bit_length(_absmax(w_tab)) + I + f <= 62
+    col_wmax, col_ok = readout_columns(wmax_tab, ok_tab)
+    logits = np.zeros(candidates.shape[0], dtype=np.int64)
     nv = tok_ok.shape[0]
     tmp = np.zeros(D, dtype=np.int64)
     ah = np.zeros(S, dtype=np.int64)
@@ -1078,7 +1104,8 @@ def _forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, fas
                                                         out_coef, I, f, mode, err)
                 elif fast:
                     preds[b, t] = _readout_table_fast(x, out_dim, out_kind, out_param, out_coef, candidates,
-                                                      w_tab, wmax_tab, ok_tab, I, f, mode, err, rsafe)
+                                                      w_tab, wmax_tab, ok_tab, I, f, mode, err, rsafe,
+                                                      col_wmax, col_ok, logits)
                 else:
                     preds[b, t] = _readout_fast(x, out_dim, out_kind, out_param, out_coef, candidates,
                                                 w_tab, wmax_tab, ok_tab, I, f, mode, err)

@@ -223,13 +223,15 @@ def _check_tables(name, bad_rows, fallbacks):
             lim = 1 << (I_ + f)
             ro, net = m.weights.readout, m.weights.net
             rsafe = int(np.abs(ro.w_tab).max(initial=0)).bit_length() + I_ + f <= 62
-            for _ in range(40):
+            for _ in range(60):
                 x = _adversarial(rng, net.ekind.shape[0], lim)
                 e1, e2 = new_err(), new_err()
                 a = K._readout_fast(x, ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef, ro.candidates,
                                     ro.w_tab, ro.wmax_tab, ro.ok_tab, I_, f, md, e1)
                 b = K._readout_table_fast(x, ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef, ro.candidates,
-                                          ro.w_tab, ro.wmax_tab, ro.ok_tab, I_, f, md, e2, rsafe)
+                                          ro.w_tab, ro.wmax_tab, ro.ok_tab, I_, f, md, e2, rsafe,
+                                          *K.readout_columns(ro.wmax_tab, ro.ok_tab),
+                                          np.zeros(len(ro.candidates), np.int64))
                 assert a == b and e1.tolist() == e2.tolist()
                 fallbacks += bool(e1[E_CODE] or e1[E_SAT])
             npos = 40
