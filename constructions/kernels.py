@@ -40,12 +40,14 @@ generic readout over every candidate, weights from the table) or
 ``READOUT_NEAREST_CODE`` (:func:`nearest_code_readout`, exact for the readout
 logit(k) = 2 tau_k x[v] - tau_k^2 over a contiguous code range).
 
-Three exact shortcuts, each tested to give the same outputs, the same largest
+Four exact shortcuts, each tested to give the same outputs, the same largest
 |raw| and the same first error as the plain definition: attention scores on
 plain int64 when bounds show nothing can overflow (:func:`attention_scores`);
 readout weights per candidate token computed once per model and format
-(:func:`readout_table`, :func:`readout_fast`); and, in :func:`forward_batch`,
-each row reusing the KV cache of the prefix it shares with the row before.
+(:func:`readout_table`, :func:`readout_fast`); in :func:`forward_batch`,
+each row reusing the KV cache of the prefix it shares with the row before; and
+:func:`forward_batch`'s steps checked once per stage instead of per operation
+(:func:`_forward_loop`; :func:`forward_batch_plain` is the plain reference).
 """
 from __future__ import annotations
 
@@ -810,22 +812,27 @@ def _round(p, f, hm1):
 
 
 @njit(cache=True, inline='always')
-def matvec_fast(W, x, I, f, mode, err, out, psafe):
-    """:func:`matvec`, checked once: with ``psafe`` (every |w| * 2^(I+f) < 2^62, so
-    no product leaves int64) the products and sums run on plain int64, tracking
-    the largest |product| and |partial sum| in a local; if that stays below
-    2^(I+f), nothing overflowed or saturated and the result and the largest |raw|
-    are exactly matvec's (zero terms add 0 and change no maximum). Otherwise
-    ``out`` is recomputed by :func:`matvec`, which records / counts as always."""
+def matvec_fast(W, at, x, I, f, mode, err, out, psafe):
+    """:func:`matvec` of the matrix W[at] (``at``: a tuple of leading indices into a
+    stack of matrices, read in place: a view per call would cost two atomic
+    reference-count updates), checked once: with ``psafe`` (every |w| * 2^(I+f) <
+    2^62, so no product leaves int64) the products and sums run on plain int64,
+    tracking the largest |product| and |partial sum| in a local; if that stays
+    below 2^(I+f), nothing overflowed or saturated and the result and the largest
+    |raw| are exactly matvec's (zero terms add 0 and change no maximum).
+    Otherwise ``out`` is recomputed by :func:`matvec`, which records / counts as
+    always."""
     if psafe:
-        rows, cols = W.shape
+        k = len(at)
+        rows = W.shape[k]
+        cols = W.shape[k + 1]
         lim = np.int64(1) << (I + f)
         hm1 = (np.int64(1) << (f - 1)) - 1 if f > 0 else np.int64(0)
         mx = np.int64(0)
         for r in range(rows):
             acc = np.int64(0)
             for c in range(cols):
-                w = W[r, c]
+                w = W[at + (r, c)]
                 if w != 0:
                     q = _round(w * x[c], f, hm1)
                     acc += q
@@ -842,7 +849,7 @@ def matvec_fast(W, x, I, f, mode, err, out, psafe):
             if mx > err[E_MAXABS]:
                 err[E_MAXABS] = mx
             return
-    matvec(W, x, I, f, mode, err, out)
+    matvec(W[at], x, I, f, mode, err, out)
 
 
 @njit(cache=True, inline='always')
@@ -865,39 +872,40 @@ def add_into(x, y, I, f, mode, err):
 
 
 @njit(cache=True, inline='always')
-def mlp_residual_fast(W1, b1, W2, b2, x, I, f, mode, err, hidden, tmp, psafe):
-    """:func:`mlp_residual` (x += W2 relu(W1 x + b1) + b2), each stage checked once
+def mlp_residual_fast(W1, b1, W2, b2, l, x, I, f, mode, err, hidden, tmp, psafe):
+    """:func:`mlp_residual` of layer l of the stacks (x += W2[l] relu(W1[l] x +
+    b1[l]) + b2[l]), each stage checked once
     (:func:`matvec_fast`; the bias and residual sums are looked at first and the
     plain loop runs if one leaves the range)."""
     lim = np.int64(1) << (I + f)
-    matvec_fast(W1, x, I, f, mode, err, hidden, psafe)
+    matvec_fast(W1, (l,), x, I, f, mode, err, hidden, psafe)
     mx = np.int64(0)
     for m in range(hidden.shape[0]):
-        s = hidden[m] + b1[m]
+        s = hidden[m] + b1[l, m]
         mx = max(mx, s if s >= 0 else -s)
     if mx < lim:
         for m in range(hidden.shape[0]):
-            s = hidden[m] + b1[m]
+            s = hidden[m] + b1[l, m]
             hidden[m] = s if s > 0 else 0
         if mx > err[E_MAXABS]:
             err[E_MAXABS] = mx
     else:
         for m in range(hidden.shape[0]):
-            hidden[m] = fx_relu(fx_add(hidden[m], b1[m], I, f, mode, err))
-    matvec_fast(W2, hidden, I, f, mode, err, tmp, psafe)
+            hidden[m] = fx_relu(fx_add(hidden[m], b1[l, m], I, f, mode, err))
+    matvec_fast(W2, (l,), hidden, I, f, mode, err, tmp, psafe)
     mx = np.int64(0)
     for d in range(x.shape[0]):
-        s = tmp[d] + b2[d]
+        s = tmp[d] + b2[l, d]
         u = x[d] + s
         mx = max(mx, max(s if s >= 0 else -s, u if u >= 0 else -u))
     if mx < lim:
         for d in range(x.shape[0]):
-            x[d] += tmp[d] + b2[d]
+            x[d] += tmp[d] + b2[l, d]
         if mx > err[E_MAXABS]:
             err[E_MAXABS] = mx
     else:
         for d in range(x.shape[0]):
-            x[d] = fx_add(x[d], fx_add(tmp[d], b2[d], I, f, mode, err), I, f, mode, err)
+            x[d] = fx_add(x[d], fx_add(tmp[d], b2[l, d], I, f, mode, err), I, f, mode, err)
 
 
 @njit(cache=True)
@@ -1034,6 +1042,7 @@ def _forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, fas
     ahid = np.zeros(aW1.shape[1], dtype=np.int64)
     qnz = np.zeros(Dh, dtype=np.int64)
     kr = np.zeros(Dh, dtype=np.int64)
+    vr = np.zeros(Dh, dtype=np.int64)
     cm = np.zeros(Dh, dtype=np.int64)
     for b in range(B):
         n_b = lengths[b]
@@ -1066,34 +1075,38 @@ def _forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, fas
                 else:
                     _embed(tok, t, ekind, eparam, ecoef, I, f, mode, err, x)
                 for l in range(Lr):
-                    matvec_fast(rA[l], state[l], I, f, mode, err, ah, psafe)
-                    matvec_fast(rB[l], x, I, f, mode, err, bx, psafe)
+                    matvec_fast(rA, (l,), state[l], I, f, mode, err, ah, psafe)
+                    matvec_fast(rB, (l,), x, I, f, mode, err, bx, psafe)
                     add_into(ah, bx, I, f, mode, err)
                     for s in range(S):
                         state[l, s] = ah[s]
-                    matvec_fast(rC[l], state[l], I, f, mode, err, tmp, psafe)
+                    matvec_fast(rC, (l,), state[l], I, f, mode, err, tmp, psafe)
                     add_into(x, tmp, I, f, mode, err)
-                    mlp_residual_fast(rW1[l], rb1[l], rW2[l], rb2[l], x, I, f, mode, err, rhid, tmp, psafe)
+                    mlp_residual_fast(rW1, rb1, rW2, rb2, l, x, I, f, mode, err, rhid, tmp, psafe)
                 for l in range(La):
                     if l == La - 1 and not need:
                         for h in range(a_nheads[l]):
-                            matvec_fast(aWK[l, h], x, I, f, mode, err, kr, psafe)
+                            matvec_fast(aWK, (l, h), x, I, f, mode, err, kr, psafe)
                             store_key(kr, t, Kc[l, h], Km[l, h])
-                            matvec_fast(aWV[l, h], x, I, f, mode, err, Vc[l, h, t], psafe)
+                            matvec_fast(aWV, (l, h), x, I, f, mode, err, vr, psafe)
+                            for k in range(Dh):
+                                Vc[l, h, t, k] = vr[k]
                         break
                     for d in range(D):
                         acc[d] = 0
                     for h in range(a_nheads[l]):
-                        matvec_fast(aWQ[l, h], x, I, f, mode, err, q, psafe)
-                        matvec_fast(aWK[l, h], x, I, f, mode, err, kr, psafe)
+                        matvec_fast(aWQ, (l, h), x, I, f, mode, err, q, psafe)
+                        matvec_fast(aWK, (l, h), x, I, f, mode, err, kr, psafe)
                         store_key(kr, t, Kc[l, h], Km[l, h])
-                        matvec_fast(aWV[l, h], x, I, f, mode, err, Vc[l, h, t], psafe)
+                        matvec_fast(aWV, (l, h), x, I, f, mode, err, vr, psafe)
+                        for k in range(Dh):
+                            Vc[l, h, t, k] = vr[k]
                         M = attention_scores(q, Kc[l, h], Km[l, h], t + 1, I, f, mode, err, qnz, cm, scores)
                         attend_sparse(scores, t + 1, M, Vc[l, h], I, f, mode, err, wbuf, o)
-                        matvec_fast(aWO[l, h], o, I, f, mode, err, ho, psafe)
+                        matvec_fast(aWO, (l, h), o, I, f, mode, err, ho, psafe)
                         add_into(acc, ho, I, f, mode, err)
                     add_into(x, acc, I, f, mode, err)
-                    mlp_residual_fast(aW1[l], ab1[l], aW2[l], ab2[l], x, I, f, mode, err, ahid, tmp, psafe)
+                    mlp_residual_fast(aW1, ab1, aW2, ab2, l, x, I, f, mode, err, ahid, tmp, psafe)
             if share:
                 for l in range(Lr):
                     for s in range(S):

@@ -165,7 +165,10 @@ def test_matvec_fast_equals_matvec(seed):
         e1[E_MAXABS] = e2[E_MAXABS] = int(rng.integers(0, lim))
         o1, o2 = np.full(R, 7, np.int64), np.full(R, -7, np.int64)
         K.matvec(W, x, I, f, mode, e1, o1)
-        K.matvec_fast(W, x, I, f, mode, e2, o2, psafe)
+        stack = _adversarial(rng, (2, 3, R, C), lim)      # W read in place from a stack of matrices
+        l, h = int(rng.integers(0, 2)), int(rng.integers(0, 3))
+        stack[l, h] = W
+        K.matvec_fast(stack, (l, h), x, I, f, mode, e2, o2, psafe)
         assert o1.tolist() == o2.tolist() and e1.tolist() == e2.tolist(), (I, f, mode, W.tolist(), x.tolist())
         outcomes.add((bool(e1[E_CODE]), bool(e1[E_SAT]), psafe))
     assert {(True, False, True), (False, True, True), (False, False, True)} <= outcomes, outcomes
@@ -186,7 +189,11 @@ def test_mlp_and_residual_sums_equal_the_plain_loops(seed):
         e1, e2 = new_err(), new_err()
         x1, x2 = x.copy(), x.copy()
         K.mlp_residual(W1, b1, W2, b2, x1, I, f, mode, e1, np.zeros(M, np.int64), np.zeros(D, np.int64))
-        K.mlp_residual_fast(W1, b1, W2, b2, x2, I, f, mode, e2, np.zeros(M, np.int64), np.zeros(D, np.int64), psafe)
+        l = int(rng.integers(0, 3))                     # layer l of stacks of 3
+        st = [_adversarial(rng, (3,) + a.shape, lim) for a in (W1, b1, W2, b2)]
+        for a, v in zip(st, (W1, b1, W2, b2)):
+            a[l] = v
+        K.mlp_residual_fast(*st, l, x2, I, f, mode, e2, np.zeros(M, np.int64), np.zeros(D, np.int64), psafe)
         assert x1.tolist() == x2.tolist() and e1.tolist() == e2.tolist()
         outcomes.add((bool(e1[E_CODE]), bool(e1[E_SAT])))
         y = _adversarial(rng, D, lim)
