@@ -41,7 +41,9 @@ def exhaustive_throughput(n: int = 16, real_sample: int = 2000) -> dict:
     the same batch: as users run it (``predict_batch`` shares the KV cache of the
     prefix a row has in common with the row before it: exact, the model is causal)
     and with ``share_prefix=False`` (every row from position 0, like the numpy
-    implementation, which recomputes everything). Both ratios are reported."""
+    implementation, which recomputes everything). Both ratios are reported;
+    ``speedup_vs_numpy_like_for_like`` is the second (numpy seconds / numba
+    seconds without sharing, the same rows, the results compared)."""
     model = BY_NAME["position-match-transformer"].build(n).model
     strings = ((np.arange(2 ** n)[:, None] >> (n - 1 - np.arange(n))[None, :]) & 1).astype(np.int64)
     queries = (np.arange(2 ** n) % n) + 1
@@ -80,6 +82,7 @@ def exhaustive_throughput(n: int = 16, real_sample: int = 2000) -> dict:
         "mismatches_real": int((got_real != want[:real_sample]).sum()),
         "speedup_vs_numpy": t_numpy / t_numba,
         "speedup_vs_numpy_no_sharing": t_numpy / t_dense,
+        "speedup_vs_numpy_like_for_like": t_numpy / t_dense,
         "speedup_vs_real": t_real / t_numba,
     }
 
@@ -173,6 +176,7 @@ def main(argv=None) -> int:
         "exhaustive": ex,
         "exhaustive_speedup_vs_numpy": ex["speedup_vs_numpy"],
         "exhaustive_speedup_vs_numpy_no_sharing": ex["speedup_vs_numpy_no_sharing"],
+        "exhaustive_speedup_vs_numpy_like_for_like": ex["speedup_vs_numpy_like_for_like"],
         "exhaustive_speedup_vs_real": ex["speedup_vs_real"],
         "decode": dec,
         "decode_loglog_slope": dec["loglog_slope"],
@@ -187,7 +191,7 @@ def main(argv=None) -> int:
     Path(args.out).write_text(json.dumps(results, indent=1))
     targets = [
         ("exhaustive speed-up vs numpy", results["exhaustive_speedup_vs_numpy"], ">= 10"),
-        ("  the same, no prefix sharing", results["exhaustive_speedup_vs_numpy_no_sharing"], "(reported)"),
+        ("  like for like (no sharing)", results["exhaustive_speedup_vs_numpy_like_for_like"], ">= 10"),
         ("exhaustive speed-up vs real", results["exhaustive_speedup_vs_real"], "(reported)"),
         ("decode log-log slope", results["decode_loglog_slope"], "<= 1.1"),
         ("40-bit collision seconds", results["collision_40bit_seconds"], "< 60"),

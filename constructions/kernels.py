@@ -41,12 +41,14 @@ generic readout over every candidate, weights from the table) or
 ``READOUT_NEAREST_CODE`` (:func:`nearest_code_readout`, exact for the readout
 logit(k) = 2 tau_k x[v] - tau_k^2 over a contiguous code range).
 
-Three exact shortcuts, each tested to give the same outputs, the same largest
+Four exact shortcuts, each tested to give the same outputs, the same largest
 |raw| and the same first error as the plain definition: attention scores on
 plain int64 when bounds show nothing can overflow (:func:`attention_scores`);
 readout weights per candidate token computed once per model and format
-(:func:`readout_table`, :func:`readout_fast`); and, in :func:`forward_batch`,
-each row reusing the KV cache of the prefix it shares with the row before.
+(:func:`readout_table`, :func:`readout_fast`); in :func:`forward_batch`,
+each row reusing the KV cache of the prefix it shares with the row before; and
+:func:`forward_batch`'s steps checked once per stage instead of per operation
+(:func:`_forward_loop`; :func:`forward_batch_plain` is the plain reference).
 """
 from __future__ import annotations
 
@@ -1154,7 +1156,11 @@ def forward_batch(tokens, lengths, all_positions, share_prefix, readout_mode, I,
     operation skipped was carried out, with the same operands, for row b - 1 (with
     at least as many layers active), so the outputs, the largest |raw| touched and
     the first error are the same as without sharing. Saturate mode counts every
-    clamping in err[E_SAT] per row, so it never shares."""
+    clamping in err[E_SAT] per row, so it never shares.
+
+    The steps run in :func:`_forward_loop` (the checked-once fast path of
+    :func:`_step`); :func:`forward_batch_plain` is the same loop on :func:`_step`
+    itself, the reference the tests compare it with."""
     net, ro = W.net, W.readout
     _forward(tokens, lengths, all_positions, share_prefix, readout_mode == READOUT_NEAREST_CODE, I, f, mode, err, loc,
              net.ekind, net.eparam, net.ecoef, net.rA, net.rB, net.rC, net.rW1, net.rb1, net.rW2, net.rb2,
@@ -1164,13 +1170,293 @@ def forward_batch(tokens, lengths, all_positions, share_prefix, readout_mode, I,
 
 
 @njit(cache=True)
+def forward_batch_plain(tokens, lengths, all_positions, share_prefix, readout_mode, I, f, mode, err, loc, W, preds):
+    """:func:`forward_batch` running every step with the plain :func:`_step` and
+    the plain :func:`readout_fast` (no embedding tables, no checked-once
+    shortcuts): the reference the fast path is tested against."""
+    net, ro = W.net, W.readout
+    _forward_loop(tokens, lengths, all_positions, share_prefix, readout_mode == READOUT_NEAREST_CODE, False,
+                  I, f, mode, err, loc,
+                  net.ekind, net.eparam, net.ecoef, net.rA, net.rB, net.rC, net.rW1, net.rb1, net.rW2, net.rb2,
+                  net.aWQ, net.aWK, net.aWV, net.aWO, net.a_nheads, net.aW1, net.ab1, net.aW2, net.ab2,
+                  ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef, ro.candidates, ro.w_tab, ro.wmax_tab,
+                  ro.ok_tab, ro.nearest[0], ro.nearest[1], ro.nearest[2], preds)
+
+
+@njit(cache=True)
 def _forward(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mode, err, loc,
              ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2,
              out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab, v_dim, code_lo, code_hi, preds):
     """:func:`forward_batch` on the arrays of the weights passed one by one (the
     inner loop runs measurably faster, ~25%, on arrays that are arguments than on
     arrays unpacked from a tuple in the same function). (v_dim, code_lo, code_hi):
-    :func:`_nearest_code_readout`'s parameters, read only if ``use_nearest``."""
+    :func:`_nearest_code_readout`'s parameters, read only if ``use_nearest``.
+    Runs the fast loop (:func:`_forward_loop` with ``fast``)."""
+    _forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, True, I, f, mode, err, loc,
+                  ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2,
+                  aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2,
+                  out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab,
+                  v_dim, code_lo, code_hi, preds)
+
+
+@njit(cache=True)
+def _absmax(A):
+    """max |A| over every entry (0 for an empty array)."""
+    m = np.int64(0)
+    for v in A.flat:
+        a = v if v >= 0 else -v
+        if a > m:
+            m = a
+    return m
+
+
+@njit(cache=True)
+def embed_tables(ekind, eparam, ecoef, candidates, npos, I, f, mode):
+    """The embedding split into what depends on the token and what depends on the
+    position, computed once per batch: (ttab, tmx, tok_ok, ptab, pmx, pos_ok).
+
+    ttab[v, d] is x[d] of :func:`_embed` for token id v if d's feature is not a
+    position feature (else 0), ptab[t, d] the same for position t and the position
+    features; every dimension has one feature, so x = ttab[tok] + ptab[t] exactly.
+    tmx[v] / pmx[t]: the largest |raw| the row's computation touched; tok_ok[v] /
+    pos_ok[t]: no error and no saturation happened in it (ids that are not
+    candidates are not ok). A step whose token or position row is not ok runs the
+    plain :func:`_embed` (so it records or counts exactly as before)."""
+    D = ekind.shape[0]
+    nv = np.int64(0)
+    for ci in range(candidates.shape[0]):
+        nv = max(nv, candidates[ci] + 1)
+    ttab = np.zeros((nv, D), dtype=np.int64)
+    tmx = np.zeros(nv, dtype=np.int64)
+    tok_ok = np.zeros(nv, dtype=np.bool_)
+    ptab = np.zeros((npos, D), dtype=np.int64)
+    pmx = np.zeros(npos, dtype=np.int64)
+    pos_ok = np.zeros(npos, dtype=np.bool_)
+    e = np.zeros(ERR_LEN, dtype=np.int64)
+    for r in range(candidates.shape[0] + npos):
+        is_tok = r < candidates.shape[0]
+        v = candidates[r] if is_tok else np.int64(0)
+        t = np.int64(0) if is_tok else r - candidates.shape[0]
+        if is_tok and v < 0:
+            continue
+        for j in range(ERR_LEN):
+            e[j] = 0
+        for d in range(D):
+            k = ekind[d]
+            pos_kind = k == F_POS or k == F_POS_SQ or k == F_POS_INV
+            if k != F_ZERO and ecoef[d] != 0 and pos_kind != is_tok:
+                val = fx_mul(ecoef[d], feature_raw(k, eparam[d], v, t, I, f, mode, e), I, f, mode, e)
+                if is_tok:
+                    ttab[v, d] = val
+                else:
+                    ptab[t, d] = val
+        ok = e[E_CODE] == 0 and e[E_SAT] == 0
+        if is_tok:
+            tmx[v] = e[E_MAXABS]
+            tok_ok[v] = ok
+        else:
+            pmx[t] = e[E_MAXABS]
+            pos_ok[t] = ok
+    return ttab, tmx, tok_ok, ptab, pmx, pos_ok
+
+
+@njit(cache=True, inline='always')
+def _round(p, f, hm1):
+    """round_half_even(p / 2^f) for a signed int64 p (arithmetic shift; hm1 = 2^(f-1) - 1)."""
+    return ((p + hm1 + ((p >> f) & 1)) >> f) if f > 0 else p
+
+
+@njit(cache=True, inline='always')
+def matvec_fast(W, at, x, I, f, mode, err, out, psafe):
+    """:func:`matvec` of the matrix W[at] (``at``: a tuple of leading indices into a
+    stack of matrices, read in place: a view per call would cost two atomic
+    reference-count updates), checked once: with ``psafe`` (every |w| * 2^(I+f) <
+    2^62, so no product leaves int64) the products and sums run on plain int64,
+    tracking the largest |product| and |partial sum| in a local; if that stays
+    below 2^(I+f), nothing overflowed or saturated and the result and the largest
+    |raw| are exactly matvec's (zero terms add 0 and change no maximum).
+    Otherwise ``out`` is recomputed by :func:`matvec`, which records / counts as
+    always."""
+    if psafe:
+        k = len(at)
+        rows = W.shape[k]
+        cols = W.shape[k + 1]
+        lim = np.int64(1) << (I + f)
+        hm1 = (np.int64(1) << (f - 1)) - 1 if f > 0 else np.int64(0)
+        mx = np.int64(0)
+        for r in range(rows):
+            acc = np.int64(0)
+            for c in range(cols):
+                w = W[at + (r, c)]
+                if w != 0:
+                    q = _round(w * x[c], f, hm1)
+                    acc += q
+                    a = max(q if q >= 0 else -q, acc if acc >= 0 else -acc)
+                    if a > mx:
+                        if a >= lim:
+                            mx = lim
+                            break
+                        mx = a
+            out[r] = acc
+            if mx >= lim:
+                break
+        if mx < lim:
+            if mx > err[E_MAXABS]:
+                err[E_MAXABS] = mx
+            return
+    matvec(W[at], x, I, f, mode, err, out)
+
+
+@njit(cache=True, inline='always')
+def add_into(x, y, I, f, mode, err):
+    """x[d] = fx_add(x[d], y[d]) for every d, checked once (the sums are looked at
+    first; if one leaves the range, the plain loop runs)."""
+    lim = np.int64(1) << (I + f)
+    mx = np.int64(0)
+    for d in range(x.shape[0]):
+        s = x[d] + y[d]
+        mx = max(mx, s if s >= 0 else -s)
+    if mx < lim:
+        for d in range(x.shape[0]):
+            x[d] += y[d]
+        if mx > err[E_MAXABS]:
+            err[E_MAXABS] = mx
+    else:
+        for d in range(x.shape[0]):
+            x[d] = fx_add(x[d], y[d], I, f, mode, err)
+
+
+@njit(cache=True, inline='always')
+def mlp_residual_fast(W1, b1, W2, b2, l, x, I, f, mode, err, hidden, tmp, psafe):
+    """:func:`mlp_residual` of layer l of the stacks (x += W2[l] relu(W1[l] x +
+    b1[l]) + b2[l]), each stage checked once
+    (:func:`matvec_fast`; the bias and residual sums are looked at first and the
+    plain loop runs if one leaves the range)."""
+    lim = np.int64(1) << (I + f)
+    matvec_fast(W1, (l,), x, I, f, mode, err, hidden, psafe)
+    mx = np.int64(0)
+    for m in range(hidden.shape[0]):
+        s = hidden[m] + b1[l, m]
+        mx = max(mx, s if s >= 0 else -s)
+    if mx < lim:
+        for m in range(hidden.shape[0]):
+            s = hidden[m] + b1[l, m]
+            hidden[m] = s if s > 0 else 0
+        if mx > err[E_MAXABS]:
+            err[E_MAXABS] = mx
+    else:
+        for m in range(hidden.shape[0]):
+            hidden[m] = fx_relu(fx_add(hidden[m], b1[l, m], I, f, mode, err))
+    matvec_fast(W2, (l,), hidden, I, f, mode, err, tmp, psafe)
+    mx = np.int64(0)
+    for d in range(x.shape[0]):
+        s = tmp[d] + b2[l, d]
+        u = x[d] + s
+        mx = max(mx, max(s if s >= 0 else -s, u if u >= 0 else -u))
+    if mx < lim:
+        for d in range(x.shape[0]):
+            x[d] += tmp[d] + b2[l, d]
+        if mx > err[E_MAXABS]:
+            err[E_MAXABS] = mx
+    else:
+        for d in range(x.shape[0]):
+            x[d] = fx_add(x[d], fx_add(tmp[d], b2[l, d], I, f, mode, err), I, f, mode, err)
+
+
+@njit(cache=True)
+def readout_columns(wmax_tab, ok_tab):
+    """Per readout term i: (max_c wmax_tab[c, i], every ok_tab[c, i]), for
+    :func:`_readout_table_fast`."""
+    C, T = ok_tab.shape
+    col_wmax = np.zeros(T, dtype=np.int64)
+    col_ok = np.ones(T, dtype=np.bool_)
+    for ci in range(C):
+        for i in range(T):
+            col_wmax[i] = max(col_wmax[i], wmax_tab[ci, i])
+            col_ok[i] = col_ok[i] and ok_tab[ci, i]
+    return col_wmax, col_ok
+
+
+@njit(cache=True, inline='always')
+def _readout_table_fast(x, out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab,
+                        I, f, mode, err, rsafe, col_wmax, col_ok, logits):
+    """:func:`_readout_fast`, checked once and a term at a time: with ``rsafe``
+    (every |w_tab| * 2^(I+f) < 2^62) and every table entry of the terms read ok
+    (``col_ok``, :func:`readout_columns`), all candidates' logits advance together
+    over the terms (a loop over the candidates the compiler vectorises) on plain
+    int64. Each candidate's partial sums are the plain ones, in the same order, so
+    the largest |product| and |partial sum| is the same set's maximum; a term with
+    x[dim] = 0 is skipped as the plain readout skips it, and a read term records
+    max_c wmax_tab[c, i] (``col_wmax``) as the plain one records every wmax_tab[c,
+    i]. If that maximum reaches 2^(I+f) (an int64 sum can only wrap after a
+    partial sum or product has reached it), or a read term has an entry that is
+    not ok, :func:`_readout_fast` runs instead (same token, same effects). The
+    argmax is the first largest logit (ties -> smallest id, candidates ascending).
+    ``logits``: scratch (C,)."""
+    C = candidates.shape[0]
+    T = out_dim.shape[0]
+    good = rsafe
+    if good:
+        for i in range(T):
+            if x[out_dim[i]] != 0 and not col_ok[i]:
+                good = False
+    if good:
+        lim = np.int64(1) << (I + f)
+        hm1 = (np.int64(1) << (f - 1)) - 1 if f > 0 else np.int64(0)
+        mx = np.int64(0)
+        for ci in range(C):
+            logits[ci] = 0
+        for i in range(T):
+            xv = x[out_dim[i]]
+            if xv != 0:
+                mx = max(mx, col_wmax[i])
+                mq = np.int64(0)
+                for ci in range(C):
+                    qv = _round(w_tab[ci, i] * xv, f, hm1)
+                    lg = logits[ci] + qv
+                    logits[ci] = lg
+                    mq = max(mq, max(qv if qv >= 0 else -qv, lg if lg >= 0 else -lg))
+                mx = max(mx, mq)
+                if mx >= lim:
+                    good = False
+                    break
+        if good:
+            if mx > err[E_MAXABS]:
+                err[E_MAXABS] = mx
+            best = 0
+            for ci in range(1, C):
+                if logits[ci] > logits[best]:
+                    best = ci
+            return candidates[best]
+    return _readout_fast(x, out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab,
+                         I, f, mode, err)
+
+
+@njit(cache=True)
+def _forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, fast, I, f, mode, err, loc,
+                  ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, aWQ, aWK, aWV, aWO, a_nheads,
+                  aW1, ab1, aW2, ab2, out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab,
+                  v_dim, code_lo, code_hi, preds):
+    """The batch loop of :func:`forward_batch`. ``fast=False``: every step by
+    :func:`_step` and the readout by :func:`_readout_fast` (the plain definition,
+    :func:`forward_batch_plain`). ``fast=True`` (numba compiles the loop once per
+    value of the literal, so each version carries no test of it per step): the
+    step is written out here (a call per step with the ~50 arrays of the model as
+    arguments cost more than the step itself: numba increments and decrements a
+    reference count per array argument, an atomic operation), the same numbers
+    and the same effect on ``err`` as :func:`_step` (record = False), faster:
+
+    * the embedding from :func:`embed_tables` (x = ttab[tok] + ptab[t]; the plain
+      :func:`_embed` if the token's or the position's row is not ok);
+    * every matrix-vector product by :func:`matvec_fast`, every residual sum by
+      :func:`add_into`, the MLPs by :func:`mlp_residual_fast`: each checked once,
+      falling back to the plain definition as a whole, so the first error and the
+      saturation count are the plain ones (stages run in the plain order; no
+      stage writes ``err`` before it knows it stays in range; the largest |raw|
+      is a maximum, so recording it per stage changes nothing);
+    * the readout by :func:`_readout_table_fast`;
+    * the attention kernels (:func:`store_key`, :func:`attention_scores`,
+      :func:`attend_sparse`) are called exactly as :func:`_step` calls them."""
     B, N = tokens.shape
     D = ekind.shape[0]
     La = aWQ.shape[0]
@@ -1189,6 +1475,30 @@ def _forward(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mo
     wbuf = np.zeros(N, dtype=np.int64)
     attn_rec = np.zeros((1, 1, 1), dtype=np.int64)
     ws = np.zeros(workspace_size(D, S, rW1.shape[1], Dh, aW1.shape[1]), dtype=np.int64)
+    # the fast path's tables, bounds and scratch (built once per batch)
+    ttab, tmx, tok_ok, ptab, pmx, pos_ok = embed_tables(ekind, eparam, ecoef, candidates, N if fast else 0,
+                                                        I, f, mode)
+    wm = max(max(max(_absmax(rA), _absmax(rB)), max(_absmax(rC), _absmax(rW1))),
+             max(max(_absmax(rW2), _absmax(aWQ)), max(_absmax(aWK), _absmax(aWV))))
+    wm = max(wm, max(_absmax(aWO), max(_absmax(aW1), _absmax(aW2))))
+    psafe = bit_length(wm) + I + f <= 62
+    rsafe = bit_length(_absmax(w_tab)) + I + f <= 62
+    col_wmax, col_ok = readout_columns(wmax_tab, ok_tab)
+    logits = np.zeros(candidates.shape[0], dtype=np.int64)
+    nv = tok_ok.shape[0]
+    tmp = np.zeros(D, dtype=np.int64)
+    ah = np.zeros(S, dtype=np.int64)
+    bx = np.zeros(S, dtype=np.int64)
+    rhid = np.zeros(rW1.shape[1], dtype=np.int64)
+    q = np.zeros(Dh, dtype=np.int64)
+    o = np.zeros(Dh, dtype=np.int64)
+    ho = np.zeros(D, dtype=np.int64)
+    acc = np.zeros(D, dtype=np.int64)
+    ahid = np.zeros(aW1.shape[1], dtype=np.int64)
+    qnz = np.zeros(Dh, dtype=np.int64)
+    kr = np.zeros(Dh, dtype=np.int64)
+    vr = np.zeros(Dh, dtype=np.int64)
+    cm = np.zeros(Dh, dtype=np.int64)
     for b in range(B):
         n_b = lengths[b]
         start = 0
@@ -1204,10 +1514,54 @@ def _forward(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mo
                 preds[b, t] = preds[b - 1, t]
         for t in range(start, n_b):
             need = all_positions or t == n_b - 1
-            _step(tokens[b, t], t, I, f, mode, err, ekind, eparam, ecoef,
-                  rA, rB, rC, rW1, rb1, rW2, rb2, state,
-                  aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Km, Vc,
-                  x, scores, wbuf, False, attn_rec, need, ws)
+            if not fast:
+                _step(tokens[b, t], t, I, f, mode, err, ekind, eparam, ecoef,
+                      rA, rB, rC, rW1, rb1, rW2, rb2, state,
+                      aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Km, Vc,
+                      x, scores, wbuf, False, attn_rec, need, ws)
+            else:                  # the fast step (see the docstring)
+                tok = tokens[b, t]
+                if tok >= 0 and tok < nv and tok_ok[tok] and pos_ok[t]:
+                    mx = max(tmx[tok], pmx[t])
+                    for d in range(D):
+                        x[d] = ttab[tok, d] + ptab[t, d]
+                    if mx > err[E_MAXABS]:
+                        err[E_MAXABS] = mx
+                else:
+                    _embed(tok, t, ekind, eparam, ecoef, I, f, mode, err, x)
+                for l in range(Lr):
+                    matvec_fast(rA, (l,), state[l], I, f, mode, err, ah, psafe)
+                    matvec_fast(rB, (l,), x, I, f, mode, err, bx, psafe)
+                    add_into(ah, bx, I, f, mode, err)
+                    for s in range(S):
+                        state[l, s] = ah[s]
+                    matvec_fast(rC, (l,), state[l], I, f, mode, err, tmp, psafe)
+                    add_into(x, tmp, I, f, mode, err)
+                    mlp_residual_fast(rW1, rb1, rW2, rb2, l, x, I, f, mode, err, rhid, tmp, psafe)
+                for l in range(La):
+                    if l == La - 1 and not need:
+                        for h in range(a_nheads[l]):
+                            matvec_fast(aWK, (l, h), x, I, f, mode, err, kr, psafe)
+                            store_key(kr, t, Kc[l, h], Km[l, h])
+                            matvec_fast(aWV, (l, h), x, I, f, mode, err, vr, psafe)
+                            for k in range(Dh):
+                                Vc[l, h, t, k] = vr[k]
+                        break
+                    for d in range(D):
+                        acc[d] = 0
+                    for h in range(a_nheads[l]):
+                        matvec_fast(aWQ, (l, h), x, I, f, mode, err, q, psafe)
+                        matvec_fast(aWK, (l, h), x, I, f, mode, err, kr, psafe)
+                        store_key(kr, t, Kc[l, h], Km[l, h])
+                        matvec_fast(aWV, (l, h), x, I, f, mode, err, vr, psafe)
+                        for k in range(Dh):
+                            Vc[l, h, t, k] = vr[k]
+                        M = attention_scores(q, Kc[l, h], Km[l, h], t + 1, I, f, mode, err, qnz, cm, scores)
+                        attend_sparse(scores, t + 1, M, Vc[l, h], I, f, mode, err, wbuf, o)
+                        matvec_fast(aWO, (l, h), o, I, f, mode, err, ho, psafe)
+                        add_into(acc, ho, I, f, mode, err)
+                    add_into(x, acc, I, f, mode, err)
+                    mlp_residual_fast(aW1, ab1, aW2, ab2, l, x, I, f, mode, err, ahid, tmp, psafe)
             if share:
                 for l in range(Lr):
                     for s in range(S):
@@ -1216,6 +1570,10 @@ def _forward(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mo
                 if use_nearest:
                     preds[b, t] = _nearest_code_readout(x, v_dim, code_lo, code_hi, out_dim, out_kind, out_param,
                                                         out_coef, I, f, mode, err)
+                elif fast:
+                    preds[b, t] = _readout_table_fast(x, out_dim, out_kind, out_param, out_coef, candidates,
+                                                      w_tab, wmax_tab, ok_tab, I, f, mode, err, rsafe,
+                                                      col_wmax, col_ok, logits)
                 else:
                     preds[b, t] = _readout_fast(x, out_dim, out_kind, out_param, out_coef, candidates,
                                                 w_tab, wmax_tab, ok_tab, I, f, mode, err)
