@@ -82,10 +82,42 @@ def run(profile: str = "quick", only: Iterable[str] | None = None, seed: int = 0
                 return _run_on(c, plan, profile, seed, progress)
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
-        with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                      dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
-                distributed.Client(cluster) as c:
+        cluster = _start_local_cluster(distributed, workers)
+        with cluster, distributed.Client(cluster) as c:
             return _run_on(c, plan, profile, seed, progress)
+
+
+def _is_worker(proc) -> bool:
+    """A spawned worker process (not multiprocessing's resource tracker, which ends by itself)."""
+    try:
+        return "spawn_main" in " ".join(proc.cmdline())
+    except Exception:
+        return False
+
+
+def _start_local_cluster(distributed, workers: int):
+    """A LocalCluster of ``workers`` processes; interrupted (Ctrl-C) or failing while
+    it starts, the worker processes it already spawned are killed (by pid: the new
+    children of this process) and the half-built cluster is not closed again at exit."""
+    import psutil
+
+    me = psutil.Process()
+    before = {q.pid for q in me.children(recursive=True)}
+    try:
+        return distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                        dashboard_address=None, silence_logs=logging.ERROR)
+    except BaseException:
+        new = [q for q in me.children(recursive=True) if q.pid not in before and _is_worker(q)]
+        for q in new:
+            try:
+                q.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(new, timeout=10)
+        from distributed.deploy.spec import SpecCluster
+        for c in list(SpecCluster._instances):      # half-built: nothing left to shut down at exit
+            c.shutdown_on_close = False
+        raise
 
 
 def _run_on(client, plan, profile: str, seed: int, progress) -> list[Record]:
