@@ -209,12 +209,14 @@ def _reduction_params(key: str, m: int) -> tuple[int, int, int]:
     return hard.data_length(task, m, c), hard.alphabet(task, m, c), c
 
 
-def _reduction_batches(key: str, m: int, chunks: tuple[int, int] | None = None):
+def _reduction_batches(key: str, m: int, chunk_bits: int = INDEX_CHUNK_BITS,
+                       chunks: tuple[int, int] | None = None):
     """(tokens, expected answers) chunks of every reduction instance with m bits
-    (Index above :data:`INDEX_CHUNK_BITS`: only the chunks ``chunks``, default all)."""
+    (Index above ``chunk_bits``: in chunks of 2^chunk_bits strings, only the chunks
+    ``chunks`` = (start, stop), default all)."""
     task, c = HARD_TASK[key], TASKS[key][2]
-    if key == "index" and m > INDEX_CHUNK_BITS:
-        for toks in index_batches(m, chunks=chunks):
+    if key == "index" and m > chunk_bits:
+        for toks in index_batches(m, chunk_bits, chunks):
             yield toks, toks[np.arange(len(toks)), toks[:, -1] - NUMBER_BASE]
         return
     yield hard.reduction_instances(task, m, c)
@@ -231,21 +233,23 @@ def _reduction_exhaustive_bits(key: str, profile: str) -> range:
     return range(lo, REDUCTION_EXHAUSTIVE_BITS[profile][key] + 1)
 
 
-def _reduction_exhaustive_parts(key: str, profile: str, range_chunks: int = INDEX_RANGE_CHUNKS) -> list[tuple]:
-    """Part keys ("rex", m, start, stop) of the exhaustive reduction record: one per m
-    (start = stop = 0: every instance), Index above INDEX_CHUNK_BITS split into ranges
-    of ``range_chunks`` chunks (chunks start..stop-1)."""
+def _reduction_exhaustive_parts(key: str, profile: str, chunk_bits: int = INDEX_CHUNK_BITS,
+                                range_chunks: int = INDEX_RANGE_CHUNKS) -> list[tuple]:
+    """Part keys ("rex", m, chunk_bits, start, stop) of the exhaustive reduction
+    record: one per m (stop = 0: every instance), Index above ``chunk_bits`` split
+    into ranges of ``range_chunks`` chunks of 2^chunk_bits strings (chunks
+    start..stop-1)."""
     out = []
     for m in _reduction_exhaustive_bits(key, profile):
-        if key == "index" and m > INDEX_CHUNK_BITS:
-            total = 1 << (m - INDEX_CHUNK_BITS)
-            out += [("rex", m, i, min(i + range_chunks, total)) for i in range(0, total, range_chunks)]
+        if key == "index" and m > chunk_bits:
+            total = 1 << (m - chunk_bits)
+            out += [("rex", m, chunk_bits, i, min(i + range_chunks, total)) for i in range(0, total, range_chunks)]
         else:
-            out.append(("rex", m, 0, 0))
+            out.append(("rex", m, chunk_bits, 0, 0))
     return out
 
 
-def _reduction_exhaustive_part(key: str, m: int, start: int, stop: int) -> dict:
+def _reduction_exhaustive_part(key: str, m: int, chunk_bits: int, start: int, stop: int) -> dict:
     """One range of the exhaustive reduction run at m bits: instances, failures,
     used and declared bits, params (merged by :func:`_reduction_exhaustive_record`)."""
     _, _, c, build, decl, _ = TASKS[key]
@@ -255,7 +259,7 @@ def _reduction_exhaustive_part(key: str, m: int, start: int, stop: int) -> dict:
     if model.fmt != decl.format(n, a, c):
         raise AssertionError(f"{model.name}: built at {model.fmt.name}, declared {decl.format(n, a, c).name}")
     n_inst = fails = 0
-    for toks, want in _reduction_batches(key, m, (start, stop) if stop else None):
+    for toks, want in _reduction_batches(key, m, chunk_bits, (start, stop) if stop else None):
         i, fl = run_model(model, toks, _reference(key), want)
         n_inst, fails = n_inst + i, fails + fl
     r = model.resources

@@ -120,6 +120,12 @@ def _start_local_cluster(distributed, workers: int):
         raise
 
 
+def run_plan(client, plan: list, profile: str, seed: int, progress=None) -> list[Record]:
+    """Run an explicit plan ((check, part keys) pairs, :func:`checks.registry.plan`)
+    on ``client``; the records of :func:`checks.registry.run_plan` on the same plan."""
+    return _run_on(client, plan, profile, seed, progress)
+
+
 def _run_on(client, plan, profile: str, seed: int, progress) -> list[Record]:
     from distributed import as_completed
 

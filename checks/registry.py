@@ -289,8 +289,14 @@ def run(profile: str = "quick", only: Iterable[str] | None = None, seed: int = 0
         progress: Callable[[Task], None] | None = None) -> list[Record]:
     """The serial engine (the reference): every part of every check in order, in this
     process. ``progress(task)`` is called before each part runs."""
+    return run_plan(plan(profile, only), profile, seed, progress)
+
+
+def run_plan(checks: list[tuple[Check, list]], profile: str, seed: int,
+             progress: Callable[[Task], None] | None = None) -> list[Record]:
+    """The serial engine on an explicit plan: (check, part keys) pairs (:func:`plan`)."""
     out: list[Record] = []
-    for chk, parts in plan(profile, only):
+    for chk, parts in checks:
         results = []
         for part in parts:
             if progress:
