@@ -154,24 +154,44 @@ def _batch(name: str, n: int, a: int, rng=None, size: int = 0):
     return mod.generate(rng, n, size, a, **kw)
 
 
-@register(CLAIM, "linear RNN + RAG: Index, AR, c-gram, Counting on easy families (extra)")
-def retrieval_check(profile: str, seed: int) -> list[Record]:
-    out = []
+RETRIEVAL_NAMES = ("index", "ar", "cgram", "counting")
+
+
+def _growing(name: str, profile: str) -> list[tuple[int, int]]:
+    return GROWING_QUICK_COUNTING if (name == "counting" and profile == "quick") else GROWING[profile]
+
+
+def _retrieval_parts(profile: str) -> list[tuple[str, str, int]]:
+    """(name, "every", n) and (name, "seeded", k) (the k-th row of :func:`_growing`), in record order."""
+    return [(name, how, x) for name in RETRIEVAL_NAMES
+            for how, xs in (("every", EXHAUSTIVE[profile][name]), ("seeded", range(len(_growing(name, profile)))))
+            for x in xs]
+
+
+@register(CLAIM, "linear RNN + RAG: Index, AR, c-gram, Counting on easy families (extra)", parts=_retrieval_parts)
+def retrieval_check(profile: str, seed: int, part: tuple[str, str, int]) -> list[Record]:
+    """One part per row (:func:`_retrieval_parts`). The seeded rows of every task
+    draw from ONE generator in order: a part replays the draws of the rows before
+    it (generation only) so that its instances are those of the unsplit run."""
+    name, how, x = part
+    if how == "every":
+        n = x
+        t0 = time.perf_counter()
+        c = BUILD[name](n, 2)
+        stats = _run_rows(c, _batch(name, n, 2).rows())
+        return [_record(c, f"{name}: every instance, alphabet 2", n, stats, t0, "exhaustive", 2)]
     rng = np.random.default_rng(seed)
-    for name in ("index", "ar", "cgram", "counting"):
-        a = ALPHABET[name]
-        for n in EXHAUSTIVE[profile][name]:
-            t0 = time.perf_counter()
-            c = BUILD[name](n, 2)
-            stats = _run_rows(c, _batch(name, n, 2).rows())
-            out.append(_record(c, f"{name}: every instance, alphabet 2", n, stats, t0, "exhaustive", 2))
-        plan = GROWING_QUICK_COUNTING if (name == "counting" and profile == "quick") else GROWING[profile]
-        for n, size in plan:
+    for prev in RETRIEVAL_NAMES:
+        for k, (n, size) in enumerate(_growing(prev, profile)):
+            a = ALPHABET[prev]
+            if (prev, k) != (name, x):
+                _batch(prev, n, a, rng, size)       # advance the shared generator
+                continue
             t0 = time.perf_counter()
             c = BUILD[name](n, a)
             stats = _run_rows(c, _batch(name, n, a, rng, size).rows())
-            out.append(_record(c, f"{name}: {size} seeded instances, alphabet {a}", n, stats, t0, "random", a))
-    return out
+            return [_record(c, f"{name}: {size} seeded instances, alphabet {a}", n, stats, t0, "random", a)]
+    raise ValueError(f"no such part {part!r}")
 
 
 # ---------------------------------------------------------------------------- the reduction family
@@ -219,29 +239,50 @@ def red_rows(red, pairs):
     return [(red.instance(x, i), red.expected(x, i)) for x, i in pairs]
 
 
-@register(CLAIM, "linear RNN + RAG: Index, AR, c-gram, Counting on the image of the Index reductions")
-def reduction_check(profile: str, seed: int) -> list[Record]:
+def _red_sizes(task: str, profile: str) -> list[int]:
+    return RED_SAMPLED_INDEX_QUICK if (task == "index" and profile == "quick") else RED_SAMPLED[profile]
+
+
+def _reduction_parts(profile: str) -> list[tuple[str, str, int]]:
+    """(task, "every" | "seeded", n) in record order."""
+    return [(task, how, n) for task in RED_TASKS
+            for how, ns in (("every", RED_EXHAUSTIVE[profile]), ("seeded", _red_sizes(task, profile))) for n in ns]
+
+
+def _reduction_combine(profile: str, seed: int, outputs: list) -> list[Record]:
+    """Each task's rows, then its parameter record over every (n, alphabet) it built."""
     out = []
-    rng = np.random.default_rng(seed + 7)
     for task in RED_TASKS:
-        params = {}
-        for n in RED_EXHAUSTIVE[profile]:
-            t0 = time.perf_counter()
-            red, c, a = red_setup(task, n)
-            pairs = red_pairs(n)
-            out.append(_record(c, f"{task}: every x in {{0,1}}^{n} and i, Index -> {red.name}", n,
-                               _run_rows(c, red_rows(red, pairs)), t0, "reduction", a))
-            params[(n, a)] = c.params
-        sizes = RED_SAMPLED_INDEX_QUICK if (task == "index" and profile == "quick") else RED_SAMPLED[profile]
-        for n in sizes:
-            t0 = time.perf_counter()
-            red, c, a = red_setup(task, n)
-            pairs = red_pairs(n, rng, sample=2 if n <= 1024 else 1)
-            out.append(_record(c, f"{task}: {len(pairs)} seeded (x, i), i = n, n-1 and uniform, Index -> {red.name}",
-                               n, _run_rows(c, red_rows(red, pairs)), t0, "reduction", a))
-            params[(n, a)] = c.params
-        out.append(_params_record(f"{task}-rag", params, "(n, alphabet)", "reduction"))
+        mine = [o for t, o in outputs if t == task]
+        out += [rec for rec, _ in mine]
+        out.append(_params_record(f"{task}-rag", dict(kv for _, kv in mine), "(n, alphabet)", "reduction"))
     return out
+
+
+@register(CLAIM, "linear RNN + RAG: Index, AR, c-gram, Counting on the image of the Index reductions",
+          parts=_reduction_parts, combine=_reduction_combine)
+def reduction_check(profile: str, seed: int, part: tuple[str, str, int]):
+    """One part per row: (task, (record, ((n, alphabet), params))). The seeded rows
+    of every task draw from ONE generator in order: a part replays the draws of the
+    rows before it so that its instances are those of the unsplit run."""
+    task, how, n = part
+    t0 = time.perf_counter()
+    red, c, a = red_setup(task, n)
+    if how == "every":
+        pairs = red_pairs(n)
+        rec = _record(c, f"{task}: every x in {{0,1}}^{n} and i, Index -> {red.name}", n,
+                      _run_rows(c, red_rows(red, pairs)), t0, "reduction", a)
+        return task, (rec, ((n, a), c.params))
+    rng = np.random.default_rng(seed + 7)
+    for prev in RED_TASKS:
+        for m in _red_sizes(prev, profile):
+            if (prev, m) == (task, n):
+                pairs = red_pairs(n, rng, sample=2 if n <= 1024 else 1)
+                rec = _record(c, f"{task}: {len(pairs)} seeded (x, i), i = n, n-1 and uniform, Index -> {red.name}",
+                              n, _run_rows(c, red_rows(red, pairs)), t0, "reduction", a)
+                return task, (rec, ((n, a), c.params))
+            red_pairs(m, rng, sample=2 if m <= 1024 else 1)      # advance the shared generator
+    raise ValueError(f"no such part {part!r}")
 
 
 # ---------------------------------------------------------------------------- IsTree

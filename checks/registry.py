@@ -219,7 +219,10 @@ def _part_label(part) -> str:
 
 def run_part(fn: Callable, profile: str, seed: int, part, sharded: bool) -> PartResult:
     """Run one part (the same function on every engine; a dask worker runs it too).
-    A check that raises gives its error as the result, never an exception."""
+    A check that raises gives its error as the result, never an exception. Every
+    check module is imported first, as in a serial run: some checks read what the
+    others declare when imported (e.g. the declarations check)."""
+    load_checks()
     t0 = time.perf_counter()
     try:
         out, err = (fn(profile, seed, part) if sharded else fn(profile, seed)), None
