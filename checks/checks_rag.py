@@ -313,49 +313,73 @@ ISTREE_RED_SAMPLED = {"quick": [8, 32], "full": [8, 32, 64, 128]}
 instances, 12 s) and n = 64 (10 s) are in the full profile only."""
 
 
-@register(CLAIM, "linear RNN + RAG: IsTree (plain oracle) on the hub gadget and on small/random graphs")
-def istree_check(profile: str, seed: int) -> list[Record]:
-    out = []
+def _istree_parts(profile: str) -> list[tuple[str, int]]:
+    """The rows of :func:`istree_check` in record order: ("gadget", n), ("gadget-seeded",
+    n), ("every", N), ("seeded", k) (the k-th row of ISTREE_SEEDED)."""
+    return ([("gadget", n) for n in ISTREE_RED[profile]] + [("gadget-seeded", n) for n in ISTREE_RED_SAMPLED[profile]]
+            + [("every", N) for N in range(1, 5 if profile == "quick" else 6)]
+            + [("seeded", k) for k in range(len(ISTREE_SEEDED[profile]))])
+
+
+def _istree_combine(profile: str, seed: int, outputs: list) -> list[Record]:
+    params = dict(kv for _, kv in outputs)
+    return [rec for rec, _ in outputs] + [_params_record("istree-rag", params, "(N, vertices)", "reduction")]
+
+
+@register(CLAIM, "linear RNN + RAG: IsTree (plain oracle) on the hub gadget and on small/random graphs",
+          parts=_istree_parts, combine=_istree_combine)
+def istree_check(profile: str, seed: int, part: tuple[str, int]):
+    """One part per row: (record, ((N, vertices), params)). The seeded rows draw from
+    ONE generator in order (gadget samples, edge orders, random graphs): a part
+    replays the draws of the rows before it so that its instances are those of the
+    unsplit run."""
     rng = np.random.default_rng(seed + 1)
     LR = _reductions()
-    params = {}
-    # the image of the Index -> IsTree hub gadget (N = n + 3 vertices)
-    for n in ISTREE_RED[profile]:
-        t0 = time.perf_counter()
-        c = _istree(n + 3)
-        pairs = red_pairs(n)
-        rows = [(LR.ISTREE.instance(x, i), LR.ISTREE.expected(x, i), (x, i)) for x, i in pairs]
-        stats = _run_rows(c, rows, want_cot=lambda key: istree_plain_cot(n + 3, _gadget_edges(*key)))
-        out.append(_record(c, f"IsTree: every x in {{0,1}}^{n} and i, Index -> hub gadget, CoT token for token",
-                           n, stats, t0, "reduction", n + 3))
-        params[(n + 3, n + 3)] = c.params
-    for n in ISTREE_RED_SAMPLED[profile]:
-        t0 = time.perf_counter()
-        c = _istree(n + 3)
-        pairs = red_pairs(n, rng, sample=1)
-        rows = [(LR.ISTREE.instance(x, i), LR.ISTREE.expected(x, i), (x, i)) for x, i in pairs]
-        stats = _run_rows(c, rows, want_cot=lambda key: istree_plain_cot(n + 3, _gadget_edges(*key)))
-        out.append(_record(c, f"IsTree: {len(pairs)} seeded (x, i), i = n, n-1 and uniform, hub gadget, "
-                              f"CoT token for token", n, stats, t0, "reduction", n + 3))
-        params[(n + 3, n + 3)] = c.params
-    # easy families (extra)
     orders = 1 if profile == "quick" else 2
-    for N in range(1, 5 if profile == "quick" else 6):
-        t0 = time.perf_counter()
-        c = _istree(N)
-        graphs = [o for e in istree.enumerate_graphs(N) for o in istree.edge_orders(e, orders, rng)[:orders]]
-        out.append(_record(c, f"IsTree: every graph ({orders} edge order(s)), CoT token for token", N,
-                           _istree_rows(c, graphs), t0, "exhaustive", N))
-        params[(N, N)] = c.params
-    for N, size in ISTREE_SEEDED[profile]:
-        t0 = time.perf_counter()
-        c = _istree(N)
-        graphs = [inst.edges for inst in istree.generate(rng, N, size)]
-        out.append(_record(c, f"IsTree: {size} seeded graphs (mixed families), CoT token for token", N,
-                           _istree_rows(c, graphs), t0, "random", N))
-        params[(N, N)] = c.params
-    out.append(_params_record("istree-rag", params, "(N, vertices)", "reduction"))
-    return out
+    for how, x in _istree_parts(profile):
+        mine = (how, x) == tuple(part)
+        if how == "gadget" and mine:
+            # the image of the Index -> IsTree hub gadget (N = n + 3 vertices)
+            n = x
+            t0 = time.perf_counter()
+            c = _istree(n + 3)
+            pairs = red_pairs(n)
+            rows = [(LR.ISTREE.instance(x, i), LR.ISTREE.expected(x, i), (x, i)) for x, i in pairs]
+            stats = _run_rows(c, rows, want_cot=lambda key: istree_plain_cot(n + 3, _gadget_edges(*key)))
+            return (_record(c, f"IsTree: every x in {{0,1}}^{n} and i, Index -> hub gadget, CoT token for token",
+                            n, stats, t0, "reduction", n + 3), ((n + 3, n + 3), c.params))
+        if how == "gadget-seeded":
+            n = x
+            if not mine:
+                red_pairs(n, rng, sample=1)          # advance the shared generator
+                continue
+            t0 = time.perf_counter()
+            c = _istree(n + 3)
+            pairs = red_pairs(n, rng, sample=1)
+            rows = [(LR.ISTREE.instance(x, i), LR.ISTREE.expected(x, i), (x, i)) for x, i in pairs]
+            stats = _run_rows(c, rows, want_cot=lambda key: istree_plain_cot(n + 3, _gadget_edges(*key)))
+            return (_record(c, f"IsTree: {len(pairs)} seeded (x, i), i = n, n-1 and uniform, hub gadget, "
+                               f"CoT token for token", n, stats, t0, "reduction", n + 3), ((n + 3, n + 3), c.params))
+        # easy families (extra)
+        if how == "every":
+            N = x
+            t0 = time.perf_counter()
+            graphs = [o for e in istree.enumerate_graphs(N) for o in istree.edge_orders(e, orders, rng)[:orders]]
+            if not mine:
+                continue
+            c = _istree(N)
+            return (_record(c, f"IsTree: every graph ({orders} edge order(s)), CoT token for token", N,
+                            _istree_rows(c, graphs), t0, "exhaustive", N), ((N, N), c.params))
+        if how == "seeded":
+            N, size = ISTREE_SEEDED[profile][x]
+            t0 = time.perf_counter()
+            graphs = [inst.edges for inst in istree.generate(rng, N, size)]
+            if not mine:
+                continue
+            c = _istree(N)
+            return (_record(c, f"IsTree: {size} seeded graphs (mixed families), CoT token for token", N,
+                            _istree_rows(c, graphs), t0, "random", N), ((N, N), c.params))
+    raise ValueError(f"no such part {part!r}")
 
 
 def _gadget_edges(x, i) -> list[tuple[int, int]]:

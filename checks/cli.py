@@ -158,7 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="run the claim registry and print the table")
     v.add_argument("--profile", choices=("quick", "full"), default="quick")
     v.add_argument("--only", nargs="+", metavar="CLAIM", help="claim ids to run (default: all)")
-    v.add_argument("--json", metavar="PATH", help="also write the records as JSON")
+    v.add_argument("--json", metavar="PATH",
+                   help="also write the records as JSON (every field; 'seconds' is wall-clock time, the one field "
+                        "that differs between two runs, e.g. serial and dask)")
     v.add_argument("--seed", type=int, default=0, help="seed of the checked instances (>= 0)")
     v.add_argument("--notes", action="store_true",
                    help="print every record's note (measured constants, witnesses), not only the failures'")

@@ -322,3 +322,76 @@ def test_whole_quick_profile_dask_equals_serial():
     serial = registry.run("quick", None, 0)
     dask = engine.run("quick", None, 0, workers=2)
     assert len(serial) > 800 and _strip(dask) == _strip(serial)
+
+
+# ------------------------------------------------------------------ parts that replay a shared generator
+class _Dummy:
+    name, params = "dummy", 1
+
+
+def _capture(monkeypatch, CR):
+    """Patch the T5-RAG checks to record the rows each part would run (no model runs)."""
+    seen = []
+    monkeypatch.setattr(CR, "_run_rows", lambda c, rows, want_cot=None: seen.append(
+        [tuple(map(int, r[0])) for r in rows]) or (len(seen[-1]), 0, 0, 0, ""))
+    monkeypatch.setattr(CR, "_record", lambda c, task, n, stats, *a, **k: Record("T5-RAG", "m", task, n, stats[0], 0))
+    monkeypatch.setattr(CR, "BUILD", {k: (lambda n, a: _Dummy()) for k in CR.BUILD})
+    monkeypatch.setattr(CR, "red_setup", lambda task, n: (_red_only(task), _Dummy(), 0))
+    monkeypatch.setattr(CR, "_istree", lambda N, paper=False: _Dummy())
+    monkeypatch.setattr(CR, "_istree_rows", lambda c, graphs, paper=False: seen.append(
+        [tuple(map(tuple, g)) for g in graphs]) or (len(graphs), 0, 0, 0, ""))
+    return seen
+
+
+def _red_only(task):
+    """The reduction object of ``checks_rag.red_setup`` without building its model."""
+    from rnngap.checks import checks_rag as CR
+
+    LR = CR._reductions()
+    return {"index": LR.INDEX, "ar": LR.AR, "counting": LR.COUNTING}.get(task) or LR.cgram_reduction(
+        int(task.split("-")[0]))
+
+
+@pytest.mark.parametrize("profile", ["quick", "full"])
+def test_rag_parts_draw_the_instances_of_one_generator_in_order(monkeypatch, profile):
+    """The T5-RAG rows that share one seeded generator, run part by part in REVERSE
+    order, get the instances a single generator drawn in the unsplit order gives."""
+    from rnngap.checks import checks_rag as CR
+    import numpy as np
+
+    seen = _capture(monkeypatch, CR)
+    # retrieval easy families: one generator over every task's seeded rows
+    rng, want = np.random.default_rng(9), []
+    for name in CR.RETRIEVAL_NAMES:
+        for n, size in CR._growing(name, profile):
+            want.append([tuple(map(int, r[0])) for r in CR._batch(name, n, CR.ALPHABET[name], rng, size).rows()])
+    parts = [p for p in CR._retrieval_parts(profile) if p[1] == "seeded"]
+    for p in reversed(parts):
+        CR.retrieval_check(profile, 9, p)
+    assert seen[::-1] == want and len(want) == len(parts)
+    # the reduction rows
+    seen.clear()
+    rng, want = np.random.default_rng(9 + 7), []
+    for task in CR.RED_TASKS:
+        for n in CR._red_sizes(task, profile):
+            red = _red_only(task)
+            want.append([tuple(map(int, t)) for t, _ in CR.red_rows(red, CR.red_pairs(n, rng, 2 if n <= 1024 else 1))])
+    parts = [p for p in CR._reduction_parts(profile) if p[1] == "seeded"]
+    for p in reversed(parts):
+        CR.reduction_check(profile, 9, p)
+    assert seen[::-1] == want
+    # IsTree: gadget samples, edge orders, random graphs from one generator
+    seen.clear()
+    rng, want, LR = np.random.default_rng(9 + 1), [], CR._reductions()
+    orders = 1 if profile == "quick" else 2
+    for n in CR.ISTREE_RED_SAMPLED[profile]:
+        want.append([tuple(map(int, LR.ISTREE.instance(x, i))) for x, i in CR.red_pairs(n, rng, sample=1)])
+    for N in range(1, 5 if profile == "quick" else 6):
+        want.append([tuple(map(tuple, o)) for e in CR.istree.enumerate_graphs(N)
+                     for o in CR.istree.edge_orders(e, orders, rng)[:orders]])
+    for N, size in CR.ISTREE_SEEDED[profile]:
+        want.append([tuple(map(tuple, g.edges)) for g in CR.istree.generate(rng, N, size)])
+    parts = [p for p in CR._istree_parts(profile) if p[0] != "gadget"]
+    for p in reversed(parts):
+        CR.istree_check(profile, 9, p)
+    assert seen[::-1] == want
