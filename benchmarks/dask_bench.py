@@ -1,7 +1,7 @@
 """The Dask engine against the serial engine (``rnngap verify --engine dask``).
 
 * :func:`dask_speedup`: a FIXED set of full-profile parts (the T5.6 hybrids'
-  easy-family rows: seeded samples at n = 1024 and 256 and every instance at the
+  easy-family rows: seeded samples at n = 4096, 1024 and 256 and every instance at the
   largest exhaustive n, for Index, AR, c-gram and Counting; about 1-2 minutes
   serially on this project's 2-core machine, no part above a fifth of the
   total), run serially in this process, then on a fresh LocalCluster of
@@ -24,7 +24,8 @@ import sys
 import time
 
 BENCH_CHECK = "hybrid: Index / AR / c-gram / Counting with no CoT (easy families, extra)"
-BENCH_PARTS = ([(t, "sampled", 1024) for t in ("index", "ar", "cgram", "counting")]
+BENCH_PARTS = ([(t, "sampled", 4096) for t in ("index", "ar", "cgram", "counting")]
+               + [(t, "sampled", 1024) for t in ("index", "ar", "cgram", "counting")]
                + [(t, "sampled", 256) for t in ("index", "ar", "cgram", "counting")]
                + [("index", "exhaustive", 8), ("ar", "exhaustive", 8), ("cgram", "exhaustive", 8),
                   ("counting", "exhaustive", 7)])
