@@ -685,6 +685,13 @@ def _keyed_parts(keys: tuple[str, ...], extra=lambda profile: []):
     return lambda profile: [(key, *p) for key in keys for p in _construction_parts(key, profile)] + extra(profile)
 
 
+def _keyed_cost(part: tuple) -> int:
+    """A sampled part at data length n costs about n^2 (models of 2 or more layers
+    attend at every position): those at large n dominate the full profile (a
+    parallel engine starts them first; 0 for the others)."""
+    return part[2] ** 2 // 1024 if len(part) > 2 and part[1] in ("sam", "rsam") else 0
+
+
 def _keyed_part(profile: str, seed: int, part: tuple):
     return part[0], _construction_part(part[0], profile, seed, part[1:])
 
@@ -697,19 +704,20 @@ def _keyed_combine(keys: tuple[str, ...]):
 
 
 @register(CLAIM, "Index via position match (1 layer)", parts=_keyed_parts(("index",)),
-          combine=_keyed_combine(("index",)))
+          combine=_keyed_combine(("index",)), cost=lambda part: _keyed_cost(part) // 1024)
 def check_index(profile: str, seed: int, part) -> list:
     return _keyed_part(profile, seed, part)
 
 
 @register(CLAIM, "AR via shift + first-occurrence match (2 layers)", parts=_keyed_parts(("ar",)),
-          combine=_keyed_combine(("ar",)))
+          combine=_keyed_combine(("ar",)), cost=_keyed_cost)
 def check_ar(profile: str, seed: int, part) -> list:
     return _keyed_part(profile, seed, part)
 
 
 @register(CLAIM, "c-gram (c = 2, 3, 4) via c-1 shift heads + joint match (2 layers)",
-          parts=_keyed_parts(("cgram2", "cgram3", "cgram4")), combine=_keyed_combine(("cgram2", "cgram3", "cgram4")))
+          parts=_keyed_parts(("cgram2", "cgram3", "cgram4")), combine=_keyed_combine(("cgram2", "cgram3", "cgram4")),
+          cost=lambda part: _keyed_cost(part) * (2 if part[0] == "cgram3" else 3 if part[0] == "cgram4" else 1))
 def check_cgram(profile: str, seed: int, part) -> list:
     return _keyed_part(profile, seed, part)
 

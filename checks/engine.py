@@ -134,8 +134,10 @@ def _run_on(client, plan, profile: str, seed: int, progress) -> list[Record]:
     futures = {}
     for ci, pi, t in tasks:
         # pure=False: a rerun is always computed again; the key names the part (unique per run)
+        # the costliest parts first (a check's cost hint; others keep submission order)
+        prio = int(t.check.cost(t.part)) if t.check.cost is not None and t.part is not None else 0
         f = client.submit(registry.run_part, t.check.fn, profile, seed, t.part, t.check.parts is not None,
-                          pure=False, key=f"rnngap-part-{ci}-{pi}-{run_id}")
+                          pure=False, key=f"rnngap-part-{ci}-{pi}-{run_id}", priority=prio)
         futures[f] = (ci, pi, t)
     results: dict[tuple[int, int], registry.PartResult] = {}
     try:

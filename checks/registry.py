@@ -139,6 +139,9 @@ class Check:
     fn: Callable
     parts: Callable[[str], list] | None = None
     combine: Callable[[str, int, list], list[Record]] | None = None
+    cost: Callable[[object], float] | None = None
+    """Optional estimate of a part's cost (any unit): a parallel engine starts the
+    costliest parts first (it never changes what a part computes)."""
 
     def part_keys(self, profile: str) -> list:
         """The part keys of this check at ``profile`` (``[None]``: one unsharded part)."""
@@ -155,7 +158,8 @@ _ALL = object()   # sharded check called with no part: run them all
 
 
 def register(claim: str, name: str, parts: Callable[[str], list] | None = None,
-             combine: Callable[[str, int, list], list[Record]] | None = None):
+             combine: Callable[[str, int, list], list[Record]] | None = None,
+             cost: Callable[[object], float] | None = None):
     """Register a check of ``claim`` (see :class:`Check` for ``parts`` and ``combine``)."""
     if claim not in CLAIMS:
         raise ValueError(f"unknown claim id {claim!r}; known: {sorted(CLAIMS)}")
@@ -175,7 +179,7 @@ def register(claim: str, name: str, parts: Callable[[str], list] | None = None,
                 return fn(profile, seed, part)
             outputs = [fn(profile, seed, p) for p in parts(profile)]
             return list(combine(profile, seed, outputs)) if combine else [r for o in outputs for r in o]
-        REGISTRY.append(Check(claim, name, sharded, parts, combine))
+        REGISTRY.append(Check(claim, name, sharded, parts, combine, cost))
         return sharded
     return deco
 

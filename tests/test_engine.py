@@ -127,7 +127,7 @@ def _index_check_in_ranges():
         rest = [p for p in chk.part_keys(profile) if p[1] != "rex" and (p[1] != "sam" or p[2] <= 2 ** 10)
                 and (p[1] != "rsam" or p[2] <= 2 ** 10)]
         return rex + rest
-    return Check(chk.claim, chk.name, chk.fn, parts, chk.combine)
+    return Check(chk.claim, chk.name, chk.fn, parts, chk.combine, chk.cost)
 
 
 def test_dask_equals_serial_on_a_sharded_check_with_a_merged_range_record(client, monkeypatch):
