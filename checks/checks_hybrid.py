@@ -113,23 +113,34 @@ def _record(task, model, n, toks, what, t0, family: str, alphabet: int) -> Recor
                        f"{answer_counts(got)}", family=family, alphabet=alphabet)
 
 
-@register("T5.6", "hybrid: Index / AR / c-gram / Counting with no CoT (easy families, extra)")
-def hybrid_retrieval_check(profile: str, seed: int) -> list[Record]:
-    """Extra coverage off the lower bound's family: every instance at alphabet 3
-    and seeded random instances at alphabet 4 (Counting with 'near' thresholds)."""
+def _retrieval_parts(profile: str) -> list[tuple[str, str, int]]:
+    """(task, "exhaustive" | "sampled", n) in the order of the records."""
     out = []
-    for task, mod in TASKS.items():
-        kw = {"c": C} if task == "cgram" else {}
+    for task in TASKS:
         lo = {"ar": 2, "cgram": C}.get(task, 1)
         hi = EXHAUSTIVE[profile][task]
         start = EXHAUSTIVE_FROM[profile]
-        for n in range(max(lo, start) if start else hi, hi + 1):
+        out += [(task, "exhaustive", n) for n in range(max(lo, start) if start else hi, hi + 1)]
+        out += [(task, "sampled", n) for n in SAMPLED[profile]]
+    return out
+
+
+@register("T5.6", "hybrid: Index / AR / c-gram / Counting with no CoT (easy families, extra)", parts=_retrieval_parts)
+def hybrid_retrieval_check(profile: str, seed: int, part: tuple[str, str, int]) -> list[Record]:
+    """Extra coverage off the lower bound's family: every instance at alphabet 3
+    and seeded random instances at alphabet 4 (Counting with 'near' thresholds).
+    One part per (task, how, n) of :func:`_retrieval_parts`."""
+    out = []
+    task, how, n_part = part
+    for mod in [TASKS[task]]:
+        kw = {"c": C} if task == "cgram" else {}
+        for n in [n_part] if how == "exhaustive" else []:
             t0 = time.perf_counter()
             batch = mod.enumerate_all(n, alphabet=ALPHABET_SMALL, **kw)
             model = build(task, n, ALPHABET_SMALL)
             out.append(_record(task, model, n, np.asarray(batch.tokens), "exhaustive", t0, "exhaustive",
                                ALPHABET_SMALL))
-        for n in SAMPLED[profile]:
+        for n in [n_part] if how == "sampled" else []:
             t0 = time.perf_counter()
             rng = np.random.default_rng([seed, n, list(TASKS).index(task)])
             gkw = dict(kw)
@@ -230,15 +241,20 @@ def reduction_sizes(task: str, profile: str) -> list[int]:
     return [1 << k for k in sorted(set(ks + [REDUCTION_MAX_LOG2[task]]))]
 
 
-@register("T5.6", "hybrid: Index / AR / c-gram / Counting on the image of the Index reduction")
-def hybrid_reduction_check(profile: str, seed: int) -> list[Record]:
-    out = []
-    for task in REDUCTION_TASKS:
-        for n in REDUCTION_EXHAUSTIVE[profile]:
-            out.append(reduction_record(task, n, None))
-        for n in reduction_sizes(task, profile):
-            out.append(reduction_record(task, n, seed, REDUCTION_SAMPLE[profile]))
-    return out
+def _reduction_parts(profile: str) -> list[tuple[str, str, int]]:
+    return [(task, how, n) for task in REDUCTION_TASKS
+            for how, ns in (("exhaustive", REDUCTION_EXHAUSTIVE[profile]), ("sampled", reduction_sizes(task, profile)))
+            for n in ns]
+
+
+@register("T5.6", "hybrid: Index / AR / c-gram / Counting on the image of the Index reduction",
+          parts=_reduction_parts)
+def hybrid_reduction_check(profile: str, seed: int, part: tuple[str, str, int]) -> list[Record]:
+    """One part per (task, "exhaustive" | "sampled", n)."""
+    task, how, n = part
+    if how == "exhaustive":
+        return [reduction_record(task, n, None)]
+    return [reduction_record(task, n, seed, REDUCTION_SAMPLE[profile])]
 
 
 ISTREE_REDUCTION = {"quick": ([3, 4], [16, 64, 256], 3), "full": ([1, 2, 3, 4, 5, 6], [16, 32, 64, 128, 256], 12)}
@@ -277,10 +293,16 @@ def istree_reduction_record(n: int, seed: int | None, nx: int = 4) -> Record:
                        f"the reference; {answer_counts(got)}{first}", family="reduction", alphabet=None)
 
 
-@register("T5.6", "hybrid IsTree (CoT) on the image of the Index -> IsTree hub gadget")
-def hybrid_istree_reduction_check(profile: str, seed: int) -> list[Record]:
-    exh, sampled, nx = ISTREE_REDUCTION[profile]
-    return [istree_reduction_record(n, None) for n in exh] + [istree_reduction_record(n, seed, nx) for n in sampled]
+def _istree_reduction_parts(profile: str) -> list[tuple[str, int]]:
+    exh, sampled, _ = ISTREE_REDUCTION[profile]
+    return [("exhaustive", n) for n in exh] + [("sampled", n) for n in sampled]
+
+
+@register("T5.6", "hybrid IsTree (CoT) on the image of the Index -> IsTree hub gadget", parts=_istree_reduction_parts)
+def hybrid_istree_reduction_check(profile: str, seed: int, part: tuple[str, int]) -> list[Record]:
+    how, n = part
+    return [istree_reduction_record(n, None) if how == "exhaustive"
+            else istree_reduction_record(n, seed, ISTREE_REDUCTION[profile][2])]
 
 
 # ----------------------------------------------------------------------------
@@ -360,12 +382,24 @@ def run_istree(N: int, instances, m_max: int | None = None, sep: str = "-"):
     return model, len(insts), bad, cot_max, ratio, first or answer_counts(got)
 
 
-@register("T5.6", "hybrid: IsTree with CoT O(N log N) (union-find by size)")
-def hybrid_istree_check(profile: str, seed: int) -> list[Record]:
+def _istree_parts(profile: str) -> list[tuple]:
+    """("every", N, sep), then ("seeded", i): the i-th seeded run of :func:`_istree_runs`."""
+    return [("every", N, sep) for N in range(2, ISTREE_EXHAUSTIVE[profile] + 1) for sep in "-~"] + \
+        [("seeded", i) for i in range(len(_istree_runs(profile)))]
+
+
+def _istree_runs(profile: str) -> list[tuple]:
+    return [(N, b, ISTREE_SPARSE, "sparse families") for N, b in ISTREE_SAMPLED[profile]] + \
+        [(N, b, ("wrong_size", "tree"), "dense wrong-size graphs and trees") for N, b in ISTREE_DENSE[profile]]
+
+
+@register("T5.6", "hybrid: IsTree with CoT O(N log N) (union-find by size)", parts=_istree_parts)
+def hybrid_istree_check(profile: str, seed: int, part: tuple) -> list[Record]:
+    """One part per exhaustive (N, separator) and per seeded run (:func:`_istree_parts`)."""
     out = []
     # from N = 2: the one graph on N = 1 vertex (a tree) is a family with a single
     # answer, which a constant would pass too (tests/test_hybrid.py runs it)
-    for N, sep in [(N, sep) for N in range(2, ISTREE_EXHAUSTIVE[profile] + 1) for sep in "-~"]:
+    for N, sep in [part[1:]] if part[0] == "every" else []:
         t0 = time.perf_counter()
         model, cnt, bad, cot_max, ratio, first = run_istree(N, istree.enumerate_all(N), m_max=N * (N - 1) // 2,
                                                             sep=sep)
@@ -375,9 +409,7 @@ def hybrid_istree_check(profile: str, seed: int) -> list[Record]:
                           r.state_bits, round(time.perf_counter() - t0, 3),
                           note=f"{first}; CoT/(N log2 N) <= {ratio:.2f} on trees", family="every graph",
                           alphabet=None))
-    runs = [(N, b, ISTREE_SPARSE, "sparse families") for N, b in ISTREE_SAMPLED[profile]] + \
-           [(N, b, ("wrong_size", "tree"), "dense wrong-size graphs and trees") for N, b in ISTREE_DENSE[profile]]
-    for N, batch, fams, what in runs:
+    for N, batch, fams, what in [_istree_runs(profile)[part[1]]] if part[0] == "seeded" else []:
         t0 = time.perf_counter()
         rng = np.random.default_rng([seed, N, 77, len(fams)])
         insts = [inst for k in range(batch) for inst in istree.generate(rng, N, 1, family=fams[k % len(fams)])]

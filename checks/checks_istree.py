@@ -210,10 +210,11 @@ def _record(task: str, model, n: int, out: Outcome, t0: float, note: str = "", f
                   family=family, alphabet=None)
 
 
-@register("T4.7-up", "IsTree DFS-tour Transformer: exhaustive small graphs")
-def exhaustive_check(profile: str, seed: int) -> list[Record]:
+@register("T4.7-up", "IsTree DFS-tour Transformer: exhaustive small graphs", parts=lambda p: list(EXHAUSTIVE[p]))
+def exhaustive_check(profile: str, seed: int, n: int) -> list[Record]:
+    """One part per vertex count n (:data:`EXHAUSTIVE`)."""
     recs = []
-    for n, how in EXHAUSTIVE[profile].items():
+    for n, how in [(n, EXHAUSTIVE[profile][n])]:
         t0 = time.perf_counter()
         rng = np.random.default_rng(seed + 1000 + n)
         model = C.istree_transformer(n, n * (n - 1) // 2)
@@ -237,10 +238,12 @@ def exhaustive_check(profile: str, seed: int) -> list[Record]:
     return recs
 
 
-@register("T4.7-up", "IsTree DFS-tour Transformer: larger sparse graphs, greedy generation")
-def sparse_check(profile: str, seed: int) -> list[Record]:
+@register("T4.7-up", "IsTree DFS-tour Transformer: larger sparse graphs, greedy generation",
+          parts=lambda p: SPARSE[p])
+def sparse_check(profile: str, seed: int, part: tuple[int, int]) -> list[Record]:
+    """One part per (n, count) of :data:`SPARSE`."""
     recs = []
-    for n, count in SPARSE[profile]:
+    for n, count in [part]:
         t0 = time.perf_counter()
         rng = np.random.default_rng(seed + 2000 + n)
         model = C.istree_transformer(n, n + 2)
@@ -348,15 +351,19 @@ def gadget_cases(n: int, pairs: Sequence[tuple], out: Outcome) -> list[Case]:
     return cases
 
 
-@register("T4.7-up", "IsTree DFS-tour Transformer: the image of the Index -> IsTree hub gadget")
-def reduction_check(profile: str, seed: int) -> list[Record]:
+def _reduction_runs(profile: str) -> list[tuple[int, int | None]]:
+    cfg = REDUCTION[profile]
+    return [(n, None) for n in cfg["exhaustive"]] + list(cfg["sampled"])
+
+
+@register("T4.7-up", "IsTree DFS-tour Transformer: the image of the Index -> IsTree hub gadget",
+          parts=_reduction_runs)
+def reduction_check(profile: str, seed: int, part: tuple[int, int | None]) -> list[Record]:
     """Teacher-forced (= greedy) on the hub gadget's instances, N = n + 3 vertices,
     each instance twice: with the ``[COUNT] N`` header and in the paper's format
     (the gadget mentions vertex n + 2 = N - 1, so N is visible either way)."""
     recs = []
-    cfg = REDUCTION[profile]
-    runs = [(n, None) for n in cfg["exhaustive"]] + list(cfg["sampled"])
-    for n, count in runs:
+    for n, count in [part]:          # one part per run (n, count) of _reduction_runs
         t0 = time.perf_counter()
         out = Outcome()
         rng = np.random.default_rng(seed + 4000 + n)

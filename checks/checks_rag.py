@@ -32,6 +32,7 @@ references of ``checks.tasks``, networkx for the IsTree label, and
 """
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import time
@@ -153,24 +154,44 @@ def _batch(name: str, n: int, a: int, rng=None, size: int = 0):
     return mod.generate(rng, n, size, a, **kw)
 
 
-@register(CLAIM, "linear RNN + RAG: Index, AR, c-gram, Counting on easy families (extra)")
-def retrieval_check(profile: str, seed: int) -> list[Record]:
-    out = []
+RETRIEVAL_NAMES = ("index", "ar", "cgram", "counting")
+
+
+def _growing(name: str, profile: str) -> list[tuple[int, int]]:
+    return GROWING_QUICK_COUNTING if (name == "counting" and profile == "quick") else GROWING[profile]
+
+
+def _retrieval_parts(profile: str) -> list[tuple[str, str, int]]:
+    """(name, "every", n) and (name, "seeded", k) (the k-th row of :func:`_growing`), in record order."""
+    return [(name, how, x) for name in RETRIEVAL_NAMES
+            for how, xs in (("every", EXHAUSTIVE[profile][name]), ("seeded", range(len(_growing(name, profile)))))
+            for x in xs]
+
+
+@register(CLAIM, "linear RNN + RAG: Index, AR, c-gram, Counting on easy families (extra)", parts=_retrieval_parts)
+def retrieval_check(profile: str, seed: int, part: tuple[str, str, int]) -> list[Record]:
+    """One part per row (:func:`_retrieval_parts`). The seeded rows of every task
+    draw from ONE generator in order: a part replays the draws of the rows before
+    it (generation only) so that its instances are those of the unsplit run."""
+    name, how, x = part
+    if how == "every":
+        n = x
+        t0 = time.perf_counter()
+        c = BUILD[name](n, 2)
+        stats = _run_rows(c, _batch(name, n, 2).rows())
+        return [_record(c, f"{name}: every instance, alphabet 2", n, stats, t0, "exhaustive", 2)]
     rng = np.random.default_rng(seed)
-    for name in ("index", "ar", "cgram", "counting"):
-        a = ALPHABET[name]
-        for n in EXHAUSTIVE[profile][name]:
-            t0 = time.perf_counter()
-            c = BUILD[name](n, 2)
-            stats = _run_rows(c, _batch(name, n, 2).rows())
-            out.append(_record(c, f"{name}: every instance, alphabet 2", n, stats, t0, "exhaustive", 2))
-        plan = GROWING_QUICK_COUNTING if (name == "counting" and profile == "quick") else GROWING[profile]
-        for n, size in plan:
+    for prev in RETRIEVAL_NAMES:
+        for k, (n, size) in enumerate(_growing(prev, profile)):
+            a = ALPHABET[prev]
+            if (prev, k) != (name, x):
+                _batch(prev, n, a, rng, size)       # advance the shared generator
+                continue
             t0 = time.perf_counter()
             c = BUILD[name](n, a)
             stats = _run_rows(c, _batch(name, n, a, rng, size).rows())
-            out.append(_record(c, f"{name}: {size} seeded instances, alphabet {a}", n, stats, t0, "random", a))
-    return out
+            return [_record(c, f"{name}: {size} seeded instances, alphabet {a}", n, stats, t0, "random", a)]
+    raise ValueError(f"no such part {part!r}")
 
 
 # ---------------------------------------------------------------------------- the reduction family
@@ -218,29 +239,50 @@ def red_rows(red, pairs):
     return [(red.instance(x, i), red.expected(x, i)) for x, i in pairs]
 
 
-@register(CLAIM, "linear RNN + RAG: Index, AR, c-gram, Counting on the image of the Index reductions")
-def reduction_check(profile: str, seed: int) -> list[Record]:
+def _red_sizes(task: str, profile: str) -> list[int]:
+    return RED_SAMPLED_INDEX_QUICK if (task == "index" and profile == "quick") else RED_SAMPLED[profile]
+
+
+def _reduction_parts(profile: str) -> list[tuple[str, str, int]]:
+    """(task, "every" | "seeded", n) in record order."""
+    return [(task, how, n) for task in RED_TASKS
+            for how, ns in (("every", RED_EXHAUSTIVE[profile]), ("seeded", _red_sizes(task, profile))) for n in ns]
+
+
+def _reduction_combine(profile: str, seed: int, outputs: list) -> list[Record]:
+    """Each task's rows, then its parameter record over every (n, alphabet) it built."""
     out = []
-    rng = np.random.default_rng(seed + 7)
     for task in RED_TASKS:
-        params = {}
-        for n in RED_EXHAUSTIVE[profile]:
-            t0 = time.perf_counter()
-            red, c, a = red_setup(task, n)
-            pairs = red_pairs(n)
-            out.append(_record(c, f"{task}: every x in {{0,1}}^{n} and i, Index -> {red.name}", n,
-                               _run_rows(c, red_rows(red, pairs)), t0, "reduction", a))
-            params[(n, a)] = c.params
-        sizes = RED_SAMPLED_INDEX_QUICK if (task == "index" and profile == "quick") else RED_SAMPLED[profile]
-        for n in sizes:
-            t0 = time.perf_counter()
-            red, c, a = red_setup(task, n)
-            pairs = red_pairs(n, rng, sample=2 if n <= 1024 else 1)
-            out.append(_record(c, f"{task}: {len(pairs)} seeded (x, i), i = n, n-1 and uniform, Index -> {red.name}",
-                               n, _run_rows(c, red_rows(red, pairs)), t0, "reduction", a))
-            params[(n, a)] = c.params
-        out.append(_params_record(f"{task}-rag", params, "(n, alphabet)", "reduction"))
+        mine = [o for t, o in outputs if t == task]
+        out += [rec for rec, _ in mine]
+        out.append(_params_record(f"{task}-rag", dict(kv for _, kv in mine), "(n, alphabet)", "reduction"))
     return out
+
+
+@register(CLAIM, "linear RNN + RAG: Index, AR, c-gram, Counting on the image of the Index reductions",
+          parts=_reduction_parts, combine=_reduction_combine)
+def reduction_check(profile: str, seed: int, part: tuple[str, str, int]):
+    """One part per row: (task, (record, ((n, alphabet), params))). The seeded rows
+    of every task draw from ONE generator in order: a part replays the draws of the
+    rows before it so that its instances are those of the unsplit run."""
+    task, how, n = part
+    t0 = time.perf_counter()
+    red, c, a = red_setup(task, n)
+    if how == "every":
+        pairs = red_pairs(n)
+        rec = _record(c, f"{task}: every x in {{0,1}}^{n} and i, Index -> {red.name}", n,
+                      _run_rows(c, red_rows(red, pairs)), t0, "reduction", a)
+        return task, (rec, ((n, a), c.params))
+    rng = np.random.default_rng(seed + 7)
+    for prev in RED_TASKS:
+        for m in _red_sizes(prev, profile):
+            if (prev, m) == (task, n):
+                pairs = red_pairs(n, rng, sample=2 if n <= 1024 else 1)
+                rec = _record(c, f"{task}: {len(pairs)} seeded (x, i), i = n, n-1 and uniform, Index -> {red.name}",
+                              n, _run_rows(c, red_rows(red, pairs)), t0, "reduction", a)
+                return task, (rec, ((n, a), c.params))
+            red_pairs(m, rng, sample=2 if m <= 1024 else 1)      # advance the shared generator
+    raise ValueError(f"no such part {part!r}")
 
 
 # ---------------------------------------------------------------------------- IsTree
@@ -248,11 +290,14 @@ _ISTREE: dict[tuple[str, int], RagConstruction] = {}
 
 
 def _istree(N: int, paper: bool = False) -> RagConstruction:
-    """One IsTree model per vertex count within a verify run (a build takes ~0.5 s)."""
+    """The IsTree model for N vertices, built once per process (a build takes ~0.5 s)
+    and handed out as a fresh copy, so that its statistics (bits used) are those of
+    the caller's own runs: a record never depends on which records ran before it in
+    the same process (a Dask worker runs any subset of them)."""
     key = ("paper" if paper else "plain", N)
     if key not in _ISTREE:
         _ISTREE[key] = istree_rag_paper(N) if paper else istree_rag(N)
-    return _ISTREE[key]
+    return copy.deepcopy(_ISTREE[key])
 
 
 def _istree_rows(c: RagConstruction, graphs, paper: bool = False) -> tuple[int, int, int, int, str]:
@@ -268,49 +313,73 @@ ISTREE_RED_SAMPLED = {"quick": [8, 32], "full": [8, 32, 64, 128]}
 instances, 12 s) and n = 64 (10 s) are in the full profile only."""
 
 
-@register(CLAIM, "linear RNN + RAG: IsTree (plain oracle) on the hub gadget and on small/random graphs")
-def istree_check(profile: str, seed: int) -> list[Record]:
-    out = []
+def _istree_parts(profile: str) -> list[tuple[str, int]]:
+    """The rows of :func:`istree_check` in record order: ("gadget", n), ("gadget-seeded",
+    n), ("every", N), ("seeded", k) (the k-th row of ISTREE_SEEDED)."""
+    return ([("gadget", n) for n in ISTREE_RED[profile]] + [("gadget-seeded", n) for n in ISTREE_RED_SAMPLED[profile]]
+            + [("every", N) for N in range(1, 5 if profile == "quick" else 6)]
+            + [("seeded", k) for k in range(len(ISTREE_SEEDED[profile]))])
+
+
+def _istree_combine(profile: str, seed: int, outputs: list) -> list[Record]:
+    params = dict(kv for _, kv in outputs)
+    return [rec for rec, _ in outputs] + [_params_record("istree-rag", params, "(N, vertices)", "reduction")]
+
+
+@register(CLAIM, "linear RNN + RAG: IsTree (plain oracle) on the hub gadget and on small/random graphs",
+          parts=_istree_parts, combine=_istree_combine)
+def istree_check(profile: str, seed: int, part: tuple[str, int]):
+    """One part per row: (record, ((N, vertices), params)). The seeded rows draw from
+    ONE generator in order (gadget samples, edge orders, random graphs): a part
+    replays the draws of the rows before it so that its instances are those of the
+    unsplit run."""
     rng = np.random.default_rng(seed + 1)
     LR = _reductions()
-    params = {}
-    # the image of the Index -> IsTree hub gadget (N = n + 3 vertices)
-    for n in ISTREE_RED[profile]:
-        t0 = time.perf_counter()
-        c = _istree(n + 3)
-        pairs = red_pairs(n)
-        rows = [(LR.ISTREE.instance(x, i), LR.ISTREE.expected(x, i), (x, i)) for x, i in pairs]
-        stats = _run_rows(c, rows, want_cot=lambda key: istree_plain_cot(n + 3, _gadget_edges(*key)))
-        out.append(_record(c, f"IsTree: every x in {{0,1}}^{n} and i, Index -> hub gadget, CoT token for token",
-                           n, stats, t0, "reduction", n + 3))
-        params[(n + 3, n + 3)] = c.params
-    for n in ISTREE_RED_SAMPLED[profile]:
-        t0 = time.perf_counter()
-        c = _istree(n + 3)
-        pairs = red_pairs(n, rng, sample=1)
-        rows = [(LR.ISTREE.instance(x, i), LR.ISTREE.expected(x, i), (x, i)) for x, i in pairs]
-        stats = _run_rows(c, rows, want_cot=lambda key: istree_plain_cot(n + 3, _gadget_edges(*key)))
-        out.append(_record(c, f"IsTree: {len(pairs)} seeded (x, i), i = n, n-1 and uniform, hub gadget, "
-                              f"CoT token for token", n, stats, t0, "reduction", n + 3))
-        params[(n + 3, n + 3)] = c.params
-    # easy families (extra)
     orders = 1 if profile == "quick" else 2
-    for N in range(1, 5 if profile == "quick" else 6):
-        t0 = time.perf_counter()
-        c = _istree(N)
-        graphs = [o for e in istree.enumerate_graphs(N) for o in istree.edge_orders(e, orders, rng)[:orders]]
-        out.append(_record(c, f"IsTree: every graph ({orders} edge order(s)), CoT token for token", N,
-                           _istree_rows(c, graphs), t0, "exhaustive", N))
-        params[(N, N)] = c.params
-    for N, size in ISTREE_SEEDED[profile]:
-        t0 = time.perf_counter()
-        c = _istree(N)
-        graphs = [inst.edges for inst in istree.generate(rng, N, size)]
-        out.append(_record(c, f"IsTree: {size} seeded graphs (mixed families), CoT token for token", N,
-                           _istree_rows(c, graphs), t0, "random", N))
-        params[(N, N)] = c.params
-    out.append(_params_record("istree-rag", params, "(N, vertices)", "reduction"))
-    return out
+    for how, x in _istree_parts(profile):
+        mine = (how, x) == tuple(part)
+        if how == "gadget" and mine:
+            # the image of the Index -> IsTree hub gadget (N = n + 3 vertices)
+            n = x
+            t0 = time.perf_counter()
+            c = _istree(n + 3)
+            pairs = red_pairs(n)
+            rows = [(LR.ISTREE.instance(x, i), LR.ISTREE.expected(x, i), (x, i)) for x, i in pairs]
+            stats = _run_rows(c, rows, want_cot=lambda key: istree_plain_cot(n + 3, _gadget_edges(*key)))
+            return (_record(c, f"IsTree: every x in {{0,1}}^{n} and i, Index -> hub gadget, CoT token for token",
+                            n, stats, t0, "reduction", n + 3), ((n + 3, n + 3), c.params))
+        if how == "gadget-seeded":
+            n = x
+            if not mine:
+                red_pairs(n, rng, sample=1)          # advance the shared generator
+                continue
+            t0 = time.perf_counter()
+            c = _istree(n + 3)
+            pairs = red_pairs(n, rng, sample=1)
+            rows = [(LR.ISTREE.instance(x, i), LR.ISTREE.expected(x, i), (x, i)) for x, i in pairs]
+            stats = _run_rows(c, rows, want_cot=lambda key: istree_plain_cot(n + 3, _gadget_edges(*key)))
+            return (_record(c, f"IsTree: {len(pairs)} seeded (x, i), i = n, n-1 and uniform, hub gadget, "
+                               f"CoT token for token", n, stats, t0, "reduction", n + 3), ((n + 3, n + 3), c.params))
+        # easy families (extra)
+        if how == "every":
+            N = x
+            t0 = time.perf_counter()
+            graphs = [o for e in istree.enumerate_graphs(N) for o in istree.edge_orders(e, orders, rng)[:orders]]
+            if not mine:
+                continue
+            c = _istree(N)
+            return (_record(c, f"IsTree: every graph ({orders} edge order(s)), CoT token for token", N,
+                            _istree_rows(c, graphs), t0, "exhaustive", N), ((N, N), c.params))
+        if how == "seeded":
+            N, size = ISTREE_SEEDED[profile][x]
+            t0 = time.perf_counter()
+            graphs = [inst.edges for inst in istree.generate(rng, N, size)]
+            if not mine:
+                continue
+            c = _istree(N)
+            return (_record(c, f"IsTree: {size} seeded graphs (mixed families), CoT token for token", N,
+                            _istree_rows(c, graphs), t0, "random", N), ((N, N), c.params))
+    raise ValueError(f"no such part {part!r}")
 
 
 def _gadget_edges(x, i) -> list[tuple[int, int]]:

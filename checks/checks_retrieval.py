@@ -185,14 +185,16 @@ def run_model(model, tokens: np.ndarray, ref, expected: np.ndarray | None = None
     return len(want), int(bad.sum())
 
 
-def index_batches(n: int, chunk_bits: int = INDEX_CHUNK_BITS):
+def index_batches(n: int, chunk_bits: int = INDEX_CHUNK_BITS, chunks: tuple[int, int] | None = None):
     """Every Index instance over {0, 1}^n with every query i = 1..n, in chunks:
     token arrays (2^min(n, chunk_bits) * n, n + 3), strings in lexicographic
-    order (x_1 most significant), the query varying fastest."""
+    order (x_1 most significant), the query varying fastest. ``chunks = (start,
+    stop)``: only the chunks start..stop-1 (of 2^(n - chunk_bits))."""
     lo = min(n, chunk_bits)
     low = (np.arange(1 << lo)[:, None] >> np.arange(lo - 1, -1, -1)) & 1
     queries = np.tile(np.arange(1, n + 1), 1 << lo)
-    for high in range(1 << (n - lo)):
+    start, stop = chunks or (0, 1 << (n - lo))
+    for high in range(start, stop):
         hi = (high >> np.arange(n - lo - 1, -1, -1)) & 1
         x = np.hstack([np.broadcast_to(hi, (1 << lo, n - lo)), low])
         x = np.repeat(x, n, axis=0)
@@ -207,121 +209,202 @@ def _reduction_params(key: str, m: int) -> tuple[int, int, int]:
     return hard.data_length(task, m, c), hard.alphabet(task, m, c), c
 
 
-def _reduction_batches(key: str, m: int):
-    """(tokens, expected answers) chunks of every reduction instance with m bits."""
+def _reduction_batches(key: str, m: int, chunk_bits: int = INDEX_CHUNK_BITS,
+                       chunks: tuple[int, int] | None = None):
+    """(tokens, expected answers) chunks of every reduction instance with m bits
+    (Index above ``chunk_bits``: in chunks of 2^chunk_bits strings, only the chunks
+    ``chunks`` = (start, stop), default all)."""
     task, c = HARD_TASK[key], TASKS[key][2]
-    if key == "index" and m > INDEX_CHUNK_BITS:
-        for toks in index_batches(m):
+    if key == "index" and m > chunk_bits:
+        for toks in index_batches(m, chunk_bits, chunks):
             yield toks, toks[np.arange(len(toks)), toks[:, -1] - NUMBER_BASE]
         return
     yield hard.reduction_instances(task, m, c)
 
 
-def _reduction_exhaustive(key: str, profile: str) -> tuple[Record, list[tuple[int, int, int]]]:
+INDEX_RANGE_CHUNKS = 8
+"""Exhaustive Index above m = INDEX_CHUNK_BITS: one part per this many chunks of
+2^12 strings (the full profile's m = 18 is 8 parts of 8 chunks)."""
+
+
+def _reduction_exhaustive_bits(key: str, profile: str) -> range:
+    c = TASKS[key][2]
+    lo = max(1, -(-_min_n(key) // max(1, hard.data_length(HARD_TASK[key], 1, c))))
+    return range(lo, REDUCTION_EXHAUSTIVE_BITS[profile][key] + 1)
+
+
+def _reduction_exhaustive_parts(key: str, profile: str, chunk_bits: int = INDEX_CHUNK_BITS,
+                                range_chunks: int = INDEX_RANGE_CHUNKS) -> list[tuple]:
+    """Part keys ("rex", m, chunk_bits, start, stop) of the exhaustive reduction
+    record: one per m (stop = 0: every instance), Index above ``chunk_bits`` split
+    into ranges of ``range_chunks`` chunks of 2^chunk_bits strings (chunks
+    start..stop-1)."""
+    out = []
+    for m in _reduction_exhaustive_bits(key, profile):
+        if key == "index" and m > chunk_bits:
+            total = 1 << (m - chunk_bits)
+            out += [("rex", m, chunk_bits, i, min(i + range_chunks, total)) for i in range(0, total, range_chunks)]
+        else:
+            out.append(("rex", m, chunk_bits, 0, 0))
+    return out
+
+
+def _reduction_exhaustive_part(key: str, m: int, chunk_bits: int, start: int, stop: int) -> dict:
+    """One range of the exhaustive reduction run at m bits: instances, failures,
+    used and declared bits, params (merged by :func:`_reduction_exhaustive_record`)."""
     _, _, c, build, decl, _ = TASKS[key]
     t0 = time.perf_counter()
+    n, a, _ = _reduction_params(key, m)
+    model = build(n, a, c)
+    if model.fmt != decl.format(n, a, c):
+        raise AssertionError(f"{model.name}: built at {model.fmt.name}, declared {decl.format(n, a, c).name}")
+    n_inst = fails = 0
+    for toks, want in _reduction_batches(key, m, chunk_bits, (start, stop) if stop else None):
+        i, fl = run_model(model, toks, _reference(key), want)
+        n_inst, fails = n_inst + i, fails + fl
+    r = model.resources
+    return {"m": m, "n": n, "a": a, "instances": n_inst, "failures": fails, "used": r.used_precision_bits,
+            "declared": r.precision_bits, "params": r.params, "seconds": time.perf_counter() - t0}
+
+
+def _reduction_exhaustive_record(key: str, profile: str, pieces: list[dict]) -> tuple[Record, list[tuple[int, int, int]]]:
+    """The one exhaustive reduction record from its ranges (in part order): per m the
+    instances and failures summed and the used bits the maximum (the meter of one
+    model run over every range), then over m as the unsplit run: the least slack
+    first met, the params of the last m."""
     inst = fails = 0
     worst = None
     seen = []
-    top = REDUCTION_EXHAUSTIVE_BITS[profile][key]
-    lo = max(1, -(-_min_n(key) // max(1, hard.data_length(HARD_TASK[key], 1, c))))
-    for m in range(lo, top + 1):
-        n, a, _ = _reduction_params(key, m)
-        model = build(n, a, c)
-        if model.fmt != decl.format(n, a, c):
-            raise AssertionError(f"{model.name}: built at {model.fmt.name}, declared {decl.format(n, a, c).name}")
-        n_inst = 0
-        for toks, want in _reduction_batches(key, m):
-            i, fl = run_model(model, toks, _reference(key), want)
-            n_inst, fails = n_inst + i, fails + fl
+    lo, top = pieces[0]["m"], REDUCTION_EXHAUSTIVE_BITS[profile][key]
+    for m in dict.fromkeys(p["m"] for p in pieces):
+        mine = [p for p in pieces if p["m"] == m]
+        n_inst = sum(p["instances"] for p in mine)
         if n_inst != 2 ** m * m:
             raise AssertionError(f"{key} m={m}: enumerated {n_inst} instances, want m 2^m = {2 ** m * m}")
-        inst += n_inst
-        r = model.resources
-        slack = r.precision_bits - r.used_precision_bits
+        inst, fails = inst + n_inst, fails + sum(p["failures"] for p in mine)
+        used, declared, n, a = max(p["used"] for p in mine), mine[0]["declared"], mine[0]["n"], mine[0]["a"]
+        slack = declared - used
         if worst is None or slack < worst[0]:
-            worst = (slack, n, r.used_precision_bits, r.precision_bits)
-        seen.append((n, a, r.params))
+            worst = (slack, n, used, declared)
+        seen.append((n, a, mine[0]["params"]))
     n_top, a_top, _ = _reduction_params(key, top)
     return (Record(CLAIM, key, f"reduction image, every x and i, Index bits m = {lo}..{top}", n_top, inst, fails,
-                   worst[2], worst[3], params=seen[-1][2], seconds=round(time.perf_counter() - t0, 3),
+                   worst[2], worst[3], params=seen[-1][2], seconds=round(sum(p["seconds"] for p in pieces), 3),
                    note=f"n = data length {n_top} at m = {top} (alphabets {seen[0][1]}..{a_top}); "
                         f"least precision slack at n = {worst[1]}",
                    family="reduction", alphabet=a_top), seen)
 
 
-def _reduction_sampled(key: str, profile: str, seed: int) -> tuple[list[Record], list[tuple[int, int, int]]]:
-    _, _, c, build, decl, _ = TASKS[key]
-    task = HARD_TASK[key]
-    out, seen = [], []
+def _reduction_exhaustive(key: str, profile: str) -> tuple[Record, list[tuple[int, int, int]]]:
+    """Every reduction instance for m up to REDUCTION_EXHAUSTIVE_BITS (the parts run here in order)."""
+    return _reduction_exhaustive_record(key, profile, [_reduction_exhaustive_part(key, *p[1:])
+                                                       for p in _reduction_exhaustive_parts(key, profile)])
+
+
+def _reduction_sampled_targets(key: str, profile: str) -> list[tuple[int, int]]:
+    """(target data length, rows) of the sampled reduction records of ``key``."""
+    c, task = TASKS[key][2], HARD_TASK[key]
     targets = dict(REDUCTION_SAMPLED[profile])
     if key == "counting":           # and at the largest n whose declared format fits int64
         targets[R.COUNTING_MAX_N] = 2
+    out = []
     for target, rows in targets.items():
-        m = hard.index_bits(task, target, c)
-        n, a, _ = _reduction_params(key, m)
+        n, _, _ = _reduction_params(key, hard.index_bits(task, target, c))
         if n < _min_n(key) or (_max_n(key) is not None and n > _max_n(key)):
             continue
-        t0 = time.perf_counter()
-        toks, want = hard.sampled_reduction_instances(np.random.default_rng([seed, target, len(key), 7]), task, m,
-                                                      rows, c)
-        model = build(n, a, c)
-        i, fl = run_model(model, toks, _reference(key), want)
-        r = model.resources
-        seen.append((n, a, r.params))
-        fmt_ok = model.fmt == decl.format(n, a, c)
-        out.append(Record(CLAIM, model.name, f"reduction image sampled, adversarial first occurrences (m = {m})", n,
-                          i, fl + (0 if fmt_ok else 1), r.used_precision_bits, decl.total_bits(n, a, c),
-                          params=r.params, seconds=round(time.perf_counter() - t0, 3),
-                          note=f"Index bits m = {m}, query i = m in rows 0, 1; {model.fmt.name}"
-                               + ("" if fmt_ok else f" NOT THE DECLARED FORMAT {decl.format(n, a, c).name}"),
-                          family="reduction", alphabet=a))
+        out.append((target, rows))
+    return out
+
+
+def _reduction_sampled_one(key: str, target: int, rows: int, seed: int) -> tuple[list[Record], list[tuple[int, int, int]]]:
+    _, _, c, build, decl, _ = TASKS[key]
+    task = HARD_TASK[key]
+    m = hard.index_bits(task, target, c)
+    n, a, _ = _reduction_params(key, m)
+    t0 = time.perf_counter()
+    toks, want = hard.sampled_reduction_instances(np.random.default_rng([seed, target, len(key), 7]), task, m,
+                                                  rows, c)
+    model = build(n, a, c)
+    i, fl = run_model(model, toks, _reference(key), want)
+    r = model.resources
+    fmt_ok = model.fmt == decl.format(n, a, c)
+    return [Record(CLAIM, model.name, f"reduction image sampled, adversarial first occurrences (m = {m})", n,
+                   i, fl + (0 if fmt_ok else 1), r.used_precision_bits, decl.total_bits(n, a, c),
+                   params=r.params, seconds=round(time.perf_counter() - t0, 3),
+                   note=f"Index bits m = {m}, query i = m in rows 0, 1; {model.fmt.name}"
+                        + ("" if fmt_ok else f" NOT THE DECLARED FORMAT {decl.format(n, a, c).name}"),
+                   family="reduction", alphabet=a)], [(n, a, r.params)]
+
+
+def _reduction_sampled(key: str, profile: str, seed: int) -> tuple[list[Record], list[tuple[int, int, int]]]:
+    out, seen = [], []
+    for target, rows in _reduction_sampled_targets(key, profile):
+        recs, s = _reduction_sampled_one(key, target, rows, seed)
+        out, seen = out + recs, seen + s
     return out, seen
+
+
+def _exhaustive_one(key: str, n: int) -> dict:
+    """Every easy-family instance at one n (merged by :func:`_exhaustive_record`)."""
+    mod, _, c, build, decl, a = TASKS[key]
+    t0 = time.perf_counter()
+    model = build(n, a, c)
+    kw = {"alphabet": a, **({"c": c} if mod is cgram else {})}
+    i, fl = run_model(model, np.asarray(mod.enumerate_all(n, **kw).tokens), _reference(key))
+    r = model.resources
+    return {"n": n, "instances": i, "failures": fl, "used": r.used_precision_bits, "declared": r.precision_bits,
+            "params": r.params, "seconds": time.perf_counter() - t0}
+
+
+def _exhaustive_record(key: str, profile: str, pieces: list[dict]) -> tuple[Record, list[tuple[int, int, int]]]:
+    mod, _, c, _, _, a = TASKS[key]
+    inst = fails = 0
+    worst = None
+    seen = []
+    for p in pieces:
+        inst, fails = inst + p["instances"], fails + p["failures"]
+        slack = p["declared"] - p["used"]
+        if worst is None or slack < worst[0]:
+            worst = (slack, p["n"], p["used"], p["declared"])
+        seen.append((p["n"], a, p["params"]))
+    top = EXHAUSTIVE_MAX[profile][key]
+    return (Record(CLAIM, key, f"every instance a={a}" + (f" c={c}" if mod is cgram else "") + f" n<={top}",
+                   worst[1], inst, fails, worst[2], worst[3], params=seen[-1][2],
+                   seconds=round(sum(p["seconds"] for p in pieces), 3),
+                   note=f"easy family; least precision slack at n={worst[1]}",
+                   family="all-instances", alphabet=a), seen)
 
 
 def _exhaustive(key: str, profile: str) -> tuple[Record, list[tuple[int, int, int]]]:
     """Easy family: every instance over alphabet 3 (not the hard family)."""
-    mod, _, c, build, decl, a = TASKS[key]
+    return _exhaustive_record(key, profile, [_exhaustive_one(key, n)
+                                             for n in range(_min_n(key), EXHAUSTIVE_MAX[profile][key] + 1)])
+
+
+def _sampled_one(key: str, profile: str, n: int, seed: int) -> tuple[list[Record], list[tuple[int, int, int]]]:
+    """Easy family at one n: a seeded generator batch (small alphabet, random first occurrences)."""
+    mod, a, c, build, decl, _ = TASKS[key]
+    batch = SAMPLED[profile][n]
     t0 = time.perf_counter()
-    inst = fails = 0
-    worst = None
-    seen = []
-    top = EXHAUSTIVE_MAX[profile][key]
-    for n in range(_min_n(key), top + 1):
-        model = build(n, a, c)
-        kw = {"alphabet": a, **({"c": c} if mod is cgram else {})}
-        i, fl = run_model(model, np.asarray(mod.enumerate_all(n, **kw).tokens), _reference(key))
-        inst, fails = inst + i, fails + fl
-        r = model.resources
-        slack = r.precision_bits - r.used_precision_bits
-        if worst is None or slack < worst[0]:
-            worst = (slack, n, r.used_precision_bits, r.precision_bits)
-        seen.append((n, a, r.params))
-    return (Record(CLAIM, key, f"every instance a={a}" + (f" c={c}" if mod is cgram else "") + f" n<={top}",
-                   worst[1], inst, fails, worst[2], worst[3], params=seen[-1][2],
-                   seconds=round(time.perf_counter() - t0, 3), note=f"easy family; least precision slack at n={worst[1]}",
-                   family="all-instances", alphabet=a), seen)
+    b = mod.generate(np.random.default_rng([seed, n, len(key)]), n, batch, **_kwargs(key, a))
+    model = build(n, a, c)
+    i, fl = run_model(model, np.asarray(b.tokens), _reference(key))
+    r = model.resources
+    fmt_ok = model.fmt == decl.format(n, a, c)
+    return [Record(CLAIM, model.name, f"sampled a={a}" + (f" c={c}" if mod is cgram else ""), n, i,
+                   fl + (0 if fmt_ok else 1), r.used_precision_bits, decl.total_bits(n, a, c), 0, 0,
+                   r.params, 0, round(time.perf_counter() - t0, 3),
+                   note="easy family; " + model.fmt.name + ("" if fmt_ok else
+                                          f" NOT THE DECLARED FORMAT {decl.format(n, a, c).name}"),
+                   family="random", alphabet=a)], [(n, a, r.params)]
 
 
 def _sampled(key: str, profile: str, seed: int) -> tuple[list[Record], list[tuple[int, int, int]]]:
-    """Easy family: seeded generator batches (small alphabet, random first occurrences)."""
-    mod, a, c, build, decl, _ = TASKS[key]
+    """Easy family: seeded generator batches at every n of :data:`SAMPLED`."""
     out, seen = [], []
     for n in _sampled_ns(key, profile):
-        batch = SAMPLED[profile][n]
-        t0 = time.perf_counter()
-        b = mod.generate(np.random.default_rng([seed, n, len(key)]), n, batch, **_kwargs(key, a))
-        model = build(n, a, c)
-        i, fl = run_model(model, np.asarray(b.tokens), _reference(key))
-        r = model.resources
-        seen.append((n, a, r.params))
-        fmt_ok = model.fmt == decl.format(n, a, c)
-        out.append(Record(CLAIM, model.name, f"sampled a={a}" + (f" c={c}" if mod is cgram else ""), n, i,
-                          fl + (0 if fmt_ok else 1), r.used_precision_bits, decl.total_bits(n, a, c), 0, 0,
-                          r.params, 0, round(time.perf_counter() - t0, 3),
-                          note="easy family; " + model.fmt.name + ("" if fmt_ok else
-                                                 f" NOT THE DECLARED FORMAT {decl.format(n, a, c).name}"),
-                          family="random", alphabet=a))
+        recs, s = _sampled_one(key, profile, n, seed)
+        out, seen = out + recs, seen + s
     return out, seen
 
 
@@ -393,14 +476,14 @@ def necessity_records(key: str, profile: str, seed: int, where=None) -> list[Rec
     return out
 
 
-def counting_frontier_necessity(profile: str) -> list[Record]:
+def counting_frontier_necessity(profile: str, ns=None) -> list[Record]:
     """Counting's necessity on the fixed frontier sample (checks/frontier.py: the
     closest comparisons c = n, t = n - 1 and c = t = n at alphabet 3), where its
     O(log n) fraction bits are needed."""
     _, _, c, build, decl, _ = TASKS["counting"]
     a = FR.CONSTRUCTIONS["counting"][1]
     out = []
-    for n in COUNTING_FRONTIER_NECESSITY[profile]:
+    for n in ns or COUNTING_FRONTIER_NECESSITY[profile]:
         toks, want = FR.frontier_sample("counting", n)
         model = build(n, a, c)
         out.append(necessity_record(CLAIM, model.name, "necessity on the closest comparisons (frontier sample)", n,
@@ -536,43 +619,122 @@ def frontier_records(profile: str, constructions=None) -> list[Record]:
     return out
 
 
-def _construction_records(key: str, profile: str, seed: int) -> list[Record]:
-    rex, s1 = _reduction_exhaustive(key, profile)
-    rsam, s2 = _reduction_sampled(key, profile, seed)
-    seen = s1 + s2
-    extra = []
+def _construction_parts(key: str, profile: str) -> list[tuple]:
+    """The part keys of one construction's records, in the order of the records:
+    exhaustive reduction ranges, sampled reduction targets, necessity points,
+    easy-family n (exhaustive, then sampled), the parameter probe."""
+    out = _reduction_exhaustive_parts(key, profile)
+    out += [("rsam", target, rows) for target, rows in _reduction_sampled_targets(key, profile)]
+    if key in NECESSITY_KEYS:
+        out += [("nec", how, size) for how, size in NECESSITY[profile]]
     if key != "index":       # Index's easy family over {0, 1} is its reduction image (above)
-        ex, s3 = _exhaustive(key, profile)
+        out += [("ex", n) for n in range(_min_n(key), EXHAUSTIVE_MAX[profile][key] + 1)]
+    out += [("sam", n) for n in _sampled_ns(key, profile)]
+    return out + [("probe",)]
+
+
+def _construction_part(key: str, profile: str, seed: int, part: tuple):
+    """One part of :func:`_construction_parts`: (kind, what the kind's merge needs)."""
+    kind = part[0]
+    if kind == "rex":
+        return kind, _reduction_exhaustive_part(key, *part[1:])
+    if kind == "rsam":
+        return kind, _reduction_sampled_one(key, part[1], part[2], seed)
+    if kind == "nec":
+        return kind, (necessity_records(key, profile, seed, where=(part[1:],)), [])
+    if kind == "ex":
+        return kind, _exhaustive_one(key, part[1])
+    if kind == "sam":
+        return kind, _sampled_one(key, profile, part[1], seed)
+    if kind == "probe":
+        t0 = time.perf_counter()
+        return kind, (param_probe(key), time.perf_counter() - t0)
+    raise ValueError(f"unknown part {part!r}")
+
+
+def _construction_combine(key: str, profile: str, outputs: list) -> list[Record]:
+    """The records of one construction from its parts' outputs (in part order), as
+    the unsplit run wrote them: [exhaustive reduction] + sampled reduction +
+    [params] + necessity + [easy exhaustive] + easy sampled."""
+    by = lambda kind: [o for k, o in outputs if k == kind]
+    rex, s1 = _reduction_exhaustive_record(key, profile, by("rex"))
+    rsam = [r for recs, _ in by("rsam") for r in recs]
+    s2 = [x for _, s in by("rsam") for x in s]
+    nec = [r for recs, _ in by("nec") for r in recs]
+    extra, s3 = [], []
+    if by("ex"):
+        ex, s3 = _exhaustive_record(key, profile, by("ex"))
         extra.append(ex)
-        seen += s3
-    sam, s4 = _sampled(key, profile, seed)
-    seen += s4
-    nec = necessity_records(key, profile, seed) if key in NECESSITY_KEYS else []
+    sam = [r for recs, _ in by("sam") for r in recs]
+    s4 = [x for _, s in by("sam") for x in s]
+    (probe, probe_s), = by("probe")
     t0 = time.perf_counter()
-    par = params_record(key, seen + param_probe(key))
-    par.seconds = round(time.perf_counter() - t0, 3)
+    par = params_record(key, s1 + s2 + s3 + s4 + probe)
+    par.seconds = round(probe_s + time.perf_counter() - t0, 3)
     return [rex] + rsam + [par] + nec + extra + sam
 
 
-@register(CLAIM, "Index via position match (1 layer)")
-def check_index(profile: str, seed: int) -> list[Record]:
-    return _construction_records("index", profile, seed)
+def _construction_records(key: str, profile: str, seed: int) -> list[Record]:
+    """Every record of one construction (its parts run here in order)."""
+    return _construction_combine(key, profile, [_construction_part(key, profile, seed, p)
+                                                for p in _construction_parts(key, profile)])
 
 
-@register(CLAIM, "AR via shift + first-occurrence match (2 layers)")
-def check_ar(profile: str, seed: int) -> list[Record]:
-    return _construction_records("ar", profile, seed)
+def _keyed_parts(keys: tuple[str, ...], extra=lambda profile: []):
+    """Part keys (construction key, *part) over ``keys``, then ``extra(profile)``."""
+    return lambda profile: [(key, *p) for key in keys for p in _construction_parts(key, profile)] + extra(profile)
 
 
-@register(CLAIM, "c-gram (c = 2, 3, 4) via c-1 shift heads + joint match (2 layers)")
-def check_cgram(profile: str, seed: int) -> list[Record]:
-    return [r for key in ("cgram2", "cgram3", "cgram4") for r in _construction_records(key, profile, seed)]
+def _keyed_cost(part: tuple) -> int:
+    """A sampled part at data length n costs about n^2 (models of 2 or more layers
+    attend at every position): those at large n dominate the full profile (a
+    parallel engine starts them first; 0 for the others)."""
+    return part[2] ** 2 // 1024 if len(part) > 2 and part[1] in ("sam", "rsam") else 0
+
+
+def _keyed_part(profile: str, seed: int, part: tuple):
+    return part[0], _construction_part(part[0], profile, seed, part[1:])
+
+
+def _keyed_combine(keys: tuple[str, ...]):
+    def combine(profile: str, seed: int, outputs: list) -> list[Record]:
+        out = [r for key in keys for r in _construction_combine(key, profile, [o for k, o in outputs if k == key])]
+        return out + [r for k, recs in outputs if k not in keys for r in recs]
+    return combine
+
+
+@register(CLAIM, "Index via position match (1 layer)", parts=_keyed_parts(("index",)),
+          combine=_keyed_combine(("index",)), cost=lambda part: _keyed_cost(part) // 1024)
+def check_index(profile: str, seed: int, part) -> list:
+    return _keyed_part(profile, seed, part)
+
+
+@register(CLAIM, "AR via shift + first-occurrence match (2 layers)", parts=_keyed_parts(("ar",)),
+          combine=_keyed_combine(("ar",)), cost=_keyed_cost)
+def check_ar(profile: str, seed: int, part) -> list:
+    return _keyed_part(profile, seed, part)
+
+
+@register(CLAIM, "c-gram (c = 2, 3, 4) via c-1 shift heads + joint match (2 layers)",
+          parts=_keyed_parts(("cgram2", "cgram3", "cgram4")), combine=_keyed_combine(("cgram2", "cgram3", "cgram4")),
+          cost=lambda part: _keyed_cost(part) * (2 if part[0] == "cgram3" else 3 if part[0] == "cgram4" else 1))
+def check_cgram(profile: str, seed: int, part) -> list:
+    return _keyed_part(profile, seed, part)
+
+
+def _counting_extra_parts(profile: str) -> list[tuple]:
+    return [("frontier-necessity", n) for n in COUNTING_FRONTIER_NECESSITY[profile]] + [("format-limit",)]
 
 
 @register(CLAIM, "Counting via after-query flag, fetch tau(q), code-match counting head, readout comparison "
-                 "(3 layers, alphabet-free)")
-def check_counting(profile: str, seed: int) -> list[Record]:
-    return _construction_records("counting", profile, seed) + counting_frontier_necessity(profile) + [_format_limit()]
+                 "(3 layers, alphabet-free)", parts=_keyed_parts(("counting",), _counting_extra_parts),
+          combine=_keyed_combine(("counting",)))
+def check_counting(profile: str, seed: int, part) -> list:
+    if part[0] == "frontier-necessity":
+        return part[0], counting_frontier_necessity(profile, ns=(part[1],))
+    if part[0] == "format-limit":
+        return part[0], [_format_limit()]
+    return _keyed_part(profile, seed, part)
 
 
 @register(CLAIM, "precision frontier (fraction and integer bits vs log2 n, raise mode; declared at or above)")

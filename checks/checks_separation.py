@@ -429,12 +429,50 @@ def separation_records(keys, profile: str) -> list[Record]:
     return out
 
 
-@register("T4.6-low", "separation on the Index reduction's family: Index, AR, c-gram (c = 3), Counting")
-def separation_t46(profile: str, seed: int) -> list[Record]:
+def _rows(key: str, profile: str):
+    return ROWS[profile]["istree" if key == "istree" else "retrieval"]
+
+
+def separation_parts(keys):
+    """One part per (task key, n): the rows of that n share one model run."""
+    return lambda profile: [(key, n) for key in keys for n in dict.fromkeys(n for n, _ in _rows(key, profile))]
+
+
+def separation_part(profile: str, part: tuple[str, int]) -> list[tuple[int, Record]]:
+    """(row index, record) of the rows of :data:`ROWS` with this task key and n."""
+    key, n = part
+    out, side = [], None
+    for k, (m, kind) in enumerate(_rows(key, profile)):
+        if m != n:
+            continue
+        if side is None:
+            side = model_side(key, n)
+        else:   # the same run again: its time is already in the first record
+            side = dataclasses.replace(side, seconds=0.0)
+        out.append((k, separation_record(key, n, kind=kind, model_side=side)))
+    return out
+
+
+def separation_combine(keys):
+    """The records in the order of :func:`separation_records` (per key, ROWS order)."""
+    def combine(profile: str, seed: int, outputs: list) -> list[Record]:
+        rows = [(keys.index(key), k, rec) for (key, _), out in zip(separation_parts(keys)(profile), outputs)
+                for k, rec in out]
+        return [rec for _, _, rec in sorted(rows, key=lambda t: t[:2])]
+    return combine
+
+
+T46_KEYS = ("index", "ar", "cgram3", "counting")
+
+
+@register("T4.6-low", "separation on the Index reduction's family: Index, AR, c-gram (c = 3), Counting",
+          parts=separation_parts(T46_KEYS), combine=separation_combine(T46_KEYS))
+def separation_t46(profile: str, seed: int, part) -> list:
     # every instance is enumerated: nothing is random, the seed is unused
-    return separation_records(("index", "ar", "cgram3", "counting"), profile)
+    return separation_part(profile, part)
 
 
-@register("T4.7-low", "separation on the Index -> IsTree gadget family")
-def separation_t47(profile: str, seed: int) -> list[Record]:
-    return separation_records(("istree",), profile)
+@register("T4.7-low", "separation on the Index -> IsTree gadget family",
+          parts=separation_parts(("istree",)), combine=separation_combine(("istree",)))
+def separation_t47(profile: str, seed: int, part) -> list:
+    return separation_part(profile, part)

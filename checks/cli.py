@@ -1,7 +1,12 @@
 """The ``rnngap`` command line.
 
     rnngap verify [--profile quick|full] [--only CLAIM ...] [--json PATH] [--seed S]
-                  [--allow-missing-data]
+                  [--allow-missing-data] [--engine serial|dask [--address tcp://HOST:PORT | --workers K]]
+
+``--engine dask`` runs the same parts of the same checks on Dask distributed
+(checks/engine.py): a local cluster of K worker processes, or the scheduler at
+``--address``. Its table and ``--json`` equal the serial run's except the
+wall-clock ``seconds`` of each record.
 
 Exit codes: 0 all checks passed; 1 some check failed; 2 bad usage or input
 (one clear line on stderr), checked before anything runs; 3 nothing failed but
@@ -25,6 +30,17 @@ import time
 
 
 from .errors import UsageError, atomic_output, check_output_path, check_outputs  # noqa: F401  (re-exported)
+
+
+DEFAULT_WORKERS = 2
+"""Worker processes of ``--engine dask``'s local cluster when ``--workers`` is not given."""
+
+
+def _valid_address(addr: str) -> bool:
+    """``tcp://HOST:PORT`` (or tls://, ucx://) with a port in 1..65535."""
+    import re
+    m = re.fullmatch(r"(tcp|tls|ucx)://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})", addr)
+    return bool(m) and 1 <= int(m.group(3)) <= 65535
 
 
 class _Parser(argparse.ArgumentParser):
@@ -53,23 +69,50 @@ def _verify(args) -> int:
         unknown = [c for c in only if c not in registry.CLAIMS]
         if unknown:
             raise UsageError(f"unknown claim id(s) {', '.join(unknown)}; known: {', '.join(registry.CLAIMS)}")
+    if args.engine != "dask" and (args.address is not None or args.workers is not None):
+        given = " and ".join(o for o, v in (("--address", args.address), ("--workers", args.workers)) if v is not None)
+        raise UsageError(f"verify: {given} needs --engine dask")
+    if args.address is not None and args.workers is not None:
+        raise UsageError("verify: give --address (an existing scheduler) or --workers (a local cluster), not both")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"verify: --workers must be >= 1, got {args.workers}")
+    if args.address is not None and not _valid_address(args.address):
+        raise UsageError(f"verify: --address must look like tcp://HOST:PORT, got {args.address!r}")
+    if args.engine == "dask":
+        from .engine import DaskUnavailable, require_distributed
+        try:
+            require_distributed()
+        except DaskUnavailable as e:
+            raise UsageError(f"verify: {e}") from None
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True)
     t0 = time.perf_counter()
-    n_checks = sum(1 for c in registry.load_checks() if not only or c.claim in only)
+    plan = registry.plan(args.profile, only)
+    n_parts = sum(len(parts) for _, parts in plan)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True, disable=not console.is_terminal) as bar:
-        task = bar.add_task("verifying", total=n_checks)
-        started = []
+        task = bar.add_task("verifying", total=n_parts)
+        if args.engine == "dask":
+            from . import engine
 
-        def progress(chk):
-            if started:
-                bar.advance(task)
-            started.append(chk)
-            bar.update(task, description=f"{chk.claim}: {chk.name}"[:60])
-        records = registry.run(args.profile, only, args.seed, progress)
-        bar.advance(task)
+            def finished(t, done, total):
+                bar.update(task, completed=done, description=f"done {t.label}"[:60])
+            try:
+                records = engine.run(args.profile, only, args.seed, address=args.address,
+                                     workers=args.workers or DEFAULT_WORKERS, progress=finished)
+            except engine.SchedulerUnreachable as e:
+                raise UsageError(f"verify: {e}") from None
+        else:
+            started = []
+
+            def progress(t):
+                if started:
+                    bar.advance(task)
+                started.append(t)
+                bar.update(task, description=t.label[:60])
+            records = registry.run(args.profile, only, args.seed, progress)
+            bar.advance(task)
     table = Table(title=f"rnngap verify ({args.profile} profile, seed {args.seed})")
     for col in ("claim", "model", "task", "n", "instances", "failures", "bits used/decl", "CoT max/bound",
                 "params", "state bits", "s", "ok"):
@@ -115,12 +158,21 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="run the claim registry and print the table")
     v.add_argument("--profile", choices=("quick", "full"), default="quick")
     v.add_argument("--only", nargs="+", metavar="CLAIM", help="claim ids to run (default: all)")
-    v.add_argument("--json", metavar="PATH", help="also write the records as JSON")
+    v.add_argument("--json", metavar="PATH",
+                   help="also write the records as JSON (every field; 'seconds' is wall-clock time, the one field "
+                        "that differs between two runs, e.g. serial and dask)")
     v.add_argument("--seed", type=int, default=0, help="seed of the checked instances (>= 0)")
     v.add_argument("--notes", action="store_true",
                    help="print every record's note (measured constants, witnesses), not only the failures'")
     v.add_argument("--allow-missing-data", action="store_true",
                    help="exit 0 (not 3) when records are NOT CHECKED because their data is missing")
+    v.add_argument("--engine", choices=("serial", "dask"), default="serial",
+                   help="serial (default, the reference) or dask (Dask distributed; pip install 'rnngap[dask]')")
+    v.add_argument("--address", metavar="tcp://HOST:PORT",
+                   help="--engine dask: the scheduler to use (workers started with `dask worker`)")
+    v.add_argument("--workers", type=int, metavar="K",
+                   help=f"--engine dask without --address: worker processes of the local cluster "
+                        f"(default {DEFAULT_WORKERS})")
     v.set_defaults(func=_verify)
     # further commands: every checks/cmd_*.py module defines add_command(subparsers),
     # which adds its parser with set_defaults(func=run) (run returns the exit code

@@ -1,13 +1,17 @@
 """The claim registry: theory.md §4 claim ids -> the checks that verify them.
 
-A check is a function ``(profile, seed) -> list[Record]``; ``rnngap verify`` runs
-every registered check (or those of ``--only`` claims) and fails if any record
-fails. A record passes only if it has zero failures, its measured precision is
+A check is a function ``(profile, seed) -> list[Record]``, or a sharded one
+(``@register(claim, name, parts=...)``, :class:`Check`) computing one part at a
+time; ``rnngap verify`` runs every registered check (or those of ``--only``
+claims) and fails if any record fails. The serial engine (:func:`run`, the
+reference) and the Dask engine (checks/engine.py) run the same parts and assemble
+them with the same :func:`assemble`. A record passes only if it has zero failures, its measured precision is
 within the declared one, and its CoT stays within the declared bound.
 Claims without a registered check are listed as NOT CHECKED, never as passed.
 """
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable, Iterable
@@ -122,21 +126,61 @@ class Record:
 
 @dataclass
 class Check:
+    """A registered check. Unsharded: ``fn(profile, seed) -> list[Record]``.
+    Sharded (``parts`` given): ``parts(profile)`` lists the part keys (small JSON-able
+    values: an n, a (task, n) pair, an index range) and ``fn(profile, seed, part)``
+    computes one part; the check's records are the parts' records concatenated in
+    part order, or ``combine(profile, seed, outputs)`` of the parts' outputs (in part
+    order) when the check merges partial results (e.g. one record aggregating an
+    enumeration split into index ranges). Every engine runs the same parts and
+    assembles them with :func:`assemble`, so the engines agree by construction."""
     claim: str
     name: str
-    fn: Callable[[str, int], list[Record]]
+    fn: Callable
+    parts: Callable[[str], list] | None = None
+    combine: Callable[[str, int, list], list[Record]] | None = None
+    cost: Callable[[object], float] | None = None
+    """Optional estimate of a part's cost (any unit): a parallel engine starts the
+    costliest parts first (it never changes what a part computes)."""
+
+    def part_keys(self, profile: str) -> list:
+        """The part keys of this check at ``profile`` (``[None]``: one unsharded part)."""
+        if self.parts is None:
+            return [None]
+        keys = list(self.parts(profile))
+        if not keys:
+            raise ValueError(f"check {self.claim}: {self.name} declares no parts for profile {profile!r}")
+        return keys
 
 
 REGISTRY: list[Check] = []
+_ALL = object()   # sharded check called with no part: run them all
 
 
-def register(claim: str, name: str):
+def register(claim: str, name: str, parts: Callable[[str], list] | None = None,
+             combine: Callable[[str, int, list], list[Record]] | None = None,
+             cost: Callable[[object], float] | None = None):
+    """Register a check of ``claim`` (see :class:`Check` for ``parts`` and ``combine``)."""
     if claim not in CLAIMS:
         raise ValueError(f"unknown claim id {claim!r}; known: {sorted(CLAIMS)}")
+    if combine is not None and parts is None:
+        raise ValueError("combine needs parts")
 
     def deco(fn):
-        REGISTRY.append(Check(claim, name, fn))
-        return fn
+        if parts is None:
+            REGISTRY.append(Check(claim, name, fn))
+            return fn
+
+        @functools.wraps(fn)
+        def sharded(profile: str, seed: int, part=_ALL):
+            """One part, or (no part given) every part in order, concatenated or
+            combined: the unsplit check, errors propagating."""
+            if part is not _ALL:
+                return fn(profile, seed, part)
+            outputs = [fn(profile, seed, p) for p in parts(profile)]
+            return list(combine(profile, seed, outputs)) if combine else [r for o in outputs for r in o]
+        REGISTRY.append(Check(claim, name, sharded, parts, combine, cost))
+        return sharded
     return deco
 
 
@@ -152,8 +196,91 @@ def load_checks() -> list[Check]:
     return REGISTRY
 
 
-def run(profile: str = "quick", only: Iterable[str] | None = None, seed: int = 0,
-        progress: Callable[[Check], None] | None = None) -> list[Record]:
+@dataclass
+class PartResult:
+    """What one part of a check gave: its output (``None`` if it raised), the error
+    (``"TypeName: message"``) and its wall-clock seconds."""
+    output: object
+    error: str | None
+    seconds: float
+
+
+@dataclass
+class Task:
+    """One unit of work of a run: part ``part`` of check ``check`` (``None``: unsharded)."""
+    check: Check
+    part: object
+
+    @property
+    def label(self) -> str:
+        where = "" if self.part is None else f" [{_part_label(self.part)}]"
+        return f"{self.check.claim}: {self.check.name}{where}"
+
+
+def _part_label(part) -> str:
+    return ", ".join(map(str, part)) if isinstance(part, (tuple, list)) else str(part)
+
+
+def run_part(fn: Callable, profile: str, seed: int, part, sharded: bool) -> PartResult:
+    """Run one part (the same function on every engine; a dask worker runs it too).
+    A check that raises gives its error as the result, never an exception. Every
+    check module is imported first, as in a serial run: some checks read what the
+    others declare when imported (e.g. the declarations check)."""
+    load_checks()
+    t0 = time.perf_counter()
+    try:
+        out, err = (fn(profile, seed, part) if sharded else fn(profile, seed)), None
+    except Exception as e:  # a check that crashes is a failed check, reported as a row
+        # (in raise mode a run needing more bits than declared ends here with
+        # FixedPointOverflow, which names the bits it needed)
+        out, err = None, f"{type(e).__name__}: {e}"
+    return PartResult(out, err, round(time.perf_counter() - t0, 3))
+
+
+def _error_row(chk: Check, note: str) -> Record:
+    return Record(chk.claim, chk.name, "check raised an error", 0, 0, 1, note=note)
+
+
+def assemble(chk: Check, profile: str, seed: int, parts: list, results: list[PartResult]) -> list[Record]:
+    """The records of ``chk`` from its parts' results (in part order). A part that
+    raised becomes a FAIL row ("check raised an error", the error in the note, the
+    part named when the check is sharded) in place of its records; a check with a
+    ``combine`` that has a raising part gives only those FAIL rows. Records with no
+    ``seconds`` get their part's wall-clock seconds (the sum over the parts for
+    combined records)."""
+    sharded = chk.parts is not None
+    errs = [_error_row(chk, r.error if not sharded else f"part {_part_label(p)}: {r.error}")
+            for p, r in zip(parts, results) if r.error is not None]
+    if chk.combine is not None:
+        if errs:
+            recs = errs
+        else:
+            try:
+                recs = list(chk.combine(profile, seed, [r.output for r in results]))
+            except Exception as e:
+                recs = [_error_row(chk, f"combining the parts: {type(e).__name__}: {e}")]
+            total = round(sum(r.seconds for r in results), 3)
+            for r in recs:
+                if not r.seconds:
+                    r.seconds = total
+    else:
+        recs = []
+        for p, r in zip(parts, results):
+            if r.error is not None:
+                recs.append(_error_row(chk, r.error if not sharded else f"part {_part_label(p)}: {r.error}"))
+                continue
+            for rec in r.output or []:
+                if not rec.seconds:
+                    rec.seconds = r.seconds
+                recs.append(rec)
+    if not recs:
+        recs = [Record(chk.claim, chk.name, "check returned no records", 0, 0, 1,
+                       note="a check must report what it ran")]
+    return recs
+
+
+def plan(profile: str = "quick", only: Iterable[str] | None = None) -> list[tuple[Check, list]]:
+    """The checks of a run (registry order, ``only`` claims) with their part keys."""
     if profile not in ("quick", "full"):
         raise ValueError(f"profile must be 'quick' or 'full', got {profile!r}")
     checks = load_checks()
@@ -162,27 +289,27 @@ def run(profile: str = "quick", only: Iterable[str] | None = None, seed: int = 0
         unknown = wanted - set(CLAIMS)
         if unknown:
             raise ValueError(f"unknown claim id(s) {sorted(unknown)}; known: {', '.join(CLAIMS)}")
+    return [(chk, chk.part_keys(profile)) for chk in checks if not wanted or chk.claim in wanted]
+
+
+def run(profile: str = "quick", only: Iterable[str] | None = None, seed: int = 0,
+        progress: Callable[[Task], None] | None = None) -> list[Record]:
+    """The serial engine (the reference): every part of every check in order, in this
+    process. ``progress(task)`` is called before each part runs."""
+    return run_plan(plan(profile, only), profile, seed, progress)
+
+
+def run_plan(checks: list[tuple[Check, list]], profile: str, seed: int,
+             progress: Callable[[Task], None] | None = None) -> list[Record]:
+    """The serial engine on an explicit plan: (check, part keys) pairs (:func:`plan`)."""
     out: list[Record] = []
-    for chk in checks:
-        if wanted and chk.claim not in wanted:
-            continue
-        if progress:
-            progress(chk)
-        t0 = time.perf_counter()
-        try:
-            recs = chk.fn(profile, seed)
-        except Exception as e:  # a check that crashes is a failed check, reported as a row
-            # (in raise mode a run needing more bits than declared ends here with
-            # FixedPointOverflow, which names the bits it needed)
-            recs = [Record(chk.claim, chk.name, "check raised an error", 0, 0, 1,
-                           note=f"{type(e).__name__}: {e}")]
-        if not recs:
-            recs = [Record(chk.claim, chk.name, "check returned no records", 0, 0, 1,
-                           note="a check must report what it ran")]
-        for r in recs:
-            if not r.seconds:
-                r.seconds = round(time.perf_counter() - t0, 3)
-        out.extend(recs)
+    for chk, parts in checks:
+        results = []
+        for part in parts:
+            if progress:
+                progress(Task(chk, part))
+            results.append(run_part(chk.fn, profile, seed, part, chk.parts is not None))
+        out.extend(assemble(chk, profile, seed, parts, results))
     return out
 
 

@@ -1,0 +1,160 @@
+"""The Dask engine of ``rnngap verify --engine dask`` (the serial engine,
+:func:`checks.registry.run`, is the default and the reference).
+
+Every part of every selected check (:func:`checks.registry.plan`; an unsharded
+check is one part) becomes one Dask task running :func:`checks.registry.run_part`
+on a worker; the client gathers the results and assembles each check's records
+with :func:`checks.registry.assemble`, in registry and part order, exactly as the
+serial engine does. So the records (and the table and ``--json``) are identical
+to a serial run except ``seconds``, which is wall-clock time (per part on a
+worker; it differs between any two runs).
+
+A part that raises is a FAIL row exactly as in the serial run (``run_part``
+never raises). A worker that dies (killed, out of memory) has its tasks rerun
+on another worker by the scheduler (``distributed.scheduler.allowed-failures``,
+default 3, bounds the reruns of one task before the run fails).
+
+Kernels hold the GIL while they run (numba), so a worker busy with one long part
+sends no heartbeat; the scheduler this engine starts therefore never drops a
+silent worker (``distributed.scheduler.worker-ttl`` = None). A separately
+started scheduler needs the same setting (the README's "Running on a cluster").
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Callable, Iterable
+
+from . import registry
+from .registry import Record, Task
+
+INSTALL_HINT = "pip install 'rnngap[dask]'"
+
+
+class DaskUnavailable(RuntimeError):
+    """``distributed`` is not installed."""
+
+
+class SchedulerUnreachable(RuntimeError):
+    """No scheduler answered at ``--address``."""
+
+
+def require_distributed():
+    """Import ``distributed`` or raise :class:`DaskUnavailable` naming the install command."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError as e:
+        raise DaskUnavailable(f"--engine dask needs the 'distributed' package ({e}); install it with "
+                              f"{INSTALL_HINT}") from None
+    return distributed
+
+
+def _config():
+    import dask
+    return dask.config.set({"distributed.scheduler.worker-ttl": None,
+                            # no dashboard server, no "event loop unresponsive" chatter while a
+                            # numba kernel holds the GIL
+                            "distributed.admin.tick.limit": "1 day",
+                            "distributed.worker.profile.enabled": False})
+
+
+def run(profile: str = "quick", only: Iterable[str] | None = None, seed: int = 0, *,
+        address: str | None = None, workers: int = 2,
+        progress: Callable[[Task, int, int], None] | None = None,
+        client=None, connect_timeout: str = "20s") -> list[Record]:
+    """Run the registry on Dask: on the scheduler at ``address``, or on a fresh
+    ``LocalCluster`` of ``workers`` processes (one thread each) closed at the end
+    (also on error and Ctrl-C), or on an existing ``client``. ``progress(task,
+    done, total)`` is called as each part finishes. Returns the same records, in
+    the same order, as :func:`checks.registry.run`."""
+    plan = registry.plan(profile, only)            # validates profile and claims before any cluster starts
+    distributed = require_distributed()
+    if client is not None:
+        return _run_on(client, plan, profile, seed, progress)
+    with _config():
+        if address is not None:
+            try:
+                c = distributed.Client(address, timeout=connect_timeout)
+            except (OSError, TimeoutError) as e:
+                raise SchedulerUnreachable(f"no Dask scheduler answered at {address} within {connect_timeout} "
+                                           f"({type(e).__name__})") from None
+            with c:
+                return _run_on(c, plan, profile, seed, progress)
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        cluster = _start_local_cluster(distributed, workers)
+        with cluster, distributed.Client(cluster) as c:
+            return _run_on(c, plan, profile, seed, progress)
+
+
+def _is_worker(proc) -> bool:
+    """A spawned worker process (not multiprocessing's resource tracker, which ends by itself)."""
+    try:
+        return "spawn_main" in " ".join(proc.cmdline())
+    except Exception:
+        return False
+
+
+def _start_local_cluster(distributed, workers: int):
+    """A LocalCluster of ``workers`` processes; interrupted (Ctrl-C) or failing while
+    it starts, the worker processes it already spawned are killed (by pid: the new
+    children of this process) and the half-built cluster is not closed again at exit."""
+    import psutil
+
+    me = psutil.Process()
+    before = {q.pid for q in me.children(recursive=True)}
+    try:
+        return distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                        dashboard_address=None, silence_logs=logging.ERROR)
+    except BaseException:
+        new = [q for q in me.children(recursive=True) if q.pid not in before and _is_worker(q)]
+        for q in new:
+            try:
+                q.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(new, timeout=10)
+        from distributed.deploy.spec import SpecCluster
+        for c in list(SpecCluster._instances):      # half-built: nothing left to shut down at exit
+            c.shutdown_on_close = False
+        raise
+
+
+def run_plan(client, plan: list, profile: str, seed: int, progress=None) -> list[Record]:
+    """Run an explicit plan ((check, part keys) pairs, :func:`checks.registry.plan`)
+    on ``client``; the records of :func:`checks.registry.run_plan` on the same plan."""
+    return _run_on(client, plan, profile, seed, progress)
+
+
+def _run_on(client, plan, profile: str, seed: int, progress) -> list[Record]:
+    from distributed import as_completed
+
+    tasks = [(ci, pi, Task(chk, part)) for ci, (chk, parts) in enumerate(plan) for pi, part in enumerate(parts)]
+    run_id = uuid.uuid4().hex[:12]
+    futures = {}
+    for ci, pi, t in tasks:
+        # pure=False: a rerun is always computed again; the key names the part (unique per run)
+        # the costliest parts first (a check's cost hint; others keep submission order)
+        prio = int(t.check.cost(t.part)) if t.check.cost is not None and t.part is not None else 0
+        f = client.submit(registry.run_part, t.check.fn, profile, seed, t.part, t.check.parts is not None,
+                          pure=False, key=f"rnngap-part-{ci}-{pi}-{run_id}", priority=prio)
+        futures[f] = (ci, pi, t)
+    results: dict[tuple[int, int], registry.PartResult] = {}
+    try:
+        for done, f in enumerate(as_completed(list(futures)), start=1):
+            ci, pi, t = futures[f]
+            try:
+                results[(ci, pi)] = f.result()
+            except Exception as e:   # the task itself failed on the cluster (e.g. KilledWorker:
+                # its workers died allowed-failures times): a failed part, reported as a row
+                results[(ci, pi)] = registry.PartResult(None, f"on the cluster: {type(e).__name__}: {e}", 0.0)
+            if progress:
+                progress(t, done, len(tasks))
+    finally:
+        for f in futures:
+            if not f.done():
+                f.cancel()
+    out: list[Record] = []
+    for ci, (chk, parts) in enumerate(plan):
+        out.extend(registry.assemble(chk, profile, seed, parts, [results[(ci, pi)] for pi in range(len(parts))]))
+    return out
