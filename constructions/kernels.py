@@ -407,6 +407,7 @@ PRUNE_BRANCH_LOG = 2
 PRUNE_LEVELS = 8                 # block sizes 16, 64, ..., 16 * 4^7 = 2^18 keys
 PRUNE_MIN_CAPACITY = 1024
 PRUNE_MIN_KEYS = 2 * PRUNE_LEAF  # fewer keys: the plain loop is as fast
+PRUNE_BATCH_MIN_N = 256          # forward_batch: rows this long get a pruning cache
 PRUNE_HINT = 4 * 255             # KmT[Dh, PRUNE_HINT .. + 3]: node 255 is never a block (no level l <= 8 has
 #                                  node = 255 mod 256): steps left on the plain loop, pruned calls, keys scored, keys
 PRUNE_PAUSE = 32
@@ -1462,17 +1463,25 @@ def _forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, fas
     La = aWQ.shape[0]
     H = aWQ.shape[1] if La > 0 else 0
     Dh = aWQ.shape[2] if La > 0 else 0
-    Kc = np.zeros((La, H, Dh, N), dtype=np.int64)
-    Km = np.zeros((La, H, Dh, N), dtype=np.int64)
-    Vc = np.zeros((La, H, N, Dh), dtype=np.int64)
+    # rows of >= PRUNE_BATCH_MIN_N tokens get a pruning cache (cache_rows /
+    # cache_capacity / scores_length with prune=True): the pruned attention of
+    # attention_scores, the same numbers. Rows that share a prefix with the row
+    # before them overwrite its keys from the first difference on; a block's
+    # bounds then also cover the overwritten keys (max/min only grow until the
+    # block restarts at its first position), so they stay bounds: still exact.
+    prune = La > 0 and N >= PRUNE_BATCH_MIN_N
+    cap = max(N, PRUNE_MIN_CAPACITY) if prune else N
+    Kc = np.zeros((La, H, Dh, cap), dtype=np.int64)
+    Km = np.zeros((La, H, 2 * Dh if prune else Dh, cap), dtype=np.int64)
+    Vc = np.zeros((La, H, cap, Dh), dtype=np.int64)
     Lr = rA.shape[0]
     S = rA.shape[1] if Lr > 0 else 0
     state = np.zeros((Lr, S), dtype=np.int64)
     share = share_prefix and mode != MODE_SATURATE
     hist = np.zeros((N + 1 if share else 1, Lr, S), dtype=np.int64)   # hist[t]: state before position t
     x = np.zeros(D, dtype=np.int64)
-    scores = np.zeros(N, dtype=np.int64)
-    wbuf = np.zeros(N, dtype=np.int64)
+    scores = np.zeros(2 * cap if prune else N, dtype=np.int64)
+    wbuf = np.zeros(cap, dtype=np.int64)
     attn_rec = np.zeros((1, 1, 1), dtype=np.int64)
     ws = np.zeros(workspace_size(D, S, rW1.shape[1], Dh, aW1.shape[1]), dtype=np.int64)
     # the fast path's tables, bounds and scratch (built once per batch)

@@ -304,3 +304,48 @@ def test_scale_benchmarks_run_small():
     assert c["reduction"]["family"] == "reduction" and c["reduction"]["alphabet"] == 2 ** 8 // 4 + 2
     ist = scale.istree_scaling(sizes=(30, 60))
     assert set(ist["measured"]) == {"30", "60"} and "istree_1e4_seconds" not in ist
+
+
+@pytest.mark.parametrize("mode", ["raise", "saturate"])
+def test_batch_path_pruned_equals_full_path(mode):
+    """forward_batch gives rows of >= PRUNE_BATCH_MIN_N tokens a pruning cache.
+    Rows that share a prefix with the row before them (share_prefix rewinds and
+    overwrites the keys after the first difference, whose blocks keep bounds of
+    the overwritten keys) and rows that don't: every position's prediction and
+    the err array equal per-row record sessions (the full path, fx_attend)."""
+    from rnngap.checks.tasks import hard
+    from rnngap.constructions import retrieval as R
+    c = 3
+    m = hard.index_bits("cgram", 300, c)
+    rng = np.random.default_rng(11)
+    toks, _ = hard.sampled_reduction_instances(rng, "cgram", m, 2, c)
+    n, a = hard.data_length("cgram", m, c), hard.alphabet("cgram", m, c)
+    assert toks.shape[1] >= K.PRUNE_BATCH_MIN_N
+    rows = []
+    for row in toks:                       # each instance, then copies whose tail is redrawn at a late point
+        rows.append(row.copy())
+        for cut in sorted(rng.integers(toks.shape[1] // 2, toks.shape[1] - 2, 2)):
+            r = row.copy()
+            r[cut:-2] = rng.permutation(r[cut:-2])
+            rows.append(r)
+    batch = np.array(rows)
+    base = R.cgram_transformer(n, alphabet=a, c=c)
+    fmt = base.fmt if mode == "raise" else FixedFormat(base.fmt.int_bits - 3, base.fmt.frac_bits, "saturate")
+    want, want_err = [], new_err()
+    ref = base.with_format(fmt)
+    for row in batch:
+        s = ref.session(capacity=len(row), record=True)
+        preds = []
+        for t in row:
+            s.feed([int(t)])
+            preds.append(s.next_token())
+        want.append(preds)
+        want_err[E_MAXABS] = max(want_err[E_MAXABS], s.err[E_MAXABS])
+        want_err[5] += s.err[5]
+    for share in (True, False):
+        model = base.with_format(fmt)
+        got = model.predict_batch(batch, all_positions=True, share_prefix=share)
+        assert got.tolist() == want, share
+        assert int(model.err[E_MAXABS]) == int(want_err[E_MAXABS])
+        assert int(model.err[5]) == int(want_err[5])                # (saturate mode never shares: kernels)
+    assert mode == "raise" or want_err[5] > 0                     # the saturating format did clamp
