@@ -212,10 +212,40 @@ def embed(tok, pos, net, I, f, mode, err, x):
     _embed(tok, pos, net.ekind, net.eparam, net.ecoef, I, f, mode, err, x)
 
 
+MATVEC_SPARSE_MIN_COLS = 32     # matvec gathers x's nonzero columns first when it is this wide and <= 1/4 full
+
+
 @njit(cache=True)
 def matvec(W, x, I, f, mode, err, out):
-    """out = W x (products rounded, sums exact, zero terms skipped)."""
+    """out = W x (products rounded, sums exact, zero terms skipped).
+
+    A wide, mostly zero x (the residual streams of the compiled RNN programs:
+    a few live directions among hundreds) is gathered first: each row then
+    visits only the columns where x is nonzero, in increasing order, which are
+    exactly the terms the dense loop does not skip, in the same order: the same
+    numbers and the same effect on ``err``."""
     rows, cols = W.shape
+    if cols >= MATVEC_SPARSE_MIN_COLS:
+        nz = 0
+        for c in range(cols):
+            if x[c] != 0:
+                nz += 1
+        if 4 * nz <= cols:
+            live = np.empty(nz, dtype=np.int64)
+            k = 0
+            for c in range(cols):
+                if x[c] != 0:
+                    live[k] = c
+                    k += 1
+            for r in range(rows):
+                acc = np.int64(0)
+                for k in range(nz):
+                    c = live[k]
+                    w = W[r, c]
+                    if w != 0:
+                        acc = fx_add(acc, fx_mul(w, x[c], I, f, mode, err), I, f, mode, err)
+                out[r] = acc
+            return
     for r in range(rows):
         acc = np.int64(0)
         for c in range(cols):
