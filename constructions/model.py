@@ -425,7 +425,8 @@ class Model:
         self.check_length(int(lengths.max()), "batch row")
         tokens = np.ascontiguousarray(tokens, dtype=np.int64)
         mask = np.arange(N)[None, :] < lengths[:, None]
-        bad = mask & ~np.isin(tokens, self.candidates)
+        # a lookup table over the candidates' id range (memory ~ that range, any ids)
+        bad = mask & ~np.isin(tokens, self.candidates, kind="table")
         if bad.any():
             b, t = map(int, np.argwhere(bad)[0])
             raise ValueError(f"{self.name}: batch[{b}] token id {int(tokens[b, t])} at position {t} "
