@@ -14,7 +14,12 @@ checks its results (a fast wrong answer is not a speed-up).
 3. witness search: states/s and time to a collision for 32- and 40-bit states
    (needs lowerbounds.witness);
 4. IsTree CoT: wall time of the Transformer construction at 500, 10^3 and 10^4
-   vertices, and the log-log slope (needs constructions.istree).
+   vertices, the log-log slope and time(10^4) / time(10^3) (needs constructions.istree);
+5. one c-gram (c = 4) instance at n = 2^20 through a session (pruned attention;
+   benchmarks/scale.py), the answer checked;
+6. Dask: a fixed set of full-profile parts, serial vs a 2-worker LocalCluster,
+   the records compared (benchmarks/dask_bench.py); with ``--full-profile`` also
+   the wall time of ``verify --profile full --engine dask --workers 2``.
 """
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ import numpy as np
 from rnngap.checks.catalog import BY_NAME
 from rnngap.constructions.vocab import BOS, QUERY, number_token
 
+from . import dask_bench, scale
 from .numpy_fx import predict_last
 
 OUT = Path(__file__).resolve().parent / "results.json"
@@ -163,13 +169,25 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run, not the targets)")
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--no-istree-1e4", action="store_true",
-                    help="skip the IsTree CoT at 10^4 vertices (about a minute on 2 cores)")
+                    help="skip the IsTree CoT at 10^4 vertices (minutes on 2 cores)")
+    ap.add_argument("--no-dask", action="store_true", help="skip the Dask speed-up (needs rnngap[dask])")
+    ap.add_argument("--full-profile", action="store_true",
+                    help="also time `verify --profile full --engine dask --workers 2` (tens of minutes); "
+                         "without it the last recorded full-profile run is kept in the results, with its date")
     args = ap.parse_args(argv)
     t_all = time.perf_counter()
     ex = exhaustive_throughput(12 if args.quick else 16, 200 if args.quick else 2000)
     dec = decode_slope((10 ** 2, 10 ** 3, 10 ** 4) if args.quick else (10 ** 3, 10 ** 4, 10 ** 5))
     wit = witness_search((16, 24) if args.quick else (32, 40))
     ist = istree_cot((100, 200) if args.quick else (500, 1000) + (() if args.no_istree_1e4 else (10 ** 4,)))
+    cg = scale.cgram_2e20(log2n=12, reduction_log2n=10) if args.quick else scale.cgram_2e20()
+    dsk = None if args.no_dask else dask_bench.dask_speedup(2)
+    previous = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {}
+    if args.full_profile:
+        full = dask_bench.full_profile_dask(2)
+        full["date"] = time.strftime("%Y-%m-%d")
+    else:
+        full = previous.get("full_profile_dask")
     results = {
         "machine": {"python": platform.python_version(), "cpu_count": __import__("os").cpu_count()},
         "quick": args.quick,
@@ -186,6 +204,13 @@ def main(argv=None) -> int:
         "istree_1e4_seconds": ist["measured"].get("10000", {}).get("seconds") if ist.get("available") else None,
         "istree_1e3_seconds": ist["measured"].get("1000", {}).get("seconds") if ist.get("available") else None,
         "istree_1e4_seconds_projected": ist.get("projected_1e4_seconds"),
+        "istree_1e4_over_1e3": (ist["measured"]["10000"]["seconds"] / ist["measured"]["1000"]["seconds"]
+                                if ist.get("available") and {"1000", "10000"} <= set(ist["measured"]) else None),
+        "cgram": cg,
+        "cgram_2e20_seconds": cg["seconds"] if cg["n"] == 2 ** 20 else None,
+        "dask": dsk,
+        "dask_speedup_2_workers": dsk["dask_speedup_2_workers"] if dsk else None,
+        "full_profile_dask": full,
         "total_seconds": time.perf_counter() - t_all,
     }
     Path(args.out).write_text(json.dumps(results, indent=1))
@@ -198,6 +223,11 @@ def main(argv=None) -> int:
         ("IsTree 10^3 vertices seconds", results["istree_1e3_seconds"], "(measured)"),
         ("IsTree 10^4 vertices seconds", results["istree_1e4_seconds"], "< 60"),
         ("IsTree 10^4 seconds, PROJECTED", results["istree_1e4_seconds_projected"], "(from the smaller sizes)"),
+        ("IsTree 10^4 / 10^3 seconds", results["istree_1e4_over_1e3"], "<= 20"),
+        ("c-gram (c = 4) n = 2^20 seconds", results["cgram_2e20_seconds"], "< 60"),
+        ("Dask speed-up, 2 workers", results["dask_speedup_2_workers"], ">= 1.6"),
+        ("full profile, Dask 2 workers, s", (full or {}).get("wall_seconds"),
+         f"< 1800 ({(full or {}).get('date', 'never run')})"),
     ]
     print(f"{'measure':34s} {'value':>12s}  target")
     for name, v, tgt in targets:
