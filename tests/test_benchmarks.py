@@ -4,12 +4,14 @@ import json
 
 from benchmarks.__main__ import main
 
-KEYS = ("exhaustive_speedup_vs_numpy", "decode_loglog_slope", "collision_40bit_seconds", "istree_1e4_seconds")
+KEYS = ("exhaustive_speedup_vs_numpy", "exhaustive_speedup_vs_numpy_like_for_like", "decode_loglog_slope",
+        "collision_40bit_seconds", "istree_1e4_seconds", "istree_1e4_over_1e3", "cgram_2e20_seconds",
+        "dask_speedup_2_workers", "full_profile_dask")
 
 
 def test_quick_benchmark_runs_and_is_correct(tmp_path):
     out = tmp_path / "results.json"
-    assert main(["--quick", "--out", str(out)]) == 0
+    assert main(["--quick", "--no-dask", "--out", str(out)]) == 0   # the Dask run: tests/test_engine.py
     res = json.loads(out.read_text())
     for k in KEYS:
         assert k in res
@@ -20,3 +22,4 @@ def test_quick_benchmark_runs_and_is_correct(tmp_path):
     assert ex["instances"] == 2 ** 12
     assert res["witness"]["available"] and all(res["witness"][f"{b}bit"]["found"] for b in (16, 24))
     assert res["istree"]["available"] and set(res["istree"]["measured"]) == {"100", "200"}
+    assert res["cgram"]["correct"] and res["cgram"]["n"] == 2 ** 12 and res["cgram"]["reduction"]["correct"]
