@@ -112,7 +112,7 @@ def istree_scaling(sizes=(1000, 10 ** 4)) -> dict:
     return out
 
 
-if __name__ == "__main__":      # pragma: no cover - a manual run
+if __name__ == "__main__":      # a manual run: python -m benchmarks.scale [istree] [cgram]
     import json
     import sys
     which = sys.argv[1:] or ["cgram", "istree"]
