@@ -33,6 +33,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from . import kernels as K
+from . import lanes as LN
 from .fixedpoint import (
     E_MAXABS, E_SAT, FixedFormat, PrecisionError, check_err, new_err,
 )
@@ -400,6 +401,16 @@ class Model:
         exhaustive enumeration (consecutive rows share long prefixes) cost far
         fewer steps. Results, used bits and errors are identical either way.
 
+        Batches of many consecutive rows of equal length (shorter than
+        ``lanes.LANES_MAX_N``) run on the lane-parallel path
+        (:func:`constructions.lanes.forward_lanes`: a block of rows advances
+        together, vectorised across the rows; the same results, used bits and
+        errors), chosen by :func:`constructions.lanes.choose_block`. It computes
+        every token of every row, so with ``share_prefix`` it is used only when
+        sharing would still run more than 1 / ``lanes.LANES_SHARE_RATIO`` of the
+        tokens (an exhaustive enumeration of short rows: yes; long rows that
+        differ only at the end: no, the per-row path shares their prefixes).
+
         ``readout``: ``"table"`` (the generic readout over every token) or
         ``"nearest_code"`` (the exact shortcut of
         :func:`constructions.kernels.nearest_code_readout`, the same tokens, used
@@ -434,8 +445,13 @@ class Model:
         preds = np.full((B, N), -1, dtype=np.int64)
         err = new_err()
         loc = np.full(2, -1, dtype=np.int64)
-        K.forward_batch(tokens, lengths, bool(all_positions), bool(share_prefix), READOUTS[readout],
-                        *self.fmt.args, err, loc, self.weights, preds)
+        block = LN.choose_block(self, tokens, lengths, bool(share_prefix), readout)
+        if block:
+            LN.forward_lanes(tokens, lengths, bool(all_positions), bool(share_prefix), READOUTS[readout],
+                             *self.fmt.args, err, loc, self.weights, preds, LN.exp_table(self.fmt.frac_bits), block)
+        else:
+            K.forward_batch(tokens, lengths, bool(all_positions), bool(share_prefix), READOUTS[readout],
+                            *self.fmt.args, err, loc, self.weights, preds)
         self.absorb(err)
         self.resources.tokens_processed += int(lengths.sum())
         check_err(err, self.fmt, f"{self.name}, batch item {int(loc[0])}")
