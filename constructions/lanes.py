@@ -34,9 +34,9 @@ against the plain one) with ``err``; if one of them records an error (raise
 mode), the run stops there as the plain one does: only the good rows before it
 add their maxima, the rows after it keep no prediction, and ``loc`` names it.
 
-A model whose weights or readout table could make a product leave int64 in the
-format (the ``psafe`` / ``rsafe`` of :func:`kernels._forward_loop`) runs the
-per-row fast loop for the whole batch. :func:`choose_block` decides in Python
+A model whose weights could make a matrix-vector product leave int64 in the
+format (the ``psafe`` of :func:`kernels._forward_loop`) runs the per-row fast
+loop for the whole batch. :func:`choose_block` decides in Python
 when the lanes are worth it (:meth:`constructions.model.Model.predict_batch`).
 """
 from __future__ import annotations
@@ -336,19 +336,24 @@ def _lattend(Q, Kh, Vh, m, Sc, Mx, O, nb, mt, lim, I, f, mode, hm1, thr, etab, e
 
 
 @njit(cache=True)
-def _lreadout(X, out_dim, w_tab, col_wmax, col_ok, nb, mt, lim, f, hm1, lg, bestv, best):
+def _lreadout(X, out_dim, w_tab, col_wmax, col_ok, col_wabs, nb, mt, lim, f, hm1, lg, bestv, best):
     """The readout of :func:`kernels._readout_fast` for every lane: best[i] = the
     index of the first largest logit_c = sum_terms round(w_tab[c, t] x[dim_t]) (terms
     with x = 0 or w = 0 skipped); mt keeps every |product| and |partial logit| and,
     per read term (x[dim] != 0), the largest |raw| of its table column (a read
-    column with an entry that is not ok makes the lane bad)."""
+    column with an entry that is not ok makes the lane bad, and so does a read term
+    whose products might leave int64: max_c |w_tab[c, t]| |x| >= 4e18 in float64,
+    which is below 2^62 (1 - 2^-50))."""
     C, T = w_tab.shape
     for t in range(T):
         xr = X[out_dim[t]]
         cw = col_wmax[t] if col_ok[t] else lim
+        wa = float(col_wabs[t])
         for i in range(nb):
             if xr[i] != 0:
                 mt[i] = max(mt[i], cw)
+                if not (wa * abs(float(xr[i])) < 4.0e18):
+                    mt[i] = lim
     for c in range(C):
         for i in range(nb):
             lg[i] = 0
@@ -403,8 +408,7 @@ def _lanes(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mode
              max(max(K._absmax(rW2), K._absmax(aWQ)), max(K._absmax(aWK), K._absmax(aWV))))
     wm = max(wm, max(K._absmax(aWO), max(K._absmax(aW1), K._absmax(aW2))))
     psafe = bit_length(wm) + I + f <= 62
-    rsafe = bit_length(K._absmax(w_tab)) + I + f <= 62
-    if not (psafe and rsafe) or B == 0:
+    if not psafe or B == 0:
         K._forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, True, I, f, mode, err, loc,
                         ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, aWQ, aWK, aWV, aWO, a_nheads,
                         aW1, ab1, aW2, ab2, out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab,
@@ -423,6 +427,11 @@ def _lanes(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mode
     ttab, tmx, tok_ok, ptab, pmx, pos_ok = K.embed_tables(ekind, eparam, ecoef, candidates, N, I, f, mode)
     nv = tok_ok.shape[0]
     col_wmax, col_ok = K.readout_columns(wmax_tab, ok_tab)
+    C, T = w_tab.shape
+    col_wabs = np.zeros(T, dtype=np.int64)
+    for c in range(C):
+        for t in range(T):
+            col_wabs[t] = max(col_wabs[t], abs(w_tab[c, t]))
     x = np.zeros((D, BL), dtype=np.int64)
     tmp = np.zeros((D, BL), dtype=np.int64)
     acc = np.zeros((D, BL), dtype=np.int64)
@@ -509,7 +518,7 @@ def _lanes(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mode
                 _ladd(x, acc, nb, mt)
                 _lmlp(aW1[l], ab1[l], aW2[l], ab2[l], x, ahid, tmp, nb, mt, f, hm1)
             if need:
-                _lreadout(x, out_dim, w_tab, col_wmax, col_ok, nb, mt, lim, f, hm1, lg, bestv, best)
+                _lreadout(x, out_dim, w_tab, col_wmax, col_ok, col_wabs, nb, mt, lim, f, hm1, lg, bestv, best)
                 for i in range(nb):
                     preds[b0 + i, t] = candidates[best[i]]
         # the bad lanes: the per-row path, in row order, with err
