@@ -435,10 +435,18 @@ class Model:
             raise ValueError(f"{self.name}: sequences of length {N} exceed the declared maximum {max_length}")
         self.check_length(int(lengths.max()), "batch row")
         tokens = np.ascontiguousarray(tokens, dtype=np.int64)
-        mask = np.arange(N)[None, :] < lengths[:, None]
+        # every token read must be in the vocabulary. When every row is full length, a
+        # lookup table over the ids 0..max candidate settles it in one gather (~10x
+        # cheaper than the masked isin below, which runs otherwise and names the token)
+        full_ok = False
+        if int(lengths.min()) == N and tokens.size:
+            table = np.zeros(int(self.candidates.max()) + 1, dtype=bool)
+            table[self.candidates] = True
+            full_ok = int(tokens.min()) >= 0 and int(tokens.max()) < table.size and bool(table.take(tokens).all())
+        mask = None if full_ok else np.arange(N)[None, :] < lengths[:, None]
         # a lookup table over the candidates' id range (memory ~ that range, any ids)
-        bad = mask & ~np.isin(tokens, self.candidates, kind="table")
-        if bad.any():
+        bad = None if full_ok else mask & ~np.isin(tokens, self.candidates, kind="table")
+        if bad is not None and bad.any():
             b, t = map(int, np.argwhere(bad)[0])
             raise ValueError(f"{self.name}: batch[{b}] token id {int(tokens[b, t])} at position {t} "
                              f"is not in the vocabulary (size {self.vocab.size})")

@@ -202,6 +202,31 @@ def test_predict_batch_uses_the_lanes_for_an_exhaustive_batch():
     assert msgs[0] == msgs[1] and "batch item" in msgs[0]
 
 
+def test_a_bad_token_in_a_lanes_sized_batch_is_refused_before_any_kernel(monkeypatch):
+    """predict_batch's cheap full-length token check: a batch the lanes would take,
+    with one id outside the vocabulary (above it, below 0, or a gap inside its
+    range), is refused with the message naming the first bad entry, and no kernel
+    runs."""
+    model = BY_NAME["position-match-transformer"].build(8).model
+    rng = np.random.default_rng(3)
+    toks = np.concatenate([np.zeros((40, 1), np.int64), rng.integers(0, 2, (40, 11)) + number_token(0)], axis=1)
+    assert LN.choose_block(model, toks, np.full(40, 12, np.int64), False, "table") > 0
+
+    def boom(*a, **k):
+        raise AssertionError("a kernel ran on invalid input")
+    monkeypatch.setattr(LN, "forward_lanes", boom)
+    monkeypatch.setattr(K, "forward_batch", boom)
+    gap = next(t for t in range(int(model.candidates.max())) if t not in set(model.candidates.tolist()))
+    for bad in (int(model.candidates.max()) + 1, -1, gap):
+        t = toks.copy()
+        t[17, 5] = bad
+        t[30, 2] = bad
+        with pytest.raises(ValueError, match=rf"batch\[17\] token id {bad} at position 5 is not in the vocabulary"):
+            model.predict_batch(t, share_prefix=False)
+    monkeypatch.undo()
+    assert model.predict_batch(toks, share_prefix=False).shape == (40,)
+
+
 def test_choose_block_leaves_long_rows_and_long_shared_prefixes_to_the_per_row_path():
     model = BY_NAME["previous-token-transformer"].build(600).model
     rng = np.random.default_rng(11)
