@@ -165,6 +165,51 @@ def test_a_block_where_only_some_lanes_fall_back(mode):
     assert seen > 0
 
 
+def _cancelling_heads(I, f, mode):
+    """Hand-made weights (kernels.Weights) where the largest |raw| of a run is the sum
+    of two heads' outputs, which the residual then cancels: x = -60 tau (token tau = 1),
+    both heads average v = 1 (all scores 0), W_O = 32 and 40, so acc ~ 72 while x + acc
+    ~ 12. With I = 6 the head sum overflows (or clamps) although nothing after it does."""
+    one = 1 << f
+    D = 2
+    z = lambda *shape: np.zeros(shape, np.int64)                    # noqa: E731
+    aWV, aWO = z(1, 2, 1, D), z(1, 2, D, 1)
+    aWV[0, :, 0, 1] = one
+    aWO[0, 0, 0, 0], aWO[0, 1, 0, 0] = 32 * one, 40 * one
+    net = K.Network(np.array([K.F_TOK, K.F_ONE]), z(D), np.array([-60 * one, one]),
+                    z(0, 0, 0), z(0, 0, D), z(0, D, 0), z(0, 0, D), z(0, 0), z(0, D, 0), z(0, D),
+                    z(1, 2, 1, D), z(1, 2, 1, D), aWV, aWO, np.array([2]), z(1, 0, D), z(1, 0), z(1, D, 0), z(1, D))
+    cands = np.array([0, number_token(0)])
+    out = (np.array([0]), np.array([K.F_IS_NUM]), z(1), np.array([one]))
+    ro = K.Readout(*out, cands, *K.readout_table(out[1], out[2], out[3], cands, I, f, mode), np.array([-1, 0, 0]))
+    return K.Weights(net, ro)
+
+
+def test_a_head_sum_that_the_residual_cancels():
+    """The meter and the overflow check of the sum of the heads' outputs (acc, before
+    x += acc) are the lanes' own: nothing later records that value. At I = 7 it is the
+    run's largest |raw|; at I = 6 it overflows (raise: the error names it) or clamps."""
+    f = 8
+    toks = np.full((37, 6), number_token(0), np.int64)
+    lengths = np.full(37, 6, np.int64)
+    lengths[20:] = 5                                              # two runs, blocks of 16 lanes
+    for I, mode in ((7, 0), (6, 0), (6, 1)):
+        W = _cancelling_heads(I, f, mode)
+        runs = []
+        for fn in (K.forward_batch_plain, LN.forward_lanes):
+            preds = np.full(toks.shape, -1, np.int64)
+            err = new_err()
+            loc = np.full(2, -1, np.int64)
+            extra = (LN.exp_table(f), 16) if fn is LN.forward_lanes else ()
+            settled = fn(toks, lengths, True, False, K.READOUT_TABLE, I, f, mode, err, loc, W, preds, *extra)
+            runs.append((preds.tolist(), err.tolist(), loc.tolist()))
+        assert runs[0] == runs[1], (I, mode)
+        err = runs[0][1]
+        if I == 7:
+            assert err[E_CODE] == 0 and err[E_MAXABS] > 60 << f and settled == 37     # the head sum is the max
+        else:
+            assert err[E_CODE] != 0 if mode == 0 else err[E_SAT] > 0
+
 # ---------------------------------------------------------------------------- predict_batch
 def test_predict_batch_uses_the_lanes_for_an_exhaustive_batch():
     """The benchmark's kind of batch (every binary string, equal lengths) goes to the
