@@ -210,6 +210,52 @@ def test_a_head_sum_that_the_residual_cancels():
         else:
             assert err[E_CODE] != 0 if mode == 0 else err[E_SAT] > 0
 
+
+def _summing_state(I, f, mode):
+    """Hand-made linear RNN (kernels.Weights) whose state h_t = h_{t-1} + 35 tau is
+    the run's largest |raw| only as the sum A h + B x (each product <= 35, C = 1/4):
+    70 at the second token; with I = 6 that sum overflows (or clamps) alone."""
+    one = 1 << f
+    D = 2
+    z = lambda *shape: np.zeros(shape, np.int64)                    # noqa: E731
+    rA, rB, rC = z(1, 1, 1) + one, z(1, 1, D), z(1, D, 1)
+    rB[0, 0, 0] = 35 * one
+    rC[0, 0, 0] = one // 4
+    net = K.Network(np.array([K.F_TOK, K.F_ONE]), z(D), np.array([one, one]),
+                    rA, rB, rC, z(1, 0, D), z(1, 0), z(1, D, 0), z(1, D),
+                    z(0, 0, 0, D), z(0, 0, 0, D), z(0, 0, 0, D), z(0, 0, D, 0), z(0), z(0, 0, D), z(0, 0),
+                    z(0, D, 0), z(0, D))
+    cands = np.array([0, number_token(0)])
+    out = (np.array([0]), np.array([K.F_IS_NUM]), z(1), np.array([one]))
+    ro = K.Readout(*out, cands, *K.readout_table(out[1], out[2], out[3], cands, I, f, mode), np.array([-1, 0, 0]))
+    return K.Weights(net, ro)
+
+
+def test_a_state_sum_no_product_repeats():
+    """The meter and the overflow check of the RNN state sum A h + B x are the lanes'
+    own: at I = 7 it is the run's largest |raw|, at I = 6 it overflows or clamps."""
+    f = 8
+    toks = np.full((21, 3), number_token(0), np.int64)
+    lengths = np.full(21, 2, np.int64)
+    lengths[9:] = 3                                               # the third token: h = 105 > 64 as well
+    for I, mode in ((7, 0), (6, 0), (6, 1)):
+        W = _summing_state(I, f, mode)
+        lens = lengths if I == 6 else np.full(21, 2, np.int64)
+        runs = []
+        for fn in (K.forward_batch_plain, LN.forward_lanes):
+            preds = np.full(toks.shape, -1, np.int64)
+            err = new_err()
+            loc = np.full(2, -1, np.int64)
+            extra = (LN.exp_table(f), 8) if fn is LN.forward_lanes else ()
+            settled = fn(toks, lens, True, False, K.READOUT_TABLE, I, f, mode, err, loc, W, preds, *extra)
+            runs.append((preds.tolist(), err.tolist(), loc.tolist()))
+        assert runs[0] == runs[1], (I, mode)
+        err = runs[0][1]
+        if I == 7:
+            assert err[E_CODE] == 0 and err[E_MAXABS] == 70 << f and settled == 21
+        else:
+            assert err[E_CODE] != 0 if mode == 0 else err[E_SAT] > 0
+
 # ---------------------------------------------------------------------------- predict_batch
 def test_predict_batch_uses_the_lanes_for_an_exhaustive_batch():
     """The benchmark's kind of batch (every binary string, equal lengths) goes to the
