@@ -41,7 +41,10 @@ generic readout over every candidate, weights from the table) or
 ``READOUT_NEAREST_CODE`` (:func:`nearest_code_readout`, exact for the readout
 logit(k) = 2 tau_k x[v] - tau_k^2 over a contiguous code range).
 
-Four exact shortcuts, each tested to give the same outputs, the same largest
+The pruned attention (block bounds over key positions, and for sessions the
+key-value index of :mod:`constructions.keyindex`) and the quadratic readout of
+sessions (:func:`quadratic_readout`) are exact too. Four exact shortcuts, each
+tested to give the same outputs, the same largest
 |raw| and the same first error as the plain definition: attention scores on
 plain int64 when bounds show nothing can overflow (:func:`attention_scores`);
 readout weights per candidate token computed once per model and format
@@ -302,7 +305,15 @@ def attention_scores(q, KhT, KmT, m, I, f, mode, err, qnz, cm, scores):
     :func:`scores_length`): only the keys of blocks whose scores can get a nonzero
     weight are scored; the others keep stale ``scores`` entries, and the header
     scores[capacity] = number of visited leaf blocks (their ids follow) tells
-    :func:`attend_sparse` which keys to read. Header -1: every score was computed."""
+    :func:`attend_sparse` which keys to read. Header -1: every score was computed.
+
+    A head where the position blocks kept over a quarter of the keys (paused for
+    PRUNE_PAUSE steps) tries, when its cache has the rows of
+    :mod:`constructions.keyindex` (``KmT`` with 3 Dh + 2 rows, sessions only), the
+    exact key-value index instead (:func:`constructions.keyindex.index_scores`,
+    same unchecked case): header -2 - n, the n kept positions ascending, then the
+    groups of equal keys. It stays on it while it scores at most a quarter of the
+    keys; otherwise the plain loop for PRUNE_PAUSE steps (either way the same numbers)."""
     Dh = q.shape[0]
     cap = KhT.shape[1]
     ext = scores.shape[0] >= 2 * cap
@@ -831,7 +842,10 @@ def attend_sparse(scores, m, M, values, I, f, mode, err, idx, out):
     After the pruned :func:`attention_scores` (``scores`` longer than twice the
     capacity ``values.shape[0]`` and scores[capacity] = n >= 0) only the n leaf
     blocks listed after the header hold computed scores: only their keys are
-    looked at (every other key's score is below M + threshold, weight 0).
+    looked at (every other key's score is below M + threshold, weight 0). After
+    the key-value index (scores[capacity] = -2 - n): the n positions listed,
+    ascending (the plain order), then the index's groups (score, count), whose
+    keys all get weight 0 and enter only Z (see keyindex.index_scores).
 
     Overwrites ``scores`` and uses ``idx`` (>= m entries) as scratch; the
     per-key weights are not kept (use fx_attend to record them)."""
