@@ -41,7 +41,10 @@ generic readout over every candidate, weights from the table) or
 ``READOUT_NEAREST_CODE`` (:func:`nearest_code_readout`, exact for the readout
 logit(k) = 2 tau_k x[v] - tau_k^2 over a contiguous code range).
 
-Four exact shortcuts, each tested to give the same outputs, the same largest
+The pruned attention (block bounds over key positions, and for sessions the
+key-value index of :mod:`constructions.keyindex`) and the quadratic readout of
+sessions (:func:`quadratic_readout`) are exact too. Four exact shortcuts, each
+tested to give the same outputs, the same largest
 |raw| and the same first error as the plain definition: attention scores on
 plain int64 when bounds show nothing can overflow (:func:`attention_scores`);
 readout weights per candidate token computed once per model and format
@@ -52,6 +55,7 @@ each row reusing the KV cache of the prefix it shares with the row before; and
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -61,6 +65,7 @@ from .fixedpoint import (
     E_CODE, E_MAXABS, E_WHERE, ERR_LEN, ERR_OVERFLOW, MODE_SATURATE, E_SAT, OP_ADD,
     _exp_raw, _fit, _record, bit_length, exp_zero_threshold, fx_add, fx_attend, fx_div, fx_mul, fx_relu,
 )
+from .keyindex import KI_PAUSE, ST_ABORTED, ST_EFFECTIVE, has_index, index_rows, index_scores
 from .vocab import NUMBER_BASE
 
 # feature kinds of the embedding / readout formulas
@@ -300,7 +305,15 @@ def attention_scores(q, KhT, KmT, m, I, f, mode, err, qnz, cm, scores):
     :func:`scores_length`): only the keys of blocks whose scores can get a nonzero
     weight are scored; the others keep stale ``scores`` entries, and the header
     scores[capacity] = number of visited leaf blocks (their ids follow) tells
-    :func:`attend_sparse` which keys to read. Header -1: every score was computed."""
+    :func:`attend_sparse` which keys to read. Header -1: every score was computed.
+
+    A head where the position blocks kept over a quarter of the keys (paused for
+    PRUNE_PAUSE steps) tries, when its cache has the rows of
+    :mod:`constructions.keyindex` (``KmT`` with 3 Dh + 2 rows, sessions only), the
+    exact key-value index instead (:func:`constructions.keyindex.index_scores`,
+    same unchecked case): header -2 - n, the n kept positions ascending, then the
+    groups of equal keys. It stays on it while it scores at most a quarter of the
+    keys; otherwise the plain loop for PRUNE_PAUSE steps (either way the same numbers)."""
     Dh = q.shape[0]
     cap = KhT.shape[1]
     ext = scores.shape[0] >= 2 * cap
@@ -340,7 +353,23 @@ def attention_scores(q, KhT, KmT, m, I, f, mode, err, qnz, cm, scores):
             # a head where pruning kept over a quarter of the keys runs the plain loop
             # for its next PRUNE_PAUSE steps (either way the same numbers)
             if KmT[Dh, PRUNE_HINT] > 0:
-                KmT[Dh, PRUNE_HINT] -= 1
+                # a head the position blocks do not prune tries the key-value index
+                # (constructions/keyindex.py) while it scores at most a quarter of the keys
+                use_index = has_index(KmT, Dh)
+                if use_index and KmT[2 * Dh, KI_PAUSE] > 0:
+                    KmT[2 * Dh, KI_PAUSE] -= 1
+                    use_index = False
+                if use_index:
+                    M, status = index_scores(q, KhT, KmT, m, I, f, err, qnz, nq, cm, scores)
+                    if status == ST_EFFECTIVE:
+                        return M
+                    KmT[2 * Dh, KI_PAUSE] = PRUNE_PAUSE
+                    KmT[Dh, PRUNE_HINT] -= 1
+                    if status != ST_ABORTED:
+                        return M
+                    mx = err[E_MAXABS]
+                else:
+                    KmT[Dh, PRUNE_HINT] -= 1
             else:
                 M = _pruned_scores(q, KhT, KmT, m, f, err, qnz, nq, cm, scores)
                 if 4 * (scores[cap] << PRUNE_LEAF_LOG) > m:
@@ -445,8 +474,9 @@ PRUNE_PAUSE = 32
 
 def cache_rows(Dh: int, prune: bool) -> int:
     """Rows of one head's ``Km`` (the column bounds, plus the block bounds of the
-    pruned attention if ``prune``)."""
-    return 2 * Dh if prune else Dh
+    pruned attention and the key-value index of :mod:`constructions.keyindex` if
+    ``prune``)."""
+    return index_rows(Dh) if prune else Dh
 
 
 def cache_capacity(capacity: int, prune: bool) -> int:
@@ -812,7 +842,10 @@ def attend_sparse(scores, m, M, values, I, f, mode, err, idx, out):
     After the pruned :func:`attention_scores` (``scores`` longer than twice the
     capacity ``values.shape[0]`` and scores[capacity] = n >= 0) only the n leaf
     blocks listed after the header hold computed scores: only their keys are
-    looked at (every other key's score is below M + threshold, weight 0).
+    looked at (every other key's score is below M + threshold, weight 0). After
+    the key-value index (scores[capacity] = -2 - n): the n positions listed,
+    ascending (the plain order), then the index's groups (score, count), whose
+    keys all get weight 0 and enter only Z (see keyindex.index_scores).
 
     Overwrites ``scores`` and uses ``idx`` (>= m entries) as scratch; the
     per-key weights are not kept (use fx_attend to record them)."""
@@ -825,12 +858,24 @@ def attend_sparse(scores, m, M, values, I, f, mode, err, idx, out):
     nc = 0
     cap = values.shape[0]
     pruned = scores.shape[0] >= 2 * cap and scores[cap] >= 0
+    listed = scores.shape[0] >= 2 * cap and scores[cap] <= -2
     # after the pruned scores, exps of the few gaps r = M - s_j <= PRUNE_EXP_MEMO are kept
     # across calls at the end of ``scores`` (:func:`_exp_kept`)
-    keep = pruned and I >= 1 and -thr <= PRUNE_EXP_MEMO
+    keep = (pruned or listed) and I >= 1 and -thr <= PRUNE_EXP_MEMO
     if keep:
         _exp_memo_check(scores, I, f)
-    if pruned:
+    ngroups = 0
+    gbase = 0
+    if listed:                     # the key-value index's kept positions, ascending, then its groups
+        nl = -2 - scores[cap]
+        for v in range(nl):
+            j = scores[cap + 1 + v]
+            if scores[j] - M >= thr:
+                idx[nc] = j
+                nc += 1
+        ngroups = scores[cap + 1 + nl]
+        gbase = cap + 2 + nl
+    elif pruned:
         for v in range(scores[cap]):
             j0 = scores[cap + 1 + v] << PRUNE_LEAF_LOG
             for j in range(j0, min(j0 + PRUNE_LEAF, m)):
@@ -877,6 +922,13 @@ def attend_sparse(scores, m, M, values, I, f, mode, err, idx, out):
             ej = _exp_kept(dj, I, f, mode, err, scores) if keep else _exp_raw(dj, I, f, mode, err)
             scores[ci] = ej
         Z = fx_add(Z, ej, I, f, mode, err)
+    # groups of the key-value index (keyindex.index_scores): count keys of one score
+    # each; their weights round(e 2^f / Z) are 0 (count > 2^(f+1), Z >= count e), and
+    # Z stays below 2^(I+f-1), so the sum's order does not matter
+    for g in range(ngroups):
+        dj = scores[gbase + 2 * g] - M
+        ej = _exp_kept(dj, I, f, mode, err, scores) if keep else _exp_raw(dj, I, f, mode, err)
+        Z = fx_add(Z, scores[gbase + 2 * g + 1] * ej, I, f, mode, err)
     for ci in range(nc):
         r = scores[ci]
         ej = ememo[r] if memo else r
@@ -1124,9 +1176,102 @@ def readout_fast(x, ro, I, f, mode, err):
 def readout_flat(x, out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab, nearest,
                  I, f, mode, err):
     """:func:`readout_fast` with the :class:`Readout` flattened (``*weights.readout``),
-    for a session's per-token calls (see :func:`feed_flat`)."""
+    for a session's per-token calls (see :func:`feed_flat`); a readout
+    a tau x[d1] + b tau^2 x[d2] goes through :func:`quadratic_readout` (the same token
+    and the same effects on ``err``)."""
+    tok = quadratic_readout(x, out_dim, out_kind, out_param, out_coef, candidates, I, f, mode, err)
+    if tok >= 0:
+        return tok
     return _readout_fast(x, out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab,
                          I, f, mode, err)
+
+
+QUAD_MIN_CANDIDATES = 64      # fewer candidates: the full readout is as fast
+
+
+@njit(cache=True, inline='always')
+def _code_rank(candidates, ns, k):
+    """The candidate index of the k-th smallest token code (specials, code -id, come
+    first in reverse id order, then the numbers, code id - NUMBER_BASE + 1)."""
+    return ns - 1 - k if k < ns else k
+
+
+@njit(cache=True)
+def quadratic_readout(x, out_dim, out_kind, out_param, out_coef, candidates, I, f, mode, err):
+    """The generic :func:`readout` over ``candidates`` for the readout of two terms
+    a tau_k x[d1] + b tau_k^2 x[d2] (kinds F_TOK then F_TOK_SQ) with integer
+    coefficients a, b: every weight (a tau, b tau^2) and every product
+    (a tau x / 2^f = (a / 2^f) tau x) is then exact, so logit(tau) = g(tau) =
+    A tau + B tau^2 exactly (A = (a / 2^f) x[d1], B = (b / 2^f) x[d2]). Returns -1
+    (the caller runs the full readout) if the readout is not of that form, there are
+    few candidates, ``err`` already holds an error, or the subset below overflows or
+    saturates.
+
+    The subset: the smallest id (all logits tie when A = B = 0), the candidates of
+    the smallest and largest code, and, when B != 0, the two candidates on either
+    side of the vertex -A / (2B) (float estimate; the real vertex is within one code
+    of it). Its argmax is the full argmax: a strictly concave g (B < 0) takes its
+    maximum over the codes at the candidates next to the vertex, at most two codes
+    reach it and both are in the subset; a convex or linear g (B >= 0) at the ends.
+    Every intermediate |value| is largest at the subset: |tau|, |a tau|, |b tau^2|,
+    |A tau|, |B tau^2| grow with |tau| (largest at an end), and |g| is largest at
+    an end or next to the vertex (g concave: -g convex; g convex: the same with the
+    signs swapped). So the subset, evaluated by :func:`_readout` in ascending id
+    order (ties -> smallest id), gives the same token and the same largest |raw|,
+    and it overflows or saturates iff some candidate does: then -1 (err untouched,
+    the subset ran on a copy)."""
+    C = candidates.shape[0]
+    T = out_dim.shape[0]
+    if T != 2 or C < QUAD_MIN_CANDIDATES or out_kind[0] != F_TOK or out_kind[1] != F_TOK_SQ:
+        return np.int64(-1)
+    one = np.int64(1) << f
+    a = out_coef[0]
+    b = out_coef[1]
+    if a % one != 0 or b % one != 0 or err[E_CODE] != 0:
+        return np.int64(-1)
+    # specials (ids < NUMBER_BASE) come first among the ascending candidate ids
+    lo = 0
+    hi = C
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if candidates[mid] < NUMBER_BASE:
+            lo = mid + 1
+        else:
+            hi = mid
+    ns = lo
+    ids = np.empty(7, dtype=np.int64)
+    n = 0
+    ids[n] = candidates[0]
+    ids[n + 1] = candidates[_code_rank(candidates, ns, 0)]
+    ids[n + 2] = candidates[_code_rank(candidates, ns, C - 1)]
+    n = 3
+    x1 = x[out_dim[0]]
+    x2 = x[out_dim[1]]
+    A = float(a >> f) * float(x1)
+    B = float(b >> f) * float(x2)
+    if b != 0 and x2 != 0:
+        v = -A / (2.0 * B)
+        # the first code rank whose code exceeds floor(v)
+        lo = 0
+        hi = C
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if float(tok_code(candidates[_code_rank(candidates, ns, mid)])) <= math.floor(v):
+                lo = mid + 1
+            else:
+                hi = mid
+        for k in range(lo - 2, lo + 2):
+            if k >= 0 and k < C:
+                ids[n] = candidates[_code_rank(candidates, ns, k)]
+                n += 1
+    sub = np.unique(ids[:n])
+    e2 = err.copy()
+    tok = _readout(x, out_dim, out_kind, out_param, out_coef, sub, I, f, mode, e2)
+    if e2[E_CODE] != 0 or e2[E_SAT] != err[E_SAT]:
+        return np.int64(-1)
+    if e2[E_MAXABS] > err[E_MAXABS]:
+        err[E_MAXABS] = e2[E_MAXABS]
+    return tok
 
 
 @njit(cache=True)
