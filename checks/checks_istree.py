@@ -210,32 +210,94 @@ def _record(task: str, model, n: int, out: Outcome, t0: float, note: str = "", f
                   family=family, alphabet=None)
 
 
-@register("T4.7-up", "IsTree DFS-tour Transformer: exhaustive small graphs", parts=lambda p: list(EXHAUSTIVE[p]))
-def exhaustive_check(profile: str, seed: int, n: int) -> list[Record]:
-    """One part per vertex count n (:data:`EXHAUSTIVE`)."""
-    recs = []
-    for n, how in [(n, EXHAUSTIVE[profile][n])]:
-        t0 = time.perf_counter()
-        rng = np.random.default_rng(seed + 1000 + n)
-        model = C.istree_transformer(n, n * (n - 1) // 2)
-        fam = "all-graphs"
-        if how is None:
-            cases, note = exhaustive_cases(n, rng), "every graph, every edge order (<= 5 edges), 3 orders beyond"
-        elif how == "canonical":
-            cases = exhaustive_cases(n, rng, orders_beyond=1, all_orders=False)
-            note = "every graph in its enumeration order (all orders: full profile)"
-        else:
-            cases, note = sampled_cases(n, rng, how), f"{how} seeded uniform graphs, seeded order"
-            fam = "uniform-graphs"
-        out = teacher_forced_failures(model, cases)
+EXHAUSTIVE_SPLIT = {"quick": {}, "full": {6: 4}}
+"""n -> the number of parts of its exhaustive record (default 1): contiguous ranges of
+its case list (the full profile's every graph on 6 vertices is ~0.5 M cases, the
+longest single part of a parallel run), merged by :func:`exhaustive_combine` into
+exactly the record of the unsplit run."""
+
+
+def exhaustive_parts(profile: str, split: dict[int, int] | None = None) -> list[tuple[int, int, int]]:
+    """Part keys (n, k, K) of the exhaustive record: range k of K of n's case list
+    (``split``: n -> K, default :data:`EXHAUSTIVE_SPLIT`)."""
+    split = EXHAUSTIVE_SPLIT[profile] if split is None else split
+    return [(n, k, split.get(n, 1)) for n in EXHAUSTIVE[profile] for k in range(split.get(n, 1))]
+
+
+def _exhaustive_cases(profile: str, seed: int, n: int) -> tuple[list[Case], str, str]:
+    """(cases, note, family) of the exhaustive record at n: every part draws the whole
+    list from the same seeded generator, so each range is the unsplit run's."""
+    how = EXHAUSTIVE[profile][n]
+    rng = np.random.default_rng(seed + 1000 + n)
+    if how is None:
+        return exhaustive_cases(n, rng), "every graph, every edge order (<= 5 edges), 3 orders beyond", "all-graphs"
+    if how == "canonical":
+        return (exhaustive_cases(n, rng, orders_beyond=1, all_orders=False),
+                "every graph in its enumeration order (all orders: full profile)", "all-graphs")
+    return sampled_cases(n, rng, how), f"{how} seeded uniform graphs, seeded order", "uniform-graphs"
+
+
+def exhaustive_part(profile: str, seed: int, part: tuple[int, int, int]) -> dict:
+    """Range k of K (part = (n, k, K)) of the exhaustive run at n: the three passes
+    (every case; the first tenth again with '~'; every tenth case with the header)
+    restricted to the cases at indices [lo, hi) of the unsplit list, each pass's
+    outcome kept apart so that :func:`exhaustive_combine` can rebuild the unsplit
+    order of failures."""
+    n, k, K = part
+    if not (K >= 1 and 0 <= k < K):
+        raise ValueError(f"exhaustive part {part}: need 0 <= k < K")
+    t0 = time.perf_counter()
+    cases, note, fam = _exhaustive_cases(profile, seed, n)
+    lo, hi = len(cases) * k // K, len(cases) * (k + 1) // K
+    model = C.istree_transformer(n, n * (n - 1) // 2)
+    passes = []
+    for sel, kw in ((range(lo, hi), {}),
+                    (range(lo, min(hi, max(1, len(cases) // 10))), {"sep": TILDE}),
+                    (range(lo + (-lo) % 10, hi, 10), {"count": "always"})):
         # a tenth of the cases again with '~' between the endpoints, and with the header on every prompt
-        teacher_forced_failures(model, cases[: max(1, len(cases) // 10)], sep=TILDE, out=out)
-        teacher_forced_failures(model, cases[::10], out=out, count="always")
-        hidden = sum(C.needs_count(k, e) for k, e in cases)
-        note += (f"; on n vertices: {hidden} graphs with isolated top vertices carry [COUNT] n (the model's "
-                 f"own label), a tenth again with '~', a tenth with the header on every prompt")
-        recs.append(_record("exhaustive (teacher-forced = greedy)", model, n, out, t0, note, fam))
+        passes.append(teacher_forced_failures(model, [cases[i] for i in sel], **kw) if len(sel) else Outcome())
+    r = model.resources
+    return {"n": n, "k": k, "K": K, "passes": passes, "hidden": sum(C.needs_count(*cases[i]) for i in range(lo, hi)),
+            "name": model.name, "used": r.used_precision_bits, "bits": model.fmt.total_bits, "params": r.params,
+            "N": model.spec.notes["n_vertices"], "note": note, "family": fam, "seconds": time.perf_counter() - t0}
+
+
+def exhaustive_combine(profile: str, seed: int, outputs: list[dict]) -> list[Record]:
+    """One record per n from its parts (in part order): instances, failures summed,
+    the CoT maximum, the first failure of the unsplit order (every case, then the
+    '~' pass, then the header pass), the used bits the maximum (the meter of one
+    model over every run)."""
+    recs = []
+    for n in dict.fromkeys(o["n"] for o in outputs):
+        mine = [o for o in outputs if o["n"] == n]
+        if [o["k"] for o in mine] != list(range(mine[0]["K"])):
+            raise AssertionError(f"exhaustive n={n}: parts {[o['k'] for o in mine]}, want 0..{mine[0]['K'] - 1}")
+        out = Outcome()
+        for j in range(3):
+            for o in mine:
+                p = o["passes"][j]
+                out.instances, out.failures = out.instances + p.instances, out.failures + p.failures
+                out.cot_max = max(out.cot_max, p.cot_max)
+                out.first_failure = out.first_failure or p.first_failure
+        first = mine[0]
+        hidden = sum(o["hidden"] for o in mine)
+        note = first["note"] + (f"; on n vertices: {hidden} graphs with isolated top vertices carry [COUNT] n "
+                                f"(the model's own label), a tenth again with '~', a tenth with the header on "
+                                f"every prompt")
+        # the fields of _record, the used bits the maximum over the parts
+        recs.append(Record("T4.7-up", first["name"], "exhaustive (teacher-forced = greedy)", n, out.instances,
+                           out.failures, max(o["used"] for o in mine), first["bits"], out.cot_max,
+                           C.cot_bound(first["N"]), first["params"], None,
+                           round(sum(o["seconds"] for o in mine), 3), (note + " " + out.first_failure).strip(),
+                           family=first["family"], alphabet=None))
     return recs
+
+
+@register("T4.7-up", "IsTree DFS-tour Transformer: exhaustive small graphs", parts=exhaustive_parts,
+          combine=exhaustive_combine, cost=lambda part: part[0] ** 4 // part[2])
+def exhaustive_check(profile: str, seed: int, part: tuple[int, int, int]) -> dict:
+    """One part per range of one vertex count's cases (:func:`exhaustive_parts`)."""
+    return exhaustive_part(profile, seed, part)
 
 
 @register("T4.7-up", "IsTree DFS-tour Transformer: larger sparse graphs, greedy generation",

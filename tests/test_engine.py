@@ -114,6 +114,51 @@ def test_index_exhaustive_split_in_ranges_equals_the_unsplit_record():
     assert whole.instances == sum(m * 2 ** m for m in range(1, 13)) and whole.passed
 
 
+
+def _istree_exhaustive(split: dict[int, int]) -> tuple[list, list[Record]]:
+    """The quick T4.7-up exhaustive records computed from the parts of ``split``."""
+    from rnngap.checks import checks_istree as CI
+
+    parts = CI.exhaustive_parts("quick", split)
+    return parts, CI.exhaustive_combine("quick", 0, [CI.exhaustive_part("quick", 0, p) for p in parts])
+
+
+def test_istree_exhaustive_split_in_ranges_equals_the_unsplit_record():
+    """The exhaustive IsTree records (quick: n = 1..6) computed from case ranges
+    (n = 4 in 3 ranges, n = 5 in 7, n = 6 in 2) equal the records of one part per n."""
+    whole_parts, whole = _istree_exhaustive({})
+    split_parts, split = _istree_exhaustive({4: 3, 5: 7, 6: 2})
+    assert len(whole_parts) == 6 and len(split_parts) == 3 + 3 + 7 + 2
+    assert _strip(split) == _strip(whole) and [r.n for r in whole] == [1, 2, 3, 4, 5, 6]
+    assert all(r.passed for r in whole) and whole[3].instances > 24
+
+
+def test_istree_exhaustive_merge_keeps_the_unsplit_order_of_failures(monkeypatch):
+    """With failures planted in every pass (a stand-in for the model run: the main
+    pass fails only on the complete graphs, which come last, so only in the last
+    range), the merged records name the failure the unsplit run meets first (every
+    case, then the '~' pass, then the header pass) and count every one."""
+    from rnngap.checks import checks_istree as CI
+    from rnngap.constructions.vocab import DASH
+
+    def planted(model, cases, sep=DASH, count="auto"):
+        out = CI.Outcome()
+        for n_nodes, edges in cases:
+            out.instances += 1
+            out.cot_max = max(out.cot_max, 2 * len(edges))
+            if 2 * len(edges) == n_nodes * (n_nodes - 1) or (sep != DASH and len(edges) == 1) \
+                    or count == "always":
+                out.fail(f"sep {sep} count {count} n {n_nodes} edges {edges}")
+        return out
+    monkeypatch.setattr(CI, "teacher_forced_failures", planted)
+    _, whole = _istree_exhaustive({})
+    _, split = _istree_exhaustive({3: 2, 4: 5, 5: 3, 6: 4})
+    assert _strip(split) == _strip(whole)
+    assert all(r.failures > 0 and not r.passed for r in whole)
+    for r in whole[2:5]:         # n = 3, 4, 5 (every graph): the first failure is the main pass's complete graph
+        assert f"sep {DASH} count auto n {r.n} edges [(" in r.note
+
+
 # ------------------------------------------------------------------ the Dask engine on a LocalCluster
 def _index_check_in_ranges():
     """The T4.6-up Index check with its exhaustive reduction split into chunk ranges
