@@ -428,13 +428,15 @@ class Model:
         B, N = tokens.shape
         if lengths is None:
             lengths = np.full(B, N, dtype=np.int64)
-        lengths = np.asarray(lengths, dtype=np.int64)
+        lengths = np.require(lengths, dtype=np.int64, requirements=("C", "W"))
         if lengths.shape != (B,) or (lengths < 1).any() or (lengths > N).any():
             raise ValueError(f"{self.name}: lengths must be (batch,) = ({B},) with 1 <= length <= {N}")
         if max_length is not None and N > max_length:
             raise ValueError(f"{self.name}: sequences of length {N} exceed the declared maximum {max_length}")
         self.check_length(int(lengths.max()), "batch row")
-        tokens = np.ascontiguousarray(tokens, dtype=np.int64)
+        # writeable too: numba types a read-only array apart from a writeable one,
+        # and a read-only batch would compile every kernel a second time.
+        tokens = np.require(tokens, dtype=np.int64, requirements=("C", "W"))
         # every token read must be in the vocabulary. When every row is full length, a
         # lookup table over the ids 0..max candidate settles it in one gather (~10x
         # cheaper than the masked isin below, which runs otherwise and names the token)
