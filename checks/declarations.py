@@ -66,11 +66,107 @@ def holds(decl: Declaration) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def _bounded_ratio(up: sp.Expr, growth: sp.Expr) -> bool:
-    """lim_{n->oo} up / growth is finite. Memoised on the (hashable, structural)
-    sympy expressions: many constructions declare the same expression, and
-    sympy's limit is the slow part of the check."""
+    """lim_{n->oo} up / growth is finite. First the order rules of
+    :func:`order_bound` (sound: they bound |up| from above); what they do not
+    settle (a term they do not know, or an order above the growth) goes to
+    sympy's limit, which alone decides every failure. Memoised on the (hashable,
+    structural) sympy expressions: many constructions declare the same one."""
+    if _within(order_bound(up), order_bound(growth, lower=True)):
+        return True
     lim = sp.limit(up / growth, N, sp.oo)
     return bool(lim.is_finite)
+
+
+# ----------------------------------------------------------------------------
+# Order rules. An order (a, b) stands for n^a (log n)^b (a, b rational). The
+# rules give, for an expression e in n, an upper order U with |e| <= C n^a log^b n
+# for all large n, and a lower order L with e >= c n^a log^b n > 0 for all large n
+# (only for expressions that are eventually positive). None: not known. Sums:
+# U = max over the terms (|sum| <= sum |terms|); L = max over the eventually
+# positive terms, provided every other term has an upper order strictly below it
+# (e.g. n (n - 1): the -1 is dominated). Products: U, L add. Powers with a rational exponent k:
+# scale (k < 0 swaps U and L). log e: needs L(e) (so e is eventually >= c > 0):
+# |log e| <= max(|a_U|, |a_L|) log n + O(log log n), so U = (0, 1), or (0, 0) when
+# c <= e <= C; L = (0, 1) when L(e) has a > 0 (e >= n^a), (0, 0) when e -> oo
+# more slowly. Anything else (floor, Max, functions, symbols other than n) is
+# not known: the caller then asks sympy.
+
+Order = tuple  # (a, b) of sympy Rationals
+
+
+def _max_order(orders):
+    return max(orders, key=lambda o: (o[0], o[1]))
+
+
+def _bounds(e: sp.Expr) -> tuple:
+    """(U, L) of ``e``; either may be None (not known)."""
+    if e.is_number:
+        if not e.is_real:
+            return None, None
+        if e.is_zero:
+            return (sp.Integer(0), sp.Integer(0)), None
+        zero = (sp.Integer(0), sp.Integer(0))
+        return zero, (zero if e.is_positive else None)
+    if e == N:
+        return (sp.Integer(1), sp.Integer(0)), (sp.Integer(1), sp.Integer(0))
+    if isinstance(e, sp.Add):
+        parts = [_bounds(t) for t in e.args]
+        ups = [u for u, _ in parts]
+        lows = [lo for _, lo in parts]
+        U = None if any(u is None for u in ups) else _max_order(ups)
+        known = [lo for lo in lows if lo is not None]
+        L = _max_order(known) if known else None
+        # the terms not known positive must be of a strictly lower order than the
+        # largest positive one (they are then eventually below half of it)
+        if L is not None and any(lo is None and (u is None or (u[0], u[1]) >= (L[0], L[1])) for u, lo in parts):
+            L = None
+        return U, L
+    if isinstance(e, sp.Mul):
+        parts = [_bounds(t) for t in e.args]
+        U = L = (sp.Integer(0), sp.Integer(0))
+        for u, lo in parts:
+            U = None if U is None or u is None else (U[0] + u[0], U[1] + u[1])
+            L = None if L is None or lo is None else (L[0] + lo[0], L[1] + lo[1])
+        return U, L      # U: |product| <= product of |factors|, whatever their signs
+    if isinstance(e, sp.Pow):
+        base, k = e.args
+        if not (k.is_Rational and k.is_number):
+            return None, None
+        U, L = _bounds(base)
+        if k >= 0:
+            if k.is_integer:
+                # |base^k| <= |base|^k for any sign; positive only if base is
+                return (None if U is None else (k * U[0], k * U[1])), (None if L is None else (k * L[0], k * L[1]))
+            if L is None:        # a fractional power of a base not known positive
+                return None, None
+            return (None if U is None else (k * U[0], k * U[1])), (k * L[0], k * L[1])
+        if L is None:            # 1 / base needs base bounded away from 0
+            return None, None
+        return (k * L[0], k * L[1]), (None if U is None else (k * U[0], k * U[1]))
+    if isinstance(e, sp.log):
+        (arg,) = e.args
+        U, L = _bounds(arg)
+        if L is None or U is None:
+            return None, None
+        zero = (sp.Integer(0), sp.Integer(0))
+        if L[0] > 0:
+            return (sp.Integer(0), sp.Integer(1)), (sp.Integer(0), sp.Integer(1))
+        if L[0] == 0 and L[1] > 0:
+            return (sp.Integer(0), sp.Integer(1)), zero
+        if U == zero and L == zero:
+            return zero, None
+        return (sp.Integer(0), sp.Integer(1)), None
+    return None, None
+
+
+def order_bound(e: sp.Expr, lower: bool = False) -> Order | None:
+    """The upper order of ``e`` (lower=True: its lower order), or None."""
+    U, L = _bounds(sp.sympify(e))
+    return L if lower else U
+
+
+def _within(up: Order | None, growth: Order | None) -> bool:
+    return up is not None and growth is not None and (up[0], up[1]) <= (growth[0], growth[1])
 
 
 def evaluate(expr: sp.Expr, n: int) -> int:

@@ -3,7 +3,9 @@ has constructions declares its resources as sympy expressions, every claim has
 a registered check, and the symbolic class check is not vacuous."""
 from __future__ import annotations
 
+import pytest
 import sympy as sp
+from hypothesis import given, settings, strategies as st
 
 from rnngap.checks.declarations import DECLARATIONS, N, Declaration, evaluate, holds
 from rnngap.checks.registry import CLAIMS, load_checks, unchecked_claims
@@ -85,3 +87,95 @@ def test_parameter_counts_are_read_from_the_one_declaration_and_a_wrong_build_fa
     monkeypatch.setitem(CD.FUNCTIONS, (d.model, "params"), (lambda n: fn(n) + (n == sample["quick"][-1]), sample))
     bad = CD.check_declarations("quick", 0)
     assert bad[0].failures == 1 and "disagree" in bad[0].note
+
+
+# ---------------------------------------------------------------------------
+# The order rules in front of sympy's limit (declarations.order_bound): sound, so
+# a declaration they accept is one the limit accepts; what they do not accept
+# goes to the limit, which decides every failure.
+
+def _limit_finite(e, g) -> bool:
+    return bool(sp.limit(e / g, N, sp.oo).is_finite)
+
+
+def test_order_rules_known_orders():
+    from rnngap.checks.declarations import order_bound
+    h = sp.Rational(1, 2)
+    assert order_bound(N * (N - 1)) == (2, 0)
+    assert order_bound(sp.log(N + 2, 2) * N) == (1, 1)
+    assert order_bound(sp.sqrt(N) / sp.log(N)) == (h, -1)
+    assert order_bound(sp.log(N ** 3 + N)) == (0, 1)
+    assert order_bound(sp.log(3 + 1 / N)) == (0, 0)          # 3 <= arg <= 4: bounded
+    assert order_bound(sp.log(N), lower=True) == (0, 1)
+    # not known, so sympy decides: exp, floor, a log of what may reach 0, 1 / (n - n^2 / 2)
+    assert order_bound(2 ** N) is None
+    assert order_bound(sp.floor(N / 2)) is None
+    assert order_bound(sp.log(N - N ** 2 / 2 + 5)) is None
+    assert order_bound(1 / (N - N ** 2)) is None
+
+
+def test_order_rules_leave_every_false_declaration_to_the_limit():
+    """A false declaration is never accepted by the rules: holds() falls through
+    to the limit, which rejects it."""
+    from rnngap.checks.declarations import _within, order_bound
+    false = [(N + 1, sp.log(N)), (N * sp.log(N, 2), N), (N ** 3, N ** 2), (sp.log(N) ** 2, sp.log(N)),
+             (sp.sqrt(N), sp.log(N)), (N * (N - 1), N), (N / sp.log(N) ** -1, N)]
+    for e, g in false:
+        assert not _within(order_bound(e), order_bound(g, lower=True)), (e, g)
+        assert not _limit_finite(e, g), (e, g)
+
+
+def test_order_rules_agree_with_the_limit_on_every_declared_expression():
+    """Every registered declaration's upper expression: the rules accept it (so
+    `verify` asks sympy only for failures) and the limit agrees. The cheap rules
+    answer all of them today; one they cannot answer would still be checked by
+    the limit, so this test also says when that changes."""
+    from rnngap.checks.declarations import _upper, _within, order_bound
+    load_checks()
+    seen = set()
+    for d in DECLARATIONS:
+        if d.order == "constant":
+            continue
+        key = (_upper(d.expr), d.growth())
+        if key in seen:
+            continue
+        seen.add(key)
+        up, g = key
+        assert _within(order_bound(up), order_bound(g, lower=True)), d
+    # the limit on a fixed sample of them (all of them: the full profile's test below)
+    for up, g in sorted(seen, key=str)[::8]:
+        assert _limit_finite(up, g), (up, g)
+
+
+@pytest.mark.full
+def test_order_rules_agree_with_the_limit_on_all_declared_expressions():
+    from rnngap.checks.declarations import _upper
+    load_checks()
+    for up, g in {(_upper(d.expr), d.growth()) for d in DECLARATIONS if d.order != "constant"}:
+        assert _limit_finite(up, g), (up, g)
+
+
+_atoms = st.one_of(st.just(N), st.integers(1, 9).map(sp.Integer), st.integers(-9, 9).map(lambda c: N + c))
+
+
+def _grow(children):
+    return st.one_of(
+        st.tuples(children, children).map(lambda p: p[0] + p[1]),
+        st.tuples(children, children).map(lambda p: p[0] * p[1]),
+        st.tuples(children, st.sampled_from([sp.Rational(1, 2), 2, -1])).map(lambda p: p[0] ** p[1]),
+        children.map(lambda e: sp.log(e, 2)),
+        st.tuples(children, children).map(lambda p: p[0] - p[1]),
+    )
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.recursive(_atoms, _grow, max_leaves=5),
+       st.sampled_from([sp.Integer(1), sp.log(N), N, N * sp.log(N), N ** 2]))
+def test_order_rules_are_sound(e, g):
+    """Whatever the rules accept, the limit accepts (random expressions of sums,
+    differences, products, powers and logs in n)."""
+    from rnngap.checks.declarations import _within, order_bound
+    if e.has(sp.zoo, sp.nan, sp.oo) or e.free_symbols != {N}:
+        return
+    if _within(order_bound(e), order_bound(g, lower=True)):
+        assert _limit_finite(e, g), (e, g)
