@@ -217,7 +217,7 @@ def embed(tok, pos, net, I, f, mode, err, x):
     _embed(tok, pos, net.ekind, net.eparam, net.ecoef, I, f, mode, err, x)
 
 
-MATVEC_SPARSE_MIN_COLS = 32     # matvec gathers x's nonzero columns first when it is this wide and <= 1/4 full
+MATVEC_SPARSE_MIN_COLS = 8      # matvec gathers x's nonzero columns first when it is this wide and <= 1/4 full
 
 
 @njit(cache=True)
@@ -271,6 +271,21 @@ def mlp_residual(W1, b1, W2, b2, x, I, f, mode, err, hidden, tmp):
     matvec(W2, hidden, I, f, mode, err, tmp)
     for d in range(x.shape[0]):
         x[d] = fx_add(x[d], fx_add(tmp[d], b2[d], I, f, mode, err), I, f, mode, err)
+
+
+@njit(cache=True)
+def _mlp_residual_metered(W1, b1, W2, b2, x, I, f, mode, err, hidden, tmp):
+    """:func:`mlp_residual` for an ``x`` that holds results of checked operations
+    under ``err`` (in range, their |raw| already metered: within :func:`_step`,
+    which embeds x with that err): a zero added to x[d] gives x[d] and records
+    nothing new, so it is skipped; x and err are the same as mlp_residual's."""
+    matvec(W1, x, I, f, mode, err, hidden)
+    for m in range(hidden.shape[0]):
+        hidden[m] = fx_relu(fx_add(hidden[m], b1[m], I, f, mode, err))
+    matvec(W2, hidden, I, f, mode, err, tmp)
+    for d in range(x.shape[0]):
+        if tmp[d] != 0 or b2[d] != 0:
+            x[d] = fx_add(x[d], fx_add(tmp[d], b2[d], I, f, mode, err), I, f, mode, err)
 
 
 @njit(cache=True)
@@ -1026,8 +1041,9 @@ def _step(tok, t, I, f, mode, err,
                 rnn_state[l, s] = fx_add(ah[s], bx[s], I, f, mode, err)
             matvec(rC[l], rnn_state[l], I, f, mode, err, tmp)
             for d in range(D):
-                x[d] = fx_add(x[d], tmp[d], I, f, mode, err)
-            mlp_residual(rW1[l], rb1[l], rW2[l], rb2[l], x, I, f, mode, err, hidden, tmp)
+                if tmp[d] != 0:          # x + 0 = x, already metered (_mlp_residual_metered)
+                    x[d] = fx_add(x[d], tmp[d], I, f, mode, err)
+            _mlp_residual_metered(rW1[l], rb1[l], rW2[l], rb2[l], x, I, f, mode, err, hidden, tmp)
     # --- attention layers
     La = aWQ.shape[0]
     if La > 0:
@@ -1064,10 +1080,12 @@ def _step(tok, t, I, f, mode, err,
                     attend_sparse(scores, t + 1, M, Vc[l, h], I, f, mode, err, wbuf, o)
                 matvec(aWO[l, h], o, I, f, mode, err, ho)
                 for d in range(D):
-                    acc[d] = fx_add(acc[d], ho[d], I, f, mode, err)
+                    if ho[d] != 0:       # acc[d] is 0 or a checked sum: + 0 changes nothing
+                        acc[d] = fx_add(acc[d], ho[d], I, f, mode, err)
             for d in range(D):
-                x[d] = fx_add(x[d], acc[d], I, f, mode, err)
-            mlp_residual(aW1[l], ab1[l], aW2[l], ab2[l], x, I, f, mode, err, hidden, tmp)
+                if acc[d] != 0:
+                    x[d] = fx_add(x[d], acc[d], I, f, mode, err)
+            _mlp_residual_metered(aW1[l], ab1[l], aW2[l], ab2[l], x, I, f, mode, err, hidden, tmp)
 
 
 @njit(cache=True)

@@ -207,6 +207,33 @@ def test_mlp_and_residual_sums_equal_the_plain_loops(seed):
     assert {(True, False), (False, True), (False, False)} <= outcomes, outcomes
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_metered_mlp_skips_only_zero_additions(seed):
+    """_step's MLP (kernels._mlp_residual_metered) skips adding 0 to x[d]: with x
+    metered under err (as _step's embedding leaves it) it gives the same x and
+    the same err as mlp_residual, at fitting, overflowing and saturating formats;
+    and the skip is really taken (zero rows of W2 with zero biases)."""
+    rng = np.random.default_rng(200 + seed)
+    outcomes = set()
+    for _ in range(300):
+        I, f, mode = _fmt(rng)
+        lim = 1 << (I + f)
+        D, M = int(rng.integers(1, 7)), int(rng.integers(0, 5))
+        W1, b1 = _adversarial(rng, (M, D), lim), _adversarial(rng, M, lim)
+        W2, b2 = _adversarial(rng, (D, M), lim), _adversarial(rng, D, lim)
+        zero = rng.random(D) < 0.4
+        W2[zero], b2[zero] = 0, 0
+        e = new_err()
+        x = np.array([K.fx_add(v, 0, I, f, mode, e) for v in _adversarial(rng, D, lim)], np.int64)
+        e1, e2 = e.copy(), e.copy()
+        x1, x2 = x.copy(), x.copy()
+        K.mlp_residual(W1, b1, W2, b2, x1, I, f, mode, e1, np.zeros(M, np.int64), np.zeros(D, np.int64))
+        K._mlp_residual_metered(W1, b1, W2, b2, x2, I, f, mode, e2, np.zeros(M, np.int64), np.zeros(D, np.int64))
+        assert x1.tolist() == x2.tolist() and e1.tolist() == e2.tolist()
+        outcomes.add((bool(e1[E_CODE]), bool(e1[E_SAT]), bool(zero.any())))
+    assert {(True, False, True), (False, True, True), (False, False, True)} <= outcomes, outcomes
+
+
 def test_readout_and_embedding_tables_equal_the_plain_ones():
     """_readout_table_fast == _readout_fast and ttab[tok] + ptab[t] == _embed (with
     the same err effects, or the row is marked not ok), at formats that fit and
