@@ -6,7 +6,8 @@ would exceed ``max_cot`` tokens (``answer=None``, ``stopped="limit"``).
 
 The optional ``oracle`` hook implements in-context RAG: after each generated
 token it is called as ``oracle(context, token)`` with the whole context so far
-(prompt + CoT, token included) and returns either None or a list of tokens that
+(prompt + CoT, token included; a list the driver keeps and extends, which the
+oracle must not change: a change of its length is refused) and returns either None or a list of tokens that
 are appended and fed to the model as if generated. Those retrieved tokens count
 toward the CoT length (theory.md §2: the oracle, not the model, produced them);
 ``retrieved`` counts them separately.
@@ -75,6 +76,7 @@ def generate(model: Model, prompt: Sequence[int], answer_tokens: Sequence[int] |
     sess = model.session(capacity=len(prompt) + max_cot + 1, record=record)
     sess.feed(prompt)
     g = Generation(prompt=prompt)
+    context = list(prompt)       # = g.context, kept up to date (not rebuilt per token)
     while True:
         tok = sess.next_token()
         if (answers is None and answer_after is None) or (answers is not None and tok in answers):
@@ -84,22 +86,27 @@ def generate(model: Model, prompt: Sequence[int], answer_tokens: Sequence[int] |
             g.stopped = "limit"
             return g
         g.cot.append(tok)
-        sess.feed([tok])
+        context.append(tok)
+        sess.feed_one(tok)
         if answer_after is not None and tok == answer_after:
             g.answer, g.stopped = sess.next_token(), "answer"
             return g
         if oracle is not None:
             g.oracle_calls += 1
-            extra = oracle(g.context, tok)
+            extra = oracle(context, tok)
+            if len(context) != len(g.prompt) + len(g.cot):
+                raise RuntimeError("the oracle changed the context it was given")
             if extra:
                 extra = [int(t) for t in model.validate_tokens(list(extra), "oracle output")]
                 room = max_cot - g.cot_length
                 if len(extra) > room:
                     g.cot.extend(extra[:room])
+                    context.extend(extra[:room])
                     g.retrieved += room
                     sess.feed(extra[:room])
                     g.stopped = "limit"
                     return g
                 g.cot.extend(extra)
+                context.extend(extra)
                 g.retrieved += len(extra)
                 sess.feed(extra)

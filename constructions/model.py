@@ -512,6 +512,7 @@ class Session:
         self.wbuf = np.zeros(cap, np.int64)
         self.attn = np.zeros((La, H, cap if record else 1), np.int64)
         self.err = new_err()
+        self._one = np.zeros(1, np.int64)      # feed_one's token
 
     @property
     def capacity(self) -> int:
@@ -549,6 +550,27 @@ class Session:
         self.position = t
         m.absorb(err)
         m.resources.tokens_processed += fed
+        check_err(err, m.fmt, m.name)
+
+    def feed_one(self, token: int) -> None:
+        """:meth:`feed` of one token id (the generation driver's per-token call):
+        the same validation, kernel and bookkeeping without building arrays."""
+        token = int(token)
+        m = self.model
+        if not m.vocab.contains(token):
+            m.vocab.validate([token], what=f"{m.name}: input")     # raises, with the usual message
+        m.check_length(self.position + 1)
+        self._grow(self.position + 1)
+        one = self._one
+        one[0] = token
+        err = self.err
+        t = K.feed_flat(one, self.position, *m.fmt.args, err, *m.weights.net, self.state,
+                        self.Kc, self.Km, self.Vc, self.x, self.scores, self.wbuf, self.record, self.attn)
+        if t > self.position:
+            self.tokens.append(token)
+            self.position = t
+            m.resources.tokens_processed += 1
+        m.absorb(err)
         check_err(err, m.fmt, m.name)
 
     def next_token(self) -> int:
