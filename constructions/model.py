@@ -162,7 +162,7 @@ class ModelSpec:
         def add(arr):
             nonlocal total, nonzero
             total += arr.size
-            nonzero += int(sum(1 for v in arr.ravel() if v != 0))
+            nonzero += int(np.count_nonzero(np.asarray(arr, dtype=object).ravel() != 0)) if arr.size else 0
 
         for _, _, c in self.embedding:
             total += 1

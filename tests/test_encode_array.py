@@ -53,3 +53,13 @@ def test_encode_array_equals_encode_entrywise(seed):
         assert got[0] == got[1]
         outcomes.add(got[0][0])
     assert outcomes == {"ok", "ValueError", "FixedPointOverflow"}   # every path was exercised
+
+
+def test_zeros_of_every_kind_encode_like_encode():
+    """Entries equal to 0 are not visited by encode_array: every kind of zero the
+    builders may hold gives what encode gives (raw 0), in exact and inexact mode."""
+    fmt = FixedFormat(4, 3)
+    zeros = np.array([0, Fraction(0), 0.0, -0.0, np.float64(0), np.int64(0), Fraction(0, 7), False],
+                     dtype=object)
+    for exact in (True, False):
+        assert fmt.encode_array(zeros, exact=exact).tolist() == _entrywise(fmt, zeros, exact, "z").tolist()
