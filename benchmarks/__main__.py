@@ -168,6 +168,8 @@ def main(argv=None) -> int:
     ap.add_argument("--full-profile", action="store_true",
                     help="also time `verify --profile full --engine dask --workers 2` (tens of minutes); "
                          "without it the last recorded full-profile run is kept in the results, with its date")
+    ap.add_argument("--full-json", default=None,
+                    help="with --full-profile: also write that run's records here (verify --json)")
     args = ap.parse_args(argv)
     t_all = time.perf_counter()
     ex = exhaustive_throughput(12 if args.quick else 16, 200 if args.quick else 2000)
@@ -178,7 +180,7 @@ def main(argv=None) -> int:
     dsk = None if args.no_dask else dask_bench.dask_speedup(2)
     previous = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {}
     if args.full_profile:
-        full = dask_bench.full_profile_dask(2)
+        full = dask_bench.full_profile_dask(2, json_path=args.full_json)
         full["date"] = time.strftime("%Y-%m-%d")
     else:
         full = previous.get("full_profile_dask")
