@@ -510,7 +510,8 @@ def _format_limit() -> Record:
         refused, how = "exceeds 62" in str(e), str(e)[:110]
     ok = refused and I2 + f2 > 62 and fits.int_bits + fits.frac_bits <= 62
     return Record(CLAIM, "counting", f"format limit: declared format fits int64 to n = {lim} at alphabet n + 1, "
-                  f"refused at n = {lim + 1}", lim + 1, 1, 0 if ok else 1, seconds=max(round(time.perf_counter() - t0, 3), 0.001),
+                  f"refused at n = {lim + 1}", lim + 1, 1, 0 if ok else 1,
+                  seconds=max(round(time.perf_counter() - t0, 3), 0.001),
                   note=f"declared {fits.name} at n = {lim}; Q{I2}.{f2} (I + f = {I2 + f2} > 62) at n = {lim + 1}: "
                        + ("refused as documented: " if ok else "NOT AS DOCUMENTED: ") + how,
                   family="reduction", alphabet=lim + 2)
