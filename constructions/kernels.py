@@ -65,6 +65,7 @@ from .fixedpoint import (
     E_CODE, E_MAXABS, E_WHERE, ERR_LEN, ERR_OVERFLOW, MODE_SATURATE, E_SAT, OP_ADD,
     _exp_raw, _fit, _record, bit_length, exp_zero_threshold, fx_add, fx_attend, fx_div, fx_mul, fx_relu,
 )
+from .heap import heap_pop as _heap_pop, heap_push as _heap_push
 from .keyindex import KI_PAUSE, ST_ABORTED, ST_EFFECTIVE, has_index, index_rows, index_scores
 from .vocab import NUMBER_BASE
 
@@ -614,43 +615,6 @@ def _heap_key(ub, ubf):
     return np.int64(v)
 
 
-@njit(cache=True)
-def _heap_push(h, base, n, key, code):
-    """Push (key, code) on the max-heap of n entries stored at h[base + 2 i], h[base + 2 i + 1]."""
-    i = n
-    while i > 0:
-        p = (i - 1) >> 1
-        if h[base + 2 * p] >= key:
-            break
-        h[base + 2 * i] = h[base + 2 * p]
-        h[base + 2 * i + 1] = h[base + 2 * p + 1]
-        i = p
-    h[base + 2 * i] = key
-    h[base + 2 * i + 1] = code
-    return n + 1
-
-
-@njit(cache=True)
-def _heap_pop(h, base, n):
-    """Remove the top of the max-heap of n entries; returns n - 1."""
-    n -= 1
-    key = h[base + 2 * n]
-    code = h[base + 2 * n + 1]
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= n:
-            break
-        if c + 1 < n and h[base + 2 * (c + 1)] > h[base + 2 * c]:
-            c += 1
-        if h[base + 2 * c] <= key:
-            break
-        h[base + 2 * i] = h[base + 2 * c]
-        h[base + 2 * i + 1] = h[base + 2 * c + 1]
-        i = c
-    h[base + 2 * i] = key
-    h[base + 2 * i + 1] = code
-    return n
 
 
 @njit(cache=True)

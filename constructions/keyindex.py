@@ -48,6 +48,7 @@ import numpy as np
 from numba import njit
 
 from .fixedpoint import E_MAXABS, exp_zero_threshold
+from .heap import heap_pop as _hpop, heap_push as _hpush
 
 KI_LEAF_LOG = 3
 KI_LEAF = 1 << KI_LEAF_LOG
@@ -368,41 +369,6 @@ def _score_range(q, qnz, nq, KhT, perm, i0, i1, f, hm1, scores):
     return M, smax
 
 
-@njit(cache=True)
-def _hpush(h, base, n, key, code):
-    i = n
-    while i > 0:
-        p = (i - 1) >> 1
-        if h[base + 2 * p] >= key:
-            break
-        h[base + 2 * i] = h[base + 2 * p]
-        h[base + 2 * i + 1] = h[base + 2 * p + 1]
-        i = p
-    h[base + 2 * i] = key
-    h[base + 2 * i + 1] = code
-    return n + 1
-
-
-@njit(cache=True)
-def _hpop(h, base, n):
-    n -= 1
-    key = h[base + 2 * n]
-    code = h[base + 2 * n + 1]
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= n:
-            break
-        if c + 1 < n and h[base + 2 * (c + 1)] > h[base + 2 * c]:
-            c += 1
-        if h[base + 2 * c] <= key:
-            break
-        h[base + 2 * i] = h[base + 2 * c]
-        h[base + 2 * i + 1] = h[base + 2 * c + 1]
-        i = c
-    h[base + 2 * i] = key
-    h[base + 2 * i + 1] = code
-    return n
 
 
 @njit(cache=True, inline='always')

@@ -16,22 +16,11 @@ import pytest
 
 from rnngap.constructions import keyindex as KI
 from rnngap.constructions import kernels as K
-from rnngap.constructions.fixedpoint import E_MAXABS, FixedFormat, fx_add, fx_attend, fx_mul, new_err
+from rnngap.constructions.fixedpoint import E_MAXABS, FixedFormat, new_err
 from rnngap.constructions.vocab import NUMBER_BASE
+from test_pruned_attention import _plain     # the plain definition: fx_mul / fx_add scores, fx_attend
 
 
-def _plain(q, Kh, V, m, args, err):
-    """Every score by fx_mul / fx_add, then fx_attend."""
-    sc = np.zeros(m, np.int64)
-    for j in range(m):
-        s = np.int64(0)
-        for c in range(len(q)):
-            if q[c] != 0 and Kh[j, c] != 0:
-                s = fx_add(s, fx_mul(q[c], Kh[j, c], *args, err), *args, err)
-        sc[j] = s
-    out = np.zeros(V.shape[1], np.int64)
-    fx_attend(sc, m, V, *args, err, np.zeros(m, np.int64), out)
-    return out, (int(sc.max()) if m else 0)
 
 
 class _Cache:
