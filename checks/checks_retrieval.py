@@ -179,9 +179,7 @@ def run_model(model, tokens: np.ndarray, ref, expected: np.ndarray | None = None
     reference; with ``expected`` (the reduction's answers) a row where the
     reference disagrees with it counts as a failure too."""
     want = np.array([ref(list(map(int, row))) for row in tokens], dtype=np.int64)
-    # a writeable array (np.require copies only a read-only task batch): numba compiles
-    # forward_batch once per array type, and read-only is a type of its own (~40 s cold)
-    got = model.predict_batch(np.require(tokens, requirements="W"))
+    got = model.predict_batch(tokens)      # (it makes a read-only batch writeable itself)
     bad = got != want
     if expected is not None:
         bad |= want != np.asarray(expected)
