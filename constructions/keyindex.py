@@ -64,6 +64,7 @@ KI_KEYS = 6
 KI_FAILS = 7             # statistics: ineffective or aborted uses
 KI_LIFT = 8              # KI_LIFT + s: bit S set while k_s 2^f == sum_{c in S} k_c^2 for every key
 KI_BIG = np.int64(1) << 62
+KI_EXACT = np.int64(1) << 52     # integers below it are exact in float64
 
 ST_EFFECTIVE = 0         # index_scores: exact, scored at most a quarter of the keys
 ST_INEFFECTIVE = 1       # exact, but scored more
@@ -294,10 +295,34 @@ def update_index(KhT, KmT, m, f):
 
 
 @njit(cache=True)
-def _bound(q, qnz, nq, KmT, R, node, f, hm1, ls, lS):
-    """(ub, ubf, pb) of a node: the integer box bound, the lifted float bound (inf
-    without a square row) and the box bound of |every partial sum|."""
+def _lift_setup(q, ls, lS, f, lc, lq, lx):
+    """The query's constants of the lifted bound of a square row ls over the rows
+    lS: lc the rows of lS ascending, lq their q_c, lx the unclamped vertex
+    -q_c / (2 q_s 2^-f) of each; returns (count, q_s, 2^-f, number of terms)."""
     Dh = q.shape[0]
+    sc = 2.0 ** (-f)
+    qs = float(q[ls]) if ls >= 0 else 0.0
+    nlc = 0
+    nt = 1
+    if ls >= 0:
+        for c in range(Dh):
+            if (lS >> c) & 1:
+                qc = float(q[c])
+                if q[c] != 0:
+                    nt += 1
+                lc[nlc] = c
+                lq[nlc] = qc
+                lx[nlc] = -qc / (2.0 * qs * sc)
+                nlc += 1
+    return nlc, qs, sc, nt
+
+
+@njit(cache=True)
+def _bound(q, qnz, nq, KmT, R, node, f, hm1, ls, lS, lc, lq, lx, nlc, qs, sc, nt, cut):
+    """(ub, ubf, pb) of a node: the integer box bound, the lifted float bound (inf
+    without a square row, or when ub < cut: the node is then skippable by its box
+    bound alone) and the box bound of |every partial sum|. The lifted bound's
+    query constants come from :func:`_lift_setup`."""
     col = 2 * node
     hi = np.int64(0)
     lo = np.int64(0)
@@ -322,26 +347,42 @@ def _bound(q, qnz, nq, KmT, R, node, f, hm1, ls, lS):
             other += float(th)
             mag += abs(float(th))
     ubf = np.inf
-    if ls >= 0:
-        sc = 2.0 ** (-f)
-        qs = float(q[ls])
+    if ls >= 0 and hi >= cut:
         acc = other
-        nt = 1
-        for c in range(Dh):
-            if (lS >> c) & 1:
-                qc = float(q[c])
-                if q[c] != 0:
-                    nt += 1
-                a = float(KmT[R + 2 + c, col + 1])
-                b = float(KmT[R + 2 + c, col])
-                xv = -qc / (2.0 * qs * sc)
-                xv = min(max(xv, a), b)
-                t1 = qc * xv * sc
-                t2 = qs * xv * xv * sc * sc
-                acc += t1 + t2
-                mag += abs(t1) + abs(t2)
+        for i in range(nlc):
+            c = lc[i]
+            qc = lq[i]
+            a = float(KmT[R + 2 + c, col + 1])
+            b = float(KmT[R + 2 + c, col])
+            xv = min(max(lx[i], a), b)
+            t1 = qc * xv * sc
+            t2 = qs * xv * xv * sc * sc
+            acc += t1 + t2
+            mag += abs(t1) + abs(t2)
         ubf = acc + 0.5 * nt + 1e-12 * mag + 2.0
     return hi, ubf, pb
+
+
+@njit(cache=True)
+def _partial_bound(q, qnz, nq, KmT, R, node, f, hm1):
+    """pb of :func:`_bound` alone (the box bound of |every partial sum| of a node)."""
+    col = 2 * node
+    hi = np.int64(0)
+    lo = np.int64(0)
+    pb = np.int64(0)
+    for ci in range(nq):
+        c = qnz[ci]
+        qc = q[c]
+        kmax = KmT[R + 2 + c, col]
+        kmin = KmT[R + 2 + c, col + 1]
+        if qc > 0:
+            hi += _rne(qc * kmax, f, hm1)
+            lo += _rne(qc * kmin, f, hm1)
+        else:
+            hi += _rne(qc * kmin, f, hm1)
+            lo += _rne(qc * kmax, f, hm1)
+        pb = max(pb, max(hi if hi >= 0 else -hi, lo if lo >= 0 else -lo))
+    return pb
 
 
 @njit(cache=True, inline='always')
@@ -419,6 +460,11 @@ def index_scores(q, KhT, KmT, m, I, f, err, qnz, nq, cm, scores):
     for c in range(Dh):
         s_ok[c] = q[c] < 0
     ls, lS = _best_lift(meta, Dh, s_ok)
+    lc = np.empty(Dh, np.int64)
+    lq = np.empty(Dh, np.float64)
+    lx = np.empty(Dh, np.float64)
+    nlc, qs, sc, nt = _lift_setup(q, ls, lS, f, lc, lq, lx)
+    fast = thr > -KI_EXACT
     LM = cap >> 2
     HM = cap >> 3
     DM = cap >> 2
@@ -453,19 +499,28 @@ def index_scores(q, KhT, KmT, m, I, f, err, qnz, nq, cm, scores):
             level = i + 1
             b = start >> i
             code = b * 64 + level
-            ub, ubf, pb = _bound(q, qnz, nq, KmT, R, _node(level, b), f, hm1, ls, lS)
+            ub, ubf, pb = _bound(q, qnz, nq, KmT, R, _node(level, b), f, hm1, ls, lS, lc, lq, lx, nlc, qs, sc, nt, M + thr)
             if nh >= HM:
                 status = ST_ABORTED
                 break
             nh = _hpush(scores, hp, nh, _hkey(ub, ubf), code)
             start += np.int64(1) << i
     while nh > 0 and status != ST_ABORTED:
+        key = scores[hp]
         code = scores[hp + 1]
         nh = _hpop(scores, hp, nh)
         level = code & 63
         b = code >> 6
-        ub, ubf, pb = _bound(q, qnz, nq, KmT, R, _node(level, b), f, hm1, ls, lS)
-        if _skippable(ub, ubf, M, thr):
+        # the heap key trunc(min(ub, ubf)) is above both bounds minus 1; while key,
+        # thr and M + thr are below 2^52 in magnitude (then M, thr and M + thr are
+        # exact in float64), key - 1 >= M + thr means the node is not skippable,
+        # and then neither its bounds nor pb are needed
+        if not (fast and key < KI_EXACT and M + thr > -KI_EXACT and key - 1 >= M + thr):
+            ub, ubf, pb = _bound(q, qnz, nq, KmT, R, _node(level, b), f, hm1, ls, lS, lc, lq, lx, nlc, qs, sc, nt, M + thr)
+            skip = _skippable(ub, ubf, M, thr)
+        else:
+            skip = False
+        if skip:
             if pb > mx:
                 if nd >= DM:
                     status = ST_ABORTED
@@ -506,7 +561,7 @@ def index_scores(q, KhT, KmT, m, I, f, err, qnz, nq, cm, scores):
                 nl += 1
             continue
         for cb in range(2 * b, 2 * b + 2):
-            ub, ubf, pb = _bound(q, qnz, nq, KmT, R, _node(level - 1, cb), f, hm1, ls, lS)
+            ub, ubf, pb = _bound(q, qnz, nq, KmT, R, _node(level - 1, cb), f, hm1, ls, lS, lc, lq, lx, nlc, qs, sc, nt, M + thr)
             if _skippable(ub, ubf, M, thr):
                 if pb > mx:
                     if nd >= DM:
@@ -536,7 +591,7 @@ def index_scores(q, KhT, KmT, m, I, f, err, qnz, nq, cm, scores):
             code = scores[hp + sp]
             level = code & 63
             b = code >> 6
-            ub, ubf, pb = _bound(q, qnz, nq, KmT, R, _node(level, b), f, hm1, ls, lS)
+            pb = _partial_bound(q, qnz, nq, KmT, R, _node(level, b), f, hm1)
             if pb <= mx:
                 continue
             if level == 1:
