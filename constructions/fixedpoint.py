@@ -144,6 +144,46 @@ def fx_relu(a):
     return a if a > 0 else np.int64(0)
 
 
+@njit(cache=True, inline='always')
+def mul_limbs(x, y):
+    """(hi, lo) with x y = hi 2^62 + lo, 0 <= lo < 2^62, for 0 <= x, y < 2^62."""
+    x0 = x & _M31
+    x1 = x >> 31
+    y0 = y & _M31
+    y1 = y >> 31
+    p00 = x0 * y0
+    mid = x0 * y1 + x1 * y0          # each < 2^62, sum < 2^63
+    t = p00 + ((mid & _M31) << 31)   # < 2^63
+    return x1 * y1 + (mid >> 31) + (t >> 62), t & _M62
+
+
+@njit(cache=True, inline='always')
+def mul_round_abs(x, y, f):
+    """round_half_even(x y / 2^f) for 0 <= x, y < 2^62, or -1 when it is 2^62 or
+    more (out of every format's range): the value fx_mul computes before fitting."""
+    if float(x) * float(y) < 4.0e18:
+        p = x * y                    # exact: see fx_mul
+        if f == 0:
+            return p
+        q = p >> f
+        rem = p & ((np.int64(1) << f) - 1)
+        half = np.int64(1) << (f - 1)
+        if rem > half or (rem == half and (q & 1) == 1):
+            q += 1
+        return q
+    hi, lo = mul_limbs(x, y)
+    if f == 0:
+        return lo if hi == 0 else np.int64(-1)
+    if hi >= (np.int64(1) << f):
+        return np.int64(-1)
+    q = (hi << (62 - f)) + (lo >> f)
+    rem = lo & ((np.int64(1) << f) - 1)
+    half = np.int64(1) << (f - 1)
+    if rem > half or (rem == half and (q & 1) == 1):
+        q += 1
+    return q if q < (np.int64(1) << 62) else np.int64(-1)
+
+
 @njit(cache=True)
 def fx_mul(a, b, I, f, mode, err):
     """round_half_even(a * b / 2^f), exact via a 124-bit product in two int64 limbs."""
@@ -166,15 +206,7 @@ def fx_mul(a, b, I, f, mode, err):
             if rem > half or (rem == half and (q & 1) == 1):
                 q += 1
         return _fit(-q if neg else q, I, f, mode, OP_MUL, err)
-    x0 = x & _M31
-    x1 = x >> 31
-    y0 = y & _M31
-    y1 = y >> 31
-    p00 = x0 * y0
-    mid = x0 * y1 + x1 * y0          # each < 2^62, sum < 2^63
-    t = p00 + ((mid & _M31) << 31)   # < 2^63
-    lo = t & _M62                    # product = hi * 2^62 + lo
-    hi = x1 * y1 + (mid >> 31) + (t >> 62)
+    hi, lo = mul_limbs(x, y)
     if f == 0:
         if hi != 0:
             lim = np.int64(1) << (I + f)

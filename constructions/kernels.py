@@ -64,6 +64,7 @@ from numba import njit
 from .fixedpoint import (
     E_CODE, E_MAXABS, E_WHERE, ERR_LEN, ERR_OVERFLOW, MODE_SATURATE, E_SAT, OP_ADD,
     _exp_raw, _fit, _record, bit_length, exp_zero_threshold, fx_add, fx_attend, fx_div, fx_mul, fx_relu,
+    mul_round_abs,
 )
 from .heap import heap_pop as _heap_pop, heap_push as _heap_push
 from .keyindex import KI_PAUSE, ST_ABORTED, ST_EFFECTIVE, has_index, index_rows, index_scores
@@ -342,7 +343,6 @@ def attention_scores(q, KhT, KmT, m, I, f, mode, err, qnz, cm, scores):
             nq += 1
     lim = np.int64(1) << (I + f)
     half = (np.int64(1) << (f - 1)) if f > 0 else np.int64(0)
-    low = (np.int64(1) << f) - 1
     mx = err[E_MAXABS]
     # Column bounds: if |q_c| max_j |K[j, c]| < 2^62 for every c and the sum of the
     # rounded bounds is below 2^(I+f), no product and no partial sum can leave the
@@ -416,18 +416,9 @@ def attention_scores(q, KhT, KmT, m, I, f, mode, err, qnz, cm, scores):
             kc = KhT[c, j]
             if kc != 0:
                 qc = q[c]
-                x = qc if qc > 0 else -qc
-                y = kc if kc > 0 else -kc
-                if not (float(x) * float(y) < 4.0e18):
-                    ok = False
-                    break
-                p = x * y
-                r = p >> f
-                if f > 0:
-                    rem = p & low
-                    if rem > half or (rem == half and (r & 1) == 1):
-                        r += 1
-                if r >= lim:
+                # the rounded |product| exactly (two limbs past 2^62); -1: far out of range
+                r = mul_round_abs(qc if qc > 0 else -qc, kc if kc > 0 else -kc, f)
+                if r < 0 or r >= lim:
                     ok = False
                     break
                 if r > mx:

@@ -705,6 +705,63 @@ def test_attention_scores_equal_the_plain_definition(seed, mode):
     assert paths > 0     # some trials overflowed (the fallback path ran)
 
 
+def _round_half_even_shift(p: int, f: int) -> int:
+    """round_half_even(p / 2^f) on Python integers (the exact reference)."""
+    if f == 0:
+        return p
+    q, rem = divmod(p, 1 << f)
+    half = 1 << (f - 1)
+    return q + 1 if rem > half or (rem == half and q % 2 == 1) else q
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_mul_round_abs_is_the_exact_rounded_product(seed):
+    """fixedpoint.mul_round_abs against Python integers: products below and above
+    2^62 (the two-limb path), results just below 2^62 and those of 2^62 or more
+    (-1), half-way remainders."""
+    from rnngap.constructions.fixedpoint import mul_round_abs
+    rng = np.random.default_rng(seed)
+    cases = [(0, 5, 3), (1, 1, 1), ((1 << 62) - 1, 1, 0), ((1 << 62) - 1, 2, 1), ((1 << 62) - 1, 3, 1),
+             ((1 << 61) + 1, 2, 0), (3, 1 << 60, 2), ((1 << 31) + 1, (1 << 31) + 1, 0)]
+    for _ in range(400):
+        xb, yb = int(rng.integers(0, 63)), int(rng.integers(0, 63))
+        cases.append((int(rng.integers(0, 1 << xb)) if xb else 0, int(rng.integers(0, 1 << yb)) if yb else 0,
+                      int(rng.integers(0, 62))))
+    for x, y, f in cases:
+        want = _round_half_even_shift(x * y, f)
+        got = int(mul_round_abs(np.int64(x), np.int64(y), np.int64(f)))
+        assert got == (want if want < (1 << 62) else -1), (x, y, f)
+
+
+@pytest.mark.parametrize("mode", ("raise", "saturate"))
+def test_attention_scores_large_products_in_range(mode):
+    """Products of raw values beyond 2^62 whose rounded value is still in range (the
+    checked loop computes them on two limbs instead of falling back): the same
+    scores and error array as the plain per-key definition, at formats with
+    I + f = 62 (the frontier's generous runs); some keys then overflow a sum."""
+    from rnngap.constructions.fixedpoint import new_err
+    rng = np.random.default_rng(5)
+    big = 0
+    for trial in range(60):
+        f = int(rng.integers(8, 31))
+        I = 62 - f
+        Dh, m = int(rng.integers(1, 6)), int(rng.integers(1, 40))
+        hb = (I + 2 * f) // 2              # |q|, |k| ~ 2^hb: products near 2^(I + 2 f), above 2^62
+        Kh = rng.integers(-(1 << hb), (1 << hb) + 1, size=(m, Dh)).astype(np.int64)
+        q = rng.integers(-(1 << (hb - 2)), (1 << (hb - 2)) + 1, size=Dh).astype(np.int64)
+        args = FixedFormat(I, f, mode).args
+        e1, e2 = new_err(), new_err()
+        want = _scores_reference(q, Kh, m, *args, e1)
+        got = np.zeros(m, np.int64)
+        KhT = np.ascontiguousarray(Kh.T)
+        KmT = np.maximum.accumulate(np.abs(KhT), axis=1)
+        M = K.attention_scores(q, KhT, KmT, m, *args, e2, np.zeros(Dh, np.int64), np.zeros(Dh, np.int64), got)
+        assert got.tolist() == want.tolist() and e1.tolist() == e2.tolist(), (trial, I, f)
+        assert M == want.max()
+        big += int(sum(abs(float(a)) * abs(float(b)) >= 4.0e18 for a in q for b in Kh.ravel()))
+    assert big > 0
+
+
 @pytest.mark.parametrize("mode", ("raise", "saturate"))
 @pytest.mark.parametrize("seed", range(6))
 def test_attend_sparse_equals_fx_attend(seed, mode):
