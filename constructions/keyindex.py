@@ -10,8 +10,10 @@ query's. This module indexes such a head's keys by value instead:
   :mod:`constructions.kernels`, :func:`index_rows`): row ``2 Dh`` holds the meta
   fields (``KI_*`` columns), row ``2 Dh + 1`` the permutation ``perm`` of the key
   positions, rows ``2 Dh + 2 + c`` the boxes (max, min of component c) of every
-  node. Everything is indexed by key count or node, never by capacity, so a grown
-  cache keeps its index.
+  node, rows ``3 Dh + 2 + c`` component c of the keys in perm order (the leaves'
+  keys side by side, so that scoring a leaf reads one run of each row instead of
+  a key scattered anywhere in the cache). Everything is indexed by key count or
+  node, never by capacity, so a grown cache keeps its index.
 * **Structure** (the logarithmic method): the first ``B floor(m / B)`` keys
   (B = 2^KI_LEAF_LOG) form static kd-trees over aligned segments of ``perm`` of
   sizes B 2^i (one per set bit of floor(m / B)); the last m mod B keys (the
@@ -74,12 +76,12 @@ ST_ABORTED = 2           # ran out of scratch: nothing usable, run the plain loo
 def index_rows(Dh: int) -> int:
     """Rows of one head's pruning cache with the key-value index (Dh <= KI_MAX_DH),
     else the 2 Dh rows of the position blocks alone."""
-    return 3 * Dh + 2 if Dh <= KI_MAX_DH else 2 * Dh
+    return 4 * Dh + 2 if Dh <= KI_MAX_DH else 2 * Dh
 
 
 @njit(cache=True, inline='always')
 def has_index(KmT, Dh):
-    return Dh <= KI_MAX_DH and KmT.shape[0] >= 3 * Dh + 2
+    return Dh <= KI_MAX_DH and KmT.shape[0] >= 4 * Dh + 2
 
 
 @njit(cache=True, inline='always')
@@ -236,6 +238,12 @@ def _build(KhT, KmT, R, u0, level_top, skip_row):
                     best = c
                     bestr = r
                     bestm = ismono
+        if level == 1:
+            # the leaf's keys in perm order (read by _score_tree_range: one run per row)
+            for c in range(Dh):
+                row = KhT[c]
+                for i in range(lo, hi):
+                    KmT[R + 2 + Dh + c, i] = row[perm[i]]
         if level > 1:
             if best >= 0:
                 _select(KhT, best, perm, lo, hi, (lo + hi) >> 1)
@@ -394,6 +402,23 @@ def _skippable(ub, ubf, M, thr):
 
 
 @njit(cache=True)
+def _score_tree_range(q, qnz, nq, KmT, R, Dh, perm, i0, i1, f, hm1, scores):
+    """:func:`_score_range` over positions of perm covered by the trees, reading the
+    keys from their copy in perm order (rows R + 2 + Dh + c, written by _build)."""
+    smax = np.int64(0)
+    M = -KI_BIG
+    for i in range(i0, i1):
+        s = np.int64(0)
+        for ci in range(nq):
+            c = qnz[ci]
+            s += _rne(q[c] * KmT[R + 2 + Dh + c, i], f, hm1)
+            smax = max(smax, s if s >= 0 else -s)
+        scores[perm[i]] = s
+        M = max(M, s)
+    return M, smax
+
+
+@njit(cache=True)
 def _score_range(q, qnz, nq, KhT, perm, i0, i1, f, hm1, scores):
     """scores[perm[i]] for i0 <= i < i1 on plain int64; (max score, largest |partial sum|)."""
     smax = np.int64(0)
@@ -541,7 +566,7 @@ def index_scores(q, KhT, KmT, m, I, f, err, qnz, nq, cm, scores):
                     status = ST_ABORTED
                     break
                 i0 = b << (level - 1 + KI_LEAF_LOG)
-                bm, smax = _score_range(q, qnz, nq, KhT, perm, i0, i0 + 1, f, hm1, scores)
+                bm, smax = _score_tree_range(q, qnz, nq, KmT, R, Dh, perm, i0, i0 + 1, f, hm1, scores)
                 mx = max(mx, smax)
                 M = max(M, bm)
                 scores[gl + 2 * ng] = bm
@@ -553,7 +578,7 @@ def index_scores(q, KhT, KmT, m, I, f, err, qnz, nq, cm, scores):
             if nl + KI_LEAF > LM:
                 status = ST_ABORTED
                 break
-            bm, smax = _score_range(q, qnz, nq, KhT, perm, i0, i0 + KI_LEAF, f, hm1, scores)
+            bm, smax = _score_tree_range(q, qnz, nq, KmT, R, Dh, perm, i0, i0 + KI_LEAF, f, hm1, scores)
             mx = max(mx, smax)
             M = max(M, bm)
             for i in range(i0, i0 + KI_LEAF):
@@ -596,7 +621,7 @@ def index_scores(q, KhT, KmT, m, I, f, err, qnz, nq, cm, scores):
                 continue
             if level == 1:
                 i0 = b << KI_LEAF_LOG
-                bm, smax = _score_range(q, qnz, nq, KhT, perm, i0, i0 + KI_LEAF, f, hm1, scores)
+                bm, smax = _score_tree_range(q, qnz, nq, KmT, R, Dh, perm, i0, i0 + KI_LEAF, f, hm1, scores)
                 mx = max(mx, smax)
                 nsc += KI_LEAF
                 continue
