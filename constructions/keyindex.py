@@ -52,7 +52,7 @@ from numba import njit
 from .fixedpoint import E_MAXABS, exp_zero_threshold
 from .heap import heap_pop as _hpop, heap_push as _hpush
 
-KI_LEAF_LOG = 3
+KI_LEAF_LOG = 4
 KI_LEAF = 1 << KI_LEAF_LOG
 KI_MAX_DH = 6            # the square-row detection tracks 2^Dh subsets per row in one int64
 # meta fields (columns of row 2 Dh)
