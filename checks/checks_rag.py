@@ -32,7 +32,7 @@ references of ``checks.tasks``, networkx for the IsTree label, and
 """
 from __future__ import annotations
 
-import copy
+import dataclasses
 import itertools
 import json
 import time
@@ -291,13 +291,14 @@ _ISTREE: dict[tuple[str, int], RagConstruction] = {}
 
 def _istree(N: int, paper: bool = False) -> RagConstruction:
     """The IsTree model for N vertices, built once per process (a build takes ~0.5 s)
-    and handed out as a fresh copy, so that its statistics (bits used) are those of
-    the caller's own runs: a record never depends on which records ran before it in
-    the same process (a Dask worker runs any subset of them)."""
+    and handed out with a fresh model (:meth:`Model.fresh`: the statistics of a new
+    build), so that its statistics (bits used) are those of the caller's own runs:
+    a record never depends on which records ran before it in the same process (a
+    Dask worker runs any subset of them)."""
     key = ("paper" if paper else "plain", N)
     if key not in _ISTREE:
         _ISTREE[key] = istree_rag_paper(N) if paper else istree_rag(N)
-    return copy.deepcopy(_ISTREE[key])
+    return dataclasses.replace(_ISTREE[key], model=_ISTREE[key].model.fresh())
 
 
 def _istree_rows(c: RagConstruction, graphs, paper: bool = False) -> tuple[int, int, int, int, str]:

@@ -25,6 +25,7 @@ Example::
 """
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -321,7 +322,8 @@ class Model:
         offsets = [int(p) for k, p in zip(np.r_[ekind, out_kind], np.r_[eparam, out_param]) if k in inv]
         weights = (ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, aWQ, aWK, aWV, aWO, aW1, ab1, aW2, ab2, out_coef)
         self.err[E_MAXABS] = max([int(np.abs(a).max()) for a in weights if a.size] + [abs(o) for o in offsets] + [0])
-        self.absorb(new_err())
+        self._update_resources()
+        self._built = (self.err.copy(), replace(self.resources))     # the statistics of a new build: fresh()
 
     def _param(self, kind: int, param: Any, what: str) -> int:
         if kind in (K.F_TOK_INV, K.F_POS_INV):
@@ -350,12 +352,32 @@ class Model:
             return -1
         return d1
 
+    def fresh(self) -> "Model":
+        """This model with the statistics of a new build (``err`` and ``resources``
+        as right after construction), sharing the spec and the encoded weights
+        (no run writes them): what building it again would give, without the
+        build."""
+        m = copy.copy(self)
+        m.err = self._built[0].copy()
+        m.resources = replace(self._built[1])
+        return m
+
     # -- statistics
     def absorb(self, err: np.ndarray) -> None:
         """Add a run's error array (largest |raw|, saturations) to this model's
         cumulative statistics and ``resources``."""
-        self.err[E_MAXABS] = max(self.err[E_MAXABS], err[E_MAXABS])
-        self.err[E_SAT] += err[E_SAT]
+        self.absorb_values(int(err[E_MAXABS]), int(err[E_SAT]))
+
+    def absorb_values(self, max_abs_raw: int, saturations: int) -> None:
+        """:meth:`absorb` of a largest |raw| and a number of NEW saturations (a
+        session passes those its cumulative array gained since it last absorbed)."""
+        if max_abs_raw <= self.err[E_MAXABS] and saturations == 0:
+            return                                  # nothing changes
+        self.err[E_MAXABS] = max(int(self.err[E_MAXABS]), max_abs_raw)
+        self.err[E_SAT] += saturations
+        self._update_resources()
+
+    def _update_resources(self) -> None:
         r = self.resources
         r.used_int_bits = self.fmt.used_int_bits(self.err)
         r.used_precision_bits = r.used_int_bits + self.fmt.frac_bits + 1
@@ -512,6 +534,7 @@ class Session:
         self.wbuf = np.zeros(cap, np.int64)
         self.attn = np.zeros((La, H, cap if record else 1), np.int64)
         self.err = new_err()
+        self._sat_absorbed = 0                 # saturations of self.err already added to the model
         self._one = np.zeros(1, np.int64)      # feed_one's token
 
     @property
@@ -548,7 +571,7 @@ class Session:
         fed = t - self.position
         self.tokens.extend(int(v) for v in arr[:fed])
         self.position = t
-        m.absorb(err)
+        self._absorb()
         m.resources.tokens_processed += fed
         check_err(err, m.fmt, m.name)
 
@@ -570,15 +593,22 @@ class Session:
             self.tokens.append(token)
             self.position = t
             m.resources.tokens_processed += 1
-        m.absorb(err)
+        self._absorb()
         check_err(err, m.fmt, m.name)
+
+    def _absorb(self) -> None:
+        """Add this session's statistics to the model's: the largest |raw| so far
+        and the saturations since the last call (``err`` is cumulative per session)."""
+        sat = int(self.err[E_SAT])
+        self.model.absorb_values(int(self.err[E_MAXABS]), sat - self._sat_absorbed)
+        self._sat_absorbed = sat
 
     def next_token(self) -> int:
         if self.position == 0:
             raise ValueError(f"{self.model.name}: feed at least one token before asking for the next one")
         m = self.model
         tok = K.readout_flat(self.x, *m.weights.readout, *m.fmt.args, self.err)
-        m.absorb(self.err)
+        self._absorb()
         check_err(self.err, m.fmt, f"{m.name} readout")
         return int(tok)
 
