@@ -178,7 +178,7 @@ def run_model(model, tokens: np.ndarray, ref, expected: np.ndarray | None = None
     """(instances, failures) of ``model`` on a batch against the plain-Python
     reference; with ``expected`` (the reduction's answers) a row where the
     reference disagrees with it counts as a failure too."""
-    want = np.array([ref(list(map(int, row))) for row in tokens], dtype=np.int64)
+    want = np.array([ref(row) for row in np.asarray(tokens).tolist()], dtype=np.int64)
     got = model.predict_batch(tokens)      # (it makes a read-only batch writeable itself)
     bad = got != want
     if expected is not None:

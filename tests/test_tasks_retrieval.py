@@ -724,3 +724,20 @@ def test_hard_family_istree_and_index_bits():
         hard.reduction_instances("ar", hard.EXHAUSTIVE_MAX_BITS + 1)
     with pytest.raises(ValueError, match="unknown task"):
         hard.alphabet("sorting", 3)
+
+
+@pytest.mark.parametrize("dtype", (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint32, np.uint64))
+def test_token_list_fast_paths_equal_the_checked_loop(dtype):
+    """token_list's shortcuts (integer arrays, lists of exact ints) return what the
+    per-token loop returns; anything else still goes through the loop and its errors."""
+    from rnngap.checks.tasks.common import token_list
+    vals = [0, 1, 7, 33, 100]
+    arr = np.array(vals, dtype=dtype)
+    assert token_list(arr, "T") == vals and all(type(t) is int for t in token_list(arr, "T"))
+    assert token_list(list(vals), "T") == vals
+    assert token_list([np.int64(v) for v in vals], "T") == vals                 # the loop
+    for bad in ([1, True], [1, 2.0], np.array([True, False]), np.array([1.0, 2.0])):
+        with pytest.raises(TypeError, match="position"):
+            token_list(bad, "T")
+    with pytest.raises(ValueError, match="1-D"):
+        token_list(np.zeros((2, 2), dtype=dtype), "T")

@@ -169,8 +169,13 @@ def check_enumeration_size(count: int, limit: Any, what: str) -> None:
 
 def token_list(tokens: Any, task: str) -> list[int]:
     """``tokens`` (a 1-D sequence / array of integers) as a list of Python ints."""
-    if isinstance(tokens, np.ndarray) and tokens.ndim != 1:
-        raise ValueError(f"{task}: an instance is a 1-D token sequence, got shape {tokens.shape}")
+    if isinstance(tokens, np.ndarray):
+        if tokens.ndim != 1:
+            raise ValueError(f"{task}: an instance is a 1-D token sequence, got shape {tokens.shape}")
+        if tokens.dtype.kind in "iu":              # integer dtypes (bool is kind "b")
+            return tokens.tolist()                 # Python ints
+    elif type(tokens) is list and all(type(t) is int for t in tokens):
+        return list(tokens)                        # already what the loop below returns
     out = []
     for pos, t in enumerate(tokens):
         if isinstance(t, (bool, np.bool_)):
