@@ -371,28 +371,6 @@ def _bound(q, qnz, nq, KmT, R, node, f, hm1, ls, lS, lc, lq, lx, nlc, qs, sc, nt
     return hi, ubf, pb
 
 
-@njit(cache=True)
-def _partial_bound(q, qnz, nq, KmT, R, node, f, hm1):
-    """pb of :func:`_bound` alone (the box bound of |every partial sum| of a node)."""
-    col = 2 * node
-    hi = np.int64(0)
-    lo = np.int64(0)
-    pb = np.int64(0)
-    for ci in range(nq):
-        c = qnz[ci]
-        qc = q[c]
-        kmax = KmT[R + 2 + c, col]
-        kmin = KmT[R + 2 + c, col + 1]
-        if qc > 0:
-            hi += _rne(qc * kmax, f, hm1)
-            lo += _rne(qc * kmin, f, hm1)
-        else:
-            hi += _rne(qc * kmin, f, hm1)
-            lo += _rne(qc * kmax, f, hm1)
-        pb = max(pb, max(hi if hi >= 0 else -hi, lo if lo >= 0 else -lo))
-    return pb
-
-
 @njit(cache=True, inline='always')
 def _skippable(ub, ubf, M, thr):
     if ub < M + thr:
@@ -616,7 +594,8 @@ def index_scores(q, KhT, KmT, m, I, f, err, qnz, nq, cm, scores):
             code = scores[hp + sp]
             level = code & 63
             b = code >> 6
-            pb = _partial_bound(q, qnz, nq, KmT, R, _node(level, b), f, hm1)
+            # pb alone: the box bounds without a square row (ls = -1)
+            _, _, pb = _bound(q, qnz, nq, KmT, R, _node(level, b), f, hm1, -1, 0, lc, lq, lx, 0, qs, sc, nt, 0)
             if pb <= mx:
                 continue
             if level == 1:
