@@ -92,7 +92,7 @@ _declare_more()
 
 
 # ----------------------------------------------------------------------------
-# Parameter counts: "constant size" (theory.md §1), declared once as constants in
+# Parameter counts: "constant size" (docs/theory.md §1), declared once as constants in
 # constructions/bounds.py (PARAMS) and checked against the models actually built
 # at sample n (the measurement side; a build with one more or one fewer weight fails).
 PARAM_N = {"quick": [2, 3, 5, 8, 64, 1024], "full": [2, 3, 4, 5, 6, 7, 8, 9, 16, 64, 256, 1024, 4096]}

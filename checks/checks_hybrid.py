@@ -2,7 +2,7 @@
 layer, constructions/hybrid.py) solves Index, AR, c-gram and Counting with no CoT,
 and IsTree with CoT O(N log N).
 
-Where the theorem bites (theory.md §1): every hybrid is checked on the image of
+Where the theorem bites (docs/theory.md §1): every hybrid is checked on the image of
 the lower bound's Index reduction (lowerbounds/reductions.py), with the alphabet
 the reduction writes:
 

@@ -1,4 +1,4 @@
-"""Checks of the lower bounds, claims T4.6-low and T4.7-low (theory.md §5).
+"""Checks of the lower bounds, claims T4.6-low and T4.7-low (docs/theory.md §5).
 
 What a record demonstrates (a failure means: the bound was NOT demonstrated):
 

@@ -1,10 +1,10 @@
 """Claim T5-RAG, retrieval tasks and IsTree: constant-size linear RNNs with in-context
 RAG (constructions/rag_models.py) run with the plain oracle of constructions/rag.py
-(theory.md §2: every query rendered token by token, never rewritten, no group added).
+(docs/theory.md §2: every query rendered token by token, never rewritten, no group added).
 
 Records (``family`` says on which instances):
 
-* ``reduction`` (the evidence, theory.md §1 "Where the theorem bites"): the image of
+* ``reduction`` (the evidence, docs/theory.md §1 "Where the theorem bites"): the image of
   the Index reductions of lowerbounds/reductions.py with the alphabet each writes
   (Index 2; AR and c-gram, c = 2, 3, 4, keys up to n + 1; Counting marks up to n;
   IsTree the hub gadget on n + 3 vertices): every x in {0,1}^n and every i at small

@@ -1,5 +1,5 @@
 """Separation records: both sides of T4.6 / T4.7 on the same hard instances
-(theory.md §1 "Where the theorem bites"; claims T4.6-low, T4.7-low).
+(docs/theory.md §1 "Where the theorem bites"; claims T4.6-low, T4.7-low).
 
 One record per task and n, on the image of the Index reduction
 (``lowerbounds.reductions``: INDEX, AR, c-gram with c = 3, COUNTING, ISTREE),

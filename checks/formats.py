@@ -23,7 +23,7 @@ byte:
   ``[EOS]`` (``...0[EOS][TRUE]``), a form :func:`parse_cot_text` also accepts.
 
 Token form (``constructions/vocab.py``): ``[BOS] u - v u - v ... [EOS]``.  The
-separator may be ``-`` (what the paper writes) or ``~`` (theory.md); both are
+separator may be ``-`` (what the paper writes) or ``~`` (docs/theory.md); both are
 accepted when parsing, text and tokens.  Endpoint order is free when parsing and
 is kept as written (``edges[k] == (u, v)`` for the k-th edge ``u-v``); the
 paper's generator always writes ``u > v``.

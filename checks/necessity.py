@@ -1,4 +1,4 @@
-"""Necessity of a declared precision, measured (theory.md §1 "Necessity").
+"""Necessity of a declared precision, measured (docs/theory.md §1 "Necessity").
 
 A declared bound is shown to matter by running BELOW it: in ``saturate`` mode
 (every out-of-range value clamped, never raised) with one bit less than the

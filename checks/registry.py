@@ -1,4 +1,4 @@
-"""The claim registry: theory.md §4 claim ids -> the checks that verify them.
+"""The claim registry: docs/theory.md §4 claim ids -> the checks that verify them.
 
 A check is a function ``(profile, seed) -> list[Record]``, or a sharded one
 (``@register(claim, name, parts=...)``, :class:`Check`) computing one part at a
@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Callable, Iterable
 
 CLAIMS: dict[str, str] = {
-    "machine": "fixed-point operations and softmax equal exact arithmetic (theory.md §1)",
+    "machine": "fixed-point operations and softmax equal exact arithmetic (docs/theory.md §1)",
     "gadgets": "each gadget is exact at its declared O(log n) precision and fails below it",
     "declarations": "every declared resource (precision bits, CoT bound, TM time) has its claimed asymptotic class",
     "T4.6-up": "constant-size Transformers solve Index, AR, c-gram, Counting (no CoT, p = O(log n))",
@@ -42,7 +42,7 @@ KINDS = ("correctness", "separation", "necessity")
 * ``correctness``: a construction (or a lower-bound artefact) checked on the
   instances of ``family``; passes with zero failures within its declared bounds.
 * ``separation``: one task and n, both sides on the same instance family
-  (theory.md §1 "Where the theorem bites"): the constant-size model correct on
+  (docs/theory.md §1 "Where the theorem bites"): the constant-size model correct on
   every instance checked, the exact one-way CC of that family (``cc_bits``), and
   a bounded-memory RNN that is correct below its capacity broken on a verified
   witness from that family (``witness_verified``); ``collision_forced`` says

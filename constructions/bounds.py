@@ -29,7 +29,7 @@ from typing import Callable
 import sympy as sp
 
 from .fixedpoint import FixedFormat, log2_ceil
-from .gadgets import LN2_UPPER, bits_for, sharpness, zero_gap
+from .num import LN2_UPPER, SymbolicFormat, any_sym, bits_for, is_sym, sharpness, zero_gap
 from .vocab import COUNT, NUMBER_BASE, SPECIAL_NAMES, token_code
 
 N, A, C = sp.symbols("n a c", positive=True, integer=True)
@@ -135,12 +135,20 @@ class Declared:
     def int_bits(self, n: int, a: int | None = None, c: int | None = None) -> int:
         a = self.defaults[0] if a is None else a
         c = self.defaults[1] if c is None else c
+        if any_sym(n, a, c):
+            return sp.sympify(self.int_fn(SYM, n, a, c))
         return int(self.int_fn(INT, int(n), int(a), int(c)))
 
     def frac_bits(self, n: int) -> int:
+        if is_sym(n):
+            return sp.sympify(self.frac_fn(SYM, n))
         return int(self.frac_fn(INT, int(n)))
 
     def format(self, n: int, a: int | None = None, c: int | None = None) -> FixedFormat:
+        """The declared format at n (a :class:`~constructions.num.SymbolicFormat` of
+        sympy expressions when a size is symbolic: a symbolic build)."""
+        if any_sym(n, a, c):
+            return SymbolicFormat(self.int_bits(n, a, c), self.frac_bits(n))
         return FixedFormat(self.int_bits(n, a, c), self.frac_bits(n))
 
     def total_bits(self, n: int, a: int | None = None, c: int | None = None) -> int:
@@ -617,7 +625,7 @@ def sim_declared(p: SimRNN) -> Declared:
 
 
 # ============================================================================
-# Parameter counts: "constant size" (theory.md §1: the alphabet included), one
+# Parameter counts: "constant size" (docs/theory.md §1: the alphabet included), one
 # constant per construction and per task parameter (c of c-gram, the machine of a
 # compiled Turing machine). Declared here once; checks/checks_declarations.py
 # measures the models actually built at several n (and at the reductions' growing

@@ -1,6 +1,6 @@
 """Fixed-point numbers with O(log n) bits: the machine every construction runs on.
 
-theory.md §1. A format has ``I`` integer bits and ``f`` fraction bits; a value is
+docs/theory.md §1. A format has ``I`` integer bits and ``f`` fraction bits; a value is
 an integer multiple of 2^-f with |value| < 2^I, stored as the int64 ``raw =
 value * 2^f`` (so |raw| < 2^(I+f)); p = I + f + 1 bits in all, sign included.
 We require I + f <= 62 so that a sum of two in-range raws never leaves int64.
@@ -409,7 +409,7 @@ def fx_exp(a, I, f, mode, err):
 
 @njit(cache=True)
 def fx_attend(scores, m, values, I, f, mode, err, weights, out):
-    """Softmax attention over the first ``m`` scores, theory.md §1.
+    """Softmax attention over the first ``m`` scores, docs/theory.md §1.
 
     M = max_j s_j; e_j = round(exp(s_j - M)); Z = sum_j e_j (exact);
     w_j = round(e_j / Z); out_k = sum_j round(w_j * v_jk) (exact sum).

@@ -9,7 +9,7 @@ declared ``accumulate=True``; anything else is refused, so two gadgets can
 never silently add into the same place.
 
 Margins. A softmax weight is exactly 0 when its score is more than
-(f + 1) ln 2 below the maximum (exp rounds to 0 on a grid of 2^-f; theory.md §1).
+(f + 1) ln 2 below the maximum (exp rounds to 0 on a grid of 2^-f; docs/theory.md §1).
 Each attention gadget therefore derives its sharpness lambda from the fraction
 bits f and the score gap of its inputs, and checks (:func:`require`), with exact
 rationals, both the gap (weights of non-targets vanish) and the integer bits its
@@ -41,49 +41,19 @@ from fractions import Fraction
 from typing import Any, Mapping
 
 import numpy as np
+import sympy as sp
 
 from . import kernels as K
 from .fixedpoint import FixedFormat
-from .model import AttnLayerSpec, HeadSpec, Model, ModelSpec, RNNLayerSpec, _frac_matrix
+from .model import AttnLayerSpec, HeadSpec, Model, ModelSpec, RNNLayerSpec, frac_matrix
+from .num import (  # noqa: F401  (re-exported: the margin helpers every builder imports from here)
+    LN2_UPPER, MarginError, SymbolicFormat, as_float, bits_for, exact, is_sym, is_zero, pow2, require, sabs,
+    sharpness, smax, smin, zero_gap,
+)
 from .vocab import COUNT, META_NAMES, SPECIAL_NAMES, Vocab
 
 Combo = Mapping[str, Any]
 """A linear combination of named directions: {direction: coefficient}."""
-
-LN2_UPPER = Fraction(6931471806, 10 ** 10)
-"""A rational strictly above ln 2 (ln 2 = 0.69314718055994...)."""
-
-
-class MarginError(ValueError):
-    """A gadget's exactness condition does not hold for the given n and format."""
-
-
-def require(condition: bool, message: str) -> None:
-    """Raise :class:`MarginError` with ``message`` unless ``condition`` holds (the
-    margin checks of every construction; unlike ``assert`` it survives ``python -O``)."""
-    if not condition:
-        raise MarginError(message)
-
-
-def zero_gap(f: int) -> Fraction:
-    """A score gap strictly above this makes the lower weight exactly 0 on a
-    grid of 2^-f: round(exp(-g) * 2^f) = 0 iff exp(-g) < 2^-(f+1)."""
-    return (f + 1) * LN2_UPPER
-
-
-def sharpness(f: int, unit_gap: Fraction | int = 1) -> int:
-    """Smallest integer lambda with lambda * unit_gap > (f + 1) ln 2."""
-    g = zero_gap(f) / Fraction(unit_gap)
-    return int(g) + 1
-
-
-def bits_for(magnitude: Fraction | int) -> int:
-    """Integer bits I with |magnitude| < 2^I."""
-    m = abs(Fraction(magnitude))
-    I = 0
-    while m >= (1 << I):
-        I += 1
-    return I
 
 
 # ----------------------------------------------------------------------------
@@ -110,7 +80,7 @@ class ResidualSpace:
         its bound follows from the vocabulary and the positions
         (:meth:`Builder.direction_bound`)."""
         self._new(label)
-        self.embedding[label] = (kind, param, Fraction(coef))
+        self.embedding[label] = (kind, exact(param) if kind in (K.F_TOK_INV, K.F_POS_INV) else param, exact(coef))
         self.writer[label] = "embedding"
         return label
 
@@ -122,9 +92,10 @@ class ResidualSpace:
         if accumulate:
             self.accumulate.add(label)
         if bound is not None:
-            if Fraction(bound) < 0:
+            bound = exact(bound)
+            if not is_sym(bound) and bound < 0:
                 raise ValueError(f"direction {label!r}: bound must be >= 0, got {bound}")
-            self.bound[label] = Fraction(bound)
+            self.bound[label] = bound
         return label
 
     def __getitem__(self, label: str) -> int:
@@ -151,7 +122,7 @@ class ResidualSpace:
         v = np.empty(len(self.labels), dtype=object)
         v.fill(Fraction(0))
         for k, c in combo.items():
-            v[self[k]] += Fraction(c)
+            v[self[k]] += exact(c)
         return v
 
 
@@ -179,6 +150,10 @@ class Head:
     gap: Any = None
     """The head's score gap: every position it must not attend scores at least
     ``gap`` below the position(s) it attends; checked > zero_gap(f) by the builder."""
+    intent: tuple = ()
+    """What the head is meant to compute, as (gadget, parameters): recorded by the
+    gadget that made it (e.g. ``("shift", {"shift": 1, ...})``) and carried into
+    the built model, where ``rnngap certify`` checks the built weights against it."""
 
 
 @dataclass
@@ -188,6 +163,29 @@ class Neuron:
     inp: Combo
     bias: Any
     out: Combo
+    group: Any = None
+    """The gadget this neuron belongs to (an :class:`MLPIntent` shared by its
+    neurons), carried into the built model for ``rnngap certify``; None for a
+    neuron no gadget made."""
+
+
+@dataclass(eq=False)
+class MLPIntent:
+    """What a group of neurons is meant to compute: ``gadget`` (its name),
+    ``params`` (the combos and constants it was called with) and the premise on
+    its inputs under which it is exact. Identity (not value) names a group."""
+
+    gadget: str
+    params: dict
+    premise: str = ""
+
+
+def tagged(neurons: list[Neuron], gadget: str, premise: str = "", **params) -> list[Neuron]:
+    """The neurons of one gadget, each tagged with the same :class:`MLPIntent`."""
+    intent = MLPIntent(gadget, params, premise)
+    for nrn in neurons:
+        nrn.group = intent
+    return neurons
 
 
 class Builder:
@@ -230,14 +228,15 @@ class Builder:
     def _mlp(self, neurons: list[Neuron]):
         D = len(self.space)
         M = len(neurons)
-        W1, W2 = _frac_matrix(M, D), _frac_matrix(D, M)
-        b1 = np.array([Fraction(n.bias) for n in neurons], dtype=object).reshape(M)
+        W1, W2 = frac_matrix(M, D), frac_matrix(D, M)
+        b1 = np.empty(M, dtype=object)
         b2 = np.empty(D, dtype=object)
         b2.fill(Fraction(0))
         for m, n in enumerate(neurons):
+            b1[m] = exact(n.bias)
             W1[m] = self.space.row(n.inp)
             for d, c in n.out.items():
-                W2[self.space[d], m] += Fraction(c)
+                W2[self.space[d], m] += exact(c)
         return W1, b1, W2, b2
 
     # -- bounds
@@ -251,38 +250,38 @@ class Builder:
         if label not in self.space.embedding:
             return None
         kind, param, coef = self.space.embedding[label]
-        tau = max(self.vocab.max_number + 1, max(SPECIAL_NAMES),
-                  max(META_NAMES) if self.vocab.meta else 0, COUNT if self.vocab.count else 0)
+        tau = smax(self.vocab.max_number + 1, max(SPECIAL_NAMES),
+                   max(META_NAMES) if self.vocab.meta else 0, COUNT if self.vocab.count else 0)
         last = None if self.max_positions is None else self.max_positions - 1
-        p = Fraction(param)
+        p = exact(param)
         dist = min(p - (p.numerator // p.denominator), 1 - (p - (p.numerator // p.denominator)))
         feature = {K.F_ZERO: 0, K.F_ONE: 1, K.F_TOK: tau, K.F_TOK_SQ: tau * tau, K.F_IS_TOKEN: 1, K.F_IS_NUM: 1,
                    K.F_TOK_INV: (1 / dist) if dist > 0 else None,
                    K.F_POS: last, K.F_POS_SQ: None if last is None else last * last,
                    K.F_POS_INV: (1 / p) if p > 0 else None}.get(kind)
-        return None if feature is None else abs(coef) * Fraction(feature)
+        return None if feature is None else sabs(coef) * exact(feature)
 
     def combo_bound(self, combo: Combo) -> Fraction | None:
         total = Fraction(0)
         for d, c in combo.items():
-            if Fraction(c) == 0:
+            if is_zero(c):
                 continue
             b = self.direction_bound(d)
             if b is None:
                 return None
-            total += abs(Fraction(c)) * b
+            total += sabs(exact(c)) * b
         return total
 
     def _check_head(self, name: str, fmt: FixedFormat) -> None:
         max_score, gap = self.head_bounds[name]
         if max_score is not None:
-            require(max_score < Fraction(1 << fmt.int_bits),
+            require(max_score < pow2(fmt.int_bits),
                     f"{self.name}: {name}: scores up to {max_score} (from the directions' bounds) do not "
                     f"fit {fmt.name} (|score| < 2^{fmt.int_bits})")
         if gap is not None:
-            require(Fraction(gap) > zero_gap(fmt.frac_bits),
+            require(exact(gap) > zero_gap(fmt.frac_bits),
                     f"{self.name}: {name}: score gap {gap} is not above (f + 1) ln 2 = "
-                    f"{float(zero_gap(fmt.frac_bits)):.4f}")
+                    f"{as_float(zero_gap(fmt.frac_bits))}")
 
     def _record_head(self, h: Head) -> None:
         rows = [(self.combo_bound(q), self.combo_bound(k)) for q, k in h.score]
@@ -319,21 +318,22 @@ class Builder:
         specs = []
         for h in heads:
             dq = len(h.score)
-            WQ, WK = _frac_matrix(dq, D), _frac_matrix(dq, D)
+            WQ, WK = frac_matrix(dq, D), frac_matrix(dq, D)
             for k, (qc, kc) in enumerate(h.score):
                 WQ[k] = self.space.row(qc)
                 WK[k] = self.space.row(kc)
             targets = list(h.copy)
-            WV, WO = _frac_matrix(len(targets), D), _frac_matrix(D, len(targets))
+            WV, WO = frac_matrix(len(targets), D), frac_matrix(D, len(targets))
             for k, tgt in enumerate(targets):
                 WV[k] = self.space.row(h.copy[tgt])
                 WO[self.space[tgt], k] = Fraction(1)
-            specs.append(HeadSpec(WQ, WK, WV, WO, h.name))
+            specs.append(HeadSpec(WQ, WK, WV, WO, h.name, h.intent, dict(h.copy)))
         W1, b1, W2, b2 = self._mlp(mlp)
-        return AttnLayerSpec(specs, W1, b1, W2, b2)
+        return AttnLayerSpec(specs, W1, b1, W2, b2, [n.group for n in mlp])
 
     def rnn_layer(self, state: list[str], A: Mapping[tuple[str, str], Any], B: Mapping[tuple[str, str], Any],
-                  C: Mapping[tuple[str, str], Any], mlp: list[Neuron] = (), name: str = "") -> None:
+                  C: Mapping[tuple[str, str], Any], mlp: list[Neuron] = (), name: str = "",
+                  meaning: Mapping[str, tuple] | None = None) -> None:
         """h_t = A h_{t-1} + B x_t over named state components ``state``;
         x += C h_t. Keys: A[(s_out, s_in)], B[(s, direction)], C[(direction, s)]."""
         S = len(state)
@@ -348,25 +348,27 @@ class Builder:
             si[s]
             self.space.claim_write(d, f"rnn {name or len(self._rnn_blocks)} readout")
         self._claim_mlp(list(mlp), f"mlp of rnn layer {name or len(self._rnn_blocks)}")
-        self._rnn_blocks.append((list(state), dict(A), dict(B), dict(C), list(mlp)))
+        self._rnn_blocks.append((list(state), dict(A), dict(B), dict(C), list(mlp), dict(meaning or {})))
 
-    def _assemble_rnn(self, state: list[str], A: dict, B: dict, C: dict, mlp: list[Neuron]) -> RNNLayerSpec:
+    def _assemble_rnn(self, state: list[str], A: dict, B: dict, C: dict, mlp: list[Neuron],
+                      meaning: dict) -> RNNLayerSpec:
         D, S = len(self.space), len(state)
         si = {s: i for i, s in enumerate(state)}
-        Am, Bm, Cm = _frac_matrix(S, S), _frac_matrix(S, D), _frac_matrix(D, S)
+        Am, Bm, Cm = frac_matrix(S, S), frac_matrix(S, D), frac_matrix(D, S)
         for (a, b), c in A.items():
-            Am[si[a], si[b]] += Fraction(c)
+            Am[si[a], si[b]] += exact(c)
         for (s, d), c in B.items():
-            Bm[si[s], self.space[d]] += Fraction(c)
+            Bm[si[s], self.space[d]] += exact(c)
         for (d, s), c in C.items():
-            Cm[self.space[d], si[s]] += Fraction(c)
+            Cm[self.space[d], si[s]] += exact(c)
         W1, b1, W2, b2 = self._mlp(mlp)
-        return RNNLayerSpec(Am, Bm, Cm, W1, b1, W2, b2, list(state))
+        return RNNLayerSpec(Am, Bm, Cm, W1, b1, W2, b2, list(state), [n.group for n in mlp],
+                            [meaning.get(st, ()) for st in state])
 
     def readout(self, terms: list[tuple[str, int, Any, Any]]) -> None:
         """logit(k) = sum coef * feature(k) * x[direction], terms (direction, kind, param, coef)."""
         for d, kind, param, coef in terms:
-            self.readout_terms.append((self.space[d], kind, param, Fraction(coef)))
+            self.readout_terms.append((self.space[d], kind, param, exact(coef)))
 
     def spec(self) -> ModelSpec:
         emb = []
@@ -382,10 +384,33 @@ class Builder:
                          [self._assemble_attention(*blk) for blk in self._attn_blocks],
                          self.readout_terms, self.claim, notes, self.max_positions)
 
-    def build(self, fmt: FixedFormat) -> Model:
+    def build(self, fmt: FixedFormat | SymbolicFormat) -> Model:
+        """The model in ``fmt``; in a symbolic build (``fmt`` a
+        :class:`~constructions.num.SymbolicFormat`) the :class:`SymbolicModel`
+        that ``rnngap certify`` reads."""
         for name in self.head_bounds:
             self._check_head(name, fmt)
+        if isinstance(fmt, SymbolicFormat):
+            return SymbolicModel(self.spec(), fmt)
         return Model(self.spec(), fmt)
+
+
+@dataclass
+class SymbolicModel:
+    """A construction built with symbolic sizes (:func:`constructions.num.symbolic_build`):
+    its exact :class:`ModelSpec` (weights as sympy expressions of the sizes where
+    they depend on them) and its declared format."""
+
+    spec: ModelSpec
+    fmt: SymbolicFormat
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def kind(self) -> str:
+        return self.spec.kind
 
 
 def number_readout(b: "Builder", direction: str, one: str = "one") -> None:
@@ -396,9 +421,29 @@ def number_readout(b: "Builder", direction: str, one: str = "one") -> None:
 
 # ----------------------------------------------------------------------------
 # attention gadgets
-def _need_bits(fmt: FixedFormat, need: int, gadget: str, what: str) -> None:
-    if fmt.int_bits < need:
-        raise MarginError(f"{gadget}: {what} needs {need} integer bits, {fmt.name} has {fmt.int_bits}")
+#
+# The match-head lemma (docs/theory.md §1). With integer components,
+# 2 q k - k^2 = q^2 - (q - k)^2, so a score lam * sum_c (2 q_c k_c - k_c^2) is
+# S = lam sum_c q_c^2 at a full match and at most S - lam at a key with one
+# component off (by >= 1). A score more than zero_gap(f) = (f + 1) ln 2 below the
+# maximum gets weight exactly 0 (exp(-g) rounds to 0 on the 2^-f grid), so every
+# gap > (f + 1) ln 2 makes the weights exactly 0 and 1. s = sharpness(f) is the
+# least integer above (f + 1) ln 2; P = n_positions - 1 is the largest position.
+#
+# * tie_break None: mu = 0, the promise is at most one match (m matches get 1/m
+#   each, rounded once). "first" / "last": mu = s and a score row -mu pos
+#   (+mu pos): the earliest (latest) match beats every other by >= mu.
+# * fallback None: lam = mu P + s; a non-match anywhere is >= lam - mu P = s below
+#   every match.
+# * fallback "bos": [BOS] (is_bos = 1, every key component 0 there, its pos below
+#   every other) scores S - delta. Default (symmetric): delta = mu P + s,
+#   lam = delta + mu P + s: [BOS] is >= s below every match and >= s above every
+#   non-match whatever their positions. tight=True: the least lam the tie-break
+#   allows: "first" delta = mu P + s, lam = delta + s (mismatches only lose by
+#   -mu pos); "last" delta = 0, lam = mu P + s ([BOS], the earliest position, ties a
+#   match and loses by >= mu); no tie-break: delta = s, lam = 2 s.
+def _need_bits(fmt: FixedFormat, need: Any, gadget: str, what: str) -> None:
+    require(fmt.int_bits >= need, f"{gadget}: {what} needs {need} integer bits, {fmt.name} has {fmt.int_bits}")
 
 
 @dataclass(frozen=True)
@@ -412,8 +457,8 @@ class Component:
     query: Combo
     key: Combo
     key_sq: Combo
-    max_query: int
-    max_key: int
+    max_query: Any
+    max_key: Any
     query_sq: Combo | None = None
 
 
@@ -422,60 +467,54 @@ def flag_component(flag: str, one: str = "one") -> Component:
     return Component({one: 1}, {flag: 1}, {flag: 1}, 1, 1, query_sq={one: 1})
 
 
-def _scaled(combo: Combo, c: Any) -> dict:
-    return {k: Fraction(c) * Fraction(v) for k, v in combo.items()}
+def scaled(combo: Combo, c: Any) -> dict:
+    """The combo times c."""
+    return {k: exact(c) * exact(v) for k, v in combo.items()}
 
 
-def _add(*combos: Combo) -> dict:
+def combo_sum(*combos: Combo) -> dict:
+    """The sum of combos."""
     out: dict = {}
     for c in combos:
         for k, v in c.items():
-            out[k] = out.get(k, 0) + Fraction(v)
+            out[k] = out.get(k, 0) + exact(v)
     return out
 
 
-def match_head(name: str, *, components: list[Component], copy: dict[str, Combo], fmt: FixedFormat,
-               n_positions: int | None = None, tie_break: str | None = None, fallback: str | None = None,
-               tight: bool = False, one: str = "one", pos: str = "pos", is_bos: str = "is_bos") -> Head:
-    """Attend exactly to the position whose key components all equal the query's.
+def _match_margins(s: Any, P: Any, tie_break: str | None, fallback: str | None, tight: bool):
+    """(mu, delta, lam, gaps) of :func:`match_head` (derivation in the comment above)."""
+    mu = s if tie_break else 0
+    if fallback is None:
+        lam = mu * P + s
+        gaps = {"non-match": lam - mu * P}
+    else:
+        delta = 0 if (tight and tie_break == "last") else mu * P + s
+        lam = delta + s + (mu * P if tie_break == "last" or not tight else 0)
+        gaps = {"match over [BOS]": delta + {None: 0, "first": -mu * P, "last": mu}[tie_break],
+                "[BOS] over non-match": lam - delta - (mu * P if tie_break == "last" else 0)}
+    if tie_break:
+        gaps["between matches"] = mu
+    return mu, (0 if fallback is None else delta), lam, gaps
 
-    The one match head of every construction. With integer components,
-    2 q k - k^2 = q^2 - (q - k)^2, so
+
+def match_head(name: str, *, components: list[Component], copy: dict[str, Combo], fmt: FixedFormat,
+               n_positions: Any = None, tie_break: str | None = None, fallback: str | None = None,
+               tight: bool = False, score_bound: Any = None, one: str = "one", pos: str = "pos",
+               is_bos: str = "is_bos") -> Head:
+    """Attend exactly to the position whose key components all equal the query's.
 
         score_j = lam * sum_c (2 q_c k_cj - k_cj^2)  [+ (lam sum_c q_c^2 - delta) is_bos_j]  [-/+ mu pos_j]
 
-    is S = lam sum_c q_c^2 at a full match, and at most S - lam at any key with
-    one component off (by >= 1). Lemma (theory.md §1): a score more than
-    zero_gap(f) = (f + 1) ln 2 below the maximum gets weight exactly 0 (exp(-g)
-    rounds to 0 on the 2^-f grid), so gap > (f + 1) ln 2 makes every other weight
-    exactly 0. Let s = sharpness(f) (the least integer above (f + 1) ln 2) and
-    P = n_positions - 1 the largest position.
-
-    * ``tie_break=None``: mu = 0; the promise is at most one match (m matches get
-      exactly 1/m each, rounded once). ``"first"`` / ``"last"``: mu = s, score
-      -mu pos (+mu pos): the earliest (latest) match beats every other match by
-      >= mu > (f + 1) ln 2 (weight exactly 1).
-    * ``fallback=None``: lam = mu P + s; a non-match at any position is
-      >= lam - mu P = s below every match.
-    * ``fallback="bos"``: the [BOS] position (``is_bos`` = 1, every key component
-      0 there, its ``pos`` below every other position's by >= 1) scores S - delta.
-      Default (symmetric): delta = mu P + s, lam = delta + mu P + s: [BOS] is
-      >= s below every match and >= s above every non-match whatever their
-      positions (match over [BOS] >= delta - mu P = s with "first"; [BOS] over a
-      non-match >= lam - delta - mu P = s with "last"). ``tight=True``: the least
-      lam the tie-break allows: "first" delta = mu P + s, lam = delta + s
-      (mismatches only lose by -mu pos); "last" delta = 0, lam = mu P + s
-      ([BOS], the earliest position, ties a match and loses it by >= mu);
-      without tie-break both are delta = s, lam = 2 s. So the weight is exactly
-      1 on the (first/last) match, or on [BOS] if there is none.
-
-    Every gap above is checked against zero_gap(f) with :class:`MarginError`, and
-    the integer bits of the largest score,
-    |score| <= lam sum_c (2 Q_c K_c + K_c^2 [+ Q_c^2]) + mu P [+ delta] (plus one
-    bit for score differences), against ``fmt``. Layout: without fallback each component
-    has its own key-square row; with fallback the key squares share one row
-    beside the [BOS] row (the layouts of the constructions that first used each,
-    kept so parameter counts do not change).
+    The one match head of every construction; ``tie_break`` None | "first" |
+    "last", ``fallback`` None | "bos", ``tight`` and the margins lam, mu, delta as
+    derived in the comment above. Every gap is checked against zero_gap(f)
+    (:class:`MarginError`) and the integer bits of the largest score against
+    ``fmt``: by default |score| <= lam sum_c (2 Q_c K_c + K_c^2 [+ Q_c^2]) + mu P
+    [+ delta] (one more bit for score differences); ``score_bound`` replaces that
+    estimate by the caller's declared one (a tighter bound the caller proves, e.g.
+    MQAR's, where [BOS]'s key is 0 so its two rows never both peak). Layout:
+    without fallback each component has its own key-square row; with fallback
+    the key squares share one row beside the [BOS] row.
     """
     if tie_break not in (None, "first", "last"):
         raise ValueError(f"{name}: tie_break must be None, 'first' or 'last', got {tie_break!r}")
@@ -490,43 +529,31 @@ def match_head(name: str, *, components: list[Component], copy: dict[str, Combo]
     f = fmt.frac_bits
     s, zg = sharpness(f), zero_gap(f)
     P = 0 if n_positions is None else n_positions - 1
-    mu = s if tie_break else 0
-    if fallback is None:
-        delta = 0
-        lam = mu * P + s
-        gaps = {"non-match": lam - mu * P}
-    else:
-        delta = 0 if (tight and tie_break == "last") else mu * P + s
-        lam = delta + s + (mu * P if tie_break == "last" or not tight else 0)
-        gaps = {"match over [BOS]": delta + {None: 0, "first": -mu * P, "last": mu}[tie_break],
-                "[BOS] over non-match": lam - delta - (mu * P if tie_break == "last" else 0)}
-    if tie_break:
-        gaps["between matches"] = mu
+    mu, delta, lam, gaps = _match_margins(s, P, tie_break, fallback, tight)
     for what, g in gaps.items():
-        require(g > zg, f"{name}: gap {what} = {g} is not above (f + 1) ln 2 = {float(zg):.4f}")
-    # the sum of the score rows' largest magnitudes (what Builder.attention_layer computes too)
-    per_comp = sum(2 * c.max_query * c.max_key + c.max_key ** 2 + (c.max_query ** 2 if fallback else 0)
-                   for c in components)
-    max_score = lam * per_comp + mu * P + delta
-    need = bits_for(max_score) + 1
-    _need_bits(fmt, need, name, f"scores up to {max_score}")
-    score: list[tuple[Combo, Combo]] = []
+        require(g > zg, f"{name}: gap {what} = {g} is not above (f + 1) ln 2 = {as_float(zg)}")
+    if score_bound is None:
+        score_bound = lam * sum(2 * c.max_query * c.max_key + c.max_key ** 2 + (c.max_query ** 2 if fallback else 0)
+                                for c in components) + mu * P + delta
+    need = bits_for(score_bound) + 1
+    _need_bits(fmt, need, name, f"scores up to {score_bound}")
+    score: list[tuple[Combo, Combo]] = [(scaled(c.query, 2 * lam), dict(c.key)) for c in components]
     if fallback is None:
-        for c in components:
-            score += [(_scaled(c.query, 2 * lam), dict(c.key)), ({one: -lam}, dict(c.key_sq))]
+        score = [row for c, r in zip(components, score) for row in (r, ({one: -lam}, dict(c.key_sq)))]
     else:
-        score += [(_scaled(c.query, 2 * lam), dict(c.key)) for c in components]
-        score.append(({one: -lam}, _add(*[c.key_sq for c in components])))
-        score.append((_add(*[_scaled(c.query_sq, lam) for c in components], {one: -delta}), {is_bos: 1}))
+        score.append(({one: -lam}, combo_sum(*[c.key_sq for c in components])))
+        score.append((combo_sum(*[scaled(c.query_sq, lam) for c in components], {one: -delta}), {is_bos: 1}))
     if tie_break:
         score.append(({one: mu if tie_break == "last" else -mu}, {pos: 1}))
-    margin = {"lambda": lam, "mu": mu, "delta": delta, "zero_gap": float(zg), "score_int_bits": need,
+    margin = {"lambda": lam, "mu": mu, "delta": delta, "zero_gap": as_float(zg), "score_int_bits": need,
               **{f"gap {k}": v for k, v in gaps.items()}}
-    return Head(name, score, copy, margin, gap=min(gaps.values()))
+    intent = ("match", {"components": tuple(components), "tie_break": tie_break, "fallback": fallback,
+                        "positions": n_positions, "lambda": lam, "mu": mu, "delta": delta})
+    return Head(name, score, copy, margin, gap=smin(*gaps.values()), intent=intent)
 
 
-def first_max_head(name: str, *, key: Combo, max_key: int, copy: dict[str, Combo], fmt: FixedFormat,
-                   n_positions: int, one: str = "one", pos: str = "pos") -> Head:
+def first_max_head(name: str, *, key: Combo, max_key: Any, copy: dict[str, Combo], fmt: FixedFormat,
+                   n_positions: Any, one: str = "one", pos: str = "pos") -> Head:
     """Attend exactly to the first position with the largest integer key (0 <= key <= max_key):
     score lam * k_j - mu * pos_j with mu = sharpness(f), lam = mu P + sharpness(f)
     (P = n_positions - 1): a smaller key at any position is >= lam - mu P below,
@@ -538,17 +565,19 @@ def first_max_head(name: str, *, key: Combo, max_key: int, copy: dict[str, Combo
     lam = mu * (n_positions - 1) + s
     gaps = {"smaller key": lam - mu * (n_positions - 1), "later equal key": mu}
     for what, g in gaps.items():
-        require(g > zero_gap(f), f"{name}: gap to a {what} = {g} is not above {float(zero_gap(f)):.4f}")
+        require(g > zero_gap(f), f"{name}: gap to a {what} = {g} is not above {as_float(zero_gap(f))}")
     max_score = lam * max_key + mu * n_positions
     need = bits_for(max_score) + 1
     _need_bits(fmt, need, name, f"scores up to {max_score}")
     return Head(name, [({one: lam}, dict(key)), ({one: -mu}, {pos: 1})], copy,
-                {"lambda": lam, "mu": mu, "zero_gap": float(zero_gap(f)), "score_int_bits": need},
-                gap=min(gaps.values()))
+                {"lambda": lam, "mu": mu, "zero_gap": as_float(zero_gap(f)), "score_int_bits": need,
+                 **{f"gap {k}": v for k, v in gaps.items()}}, gap=smin(*gaps.values()),
+                intent=("first_max", {"key": dict(key), "max_key": max_key, "positions": n_positions,
+                                      "lambda": lam, "mu": mu}))
 
 
 def shift_head(name: str, pos: str, pos_sq: str, one: str, copy: dict[str, Combo], fmt: FixedFormat,
-               n_positions: int, shift: int = 1) -> Head:
+               n_positions: Any, shift: int = 1) -> Head:
     """Attend exactly to position i - shift (the previous token for shift = 1).
 
     score = lambda (2 (i - s) j - j^2) = lambda ((i - s)^2 - (i - s - j)^2); the
@@ -566,84 +595,97 @@ def shift_head(name: str, pos: str, pos_sq: str, one: str, copy: dict[str, Combo
     return Head(name,
                 [({pos: 2 * lam, one: -2 * lam * shift}, {pos: 1}), ({one: -lam}, {pos_sq: 1})],
                 copy,
-                {"lambda": lam, "gap": lam, "zero_gap": float(zero_gap(f)), "score_int_bits": need}, gap=lam)
+                {"lambda": lam, "gap": lam, "zero_gap": as_float(zero_gap(f)), "score_int_bits": need}, gap=lam,
+                intent=("shift", {"shift": shift, "positions": n_positions, "lambda": lam}))
 
 
 def count_head(name: str, query: Combo, query_sq: Combo, key: Combo, key_sq: Combo, one: str, not_bos: Combo,
-               bos_flag: str, out: str, fmt: FixedFormat, max_key: int, n: int) -> Head:
+               bos_flag: str, out: str, fmt: FixedFormat, max_key: Any, n: Any,
+               push_down: Combo | None = None, square_row: str = "not_bos", score_bound: Any = None) -> Head:
     """The BOS counting head: attend uniformly to [BOS] and to every position whose
     key equals the query, and copy the [BOS] indicator: the output is
     round(2^f / (c + 1)) / 2^f with c the number of matches.
 
-    score = -lambda (q - k_j)^2 * [j is not BOS]: 0 on matches and on [BOS], <= -lambda
-    elsewhere; written as lambda (2 q k_j - k_j^2 - q^2 [not bos]) with the key
-    combos zero at [BOS] (tau([BOS]) = 0). Weights: exactly 1/(c+1) each, rounded once.
+    score = lambda (2 q k_j - k_j^2) - lambda q^2 [j is not BOS]: 0 on matches and on
+    [BOS], <= -lambda elsewhere (the key combos are zero at [BOS], tau([BOS]) = 0).
+    ``square_row="bos"`` writes the q^2 row as + lambda q^2 [j is BOS] instead (the
+    same weights: softmax subtracts the maximum, and the scores stay lambda K^2
+    smaller); ``not_bos`` is then the [BOS] flag combo. ``push_down``: directions
+    whose keys (0/1 flags, e.g. "at or after [QUERY]") are pushed down by
+    ``coef * lambda`` each, below every maximal key. ``score_bound`` replaces the
+    generic |score| <= 4 lambda K^2 by the caller's declared bound. Weights:
+    exactly 1/(c+1) on each maximal key, rounded once.
 
     Distinguishing c from c+1 needs 1/(c+1) - 1/(c+2) > 2^-f, i.e. the caller's
     comparison gadget needs f >= log2((n+1)(n+2)) + 1; asserted by
     :func:`count_compare_neurons`.
     """
+    if square_row not in ("not_bos", "bos"):
+        raise ValueError(f"{name}: square_row must be 'not_bos' or 'bos', got {square_row!r}")
     f = fmt.frac_bits
     lam = sharpness(f)
-    max_score = lam * (4 * max_key * max_key)
+    max_score = lam * (4 * max_key * max_key) if score_bound is None else score_bound
     need = bits_for(max_score) + 1
     _need_bits(fmt, need, name, f"scores up to {max_score}")
     need_count = bits_for(n + 1) + 1
     _need_bits(fmt, need_count, name, f"softmax normaliser up to {n + 1}")
-    return Head(name,
-                [({k: 2 * lam * Fraction(c) for k, c in query.items()}, dict(key)),
-                 ({one: -lam}, dict(key_sq)),
-                 ({k: -lam * Fraction(c) for k, c in query_sq.items()}, dict(not_bos))],
-                {out: {bos_flag: 1}},
-                {"lambda": lam, "gap": lam, "zero_gap": float(zero_gap(f)), "score_int_bits": need}, gap=lam)
+    sign = -1 if square_row == "not_bos" else 1
+    score = [(scaled(query, 2 * lam), dict(key)), ({one: -lam}, dict(key_sq)),
+             (scaled(query_sq, sign * lam), dict(not_bos))]
+    score += [({one: -lam * exact(c)}, {d: 1}) for d, c in (push_down or {}).items()]
+    return Head(name, score, {out: {bos_flag: 1}},
+                {"lambda": lam, "gap": lam, "zero_gap": as_float(zero_gap(f)), "score_int_bits": need}, gap=lam,
+                intent=("count", {"query": dict(query), "key": dict(key), "bos_flag": bos_flag,
+                                  "push_down": dict(push_down or {}), "square_row": square_row, "lambda": lam}))
 
 
 # ----------------------------------------------------------------------------
-# MLP gadgets (exact when their inputs are on the promised grid)
+# MLP gadgets (exact when their inputs are on the promised grid). Each tags its
+# neurons with its intent (:func:`tagged`): the gadget's name, the combos it was
+# called with and the premise under which its lemma holds; ``rnngap certify``
+# proves the built neurons compute the lemma's value on the premise.
+def negated(combo: Combo) -> dict:
+    return {k: -exact(c) for k, c in combo.items()}
+
+
 def equality_neurons(a: Combo, b: Combo, out: str, scale: Any = 1) -> list[Neuron]:
     """out += scale * [a == b] for integer-valued a, b: the hat
     relu(d + 1) - 2 relu(d) + relu(d - 1) with d = a - b."""
-    d = dict(a)
-    for k, c in b.items():
-        d[k] = d.get(k, 0) - Fraction(c)
-    s = Fraction(scale)
-    return [Neuron(d, 1, {out: s}), Neuron(d, 0, {out: -2 * s}), Neuron(d, -1, {out: s})]
+    d = combo_sum(a, negated(b))
+    s = exact(scale)
+    return tagged([Neuron(d, 1, {out: s}), Neuron(d, 0, {out: -2 * s}), Neuron(d, -1, {out: s})],
+                  "equality", "a - b is an integer", a=dict(a), b=dict(b), out=out, scale=s)
 
 
-def step_neurons(d: Combo, lo: Fraction, hi: Fraction, out: str, scale: Any = 1) -> list[Neuron]:
+def step_neurons(d: Combo, lo: Any, hi: Any, out: str, scale: Any = 1) -> list[Neuron]:
     """out += scale * step(d): 0 if d <= lo, 1 if d >= hi (promise: d is never in
     between), as relu((d - lo)/w) - relu((d - lo)/w - 1), w = hi - lo. Exact when
     1/w is a power of two and d is on the grid."""
-    lo, hi = Fraction(lo), Fraction(hi)
+    lo, hi = exact(lo), exact(hi)
     w = hi - lo
-    if w <= 0:
-        raise MarginError(f"step gadget: hi {hi} must exceed lo {lo}")
+    require(w > 0, f"step gadget: hi {hi} must exceed lo {lo}")
     inv = 1 / w
-    inp = {k: inv * Fraction(c) for k, c in d.items()}
-    s = Fraction(scale)
-    return [Neuron(inp, -lo * inv, {out: s}), Neuron(inp, -lo * inv - 1, {out: -s})]
+    inp = scaled(d, inv)
+    s = exact(scale)
+    return tagged([Neuron(inp, -lo * inv, {out: s}), Neuron(inp, -lo * inv - 1, {out: -s})],
+                  "step", "d <= lo or d >= hi", d=dict(d), lo=lo, hi=hi, out=out, scale=s)
 
 
 def select_neurons(cond: Combo, x: Combo, y: Combo, out: str, bound: Any) -> list[Neuron]:
     """out += x if cond == 1 else y, for cond in {0, 1} and |x|, |y| <= bound:
     relu(x - B(1-c)) - relu(-x - B(1-c)) + relu(y - B c) - relu(-y - B c)."""
-    B = Fraction(bound)
-    neg = lambda combo: {k: -Fraction(c) for k, c in combo.items()}
-
-    def plus(combo, extra):
-        r = dict(combo)
-        for k, c in extra.items():
-            r[k] = r.get(k, 0) + Fraction(c)
-        return r
-
-    cB = {k: B * Fraction(c) for k, c in cond.items()}
-    mcB = {k: -B * Fraction(c) for k, c in cond.items()}
-    return [Neuron(plus(x, cB), -B, {out: 1}), Neuron(plus(neg(x), cB), -B, {out: -1}),
-            Neuron(plus(y, mcB), 0, {out: 1}), Neuron(plus(neg(y), mcB), 0, {out: -1})]
+    B = exact(bound)
+    cB, mcB = scaled(cond, B), scaled(cond, -B)
+    return tagged([Neuron(combo_sum(x, cB), -B, {out: 1}), Neuron(combo_sum(negated(x), cB), -B, {out: -1}),
+                   Neuron(combo_sum(y, mcB), 0, {out: 1}), Neuron(combo_sum(negated(y), mcB), 0, {out: -1})],
+                  "select", "cond in {0, 1}, |x|, |y| <= bound", cond=dict(cond), x=dict(x), y=dict(y), out=out,
+                  bound=B)
 
 
-def power_of_two_at_most(x: Fraction) -> Fraction:
+def power_of_two_at_most(x: Any) -> Any:
     """The largest 2^k (k integer, possibly negative) with 2^k <= x (x > 0)."""
+    if is_sym(x):
+        return 1 / pow2(sp.ceiling(sp.log(1 / x, 2)))
     x = Fraction(x)
     if x <= 0:
         raise ValueError("need x > 0")
@@ -655,7 +697,7 @@ def power_of_two_at_most(x: Fraction) -> Fraction:
     return p
 
 
-def count_compare_neurons(frac_dir: str, thr_dir: str, out: str, n: int, fmt: FixedFormat) -> list[Neuron]:
+def count_compare_neurons(frac_dir: str, thr_dir: str, out: str, n: Any, fmt: FixedFormat) -> list[Neuron]:
     """out += [c > t], given frac = round(1/(c+1)) (from :func:`count_head`) and
     thr = round(1/(t + 3/2)) (embedding feature 1/(tau + 1/2) of the number t,
     tau = t + 1), for 0 <= c, t <= n.
@@ -666,31 +708,32 @@ def count_compare_neurons(frac_dir: str, thr_dir: str, out: str, n: int, fmt: Fi
     Needs g > 2^-f; the step runs from 0 to the largest power of two <= g - 2^-f.
     """
     f = fmt.frac_bits
-    g = Fraction(1, 2 * (n + 1)) / (n + Fraction(3, 2))
-    slack = g - Fraction(1, 1 << f)
-    if slack <= 0:
-        raise MarginError(f"count comparison for n={n}: gap {float(g):.3g} between 1/(c+1) and 1/(t+3/2) is "
-                          f"not above the rounding error 2^-{f}; needs f >= {bits_for(1 / g)}")
+    g = 1 / (2 * (n + 1) * (n + Fraction(3, 2)))
+    slack = g - exact(1) / pow2(f)
+    require(slack > 0, f"count comparison for n={n}: gap {g} between 1/(c+1) and 1/(t+3/2) is "
+                       f"not above the rounding error 2^-{f}; needs f >= {bits_for(1 / g)}")
     w = power_of_two_at_most(slack)
     _need_bits(fmt, bits_for(1 / w) + 1, "count comparison", f"step slope {1 / w}")
     return step_neurons({thr_dir: 1, frac_dir: -1}, 0, w, out)
 
 
-def mask_unless_equal_neurons(x: Combo, a: Combo, b: Combo, out: str, bound: int) -> list[Neuron]:
+def mask_unless_equal_neurons(x: Combo, a: Combo, b: Combo, out: str, bound: Any) -> list[Neuron]:
     """out += x if a != b else 0, for integer a, b and 0 <= x <= bound (= B):
     with d = a - b, relu(x - B + B d) - relu(B d - B) + relu(x - B - B d) - relu(-B d - B).
     d = 0: 0; d >= 1: x + B(d-1) - B(d-1) (the second pair is 0); d <= -1 symmetric."""
-    B = Fraction(bound)
-    d = _add(a, {k: -Fraction(v) for k, v in b.items()})
-    Bd = {k: B * v for k, v in d.items()}
-    mBd = {k: -B * v for k, v in d.items()}
-    return [Neuron(_add(x, Bd), -B, {out: 1}), Neuron(Bd, -B, {out: -1}),
-            Neuron(_add(x, mBd), -B, {out: 1}), Neuron(mBd, -B, {out: -1})]
+    B = exact(bound)
+    d = combo_sum(a, negated(b))
+    Bd, mBd = scaled(d, B), scaled(d, -B)
+    return tagged([Neuron(combo_sum(x, Bd), -B, {out: 1}), Neuron(Bd, -B, {out: -1}),
+                   Neuron(combo_sum(x, mBd), -B, {out: 1}), Neuron(mBd, -B, {out: -1})],
+                  "mask_unless_equal", "a - b an integer, 0 <= x <= bound", x=dict(x), a=dict(a), b=dict(b),
+                  out=out, bound=B)
 
 
 def max_neurons(x: str, y: str, out: str) -> list[Neuron]:
     """out += max(x, y) for x >= 0: relu(x) + relu(y - x)."""
-    return [Neuron({x: 1}, 0, {out: 1}), Neuron({y: 1, x: -1}, 0, {out: 1})]
+    return tagged([Neuron({x: 1}, 0, {out: 1}), Neuron({y: 1, x: -1}, 0, {out: 1})],
+                  "max", "x >= 0", x={x: 1}, y={y: 1}, out=out)
 
 
 # ---- recurrent gadgets (clock, delay chains, gated equality) ----
@@ -708,15 +751,22 @@ class Recurrence:
     A: dict = field(default_factory=dict)
     B: dict = field(default_factory=dict)
     C: dict = field(default_factory=dict)
+    meaning: dict = field(default_factory=dict)
+    """state -> what it holds at step t, recorded by the gadget that made it:
+    ``("power", k)`` (t + 1)^k, ``("delay", source, k)`` source(t - k) (0 for t < k),
+    ``("prefix_sum", flag)`` the sum of flag over steps 0..t. ``rnngap certify``
+    proves it by induction on t from the built A and B."""
 
-    def add_state(self, name: str) -> str:
+    def add_state(self, name: str, meaning: tuple = ()) -> str:
         if name in self.state:
             raise ValueError(f"state {name!r} exists already")
         self.state.append(name)
+        if meaning:
+            self.meaning[name] = meaning
         return name
 
     def apply(self, b: "Builder", mlp: list[Neuron] = (), name: str = "") -> None:
-        b.rnn_layer(self.state, self.A, self.B, self.C, list(mlp), name=name)
+        b.rnn_layer(self.state, self.A, self.B, self.C, list(mlp), name=name, meaning=self.meaning)
 
 
 def delay_chain(rec: Recurrence, name: str, source: Combo, depth: int, outputs: Mapping[int, str]) -> list[str]:
@@ -728,11 +778,11 @@ def delay_chain(rec: Recurrence, name: str, source: Combo, depth: int, outputs: 
     Lemma (exact, no rounding: every weight is 1): direction ``outputs[k]`` at
     position t holds source(t - k) if t >= k, else 0. Values stay within the
     source's own range, so the chain needs no integer bits beyond the source's."""
-    chain = [rec.add_state(f"s_{name}_0")]
+    chain = [rec.add_state(f"s_{name}_0", ("delay", dict(source), 0))]
     for d, c in source.items():
         rec.B[(chain[0], d)] = c
     for k in range(1, depth + 1):
-        chain.append(rec.add_state(f"s_{name}_{k}"))
+        chain.append(rec.add_state(f"s_{name}_{k}", ("delay", dict(source), k)))
         rec.A[(chain[k], chain[k - 1])] = 1
         if k in outputs:
             rec.C[(outputs[k], chain[k])] = 1
@@ -764,7 +814,7 @@ def clock(space: ResidualSpace, rec: Recurrence, delays: int = 0, delays_sq: int
     The format needs bits_for(L^2) integer bits (|v| < 2^I) for cnt_sq and its partial
     sums (cnt_sq_{t-1} + 2 cnt_{t-1} < (t + 1)^2), if no tau^2 is larger; one bit fewer
     overflows at the last position."""
-    c, c2 = rec.add_state("s_cnt"), rec.add_state("s_cnt_sq")
+    c, c2 = rec.add_state("s_cnt", ("power", 1)), rec.add_state("s_cnt_sq", ("power", 2))
     rec.A[(c, c)] = 1
     rec.B[(c, one)] = 1
     rec.A[(c2, c2)] = 1
@@ -778,7 +828,7 @@ def clock(space: ResidualSpace, rec: Recurrence, delays: int = 0, delays_sq: int
             outs = {k: space.hidden(f"prev{k}{suffix}", bound=bound) for k in range(1, depth + 1)}
             delay_chain(rec, src, {src: 1}, depth, outs)
     for direction, flag in (latches or {}).items():
-        s = rec.add_state(f"s_{direction}")
+        s = rec.add_state(f"s_{direction}", ("prefix_sum", {flag: 1}))
         rec.A[(s, s)] = 1
         rec.B[(s, flag)] = 1
         rec.C[(space.hidden(direction), s)] = 1
@@ -793,12 +843,12 @@ def gated_equality(d: Combo, gate: Combo, big: int, out: Mapping[str, Any]) -> l
     ``big`` = (a bound on d where the gate is off) + 1; big >= 1 is checked here,
     the premise on d by the caller's interval bound (d = big makes the hat fire)."""
     require(big >= 1, f"gated equality: big = {big} must be >= 1")
-    inp = dict(d)
-    for k, c in gate.items():
-        inp[k] = inp.get(k, 0) + big * Fraction(c)
-    return [Neuron(inp, 1 - big, {k: Fraction(c) for k, c in out.items()}),
-            Neuron(inp, -big, {k: -2 * Fraction(c) for k, c in out.items()}),
-            Neuron(inp, -1 - big, {k: Fraction(c) for k, c in out.items()})]
+    inp = combo_sum(d, scaled(gate, big))
+    return tagged([Neuron(inp, 1 - big, {k: exact(c) for k, c in out.items()}),
+                   Neuron(inp, -big, {k: -2 * exact(c) for k, c in out.items()}),
+                   Neuron(inp, -1 - big, {k: exact(c) for k, c in out.items()})],
+                  "gated_equality", "d an integer; d <= big - 1 where gate <= 0", d=dict(d), gate=dict(gate),
+                  big=big, out=dict(out))
 
 
 def gated_value_neuron(value: Combo, gates: list[Combo], big: int, out: Mapping[str, Any],
@@ -811,14 +861,11 @@ def gated_value_neuron(value: Combo, gates: list[Combo], big: int, out: Mapping[
     fails it is <= value + bias - big <= 0 provided value + bias <= big wherever the
     gadget is off. Pass big = that bound (>= 1, checked)."""
     require(big >= 1, f"gated value: big = {big} must be >= 1")
-    inp = dict(value)
-    for g in gates:
-        for k, c in g.items():
-            inp[k] = inp.get(k, 0) + big * Fraction(c)
-    for g in closed:
-        for k, c in g.items():
-            inp[k] = inp.get(k, 0) - big * Fraction(c)
-    return Neuron(inp, Fraction(bias) - big * len(gates), dict(out))
+    inp = combo_sum(value, *[scaled(g, big) for g in gates], *[scaled(g, -big) for g in closed])
+    return tagged([Neuron(inp, exact(bias) - big * len(gates), dict(out))], "gated_value",
+                  "0/1 gates and flags; value + bias <= big where the gadget is off", value=dict(value),
+                  gates=[dict(g) for g in gates], closed=[dict(g) for g in closed], big=big, bias=exact(bias),
+                  out=dict(out))[0]
 
 
 def latest_flag_head(name: str, flag: Combo, pos: Combo, one: str, copy: dict[str, Combo], fmt: FixedFormat,
@@ -839,5 +886,7 @@ def latest_flag_head(name: str, flag: Combo, pos: Combo, one: str, copy: dict[st
     need = bits_for(max_score) + 1
     _need_bits(fmt, need, name, f"scores up to {max_score}")
     return Head(name, [({one: lam}, dict(flag)), ({one: mu}, dict(pos))], copy,
-                {"lambda": lam, "mu": mu, "gap_non_match": lam - mu * max_pos, "zero_gap": float(zero_gap(f)),
-                 "score_int_bits": need}, gap=min(lam - mu * max_pos, mu))
+                {"lambda": lam, "mu": mu, "gap_non_match": lam - mu * max_pos, "zero_gap": as_float(zero_gap(f)),
+                 "score_int_bits": need}, gap=smin(lam - mu * max_pos, mu),
+                intent=("latest_flag", {"flag": dict(flag), "pos": dict(pos), "max_pos": max_pos, "lambda": lam,
+                                        "mu": mu}))

@@ -1,4 +1,4 @@
-"""One greedy generation driver for every model (theory.md §2, CoT and in-context RAG).
+"""One greedy generation driver for every model (docs/theory.md §2, CoT and in-context RAG).
 
 After the prompt the model generates tokens one by one; each is appended and fed
 back. The run stops at an answer token (returned as ``answer``) or when the CoT
@@ -9,7 +9,7 @@ token it is called as ``oracle(context, token)`` with the whole context so far
 (prompt + CoT, token included; a list the driver keeps and extends, which the
 oracle must not change: a change of its length is refused) and returns either None or a list of tokens that
 are appended and fed to the model as if generated. Those retrieved tokens count
-toward the CoT length (theory.md §2: the oracle, not the model, produced them);
+toward the CoT length (docs/theory.md §2: the oracle, not the model, produced them);
 ``retrieved`` counts them separately.
 
 Example::

@@ -1,6 +1,6 @@
 """Hybrid models (claim T5.6): linear-RNN layers, then exactly ONE attention layer.
 
-theory.md §2: a hybrid sees tokens only (no position feature in its embedding);
+docs/theory.md §2: a hybrid sees tokens only (no position feature in its embedding);
 whatever its single attention layer needs about positions, the RNN computes by
 linear recurrences. The shared front end is :func:`~constructions.gadgets.clock`, one RNN layer with
 
@@ -110,7 +110,7 @@ def _retrieval_front(name: str, n: int, alphabet: int, after: int, delays: int, 
     s.hidden("answer")
     b = Builder(name, "hybrid", vocab, s, claim="T5.6")
     b.max_positions = n + after + 1
-    b.rnn_layer(rec.state, rec.A, rec.B, rec.C, name=layer)
+    rec.apply(b, name=layer)
     return b
 
 
@@ -191,7 +191,7 @@ def counting_hybrid(n: int, *, alphabet: int = 3, fmt: FixedFormat | None = None
     s.hidden("gt")
     b = Builder(f"hybrid-counting(n={n})", "hybrid", vocab, s, claim="T5.6")
     b.max_positions = n + 4                   # [BOS] x_1..x_n [QUERY] q t
-    b.rnn_layer(rec.state, rec.A, rec.B, rec.C, name="clock+delay+latch")
+    rec.apply(b, name="clock+delay+latch")
     M = code_bound(n)
     head = count_head("count", query={"prev1": 1}, query_sq={"prev1_sq": 1}, key={"tok": 1}, key_sq={"tok_sq": 1},
                       one="one", not_bos={"one": 1, "is_bos": -1}, bos_flag="is_bos", out="frac",

@@ -1,7 +1,7 @@
 """numba kernels of the executors: one step of any model, batch forward, readout.
 
 Every model in rnngap is "embedding -> L_r linear-RNN layers -> L_a attention
-layers -> formula readout" (theory.md §2):
+layers -> formula readout" (docs/theory.md §2):
 
 * a Transformer has L_r = 0 (position features allowed in the embedding);
 * a linear RNN has L_a = 0 (no position features: s_t = trans(s_{t-1}, token_t));
@@ -801,7 +801,7 @@ def _exp_kept(d, I, f, mode, err, scores):
 
 @njit(cache=True)
 def attend_sparse(scores, m, M, values, I, f, mode, err, idx, out):
-    """The softmax attention of :func:`fx_attend` (theory.md §1) given the
+    """The softmax attention of :func:`fx_attend` (docs/theory.md §1) given the
     maximum score M, the same numbers in the same order of operations, visiting
     only the keys whose weight
     can be nonzero: e_j = round(exp(s_j - M)) is exactly 0 when s_j - M is below

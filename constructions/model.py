@@ -8,7 +8,7 @@ kernels of :mod:`constructions.kernels`. ``Model.with_format`` re-encodes the
 same construction at other bits, which is how the checks show a construction
 failing below its declared precision.
 
-Architectures (theory.md §2): ``kind`` is ``"transformer"`` (attention layers
+Architectures (docs/theory.md §2): ``kind`` is ``"transformer"`` (attention layers
 only; position features allowed), ``"linear_rnn"`` (RNN layers only; no
 position features), or ``"hybrid"`` (RNN layers then exactly one attention
 layer; no position features). The RNN readout ``x += C h_t`` is the project's
@@ -46,7 +46,7 @@ SPECIAL_MIN_CODE = -max(SPECIAL_NAMES)
 READOUTS = {"table": K.READOUT_TABLE, "nearest_code": K.READOUT_NEAREST_CODE}
 
 
-def _frac_matrix(rows: int, cols: int) -> np.ndarray:
+def frac_matrix(rows: int, cols: int) -> np.ndarray:
     m = np.empty((rows, cols), dtype=object)
     m.fill(Fraction(0))
     return m
@@ -64,6 +64,10 @@ class RNNLayerSpec:
     W2: np.ndarray  # (D, M)
     b2: np.ndarray  # (D,)
     state_labels: list[str] = field(default_factory=list)
+    groups: list = field(default_factory=list)
+    """Per MLP neuron, the gadget intent it belongs to (gadgets.MLPIntent) or None."""
+    state_meaning: list = field(default_factory=list)
+    """Per state number, what it holds at step t (gadgets.Recurrence.meaning), or ()."""
 
 
 @dataclass
@@ -73,6 +77,10 @@ class HeadSpec:
     WV: np.ndarray  # (Dv, D)
     WO: np.ndarray  # (D, Dv)
     name: str = ""
+    intent: tuple = ()
+    """(gadget, parameters) of the gadget that made the head (gadgets.Head.intent)."""
+    copy: dict = field(default_factory=dict)
+    """The head's copy combos by target direction, as the builder wrote them."""
 
 
 @dataclass
@@ -84,6 +92,8 @@ class AttnLayerSpec:
     b1: np.ndarray
     W2: np.ndarray
     b2: np.ndarray
+    groups: list = field(default_factory=list)
+    """Per MLP neuron, the gadget intent it belongs to (gadgets.MLPIntent) or None."""
 
 
 @dataclass
@@ -200,7 +210,7 @@ class Resources:
     frac_bits: int
     precision_bits: int            # p = I + f + 1 declared
     state_numbers: int             # numbers in the RNN state (0 for a Transformer)
-    state_bits: int                # state_numbers * p (theory.md §1)
+    state_bits: int                # state_numbers * p (docs/theory.md §1)
     kv_numbers_per_token: int      # numbers the KV cache grows by per token
     used_int_bits: int = 0
     used_precision_bits: int = 0   # used_int_bits + f + 1

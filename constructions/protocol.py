@@ -1,4 +1,4 @@
-"""The general RNN protocol used by the lower bounds (theory.md §2, §5).
+"""The general RNN protocol used by the lower bounds (docs/theory.md §2, §5).
 
 Any Python object with these members is an RNN for the witness finder:
 

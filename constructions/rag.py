@@ -1,4 +1,4 @@
-"""The in-context RAG oracle (theory.md §2, claim T5-RAG).
+"""The in-context RAG oracle (docs/theory.md §2, claim T5-RAG).
 
 When the model emits ``[ENDSEARCH]``, the tokens since the last
 ``[STARTSEARCH]`` form a *query*. The oracle renders it into a regular
@@ -101,7 +101,7 @@ META_SYNTAX: dict[int, str] = {
     LOOKAHEAD: "(?=",
     NEG_LOOKAHEAD: "(?!",
 }
-"""Regex syntax of each meta-token (theory.md §2: groups, alternation, lazy
+"""Regex syntax of each meta-token (docs/theory.md §2: groups, alternation, lazy
 wildcard, lookahead; plus one-token wildcards and greedy repetition)."""
 
 if set(META_SYNTAX) != set(META_NAMES):

@@ -1,6 +1,6 @@
 """The paper's retrieval-CoT shorthand: a *dialect* of the RAG oracle, for format reproduction only.
 
-The paper's IsTree experiment (theory.md §6, CoT style 2; ``checks/tasks/istree.py``
+The paper's IsTree experiment (docs/theory.md §6, CoT style 2; ``checks/tasks/istree.py``
 ``retrieval_cot``) writes short queries whose meaning is not their literal text:
 
 ==================  ===========================================================
@@ -14,7 +14,7 @@ This module is a fixed rewriting of those short queries into meta-token queries
 :class:`~constructions.rag.RagOracle` whose searches rewrite first. It exists
 only to read and write that external data format (``rnngap predict istree
 --model rag`` and the paper-format records of ``checks/checks_rag.py``, labelled
-``family="paper-format"``). theory.md §2: no theorem row rests on a dialect; the
+``family="paper-format"``). docs/theory.md §2: no theorem row rests on a dialect; the
 T5-RAG rows use :class:`~constructions.rag.RagOracle` itself, which renders every
 query token by token and never rewrites it.
 

@@ -1,4 +1,4 @@
-"""Constant-size linear RNNs with in-context RAG (theory.md §2, claim T5-RAG).
+"""Constant-size linear RNNs with in-context RAG (docs/theory.md §2, claim T5-RAG).
 
 Each construction is a :class:`~constructions.rnn_program.Program` (delay lines,
 counters, write-once latches and rule tables; no position features) compiled
@@ -497,7 +497,7 @@ def neighbour_query(u: int, p: int, c: int | None = None) -> list[int]:
 
 def istree_rag(n_nodes: int, fmt: FixedFormat | None = None) -> RagConstruction:
     """IsTree with RAG on N = ``n_nodes`` vertices for the PLAIN oracle: the model writes
-    every alternation, group and lookahead itself (theory.md §2; no dialect).
+    every alternation, group and lookahead itself (docs/theory.md §2; no dialect).
 
     Prompt ``[BOS] u - v ... [EOS]`` (edges written with ``-``). The CoT is a DFS from 0
     in lines; a line starts with the header ``u ~ p c`` (top u, its parent p, the last
@@ -661,7 +661,7 @@ def istree_rag_predictor(max_vertices: int, max_edges: int) -> Callable[[list[in
     compares the number of records with N - 1), so one model per distinct N of the
     file is built (cached; constant size, only that integer weight differs) and run with
     a fresh paper-dialect oracle. ``max_edges`` is not needed (the RNN state does not
-    grow with the edge count). Edges written with ``~`` (theory.md accepts both) are
+    grow with the edge count). Edges written with ``~`` (docs/theory.md accepts both) are
     rewritten with ``-`` first: in this CoT ``~`` marks the parent records, and the
     oracle's ``u -`` queries read the input's edges."""
     if max_vertices < 1:

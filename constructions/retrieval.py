@@ -4,12 +4,12 @@ per-position AR (MQAR): the positive half of claim T4.6-up.
 Every model here is built from the named gadgets of :mod:`constructions.gadgets`
 (or, where a gadget is specific to one task, from :class:`Head` / :class:`Neuron`
 with its margin derived and asserted beside it). The architecture (layers,
-heads, widths, parameter count) is ONE for all n and all alphabets (theory.md §1
+heads, widths, parameter count) is ONE for all n and all alphabets (docs/theory.md §1
 "constant size" includes the alphabet: the lower bounds' reductions write keys
 up to n + 1): tokens enter only through the fixed code formulas tau, tau^2,
 1/(tau + 1/2) and is_token of named specials, never a direction per symbol. n and
 the alphabet a enter through lambda, the position features and the declared bits
-only, as theory.md §1 allows. Only the gram length c of c-gram (one shift head per
+only, as docs/theory.md §1 allows. Only the gram length c of c-gram (one shift head per
 gram position) is part of the architecture.
 
 Instances (docs/conventions.md)::
@@ -60,10 +60,10 @@ import sympy as sp
 from . import kernels as K
 from .fixedpoint import MAX_MAGNITUDE_BITS, FixedFormat, log2_ceil
 from .gadgets import (
-    base_space, number_readout, require,
-    LN2_UPPER, Builder, Component, Head, MarginError, ResidualSpace, bits_for, match_head, sharpness, shift_head,
-    zero_gap,
+    base_space, count_head, number_readout, require,
+    Builder, Component, Head, ResidualSpace, match_head, shift_head,
 )
+from .num import as_float, bits_for, exact, is_sym, pow2, sharpness, smax, smin, zero_gap
 from .model import Model
 from .vocab import BOS, NUMBER_BASE, QUERY, SPECIAL_NAMES, Vocab, number_token, token_from_code
 
@@ -79,18 +79,6 @@ from .bounds import (  # noqa: E402
     count_code_bound as _ccb, count_fetch_bound as _cfb, count_match_bound as _cmb,
     count_compare_inverse_gap as _count_inv_gap, mqar_match_bound as _mqar_match_bound,
 )
-
-
-def _count_code_bound(n: int, a: int) -> int:
-    return _ccb(_INT, n, a)
-
-
-def _count_fetch_bound(n: int, f: int) -> int:
-    return _cfb(_INT, n, f)
-
-
-def _count_match_bound(n: int, a: int, f: int) -> int:
-    return _cmb(_INT, n, a, f)
 
 
 def counting_max_n(alphabet: Callable[[int], int] | int | None = None) -> int:
@@ -111,15 +99,26 @@ or a larger one) with a clear error."""
 
 # ----------------------------------------------------------------------------
 def _check_n(n: int, minimum: int, what: str) -> int:
+    """n as an int (a symbolic n of a symbolic build passes as it is: constructions/num.py)."""
+    if is_sym(n):
+        return n
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < minimum:
         raise ValueError(f"{what}: n must be an integer >= {minimum}, got {n!r}")
     return int(n)
 
 
 def _check_alphabet(a: int, what: str) -> int:
+    if is_sym(a):
+        return a
     if not isinstance(a, (int, np.integer)) or isinstance(a, bool) or a < 1:
         raise ValueError(f"{what}: alphabet must be an integer >= 1, got {a!r}")
     return int(a)
+
+
+def _backend(*sizes):
+    """The bounds backend of the sizes: SYM in a symbolic build, INT otherwise."""
+    from .bounds import SYM
+    return SYM if any(is_sym(x) for x in sizes) else _INT
 
 
 # ----------------------------------------------------------------------------
@@ -138,13 +137,13 @@ def index_transformer(n: int, *, alphabet: int = 2, fmt: FixedFormat | None = No
     n = _check_n(n, 1, "index_transformer")
     a = _check_alphabet(alphabet, "index_transformer")
     fmt = fmt or INDEX.format(n, a)
-    code_bound = max(n + 1, a, -SPECIAL_MIN_CODE)          # |tau| of any token of the vocabulary
+    code_bound = smax(n + 1, a, -SPECIAL_MIN_CODE)         # |tau| of any token of the vocabulary
     s = base_space()
     s.hidden("answer", bound=code_bound)
-    b = Builder(f"index(n={n},a={a})", "transformer", Vocab(max(n, a - 1)), s, claim=CLAIM, bounded=True)
+    b = Builder(f"index(n={n},a={a})", "transformer", Vocab(smax(n, a - 1)), s, claim=CLAIM, bounded=True)
     b.max_positions = n + 3                   # [BOS] x_1..x_n [QUERY] i
     position = Component(query={"tok": 1}, key={"pos": 1, "one": 1}, key_sq={"pos_sq": 1, "pos": 2, "one": 1},
-                         max_query=code_bound, max_key=max(n + 3, a, -SPECIAL_MIN_CODE))
+                         max_query=code_bound, max_key=smax(n + 3, a, -SPECIAL_MIN_CODE))
     b.attention_layer([match_head("index", components=[position], copy={"answer": {"tok": 1}}, fmt=fmt)])
     number_readout(b, "answer")
     return b.build(fmt)
@@ -172,14 +171,14 @@ def cgram_transformer(n: int, *, alphabet: int = 2, c: int = 3, fmt: FixedFormat
     (tau = -9, never a data code >= 1) among their keys, so they mismatch. Positions
     p < c - 1 have [BOS] (tau = 0) among their keys and mismatch too.
     """
-    c = int(c)
+    c = int(c)          # the gram length is part of the architecture: always an integer
     if c < 2:
         raise ValueError(f"cgram_transformer: c must be >= 2, got {c}")
     n = _check_n(n, c, f"cgram_transformer (c = {c})")
     a = _check_alphabet(alphabet, "cgram_transformer")
     decl = AR if c == 2 else CGRAM
     fmt = fmt or decl.format(n, a, c)
-    code_bound = max(a, -SPECIAL_MIN_CODE)                 # |tau| of any token of Vocab(a - 1)
+    code_bound = smax(a, -SPECIAL_MIN_CODE)                # |tau| of any token of Vocab(a - 1)
     s = base_space()
     for k in range(1, c):
         s.hidden(f"prev_{k}", bound=code_bound)
@@ -223,6 +222,8 @@ def ar_transformer(n: int, *, alphabet: int = 4, fmt: FixedFormat | None = None)
 # Counting
 def _counting_format(n: int, a: int) -> FixedFormat:
     """The declared Counting format; ValueError beyond int64 storage (I + f > 62)."""
+    if is_sym(n) or is_sym(a):
+        return COUNTING.format(n, a)          # a symbolic build: the int64 limit is not part of the model
     I_d, f_d = COUNTING.int_bits(n, a), COUNTING.frac_bits(n)
     if I_d + f_d > MAX_MAGNITUDE_BITS:
         raise ValueError(f"counting_transformer: n = {n} at alphabet {a} needs the declared format Q{I_d}.{f_d}: "
@@ -234,25 +235,25 @@ def _counting_format(n: int, a: int) -> FixedFormat:
 def _counting_margins(n: int, a: int, fmt: FixedFormat, check_margins: bool = True) -> dict:
     """lambda, mu, M of :func:`counting_transformer`, its margins checked (see its docstring)."""
     f = fmt.frac_bits
+    B = _backend(n, a, f)
     lam = sharpness(f)
-    g = Fraction(1, _count_inv_gap(_INT, n))      # the declared comparison gap (bounds.py)
+    g = exact(1) / _count_inv_gap(B, n)           # the declared comparison gap (bounds.py)
     if check_margins:
-        require(g > Fraction(1, 1 << f),
-                f"counting_transformer(n={n}): the gap {float(g):.3g} between 1/(c+1) and 1/(t+3/2) is not above the "
+        require(g > exact(1) / pow2(f),
+                f"counting_transformer(n={n}): the gap {g} between 1/(c+1) and 1/(t+3/2) is not above the "
                 f"rounding error 2^-{f}; needs 2^f > {1 / g}")
     mu = lam
     M = mu * (n + 2) + lam
-    require(lam > zero_gap(f) and mu > zero_gap(f),
-            f"counting_transformer: lambda = {lam} is not above (f + 1) ln 2 = {float(zero_gap(f)):.3f}")
+    require(lam > zero_gap(f), f"counting_transformer: lambda = {lam} is not above (f + 1) ln 2 = "
+                               f"{as_float(zero_gap(f))}")
     require(M - mu * (n + 1) > zero_gap(f),
             f"counting_transformer: fetch-q gap {M - mu * (n + 1)} to a data number is not above (f + 1) ln 2")
-    bounds = {"count scores": _count_match_bound(n, a, f), "fetch scores": _count_fetch_bound(n, f),
-              "softmax normalisers": n + 4}
-    need = max(bits_for(v) + 1 for v in bounds.values())
+    bounds = {"count scores": _cmb(B, n, a, f), "fetch scores": _cfb(B, n, f), "softmax normalisers": n + 4}
+    need = smax(*[bits_for(v) + 1 for v in bounds.values()])
     require(fmt.int_bits >= need, f"counting_transformer(n={n}, a={a}): {bounds} need {need} integer bits, "
                                   f"{fmt.name} has {fmt.int_bits}")
-    return {"lambda": lam, "mu": mu, "M": M, "comparison_gap": g, "need": need,
-            "max_code": _count_code_bound(n, a)}
+    return {"lambda": lam, "mu": mu, "M": M, "comparison_gap": g, "need": need, "max_code": _ccb(B, n, a),
+            "count_bound": bounds["count scores"]}
 
 
 def _counting_space(max_code: int) -> ResidualSpace:
@@ -321,55 +322,28 @@ def counting_transformer(n: int, *, alphabet: int = 3, fmt: FixedFormat | None =
     a = _check_alphabet(alphabet, "counting_transformer")
     fmt = fmt or _counting_format(n, a)
     c = _counting_margins(n, a, fmt, check_margins)
-    b = Builder(f"counting(n={n},a={a})", "transformer", Vocab(max(n, a - 1, 1)), _counting_space(c["max_code"]),
+    b = Builder(f"counting(n={n},a={a})", "transformer", Vocab(smax(n, a - 1, 1)), _counting_space(c["max_code"]),
                 claim=CLAIM, bounded=True)
     b.max_positions = n + 4                   # [BOS] x_1..x_n [QUERY] q t
     lam, mu, M = c["lambda"], c["mu"], c["M"]
-    gap = {"lambda": lam, "gap": lam, "zero_gap": float(zero_gap(fmt.frac_bits))}
+    gap = {"lambda": lam, "gap": lam, "zero_gap": as_float(zero_gap(fmt.frac_bits))}
     b.attention_layer([Head("after-query", [({"one": lam}, {"is_query": 2, "is_bos": 1})],
                             {"after": {"is_query": 1}}, gap, gap=lam)])
     b.attention_layer([Head("fetch-q", [({"one": M}, {"after": 1, "is_number": 1}), ({"one": -mu}, {"pos": 1})],
                             {"query_code": {"tok": 1}, "query_code_sq": {"tok_sq": 1}},
                             {"M": M, "mu": mu, "gap_q_t": mu, "gap_q_data": M - mu * (n + 1),
                              "zero_gap": gap["zero_gap"], "score_int_bits": c["need"]},
-                            gap=min(mu, M - mu * (n + 1)))])
-    count_score = [({"query_code": 2 * lam}, {"tok": 1}), ({"one": -lam}, {"tok_sq": 1}),
-                   ({"query_code_sq": lam}, {"is_bos": 1}), ({"one": -lam}, {"after": 1})]
-    b.attention_layer([Head("count", count_score, {"frac": {"is_bos": 1}},
-                            dict(gap, comparison_gap=float(c["comparison_gap"]), max_code=c["max_code"],
-                                 score_int_bits=c["need"]), gap=lam)])
+                            gap=smin(mu, M - mu * (n + 1)))])
+    count = count_head("count", {"query_code": 1}, {"query_code_sq": 1}, {"tok": 1}, {"tok_sq": 1}, "one",
+                       {"is_bos": 1}, "is_bos", "frac", fmt, max_key=c["max_code"], n=n, push_down={"after": 1},
+                       square_row="bos", score_bound=c["count_bound"])
+    b.attention_layer([count])
     b.readout([("thr", K.F_IS_TOKEN, number_token(1), 1), ("frac", K.F_IS_TOKEN, number_token(0), 1)])
     return b.build(fmt)
 
 
 # ----------------------------------------------------------------------------
 # MQAR (per-position AR over raw ints)
-def _first_match_or_bos_head(fmt: FixedFormat, L: int, max_code: int) -> Head:
-    """The MQAR match head (:func:`mqar_transformer`): gadgets.match_head(tie_break="first",
-    fallback="bos") on one component (tok vs prev), but with the tight lam = nu + s
-    that "first" allows (the generic family adds mu L, one integer bit more at some
-    L, and the declared :data:`MQAR` bits are derived for this one)."""
-    f = fmt.frac_bits
-    s = sharpness(f)
-    mu = s                     # between matches
-    nu = mu * L + s            # [BOS] below every match at p <= L
-    lam = nu + s               # every non-match below [BOS]
-    gaps = {"later match": mu, "[BOS] next to a match": nu - mu * L, "non-match next to [BOS]": lam - nu}
-    for what, gap in gaps.items():
-        require(gap > zero_gap(f), f"mqar: {what} would keep weight (gap {gap} not above (f + 1) ln 2)")
-    require(max_code <= MQAR_MAX_VALUE, f"mqar: codes up to {max_code} exceed the declared {MQAR_MAX_VALUE}")
-    max_score = _mqar_match_bound(_INT, L, f)      # the declared bound (bounds.mqar_match_bound), not re-derived
-    need = bits_for(max_score) + 1
-    require(fmt.int_bits >= need, f"mqar match: scores up to {max_score} need {need} integer bits, "
-                                  f"{fmt.name} has {fmt.int_bits}")
-    return Head("first-match-or-bos",
-                [({"tok": 2 * lam}, {"prev": 1}), ({"one": -lam}, {"prev_sq": 1}), ({"one": -mu}, {"pos": 1}),
-                 ({"tok_sq": lam, "one": -nu}, {"is_bos": 1})],
-                {"answer": {"tok": 1}},
-                {"lambda": lam, "mu": mu, "nu": nu, "zero_gap": float(zero_gap(f)), "score_int_bits": need},
-                gap=min(gaps.values()))
-
-
 def mqar_transformer(length: int, fmt: FixedFormat | None = None) -> Model:
     """Per-position AR over ``[BOS] r_1..r_L`` (r raw ints in [0, 2^16) as number
     tokens; vocabulary fixed at numbers 0..2^16-1): the next-token prediction at
@@ -393,7 +367,7 @@ def mqar_transformer(length: int, fmt: FixedFormat | None = None) -> Model:
     as mqar_reference does. Integer bits for codes up to K = 2^16: see :data:`MQAR`.
     """
     L = _check_n(length, 1, "mqar_transformer")
-    if L > MQAR_MAX_LENGTH:
+    if not is_sym(L) and L > MQAR_MAX_LENGTH:     # (a symbolic build's record states the same domain)
         raise ValueError(f"mqar_transformer: length {L} exceeds the supported {MQAR_MAX_LENGTH}")
     fmt = fmt or MQAR.format(L)
     max_code = MQAR_MAX_VALUE                # |tau| of every token (numbers 0..2^16-1; specials <= 9)
@@ -406,8 +380,15 @@ def mqar_transformer(length: int, fmt: FixedFormat | None = None) -> Model:
     b.max_positions = L + 1                   # [BOS] then the L raw values
     b.attention_layer([shift_head("prev", "pos", "pos_sq", "one", {"prev": {"tok": 1}, "prev_sq": {"tok_sq": 1}},
                                   fmt, n_positions=L + 1)])
-    head = _first_match_or_bos_head(fmt, L, max_code)
-    b.attention_layer([head])
+    # match_head's tight "first" variant: mu = s between matches, nu = mu L + s puts [BOS]
+    # below every match (p <= L), lambda = nu + s every non-match below [BOS]; the
+    # declared score bound (bounds.mqar_match_bound) uses that [BOS]'s key is 0
+    value = Component({"tok": 1}, {"prev": 1}, {"prev_sq": 1}, max_code, max_code, query_sq={"tok_sq": 1})
+    B = _backend(L, fmt.frac_bits)
+    require(max_code <= MQAR_MAX_VALUE, f"mqar: codes up to {max_code} exceed the declared {MQAR_MAX_VALUE}")
+    b.attention_layer([match_head("first-match-or-bos", components=[value], copy={"answer": {"tok": 1}}, fmt=fmt,
+                                  n_positions=L + 1, tie_break="first", fallback="bos", tight=True,
+                                  score_bound=_mqar_match_bound(B, L, fmt.frac_bits))])
     number_readout(b, "answer")
     b.notes["max_length"] = L
     return b.build(fmt)

@@ -1,4 +1,4 @@
-"""Compile a small register / finite-control program into a linear RNN (theory.md §2).
+"""Compile a small register / finite-control program into a linear RNN (docs/theory.md §2).
 
 A linear RNN has no nonlinear recurrence: each layer is h_t = A h_{t-1} + B x_t
 followed by a position-wise ReLU MLP (``Builder.rnn_layer``). So a register can

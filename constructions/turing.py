@@ -15,7 +15,7 @@ A transition (q, s) -> (q', s', d) is an *action*, numbered 0..A-1 in the order
 
 Prompt: ``[BOS] w_0 .. w_{n-1} [EOS]`` (symbol number tokens).
 
-Hybrid CoT (a record per step, theory.md §2 "records of tape writes"): for each
+Hybrid CoT (a record per step, docs/theory.md §2 "records of tape writes"): for each
 step, ``c a`` = the number token of the head's cell c, then the number token of the
 action a taken there (a determines the written symbol s'(a), the new state and the
 move). It ends with ``[TRUE]`` right after the action that enters a final state, or

@@ -126,6 +126,8 @@ class Vocab:
     """Whether ``[COUNT]`` (:data:`COUNT`) belongs to the vocabulary."""
 
     def __post_init__(self) -> None:
+        if hasattr(self.max_number, "free_symbols"):     # a symbolic build (constructions/num.py)
+            return
         if self.max_number < 0:
             raise ValueError(f"max_number must be >= 0, got {self.max_number}")
 

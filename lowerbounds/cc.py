@@ -1,5 +1,5 @@
 """Exact deterministic one-way communication complexity, by enumeration
-(claims T4.6-low, T4.7-low; theory.md §5).
+(claims T4.6-low, T4.7-low; docs/theory.md §5).
 
 Alice holds an input a, Bob an input b; Alice sends one message, Bob answers.
 An instance is ``alice_prefix(a) + bob_suffix(b)``, so a streaming model with an
@@ -534,7 +534,7 @@ def counting_split(n: int, answer: AnswerFn, alphabet: int = 2, *, max_cells: in
 
 def istree_split(n: int, answer: AnswerFn, hubs: int = 2, *, max_cells: int = DEFAULT_MAX_CELLS
                  ) -> CommProblem:
-    """IsTree, hub gadget with h hubs (theory.md §5 is h = 2): vertices 0..h-1 are
+    """IsTree, hub gadget with h hubs (docs/theory.md §5 is h = 2): vertices 0..h-1 are
     hubs, v_j = h+j-1, w = h+n. Alice x in {0..h-1}^n -> ``[BOS]`` and the edges
     ``v_j - x_j``; Bob (i, r) in {1..n} x {0..h-1} -> ``w - v_i``, ``w - k`` for every
     hub k != r, ``[EOS]``. Every pair is a valid graph; it is a tree iff x_i = r

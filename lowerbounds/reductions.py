@@ -1,5 +1,5 @@
 """Index -> AR / c-gram / Counting / IsTree, split between Alice and Bob
-(claims T4.6-low and T4.7-low; theory.md §5).
+(claims T4.6-low and T4.7-low; docs/theory.md §5).
 
 A reduction maps an Index instance (x in {0,1}^n, i in 1..n) to an instance of
 another task as ``alice(x) + bob(i, n)``: Alice's prefix depends only on the bit
@@ -34,7 +34,7 @@ Why each promise holds:
   i, ending at position c*i - 1 <= c*n - 1, followed by x_i. c = 2 is AR.
 * Counting: the number i >= 1 occurs in y exactly when x_i = 1 (once); t = 0 is
   in 0..n; the answer is 1 iff count(i) > 0 iff x_i = 1.
-* IsTree (theory.md §5 hub gadget): vertices 0 (hub b), 1 (hub a),
+* IsTree (docs/theory.md §5 hub gadget): vertices 0 (hub b), 1 (hub a),
   v_j = j+1 (j = 1..n), w = n+2; Alice attaches v_j to hub x_j (a if x_j = 1,
   else b), Bob adds w - v_i and w - a. The n+3 vertices carry n+2 edges; if
   x_i = 0, w joins the two stars once each: a tree. If x_i = 1, a - v_i - w - a

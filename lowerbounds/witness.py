@@ -1,5 +1,5 @@
 """Concrete failures of bounded-memory RNNs: fooling pairs (claims T4.6-low,
-T4.7-low; theory.md §5).
+T4.7-low; docs/theory.md §5).
 
 If an RNN reaches the same state after Alice's prefixes for x != x', then for a
 query i with x_i != x'_i the two instances ``alice(x) + bob(i)`` and

@@ -1,4 +1,4 @@
-"""Exact references for the fixed-point semantics of theory.md §1, in plain Python.
+"""Exact references for the fixed-point semantics of docs/theory.md §1, in plain Python.
 
 Nothing here imports the code under test. A format is ``(I, f)``: a value is
 ``raw / 2^f`` with ``|raw| <= max_raw(I, f) = 2^(I+f) - 1``.
@@ -131,7 +131,7 @@ class RefOverflow(Exception):
 
 
 def attend_exact(scores: list[int], values: list[list[int]], I: int, f: int):
-    """Softmax attention as theory.md §1, every intermediate exact.
+    """Softmax attention as docs/theory.md §1, every intermediate exact.
 
     M = max s_j; e_j = round(exp(s_j - M)); Z = sum e_j (exact); w_j = round(e_j / Z);
     out_k = sum_j round(w_j * v_jk) (exact sum). Range checks on the stored numbers

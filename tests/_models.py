@@ -51,7 +51,7 @@ def ceil_log2(n: int) -> int:
 
 
 def f_default(n: int) -> int:
-    """f(n) = 2 ceil(log2(n + 1)) (theory.md §1's example)."""
+    """f(n) = 2 ceil(log2(n + 1)) (docs/theory.md §1's example)."""
     return 2 * ceil_log2(n + 1)
 
 

@@ -57,7 +57,7 @@ def test_retrieval_declarations_cover_the_reductions_alphabets():
     """T4.6-up declares its integer bits at the alphabets the reductions write
     (a = n + 1 for Counting, n + 2 for AR / c-gram) as O(log n), and one parameter
     count whatever the alphabet: the declared constant at a = n + 1 is the one at
-    a = 3 (theory.md §1: constant size includes the alphabet)."""
+    a = 3 (docs/theory.md §1: constant size includes the alphabet)."""
     load_checks()
     by = {(d.model, d.resource): d for d in DECLARATIONS if d.claim == "T4.6-up"}
     for model in ("retrieval.counting[a=n+1]", "retrieval.ar[a=n+2]", "retrieval.cgram3[a=n+2]",

@@ -1,8 +1,8 @@
-"""Fixed-point core (constructions/fixedpoint.py) against exact arithmetic, theory.md §1.
+"""Fixed-point core (constructions/fixedpoint.py) against exact arithmetic, docs/theory.md §1.
 
 Every operation is compared with an independent exact reference (tests/_exact.py:
 ``Fraction`` for add/sub/mul/div, certified mpmath at >= 320 bits for exp, the
-softmax of theory.md §1 step by step) with zero tolerated mismatches:
+softmax of docs/theory.md §1 step by step) with zero tolerated mismatches:
 
 * add/sub/mul/div/exp in ``raise`` mode: the result equals the exact rounded raw
   when it fits (|raw| <= 2^(I+f) - 1), and :class:`FixedPointOverflow` is raised

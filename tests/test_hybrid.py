@@ -217,7 +217,7 @@ def test_largest_sampled_n_fits_int64_and_the_next_does_not(task):
 
 @pytest.mark.parametrize("task", ["index", "ar", "cgram3", "counting"])
 def test_saturate_one_bit_below_the_frontier_is_wrong(task):
-    """Necessity (theory.md §1) on the reduction's image at n = 4: the integer-bit
+    """Necessity (docs/theory.md §1) on the reduction's image at n = 4: the integer-bit
     frontier in saturate mode is at most the declared I, and at one bit below it
     the same weights answer some instance wrongly (checked here against the
     reduction's answers, independently of checks/necessity.py's runner)."""
@@ -371,7 +371,7 @@ def test_istree_reference_cot_label_equals_networkx():
 @pytest.mark.parametrize("N", [1, 2, 3, 4])
 @pytest.mark.parametrize("sep", ["-", "~"])
 def test_istree_every_graph_several_orders(N, sep):
-    """Both endpoint separators (theory.md §3 accepts '-' and '~')."""
+    """Both endpoint separators (docs/theory.md §3 accepts '-' and '~')."""
     rng = np.random.default_rng(N)
     m_max = N * (N - 1) // 2
     for inst in istree.enumerate_all(N):

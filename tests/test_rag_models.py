@@ -478,7 +478,7 @@ def test_numba_disabled_gives_identical_runs():
 
 
 def test_predict_rag_accepts_tilde_separated_input(tmp_path):
-    """theory.md accepts '~' between endpoints; the RAG predictor (paper format, through
+    """docs/theory.md accepts '~' between endpoints; the RAG predictor (paper format, through
     the dialect) reads it as '-' (in its CoT '~' marks the parent records), so both
     spellings give the same CoT and label."""
     rng = np.random.default_rng(3)

@@ -1,5 +1,5 @@
 """The in-context RAG oracle (constructions/rag.py): rendering, escaping, span
-exclusion, NO rewriting (theory.md §2: a query is rendered token by token, no group
+exclusion, NO rewriting (docs/theory.md §2: a query is rendered token by token, no group
 is ever added), malformed queries and timeouts; and, separately, the paper dialect
 (constructions/rag_dialect.py), which only serves the paper's retrieval format.
 
@@ -152,7 +152,7 @@ def test_counting_family_equals_python(xs, qv, t):
     assert r.tokens == ([num(qv)] if xs.count(qv) > t else [FAILED])
 
 
-# ---------------------------------------------------------------- no rewriting (theory.md §2)
+# ---------------------------------------------------------------- no rewriting (docs/theory.md §2)
 def test_plain_oracle_never_rewrites_an_edge_query():
     """``u - c`` without meta-tokens is the literal text u - c: it does NOT match the
     reversed edge c - u (the old graph dialect did), and no group is added: a match

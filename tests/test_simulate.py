@@ -107,7 +107,7 @@ def test_constant_size_in_the_length():
 
 
 def test_saturate_one_bit_below_the_frontier_is_wrong(sims):
-    """Necessity (theory.md §1), not a raise-mode re-run: in saturate mode the
+    """Necessity (docs/theory.md §1), not a raise-mode re-run: in saturate mode the
     simulating Transformer's integer-bit frontier lies at or below its declared
     I, and one bit below it the CoT differs from the RNN's run on a concrete prompt
     (shown by the runner). Checked here independently: at frontier - 1 some decoded

@@ -1,4 +1,4 @@
-"""Associative recall (theory.md §3): ``[BOS] x_1..x_n [QUERY] q`` -> the token
+"""Associative recall (docs/theory.md §3): ``[BOS] x_1..x_n [QUERY] q`` -> the token
 right after the first occurrence of q; plus the per-position version (MQAR).
 
 Promise: q occurs in x at a first position ``j <= n - 1``; the answer is

@@ -1,4 +1,4 @@
-"""c-gram retrieval (theory.md §3): ``[BOS] x_1..x_n [QUERY] q_1..q_{c-1}`` -> the
+"""c-gram retrieval (docs/theory.md §3): ``[BOS] x_1..x_n [QUERY] q_1..q_{c-1}`` -> the
 token after the first occurrence of the (c-1)-gram q in x.
 
 Promise: q occurs in x, first at positions ``j..j+c-2`` with ``j + c - 2 <= n - 1``

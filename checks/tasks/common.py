@@ -1,4 +1,4 @@
-"""Shared pieces of the retrieval/counting task layer (theory.md §3, docs/conventions.md).
+"""Shared pieces of the retrieval/counting task layer (docs/theory.md §3, docs/conventions.md).
 
 What lives here:
 

@@ -1,4 +1,4 @@
-"""Counting (theory.md §3): ``[BOS] x_1..x_n [QUERY] q t`` -> number 1 if q occurs
+"""Counting (docs/theory.md §3): ``[BOS] x_1..x_n [QUERY] q t`` -> number 1 if q occurs
 more than t times in x, else number 0.
 
 q is any symbol of the alphabet (it need not occur), t a number in ``0..n``. Every

@@ -1,5 +1,5 @@
 """The hard instance family: the image of the Index reductions of
-:mod:`lowerbounds.reductions` (theory.md §1 "Where the theorem bites").
+:mod:`lowerbounds.reductions` (docs/theory.md §1 "Where the theorem bites").
 
 An Index instance (x in {0,1}^m, i in 1..m) maps to ``alice(x) + bob(i, m)`` of
 the target task. These are the instances on which the one-way lower bound

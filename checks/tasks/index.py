@@ -1,4 +1,4 @@
-"""Index (theory.md §3): ``[BOS] x_1..x_n [QUERY] i`` -> ``x_i``.
+"""Index (docs/theory.md §3): ``[BOS] x_1..x_n [QUERY] i`` -> ``x_i``.
 
 ``x_j`` are symbols ``0..a-1`` (number tokens), ``i`` is the number token of an
 index ``1 <= i <= n``; the answer is the token of ``x_i``. Every (x, i) with

@@ -2,7 +2,7 @@
 # # 1. The machine: O(log n)-bit fixed point, and why it makes attention exact
 #
 # Every number a construction computes is a multiple of $2^{-f}$ with $|x| < 2^I$
-# (theory.md §1; $p = I + f + 1$ bits with the sign). Additions are exact and an
+# (docs/theory.md §1; $p = I + f + 1$ bits with the sign). Additions are exact and an
 # overflow raises; multiplications, divisions and exponentials round half to even
 # from the exact result. This notebook shows the rules, then the consequence that
 # drives the whole paper: a softmax weight becomes **exactly 0** once its score is

@@ -4,7 +4,7 @@
 # Notebook 2 showed that no RNN with fewer than n bits of state solves the Index
 # family. Section 5 of the paper closes the gap in two ways: give a linear RNN
 # with $O(\log n)$ bits a retrieval primitive (a regular-expression search over
-# its own context, the RAG oracle of theory.md §2), or append **one** attention
+# its own context, the RAG oracle of docs/theory.md §2), or append **one** attention
 # layer to it (the hybrid). Both solve the retrieval tasks; with a chain of
 # thought both also run IsTree and, more generally, Turing machines.
 #
