@@ -42,6 +42,9 @@ from rnngap.constructions.bounds import INT, SYM, N, largest, params_of
 from rnngap.constructions.fixedpoint import MAX_MAGNITUDE_BITS
 from rnngap.constructions.obligations import CONSTRUCTIONS, Construction
 
+SCHEMA_VERSION = 2
+"""Version of the ``certify --json`` record (docs/records.md); 2 added ``covers``,
+``source`` and the built-model certificates."""
 I_SYM = sp.Symbol("I", integer=True, nonnegative=True)
 F_SYM = sp.Symbol("f", integer=True, nonnegative=True)
 N_CAP = 1 << 62
@@ -105,9 +108,14 @@ class Result:
     facts: list = field(default_factory=list)        # per-position facts: name, method, query, answer
     note: str = ""
     params: int | None = None                        # the declared parameter count (bounds.PARAMS), if any
+    covers: list = field(default_factory=list)       # the layers a whole-model certificate covers
+    source: str = "declared-obligation"              # "built-model": every fact derived from the built model
+    steps: list = field(default_factory=list)        # the proof chain (--explain): one dict per step
 
     def record(self) -> dict:
-        return {k: v for k, v in asdict(self).items()}
+        d = {k: v for k, v in asdict(self).items() if k != "steps"}
+        d["schema_version"] = SCHEMA_VERSION
+        return d
 
 
 def _n_max(con: Construction) -> int | None:
@@ -178,6 +186,165 @@ def certify_construction(con: Construction) -> Result:
     return res
 
 
+# ----------------------------------------------------------------------------
+# whole-model certificates: the built model, read layer by layer (checks/certify_model.py)
+MODEL_TIMEOUT_MS = 30000
+BUILDER_TIMEOUT_MS = 5000
+COVERS = ["format", "embedding", "rnn-layers", "heads", "mlps", "readout", "builder-margins"]
+
+
+def _relation_sides(rel):
+    """(small, big, strict) with rel == (small < big) or (small <= big)."""
+    if isinstance(rel, (sp.StrictLessThan, sp.LessThan)):
+        return rel.lhs, rel.rhs, isinstance(rel, sp.StrictLessThan)
+    if isinstance(rel, (sp.StrictGreaterThan, sp.GreaterThan)):
+        return rel.rhs, rel.lhs, isinstance(rel, sp.StrictGreaterThan)
+    return None
+
+
+def _builder_obligation(ob, terms, hyps, con: Construction, n_max: int | None, pieces: list) -> dict:
+    """One margin check a builder recorded in its symbolic build: proved by z3 for
+    every n >= n_min, or else checked exactly on every piece of constant declared
+    format up to n_max, where both sides are shown nondecreasing in n (the small
+    side at the piece's last n against the big side at its first n covers the
+    piece)."""
+    from .symbolic import exact_truth, exact_value, prove
+    out = {"layer": "builder", "lemma": ob.message, "statement": str(ob.condition)}
+    try:
+        goal = terms.relation(ob.condition)          # first: translating it adds its atoms' facts
+        r = prove(hyps + terms.facts, goal, BUILDER_TIMEOUT_MS)
+    except ValueError as e:           # an atom z3 cannot read: the piecewise method below
+        r = {"answer": f"not translated ({e})", "query": ""}
+    if r["answer"] == "unsat":
+        return {**out, "method": "smt", "answer": "unsat", "range": f"all n >= {con.n_min}", "query": r["query"]}
+    sides = _relation_sides(ob.condition)
+    if n_max is None or sides is None:
+        return {**out, "method": "smt", "answer": r["answer"], "why": "z3 did not prove it and no piecewise method"}
+    small, big, strict = sides
+    if not (nondecreasing(small, N, con.n_min) and nondecreasing(big, N, con.n_min)):
+        return {**out, "method": "smt", "answer": r["answer"],
+                "why": "z3 did not prove it for all n and its sides are not shown nondecreasing in n"}
+    for lo, hi in pieces:
+        a, b = exact_value(small, {N: hi}), exact_value(big, {N: lo})
+        if (a < b) if strict else (a <= b):
+            continue
+        first = next((m for m in (lo, hi) if not exact_truth(ob.condition, {N: m})), None)
+        return {**out, "method": "piecewise-monotone", "answer": "fails", "first_n": first if first else hi,
+                "why": f"on [{lo}, {hi}]: {a} vs {b}"}
+    return {**out, "method": "piecewise-monotone", "answer": "holds", "range": f"{con.n_min}..{n_max}"}
+
+
+def _format_step(model, con: Construction) -> dict:
+    """The built model's format is the record's declared format, as expressions of n
+    (sympy proves the differences 0): the proof's sharpness(f) is then the f the
+    machine runs at, and the piecewise checks use the I the machine has."""
+    I_d, f_d = con.fmt_expr(SYM, N)
+    I_b, f_b = model.fmt.int_bits, model.fmt.frac_bits
+    same = all(sp.simplify(sp.sympify(x) - sp.sympify(y)) == 0 for x, y in ((I_b, I_d), (f_b, f_d)))
+    return {"layer": "format", "lemma": "the built format is the declared one",
+            "statement": f"I = {I_b}, f = {f_b} (declared I = {I_d}, f = {f_d})", "method": "sympy",
+            "answer": "holds" if same else "fails", "range": f"all n >= {con.n_min}" if same else "",
+            **({} if same else {"why": "the builder built a format other than the declared one"})}
+
+
+def certify_built(con: Construction, mutate=None, build=None, timeout_ms: int = MODEL_TIMEOUT_MS) -> Result:
+    """The whole-model certificate of a construction with a plan
+    (checks/certify_plans.py): the builder is run with n symbolic; every margin
+    check it records is proved (:func:`_builder_obligation`), and every layer of
+    the model it built is proved on the task's abstract instance
+    (checks/certify_model.py). For the mutation tests: ``build(n, a)`` replaces
+    the plan's builder, ``mutate(model)`` changes the built model before the proof."""
+    from rnngap.constructions.num import symbolic_build
+
+    from .certify_model import prove_model
+    from .certify_plans import PLANS, plan_key
+    from .symbolic import Z3Terms
+    from .tasks.symbolic import INSTANCES
+
+    t0 = time.perf_counter()
+    mp = PLANS[plan_key(con.name)]
+    res = Result(con.claim, con.name, 0, con.n_min, None, "built-model", False, 0.0, params=params_of(con.name),
+                 covers=[], source="built-model")
+    inst = INSTANCES[mp.task]()
+    alpha = sp.sympify(con.alphabet(SYM, N))
+    with symbolic_build() as obligations:
+        model = (build or mp.build)(N, int(alpha) if alpha.is_Integer else alpha)
+    if mutate is not None:
+        mutate(model)
+    terms = Z3Terms({N: inst.n})
+    inst.facts += [inst.n >= con.n_min, inst.a == terms(alpha)]
+    n_max = _n_max(con)
+    res.n_max = n_max
+    pieces = [] if n_max is None else [(lo, hi) for lo, hi, _ in _pieces(con, con.n_min, n_max)]
+    res.pieces = len(pieces)
+    steps = [_format_step(model, con)]
+    steps += [_builder_obligation(ob, terms, list(inst.facts), con, n_max, pieces) for ob in obligations]
+    for f in prove_model(model, inst, mp.heads(inst), {N: inst.n}, timeout_ms):
+        steps.append({**f.record(), "range": f"all n >= {con.n_min}" if f.ok else ""})
+    res.steps = steps
+    res.obligations = len(steps)
+    res.covers = [c for c in COVERS if _covered(c, model.spec, steps)]
+    for st in steps:
+        if st["answer"] not in ("unsat", "holds"):
+            res.failures.append({"obligation": f"{st['layer']}: {st['lemma']}", "first_n": st.get("first_n"),
+                                 "need": "-", "have": "-",
+                                 "why": st.get("why") or f"z3 answered {st['answer']}"
+                                 + (f": {st['counterexample']}" if st.get("counterexample") else "")})
+    res.facts = [{k: v for k, v in st.items() if k != "query"} for st in steps]
+    res.note = (f"task {mp.task}: every layer of the model the builder built, on every instance; "
+                f"layer facts for all n >= {con.n_min}, builder margins as their method says")
+    res.certified = not res.failures
+    res.seconds = max(round(time.perf_counter() - t0, 3), 0.001)
+    return res
+
+
+def _covered(what: str, spec, steps: list) -> bool:
+    """A layer kind is covered when the model has it and a step is about it (an
+    absent kind, e.g. RNN layers of a Transformer, is not listed)."""
+    layers = {st["layer"] for st in steps}
+    if what == "embedding":
+        return True                 # the residual of every later step is the embedding's formula
+    if what == "rnn-layers":
+        return bool(spec.rnn_layers) and any(l.startswith("rnn layer") for l in layers)
+    if what == "heads":
+        return any(" head " in l for l in layers)
+    if what == "mlps":
+        return any(L.W1.shape[0] for L in list(spec.attn_layers) + list(spec.rnn_layers))
+    if what == "readout":
+        return "readout" in layers
+    if what == "format":
+        return "format" in layers
+    if what == "builder-margins":
+        return "builder" in layers
+    return False
+
+
+def _clip(text: str, width: int = 300) -> str:
+    return text if len(text) <= width else text[:width - 5] + " ..."
+
+
+def explain(res: Result) -> str:
+    """The proof chain of one certificate, readable (``certify --explain``)."""
+    lines = [f"{res.construction} ({res.claim}): {'certified' if res.certified else 'NOT certified'}; "
+             f"source {res.source}; covers {', '.join(res.covers) or '-'}", res.note, ""]
+    if not res.steps:
+        lines.append("(no built-model proof chain: the declared obligations, checked as the method says)")
+        for fl in res.facts:
+            lines.append(f"  {fl.get('fact', '?')}: {fl.get('answer')}")
+        return "\n".join(lines)
+    layer = None
+    for st in res.steps:
+        if st["layer"] != layer:
+            layer = st["layer"]
+            lines.append(f"[{layer}]")
+        verdict = {"unsat": "proved", "holds": "holds"}.get(st["answer"], f"NOT PROVED ({st['answer']})")
+        lines.append(f"  {_clip(st['lemma'])}")
+        lines.append(f"      {_clip(st['statement'])}")
+        lines.append(f"      method {st['method']}, {verdict}" + (f", {st['range']}" if st.get("range") else "")
+                     + (f"; {st['why']}" if st.get("why") else ""))
+    return "\n".join(lines)
+
+
 def sim_simulators(seed: int = 0) -> list:
     """The simulators the registry builds in its quick profile (checks/checks_hierarchy.py,
     its constants read, not copied): random RNNs, the T4.1 RNN at each sampled n,
@@ -225,14 +392,28 @@ def certify_sim(sim) -> Result:
     return res
 
 
-def certify(only: list[str] | None = None, constructions: dict | None = None, facts: bool = True) -> list[Result]:
-    """Certify every construction of the claims in ``only`` (all when None)."""
+def _has_plan(name: str, slow: bool) -> bool:
+    from .certify_plans import PLANS, plan_key
+    key = plan_key(name)
+    return key is not None and (slow or not PLANS[key].slow)
+
+
+def certify(only: list[str] | None = None, constructions: dict | None = None, facts: bool = True,
+            slow: bool = False) -> list[Result]:
+    """Certify every construction of the claims in ``only`` (all when None): from
+    the built model where the construction has a whole-model plan (with ``slow``
+    also the plans marked slow), else its declared obligations piecewise plus the
+    restated per-position facts of checks/certify_facts.py."""
     cons = CONSTRUCTIONS if constructions is None else constructions
-    out = []
+    out, built = [], set()
     for con in cons.values():
         if only and con.claim not in only and con.name not in only:
             continue
-        out.append(certify_construction(con))
+        if _has_plan(con.name, slow):
+            out.append(certify_built(con))
+            built.add(con.name.split("[")[0])
+        else:
+            out.append(certify_construction(con))
     if constructions is None and (not only or "sim" in only):
         out += [certify_sim(sim) for sim in sim_simulators()]
     if facts:
@@ -240,7 +421,17 @@ def certify(only: list[str] | None = None, constructions: dict | None = None, fa
         for claim, name, fact_list in FACTS:
             if only and claim not in only and name not in only:
                 continue
-            out.append(prove(claim, name, fact_list))
+            if name.split(":")[0] in built:        # superseded by its whole-model certificate
+                continue
+            t0 = time.perf_counter()
+            method, records, failures = prove(fact_list)
+            res = Result(claim, name, len(fact_list), 1, None, method, not failures, 0.0, failures=failures,
+                         facts=records, source="restated-formula",
+                         note="per-position facts restated next to the builder (checks/certify_facts.py), "
+                              "not read off the built model" + ("; z3 is not installed: NOT proved"
+                                                                if method == "smt-unavailable" else ""))
+            res.seconds = max(round(time.perf_counter() - t0, 3), 0.001)
+            out.append(res)
     return out
 
 
@@ -254,11 +445,12 @@ def write_json(results: list[Result], path: str) -> None:
 
 
 def table(results: list[Result]) -> str:
-    rows = [("claim", "construction", "obligations", "n certified", "method", "params", "ok", "seconds")]
+    rows = [("claim", "construction", "obligations", "n certified", "method", "source", "params", "ok", "seconds")]
     for r in results:
         rng = (f"all n >= {r.n_min}" if r.method.startswith("smt") else
+               f"all n >= {r.n_min} (+ ranges {r.n_min}..{r.n_max})" if r.method == "built-model" else
                f"{r.n_min}..{r.n_max}" if r.n_max is not None else "-")
-        rows.append((r.claim, r.construction, str(r.obligations), rng, r.method,
+        rows.append((r.claim, r.construction, str(r.obligations), rng, r.method, r.source,
                      "-" if r.params is None else str(r.params), "yes" if r.certified else "NO",
                      f"{r.seconds:.2f}"))
     w = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

@@ -103,15 +103,15 @@ def test_smt_facts_are_not_vacuous():
 
 def test_a_false_fact_is_refuted_with_a_counterexample():
     z3 = pytest.importorskip("z3")
-    from rnngap.checks.certify_facts import _index_gap, prove
+    from rnngap.checks.certify_facts import prove
 
     def too_strong():                 # claims a gap of lambda + 1: false (adjacent keys differ by lambda)
-        hyps, _ = _index_gap()
         n, i, j, lam = z3.Ints("n i j lam")
+        hyps = [n >= 1, i >= 1, i <= n, j >= 0, j <= n + 2, j != i, lam >= 1]
         s = lambda key: lam * (2 * (i + 1) * key - key * key)
         return hyps, s(i + 1) - s(j + 1) >= lam + 1
-    r = prove("T4.6-up", "weakened", [("match.gap", too_strong)])
-    assert not r.certified and "sat" in r.failures[0]["why"] and "unsat" not in r.failures[0]["why"]
+    method, _, failures = prove([("match.gap", too_strong)])
+    assert method == "smt" and failures and "sat" in failures[0]["why"] and "unsat" not in failures[0]["why"]
 
 
 # ----------------------------------------------------------------------------
@@ -128,8 +128,13 @@ def test_certify_everything_quickly():
     claims = {r.claim for r in rs}
     assert {"T4.6-up", "T4.7-up", "T5-RAG", "T5.6", "T5-hyb-P", "T4.1", "sim"} <= claims
     facts = {r.construction: r for r in rs if r.method == "smt"}
-    for key in ("index", "ar", "cgram3", "cgram4", "counting"):
-        assert facts[f"retrieval.{key}: per-position"].n_max is None
+    assert facts["retrieval.cgram4: per-position"].source == "restated-formula"
+    built = {r.construction: r for r in rs if r.source == "built-model"}
+    for key in ("index[a=2]", "index[a=n+2]", "ar[a=4]", "ar[a=n+2]", "cgram3[a=2]", "cgram3[a=n+2]",
+                "counting[a=3]", "counting[a=n+1]"):
+        r = built[f"retrieval.{key}"]
+        assert r.certified and {"heads", "readout"} <= set(r.covers)
+    assert "retrieval.mqar" in built
     assert facts["sim: per-position"].n_max is None and facts["sim: per-position"].obligations == 6
     sims = [r for r in rs if r.claim == "sim" and r.method == "piecewise-monotone"]
     assert len(sims) >= 8 and all(r.n_max > 10 ** 6 and "by definition" in r.note for r in sims)
@@ -181,7 +186,7 @@ def test_lambda_one_smaller_fails_at_the_smallest_n():
 
 def test_cli_exits_1_and_json_names_the_failure(tmp_path, monkeypatch):
     from rnngap.checks import cmd_certify
-    con = CONSTRUCTIONS["retrieval.counting[a=3]"]
+    con = CONSTRUCTIONS["hybrid.counting"]          # a declared-obligation certificate (no whole-model plan)
     monkeypatch.setitem(CONSTRUCTIONS, con.name, _weaken_I(con, 2000))
     path = tmp_path / "cert.json"
     rc = cmd_certify.run(Namespace(only=[con.name], json=str(path)))

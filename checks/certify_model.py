@@ -1,0 +1,582 @@
+"""The proof of one built model: its layers read as formulas over every instance at once.
+
+``certify`` builds a construction with symbolic sizes (constructions/num.py)
+and hands the result here. :func:`prove_model` reads the BUILT model, never a
+formula written next to its builder:
+
+* **embedding**: each direction of the residual stream at a position term t is
+  the formula of its embedding feature (coef * tau(t), coef * t^2, [tau(t) =
+  code], round(1 / (tau(t) + p)), ...), with tau the instance's token function;
+* **RNN layers** (hybrids): each state number's meaning (what the gadget that
+  made it says it holds: (t + 1)^k, a delayed input, a prefix sum) is proved by
+  induction on t from the built A and B: h_0 = B x_0, h_t = A h_(t-1) + B x_t;
+  the residual gains C h_t;
+* **heads**: the score of a query position t and a key position j is
+  sum_rows (W_Q x_t)(W_K x_j) with the built W_Q, W_K. For each head the
+  construction's plan (its record) says which key it attends at which t
+  (``OneHot``) or over which keys it splits its weight equally
+  (``EqualSplit``); z3 proves, for every n, every instance and every t, j, that
+  the intended key beats every other key by at least s = sharpness(f) >
+  (f + 1) ln 2 (so the fixed-point softmax is an exact one-hot: the machine
+  lemmas of checks/machine_lemmas.py), or that the members tie and every other
+  key is s below. The head then writes W_O W_V x_target exactly;
+* **MLPs**: applied as formulas (ReLU as if-then-else), exactly;
+* **readout**: z3 proves the argmax over every token of the vocabulary (ties to
+  the smallest id, as the kernels do) is the token whose code is the task's
+  reference answer.
+
+Every value is an integer or a rounded quantity with its rounding bound
+(round(1/(c+1)) of an equal split, round(1/(tau + p)) of an embedding), and every
+weight the proof multiplies is checked to be an integer, so the fixed-point
+arithmetic the kernels do is the exact arithmetic of the proof as long as no
+value leaves the format: that is the range part of the certificate
+(:func:`interval_bounds`, checked by checks/certify.py for every n up to n_max).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Callable
+
+import sympy as sp
+
+from rnngap.constructions import kernels as K
+from rnngap.constructions.num import exact, sharpness, smax
+from rnngap.constructions.vocab import COUNT, META_NAMES, NUMBER_BASE, SPECIAL_NAMES
+
+from .symbolic import Z3Terms, prove, z3
+from .tasks.symbolic import Case, Instance
+
+
+# ----------------------------------------------------------------------------
+# what a construction's record says its heads do (its plan)
+@dataclass
+class OneHot:
+    """At the query positions ``at(t)`` the head attends exactly the key
+    ``target(t, case)``; ``every`` says the plan covers every position (its output is
+    then known everywhere)."""
+
+    target: Callable
+    at: Callable | None = None
+    every: bool = False
+    lemma: str = ""
+
+
+@dataclass
+class EqualSplit:
+    """At ``at(t)`` the head splits its weight equally over the keys j with
+    ``member(t, j)`` (``size(t)`` of them, ``ref(t)`` one of them): the output is
+    round(1/size) times the value at ``ref`` when every other member's value is 0."""
+
+    member: Callable
+    ref: Callable
+    size: Callable
+    at: Callable | None = None
+    lemma: str = ""
+    every: bool = False
+
+
+@dataclass
+class Plan:
+    """What each head of a construction does on the task's instances, by head name,
+    and the closed form of any RNN state whose gadget meaning is a prefix sum
+    (a count that depends on the instance): ``prefix[state](inst, t)``."""
+
+    heads: dict
+    prefix: dict = field(default_factory=dict)
+
+
+@dataclass
+class Fact:
+    """One proof step: the layer it is about, the lemma, the method, the statement,
+    the answer (``unsat`` = proved), and the SMT-LIB query."""
+
+    layer: str
+    lemma: str
+    statement: str
+    answer: str
+    method: str = "smt"
+    query: str = ""
+    counterexample: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.answer in ("unsat", "holds")
+
+    def record(self, with_query: bool = True) -> dict:
+        d = {"layer": self.layer, "lemma": self.lemma, "statement": self.statement, "method": self.method,
+             "answer": self.answer}
+        if self.counterexample:
+            d["counterexample"] = self.counterexample
+        if with_query and self.query:
+            d["query"] = self.query
+        return d
+
+
+# ----------------------------------------------------------------------------
+class ModelProof:
+    """The symbolic forward pass of one built model over a task's instance."""
+
+    def __init__(self, model, inst: Instance, plan: Plan, sizes: dict, timeout_ms: int = 30000):
+        self.model, self.spec, self.inst, self.plan = model, model.spec, inst, plan
+        self.sym = Z3Terms(sizes)
+        self.timeout = timeout_ms
+        self.facts: list[Fact] = []
+        self.labels = list(self.spec.labels)
+        self.f = model.fmt.frac_bits
+        self.s = self.sym(sharpness(self.f))        # the gap every head must achieve
+        self.half_ulp = self.sym(sp.Rational(1, 2) * sp.Integer(2) ** (-sp.sympify(self.f)))
+        self._funcs: dict = {}        # name -> (z3 function, facts(arg) -> list)
+        self._layers: list[Callable] = []      # increments: (t, case) -> {label: term}
+        self._cache: dict = {}
+
+    # -- terms with facts: every uninterpreted application carries its facts
+    def func(self, name: str, facts: Callable, real: bool = True):
+        """The uninterpreted value ``name`` (a function of the position), whose facts
+        at an argument u are ``facts(fn, u)``."""
+        if name not in self._funcs:
+            fn = z3.Function(name, z3.IntSort(), z3.RealSort() if real else z3.IntSort())
+            self._funcs[name] = (fn, lambda u, fn=fn: facts(fn, u))
+        return self._funcs[name][0]
+
+    def closure(self, formulas: list, case: Case | None = None, mentions: tuple = ()) -> list:
+        """``formulas`` plus the facts of every term they mention: the facts of each
+        uninterpreted value (to a fixed point), the task's promise instantiated once
+        at every position term of tau met (and the case's), and the token facts of
+        every tau term, new ones included; plus the translator's atom facts and the
+        instance's own facts."""
+        out = list(formulas) + list(self.inst.facts)
+        decls = {fn.name(): facts for fn, facts in self._funcs.values()}
+        seen_apps: set = set()
+        tau_args: dict = {}
+
+        def scan(fs):
+            todo = list(fs)
+            while todo:
+                e = todo.pop()
+                for app in _applications(e):
+                    if app.get_id() in seen_apps:
+                        continue
+                    seen_apps.add(app.get_id())
+                    if app.decl().eq(self.inst.tau):
+                        arg = z3.simplify(app.arg(0))
+                        tau_args.setdefault(arg.sexpr(), arg)
+                    elif app.decl().name() in decls:
+                        new = decls[app.decl().name()](app.arg(0))
+                        out.extend(new)
+                        todo.extend(new)
+        scan(out + list(mentions))
+        promised = []
+        for arg in list(tau_args.values()):
+            promised += self.inst.promise_at(arg)
+            if case is not None and hasattr(self.inst, "promise_at_case"):
+                promised += self.inst.promise_at_case(case, arg) + self.inst.promise_at_case(case, arg + 1)
+        out += promised
+        scan(promised)
+        for arg in tau_args.values():
+            out += self.inst.token_facts(arg)
+        return out + self.sym.facts
+
+    def check(self, layer: str, lemma: str, statement: str, hyps: list, goal, case: Case | None = None) -> Fact:
+        """Prove hyps (+ the case's facts) => goal for all values, with the facts of
+        every term they mention (:meth:`closure`)."""
+        hyps = list(hyps) + (list(case.facts) if case else [])
+        r = prove(self.closure(hyps, case, mentions=(goal,)), goal, self.timeout)
+        fact = Fact(layer, lemma, statement + (f" [{case.name}]" if case and case.name else ""), r["answer"],
+                    query=r["query"], counterexample=r.get("counterexample", ""))
+        self.facts.append(fact)
+        return fact
+
+    # -- the residual stream
+    def x(self, t, case: Case | None = None) -> dict:
+        """label -> term: the residual at position t after every block added so far."""
+        out = {lab: z3.IntVal(0) for lab in self.labels}
+        for inc in self._layers:
+            for lab, v in inc(t, case).items():
+                out[lab] = out[lab] + v
+        return out
+
+    def _combo(self, row, x: dict):
+        """row . x for a row of built weights (sympy entries)."""
+        total = z3.IntVal(0)
+        for d, w in enumerate(row):
+            if w != 0:
+                total = total + self.sym(sp.sympify(w)) * x[self.labels[d]]
+        return total
+
+    def embedding(self) -> None:
+        inst, f = self.inst, self.f
+
+        def feature(kind, param, t):
+            T = inst.tau(t)
+            if kind == K.F_ZERO:
+                return z3.IntVal(0)
+            if kind == K.F_ONE:
+                return z3.IntVal(1)
+            if kind == K.F_TOK:
+                return T
+            if kind == K.F_TOK_SQ:
+                return T * T
+            if kind == K.F_POS:
+                return t
+            if kind == K.F_POS_SQ:
+                return t * t
+            if kind == K.F_IS_TOKEN:
+                return z3.If(T == _code(int(param)), z3.IntVal(1), z3.IntVal(0))
+            if kind == K.F_IS_NUM:
+                return z3.If(T >= 1, z3.IntVal(1), z3.IntVal(0))
+            if kind == K.F_TOK_INV:
+                p = Fraction(exact(param))
+                return self._rounded_inverse(f"inv_tau{p.numerator}_{p.denominator}", inst.tau, p)(t)
+            raise ValueError(f"no z3 reading of the embedding feature {K.FEATURE_NAMES.get(kind, kind)}")
+
+        emb = list(self.spec.embedding)
+
+        def inc(t, case):
+            return {lab: self.sym(sp.sympify(c)) * feature(k, p, t) for lab, (k, p, c) in zip(self.labels, emb)
+                    if k != K.F_ZERO and c != 0}
+        self._layers.append(inc)
+
+    def _rounded_inverse(self, name: str, arg: Callable, p: Fraction):
+        """round(1 / (arg(t) + p)) on the 2^-f grid: a value within half an ulp of it."""
+        pz = z3.RealVal(f"{p.numerator}/{p.denominator}")
+
+        def facts(fn, t):
+            v, den = fn(t), z3.ToReal(arg(t)) + pz
+            size = z3.If(den > 0, den, -den)
+            return [den != 0, v * den - 1 <= self.half_ulp * size, 1 - v * den <= self.half_ulp * size]
+        return self.func(name, facts)
+
+    # -- RNN layers
+    def rnn_layer(self, l: int, layer) -> None:
+        """Prove every state number's meaning by induction on t, then add C h_t."""
+        labels_state = list(layer.state_labels)
+        before = self._snapshot()
+        meaning = {}
+        for s, (st, m) in enumerate(zip(labels_state, layer.state_meaning)):
+            meaning[st] = self._meaning(st, m, before)
+        tag = f"rnn layer {l}"
+        t = z3.Int("pos_q")
+        hyp_t = [t >= 1, t <= self.inst.last]
+        for s, st in enumerate(labels_state):
+            if meaning[st] is None:
+                self.facts.append(Fact(tag, f"state {st}", "no meaning recorded for this state", "unknown"))
+                continue
+            x0, xt = before(z3.IntVal(0)), before(t)
+            h0 = self._combo(layer.B[s], x0)
+            ht = sum((self.sym(sp.sympify(a)) * meaning[labels_state[r]](t - 1) for r, a in enumerate(layer.A[s])
+                      if a != 0), z3.IntVal(0)) + self._combo(layer.B[s], xt)
+            self.check(tag, f"state {st} = {_meaning_text(layer.state_meaning[s])} (base)",
+                       f"h_0 = B x_0 equals the meaning at t = 0", [], h0 == meaning[st](z3.IntVal(0)))
+            self.check(tag, f"state {st} = {_meaning_text(layer.state_meaning[s])} (step)",
+                       "h_t = A h_(t-1) + B x_t equals the meaning at t", hyp_t, ht == meaning[st](t))
+        C = layer.C
+
+        def inc(t, case, C=C, meaning=meaning, labels_state=labels_state):
+            out = {}
+            for d, lab in enumerate(self.labels):
+                v = sum((self.sym(sp.sympify(c)) * meaning[labels_state[s]](t) for s, c in enumerate(C[d]) if c != 0),
+                        z3.IntVal(0))
+                if not _is_zero(v):
+                    out[lab] = v
+            return out
+        self._layers.append(inc)
+        self._mlp(tag, layer)
+
+    def _meaning(self, st: str, m: tuple, before: Callable):
+        if not m:
+            return None
+        kind = m[0]
+        if kind == "power":
+            k = int(m[1])
+            return lambda t: _power_term(t + 1, k)
+        if kind == "delay":
+            source, k = m[1], int(m[2])
+            return lambda t: z3.If(t >= k, self._combo_named(source, before(t - k)), z3.IntVal(0))
+        if kind == "prefix_sum":
+            closed = self.plan.prefix.get(st)
+            return None if closed is None else (lambda t: closed(self.inst, t))
+        return None
+
+    def _combo_named(self, combo: dict, x: dict):
+        return sum((self.sym(sp.sympify(exact(c))) * x[d] for d, c in combo.items()), z3.IntVal(0))
+
+    def _snapshot(self) -> Callable:
+        layers = list(self._layers)
+
+        def x(t, case=None):
+            out = {lab: z3.IntVal(0) for lab in self.labels}
+            for inc in layers:
+                for lab, v in inc(t, case).items():
+                    out[lab] = out[lab] + v
+            return out
+        return x
+
+    # -- attention layers
+    def attention_layer(self, l: int, layer) -> None:
+        before = self._snapshot()
+        incs = []
+        for h, head in enumerate(layer.heads):
+            tag = f"layer {l} head {head.name}"
+            plan = self.plan.heads.get(head.name)
+            if plan is None:
+                self.facts.append(Fact(tag, "plan", "the construction's record says nothing of this head", "unknown"))
+                continue
+            incs.append(self._head(tag, head, plan, before))
+
+        def inc(t, case):
+            out = {}
+            for fn in incs:
+                for lab, v in fn(t, case).items():
+                    out[lab] = out.get(lab, z3.IntVal(0)) + v
+            return out
+        self._layers.append(inc)
+        self._mlp(f"layer {l} mlp", layer)
+
+    def _score(self, head, xt: dict, xj: dict):
+        return sum((self._combo(head.WQ[r], xt) * self._combo(head.WK[r], xj) for r in range(head.WQ.shape[0])),
+                   z3.IntVal(0))
+
+    def _value(self, head, xj: dict) -> dict:
+        """label -> the value the head writes when it attends j alone (W_O W_V x_j)."""
+        vals = [self._combo(head.WV[k], xj) for k in range(head.WV.shape[0])]
+        out = {}
+        for d, lab in enumerate(self.labels):
+            ks = [k for k in range(len(vals)) if head.WO[d, k] != 0]
+            if ks:
+                out[lab] = sum((self.sym(sp.sympify(head.WO[d, k])) * vals[k] for k in ks), z3.IntVal(0))
+        return out
+
+    def _claims(self, plan, t):
+        return z3.BoolVal(True) if (plan.every or plan.at is None) else plan.at(self.inst, t)
+
+    def _positions(self, plan):
+        t = z3.Int("pos_q")
+        if plan.every:
+            return t, [t >= 0, t <= self.inst.last]
+        return t, [t >= 0, t <= self.inst.last, plan.at(self.inst, t)] if plan.at else [t == self.inst.last]
+
+    def _head(self, tag: str, head, plan, before: Callable) -> Callable:
+        inst = self.inst
+        t, hyp_t = self._positions(plan)
+        j = z3.Int("pos_k")
+        cases = inst.cases(t) if not plan.every else [Case("", [])]
+        if isinstance(plan, OneHot):
+            for case in cases:
+                tgt = plan.target(inst, t, case)
+                xt = before(t, case)
+                st, sj = self._score(head, xt, before(tgt, case)), self._score(head, xt, before(j, case))
+                self.check(tag, "target in the causal window", f"0 <= target(t) <= t", hyp_t,
+                           z3.And(tgt >= 0, tgt <= t), case)
+                self.check(tag, plan.lemma or "one-hot: the target beats every other key by s = sharpness(f)",
+                           "score(t, target) - score(t, j) >= s for every key j != target, 0 <= j <= t",
+                           hyp_t + [j >= 0, j <= t, j != tgt], st - sj >= self.s, case)
+        else:
+            for case in cases:
+                xt = before(t, case)
+                ref = plan.ref(inst, t)
+                s_ref = self._score(head, xt, before(ref, case))
+                sj = self._score(head, xt, before(j, case))
+                member = plan.member(inst, t, j)
+                window = [j >= 0, j <= t]
+                self.check(tag, "reference member in the causal window", "0 <= ref(t) <= t and ref is a member",
+                           hyp_t, z3.And(ref >= 0, ref <= t, plan.member(inst, t, ref)), case)
+                self.check(tag, plan.lemma or "equal split: every member ties the reference member",
+                           "score(t, j) = score(t, ref) for every member j", hyp_t + window + [member],
+                           sj == s_ref, case)
+                self.check(tag, "every non-member is s below the members",
+                           "score(t, ref) - score(t, j) >= s for every non-member j",
+                           hyp_t + window + [z3.Not(member)], s_ref - sj >= self.s, case)
+                vj = self._value(head, before(j, case))
+                for lab, v in vj.items():
+                    self.check(tag, "only the reference member carries a value",
+                               f"the value {lab} is 0 at every member j != ref",
+                               hyp_t + window + [member, j != ref], v == 0, case)
+        def unknown(lab):       # an unclaimed output: known only through the interval bounds
+            return self.func(f"U[{tag}:{lab}]", lambda fn, u: [])
+
+        def inc(tq, case, head=head, plan=plan):
+            out = {}
+            if isinstance(plan, OneHot):
+                claimed = self._claims(plan, tq)
+                for lab, v in self._value(head, before(plan.target(inst, tq, case), case)).items():
+                    out[lab] = v if plan.every else z3.If(claimed, v, unknown(lab)(tq))
+            else:
+                claimed = self._claims(plan, tq)
+                w = self.func(f"W[{tag}]", self._split_facts(plan))(tq)
+                for lab, v in self._value(head, before(plan.ref(inst, tq), case)).items():
+                    out[lab] = z3.If(claimed, w * v, unknown(lab)(tq))
+            return out
+        return inc
+
+    def _split_facts(self, plan: EqualSplit) -> Callable:
+        """round(1/size) on the 2^-f grid: within half an ulp of 1/size, and >= 0."""
+        def facts(fn, t):
+            size, w = z3.ToReal(plan.size(self.inst, t)), fn(t)
+            return [size >= 1, w >= 0, w * size - 1 <= self.half_ulp * size, 1 - w * size <= self.half_ulp * size]
+        return facts
+
+    # -- MLPs
+    def _mlp(self, tag: str, layer) -> None:
+        M = layer.W1.shape[0]
+        if M == 0:
+            return
+        before = self._snapshot()
+
+        def inc(t, case, layer=layer):
+            x = before(t, case)
+            hidden = []
+            for m in range(M):
+                pre = self._combo(layer.W1[m], x) + self.sym(sp.sympify(layer.b1[m]))
+                hidden.append(z3.If(pre > 0, pre, z3.IntVal(0)))
+            out = {}
+            for d, lab in enumerate(self.labels):
+                v = sum((self.sym(sp.sympify(layer.W2[d, m])) * hidden[m] for m in range(M) if layer.W2[d, m] != 0),
+                        z3.IntVal(0))
+                if layer.b2[d] != 0:
+                    v = v + self.sym(sp.sympify(layer.b2[d]))
+                if not _is_zero(v):
+                    out[lab] = v
+            return out
+        self._layers.append(inc)
+
+    # -- readout
+    def readout(self) -> None:
+        inst, spec = self.inst, self.spec
+        t = z3.Int("pos_q")
+        kc = z3.Int("cand")              # a candidate token, by its code
+        vocab = spec.vocab
+        maxnum = self.sym(sp.sympify(vocab.max_number))
+        specials = sorted(set(SPECIAL_NAMES) | (set(META_NAMES) if vocab.meta else set())
+                          | ({COUNT} if vocab.count else set()))
+
+        def in_vocab(c):
+            return z3.Or(z3.And(c >= 1, c <= maxnum + 1), z3.Or([c == -s for s in specials]))
+
+        def token_id(c):
+            return z3.If(c >= 1, c - 1 + NUMBER_BASE, -c)
+
+        def logit(c, x):
+            total = z3.IntVal(0)
+            for dim, kind, param, coef in spec.readout:
+                feat = {K.F_ONE: z3.IntVal(1), K.F_TOK: c, K.F_TOK_SQ: c * c,
+                        K.F_IS_TOKEN: z3.If(c == _code(int(param)), z3.IntVal(1), z3.IntVal(0)),
+                        K.F_IS_NUM: z3.If(c >= 1, z3.IntVal(1), z3.IntVal(0)), K.F_ZERO: z3.IntVal(0)}.get(kind)
+                if feat is None:
+                    raise ValueError(f"no z3 reading of the readout feature {K.FEATURE_NAMES.get(kind, kind)}")
+                total = total + self.sym(sp.sympify(coef)) * feat * x[self.labels[dim]]
+            return total
+        hyp_t = [t >= 0, t <= inst.last, inst.readout_positions(t)]
+        for case in inst.cases(t):
+            x = self.x(t, case)
+            ans = inst.answer_code(t, case)
+            self.check("readout", "the answer is a token of the vocabulary", "the reference answer's code is a "
+                       "candidate of the readout", hyp_t, in_vocab(ans), case)
+            la, lk = logit(ans, x), logit(kc, x)
+            wins = z3.Or(la > lk, z3.And(la == lk, token_id(ans) < token_id(kc)))
+            self.check("readout", "the argmax (ties to the smallest id) is the reference answer",
+                       "logit(answer) beats every other candidate token k", hyp_t + [in_vocab(kc), kc != ans],
+                       wins, case)
+
+    # -- the whole model
+    def run(self) -> list[Fact]:
+        self.embedding()
+        self._grid_facts()
+        for l, layer in enumerate(self.spec.rnn_layers):
+            self.rnn_layer(l, layer)
+        for l, layer in enumerate(self.spec.attn_layers):
+            self.attention_layer(l + len(self.spec.rnn_layers), layer)
+        self.readout()
+        return self.facts
+
+    def _grid_facts(self) -> None:
+        """Every weight the proof multiplies is an integer (or the exact power of two
+        of a step), so every product the kernels round is exact on the grid."""
+        bad = []
+        for where, w in _weights(self.spec):
+            e = sp.sympify(w)
+            if e.is_integer is not True and not (e.is_Rational and e.q == 1):
+                bad.append(f"{where} = {e}")
+        self.facts.append(Fact("weights", "every weight is an integer (products exact on the grid)",
+                               "; ".join(bad[:3]) if bad else "all weights integer-valued",
+                               "holds" if not bad else "fails", method="sympy"))
+
+
+def _weights(spec):
+    for d, (_, _, c) in enumerate(spec.embedding):
+        yield f"embedding[{spec.labels[d]}]", c
+    for l, L in enumerate(spec.rnn_layers):
+        for nm in ("A", "B", "C", "W1", "b1", "W2", "b2"):
+            for w in getattr(L, nm).ravel():
+                if w != 0:
+                    yield f"rnn {l} {nm}", w
+    for l, L in enumerate(spec.attn_layers):
+        for hd in L.heads:
+            for nm in ("WQ", "WK", "WV", "WO"):
+                for w in getattr(hd, nm).ravel():
+                    if w != 0:
+                        yield f"layer {l} {hd.name} {nm}", w
+        for nm in ("W1", "b1", "W2", "b2"):
+            for w in getattr(L, nm).ravel():
+                if w != 0 and not _power_of_two_or_int(w):
+                    yield f"layer {l} mlp {nm}", w
+    for *_, c in spec.readout:
+        yield "readout", c
+
+
+def _power_of_two_or_int(w) -> bool:
+    e = sp.sympify(w)
+    return bool(e.is_integer) or (e.is_Rational and e.q == 1)
+
+
+def _power_term(x, k: int):
+    out = x
+    for _ in range(k - 1):
+        out = out * x
+    return out
+
+
+def _code(token: int) -> int:
+    return token - NUMBER_BASE + 1 if token >= NUMBER_BASE else -token
+
+
+def _is_zero(v) -> bool:
+    try:
+        return z3.is_rational_value(v) and v.as_fraction() == 0
+    except Exception:
+        return False
+
+
+def _applications(e) -> list:
+    """Every application of an uninterpreted function in the z3 term e."""
+    out, stack, seen = [], [e], set()
+    while stack:
+        x = stack.pop()
+        if not z3.is_expr(x) or x.get_id() in seen:
+            continue
+        seen.add(x.get_id())
+        if z3.is_app(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED and x.num_args() > 0:
+            out.append(x)
+        stack.extend(x.children())
+    return out
+
+
+def _meaning_text(m: tuple) -> str:
+    if not m:
+        return "?"
+    if m[0] == "power":
+        return f"(t + 1)^{m[1]}"
+    if m[0] == "delay":
+        return f"{_combo_text(m[1])}(t - {m[2]})"
+    if m[0] == "prefix_sum":
+        return f"sum of {_combo_text(m[1])} over 0..t"
+    return str(m)
+
+
+def _combo_text(combo: dict) -> str:
+    return " + ".join(f"{c} {d}" if c != 1 else d for d, c in combo.items())
+
+
+def prove_model(model, inst: Instance, plan: Plan, sizes: dict, timeout_ms: int = 30000) -> list[Fact]:
+    """Every fact of the built symbolic ``model`` on ``inst`` (module doc)."""
+    return ModelProof(model, inst, plan, sizes, timeout_ms).run()

@@ -1,0 +1,121 @@
+"""What each head of a certified construction does on its task's instances.
+
+A whole-model certificate (checks/certify_model.py) needs, per head, the key the
+head is meant to attend (or the keys it splits its weight over). That is the one
+thing the proof does not read off the built weights: it is the construction's
+*intent*, stated once here per construction, in terms of the task's abstract
+instance (checks/tasks/symbolic.py). The proof then shows the built weights do
+what the intent says: if a builder is changed so that a head attends anything
+else, the gap fact of that head fails; if the intent here were wrong, the facts
+of the next layers (or the readout) fail. So a plan cannot make a wrong model
+pass: the readout must still decode the reference answer from what the plan says
+the heads wrote, and every claim of the plan is itself proved.
+
+Each :class:`ModelPlan` also names how to build the construction with symbolic
+sizes (``build(n, a)``) and the relation of the alphabet to n of the record it
+certifies (``alphabet``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from .certify_model import EqualSplit, OneHot, Plan
+from .tasks.symbolic import z3
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    """One construction's certificate plan: its task's abstract instance, its
+    builder (sizes -> symbolic model), its heads' plan, and whether the proof is
+    expected to finish in the default time (``slow``: behind ``--slow``)."""
+
+    task: str
+    build: Callable
+    heads: Callable          # inst -> Plan
+    slow: bool = False
+
+
+def _shift(k: int):
+    """A shift head: position t attends t - k (position 0, [BOS], when t < k)."""
+    return OneHot(target=lambda inst, t, case, k=k: z3.If(t >= k, t - k, 0), every=True,
+                  lemma=f"shift by {k}: the score peaks at t - {k} (or [BOS])")
+
+
+def _index_plan(inst) -> Plan:
+    return Plan({"index": OneHot(target=lambda inst, t, case: inst.i,
+                                 lemma="position match: the key of x_i is the query i + 1")})
+
+
+def _gram_plan(c: int):
+    def plan(inst) -> Plan:
+        heads = {f"shift_{k}": _shift(k) for k in range(1, c)}
+        heads["match"] = OneHot(target=lambda inst, t, case: inst.j + c - 1,
+                                lemma="first full match of the gram: the key after its first occurrence")
+        return Plan(heads)
+    return plan
+
+
+def _counting_plan(inst) -> Plan:
+    n = inst.n
+    return Plan({
+        "after-query": OneHot(target=lambda inst, t, case: z3.If(t >= n + 1, n + 1, 0), every=True,
+                              lemma="[QUERY] at and after it, [BOS] before"),
+        "fetch-q": OneHot(target=lambda inst, t, case: n + 2, lemma="q beats t, the data, [QUERY] and [BOS]"),
+        "count": EqualSplit(member=lambda inst, t, j: inst.is_member(j), ref=lambda inst, t: z3.IntVal(0),
+                            size=lambda inst, t: inst.member_count(),
+                            lemma="[BOS] and every copy of q tie at the maximum"),
+    })
+
+
+def _mqar_plan(inst) -> Plan:
+    return Plan({
+        "prev": _shift(1),
+        "first-match-or-bos": OneHot(target=lambda inst, t, case: case.terms["target"],
+                                     at=lambda inst, t: z3.And(t >= 1, t <= inst.n),
+                                     lemma="the first earlier match, else [BOS]"),
+    })
+
+
+def _builders():
+    from rnngap.constructions import retrieval as R
+    return {
+        "index": lambda n, a: R.index_transformer(n, alphabet=a),
+        "ar": lambda n, a: R.ar_transformer(n, alphabet=a),
+        "cgram3": lambda n, a: R.cgram_transformer(n, alphabet=a, c=3),
+        "cgram4": lambda n, a: R.cgram_transformer(n, alphabet=a, c=4),
+        "counting": lambda n, a: R.counting_transformer(n, alphabet=a),
+        "mqar": lambda n, a: R.mqar_transformer(n),
+    }
+
+
+_B = None
+
+
+def _build(key: str):
+    def build(n, a):
+        global _B
+        if _B is None:
+            _B = _builders()
+        return _B[key](n, a)
+    return build
+
+
+PLANS: dict[str, ModelPlan] = {
+    "index": ModelPlan("index", _build("index"), _index_plan),
+    "ar": ModelPlan("ar", _build("ar"), _gram_plan(2)),
+    "cgram3": ModelPlan("cgram(c=3)", _build("cgram3"), _gram_plan(3)),
+    "cgram4": ModelPlan("cgram(c=4)", _build("cgram4"), _gram_plan(4), slow=True),
+    "counting": ModelPlan("counting", _build("counting"), _counting_plan),
+    "mqar": ModelPlan("mqar", _build("mqar"), _mqar_plan),
+}
+"""The whole-model plans, by the construction key of constructions/obligations.py
+(``retrieval.<key>[a=...]``; MQAR has no alphabet parameter)."""
+
+
+def plan_key(construction: str) -> str | None:
+    """The :data:`PLANS` key of a construction name, or None (no whole-model plan)."""
+    if not construction.startswith("retrieval."):
+        return None
+    key = construction[len("retrieval."):].split("[")[0]
+    return key if key in PLANS else None

@@ -1,0 +1,325 @@
+"""sympy expressions of the sizes, read two ways: exactly at one n, and by z3 for all n.
+
+A symbolic build (constructions/num.py) gives every weight, bound and margin of
+a construction as a sympy expression in the sizes (n, a, ...), built from
+integers, rationals, +, *, powers, Max/Min/Abs and the few non-polynomial atoms
+the declarations use: ``ceiling(log(x, 2))``, ``floor(log(x, 2))``, ``floor(x)``,
+``ceiling(x)`` and ``2**e``. This module reads them
+
+* exactly, at concrete sizes (:func:`exact_value`): every atom is computed with
+  integer arithmetic (``ceil(log2 x)`` by bit lengths), never with floats; the
+  piecewise certificates of checks/certify.py evaluate obligations this way;
+* as z3 terms (:class:`Z3Terms`), for proofs over ALL sizes: each
+  non-polynomial atom becomes a fresh integer with the facts that define it
+  (``k = floor(x)``: k <= x < k + 1; ``u = ceil(log2 y)``: a power variable
+  P_u = 2^u with y <= P_u < 2 y; ``2^(c1 u1 + ... + k)`` = P_u1^c1 ... 2^k). The
+  translation is sound: every fact added holds of the atom, so a z3 proof
+  (``unsat`` of the negation) is a proof about the expression; it may be
+  incomplete (a fact z3 needs may be missing), which shows as ``unknown`` or
+  ``sat``, never as a false proof.
+
+Example::
+
+    >>> import sympy as sp
+    >>> n = sp.Symbol("n", positive=True, integer=True)
+    >>> exact_value(sp.ceiling(sp.log(n + 3, 2)), {n: 5})
+    Fraction(3, 1)
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import sympy as sp
+
+try:
+    import z3
+except ImportError:     # certify reports every proof as unavailable (never passed)
+    z3 = None
+
+
+# ----------------------------------------------------------------------------
+# exact evaluation
+def _log2_arg(e: sp.Expr):
+    """y if e is log(y)/log(2) (sympy's form of log(y, 2)), else None."""
+    if isinstance(e, sp.Mul) and len(e.args) == 2:
+        a, b = e.args
+        for x, y in ((a, b), (b, a)):
+            if isinstance(x, sp.log) and isinstance(y, sp.Pow) and y.args == (sp.log(2), -1):
+                return x.args[0]
+    if isinstance(e, sp.log) and len(e.args) == 1 and e.args[0] == 2:
+        return None
+    return None
+
+
+def _floor_log2(y: Fraction) -> int:
+    """floor(log2 y) for y > 0, exactly."""
+    if y <= 0:
+        raise ValueError(f"log2 of {y}")
+    k = y.numerator.bit_length() - y.denominator.bit_length()
+    while Fraction(2) ** k > y:
+        k -= 1
+    while Fraction(2) ** (k + 1) <= y:
+        k += 1
+    return k
+
+
+def _ceil_log2(y: Fraction) -> int:
+    k = _floor_log2(y)
+    return k if Fraction(2) ** k == y else k + 1
+
+
+def exact_value(e: Any, env: dict) -> Fraction:
+    """The exact value of a sympy expression at the sizes ``env`` ({symbol: int})."""
+    e = sp.sympify(e)
+    if isinstance(e, sp.Rational):
+        return Fraction(int(e.p), int(e.q))
+    if isinstance(e, sp.Symbol):
+        if e not in env:
+            raise KeyError(f"no value for {e}")
+        return Fraction(env[e])
+    if isinstance(e, sp.Add):
+        return sum((exact_value(a, env) for a in e.args), Fraction(0))
+    if isinstance(e, sp.Mul):
+        y = _log2_arg(e)
+        if y is not None:
+            raise ValueError(f"log2 outside floor/ceiling: {e}")
+        out = Fraction(1)
+        for a in e.args:
+            out *= exact_value(a, env)
+        return out
+    if isinstance(e, sp.Pow):
+        b, k = e.args
+        kv = exact_value(k, env)
+        if kv.denominator != 1:
+            raise ValueError(f"a fractional power: {e}")
+        return exact_value(b, env) ** int(kv)
+    if isinstance(e, (sp.floor, sp.ceiling)):
+        y = _log2_arg(e.args[0])
+        if y is not None:
+            yv = exact_value(y, env)
+            return Fraction(_floor_log2(yv) if isinstance(e, sp.floor) else _ceil_log2(yv))
+        v = exact_value(e.args[0], env)
+        q, r = divmod(v.numerator, v.denominator)
+        return Fraction(q if isinstance(e, sp.floor) or r == 0 else q + 1)
+    if isinstance(e, (sp.Max, sp.Min)):
+        vals = [exact_value(a, env) for a in e.args]
+        return max(vals) if isinstance(e, sp.Max) else min(vals)
+    if isinstance(e, sp.Abs):
+        return abs(exact_value(e.args[0], env))
+    if isinstance(e, sp.Piecewise):
+        for val, cond in e.args:
+            if cond == sp.true or exact_truth(cond, env):
+                return exact_value(val, env)
+        raise ValueError(f"no branch of {e} holds")
+    raise ValueError(f"cannot evaluate {type(e).__name__} exactly: {e}")
+
+
+def exact_truth(rel: Any, env: dict) -> bool:
+    """The truth of a sympy relation (or And/Or/Not of relations) at ``env``, exactly."""
+    rel = sp.sympify(rel)
+    if rel in (sp.true, sp.false):
+        return bool(rel == sp.true)
+    if isinstance(rel, sp.And):
+        return all(exact_truth(a, env) for a in rel.args)
+    if isinstance(rel, sp.Or):
+        return any(exact_truth(a, env) for a in rel.args)
+    if isinstance(rel, sp.Not):
+        return not exact_truth(rel.args[0], env)
+    lhs, rhs = exact_value(rel.lhs, env), exact_value(rel.rhs, env)
+    ops = {sp.StrictLessThan: lhs < rhs, sp.LessThan: lhs <= rhs, sp.StrictGreaterThan: lhs > rhs,
+           sp.GreaterThan: lhs >= rhs, sp.Equality: lhs == rhs, sp.Unequality: lhs != rhs}
+    for cls, val in ops.items():
+        if isinstance(rel, cls):
+            return val
+    raise ValueError(f"not a relation: {rel}")
+
+
+# ----------------------------------------------------------------------------
+# z3 terms
+class Z3Terms:
+    """Translate sympy expressions of the sizes into z3 terms (module doc).
+
+    ``env`` maps sympy symbols to z3 terms (e.g. ``{N: z3.Int("n")}``); every atom
+    met gets ONE z3 variable (the same sympy atom -> the same variable) and its
+    defining facts go into :attr:`facts`, which a proof must assume."""
+
+    def __init__(self, env: dict):
+        if z3 is None:
+            raise RuntimeError("z3-solver is not installed")
+        self.env = dict(env)
+        self.facts: list = []
+        self._atoms: dict = {}
+        self._pow: dict = {}          # log-atom variable name -> its power variable 2^u
+        self._count = 0
+
+    # -- atoms
+    def _fresh(self, stem: str, real: bool = False):
+        self._count += 1
+        return (z3.Real if real else z3.Int)(f"{stem}!{self._count}")
+
+    def _log_atom(self, e, y, ceil: bool):
+        """u = ceil(log2 y) or floor(log2 y), with its power variable P = 2^u."""
+        u = self._fresh("lc" if ceil else "lf")
+        P = self._fresh("pow2")
+        yz = self(y)
+        self._pow[u.get_id()] = P
+        self.facts += [P >= 1, u >= 0, z3.Implies(u == 0, P == 1), z3.Implies(u >= 1, P >= 2)]
+        if ceil:       # 2^(u-1) < y <= 2^u for y > 1; u = 0 for y <= 1
+            self.facts += [z3.Implies(yz > 1, z3.And(yz <= P, 2 * yz > P, u >= 1)), z3.Implies(yz <= 1, u == 0)]
+        else:          # 2^u <= y < 2^(u+1) for y >= 1
+            self.facts += [z3.Implies(yz >= 1, z3.And(P <= yz, yz < 2 * P))]
+        return u
+
+    def atom(self, e):
+        if e in self._atoms:
+            return self._atoms[e]
+        if isinstance(e, (sp.floor, sp.ceiling)):
+            y = _log2_arg(e.args[0])
+            if y is not None:
+                v = self._log_atom(e, y, isinstance(e, sp.ceiling))
+            else:
+                x = self(e.args[0])
+                v = self._fresh("fl" if isinstance(e, sp.floor) else "ce")
+                self.facts += ([v <= x, x < v + 1] if isinstance(e, sp.floor) else [v - 1 < x, x <= v])
+        elif isinstance(e, sp.Pow):            # 2 ** (symbolic exponent)
+            v = self._power(e.args[1])
+        else:
+            raise ValueError(f"no z3 reading of {e}")
+        self._atoms[e] = v
+        return v
+
+    def _power(self, k):
+        """2^k for a symbolic exponent k = c0 + sum c_i u_i (c_i integers, u_i integer
+        atoms): the product of the power variables P_i^c_i (P_i = 2^u_i) and 2^c0,
+        negative exponents in the denominator."""
+        k = sp.expand(k)
+        const, parts = sp.Integer(0), []
+        for term in sp.Add.make_args(k):
+            c, rest = term.as_coeff_Mul()
+            if rest == 1:
+                const += c
+            else:
+                parts.append((c, rest))
+        if not isinstance(const, sp.Integer) or any(not isinstance(c, sp.Integer) for c, _ in parts):
+            v = self._fresh("pow", real=True)
+            self.facts.append(v > 0)
+            return v
+        num, den = z3.IntVal(2 ** max(int(const), 0)), z3.IntVal(2 ** max(-int(const), 0))
+        for c, rest in parts:
+            u = self(rest)
+            P = self._pow.get(u.get_id()) if z3.is_int(u) else None
+            if P is None:         # the exponent is not a log atom: a fresh power with 2^u >= u + 1
+                P = self._fresh("pow2")
+                self._pow[u.get_id()] = P
+                self.facts += [P >= 1, z3.Implies(u >= 0, P >= u + 1)]
+            for _ in range(abs(int(c))):
+                if c > 0:
+                    num = num * P
+                else:
+                    den = den * P
+        if z3.is_int_value(den) and den.as_long() == 1:
+            return num
+        return z3.ToReal(num) / z3.ToReal(den)
+
+    # -- expressions
+    def __call__(self, e):
+        e = sp.sympify(e)
+        if isinstance(e, sp.Integer):
+            return z3.IntVal(int(e))
+        if isinstance(e, sp.Rational):
+            return z3.RealVal(f"{int(e.p)}/{int(e.q)}")
+        if isinstance(e, sp.Symbol):
+            if e not in self.env:
+                raise KeyError(f"no z3 term for the symbol {e}")
+            return self.env[e]
+        if isinstance(e, sp.Add):
+            out = self(e.args[0])
+            for a in e.args[1:]:
+                out = out + self(a)
+            return out
+        if isinstance(e, sp.Mul):
+            out = self(e.args[0])
+            for a in e.args[1:]:
+                out = out * self(a)
+            return out
+        if isinstance(e, sp.Pow):
+            b, k = e.args
+            if isinstance(k, sp.Integer):
+                base = self(b)
+                if k > 0:
+                    out = base
+                    for _ in range(int(k) - 1):
+                        out = out * base
+                    return out
+                if k == 0:
+                    return z3.IntVal(1)
+                den = base
+                for _ in range(-int(k) - 1):
+                    den = den * base
+                return 1 / z3.ToReal(den) if z3.is_int(den) else 1 / den
+            if b == 2:
+                return self.atom(e)
+            raise ValueError(f"no z3 reading of the power {e}")
+        if isinstance(e, (sp.floor, sp.ceiling)):
+            return self.atom(e)
+        if isinstance(e, (sp.Max, sp.Min)):
+            args = [self(a) for a in e.args]
+            out = args[0]
+            for a in args[1:]:
+                out = z3.If(a > out, a, out) if isinstance(e, sp.Max) else z3.If(a < out, a, out)
+            return out
+        if isinstance(e, sp.Abs):
+            x = self(e.args[0])
+            return z3.If(x >= 0, x, -x)
+        if isinstance(e, sp.Piecewise):
+            out = None
+            for val, cond in reversed(e.args):
+                v = self(val)
+                out = v if out is None else z3.If(self.relation(cond), v, out)
+            return out
+        raise ValueError(f"no z3 reading of {type(e).__name__}: {e}")
+
+    def relation(self, rel):
+        rel = sp.sympify(rel)
+        if rel == sp.true:
+            return z3.BoolVal(True)
+        if rel == sp.false:
+            return z3.BoolVal(False)
+        if isinstance(rel, sp.And):
+            return z3.And([self.relation(a) for a in rel.args])
+        if isinstance(rel, sp.Or):
+            return z3.Or([self.relation(a) for a in rel.args])
+        if isinstance(rel, sp.Not):
+            return z3.Not(self.relation(rel.args[0]))
+        lhs, rhs = self(rel.lhs), self(rel.rhs)
+        if isinstance(rel, sp.StrictLessThan):
+            return lhs < rhs
+        if isinstance(rel, sp.LessThan):
+            return lhs <= rhs
+        if isinstance(rel, sp.StrictGreaterThan):
+            return lhs > rhs
+        if isinstance(rel, sp.GreaterThan):
+            return lhs >= rhs
+        if isinstance(rel, sp.Equality):
+            return lhs == rhs
+        if isinstance(rel, sp.Unequality):
+            return lhs != rhs
+        raise ValueError(f"not a relation: {rel}")
+
+
+def prove(hypotheses: list, conclusion, timeout_ms: int = 20000) -> dict:
+    """z3 looks for a counterexample to ``hypotheses => conclusion``: ``unsat`` proves
+    it. Returns ``{"answer", "query"}`` (the SMT-LIB query) and, on ``sat``, a
+    ``counterexample``."""
+    s = z3.Solver()
+    s.set("timeout", timeout_ms)
+    s.add(*hypotheses)
+    s.add(z3.Not(conclusion))
+    answer = str(s.check())
+    out = {"answer": answer, "query": s.to_smt2()}
+    if answer == "sat":
+        m = s.model()
+        out["counterexample"] = ", ".join(f"{d.name()} = {m[d]}" for d in sorted(m.decls(), key=lambda d: d.name())
+                                          if "!" not in d.name())
+    return out

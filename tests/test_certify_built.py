@@ -1,0 +1,130 @@
+"""The whole-model certificates: their records, ``--explain``, and the abstract
+instances they reason about, checked against the executable references.
+
+A certificate proves "the readout decodes ``answer_code`` on every instance
+satisfying the abstract instance's facts" (checks/tasks/symbolic.py). That is a
+statement about the task only if every concrete instance of the task satisfies
+those facts and ``answer_code`` is the reference's answer there; the tests below
+check both on every instance up to a small n (and MQAR on seeded sequences).
+"""
+from __future__ import annotations
+
+import json
+from argparse import Namespace
+
+import numpy as np
+import pytest
+
+z3 = pytest.importorskip("z3")
+
+from rnngap.checks.certify import certify, explain  # noqa: E402
+from rnngap.checks.tasks import ar as AR, cgram as CG, counting as CT, index as IX  # noqa: E402
+from rnngap.checks.tasks.symbolic import INSTANCES, code  # noqa: E402
+
+
+def _concrete_check(inst, tokens, values: dict, answer_token: int) -> None:
+    """tau := the tokens' codes; the instance's facts, token facts and promise at every
+    position are satisfiable together with the concrete values, and they force
+    answer_code to the reference's code."""
+    s = z3.Solver()
+    for t, tok in enumerate(tokens):
+        s.add(inst.tau(t) == code(int(tok)))
+    s.add(inst.n == values.pop("n"))
+    for name, v in values.items():
+        s.add(inst.params[name] == v)
+    s.add(*inst.facts)
+    last = len(tokens) - 1
+    s.add(inst.length == len(tokens))
+    for t in range(len(tokens)):
+        s.add(*inst.token_facts(z3.IntVal(t)))
+        s.add(*inst.promise_at(z3.IntVal(t)))
+    assert s.check() == z3.sat, "a concrete instance violates the abstract instance's facts"
+    s.add(inst.answer_code(z3.IntVal(last)) != code(int(answer_token)))
+    assert s.check() == z3.unsat, "the abstract answer is not the reference's"
+
+
+@pytest.mark.parametrize("task, module, n_max, alphabet, kw", [
+    ("index", IX, 4, 3, {}), ("ar", AR, 5, 3, {}), ("cgram(c=3)", CG, 5, 2, {"c": 3}),
+    ("cgram(c=4)", CG, 6, 2, {"c": 4}), ("counting", CT, 4, 3, {})])
+def test_abstract_instance_agrees_with_the_reference_on_every_small_instance(task, module, n_max, alphabet, kw):
+    checked = 0
+    lo = {"index": 1, "ar": 2, "cgram(c=3)": 3, "cgram(c=4)": 4, "counting": 1}[task]
+    for n in range(lo, n_max + 1):
+        batch = module.enumerate_all(n, alphabet, **kw)
+        for row, ans in zip(batch.tokens, batch.answers):
+            inst = INSTANCES[task]()
+            ref = module.reference(row, **kw) if kw else module.reference(row)
+            assert ref == ans
+            vals = inst.concrete([int(x) for x in row])
+            vals = {k: v for k, v in vals.items() if k == "n" or k in inst.params}
+            inst.facts.append(inst.a == alphabet)
+            _concrete_check(inst, row, vals, ans)
+            checked += 1
+    assert checked > 20
+
+
+def test_the_facts_reject_an_instance_that_breaks_the_promise():
+    """Can fail: AR with q occurring first at j but the instance claiming a later j."""
+    inst = INSTANCES["ar"]()
+    tokens = [0, 33, 34, 33, 35, 9, 33]          # x = 1 2 1 3, q = 1: first occurrence j = 1
+    s = z3.Solver()
+    for t, tok in enumerate(tokens):
+        s.add(inst.tau(t) == code(tok))
+    s.add(inst.n == 4, inst.params["j"] == 3, inst.a == 4, *inst.facts)
+    for t in range(len(tokens)):
+        s.add(*inst.token_facts(z3.IntVal(t)), *inst.promise_at(z3.IntVal(t)))
+    assert s.check() == z3.unsat
+
+
+def test_mqar_cases_agree_with_the_reference():
+    rng = np.random.default_rng(7)
+    for _ in range(15):
+        seq = [int(v) for v in rng.integers(0, 4, size=int(rng.integers(2, 9)))]
+        want = AR.mqar_reference(seq)
+        tokens = [0] + [32 + v for v in seq]
+        inst = INSTANCES["mqar"]()
+        for t in range(1, len(tokens)):
+            T = z3.IntVal(t)
+            answers = set()
+            for case in inst.cases(T):
+                s = z3.Solver()
+                for k, tok in enumerate(tokens):
+                    s.add(inst.tau(k) == code(tok))
+                s.add(inst.n == len(seq), *inst.facts, *case.facts)
+                for k in range(len(tokens) + 1):
+                    s.add(*inst.promise_at_case(case, z3.IntVal(k)))
+                if s.check() != z3.sat:
+                    continue
+                answers.add(s.model().eval(inst.answer_code(T, case)).as_long())
+            # the model's token at t predicts the token after the first earlier match
+            expect = 0 if want[t - 1] < 0 else want[t - 1] + 1
+            assert answers == {expect}, (seq, t, answers)
+
+
+def test_json_records_carry_covers_source_and_schema(tmp_path):
+    from rnngap.checks import cmd_certify
+    path = tmp_path / "c.json"
+    rc = cmd_certify.run(Namespace(only=["retrieval.index[a=n+2]", "hybrid.index"], json=str(path), slow=False,
+                                   explain=None))
+    assert rc == 0
+    recs = {r["construction"]: r for r in json.loads(path.read_text())}
+    b = recs["retrieval.index[a=n+2]"]
+    assert b["source"] == "built-model" and b["schema_version"] == 2
+    assert {"format", "embedding", "heads", "readout", "builder-margins"} <= set(b["covers"])
+    assert all(f["answer"] in ("unsat", "holds") for f in b["facts"])
+    h = recs["hybrid.index"]
+    assert h["source"] == "declared-obligation" and h["covers"] == []
+
+
+def test_explain_prints_the_chain(capsys):
+    from rnngap.checks import cmd_certify
+    from rnngap.checks.errors import UsageError
+    rc = cmd_certify.run(Namespace(only=None, json=None, slow=False, explain="retrieval.counting[a=3]"))
+    out = capsys.readouterr().out
+    assert rc == 0
+    for part in ("[format]", "[builder]", "[layer 2 head count]", "[readout]", "every non-member is s below"):
+        assert part in out, part
+    with pytest.raises(UsageError):
+        cmd_certify.run(Namespace(only=None, json=None, slow=False, explain="no-such"))
+    r = certify(["hybrid.index"], facts=False)[0]
+    assert "no built-model proof chain" in explain(r)

@@ -1,0 +1,151 @@
+"""Mutation tests of the whole-model certificates (checks/certify.py, certify_built).
+
+Each mutant is a one-term change of what a builder builds: a score term dropped,
+a key or a position off by one, a readout code changed, lambda one smaller, a
+head reading the wrong direction, a builder run at a format other than the
+declared one. ``certify`` must fail on each, and name the layer and the
+obligation that breaks. The certificate is about the object that runs: none of
+these mutants touches a formula written next to the builder, and each is caught.
+
+Mutants that change nothing observable are listed apart (:data:`EQUIVALENT`):
+they must still certify, and the reason they are equivalent is stated.
+"""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("z3")
+
+import sympy as sp  # noqa: E402
+
+from rnngap.checks.certify import certify_built  # noqa: E402
+from rnngap.constructions.obligations import CONSTRUCTIONS  # noqa: E402
+
+
+def _head(model, name):
+    for L in model.spec.attn_layers:
+        for h in L.heads:
+            if h.name == name:
+                return h
+    raise KeyError(name)
+
+
+def _set(model, head, matrix, row, label, value):
+    """W[row, label] = value (value may use the entry: a callable old -> new)."""
+    h = _head(model, head)
+    d = model.spec.labels.index(label)
+    W = getattr(h, matrix)
+    W[row, d] = value(W[row, d]) if callable(value) else value
+
+
+def _scale_row(model, head, matrix, row, factor):
+    h = _head(model, head)
+    W = getattr(h, matrix)
+    for d in range(W.shape[1]):
+        if W[row, d] != 0:
+            W[row, d] = sp.nsimplify(sp.sympify(W[row, d]) * factor)
+
+
+def _lambda_one_smaller(model, head, rows):
+    """Every score row of the head with lambda replaced by lambda - 1 (rows scaled by
+    (lambda - 1) / lambda; lambda the head's recorded sharpness)."""
+    h = _head(model, head)
+    lam = sp.sympify(dict(h.intent[1]).get("lambda")) if h.intent else None
+    assert lam is not None, f"{head} records no lambda"
+    for r in rows:
+        _scale_row(model, head, "WQ", r, (lam - 1) / lam)
+
+
+def _readout(model, i, **kw):
+    dim, kind, param, coef = model.spec.readout[i]
+    new = dict(dim=dim, kind=kind, param=param, coef=coef) | kw
+    model.spec.readout[i] = (new["dim"], new["kind"], new["param"], new["coef"])
+
+
+def _build_with(key, fmt_change):
+    """A builder run at a format other than the declared one."""
+    from rnngap.checks.certify_plans import PLANS
+    from rnngap.constructions import retrieval as R
+    from rnngap.constructions.bounds import AR, COUNTING, INDEX
+    from rnngap.constructions.num import SymbolicFormat
+
+    def build(n, a):
+        decl = {"index": INDEX, "ar": AR, "counting": COUNTING}[key]
+        fmt = decl.format(n, a) if key != "ar" else decl.format(n, a, 2)
+        fmt = SymbolicFormat(*fmt_change(fmt.int_bits, fmt.frac_bits))
+        fn = {"index": R.index_transformer, "ar": R.ar_transformer, "counting": R.counting_transformer}[key]
+        return fn(n, alphabet=a, fmt=fmt)
+    assert key in ("index", "ar", "counting") and PLANS[key]
+    return build
+
+
+# (construction, mutant, mutate(model) or None, build or None, the layer its failure must name)
+MUTANTS = [
+    ("retrieval.index[a=2]", "query reads tau + 1 (the key one position off)",
+     lambda m: _set(m, "index", "WQ", 0, "one", lambda w: w + 4), None, "head index"),
+    ("retrieval.index[a=n+2]", "the -(j+1)^2 score term dropped",
+     lambda m: _set(m, "index", "WQ", 1, "one", 0), None, "head index"),
+    ("retrieval.index[a=2]", "readout reads tau^2 in place of tau",
+     lambda m: _readout(m, 0, kind=3), None, "readout"),
+    ("retrieval.index[a=2]", "f one smaller than declared (builder run at Q[I].[f-1])",
+     None, _build_with("index", lambda I, f: (I, f - 1)), "format"),
+    ("retrieval.ar[a=4]", "shift head aimed one position off (t - 2 in place of t - 1)",
+     lambda m: _set(m, "shift_1", "WQ", 0, "one", lambda w: w - 4), None, "head shift_1"),
+    ("retrieval.ar[a=n+2]", "match head reads prev_1_sq as its linear key (wrong direction)",
+     lambda m: (_set(m, "match", "WK", 0, "prev_1", 0), _set(m, "match", "WK", 0, "prev_1_sq", 1)), None,
+     "head match"),
+    ("retrieval.ar[a=4]", "first-occurrence tie-break (-mu pos) dropped",
+     lambda m: _set(m, "match", "WQ", 2, "one", 0), None, "head match"),
+    ("retrieval.cgram3[a=2]", "the second gram component's square term dropped",
+     lambda m: _set(m, "match", "WQ", 3, "one", 0), None, "head match"),
+    ("retrieval.cgram3[a=n+2]", "shift_2 with lambda one smaller",
+     lambda m: _lambda_one_smaller(m, "shift_2", [0, 1]), None, "head shift_2"),
+    ("retrieval.counting[a=3]", "count head missing the lambda Q^2 [BOS] term",
+     lambda m: _set(m, "count", "WK", 2, "is_bos", 0), None, "head count"),
+    ("retrieval.counting[a=n+1]", "fetch-q without its -mu pos term (q ties with t)",
+     lambda m: _set(m, "fetch-q", "WK", 1, "pos", 0), None, "head fetch-q"),
+    ("retrieval.counting[a=3]", "readout codes swapped (thr votes for number 0)",
+     lambda m: (_readout(m, 0, param=32), _readout(m, 1, param=33)), None, "readout"),
+    ("retrieval.counting[a=3]", "after-query head weighs [BOS] like [QUERY]",
+     lambda m: _set(m, "after-query", "WK", 0, "is_bos", 2), None, "head after-query"),
+    ("retrieval.mqar", "the [BOS] penalty nu dropped ([BOS] ties the matches)",
+     lambda m: _set(m, "first-match-or-bos", "WQ", 2, "one", 0), None, "head first-match-or-bos"),
+    ("retrieval.mqar", "readout code off by one (coefficient of tau 2 -> 3)",
+     lambda m: _readout(m, 0, coef=3), None, "readout"),
+]
+
+
+@pytest.mark.parametrize("con, what, mutate, build, layer", MUTANTS, ids=[f"{c}: {w}" for c, w, *_ in MUTANTS])
+def test_a_mutant_fails_its_certificate_naming_the_layer(con, what, mutate, build, layer):
+    r = certify_built(CONSTRUCTIONS[con], mutate=mutate, build=build, timeout_ms=20000)
+    assert not r.certified, f"{con}: the mutant '{what}' still certifies"
+    named = [f["obligation"] for f in r.failures]
+    assert any(layer in o.split(":")[0] for o in named), (what, named)
+    assert all(f["why"] for f in r.failures)
+
+
+EQUIVALENT = [
+    ("retrieval.index[a=2]", "the key without its +1 (key j, key_sq (j+1)^2)",
+     "score = lambda (2 (i+1) j - (j+1)^2) = lambda (2 (i+1)(j+1) - (j+1)^2) - 2 lambda (i+1): the same scores "
+     "up to a constant per query, which softmax removes",
+     lambda m: _set(m, "index", "WK", 0, "one", 0)),
+    ("retrieval.mqar", "a constant added to every readout logit",
+     "the readout term 5 * one * [feature ONE] adds 5 to the logit of every token: the argmax is unchanged",
+     lambda m: m.spec.readout.append((0, 1, 0, 5))),
+]
+
+
+@pytest.mark.parametrize("con, what, why, mutate", EQUIVALENT, ids=[f"{c}: {w}" for c, w, *_ in EQUIVALENT])
+def test_an_equivalent_mutant_still_certifies(con, what, why, mutate):
+    r = certify_built(CONSTRUCTIONS[con], mutate=mutate, timeout_ms=20000)
+    assert r.certified, (what, why, r.failures)
+
+
+def test_the_unmutated_models_certify_with_every_layer_covered():
+    for con in ("retrieval.index[a=n+2]", "retrieval.ar[a=n+2]", "retrieval.cgram3[a=n+2]",
+                "retrieval.counting[a=n+1]", "retrieval.mqar"):
+        r = certify_built(CONSTRUCTIONS[con])
+        assert r.certified, (con, r.failures)
+        assert r.source == "built-model"
+        assert {"format", "embedding", "heads", "readout", "builder-margins"} <= set(r.covers), r.covers
+        assert any(s["layer"] == "readout" and s["answer"] == "unsat" for s in r.steps)
