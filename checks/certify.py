@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 
 import sympy as sp
 
-from rnngap.constructions.bounds import INT, SYM, N, largest, params_of
+from rnngap.constructions.bounds import INT, SYM, A, N, largest, params_of
 from rnngap.constructions.fixedpoint import MAX_MAGNITUDE_BITS
 from rnngap.constructions.obligations import CONSTRUCTIONS, Construction
 
@@ -118,7 +118,7 @@ class Result:
         return d
 
 
-def _n_max(con: Construction) -> int | None:
+def n_max_of(con: Construction) -> int | None:
     """Largest n >= n_min with I(n) + f(n) <= 62 (I + f nondecreasing), or None."""
     fits = lambda n: sum(con.fmt(n)) <= MAX_MAGNITUDE_BITS
     return largest(fits, con.n_min, N_CAP)
@@ -159,7 +159,7 @@ def certify_construction(con: Construction) -> Result:
         if not shape_ok[o.name]:
             res.failures.append({"obligation": o.name, "first_n": None, "need": str(need), "have": str(have),
                                  "why": "need not shown nondecreasing in n or have depends on n"})
-    n_max = _n_max(con)
+    n_max = n_max_of(con)
     res.n_max = n_max
     if n_max is None:
         res.note = f"the declared format at n = {con.n_min} does not fit int64"
@@ -190,7 +190,10 @@ def certify_construction(con: Construction) -> Result:
 # whole-model certificates: the built model, read layer by layer (checks/certify_model.py)
 MODEL_TIMEOUT_MS = 30000
 BUILDER_TIMEOUT_MS = 5000
-COVERS = ["format", "embedding", "rnn-layers", "heads", "mlps", "readout", "builder-margins"]
+EXHAUSTIVE_LIMIT = 20000
+"""A builder margin neither z3 nor the monotone pieces prove is checked at every n
+exactly when n_max - n_min is below this."""
+COVERS = ["format", "machine", "embedding", "rnn-layers", "heads", "mlps", "readout", "builder-margins"]
 
 
 def _relation_sides(rel):
@@ -202,12 +205,29 @@ def _relation_sides(rel):
     return None
 
 
-def _builder_obligation(ob, terms, hyps, con: Construction, n_max: int | None, pieces: list) -> dict:
+_EXHAUSTIVE: dict = {}
+
+
+def _first_failure(cond, lo: int, hi: int) -> int | None:
+    """The first n in lo..hi where the condition fails, exactly (None: it holds at every
+    n); cached per condition, since a certificate's builder margins do not change
+    when only the built model is changed (the mutation tests)."""
+    from .symbolic import exact_truth
+    key = (sp.srepr(cond), lo, hi)
+    if key not in _EXHAUSTIVE:
+        _EXHAUSTIVE[key] = next((m for m in range(lo, hi + 1) if not exact_truth(cond, {N: m})), None)
+    return _EXHAUSTIVE[key]
+
+
+def _builder_obligation(ob, terms, hyps, con: Construction, n_max: int | None, pieces: list,
+                        a_max=None) -> dict:
     """One margin check a builder recorded in its symbolic build: proved by z3 for
     every n >= n_min, or else checked exactly on every piece of constant declared
     format up to n_max, where both sides are shown nondecreasing in n (the small
     side at the piece's last n against the big side at its first n covers the
-    piece)."""
+    piece). With ``a_max`` (a plan certifying every alphabet up to a_max(n)), a
+    condition on the alphabet a is checked at a = a_max(n) where its small side is
+    nondecreasing in a and its big side free of a."""
     from .symbolic import exact_truth, exact_value, prove
     out = {"layer": "builder", "lemma": ob.message, "statement": str(ob.condition)}
     try:
@@ -221,7 +241,19 @@ def _builder_obligation(ob, terms, hyps, con: Construction, n_max: int | None, p
     if n_max is None or sides is None:
         return {**out, "method": "smt", "answer": r["answer"], "why": "z3 did not prove it and no piecewise method"}
     small, big, strict = sides
+    if a_max is not None and (A in small.free_symbols or A in big.free_symbols):
+        # every alphabet 1 <= a <= a_max(n) at once: the small side nondecreasing in a, the big free of a
+        if A in big.free_symbols or not nondecreasing(small, A, 1):
+            return {**out, "method": "smt", "answer": r["answer"],
+                    "why": "z3 did not prove it and it is not shown monotone in the alphabet a"}
+        small = small.subs(A, a_max)
     if not (nondecreasing(small, N, con.n_min) and nondecreasing(big, N, con.n_min)):
+        if n_max - con.n_min < EXHAUSTIVE_LIMIT:        # small enough to check every n exactly
+            cond = ob.condition.subs(A, a_max) if a_max is not None else ob.condition
+            first = _first_failure(cond, con.n_min, n_max)
+            if first is None:
+                return {**out, "method": "exhaustive", "answer": "holds", "range": f"{con.n_min}..{n_max}"}
+            return {**out, "method": "exhaustive", "answer": "fails", "first_n": first, "why": f"fails at n = {first}"}
         return {**out, "method": "smt", "answer": r["answer"],
                 "why": "z3 did not prove it for all n and its sides are not shown nondecreasing in n"}
     for lo, hi in pieces:
@@ -247,6 +279,22 @@ def _format_step(model, con: Construction) -> dict:
             **({} if same else {"why": "the builder built a format other than the declared one"})}
 
 
+def _machine_step(con: Construction, n_max: int | None) -> dict:
+    """The machine lemmas (one-hot, equal split) on the kernels, at every format the
+    construction's declared (I(n), f(n)) takes for n_min <= n <= n_max
+    (checks/machine_lemmas.py)."""
+    from .machine_lemmas import lemmas_at
+    fmts = sorted({v for _, _, v in _pieces(con, con.n_min, n_max)}) if n_max is not None else []
+    bad = [b for I, f in fmts for b in lemmas_at(I, f)]
+    out = {"layer": "machine", "lemma": "fx_attend: a gap >= sharpness(f) gives an exact one-hot; m tied maxima "
+                                        "give round(1/m) each", "method": "kernel-exhaustive",
+           "statement": f"on the kernels, at each of the {len(fmts)} declared formats up to n_max",
+           "answer": "holds" if fmts and not bad else "fails", "range": f"{con.n_min}..{n_max}" if fmts else ""}
+    if bad or not fmts:
+        out["why"] = "; ".join(bad[:3]) if bad else "no format fits int64"
+    return out
+
+
 def certify_built(con: Construction, mutate=None, build=None, timeout_ms: int = MODEL_TIMEOUT_MS) -> Result:
     """The whole-model certificate of a construction with a plan
     (checks/certify_plans.py): the builder is run with n symbolic; every margin
@@ -266,20 +314,24 @@ def certify_built(con: Construction, mutate=None, build=None, timeout_ms: int = 
     res = Result(con.claim, con.name, 0, con.n_min, None, "built-model", False, 0.0, params=params_of(con.name),
                  covers=[], source="built-model")
     inst = INSTANCES[mp.task]()
-    alpha = sp.sympify(con.alphabet(SYM, N))
+    alpha = A if mp.any_alphabet else sp.sympify(con.alphabet(SYM, N))
     with symbolic_build() as obligations:
         model = (build or mp.build)(N, int(alpha) if alpha.is_Integer else alpha)
     if mutate is not None:
         mutate(model)
-    terms = Z3Terms({N: inst.n})
-    inst.facts += [inst.n >= con.n_min, inst.a == terms(alpha)]
-    n_max = _n_max(con)
+    terms = Z3Terms({N: inst.n, A: inst.a})
+    inst.facts += [inst.n >= con.n_min] + (mp.any_alphabet(inst) if mp.any_alphabet else [inst.a == terms(alpha)])
+    n_max = n_max_of(con)
     res.n_max = n_max
     pieces = [] if n_max is None else [(lo, hi) for lo, hi, _ in _pieces(con, con.n_min, n_max)]
     res.pieces = len(pieces)
-    steps = [_format_step(model, con)]
-    steps += [_builder_obligation(ob, terms, list(inst.facts), con, n_max, pieces) for ob in obligations]
-    for f in prove_model(model, inst, mp.heads(inst), {N: inst.n}, timeout_ms):
+    steps = [_format_step(model, con), _machine_step(con, n_max)]
+    a_max = None
+    if mp.any_alphabet:
+        from rnngap.constructions.bounds import CODE_SLACK
+        a_max = N + CODE_SLACK - 1              # the hybrids' alphabet domain (certify_plans._hybrid_alphabet)
+    steps += [_builder_obligation(ob, terms, list(inst.facts), con, n_max, pieces, a_max) for ob in obligations]
+    for f in prove_model(model, inst, mp.heads(inst), {N: inst.n, A: inst.a}, timeout_ms):
         steps.append({**f.record(), "range": f"all n >= {con.n_min}" if f.ok else ""})
     res.steps = steps
     res.obligations = len(steps)
@@ -312,8 +364,8 @@ def _covered(what: str, spec, steps: list) -> bool:
         return any(L.W1.shape[0] for L in list(spec.attn_layers) + list(spec.rnn_layers))
     if what == "readout":
         return "readout" in layers
-    if what == "format":
-        return "format" in layers
+    if what in ("format", "machine"):
+        return what in layers
     if what == "builder-margins":
         return "builder" in layers
     return False
@@ -392,6 +444,20 @@ def certify_sim(sim) -> Result:
     return res
 
 
+def certify_machine() -> Result:
+    """The machine lemmas on the kernels at EVERY format the int64 machine holds."""
+    from .machine_lemmas import check_all
+    r = check_all()
+    res = Result("machine", "machine lemmas (every format)", 2, 0, None, "kernel-exhaustive", not r["failures"],
+                 max(r["seconds"], 0.001), source="kernel",
+                 failures=[{"obligation": "machine lemma", "first_n": None, "need": "-", "have": "-", "why": b}
+                           for b in r["failures"][:20]],
+                 note=f"one-hot and equal split of fx_attend at all {r['formats']} formats with I + f <= 62 "
+                      f"({r['one_hot_vacuous']} hold no one-hot head: sharpness(f) >= 2^(I+1)); "
+                      "checks/machine_lemmas.py")
+    return res
+
+
 def _has_plan(name: str, slow: bool) -> bool:
     from .certify_plans import PLANS, plan_key
     key = plan_key(name)
@@ -416,6 +482,8 @@ def certify(only: list[str] | None = None, constructions: dict | None = None, fa
             out.append(certify_construction(con))
     if constructions is None and (not only or "sim" in only):
         out += [certify_sim(sim) for sim in sim_simulators()]
+    if constructions is None and (not only or "machine" in only):
+        out.append(certify_machine())
     if facts:
         from .certify_facts import FACTS, prove
         for claim, name, fact_list in FACTS:
@@ -447,7 +515,8 @@ def write_json(results: list[Result], path: str) -> None:
 def table(results: list[Result]) -> str:
     rows = [("claim", "construction", "obligations", "n certified", "method", "source", "params", "ok", "seconds")]
     for r in results:
-        rng = (f"all n >= {r.n_min}" if r.method.startswith("smt") else
+        rng = ("every format, I + f <= 62" if r.method == "kernel-exhaustive" else
+               f"all n >= {r.n_min}" if r.method.startswith("smt") else
                f"all n >= {r.n_min} (+ ranges {r.n_min}..{r.n_max})" if r.method == "built-model" else
                f"{r.n_min}..{r.n_max}" if r.n_max is not None else "-")
         rows.append((r.claim, r.construction, str(r.obligations), rng, r.method, r.source,

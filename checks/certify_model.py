@@ -492,11 +492,21 @@ class ModelProof:
     def _grid_facts(self) -> None:
         """Every weight the proof multiplies is an integer (or the exact power of two
         of a step), so every product the kernels round is exact on the grid."""
-        bad = []
+        bad, powers = [], {}
         for where, w in _weights(self.spec):
             e = sp.sympify(w)
-            if e.is_integer is not True and not (e.is_Rational and e.q == 1):
-                bad.append(f"{where} = {e}")
+            if e.is_integer is True or (e.is_Rational and e.q == 1):
+                continue
+            k = _power_of_two_exponent(e)
+            if k is not None:                  # +-2^k: an integer iff k >= 0, proved below for all n
+                powers.setdefault(k, where)
+                continue
+            bad.append(f"{where} = {e}")
+        for k, where in powers.items():
+            goal = self.sym(k) >= 0
+            r = prove(list(self.inst.facts) + self.sym.facts, goal, self.timeout)
+            if r["answer"] != "unsat":
+                bad.append(f"{where} = 2^({k}): exponent >= 0 not proved ({r['answer']})")
         self.facts.append(Fact("weights", "every weight is an integer (products exact on the grid)",
                                "; ".join(bad[:3]) if bad else "all weights integer-valued",
                                "holds" if not bad else "fails", method="sympy"))
@@ -522,6 +532,15 @@ def _weights(spec):
                     yield f"layer {l} mlp {nm}", w
     for *_, c in spec.readout:
         yield "readout", c
+
+
+def _power_of_two_exponent(e):
+    """k if e is 2**k or -2**k with k symbolic, else None."""
+    if isinstance(e, sp.Mul) and len(e.args) == 2 and e.args[0] == -1:
+        e = e.args[1]
+    if isinstance(e, sp.Pow) and e.args[0] == 2:
+        return e.args[1]
+    return None
 
 
 def _power_of_two_or_int(w) -> bool:

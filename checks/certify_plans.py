@@ -34,6 +34,10 @@ class ModelPlan:
     build: Callable
     heads: Callable          # inst -> Plan
     slow: bool = False
+    any_alphabet: Callable | None = None
+    """inst -> facts bounding the alphabet a: the model is built with a symbolic
+    alphabet and certified for every a in that domain at once (the hybrids, whose
+    format does not depend on a); None: the construction record's alphabet."""
 
 
 def _shift(k: int):
@@ -77,8 +81,22 @@ def _mqar_plan(inst) -> Plan:
     })
 
 
+def _hybrid_count_plan(inst) -> Plan:
+    n = inst.n
+    return Plan({"count": EqualSplit(member=lambda inst, t, j: inst.is_member(j), ref=lambda inst, t: z3.IntVal(0),
+                                     size=lambda inst, t: inst.member_count(),
+                                     lemma="[BOS] and every copy of q tie; [QUERY], q, t pushed down by the latch")},
+                prefix={"s_after_query": lambda inst, t: z3.If(t >= n + 1, z3.IntVal(1), z3.IntVal(0))})
+
+
+def _hybrid_alphabet(inst) -> list:
+    """The hybrids accept any alphabet 1 <= a <= n + 31 (their code bound n + 32)."""
+    from rnngap.constructions.bounds import CODE_SLACK
+    return [inst.a >= 1, inst.a <= inst.n + CODE_SLACK - 1]
+
+
 def _builders():
-    from rnngap.constructions import retrieval as R
+    from rnngap.constructions import hybrid as H, retrieval as R
     return {
         "index": lambda n, a: R.index_transformer(n, alphabet=a),
         "ar": lambda n, a: R.ar_transformer(n, alphabet=a),
@@ -86,6 +104,10 @@ def _builders():
         "cgram4": lambda n, a: R.cgram_transformer(n, alphabet=a, c=4),
         "counting": lambda n, a: R.counting_transformer(n, alphabet=a),
         "mqar": lambda n, a: R.mqar_transformer(n),
+        "hybrid.index": lambda n, a: H.index_hybrid(n, alphabet=a),
+        "hybrid.ar": lambda n, a: H.ar_hybrid(n, alphabet=a),
+        "hybrid.cgram(c=3)": lambda n, a: H.cgram_hybrid(n, alphabet=a, c=3),
+        "hybrid.counting": lambda n, a: H.counting_hybrid(n, alphabet=a),
     }
 
 
@@ -108,6 +130,14 @@ PLANS: dict[str, ModelPlan] = {
     "cgram4": ModelPlan("cgram(c=4)", _build("cgram4"), _gram_plan(4), slow=True),
     "counting": ModelPlan("counting", _build("counting"), _counting_plan),
     "mqar": ModelPlan("mqar", _build("mqar"), _mqar_plan),
+    "hybrid.index": ModelPlan("index", _build("hybrid.index"), _index_plan, any_alphabet=_hybrid_alphabet),
+    "hybrid.ar": ModelPlan("ar", _build("hybrid.ar"),
+                           lambda inst: Plan({"ar": _gram_plan(2)(inst).heads["match"]}), any_alphabet=_hybrid_alphabet),
+    "hybrid.cgram(c=3)": ModelPlan("cgram(c=3)", _build("hybrid.cgram(c=3)"),
+                                   lambda inst: Plan({"3gram": _gram_plan(3)(inst).heads["match"]}),
+                                   any_alphabet=_hybrid_alphabet),
+    "hybrid.counting": ModelPlan("counting", _build("hybrid.counting"), _hybrid_count_plan,
+                                 any_alphabet=_hybrid_alphabet),
 }
 """The whole-model plans, by the construction key of constructions/obligations.py
 (``retrieval.<key>[a=...]``; MQAR has no alphabet parameter)."""
@@ -115,6 +145,8 @@ PLANS: dict[str, ModelPlan] = {
 
 def plan_key(construction: str) -> str | None:
     """The :data:`PLANS` key of a construction name, or None (no whole-model plan)."""
+    if construction in PLANS:
+        return construction
     if not construction.startswith("retrieval."):
         return None
     key = construction[len("retrieval."):].split("[")[0]

@@ -19,7 +19,7 @@ import numpy as np
 
 from rnngap.constructions.obligations import CONSTRUCTIONS
 
-from .certify import _n_max
+from .certify import n_max_of
 from .registry import Record, register
 
 HEADS = {
@@ -185,7 +185,7 @@ def check_certificate_catalogue(profile: str, seed: int) -> list[Record]:
         # a construction whose declared format outgrows int64 below a sampled n
         # refuses to be built there (n_max, `rnngap certify`): it is checked at
         # its n_max instead, and the note says so
-        n_max = max((_n_max(CONSTRUCTIONS[c]) or 0) for c in entry.certificates if c in CONSTRUCTIONS)
+        n_max = max((n_max_of(CONSTRUCTIONS[c]) or 0) for c in entry.certificates if c in CONSTRUCTIONS)
         ns = sorted({min(n, n_max) for n in CATALOGUE_NS[profile]})
         for n in ns:
             t0 = time.perf_counter()

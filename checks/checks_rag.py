@@ -42,8 +42,8 @@ import numpy as np
 
 from rnngap.constructions.fixedpoint import PrecisionError
 from rnngap.constructions.rag_models import (
-    CGRAM_INT, COUNTING_INT, INDEX_INT, ISTREE_INT, ISTREE_PLAIN_INT, N_SYM, RagConstruction, _int_cgram,
-    _int_counting, _int_index, _int_istree, _int_istree_plain, ar_rag, cgram_rag, counting_rag, index_rag,
+    CGRAM_INT, COUNTING_INT, INDEX_INT, ISTREE_INT, ISTREE_PLAIN_INT, N_SYM, RagConstruction, cgram_int_bits,
+    counting_int_bits, index_int_bits, istree_int_bits, istree_plain_int_bits, ar_rag, cgram_rag, counting_rag, index_rag,
     istree_cot_bound, istree_plain_cot_bound, istree_rag, istree_rag_paper,
 )
 from rnngap.constructions.vocab import FALSE, TRUE
@@ -63,11 +63,11 @@ SAMPLE_NAME = "istree_official_sample.jsonl"
 
 # declared resources (f = 0: every weight and value is an integer)
 for _model, _expr, _fn, _cot_order in (
-        ("index-rag", INDEX_INT, _int_index, "linear"),
-        ("3-gram-rag", CGRAM_INT, _int_cgram, "constant"),
-        ("counting-rag", COUNTING_INT, _int_counting, "linear"),
-        ("istree-rag", ISTREE_PLAIN_INT, _int_istree_plain, "linear"),
-        ("istree-rag-paper", ISTREE_INT, _int_istree, "linear")):
+        ("index-rag", INDEX_INT, index_int_bits, "linear"),
+        ("3-gram-rag", CGRAM_INT, cgram_int_bits, "constant"),
+        ("counting-rag", COUNTING_INT, counting_int_bits, "linear"),
+        ("istree-rag", ISTREE_PLAIN_INT, istree_plain_int_bits, "linear"),
+        ("istree-rag-paper", ISTREE_INT, istree_int_bits, "linear")):
     _cot = _bounds.RAG_COT[_model](_bounds.SYM, N_SYM)      # the declared CoT(n), written once
     declare(CLAIM, _model, "int_bits", _expr, "log")
     FUNCTIONS[(_model, "int_bits")] = _fn

@@ -212,7 +212,7 @@ def index_score_bound(B, n, a, f):
     return 3 * B.sharp(f) * K * K
 
 
-def _int_index(B, n, a, c):
+def index_int_bits(B, n, a, c):
     # |score| <= 3 lambda K^2; bits(.) + 1 <= 2 lc(K) + lc(3 lambda) + 2
     lam = B.sharp(RETRIEVAL_FRAC_BITS)
     return 2 * B.lc(index_code_bound(B, n, a)) + B.lc(3 * lam) + 2
@@ -233,7 +233,7 @@ def cgram_match_bound(B, n, a, c, f):
     return (lam * P + lam) * 3 * (c - 1) * Kc * Kc + lam * P
 
 
-def _int_cgram(B, n, a, c):
+def cgram_int_bits(B, n, a, c):
     f = RETRIEVAL_FRAC_BITS
     return B.max(cgram_shift_bits(B, n, a, c, f), B.lc(cgram_match_bound(B, n, a, c, f) + 1) + 1)
 
@@ -293,9 +293,9 @@ def _int_mqar(B, n, a, c):
     return B.max(mqar_shift_bits(B, n, f), B.lc(mqar_match_bound(B, n, f) + 1) + 1)
 
 
-INDEX = Declared("index", _int_index, const(RETRIEVAL_FRAC_BITS), claim="T4.6-up")
-CGRAM = Declared("c-gram", _int_cgram, const(RETRIEVAL_FRAC_BITS), claim="T4.6-up")
-AR = Declared("AR", lambda B, n, a, c: _int_cgram(B, n, a, 2), const(RETRIEVAL_FRAC_BITS), claim="T4.6-up")
+INDEX = Declared("index", index_int_bits, const(RETRIEVAL_FRAC_BITS), claim="T4.6-up")
+CGRAM = Declared("c-gram", cgram_int_bits, const(RETRIEVAL_FRAC_BITS), claim="T4.6-up")
+AR = Declared("AR", lambda B, n, a, c: cgram_int_bits(B, n, a, 2), const(RETRIEVAL_FRAC_BITS), claim="T4.6-up")
 COUNTING = Declared("counting", _int_count, _f_count, claim="T4.6-up")
 MQAR = Declared("MQAR", _int_mqar, const(RETRIEVAL_FRAC_BITS), defaults=(MQAR_MAX_VALUE, 2), claim="T4.6-up")
 RETRIEVAL = {"index": INDEX, "ar": AR, "cgram": CGRAM, "counting": COUNTING, "mqar": MQAR}

@@ -105,7 +105,7 @@ def bit_length(x):
 
 
 @njit(cache=True)
-def _record(err, code, op, need):
+def record_error(err, code, op, need):
     if err[E_CODE] == ERR_OK:
         err[E_CODE] = code
         err[E_OP] = op
@@ -113,7 +113,7 @@ def _record(err, code, op, need):
 
 
 @njit(cache=True, inline='always')
-def _fit(r, I, f, mode, op, err):
+def fit_value(r, I, f, mode, op, err):
     """Range-check an exact result ``r`` (|r| < 2^63) and track the max |raw|."""
     lim = np.int64(1) << (I + f)
     a = r if r >= 0 else -r
@@ -121,7 +121,7 @@ def _fit(r, I, f, mode, op, err):
         if mode == MODE_SATURATE:
             err[E_SAT] += 1
         else:
-            _record(err, ERR_OVERFLOW, op, bit_length(a) - f)
+            record_error(err, ERR_OVERFLOW, op, bit_length(a) - f)
         a = lim - 1
         r = a if r > 0 else -a
     if a > err[E_MAXABS]:
@@ -131,12 +131,12 @@ def _fit(r, I, f, mode, op, err):
 
 @njit(cache=True, inline='always')
 def fx_add(a, b, I, f, mode, err):
-    return _fit(a + b, I, f, mode, OP_ADD, err)
+    return fit_value(a + b, I, f, mode, OP_ADD, err)
 
 
 @njit(cache=True, inline='always')
 def fx_sub(a, b, I, f, mode, err):
-    return _fit(a - b, I, f, mode, OP_SUB, err)
+    return fit_value(a - b, I, f, mode, OP_SUB, err)
 
 
 @njit(cache=True, inline='always')
@@ -205,7 +205,7 @@ def fx_mul(a, b, I, f, mode, err):
             half = np.int64(1) << (f - 1)
             if rem > half or (rem == half and (q & 1) == 1):
                 q += 1
-        return _fit(-q if neg else q, I, f, mode, OP_MUL, err)
+        return fit_value(-q if neg else q, I, f, mode, OP_MUL, err)
     hi, lo = mul_limbs(x, y)
     if f == 0:
         if hi != 0:
@@ -213,8 +213,8 @@ def fx_mul(a, b, I, f, mode, err):
             if mode == MODE_SATURATE:
                 err[E_SAT] += 1
             else:
-                _record(err, ERR_OVERFLOW, OP_MUL, bit_length(hi) + 62)
-            return _fit(-(lim - 1) if neg else lim - 1, I, f, mode, OP_MUL, err)
+                record_error(err, ERR_OVERFLOW, OP_MUL, bit_length(hi) + 62)
+            return fit_value(-(lim - 1) if neg else lim - 1, I, f, mode, OP_MUL, err)
         q = lo
     else:
         if hi >= (np.int64(1) << f):
@@ -223,21 +223,21 @@ def fx_mul(a, b, I, f, mode, err):
             if mode == MODE_SATURATE:
                 err[E_SAT] += 1
             else:
-                _record(err, ERR_OVERFLOW, OP_MUL, bit_length(hi) + 62 - 2 * f)
-            return _fit(-(lim - 1) if neg else lim - 1, I, f, mode, OP_MUL, err)
+                record_error(err, ERR_OVERFLOW, OP_MUL, bit_length(hi) + 62 - 2 * f)
+            return fit_value(-(lim - 1) if neg else lim - 1, I, f, mode, OP_MUL, err)
         q = (hi << (62 - f)) + (lo >> f)
         rem = lo & ((np.int64(1) << f) - 1)
         half = np.int64(1) << (f - 1)
         if rem > half or (rem == half and (q & 1) == 1):
             q += 1
-    return _fit(-q if neg else q, I, f, mode, OP_MUL, err)
+    return fit_value(-q if neg else q, I, f, mode, OP_MUL, err)
 
 
 @njit(cache=True)
 def fx_div(a, b, I, f, mode, err):
     """round_half_even(a * 2^f / b): the quotient of the two values on the grid."""
     if b == 0:
-        _record(err, ERR_DIV_ZERO, OP_DIV, 0)
+        record_error(err, ERR_DIV_ZERO, OP_DIV, 0)
         return np.int64(0)
     if a == 0:
         return np.int64(0)
@@ -251,8 +251,8 @@ def fx_div(a, b, I, f, mode, err):
         if mode == MODE_SATURATE:
             err[E_SAT] += 1
         else:
-            _record(err, ERR_OVERFLOW, OP_DIV, bit_length(q))
-        return _fit(-(lim - 1) if neg else lim - 1, I, f, mode, OP_DIV, err)
+            record_error(err, ERR_OVERFLOW, OP_DIV, bit_length(q))
+        return fit_value(-(lim - 1) if neg else lim - 1, I, f, mode, OP_DIV, err)
     for _ in range(f):
         r <<= 1
         q <<= 1
@@ -262,7 +262,7 @@ def fx_div(a, b, I, f, mode, err):
     r2 = r << 1
     if r2 > y or (r2 == y and (q & 1) == 1):
         q += 1
-    return _fit(-q if neg else q, I, f, mode, OP_DIV, err)
+    return fit_value(-q if neg else q, I, f, mode, OP_DIV, err)
 
 
 # --- double-double helpers (error-free transformations, IEEE binary64) -------
@@ -338,10 +338,10 @@ def exp_zero_threshold(f):
 
 
 @njit(cache=True)
-def _exp_raw(d, I, f, mode, err):
+def exp_raw(d, I, f, mode, err):
     """round_half_even(exp(d / 2^f) * 2^f) for any int64 d."""
     if d == 0:
-        return _fit(np.int64(1) << f, I, f, mode, OP_EXP, err)
+        return fit_value(np.int64(1) << f, I, f, mode, OP_EXP, err)
     if d < exp_zero_threshold(f):
         return np.int64(0)
     # x = d / 2^f as a double-double (exact)
@@ -361,8 +361,8 @@ def _exp_raw(d, I, f, mode, err):
             # is below it: a true lower bound (q itself may round up to the next
             # integer when x / ln 2 lies just below one).
             q = xh / _LN2_HI
-            _record(err, ERR_OVERFLOW, OP_EXP, np.int64(math.floor(q - q * 2.0 ** -50)) + 1)
-        return _fit(lim - 1, I, f, mode, OP_EXP, err)
+            record_error(err, ERR_OVERFLOW, OP_EXP, np.int64(math.floor(q - q * 2.0 ** -50)) + 1)
+        return fit_value(lim - 1, I, f, mode, OP_EXP, err)
     k = float(math.floor(xh / _LN2_HI + 0.5))
     kh, kl = _two_prod(k, _LN2_HI)
     kl2, kl3 = _two_prod(k, _LN2_LO)
@@ -395,16 +395,16 @@ def _exp_raw(d, I, f, mode, err):
     dh, dl = _dd_add(uh, ul, -0.5, 0.0)
     bound = yh * 2.0 ** -96 + 2.0 ** -100
     if abs(dh) <= bound:
-        _record(err, ERR_EXP_UNDECIDED, OP_EXP, 0)
+        record_error(err, ERR_EXP_UNDECIDED, OP_EXP, 0)
     elif dh > 0.0:
         n += 1
-    return _fit(n, I, f, mode, OP_EXP, err)
+    return fit_value(n, I, f, mode, OP_EXP, err)
 
 
 @njit(cache=True)
 def fx_exp(a, I, f, mode, err):
     """round_half_even(exp(a / 2^f) * 2^f) (correctly rounded; see module doc)."""
-    return _exp_raw(a, I, f, mode, err)
+    return exp_raw(a, I, f, mode, err)
 
 
 @njit(cache=True)
@@ -435,7 +435,7 @@ def fx_attend(scores, m, values, I, f, mode, err, weights, out):
         if dj < thr:
             weights[j] = 0
         else:
-            ej = _exp_raw(dj, I, f, mode, err)
+            ej = exp_raw(dj, I, f, mode, err)
             weights[j] = ej
             Z = fx_add(Z, ej, I, f, mode, err)
     for j in range(m):
@@ -454,7 +454,7 @@ def fx_attend(scores, m, values, I, f, mode, err, weights, out):
     # a nonzero weight needs e_j / Z > 2^-(f+1), so s < 2^(f+1) of them summing to
     # < 1 + s 2^-(f+1); hence sum_j |round(w_j v_jk)| < 2^63 for any m <= 2^31.
     for k in range(d):
-        out[k] = _fit(out[k], I, f, mode, OP_ADD, err)
+        out[k] = fit_value(out[k], I, f, mode, OP_ADD, err)
 
 
 # ----------------------------------------------------------------------------

@@ -442,7 +442,7 @@ def number_readout(b: "Builder", direction: str, one: str = "one") -> None:
 #   allows: "first" delta = mu P + s, lam = delta + s (mismatches only lose by
 #   -mu pos); "last" delta = 0, lam = mu P + s ([BOS], the earliest position, ties a
 #   match and loses by >= mu); no tie-break: delta = s, lam = 2 s.
-def _need_bits(fmt: FixedFormat, need: Any, gadget: str, what: str) -> None:
+def require_int_bits(fmt: FixedFormat, need: Any, gadget: str, what: str) -> None:
     require(fmt.int_bits >= need, f"{gadget}: {what} needs {need} integer bits, {fmt.name} has {fmt.int_bits}")
 
 
@@ -536,7 +536,7 @@ def match_head(name: str, *, components: list[Component], copy: dict[str, Combo]
         score_bound = lam * sum(2 * c.max_query * c.max_key + c.max_key ** 2 + (c.max_query ** 2 if fallback else 0)
                                 for c in components) + mu * P + delta
     need = bits_for(score_bound) + 1
-    _need_bits(fmt, need, name, f"scores up to {score_bound}")
+    require_int_bits(fmt, need, name, f"scores up to {score_bound}")
     score: list[tuple[Combo, Combo]] = [(scaled(c.query, 2 * lam), dict(c.key)) for c in components]
     if fallback is None:
         score = [row for c, r in zip(components, score) for row in (r, ({one: -lam}, dict(c.key_sq)))]
@@ -568,7 +568,7 @@ def first_max_head(name: str, *, key: Combo, max_key: Any, copy: dict[str, Combo
         require(g > zero_gap(f), f"{name}: gap to a {what} = {g} is not above {as_float(zero_gap(f))}")
     max_score = lam * max_key + mu * n_positions
     need = bits_for(max_score) + 1
-    _need_bits(fmt, need, name, f"scores up to {max_score}")
+    require_int_bits(fmt, need, name, f"scores up to {max_score}")
     return Head(name, [({one: lam}, dict(key)), ({one: -mu}, {pos: 1})], copy,
                 {"lambda": lam, "mu": mu, "zero_gap": as_float(zero_gap(f)), "score_int_bits": need,
                  **{f"gap {k}": v for k, v in gaps.items()}}, gap=smin(*gaps.values()),
@@ -591,7 +591,7 @@ def shift_head(name: str, pos: str, pos_sq: str, one: str, copy: dict[str, Combo
     N = n_positions
     max_score = lam * (2 * N * N + N * N) + 2 * lam * shift * N
     need = bits_for(max_score) + 1
-    _need_bits(fmt, need, name, f"scores up to {max_score} for {N} positions")
+    require_int_bits(fmt, need, name, f"scores up to {max_score} for {N} positions")
     return Head(name,
                 [({pos: 2 * lam, one: -2 * lam * shift}, {pos: 1}), ({one: -lam}, {pos_sq: 1})],
                 copy,
@@ -626,9 +626,9 @@ def count_head(name: str, query: Combo, query_sq: Combo, key: Combo, key_sq: Com
     lam = sharpness(f)
     max_score = lam * (4 * max_key * max_key) if score_bound is None else score_bound
     need = bits_for(max_score) + 1
-    _need_bits(fmt, need, name, f"scores up to {max_score}")
+    require_int_bits(fmt, need, name, f"scores up to {max_score}")
     need_count = bits_for(n + 1) + 1
-    _need_bits(fmt, need_count, name, f"softmax normaliser up to {n + 1}")
+    require_int_bits(fmt, need_count, name, f"softmax normaliser up to {n + 1}")
     sign = -1 if square_row == "not_bos" else 1
     score = [(scaled(query, 2 * lam), dict(key)), ({one: -lam}, dict(key_sq)),
              (scaled(query_sq, sign * lam), dict(not_bos))]
@@ -713,7 +713,7 @@ def count_compare_neurons(frac_dir: str, thr_dir: str, out: str, n: Any, fmt: Fi
     require(slack > 0, f"count comparison for n={n}: gap {g} between 1/(c+1) and 1/(t+3/2) is "
                        f"not above the rounding error 2^-{f}; needs f >= {bits_for(1 / g)}")
     w = power_of_two_at_most(slack)
-    _need_bits(fmt, bits_for(1 / w) + 1, "count comparison", f"step slope {1 / w}")
+    require_int_bits(fmt, bits_for(1 / w) + 1, "count comparison", f"step slope {1 / w}")
     return step_neurons({thr_dir: 1, frac_dir: -1}, 0, w, out)
 
 
@@ -884,7 +884,7 @@ def latest_flag_head(name: str, flag: Combo, pos: Combo, one: str, copy: dict[st
     require(mu > zero_gap(f), f"{name}: an earlier flagged position would keep weight")
     max_score = lam + mu * max_pos
     need = bits_for(max_score) + 1
-    _need_bits(fmt, need, name, f"scores up to {max_score}")
+    require_int_bits(fmt, need, name, f"scores up to {max_score}")
     return Head(name, [({one: lam}, dict(flag)), ({one: mu}, dict(pos))], copy,
                 {"lambda": lam, "mu": mu, "gap_non_match": lam - mu * max_pos, "zero_gap": as_float(zero_gap(f)),
                  "score_int_bits": need}, gap=smin(lam - mu * max_pos, mu),

@@ -47,7 +47,7 @@ from . import kernels as K
 from .demos import Declared
 from .fixedpoint import FixedFormat, log2_ceil
 from .gadgets import (
-    LN2_UPPER, Builder, Combo, Component, Head, MarginError, Neuron, Recurrence, ResidualSpace, _need_bits,
+    LN2_UPPER, Builder, is_sym, smax, Combo, Component, Head, MarginError, Neuron, Recurrence, ResidualSpace, require_int_bits,
     bits_for, clock, count_compare_neurons, count_head, delay_chain, equality_neurons, gated_value_neuron,
     latest_flag_head, match_head, number_readout, require, select_neurons, sharpness, zero_gap,
 )
@@ -60,7 +60,12 @@ from . import bounds as _bounds  # noqa: E402
 
 def code_bound(n: int) -> int:
     """M(n) = n + 32 >= every |tau| and every ``cnt`` a retrieval hybrid sees."""
-    return _bounds.hybrid_code_bound(_INT, n)
+    return _bounds.hybrid_code_bound(_backend(n), n)
+
+
+def _backend(*sizes):
+    """The bounds backend of the sizes: SYM in a symbolic build (constructions/num.py), INT otherwise."""
+    return _bounds.SYM if any(is_sym(x) for x in sizes) else _INT
 
 
 def _base_space() -> ResidualSpace:
@@ -72,6 +77,8 @@ def _base_space() -> ResidualSpace:
 
 
 def _premise(n: int, alphabet: int, extra_positions: int) -> Vocab:
+    if is_sym(n) or is_sym(alphabet):       # a symbolic build: its record states the domain (checks/certify_plans.py)
+        return Vocab(smax(n, alphabet))
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     if alphabet < 1 or alphabet > n + CODE_SLACK - 1:
@@ -89,7 +96,7 @@ from .bounds import hybrid_istree as istree_declared  # noqa: E402,F401
 
 
 def _count_bound(n: int) -> int:
-    return _bounds.hybrid_count_bound(_INT, n)
+    return _bounds.hybrid_count_bound(_backend(n), n)
 
 
 def _istree_code(N: int, m_max: int) -> int:
@@ -195,9 +202,8 @@ def counting_hybrid(n: int, *, alphabet: int = 3, fmt: FixedFormat | None = None
     M = code_bound(n)
     head = count_head("count", query={"prev1": 1}, query_sq={"prev1_sq": 1}, key={"tok": 1}, key_sq={"tok_sq": 1},
                       one="one", not_bos={"one": 1, "is_bos": -1}, bos_flag="is_bos", out="frac",
-                      fmt=fmt, max_key=M, n=n)
-    head.score.append(({"one": -2 * head.margin["lambda"]}, {"after_query": 1}))
-    _need_bits(fmt, bits_for(_count_bound(n)) + 1, "count", "scores with the after-query term")
+                      fmt=fmt, max_key=M, n=n, push_down={"after_query": 2})
+    require_int_bits(fmt, bits_for(_count_bound(n)) + 1, "count", "scores with the after-query term")
     b.attention_layer([head], mlp=count_compare_neurons("frac", "thr", "gt", n, fmt))
     b.readout([("gt", K.F_TOK, 0, 2), ("one", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
     return b.build(fmt)

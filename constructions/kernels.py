@@ -51,7 +51,7 @@ readout weights per candidate token computed once per model and format
 (:func:`readout_table`, :func:`readout_fast`); in :func:`forward_batch`,
 each row reusing the KV cache of the prefix it shares with the row before; and
 :func:`forward_batch`'s steps checked once per stage instead of per operation
-(:func:`_forward_loop`; :func:`forward_batch_plain` is the plain reference).
+(:func:`forward_loop`; :func:`forward_batch_plain` is the plain reference).
 """
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ from numba import njit
 
 from .fixedpoint import (
     E_CODE, E_MAXABS, E_WHERE, ERR_LEN, ERR_OVERFLOW, MODE_SATURATE, E_SAT, OP_ADD,
-    _exp_raw, _fit, _record, bit_length, exp_zero_threshold, fx_add, fx_attend, fx_div, fx_mul, fx_relu,
+    exp_raw, fit_value, record_error, bit_length, exp_zero_threshold, fx_add, fx_attend, fx_div, fx_mul, fx_relu,
     mul_round_abs,
 )
 from .heap import heap_pop as _heap_pop, heap_push as _heap_push
@@ -169,10 +169,10 @@ def int_raw(v, I, f, mode, err):
         if mode == MODE_SATURATE:
             err[E_SAT] += 1
         else:
-            _record(err, ERR_OVERFLOW, OP_ADD, bit_length(a))   # |v| < 2^bit_length(|v|)
+            record_error(err, ERR_OVERFLOW, OP_ADD, bit_length(a))   # |v| < 2^bit_length(|v|)
         lim = (np.int64(1) << (I + f)) - 1
         return lim if v > 0 else -lim
-    return _fit(v << f, I, f, mode, OP_ADD, err)
+    return fit_value(v << f, I, f, mode, OP_ADD, err)
 
 
 @njit(cache=True)
@@ -783,7 +783,7 @@ def _exp_memo_check(scores, I, f):
 
 @njit(cache=True)
 def _exp_kept(d, I, f, mode, err, scores):
-    """_exp_raw(d) for thr <= d <= 0 with I >= 1, each gap computed once per format
+    """exp_raw(d) for thr <= d <= 0 with I >= 1, each gap computed once per format
     and kept at the end of ``scores``: the same value and the same effect on err (the
     exp lies in [0, 2^f], below 2^(I+f), so its only effect is the largest |raw|,
     recorded here on reuse; nothing is kept once err holds an error)."""
@@ -793,7 +793,7 @@ def _exp_kept(d, I, f, mode, err, scores):
         if e > err[E_MAXABS]:
             err[E_MAXABS] = e
         return e
-    e = _exp_raw(d, I, f, mode, err)
+    e = exp_raw(d, I, f, mode, err)
     if err[E_CODE] == 0:
         scores[n - 3 + d] = e
     return e
@@ -885,11 +885,11 @@ def attend_sparse(scores, m, M, values, I, f, mode, err, idx, out):
         if memo:
             ej = ememo[-dj]
             if ej < 0:
-                ej = _exp_raw(dj, I, f, mode, err)
+                ej = exp_raw(dj, I, f, mode, err)
                 ememo[-dj] = ej
             scores[ci] = -dj
         else:
-            ej = _exp_kept(dj, I, f, mode, err, scores) if keep else _exp_raw(dj, I, f, mode, err)
+            ej = _exp_kept(dj, I, f, mode, err, scores) if keep else exp_raw(dj, I, f, mode, err)
             scores[ci] = ej
         Z = fx_add(Z, ej, I, f, mode, err)
     # groups of the key-value index (keyindex.index_scores): count keys of one score
@@ -897,7 +897,7 @@ def attend_sparse(scores, m, M, values, I, f, mode, err, idx, out):
     # Z stays below 2^(I+f-1), so the sum's order does not matter
     for g in range(ngroups):
         dj = scores[gbase + 2 * g] - M
-        ej = _exp_kept(dj, I, f, mode, err, scores) if keep else _exp_raw(dj, I, f, mode, err)
+        ej = _exp_kept(dj, I, f, mode, err, scores) if keep else exp_raw(dj, I, f, mode, err)
         Z = fx_add(Z, scores[gbase + 2 * g + 1] * ej, I, f, mode, err)
     for ci in range(nc):
         r = scores[ci]
@@ -917,7 +917,7 @@ def attend_sparse(scores, m, M, values, I, f, mode, err, idx, out):
                     if v != 0:
                         out[k] += fx_mul(wj, v, I, f, mode, err)
     for k in range(d):
-        out[k] = _fit(out[k], I, f, mode, OP_ADD, err)
+        out[k] = fit_value(out[k], I, f, mode, OP_ADD, err)
 
 
 @njit(cache=True)
@@ -1307,7 +1307,7 @@ def forward_batch(tokens, lengths, all_positions, share_prefix, readout_mode, I,
     the first error are the same as without sharing. Saturate mode counts every
     clamping in err[E_SAT] per row, so it never shares.
 
-    The steps run in :func:`_forward_loop` (the checked-once fast path of
+    The steps run in :func:`forward_loop` (the checked-once fast path of
     :func:`_step`); :func:`forward_batch_plain` is the same loop on :func:`_step`
     itself, the reference the tests compare it with."""
     net, ro = W.net, W.readout
@@ -1324,7 +1324,7 @@ def forward_batch_plain(tokens, lengths, all_positions, share_prefix, readout_mo
     the plain :func:`readout_fast` (no embedding tables, no checked-once
     shortcuts): the reference the fast path is tested against."""
     net, ro = W.net, W.readout
-    _forward_loop(tokens, lengths, all_positions, share_prefix, readout_mode == READOUT_NEAREST_CODE, False,
+    forward_loop(tokens, lengths, all_positions, share_prefix, readout_mode == READOUT_NEAREST_CODE, False,
                   I, f, mode, err, loc,
                   net.ekind, net.eparam, net.ecoef, net.rA, net.rB, net.rC, net.rW1, net.rb1, net.rW2, net.rb2,
                   net.aWQ, net.aWK, net.aWV, net.aWO, net.a_nheads, net.aW1, net.ab1, net.aW2, net.ab2,
@@ -1340,8 +1340,8 @@ def _forward(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mo
     inner loop runs measurably faster, ~25%, on arrays that are arguments than on
     arrays unpacked from a tuple in the same function). (v_dim, code_lo, code_hi):
     :func:`_nearest_code_readout`'s parameters, read only if ``use_nearest``.
-    Runs the fast loop (:func:`_forward_loop` with ``fast``)."""
-    _forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, True, I, f, mode, err, loc,
+    Runs the fast loop (:func:`forward_loop` with ``fast``)."""
+    forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, True, I, f, mode, err, loc,
                   ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2,
                   aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2,
                   out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab,
@@ -1349,7 +1349,7 @@ def _forward(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mo
 
 
 @njit(cache=True)
-def _absmax(A):
+def absmax(A):
     """max |A| over every entry (0 for an empty array)."""
     m = np.int64(0)
     for v in A.flat:
@@ -1410,7 +1410,7 @@ def embed_tables(ekind, eparam, ecoef, candidates, npos, I, f, mode):
 
 
 @njit(cache=True, inline='always')
-def _round(p, f, hm1):
+def round_raw(p, f, hm1):
     """round_half_even(p / 2^f) for a signed int64 p (arithmetic shift; hm1 = 2^(f-1) - 1)."""
     return ((p + hm1 + ((p >> f) & 1)) >> f) if f > 0 else p
 
@@ -1438,7 +1438,7 @@ def matvec_fast(W, at, x, I, f, mode, err, out, psafe):
             for c in range(cols):
                 w = W[at + (r, c)]
                 if w != 0:
-                    q = _round(w * x[c], f, hm1)
+                    q = round_raw(w * x[c], f, hm1)
                     acc += q
                     a = max(q if q >= 0 else -q, acc if acc >= 0 else -acc)
                     if a > mx:
@@ -1561,7 +1561,7 @@ def _readout_table_fast(x, out_dim, out_kind, out_param, out_coef, candidates, w
                 mx = max(mx, col_wmax[i])
                 mq = np.int64(0)
                 for ci in range(C):
-                    qv = _round(w_tab[ci, i] * xv, f, hm1)
+                    qv = round_raw(w_tab[ci, i] * xv, f, hm1)
                     lg = logits[ci] + qv
                     logits[ci] = lg
                     mq = max(mq, max(qv if qv >= 0 else -qv, lg if lg >= 0 else -lg))
@@ -1582,7 +1582,7 @@ def _readout_table_fast(x, out_dim, out_kind, out_param, out_coef, candidates, w
 
 
 @njit(cache=True)
-def _forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, fast, I, f, mode, err, loc,
+def forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, fast, I, f, mode, err, loc,
                   ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, aWQ, aWK, aWV, aWO, a_nheads,
                   aW1, ab1, aW2, ab2, out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab,
                   v_dim, code_lo, code_hi, preds):
@@ -1635,11 +1635,11 @@ def _forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, fas
     # the fast path's tables, bounds and scratch (built once per batch)
     ttab, tmx, tok_ok, ptab, pmx, pos_ok = embed_tables(ekind, eparam, ecoef, candidates, N if fast else 0,
                                                         I, f, mode)
-    wm = max(max(max(_absmax(rA), _absmax(rB)), max(_absmax(rC), _absmax(rW1))),
-             max(max(_absmax(rW2), _absmax(aWQ)), max(_absmax(aWK), _absmax(aWV))))
-    wm = max(wm, max(_absmax(aWO), max(_absmax(aW1), _absmax(aW2))))
+    wm = max(max(max(absmax(rA), absmax(rB)), max(absmax(rC), absmax(rW1))),
+             max(max(absmax(rW2), absmax(aWQ)), max(absmax(aWK), absmax(aWV))))
+    wm = max(wm, max(absmax(aWO), max(absmax(aW1), absmax(aW2))))
     psafe = bit_length(wm) + I + f <= 62
-    rsafe = bit_length(_absmax(w_tab)) + I + f <= 62
+    rsafe = bit_length(absmax(w_tab)) + I + f <= 62
     col_wmax, col_ok = readout_columns(wmax_tab, ok_tab)
     logits = np.zeros(candidates.shape[0], dtype=np.int64)
     nv = tok_ok.shape[0]

@@ -29,13 +29,13 @@ maximum, and no in-range operand can wrap int64 first: every product is below
 At the end of a block: if no lane is bad, the block's largest |raw| goes into
 ``err`` (a good lane has no error and no clamp, so that is all the plain run
 would have recorded). Otherwise the bad rows, in order, are run again by the
-per-row fast loop (:func:`kernels._forward_loop`, itself tested bit for bit
+per-row fast loop (:func:`kernels.forward_loop`, itself tested bit for bit
 against the plain one) with ``err``; if one of them records an error (raise
 mode), the run stops there as the plain one does: only the good rows before it
 add their maxima, the rows after it keep no prediction, and ``loc`` names it.
 
 A model whose weights could make a matrix-vector product leave int64 in the
-format (the ``psafe`` of :func:`kernels._forward_loop`) runs the per-row fast
+format (the ``psafe`` of :func:`kernels.forward_loop`) runs the per-row fast
 loop for the whole batch. :func:`choose_block` decides in Python
 when the lanes are worth it (:meth:`constructions.model.Model.predict_batch`).
 """
@@ -45,7 +45,7 @@ import numpy as np
 from numba import njit
 
 from . import kernels as K
-from .fixedpoint import E_CODE, E_MAXABS, E_SAT, ERR_LEN, _exp_raw, bit_length, exp_zero_threshold, fx_div
+from .fixedpoint import E_CODE, E_MAXABS, E_SAT, ERR_LEN, exp_raw, bit_length, exp_zero_threshold, fx_div
 
 LANES_BLOCK_MAX = 256           # lanes per block at most
 LANES_BLOCK_MIN = 32            # predict_batch: fewer lanes per block (scratch too large) -> per-row path
@@ -156,7 +156,7 @@ def _lmv(W, X, out, nb, mt, f, hm1):
             if w != 0:
                 xc = X[c]
                 for i in range(nb):
-                    q = K._round(w * xc[i], f, hm1)
+                    q = K.round_raw(w * xc[i], f, hm1)
                     a = o[i] + q
                     o[i] = a
                     mt[i] = max(mt[i], max(q if q >= 0 else -q, a if a >= 0 else -a))
@@ -215,7 +215,7 @@ def _lmlp(W1, b1, W2, b2, X, hid, tmp, nb, mt, f, hm1):
 @njit(cache=True)
 def _lane_exp(d, I, f, mode, etab, es):
     """round(exp(d / 2^f) 2^f) for thr <= d <= 0 from the memo ``etab``
-    (:func:`exp_table`), computed by _exp_raw on first use; -2 if that records an
+    (:func:`exp_table`), computed by exp_raw on first use; -2 if that records an
     error (the lane then runs the per-row path)."""
     r = -d
     if r < etab.shape[0]:
@@ -224,7 +224,7 @@ def _lane_exp(d, I, f, mode, etab, es):
             return e
     for k in range(ERR_LEN):
         es[k] = 0
-    e = _exp_raw(d, I, f, mode, es)
+    e = exp_raw(d, I, f, mode, es)
     if es[E_CODE] != 0 or es[E_SAT] != 0:
         e = np.int64(-2)
     if r < etab.shape[0]:
@@ -259,7 +259,7 @@ def _lattend(Q, Kh, Vh, m, Sc, Mx, O, nb, mt, lim, I, f, mode, hm1, thr, etab, e
             kc = Kh[j, c]
             s = Sc[j]
             for i in range(nb):
-                r = K._round(qc[i] * kc[i], f, hm1)
+                r = K.round_raw(qc[i] * kc[i], f, hm1)
                 a = s[i] + r
                 s[i] = a
                 mt[i] = max(mt[i], max(r if r >= 0 else -r, a if a >= 0 else -a))
@@ -328,7 +328,7 @@ def _lattend(Q, Kh, Vh, m, Sc, Mx, O, nb, mt, lim, I, f, mode, hm1, thr, etab, e
                 if v != 0:
                     if wide_v and not (float(w) * abs(float(v)) < 4.0e18):
                         bad = True
-                    O[k, i] += K._round(w * v, f, hm1)
+                    O[k, i] += K.round_raw(w * v, f, hm1)
         for k in range(Dh):
             a = O[k, i]
             mm = max(mm, a if a >= 0 else -a)
@@ -362,7 +362,7 @@ def _lreadout(X, out_dim, w_tab, col_wmax, col_ok, col_wabs, nb, mt, lim, f, hm1
             if w != 0:
                 xr = X[out_dim[t]]
                 for i in range(nb):
-                    q = K._round(w * xr[i], f, hm1)
+                    q = K.round_raw(w * xr[i], f, hm1)
                     a = lg[i] + q
                     lg[i] = a
                     mt[i] = max(mt[i], max(q if q >= 0 else -q, a if a >= 0 else -a))
@@ -404,12 +404,12 @@ def _lanes(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mode
            etab, block, preds):
     """:func:`forward_lanes` on the weights' arrays passed one by one."""
     B, N = tokens.shape
-    wm = max(max(max(K._absmax(rA), K._absmax(rB)), max(K._absmax(rC), K._absmax(rW1))),
-             max(max(K._absmax(rW2), K._absmax(aWQ)), max(K._absmax(aWK), K._absmax(aWV))))
-    wm = max(wm, max(K._absmax(aWO), max(K._absmax(aW1), K._absmax(aW2))))
+    wm = max(max(max(K.absmax(rA), K.absmax(rB)), max(K.absmax(rC), K.absmax(rW1))),
+             max(max(K.absmax(rW2), K.absmax(aWQ)), max(K.absmax(aWK), K.absmax(aWV))))
+    wm = max(wm, max(K.absmax(aWO), max(K.absmax(aW1), K.absmax(aW2))))
     psafe = bit_length(wm) + I + f <= 62
     if not psafe or B == 0:
-        K._forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, True, I, f, mode, err, loc,
+        K.forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, True, I, f, mode, err, loc,
                         ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, aWQ, aWK, aWV, aWO, a_nheads,
                         aW1, ab1, aW2, ab2, out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab,
                         ok_tab, v_dim, code_lo, code_hi, preds)
@@ -537,7 +537,7 @@ def _lanes(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mode
                     sub_pred[k, t] = -1
             sub_loc[0] = -1
             sub_loc[1] = -1
-            K._forward_loop(sub_tok[:nbad], sub_len[:nbad], all_positions, False, use_nearest, True, I, f, mode,
+            K.forward_loop(sub_tok[:nbad], sub_len[:nbad], all_positions, False, use_nearest, True, I, f, mode,
                             err, sub_loc, ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, aWQ, aWK, aWV, aWO,
                             a_nheads, aW1, ab1, aW2, ab2, out_dim, out_kind, out_param, out_coef, candidates, w_tab,
                             wmax_tab, ok_tab, v_dim, code_lo, code_hi, sub_pred[:nbad])

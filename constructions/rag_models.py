@@ -149,7 +149,7 @@ def _finish(p: Program, name: str, task: str, n: int, declared: Callable[[int], 
 # Index
 # largest intermediate: the readout logit 2 T V + T^2 with T = n + 1 (token codes),
 # V <= 2 T (two rules can fire together at a prompt position): < 5 (n + 21)^2
-_int_index = _RAG["index-rag"].int_bits
+index_int_bits = _RAG["index-rag"].int_bits
 INDEX_INT = _RAG["index-rag"].int_expr
 
 
@@ -178,12 +178,12 @@ def index_rag(n: int, *, alphabet: int = 2, fmt: FixedFormat | None = None) -> R
         (p.is_token(EOS), s1),
     ]
     p.emit(rules)
-    return _finish(p, p.name, "index", n, _int_index, INDEX_INT, _cot("index-rag", n), fmt, prompt_length=n + 3)
+    return _finish(p, p.name, "index", n, index_int_bits, INDEX_INT, _cot("index-rag", n), fmt, prompt_length=n + 3)
 
 
 # ----------------------------------------------------------------------------
 # c-gram / AR
-_int_cgram = _RAG["3-gram-rag"].int_bits
+cgram_int_bits = _RAG["3-gram-rag"].int_bits
 CGRAM_INT = _RAG["3-gram-rag"].int_expr
 
 
@@ -209,7 +209,7 @@ def cgram_rag(n: int, *, alphabet: int = 2, c: int = 3, fmt: FixedFormat | None 
         (p.is_token(EOS), s[1]),
     ]
     p.emit(rules)
-    return _finish(p, p.name, "cgram" if c > 2 else "ar", n, _int_cgram, CGRAM_INT, _cot("3-gram-rag", n, c), fmt,
+    return _finish(p, p.name, "cgram" if c > 2 else "ar", n, cgram_int_bits, CGRAM_INT, _cot("3-gram-rag", n, c), fmt,
                    prompt_length=n + c + 1)
 
 
@@ -220,7 +220,7 @@ def ar_rag(n: int, *, alphabet: int = 2, fmt: FixedFormat | None = None) -> RagC
 
 # ----------------------------------------------------------------------------
 # Counting
-_int_counting = _RAG["counting-rag"].int_bits
+counting_int_bits = _RAG["counting-rag"].int_bits
 COUNTING_INT = _RAG["counting-rag"].int_expr
 
 
@@ -264,7 +264,7 @@ def counting_rag(n: int, *, alphabet: int = 3, fmt: FixedFormat | None = None) -
         (p.all_of("no", [is_eos, ret_failed]), tau(number_token(0))),
     ]
     p.emit(rules)
-    return _finish(p, p.name, "counting", n, _int_counting, COUNTING_INT, _cot("counting-rag", n), fmt,
+    return _finish(p, p.name, "counting", n, counting_int_bits, COUNTING_INT, _cot("counting-rag", n), fmt,
                    prompt_length=n + 4)
 
 
@@ -278,7 +278,7 @@ from .bounds import RAG_ISTREE_STEP_TOKENS as ISTREE_STEP_TOKENS  # noqa: E402
 SS u - p ES w (6), SS w ~ ES r (5), w ~ u (3)."""
 
 
-_int_istree = _RAG["istree-rag-paper"].int_bits
+istree_int_bits = _RAG["istree-rag-paper"].int_bits
 ISTREE_INT = _RAG["istree-rag-paper"].int_expr
 
 
@@ -359,7 +359,7 @@ def istree_rag_paper(n_nodes: int, fmt: FixedFormat | None = None) -> RagConstru
     rules = _paper_label_rules(w, N) + _paper_top_rules(w) + _paper_subject_rules(w) + \
         _paper_marker_rules(w) + _paper_answer_rules(w)
     p.emit(rules)
-    return _finish(p, p.name, "istree", N, _int_istree, ISTREE_INT, istree_cot_bound(N), fmt,
+    return _finish(p, p.name, "istree", N, istree_int_bits, ISTREE_INT, istree_cot_bound(N), fmt,
                    dialect="paper", answer_tokens=(TRUE, FALSE))
 
 
@@ -474,7 +474,7 @@ from .bounds import RAG_PLAIN_LINE_TOKENS as PLAIN_LINE_TOKENS  # noqa: E402
 """Tokens of one line of :func:`istree_rag`'s CoT, at most: the header ``u ~ p c`` (4),
 ``SS`` A(u, c, p) ``ES w`` (1 + 29 + 2), then ``SS x ~ [(] [#] [)] ES r`` (7)."""
 
-_int_istree_plain = _RAG["istree-rag"].int_bits
+istree_plain_int_bits = _RAG["istree-rag"].int_bits
 ISTREE_PLAIN_INT = _RAG["istree-rag"].int_expr
 
 
@@ -531,7 +531,7 @@ def istree_rag(n_nodes: int, fmt: FixedFormat | None = None) -> RagConstruction:
     rules = _plain_eos_and_answer_rules(w, _plain_counters(w, N)) + _plain_header_rules(w) + \
         _plain_lookup_rules(w) + _plain_alternation_rules(w) + _plain_neighbour_rules(w)
     p.emit(rules)
-    return _finish(p, p.name, "istree", N, _int_istree_plain, ISTREE_PLAIN_INT, istree_plain_cot_bound(N), fmt,
+    return _finish(p, p.name, "istree", N, istree_plain_int_bits, ISTREE_PLAIN_INT, istree_plain_cot_bound(N), fmt,
                    answer_tokens=(TRUE, FALSE))
 
 

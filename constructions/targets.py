@@ -77,7 +77,7 @@ from numba import get_num_threads, njit, prange
 
 from . import kernels as K
 from .fixedpoint import (
-    E_CODE, E_MAXABS, E_NEED, E_OP, E_SAT, E_WHERE, OP_MUL, FixedFormat, _fit, check_err, new_err,
+    E_CODE, E_MAXABS, E_NEED, E_OP, E_SAT, E_WHERE, OP_MUL, FixedFormat, fit_value, check_err, new_err,
 )
 from .gadgets import Builder, MarginError, Neuron, ResidualSpace, bits_for, equality_neurons, step_neurons
 from .model import Model, ModelSpec
@@ -192,7 +192,7 @@ def _mul(a, b, I, f, mode, err):
     y = b if b > 0 else -b
     if (x < _LIM31 and y < _LIM31) or float(x) * float(y) < 2.0 ** 61:
         if f == 0:
-            return _fit(a * b, I, f, mode, OP_MUL, err)
+            return fit_value(a * b, I, f, mode, OP_MUL, err)
         p = x * y
         q = p >> f
         rem = p & ((np.int64(1) << f) - 1)
@@ -200,7 +200,7 @@ def _mul(a, b, I, f, mode, err):
         if rem > half or (rem == half and (q & 1) == 1):
             q += 1
         neg = (a < 0) != (b < 0)
-        return _fit(-q if neg else q, I, f, mode, OP_MUL, err)
+        return fit_value(-q if neg else q, I, f, mode, OP_MUL, err)
     return K.fx_mul(a, b, I, f, mode, err)
 
 

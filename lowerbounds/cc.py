@@ -49,7 +49,7 @@ from rnngap.constructions.vocab import QUERY, number_token
 
 from .reductions import (
     Reduction,
-    _as_int,
+    integer_arg,
     check_c,
     hub_prefix,
     hub_suffix,
@@ -198,7 +198,7 @@ def communication_matrix(problem: CommProblem, *, max_cells: int = DEFAULT_MAX_C
             if valid is not None and not valid(a, b):
                 continue
             got = answer(np.asarray(p + s, dtype=np.int64))
-            got = _as_int(got, f"{problem.name}: answer for Alice {a!r}, Bob {b!r}")
+            got = integer_arg(got, f"{problem.name}: answer for Alice {a!r}, Bob {b!r}")
             if got < 0:
                 raise ValueError(f"{problem.name}: answer {got} for Alice {a!r}, Bob {b!r} is not a token id")
             row[col] = got
@@ -443,14 +443,14 @@ def format_cc_table(results: Sequence[CCResult]) -> str:
 
 
 def _n(n: Any, minimum: int = 1) -> int:
-    n = _as_int(n, "n")
+    n = integer_arg(n, "n")
     if n < minimum:
         raise ValueError(f"n must be >= {minimum}, got {n}")
     return n
 
 
 def _alphabet(a: Any, minimum: int = 1) -> int:
-    a = _as_int(a, "alphabet")
+    a = integer_arg(a, "alphabet")
     if a < minimum:
         raise ValueError(f"alphabet must be >= {minimum}, got {a}")
     return a

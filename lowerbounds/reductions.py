@@ -90,7 +90,7 @@ EXHAUSTIVE_MAX_N = 16
 # ----------------------------------------------------------------- argument checks
 
 
-def _as_int(value: Any, name: str) -> int:
+def integer_arg(value: Any, name: str) -> int:
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be an integer, got the bool {value!r}")
     try:
@@ -115,7 +115,7 @@ def check_bits(x: Any) -> Bits:
         raise ValueError("x must hold at least one bit (n >= 1)")
     out = []
     for j, b in enumerate(items, start=1):
-        v = _as_int(b, f"x_{j}")
+        v = integer_arg(b, f"x_{j}")
         if v not in (0, 1):
             raise ValueError(f"x_{j} = {v} is not a bit (0 or 1)")
         out.append(v)
@@ -124,10 +124,10 @@ def check_bits(x: Any) -> Bits:
 
 def check_query(i: Any, n: Any) -> tuple[int, int]:
     """``(i, n)`` as ints with ``n >= 1`` and ``1 <= i <= n``; ValueError otherwise."""
-    n = _as_int(n, "n")
+    n = integer_arg(n, "n")
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
-    i = _as_int(i, "i")
+    i = integer_arg(i, "i")
     if not 1 <= i <= n:
         raise ValueError(f"query index i = {i} outside 1..{n}")
     return i, n
@@ -135,7 +135,7 @@ def check_query(i: Any, n: Any) -> tuple[int, int]:
 
 def check_values(values: Any, alphabet: int) -> tuple[int, ...]:
     """Non-empty tuple of ints in ``0..alphabet-1`` (the generalised splits of cc.py)."""
-    alphabet = _as_int(alphabet, "alphabet")
+    alphabet = integer_arg(alphabet, "alphabet")
     if alphabet < 1:
         raise ValueError(f"alphabet must be >= 1, got {alphabet}")
     items = list(values)
@@ -143,7 +143,7 @@ def check_values(values: Any, alphabet: int) -> tuple[int, ...]:
         raise ValueError("Alice's input must hold at least one symbol (n >= 1)")
     out = []
     for j, v in enumerate(items, start=1):
-        v = _as_int(v, f"x_{j}")
+        v = integer_arg(v, f"x_{j}")
         if not 0 <= v < alphabet:
             raise ValueError(f"x_{j} = {v} outside the alphabet 0..{alphabet - 1}")
         out.append(v)
@@ -151,7 +151,7 @@ def check_values(values: Any, alphabet: int) -> tuple[int, ...]:
 
 
 def check_c(c: Any) -> int:
-    c = _as_int(c, "c")
+    c = integer_arg(c, "c")
     if c < 2:
         raise ValueError(f"c-gram retrieval needs c >= 2 (a (c-1)-gram query), got c = {c}")
     return c
@@ -608,7 +608,7 @@ def check_reduction(red: Reduction, n: int, answer_fn: AnswerFn, *, check_promis
     """
     if not isinstance(red, Reduction):
         raise TypeError(f"red must be a Reduction, got {type(red).__name__}")
-    n = _as_int(n, "n")
+    n = integer_arg(n, "n")
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     if n > EXHAUSTIVE_MAX_N:

@@ -52,7 +52,7 @@ import numpy as np
 
 from rnngap.constructions.protocol import RNN, feed, run_rnn
 
-from .reductions import Reduction, _as_int, check_bits
+from .reductions import Reduction, integer_arg, check_bits
 
 EXHAUSTIVE_MAX_N = 22
 """Largest n of the exhaustive mode (2^22 prefixes; a dict of up to 4M keys)."""
@@ -135,7 +135,7 @@ def _check_rnn(rnn: Any) -> int:
     if missing or not isinstance(rnn, RNN):
         raise TypeError(f"{type(rnn).__name__} does not follow the RNN protocol "
                         f"(constructions/protocol.py); missing {missing}")
-    bits = _as_int(rnn.state_bits, "rnn.state_bits")
+    bits = integer_arg(rnn.state_bits, "rnn.state_bits")
     if bits < 0:
         raise ValueError(f"rnn.state_bits must be >= 0, got {bits}")
     return bits
@@ -145,14 +145,14 @@ def _check_common(rnn: Any, reduction: Any, n: Any) -> tuple[int, int]:
     bits = _check_rnn(rnn)
     if not isinstance(reduction, Reduction):
         raise TypeError(f"reduction must be a lowerbounds.reductions.Reduction, got {type(reduction).__name__}")
-    n = _as_int(n, "n")
+    n = integer_arg(n, "n")
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     return bits, n
 
 
 def _check_max_cot(max_cot: Any) -> int:
-    max_cot = _as_int(max_cot, "max_cot")
+    max_cot = integer_arg(max_cot, "max_cot")
     if max_cot < 0:
         raise ValueError(f"max_cot must be >= 0, got {max_cot}")
     return max_cot
@@ -281,7 +281,7 @@ def find_witness_exhaustive(rnn: RNN, reduction: Reduction, n: int, *, max_cot: 
         raise ValueError(f"n too large for exhaustive mode: n = {n} > {EXHAUSTIVE_MAX_N} "
                          "(use mode='birthday' with an explicit seed)")
     max_cot = _check_max_cot(max_cot)
-    batch_size = _as_int(batch_size, "batch_size")
+    batch_size = integer_arg(batch_size, "batch_size")
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     batched = use_batch and hasattr(rnn, "batch_states")
@@ -369,13 +369,13 @@ def find_witness_birthday(rnn: RNN, reduction: Reduction, n: int, *, seed: int,
     state_bits, n = _check_common(rnn, reduction, n)
     if seed is None:
         raise ValueError("birthday search needs an explicit integer seed")
-    seed = _as_int(seed, "seed")
+    seed = integer_arg(seed, "seed")
     max_cot = _check_max_cot(max_cot)
     if max_draws is None:
         max_draws = int(min(DEFAULT_MAX_DRAWS_CAP, math.ceil(16 * 2.0 ** (state_bits / 2))))
-    max_draws = _as_int(max_draws, "max_draws")
-    max_stored = _as_int(max_stored, "max_stored")
-    batch_size = _as_int(batch_size, "batch_size")
+    max_draws = integer_arg(max_draws, "max_draws")
+    max_stored = integer_arg(max_stored, "max_stored")
+    batch_size = integer_arg(batch_size, "batch_size")
     for name, v in (("max_draws", max_draws), ("max_stored", max_stored), ("batch_size", batch_size)):
         if v < 1:
             raise ValueError(f"{name} must be >= 1, got {v}")
@@ -456,7 +456,7 @@ def benchmark_collision(bits: int, seed: int, *, batch_size: int = 1 << 14,
     """
     from rnngap.constructions.targets import register_target
 
-    bits = _as_int(bits, "bits")
+    bits = integer_arg(bits, "bits")
     if not 1 <= bits <= 56:
         raise ValueError(f"benchmark_collision: bits must be in 1..56, got {bits}")
     from .reductions import INDEX

@@ -128,3 +128,30 @@ def test_explain_prints_the_chain(capsys):
         cmd_certify.run(Namespace(only=None, json=None, slow=False, explain="no-such"))
     r = certify(["hybrid.index"], facts=False)[0]
     assert "no built-model proof chain" in explain(r)
+
+
+# ----------------------------------------------------------------------------
+# the machine lemmas (checks/machine_lemmas.py), and that they can fail
+def test_machine_lemmas_hold_on_every_format_of_a_slice():
+    from rnngap.checks import machine_lemmas as ML
+    fmts = [(I, f) for I, f in ML.formats() if f in (0, 1, 7, 20, 40, 61) or I + f == 62]
+    assert len(fmts) > 100
+    for I, f in fmts:
+        assert ML.one_hot(I, f) == [] and ML.equal_split(I, f) == [], (I, f)
+
+
+def test_one_hot_lemma_fails_for_a_gap_below_the_sharpness():
+    from rnngap.checks import machine_lemmas as ML
+    from rnngap.constructions.num import sharpness
+    import math
+    # a gap just below (f + 1) ln 2 leaves exp(-g) 2^f >= 1/2: it rounds to a nonzero weight
+    broken = [f for f in range(0, 40) if ML.one_hot(20, f, s=math.floor((f + 1) * math.log(2))) != []]
+    assert broken, "no format shows the lemma failing one step below the sharpness"
+    assert all(sharpness(f) > (f + 1) * math.log(2) for f in range(62))
+
+
+def test_equal_split_lemma_fails_with_a_truncating_division(monkeypatch):
+    from rnngap.checks import machine_lemmas as ML
+    from rnngap.constructions import fixedpoint as FP
+    monkeypatch.setattr(FP, "fx_div", lambda a, b, I, f, mode, err: (int(a) << f) // int(b))
+    assert ML.equal_split(4, 3) != []

@@ -79,6 +79,12 @@ def _build_with(key, fmt_change):
     return build
 
 
+def _rnn_b(model, state, label, value):
+    """B[state, label] = value in the first RNN layer."""
+    L = model.spec.rnn_layers[0]
+    L.B[list(L.state_labels).index(state), model.spec.labels.index(label)] = value
+
+
 # (construction, mutant, mutate(model) or None, build or None, the layer its failure must name)
 MUTANTS = [
     ("retrieval.index[a=2]", "query reads tau + 1 (the key one position off)",
@@ -112,6 +118,12 @@ MUTANTS = [
      lambda m: _set(m, "first-match-or-bos", "WQ", 2, "one", 0), None, "head first-match-or-bos"),
     ("retrieval.mqar", "readout code off by one (coefficient of tau 2 -> 3)",
      lambda m: _readout(m, 0, coef=3), None, "readout"),
+    ("hybrid.index", "the clock starts at 0 (cnt = t, not t + 1)",
+     lambda m: _rnn_b(m, "s_cnt", "one", 2), None, "rnn layer"),
+    ("hybrid.ar", "the delay line reads tau^2 into prev1",
+     lambda m: (_rnn_b(m, "s_tok_0", "tok", 0), _rnn_b(m, "s_tok_0", "tok_sq", 1)), None, "rnn layer"),
+    ("hybrid.counting", "the latch's push-down of [QUERY], q, t dropped",
+     lambda m: _set(m, "count", "WK", 3, "after_query", 0), None, "head count"),
 ]
 
 
@@ -143,7 +155,7 @@ def test_an_equivalent_mutant_still_certifies(con, what, why, mutate):
 
 def test_the_unmutated_models_certify_with_every_layer_covered():
     for con in ("retrieval.index[a=n+2]", "retrieval.ar[a=n+2]", "retrieval.cgram3[a=n+2]",
-                "retrieval.counting[a=n+1]", "retrieval.mqar"):
+                "retrieval.counting[a=n+1]", "retrieval.mqar", "hybrid.index", "hybrid.ar"):
         r = certify_built(CONSTRUCTIONS[con])
         assert r.certified, (con, r.failures)
         assert r.source == "built-model"

@@ -679,7 +679,7 @@ def test_the_builder_checks_every_istree_head_from_direction_bounds(monkeypatch)
     """The IsTree model is built with bounded=True (every direction a head reads has
     a bound): with the gadgets' integer-bit checks switched off, a format far too
     small is still refused by the Builder's central check."""
-    monkeypatch.setattr(G, "_need_bits", lambda *a: None)
+    monkeypatch.setattr(G, "require_int_bits", lambda *a: None)
     C.istree_transformer(6, 8)
     with pytest.raises(MarginError, match="from the directions' bounds"):
         C.istree_transformer(6, 8, fmt=FixedFormat(8, C.FRAC_BITS))

@@ -31,7 +31,7 @@ from rnngap.checks.catalog import BY_NAME
 from rnngap.constructions import kernels as K
 from rnngap.constructions import lanes as LN
 from rnngap.constructions.fixedpoint import (
-    E_CODE, E_MAXABS, E_SAT, FixedFormat, FixedPointOverflow, _exp_raw, check_err, exp_zero_threshold, new_err,
+    E_CODE, E_MAXABS, E_SAT, FixedFormat, FixedPointOverflow, exp_raw, check_err, exp_zero_threshold, new_err,
 )
 from rnngap.constructions.vocab import BOS, QUERY, number_token
 
@@ -336,7 +336,7 @@ def test_choose_block_leaves_long_rows_and_long_shared_prefixes_to_the_per_row_p
 
 
 def test_exp_table_holds_the_exps():
-    """The memo the lanes fill equals _exp_raw at every gap they used."""
+    """The memo the lanes fill equals exp_raw at every gap they used."""
     model, toks, lengths = _mixed_block()
     f = model.fmt.frac_bits
     _lanes(model, toks, lengths, True, False, K.READOUT_TABLE, 64)
@@ -346,7 +346,7 @@ def test_exp_table_holds_the_exps():
     assert len(used) > 0
     for r in used:
         e = new_err()
-        assert tab[r] == _exp_raw(-int(r), 1, f, 0, e) and e[E_CODE] == 0
+        assert tab[r] == exp_raw(-int(r), 1, f, 0, e) and e[E_CODE] == 0
 
 
 # ---------------------------------------------------------------------------- NUMBA_DISABLE_JIT=1

@@ -186,7 +186,7 @@ def test_lambda_one_smaller_fails_at_the_smallest_n():
 
 def test_cli_exits_1_and_json_names_the_failure(tmp_path, monkeypatch):
     from rnngap.checks import cmd_certify
-    con = CONSTRUCTIONS["hybrid.counting"]          # a declared-obligation certificate (no whole-model plan)
+    con = CONSTRUCTIONS["iterate-rnn"]              # a declared-obligation certificate (no whole-model plan)
     monkeypatch.setitem(CONSTRUCTIONS, con.name, _weaken_I(con, 2000))
     path = tmp_path / "cert.json"
     rc = cmd_certify.run(Namespace(only=[con.name], json=str(path)))
@@ -237,8 +237,8 @@ def test_int_and_sympy_backends_agree_on_every_certified_format():
         I_e, f_e = con.fmt_expr(Bd.SYM, Bd.N)
         sym = con.declared.n_symbol
         I_e, f_e = sp.sympify(I_e).subs(Bd.N, sym), sp.sympify(f_e).subs(Bd.N, sym)
-        from rnngap.checks.certify import _n_max
-        top = _n_max(con)
+        from rnngap.checks.certify import n_max_of
+        top = n_max_of(con)
         for n in {con.n_min, con.n_min + 5, 100, top}:
             if n is None or n > top:
                 continue

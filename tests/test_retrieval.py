@@ -680,7 +680,7 @@ print(json.dumps(out))
 @pytest.mark.parametrize("key", ["index", "ar", "cgram", "counting", "mqar"])
 def test_the_builder_checks_every_head_even_with_the_gadget_checks_switched_off(key, monkeypatch):
     """Every retrieval model is built with bounded=True: with the gadgets' own
-    integer-bit checks switched off (gadgets._need_bits and retrieval.require made
+    integer-bit checks switched off (gadgets.require_int_bits and retrieval.require made
     no-ops), a format far too small is still refused, by the Builder's central
     check computed from the directions' bounds; the declared format passes it."""
     from rnngap.constructions import gadgets as G
@@ -688,7 +688,7 @@ def test_the_builder_checks_every_head_even_with_the_gadget_checks_switched_off(
         (lambda fmt: retrieval_model(key, "transformer", 64, alphabet=8, c=3, fmt=fmt))
     declared = R.MQAR.format(64) if key == "mqar" else R.DECLARED[key].format(64, 8, 3)
     build(declared)
-    monkeypatch.setattr(G, "_need_bits", lambda *a: None)
+    monkeypatch.setattr(G, "require_int_bits", lambda *a: None)
     monkeypatch.setattr(R, "require", lambda cond, msg: None)
     with pytest.raises(MarginError, match="from the directions' bounds"):
         build(FixedFormat(6, declared.frac_bits))

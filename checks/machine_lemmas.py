@@ -1,0 +1,134 @@
+"""The machine lemmas a whole-model certificate stands on, checked on the kernels
+themselves for EVERY format the int64 machine holds (I >= 1, f >= 0, I + f <= 62).
+
+A built-model certificate (checks/certify.py) proves that every head's intended
+key beats every other key by an integer gap g >= s = sharpness(f) > (f + 1) ln 2
+(scores are integers: every weight and feature the proof multiplies is), and
+that the Counting head's members tie. It then needs, of the fixed-point softmax
+``fixedpoint.fx_attend``:
+
+* **one-hot**: with one maximal score and every other score an integer g >= s
+  below it, the weights are exactly (1, 0, ..., 0) and the output is the
+  winner's value, exactly;
+* **equal split**: with m maximal scores (the rest >= s below), each member's
+  weight w satisfies |w - 1/m| <= 2^-(f+1) (it is round(2^f / m) / 2^f), and a
+  member whose value is 0 adds exactly 0.
+
+How each is checked, per format (I, f):
+
+* one-hot: the kernel ``exp_raw`` returns 0 for d < ``exp_zero_threshold(f)``
+  by its first branch; every integer gap g >= s whose d = -g 2^f is NOT below
+  the threshold (a handful at most: the threshold sits about 2 raw units below
+  -(f + 1) ln 2 2^f) is run through the kernel and must give exactly 0; and
+  ``fx_attend`` on scores (0, -s) and on (0, -g_last) with extreme values
+  must return weights (2^f, 0) and the value itself. Gaps that no two scores
+  of the format can have (g >= 2^(I+1)) need nothing; a format where even s
+  is not representable (s >= 2^(I+1)) holds no one-hot head at all, and the
+  builders' integer-bit margins exclude it (said in the row);
+* equal split: ``fx_div(2^f, m 2^f)`` must be round-half-even(2^f / m), i.e.
+  within half a raw unit, for every m from 1 to min(2^I - 1, 256) and the 64
+  largest m below 2^I (normalisers are sums of m weights of exactly 1, so
+  m < 2^I); ``fx_div`` is a long division with one round-half-even step
+  (fixedpoint.py), the same code for every m, and the checks above exercise it
+  at both ends of every format.
+
+Every check is an exact integer comparison; a failure names the format and the
+input.
+"""
+from __future__ import annotations
+
+import time
+from fractions import Fraction
+from functools import lru_cache
+
+import numpy as np
+
+from rnngap.constructions import fixedpoint as FP
+from rnngap.constructions.num import sharpness
+
+EQUAL_SPLIT_LOW = 256
+EQUAL_SPLIT_TOP = 64
+
+
+def formats(max_bits: int = FP.MAX_MAGNITUDE_BITS):
+    """Every (I, f) with I >= 1, f >= 0 and I + f <= max_bits."""
+    for f in range(0, max_bits):
+        for I in range(1, max_bits - f + 1):
+            yield I, f
+
+
+def _round_half_even(x: Fraction) -> int:
+    q, r = divmod(x.numerator, x.denominator)
+    r2 = 2 * r
+    if r2 > x.denominator or (r2 == x.denominator and q % 2 == 1):
+        q += 1
+    return q
+
+
+@lru_cache(maxsize=None)
+def lemmas_at(I: int, f: int) -> tuple:
+    """Failures of both lemmas at (I, f), cached (a certificate asks for the formats
+    of its pieces)."""
+    return tuple(one_hot(I, f) + equal_split(I, f))
+
+
+def one_hot(I: int, f: int, s: int | None = None) -> list[str]:
+    """Failures of the one-hot lemma at (I, f) (module doc) for integer gaps >= s
+    (default sharpness(f)); [] when it holds."""
+    s = sharpness(f) if s is None else s
+    if s >= 1 << (I + 1):
+        return []                                # no two scores of the format are s apart
+    mode, bad = FP.MODE_RAISE, []
+    thr = int(FP.exp_zero_threshold(f))
+    g = s
+    while g < (1 << (I + 1)) and -g * (1 << f) >= thr:
+        d = -g * (1 << f)
+        if not -(1 << 63) <= d:
+            break
+        e = int(FP.exp_raw(np.int64(d), I, f, mode, FP.new_err()))
+        if e != 0:
+            bad.append(f"Q{I}.{f}: exp of gap {g} rounds to raw {e}, not 0")
+        g += 1
+    top = (1 << (I + f)) - 1
+    for gap in sorted({s, g if g < (1 << (I + 1)) else s}):
+        d = -gap * (1 << f)
+        if d < -(1 << 62):
+            continue
+        for v in (top, -top, 1, 0):
+            scores = np.array([0, d], dtype=np.int64)
+            values = np.array([[v], [top]], dtype=np.int64)
+            w, out, err = np.zeros(2, np.int64), np.zeros(1, np.int64), FP.new_err()
+            FP.fx_attend(scores, 2, values, I, f, mode, err, w, out)
+            if int(w[0]) != 1 << f or int(w[1]) != 0 or int(out[0]) != v:
+                bad.append(f"Q{I}.{f}: attend on gap {gap} gives weights {list(w)} and {int(out[0])}, not "
+                           f"({1 << f}, 0) and {v}")
+    return bad
+
+
+def equal_split(I: int, f: int) -> list[str]:
+    """Failures of the equal-split lemma at (I, f) (module doc); [] when it holds."""
+    hi = (1 << I) - 1
+    ms = set(range(1, min(hi, EQUAL_SPLIT_LOW) + 1)) | set(range(max(1, hi - EQUAL_SPLIT_TOP + 1), hi + 1))
+    bad = []
+    one = 1 << f
+    for m in sorted(ms):
+        if m * one >= 1 << 62:
+            continue
+        w = int(FP.fx_div(np.int64(one), np.int64(m * one), I, f, FP.MODE_RAISE, FP.new_err()))
+        want = _round_half_even(Fraction(one, m))
+        if w != want:
+            bad.append(f"Q{I}.{f}: 1/{m} rounds to raw {w}, not {want}")
+    return bad
+
+
+def check_all(max_bits: int = FP.MAX_MAGNITUDE_BITS) -> dict:
+    """Both lemmas on every format: {"formats", "one_hot_vacuous", "failures", "seconds"}."""
+    t0 = time.perf_counter()
+    failures, n, vacuous = [], 0, 0
+    for I, f in formats(max_bits):
+        n += 1
+        if sharpness(f) >= 1 << (I + 1):
+            vacuous += 1
+        failures += list(lemmas_at(I, f))
+    return {"formats": n, "one_hot_vacuous": vacuous, "failures": failures,
+            "seconds": round(time.perf_counter() - t0, 3)}
