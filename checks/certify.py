@@ -188,7 +188,7 @@ def certify_construction(con: Construction) -> Result:
 
 # ----------------------------------------------------------------------------
 # whole-model certificates: the built model, read layer by layer (checks/certify_model.py)
-MODEL_TIMEOUT_MS = 30000
+
 BUILDER_TIMEOUT_MS = 5000
 EXHAUSTIVE_LIMIT = 20000
 """A builder margin neither z3 nor the monotone pieces prove is checked at every n
@@ -295,7 +295,7 @@ def _machine_step(con: Construction, n_max: int | None) -> dict:
     return out
 
 
-def certify_built(con: Construction, mutate=None, build=None, timeout_ms: int = MODEL_TIMEOUT_MS) -> Result:
+def certify_built(con: Construction, mutate=None, build=None, timeout_ms: int | None = None) -> Result:
     """The whole-model certificate of a construction with a plan
     (checks/certify_plans.py): the builder is run with n symbolic; every margin
     check it records is proved (:func:`_builder_obligation`), and every layer of
@@ -331,7 +331,7 @@ def certify_built(con: Construction, mutate=None, build=None, timeout_ms: int = 
         from rnngap.constructions.bounds import CODE_SLACK
         a_max = N + CODE_SLACK - 1              # the hybrids' alphabet domain (certify_plans._hybrid_alphabet)
     steps += [_builder_obligation(ob, terms, list(inst.facts), con, n_max, pieces, a_max) for ob in obligations]
-    for f in prove_model(model, inst, mp.heads(inst), {N: inst.n, A: inst.a}, timeout_ms):
+    for f in prove_model(model, inst, mp.heads(inst), {N: inst.n, A: inst.a}, timeout_ms or mp.timeout_ms):
         steps.append({**f.record(), "range": f"all n >= {con.n_min}" if f.ok else ""})
     res.steps = steps
     res.obligations = len(steps)

@@ -179,16 +179,9 @@ FACTS = [
 
 def prove_fact(fn) -> dict:
     """z3 looks for a counterexample; 'unsat' proves the fact for all values."""
+    from .symbolic import prove as prove_implication
     hyps, concl = fn()
-    s = z3.Solver()
-    s.set("timeout", TIMEOUT_MS)
-    s.add(*hyps)
-    s.add(z3.Not(concl))
-    answer = str(s.check())
-    out = {"answer": answer, "query": s.to_smt2()}
-    if answer == "sat":
-        out["counterexample"] = str(s.model())
-    return out
+    return prove_implication(list(hyps), concl, TIMEOUT_MS)
 
 
 def prove(facts) -> tuple[str, list, list]:

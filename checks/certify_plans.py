@@ -34,6 +34,8 @@ class ModelPlan:
     build: Callable
     heads: Callable          # inst -> Plan
     slow: bool = False
+    timeout_ms: int = 30000
+    """z3's time limit per query (c-gram c = 4's three-component match head needs more)."""
     any_alphabet: Callable | None = None
     """inst -> facts bounding the alphabet a: the model is built with a symbolic
     alphabet and certified for every a in that domain at once (the hybrids, whose
@@ -127,7 +129,7 @@ PLANS: dict[str, ModelPlan] = {
     "index": ModelPlan("index", _build("index"), _index_plan),
     "ar": ModelPlan("ar", _build("ar"), _gram_plan(2)),
     "cgram3": ModelPlan("cgram(c=3)", _build("cgram3"), _gram_plan(3)),
-    "cgram4": ModelPlan("cgram(c=4)", _build("cgram4"), _gram_plan(4), slow=True),
+    "cgram4": ModelPlan("cgram(c=4)", _build("cgram4"), _gram_plan(4), slow=True, timeout_ms=600000),
     "counting": ModelPlan("counting", _build("counting"), _counting_plan),
     "mqar": ModelPlan("mqar", _build("mqar"), _mqar_plan),
     "hybrid.index": ModelPlan("index", _build("hybrid.index"), _index_plan, any_alphabet=_hybrid_alphabet),
