@@ -222,7 +222,9 @@ CONSTRUCTION_CLAIMS = ("T4.6-up", "T4.7-up", "T5-RAG", "T5.6", "T5-hyb-P", "T4.1
 """The claims whose upper bounds are constructions; each has a catalogue entry."""
 
 UNCERTIFIED: dict[str, str] = {
-    "rnnsim-transformer": "claim 'sim' has no format obligations in constructions/obligations.py",
+    "rnnsim-transformer": "the simulator depends on the RNN it simulates: `rnngap certify` certifies each "
+                          "simulator the registry builds (rows sim[...] and 'sim: per-position'), not this "
+                          "catalogue entry",
 }
 """Construction-claim entries with no ``rnngap certify`` certificate, and why."""
 

@@ -387,6 +387,11 @@ class ModelProof:
                 self.check(tag, "every non-member is s below the members",
                            "score(t, ref) - score(t, j) >= s for every non-member j",
                            hyp_t + window + [z3.Not(member)], s_ref - sj >= self.s, case)
+                for lab, v in self._value(head, before(ref, case)).items():
+                    if not z3.is_int(v):      # round(1/m) * v is exact on the grid only for an integer v
+                        self.facts.append(Fact(tag, "the reference member's value is an integer",
+                                               f"the value {lab} is not integer-valued: the product with "
+                                               "round(1/m) would be rounded", "fails", method="sort"))
                 vj = self._value(head, before(j, case))
                 for lab, v in vj.items():
                     self.check(tag, "only the reference member carries a value",

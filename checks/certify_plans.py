@@ -145,8 +145,18 @@ PLANS: dict[str, ModelPlan] = {
 (``retrieval.<key>[a=...]``; MQAR has no alphabet parameter)."""
 
 
+NOT_PROVED: dict[str, str] = {
+    "retrieval.cgram4[a=n+2]": "z3 answers unknown on the three-component match head's gap with codes growing "
+                               "with n (600 s per query, 2026-11-27); c-gram c = 4 at a = 3 is proved with --slow",
+}
+"""Constructions whose whole-model proof does not finish, and why: they keep their
+declared-obligation certificate (and the restated facts) even with ``--slow``."""
+
+
 def plan_key(construction: str) -> str | None:
     """The :data:`PLANS` key of a construction name, or None (no whole-model plan)."""
+    if construction in NOT_PROVED:
+        return None
     if construction in PLANS:
         return construction
     if not construction.startswith("retrieval."):
