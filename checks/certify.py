@@ -232,7 +232,7 @@ def _builder_obligation(ob, terms, hyps, con: Construction, n_max: int | None, p
     out = {"layer": "builder", "lemma": ob.message, "statement": str(ob.condition)}
     try:
         goal = terms.relation(ob.condition)          # first: translating it adds its atoms' facts
-        r = prove(hyps + terms.facts, goal, BUILDER_TIMEOUT_MS)
+        r = prove(hyps + terms.facts, goal, BUILDER_TIMEOUT_MS, portfolio=False)
     except ValueError as e:           # an atom z3 cannot read: the piecewise method below
         r = {"answer": f"not translated ({e})", "query": ""}
     if r["answer"] == "unsat":

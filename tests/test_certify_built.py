@@ -104,7 +104,7 @@ def test_mqar_cases_agree_with_the_reference():
 def test_json_records_carry_covers_source_and_schema(tmp_path):
     from rnngap.checks import cmd_certify
     path = tmp_path / "c.json"
-    rc = cmd_certify.run(Namespace(only=["retrieval.index[a=n+2]", "hybrid.index"], json=str(path), slow=False,
+    rc = cmd_certify.run(Namespace(only=["retrieval.index[a=n+2]", "iterate-rnn"], json=str(path), slow=False,
                                    explain=None))
     assert rc == 0
     recs = {r["construction"]: r for r in json.loads(path.read_text())}
@@ -112,7 +112,7 @@ def test_json_records_carry_covers_source_and_schema(tmp_path):
     assert b["source"] == "built-model" and b["schema_version"] == 2
     assert {"format", "embedding", "heads", "readout", "builder-margins"} <= set(b["covers"])
     assert all(f["answer"] in ("unsat", "holds") for f in b["facts"])
-    h = recs["hybrid.index"]
+    h = recs["iterate-rnn"]
     assert h["source"] == "declared-obligation" and h["covers"] == []
 
 
@@ -126,7 +126,7 @@ def test_explain_prints_the_chain(capsys):
         assert part in out, part
     with pytest.raises(UsageError):
         cmd_certify.run(Namespace(only=None, json=None, slow=False, explain="no-such"))
-    r = certify(["hybrid.index"], facts=False)[0]
+    r = certify(["iterate-rnn"], facts=False)[0]
     assert "no built-model proof chain" in explain(r)
 
 
