@@ -119,7 +119,7 @@ def test_a_crashing_check_is_a_failed_row_not_a_traceback(monkeypatch):
     recs = registry.run("quick", ["machine"])
     assert [r.passed for r in recs] == [False, False]
     assert "FixedPointOverflow" in recs[0].note and "needs at least 3 integer bits" in recs[0].note
-    assert recs[1].task == "check returned no records"
+    assert recs[1].description == "check returned no records"
 
 
 # ---------------------------------------------------------------- show: every model, every impossible size
@@ -501,7 +501,7 @@ def _missing_data_exit_codes(capsys, tmp_path, monkeypatch, extra=()):
     assert rc == 0, err
     recs = json.loads((tmp_path / "v.json").read_text())
     assert recs and all(r["status"] == "PASS" and r["checked"] for r in recs)
-    assert any(r["family"] == "paper-sample" or "sample" in r["task"] for r in recs), recs
+    assert any(r["family"] == "paper-sample" or "sample" in r["description"] for r in recs), recs
 
 
 def test_missing_data_exits_3_allow_missing_data_exits_0_package_data_exits_0(capsys, tmp_path, monkeypatch,
