@@ -185,7 +185,7 @@ def measure(declared: FixedFormat, run: RunFn, *, model=None,
     return int_scan, frac_scan
 
 
-def necessity_record(claim: str, model_name: str, description: str, n: int, *, task: str, family: str,
+def necessity_record(claim: str, model_name: str, description: str, n: int, *, task: str | None = None, family: str,
                      alphabet: int | None,
                      declared: FixedFormat, run: RunFn, instances: int | None = None, model=None,
                      build_int: Callable[[FixedFormat], object] | None = None,
@@ -193,8 +193,10 @@ def necessity_record(claim: str, model_name: str, description: str, n: int, *, t
                      params: int | None = None) -> Record:
     """One ``kind="necessity"`` record: both frontiers, what happens one bit below
     each (in the note), failures = 1 if either frontier lies above the declaration. ``task``: the
-    canonical task name (checks.tasks) or NO_TASK; ``description``: what was run, in words."""
+    canonical task name (checks.tasks) or NO_TASK, by default the description itself (which must
+    then be a canonical name); ``description``: what was run, in words."""
     t0 = time.perf_counter()
+    task = description if task is None else task
     si, sf = measure(declared, run, model=model, build_int=build_int, build_frac=build_frac)
     failures = int(si.frontier is None) + int(sf.frontier is None)
     used = None if failures else si.frontier + sf.frontier + 1
