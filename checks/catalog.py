@@ -229,7 +229,25 @@ UNCERTIFIED: dict[str, str] = {
 """Construction-claim entries with no ``rnngap certify`` certificate, and why."""
 
 
-RETRIEVAL_TASKS = ("index", "ar", "cgram", "counting")
+def _retrieval_tasks() -> tuple[str, ...]:
+    from .tasks import TASKS
+    return tuple(dict.fromkeys(s.family for s in TASKS.values() if s.reduction is not None and s.family != "istree"))
+
+
+RETRIEVAL_TASKS = _retrieval_tasks()
+"""The retrieval tasks by family (index, ar, cgram, counting): the tasks of checks.tasks
+with an Index reduction, IsTree excepted; the catalogue's ``cgram`` is c = 3."""
+
+
+def canonical_task(name: str) -> str:
+    """The canonical task name (checks.tasks) of a catalogue entry's task: ``cgram``
+    is c-gram with c = 3, ``tm-*`` the Turing-machine task; NO_TASK for the entries
+    that solve no task of checks.tasks (the gadgets, the RNN simulator)."""
+    from .tasks import NO_TASK, task
+    try:
+        return task("tm" if name.startswith("tm-") else name).name
+    except ValueError:
+        return NO_TASK
 _ARCH_CLAIM = {"transformer": "T4.6-up", "hybrid": "T5.6", "rag": "T5-RAG"}
 
 

@@ -21,6 +21,7 @@ from rnngap.constructions.obligations import CONSTRUCTIONS
 
 from .certify import n_max_of
 from .registry import Record, register
+from .tasks import NO_TASK
 
 HEADS = {
     # construction key -> [(head, margin key, obligation names, "need" | "gap")]
@@ -69,7 +70,7 @@ def check_certificate(profile: str, seed: int) -> list[Record]:
     from .checks_retrieval import TASKS, _kwargs, _reference, run_model
     out = []
     for key in ("index", "ar", "cgram3", "cgram4", "counting"):
-        mod, a, c, build, decl, _ = TASKS[key]
+        spec, a, c, build, decl, _ = TASKS[key]
         con = CONSTRUCTIONS[f"retrieval.{key}[a={a}]"]
         for n in SAMPLE_N[profile]:
             if n < con.n_min:
@@ -77,7 +78,7 @@ def check_certificate(profile: str, seed: int) -> list[Record]:
             t0 = time.perf_counter()
             model = build(n, a, c)
             checked, bad = compare(con, model, n)
-            b = mod.generate(np.random.default_rng([seed, n, len(key), 14]), n, BATCH, **_kwargs(key, a))
+            b = spec.generate(np.random.default_rng([seed, n, len(key), 14]), n, BATCH, **_kwargs(key, a))
             inst, wrong = run_model(model, np.asarray(b.tokens), _reference(key))
             I_cert = con.fmt(n)[0]
             used = model.resources.used_int_bits
@@ -85,12 +86,12 @@ def check_certificate(profile: str, seed: int) -> list[Record]:
                 bad.append(f"used int bits {used} > certified I = {I_cert}")
             if model.fmt.int_bits != I_cert:
                 bad.append(f"model format I = {model.fmt.int_bits} is not the certified I = {I_cert}")
-            out.append(Record("declarations", con.name, "certificate vs measurement", n, checked + 2,
+            out.append(Record("declarations", con.name, spec.name, n, checked + 2,
                               len(bad) + wrong, model.resources.used_precision_bits, decl.total_bits(n, a, c),
                               seconds=max(round(time.perf_counter() - t0, 3), 0.001),
                               note=(f"{checked} margins within the certificate, used I {used} <= {I_cert}; "
                                     f"{inst} runs, {wrong} wrong" if not bad else "; ".join(bad[:4])),
-                              family="random", alphabet=a))
+                              family="random", alphabet=a, description="certificate vs measurement"))
     return out
 
 
@@ -130,12 +131,13 @@ def check_certificate_sim(profile: str, seed: int) -> list[Record]:
     for sim in sim_simulators(seed):
         t0 = time.perf_counter()
         checked, bad, I_cert = compare_sim(sim)
-        out.append(Record("declarations", f"sim[{sim.rnn.spec.name}]", "certificate vs measurement", sim.n_pos,
+        out.append(Record("declarations", f"sim[{sim.rnn.spec.name}]", NO_TASK, sim.n_pos,
                           checked, len(bad), None, sim.fmt.total_bits,
                           seconds=max(round(time.perf_counter() - t0, 3), 0.001),
                           note=(f"{checked} margins within the certificate at context {sim.n_pos}; "
                                 f"I {sim.fmt.int_bits} <= certified {I_cert}" if not bad else "; ".join(bad[:4])),
-                          family="registry", alphabet=sim.rnn.vocab.max_number + 1))
+                          family="registry", alphabet=sim.rnn.vocab.max_number + 1,
+                          description="certificate vs measurement"))
     return out
 
 
@@ -177,7 +179,7 @@ def check_certificate_catalogue(profile: str, seed: int) -> list[Record]:
     """One record per catalogue entry that has a certificate (T4.6-up, T4.7-up,
     T5-RAG, T5.6, T5-hyb-P, T4.1): at each sampled n the built model's format is
     a certified one and its measured magnitudes stay within it (zero excess)."""
-    from .catalog import CATALOG
+    from .catalog import CATALOG, canonical_task
     out = []
     for key, entry in CATALOG.items():
         if not any(c in CONSTRUCTIONS and "per-position" not in c for c in entry.certificates):
@@ -191,11 +193,11 @@ def check_certificate_catalogue(profile: str, seed: int) -> list[Record]:
             t0 = time.perf_counter()
             cert, checked, bad, used = compare_entry(entry, n, seed)
             out.append(Record("declarations", f"{entry.name} vs {cert or 'no certificate'}",
-                              "certificate vs measurement", n, checked, len(bad),
+                              canonical_task(entry.key.task), n, checked, len(bad),
                               seconds=max(round(time.perf_counter() - t0, 3), 0.001),
                               note=(f"format of certificate {cert}; {checked - 1} head score bounds and the run's "
                                     f"used I = {used} within it" if not bad else "; ".join(bad[:4]))
                               + (f"; n_max = {n_max} (int64), sampled n above it checked at n_max"
                                  if n == n_max < max(CATALOGUE_NS[profile]) else ""),
-                              family="catalogue example", alphabet=None))
+                              family="catalogue example", alphabet=None, description="certificate vs measurement"))
     return out

@@ -7,6 +7,7 @@ import time
 
 from .declarations import DECLARATIONS, evaluate, holds
 from .registry import Record, register
+from .tasks import NO_TASK
 
 SAMPLE_N = {"quick": [1, 2, 3, 7, 8, 9, 100, 1000, 2 ** 14], "full": list(range(1, 300)) + [1000, 2 ** 14, 2 ** 20]}
 FUNCTIONS: dict[tuple[str, str], object] = {}
@@ -33,8 +34,9 @@ def check_declarations(profile: str, seed: int) -> list[Record]:
             if bad:
                 fails += len(bad)
                 note += f"; python and sympy disagree at n = {bad[:5]}"
-        out.append(Record("declarations", d.model, f"{d.resource} in O({d.order}) [{d.claim}]", 0, n_checked, fails,
-                          seconds=max(round(time.perf_counter() - t0, 3), 0.001), note=note))
+        out.append(Record("declarations", d.model, NO_TASK, 0, n_checked, fails,
+                          seconds=max(round(time.perf_counter() - t0, 3), 0.001), note=note,
+                          description=f"{d.resource} in O({d.order}) [{d.claim}]"))
     return out
 
 

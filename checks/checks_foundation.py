@@ -19,6 +19,7 @@ from .checks_declarations import FUNCTIONS
 from .declarations import declare
 from .necessity import batch_runner, necessity_record
 from .registry import Record, register
+from .tasks import NO_TASK
 
 for _name, _decl in (("position-match", demos.POSITION_MATCH), ("previous-token", demos.PREVIOUS_TOKEN),
                      ("count-threshold", demos.COUNT_THRESHOLD)):
@@ -80,12 +81,14 @@ def machine_ops(profile: str, seed: int) -> list[Record]:
             except FixedPointOverflow:
                 ok = abs(want) > lim
             bad += not ok
-        records.append(Record("machine", "fixedpoint", op, 0, trials, bad,
-                              seconds=round(time.perf_counter() - t0, 3), note="random formats Q(I).(f), I+f<=62"))
+        records.append(Record("machine", "fixedpoint", NO_TASK, 0, trials, bad,
+                              seconds=round(time.perf_counter() - t0, 3), note="random formats Q(I).(f), I+f<=62",
+                              description=op))
     return records
 
 
-def _gadget_records(name: str, build, declared, batches, ref, profile: str, alphabet: int) -> list[Record]:
+def _gadget_records(name: str, build, declared, batches, ref, profile: str, alphabet: int,
+                    task: str = NO_TASK) -> list[Record]:
     """Run ``build(n)`` on ``batches(n)`` against ``ref`` for each n; then, at the
     sizes of :data:`NECESSITY_SIZES`, the saturate-mode necessity of the declared
     bits on the same instances (checks/necessity.py: integer bits re-encoded,
@@ -103,17 +106,19 @@ def _gadget_records(name: str, build, declared, batches, ref, profile: str, alph
         want = np.array([ref(list(map(int, row))) for row in toks], dtype=np.int64)
         got = model.predict_batch(toks)
         r = model.resources
-        out.append(Record("gadgets", model.name, name, n, len(toks), int((got != want).sum()),
+        out.append(Record("gadgets", model.name, task, n, len(toks), int((got != want).sum()),
                           r.used_precision_bits, declared.format(n).total_bits, params=r.params,
-                          seconds=round(time.perf_counter() - t0, 3), family="random", alphabet=alphabet))
+                          seconds=round(time.perf_counter() - t0, 3), family="random", alphabet=alphabet,
+                          description=name))
         if n in NECESSITY_SIZES[profile]:
-            out.append(necessity_record("gadgets", model.name, f"{name}: necessity", n, family="random",
+            out.append(necessity_record("gadgets", model.name, f"{name}: necessity", n, task=task, family="random",
                                         alphabet=alphabet, declared=declared.format(n),
                                         run=batch_runner(toks, want), instances=len(toks), model=model,
                                         build_frac=lambda fmt, n=n: build(n, fmt)))
     distinct = sorted(set(params.values()))
-    out.append(Record("gadgets", name, "params constant in n", max(params), len(params), len(distinct) - 1,
-                      params=distinct[-1], note=f"params by n: {params}", family="random", alphabet=alphabet))
+    out.append(Record("gadgets", name, task, max(params), len(params), len(distinct) - 1,
+                      params=distinct[-1], note=f"params by n: {params}", family="random", alphabet=alphabet,
+                      description="params constant in n"))
     return out
 
 
@@ -127,7 +132,8 @@ def _index_batch(n: int, profile: str, seed: int) -> np.ndarray:
 def match_check(profile: str, seed: int) -> list[Record]:
     return _gadget_records("index via match head",
                            lambda n, fmt=None: demos.position_match_transformer(n, alphabet=2, fmt=fmt),
-                           demos.POSITION_MATCH, lambda n: _index_batch(n, profile, seed), index.reference, profile, 2)
+                           demos.POSITION_MATCH, lambda n: _index_batch(n, profile, seed), index.SPEC.reference, profile, 2,
+                           task=index.SPEC.name)
 
 
 @register("gadgets", "shift head (previous token)")
@@ -150,4 +156,5 @@ def count_check(profile: str, seed: int) -> list[Record]:
                                             alphabet=3, threshold="near").tokens)
     return _gadget_records("count > t via BOS head",
                            lambda n, fmt=None: demos.count_threshold_transformer(n, alphabet=3, fmt=fmt),
-                           demos.COUNT_THRESHOLD, batches, counting.reference, profile, 3)
+                           demos.COUNT_THRESHOLD, batches, counting.SPEC.reference, profile, 3,
+                           task=counting.SPEC.name)

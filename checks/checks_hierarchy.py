@@ -44,6 +44,9 @@ from rnngap.constructions.vocab import BOS, FALSE, NUMBER_BASE, TRUE
 
 from .necessity import generation_runner, necessity_record
 from .registry import Record, register
+from .tasks import NO_TASK
+from .tasks import index as task_index
+from .tasks import iterate as task_iterate
 from .tasks.iterate import orbit as iter_orbit, reference as iter_reference
 
 CONDITIONAL = ("conditional claim (PSPACE not in P/poly) - only the construction and the no-CoT "
@@ -113,11 +116,11 @@ def _t41_record(n: int, inst, profile: str, exhaustive: bool) -> Record:
             state_checked += 1
         bad += not ok
     r = model.resources
-    return Record("T4.1", model.name, "ITER" + (" exhaustive, state by state" if exhaustive else " sampled"), n,
+    return Record("T4.1", model.name, task_iterate.SPEC.name, n,
                   len(inst), bad, r.used_precision_bits, CH.DECLARED.format(n).total_bits, cot_max, CH.cot_bound(n),
                   r.params, r.state_bits, round(time.perf_counter() - t0, 3),
                   note=f"m={2 * n}, T=n^2={T}; {answer_counts(answers)}; {CONDITIONAL}",
-                  family="ITER" + (" exhaustive" if exhaustive else " random"), alphabet=2 * n)
+                  family="ITER" + (" exhaustive" if exhaustive else " random"), alphabet=2 * n, description="ITER" + (" exhaustive, state by state" if exhaustive else " sampled"))
 
 
 @register("T4.1", "ITER(n): a linear RNN with CoT runs g_n on its state")
@@ -176,10 +179,10 @@ def contrast_record(n: int, k: int, seed: int) -> Record:
     r = model.resources
     note = (f"no CoT, {k} applications of g unrolled; t <= k: {easy_wrong} wrong of {int(easy.sum())} "
             f"({answer_counts(got[easy])}); t > k: {len(wrong)} wrong of {int(hard.sum())}; {shown}; {CONDITIONAL}")
-    return Record("T4.1", model.name, f"ITER contrast: no-CoT unrolled k={k}, right for t <= k, wrong beyond", n,
+    return Record("T4.1", model.name, task_iterate.SPEC.name, n,
                   len(toks), failures, r.used_precision_bits, CH.DECLARED.format(n).total_bits, 0, 0, r.params,
                   r.state_bits, round(time.perf_counter() - t0, 3), note=note, family="ITER exhaustive",
-                  alphabet=2 * n)
+                  alphabet=2 * n, description=f"ITER contrast: no-CoT unrolled k={k}, right for t <= k, wrong beyond")
 
 
 @register("T4.1", "contrast: a no-CoT RNN unrolling k applications is right for t <= k, wrong beyond")
@@ -211,7 +214,7 @@ def t41_necessity(profile: str, seed: int) -> list[Record]:
         run, count = iter_cot_runner(n, seed)
         model = CH.iterate_rnn(n)
         out.append(necessity_record("T4.1", model.name, "ITER (every (a, t), CoT compared token by token)", n,
-                                    family="ITER exhaustive", alphabet=2 * n, declared=CH.DECLARED.format(n),
+                                    task=task_iterate.SPEC.name, family="ITER exhaustive", alphabet=2 * n, declared=CH.DECLARED.format(n),
                                     run=run, model=model, instances=count,
                                     build_frac=lambda fmt, n=n: CH.iterate_rnn(n, fmt=fmt)))
     return out
@@ -246,14 +249,17 @@ def sim_runner(runs):
     return run
 
 
-def _sim_necessity(sim, runs, task: str, n: int, family: str, alphabet: int | None) -> Record:
+def _sim_necessity(sim, runs, task: str, n: int, family: str, alphabet: int | None,
+                   task_name: str = NO_TASK) -> Record:
     """Saturate-mode frontiers of the simulating Transformer on verified runs."""
-    return necessity_record("sim", sim.model.name, task, n, family=family, alphabet=alphabet, declared=sim.fmt,
+    return necessity_record("sim", sim.model.name, task, n, task=task_name, family=family, alphabet=alphabet, declared=sim.fmt,
                             run=sim_runner(runs), model=sim.model, instances=len(runs))
 
 
-def _sim_record(sim, task: str, n: int, cases, t0: float, family: str, alphabet: int | None
-                ) -> tuple[Record, list]:
+def _sim_record(sim, task: str, n: int, cases, t0: float, family: str, alphabet: int | None,
+                task_name: str = NO_TASK) -> tuple[Record, list]:
+    """``task``: what was run, in words (the description); ``task_name``: the task the
+    simulated RNN solves (checks.tasks), NO_TASK for a random RNN."""
     bad, cot_max, cot_bound, first, runs = 0, 0, 0, "", []
     answered, rnn_cot, outputs = 0, 0, set()
     for p, ans in cases:
@@ -273,9 +279,9 @@ def _sim_record(sim, task: str, n: int, cases, t0: float, family: str, alphabet:
     note = (f"B={sim.B} tokens per RNN step (S={sim.S} state numbers + counter + Y); CoT = B(L + c) - 1; "
             f"RNN {sim.rnn.fmt.name}, I_s={sim.Is}; RNN runs: {answered} answered (others hit the RNN CoT "
             f"limit), {rnn_cot} RNN CoT tokens, {len(outputs)} distinct RNN output tokens") + (f"; FIRST FAILURE {first[:200]}" if first else "")
-    return Record("sim", sim.model.name, task, n, len(cases), bad, r.used_precision_bits, sim.fmt.total_bits,
+    return Record("sim", sim.model.name, task_name, n, len(cases), bad, r.used_precision_bits, sim.fmt.total_bits,
                   cot_max, cot_bound, r.params, None, round(time.perf_counter() - t0, 3), note, family=family,
-                  alphabet=alphabet), runs
+                  alphabet=alphabet, description=task), runs
 
 
 @register("sim", "a Transformer with CoT simulates random linear RNNs step by step")
@@ -322,10 +328,10 @@ def sim_t41(profile: str, seed: int) -> list[Record]:
         cases = [(CH.prompt(n, a, t, pad), [TRUE, FALSE]) for a, t, pad in inst]
         fam = "ITER exhaustive" if count is None else "ITER random"
         rec, runs = _sim_record(sim, "T4.1 RNN on ITER" + (" exhaustive" if count is None else " sampled"), n,
-                                cases, t0, fam, 2 * n)
+                                cases, t0, fam, 2 * n, task_name=task_iterate.SPEC.name)
         out.append(rec)
         if n == 2:
-            out.append(_sim_necessity(sim, runs, "T4.1 RNN on ITER (every (a, t))", n, fam, 2 * n))
+            out.append(_sim_necessity(sim, runs, "T4.1 RNN on ITER (every (a, t))", n, fam, 2 * n, task_name=task_iterate.SPEC.name))
     return out
 
 
@@ -350,7 +356,7 @@ def sim_targets(profile: str, seed: int) -> list[Record]:
                     cases.append(([BOS] + [NUMBER_BASE + x for x in xs] + [Q, NUMBER_BASE + i],
                                   [NUMBER_BASE, NUMBER_BASE + 1]))
         rec, runs = _sim_record(sim, f"register Index RNN (its CoT), every instance n<={c}", c, cases, t0,
-                                "reduction", 2)
+                                "reduction", 2, task_name=task_index.SPEC.name)
         out.append(rec)
     for s in range(SIM_TARGET_SEEDS[profile]):
         t0 = time.perf_counter()

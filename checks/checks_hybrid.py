@@ -59,15 +59,17 @@ from rnngap.constructions.generate import generate
 from rnngap.constructions.vocab import FALSE, NUMBER_BASE, TRUE
 from rnngap.lowerbounds import reductions as LR
 
-from .catalog import retrieval_model
+from .catalog import RETRIEVAL_TASKS, retrieval_model
 from .formats import graph_tokens
 from .necessity import batch_runner, generation_runner, necessity_record
 from .registry import Record, register
-from .tasks import ar, cgram, counting, index, istree
+from .tasks import istree
+from .tasks import task as task_spec
 from .tasks.istree_unionfind import unionfind_cot
 from .forcing import forced_continuations
 
-TASKS = {"index": index, "ar": ar, "cgram": cgram, "counting": counting}
+TASKS = RETRIEVAL_TASKS
+"""The retrieval tasks by family (their specs: ``task_spec(name)``; ``cgram`` is c = C = 3)."""
 EXHAUSTIVE = {"quick": {"index": 6, "ar": 6, "cgram": 6, "counting": 5},
               "full": {"index": 8, "ar": 8, "cgram": 8, "counting": 7}}
 EXHAUSTIVE_FROM = {"quick": None, "full": 1}
@@ -89,8 +91,8 @@ def declared(task: str):
 
 
 def reference(task: str, tokens) -> np.ndarray:
-    mod = TASKS[task]
-    return np.array([mod.reference(list(map(int, row))) for row in tokens], dtype=np.int64)
+    ref = task_spec(task).reference_at()
+    return np.array([ref(list(map(int, row))) for row in tokens], dtype=np.int64)
 
 
 def answer_counts(answers) -> str:
@@ -106,18 +108,18 @@ def _record(task, model, n, toks, what, t0, family: str, alphabet: int) -> Recor
     want = reference(task, toks)
     got = model.predict_batch(toks)
     r = model.resources
-    return Record("T5.6", model.name, f"{task} ({what})", n, len(toks), int((got != want).sum()),
+    return Record("T5.6", model.name, task_spec(task).name, n, len(toks), int((got != want).sum()),
                   r.used_precision_bits, declared(task).format(n).total_bits, 0, 0, r.params, r.state_bits,
                   round(time.perf_counter() - t0, 3),
                   note=f"no CoT; {len(model.spec.rnn_layers)} RNN layer(s) + 1 attention layer; "
-                       f"{answer_counts(got)}", family=family, alphabet=alphabet)
+                       f"{answer_counts(got)}", family=family, alphabet=alphabet, description=f"{task} ({what})")
 
 
 def _retrieval_parts(profile: str) -> list[tuple[str, str, int]]:
     """(task, "exhaustive" | "sampled", n) in the order of the records."""
     out = []
     for task in TASKS:
-        lo = {"ar": 2, "cgram": C}.get(task, 1)
+        lo = task_spec(task).min_n
         hi = EXHAUSTIVE[profile][task]
         start = EXHAUSTIVE_FROM[profile]
         out += [(task, "exhaustive", n) for n in range(max(lo, start) if start else hi, hi + 1)]
@@ -132,21 +134,18 @@ def hybrid_retrieval_check(profile: str, seed: int, part: tuple[str, str, int]) 
     One part per (task, how, n) of :func:`_retrieval_parts`."""
     out = []
     task, how, n_part = part
-    for mod in [TASKS[task]]:
-        kw = {"c": C} if task == "cgram" else {}
+    for spec in [task_spec(task)]:
         for n in [n_part] if how == "exhaustive" else []:
             t0 = time.perf_counter()
-            batch = mod.enumerate_all(n, alphabet=ALPHABET_SMALL, **kw)
+            batch = spec.enumerate_all(n, alphabet=ALPHABET_SMALL)
             model = build(task, n, ALPHABET_SMALL)
             out.append(_record(task, model, n, np.asarray(batch.tokens), "exhaustive", t0, "exhaustive",
                                ALPHABET_SMALL))
         for n in [n_part] if how == "sampled" else []:
             t0 = time.perf_counter()
             rng = np.random.default_rng([seed, n, list(TASKS).index(task)])
-            gkw = dict(kw)
-            if task == "counting":
-                gkw["threshold"] = "near"
-            batch = mod.generate(rng, n, SAMPLE[profile], alphabet=ALPHABET_LARGE, **gkw)
+            gkw = {"threshold": "near"} if task == "counting" else {}
+            batch = spec.generate(rng, n, SAMPLE[profile], alphabet=ALPHABET_LARGE, **gkw)
             model = build(task, n, ALPHABET_LARGE)
             out.append(_record(task, model, n, np.asarray(batch.tokens), f"{SAMPLE[profile]} seeded samples", t0,
                                "random", ALPHABET_LARGE))
@@ -169,33 +168,33 @@ REDUCTION_SAMPLE = {"quick": (12, 3), "full": (48, 6)}
 
 
 def reduction_of(task: str) -> LR.Reduction:
-    if task.startswith("cgram"):
-        return LR.cgram_reduction(int(task[5:]))
-    return {"index": LR.INDEX, "ar": LR.AR, "counting": LR.COUNTING}[task]
+    return task_spec(task).reduction
 
 
 def data_length(task: str, n: int) -> int:
-    """The data length the reduction writes for n bits (positions 1..L)."""
-    return {"index": n, "counting": n, "ar": 2 * n}.get(task) or int(task[5:]) * n
+    """The data length the reduction writes for n bits (positions 1..L; the task spec's)."""
+    return task_spec(task).data_length(n)
 
 
 def reduction_alphabet(task: str, n: int) -> int:
-    """Numbers 0..a-1 the reduction writes: bits (Index), values 0/1 and keys
-    2..n+1 (AR, c-gram), marks 0..n (Counting)."""
-    return {"index": 2, "counting": n + 1}.get(task, n + 2)
+    """Numbers 0..a-1 the reduction writes (the task spec's): bits (Index), values
+    0/1 and keys 2..n+1 (AR, c-gram), marks 0..n (Counting)."""
+    return task_spec(task).reduction_alphabet(n)
 
 
 def build_reduction_model(task: str, n: int, fmt=None):
     L, a = data_length(task, n), reduction_alphabet(task, n)
-    if task.startswith("cgram"):
-        return retrieval_model("cgram", "hybrid", L, alphabet=a, c=int(task[5:]), fmt=fmt)
+    spec = task_spec(task)
+    if spec.family == "cgram":
+        return retrieval_model("cgram", "hybrid", L, alphabet=a, c=spec.c, fmt=fmt)
     return retrieval_model(task, "hybrid", L, alphabet=a, fmt=fmt)
 
 
 def declared_for(task: str, n: int):
     """The declared format of the hybrid for the reduction at n bits."""
     L = data_length(task, n)
-    decl = H.cgram_declared(int(task[5:])) if task.startswith("cgram") else H.DECLARED[task]
+    spec = task_spec(task)
+    decl = H.cgram_declared(spec.c) if spec.family == "cgram" else H.DECLARED[task]
     return decl.format(L)
 
 
@@ -227,12 +226,13 @@ def reduction_record(task: str, n: int, seed: int | None, sample=(12, 3)) -> Rec
     r = model.resources
     what = "every x, every i" if seed is None else f"{len(toks)} seeded (x, i), i = n and n - 1 included"
     first = f"; FIRST WRONG {toks[bad[0]].tolist()[:12]}... -> {int(got[bad[0]])}" if len(bad) else ""
-    return Record("T5.6", model.name, f"{red.name} reduction ({what})", n, len(toks), len(bad),
+    return Record("T5.6", model.name, task_spec(task).name, n, len(toks), len(bad),
                   r.used_precision_bits, model.fmt.total_bits, 0, 0, r.params, r.state_bits,
                   round(time.perf_counter() - t0, 3),
                   note=(f"Index -> {red.name}: data length {data_length(task, n)}, largest query i = {int(qs.max())}; "
                         f"{answer_counts(got)}{first}"),
-                  family="reduction", alphabet=reduction_alphabet(task, n))
+                  family="reduction", alphabet=reduction_alphabet(task, n),
+                  description=f"{red.name} reduction ({what})")
 
 
 def reduction_sizes(task: str, profile: str) -> list[int]:
@@ -286,11 +286,12 @@ def istree_reduction_record(n: int, seed: int | None, nx: int = 4) -> Record:
             first = f"; FIRST WRONG {row.tolist()[:12]}...: answer {g.answer}, want {int(w)}, CoT equal {g.cot == ref_cot}"
     r = model.resources
     what = "every x, every i" if seed is None else f"{len(toks)} seeded (x, i), i = n and n - 1 included"
-    return Record("T5.6", model.name, f"IsTree hub-gadget reduction ({what})", n, len(toks), bad,
+    return Record("T5.6", model.name, istree.SPEC.name, n, len(toks), bad,
                   r.used_precision_bits, model.fmt.total_bits, cot_max, H.istree_cot_bound(N), r.params,
                   r.state_bits, round(time.perf_counter() - t0, 3),
                   note=f"N = n + 3 = {N} vertices, {m} edges, largest i = {int(qs.max())}; union-find CoT equal to "
-                       f"the reference; {answer_counts(got)}{first}", family="reduction", alphabet=None)
+                       f"the reference; {answer_counts(got)}{first}", family="reduction", alphabet=None,
+                  description=f"IsTree hub-gadget reduction ({what})")
 
 
 def _istree_reduction_parts(profile: str) -> list[tuple[str, int]]:
@@ -331,7 +332,8 @@ def hybrid_necessity_check(profile: str, seed: int) -> list[Record]:
             toks, want, _ = reduction_rows(reduction_of(task), n, None)
             model = build_reduction_model(task, n)
             out.append(necessity_record("T5.6", model.name, f"{reduction_of(task).name} reduction (every x, every i)",
-                                        n, family="reduction", alphabet=reduction_alphabet(task, n),
+                                        n, task=task_spec(task).name, family="reduction",
+                                        alphabet=reduction_alphabet(task, n),
                                         declared=declared_for(task, n), run=batch_runner(toks, want), model=model,
                                         instances=len(toks),
                                         build_frac=lambda fmt, task=task, n=n: build_reduction_model(task, n, fmt)))
@@ -340,7 +342,7 @@ def hybrid_necessity_check(profile: str, seed: int) -> list[Record]:
         N, m = LR.istree_vertex_count(n), n + 2
         model = H.istree_hybrid(N, m_max=m)
         out.append(necessity_record("T5.6", model.name, "IsTree hub-gadget reduction (every x, every i, CoT)", n,
-                                    family="reduction", alphabet=None, declared=model.fmt, run=run, model=model,
+                                    task=istree.SPEC.name, family="reduction", alphabet=None, declared=model.fmt, run=run, model=model,
                                     instances=count,
                                     build_frac=lambda fmt, N=N, m=m: H.istree_hybrid(N, m_max=m, fmt=fmt)))
     return out
@@ -404,23 +406,23 @@ def hybrid_istree_check(profile: str, seed: int, part: tuple) -> list[Record]:
         model, cnt, bad, cot_max, ratio, first = run_istree(N, istree.enumerate_all(N), m_max=N * (N - 1) // 2,
                                                             sep=sep)
         r = model.resources
-        out.append(Record("T5.6", model.name, f"IsTree (every graph, enumeration order, 'u {sep} v')", N, cnt, bad,
+        out.append(Record("T5.6", model.name, istree.SPEC.name, N, cnt, bad,
                           r.used_precision_bits, model.fmt.total_bits, cot_max, H.istree_cot_bound(N), r.params,
                           r.state_bits, round(time.perf_counter() - t0, 3),
                           note=f"{first}; CoT/(N log2 N) <= {ratio:.2f} on trees", family="every graph",
-                          alphabet=None))
+                          alphabet=None, description=f"IsTree (every graph, enumeration order, 'u {sep} v')"))
     for N, batch, fams, what in [_istree_runs(profile)[part[1]]] if part[0] == "seeded" else []:
         t0 = time.perf_counter()
         rng = np.random.default_rng([seed, N, 77, len(fams)])
         insts = [inst for k in range(batch) for inst in istree.generate(rng, N, 1, family=fams[k % len(fams)])]
         model, cnt, bad, cot_max, ratio, first = run_istree(N, insts)
         r = model.resources
-        out.append(Record("T5.6", model.name, f"IsTree ({batch} seeded graphs, {what})", N, cnt, bad,
+        out.append(Record("T5.6", model.name, istree.SPEC.name, N, cnt, bad,
                           r.used_precision_bits, model.fmt.total_bits, cot_max, H.istree_cot_bound(N), r.params,
                           r.state_bits, round(time.perf_counter() - t0, 3),
                           note=f"{first}; " + (f"CoT/(N log2 N) <= {ratio:.2f} on trees" if ratio else "no trees")
                                + f"; m_max = {max(len(i.edges) for i in insts)}",
-                          family="dense random" if "dense" in what else "sparse random", alphabet=None))
+                          family="dense random" if "dense" in what else "sparse random", alphabet=None, description=f"IsTree ({batch} seeded graphs, {what})"))
     return out
 
 
@@ -574,24 +576,24 @@ def hybrid_istree_fit_check(profile: str, seed: int) -> list[Record]:
             per.append(f"{fam} {g.cot_length} ({g.cot_length / (N * math.log2(N)):.2f} N log2 N)")
         bad_points += bad > 0
         r = model.resources
-        out.append(Record("T5.6", model.name, "IsTree (adversarial orders + 1 seeded random tree)", N, len(cases),
+        out.append(Record("T5.6", model.name, istree.SPEC.name, N, len(cases),
                           bad, r.used_precision_bits, model.fmt.total_bits, cot_max, H.istree_cot_bound(N),
                           r.params, r.state_bits, round(time.perf_counter() - t0, 3),
                           note=(first or answer_counts(got)) + "; CoT: " + ", ".join(per), family="adversarial orders",
-                          alphabet=None))
+                          alphabet=None, description="IsTree (adversarial orders + 1 seeded random tree)"))
     t0 = time.perf_counter()
     worst = [(N, max(dict(lengths[f])[N] for f in lengths)) for N in ISTREE_FIT_N[profile]]
     a, b, res = istree_fit(worst)
     fits = "; ".join("{} a = {:.3f}, b = {:.2f}".format(f, *istree_fit(pts)[:2]) for f, pts in lengths.items())
     Nmax = ISTREE_FIT_N[profile][-1]
     out.append(Record("T5.6", f"hybrid-istree(N<={Nmax})",
-                      f"IsTree CoT fit (worst order per N): {a:.3f} N log2 N + {b:.2f} N", Nmax, len(worst),
+                      istree.SPEC.name, Nmax, len(worst),
                       bad_points,
                       cot_max=dict(worst)[Nmax], cot_bound=H.istree_cot_bound(Nmax),
                       seconds=round(time.perf_counter() - t0, 3),
                       note=(f"least squares over N = {ISTREE_FIT_N[profile]}, max relative residual {res:.3f}; "
                             f"per family: {fits}; declared bound N (2 floor(log2 N) + 16) + 1"),
-                      family="adversarial orders", alphabet=None))
+                      family="adversarial orders", alphabet=None, description=f"IsTree CoT fit (worst order per N): {a:.3f} N log2 N + {b:.2f} N"))
     return out
 
 

@@ -204,10 +204,10 @@ def _record(task: str, model, n: int, out: Outcome, t0: float, note: str = "", f
     the instance size, n or N = n + 3, said in the note)."""
     r = model.resources
     N = model.spec.notes["n_vertices"]
-    return Record("T4.7-up", model.name, task, n, out.instances, out.failures, r.used_precision_bits,
+    return Record("T4.7-up", model.name, R.SPEC.name, n, out.instances, out.failures, r.used_precision_bits,
                   model.fmt.total_bits, out.cot_max, C.cot_bound(N), r.params, None,
                   round(time.perf_counter() - t0, 3), (note + " " + out.first_failure).strip(),
-                  family=family, alphabet=None)
+                  family=family, alphabet=None, description=task)
 
 
 EXHAUSTIVE_SPLIT = {"quick": {}, "full": {6: 4}}
@@ -285,11 +285,11 @@ def exhaustive_combine(profile: str, seed: int, outputs: list[dict]) -> list[Rec
                                 f"(the model's own label), a tenth again with '~', a tenth with the header on "
                                 f"every prompt")
         # the fields of _record, the used bits the maximum over the parts
-        recs.append(Record("T4.7-up", first["name"], "exhaustive (teacher-forced = greedy)", n, out.instances,
+        recs.append(Record("T4.7-up", first["name"], R.SPEC.name, n, out.instances,
                            out.failures, max(o["used"] for o in mine), first["bits"], out.cot_max,
                            C.cot_bound(first["N"]), first["params"], None,
                            round(sum(o["seconds"] for o in mine), 3), (note + " " + out.first_failure).strip(),
-                           family=first["family"], alphabet=None))
+                           family=first["family"], alphabet=None, description="exhaustive (teacher-forced = greedy)"))
     return recs
 
 
@@ -335,9 +335,9 @@ def paper_sample_check(profile: str, seed: int) -> list[Record]:
     t0 = time.perf_counter()
     path = shared_file(SAMPLE_NAME)
     if path is None:
-        return [Record("T4.7-up", "istree-dfs", SAMPLE_TASK, 0, 0, 0, checked=False, family="paper-sample",
+        return [Record("T4.7-up", "istree-dfs", R.SPEC.name, 0, 0, 0, checked=False, family="paper-sample",
                        alphabet=None, seconds=round(time.perf_counter() - t0, 3),
-                       note=f"NOT CHECKED: shared data file {SAMPLE_NAME} not found (set RNNGAP_SHARED_DATA)")]
+                       note=f"NOT CHECKED: shared data file {SAMPLE_NAME} not found (set RNNGAP_SHARED_DATA)", description=SAMPLE_TASK)]
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     parsed = []
     for r in rows:
@@ -346,8 +346,8 @@ def paper_sample_check(profile: str, seed: int) -> list[Record]:
         seps = parse_graph_text(r["cot_text"], r["n_nodes"])[1][2::3][:len(edges)]
         parsed.append((r, edges, cot, TILDE if edges and all(t == TILDE for t in seps) else DASH))
     if not parsed:
-        return [Record("T4.7-up", "istree-dfs", SAMPLE_TASK, 0, 0, 1, seconds=round(time.perf_counter() - t0, 3),
-                       note=f"{path} holds no rows", family="paper-sample", alphabet=None)]
+        return [Record("T4.7-up", "istree-dfs", R.SPEC.name, 0, 0, 1, seconds=round(time.perf_counter() - t0, 3),
+                       note=f"{path} holds no rows", family="paper-sample", alphabet=None, description=SAMPLE_TASK)]
     model = C.istree_transformer(max(r["n_nodes"] for r, _, _, _ in parsed), max(len(e) for _, e, _, _ in parsed))
     out = Outcome()
     official_differs = isolated = 0
@@ -480,7 +480,7 @@ def necessity_check(profile: str, seed: int) -> list[Record]:
         both = [(k, e, h) for k, e in cases for h in (True, False)]
         model = C.istree_transformer(N, M)
         rec = necessity_record("T4.7-up", model.name, "Index -> IsTree hub gadget, greedy CoT + label", n,
-                               family="reduction", alphabet=None, declared=model.fmt, run=greedy_runner(both),
+                               task=R.SPEC.name, family="reduction", alphabet=None, declared=model.fmt, run=greedy_runner(both),
                                instances=len(both), model=model,
                                build_frac=lambda fmt: C.istree_transformer(N, M, fmt=fmt))
         rec.cot_bound = C.cot_bound(N)
@@ -614,13 +614,13 @@ def istree_lower_bound_check(profile: str, seed: int) -> list[Record]:
         t0 = time.perf_counter()
         try:
             chk = check_reduction(ISTREE, n, istree_answer_from_label(R.reference_label, istree_vertex_count(n)))
-            recs.append(Record("T4.7-low", "reduction", "Index -> IsTree (hub gadget), every x and i", n,
+            recs.append(Record("T4.7-low", "reduction", R.SPEC.name, n,
                                chk.instances, 0, seconds=round(time.perf_counter() - t0, 3),
-                               family="reduction", alphabet=None, note=f"N = n + 3 = {n + 3} vertices"))
+                               family="reduction", alphabet=None, note=f"N = n + 3 = {n + 3} vertices", description="Index -> IsTree (hub gadget), every x and i"))
         except AssertionError as e:
-            recs.append(Record("T4.7-low", "reduction", "Index -> IsTree (hub gadget)", n, 1, 1,
+            recs.append(Record("T4.7-low", "reduction", R.SPEC.name, n, 1, 1,
                                seconds=round(time.perf_counter() - t0, 3), note=str(e)[:200],
-                               family="reduction", alphabet=None))
+                               family="reduction", alphabet=None, description="Index -> IsTree (hub gadget)"))
     # an RNN that solves IsTree on every graph with vertices < K (checked here), with a CoT
     K = 5
     rnn = AdjacencyRNN(K, cot=True)
@@ -637,28 +637,28 @@ def istree_lower_bound_check(profile: str, seed: int) -> list[Record]:
         bad += r.answer != want
         count += 1
         cot_max = max(cot_max, len(r.cot))
-    recs.append(Record("T4.7-low", f"adjacency-rnn(K={K})", "solves IsTree on every graph with vertices < K", K,
+    recs.append(Record("T4.7-low", f"adjacency-rnn(K={K})", R.SPEC.name, K,
                        count, bad, cot_max=cot_max, cot_bound=max_cot, state_bits=rnn.state_bits,
                        seconds=round(time.perf_counter() - t0, 3), family="all-graphs", alphabet=None,
                        note="every graph on < K vertices in every edge order; on K vertices: " +
-                       ("every order up to 5 edges, 3 beyond" if profile == "full" else "two orders each")))
+                       ("every order up to 5 edges, 3 beyond" if profile == "full" else "two orders each"), description="solves IsTree on every graph with vertices < K"))
     # ... and the witness finder breaks it once the gadget has more than K vertices
     n = K - 1
     t0 = time.perf_counter()
     w = find_witness(rnn, ISTREE, n, mode="exhaustive", max_cot=max_cot)
     why = _verify_istree_witness(rnn, w, max_cot)
-    recs.append(Record("T4.7-low", f"adjacency-rnn(K={K})", "fooling pair via Index -> IsTree (exhaustive)", n, 2,
+    recs.append(Record("T4.7-low", f"adjacency-rnn(K={K})", R.SPEC.name, n, 2,
                        0 if not why else 1, state_bits=rnn.state_bits, seconds=round(time.perf_counter() - t0, 3),
-                       family="reduction", alphabet=None, note=why or f"x={w.x} x'={w.x_prime} i={w.i}: wrong on {w.wrong} (CoT {len(w.cot)} tokens)"))
+                       family="reduction", alphabet=None, note=why or f"x={w.x} x'={w.x_prime} i={w.i}: wrong on {w.wrong} (CoT {len(w.cot)} tokens)", description="fooling pair via Index -> IsTree (exhaustive)"))
     # pigeonhole: any s-bit RNN with s < n collides; a hashing RNN, birthday search with a seed
     for s_bits, n in ({"quick": ((16, 24),), "full": ((16, 24), (24, 40))}[profile]):
         t0 = time.perf_counter()
         h = HashRNN(s_bits, answer_tokens=(TRUE, FALSE))
         w = find_witness(h, ISTREE, n, mode="birthday", seed=seed + s_bits)
         why = _verify_istree_witness(h, w, 0)
-        recs.append(Record("T4.7-low", f"hash-rnn(s={s_bits})", "fooling pair via Index -> IsTree (birthday)", n, 2,
+        recs.append(Record("T4.7-low", f"hash-rnn(s={s_bits})", R.SPEC.name, n, 2,
                            0 if not why else 1, state_bits=h.state_bits, seconds=round(time.perf_counter() - t0, 3),
-                           family="reduction", alphabet=None, note=why or f"{w.states_explored} draws; wrong on {w.wrong} at i={w.i}"))
+                           family="reduction", alphabet=None, note=why or f"{w.states_explored} draws; wrong on {w.wrong} at i={w.i}", description="fooling pair via Index -> IsTree (birthday)"))
     return recs
 
 

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import itertools
 import time
-from functools import partial
 
 import numpy as np
 
@@ -49,11 +48,7 @@ from rnngap.lowerbounds import reductions as R
 from rnngap.lowerbounds import witness as W
 
 from .registry import Record, register
-from .tasks import ar as task_ar
-from .tasks import cgram as task_cgram
-from .tasks import counting as task_counting
-from .tasks import index as task_index
-from .tasks import istree as task_istree
+from .tasks import task
 
 CC_NS = {"quick": {"index": range(1, 11), "ar": range(1, 9), "cgram": range(1, 9), "counting": range(1, 9),
                    "istree": range(1, 8), "reduction": range(1, 7)},
@@ -75,17 +70,13 @@ ISTREE_BIRTHDAY = {"quick": 16, "full": 32}
 
 
 def _ref(name: str, n: int):
-    """The plain-Python task reference for the instances of reduction ``name``."""
-    if name == "istree":
-        return partial(task_istree.reference, n_nodes=R.istree_vertex_count(n))
-    return {"index": task_index.reference, "ar": task_ar.reference, "cgram(c=3)": partial(task_cgram.reference, c=3),
-            "counting": task_counting.reference}[name]
+    """The plain-Python task reference for the instances of reduction ``name`` (the task's spec)."""
+    return task(name).reduction_reference(n)
 
 
 def _reduction_alphabet(name: str, n: int) -> int:
-    """The data alphabet reduction ``name`` writes at n (Index: bits; AR / c-gram:
-    keys up to n + 1; Counting: marks up to n; IsTree: vertices 0..n+2)."""
-    return {"index": 2, "ar": n + 2, "counting": n + 1, "istree": n + 3}.get(name, n + 2)
+    """The data alphabet reduction ``name`` writes at n (the task spec's ``reduction_alphabet``)."""
+    return task(name).reduction_alphabet(n)
 
 
 def _cc_records(claim: str, label: str, make, ns, expected) -> list[Record]:
@@ -100,10 +91,10 @@ def _cc_records(claim: str, label: str, make, ns, expected) -> list[Record]:
             family, alphabet = "split", (n + 3 if label == "istree" else 2)
         want = expected(n)
         ok = res.exact and res.bits == want
-        out.append(Record(claim, "one-way CC (exhaustive)", f"cc {res.name}", n, res.cells, 0 if ok else 1,
+        out.append(Record(claim, "one-way CC (exhaustive)", task(label).name, n, res.cells, 0 if ok else 1,
                           seconds=max(round(time.perf_counter() - t0, 3), 0.001),
                           note=f"{res.bits} bits ({res.distinct_rows} distinct rows), expected {want}",
-                          family=family, alphabet=alphabet))
+                          family=family, alphabet=alphabet, description=f"cc {res.name}"))
     return out
 
 
@@ -116,9 +107,10 @@ def _reduction_records(claim: str, red: R.Reduction, ns) -> list[Record]:
             inst, fails, note = chk.instances, 0, f"answers {chk.answers}"
         except R.ReductionError as e:
             inst, fails, note = n * 2 ** n, 1, str(e)[:200]
-        out.append(Record(claim, "reduction (exhaustive)", f"Index -> {red.name}", n, inst, fails,
+        out.append(Record(claim, "reduction (exhaustive)", task(red.name).name, n, inst, fails,
                           seconds=max(round(time.perf_counter() - t0, 3), 0.001), note=note,
-                          family="reduction", alphabet=_reduction_alphabet(red.name, n)))
+                          family="reduction", alphabet=_reduction_alphabet(red.name, n),
+                          description=f"Index -> {red.name}"))
     return out
 
 
@@ -140,10 +132,10 @@ def _correctness(claim: str, target, red: R.Reduction, n: int, cases, declared_b
             first = first or f"x={''.join(map(str, x))} i={i}: model {run.answer}, reference {want}"
         cot_max = max(cot_max, len(run.cot))
     r = model.resources
-    return Record(claim, target.name, label, n, count, fails, r.used_precision_bits, declared_bits,
+    return Record(claim, target.name, task(red.name).name, n, count, fails, r.used_precision_bits, declared_bits,
                   cot_max, max(0, n - 1), r.params, target.state_bits, max(round(time.perf_counter() - t0, 3), 0.001),
                   note=first or "every answer equals the reference", family="reduction",
-                  alphabet=_reduction_alphabet(red.name, n))
+                  alphabet=_reduction_alphabet(red.name, n), description=label)
 
 
 def _register_reachable(target, c: int, n: int, seed: int) -> tuple[int, str]:
@@ -193,10 +185,11 @@ def _witness_record(claim: str, target, red: R.Reduction, n: int, mode: str, max
                 f"wrong on {','.join(w.wrong)}; {w.how}")
     if reachable is not None:
         note = f"{reachable}-bit reachable state (~{W.expected_birthday_draws(reachable):.0f} draws expected); " + note
-    return Record(claim, getattr(target, "name", type(target).__name__), label, n, max(1, w.states_explored),
+    return Record(claim, getattr(target, "name", type(target).__name__), task(red.name).name, n,
+                  max(1, w.states_explored),
                   0 if ok else 1, cot_max=len(w.cot) if w.found else None, cot_bound=max_cot,
                   state_bits=target.state_bits, seconds=max(round(time.perf_counter() - t0, 3), 0.001), note=note[:400],
-                  family="reduction", alphabet=_reduction_alphabet(red.name, n))
+                  family="reduction", alphabet=_reduction_alphabet(red.name, n), description=label)
 
 
 # ------------------------------------------------------------------------ T4.6-low
@@ -205,13 +198,10 @@ def _witness_record(claim: str, target, red: R.Reduction, n: int, mode: str, max
 @register("T4.6-low", "one-way communication complexity tables")
 def cc_tables(profile: str, seed: int) -> list[Record]:
     ns = CC_NS[profile]
-    out = _cc_records("T4.6-low", "index", lambda n: cc.index_split(n, task_index.reference), ns["index"],
-                      lambda n: n)
-    out += _cc_records("T4.6-low", "ar", lambda n: cc.ar_split(n, task_ar.reference), ns["ar"], lambda n: n)
-    out += _cc_records("T4.6-low", "cgram", lambda n: cc.cgram_split(n, task_cgram.reference, c=3), ns["cgram"],
-                       lambda n: n)
-    out += _cc_records("T4.6-low", "counting", lambda n: cc.counting_split(n, task_counting.reference),
-                       ns["counting"], lambda n: cc.bits_for(n + 1))
+    out = []
+    for label, expected in (("index", lambda n: n), ("ar", lambda n: n), ("cgram", lambda n: n),
+                            ("counting", lambda n: cc.bits_for(n + 1))):
+        out += _cc_records("T4.6-low", label, lambda n, s=task(label): s.cc_split(n, 2), ns[label], expected)
     for name in ("index", "ar", "cgram(c=3)", "counting"):
         red = R.REDUCTIONS[name]
         out += _cc_records("T4.6-low", name, lambda n, red=red: cc.reduction_split(red, n, _ref(red.name, n)),
@@ -288,9 +278,7 @@ def random_check(profile: str, seed: int) -> list[Record]:
 
 @register("T4.7-low", "IsTree hub gadget: CC, reduction, register RNN broken")
 def istree_check(profile: str, seed: int) -> list[Record]:
-    out = _cc_records("T4.7-low", "istree",
-                      lambda n: cc.istree_split(n, partial(task_istree.reference,
-                                                           n_nodes=R.istree_vertex_count(n))),
+    out = _cc_records("T4.7-low", "istree", lambda n: task("istree").cc_split(n, 2),
                       CC_NS[profile]["istree"], lambda n: n)
     out += _cc_records("T4.7-low", "istree",
                        lambda n: cc.reduction_split(R.ISTREE, n, _ref("istree", n)),

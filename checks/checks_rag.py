@@ -54,7 +54,8 @@ from .formats import format_cot_text, graph_tokens, parse_cot_text, parse_graph_
 from .necessity import necessity_record
 from .registry import Record, register
 from .shared_data import shared_file
-from .tasks import ar, cgram, counting, index, istree
+from .tasks import istree
+from .tasks import task as task_spec
 from rnngap.constructions import bounds as _bounds
 from .tasks.istree_rag import plain_cot as istree_plain_cot
 
@@ -109,24 +110,26 @@ def _run_rows(c: RagConstruction, rows, want_cot: Callable | None = None) -> tup
 
 
 def _record(c: RagConstruction, task: str, n: int, stats, t0: float, family: str, alphabet: int | None,
-            note: str = "") -> Record:
+            note: str = "", *, task_name: str) -> Record:
+    """``task``: what was run, in words (the record's description); ``task_name``: the canonical task name."""
     count, bad, cot_max, oracle_bad, first = stats
     r = c.model.resources
-    return Record(CLAIM, c.name, task, n, count, bad + oracle_bad, r.used_precision_bits, c.model.fmt.total_bits,
+    return Record(CLAIM, c.name, task_name, n, count, bad + oracle_bad, r.used_precision_bits, c.model.fmt.total_bits,
                   cot_max, c.cot_bound, r.params, r.state_bits, round(time.perf_counter() - t0, 3),
                   family=family, alphabet=alphabet,
                   note=first or (f"state: {r.state_numbers} numbers x p = {r.precision_bits} declared bits "
                                  f"(I = {c.int_bits_declared}, f = 0), {r.state_numbers * r.used_precision_bits} "
                                  f"bits at the used p = {r.used_precision_bits}; {oracle_bad} malformed/timed-out "
-                                 f"searches" + (f"; {note}" if note else "")))
+                                 f"searches" + (f"; {note}" if note else "")), description=task)
 
 
-def _params_record(name: str, params: dict, what: str, family: str) -> Record:
+def _params_record(name: str, params: dict, what: str, family: str, task_name: str) -> Record:
     distinct = sorted(set(params.values()))
-    return Record(CLAIM, name, f"params identical at every {what} checked", max(params)[0], len(params),
+    return Record(CLAIM, name, task_name, max(params)[0], len(params),
                   len(distinct) - 1, params=distinct[-1], seconds=0.001, family=family,
                   alphabet=max(a for _, a in params),
-                  note=f"params {distinct} at (n, alphabet) = {sorted(params)}")
+                  note=f"params {distinct} at (n, alphabet) = {sorted(params)}",
+                  description=f"params identical at every {what} checked")
 
 
 # ---------------------------------------------------------------------------- easy families (extra)
@@ -143,15 +146,13 @@ ALPHABET = {"index": 5, "ar": 5, "cgram": 3, "counting": 3}
 BUILD: dict[str, Callable[[int, int], RagConstruction]] = {   # (n, alphabet) -> the construction
     "index": lambda n, a: index_rag(n, alphabet=a), "ar": lambda n, a: ar_rag(n, alphabet=a),
     "cgram": lambda n, a: cgram_rag(n, c=3, alphabet=a), "counting": lambda n, a: counting_rag(n, alphabet=a)}
-TASKS = {"index": index, "ar": ar, "cgram": cgram, "counting": counting}
 
 
 def _batch(name: str, n: int, a: int, rng=None, size: int = 0):
-    mod = TASKS[name]
-    kw = {"c": 3} if name == "cgram" else {}
+    spec = task_spec(name)      # cgram: c = 3
     if rng is None:
-        return mod.enumerate_all(n, a, **kw)
-    return mod.generate(rng, n, size, a, **kw)
+        return spec.enumerate_all(n, a)
+    return spec.generate(rng, n, size, a)
 
 
 RETRIEVAL_NAMES = ("index", "ar", "cgram", "counting")
@@ -179,7 +180,8 @@ def retrieval_check(profile: str, seed: int, part: tuple[str, str, int]) -> list
         t0 = time.perf_counter()
         c = BUILD[name](n, 2)
         stats = _run_rows(c, _batch(name, n, 2).rows())
-        return [_record(c, f"{name}: every instance, alphabet 2", n, stats, t0, "exhaustive", 2)]
+        return [_record(c, f"{name}: every instance, alphabet 2", n, stats, t0, "exhaustive", 2,
+                        task_name=task_spec(name).name)]
     rng = np.random.default_rng(seed)
     for prev in RETRIEVAL_NAMES:
         for k, (n, size) in enumerate(_growing(prev, profile)):
@@ -190,7 +192,8 @@ def retrieval_check(profile: str, seed: int, part: tuple[str, str, int]) -> list
             t0 = time.perf_counter()
             c = BUILD[name](n, a)
             stats = _run_rows(c, _batch(name, n, a, rng, size).rows())
-            return [_record(c, f"{name}: {size} seeded instances, alphabet {a}", n, stats, t0, "random", a)]
+            return [_record(c, f"{name}: {size} seeded instances, alphabet {a}", n, stats, t0, "random", a,
+                            task_name=task_spec(name).name)]
     raise ValueError(f"no such part {part!r}")
 
 
@@ -209,16 +212,14 @@ RED_SAMPLED_INDEX_QUICK = [64, 1024, 4096]
 def red_setup(task: str, n: int):
     """(reduction, construction, alphabet) for the image of Index at n bits:
     the alphabet is the largest number the reduction writes + 1."""
-    LR = _reductions()
-    if task == "index":
-        return LR.INDEX, index_rag(n, alphabet=2), 2
-    if task == "ar":
-        return LR.AR, cgram_rag(2 * n, c=2, alphabet=n + 2), n + 2
-    if task.endswith("-gram"):
-        c = int(task.split("-")[0])
-        return LR.cgram_reduction(c), cgram_rag(c * n, c=c, alphabet=n + 2), n + 2
-    if task == "counting":
-        return LR.COUNTING, counting_rag(n, alphabet=n + 1), n + 1
+    spec = task_spec(task)
+    L, a = spec.data_length(n), spec.reduction_alphabet(n)
+    if spec.family == "index":
+        return spec.reduction, index_rag(L, alphabet=a), a
+    if spec.family in ("ar", "cgram"):
+        return spec.reduction, cgram_rag(L, c=spec.c, alphabet=a), a
+    if spec.family == "counting":
+        return spec.reduction, counting_rag(L, alphabet=a), a
     raise ValueError(task)
 
 
@@ -255,7 +256,8 @@ def _reduction_combine(profile: str, seed: int, outputs: list) -> list[Record]:
     for task in RED_TASKS:
         mine = [o for t, o in outputs if t == task]
         out += [rec for rec, _ in mine]
-        out.append(_params_record(f"{task}-rag", dict(kv for _, kv in mine), "(n, alphabet)", "reduction"))
+        out.append(_params_record(f"{task}-rag", dict(kv for _, kv in mine), "(n, alphabet)", "reduction",
+                                  task_spec(task).name))
     return out
 
 
@@ -271,7 +273,7 @@ def reduction_check(profile: str, seed: int, part: tuple[str, str, int]):
     if how == "every":
         pairs = red_pairs(n)
         rec = _record(c, f"{task}: every x in {{0,1}}^{n} and i, Index -> {red.name}", n,
-                      _run_rows(c, red_rows(red, pairs)), t0, "reduction", a)
+                      _run_rows(c, red_rows(red, pairs)), t0, "reduction", a, task_name=task_spec(task).name)
         return task, (rec, ((n, a), c.params))
     rng = np.random.default_rng(seed + 7)
     for prev in RED_TASKS:
@@ -279,7 +281,7 @@ def reduction_check(profile: str, seed: int, part: tuple[str, str, int]):
             if (prev, m) == (task, n):
                 pairs = red_pairs(n, rng, sample=2 if n <= 1024 else 1)
                 rec = _record(c, f"{task}: {len(pairs)} seeded (x, i), i = n, n-1 and uniform, Index -> {red.name}",
-                              n, _run_rows(c, red_rows(red, pairs)), t0, "reduction", a)
+                              n, _run_rows(c, red_rows(red, pairs)), t0, "reduction", a, task_name=task_spec(task).name)
                 return task, (rec, ((n, a), c.params))
             red_pairs(m, rng, sample=2 if m <= 1024 else 1)      # advance the shared generator
     raise ValueError(f"no such part {part!r}")
@@ -324,7 +326,7 @@ def _istree_parts(profile: str) -> list[tuple[str, int]]:
 
 def _istree_combine(profile: str, seed: int, outputs: list) -> list[Record]:
     params = dict(kv for _, kv in outputs)
-    return [rec for rec, _ in outputs] + [_params_record("istree-rag", params, "(N, vertices)", "reduction")]
+    return [rec for rec, _ in outputs] + [_params_record("istree-rag", params, "(N, vertices)", "reduction", istree.SPEC.name)]
 
 
 @register(CLAIM, "linear RNN + RAG: IsTree (plain oracle) on the hub gadget and on small/random graphs",
@@ -348,7 +350,7 @@ def istree_check(profile: str, seed: int, part: tuple[str, int]):
             rows = [(LR.ISTREE.instance(x, i), LR.ISTREE.expected(x, i), (x, i)) for x, i in pairs]
             stats = _run_rows(c, rows, want_cot=lambda key: istree_plain_cot(n + 3, _gadget_edges(*key)))
             return (_record(c, f"IsTree: every x in {{0,1}}^{n} and i, Index -> hub gadget, CoT token for token",
-                            n, stats, t0, "reduction", n + 3), ((n + 3, n + 3), c.params))
+                            n, stats, t0, "reduction", n + 3, task_name=istree.SPEC.name), ((n + 3, n + 3), c.params))
         if how == "gadget-seeded":
             n = x
             if not mine:
@@ -360,7 +362,7 @@ def istree_check(profile: str, seed: int, part: tuple[str, int]):
             rows = [(LR.ISTREE.instance(x, i), LR.ISTREE.expected(x, i), (x, i)) for x, i in pairs]
             stats = _run_rows(c, rows, want_cot=lambda key: istree_plain_cot(n + 3, _gadget_edges(*key)))
             return (_record(c, f"IsTree: {len(pairs)} seeded (x, i), i = n, n-1 and uniform, hub gadget, "
-                               f"CoT token for token", n, stats, t0, "reduction", n + 3), ((n + 3, n + 3), c.params))
+                               f"CoT token for token", n, stats, t0, "reduction", n + 3, task_name=istree.SPEC.name), ((n + 3, n + 3), c.params))
         # easy families (extra)
         if how == "every":
             N = x
@@ -370,7 +372,7 @@ def istree_check(profile: str, seed: int, part: tuple[str, int]):
                 continue
             c = _istree(N)
             return (_record(c, f"IsTree: every graph ({orders} edge order(s)), CoT token for token", N,
-                            _istree_rows(c, graphs), t0, "exhaustive", N), ((N, N), c.params))
+                            _istree_rows(c, graphs), t0, "exhaustive", N, task_name=istree.SPEC.name), ((N, N), c.params))
         if how == "seeded":
             N, size = ISTREE_SEEDED[profile][x]
             t0 = time.perf_counter()
@@ -379,7 +381,7 @@ def istree_check(profile: str, seed: int, part: tuple[str, int]):
                 continue
             c = _istree(N)
             return (_record(c, f"IsTree: {size} seeded graphs (mixed families), CoT token for token", N,
-                            _istree_rows(c, graphs), t0, "random", N), ((N, N), c.params))
+                            _istree_rows(c, graphs), t0, "random", N, task_name=istree.SPEC.name), ((N, N), c.params))
     raise ValueError(f"no such part {part!r}")
 
 
@@ -398,7 +400,7 @@ def paper_format_check(profile: str, seed: int) -> list[Record]:
         c = _istree(N, paper=True)
         graphs = [o for e in istree.enumerate_graphs(N) for o in istree.edge_orders(e, 1, rng)[:1]]
         out.append(_record(c, f"IsTree (paper's retrieval CoT via the dialect): every graph, token for token", N,
-                           _istree_rows(c, graphs, paper=True), t0, "paper-format", N, note=PAPER_NOTE))
+                           _istree_rows(c, graphs, paper=True), t0, "paper-format", N, note=PAPER_NOTE, task_name=istree.SPEC.name))
     t0 = time.perf_counter()
     SAMPLE = shared_file(SAMPLE_NAME)
     rows = [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()] if SAMPLE else []
@@ -414,12 +416,12 @@ def paper_format_check(profile: str, seed: int) -> list[Record]:
         if format_cot_text(edges, g.cot) != r["retrieval_text"] or (g.answer == TRUE) != r["is_tree"]:
             bad += 1
             first = first or f"row with n_nodes={N} differs"
-    out.append(Record(CLAIM, "istree-rag-paper", "the paper's sample (retrieval_text), token for token + tree label",
+    out.append(Record(CLAIM, "istree-rag-paper", istree.SPEC.name,
                       max(built, default=0), len(rows), bad, checked=bool(rows), cot_max=cot_max,
                       cot_bound=istree_cot_bound(max(built, default=1)), seconds=round(time.perf_counter() - t0, 3),
                       family="paper-format", alphabet=max(built, default=None),
                       note=(first or f"{len(rows)} rows, N in {sorted(built)}; {PAPER_NOTE}") if rows
-                      else f"NOT CHECKED: shared data file {SAMPLE_NAME} not found (set RNNGAP_SHARED_DATA)"))
+                      else f"NOT CHECKED: shared data file {SAMPLE_NAME} not found (set RNNGAP_SHARED_DATA)", description="the paper's sample (retrieval_text), token for token + tree label"))
     return out
 
 
@@ -471,6 +473,6 @@ def necessity_check(profile: str, seed: int) -> list[Record]:
             rows = red_rows(red, pairs)
             run = rag_runner(c, rows)
         out.append(necessity_record(CLAIM, c.name, f"{task}: {what} of the Index reduction", n,
-                                    family="reduction", alphabet=a, declared=c.model.fmt, run=run,
+                                    task=task_spec(task).name, family="reduction", alphabet=a, declared=c.model.fmt, run=run,
                                     instances=len(rows), model=c.model))
     return out

@@ -67,25 +67,31 @@ from .declarations import declare
 from .necessity import batch_runner, necessity_record
 from .shared_data import shared_file
 from .registry import Record, register
-from .tasks import ar, cgram, counting, hard, index
+from .tasks import ar, hard, task
 
 CLAIM = "T4.6-up"
 MQAR_SAMPLE_NAME = "mqar_sample.npz"
 
-# construction key -> (task module, alphabet for sampled runs, c, builder(n, a, c, fmt), declaration,
-#                      exhaustive alphabet)
+def _construction(name: str, a: int, build, decl, exhaustive_alphabet: int) -> tuple:
+    spec = task(name)
+    return spec, a, spec.c or 2, build, decl, exhaustive_alphabet
+
+
+# construction key -> (task spec (checks.tasks), alphabet for sampled runs, c, builder(n, a, c, fmt), declaration,
+#                      exhaustive alphabet); c is the spec's (2 where the task has none: the declarations' c)
 TASKS = {
-    "index": (index, 2, 2, lambda n, a, c, fmt=None: R.index_transformer(n, alphabet=a, fmt=fmt), R.INDEX, 2),
-    "ar": (ar, 4, 2, lambda n, a, c, fmt=None: R.ar_transformer(n, alphabet=a, fmt=fmt), R.AR, 3),
-    "cgram2": (cgram, 3, 2, lambda n, a, c, fmt=None: R.cgram_transformer(n, alphabet=a, c=c, fmt=fmt), R.CGRAM, 3),
-    "cgram3": (cgram, 2, 3, lambda n, a, c, fmt=None: R.cgram_transformer(n, alphabet=a, c=c, fmt=fmt), R.CGRAM, 3),
-    "cgram4": (cgram, 3, 4, lambda n, a, c, fmt=None: R.cgram_transformer(n, alphabet=a, c=c, fmt=fmt), R.CGRAM, 3),
-    "counting": (counting, 3, 2, lambda n, a, c, fmt=None: R.counting_transformer(n, alphabet=a, fmt=fmt, check_margins=fmt is None),
-                 R.COUNTING, 3),
+    "index": _construction("index", 2, lambda n, a, c, fmt=None: R.index_transformer(n, alphabet=a, fmt=fmt),
+                           R.INDEX, 2),
+    "ar": _construction("ar", 4, lambda n, a, c, fmt=None: R.ar_transformer(n, alphabet=a, fmt=fmt), R.AR, 3),
+    "cgram2": _construction("cgram(c=2)", 3, lambda n, a, c, fmt=None: R.cgram_transformer(n, alphabet=a, c=c, fmt=fmt),
+                            R.CGRAM, 3),
+    "cgram3": _construction("cgram(c=3)", 2, lambda n, a, c, fmt=None: R.cgram_transformer(n, alphabet=a, c=c, fmt=fmt),
+                            R.CGRAM, 3),
+    "cgram4": _construction("cgram(c=4)", 3, lambda n, a, c, fmt=None: R.cgram_transformer(n, alphabet=a, c=c, fmt=fmt),
+                            R.CGRAM, 3),
+    "counting": _construction("counting", 3, lambda n, a, c, fmt=None: R.counting_transformer(
+        n, alphabet=a, fmt=fmt, check_margins=fmt is None), R.COUNTING, 3),
 }
-HARD_TASK = {"index": "index", "ar": "ar", "cgram2": "cgram", "cgram3": "cgram", "cgram4": "cgram",
-             "counting": "counting"}
-"""construction key -> the task name of checks.tasks.hard (the reduction)."""
 EXHAUSTIVE_MAX = {"quick": {"ar": 7, "cgram2": 6, "cgram3": 7, "cgram4": 7, "counting": 6},
                   "full": {"ar": 9, "cgram2": 9, "cgram3": 9, "cgram4": 9, "counting": 9}}
 """Easy family, every instance over alphabet 3 for n up to this (Index's exhaustive
@@ -130,12 +136,12 @@ for _key, (_, _a, _c, _, _decl, _) in TASKS.items():
     declare(CLAIM, f"retrieval.{_key}", "int_bits", _decl.int_expr.subs(_sub), "log")
     declare(CLAIM, f"retrieval.{_key}", "frac_bits", _decl.frac_expr, "constant" if _key != "counting" else "log")
 declare(CLAIM, "retrieval.mqar", "int_bits", R.MQAR.int_expr, "log")
-# ... and at the reductions' alphabets, which grow with n (a = n + 2 bounds AR / c-gram keys, n + 1 Counting marks)
-_REDUCTION_ALPHABET = {"ar": (R.AR, 2, lambda n: n + 2, "n+2"), "cgram3": (R.CGRAM, 3, lambda n: n + 2, "n+2"),
-                       "cgram4": (R.CGRAM, 4, lambda n: n + 2, "n+2"),
-                       "counting": (R.COUNTING, 2, lambda n: n + 1, "n+1")}
-for _key, (_decl, _c, _alpha, _label) in _REDUCTION_ALPHABET.items():
-    _name = f"retrieval.{_key}[a={_label}]"
+# ... and at the reductions' alphabets, which grow with n (the spec's reduction_alphabet: a = n + 2 bounds
+# AR / c-gram keys, n + 1 Counting marks)
+for _key in ("ar", "cgram3", "cgram4", "counting"):
+    _spec, _, _c, _, _decl, _ = TASKS[_key]
+    _alpha = _spec.reduction_alphabet
+    _name = f"retrieval.{_key}[a={str(_alpha(R.N)).replace(' ', '')}]"
     declare(CLAIM, _name, "int_bits", _decl.int_expr.subs({R.A: _alpha(R.N), R.C: _c}), "log")
     FUNCTIONS[(_name, "int_bits")] = (lambda d, c, al: (lambda n: d.int_bits(n, al(n), c)))(_decl, _c, _alpha)
 # register the Python functions so the declarations check compares them with sympy
@@ -146,22 +152,16 @@ FUNCTIONS[("retrieval.mqar", "int_bits")] = lambda n: R.MQAR.int_bits(n)
 
 
 def _min_n(key: str) -> int:
-    return {"index": 1, "ar": 2, "cgram2": 2, "cgram3": 3, "cgram4": 4, "counting": 1}[key]
+    return TASKS[key][0].min_n
 
 
 def _kwargs(key: str, a: int) -> dict:
-    mod, _, c, *_ = TASKS[key]
-    kw = {"alphabet": a}
-    if mod is cgram:
-        kw["c"] = c
-    if mod is counting:
-        kw["threshold"] = "near"
-    return kw
+    """Keywords of the spec's generator (c is bound in the spec; Counting near its threshold)."""
+    return {"alphabet": a, **({"threshold": "near"} if TASKS[key][0].family == "counting" else {})}
 
 
 def _reference(key: str):
-    mod, _, c, *_ = TASKS[key]
-    return (lambda t: cgram.reference(t, c=c)) if mod is cgram else mod.reference
+    return TASKS[key][0].reference_at()
 
 
 def _max_n(key: str) -> int | None:
@@ -205,9 +205,8 @@ def index_batches(n: int, chunk_bits: int = INDEX_CHUNK_BITS, chunks: tuple[int,
 
 def _reduction_params(key: str, m: int) -> tuple[int, int, int]:
     """(data length n, alphabet a, c) of the reduction instances with m Index bits."""
-    c = TASKS[key][2]
-    task = HARD_TASK[key]
-    return hard.data_length(task, m, c), hard.alphabet(task, m, c), c
+    spec, _, c, *_ = TASKS[key]
+    return hard.data_length(spec.family, m, c), hard.alphabet(spec.family, m, c), c
 
 
 def _reduction_batches(key: str, m: int, chunk_bits: int = INDEX_CHUNK_BITS,
@@ -215,12 +214,12 @@ def _reduction_batches(key: str, m: int, chunk_bits: int = INDEX_CHUNK_BITS,
     """(tokens, expected answers) chunks of every reduction instance with m bits
     (Index above ``chunk_bits``: in chunks of 2^chunk_bits strings, only the chunks
     ``chunks`` = (start, stop), default all)."""
-    task, c = HARD_TASK[key], TASKS[key][2]
+    family, c = TASKS[key][0].family, TASKS[key][2]
     if key == "index" and m > chunk_bits:
         for toks in index_batches(m, chunk_bits, chunks):
             yield toks, toks[np.arange(len(toks)), toks[:, -1] - NUMBER_BASE]
         return
-    yield hard.reduction_instances(task, m, c)
+    yield hard.reduction_instances(family, m, c)
 
 
 INDEX_RANGE_CHUNKS = 8
@@ -230,7 +229,7 @@ INDEX_RANGE_CHUNKS = 8
 
 def _reduction_exhaustive_bits(key: str, profile: str) -> range:
     c = TASKS[key][2]
-    lo = max(1, -(-_min_n(key) // max(1, hard.data_length(HARD_TASK[key], 1, c))))
+    lo = max(1, -(-_min_n(key) // max(1, hard.data_length(TASKS[key][0].family, 1, c))))
     return range(lo, REDUCTION_EXHAUSTIVE_BITS[profile][key] + 1)
 
 
@@ -289,11 +288,12 @@ def _reduction_exhaustive_record(key: str, profile: str, pieces: list[dict]) -> 
             worst = (slack, n, used, declared)
         seen.append((n, a, mine[0]["params"]))
     n_top, a_top, _ = _reduction_params(key, top)
-    return (Record(CLAIM, key, f"reduction image, every x and i, Index bits m = {lo}..{top}", n_top, inst, fails,
+    return (Record(CLAIM, key, TASKS[key][0].name, n_top, inst, fails,
                    worst[2], worst[3], params=seen[-1][2], seconds=round(sum(p["seconds"] for p in pieces), 3),
                    note=f"n = data length {n_top} at m = {top} (alphabets {seen[0][1]}..{a_top}); "
                         f"least precision slack at n = {worst[1]}",
-                   family="reduction", alphabet=a_top), seen)
+                   family="reduction", alphabet=a_top,
+                   description=f"reduction image, every x and i, Index bits m = {lo}..{top}"), seen)
 
 
 def _reduction_exhaustive(key: str, profile: str) -> tuple[Record, list[tuple[int, int, int]]]:
@@ -304,13 +304,13 @@ def _reduction_exhaustive(key: str, profile: str) -> tuple[Record, list[tuple[in
 
 def _reduction_sampled_targets(key: str, profile: str) -> list[tuple[int, int]]:
     """(target data length, rows) of the sampled reduction records of ``key``."""
-    c, task = TASKS[key][2], HARD_TASK[key]
+    c, family = TASKS[key][2], TASKS[key][0].family
     targets = dict(REDUCTION_SAMPLED[profile])
     if key == "counting":           # and at the largest n whose declared format fits int64
         targets[R.COUNTING_MAX_N] = 2
     out = []
     for target, rows in targets.items():
-        n, _, _ = _reduction_params(key, hard.index_bits(task, target, c))
+        n, _, _ = _reduction_params(key, hard.index_bits(family, target, c))
         if n < _min_n(key) or (_max_n(key) is not None and n > _max_n(key)):
             continue
         out.append((target, rows))
@@ -318,23 +318,23 @@ def _reduction_sampled_targets(key: str, profile: str) -> list[tuple[int, int]]:
 
 
 def _reduction_sampled_one(key: str, target: int, rows: int, seed: int) -> tuple[list[Record], list[tuple[int, int, int]]]:
-    _, _, c, build, decl, _ = TASKS[key]
-    task = HARD_TASK[key]
-    m = hard.index_bits(task, target, c)
+    spec, _, c, build, decl, _ = TASKS[key]
+    m = hard.index_bits(spec.family, target, c)
     n, a, _ = _reduction_params(key, m)
     t0 = time.perf_counter()
-    toks, want = hard.sampled_reduction_instances(np.random.default_rng([seed, target, len(key), 7]), task, m,
+    toks, want = hard.sampled_reduction_instances(np.random.default_rng([seed, target, len(key), 7]), spec.family, m,
                                                   rows, c)
     model = build(n, a, c)
     i, fl = run_model(model, toks, _reference(key), want)
     r = model.resources
     fmt_ok = model.fmt == decl.format(n, a, c)
-    return [Record(CLAIM, model.name, f"reduction image sampled, adversarial first occurrences (m = {m})", n,
+    return [Record(CLAIM, model.name, spec.name, n,
                    i, fl + (0 if fmt_ok else 1), r.used_precision_bits, decl.total_bits(n, a, c),
                    params=r.params, seconds=round(time.perf_counter() - t0, 3),
                    note=f"Index bits m = {m}, query i = m in rows 0, 1; {model.fmt.name}"
                         + ("" if fmt_ok else f" NOT THE DECLARED FORMAT {decl.format(n, a, c).name}"),
-                   family="reduction", alphabet=a)], [(n, a, r.params)]
+                   family="reduction", alphabet=a,
+                   description=f"reduction image sampled, adversarial first occurrences (m = {m})")], [(n, a, r.params)]
 
 
 def _reduction_sampled(key: str, profile: str, seed: int) -> tuple[list[Record], list[tuple[int, int, int]]]:
@@ -347,18 +347,17 @@ def _reduction_sampled(key: str, profile: str, seed: int) -> tuple[list[Record],
 
 def _exhaustive_one(key: str, n: int) -> dict:
     """Every easy-family instance at one n (merged by :func:`_exhaustive_record`)."""
-    mod, _, c, build, decl, a = TASKS[key]
+    spec, _, c, build, decl, a = TASKS[key]
     t0 = time.perf_counter()
     model = build(n, a, c)
-    kw = {"alphabet": a, **({"c": c} if mod is cgram else {})}
-    i, fl = run_model(model, np.asarray(mod.enumerate_all(n, **kw).tokens), _reference(key))
+    i, fl = run_model(model, np.asarray(spec.enumerate_all(n, alphabet=a).tokens), _reference(key))
     r = model.resources
     return {"n": n, "instances": i, "failures": fl, "used": r.used_precision_bits, "declared": r.precision_bits,
             "params": r.params, "seconds": time.perf_counter() - t0}
 
 
 def _exhaustive_record(key: str, profile: str, pieces: list[dict]) -> tuple[Record, list[tuple[int, int, int]]]:
-    mod, _, c, _, _, a = TASKS[key]
+    spec, _, c, _, _, a = TASKS[key]
     inst = fails = 0
     worst = None
     seen = []
@@ -369,11 +368,13 @@ def _exhaustive_record(key: str, profile: str, pieces: list[dict]) -> tuple[Reco
             worst = (slack, p["n"], p["used"], p["declared"])
         seen.append((p["n"], a, p["params"]))
     top = EXHAUSTIVE_MAX[profile][key]
-    return (Record(CLAIM, key, f"every instance a={a}" + (f" c={c}" if mod is cgram else "") + f" n<={top}",
+    return (Record(CLAIM, key, spec.name,
                    worst[1], inst, fails, worst[2], worst[3], params=seen[-1][2],
                    seconds=round(sum(p["seconds"] for p in pieces), 3),
                    note=f"easy family; least precision slack at n={worst[1]}",
-                   family="all-instances", alphabet=a), seen)
+                   family="all-instances", alphabet=a,
+                   description=f"every instance a={a}" + (f" c={c}" if spec.family == "cgram" else "")
+                   + f" n<={top}"), seen)
 
 
 def _exhaustive(key: str, profile: str) -> tuple[Record, list[tuple[int, int, int]]]:
@@ -384,20 +385,21 @@ def _exhaustive(key: str, profile: str) -> tuple[Record, list[tuple[int, int, in
 
 def _sampled_one(key: str, profile: str, n: int, seed: int) -> tuple[list[Record], list[tuple[int, int, int]]]:
     """Easy family at one n: a seeded generator batch (small alphabet, random first occurrences)."""
-    mod, a, c, build, decl, _ = TASKS[key]
+    spec, a, c, build, decl, _ = TASKS[key]
     batch = SAMPLED[profile][n]
     t0 = time.perf_counter()
-    b = mod.generate(np.random.default_rng([seed, n, len(key)]), n, batch, **_kwargs(key, a))
+    b = spec.generate(np.random.default_rng([seed, n, len(key)]), n, batch, **_kwargs(key, a))
     model = build(n, a, c)
     i, fl = run_model(model, np.asarray(b.tokens), _reference(key))
     r = model.resources
     fmt_ok = model.fmt == decl.format(n, a, c)
-    return [Record(CLAIM, model.name, f"sampled a={a}" + (f" c={c}" if mod is cgram else ""), n, i,
+    return [Record(CLAIM, model.name, spec.name, n, i,
                    fl + (0 if fmt_ok else 1), r.used_precision_bits, decl.total_bits(n, a, c), 0, 0,
                    r.params, 0, round(time.perf_counter() - t0, 3),
                    note="easy family; " + model.fmt.name + ("" if fmt_ok else
                                           f" NOT THE DECLARED FORMAT {decl.format(n, a, c).name}"),
-                   family="random", alphabet=a)], [(n, a, r.params)]
+                   family="random", alphabet=a,
+                   description=f"sampled a={a}" + (f" c={c}" if spec.family == "cgram" else ""))], [(n, a, r.params)]
 
 
 def _sampled(key: str, profile: str, seed: int) -> tuple[list[Record], list[tuple[int, int, int]]]:
@@ -433,12 +435,13 @@ def params_record(key: str, seen: list[tuple[int, int, int]]) -> Record:
     counts = sorted({p for _, _, p in seen})
     alphabets = sorted({a for _, a, _ in seen})
     with_n1 = sum(1 for n, a, _ in seen if a >= n + 1)
-    return Record(CLAIM, key, "params identical at every n and alphabet checked", max(n for n, _, _ in seen),
+    return Record(CLAIM, key, TASKS[key][0].name, max(n for n, _, _ in seen),
                   len(seen), len(counts) - 1, params=counts[-1],
                   note=f"param counts seen: {counts} over {len(seen)} models, n = {min(n for n, _, _ in seen)}.."
                        f"{max(n for n, _, _ in seen)}, alphabets {alphabets[0]}..{alphabets[-1]} "
                        f"({with_n1} of them with alphabet >= n + 1)",
-                  family="reduction", alphabet=alphabets[-1])
+                  family="reduction", alphabet=alphabets[-1],
+                  description="params identical at every n and alphabet checked")
 
 
 def describe_instance(row: np.ndarray) -> str:
@@ -456,20 +459,20 @@ def necessity_records(key: str, profile: str, seed: int, where=None) -> list[Rec
     points of :data:`NECESSITY` (or ``where``): integer bits re-encoded, fraction
     bits rebuilt at each f (every sharpness re-derived; Counting without its
     comparison-margin assertion, so the run decides)."""
-    _, _, c, build, decl, _ = TASKS[key]
-    task = HARD_TASK[key]
+    spec, _, c, build, decl, _ = TASKS[key]
+    family = spec.family
     out = []
     for how, size in where or NECESSITY[profile]:
         if how == "exhaustive":
             m = size
-            toks, want = hard.reduction_instances(task, m, c)
+            toks, want = hard.reduction_instances(family, m, c)
         else:
-            m = hard.index_bits(task, size, c)
-            toks, want = hard.sampled_reduction_instances(np.random.default_rng([seed, size, 11]), task, m, 16, c)
+            m = hard.index_bits(family, size, c)
+            toks, want = hard.sampled_reduction_instances(np.random.default_rng([seed, size, 11]), family, m, 16, c)
         n, a, _ = _reduction_params(key, m)
         model = build(n, a, c)
         rec = necessity_record(CLAIM, model.name, f"necessity on the reduction image ({how}, m = {m})", n,
-                               family="reduction", alphabet=a, declared=decl.format(n, a, c),
+                               task=spec.name, family="reduction", alphabet=a, declared=decl.format(n, a, c),
                                run=batch_runner(toks, want, describe_instance), instances=len(want), model=model,
                                build_frac=lambda fmt, n=n, a=a: build(n, a, c, fmt))
         rec.note = f"Index bits m = {m}, {len(want)} instances; " + rec.note
@@ -481,14 +484,14 @@ def counting_frontier_necessity(profile: str, ns=None) -> list[Record]:
     """Counting's necessity on the fixed frontier sample (checks/frontier.py: the
     closest comparisons c = n, t = n - 1 and c = t = n at alphabet 3), where its
     O(log n) fraction bits are needed."""
-    _, _, c, build, decl, _ = TASKS["counting"]
+    spec, _, c, build, decl, _ = TASKS["counting"]
     a = FR.CONSTRUCTIONS["counting"][1]
     out = []
     for n in ns or COUNTING_FRONTIER_NECESSITY[profile]:
         toks, want = FR.frontier_sample("counting", n)
         model = build(n, a, c)
         out.append(necessity_record(CLAIM, model.name, "necessity on the closest comparisons (frontier sample)", n,
-                                    family="frontier-sample", alphabet=a, declared=decl.format(n, a, c),
+                                    task=spec.name, family="frontier-sample", alphabet=a, declared=decl.format(n, a, c),
                                     run=batch_runner(toks, want, describe_instance), instances=len(want),
                                     model=model, build_frac=lambda fmt, n=n: build(n, a, c, fmt)))
     return out
@@ -507,12 +510,13 @@ def _format_limit() -> Record:
     except ValueError as e:
         refused, how = "exceeds 62" in str(e), str(e)[:110]
     ok = refused and I2 + f2 > 62 and fits.int_bits + fits.frac_bits <= 62
-    return Record(CLAIM, "counting", f"format limit: declared format fits int64 to n = {lim} at alphabet n + 1, "
-                  f"refused at n = {lim + 1}", lim + 1, 1, 0 if ok else 1,
+    return Record(CLAIM, "counting", TASKS["counting"][0].name, lim + 1, 1, 0 if ok else 1,
                   seconds=max(round(time.perf_counter() - t0, 3), 0.001),
                   note=f"declared {fits.name} at n = {lim}; Q{I2}.{f2} (I + f = {I2 + f2} > 62) at n = {lim + 1}: "
                        + ("refused as documented: " if ok else "NOT AS DOCUMENTED: ") + how,
-                  family="reduction", alphabet=lim + 2)
+                  family="reduction", alphabet=lim + 2,
+                  description=f"format limit: declared format fits int64 to n = {lim} at alphabet n + 1, "
+                              f"refused at n = {lim + 1}")
 
 
 def mqar_sample_records(profile: str, seed: int) -> list[Record]:
@@ -520,10 +524,10 @@ def mqar_sample_records(profile: str, seed: int) -> list[Record]:
     t0 = time.perf_counter()
     MQAR_SAMPLE = shared_file(MQAR_SAMPLE_NAME)
     if MQAR_SAMPLE is None:
-        return [Record(CLAIM, "mqar", "Zoology MQAR sample", 0, 0, 0, checked=False,
+        return [Record(CLAIM, "mqar", ar.MQAR_SPEC.name, 0, 0, 0, checked=False,
                        note=f"NOT CHECKED: shared data file {MQAR_SAMPLE_NAME} not found "
                             f"(set RNNGAP_SHARED_DATA to the directory holding it)",
-                       family="zoology-sample", alphabet=R.MQAR_MAX_VALUE)]
+                       family="zoology-sample", alphabet=R.MQAR_MAX_VALUE, description="Zoology MQAR sample")]
     inst = fails = 0
     used = decl = params = 0
     for name, (X, Y) in ar.load_zoology_npz(MQAR_SAMPLE).items():
@@ -535,9 +539,10 @@ def mqar_sample_records(profile: str, seed: int) -> list[Record]:
         used = max(used, model.resources.used_precision_bits)
         decl = max(decl, model.resources.precision_bits)
         params = model.resources.params
-    return [Record(CLAIM, "mqar", "Zoology MQAR sample (labelled positions)", 256, inst, fails, used, decl,
+    return [Record(CLAIM, "mqar", ar.MQAR_SPEC.name, 256, inst, fails, used, decl,
                    0, 0, params, 0, round(time.perf_counter() - t0, 3), note=str(MQAR_SAMPLE.name),
-                   family="zoology-sample", alphabet=R.MQAR_MAX_VALUE)]
+                   family="zoology-sample", alphabet=R.MQAR_MAX_VALUE,
+                   description="Zoology MQAR sample (labelled positions)")]
 
 
 def mqar_random_records(profile: str, seed: int) -> list[Record]:
@@ -552,10 +557,10 @@ def mqar_random_records(profile: str, seed: int) -> list[Record]:
     P = R.mqar_predict(X, model)
     want = np.array([ar.mqar_reference(list(map(int, r))) for r in X], dtype=np.int64)
     r = model.resources
-    return [Record(CLAIM, model.name, "MQAR random, values < 2^16, every position", L, int(want.size),
+    return [Record(CLAIM, model.name, ar.MQAR_SPEC.name, L, int(want.size),
                    int((P != want).sum()), r.used_precision_bits, r.precision_bits, 0, 0, r.params, 0,
                    round(time.perf_counter() - t0, 3), note=model.fmt.name, family="random",
-                   alphabet=R.MQAR_MAX_VALUE)]
+                   alphabet=R.MQAR_MAX_VALUE, description="MQAR random, values < 2^16, every position")]
 
 
 MQAR_NECESSITY_LENGTHS = {"quick": (64,), "full": (64, 512)}
@@ -588,7 +593,7 @@ def mqar_necessity_records(profile: str, seed: int) -> list[Record]:
 
         model = R.mqar_transformer(L)
         out.append(necessity_record(CLAIM, model.name, "necessity, MQAR random (every position)", L,
-                                    family="random", alphabet=R.MQAR_MAX_VALUE, declared=R.MQAR.format(L),
+                                    task=ar.MQAR_SPEC.name, family="random", alphabet=R.MQAR_MAX_VALUE, declared=R.MQAR.format(L),
                                     run=run, instances=int(want.size), model=model,
                                     build_frac=lambda fmt, L=L: R.mqar_transformer(L, fmt)))
     return out
@@ -621,11 +626,12 @@ def frontier_records(profile: str, constructions=None) -> list[Record]:
         if len(fits) < len(ns):
             note += (f"; n = 2^{fits[-1].bit_length()}..2^{K} not run: the declared format exceeds int64 there "
                      f"(the construction refuses those n)")
-        out.append(Record(CLAIM, name, f"precision frontier n=2^4..2^{fits[-1].bit_length() - 1} (fixed seeded sample)",
-                          fits[-1],
+        out.append(Record(CLAIM, name, task(name).name, fits[-1],
                           s["instances"], len(bad), last["p_min"], last["p_declared"],
                           seconds=round(time.perf_counter() - t0, 3), note=note, family="frontier-sample",
-                          alphabet=FR.CONSTRUCTIONS[name][1]))
+                          alphabet=FR.CONSTRUCTIONS[name][1],
+                          description=f"precision frontier n=2^4..2^{fits[-1].bit_length() - 1} "
+                                      f"(fixed seeded sample)"))
     return out
 
 

@@ -74,10 +74,7 @@ from rnngap.lowerbounds.targets_toy import CompactIndexRegister
 
 from .catalog import retrieval_model
 from .registry import Record, register
-from .tasks import ar as task_ar
-from .tasks import cgram as task_cgram
-from .tasks import counting as task_counting
-from .tasks import index as task_index
+from .tasks import TaskSpec, task as task_spec
 from .tasks import istree as task_istree
 from .tasks.common import describe_token
 from .forcing import forced_continuations
@@ -92,36 +89,43 @@ EXHAUSTIVE_MAX_N = 12
 
 @dataclass(frozen=True)
 class SeparationTask:
-    """One task of the separation: its claim, reduction, the parser layout of
-    its format, and how the constant-size model is built."""
+    """One task of the separation: its claim, the parser layout of its format,
+    how the constant-size model is built, and the task's spec (checks.tasks:
+    reference, reduction, the alphabet the reduction writes, the data length)."""
 
     key: str
     claim: str
-    reduction: R.Reduction
     layout: str
-    c: int
-    alphabet: Callable[[int], int]      # the data alphabet the reduction writes at n
     builder: str | None                 # checks.catalog retrieval task of the T4.6-up entry (None: IsTree)
-    data_length: Callable[[int], int]   # the model's n for the reduction's data at n
+    spec: TaskSpec
+
+    @property
+    def reduction(self) -> R.Reduction:
+        return self.spec.reduction
+
+    @property
+    def c(self) -> int:
+        return self.spec.c or 2
+
+    def alphabet(self, n: int) -> int:
+        """The data alphabet the reduction writes at n."""
+        return self.spec.reduction_alphabet(n)
+
+    def data_length(self, n: int) -> int:
+        """The model's n for the reduction's data at n."""
+        return self.spec.data_length(n)
 
     def reference(self, n: int) -> Callable[[Any], int]:
         """The plain-Python task reference on this family's instances."""
-        return {
-            "index": task_index.reference, "ar": task_ar.reference,
-            "cgram3": partial(task_cgram.reference, c=3), "counting": task_counting.reference,
-            "istree": partial(task_istree.reference, n_nodes=R.istree_vertex_count(n)),
-        }[self.key]
+        return self.spec.reduction_reference(n)
 
 
 TASKS: dict[str, SeparationTask] = {
-    "index": SeparationTask("index", "T4.6-low", R.INDEX, "index", 2, lambda n: 2, "index", lambda n: n),
-    "ar": SeparationTask("ar", "T4.6-low", R.AR, "keyvalue", 2, lambda n: n + 2, "ar", lambda n: 2 * n),
-    "cgram3": SeparationTask("cgram3", "T4.6-low", R.cgram_reduction(3), "keyvalue", 3, lambda n: n + 2, "cgram",
-                             lambda n: 3 * n),
-    "counting": SeparationTask("counting", "T4.6-low", R.COUNTING, "counting", 2, lambda n: n + 1, "counting",
-                               lambda n: n),
-    "istree": SeparationTask("istree", "T4.7-low", R.ISTREE, "istree", 2, lambda n: n + 3, None,
-                             lambda n: R.istree_vertex_count(n)),
+    "index": SeparationTask("index", "T4.6-low", "index", "index", task_spec("index")),
+    "ar": SeparationTask("ar", "T4.6-low", "keyvalue", "ar", task_spec("ar")),
+    "cgram3": SeparationTask("cgram3", "T4.6-low", "keyvalue", "cgram", task_spec("cgram(c=3)")),
+    "counting": SeparationTask("counting", "T4.6-low", "counting", "counting", task_spec("counting")),
+    "istree": SeparationTask("istree", "T4.7-low", "istree", None, task_spec("istree")),
 }
 
 ROWS = {"quick": {"retrieval": ((4, "register"), (6, "register"), (8, "compact"), (10, "compact")),
@@ -393,12 +397,13 @@ def separation_record(task_key: str, n: int, rnn: RNN | None = None, capacity: i
             + f" distinct states; {wnote}; collision {how}"
             + (f"; FAILS: {'; '.join(problems)}" if problems else ""))
     return Record(claim or task.claim, f"{model_side.name} vs {getattr(rnn, 'name', type(rnn).__name__)}",
-                  f"{task_key} separation (Index reduction)", n, model_side.instances,
+                  task.spec.name, n, model_side.instances,
                   model_side.failures + len(problems),
                   model_side.bits_used, model_side.bits_declared, model_side.cot_max, model_side.cot_bound,
                   model_side.params, rnn.state_bits, round(time.perf_counter() - t0 + own_side, 3), note=note,
                   kind="separation", family="reduction", alphabet=alphabet, cc_bits=cc_bits,
-                  collision_forced=forced, witness_verified=verified)
+                  collision_forced=forced, witness_verified=verified,
+                  description=f"{task_key} separation (Index reduction)")
 
 
 def model_side(task_key: str, n: int, model: Any = None) -> ModelSide:

@@ -144,7 +144,7 @@ def tm_runner(enc: T.Encoding, spec: T.MachineSpec, n: int, run) -> "Callable[[o
 
 def _necessity(claim: str, model, spec: T.MachineSpec, n: int, run, build_frac=None) -> Record:
     return necessity_record(claim, model.name, f"TM {spec.name}: every input of length <= {n}",
-                           n, family="exhaustive", alphabet=2, declared=model.fmt, run=run,
+                           n, task=TR.SPEC.name, family="exhaustive", alphabet=2, declared=model.fmt, run=run,
                            instances=run.instances, model=model, build_frac=build_frac)
 
 
@@ -158,12 +158,12 @@ def hybrid_tm_check(profile: str, seed: int) -> list[Record]:
             tally, sim = run_hybrid(spec, n)
             r = sim.model.resources
             bound = 2 * spec.time_bound(n) + 1
-            out.append(Record("T5-hyb-P", sim.model.name, f"TM {name}: every input of length {n}", n,
+            out.append(Record("T5-hyb-P", sim.model.name, TR.SPEC.name, n,
                               tally.instances, tally.failures, r.used_precision_bits, sim.model.fmt.total_bits,
                               tally.cot_max, bound, r.params, r.state_bits,
                               round(time.perf_counter() - t0, 3), family="exhaustive", alphabet=2,
                               note=(tally.cot_vs_steps(2) + "; "
-                                    + (tally.first_failure or "all match automata-lib"))))
+                                    + (tally.first_failure or "all match automata-lib")), description=f"TM {name}: every input of length {n}"))
 
         small = T.tm_hybrid(spec, NECESSITY_N["hybrid"])
 
@@ -204,12 +204,12 @@ def rag_tm_check(profile: str, seed: int) -> list[Record]:
             tally, sim, bad_oracle = run_rag(spec, n, shared)
             r = sim.model.resources
             bound = T.rag_cot_bound(n, spec.time_bound(n))
-            out.append(Record("T5-RAG", sim.model.name, f"TM {name} (RAG): every input of length {n}", n,
+            out.append(Record("T5-RAG", sim.model.name, TR.SPEC.name, n,
                               tally.instances, tally.failures + bad_oracle, r.used_precision_bits,
                               sim.model.fmt.total_bits, tally.cot_max, bound, r.params, r.state_bits,
                               round(time.perf_counter() - t0, 3), family="exhaustive", alphabet=2,
                               note=(f"{tally.cot_vs_steps()}; {bad_oracle} malformed/timed-out searches; "
-                                    + (tally.first_failure or "all match automata-lib"))))
+                                    + (tally.first_failure or "all match automata-lib")), description=f"TM {name} (RAG): every input of length {n}"))
 
         small = T.tm_rag(spec, NECESSITY_N["rag"])
 

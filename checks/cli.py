@@ -114,14 +114,14 @@ def _verify(args) -> int:
             records = registry.run(args.profile, only, args.seed, progress)
             bar.advance(task)
     table = Table(title=f"rnngap verify ({args.profile} profile, seed {args.seed})")
-    for col in ("claim", "model", "task", "n", "instances", "failures", "bits used/decl", "CoT max/bound",
+    for col in ("claim", "model", "task", "what", "n", "instances", "failures", "bits used/decl", "CoT max/bound",
                 "params", "state bits", "s", "ok"):
         table.add_column(col)
     from rich.markup import escape
 
     fmt = lambda v: "-" if v is None else str(v)
     for r in records:
-        table.add_row(escape(r.claim), escape(r.model), escape(r.task), str(r.n), str(r.instances), str(r.failures),
+        table.add_row(escape(r.claim), escape(r.model), escape(r.task), escape(r.description), str(r.n), str(r.instances), str(r.failures),
                       f"{fmt(r.precision_bits_used)}/{fmt(r.precision_bits_declared)}",
                       f"{fmt(r.cot_max)}/{fmt(r.cot_bound)}", fmt(r.params), fmt(r.state_bits),
                       f"{r.seconds:.2f}", r.status)
@@ -129,7 +129,7 @@ def _verify(args) -> int:
     out.print(table)
     for r in records:
         if r.note and (not r.passed or args.notes):
-            out.print(escape(f"  {r.status} {r.claim} {r.model} {r.task} n={r.n}: {r.note}"))
+            out.print(escape(f"  {r.status} {r.claim} {r.model} {r.task} {r.description} n={r.n}: {r.note}"))
     unchecked = registry.unchecked_claims(only)
     for c in unchecked:
         out.print(escape(f"  NOT CHECKED {c}: {registry.CLAIMS[c]} (no check registered yet)"))
@@ -145,7 +145,7 @@ def _verify(args) -> int:
         return 1
     if (skipped or unchecked) and not args.allow_missing_data:
         for r in skipped:
-            print(f"rnngap: NOT CHECKED {r.claim} {r.model} {r.task}: {r.note}", file=sys.stderr)
+            print(f"rnngap: NOT CHECKED {r.claim} {r.model} {r.task} {r.description}: {r.note}", file=sys.stderr)
         print("rnngap: some records were NOT CHECKED (exit 3); --allow-missing-data accepts that",
               file=sys.stderr)
         return 3

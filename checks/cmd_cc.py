@@ -26,9 +26,12 @@ from __future__ import annotations
 
 import json
 import math
-from functools import partial
 
-TASKS = ("index", "ar", "cgram", "counting", "istree")
+def task_names() -> tuple[str, ...]:
+    """The tasks with a split, as the CLI spells them (``cgram`` is c = 3)."""
+    from .tasks.hard import TASKS
+    return TASKS
+
 
 MAX_CELLS = 2_000_000
 """Largest matrix (#Alice x #Bob) the command enumerates (each cell is one call
@@ -69,7 +72,7 @@ def max_n(task: str, alphabet: int) -> int:
 
 def add_command(sub) -> None:
     p = sub.add_parser("cc", help="exact one-way communication complexity of a task split")
-    p.add_argument("--task", required=True, help=f"one of {', '.join(TASKS)}")
+    p.add_argument("--task", required=True, help=f"one of {', '.join(task_names())}")
     p.add_argument("--n", required=True, type=int, help="data length n (>= 1)")
     p.add_argument("--alphabet", type=int, default=None,
                    help="Alice's alphabet size a (default 2; for istree: the number of hubs)")
@@ -79,22 +82,13 @@ def add_command(sub) -> None:
 
 
 def make_problem(task: str, n: int, alphabet: int):
-    """The :class:`lowerbounds.cc.CommProblem` of ``task`` at length n."""
-    from rnngap.lowerbounds import cc, reductions
-
-    from .tasks import ar, cgram, counting, index, istree
-    if task == "index":
-        return cc.index_split(n, index.reference, alphabet=alphabet)
-    if task == "ar":
-        return cc.ar_split(n, ar.reference, alphabet=alphabet)
-    if task == "cgram":
-        return cc.cgram_split(n, cgram.reference, c=3, alphabet=alphabet)
-    if task == "counting":
-        return cc.counting_split(n, counting.reference, alphabet=alphabet)
-    if task == "istree":
-        return cc.istree_split(n, partial(istree.reference, n_nodes=reductions.istree_vertex_count(n, alphabet)),
-                               hubs=alphabet)
-    raise ValueError(task)
+    """The :class:`lowerbounds.cc.CommProblem` of ``task`` at length n (the task
+    spec's ``cc_split``; for IsTree ``alphabet`` is the number of hubs)."""
+    from .tasks import task as task_spec
+    spec = task_spec(task)
+    if spec.cc_split is None:
+        raise ValueError(task)
+    return spec.cc_split(n, alphabet)
 
 
 def run(args) -> int:
@@ -102,8 +96,8 @@ def run(args) -> int:
 
     from .errors import UsageError, atomic_output, check_outputs
     task = str(args.task).lower()
-    if task not in TASKS:
-        raise UsageError(f"cc: unknown task {args.task!r}; known: {', '.join(TASKS)}")
+    if task not in task_names():
+        raise UsageError(f"cc: unknown task {args.task!r}; known: {', '.join(task_names())}")
     if args.n < 1:
         raise UsageError(f"cc: --n must be >= 1, got {args.n}")
     alphabet = 2 if args.alphabet is None else args.alphabet

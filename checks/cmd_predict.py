@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import importlib
 
-TASKS = {
-    "ar": "per-position associative recall over int token sequences (.npy)",
-    "istree": "IsTree on the paper's textual graph format (JSON lines)",
-}
+
+def commands() -> dict[str, str]:
+    """predict subcommand -> help, from the task specs that name one (``ar`` runs MQAR)."""
+    from .tasks import TASKS
+    return {s.predict: s.predict_help for s in TASKS.values() if s.predict is not None}
 
 
 def add_command(sub) -> None:
     p = sub.add_parser("predict", help="run a construction over an input file")
     tsub = p.add_subparsers(dest="task", required=True, parser_class=type(p))
-    for task, helptext in TASKS.items():
+    for task, helptext in commands().items():
         tp = tsub.add_parser(task, help=helptext)
         try:
             mod = importlib.import_module(f"{__package__}.predict_{task}")

@@ -32,7 +32,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-from functools import partial
 from typing import Callable, TextIO
 
 MODELS = {
@@ -44,13 +43,19 @@ MODELS = {
 }
 """name -> (meaning of --bits, min, max, default)."""
 
-TASKS = ("index", "ar", "cgram", "counting", "istree")
 MAX_N = 4096
+
+
+def task_names() -> tuple[str, ...]:
+    """The tasks with an Index reduction, as the CLI spells them (``cgram`` is c = 3)."""
+    from .tasks.hard import TASKS
+    return TASKS
 
 
 def add_command(sub) -> None:
     p = sub.add_parser("witness", help="find a verified failing instance of a bounded-memory RNN")
-    p.add_argument("--task", required=True, help=f"one of {', '.join(TASKS)}")
+    p.add_argument("--task", required=True, help="one of index, ar, cgram, counting, istree (any name or "
+                                                   "alias of a task with a reduction: cgram(c=4), 3-gram, ...)")
     p.add_argument("--n", required=True, type=int, help="Index length n of the reduction")
     p.add_argument("--model", required=True, help=f"one of {', '.join(MODELS)}")
     p.add_argument("--bits", type=int, default=None, help="the model's memory knob (see the module doc)")
@@ -64,13 +69,9 @@ def add_command(sub) -> None:
 
 
 def reference_fn(task: str, n: int):
-    """The plain-Python reference answer of the task's reduced instances."""
-    from rnngap.lowerbounds import reductions
-
-    from .tasks import ar, cgram, counting, index, istree
-    return {"index": index.reference, "ar": ar.reference, "cgram": partial(cgram.reference, c=3),
-            "counting": counting.reference,
-            "istree": partial(istree.reference, n_nodes=reductions.istree_vertex_count(n))}[task]
+    """The plain-Python reference answer of the task's reduced instances (the task's spec)."""
+    from .tasks import task as task_spec
+    return task_spec(task).reduction_reference(n)
 
 
 def make_model(name: str, task: str, n: int, bits: int, seed: int):
@@ -88,8 +89,8 @@ def make_model(name: str, task: str, n: int, bits: int, seed: int):
     if name == "toy-register-cot":
         return targets_toy.IndexRegisterRNN(bits, cot=True)
     if name == "hash":
-        from rnngap.lowerbounds.reductions import REDUCTIONS
-        return targets_toy.HashRNN(bits, REDUCTIONS[task].answer_tokens)
+        from .tasks import task as task_spec
+        return targets_toy.HashRNN(bits, task_spec(task).reduction.answer_tokens)
     raise ValueError(name)
 
 
@@ -136,12 +137,16 @@ def _names(tokens) -> str:
 
 def run(args) -> int:
     from rnngap.lowerbounds import witness as W
-    from rnngap.lowerbounds.reductions import REDUCTIONS
 
     from .errors import UsageError, atomic_output, check_outputs
+    from .tasks import task as task_spec
     task, model = str(args.task).lower(), str(args.model).lower()
-    if task not in TASKS:
-        raise UsageError(f"witness: unknown task {args.task!r}; known: {', '.join(TASKS)}")
+    try:
+        spec = task_spec(task)
+    except ValueError:
+        spec = None
+    if spec is None or spec.reduction is None:
+        raise UsageError(f"witness: unknown task {args.task!r}; known: {', '.join(task_names())}")
     if model not in MODELS:
         raise UsageError(f"witness: unknown model {args.model!r}; known: {', '.join(MODELS)}")
     if not 1 <= args.n <= MAX_N:
@@ -162,8 +167,8 @@ def run(args) -> int:
     if max_cot < 0:
         raise UsageError(f"witness: --max-cot must be >= 0, got {max_cot}")
     check_outputs({"--json": args.json}, what="witness")
-    red = REDUCTIONS[task if task != "cgram" else "cgram(c=3)"]
-    rnn = make_model(model, task, args.n, bits, args.seed)
+    red = spec.reduction
+    rnn = make_model(model, spec.name, args.n, bits, args.seed)
     kw = {"max_cot": max_cot}
     if mode == "birthday":
         kw["seed"] = args.seed

@@ -36,7 +36,7 @@ Example (the T4.6-up Index Transformer on the reduction's instances, n = 4)::
     >>> toks = np.array([LR.INDEX.instance(x, i) for x, i in rows])
     >>> want = np.array([LR.INDEX.expected(x, i) for x, i in rows])
     >>> fmt = R.INDEX.format(n, 2)
-    >>> rec = necessity_record("T4.6-up", "index", "index", n, family="reduction", alphabet=2,
+    >>> rec = necessity_record("T4.6-up", "index", "index", n, task="index", family="reduction", alphabet=2,
     ...                        declared=fmt, build_frac=lambda f: R.index_transformer(n, alphabet=2, fmt=f),
     ...                        run=batch_runner(toks, want), model=R.index_transformer(n, alphabet=2))
     >>> rec.kind, rec.frontier_int_bits <= fmt.int_bits, rec.wrong_below
@@ -185,14 +185,18 @@ def measure(declared: FixedFormat, run: RunFn, *, model=None,
     return int_scan, frac_scan
 
 
-def necessity_record(claim: str, model_name: str, task: str, n: int, *, family: str, alphabet: int | None,
+def necessity_record(claim: str, model_name: str, description: str, n: int, *, task: str | None = None, family: str,
+                     alphabet: int | None,
                      declared: FixedFormat, run: RunFn, instances: int | None = None, model=None,
                      build_int: Callable[[FixedFormat], object] | None = None,
                      build_frac: Callable[[FixedFormat], object] | None = None,
                      params: int | None = None) -> Record:
     """One ``kind="necessity"`` record: both frontiers, what happens one bit below
-    each (in the note), failures = 1 if either frontier lies above the declaration."""
+    each (in the note), failures = 1 if either frontier lies above the declaration. ``task``: the
+    canonical task name (checks.tasks) or NO_TASK, by default the description itself (which must
+    then be a canonical name); ``description``: what was run, in words."""
     t0 = time.perf_counter()
+    task = description if task is None else task
     si, sf = measure(declared, run, model=model, build_int=build_int, build_frac=build_frac)
     failures = int(si.frontier is None) + int(sf.frontier is None)
     used = None if failures else si.frontier + sf.frontier + 1
@@ -203,4 +207,5 @@ def necessity_record(claim: str, model_name: str, task: str, n: int, *, family: 
                   failures, precision_bits_used=used, precision_bits_declared=declared.total_bits, params=params,
                   seconds=round(time.perf_counter() - t0, 3), note=note[:600], kind="necessity", family=family,
                   alphabet=alphabet, frontier_int_bits=si.frontier, frontier_frac_bits=sf.frontier,
-                  wrong_below=bool(si.wrong_below or sf.wrong_below) if not failures else None)
+                  wrong_below=bool(si.wrong_below or sf.wrong_below) if not failures else None,
+                  description=description)

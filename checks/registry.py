@@ -31,9 +31,15 @@ CLAIMS: dict[str, str] = {
     "T5-hyb-P": "a hybrid with CoT simulates any poly-time Turing machine",
 }
 
+from .tasks import NO_TASK, is_task_name
+
+SCHEMA_VERSION = 2
+"""Version of the ``rnngap verify --json`` record schema (docs/records.md). 2: ``task``
+is the task's canonical name (checks/tasks, or :data:`NO_TASK`), the free text it
+held in version 1 is ``description``; every record carries ``schema_version``."""
 RECORD_FIELDS = ("claim", "model", "task", "n", "instances", "failures", "precision_bits_used",
                  "precision_bits_declared", "cot_max", "cot_bound", "params", "state_bits", "seconds",
-                 "checked", "note", "kind", "family", "alphabet")
+                 "checked", "note", "kind", "family", "alphabet", "description")
 SEPARATION_FIELDS = ("cc_bits", "collision_forced", "witness_verified")
 NECESSITY_FIELDS = ("frontier_int_bits", "frontier_frac_bits", "wrong_below")
 KINDS = ("correctness", "separation", "necessity")
@@ -59,7 +65,7 @@ KINDS = ("correctness", "separation", "necessity")
 class Record:
     claim: str
     model: str
-    task: str
+    task: str               # the canonical task name (checks.tasks.TASKS) or NO_TASK
     n: int
     instances: int
     failures: int
@@ -81,8 +87,12 @@ class Record:
     frontier_int_bits: int | None = None   # necessity: smallest I (saturate) with every instance right
     frontier_frac_bits: int | None = None  # necessity: smallest f (saturate) with every instance right
     wrong_below: bool | None = None        # necessity: a wrong instance exists one bit below a frontier
+    description: str = ""                  # what was run, in words (the free text of schema version 1's task)
 
     def __post_init__(self) -> None:
+        if not is_task_name(self.task):
+            raise ValueError(f"record task must be a canonical task name (checks.tasks.TASKS) or {NO_TASK!r}, "
+                             f"got {self.task!r}")
         if self.kind not in KINDS:
             raise ValueError(f"record kind must be one of {KINDS}, got {self.kind!r}")
 
@@ -111,12 +121,14 @@ class Record:
 
     def as_json(self, seed: int | None = None, profile: str | None = None) -> dict:
         """The record as a JSON object: :data:`RECORD_FIELDS`, ``status``, the run's
-        ``seed`` and ``profile``, and the fields of its kind."""
+        ``seed`` and ``profile``, ``schema_version`` and the fields of its kind
+        (docs/records.md)."""
         d = asdict(self)
         out = {k: d[k] for k in RECORD_FIELDS}
         out["status"] = self.status
         out["seed"] = seed
         out["profile"] = profile
+        out["schema_version"] = SCHEMA_VERSION
         if self.kind == "separation":
             out.update({k: d[k] for k in SEPARATION_FIELDS} | {"state_bits": self.state_bits})
         if self.kind == "necessity":
@@ -238,7 +250,7 @@ def run_part(fn: Callable, profile: str, seed: int, part, sharded: bool) -> Part
 
 
 def _error_row(chk: Check, note: str) -> Record:
-    return Record(chk.claim, chk.name, "check raised an error", 0, 0, 1, note=note)
+    return Record(chk.claim, chk.name, NO_TASK, 0, 0, 1, note=note, description="check raised an error")
 
 
 def assemble(chk: Check, profile: str, seed: int, parts: list, results: list[PartResult]) -> list[Record]:
@@ -274,8 +286,8 @@ def assemble(chk: Check, profile: str, seed: int, parts: list, results: list[Par
                     rec.seconds = r.seconds
                 recs.append(rec)
     if not recs:
-        recs = [Record(chk.claim, chk.name, "check returned no records", 0, 0, 1,
-                       note="a check must report what it ran")]
+        recs = [Record(chk.claim, chk.name, NO_TASK, 0, 0, 1, note="a check must report what it ran",
+                       description="check returned no records")]
     return recs
 
 

@@ -7,15 +7,17 @@ import numpy as np
 import pytest
 
 from rnngap.checks.cli import main
+from rnngap.checks.tasks import is_task_name
 
 # The --json record schema as issues 8, 13 and 18 specify it (not read from the code).
 BASE_FIELDS = {"claim", "model", "task", "n", "instances", "failures", "precision_bits_used",
                "precision_bits_declared", "cot_max", "cot_bound", "params", "state_bits", "seconds"}
-JSON_FIELDS = BASE_FIELDS | {"checked", "note", "family", "alphabet", "kind", "status", "seed", "profile"}
+JSON_FIELDS = BASE_FIELDS | {"checked", "note", "family", "alphabet", "kind", "status", "seed", "profile",
+                             "description", "schema_version"}
 KIND_FIELDS = {"correctness": set(),
                "separation": {"cc_bits", "state_bits", "collision_forced", "witness_verified"},
                "necessity": {"frontier_int_bits", "frontier_frac_bits", "wrong_below"}}
-STRING_FIELDS = {"claim", "model", "task", "note", "family", "profile"}
+STRING_FIELDS = {"claim", "model", "task", "description", "note", "family", "profile"}
 COUNT_FIELDS = {"n", "instances", "failures", "seed"}                # always ints
 RESOURCE_FIELDS = BASE_FIELDS - STRING_FIELDS - COUNT_FIELDS - {"seconds"}  # int, or null if not applicable
 
@@ -53,6 +55,7 @@ def test_verify_only_machine_json(tmp_path):
         for k in RESOURCE_FIELDS:
             assert rec[k] is None or (type(rec[k]) is int and rec[k] >= 0), (k, rec)
         assert type(rec["seconds"]) in (int, float) and rec["seconds"] >= 0, rec
+        assert rec["schema_version"] == 2 and is_task_name(rec["task"]), rec
     assert {rec["claim"] for rec in recs} == {"machine", "gadgets"}
     assert all(rec["failures"] == 0 for rec in recs)
     assert "PASS" in r.stdout
@@ -119,7 +122,7 @@ def test_a_crashing_check_is_a_failed_row_not_a_traceback(monkeypatch):
     recs = registry.run("quick", ["machine"])
     assert [r.passed for r in recs] == [False, False]
     assert "FixedPointOverflow" in recs[0].note and "needs at least 3 integer bits" in recs[0].note
-    assert recs[1].task == "check returned no records"
+    assert recs[1].description == "check returned no records"
 
 
 # ---------------------------------------------------------------- show: every model, every impossible size
@@ -501,7 +504,7 @@ def _missing_data_exit_codes(capsys, tmp_path, monkeypatch, extra=()):
     assert rc == 0, err
     recs = json.loads((tmp_path / "v.json").read_text())
     assert recs and all(r["status"] == "PASS" and r["checked"] for r in recs)
-    assert any(r["family"] == "paper-sample" or "sample" in r["task"] for r in recs), recs
+    assert any(r["family"] == "paper-sample" or "sample" in r["description"] for r in recs), recs
 
 
 def test_missing_data_exits_3_allow_missing_data_exits_0_package_data_exits_0(capsys, tmp_path, monkeypatch,

@@ -182,13 +182,13 @@ def test_registry_quick_profile_passes():
     from rnngap.checks import registry
     records = registry.run("quick", only=["T4.6-low", "T4.7-low"], seed=0)
     assert records and all(r.passed for r in records), [r.note for r in records if not r.passed]
-    labels = " ".join(r.task for r in records)
+    labels = " ".join(r.description for r in records)
     for what in ("cc index", "Index -> istree", "index witness (CoT <= n)", "index witness (no CoT)",
                  "birthday witness", "random", "istree witness"):
         assert what in labels or any(what in r.model for r in records), what
     # the register is correct up to its capacity with its declared precision and CoT bound
     for r in records:
-        if "all instances" in r.task:
+        if "all instances" in r.description:
             assert r.failures == 0 and r.precision_bits_used <= r.precision_bits_declared
             assert r.cot_max <= r.cot_bound
 

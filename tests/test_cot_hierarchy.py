@@ -138,8 +138,8 @@ def test_t41_records_never_rest_on_a_constant():
         assert m, r.note
         parts = dict(re.findall(r"(\[TRUE\]|\[FALSE\]|none) (\d+)", m.group(1)))
         assert set(parts) == {"[TRUE]", "[FALSE]"}, r.note
-    assert any("contrast" in r.task for r in recs)
-    assert not any("forced" in r.task or "disabled" in r.task for r in recs)
+    assert any("contrast" in r.description for r in recs)
+    assert not any("forced" in r.description or "disabled" in r.description for r in recs)
 
 
 def test_declared_bits_are_needed():

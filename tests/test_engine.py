@@ -22,6 +22,7 @@ import pytest
 from rnngap.checks import registry
 from rnngap.checks.cli import main
 from rnngap.checks.registry import Check, Record
+from rnngap.checks.tasks import NO_TASK
 
 distributed = pytest.importorskip("distributed")   # the dev extra installs it (pyproject.toml)
 
@@ -49,7 +50,8 @@ def _parts_check(profile, seed, part):
     """A sharded check: one record per part, a part "raise" raises."""
     if part == "raise":
         raise ArithmeticError("part says no")
-    return [Record("machine", "test parts", f"part {part}", part, 1, 0, note=f"seed {seed}, {profile}")]
+    return [Record("machine", "test parts", NO_TASK, part, 1, 0, note=f"seed {seed}, {profile}",
+                   description=f"part {part}")]
 
 
 def _dying_check(profile, seed, part):
@@ -58,14 +60,15 @@ def _dying_check(profile, seed, part):
     if k == 1 and not os.path.exists(marker):
         Path(marker).write_text("died once")
         os._exit(1)
-    return [Record("machine", "test dying worker", f"part {k}", k, 1, 0, note=Path(marker).read_text()
-                   if k == 1 else "")]
+    return [Record("machine", "test dying worker", NO_TASK, k, 1, 0, note=Path(marker).read_text()
+                   if k == 1 else "", description=f"part {k}")]
 
 
 def _merging_combine(profile, seed, outputs):
     """Sum the parts' records into one."""
-    return [Record("machine", "test merge", "sum", sum(r.n for o in outputs for r in o),
-                   sum(r.instances for o in outputs for r in o), 0, note=f"{len(outputs)} parts")]
+    return [Record("machine", "test merge", NO_TASK, sum(r.n for o in outputs for r in o),
+                   sum(r.instances for o in outputs for r in o), 0, note=f"{len(outputs)} parts",
+                   description="sum")]
 
 
 # ------------------------------------------------------------------ registry: parts, assemble
@@ -91,7 +94,7 @@ def test_a_raising_part_is_a_fail_row_in_place_of_its_records(monkeypatch):
                                                Check("machine", "test merge", _parts_check,
                                                      parts=lambda p: [1, "raise"], combine=_merging_combine)])
     recs = registry.run("quick", ["machine"])
-    assert [(r.task, r.passed) for r in recs] == [("part 1", True), ("check raised an error", False),
+    assert [(r.description, r.passed) for r in recs] == [("part 1", True), ("check raised an error", False),
                                                   ("part 2", True), ("check raised an error", False)]
     assert recs[1].note == "part raise: ArithmeticError: part says no" == recs[3].note
 
@@ -193,7 +196,7 @@ def test_dask_equals_serial_on_a_sharded_check_with_a_merged_range_record(client
     assert _strip(dask) == _strip(serial)
     assert [k for k, _ in done] == list(range(1, len(done) + 1)) and done[-1][1] == len(done) \
         == sum(len(c.part_keys("quick")) for c in checks)
-    assert serial[0].task.startswith("reduction image, every x and i") and serial[0].passed
+    assert serial[0].description.startswith("reduction image, every x and i") and serial[0].passed
     assert [r.status for r in dask[-3:]] == ["PASS", "FAIL", "PASS"]
     assert "ArithmeticError: part says no" in dask[-2].note
 
@@ -209,7 +212,7 @@ def test_a_worker_that_dies_has_its_part_rerun(client, monkeypatch, tmp_path):
                                                      parts=lambda p: [(marker, k) for k in range(4)])])
     recs = engine.run("quick", ["machine"], 0, client=client)
     assert Path(marker).exists(), "the part never killed its worker"
-    assert [(r.task, r.passed) for r in recs] == [(f"part {k}", True) for k in range(4)]
+    assert [(r.description, r.passed) for r in recs] == [(f"part {k}", True) for k in range(4)]
     assert recs[1].note == "died once"
     client.wait_for_workers(2, timeout=120)          # the nanny restarted the worker
     # serial agrees (the marker exists now, so nothing dies in this process)
@@ -379,7 +382,8 @@ def _capture(monkeypatch, CR):
     seen = []
     monkeypatch.setattr(CR, "_run_rows", lambda c, rows, want_cot=None: seen.append(
         [tuple(map(int, r[0])) for r in rows]) or (len(seen[-1]), 0, 0, 0, ""))
-    monkeypatch.setattr(CR, "_record", lambda c, task, n, stats, *a, **k: Record("T5-RAG", "m", task, n, stats[0], 0))
+    monkeypatch.setattr(CR, "_record", lambda c, task, n, stats, *a, **k: Record(
+        "T5-RAG", "m", k["task_name"], n, stats[0], 0, description=task))
     monkeypatch.setattr(CR, "BUILD", {k: (lambda n, a: _Dummy()) for k in CR.BUILD})
     monkeypatch.setattr(CR, "red_setup", lambda task, n: (_red_only(task), _Dummy(), 0))
     monkeypatch.setattr(CR, "_istree", lambda N, paper=False: _Dummy())

@@ -596,7 +596,7 @@ def test_gadget_records_use_saturate_necessity_not_raise_mode():
     from rnngap.checks import checks_foundation as CF
 
     recs = CF.match_check("quick", 0)
-    assert not any("below bound" in r.task for r in recs)
+    assert not any("below bound" in r.description for r in recs)
     nec = [r for r in recs if r.kind == "necessity"]
     assert nec and all(r.passed for r in recs)
     assert all(r.wrong_below is True and "wrong, e.g." in r.note and "saturate" in r.note for r in nec)

@@ -300,13 +300,13 @@ def test_t56_records_never_rest_on_a_constant(monkeypatch):
     assert {"correctness", "necessity"} <= {r.kind for r in recs}
     assert any(r.family == "reduction" and r.kind == "correctness" for r in recs)
     for r in recs:
-        assert r.family and (r.alphabet is not None or "IsTree" in r.task or "istree" in r.model)
-        if r.kind != "correctness" or "CoT fit" in r.task:
+        assert r.family and (r.alphabet is not None or "IsTree" in r.description or "istree" in r.model)
+        if r.kind != "correctness" or "CoT fit" in r.description:
             continue
         m = re.search(r"answers: ([^;]*)", r.note)
-        assert m, (r.task, r.note)
-        assert len(re.findall(r" x \d+", m.group(1))) >= 2, (r.task, r.note)
-    assert not any("attention removed" in r.task or "minus attention" in r.model for r in recs)
+        assert m, (r.description, r.note)
+        assert len(re.findall(r" x \d+", m.group(1))) >= 2, (r.description, r.note)
+    assert not any("attention removed" in r.description or "minus attention" in r.model for r in recs)
 
 
 def test_separation_rows_where_the_machinery_exists(monkeypatch):
@@ -499,7 +499,7 @@ def test_istree_fit_check_quick_records():
     recs = hybrid_istree_fit_check("quick", 0)
     assert len(recs) == len(ISTREE_FIT_N["quick"]) + 1
     assert all(r.passed for r in recs), [r.note for r in recs if not r.passed]
-    a = float(recs[-1].task.split(": ")[1].split(" N log2 N")[0])
+    a = float(recs[-1].description.split(": ")[1].split(" N log2 N")[0])
     assert 0 < a < 2
 
 

@@ -533,9 +533,9 @@ def test_adjacency_rnn_state_key_fits_and_determines_behaviour():
 
 def test_lower_bound_check_records_pass_and_witness_is_verified():
     recs = X.istree_lower_bound_check("quick", 0)
-    assert all(r.passed for r in recs), [(r.model, r.task, r.note) for r in recs if not r.passed]
+    assert all(r.passed for r in recs), [(r.model, r.description, r.note) for r in recs if not r.passed]
     assert all(r.alphabet is None and r.family in ("reduction", "all-graphs") for r in recs)
-    wit = [r for r in recs if "fooling pair" in r.task]
+    wit = [r for r in recs if "fooling pair" in r.description]
     assert len(wit) == 2 and all(r.instances == 2 for r in wit)
 
 

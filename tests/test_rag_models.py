@@ -23,6 +23,7 @@ from hypothesis import given, settings, strategies as st
 from rnngap.checks import cli
 from rnngap.checks.formats import format_cot_text, graph_tokens, parse_cot_text, parse_graph_tokens
 from rnngap.checks.tasks import ar, cgram, counting, index, istree
+from rnngap.checks.tasks import task as task_spec
 from rnngap.constructions.fixedpoint import FixedFormat
 from rnngap.constructions.gadgets import MarginError
 from rnngap.checks.checks_rag import rag_runner, red_pairs, red_rows, red_setup
@@ -136,8 +137,8 @@ def test_necessity_one_bit_below_the_frontier_is_wrong(task, n):
     (shown in the note); the frontier lies within the declared bits."""
     red, c, a = red_setup(task, n)
     rows = red_rows(red, red_pairs(n))
-    rec = necessity_record("T5-RAG", c.name, task, n, family="reduction", alphabet=a, declared=c.model.fmt,
-                           run=rag_runner(c, rows), model=c.model)
+    rec = necessity_record("T5-RAG", c.name, task, n, task=task_spec(task).name, family="reduction", alphabet=a,
+                           declared=c.model.fmt, run=rag_runner(c, rows), model=c.model)
     assert rec.passed and rec.wrong_below, rec.note
     assert rec.frontier_int_bits <= c.int_bits_declared and "answer" in rec.note
 

@@ -159,7 +159,7 @@ def test_necessity_wrong_one_bit_below_the_frontier(kind):
             return g.answer, g.cot, TR.reference_rag_cot(sim.enc.dtm, w, spec.time_bound(len(w)))[0]
     check = CT.tm_runner(sim.enc, spec, 3, run)
     assert check(sim.model) is None
-    rec = necessity_record("T5-RAG", sim.model.name, "0k1k", 3, family="exhaustive", alphabet=2,
+    rec = necessity_record("T5-RAG", sim.model.name, "0k1k", 3, task="tm", family="exhaustive", alphabet=2,
                            declared=sim.model.fmt, run=check, model=sim.model)
     assert rec.passed and rec.wrong_below, rec.note
     assert rec.frontier_int_bits <= sim.model.fmt.int_bits and "wrong" in rec.note

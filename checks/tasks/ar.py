@@ -211,3 +211,30 @@ def load_zoology_npz(path: str | Path) -> dict[str, tuple[np.ndarray, np.ndarray
                     raise ValueError(f"{path}: {k} must be an integer array, got {arr.dtype}")
             out[name] = (inputs.astype(np.int64), labels.astype(np.int64))
     return out
+
+
+def _spec():
+    from rnngap.lowerbounds import cc as _cc
+    from rnngap.lowerbounds import reductions as _LR
+
+    from .spec import TaskSpec
+    return TaskSpec(
+        name="ar", description="associative recall: [BOS] x_1..x_n [QUERY] q -> the token after q's first occurrence",
+        reference=reference, generate=generate, enumerate_all=enumerate_all,
+        reduction=_LR.AR, reduction_alphabet=lambda n: n + 2, data_length=lambda n: 2 * n,
+        cc_split=lambda n, a: _cc.ar_split(n, reference, alphabet=a),
+        family="ar", c=2, min_n=MIN_N, default_alphabet=DEFAULT_ALPHABET)
+
+
+def _mqar_spec():
+    from .spec import TaskSpec
+    return TaskSpec(
+        name="mqar", description="per-position associative recall on a raw integer sequence (Zoology's MQAR)",
+        reference=mqar_reference, family="mqar", aliases=("zoology-mqar",), predict="ar",
+        predict_help="per-position associative recall over int token sequences (.npy)")
+
+
+SPEC = _spec()
+"""The task's spec (:mod:`checks.tasks.spec`)."""
+MQAR_SPEC = _mqar_spec()
+"""MQAR's spec (the per-position version; ``rnngap predict ar`` runs it)."""

@@ -159,3 +159,33 @@ def retrieval_strategy(lo: int, hi: int, alphabet: int, width: int) -> st.Search
         return [int(t) for t in tokens], number_token(x[s + width])
 
     return _draw()
+
+
+_SPECS: dict = {}
+
+
+def spec(c: int):
+    """The spec of c-gram retrieval with gram length ``c`` (``cgram(c=3)`` ...)."""
+    from functools import partial
+
+    from rnngap.lowerbounds import cc as _cc
+    from rnngap.lowerbounds import reductions as _LR
+
+    from .spec import TaskSpec
+    c = check_c(c)
+    if c not in _SPECS:
+        ref = partial(reference, c=c)
+        _SPECS[c] = TaskSpec(
+            name=f"cgram(c={c})",
+            description=f"{c}-gram retrieval: [BOS] x_1..x_n [QUERY] q_1..q_{c - 1} -> the token after the "
+                        "gram's first occurrence",
+            reference=ref, generate=partial(generate, c=c), enumerate_all=partial(enumerate_all, c=c),
+            reduction=_LR.cgram_reduction(c), reduction_alphabet=lambda n: n + 2, data_length=lambda n: c * n,
+            cc_split=lambda n, a: _cc.cgram_split(n, ref, c=c, alphabet=a),
+            family="cgram", c=c, min_n=min_n(c), default_alphabet=DEFAULT_ALPHABET, kwargs={"c": c},
+            aliases=(f"cgram{c}", f"{c}-gram") + (("cgram",) if c == DEFAULT_C else ()))
+    return _SPECS[c]
+
+
+SPECS = tuple(spec(c) for c in (2, 3, 4))
+"""The specs of the c-gram tasks the checks use (c = 2, 3, 4; ``cgram`` is c = 3)."""

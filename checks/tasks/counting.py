@@ -151,3 +151,20 @@ def instances(n_min: int = MIN_N, n_max: int = 8, alphabet: int = DEFAULT_ALPHAB
         return [int(t_) for t_ in tokens], number_token(int(x.count(q) > t))
 
     return _draw()
+
+
+def _spec():
+    from rnngap.lowerbounds import cc as _cc
+    from rnngap.lowerbounds import reductions as _LR
+
+    from .spec import TaskSpec
+    return TaskSpec(
+        name="counting", description="Counting: [BOS] x_1..x_n [QUERY] q t -> whether q occurs more than t times",
+        reference=reference, generate=generate, enumerate_all=enumerate_all,
+        reduction=_LR.COUNTING, reduction_alphabet=lambda n: n + 1, data_length=lambda n: n,
+        cc_split=lambda n, a: _cc.counting_split(n, reference, alphabet=a),
+        family="counting", min_n=MIN_N, default_alphabet=DEFAULT_ALPHABET)
+
+
+SPEC = _spec()
+"""The task's spec (:mod:`checks.tasks.spec`)."""

@@ -52,51 +52,44 @@ from rnngap.lowerbounds import reductions as LR
 from .common import check_int, check_rng
 
 TASKS = ("index", "ar", "cgram", "counting", "istree")
+"""The task families with an Index reduction (their specs: :func:`spec`)."""
 EXHAUSTIVE_MAX_BITS = 16
 """Largest m :func:`reduction_instances` enumerates (m 2^m instances)."""
 
 
+def spec(task: str, c: int = 3):
+    """The :class:`checks.tasks.spec.TaskSpec` of family ``task`` (c-gram: length c)."""
+    from . import task as _spec_of
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; known: {TASKS}")
+    return _spec_of(f"cgram(c={c})" if task == "cgram" else task)
+
+
 def reduction(task: str, c: int = 3) -> LR.Reduction:
     """The :class:`lowerbounds.reductions.Reduction` of ``task`` (c-gram: length c)."""
-    if task == "index":
-        return LR.INDEX
-    if task == "ar":
-        return LR.AR
-    if task == "cgram":
-        return LR.cgram_reduction(c)
-    if task == "counting":
-        return LR.COUNTING
-    if task == "istree":
-        return LR.ISTREE
-    raise ValueError(f"unknown task {task!r}; known: {TASKS}")
+    return spec(task, c).reduction
 
 
 def data_length(task: str, n_bits: int, c: int = 3) -> int:
     """n of the target task for m = ``n_bits`` Index bits (the number of data
     tokens x_1..x_n; IsTree: the number of vertices N = m + 3)."""
     m = check_int(n_bits, "n_bits", minimum=1)
-    return {"index": m, "ar": 2 * m, "cgram": c * m, "counting": m, "istree": m + 3}[_task(task)]
+    return spec(task, c).data_length(m)
 
 
 def index_bits(task: str, n: int, c: int = 3) -> int:
     """The largest m with :func:`data_length` (m) <= n (the Index bits that fit a
     target data length n; 0 if none)."""
-    per = {"index": 1, "ar": 2, "cgram": c, "counting": 1}.get(_task(task))
-    if per is None:
-        return max(0, int(n) - 3)
-    return int(n) // per
+    s = spec(task, c)
+    if s.reduction_nodes is not None:        # IsTree: N = m + 3 vertices
+        return max(0, int(n) - s.reduction_nodes(0))
+    return int(n) // s.data_length(1)
 
 
 def alphabet(task: str, n_bits: int, c: int = 3) -> int:
     """The data alphabet the reduction writes (numbers 0..a-1 occur among the data)."""
     m = check_int(n_bits, "n_bits", minimum=1)
-    return {"index": 2, "ar": m + 2, "cgram": m + 2, "counting": m + 1, "istree": m + 3}[_task(task)]
-
-
-def _task(task: str) -> str:
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; known: {TASKS}")
-    return task
+    return spec(task, c).reduction_alphabet(m)
 
 
 def reduction_rows(task: str, xs: Any, queries: Any, c: int = 3) -> tuple[np.ndarray, np.ndarray]:

@@ -120,3 +120,20 @@ def instances(n_min: int = MIN_N, n_max: int = 8, alphabet: int = DEFAULT_ALPHAB
         return [int(t) for t in tokens], number_token(x[i - 1])
 
     return _draw()
+
+
+def _spec():
+    from rnngap.lowerbounds import cc as _cc
+    from rnngap.lowerbounds import reductions as _LR
+
+    from .spec import TaskSpec
+    return TaskSpec(
+        name="index", description="Index: [BOS] x_1..x_n [QUERY] i -> x_i",
+        reference=reference, generate=generate, enumerate_all=enumerate_all,
+        reduction=_LR.INDEX, reduction_alphabet=lambda n: 2, data_length=lambda n: n,
+        cc_split=lambda n, a: _cc.index_split(n, reference, alphabet=a),
+        family="index", min_n=MIN_N, default_alphabet=DEFAULT_ALPHABET)
+
+
+SPEC = _spec()
+"""The task's spec (:mod:`checks.tasks.spec`)."""

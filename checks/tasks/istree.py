@@ -672,3 +672,26 @@ def instances(draw, n_min: int = 1, n_max: int = 8) -> IsTreeInstance:
     """:func:`graphs` as labelled instances (family ``"hypothesis"``)."""
     n, edges = draw(graphs(n_min, n_max))
     return IsTreeInstance(n, tuple(edges), reference_label(n, edges), "hypothesis")
+
+
+def _spec():
+    from functools import partial
+
+    from rnngap.lowerbounds import cc as _cc
+    from rnngap.lowerbounds import reductions as _LR
+
+    from .spec import TaskSpec
+
+    def split(n: int, hubs: int):
+        return _cc.istree_split(n, partial(reference, n_nodes=_LR.istree_vertex_count(n, hubs)), hubs=hubs)
+    return TaskSpec(
+        name="istree", description="IsTree: [BOS] u - v ... [EOS] on N vertices -> whether the graph is a tree",
+        reference=reference, generate=generate, enumerate_all=enumerate_all,
+        reduction=_LR.ISTREE, reduction_alphabet=lambda n: n + 3, data_length=_LR.istree_vertex_count,
+        reduction_nodes=_LR.istree_vertex_count, cc_split=split, family="istree", min_n=1,
+        predict="istree", predict_help="IsTree on the paper's textual graph format (JSON lines)")
+
+
+SPEC = _spec()
+"""The task's spec (:mod:`checks.tasks.spec`); the reference takes ``n_nodes``
+(:meth:`checks.tasks.spec.TaskSpec.reference_at`)."""

@@ -40,3 +40,13 @@ def orbit(n: int, a: int, t: int) -> list[int]:
         x = 2 * y if y < n else 2 * m - 1 - 2 * y
         out.append(x)
     return out
+
+
+def _spec():
+    from .spec import TaskSpec
+    return TaskSpec(name="iterate", description="ITER(n): [BOS] z_1..z_n [QUERY] (2n + t) a -> whether g^t(a) >= n",
+                    reference=reference, family="iterate", aliases=("iter",))
+
+
+SPEC = _spec()
+"""The task's spec (:mod:`checks.tasks.spec`)."""

@@ -164,3 +164,14 @@ def reference_rag_cot(dtm, word: str, max_steps: int) -> tuple[list[int], int]:
             out.append(number_token(a))
             last[h] = a
     return out, ref.answer
+
+
+def _spec():
+    from .spec import TaskSpec
+    return TaskSpec(name="tm", description="a given deterministic Turing machine's run on an input word "
+                                           "(the reference is the machine's: reference_run)",
+                    reference=None, family="tm", aliases=("turing",))
+
+
+SPEC = _spec()
+"""The task's spec (:mod:`checks.tasks.spec`)."""
