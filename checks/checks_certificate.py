@@ -67,7 +67,7 @@ def compare(con, model, n: int) -> tuple[int, list[str]]:
 
 @register("declarations", "certificate vs measurement (T4.6-up)")
 def check_certificate(profile: str, seed: int) -> list[Record]:
-    from .checks_retrieval import TASKS, _kwargs, _reference, run_model
+    from .checks_retrieval import TASKS, generator_kwargs, reference_of, run_model
     out = []
     for key in ("index", "ar", "cgram3", "cgram4", "counting"):
         spec, a, c, build, decl, _ = TASKS[key]
@@ -78,8 +78,8 @@ def check_certificate(profile: str, seed: int) -> list[Record]:
             t0 = time.perf_counter()
             model = build(n, a, c)
             checked, bad = compare(con, model, n)
-            b = spec.generate(np.random.default_rng([seed, n, len(key), 14]), n, BATCH, **_kwargs(key, a))
-            inst, wrong = run_model(model, np.asarray(b.tokens), _reference(key))
+            b = spec.generate(np.random.default_rng([seed, n, len(key), 14]), n, BATCH, **generator_kwargs(key, a))
+            inst, wrong = run_model(model, np.asarray(b.tokens), reference_of(key))
             I_cert = con.fmt(n)[0]
             used = model.resources.used_int_bits
             if used > I_cert:

@@ -155,12 +155,12 @@ def _min_n(key: str) -> int:
     return TASKS[key][0].min_n
 
 
-def _kwargs(key: str, a: int) -> dict:
+def generator_kwargs(key: str, a: int) -> dict:
     """Keywords of the spec's generator (c is bound in the spec; Counting near its threshold)."""
     return {"alphabet": a, **({"threshold": "near"} if TASKS[key][0].family == "counting" else {})}
 
 
-def _reference(key: str):
+def reference_of(key: str):
     return TASKS[key][0].reference_at()
 
 
@@ -260,7 +260,7 @@ def _reduction_exhaustive_part(key: str, m: int, chunk_bits: int, start: int, st
         raise AssertionError(f"{model.name}: built at {model.fmt.name}, declared {decl.format(n, a, c).name}")
     n_inst = fails = 0
     for toks, want in _reduction_batches(key, m, chunk_bits, (start, stop) if stop else None):
-        i, fl = run_model(model, toks, _reference(key), want)
+        i, fl = run_model(model, toks, reference_of(key), want)
         n_inst, fails = n_inst + i, fails + fl
     r = model.resources
     return {"m": m, "n": n, "a": a, "instances": n_inst, "failures": fails, "used": r.used_precision_bits,
@@ -325,7 +325,7 @@ def _reduction_sampled_one(key: str, target: int, rows: int, seed: int) -> tuple
     toks, want = hard.sampled_reduction_instances(np.random.default_rng([seed, target, len(key), 7]), spec.family, m,
                                                   rows, c)
     model = build(n, a, c)
-    i, fl = run_model(model, toks, _reference(key), want)
+    i, fl = run_model(model, toks, reference_of(key), want)
     r = model.resources
     fmt_ok = model.fmt == decl.format(n, a, c)
     return [Record(CLAIM, model.name, spec.name, n,
@@ -350,7 +350,7 @@ def _exhaustive_one(key: str, n: int) -> dict:
     spec, _, c, build, decl, a = TASKS[key]
     t0 = time.perf_counter()
     model = build(n, a, c)
-    i, fl = run_model(model, np.asarray(spec.enumerate_all(n, alphabet=a).tokens), _reference(key))
+    i, fl = run_model(model, np.asarray(spec.enumerate_all(n, alphabet=a).tokens), reference_of(key))
     r = model.resources
     return {"n": n, "instances": i, "failures": fl, "used": r.used_precision_bits, "declared": r.precision_bits,
             "params": r.params, "seconds": time.perf_counter() - t0}
@@ -388,9 +388,9 @@ def _sampled_one(key: str, profile: str, n: int, seed: int) -> tuple[list[Record
     spec, a, c, build, decl, _ = TASKS[key]
     batch = SAMPLED[profile][n]
     t0 = time.perf_counter()
-    b = spec.generate(np.random.default_rng([seed, n, len(key)]), n, batch, **_kwargs(key, a))
+    b = spec.generate(np.random.default_rng([seed, n, len(key)]), n, batch, **generator_kwargs(key, a))
     model = build(n, a, c)
-    i, fl = run_model(model, np.asarray(b.tokens), _reference(key))
+    i, fl = run_model(model, np.asarray(b.tokens), reference_of(key))
     r = model.resources
     fmt_ok = model.fmt == decl.format(n, a, c)
     return [Record(CLAIM, model.name, spec.name, n, i,

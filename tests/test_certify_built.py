@@ -155,3 +155,11 @@ def test_equal_split_lemma_fails_with_a_truncating_division(monkeypatch):
     from rnngap.constructions import fixedpoint as FP
     monkeypatch.setattr(FP, "fx_div", lambda a, b, I, f, mode, err: (int(a) << f) // int(b))
     assert ML.equal_split(4, 3) != []
+
+
+def test_every_plan_names_a_task_spec_and_an_abstract_instance():
+    from rnngap.checks.certify_plans import PLANS
+    from rnngap.checks.tasks import task
+    for key, mp in PLANS.items():
+        assert task(mp.task).name == mp.task, key
+        assert mp.task in INSTANCES, key
