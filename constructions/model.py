@@ -221,6 +221,55 @@ class Resources:
         return self.kv_numbers_per_token * context_length * self.precision_bits
 
 
+def _encode_rnn_layers(spec: ModelSpec, fmt: FixedFormat, D: int) -> tuple:
+    """(A, B, C, W1, b1, W2, b2) of every RNN layer, encoded and padded to common
+    state and hidden sizes (zeros beyond a layer's own)."""
+    Lr = len(spec.rnn_layers)
+    S = max([L.A.shape[0] for L in spec.rnn_layers], default=0)
+    Mr = max([L.W1.shape[0] for L in spec.rnn_layers], default=0)
+    rA, rB, rC = np.zeros((Lr, S, S), np.int64), np.zeros((Lr, S, D), np.int64), np.zeros((Lr, D, S), np.int64)
+    rW1, rb1 = np.zeros((Lr, Mr, D), np.int64), np.zeros((Lr, Mr), np.int64)
+    rW2, rb2 = np.zeros((Lr, D, Mr), np.int64), np.zeros((Lr, D), np.int64)
+    for l, L in enumerate(spec.rnn_layers):
+        s, m = L.A.shape[0], L.W1.shape[0]
+        rA[l, :s, :s] = _enc(fmt, L.A, f"rnn[{l}].A")
+        rB[l, :s, :] = _enc(fmt, L.B, f"rnn[{l}].B")
+        rC[l, :, :s] = _enc(fmt, L.C, f"rnn[{l}].C")
+        rW1[l, :m, :] = _enc(fmt, L.W1, f"rnn[{l}].W1")
+        rb1[l, :m] = _enc(fmt, L.b1, f"rnn[{l}].b1")
+        rW2[l, :, :m] = _enc(fmt, L.W2, f"rnn[{l}].W2")
+        rb2[l, :] = _enc(fmt, L.b2, f"rnn[{l}].b2")
+    return rA, rB, rC, rW1, rb1, rW2, rb2
+
+
+def _encode_attention_layers(spec: ModelSpec, fmt: FixedFormat, D: int) -> tuple:
+    """((WQ, WK, WV, WO, heads per layer, W1, b1, W2, b2), Dh) of every attention
+    layer, encoded and padded to common head count, head width and MLP size."""
+    La = len(spec.attn_layers)
+    H = max([len(L.heads) for L in spec.attn_layers], default=0)
+    Dh = max([max(h.WQ.shape[0], h.WV.shape[0]) for L in spec.attn_layers for h in L.heads], default=0)
+    Ma = max([L.W1.shape[0] for L in spec.attn_layers], default=0)
+    aWQ, aWK = np.zeros((La, H, Dh, D), np.int64), np.zeros((La, H, Dh, D), np.int64)
+    aWV, aWO = np.zeros((La, H, Dh, D), np.int64), np.zeros((La, H, D, Dh), np.int64)
+    a_nheads = np.array([len(L.heads) for L in spec.attn_layers], dtype=np.int64)
+    aW1, ab1 = np.zeros((La, Ma, D), np.int64), np.zeros((La, Ma), np.int64)
+    aW2, ab2 = np.zeros((La, D, Ma), np.int64), np.zeros((La, D), np.int64)
+    for l, L in enumerate(spec.attn_layers):
+        for h, hd in enumerate(L.heads):
+            dq, dv = hd.WQ.shape[0], hd.WV.shape[0]
+            tag = f"layer {l} head {h} ({hd.name})"
+            aWQ[l, h, :dq] = _enc(fmt, hd.WQ, f"{tag} WQ")
+            aWK[l, h, :dq] = _enc(fmt, hd.WK, f"{tag} WK")
+            aWV[l, h, :dv] = _enc(fmt, hd.WV, f"{tag} WV")
+            aWO[l, h, :, :dv] = _enc(fmt, hd.WO, f"{tag} WO")
+        m = L.W1.shape[0]
+        aW1[l, :m] = _enc(fmt, L.W1, f"layer {l} W1")
+        ab1[l, :m] = _enc(fmt, L.b1, f"layer {l} b1")
+        aW2[l, :, :m] = _enc(fmt, L.W2, f"layer {l} W2")
+        ab2[l] = _enc(fmt, L.b2, f"layer {l} b2")
+    return (aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2), Dh
+
+
 class Model:
     """A :class:`ModelSpec` encoded in a fixed-point format, ready to run."""
 
@@ -240,69 +289,13 @@ class Model:
         D = spec.width
         self.candidates = np.array([t for t in range(self.vocab.size) if self.vocab.contains(t)], dtype=np.int64)
         """The token ids of the vocabulary, ascending (the readout's argmax runs over them)."""
-        # embedding
-        ekind = np.array([e[0] for e in spec.embedding], dtype=np.int64)
-        eparam = np.array([self._param(k, p, f"embedding[{spec.labels[d]}]")
-                           for d, (k, p, _) in enumerate(spec.embedding)], dtype=np.int64)
-        ecoef = np.array([fmt.encode(c, what=f"embedding coefficient of {spec.labels[d]!r}")
-                          for d, (_, _, c) in enumerate(spec.embedding)], dtype=np.int64)
-        # RNN layers, padded to common S, M
-        Lr = len(spec.rnn_layers)
-        S = max([L.A.shape[0] for L in spec.rnn_layers], default=0)
-        Mr = max([L.W1.shape[0] for L in spec.rnn_layers], default=0)
-        rA = np.zeros((Lr, S, S), np.int64)
-        rB = np.zeros((Lr, S, D), np.int64)
-        rC = np.zeros((Lr, D, S), np.int64)
-        rW1 = np.zeros((Lr, Mr, D), np.int64)
-        rb1 = np.zeros((Lr, Mr), np.int64)
-        rW2 = np.zeros((Lr, D, Mr), np.int64)
-        rb2 = np.zeros((Lr, D), np.int64)
+        ekind, eparam, ecoef = self._encode_embedding()
+        rnn = _encode_rnn_layers(spec, fmt, D)
+        rA, rB, rC, rW1, rb1, rW2, rb2 = rnn
         self.rnn_sizes = [L.A.shape[0] for L in spec.rnn_layers]
-        for l, L in enumerate(spec.rnn_layers):
-            s, m = L.A.shape[0], L.W1.shape[0]
-            rA[l, :s, :s] = _enc(fmt, L.A, f"rnn[{l}].A")
-            rB[l, :s, :] = _enc(fmt, L.B, f"rnn[{l}].B")
-            rC[l, :, :s] = _enc(fmt, L.C, f"rnn[{l}].C")
-            rW1[l, :m, :] = _enc(fmt, L.W1, f"rnn[{l}].W1")
-            rb1[l, :m] = _enc(fmt, L.b1, f"rnn[{l}].b1")
-            rW2[l, :, :m] = _enc(fmt, L.W2, f"rnn[{l}].W2")
-            rb2[l, :] = _enc(fmt, L.b2, f"rnn[{l}].b2")
-        # attention layers, padded to common H, Dh, M
-        La = len(spec.attn_layers)
-        H = max([len(L.heads) for L in spec.attn_layers], default=0)
-        Dh = max([max(h.WQ.shape[0], h.WV.shape[0]) for L in spec.attn_layers for h in L.heads], default=0)
-        Ma = max([L.W1.shape[0] for L in spec.attn_layers], default=0)
-        aWQ = np.zeros((La, H, Dh, D), np.int64)
-        aWK = np.zeros((La, H, Dh, D), np.int64)
-        aWV = np.zeros((La, H, Dh, D), np.int64)
-        aWO = np.zeros((La, H, D, Dh), np.int64)
-        a_nheads = np.array([len(L.heads) for L in spec.attn_layers], dtype=np.int64)
-        aW1 = np.zeros((La, Ma, D), np.int64)
-        ab1 = np.zeros((La, Ma), np.int64)
-        aW2 = np.zeros((La, D, Ma), np.int64)
-        ab2 = np.zeros((La, D), np.int64)
-        for l, L in enumerate(spec.attn_layers):
-            for h, hd in enumerate(L.heads):
-                dq, dv = hd.WQ.shape[0], hd.WV.shape[0]
-                tag = f"layer {l} head {h} ({hd.name})"
-                aWQ[l, h, :dq] = _enc(fmt, hd.WQ, f"{tag} WQ")
-                aWK[l, h, :dq] = _enc(fmt, hd.WK, f"{tag} WK")
-                aWV[l, h, :dv] = _enc(fmt, hd.WV, f"{tag} WV")
-                aWO[l, h, :, :dv] = _enc(fmt, hd.WO, f"{tag} WO")
-            m = L.W1.shape[0]
-            aW1[l, :m] = _enc(fmt, L.W1, f"layer {l} W1")
-            ab1[l, :m] = _enc(fmt, L.b1, f"layer {l} b1")
-            aW2[l, :, :m] = _enc(fmt, L.W2, f"layer {l} W2")
-            ab2[l] = _enc(fmt, L.b2, f"layer {l} b2")
-        # readout
-        out_dim = np.array([t[0] for t in spec.readout], dtype=np.int64)
-        out_kind = np.array([t[1] for t in spec.readout], dtype=np.int64)
-        out_param = np.array([self._param(t[1], t[2], f"readout term {i}") for i, t in enumerate(spec.readout)],
-                                  dtype=np.int64)
-        out_coef = np.array([fmt.encode(t[3], what=f"readout coefficient {i}") for i, t in enumerate(spec.readout)],
-                                 dtype=np.int64)
-        if not len(spec.readout):
-            raise ValueError(f"{spec.name}: a model needs at least one readout term")
+        attn, Dh = _encode_attention_layers(spec, fmt, D)
+        aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2 = attn
+        out_dim, out_kind, out_param, out_coef = self._encode_readout()
         total, nonzero = spec.param_counts()
         p = fmt.total_bits
         kv = 2 * sum(len(L.heads) for L in spec.attn_layers) * Dh
@@ -318,8 +311,7 @@ class Model:
         else -1."""
         nearest = np.array([self.nearest_code_dim, SPECIAL_MIN_CODE, self.vocab.max_number + 1], dtype=np.int64)
         self.weights = K.Weights(
-            K.Network(ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2,
-                      aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2),
+            K.Network(ekind, eparam, ecoef, *rnn, *attn),
             K.Readout(out_dim, out_kind, out_param, out_coef, self.candidates,
                       *K.readout_table(out_kind, out_param, out_coef, self.candidates, *fmt.args), nearest))
         """The encoded weights, the one structured argument of the kernels
@@ -334,6 +326,29 @@ class Model:
         self.err[E_MAXABS] = max([int(np.abs(a).max()) for a in weights if a.size] + [abs(o) for o in offsets] + [0])
         self._update_resources()
         self._built = (self.err.copy(), replace(self.resources))     # the statistics of a new build: fresh()
+
+    def _encode_embedding(self) -> tuple:
+        """(kind, param, coef) arrays of the embedding, encoded in the model's format."""
+        spec, fmt = self.spec, self.fmt
+        ekind = np.array([e[0] for e in spec.embedding], dtype=np.int64)
+        eparam = np.array([self._param(k, p, f"embedding[{spec.labels[d]}]")
+                           for d, (k, p, _) in enumerate(spec.embedding)], dtype=np.int64)
+        ecoef = np.array([fmt.encode(c, what=f"embedding coefficient of {spec.labels[d]!r}")
+                          for d, (_, _, c) in enumerate(spec.embedding)], dtype=np.int64)
+        return ekind, eparam, ecoef
+
+    def _encode_readout(self) -> tuple:
+        """(dim, kind, param, coef) arrays of the readout terms, encoded."""
+        spec, fmt = self.spec, self.fmt
+        if not len(spec.readout):
+            raise ValueError(f"{spec.name}: a model needs at least one readout term")
+        out_dim = np.array([t[0] for t in spec.readout], dtype=np.int64)
+        out_kind = np.array([t[1] for t in spec.readout], dtype=np.int64)
+        out_param = np.array([self._param(t[1], t[2], f"readout term {i}") for i, t in enumerate(spec.readout)],
+                             dtype=np.int64)
+        out_coef = np.array([fmt.encode(t[3], what=f"readout coefficient {i}") for i, t in enumerate(spec.readout)],
+                            dtype=np.int64)
+        return out_dim, out_kind, out_param, out_coef
 
     def _param(self, kind: int, param: Any, what: str) -> int:
         if kind in (K.F_TOK_INV, K.F_POS_INV):
