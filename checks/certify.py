@@ -236,7 +236,8 @@ def _builder_obligation(ob, terms, hyps, con: Construction, n_max: int | None, p
     except ValueError as e:           # an atom z3 cannot read: the piecewise method below
         r = {"answer": f"not translated ({e})", "query": ""}
     if r["answer"] == "unsat":
-        return {**out, "method": "smt", "answer": "unsat", "range": f"all n >= {con.n_min}", "query": r["query"]}
+        return {**out, "method": "smt", "answer": "unsat", "range": f"all n >= {con.n_min}", "query": r["query"],
+                "config": r.get("config", "")}
     sides = _relation_sides(ob.condition)
     if n_max is None or sides is None:
         return {**out, "method": "smt", "answer": r["answer"], "why": "z3 did not prove it and no piecewise method"}

@@ -98,6 +98,7 @@ class Fact:
     method: str = "smt"
     query: str = ""
     counterexample: str = ""
+    config: str = ""          # the z3 configuration that answered (checks.symbolic.PORTFOLIO)
 
     @property
     def ok(self) -> bool:
@@ -108,6 +109,8 @@ class Fact:
              "answer": self.answer}
         if self.counterexample:
             d["counterexample"] = self.counterexample
+        if self.config:
+            d["config"] = self.config
         if with_query and self.query:
             d["query"] = self.query
         return d
@@ -183,7 +186,7 @@ class ModelProof:
         hyps = list(hyps) + (list(case.facts) if case else [])
         r = prove(self.closure(hyps, case, mentions=(goal,)), goal, self.timeout)
         fact = Fact(layer, lemma, statement + (f" [{case.name}]" if case and case.name else ""), r["answer"],
-                    query=r["query"], counterexample=r.get("counterexample", ""))
+                    query=r["query"], counterexample=r.get("counterexample", ""), config=r.get("config", ""))
         self.facts.append(fact)
         return fact
 
