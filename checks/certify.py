@@ -242,6 +242,7 @@ def _builder_obligation(ob, terms, hyps, con: Construction, n_max: int | None, p
     if n_max is None or sides is None:
         return {**out, "method": "smt", "answer": r["answer"], "why": "z3 did not prove it and no piecewise method"}
     small, big, strict = sides
+    cond = ob.condition.subs(A, a_max) if a_max is not None else ob.condition
     if a_max is not None and (A in small.free_symbols or A in big.free_symbols):
         # every alphabet 1 <= a <= a_max(n) at once: the small side nondecreasing in a, the big free of a
         if A in big.free_symbols or not nondecreasing(small, A, 1):
@@ -250,7 +251,6 @@ def _builder_obligation(ob, terms, hyps, con: Construction, n_max: int | None, p
         small = small.subs(A, a_max)
     if not (nondecreasing(small, N, con.n_min) and nondecreasing(big, N, con.n_min)):
         if n_max - con.n_min < EXHAUSTIVE_LIMIT:        # small enough to check every n exactly
-            cond = ob.condition.subs(A, a_max) if a_max is not None else ob.condition
             first = _first_failure(cond, con.n_min, n_max)
             if first is None:
                 return {**out, "method": "exhaustive", "answer": "holds", "range": f"{con.n_min}..{n_max}"}
@@ -261,9 +261,10 @@ def _builder_obligation(ob, terms, hyps, con: Construction, n_max: int | None, p
         a, b = exact_value(small, {N: hi}), exact_value(big, {N: lo})
         if (a < b) if strict else (a <= b):
             continue
-        first = next((m for m in (lo, hi) if not exact_truth(ob.condition, {N: m})), None)
-        return {**out, "method": "piecewise-monotone", "answer": "fails", "first_n": first if first else hi,
-                "why": f"on [{lo}, {hi}]: {a} vs {b}"}
+        # not shown on this piece; a failure at n = hi itself is a real one
+        return {**out, "method": "piecewise-monotone", "answer": "fails",
+                "first_n": None if exact_truth(cond, {N: hi}) else hi,
+                "why": f"not shown on [{lo}, {hi}]: the small side at {hi} is {a}, the big side at {lo} is {b}"}
     return {**out, "method": "piecewise-monotone", "answer": "holds", "range": f"{con.n_min}..{n_max}"}
 
 
@@ -280,12 +281,12 @@ def _format_step(model, con: Construction) -> dict:
             **({} if same else {"why": "the builder built a format other than the declared one"})}
 
 
-def _machine_step(con: Construction, n_max: int | None) -> dict:
+def _machine_step(con: Construction, n_max: int | None, pieces: list) -> dict:
     """The machine lemmas (one-hot, equal split) on the kernels, at every format the
-    construction's declared (I(n), f(n)) takes for n_min <= n <= n_max
-    (checks/machine_lemmas.py)."""
+    construction's declared (I(n), f(n)) takes for n_min <= n <= n_max (the
+    formats of ``pieces``; checks/machine_lemmas.py)."""
     from .machine_lemmas import lemmas_at
-    fmts = sorted({v for _, _, v in _pieces(con, con.n_min, n_max)}) if n_max is not None else []
+    fmts = sorted({v for _, _, v in pieces})
     bad = [b for I, f in fmts for b in lemmas_at(I, f)]
     out = {"layer": "machine", "lemma": "fx_attend: a gap >= sharpness(f) gives an exact one-hot; m tied maxima "
                                         "give round(1/m) each", "method": "kernel-exhaustive",
@@ -315,22 +316,21 @@ def certify_built(con: Construction, mutate=None, build=None, timeout_ms: int | 
     res = Result(con.claim, con.name, 0, con.n_min, None, "built-model", False, 0.0, params=params_of(con.name),
                  covers=[], source="built-model")
     inst = INSTANCES[mp.task]()
-    alpha = A if mp.any_alphabet else sp.sympify(con.alphabet(SYM, N))
+    alpha = A if mp.alphabet_max else sp.sympify(con.alphabet(SYM, N))
     with symbolic_build() as obligations:
         model = (build or mp.build)(N, int(alpha) if alpha.is_Integer else alpha)
     if mutate is not None:
         mutate(model)
     terms = Z3Terms({N: inst.n, A: inst.a})
-    inst.facts += [inst.n >= con.n_min] + (mp.any_alphabet(inst) if mp.any_alphabet else [inst.a == terms(alpha)])
+    inst.facts += [inst.n >= con.n_min] + ([inst.a >= 1, inst.a <= mp.alphabet_max(inst.n)] if mp.alphabet_max
+                                            else [inst.a == terms(alpha)])
     n_max = n_max_of(con)
     res.n_max = n_max
-    pieces = [] if n_max is None else [(lo, hi) for lo, hi, _ in _pieces(con, con.n_min, n_max)]
+    with_fmt = [] if n_max is None else list(_pieces(con, con.n_min, n_max))
+    pieces = [(lo, hi) for lo, hi, _ in with_fmt]
     res.pieces = len(pieces)
-    steps = [_format_step(model, con), _machine_step(con, n_max)]
-    a_max = None
-    if mp.any_alphabet:
-        from rnngap.constructions.bounds import CODE_SLACK
-        a_max = N + CODE_SLACK - 1              # the hybrids' alphabet domain (certify_plans._hybrid_alphabet)
+    steps = [_format_step(model, con), _machine_step(con, n_max, with_fmt)]
+    a_max = mp.alphabet_max(N) if mp.alphabet_max else None
     steps += [_builder_obligation(ob, terms, list(inst.facts), con, n_max, pieces, a_max) for ob in obligations]
     for f in prove_model(model, inst, mp.heads(inst), {N: inst.n, A: inst.a}, timeout_ms or mp.timeout_ms):
         steps.append({**f.record(), "range": f"all n >= {con.n_min}" if f.ok else ""})

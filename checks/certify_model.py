@@ -29,8 +29,9 @@ Every value is an integer or a rounded quantity with its rounding bound
 (round(1/(c+1)) of an equal split, round(1/(tau + p)) of an embedding), and every
 weight the proof multiplies is checked to be an integer, so the fixed-point
 arithmetic the kernels do is the exact arithmetic of the proof as long as no
-value leaves the format: that is the range part of the certificate
-(:func:`interval_bounds`, checked by checks/certify.py for every n up to n_max).
+value leaves the format. The range part the certificate covers is the heads'
+scores: the builder's recorded margins, checked by checks/certify.py for every
+n up to n_max; the other values' ranges are not certified (docs/certify.md).
 """
 from __future__ import annotations
 
@@ -193,11 +194,7 @@ class ModelProof:
     # -- the residual stream
     def x(self, t, case: Case | None = None) -> dict:
         """label -> term: the residual at position t after every block added so far."""
-        out = {lab: z3.IntVal(0) for lab in self.labels}
-        for inc in self._layers:
-            for lab, v in inc(t, case).items():
-                out[lab] = out[lab] + v
-        return out
+        return self._snapshot()(t, case)
 
     def _combo(self, row, x: dict):
         """row . x for a row of built weights (sympy entries)."""
@@ -536,7 +533,7 @@ def _weights(spec):
                         yield f"layer {l} {hd.name} {nm}", w
         for nm in ("W1", "b1", "W2", "b2"):
             for w in getattr(L, nm).ravel():
-                if w != 0 and not _power_of_two_or_int(w):
+                if w != 0:
                     yield f"layer {l} mlp {nm}", w
     for *_, c in spec.readout:
         yield "readout", c
@@ -549,11 +546,6 @@ def _power_of_two_exponent(e):
     if isinstance(e, sp.Pow) and e.args[0] == 2:
         return e.args[1]
     return None
-
-
-def _power_of_two_or_int(w) -> bool:
-    e = sp.sympify(w)
-    return bool(e.is_integer) or (e.is_Rational and e.q == 1)
 
 
 def _power_term(x, k: int):

@@ -36,10 +36,11 @@ class ModelPlan:
     slow: bool = False
     timeout_ms: int = 30000
     """z3's time limit per query (c-gram c = 4's three-component match head needs more)."""
-    any_alphabet: Callable | None = None
-    """inst -> facts bounding the alphabet a: the model is built with a symbolic
-    alphabet and certified for every a in that domain at once (the hybrids, whose
-    format does not depend on a); None: the construction record's alphabet."""
+    alphabet_max: Callable | None = None
+    """n -> the largest alphabet (n a sympy or a z3 term): the model is built with a
+    symbolic alphabet and certified for every 1 <= a <= alphabet_max(n) at once
+    (the hybrids, whose format does not depend on a); None: the construction
+    record's alphabet."""
 
 
 def _shift(k: int):
@@ -62,15 +63,19 @@ def _gram_plan(c: int):
     return plan
 
 
+def _count_split(lemma: str) -> EqualSplit:
+    """The BOS counting head: an equal split over [BOS] and the copies of q, read at [BOS]."""
+    return EqualSplit(member=lambda inst, t, j: inst.is_member(j), ref=lambda inst, t: z3.IntVal(0),
+                      size=lambda inst, t: inst.member_count(), lemma=lemma)
+
+
 def _counting_plan(inst) -> Plan:
     n = inst.n
     return Plan({
         "after-query": OneHot(target=lambda inst, t, case: z3.If(t >= n + 1, n + 1, 0), every=True,
                               lemma="[QUERY] at and after it, [BOS] before"),
         "fetch-q": OneHot(target=lambda inst, t, case: n + 2, lemma="q beats t, the data, [QUERY] and [BOS]"),
-        "count": EqualSplit(member=lambda inst, t, j: inst.is_member(j), ref=lambda inst, t: z3.IntVal(0),
-                            size=lambda inst, t: inst.member_count(),
-                            lemma="[BOS] and every copy of q tie at the maximum"),
+        "count": _count_split("[BOS] and every copy of q tie at the maximum"),
     })
 
 
@@ -85,16 +90,14 @@ def _mqar_plan(inst) -> Plan:
 
 def _hybrid_count_plan(inst) -> Plan:
     n = inst.n
-    return Plan({"count": EqualSplit(member=lambda inst, t, j: inst.is_member(j), ref=lambda inst, t: z3.IntVal(0),
-                                     size=lambda inst, t: inst.member_count(),
-                                     lemma="[BOS] and every copy of q tie; [QUERY], q, t pushed down by the latch")},
+    return Plan({"count": _count_split("[BOS] and every copy of q tie; [QUERY], q, t pushed down by the latch")},
                 prefix={"s_after_query": lambda inst, t: z3.If(t >= n + 1, z3.IntVal(1), z3.IntVal(0))})
 
 
-def _hybrid_alphabet(inst) -> list:
-    """The hybrids accept any alphabet 1 <= a <= n + 31 (their code bound n + 32)."""
+def _hybrid_alphabet_max(n):
+    """The hybrids accept any alphabet a <= n + 31 (their code bound is n + 32)."""
     from rnngap.constructions.bounds import CODE_SLACK
-    return [inst.a >= 1, inst.a <= inst.n + CODE_SLACK - 1]
+    return n + CODE_SLACK - 1
 
 
 def _builders():
@@ -113,16 +116,9 @@ def _builders():
     }
 
 
-_B = None
-
-
 def _build(key: str):
-    def build(n, a):
-        global _B
-        if _B is None:
-            _B = _builders()
-        return _B[key](n, a)
-    return build
+    """The builder of a plan (imported when first called: checks -> constructions)."""
+    return lambda n, a: _builders()[key](n, a)
 
 
 PLANS: dict[str, ModelPlan] = {
@@ -132,14 +128,14 @@ PLANS: dict[str, ModelPlan] = {
     "cgram4": ModelPlan("cgram(c=4)", _build("cgram4"), _gram_plan(4), slow=True, timeout_ms=600000),
     "counting": ModelPlan("counting", _build("counting"), _counting_plan),
     "mqar": ModelPlan("mqar", _build("mqar"), _mqar_plan),
-    "hybrid.index": ModelPlan("index", _build("hybrid.index"), _index_plan, any_alphabet=_hybrid_alphabet),
+    "hybrid.index": ModelPlan("index", _build("hybrid.index"), _index_plan, alphabet_max=_hybrid_alphabet_max),
     "hybrid.ar": ModelPlan("ar", _build("hybrid.ar"),
-                           lambda inst: Plan({"ar": _gram_plan(2)(inst).heads["match"]}), any_alphabet=_hybrid_alphabet),
+                           lambda inst: Plan({"ar": _gram_plan(2)(inst).heads["match"]}), alphabet_max=_hybrid_alphabet_max),
     "hybrid.cgram(c=3)": ModelPlan("cgram(c=3)", _build("hybrid.cgram(c=3)"),
                                    lambda inst: Plan({"3gram": _gram_plan(3)(inst).heads["match"]}),
-                                   any_alphabet=_hybrid_alphabet),
+                                   alphabet_max=_hybrid_alphabet_max),
     "hybrid.counting": ModelPlan("counting", _build("hybrid.counting"), _hybrid_count_plan,
-                                 any_alphabet=_hybrid_alphabet),
+                                 alphabet_max=_hybrid_alphabet_max),
 }
 """The whole-model plans, by the construction key of constructions/obligations.py
 (``retrieval.<key>[a=...]``; MQAR has no alphabet parameter)."""

@@ -80,20 +80,16 @@ def one_hot(I: int, f: int, s: int | None = None) -> list[str]:
         return []                                # no two scores of the format are s apart
     mode, bad = FP.MODE_RAISE, []
     thr = int(FP.exp_zero_threshold(f))
-    g = s
-    while g < (1 << (I + 1)) and -g * (1 << f) >= thr:
-        d = -g * (1 << f)
-        if not -(1 << 63) <= d:
-            break
-        e = int(FP.exp_raw(np.int64(d), I, f, mode, FP.new_err()))
+    limit = 1 << (I + 1)                         # two scores of the format differ by less (|score| < 2^I)
+    g = s                                        # raw gaps g 2^f < 2^(I+1+f) <= 2^63: every d fits int64
+    while g < limit and -g * (1 << f) >= thr:
+        e = int(FP.exp_raw(np.int64(-g * (1 << f)), I, f, mode, FP.new_err()))
         if e != 0:
             bad.append(f"Q{I}.{f}: exp of gap {g} rounds to raw {e}, not 0")
         g += 1
     top = (1 << (I + f)) - 1
-    for gap in sorted({s, g if g < (1 << (I + 1)) else s}):
+    for gap in sorted({s} | ({g} if g < limit else set())):
         d = -gap * (1 << f)
-        if d < -(1 << 62):
-            continue
         for v in (top, -top, 1, 0):
             scores = np.array([0, d], dtype=np.int64)
             values = np.array([[v], [top]], dtype=np.int64)

@@ -119,6 +119,12 @@ INT = _Int()
 SYM = _Sym()
 
 
+def backend_of(*sizes):
+    """The backend for these sizes: SYM when one is symbolic (a symbolic build,
+    constructions/num.py), INT otherwise."""
+    return SYM if any_sym(*sizes) else INT
+
+
 @dataclass(frozen=True, eq=False)
 class Declared:
     """Declared precision of one construction: I(n, a, c) and f(n), each one

@@ -96,8 +96,7 @@ def count_threshold_transformer(n: int, *, alphabet: int = 3, fmt: FixedFormat |
     maxk = max(n, alphabet, 31) + 1
     head = count_head("count", query={"q": 1}, query_sq={"q_sq": 1}, key={"tok": 1}, key_sq={"tok_sq": 1},
                       one="one", not_bos={"one": 1, "is_bos": -1}, bos_flag="is_bos", out="frac",
-                      fmt=fmt, max_key=maxk, n=n)
-    head.score.append(({"one": -2 * head.margin["lambda"]}, {"after_query": 1}))
+                      fmt=fmt, max_key=maxk, n=n, push_down={"after_query": 2})
     b.attention_layer([head], mlp=count_compare_neurons("frac", "thr", "gt", n, fmt))
     b.readout([("gt", K.F_TOK, 0, 2), ("one", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
     return b.build(fmt)

@@ -47,9 +47,9 @@ from . import kernels as K
 from .demos import Declared
 from .fixedpoint import FixedFormat, log2_ceil
 from .gadgets import (
-    LN2_UPPER, Builder, is_sym, smax, Combo, Component, Head, MarginError, Neuron, Recurrence, ResidualSpace, require_int_bits,
-    bits_for, clock, count_compare_neurons, count_head, delay_chain, equality_neurons, gated_value_neuron,
-    latest_flag_head, match_head, number_readout, require, select_neurons, sharpness, zero_gap,
+    LN2_UPPER, Builder, Combo, Component, Head, MarginError, Neuron, Recurrence, ResidualSpace, bits_for, clock,
+    count_compare_neurons, count_head, delay_chain, equality_neurons, gated_value_neuron, is_sym, latest_flag_head,
+    match_head, number_readout, require, require_int_bits, select_neurons, sharpness, smax, zero_gap,
 )
 from .model import Model
 from .vocab import BOS, NUMBER_BASE, QUERY, Vocab, token_code
@@ -60,12 +60,8 @@ from . import bounds as _bounds  # noqa: E402
 
 def code_bound(n: int) -> int:
     """M(n) = n + 32 >= every |tau| and every ``cnt`` a retrieval hybrid sees."""
-    return _bounds.hybrid_code_bound(_backend(n), n)
+    return _bounds.hybrid_code_bound(_bounds.backend_of(n), n)
 
-
-def _backend(*sizes):
-    """The bounds backend of the sizes: SYM in a symbolic build (constructions/num.py), INT otherwise."""
-    return _bounds.SYM if any(is_sym(x) for x in sizes) else _INT
 
 
 def _base_space() -> ResidualSpace:
@@ -96,7 +92,7 @@ from .bounds import hybrid_istree as istree_declared  # noqa: E402,F401
 
 
 def _count_bound(n: int) -> int:
-    return _bounds.hybrid_count_bound(_backend(n), n)
+    return _bounds.hybrid_count_bound(_bounds.backend_of(n), n)
 
 
 def _istree_code(N: int, m_max: int) -> int:

@@ -81,25 +81,21 @@ def is_zero(x: Any) -> bool:
     return exact(x) == 0
 
 
+def _expanded(x: Any):
+    """x with products and powers of sums multiplied out, logarithms left as they are
+    (expanding log(a b) into log a + log b would hide the ceil/floor of log2 atoms
+    that checks/symbolic.py reads)."""
+    return sp.expand(x, log=False, power_base=False, power_exp=False, mul=True, multinomial=True)
+
+
 def smax(*xs: Any):
     """max of exact numbers; sympy Max (of the expanded values) when one is symbolic."""
-    return sp.Max(*[sp.expand(x, log=False, power_base=False, power_exp=False, mul=True, multinomial=True) for x in xs]) if any_sym(*xs) else max(xs)
+    return sp.Max(*[_expanded(x) for x in xs]) if any_sym(*xs) else max(xs)
 
 
 def smin(*xs: Any):
     """min of exact numbers; sympy Min (of the expanded values) when one is symbolic."""
-    return sp.Min(*[sp.expand(x, log=False, power_base=False, power_exp=False, mul=True, multinomial=True) for x in xs]) if any_sym(*xs) else min(xs)
-
-
-def as_int(x: Any):
-    """An integer size: int for a concrete value, the expression for a symbolic one."""
-    if is_sym(x):
-        return x
-    if isinstance(x, sp.Rational):
-        if x.q != 1:
-            raise ValueError(f"not an integer: {x}")
-        return int(x.p)
-    return int(x)
+    return sp.Min(*[_expanded(x) for x in xs]) if any_sym(*xs) else min(xs)
 
 
 def bits_for(magnitude: Any):
@@ -173,10 +169,6 @@ def symbolic_build() -> Iterator[list[BuilderObligation]]:
         yield found
     finally:
         _COLLECT.reset(token)
-
-
-def in_symbolic_build() -> bool:
-    return _COLLECT.get() is not None
 
 
 def require(condition: Any, message: str) -> None:

@@ -74,8 +74,8 @@ MQAR_MAX_LENGTH = 4096
 # declarations: written once in constructions/bounds.py (the bounds the gadgets
 # assert, in closed form); re-exported here so the builders read the same names.
 from .bounds import (  # noqa: E402
-    AR, CGRAM, COUNTING, INDEX, INT as _INT, MQAR, MQAR_MAX_VALUE, RETRIEVAL as DECLARED, RETRIEVAL_FRAC_BITS,
-    SPECIAL_MIN_CODE, A, C, Declared, N, largest,
+    AR, CGRAM, COUNTING, INDEX, MQAR, MQAR_MAX_VALUE, RETRIEVAL as DECLARED, RETRIEVAL_FRAC_BITS,
+    SPECIAL_MIN_CODE, A, C, Declared, N, backend_of, largest,
     count_code_bound as _ccb, count_fetch_bound as _cfb, count_match_bound as _cmb,
     count_compare_inverse_gap as _count_inv_gap, mqar_match_bound as _mqar_match_bound,
 )
@@ -113,12 +113,6 @@ def _check_alphabet(a: int, what: str) -> int:
     if not isinstance(a, (int, np.integer)) or isinstance(a, bool) or a < 1:
         raise ValueError(f"{what}: alphabet must be an integer >= 1, got {a!r}")
     return int(a)
-
-
-def _backend(*sizes):
-    """The bounds backend of the sizes: SYM in a symbolic build, INT otherwise."""
-    from .bounds import SYM
-    return SYM if any(is_sym(x) for x in sizes) else _INT
 
 
 # ----------------------------------------------------------------------------
@@ -235,7 +229,7 @@ def _counting_format(n: int, a: int) -> FixedFormat:
 def _counting_margins(n: int, a: int, fmt: FixedFormat, check_margins: bool = True) -> dict:
     """lambda, mu, M of :func:`counting_transformer`, its margins checked (see its docstring)."""
     f = fmt.frac_bits
-    B = _backend(n, a, f)
+    B = backend_of(n, a, f)
     lam = sharpness(f)
     g = exact(1) / _count_inv_gap(B, n)           # the declared comparison gap (bounds.py)
     if check_margins:
@@ -384,7 +378,7 @@ def mqar_transformer(length: int, fmt: FixedFormat | None = None) -> Model:
     # below every match (p <= L), lambda = nu + s every non-match below [BOS]; the
     # declared score bound (bounds.mqar_match_bound) uses that [BOS]'s key is 0
     value = Component({"tok": 1}, {"prev": 1}, {"prev_sq": 1}, max_code, max_code, query_sq={"tok_sq": 1})
-    B = _backend(L, fmt.frac_bits)
+    B = backend_of(L, fmt.frac_bits)
     require(max_code <= MQAR_MAX_VALUE, f"mqar: codes up to {max_code} exceed the declared {MQAR_MAX_VALUE}")
     b.attention_layer([match_head("first-match-or-bos", components=[value], copy={"answer": {"tok": 1}}, fmt=fmt,
                                   n_positions=L + 1, tie_break="first", fallback="bos", tight=True,

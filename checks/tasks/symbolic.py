@@ -19,12 +19,13 @@ executable one.
 
 Example (Index, ``[BOS] x_1..x_n [QUERY] i``)::
 
-    >>> inst = index_instance()
-    >>> inst.answer_code(inst.last)                       # doctest: +SKIP
-    tau(i)
+    >>> inst = IndexInstance()
+    >>> inst.last, inst.answer_code(inst.last)
+    (n + 3 - 1, tau(i))
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -50,7 +51,7 @@ class Case:
     terms: dict = field(default_factory=dict)
 
 
-class Instance:
+class Instance(ABC):
     """The abstract instance of one task (module doc). Subclasses set the segments;
     ``n``, ``a`` are z3 integers, ``tau`` the token-code function."""
 
@@ -66,17 +67,17 @@ class Instance:
 
     # -- to be set by a task
     @property
+    @abstractmethod
     def length(self):
         """The number of positions (the prompt; the answer is read at the last)."""
-        raise NotImplementedError
 
     @property
     def last(self):
         return self.length - 1
 
+    @abstractmethod
     def token_facts(self, t) -> list:
         """Facts about tau(t) for a position term t (0 <= t < length)."""
-        raise NotImplementedError
 
     def promise_at(self, t) -> list:
         """The task's promise instantiated at the position term t (its universally
@@ -91,14 +92,14 @@ class Instance:
         """The per-position case split at a readout position t (one case by default)."""
         return [Case("", [])]
 
+    @abstractmethod
     def answer_code(self, t, case: Case | None = None):
         """tau of the reference answer at the readout position t."""
-        raise NotImplementedError
 
     # -- evaluation on a concrete instance (tests: the symbolic reading = the reference)
+    @abstractmethod
     def concrete(self, tokens: list[int], **kw) -> dict:
         """Values of n, a and the params on a concrete instance (``tokens`` as ids)."""
-        raise NotImplementedError
 
 
 def code(token: int) -> int:
@@ -281,6 +282,3 @@ INSTANCES: dict[str, Callable[[], Instance]] = {
 }
 """The abstract instance of each task (by its canonical name)."""
 
-
-def index_instance() -> IndexInstance:
-    return IndexInstance()
