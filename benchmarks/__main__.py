@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rnngap.checks.catalog import BY_NAME
+from rnngap.checks.catalog import by_name
 from rnngap.constructions.vocab import BOS, QUERY, number_token
 
 from . import dask_bench, scale
@@ -50,7 +50,7 @@ def exhaustive_throughput(n: int = 16, real_sample: int = 2000) -> dict:
     implementation, which recomputes everything). Both ratios are reported;
     ``speedup_vs_numpy_like_for_like`` is the second (numpy seconds / numba
     seconds without sharing, the same rows, the results compared)."""
-    model = BY_NAME["position-match-transformer"].build(n).model
+    model = by_name("position-match-transformer").build(n).model
     strings = ((np.arange(2 ** n)[:, None] >> (n - 1 - np.arange(n))[None, :]) & 1).astype(np.int64)
     queries = (np.arange(2 ** n) % n) + 1
     toks = np.concatenate([np.full((2 ** n, 1), BOS), strings + number_token(0), np.full((2 ** n, 1), QUERY),
@@ -100,7 +100,7 @@ def decode_slope(contexts=(10 ** 3, 10 ** 4, 10 ** 5), new_tokens: int = 40) -> 
     per_token = {}
     rng = np.random.default_rng(0)
     for L in contexts:
-        model = BY_NAME["previous-token-transformer"].build(L + new_tokens + 2, alphabet=2).model
+        model = by_name("previous-token-transformer").build(L + new_tokens + 2, alphabet=2).model
         prompt = np.concatenate([[BOS], rng.integers(0, 2, L - 1) + number_token(0)]).astype(np.int64)
         sess = model.session(capacity=L + new_tokens + 2)
         sess.feed(prompt)

@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from rnngap.checks.catalog import BY_NAME
+from rnngap.checks.catalog import by_name
 from rnngap.constructions.vocab import number_token
 
 
@@ -55,7 +55,7 @@ def _cgram_instance(n_target: int, seed: int, c: int, family: str):
 
 def _cgram_run(n_target: int, seed: int, c: int, family: str) -> dict:
     row, ref, n, a = _cgram_instance(n_target, seed, c, family)
-    model = BY_NAME["cgram-transformer"].build(n, alphabet=a, c=c).model
+    model = by_name("cgram-transformer").build(n, alphabet=a, c=c).model
     t0 = time.perf_counter()
     sess = model.session(capacity=len(row))
     sess.feed(row)
@@ -87,7 +87,7 @@ def _istree_run(n: int) -> dict:
     from rnngap.checks.tasks import istree as T
     from rnngap.constructions import istree as IT
     g = T.random_tree(np.random.default_rng(n), n)
-    model = BY_NAME["istree-transformer"].build(n).model
+    model = by_name("istree-transformer").build(n).model
     t0 = time.perf_counter()
     run = IT.run(model, g.edges)
     dt = time.perf_counter() - t0

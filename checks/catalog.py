@@ -1,48 +1,63 @@
-"""The one catalogue of constructions, keyed by (claim, task, architecture).
+"""The construction records: one :class:`ConstructionRecord` per construction,
+the one place that says what a construction is.
 
-Every builder in constructions/ is named ``<task>_<architecture>`` (the key's
-task and architecture with ``-`` spelled ``_``: ``tm_hybrid`` serves every
-``tm-<machine>`` key, its first argument the machine), with ``alphabet=`` and ``c=`` keyword-only; this
-module lists each once, with
+A record holds, keyed by (claim, task, architecture):
 
 * ``builder``: the construction's own function (``where`` gives its
-  ``file:function``), called with the entry's ``defaults`` and the caller's
-  keywords;
+  ``file:function``), called with the record's ``defaults`` and the caller's
+  keywords (every builder is named ``<task>_<architecture>``; ``tm_hybrid``
+  serves every ``tm-<machine>`` key, its first argument the machine);
 * ``example``: a seeded example prompt maker ``(n, rng) -> list[int]``;
-* ``about``: a one-line description;
-* ``certificates``: the names in :data:`constructions.obligations.CONSTRUCTIONS`
-  that ``rnngap certify`` proves for this builder (empty: not certified, and the
-  construction claims' exceptions are listed in :data:`UNCERTIFIED` with why).
+* ``about``: a one-line description (``rnngap show --list``);
+* ``forms``: the construction at fixed task parameters (c of c-gram), each a
+  :class:`Form` with its declared parameter count, its declared resources
+  (:class:`Resource`: sympy expression, asymptotic order and the Python function
+  the construction uses) and its :class:`Certificate` s (the declared format and
+  obligations at an alphabet a(n), constructions/obligations.py, and for a
+  whole-model certificate the plan of its heads, checks/certify_plans.py);
+* ``uncertified``: why a construction claim's record has no certificate.
+
+Readers: ``rnngap show`` (:func:`names`, :func:`by_name`), ``rnngap certify``
+(:func:`certificates`), the declarations check of ``rnngap verify``
+(:func:`declarations`, :func:`params_declarations`) and its certificate-vs-measurement
+check, the registry checks that build retrieval models by task
+(:func:`retrieval_model`), the benchmarks and the tests. All of them read
+:data:`RECORDS` when called, so a record added there is seen everywhere
+(docs/conventions.md, "Adding a construction").
 
 Uniform interface (the builders themselves return different types: ``Model``,
 ``RagConstruction``, ``HybridTM``, ``RagTM``, ``RNNSimulator``; they are not
-rewritten): ``entry.build(n, **kw)`` returns a :class:`Built` with ``.name``,
+rewritten): ``record.build(n, **kw)`` returns a :class:`Built` with ``.name``,
 ``.model`` (always a ``Model``) and ``.construction`` (what the builder
-returned, e.g. the ``RagConstruction`` with its oracle). Used by ``rnngap show``
-(:func:`names`, :func:`by_name`), the registry's checks that build retrieval
-models by task (checks_separation.py, checks_hybrid.py), the benchmarks and the
-tests; tests/test_catalog.py checks it against ``rnngap certify``.
+returned, e.g. the ``RagConstruction`` with its oracle).
 
-    >>> e = CATALOG[Key("T4.6-up", "index", "transformer")]
-    >>> e.name, e.where
-    ('index-transformer', 'constructions/retrieval.py:index_transformer')
+    >>> e = by_name("index-transformer")
+    >>> e.key, e.where
+    (Key(claim='T4.6-up', task='index', architecture='transformer'), 'constructions/retrieval.py:index_transformer')
     >>> b = e.build(4)
     >>> b.model.kind, b.construction is b.model
     ('transformer', True)
+    >>> [c.name for c in e.certificate_list()]
+    ['retrieval.index[a=2]', 'retrieval.index[a=n+2]']
 """
 from __future__ import annotations
 
 import inspect
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
+import sympy as sp
 
+from rnngap.constructions import bounds as Bd, obligations as O
 from rnngap.constructions import cot_hierarchy, demos, hybrid, rag_models, retrieval, simulate, turing
 from rnngap.constructions import istree as istree_model
 from rnngap.constructions.model import Model
+from rnngap.constructions.obligations import Construction
 
+from . import certify_plans as P
+from .declarations import N as N_DECL, Declaration
 from .formats import graph_tokens
 from .tasks import ar, cgram, counting, index, istree
 
@@ -65,12 +80,75 @@ def _model_of(obj) -> Model:
 
 
 @dataclass(frozen=True)
-class Entry:
+class Resource:
+    """One declared resource (claim 'declarations' checks it): the sympy expression
+    in n (:data:`checks.declarations.N`), its asymptotic order (constant, log,
+    linear, nlogn, poly:K) and the Python function of n the construction uses
+    (None: the expression alone), with the n it applies to per profile (None:
+    the declarations check's sample)."""
+
+    model: str
+    resource: str
+    expr: Any
+    order: str
+    fn: Callable[[int], int] | None = None
+    sample: dict | None = None
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """One certified form, read by ``rnngap certify``: ``con`` (the declared format
+    and obligations at an alphabet a(n), constructions/obligations.py), and for a
+    whole-model certificate the plan of its heads (checks/certify_plans.py) with
+    the record's builder (``build(n, a)``, sizes possibly symbolic, filled in by
+    :func:`certificates`). ``not_proved``: why a planned proof is not run."""
+
+    con: Construction
+    plan: Any = None
+    not_proved: str = ""
+    params: int | None = None
+    build: Callable | None = None
+
+    @property
+    def name(self) -> str:
+        return self.con.name
+
+    @property
+    def claim(self) -> str:
+        return self.con.claim
+
+    def planned(self, slow: bool = False) -> bool:
+        """True iff ``rnngap certify`` (with ``--slow`` when ``slow``) proves it from the built model."""
+        return self.plan is not None and not self.not_proved and (slow or not self.plan.slow)
+
+
+@dataclass(frozen=True)
+class Form:
+    """The construction at fixed task parameters (``kw``, e.g. ``{"c": 4}``):
+    ``name`` is what its parameter count and resources are declared as;
+    ``params`` its declared parameter count (the same at every n and alphabet:
+    docs/theory.md §1), measured on builds for n in ``params_n`` (lo, hi) and
+    again at each reduction alphabet of ``params_alphabets`` ((label, a(n)));
+    ``certificates`` and ``resources`` are functions (made when first read:
+    some need a compiled Turing machine)."""
+
+    name: str
+    kw: dict = field(default_factory=dict)
+    params: int | None = None
+    params_n: tuple = (1, None)
+    params_alphabets: tuple = ()
+    certificates: Callable[[], tuple] = tuple
+    resources: Callable[[], tuple] = tuple
+
+
+@dataclass(frozen=True)
+class ConstructionRecord:
     key: Key
     builder: Callable
     example: Callable[[int, np.random.Generator], list[int]]
     about: str
-    certificates: tuple[str, ...] = ()
+    forms: tuple = ()
+    uncertified: str = ""
     defaults: dict = field(default_factory=dict)
     size: Callable[[int], dict] | None = None   # n -> the builder's size arguments (default: (n,))
     args: tuple = ()                            # leading positional arguments (the TM spec)
@@ -84,10 +162,29 @@ class Entry:
         path = os.path.relpath(inspect.getsourcefile(self.builder), os.path.dirname(os.path.dirname(__file__)))
         return f"{path.replace(os.sep, '/')}:{self.builder.__name__}"
 
-    def build(self, n: int, **kw) -> Built:
+    def call(self, n, **kw):
+        """What the builder returns at size n (n may be symbolic: a symbolic build)."""
         sized = self.size(n) if self.size else {}
-        obj = self.builder(*self.args, *(() if self.size else (n,)), **{**self.defaults, **sized, **kw})
+        return self.builder(*self.args, *(() if self.size else (n,)), **{**self.defaults, **sized, **kw})
+
+    def build(self, n: int, **kw) -> Built:
+        obj = self.call(n, **kw)
         return Built(self.name, _model_of(obj), obj)
+
+    def certificate_list(self) -> list[Certificate]:
+        """Every certificate of every form, each with its builder filled in."""
+        takes_alphabet = "alphabet" in inspect.signature(self.builder).parameters
+        out = []
+        for form in self.forms:
+            def build(n, a, form=form):
+                return self.call(n, **form.kw, **({"alphabet": a} if takes_alphabet else {}))
+            out += [replace(c, params=form.params, build=build) for c in form.certificates()]
+        return out
+
+    @property
+    def certificates(self) -> tuple[str, ...]:
+        """The names of its certificates."""
+        return tuple(c.name for c in self.certificate_list())
 
 
 # ---------------------------------------------------------------------------- example prompts
@@ -148,85 +245,321 @@ def _sim_size(n):
             "state_int_bits": (T + 2 * n + 4).bit_length()}
 
 
-# ---------------------------------------------------------------------------- the catalogue
-_R, _H, _G = "T4.6-up", "T5.6", "T5-RAG"
-_ENTRIES: list[Entry] = [
-    Entry(Key("gadgets", "position-match", "transformer"), demos.position_match_transformer, _index_example,
-          "match head on positions (Index mechanism)"),
-    Entry(Key("gadgets", "previous-token", "transformer"), demos.previous_token_transformer, _prev_example,
-          "shift head: predicts the token before the last"),
-    Entry(Key("gadgets", "count-threshold", "transformer"), demos.count_threshold_transformer, _count_example,
-          "BOS counting head + comparison MLP"),
-    # T4.6-up: constant-size Transformers for the retrieval tasks
-    Entry(Key(_R, "index", "transformer"), retrieval.index_transformer, _index_example,
-          "Index Transformer", ("retrieval.index[a=2]", "retrieval.index[a=n+2]")),
-    Entry(Key(_R, "ar", "transformer"), retrieval.ar_transformer, _ar_example(4),
-          "associative recall", ("retrieval.ar[a=4]", "retrieval.ar[a=n+2]"),
-          defaults={"alphabet": 4}),
-    Entry(Key(_R, "cgram", "transformer"), retrieval.cgram_transformer, _cgram_example,
-          "c-gram retrieval (shown at c = 3)",
-          ("retrieval.cgram3[a=2]", "retrieval.cgram3[a=n+2]", "retrieval.cgram4[a=3]", "retrieval.cgram4[a=n+2]"),
-          defaults={"alphabet": 2, "c": 3}),
-    Entry(Key(_R, "counting", "transformer"), retrieval.counting_transformer, _count_example,
-          "Counting Transformer", ("retrieval.counting[a=3]", "retrieval.counting[a=n+1]")),
-    Entry(Key(_R, "mqar", "transformer"), retrieval.mqar_transformer, _mqar_example,
-          "multi-query AR (every position answers)", ("retrieval.mqar",), size=lambda n: {"length": n}),
-    # T4.7-up
-    Entry(Key("T4.7-up", "istree", "transformer"), istree_model.istree_transformer, _istree_example,
-          "IsTree Transformer (next token = first token of the DFS tour)",
-          ("istree-dfs (m <= n+2)", "istree-dfs (any simple graph)"), size=lambda n: {"n_vertices": max(n, 2)}),
-    # T5.6: hybrids
-    Entry(Key(_H, "index", "hybrid"), hybrid.index_hybrid, _index_example, "hybrid for Index",
-          ("hybrid.index",)),
-    Entry(Key(_H, "ar", "hybrid"), hybrid.ar_hybrid, _ar_example(2), "hybrid for AR", ("hybrid.ar",)),
-    Entry(Key(_H, "cgram", "hybrid"), hybrid.cgram_hybrid, _cgram_example, "hybrid for c-gram (c = 3)",
-          ("hybrid.cgram(c=3)",), defaults={"alphabet": 2, "c": 3}),
-    Entry(Key(_H, "counting", "hybrid"), hybrid.counting_hybrid, _count_example, "hybrid for Counting",
-          ("hybrid.counting",)),
-    Entry(Key(_H, "istree", "hybrid"), hybrid.istree_hybrid, _graph_example,
-          "hybrid for IsTree (union-find CoT)", ("hybrid.istree",), size=lambda n: {"N": max(n, 2)}),
-    # T5-RAG: linear RNN + in-context RAG
-    Entry(Key(_G, "index", "rag"), rag_models.index_rag, _index_example, "linear RNN + RAG for Index",
-          ("index-rag",)),
-    Entry(Key(_G, "ar", "rag"), rag_models.ar_rag, _ar_example(2), "linear RNN + RAG for AR", ("ar-rag",)),
-    Entry(Key(_G, "cgram", "rag"), rag_models.cgram_rag, _cgram_example, "linear RNN + RAG for c-gram (c = 3)",
-          ("3-gram-rag",), defaults={"alphabet": 2, "c": 3}),
-    Entry(Key(_G, "counting", "rag"), rag_models.counting_rag, _count_example,
-          "linear RNN + RAG for Counting", ("counting-rag",)),
-    Entry(Key(_G, "istree", "rag"), rag_models.istree_rag, _graph_example, "linear RNN + RAG for IsTree",
-          ("istree-rag",), size=lambda n: {"n_nodes": max(n, 2)}),
-    Entry(Key(_G, "istree", "rag-paper"), rag_models.istree_rag_paper, _graph_example,
-          "IsTree in the paper's retrieval-CoT format (its own oracle dialect)", ("istree-rag-paper",),
-          size=lambda n: {"n_nodes": max(n, 2)}),
-    # T4.1 and sim
-    Entry(Key("T4.1", "iterate", "rnn"), cot_hierarchy.iterate_rnn, _iterate_example,
-          "RNN with CoT for ITER (iterating the permutation g)", ("iterate-rnn",)),
-    Entry(Key("sim", "rnnsim", "transformer"), simulate.rnnsim_transformer, _iterate_example,
-          "the Transformer simulating a linear RNN step by step (here the T4.1 RNN for n)",
-          size=_sim_size),
-]
-# T5-hyb-P and T5-RAG: the Turing machines, one entry per machine and architecture
-for _m, _spec in turing.MACHINES.items():
-    _ENTRIES.append(Entry(Key("T5-hyb-P", f"tm-{_m}", "hybrid"), turing.tm_hybrid, _tm_example(_spec),
-                          f"hybrid with CoT simulating the TM {_m!r} ({_spec.describe})",
-                          (f"hybrid-tm.{_m}",), args=(_spec,)))
-    _ENTRIES.append(Entry(Key(_G, f"tm-{_m}", "rag"), turing.tm_rag, _tm_example(_spec),
-                          f"linear RNN + RAG simulating the TM {_m!r}", (f"rag-tm.{_m}",), args=(_spec,)))
+# ---------------------------------------------------------------------------- declared resources
+def _int_frac(name: str, decl, int_order: str = "log", frac_order: str = "log", sub: dict | None = None,
+              a=None, c=None, frac: bool = True) -> tuple[Resource, ...]:
+    """int_bits (and frac_bits) of a Declared at fixed (a, c), with the Python functions it uses."""
+    sub = {**(sub or {}), **({Bd.A: a} if a is not None else {}), **({Bd.C: c} if c is not None else {})}
+    out = (Resource(name, "int_bits", decl.int_expr.subs(sub), int_order,
+                    decl.int_bits if a is None and c is None else (lambda n: decl.int_bits(n, a, c))),)
+    if frac:
+        out += (Resource(name, "frac_bits", sp.sympify(decl.frac_expr).subs(sub), frac_order, decl.frac_bits),)
+    return out
 
-CATALOG: dict[Key, Entry] = {e.key: e for e in _ENTRIES}
-BY_NAME: dict[str, Entry] = {e.name: e for e in _ENTRIES}
-if not len(CATALOG) == len(BY_NAME) == len(_ENTRIES):
-    raise RuntimeError("duplicate catalogue key or name")
+
+def _retrieval_resources(key: str, a: int, c: int, reduction: bool = True) -> Callable[[], tuple]:
+    """retrieval.<key> at the registry's sampled alphabet a, and (``reduction``) at the
+    Index reduction's alphabet a(n) of the task spec, which grows with n."""
+    def make():
+        from .tasks import task
+        decl = Bd.COUNTING if key == "counting" else Bd.INDEX if key == "index" else Bd.AR if key == "ar" else Bd.CGRAM
+        out = _int_frac(f"retrieval.{key}", decl, frac_order="log" if key == "counting" else "constant", a=a, c=c)
+        if reduction:
+            alpha = task({"ar": "ar", "counting": "counting"}.get(key, f"cgram(c={c})")).reduction_alphabet
+            name = f"retrieval.{key}[a={str(alpha(N_DECL)).replace(' ', '')}]"
+            out += (Resource(name, "int_bits", decl.int_expr.subs({Bd.A: alpha(N_DECL), Bd.C: c}), "log",
+                             lambda n: decl.int_bits(n, alpha(n), c)),)
+        return out
+    return make
+
+
+def _hybrid_resources(key: str) -> Callable[[], tuple]:
+    def make():
+        if key == "istree":
+            return _int_frac("hybrid.istree", hybrid.ISTREE) + (
+                Resource("hybrid.istree", "cot", Bd.hybrid_istree_cot(Bd.SYM, N_DECL), "nlogn", hybrid.istree_cot_bound),)
+        decl = hybrid.cgram_declared(3) if key == "cgram(c=3)" else hybrid.DECLARED[key]
+        return _int_frac(f"hybrid.{key}", decl)
+    return make
+
+
+def _rag_resources(name: str, int_expr, int_fn, cot_order: str, cot_fn=None) -> Callable[[], tuple]:
+    """f = 0: every weight and value of a RAG construction is an integer."""
+    return lambda: (Resource(name, "int_bits", int_expr, "log", int_fn),
+                    Resource(name, "frac_bits", sp.Integer(0), "constant"),
+                    Resource(name, "cot", Bd.RAG_COT[name](Bd.SYM, N_DECL), cot_order, cot_fn))
+
+
+def _istree_resources():
+    C = istree_model
+    sparse = C.INT_EXPR.subs({C.N_SYM: N_DECL, C.M_SYM: N_DECL + 2})
+    dense = C.INT_EXPR.subs({C.N_SYM: N_DECL, C.M_SYM: N_DECL * (N_DECL - 1) / 2})
+    return (Resource("istree-dfs", "int_bits (m <= n+2)", sparse, "log", lambda n: C.declared_int_bits(n, n + 2)),
+            Resource("istree-dfs", "int_bits (any simple graph)", dense, "log",
+                     lambda n: C.declared_int_bits(n, n * (n - 1) // 2)),
+            Resource("istree-dfs", "frac_bits", C.FRAC_EXPR, "constant", lambda n: C.FRAC_BITS),
+            Resource("istree-dfs", "cot", Bd.istree_cot(Bd.SYM, N_DECL), "linear", C.cot_bound))
+
+
+def _tm_resources(mname: str, architecture: str) -> Callable[[], tuple]:
+    def make():
+        spec = turing.MACHINES[mname]
+        enc = turing.Encoding.of(spec.build())
+        sub = {turing.NSYM: N_DECL}
+        if architecture == "rag":
+            return _int_frac(f"rag-tm.{mname}", turing.rag_declared(enc, spec), sub=sub, frac=False)
+        degree = int(sp.degree(sp.expand(spec.time_expr.subs(sub)), N_DECL))
+        return _int_frac(f"hybrid-tm.{mname}", turing.hybrid_declared(enc, spec), sub=sub) + (
+            Resource(f"tm.{mname}", "steps T(n)", spec.time_expr.subs(sub), f"poly:{degree}", spec.time_bound),)
+    return make
+
+
+def _iterate_resources():
+    D = cot_hierarchy.DECLARED
+    return _int_frac("iterate-rnn", D, frac_order="constant", sub={cot_hierarchy.N: N_DECL}) + (
+        Resource("iterate-rnn", "cot", cot_hierarchy.STEPS_EXPR.subs(cot_hierarchy.N, N_DECL), "poly:2",
+                 cot_hierarchy.cot_bound),)
+
+
+def _sim_resources():
+    """The simulator's precision depends on the RNN it is given (bounds.sim_int of the
+    RNN's constants): declared for the registry's first random RNN as a function of
+    the context length n (every simulator the registry builds is certified by
+    ``rnngap certify``)."""
+    from .checks_hierarchy import SIM_STATE_BITS
+    p = simulate.rnnsim_transformer(simulate.random_linear_rnn(0), max_prompt=1, max_rnn_cot=0,
+                                    state_int_bits=SIM_STATE_BITS).params()
+    sim = Bd.sim_declared(p)
+    return _int_frac(sim.name, sim, sub={Bd.N: N_DECL}, frac=False)
+
+
+def _one(*certs: Certificate) -> Callable[[], tuple]:
+    return lambda: certs
+
+
+# ---------------------------------------------------------------------------- the records
+_R, _H, _G = "T4.6-up", "T5.6", "T5-RAG"
+_CGRAM4_NOT_PROVED = ("z3 answers unknown on the three-component match head's gap with codes growing with n "
+                      "(600 s per query, 2026-11-27); c-gram c = 4 at a = 3 is proved with --slow")
+_TM_PARAMS = {"increment": (2125, 15221), "palindrome": (9018, 57546), "0k1k": (7102, 47516),
+              "addition": (19941, 150036)}
+"""Declared parameter counts of the Turing-machine constructions: (hybrid, RAG) per machine."""
+
+
+def _tm_records() -> list[ConstructionRecord]:
+    out = []
+    for m, spec in turing.MACHINES.items():
+        hyb, rag = _TM_PARAMS[m]
+        out.append(ConstructionRecord(
+            Key("T5-hyb-P", f"tm-{m}", "hybrid"), turing.tm_hybrid, _tm_example(spec),
+            f"hybrid with CoT simulating the TM {m!r} ({spec.describe})",
+            (Form(f"hybrid-tm.{m}", params=hyb, params_n=(1, 8), resources=_tm_resources(m, "hybrid"),
+                  certificates=lambda m=m: (Certificate(O.tm_hybrid_cert(m)),)),), args=(spec,)))
+        out.append(ConstructionRecord(
+            Key(_G, f"tm-{m}", "rag"), turing.tm_rag, _tm_example(spec),
+            f"linear RNN + RAG simulating the TM {m!r}",
+            (Form(f"rag-tm.{m}", params=rag, params_n=(1, 8), resources=_tm_resources(m, "rag"),
+                  certificates=lambda m=m: (Certificate(O.tm_rag_cert(m)),)),), args=(spec,)))
+    return out
+
+
+RECORDS: tuple[ConstructionRecord, ...] = (
+    # gadgets: one mechanism each (declared precision, no certificate)
+    ConstructionRecord(Key("gadgets", "position-match", "transformer"), demos.position_match_transformer,
+                       _index_example, "match head on positions (Index mechanism)",
+                       (Form("position-match", resources=lambda: _int_frac("position-match", demos.POSITION_MATCH)),)),
+    ConstructionRecord(Key("gadgets", "previous-token", "transformer"), demos.previous_token_transformer,
+                       _prev_example, "shift head: predicts the token before the last",
+                       (Form("previous-token", resources=lambda: _int_frac("previous-token", demos.PREVIOUS_TOKEN)),)),
+    ConstructionRecord(Key("gadgets", "count-threshold", "transformer"), demos.count_threshold_transformer,
+                       _count_example, "BOS counting head + comparison MLP",
+                       (Form("count-threshold",
+                             resources=lambda: _int_frac("count-threshold", demos.COUNT_THRESHOLD)),)),
+    # T4.6-up: constant-size Transformers for the retrieval tasks
+    ConstructionRecord(Key(_R, "index", "transformer"), retrieval.index_transformer, _index_example,
+                       "Index Transformer",
+                       (Form("retrieval.index", params=50, resources=_retrieval_resources("index", 2, 2, False),
+                             certificates=lambda: (Certificate(O.retrieval_cert("index", 2), P.INDEX),
+                                                   Certificate(O.retrieval_cert("index", "n+2"), P.INDEX))),)),
+    ConstructionRecord(Key(_R, "ar", "transformer"), retrieval.ar_transformer, _ar_example(4),
+                       "associative recall",
+                       (Form("retrieval.ar", params=154, params_n=(2, None),
+                             params_alphabets=(("retrieval.ar[a=n+2]", lambda n: n + 2),),
+                             resources=_retrieval_resources("ar", 4, 2),
+                             certificates=lambda: (Certificate(O.retrieval_cert("ar", 4), P.AR),
+                                                   Certificate(O.retrieval_cert("ar", "n+2"), P.AR))),),
+                       defaults={"alphabet": 4}),
+    ConstructionRecord(Key(_R, "cgram", "transformer"), retrieval.cgram_transformer, _cgram_example,
+                       "c-gram retrieval (shown at c = 3)",
+                       (Form("retrieval.cgram2", {"c": 2}, resources=_retrieval_resources("cgram2", 3, 2, False)),
+                        Form("retrieval.cgram3", {"c": 3}, params=312, params_n=(3, None),
+                             params_alphabets=(("retrieval.cgram3[a=n+2]", lambda n: n + 2),),
+                             resources=_retrieval_resources("cgram3", 2, 3),
+                             certificates=lambda: (Certificate(O.retrieval_cert("cgram3", 2), P.CGRAM3),
+                                                   Certificate(O.retrieval_cert("cgram3", "n+2"), P.CGRAM3))),
+                        Form("retrieval.cgram4", {"c": 4}, params=518, params_n=(4, None),
+                             resources=_retrieval_resources("cgram4", 3, 4),
+                             certificates=lambda: (Certificate(O.retrieval_cert("cgram4", 3), P.CGRAM4),
+                                                   Certificate(O.retrieval_cert("cgram4", "n+2"), P.CGRAM4,
+                                                               not_proved=_CGRAM4_NOT_PROVED)))),
+                       defaults={"alphabet": 2, "c": 3}),
+    ConstructionRecord(Key(_R, "counting", "transformer"), retrieval.counting_transformer, _count_example,
+                       "Counting Transformer",
+                       (Form("retrieval.counting", params=314,
+                             params_alphabets=(("retrieval.counting[a=n+1]", lambda n: n + 1),),
+                             resources=_retrieval_resources("counting", 3, 2),
+                             certificates=lambda: (Certificate(O.retrieval_cert("counting", 3), P.COUNTING),
+                                                   Certificate(O.retrieval_cert("counting", "n+1"), P.COUNTING))),)),
+    ConstructionRecord(Key(_R, "mqar", "transformer"), retrieval.mqar_transformer, _mqar_example,
+                       "multi-query AR (every position answers)",
+                       (Form("retrieval.mqar", params=191, params_n=(1, 1024),
+                             resources=lambda: _int_frac("retrieval.mqar", Bd.MQAR, frac=False),
+                             certificates=lambda: (Certificate(O.mqar_cert(), P.MQAR),)),),
+                       size=lambda n: {"length": n}),
+    # T4.7-up
+    ConstructionRecord(Key("T4.7-up", "istree", "transformer"), istree_model.istree_transformer, _istree_example,
+                       "IsTree Transformer (next token = first token of the DFS tour)",
+                       (Form("istree-dfs", params=22215, params_n=(2, None), resources=_istree_resources,
+                             certificates=lambda: (Certificate(O.istree_dfs_cert("sparse")),
+                                                   Certificate(O.istree_dfs_cert("dense")))),),
+                       size=lambda n: {"n_vertices": max(n, 2)}),
+    # T5.6: hybrids
+    ConstructionRecord(Key(_H, "index", "hybrid"), hybrid.index_hybrid, _index_example, "hybrid for Index",
+                       (Form("hybrid.index", params=84, params_n=(2, None), resources=_hybrid_resources("index"),
+                             certificates=_one(Certificate(O.hybrid_cert("index"), P.HYBRID_INDEX))),)),
+    ConstructionRecord(Key(_H, "ar", "hybrid"), hybrid.ar_hybrid, _ar_example(2), "hybrid for AR",
+                       (Form("hybrid.ar", params=222, params_n=(2, None), resources=_hybrid_resources("ar"),
+                             certificates=_one(Certificate(O.hybrid_cert("ar"), P.HYBRID_AR))),)),
+    ConstructionRecord(Key(_H, "cgram", "hybrid"), hybrid.cgram_hybrid, _cgram_example, "hybrid for c-gram (c = 3)",
+                       (Form("hybrid.cgram(c=3)", params=376, params_n=(3, None),
+                             resources=_hybrid_resources("cgram(c=3)"),
+                             certificates=_one(Certificate(O.hybrid_cert("cgram(c=3)"), P.HYBRID_CGRAM3))),),
+                       defaults={"alphabet": 2, "c": 3}),
+    ConstructionRecord(Key(_H, "counting", "hybrid"), hybrid.counting_hybrid, _count_example, "hybrid for Counting",
+                       (Form("hybrid.counting", params=457, params_n=(3, 4096), resources=_hybrid_resources("counting"),
+                             certificates=_one(Certificate(O.hybrid_cert("counting"), P.HYBRID_COUNTING))),)),
+    ConstructionRecord(Key(_H, "istree", "hybrid"), hybrid.istree_hybrid, _graph_example,
+                       "hybrid for IsTree (union-find CoT)",
+                       (Form("hybrid.istree", params=12938, params_n=(2, 256), resources=_hybrid_resources("istree"),
+                             certificates=_one(Certificate(O.hybrid_cert("istree")))),),
+                       size=lambda n: {"N": max(n, 2)}),
+    # T5-RAG: linear RNN + in-context RAG
+    ConstructionRecord(Key(_G, "index", "rag"), rag_models.index_rag, _index_example, "linear RNN + RAG for Index",
+                       (Form("index-rag", params=1932, params_n=(2, None),
+                             resources=_rag_resources("index-rag", rag_models.INDEX_INT, rag_models.index_int_bits,
+                                                      "linear"),
+                             certificates=_one(Certificate(O.rag_cert("index-rag")))),)),
+    ConstructionRecord(Key(_G, "ar", "rag"), rag_models.ar_rag, _ar_example(2), "linear RNN + RAG for AR",
+                       (Form("ar-rag", params=718, params_n=(2, None),
+                             certificates=_one(Certificate(O.rag_cert("ar-rag")))),)),
+    ConstructionRecord(Key(_G, "cgram", "rag"), rag_models.cgram_rag, _cgram_example,
+                       "linear RNN + RAG for c-gram (c = 3)",
+                       (Form("3-gram-rag", params=1076, params_n=(3, None),
+                             resources=_rag_resources("3-gram-rag", rag_models.CGRAM_INT, rag_models.cgram_int_bits,
+                                                      "constant"),
+                             certificates=_one(Certificate(O.rag_cert("3-gram-rag")))),),
+                       defaults={"alphabet": 2, "c": 3}),
+    ConstructionRecord(Key(_G, "counting", "rag"), rag_models.counting_rag, _count_example,
+                       "linear RNN + RAG for Counting",
+                       (Form("counting-rag", params=7317, params_n=(2, None),
+                             resources=_rag_resources("counting-rag", rag_models.COUNTING_INT,
+                                                      rag_models.counting_int_bits, "linear"),
+                             certificates=_one(Certificate(O.rag_cert("counting-rag")))),)),
+    ConstructionRecord(Key(_G, "istree", "rag"), rag_models.istree_rag, _graph_example, "linear RNN + RAG for IsTree",
+                       (Form("istree-rag", params=92894, params_n=(2, None),
+                             resources=_rag_resources("istree-rag", rag_models.ISTREE_PLAIN_INT,
+                                                      rag_models.istree_plain_int_bits, "linear",
+                                                      rag_models.istree_plain_cot_bound),
+                             certificates=_one(Certificate(O.rag_cert("istree-rag")))),),
+                       size=lambda n: {"n_nodes": max(n, 2)}),
+    ConstructionRecord(Key(_G, "istree", "rag-paper"), rag_models.istree_rag_paper, _graph_example,
+                       "IsTree in the paper's retrieval-CoT format (its own oracle dialect)",
+                       (Form("istree-rag-paper", params=50682, params_n=(2, 8),
+                             resources=_rag_resources("istree-rag-paper", rag_models.ISTREE_INT,
+                                                      rag_models.istree_int_bits, "linear",
+                                                      rag_models.istree_cot_bound),
+                             certificates=_one(Certificate(O.rag_cert("istree-rag-paper")))),),
+                       size=lambda n: {"n_nodes": max(n, 2)}),
+    # T4.1 and sim
+    ConstructionRecord(Key("T4.1", "iterate", "rnn"), cot_hierarchy.iterate_rnn, _iterate_example,
+                       "RNN with CoT for ITER (iterating the permutation g)",
+                       (Form("iterate-rnn", params=439, params_n=(2, 64), resources=_iterate_resources,
+                             certificates=_one(Certificate(O.iterate_cert()))),)),
+    ConstructionRecord(Key("sim", "rnnsim", "transformer"), simulate.rnnsim_transformer, _iterate_example,
+                       "the Transformer simulating a linear RNN step by step (here the T4.1 RNN for n)",
+                       (Form("sim", resources=_sim_resources),),
+                       uncertified="the simulator depends on the RNN it simulates: `rnngap certify` certifies each "
+                                   "simulator the registry builds (rows sim[...] and 'sim: per-position'), not this "
+                                   "record", size=_sim_size),
+    # T5-hyb-P and T5-RAG: the Turing machines, one record per machine and architecture
+    *_tm_records(),
+)
+"""Every construction, once."""
 
 CONSTRUCTION_CLAIMS = ("T4.6-up", "T4.7-up", "T5-RAG", "T5.6", "T5-hyb-P", "T4.1", "sim")
-"""The claims whose upper bounds are constructions; each has a catalogue entry."""
+"""The claims whose upper bounds are constructions; each has a record."""
 
-UNCERTIFIED: dict[str, str] = {
-    "rnnsim-transformer": "the simulator depends on the RNN it simulates: `rnngap certify` certifies each "
-                          "simulator the registry builds (rows sim[...] and 'sim: per-position'), not this "
-                          "catalogue entry",
-}
-"""Construction-claim entries with no ``rnngap certify`` certificate, and why."""
+
+def records() -> tuple[ConstructionRecord, ...]:
+    """:data:`RECORDS`, checked: names and keys unique."""
+    if len({r.key for r in RECORDS}) != len(RECORDS) or len({r.name for r in RECORDS}) != len(RECORDS):
+        raise RuntimeError("two construction records with one key or name")
+    return RECORDS
+
+
+def certificates() -> dict[str, Certificate]:
+    """Every certificate of every record, by name (``rnngap certify`` reads this)."""
+    out: dict[str, Certificate] = {}
+    for r in records():
+        for c in r.certificate_list():
+            if c.name in out:
+                raise RuntimeError(f"two certificates named {c.name!r}")
+            out[c.name] = c
+    return out
+
+
+def certificate(name: str) -> Certificate:
+    certs = certificates()
+    if name not in certs:
+        raise KeyError(f"no certificate {name!r}; known: {', '.join(certs)}")
+    return certs[name]
+
+
+def declarations() -> list[tuple[Declaration, Callable | None, dict | None]]:
+    """(declaration, the Python function of n the construction uses or None, its
+    sample n per profile or None) for every declared resource of every record,
+    then every declared parameter count (:func:`params_declarations`)."""
+    out = []
+    for r in records():
+        for form in r.forms:
+            for res in form.resources():
+                out.append((Declaration(r.key.claim, res.model, res.resource, sp.sympify(res.expr), res.order),
+                            res.fn, res.sample))
+    return out + params_declarations()
+
+
+PARAM_N = {"quick": [2, 3, 5, 8, 64, 1024], "full": [2, 3, 4, 5, 6, 7, 8, 9, 16, 64, 256, 1024, 4096]}
+"""The n a declared parameter count is measured at (within its form's ``params_n``)."""
+
+
+def params_declarations() -> list[tuple[Declaration, Callable, dict]]:
+    """The declared parameter count of every form ("constant size", docs/theory.md §1)
+    with its measurement: the parameter count of the model the record builds at each
+    sample n (and at the reduction alphabets of ``params_alphabets``)."""
+    out = []
+    for r in records():
+        for form in r.forms:
+            if form.params is None:
+                continue
+            lo, hi = form.params_n
+            sample = {p: [n for n in v if n >= lo and (hi is None or n <= hi)] for p, v in PARAM_N.items()}
+            for label, alpha in ((form.name, None),) + tuple(form.params_alphabets):
+                def measure(n, r=r, form=form, alpha=alpha):
+                    kw = {**form.kw, **({"alphabet": alpha(n)} if alpha else {})}
+                    return int(r.build(n, **kw).model.resources.params)
+                out.append((Declaration(r.key.claim, label, "params", sp.Integer(form.params), "constant"),
+                            measure, sample))
+    return out
 
 
 def _retrieval_tasks() -> tuple[str, ...]:
@@ -259,12 +592,19 @@ def retrieval_model(task: str, architecture: str, n: int, *, alphabet: int, c: i
 
 
 def names() -> list[str]:
-    return sorted(BY_NAME)
+    return sorted(r.name for r in records())
 
 
-def by_name(name: str) -> Entry:
-    return BY_NAME[name]
+def by_name(name: str) -> ConstructionRecord:
+    for r in records():
+        if r.name == name:
+            return r
+    raise KeyError(name)
 
 
-def entry(claim: str, task: str, architecture: str) -> Entry:
-    return CATALOG[Key(claim, task, architecture)]
+def entry(claim: str, task: str, architecture: str) -> ConstructionRecord:
+    key = Key(claim, task, architecture)
+    for r in records():
+        if r.key == key:
+            return r
+    raise KeyError(key)

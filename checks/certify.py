@@ -26,7 +26,8 @@ Two kinds of certificate (docs/certify.md):
 
 Example::
 
-    >>> r = certify_construction(CONSTRUCTIONS["retrieval.index[a=2]"])
+    >>> from rnngap.constructions.obligations import retrieval_cert
+    >>> r = certify_construction(retrieval_cert("index", 2))
     >>> r.certified, r.method, r.n_min
     (True, 'piecewise-monotone', 1)
 """
@@ -38,9 +39,9 @@ from dataclasses import asdict, dataclass, field
 
 import sympy as sp
 
-from rnngap.constructions.bounds import INT, SYM, A, N, largest, params_of
+from rnngap.constructions.bounds import SYM, A, N, largest
 from rnngap.constructions.fixedpoint import MAX_MAGNITUDE_BITS
-from rnngap.constructions.obligations import CONSTRUCTIONS, Construction
+from rnngap.constructions.obligations import Construction
 
 SCHEMA_VERSION = 2
 """Version of the ``certify --json`` record (docs/records.md); 2 added ``covers``,
@@ -107,7 +108,7 @@ class Result:
     failures: list = field(default_factory=list)     # [{"obligation", "first_n", "need", "have"}]
     facts: list = field(default_factory=list)        # per-position facts: name, method, query, answer
     note: str = ""
-    params: int | None = None                        # the declared parameter count (bounds.PARAMS), if any
+    params: int | None = None                        # the declared parameter count (its record's), if any
     covers: list = field(default_factory=list)       # the layers a whole-model certificate covers
     source: str = "declared-obligation"              # "built-model": every fact derived from the built model
     steps: list = field(default_factory=list)        # the proof chain (--explain): one dict per step
@@ -141,10 +142,10 @@ def _pieces(con: Construction, n0: int, n1: int):
         lo = hi + 1
 
 
-def certify_construction(con: Construction) -> Result:
+def certify_construction(con: Construction, params: int | None = None) -> Result:
     t0 = time.perf_counter()
     res = Result(con.claim, con.name, len(con.obligations), con.n_min, None, "piecewise-monotone", False, 0.0,
-                 params=params_of(con.name))
+                 params=params)
     I_e, f_e = con.fmt_expr(SYM, N)
     if not (nondecreasing(I_e, N, con.n_min) and nondecreasing(f_e, N, con.n_min)):
         res.note = f"the declared format is not shown nondecreasing in n: I = {I_e}, f = {f_e}"
@@ -297,28 +298,30 @@ def _machine_step(con: Construction, n_max: int | None, pieces: list) -> dict:
     return out
 
 
-def certify_built(con: Construction, mutate=None, build=None, timeout_ms: int | None = None) -> Result:
-    """The whole-model certificate of a construction with a plan
-    (checks/certify_plans.py): the builder is run with n symbolic; every margin
-    check it records is proved (:func:`_builder_obligation`), and every layer of
-    the model it built is proved on the task's abstract instance
-    (checks/certify_model.py). For the mutation tests: ``build(n, a)`` replaces
-    the plan's builder, ``mutate(model)`` changes the built model before the proof."""
+def certify_built(cert, mutate=None, build=None, timeout_ms: int | None = None) -> Result:
+    """The whole-model certificate of a certificate with a plan (a
+    :class:`checks.catalog.Certificate`; the plans are in checks/certify_plans.py):
+    the record's builder is run with n symbolic; every margin check it records is
+    proved (:func:`_builder_obligation`), and every layer of the model it built is
+    proved on the task's abstract instance (checks/certify_model.py). For the
+    mutation tests: ``build(n, a)`` replaces the record's builder, ``mutate(model)``
+    changes the built model before the proof."""
     from rnngap.constructions.num import symbolic_build
 
     from .certify_model import prove_model
-    from .certify_plans import PLANS, plan_key
     from .symbolic import Z3Terms
     from .tasks.symbolic import INSTANCES
 
     t0 = time.perf_counter()
-    mp = PLANS[plan_key(con.name)]
-    res = Result(con.claim, con.name, 0, con.n_min, None, "built-model", False, 0.0, params=params_of(con.name),
+    con, mp = cert.con, cert.plan
+    if mp is None:
+        raise ValueError(f"{con.name}: no whole-model plan")
+    res = Result(con.claim, con.name, 0, con.n_min, None, "built-model", False, 0.0, params=cert.params,
                  covers=[], source="built-model")
     inst = INSTANCES[mp.task]()
     alpha = A if mp.alphabet_max else sp.sympify(con.alphabet(SYM, N))
     with symbolic_build() as obligations:
-        model = (build or mp.build)(N, int(alpha) if alpha.is_Integer else alpha)
+        model = (build or cert.build)(N, int(alpha) if alpha.is_Integer else alpha)
     if mutate is not None:
         mutate(model)
     terms = Z3Terms({N: inst.n, A: inst.a})
@@ -459,28 +462,25 @@ def certify_machine() -> Result:
     return res
 
 
-def _has_plan(name: str, slow: bool) -> bool:
-    from .certify_plans import PLANS, plan_key
-    key = plan_key(name)
-    return key is not None and (slow or not PLANS[key].slow)
-
-
 def certify(only: list[str] | None = None, constructions: dict | None = None, facts: bool = True,
             slow: bool = False) -> list[Result]:
-    """Certify every construction of the claims in ``only`` (all when None): from
-    the built model where the construction has a whole-model plan (with ``slow``
-    also the plans marked slow), else its declared obligations piecewise plus the
-    restated per-position facts of checks/certify_facts.py."""
-    cons = CONSTRUCTIONS if constructions is None else constructions
+    """Certify every certificate of the construction records (checks/catalog.py;
+    ``constructions``: a name -> Certificate map instead) of the claims or names in
+    ``only`` (all when None): from the built model where the certificate has a
+    whole-model plan (with ``slow`` also the plans marked slow), else its
+    declared obligations piecewise plus the restated per-position facts of
+    checks/certify_facts.py."""
+    from .catalog import certificates
+    certs = certificates() if constructions is None else constructions
     out, built = [], set()
-    for con in cons.values():
-        if only and con.claim not in only and con.name not in only:
+    for cert in certs.values():
+        if only and cert.claim not in only and cert.name not in only:
             continue
-        if _has_plan(con.name, slow):
-            out.append(certify_built(con))
-            built.add(con.name.split("[")[0])
+        if cert.planned(slow):
+            out.append(certify_built(cert))
+            built.add(cert.name.split("[")[0])
         else:
-            out.append(certify_construction(con))
+            out.append(certify_construction(cert.con, cert.params))
     if constructions is None and (not only or "sim" in only):
         out += [certify_sim(sim) for sim in sim_simulators()]
     if constructions is None and (not only or "machine" in only):

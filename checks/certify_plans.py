@@ -11,9 +11,10 @@ of the next layers (or the readout) fail. So a plan cannot make a wrong model
 pass: the readout must still decode the reference answer from what the plan says
 the heads wrote, and every claim of the plan is itself proved.
 
-Each :class:`ModelPlan` also names how to build the construction with symbolic
-sizes (``build(n, a)``) and the relation of the alphabet to n of the record it
-certifies (``alphabet``).
+Each :class:`ModelPlan` also names the task of its abstract instance and the
+alphabets it covers; how to build the model with symbolic sizes is the
+construction record's builder (checks/catalog.py attaches the plan to a
+certificate).
 """
 from __future__ import annotations
 
@@ -27,11 +28,10 @@ from .tasks.symbolic import z3
 @dataclass(frozen=True)
 class ModelPlan:
     """One construction's certificate plan: its task's abstract instance, its
-    builder (sizes -> symbolic model), its heads' plan, and whether the proof is
+    heads' plan, and whether the proof is
     expected to finish in the default time (``slow``: behind ``--slow``)."""
 
     task: str
-    build: Callable
     heads: Callable          # inst -> Plan
     slow: bool = False
     timeout_ms: int = 30000
@@ -100,62 +100,17 @@ def _hybrid_alphabet_max(n):
     return n + CODE_SLACK - 1
 
 
-def _builders():
-    from rnngap.constructions import hybrid as H, retrieval as R
-    return {
-        "index": lambda n, a: R.index_transformer(n, alphabet=a),
-        "ar": lambda n, a: R.ar_transformer(n, alphabet=a),
-        "cgram3": lambda n, a: R.cgram_transformer(n, alphabet=a, c=3),
-        "cgram4": lambda n, a: R.cgram_transformer(n, alphabet=a, c=4),
-        "counting": lambda n, a: R.counting_transformer(n, alphabet=a),
-        "mqar": lambda n, a: R.mqar_transformer(n),
-        "hybrid.index": lambda n, a: H.index_hybrid(n, alphabet=a),
-        "hybrid.ar": lambda n, a: H.ar_hybrid(n, alphabet=a),
-        "hybrid.cgram(c=3)": lambda n, a: H.cgram_hybrid(n, alphabet=a, c=3),
-        "hybrid.counting": lambda n, a: H.counting_hybrid(n, alphabet=a),
-    }
-
-
-def _build(key: str):
-    """The builder of a plan (imported when first called: checks -> constructions)."""
-    return lambda n, a: _builders()[key](n, a)
-
-
-PLANS: dict[str, ModelPlan] = {
-    "index": ModelPlan("index", _build("index"), _index_plan),
-    "ar": ModelPlan("ar", _build("ar"), _gram_plan(2)),
-    "cgram3": ModelPlan("cgram(c=3)", _build("cgram3"), _gram_plan(3)),
-    "cgram4": ModelPlan("cgram(c=4)", _build("cgram4"), _gram_plan(4), slow=True, timeout_ms=600000),
-    "counting": ModelPlan("counting", _build("counting"), _counting_plan),
-    "mqar": ModelPlan("mqar", _build("mqar"), _mqar_plan),
-    "hybrid.index": ModelPlan("index", _build("hybrid.index"), _index_plan, alphabet_max=_hybrid_alphabet_max),
-    "hybrid.ar": ModelPlan("ar", _build("hybrid.ar"),
-                           lambda inst: Plan({"ar": _gram_plan(2)(inst).heads["match"]}), alphabet_max=_hybrid_alphabet_max),
-    "hybrid.cgram(c=3)": ModelPlan("cgram(c=3)", _build("hybrid.cgram(c=3)"),
-                                   lambda inst: Plan({"3gram": _gram_plan(3)(inst).heads["match"]}),
-                                   alphabet_max=_hybrid_alphabet_max),
-    "hybrid.counting": ModelPlan("counting", _build("hybrid.counting"), _hybrid_count_plan,
-                                 alphabet_max=_hybrid_alphabet_max),
-}
-"""The whole-model plans, by the construction key of constructions/obligations.py
-(``retrieval.<key>[a=...]``; MQAR has no alphabet parameter)."""
-
-
-NOT_PROVED: dict[str, str] = {
-    "retrieval.cgram4[a=n+2]": "z3 answers unknown on the three-component match head's gap with codes growing "
-                               "with n (600 s per query, 2026-11-27); c-gram c = 4 at a = 3 is proved with --slow",
-}
-"""Constructions whose whole-model proof does not finish, and why: they keep their
-declared-obligation certificate (and the restated facts) even with ``--slow``."""
-
-
-def plan_key(construction: str) -> str | None:
-    """The :data:`PLANS` key of a construction name, or None (no whole-model plan)."""
-    if construction in NOT_PROVED:
-        return None
-    if construction in PLANS:
-        return construction
-    if not construction.startswith("retrieval."):
-        return None
-    key = construction[len("retrieval."):].split("[")[0]
-    return key if key in PLANS else None
+INDEX = ModelPlan("index", _index_plan)
+AR = ModelPlan("ar", _gram_plan(2))
+CGRAM3 = ModelPlan("cgram(c=3)", _gram_plan(3))
+CGRAM4 = ModelPlan("cgram(c=4)", _gram_plan(4), slow=True, timeout_ms=600000)
+COUNTING = ModelPlan("counting", _counting_plan)
+MQAR = ModelPlan("mqar", _mqar_plan)
+HYBRID_INDEX = ModelPlan("index", _index_plan, alphabet_max=_hybrid_alphabet_max)
+HYBRID_AR = ModelPlan("ar", lambda inst: Plan({"ar": _gram_plan(2)(inst).heads["match"]}),
+                      alphabet_max=_hybrid_alphabet_max)
+HYBRID_CGRAM3 = ModelPlan("cgram(c=3)", lambda inst: Plan({"3gram": _gram_plan(3)(inst).heads["match"]}),
+                          alphabet_max=_hybrid_alphabet_max)
+HYBRID_COUNTING = ModelPlan("counting", _hybrid_count_plan, alphabet_max=_hybrid_alphabet_max)
+"""The whole-model plans; the construction records (checks/catalog.py) attach each
+to the certificates it proves, with the record's own builder."""

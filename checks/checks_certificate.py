@@ -2,7 +2,8 @@
 the simulators the registry builds, claim sim),
 the built T4.6-up models' own margins (each head's score bits and gaps, as the
 gadgets computed them at build time) and the bits a seeded run actually used are
-compared with what ``rnngap certify`` certifies (constructions/obligations.py):
+compared with what ``rnngap certify`` certifies (the records' certificates,
+checks/catalog.py, with their obligations in constructions/obligations.py):
 
 * every head's ``score_int_bits`` <= the certified need of its range obligations;
 * every head's gaps >= the certified have of its gap obligations;
@@ -16,8 +17,6 @@ from __future__ import annotations
 import time
 
 import numpy as np
-
-from rnngap.constructions.obligations import CONSTRUCTIONS
 
 from .certify import n_max_of
 from .registry import Record, register
@@ -67,11 +66,12 @@ def compare(con, model, n: int) -> tuple[int, list[str]]:
 
 @register("declarations", "certificate vs measurement (T4.6-up)")
 def check_certificate(profile: str, seed: int) -> list[Record]:
+    from .catalog import certificate
     from .checks_retrieval import TASKS, generator_kwargs, reference_of, run_model
     out = []
     for key in ("index", "ar", "cgram3", "cgram4", "counting"):
         spec, a, c, build, decl, _ = TASKS[key]
-        con = CONSTRUCTIONS[f"retrieval.{key}[a={a}]"]
+        con = certificate(f"retrieval.{key}[a={a}]").con
         for n in SAMPLE_N[profile]:
             if n < con.n_min:
                 continue
@@ -153,7 +153,7 @@ def compare_entry(entry, n: int, seed: int) -> tuple[str | None, int, list[str],
     built = entry.build(n)
     model = built.model
     fmt = (model.fmt.int_bits, model.fmt.frac_bits)
-    cons = [CONSTRUCTIONS[c] for c in entry.certificates if c in CONSTRUCTIONS]
+    cons = [c.con for c in entry.certificate_list()]
     cons = [c for c in cons if n >= c.n_min and c.fmt(n) == fmt]
     if not cons:
         return None, 1, [f"the built format Q{fmt[0]}.{fmt[1]} is none of its certificates' formats at n = {n}"], 0
@@ -179,15 +179,16 @@ def check_certificate_catalogue(profile: str, seed: int) -> list[Record]:
     """One record per catalogue entry that has a certificate (T4.6-up, T4.7-up,
     T5-RAG, T5.6, T5-hyb-P, T4.1): at each sampled n the built model's format is
     a certified one and its measured magnitudes stay within it (zero excess)."""
-    from .catalog import CATALOG, canonical_task
+    from .catalog import canonical_task, records
     out = []
-    for key, entry in CATALOG.items():
-        if not any(c in CONSTRUCTIONS and "per-position" not in c for c in entry.certificates):
+    for entry in records():
+        certs = entry.certificate_list()
+        if not certs:
             continue
         # a construction whose declared format outgrows int64 below a sampled n
         # refuses to be built there (n_max, `rnngap certify`): it is checked at
         # its n_max instead, and the note says so
-        n_max = max((n_max_of(CONSTRUCTIONS[c]) or 0) for c in entry.certificates if c in CONSTRUCTIONS)
+        n_max = max((n_max_of(c.con) or 0) for c in certs)
         ns = sorted({min(n, n_max) for n in CATALOGUE_NS[profile]})
         for n in ns:
             t0 = time.perf_counter()

@@ -15,18 +15,10 @@ from rnngap.constructions import demos
 from rnngap.constructions.fixedpoint import FixedFormat, FixedPointOverflow
 from rnngap.constructions.vocab import BOS, number_token
 
-from .checks_declarations import FUNCTIONS
-from .declarations import declare
 from .necessity import batch_runner, necessity_record
 from .registry import Record, register
 from .tasks import NO_TASK
 
-for _name, _decl in (("position-match", demos.POSITION_MATCH), ("previous-token", demos.PREVIOUS_TOKEN),
-                     ("count-threshold", demos.COUNT_THRESHOLD)):
-    declare("gadgets", _name, "int_bits", _decl.int_expr, "log")
-    declare("gadgets", _name, "frac_bits", _decl.frac_expr, "log")
-    FUNCTIONS[(_name, "int_bits")] = _decl.int_bits
-    FUNCTIONS[(_name, "frac_bits")] = _decl.frac_bits
 from .tasks import counting, index
 
 SIZES = {"quick": [4, 16, 64], "full": [4, 16, 64, 256, 1024]}

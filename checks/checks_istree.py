@@ -660,24 +660,3 @@ def istree_lower_bound_check(profile: str, seed: int) -> list[Record]:
                            0 if not why else 1, state_bits=h.state_bits, seconds=round(time.perf_counter() - t0, 3),
                            family="reduction", alphabet=None, note=why or f"{w.states_explored} draws; wrong on {w.wrong} at i={w.i}", description="fooling pair via Index -> IsTree (birthday)"))
     return recs
-
-
-# ----------------------------------------------------------------------------
-# asymptotic declarations (claim 'declarations' checks them symbolically)
-def _declare() -> None:
-    from .checks_declarations import FUNCTIONS
-    from rnngap.constructions import bounds as _bounds
-    from .declarations import N as n_sym, declare
-    model = "istree-dfs"
-    sparse = C.INT_EXPR.subs({C.N_SYM: n_sym, C.M_SYM: n_sym + 2})
-    dense = C.INT_EXPR.subs({C.N_SYM: n_sym, C.M_SYM: n_sym * (n_sym - 1) / 2})
-    for resource, expr, order, fn in (
-            ("int_bits (m <= n+2)", sparse, "log", lambda n: C.declared_int_bits(n, n + 2)),
-            ("int_bits (any simple graph)", dense, "log", lambda n: C.declared_int_bits(n, n * (n - 1) // 2)),
-            ("frac_bits", C.FRAC_EXPR, "constant", lambda n: C.FRAC_BITS),
-            ("cot", _bounds.istree_cot(_bounds.SYM, n_sym), "linear", C.cot_bound)):
-        declare("T4.7-up", model, resource, expr, order)
-        FUNCTIONS[(model, resource)] = fn
-
-
-_declare()

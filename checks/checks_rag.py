@@ -42,40 +42,20 @@ import numpy as np
 
 from rnngap.constructions.fixedpoint import PrecisionError
 from rnngap.constructions.rag_models import (
-    CGRAM_INT, COUNTING_INT, INDEX_INT, ISTREE_INT, ISTREE_PLAIN_INT, N_SYM, RagConstruction, cgram_int_bits,
-    counting_int_bits, index_int_bits, istree_int_bits, istree_plain_int_bits, ar_rag, cgram_rag, counting_rag, index_rag,
-    istree_cot_bound, istree_plain_cot_bound, istree_rag, istree_rag_paper,
+    RagConstruction, ar_rag, cgram_rag, counting_rag, index_rag, istree_cot_bound, istree_rag, istree_rag_paper,
 )
 from rnngap.constructions.vocab import FALSE, TRUE
 
-from .checks_declarations import FUNCTIONS
-from .declarations import declare
 from .formats import format_cot_text, graph_tokens, parse_cot_text, parse_graph_tokens
 from .necessity import necessity_record
 from .registry import Record, register
 from .shared_data import shared_file
 from .tasks import istree
 from .tasks import task as task_spec
-from rnngap.constructions import bounds as _bounds
 from .tasks.istree_rag import plain_cot as istree_plain_cot
 
 CLAIM = "T5-RAG"
 SAMPLE_NAME = "istree_official_sample.jsonl"
-
-# declared resources (f = 0: every weight and value is an integer)
-for _model, _expr, _fn, _cot_order in (
-        ("index-rag", INDEX_INT, index_int_bits, "linear"),
-        ("3-gram-rag", CGRAM_INT, cgram_int_bits, "constant"),
-        ("counting-rag", COUNTING_INT, counting_int_bits, "linear"),
-        ("istree-rag", ISTREE_PLAIN_INT, istree_plain_int_bits, "linear"),
-        ("istree-rag-paper", ISTREE_INT, istree_int_bits, "linear")):
-    _cot = _bounds.RAG_COT[_model](_bounds.SYM, N_SYM)      # the declared CoT(n), written once
-    declare(CLAIM, _model, "int_bits", _expr, "log")
-    FUNCTIONS[(_model, "int_bits")] = _fn
-    declare(CLAIM, _model, "frac_bits", 0, "constant")
-    declare(CLAIM, _model, "cot", _cot, _cot_order)
-FUNCTIONS[("istree-rag", "cot")] = istree_plain_cot_bound
-FUNCTIONS[("istree-rag-paper", "cot")] = istree_cot_bound
 
 PAPER_NOTE = ("format reproduction through the paper dialect (constructions/rag_dialect.py rewrites the "
               "short queries), not T5-RAG evidence")

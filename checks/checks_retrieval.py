@@ -62,8 +62,6 @@ from rnngap.constructions.fixedpoint import MAX_MAGNITUDE_BITS
 from rnngap.constructions.vocab import BOS, NUMBER_BASE, QUERY
 
 from . import frontier as FR
-from .checks_declarations import FUNCTIONS
-from .declarations import declare
 from .necessity import batch_runner, necessity_record
 from .shared_data import shared_file
 from .registry import Record, register
@@ -129,27 +127,6 @@ COUNTING_FRONTIER_NECESSITY = {"quick": (64, 1024), "full": (64, 1024, 4096)}
 """n of the Counting necessity records on the frontier sample (its closest
 comparisons c = n, t = n - 1: where the fraction bits are needed; the reduction
 image only asks t = 0)."""
-
-# the sympy declarations (symbol n only: alphabet and c fixed at the checked values)
-for _key, (_, _a, _c, _, _decl, _) in TASKS.items():
-    _sub = {R.A: _a, R.C: _c}
-    declare(CLAIM, f"retrieval.{_key}", "int_bits", _decl.int_expr.subs(_sub), "log")
-    declare(CLAIM, f"retrieval.{_key}", "frac_bits", _decl.frac_expr, "constant" if _key != "counting" else "log")
-declare(CLAIM, "retrieval.mqar", "int_bits", R.MQAR.int_expr, "log")
-# ... and at the reductions' alphabets, which grow with n (the spec's reduction_alphabet: a = n + 2 bounds
-# AR / c-gram keys, n + 1 Counting marks)
-for _key in ("ar", "cgram3", "cgram4", "counting"):
-    _spec, _, _c, _, _decl, _ = TASKS[_key]
-    _alpha = _spec.reduction_alphabet
-    _name = f"retrieval.{_key}[a={str(_alpha(R.N)).replace(' ', '')}]"
-    declare(CLAIM, _name, "int_bits", _decl.int_expr.subs({R.A: _alpha(R.N), R.C: _c}), "log")
-    FUNCTIONS[(_name, "int_bits")] = (lambda d, c, al: (lambda n: d.int_bits(n, al(n), c)))(_decl, _c, _alpha)
-# register the Python functions so the declarations check compares them with sympy
-for _key, (_, _a, _c, _, _decl, _) in TASKS.items():
-    FUNCTIONS[(f"retrieval.{_key}", "int_bits")] = (lambda d, a, c: (lambda n: d.int_bits(n, a, c)))(_decl, _a, _c)
-    FUNCTIONS[(f"retrieval.{_key}", "frac_bits")] = _decl.frac_bits
-FUNCTIONS[("retrieval.mqar", "int_bits")] = lambda n: R.MQAR.int_bits(n)
-
 
 def _min_n(key: str) -> int:
     return TASKS[key][0].min_n

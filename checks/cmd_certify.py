@@ -25,18 +25,19 @@ def run(args) -> int:
 
     from .certify import certify, explain, table, write_json
     from .errors import UsageError, check_outputs
-    from rnngap.constructions.obligations import CONSTRUCTIONS
+    from .catalog import certificates
 
     check_outputs({"--json": getattr(args, "json", None)}, what="certify")   # before any work
 
-    claims = {c.claim for c in CONSTRUCTIONS.values()} | {"sim", "machine"}  # sim: the registry's RNNs
-    known = claims | set(CONSTRUCTIONS)
+    certs = certificates()
+    claims = {c.claim for c in certs.values()} | {"sim", "machine"}  # sim: the registry's RNNs
+    known = claims | set(certs)
     for o in args.only or []:
         if o not in known:
             raise UsageError(f"unknown claim or construction {o!r}; known claims: {', '.join(sorted(claims))}")
     name = getattr(args, "explain", None)
-    if name is not None and name not in CONSTRUCTIONS:
-        raise UsageError(f"--explain: unknown construction {name!r}; known: {', '.join(CONSTRUCTIONS)}")
+    if name is not None and name not in certs:
+        raise UsageError(f"--explain: unknown construction {name!r}; known: {', '.join(certs)}")
     slow = bool(getattr(args, "slow", False))
     t0 = time.perf_counter()
     if name is not None:

@@ -71,23 +71,23 @@ def _tok(t: int) -> str:
 
 
 def run(args) -> int:
-    from .catalog import BY_NAME, names
+    from .catalog import by_name, names
     from .cli import UsageError
 
     if args.list:
         for k in names():
-            e = BY_NAME[k]
+            e = by_name(k)
             print(f"{k:28s} {e.key.claim:9s} {e.about}  [{e.where}]")
         return 0
     if not args.model:
         raise UsageError(f"show: name a model (one of {', '.join(names())}) or use --list")
-    if args.model not in BY_NAME:
+    if args.model not in names():
         raise UsageError(f"unknown model {args.model!r}; known: {', '.join(names())}")
     if args.n < 1 or args.n > MAX_N:
         raise UsageError(f"--n must be between 1 and {MAX_N} for show, got {args.n}")
     if args.seed < 0:
         raise UsageError(f"show: --seed must be >= 0, got {args.seed}")
-    entry = BY_NAME[args.model]
+    entry = by_name(args.model)
     # A size the construction cannot take (too short for the task, or needing more
     # bits than int64 storage holds) is refused by its builder or its example's
     # generator with ValueError (MarginError is one) or PrecisionError: bad input.

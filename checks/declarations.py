@@ -175,12 +175,3 @@ def evaluate(expr: sp.Expr, n: int) -> int:
     v = sp.sympify(expr).subs(N, n)
     v = sp.nsimplify(v) if not v.is_Integer else v
     return int(sp.ceiling(v)) if not v.is_Integer else int(v)
-
-
-DECLARATIONS: list[Declaration] = []
-
-
-def declare(claim: str, model: str, resource: str, expr, order: str) -> Declaration:
-    d = Declaration(claim, model, resource, sp.sympify(expr), order)
-    DECLARATIONS.append(d)
-    return d

@@ -73,7 +73,7 @@ def _base_space() -> ResidualSpace:
 
 
 def _premise(n: int, alphabet: int, extra_positions: int) -> Vocab:
-    if is_sym(n) or is_sym(alphabet):       # a symbolic build: its record states the domain (checks/certify_plans.py)
+    if is_sym(n) or is_sym(alphabet):       # a symbolic build: its plan states the domain (checks/certify_plans.py)
         return Vocab(smax(n, alphabet))
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")

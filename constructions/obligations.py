@@ -19,7 +19,7 @@ exhaustively on small formats by tests/test_obligations.py:
 
 Example::
 
-    >>> con = CONSTRUCTIONS["retrieval.index[a=2]"]
+    >>> con = retrieval_cert("index", 2)
     >>> [o.name for o in con.obligations]
     ['match.gap', 'match.range']
     >>> all(o.holds(con, 10) for o in con.obligations)
@@ -27,6 +27,7 @@ Example::
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -125,22 +126,14 @@ def counting_obligations(prefix: str, alphabet: Callable) -> list[Obligation]:
 
 
 # ----------------------------------------------------------------------------
-# constructions
+# the certified forms of the constructions: each function returns one
+# Construction; the construction records (checks/catalog.py) say which forms of
+# which construction are certified, and at which alphabets.
 S = -Bd.SPECIAL_MIN_CODE
-CONSTRUCTIONS: dict[str, Construction] = {}
 
 
-def _add(con: Construction) -> None:
-    CONSTRUCTIONS[con.name] = con
-
-
-RETRIEVAL_ALPHABETS = {"index": (2, "n+2"), "ar": (4, "n+2"), "cgram3": (2, "n+2"), "cgram4": (3, "n+2"),
-                       "counting": (3, "n+1")}
-"""The alphabets certified: the registry's sampled alphabet (checks_retrieval.TASKS)
-and the Index reduction's alphabet, growing with n."""
-
-
-def _alpha(spec):
+def alphabet_fn(spec: int | str) -> Callable:
+    """a(n) of a certificate: a constant, or "n+1" / "n+2" (a reduction's alphabet)."""
     if spec == "n+2":
         return lambda B, n: n + 2
     if spec == "n+1":
@@ -148,100 +141,120 @@ def _alpha(spec):
     return lambda B, n, k=int(spec): k
 
 
-def _retrieval() -> None:
-    for key, alphas in RETRIEVAL_ALPHABETS.items():
-        for spec in alphas:
-            alpha = _alpha(spec)
-            name = f"retrieval.{key}[a={spec}]"
-            if key == "index":
-                obl = match_obligations("match", lambda B, n, al=alpha: B.max(n + 3, al(B, n), S),
-                                        lambda B, n, al=alpha: B.max(n + 1, al(B, n), S))
-                _add(Construction("T4.6-up", name, Bd.INDEX, 1, tuple(obl), alphabet=alpha))
-            elif key == "counting":
-                _add(Construction("T4.6-up", name, Bd.COUNTING, 1, tuple(counting_obligations("counting", alpha)),
-                                  alphabet=alpha))
-            else:
-                c = 2 if key == "ar" else int(key[-1])
-                obl = []
-                for k in range(1, c):
-                    obl += shift_obligations(f"shift_{k}", lambda B, n, c=c: n + c + 1, k)
-                obl += joint_match_obligations("match", c - 1, lambda B, n, al=alpha: B.max(al(B, n), S),
-                                               lambda B, n, c=c: n + c)
-                _add(Construction("T4.6-up", name, Bd.AR if c == 2 else Bd.CGRAM, c, tuple(obl), alphabet=alpha,
-                                  c=c))
-    mq_bound = lambda B, n, f: Bd.mqar_match_bound(B, n, f)
-    _add(Construction("T4.6-up", "retrieval.mqar", Bd.MQAR, 1, tuple(
+def retrieval_cert(key: str, alphabet: int | str) -> Construction:
+    """The T4.6-up Transformer ``key`` (index, ar, cgram3, cgram4, counting) at a(n)."""
+    alpha = alphabet_fn(alphabet)
+    name = f"retrieval.{key}[a={alphabet}]"
+    if key == "index":
+        obl = match_obligations("match", lambda B, n: B.max(n + 3, alpha(B, n), S),
+                                lambda B, n: B.max(n + 1, alpha(B, n), S))
+        return Construction("T4.6-up", name, Bd.INDEX, 1, tuple(obl), alphabet=alpha)
+    if key == "counting":
+        return Construction("T4.6-up", name, Bd.COUNTING, 1, tuple(counting_obligations("counting", alpha)),
+                            alphabet=alpha)
+    c = 2 if key == "ar" else int(key[-1])
+    obl = []
+    for k in range(1, c):
+        obl += shift_obligations(f"shift_{k}", lambda B, n: n + c + 1, k)
+    obl += joint_match_obligations("match", c - 1, lambda B, n: B.max(alpha(B, n), S), lambda B, n: n + c)
+    return Construction("T4.6-up", name, Bd.AR if c == 2 else Bd.CGRAM, c, tuple(obl), alphabet=alpha, c=c)
+
+
+def mqar_cert() -> Construction:
+    bound = lambda B, n, f: Bd.mqar_match_bound(B, n, f)
+    return Construction("T4.6-up", "retrieval.mqar", Bd.MQAR, 1, tuple(
         shift_obligations("shift", lambda B, n: n + 1, 1)
-        + [gap("match", "gap_partial"), gap("match", "gap_between_matches"), range_("match", mq_bound)]),
-        alphabet=lambda B, n: Bd.MQAR_MAX_VALUE))
+        + [gap("match", "gap_partial"), gap("match", "gap_between_matches"), range_("match", bound)]),
+        alphabet=lambda B, n: Bd.MQAR_MAX_VALUE)
 
 
-def _hybrid() -> None:
+def hybrid_cert(key: str) -> Construction:
+    """The T5.6 hybrid ``key`` (index, ar, cgram(c=3), counting, istree)."""
     H = Bd.HYBRID
-    _add(Construction("T5.6", "hybrid.index", H["index"], 2, (
-        gap("match"), range_("match", lambda B, n, f: Bd.hybrid_index_bound(B, n)))))
-    _add(Construction("T5.6", "hybrid.ar", H["ar"], 2, (
-        gap("match", "gap_non_match"), gap("match", "gap_between_matches"),
-        range_("match", lambda B, n, f: Bd.hybrid_first_bound(B, n, 1)))))
-    _add(Construction("T5.6", "hybrid.cgram(c=3)", Bd.hybrid_cgram(3), 3, (
-        gap("match", "gap_non_match"), gap("match", "gap_between_matches"),
-        range_("match", lambda B, n, f: Bd.hybrid_first_bound(B, n, 2)))))
-    _add(Construction("T5.6", "hybrid.counting", H["counting"], 3, (
-        gap("count"), range_("count", lambda B, n, f: Bd.hybrid_count_bound(B, n)),
-        Obligation("compare.gap", lambda B, n, I, f: Bd.count_compare_inverse_gap(B, n), lambda B, n, I, f: B.pow2(f),
-                   strict=True))))
-    _add(Construction("T5.6", "hybrid.istree", Bd.hybrid_istree(), 2, (
-        gap("union-find", "gap_non_match"), gap("union-find", "gap_between_matches"),
-        range_("union-find", lambda B, n, f: Bd.hybrid_istree_bound(B, n, n)))))
+    if key == "index":
+        return Construction("T5.6", "hybrid.index", H["index"], 2, (
+            gap("match"), range_("match", lambda B, n, f: Bd.hybrid_index_bound(B, n))))
+    if key in ("ar", "cgram(c=3)"):
+        width = 1 if key == "ar" else 2
+        decl = H["ar"] if key == "ar" else Bd.hybrid_cgram(3)
+        return Construction("T5.6", f"hybrid.{key}", decl, width + 1, (
+            gap("match", "gap_non_match"), gap("match", "gap_between_matches"),
+            range_("match", lambda B, n, f: Bd.hybrid_first_bound(B, n, width))))
+    if key == "counting":
+        return Construction("T5.6", "hybrid.counting", H["counting"], 3, (
+            gap("count"), range_("count", lambda B, n, f: Bd.hybrid_count_bound(B, n)),
+            Obligation("compare.gap", lambda B, n, I, f: Bd.count_compare_inverse_gap(B, n),
+                       lambda B, n, I, f: B.pow2(f), strict=True)))
+    if key == "istree":
+        return Construction("T5.6", "hybrid.istree", Bd.hybrid_istree(), 2, (
+            gap("union-find", "gap_non_match"), gap("union-find", "gap_between_matches"),
+            range_("union-find", lambda B, n, f: Bd.hybrid_istree_bound(B, n, n))))
+    raise ValueError(f"no hybrid {key!r}")
 
 
-def _istree() -> None:
-    for label, m in (("istree-dfs (m <= n+2)", lambda n: n + 2), ("istree-dfs (any simple graph)",
-                                                                  lambda n: n * (n - 1) / 2 if not isinstance(n, int) else n * (n - 1) // 2)):
-        decl = Declared(label, lambda B, n, a, c, m=m: Bd.istree_int(B, n, m(n)), Bd.const(Bd.ISTREE_FRAC_BITS),
-                        claim="T4.7-up")
-
-        def T1(B, n, m=m):
-            return B.max(Bd.istree_positions(B, n, m(n)), Bd.istree_tau_bound(B, n))
-        V = lambda B, n: Bd.istree_tau_bound(B, n)
-        _add(Construction("T4.7-up", label, decl, 2, (
-            gap("heads", "gap"),
-            range_("tie-break", lambda B, n, f, T1=T1: 17 * T1(B, n) ** 2 * V(B, n)),
-            range_("lookup", lambda B, n, f, T1=T1: 33 * T1(B, n) ** 2),
-            range_("mlp-mask", lambda B, n, f, T1=T1: 3 * T1(B, n) ** 2 * V(B, n)),
-            range_("readout", lambda B, n, f: 3 * V(B, n) ** 2))))
+ISTREE_LABELS = {"sparse": "istree-dfs (m <= n+2)", "dense": "istree-dfs (any simple graph)"}
 
 
-def _rag() -> None:
-    # the readout logit 2 T V + T^2 < 5 (n + 21)^2 (rag_models; the compiler's interval
-    # bound, re-checked at compile time, covers the rest)
-    # ar_rag is cgram_rag at c = 2: the same declared format (Bd.RAG["3-gram-rag"]), its own certificate
-    for name, decl in list(Bd.RAG.items()) + [("ar-rag", Bd.RAG["3-gram-rag"])]:
-        _add(Construction("T5-RAG", name, decl, 2, (
-            Obligation("readout.range", lambda B, n, I, f: B.bits(5 * (n + 21) ** 2), lambda B, n, I, f: I),)))
+def istree_dfs_cert(graphs: str) -> Construction:
+    """The T4.7-up IsTree Transformer on graphs with m <= n + 2 edges ("sparse") or
+    on any simple graph ("dense")."""
+    m = (lambda n: n + 2) if graphs == "sparse" else (
+        lambda n: n * (n - 1) / 2 if not isinstance(n, int) else n * (n - 1) // 2)
+    label = ISTREE_LABELS[graphs]
+    decl = Declared(label, lambda B, n, a, c: Bd.istree_int(B, n, m(n)), Bd.const(Bd.ISTREE_FRAC_BITS),
+                    claim="T4.7-up")
+
+    def T1(B, n):
+        return B.max(Bd.istree_positions(B, n, m(n)), Bd.istree_tau_bound(B, n))
+    V = lambda B, n: Bd.istree_tau_bound(B, n)
+    return Construction("T4.7-up", label, decl, 2, (
+        gap("heads", "gap"),
+        range_("tie-break", lambda B, n, f: 17 * T1(B, n) ** 2 * V(B, n)),
+        range_("lookup", lambda B, n, f: 33 * T1(B, n) ** 2),
+        range_("mlp-mask", lambda B, n, f: 3 * T1(B, n) ** 2 * V(B, n)),
+        range_("readout", lambda B, n, f: 3 * V(B, n) ** 2)))
 
 
-def _turing() -> None:
-    from .turing import MACHINES, Encoding, hybrid_declared, rag_declared, time_of
-    for mname, spec in MACHINES.items():
-        enc = Encoding.of(spec.build())
-        nA, nG = len(enc.actions), len(enc.symbols)
-        T = time_of(spec)
-        hyb = hybrid_declared(enc, spec)
-        _add(Construction("T5-hyb-P", f"hybrid-tm.{mname}", hyb, 1, (
-            gap("retrieval", "gap_non_match"), gap("retrieval", "gap_between_matches"),
-            range_("retrieval", lambda B, n, f, T=T, nA=nA, nG=nG: Bd.tm_hybrid_bound(B, n, T(B, n), nA, nG)))))
-        rag = rag_declared(enc, spec)
-
-        def K(B, n, T=T, nA=nA, nG=nG):
-            return B.max(B.max(n, T(B, n) + 1, nA, nG) + 1, Bd.NUMBER_BASE)
-        _add(Construction("T5-RAG", f"rag-tm.{mname}", rag, 1, (
-            range_("readout", lambda B, n, f, K=K: 3 * K(B, n) ** 2),)))
+def rag_cert(name: str) -> Construction:
+    """A T5-RAG construction (index-rag, ar-rag, 3-gram-rag, counting-rag, istree-rag,
+    istree-rag-paper). The readout logit 2 T V + T^2 < 5 (n + 21)^2 (rag_models; the
+    compiler's interval bound, re-checked at compile time, covers the rest); ar-rag
+    is 3-gram-rag's builder at c = 2: the same declared format, its own certificate."""
+    decl = Bd.RAG["3-gram-rag" if name == "ar-rag" else name]
+    return Construction("T5-RAG", name, decl, 2, (
+        Obligation("readout.range", lambda B, n, I, f: B.bits(5 * (n + 21) ** 2), lambda B, n, I, f: I),))
 
 
-def _iterate() -> None:
-    _add(Construction("T4.1", "iterate-rnn", Bd.ITERATE, 2, (
-        range_("readout", lambda B, n, f: Bd.iterate_readout_bound(B, n)),)))
+@functools.lru_cache(maxsize=None)
+def tm_hybrid_cert(mname: str) -> Construction:
+    """The T5-hyb-P hybrid simulating the machine ``mname`` (constructions/turing.py)."""
+    from .turing import MACHINES, Encoding, hybrid_declared, time_of
+    spec = MACHINES[mname]
+    enc = Encoding.of(spec.build())
+    nA, nG, T = len(enc.actions), len(enc.symbols), time_of(spec)
+    return Construction("T5-hyb-P", f"hybrid-tm.{mname}", hybrid_declared(enc, spec), 1, (
+        gap("retrieval", "gap_non_match"), gap("retrieval", "gap_between_matches"),
+        range_("retrieval", lambda B, n, f: Bd.tm_hybrid_bound(B, n, T(B, n), nA, nG))))
+
+
+@functools.lru_cache(maxsize=None)
+def tm_rag_cert(mname: str) -> Construction:
+    """The T5-RAG linear RNN + RAG simulating the machine ``mname``."""
+    from .turing import MACHINES, Encoding, rag_declared, time_of
+    spec = MACHINES[mname]
+    enc = Encoding.of(spec.build())
+    nA, nG, T = len(enc.actions), len(enc.symbols), time_of(spec)
+
+    def K(B, n):
+        return B.max(B.max(n, T(B, n) + 1, nA, nG) + 1, Bd.NUMBER_BASE)
+    return Construction("T5-RAG", f"rag-tm.{mname}", rag_declared(enc, spec), 1, (
+        range_("readout", lambda B, n, f: 3 * K(B, n) ** 2),))
+
+
+def iterate_cert() -> Construction:
+    """The T4.1 RNN with CoT for ITER."""
+    return Construction("T4.1", "iterate-rnn", Bd.ITERATE, 2, (
+        range_("readout", lambda B, n, f: Bd.iterate_readout_bound(B, n)),))
 
 
 def sim_construction(p: "Bd.SimRNN", n_min: int = 1) -> Construction:
@@ -265,11 +278,5 @@ def sim_construction(p: "Bd.SimRNN", n_min: int = 1) -> Construction:
     return Construction("sim", f"sim[{p.name}]", Bd.sim_declared(p), n_min, tuple(obl))
 
 
-_retrieval()
-_istree()
-_rag()
-_hybrid()
-_turing()
-_iterate()
-
-__all__ = ["CONSTRUCTIONS", "Construction", "Obligation", "sim_construction"]
+__all__ = ["Construction", "Obligation", "hybrid_cert", "istree_dfs_cert", "iterate_cert", "mqar_cert", "rag_cert",
+           "retrieval_cert", "sim_construction", "tm_hybrid_cert", "tm_rag_cert"]

@@ -1,4 +1,4 @@
-"""The one catalogue (checks/catalog.py): every construction reachable, listed by
+"""The construction records (checks/catalog.py): every construction reachable, listed by
 ``rnngap show --list``, and in one-to-one correspondence with ``rnngap certify``."""
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import numpy as np
 from rnngap.checks import catalog as CAT
 from rnngap.checks.cli import main
 from rnngap.constructions.model import Model
-from rnngap.constructions.obligations import CONSTRUCTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCHITECTURES = ("transformer", "hybrid", "rag", "rnn")
@@ -40,7 +39,7 @@ NOT_CATALOGUED = {("constructions/simulate.py", "random_linear_rnn"),
 
 
 def test_every_builder_is_in_the_catalogue():
-    where = {tuple(e.where.split(":")) for e in CAT.CATALOG.values()}
+    where = {tuple(e.where.split(":")) for e in CAT.records()}
     found = _builders_in_constructions()
     assert found, "the scan found no builder"
     assert found - NOT_CATALOGUED <= where, sorted(found - NOT_CATALOGUED - where)
@@ -48,16 +47,17 @@ def test_every_builder_is_in_the_catalogue():
 
 
 def test_catalogue_covers_every_construction_claim():
-    claims = {k.claim for k in CAT.CATALOG}
+    keys = {r.key for r in CAT.records()}
+    claims = {k.claim for k in keys}
     assert set(CAT.CONSTRUCTION_CLAIMS) <= claims, set(CAT.CONSTRUCTION_CLAIMS) - claims
     for claim, task in [("T4.6-up", t) for t in CAT.RETRIEVAL_TASKS] + [("T4.6-up", "mqar")]:
-        assert (claim, task, "transformer") in CAT.CATALOG
+        assert (claim, task, "transformer") in keys
     for t in CAT.RETRIEVAL_TASKS + ("istree",):
-        assert ("T5.6", t, "hybrid") in CAT.CATALOG and ("T5-RAG", t, "rag") in CAT.CATALOG
+        assert ("T5.6", t, "hybrid") in keys and ("T5-RAG", t, "rag") in keys
 
 
 def test_keyword_only_alphabet_and_c():
-    for e in CAT.CATALOG.values():
+    for e in CAT.records():
         params = inspect.signature(e.builder).parameters
         for name in ("alphabet", "c"):
             if name in params:
@@ -68,15 +68,15 @@ def test_show_list_names_every_entry_once(capsys):
     assert main(["show", "--list"]) == 0
     out = capsys.readouterr().out
     listed = [line.split()[0] for line in out.splitlines() if line.strip()]
-    assert sorted(listed) == CAT.names() and len(set(listed)) == len(CAT.CATALOG)
-    for e in CAT.CATALOG.values():
+    assert sorted(listed) == CAT.names() and len(set(listed)) == len(CAT.records())
+    for e in CAT.records():
         assert e.where in out
 
 
 def test_every_entry_builds_a_model_and_its_example_runs():
     """entry.build(n) -> Built with a Model (the uniform interface) at n = 3, and
     the model reads its seeded example (the next token is a vocabulary token)."""
-    for e in CAT.CATALOG.values():
+    for e in CAT.records():
         b = e.build(3)
         assert isinstance(b.model, Model) and b.name == e.name, e.name
         assert (b.construction is b.model) == isinstance(b.construction, Model)
@@ -86,21 +86,20 @@ def test_every_entry_builds_a_model_and_its_example_runs():
         assert b.model.vocab.contains(s.next_token()), e.name
 
 
-def test_certificates_map_one_to_one_onto_catalogue_entries():
-    """Every certificate of ``rnngap certify`` names one catalogue entry of its own
-    claim, and every construction-claim entry has a certificate or a stated reason."""
+def test_certificates_map_one_to_one_onto_records():
+    """Every certificate of ``rnngap certify`` belongs to one record of its own
+    claim, and every construction-claim record has a certificate or a stated reason."""
+    certs = CAT.certificates()
     owner = {}
-    for e in CAT.CATALOG.values():
+    for e in CAT.records():
         for name in e.certificates:
-            assert name in CONSTRUCTIONS, (e.name, name)
-            assert CONSTRUCTIONS[name].claim == e.key.claim, (e.name, name)
+            assert certs[name].claim == e.key.claim, (e.name, name)
             assert name not in owner, (name, owner.get(name), e.name)
             owner[name] = e.name
-    assert set(owner) == set(CONSTRUCTIONS), sorted(set(CONSTRUCTIONS) - set(owner))
-    for e in CAT.CATALOG.values():
+    assert set(owner) == set(certs)
+    for e in CAT.records():
         if e.key.claim in CAT.CONSTRUCTION_CLAIMS:
-            assert bool(e.certificates) != (e.name in CAT.UNCERTIFIED), e.name
-    assert set(CAT.UNCERTIFIED) <= set(CAT.BY_NAME)
+            assert bool(e.certificates) != bool(e.uncertified), e.name
 
 
 def test_retrieval_model_passes_c_to_cgram_only():
@@ -119,7 +118,7 @@ def test_readme_claim_table_names_each_claims_builders():
         if line.startswith("| ") and line.count("|") == 5:
             cells = [c.strip() for c in line.split("|")[1:-1]]
             rows[cells[0].strip("`")] = cells[3]
-    for e in CAT.CATALOG.values():
+    for e in CAT.records():
         f, fn = e.where.split(":")
         assert e.key.claim in rows, e.key.claim
         assert f"`{fn}`" in rows[e.key.claim] and f"`{f.split('/')[-1]}`" in rows[e.key.claim], (e.name, e.where)

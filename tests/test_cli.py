@@ -135,8 +135,8 @@ def _show_names(capsys) -> list[str]:
 
 
 def test_show_list_names_the_catalogue(capsys):
-    from rnngap.checks.catalog import BY_NAME
-    assert sorted(_show_names(capsys)) == sorted(BY_NAME)
+    from rnngap.checks.catalog import names
+    assert sorted(_show_names(capsys)) == names()
 
 
 def test_show_every_model_refuses_too_small_n_and_runs_at_a_small_one(capsys):
@@ -190,8 +190,8 @@ def test_show_turns_a_builders_refusal_into_a_usage_error(capsys, monkeypatch, e
             raise MarginError(f"the match head's gap is too small for n = {n}\nsecond line")
         raise FixedPointOverflow("mul", 70, FixedFormat(8, 4), "the position embedding")
 
-    fake = catalog.Entry(catalog.Key("test", "fake", "model"), build, lambda n, rng: [0], "a test double")
-    monkeypatch.setitem(catalog.BY_NAME, fake.name, fake)
+    fake = catalog.ConstructionRecord(catalog.Key("test", "fake", "model"), build, lambda n, rng: [0], "a test double")
+    monkeypatch.setattr(catalog, "RECORDS", catalog.RECORDS + (fake,))
     rc, out, err = _main(capsys, "show", "fake-model", "--n", "5")
     assert rc == 2 and _one_clean_line(err) and not out, err
     assert "fake-model" in err and ("gap is too small for n = 5" in err if error == "margin"
@@ -551,11 +551,11 @@ def test_pyproject_installs_the_package_data():
 def test_show_fast_feed_equals_recording_every_position():
     """feed_example (prefix without per-position recording, in chunks) gives the
     same last-position attention, residual and next token as recording all."""
-    from rnngap.checks.catalog import BY_NAME, names
+    from rnngap.checks.catalog import by_name, names
     from rnngap.checks.cmd_show import feed_example
     import io
     for name in names():
-        e = BY_NAME[name]
+        e = by_name(name)
         try:
             model = e.build(16).model
             toks = e.example(16, np.random.default_rng(1))
@@ -571,9 +571,9 @@ def test_show_fast_feed_equals_recording_every_position():
 
 def test_show_reports_progress_on_a_long_prompt():
     import io
-    from rnngap.checks.catalog import BY_NAME
+    from rnngap.checks.catalog import by_name
     from rnngap.checks.cmd_show import feed_example
-    e = BY_NAME["istree-transformer"]
+    e = by_name("istree-transformer")
     model, toks = e.build(300).model, e.example(300, np.random.default_rng(0))
     s = io.StringIO()
     feed_example(model, toks, stream=s, interval=0.0)

@@ -7,10 +7,12 @@ import pytest
 import sympy as sp
 from hypothesis import given, settings, strategies as st
 
-from rnngap.checks.declarations import DECLARATIONS, N, Declaration, evaluate, holds
+from rnngap.checks.catalog import declarations
+from rnngap.checks.declarations import N, Declaration, evaluate, holds
 from rnngap.checks.registry import CLAIMS, load_checks, unchecked_claims
 
 CONSTRUCTION_CLAIMS = ("gadgets", "T4.6-up", "T4.7-up", "T4.1", "T5-RAG", "T5.6", "T5-hyb-P")
+DECLARATIONS = [d for d, _, _ in declarations()]
 
 
 def test_every_claim_has_a_registered_check():
@@ -29,11 +31,9 @@ def test_every_construction_claim_declares_its_resources():
         if claim != "gadgets":
             assert "params" in declared[claim], claim
     # params are declared constant and tied to real builds at several n
-    from rnngap.checks.checks_declarations import FUNCTIONS
-    for d in DECLARATIONS:
+    for d, fn, sample in declarations():
         if d.resource == "params":
             assert d.order == "constant" and d.expr.is_Integer and int(d.expr) > 0, d
-            fn, sample = FUNCTIONS[(d.model, "params")]
             assert len(sample["quick"]) >= 4 and fn(sample["quick"][-1]) == int(d.expr), d.model
     # the CoT bounds the claims state: O(n) IsTree tour, O(n log n) hybrid IsTree, n^2 for T4.1
     cot = {(d.claim, d.model): d for d in DECLARATIONS if d.resource == "cot"}
@@ -69,22 +69,20 @@ def test_retrieval_declarations_cover_the_reductions_alphabets():
         assert by[(base, "params")].expr == by[(wide, "params")].expr, (base, wide)
 
 
-def test_parameter_counts_are_read_from_the_one_declaration_and_a_wrong_build_fails(monkeypatch):
-    """Every params declaration is the constant of constructions/bounds.py PARAMS
-    (no count measured and re-declared), every PARAMS entry is measured on builds,
+def test_parameter_counts_are_read_from_the_records_and_a_wrong_build_fails(monkeypatch):
+    """Every params declaration is the constant of its construction record's form
+    (no count measured and re-declared), every form's count is measured on builds,
     and the measurement side fails when a build's count differs by one."""
-    load_checks()
-    from rnngap.checks import checks_declarations as CD
-    from rnngap.constructions.bounds import PARAMS, params_of
-    ds = [d for d in DECLARATIONS if d.resource == "params"]
-    assert all(int(d.expr) == params_of(d.model) for d in ds)
-    assert {params_of(d.model) is not None and d.model.split("[")[0] for d in ds} >= set(PARAMS)
-    d = next(d for d in ds if d.model == "retrieval.index")
-    fn, sample = CD.FUNCTIONS[(d.model, "params")]
-    monkeypatch.setattr(CD, "DECLARATIONS", [d])
+    from rnngap.checks import catalog as CAT, checks_declarations as CD
+    forms = {f.name: f.params for r in CAT.records() for f in r.forms if f.params is not None}
+    ds = CAT.params_declarations()
+    assert all(int(d.expr) == forms[d.model.split("[")[0]] for d, _, _ in ds)
+    assert {d.model for d, _, _ in ds} >= set(forms)
+    d, fn, sample = next(x for x in ds if x[0].model == "retrieval.index")
+    monkeypatch.setattr(CAT, "declarations", lambda: [(d, fn, sample)])
     ok = CD.check_declarations("quick", 0)
     assert len(ok) == 1 and ok[0].failures == 0
-    monkeypatch.setitem(CD.FUNCTIONS, (d.model, "params"), (lambda n: fn(n) + (n == sample["quick"][-1]), sample))
+    monkeypatch.setattr(CAT, "declarations", lambda: [(d, lambda n: fn(n) + (n == sample["quick"][-1]), sample)])
     bad = CD.check_declarations("quick", 0)
     assert bad[0].failures == 1 and "disagree" in bad[0].note
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rnngap.checks.catalog import BY_NAME
+from rnngap.checks.catalog import by_name, names
 from rnngap.constructions import kernels as K
 from rnngap.constructions import lanes as LN
 from rnngap.constructions.fixedpoint import (
@@ -73,7 +73,7 @@ def _compare(name, seed, rows=(14, 29), max_len=16, blocks=(4, 16)):
     batch. Returns counts of what happened (so callers can check the adversarial
     cases ran)."""
     rng = np.random.default_rng(seed)
-    entry = BY_NAME[name]
+    entry = by_name(name)
     base = entry.build(N_BUILD).model
     batches = [_batch(base, rng, rows[0], max_len, entry), _equal_batch(base, rng, rows[1], max_len, entry)]
     _, err, _ = _run(K.forward_batch_plain, base, *batches[0], True, False, K.READOUT_TABLE)
@@ -108,9 +108,9 @@ def _compare(name, seed, rows=(14, 29), max_len=16, blocks=(4, 16)):
     return st
 
 
-@pytest.mark.parametrize("name", sorted(BY_NAME))
+@pytest.mark.parametrize("name", names())
 def test_lanes_equal_plain_on_every_catalogue_model(name):
-    st = _compare(name, 3000 + sorted(BY_NAME).index(name))
+    st = _compare(name, 3000 + names().index(name))
     assert st["runs"] >= 16 and st["lanes_runs"] > 0 and st["settled"] > 0, st
 
 
@@ -131,7 +131,7 @@ def _mixed_block():
     """Index rows (position-match) where only the rows whose answer bit sits at a
     large position fail one integer bit below: one block holds both kinds."""
     n = 12
-    model = BY_NAME["position-match-transformer"].build(n).model
+    model = by_name("position-match-transformer").build(n).model
     rng = np.random.default_rng(7)
     B = 70
     strings = rng.integers(0, 2, (B, n))
@@ -263,7 +263,7 @@ def test_predict_batch_uses_the_lanes_for_an_exhaustive_batch():
     one bit below, the same error message (batch item and position) as the per-row
     path."""
     n = 8
-    entry = BY_NAME["position-match-transformer"]
+    entry = by_name("position-match-transformer")
     model = entry.build(n).model
     strings = ((np.arange(2 ** n)[:, None] >> (n - 1 - np.arange(n))[None, :]) & 1).astype(np.int64)
     queries = (np.arange(2 ** n) % n) + 1
@@ -298,7 +298,7 @@ def test_a_bad_token_in_a_lanes_sized_batch_is_refused_before_any_kernel(monkeyp
     with one id outside the vocabulary (above it, below 0, or a gap inside its
     range), is refused with the message naming the first bad entry, and no kernel
     runs."""
-    model = BY_NAME["position-match-transformer"].build(8).model
+    model = by_name("position-match-transformer").build(8).model
     rng = np.random.default_rng(3)
     toks = np.concatenate([np.zeros((40, 1), np.int64), rng.integers(0, 2, (40, 10)) + number_token(0)], axis=1)
     assert LN.choose_block(model, toks, np.full(40, 11, np.int64), False, "table") > 0
@@ -319,7 +319,7 @@ def test_a_bad_token_in_a_lanes_sized_batch_is_refused_before_any_kernel(monkeyp
 
 
 def test_choose_block_leaves_long_rows_and_long_shared_prefixes_to_the_per_row_path():
-    model = BY_NAME["previous-token-transformer"].build(600).model
+    model = by_name("previous-token-transformer").build(600).model
     rng = np.random.default_rng(11)
     toks = np.concatenate([np.zeros((64, 1), np.int64), rng.integers(0, 2, (64, 299)) + number_token(0)], axis=1)
     lengths = np.full(64, 300, np.int64)
@@ -357,7 +357,7 @@ def fingerprint(seed: int) -> dict:
     out = {}
     for i, name in enumerate(SMALL):
         rng = np.random.default_rng(seed + i)
-        base = BY_NAME[name].build(N_BUILD).model
+        base = by_name(name).build(N_BUILD).model
         toks, lengths = _equal_batch(base, rng, 5, 7)
         _, err, _ = _run(K.forward_batch_plain, base, toks, lengths, True, False, K.READOUT_TABLE)
         used = base.fmt.used_int_bits(np.array(err))

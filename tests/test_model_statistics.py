@@ -6,16 +6,16 @@ import dataclasses
 import numpy as np
 import pytest
 
-from rnngap.checks.catalog import BY_NAME
+from rnngap.checks.catalog import by_name, names
 
 
 def _stats(m):
     return m.err.tolist(), dataclasses.asdict(m.resources)
 
 
-@pytest.mark.parametrize("name", sorted(BY_NAME))
+@pytest.mark.parametrize("name", names())
 def test_fresh_equals_a_new_build(name):
-    entry = BY_NAME[name]
+    entry = by_name(name)
     toks = entry.example(4, np.random.default_rng(11))
     used = entry.build(4).model
     s = used.session()
@@ -41,7 +41,7 @@ def test_fresh_equals_a_new_build(name):
 
 def test_fresh_statistics_move_on_a_run():
     """The check can fail: a run does change the statistics of the copy it ran on."""
-    entry = BY_NAME["counting-transformer"]
+    entry = by_name("counting-transformer")
     m = entry.build(8).model.fresh()
     before = _stats(m)
     s = m.session()
@@ -67,7 +67,7 @@ def test_session_saturations_counted_once(how):
     session's error array is cumulative, and each clamping is added to the model
     once however the tokens are fed and however often next_token is asked (it was
     added again at every call before)."""
-    entry = BY_NAME["counting-transformer"]
+    entry = by_name("counting-transformer")
     m, toks = _saturating(entry, 8, 1)
     sessions = [m.session(), m.session()]
     for s in sessions:

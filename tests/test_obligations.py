@@ -13,6 +13,7 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from argparse import Namespace
 from fractions import Fraction
@@ -24,7 +25,8 @@ from rnngap.constructions import bounds as Bd
 from rnngap.constructions import retrieval as R
 from rnngap.constructions.fixedpoint import FixedFormat, fx_exp, new_err
 from rnngap.constructions.gadgets import MarginError, sharpness, zero_gap
-from rnngap.constructions.obligations import CONSTRUCTIONS, Obligation
+from rnngap.checks.catalog import certificate, certificates
+from rnngap.constructions.obligations import Obligation
 from rnngap.checks.certify import N, certify, certify_construction, nondecreasing, table, write_json
 
 
@@ -139,8 +141,8 @@ def test_certify_everything_quickly():
     sims = [r for r in rs if r.claim == "sim" and r.method == "piecewise-monotone"]
     assert len(sims) >= 8 and all(r.n_max > 10 ** 6 and "by definition" in r.note for r in sims)
     idx = next(r for r in rs if r.construction == "retrieval.index[a=2]")
-    assert idx.n_max is not None and sum(CONSTRUCTIONS["retrieval.index[a=2]"].fmt(idx.n_max)) <= 62
-    assert sum(CONSTRUCTIONS["retrieval.index[a=2]"].fmt(idx.n_max + 1)) > 62
+    assert idx.n_max is not None and sum(certificate("retrieval.index[a=2]").con.fmt(idx.n_max)) <= 62
+    assert sum(certificate("retrieval.index[a=2]").con.fmt(idx.n_max + 1)) > 62
     cnt = next(r for r in rs if r.construction == "retrieval.counting[a=n+1]")
     assert cnt.n_max == R.COUNTING_MAX_N
 
@@ -157,7 +159,7 @@ def _weaken_I(con, below: int, by: int = 1):
 @pytest.mark.parametrize("name,below,by", [("retrieval.counting[a=3]", 1000, 1), ("retrieval.ar[a=n+2]", 5000, 1),
                                            ("retrieval.index[a=2]", 3000, 2)])
 def test_weakened_declaration_fails_at_the_first_n_the_builder_refuses(name, below, by):
-    con = CONSTRUCTIONS[name]
+    con = certificate(name).con
     r = certify_construction(_weaken_I(con, below, by))
     assert not r.certified
     fl = r.failures[0]
@@ -176,7 +178,7 @@ def test_weakened_declaration_fails_at_the_first_n_the_builder_refuses(name, bel
 
 
 def test_lambda_one_smaller_fails_at_the_smallest_n():
-    con = CONSTRUCTIONS["retrieval.index[a=2]"]
+    con = certificate("retrieval.index[a=2]").con
     weak = tuple(Obligation(o.name, o.need, (lambda B, n, I, f: B.sharp(f) - 1), o.strict) if o.name == "match.gap"
                  else o for o in con.obligations)
     r = certify_construction(con.weakened(obligations=weak))
@@ -186,8 +188,11 @@ def test_lambda_one_smaller_fails_at_the_smallest_n():
 
 def test_cli_exits_1_and_json_names_the_failure(tmp_path, monkeypatch):
     from rnngap.checks import cmd_certify
-    con = CONSTRUCTIONS["iterate-rnn"]              # a declared-obligation certificate (no whole-model plan)
-    monkeypatch.setitem(CONSTRUCTIONS, con.name, _weaken_I(con, 2000))
+    from rnngap.checks import catalog
+    cert = certificate("iterate-rnn")                # a declared-obligation certificate (no whole-model plan)
+    con = cert.con
+    weak = {**certificates(), con.name: dataclasses.replace(cert, con=_weaken_I(con, 2000))}
+    monkeypatch.setattr(catalog, "certificates", lambda: weak)
     path = tmp_path / "cert.json"
     rc = cmd_certify.run(Namespace(only=[con.name], json=str(path)))
     assert rc == 1
@@ -207,7 +212,7 @@ def test_write_json_roundtrip(tmp_path):
 # ----------------------------------------------------------------------------
 def test_certificate_vs_measurement_finds_excess():
     from rnngap.checks.checks_certificate import compare
-    con = CONSTRUCTIONS["retrieval.index[a=2]"]
+    con = certificate("retrieval.index[a=2]").con
     checked, bad = compare(con, R.index_transformer(64), 64)
     assert checked == 2 and bad == []
     checked, bad = compare(con, R.index_transformer(4096), 64)      # a larger model than certified at 64
@@ -233,7 +238,7 @@ def test_int_and_sympy_backends_agree_on_every_certified_format():
     """The one declaration evaluated by both backends (what certify reasons about
     symbolically is what the builders use), at the ends of the certified range."""
     from rnngap.constructions.obligations import sim_construction
-    for con in list(CONSTRUCTIONS.values()) + [sim_construction(_a_simulator().params())]:
+    for con in [c.con for c in certificates().values()] + [sim_construction(_a_simulator().params())]:
         I_e, f_e = con.fmt_expr(Bd.SYM, Bd.N)
         sym = con.declared.n_symbol
         I_e, f_e = sp.sympify(I_e).subs(Bd.N, sym), sp.sympify(f_e).subs(Bd.N, sym)
@@ -315,11 +320,11 @@ def test_catalogue_certificate_record_can_fail():
     own build and fails on the same construction built in an uncertified format."""
     import dataclasses
 
-    from rnngap.checks.catalog import BY_NAME
+    from rnngap.checks.catalog import by_name
     from rnngap.checks.checks_certificate import compare_entry
     from rnngap.constructions.fixedpoint import FixedFormat
 
-    entry = BY_NAME["index-transformer"]
+    entry = by_name("index-transformer")
     cert, checked, bad, used = compare_entry(entry, 16, seed=0)
     assert cert is not None and not bad and checked >= 2 and used >= 1
     wide = dataclasses.replace(entry, defaults={**entry.defaults, "fmt": FixedFormat(30, 1)})

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rnngap.checks.catalog import BY_NAME
+from rnngap.checks.catalog import by_name, names
 from rnngap.constructions import kernels as K
 from rnngap.constructions.fixedpoint import E_CODE, E_MAXABS, E_SAT, FixedFormat, MODE_SATURATE, new_err
 
@@ -89,7 +89,7 @@ def _compare_all(name, seed, rows=10, max_len=24):
     every (all_positions, share_prefix, readout); returns how many runs erred and
     saturated (so the caller can check the adversarial cases happened)."""
     rng = np.random.default_rng(seed)
-    entry = BY_NAME[name]
+    entry = by_name(name)
     base = entry.build(N_BUILD).model
     toks, lengths = _batch(base, rng, rows, max_len, entry)
     _, err, _ = _run(K.forward_batch_plain, base, toks, lengths, True, False, K.READOUT_TABLE)
@@ -117,9 +117,9 @@ def _compare_all(name, seed, rows=10, max_len=24):
     return stats
 
 
-@pytest.mark.parametrize("name", sorted(BY_NAME))
+@pytest.mark.parametrize("name", names())
 def test_fast_batch_equals_plain_on_every_catalogue_model(name):
-    stats = _compare_all(name, 1000 + sorted(BY_NAME).index(name))
+    stats = _compare_all(name, 1000 + names().index(name))
     assert stats["runs"] >= 8 * 4, stats
 
 
@@ -246,7 +246,7 @@ def test_readout_and_embedding_tables_equal_the_plain_ones():
 
 def _check_tables(name, bad_rows, fallbacks):
     rng = np.random.default_rng(300 + SMALL.index(name))
-    base = BY_NAME[name].build(N_BUILD).model
+    base = by_name(name).build(N_BUILD).model
     for I in (base.fmt.int_bits, 4, 2, 1):
         for mode in ("raise", "saturate"):
             try:
@@ -292,7 +292,7 @@ def fingerprint(seed: int) -> dict:
     out = {}
     for i, name in enumerate(SMALL):
         rng = np.random.default_rng(seed + i)
-        base = BY_NAME[name].build(N_BUILD).model
+        base = by_name(name).build(N_BUILD).model
         toks, lengths = _batch(base, rng, 4, 10)
         _, err, _ = _run(K.forward_batch_plain, base, toks, lengths, True, False, K.READOUT_TABLE)
         used = base.fmt.used_int_bits(np.array(err))
