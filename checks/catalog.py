@@ -246,7 +246,7 @@ def _sim_size(n):
 
 
 # ---------------------------------------------------------------------------- declared resources
-def _int_frac(name: str, decl, int_order: str = "log", frac_order: str = "log", sub: dict | None = None,
+def int_frac_resources(name: str, decl, int_order: str = "log", frac_order: str = "log", sub: dict | None = None,
               a=None, c=None, frac: bool = True) -> tuple[Resource, ...]:
     """int_bits (and frac_bits) of a Declared at fixed (a, c), with the Python functions it uses."""
     sub = {**(sub or {}), **({Bd.A: a} if a is not None else {}), **({Bd.C: c} if c is not None else {})}
@@ -263,7 +263,7 @@ def _retrieval_resources(key: str, a: int, c: int, reduction: bool = True) -> Ca
     def make():
         from .tasks import task
         decl = Bd.COUNTING if key == "counting" else Bd.INDEX if key == "index" else Bd.AR if key == "ar" else Bd.CGRAM
-        out = _int_frac(f"retrieval.{key}", decl, frac_order="log" if key == "counting" else "constant", a=a, c=c)
+        out = int_frac_resources(f"retrieval.{key}", decl, frac_order="log" if key == "counting" else "constant", a=a, c=c)
         if reduction:
             alpha = task({"ar": "ar", "counting": "counting"}.get(key, f"cgram(c={c})")).reduction_alphabet
             name = f"retrieval.{key}[a={str(alpha(N_DECL)).replace(' ', '')}]"
@@ -276,10 +276,10 @@ def _retrieval_resources(key: str, a: int, c: int, reduction: bool = True) -> Ca
 def _hybrid_resources(key: str) -> Callable[[], tuple]:
     def make():
         if key == "istree":
-            return _int_frac("hybrid.istree", hybrid.ISTREE) + (
+            return int_frac_resources("hybrid.istree", hybrid.ISTREE) + (
                 Resource("hybrid.istree", "cot", Bd.hybrid_istree_cot(Bd.SYM, N_DECL), "nlogn", hybrid.istree_cot_bound),)
         decl = hybrid.cgram_declared(3) if key == "cgram(c=3)" else hybrid.DECLARED[key]
-        return _int_frac(f"hybrid.{key}", decl)
+        return int_frac_resources(f"hybrid.{key}", decl)
     return make
 
 
@@ -307,16 +307,16 @@ def _tm_resources(mname: str, architecture: str) -> Callable[[], tuple]:
         enc = turing.Encoding.of(spec.build())
         sub = {turing.NSYM: N_DECL}
         if architecture == "rag":
-            return _int_frac(f"rag-tm.{mname}", turing.rag_declared(enc, spec), sub=sub, frac=False)
+            return int_frac_resources(f"rag-tm.{mname}", turing.rag_declared(enc, spec), sub=sub, frac=False)
         degree = int(sp.degree(sp.expand(spec.time_expr.subs(sub)), N_DECL))
-        return _int_frac(f"hybrid-tm.{mname}", turing.hybrid_declared(enc, spec), sub=sub) + (
+        return int_frac_resources(f"hybrid-tm.{mname}", turing.hybrid_declared(enc, spec), sub=sub) + (
             Resource(f"tm.{mname}", "steps T(n)", spec.time_expr.subs(sub), f"poly:{degree}", spec.time_bound),)
     return make
 
 
 def _iterate_resources():
     D = cot_hierarchy.DECLARED
-    return _int_frac("iterate-rnn", D, frac_order="constant", sub={cot_hierarchy.N: N_DECL}) + (
+    return int_frac_resources("iterate-rnn", D, frac_order="constant", sub={cot_hierarchy.N: N_DECL}) + (
         Resource("iterate-rnn", "cot", cot_hierarchy.STEPS_EXPR.subs(cot_hierarchy.N, N_DECL), "poly:2",
                  cot_hierarchy.cot_bound),)
 
@@ -330,7 +330,7 @@ def _sim_resources():
     p = simulate.rnnsim_transformer(simulate.random_linear_rnn(0), max_prompt=1, max_rnn_cot=0,
                                     state_int_bits=SIM_STATE_BITS).params()
     sim = Bd.sim_declared(p)
-    return _int_frac(sim.name, sim, sub={Bd.N: N_DECL}, frac=False)
+    return int_frac_resources(sim.name, sim, sub={Bd.N: N_DECL}, frac=False)
 
 
 def _one(*certs: Certificate) -> Callable[[], tuple]:
@@ -367,14 +367,14 @@ RECORDS: tuple[ConstructionRecord, ...] = (
     # gadgets: one mechanism each (declared precision, no certificate)
     ConstructionRecord(Key("gadgets", "position-match", "transformer"), demos.position_match_transformer,
                        _index_example, "match head on positions (Index mechanism)",
-                       (Form("position-match", resources=lambda: _int_frac("position-match", demos.POSITION_MATCH)),)),
+                       (Form("position-match", resources=lambda: int_frac_resources("position-match", demos.POSITION_MATCH)),)),
     ConstructionRecord(Key("gadgets", "previous-token", "transformer"), demos.previous_token_transformer,
                        _prev_example, "shift head: predicts the token before the last",
-                       (Form("previous-token", resources=lambda: _int_frac("previous-token", demos.PREVIOUS_TOKEN)),)),
+                       (Form("previous-token", resources=lambda: int_frac_resources("previous-token", demos.PREVIOUS_TOKEN)),)),
     ConstructionRecord(Key("gadgets", "count-threshold", "transformer"), demos.count_threshold_transformer,
                        _count_example, "BOS counting head + comparison MLP",
                        (Form("count-threshold",
-                             resources=lambda: _int_frac("count-threshold", demos.COUNT_THRESHOLD)),)),
+                             resources=lambda: int_frac_resources("count-threshold", demos.COUNT_THRESHOLD)),)),
     # T4.6-up: constant-size Transformers for the retrieval tasks
     ConstructionRecord(Key(_R, "index", "transformer"), retrieval.index_transformer, _index_example,
                        "Index Transformer",
@@ -413,7 +413,7 @@ RECORDS: tuple[ConstructionRecord, ...] = (
     ConstructionRecord(Key(_R, "mqar", "transformer"), retrieval.mqar_transformer, _mqar_example,
                        "multi-query AR (every position answers)",
                        (Form("retrieval.mqar", params=191, params_n=(1, 1024),
-                             resources=lambda: _int_frac("retrieval.mqar", Bd.MQAR, frac=False),
+                             resources=lambda: int_frac_resources("retrieval.mqar", Bd.MQAR, frac=False),
                              certificates=lambda: (Certificate(O.mqar_cert(), P.MQAR),)),),
                        size=lambda n: {"length": n}),
     # T4.7-up
