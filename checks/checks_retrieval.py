@@ -75,20 +75,24 @@ def _construction(name: str, a: int, build, decl, exhaustive_alphabet: int) -> t
     return spec, a, spec.c or 2, build, decl, exhaustive_alphabet
 
 
+def _record(name: str, c: bool = False, **fixed):
+    """The builder of the construction record ``name`` (checks/catalog.py), as this
+    module calls it: (n, a, c, fmt) -> Model (``c`` passed through when the record takes it)."""
+    from .catalog import by_name
+    return lambda n, a, cc, fmt=None: by_name(name).call(
+        n, alphabet=a, fmt=fmt, **({"c": cc} if c else {}), **{k: v(fmt) for k, v in fixed.items()})
+
+
 # construction key -> (task spec (checks.tasks), alphabet for sampled runs, c, builder(n, a, c, fmt), declaration,
 #                      exhaustive alphabet); c is the spec's (2 where the task has none: the declarations' c)
 TASKS = {
-    "index": _construction("index", 2, lambda n, a, c, fmt=None: R.index_transformer(n, alphabet=a, fmt=fmt),
-                           R.INDEX, 2),
-    "ar": _construction("ar", 4, lambda n, a, c, fmt=None: R.ar_transformer(n, alphabet=a, fmt=fmt), R.AR, 3),
-    "cgram2": _construction("cgram(c=2)", 3, lambda n, a, c, fmt=None: R.cgram_transformer(n, alphabet=a, c=c, fmt=fmt),
-                            R.CGRAM, 3),
-    "cgram3": _construction("cgram(c=3)", 2, lambda n, a, c, fmt=None: R.cgram_transformer(n, alphabet=a, c=c, fmt=fmt),
-                            R.CGRAM, 3),
-    "cgram4": _construction("cgram(c=4)", 3, lambda n, a, c, fmt=None: R.cgram_transformer(n, alphabet=a, c=c, fmt=fmt),
-                            R.CGRAM, 3),
-    "counting": _construction("counting", 3, lambda n, a, c, fmt=None: R.counting_transformer(
-        n, alphabet=a, fmt=fmt, check_margins=fmt is None), R.COUNTING, 3),
+    "index": _construction("index", 2, _record("index-transformer"), R.INDEX, 2),
+    "ar": _construction("ar", 4, _record("ar-transformer"), R.AR, 3),
+    "cgram2": _construction("cgram(c=2)", 3, _record("cgram-transformer", c=True), R.CGRAM, 3),
+    "cgram3": _construction("cgram(c=3)", 2, _record("cgram-transformer", c=True), R.CGRAM, 3),
+    "cgram4": _construction("cgram(c=4)", 3, _record("cgram-transformer", c=True), R.CGRAM, 3),
+    "counting": _construction("counting", 3, _record("counting-transformer", check_margins=lambda fmt: fmt is None),
+                              R.COUNTING, 3),
 }
 EXHAUSTIVE_MAX = {"quick": {"ar": 7, "cgram2": 6, "cgram3": 7, "cgram4": 7, "counting": 6},
                   "full": {"ar": 9, "cgram2": 9, "cgram3": 9, "cgram4": 9, "counting": 9}}
