@@ -1,12 +1,15 @@
 """The ``rnngap`` command line.
 
     rnngap verify [--profile quick|full] [--only CLAIM ...] [--json PATH] [--seed S]
-                  [--allow-missing-data] [--engine serial|dask [--address tcp://HOST:PORT | --workers K]]
+                  [--allow-missing-data] [--workers K] [--engine local|serial|dask [--address tcp://HOST:PORT]]
 
-``--engine dask`` runs the same parts of the same checks on Dask distributed
-(checks/engine.py): a local cluster of K worker processes, or the scheduler at
-``--address``. Its table and ``--json`` equal the serial run's except the
-wall-clock ``seconds`` of each record.
+``verify`` runs the parts of the checks on K worker processes of this machine
+(default: every core; checks/engine.py); ``--workers 1`` (or ``--engine
+serial``) is the serial engine, the reference, in this process; ``--engine
+dask`` runs the same parts on Dask distributed: a local cluster of K worker
+processes, or the scheduler at ``--address``. Every engine's table and
+``--json`` equal the serial run's except the wall-clock ``seconds`` of each
+record.
 
 Exit codes: 0 all checks passed; 1 some check failed; 2 bad usage or input
 (one clear line on stderr), checked before anything runs; 3 nothing failed but
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -32,8 +36,20 @@ import time
 from .errors import UsageError, atomic_output, check_output_path, check_outputs  # noqa: F401  (re-exported)
 
 
-DEFAULT_WORKERS = 2
-"""Worker processes of ``--engine dask``'s local cluster when ``--workers`` is not given."""
+WORKERS_ENV = "RNNGAP_VERIFY_WORKERS"
+"""Overrides the default of ``verify --workers`` (the test suite sets it to 1)."""
+
+
+def default_workers() -> int:
+    """``verify --workers`` when not given: $RNNGAP_VERIFY_WORKERS, else every core
+    this process may run on."""
+    from .engine import default_workers as cores
+    v = os.environ.get(WORKERS_ENV, "").strip()
+    if v:
+        if not v.isdigit() or int(v) < 1:
+            raise UsageError(f"verify: ${WORKERS_ENV} must be a whole number >= 1, got {v[:40]!r}")
+        return int(v)
+    return cores()
 
 
 def _valid_address(addr: str) -> bool:
@@ -69,13 +85,15 @@ def _verify(args) -> int:
         unknown = [c for c in only if c not in registry.CLAIMS]
         if unknown:
             raise UsageError(f"unknown claim id(s) {', '.join(unknown)}; known: {', '.join(registry.CLAIMS)}")
-    if args.engine != "dask" and (args.address is not None or args.workers is not None):
-        given = " and ".join(o for o, v in (("--address", args.address), ("--workers", args.workers)) if v is not None)
-        raise UsageError(f"verify: {given} needs --engine dask")
+    if args.engine != "dask" and args.address is not None:
+        raise UsageError("verify: --address needs --engine dask")
     if args.address is not None and args.workers is not None:
         raise UsageError("verify: give --address (an existing scheduler) or --workers (a local cluster), not both")
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"verify: --workers must be >= 1, got {args.workers}")
+    if args.engine == "serial" and args.workers not in (None, 1):
+        raise UsageError("verify: --engine serial runs in this process: --workers must be 1 or absent")
+    workers = 1 if args.engine == "serial" else args.workers if args.workers is not None else default_workers()
     if args.address is not None and not _valid_address(args.address):
         raise UsageError(f"verify: --address must look like tcp://HOST:PORT, got {args.address!r}")
     if args.engine == "dask":
@@ -100,9 +118,15 @@ def _verify(args) -> int:
                 bar.update(task, completed=done, description=f"done {t.label}"[:60])
             try:
                 records = engine.run(args.profile, only, args.seed, address=args.address,
-                                     workers=args.workers or DEFAULT_WORKERS, progress=finished)
+                                     workers=workers, progress=finished)
             except engine.SchedulerUnreachable as e:
                 raise UsageError(f"verify: {e}") from None
+        elif workers > 1:
+            from . import engine
+
+            def finished(t, done, total):
+                bar.update(task, completed=done, description=f"done {t.label}"[:60])
+            records = engine.run_local(args.profile, only, args.seed, workers=workers, progress=finished)
         else:
             started = []
 
@@ -166,13 +190,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print every record's note (measured constants, witnesses), not only the failures'")
     v.add_argument("--allow-missing-data", action="store_true",
                    help="exit 0 (not 3) when records are NOT CHECKED because their data is missing")
-    v.add_argument("--engine", choices=("serial", "dask"), default="serial",
-                   help="serial (default, the reference) or dask (Dask distributed; pip install 'rnngap[dask]')")
+    v.add_argument("--engine", choices=("local", "serial", "dask"), default="local",
+                   help="local (default: --workers processes on this machine; 1 is the serial engine), "
+                        "serial (the reference, in this process) or dask (Dask distributed; "
+                        "pip install 'rnngap[dask]')")
     v.add_argument("--address", metavar="tcp://HOST:PORT",
                    help="--engine dask: the scheduler to use (workers started with `dask worker`)")
     v.add_argument("--workers", type=int, metavar="K",
-                   help=f"--engine dask without --address: worker processes of the local cluster "
-                        f"(default {DEFAULT_WORKERS})")
+                   help="worker processes on this machine (default: every core, or $RNNGAP_VERIFY_WORKERS; "
+                        "1: the serial engine, in this process); with --engine dask: the local cluster's")
     v.set_defaults(func=_verify)
     # further commands: every checks/cmd_*.py module defines add_command(subparsers),
     # which adds its parser with set_defaults(func=run) (run returns the exit code

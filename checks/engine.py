@@ -1,5 +1,9 @@
-"""The Dask engine of ``rnngap verify --engine dask`` (the serial engine,
-:func:`checks.registry.run`, is the default and the reference).
+"""The parallel engines of ``rnngap verify``: a pool of local worker processes
+(:func:`run_local`, the default on a machine with more than one core) and Dask
+(``--engine dask``, :func:`run`); the serial engine, :func:`checks.registry.run`,
+is the reference (``--workers 1``). Both parallel engines are :func:`_run_on`
+over a client that submits parts: a ``distributed.Client``, or :class:`PoolClient`
+over a ``concurrent.futures`` process pool; what follows holds for both.
 
 Every part of every selected check (:func:`checks.registry.plan`; an unsharded
 check is one part) becomes one Dask task running :func:`checks.registry.run_part`
@@ -120,24 +124,89 @@ def _start_local_cluster(distributed, workers: int):
         raise
 
 
+class PoolClient:
+    """A pool of ``workers`` spawned processes (one part at a time each) with the
+    submission interface :func:`_run_on` uses. The parts are started in the order
+    they are submitted; :func:`_run_on` submits the costliest first. Closing it
+    (also on error, Ctrl-C or SIGTERM: any exception) cancels the parts not
+    started and ends the worker processes, so nothing outlives the run."""
+
+    def __init__(self, workers: int):
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        # spawn, not fork: the parent may run threads (the progress bar)
+        self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+
+    def submit(self, fn, *args, pure=False, key=None, priority=0):
+        return self.pool.submit(fn, *args)
+
+    @staticmethod
+    def as_completed(futures):
+        from concurrent.futures import as_completed
+        return as_completed(futures)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        if kind is None:
+            self.pool.shutdown(wait=True)
+            return False
+        procs = list((getattr(self.pool, "_processes", None) or {}).values())
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        for q in procs:
+            if q.is_alive():
+                q.kill()
+        for q in procs:
+            q.join(timeout=10)
+        return False
+
+
+def run_local(profile: str = "quick", only: Iterable[str] | None = None, seed: int = 0, *, workers: int = 2,
+              progress: Callable[[Task, int, int], None] | None = None) -> list[Record]:
+    """Run the registry on ``workers`` local processes (:class:`PoolClient`): the
+    same records, in the same order, as :func:`checks.registry.run`."""
+    plan = registry.plan(profile, only)
+    with PoolClient(workers) as c:
+        return _run_on(c, plan, profile, seed, progress)
+
+
+def default_workers() -> int:
+    """The cores this process may run on."""
+    import os
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
 def run_plan(client, plan: list, profile: str, seed: int, progress=None) -> list[Record]:
     """Run an explicit plan ((check, part keys) pairs, :func:`checks.registry.plan`)
     on ``client``; the records of :func:`checks.registry.run_plan` on the same plan."""
     return _run_on(client, plan, profile, seed, progress)
 
 
+def _priority(t: Task) -> int:
+    """A part's cost hint (its check's ``cost``), 0 without one: the costliest parts start first."""
+    return int(t.check.cost(t.part)) if t.check.cost is not None and t.part is not None else 0
+
+
 def _run_on(client, plan, profile: str, seed: int, progress) -> list[Record]:
-    from distributed import as_completed
+    if isinstance(client, PoolClient):
+        as_completed = client.as_completed
+    else:
+        from distributed import as_completed
 
     tasks = [(ci, pi, Task(chk, part)) for ci, (chk, parts) in enumerate(plan) for pi, part in enumerate(parts)]
+    tasks.sort(key=lambda x: -_priority(x[2]))      # stable: ties keep registry order
     run_id = uuid.uuid4().hex[:12]
     futures = {}
     for ci, pi, t in tasks:
         # pure=False: a rerun is always computed again; the key names the part (unique per run)
-        # the costliest parts first (a check's cost hint; others keep submission order)
-        prio = int(t.check.cost(t.part)) if t.check.cost is not None and t.part is not None else 0
         f = client.submit(registry.run_part, t.check.fn, profile, seed, t.part, t.check.parts is not None,
-                          pure=False, key=f"rnngap-part-{ci}-{pi}-{run_id}", priority=prio)
+                          pure=False, key=f"rnngap-part-{ci}-{pi}-{run_id}", priority=_priority(t))
         futures[f] = (ci, pi, t)
     results: dict[tuple[int, int], registry.PartResult] = {}
     try:

@@ -6,6 +6,10 @@
 """
 import os
 
+# the in-process CLI tests monkeypatch modules: verify runs them serially unless a
+# test asks for workers (checks/cli.py, RNNGAP_VERIFY_WORKERS)
+os.environ.setdefault("RNNGAP_VERIFY_WORKERS", "1")
+
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(

@@ -237,14 +237,15 @@ def no_cluster(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("a run started although the arguments are bad")
     monkeypatch.setattr(engine, "run", boom)
+    monkeypatch.setattr(engine, "run_local", boom)
     monkeypatch.setattr(registry, "run", boom)
     monkeypatch.setattr(distributed, "LocalCluster", boom)
 
 
 @pytest.mark.parametrize("argv,needle", [
-    (["--workers", "2"], "--workers needs --engine dask"),
+    (["--workers", "0"], "--workers must be >= 1"),
     (["--address", "tcp://127.0.0.1:8786"], "--address needs --engine dask"),
-    (["--engine", "serial", "--workers", "2"], "--workers needs --engine dask"),
+    (["--engine", "serial", "--workers", "2"], "--workers must be 1 or absent"),
     (["--engine", "dask", "--workers", "0"], "--workers must be >= 1"),
     (["--engine", "dask", "--address", "127.0.0.1:8786"], "--address must look like tcp://HOST:PORT"),
     (["--engine", "dask", "--address", "tcp://h:1", "--workers", "2"], "not both"),

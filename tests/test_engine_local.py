@@ -1,0 +1,92 @@
+"""``rnngap verify`` on local worker processes (checks/engine.py, the default on a
+machine with more than one core): the same records as the serial engine, in the
+same order (``seconds`` aside), a raising part a FAIL row in place, and no worker
+process left when the run is interrupted."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rnngap.checks import engine, registry
+from rnngap.checks.cli import main
+from rnngap.checks.registry import Check, Record
+from rnngap.checks.tasks import NO_TASK
+
+
+def _strip(records) -> list[dict]:
+    return [{k: v for k, v in (r.as_json() if isinstance(r, Record) else r).items() if k != "seconds"}
+            for r in records]
+
+
+def _parts_check(profile, seed, part):
+    """A sharded check (module level: the workers import it): a part "raise" raises."""
+    if part == "raise":
+        raise ArithmeticError("part says no")
+    return [Record("machine", "test parts", NO_TASK, part, 1, 0, note=f"seed {seed}, {profile}",
+                   description=f"part {part}")]
+
+
+def test_local_workers_equal_serial_with_a_raising_part(monkeypatch):
+    registry.load_checks()
+    real = [c for c in registry.REGISTRY if c.claim in ("machine", "gadgets")]
+    checks = real + [Check("machine", "test parts", _parts_check, parts=lambda p: [7, "raise", 8])]
+    monkeypatch.setattr(registry, "REGISTRY", checks)
+    done = []
+    serial = registry.run("quick", ["machine", "gadgets"], 3)
+    local = engine.run_local("quick", ["machine", "gadgets"], 3, workers=2,
+                             progress=lambda t, k, total: done.append((k, total)))
+    assert _strip(local) == _strip(serial)
+    assert len(serial) > 10 and [r.status for r in local[-3:]] == ["PASS", "FAIL", "PASS"]
+    assert "ArithmeticError: part says no" in local[-2].note
+    assert [k for k, _ in done] == list(range(1, len(done) + 1)) and done[-1][1] == len(done)
+
+
+def test_verify_defaults_to_every_core_and_writes_the_serial_records(monkeypatch, tmp_path, capsys):
+    """No --workers: $RNNGAP_VERIFY_WORKERS, else the machine's cores; the records of
+    2 workers equal those of --workers 1."""
+    monkeypatch.setenv("RNNGAP_VERIFY_WORKERS", "2")
+    seen = []
+    real = engine.run_local
+    monkeypatch.setattr(engine, "run_local", lambda *a, **k: seen.append(k["workers"]) or real(*a, **k))
+    assert main(["verify", "--only", "gadgets", "--json", str(tmp_path / "p.json")]) == 0
+    assert seen == [2]
+    assert main(["verify", "--only", "gadgets", "--workers", "1", "--json", str(tmp_path / "s.json")]) == 0
+    assert seen == [2]
+    capsys.readouterr()
+    assert _strip(json.loads((tmp_path / "p.json").read_text())) == _strip(json.loads((tmp_path / "s.json").read_text()))
+    monkeypatch.delenv("RNNGAP_VERIFY_WORKERS")
+    from rnngap.checks import cli
+    assert cli.default_workers() == engine.default_workers() >= 1
+    monkeypatch.setenv("RNNGAP_VERIFY_WORKERS", "zero")
+    assert main(["verify", "--only", "gadgets"]) == 2
+    assert "RNNGAP_VERIFY_WORKERS" in capsys.readouterr().err
+
+
+def test_an_interrupted_local_run_leaves_no_worker():
+    """KeyboardInterrupt in the parent (here from the progress callback, as Ctrl-C
+    arrives between parts): the pool's processes are ended before it propagates."""
+    seen = []
+
+    def stop(t, k, total):
+        seen.extend(multiprocessing_children())
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        engine.run_local("quick", ["gadgets"], 0, workers=2, progress=stop)
+    assert seen, "no worker process was running"
+    for q in seen:
+        q.join(timeout=10)
+    assert not any(q.is_alive() for q in seen)
+
+
+def multiprocessing_children():
+    import multiprocessing
+    return multiprocessing.active_children()
+
+
+@pytest.mark.full
+def test_whole_quick_profile_local_workers_equal_serial():
+    serial = registry.run("quick", None, 0)
+    local = engine.run_local("quick", None, 0, workers=2)
+    assert len(serial) > 800 and _strip(local) == _strip(serial)
