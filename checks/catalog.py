@@ -247,7 +247,7 @@ def _sim_size(n):
 
 # ---------------------------------------------------------------------------- declared resources
 def int_frac_resources(name: str, decl, int_order: str = "log", frac_order: str = "log", sub: dict | None = None,
-              a=None, c=None, frac: bool = True) -> tuple[Resource, ...]:
+                       a=None, c=None, frac: bool = True) -> tuple[Resource, ...]:
     """int_bits (and frac_bits) of a Declared at fixed (a, c), with the Python functions it uses."""
     sub = {**(sub or {}), **({Bd.A: a} if a is not None else {}), **({Bd.C: c} if c is not None else {})}
     out = (Resource(name, "int_bits", decl.int_expr.subs(sub), int_order,
@@ -262,8 +262,9 @@ def _retrieval_resources(key: str, a: int, c: int, reduction: bool = True) -> Ca
     Index reduction's alphabet a(n) of the task spec, which grows with n."""
     def make():
         from .tasks import task
-        decl = Bd.COUNTING if key == "counting" else Bd.INDEX if key == "index" else Bd.AR if key == "ar" else Bd.CGRAM
-        out = int_frac_resources(f"retrieval.{key}", decl, frac_order="log" if key == "counting" else "constant", a=a, c=c)
+        decl = {"counting": Bd.COUNTING, "index": Bd.INDEX, "ar": Bd.AR}.get(key, Bd.CGRAM)
+        out = int_frac_resources(f"retrieval.{key}", decl, frac_order="log" if key == "counting" else "constant",
+                                 a=a, c=c)
         if reduction:
             alpha = task({"ar": "ar", "counting": "counting"}.get(key, f"cgram(c={c})")).reduction_alphabet
             name = f"retrieval.{key}[a={str(alpha(N_DECL)).replace(' ', '')}]"
@@ -277,7 +278,8 @@ def _hybrid_resources(key: str) -> Callable[[], tuple]:
     def make():
         if key == "istree":
             return int_frac_resources("hybrid.istree", hybrid.ISTREE) + (
-                Resource("hybrid.istree", "cot", Bd.hybrid_istree_cot(Bd.SYM, N_DECL), "nlogn", hybrid.istree_cot_bound),)
+                Resource("hybrid.istree", "cot", Bd.hybrid_istree_cot(Bd.SYM, N_DECL), "nlogn",
+                         hybrid.istree_cot_bound),)
         decl = hybrid.cgram_declared(3) if key == "cgram(c=3)" else hybrid.DECLARED[key]
         return int_frac_resources(f"hybrid.{key}", decl)
     return make
@@ -367,10 +369,12 @@ RECORDS: tuple[ConstructionRecord, ...] = (
     # gadgets: one mechanism each (declared precision, no certificate)
     ConstructionRecord(Key("gadgets", "position-match", "transformer"), demos.position_match_transformer,
                        _index_example, "match head on positions (Index mechanism)",
-                       (Form("position-match", resources=lambda: int_frac_resources("position-match", demos.POSITION_MATCH)),)),
+                       (Form("position-match",
+                             resources=lambda: int_frac_resources("position-match", demos.POSITION_MATCH)),)),
     ConstructionRecord(Key("gadgets", "previous-token", "transformer"), demos.previous_token_transformer,
                        _prev_example, "shift head: predicts the token before the last",
-                       (Form("previous-token", resources=lambda: int_frac_resources("previous-token", demos.PREVIOUS_TOKEN)),)),
+                       (Form("previous-token",
+                             resources=lambda: int_frac_resources("previous-token", demos.PREVIOUS_TOKEN)),)),
     ConstructionRecord(Key("gadgets", "count-threshold", "transformer"), demos.count_threshold_transformer,
                        _count_example, "BOS counting head + comparison MLP",
                        (Form("count-threshold",

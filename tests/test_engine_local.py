@@ -54,7 +54,8 @@ def test_verify_defaults_to_every_core_and_writes_the_serial_records(monkeypatch
     assert main(["verify", "--only", "gadgets", "--workers", "1", "--json", str(tmp_path / "s.json")]) == 0
     assert seen == [2]
     capsys.readouterr()
-    assert _strip(json.loads((tmp_path / "p.json").read_text())) == _strip(json.loads((tmp_path / "s.json").read_text()))
+    parallel, serial = (json.loads((tmp_path / f"{x}.json").read_text()) for x in "ps")
+    assert _strip(parallel) == _strip(serial)
     monkeypatch.delenv("RNNGAP_VERIFY_WORKERS")
     from rnngap.checks import cli
     assert cli.default_workers() == engine.default_workers() >= 1
