@@ -37,12 +37,11 @@ import time
 import numpy as np
 
 from rnngap.constructions import cot_hierarchy as CH
-from rnngap.constructions.fixedpoint import PrecisionError
 from rnngap.constructions.generate import generate
 from rnngap.constructions.simulate import compare, random_linear_rnn, rnnsim_transformer
 from rnngap.constructions.vocab import BOS, FALSE, NUMBER_BASE, TRUE
 
-from .necessity import generation_runner, necessity_record
+from .necessity import Outcome, classify, generation_runner, necessity_record
 from .registry import Record, register
 from .tasks import NO_TASK
 from .tasks import index as task_index
@@ -233,19 +232,19 @@ SIM_NECESSITY = {"quick": 1, "full": 3}
 
 def sim_runner(runs):
     """A necessity ``run(model)`` over verified simulator runs (prompt, answer set,
-    CoT, answer): the Transformer at another format must write the same CoT token
-    for token (every decoded RNN state, every Y token) and the same answer."""
-    def run(model) -> str | None:
+    CoT, answer): the Transformer at another format must write the same answer and
+    the same CoT token for token (every decoded RNN state, every Y token); each run
+    to completion and classified (:func:`checks.necessity.classify`)."""
+    def run(model) -> Outcome:
+        out = Outcome(len(runs))
         for p, ans, cot, answer in runs:
             try:
                 g = generate(model, p, answer_tokens=ans, max_cot=len(cot))
-            except PrecisionError as e:
-                return f"raised {type(e).__name__}: {str(e)[:100]}"
-            if g.cot != cot or g.answer != answer:
-                k = next((j for j, (u, v) in enumerate(zip(g.cot, cot)) if u != v), min(len(g.cot), len(cot)))
-                return (f"prompt {p}: CoT differs at token {k} of {len(cot)} "
-                        f"({g.cot[k] if k < len(g.cot) else g.answer} vs {cot[k] if k < len(cot) else answer})")
-        return None
+            except Exception as e:   # never a wrong answer (checks/necessity.py)
+                out.add("raised", f"prompt {p}: {type(e).__name__}: {str(e)[:100]}")
+                continue
+            classify(out, f"prompt {p}", g.answer, answer, g.cot, cot, g.cot_length)
+        return out
     return run
 
 
