@@ -36,8 +36,8 @@ state is a function of i alone (IsTree: of i and the last bit x_n, which a
 5-token delay line still holds); tests/test_hybrid.py checks this at n = 4. The
 best readout of that state is right on half of the instances with i < n at every
 n >= 2 (its capacity is 0 bits of x, 1 for IsTree), so a witness against it says
-nothing about memory. In their place, where checks/checks_separation.py exists
-(:func:`hybrid_separation_check`, registered only then): its separation records
+nothing about memory. In their place (:func:`hybrid_separation_check`, registered
+unconditionally): checks/checks_separation.py's separation records
 with the HYBRID as the constant-size side, on every instance of the reduction's
 family at n, beside the exact one-way CC and a bounded-memory RNN that is right
 on the whole family at every n' <= its capacity and broken on a verified witness
@@ -61,6 +61,7 @@ from rnngap.lowerbounds import reductions as LR
 
 from .catalog import RETRIEVAL_TASKS, retrieval_model
 from .formats import graph_tokens
+from . import checks_separation as _S
 from .necessity import batch_runner, generation_runner, necessity_record
 from .registry import Record, register
 from .tasks import istree
@@ -599,18 +600,6 @@ def hybrid_istree_fit_check(profile: str, seed: int) -> list[Record]:
 
 # ----------------------------------------------------------------------------
 # separation records: the hybrids as the constant-size side
-def _separation():
-    """checks/checks_separation.py (the T4.6-low / T4.7-low separation machinery:
-    the family, the exact one-way CC, the bounded-memory RNNs correct below their
-    capacity and the verified witness), or None where this checkout lacks it."""
-    try:
-        from . import checks_separation as S
-    except ImportError:
-        return None
-    need = ("separation_record", "model_side", "ModelSide", "ROWS", "TASKS", "family")
-    return S if all(hasattr(S, a) for a in need) else None
-
-
 SEPARATION_KEYS = ("index", "ar", "cgram3", "counting", "istree")
 
 
@@ -667,7 +656,7 @@ def hybrid_separation_check(profile: str, seed: int) -> list[Record]:
     bits < n = CC, collision forced) with the T5.6 hybrid as the constant-size
     side, on every instance of the reduction's family. Every instance is
     enumerated: the seed is unused."""
-    S = _separation()
+    S = _S
     out = []
     for key in SEPARATION_KEYS:
         rows = S.ROWS[profile]["istree" if key == "istree" else "retrieval"]
@@ -679,11 +668,8 @@ def hybrid_separation_check(profile: str, seed: int) -> list[Record]:
                 sides[n] = (hybrid_istree_side(S, n) if key == "istree"
                             else S.model_side(key, n, build_reduction_model(key, n)))
             out.append(S.separation_record(key, n, kind=kind, model_side=sides[n], claim="T5.6"))
-    return out
+    return S.require_forced(out)
 
 
-if _separation() is not None:
-    # registered only where checks_separation.py exists (it is another branch's);
-    # tests/test_hybrid.py checks both cases
-    register("T5.6", "separation: the hybrids vs a bounded-memory RNN on the reduction's family")(
-        hybrid_separation_check)
+register("T5.6", "separation: the hybrids vs a bounded-memory RNN on the reduction's family")(
+    hybrid_separation_check)

@@ -43,8 +43,11 @@ n + 2; Counting marks up to n: n + 1; IsTree vertices 0..n+2: n + 3; Index 2):
 
 A record fails if the model fails an instance, the RNN fails an instance below
 its capacity (a model emitting a constant always does: n' = 1 has both answers),
-the capacity is < 1 or >= n, the CC is not exact, or the witness is not verified
-(registry.Record.passed).
+the capacity is < 1 or >= n, the CC is not exact or differs from n (the Index
+reduction makes the family carry exactly n bits), or the witness is not verified
+(registry.Record.passed). The compact register is sized from the CC computed at
+that n, not from n. Per claim and task at least one record must have its
+collision forced (:func:`require_forced`), or every record of that task fails.
 
 Rows (:data:`ROWS`): quick n = 4, 6 (register) and 8, 10 (compact) per
 retrieval task, IsTree n = 4, 6 (register) and 8 (compact); full adds n = 8
@@ -250,17 +253,19 @@ def istree_model_side(task: SeparationTask, n: int, cases, toks: np.ndarray, alp
 # -------------------------------------------------------------- the RNN's side
 
 
-def rnn_for(task: SeparationTask, n: int, kind: str) -> tuple[Any, int]:
+def rnn_for(task: SeparationTask, n: int, kind: str, cc_bits: int | None = None) -> tuple[Any, int]:
     """The bounded-memory RNN of a row and its capacity (module docstring):
-    ``register`` c = n - 1; ``compact`` the largest s with s + 2 + parser bits < n."""
+    ``register`` c = n - 1; ``compact`` the largest s with s + 2 + parser bits <
+    ``cc_bits``, the exact one-way CC computed at n (default n, Index's n bits)."""
     parser = T.ReductionFormatParser(task.layout, task.c)
     if kind == "register":
         cap = n - 1
         return T.parsed_register_target(task.layout, cap, task.c, max_number=n + 4), cap
     if kind == "compact":
-        s = n - 1 - 2 - parser.bits
+        bound = n if cc_bits is None else cc_bits
+        s = bound - 1 - 2 - parser.bits
         if s < 1:
-            raise ValueError(f"{task.key}: no compact register with state bits < n = {n} "
+            raise ValueError(f"{task.key}: no compact register with state bits < CC = {bound} at n = {n} "
                              f"(parser {parser.bits} bits + s + 2)")
         return T.ParsedIndexRNN(CompactIndexRegister(s), parser, s), s
     raise ValueError(f"unknown RNN kind {kind!r}: 'register' or 'compact'")
@@ -360,11 +365,14 @@ def separation_record(task_key: str, n: int, rnn: RNN | None = None, capacity: i
     # exact one-way CC of the family at n
     res = cc.one_way_complexity(cc.reduction_split(task.reduction, n, task.reference(n)))
     cc_bits = res.bits if res.exact else None
-    # the bounded-memory RNN
-    if rnn is None:
-        rnn, capacity = rnn_for(task, n, kind)
-    capacity = int(capacity if capacity is not None else getattr(rnn, "capacity", 0) or 0)
     problems = []   # each is one failure of the record, beside the model's own failures
+    if cc_bits is not None and cc_bits != n:
+        problems.append(f"exact CC {cc_bits} bits != n = {n}: the family does not carry Index's n bits "
+                        f"(the reduction is broken at this n)")
+    # the bounded-memory RNN (the compact register sized from the CC just computed)
+    if rnn is None:
+        rnn, capacity = rnn_for(task, n, kind, cc_bits)
+    capacity = int(capacity if capacity is not None else getattr(rnn, "capacity", 0) or 0)
     if capacity < 1:
         problems.append(f"capacity {capacity} < 1: nothing shows the RNN is correct anywhere")
     if capacity >= n:
@@ -406,6 +414,25 @@ def separation_record(task_key: str, n: int, rnn: RNN | None = None, capacity: i
                   description=f"{task_key} separation (Index reduction)")
 
 
+def require_forced(records: list[Record]) -> list[Record]:
+    """Per (claim, task), at least one separation record must have a collision
+    FORCED by pigeonhole (``collision_forced``: state bits < the exact CC at that
+    n): a group with none gets one more failure on each of its records, named in
+    the note (a collision that is only found says nothing about every RNN of that
+    size). Returns ``records`` (changed in place)."""
+    groups: dict[tuple[str, str], list[Record]] = {}
+    for r in records:
+        if r.kind == "separation":
+            groups.setdefault((r.claim, r.task), []).append(r)
+    for (claim, task), recs in groups.items():
+        if not any(r.collision_forced is True for r in recs):
+            for r in recs:
+                r.failures += 1
+                r.note += (f"; FAILS: no {claim} separation record of {task} has a forced collision "
+                           f"(state bits < CC at n: {[(x.n, x.state_bits, x.cc_bits) for x in recs]})")
+    return records
+
+
 def model_side(task_key: str, n: int, model: Any = None) -> ModelSide:
     """The constant-size model on every instance of ``task_key``'s family at n
     (``model``: another no-CoT model for a retrieval task, built by the caller for
@@ -431,7 +458,7 @@ def separation_records(keys, profile: str) -> list[Record]:
             else:   # the same run again: its time is already in the first record
                 side = dataclasses.replace(side, seconds=0.0)
             out.append(separation_record(key, n, kind=kind, model_side=side))
-    return out
+    return require_forced(out)
 
 
 def _rows(key: str, profile: str):
@@ -463,7 +490,7 @@ def separation_combine(keys):
     def combine(profile: str, seed: int, outputs: list) -> list[Record]:
         rows = [(keys.index(key), k, rec) for (key, _), out in zip(separation_parts(keys)(profile), outputs)
                 for k, rec in out]
-        return [rec for _, _, rec in sorted(rows, key=lambda t: t[:2])]
+        return require_forced([rec for _, _, rec in sorted(rows, key=lambda t: t[:2])])
     return combine
 
 

@@ -176,3 +176,70 @@ def test_other_model_and_claim_can_be_plugged_in():
     wrong = S.model_side("ar", 4, RT.index_transformer(8, alphabet=6))
     assert wrong.failures > 0
     assert not S.separation_record("ar", 4, kind="register", model_side=wrong).passed
+
+
+# ------------------------------------------------- forced collisions, computed CC (issue 27)
+SMALL_ROWS = {"retrieval": ((7, "compact"),), "istree": ((7, "compact"),)}
+"""One row per task: n = 7 is the least n with a compact register for every task
+(c-gram's and IsTree's parsers hold 3 bits)."""
+
+
+def _verify_t46(monkeypatch, tmp_path, name):
+    import json
+
+    from rnngap.checks.cli import main
+    monkeypatch.setitem(S.ROWS, "quick", SMALL_ROWS)
+    out = tmp_path / f"{name}.json"
+    rc = main(["verify", "--profile", "quick", "--only", "T4.6-low", "--json", str(out)])
+    return rc, [r for r in json.loads(out.read_text()) if r["kind"] == "separation"]
+
+
+def test_verify_fails_without_a_forced_collision(monkeypatch, tmp_path, capsys):
+    """Known bad input: every compact register one bit larger (capacity s + 1, so its
+    state bits reach the CC: the collision is only found). Each record alone would
+    still pass (the witness is found and verified), but `rnngap verify` must fail
+    every T4.6-low record: no task has a forced collision. (The unpatched compact
+    rows pass: test_every_task_has_passing_records_at_two_n, and
+    test_require_forced_groups_by_claim_and_task for the requirement itself.)"""
+    original = S.rnn_for
+
+    def one_larger(task, n, kind, cc_bits=None):
+        rnn, cap = original(task, n, kind, cc_bits)
+        if kind != "compact":
+            return rnn, cap
+        return T.ParsedIndexRNN(CompactIndexRegister(cap + 1), T.ReductionFormatParser(task.layout, task.c),
+                                cap + 1), cap + 1
+    monkeypatch.setattr(S, "rnn_for", one_larger)
+    rc, recs = _verify_t46(monkeypatch, tmp_path, "bad")
+    capsys.readouterr()
+    assert rc != 0 and {r["task"] for r in recs} == {"index", "ar", "cgram(c=3)", "counting"}
+    assert not any(r["collision_forced"] for r in recs)
+    assert all(r["witness_verified"] for r in recs)          # each record alone would pass
+    assert all(r["status"] == "FAIL" and "has a forced collision" in r["note"] for r in recs)
+
+
+def test_cc_is_computed_and_compared_with_n(monkeypatch):
+    """Known bad input: a CC computation one bit short. The compact register is
+    sized from the computed CC (one bit smaller) and the record fails: the exact CC
+    at n must be Index's n bits."""
+    good = S.separation_record("index", 5, kind="compact")
+    assert good.passed and good.cc_bits == 5 and good.state_bits == 4
+    real = S.cc.one_way_complexity
+
+    def short(problem, **kw):
+        return dataclasses.replace(real(problem, **kw), bits=real(problem, **kw).bits - 1)
+    monkeypatch.setattr(S.cc, "one_way_complexity", short)
+    bad = S.separation_record("index", 5, kind="compact")
+    assert bad.cc_bits == 4 and bad.state_bits == 3 and bad.collision_forced
+    assert not bad.passed and "exact CC 4 bits != n = 5" in bad.note
+
+
+def test_require_forced_groups_by_claim_and_task():
+    recs = [S.separation_record("index", 4, kind="register"), S.separation_record("index", 4, kind="compact")]
+    assert [r.collision_forced for r in recs] == [False, True]
+    only_found = [dataclasses.replace(recs[0])]
+    S.require_forced(only_found)
+    assert not only_found[0].passed and "has a forced collision" in only_found[0].note
+    both = [dataclasses.replace(r) for r in recs]
+    S.require_forced(both)
+    assert all(r.passed for r in both)
