@@ -62,6 +62,7 @@ from rnngap.lowerbounds import reductions as LR
 from .catalog import RETRIEVAL_TASKS, retrieval_model
 from .formats import graph_tokens
 from . import checks_separation as _S
+from .checks_foundation import closest_comparisons
 from .necessity import batch_runner, generation_runner, necessity_record
 from .registry import Record, register
 from .tasks import istree
@@ -332,12 +333,24 @@ def hybrid_necessity_check(profile: str, seed: int) -> list[Record]:
         for n in NECESSITY_N[profile]["retrieval"]:
             toks, want, _ = reduction_rows(reduction_of(task), n, None)
             model = build_reduction_model(task, n)
-            out.append(necessity_record("T5.6", model.name, f"{reduction_of(task).name} reduction (every x, every i)",
+            what = f"{reduction_of(task).name} reduction (every x, every i)"
+            build_frac = (lambda fmt, task=task, n=n: build_reduction_model(task, n, fmt))
+            if task == "counting":
+                # the reduction asks only count > 0; the declared f is sized for the
+                # closest comparisons (c = L, t = L - 1, L), added with the
+                # same alphabet; below the declared f the comparison's margin is
+                # not asserted (the run decides): one bit below the frontier is wrong
+                L, a = data_length(task, n), reduction_alphabet(task, n)
+                close = closest_comparisons(L, a)
+                toks = np.concatenate([toks, close])
+                want = np.concatenate([want, [task_spec(task).reference(list(map(int, r))) for r in close]])
+                what += f" + the {len(close)} closest comparisons [BOS] q^{L} [QUERY] q t, t = {L - 1}, {L}"
+                build_frac = (lambda fmt, L=L, a=a: H.counting_hybrid(L, alphabet=a, fmt=fmt, check_margins=False))
+            out.append(necessity_record("T5.6", model.name, what,
                                         n, task=task_spec(task).name, family="reduction",
                                         alphabet=reduction_alphabet(task, n),
                                         declared=declared_for(task, n), run=batch_runner(toks, want), model=model,
-                                        instances=len(toks),
-                                        build_frac=lambda fmt, task=task, n=n: build_reduction_model(task, n, fmt)))
+                                        instances=len(toks), build_frac=build_frac))
     for n in NECESSITY_N[profile]["istree"]:
         run, count = istree_runner(n)
         N, m = LR.istree_vertex_count(n), n + 2

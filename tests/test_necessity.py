@@ -134,3 +134,45 @@ def test_cot_deviation_and_no_answer_are_not_wrong(below, field):
 def test_a_runner_must_return_an_outcome():
     with pytest.raises(TypeError, match="Outcome"):
         measure(FixedFormat(4, 0), lambda m: None, build_int=lambda f: f, build_frac=lambda f: f)
+
+
+def test_counting_fraction_frontier_is_tight_on_the_closest_comparisons():
+    """The T5.6 counting hybrid on the reduction (which asks only count > 0) plus the
+    closest comparisons: its fraction frontier is tight, and the wrong answer one bit
+    below is (re-checked here on the model) a closest comparison. Without the closest
+    comparisons the reduction alone is right at that f (its slack is the near-ties')."""
+    from rnngap.checks import checks_hybrid as CH
+    from rnngap.checks.checks_foundation import closest_comparisons
+    from rnngap.checks.tasks import counting
+    from rnngap.constructions import hybrid as H
+    n = 4
+    old = (CH.NECESSITY_TASKS, CH.NECESSITY_N["quick"])
+    try:
+        CH.NECESSITY_TASKS, CH.NECESSITY_N["quick"] = ("counting",), {"retrieval": [n], "istree": []}
+        (rec,) = CH.hybrid_necessity_check("quick", 0)
+    finally:
+        CH.NECESSITY_TASKS, CH.NECESSITY_N["quick"] = old
+    assert rec.passed and rec.frac_tight is True and rec.int_tight is True, rec.note
+    L, a = CH.data_length("counting", n), CH.reduction_alphabet("counting", n)
+    decl = CH.declared_for("counting", n)
+    low = H.counting_hybrid(L, alphabet=a, check_margins=False,
+                            fmt=FixedFormat(decl.int_bits, rec.frontier_frac_bits - 1, "saturate"))
+    close = closest_comparisons(L, a)
+    want = np.array([counting.SPEC.reference(list(map(int, r))) for r in close])
+    assert (low.predict_batch(close) != want).any()
+    toks, red_want, _ = CH.reduction_rows(CH.reduction_of("counting"), n, None)
+    assert (low.predict_batch(toks) == red_want).all()
+
+
+def test_unasserted_comparison_is_the_same_model_where_the_margin_holds():
+    """``check_margins=False`` changes nothing where the comparison's margin holds
+    (the declared f): the same weights, the same answers."""
+    from rnngap.constructions import demos
+    a = demos.count_threshold_transformer(8, alphabet=3)
+    b = demos.count_threshold_transformer(8, alphabet=3, check_margins=False)
+    assert a.resources.params == b.resources.params
+    from rnngap.checks.checks_foundation import closest_comparisons
+    rows = closest_comparisons(8, 3)
+    assert (a.predict_batch(rows) == b.predict_batch(rows)).all()
+    with pytest.raises(Exception, match="count comparison"):
+        demos.count_threshold_transformer(8, alphabet=3, fmt=FixedFormat(20, 3))
