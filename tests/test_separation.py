@@ -243,3 +243,64 @@ def test_require_forced_groups_by_claim_and_task():
     both = [dataclasses.replace(r) for r in recs]
     S.require_forced(both)
     assert all(r.passed for r in both)
+
+
+# ------------------------------------------------ streamed separations beyond n = 12 (issue 27)
+@pytest.mark.parametrize("key", sorted(S.TASKS))
+def test_expected_batch_equals_expected(key):
+    """The batched answers the streamed CC hashes equal ``expected`` entry by entry."""
+    import itertools
+
+    import numpy as np
+    red = S.TASKS[key].reduction
+    for n in (1, 3, 6):
+        xs = np.array(list(itertools.product((0, 1), repeat=n)))
+        got = red.expected_batch(xs)
+        assert got.shape == (2 ** n, n)
+        assert got.tolist() == [[red.expected(tuple(x), i) for i in range(1, n + 1)] for x in xs.tolist()]
+
+
+def test_streamed_cc_equals_the_exhaustive_cc():
+    for key in ("index", "istree"):
+        task = S.TASKS[key]
+        for n in (3, 6):
+            exact = S.cc.one_way_complexity(S.cc.reduction_split(task.reduction, n, task.reference(n)))
+            assert S.streamed_cc(task, n) == (exact.bits, exact.distinct_rows)
+
+
+def test_streamed_cc_refuses_a_batch_that_disagrees():
+    """Known bad input: an expected_batch with one answer flipped is caught."""
+    bad = dataclasses.replace(S.TASKS["index"], spec=dataclasses.replace(
+        S.TASKS["index"].spec, reduction=dataclasses.replace(
+            S.TASKS["index"].reduction, expected_batch=lambda xs: 65 - S.R.expected_bits_batch(xs))))
+    with pytest.raises(ValueError, match="expected_batch"):
+        S.streamed_cc(bad, 5)
+
+
+@pytest.mark.parametrize("key", ["index", "istree"])
+def test_streamed_record_at_n16_is_forced_and_verified(key):
+    """n = 16 (2^16 of Alice's inputs, beyond the exhaustive n <= 12): the streamed CC
+    is 16 bits, the RNN has at most 15 state bits, the witness from the streamed
+    collision search is re-run and verified, the model right on the witness pair
+    and the seeded sample (the failing instance re-run here too)."""
+    rec = S.streamed_separation_record(key, 16, seed=0)
+    assert rec.passed and rec.kind == "separation", rec.note
+    assert rec.cc_bits == 16 and rec.state_bits <= 15 and rec.collision_forced and rec.witness_verified
+
+
+def test_streamed_record_fails_when_the_rnn_is_too_large():
+    """Known bad inputs: a compact register with n state bits is only found (the
+    forced requirement fails the group); one holding every bit (capacity n) has no
+    collision at all (no witness: the record fails)."""
+    task = S.TASKS["index"]
+    n = 16
+    rnn, s = S.streamed_rnn(task, n)
+    parser = T.ReductionFormatParser(task.layout, task.c)
+    big = T.ParsedIndexRNN(CompactIndexRegister(s + 1), parser, s + 1)
+    rec = S.streamed_separation_record("index", n, 0, rnn=big, capacity=s + 1)
+    assert rec.state_bits == n and rec.collision_forced is False and rec.passed   # alone: a found collision
+    (rec,) = S.require_forced([rec])
+    assert not rec.passed and "forced collision" in rec.note
+    whole = T.ParsedIndexRNN(CompactIndexRegister(n), parser, n)
+    rec = S.streamed_separation_record("index", n, 0, rnn=whole, capacity=n - 1)
+    assert rec.witness_verified is False and not rec.passed
