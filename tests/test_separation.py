@@ -309,3 +309,11 @@ def test_streamed_record_fails_when_the_rnn_is_too_large():
     whole = T.ParsedIndexRNN(CompactIndexRegister(n), parser, n)
     rec = S.streamed_separation_record("index", n, 0, rnn=whole, capacity=n - 1)
     assert rec.witness_verified is False and not rec.passed
+
+
+@pytest.mark.full
+def test_full_profile_streamed_rows_pass():
+    """Every streamed row of the full profile (n = 16, 18, 20, every task) passes."""
+    recs = [S.streamed_separation_record(key, n, seed=0) for key, ns in S.STREAMED["full"].items() for n in ns]
+    assert all(r.passed and r.collision_forced and r.cc_bits == r.n for r in recs), \
+        [r.note for r in recs if not r.passed]
