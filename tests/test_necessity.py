@@ -176,3 +176,31 @@ def test_unasserted_comparison_is_the_same_model_where_the_margin_holds():
     assert (a.predict_batch(rows) == b.predict_batch(rows)).all()
     with pytest.raises(Exception, match="count comparison"):
         demos.count_threshold_transformer(8, alphabet=3, fmt=FixedFormat(20, 3))
+
+
+def test_a_raising_rag_run_is_raised_below_not_wrong(monkeypatch):
+    """The T5-RAG runner (checks_rag.rag_runner) with the construction's run
+    monkeypatched to raise one integer bit below the honest frontier: the record
+    says raised_below (never wrong_below) and fails."""
+    from rnngap.checks.checks_rag import rag_runner, red_pairs, red_rows, red_setup
+    from rnngap.checks.tasks import task as task_spec
+    from rnngap.constructions.rag_models import RagConstruction
+    red, c, a = red_setup("index", 3)
+    rows = red_rows(red, red_pairs(3))
+
+    def record():
+        return necessity_record("T5-RAG", c.name, "index", 3, task=task_spec("index").name, family="reduction",
+                                alphabet=a, declared=c.model.fmt, run=rag_runner(c, rows), model=c.model)
+    honest = record()
+    assert honest.passed and honest.raised_below is False
+    real = RagConstruction.run
+
+    def run(self, prompt, *args, **kw):
+        if self.model.fmt.int_bits < honest.frontier_int_bits:
+            raise ValueError("patched: the oracle refuses the query")
+        return real(self, prompt, *args, **kw)
+    monkeypatch.setattr(RagConstruction, "run", run)
+    rec = record()
+    assert rec.frontier_int_bits == honest.frontier_int_bits
+    assert rec.raised_below is True and rec.wrong_below is False and rec.no_answer_below is False
+    assert not rec.passed and "DEFECT" in rec.note
