@@ -92,8 +92,8 @@ def _gadget_records(name: str, build, declared, batches, ref, profile: str, alph
     """Run ``build(n)`` on ``batches(n)`` against ``ref`` for each n; then, at the
     sizes of :data:`NECESSITY_SIZES`, the saturate-mode necessity of the declared
     bits on the same instances (checks/necessity.py: integer bits re-encoded,
-    fraction bits rebuilt by ``build(n, fmt)``; the wrong instance one bit below
-    each frontier, or "not tight", in the note). The raise-mode "one bit below
+    fraction bits rebuilt by ``build_below(n, fmt)`` if given, else ``build(n, fmt)``;
+    the wrong instance one bit below each frontier, or "not tight", in the note). The raise-mode "one bit below
     what the run used" rows that stood here are gone: they overflow by
     construction and show nothing about the answers."""
     out = []

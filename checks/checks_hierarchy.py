@@ -191,9 +191,10 @@ def t41_contrast(profile: str, seed: int) -> list[Record]:
 
 def iter_cot_runner(n: int, seed: int, count: int | None = None):
     """A necessity ``run(model)``: generate on ITER(n) instances (every (a, t) if
-    count is None) and compare answer and CoT with the plain-Python orbit; None,
-    or a line naming the first instance with a wrong answer, or if every answer is
-    right the first whose CoT (the map's orbit) is wrong."""
+    count is None) and compare answer and CoT with the plain-Python orbit; the
+    :class:`checks.necessity.Outcome` of every instance run to completion (wrong
+    final answer, CoT (the map's orbit) deviating with the answer right, no
+    answer, raised)."""
     inst = iter_instances(n, np.random.default_rng([seed, n, 4100]), count)
     cases = [(CH.prompt(n, a, t, pad), iter_reference(CH.prompt(n, a, t, pad)),
               [NUMBER_BASE + v for v in iter_orbit(n, a, t)[1:]]) for a, t, pad in inst]
