@@ -13,7 +13,7 @@ import numpy as np
 
 from rnngap.constructions import demos
 from rnngap.constructions.fixedpoint import FixedFormat, FixedPointOverflow
-from rnngap.constructions.vocab import BOS, number_token
+from rnngap.constructions.vocab import BOS, QUERY, number_token
 
 from .necessity import batch_runner, necessity_record
 from .registry import Record, register
@@ -80,12 +80,12 @@ def machine_ops(profile: str, seed: int) -> list[Record]:
 
 
 def _gadget_records(name: str, build, declared, batches, ref, profile: str, alphabet: int,
-                    task: str = NO_TASK) -> list[Record]:
+                    task: str = NO_TASK, build_below=None) -> list[Record]:
     """Run ``build(n)`` on ``batches(n)`` against ``ref`` for each n; then, at the
     sizes of :data:`NECESSITY_SIZES`, the saturate-mode necessity of the declared
     bits on the same instances (checks/necessity.py: integer bits re-encoded,
-    fraction bits rebuilt by ``build(n, fmt)``; the wrong instance one bit below
-    each frontier, or "not tight", in the note). The raise-mode "one bit below
+    fraction bits rebuilt by ``build_below(n, fmt)`` if given, else ``build(n, fmt)``;
+    the wrong instance one bit below each frontier, or "not tight", in the note). The raise-mode "one bit below
     what the run used" rows that stood here are gone: they overflow by
     construction and show nothing about the answers."""
     out = []
@@ -106,7 +106,7 @@ def _gadget_records(name: str, build, declared, batches, ref, profile: str, alph
             out.append(necessity_record("gadgets", model.name, f"{name}: necessity", n, task=task, family="random",
                                         alphabet=alphabet, declared=declared.format(n),
                                         run=batch_runner(toks, want), instances=len(toks), model=model,
-                                        build_frac=lambda fmt, n=n: build(n, fmt)))
+                                        build_frac=lambda fmt, n=n: (build_below or build)(n, fmt)))
     distinct = sorted(set(params.values()))
     out.append(Record("gadgets", name, task, max(params), len(params), len(distinct) - 1,
                       params=distinct[-1], note=f"params by n: {params}", family="random", alphabet=alphabet,
@@ -144,9 +144,24 @@ def count_check(profile: str, seed: int) -> list[Record]:
     def batches(n):
         if n <= 4:
             return np.asarray(counting.enumerate_all(n, alphabet=3).tokens)
-        return np.asarray(counting.generate(np.random.default_rng(seed + 13 * n), n, SAMPLE[profile],
-                                            alphabet=3, threshold="near").tokens)
+        sample = np.asarray(counting.generate(np.random.default_rng(seed + 13 * n), n, SAMPLE[profile],
+                                              alphabet=3, threshold="near").tokens)
+        return np.concatenate([sample, closest_comparisons(n, 3)])
+    # the necessity scan builds below the declared f without the comparison's margin
+    # assertion (the run decides), so that one bit below the frontier is a wrong answer
     return _gadget_records("count > t via BOS head",
                            lambda n, fmt=None: demos.count_threshold_transformer(n, alphabet=3, fmt=fmt),
                            demos.COUNT_THRESHOLD, batches, counting.SPEC.reference, profile, 3,
-                           task=counting.SPEC.name)
+                           task=counting.SPEC.name,
+                           build_below=lambda n, fmt: demos.count_threshold_transformer(n, alphabet=3, fmt=fmt,
+                                                                                         check_margins=False))
+
+
+def closest_comparisons(n: int, alphabet: int) -> np.ndarray:
+    """The Counting instances ``[BOS] q^n [QUERY] q t`` (every q < alphabet, t = n - 1
+    and t = n): the comparisons c > t with the smallest gap between 1/(c+1) and
+    1/(t+3/2) (c = n: 1/(2 (n+1)(n+1/2)) and 1/(2 (n+1)(n+3/2))), the ones the
+    declared fraction bits are sized for."""
+    rows = [[BOS] + [number_token(q)] * n + [QUERY, number_token(q), number_token(t)]
+            for q in range(alphabet) for t in (n - 1, n)]
+    return np.asarray(rows, dtype=np.int64)

@@ -37,12 +37,11 @@ import time
 import numpy as np
 
 from rnngap.constructions import cot_hierarchy as CH
-from rnngap.constructions.fixedpoint import PrecisionError
 from rnngap.constructions.generate import generate
 from rnngap.constructions.simulate import compare, random_linear_rnn, rnnsim_transformer
 from rnngap.constructions.vocab import BOS, FALSE, NUMBER_BASE, TRUE
 
-from .necessity import generation_runner, necessity_record
+from .necessity import Outcome, classify, generation_runner, necessity_record
 from .registry import Record, register
 from .tasks import NO_TASK
 from .tasks import index as task_index
@@ -192,9 +191,10 @@ def t41_contrast(profile: str, seed: int) -> list[Record]:
 
 def iter_cot_runner(n: int, seed: int, count: int | None = None):
     """A necessity ``run(model)``: generate on ITER(n) instances (every (a, t) if
-    count is None) and compare answer and CoT with the plain-Python orbit; None,
-    or a line naming the first instance with a wrong answer, or if every answer is
-    right the first whose CoT (the map's orbit) is wrong."""
+    count is None) and compare answer and CoT with the plain-Python orbit; the
+    :class:`checks.necessity.Outcome` of every instance run to completion (wrong
+    final answer, CoT (the map's orbit) deviating with the answer right, no
+    answer, raised)."""
     inst = iter_instances(n, np.random.default_rng([seed, n, 4100]), count)
     cases = [(CH.prompt(n, a, t, pad), iter_reference(CH.prompt(n, a, t, pad)),
               [NUMBER_BASE + v for v in iter_orbit(n, a, t)[1:]]) for a, t, pad in inst]
@@ -233,19 +233,19 @@ SIM_NECESSITY = {"quick": 1, "full": 3}
 
 def sim_runner(runs):
     """A necessity ``run(model)`` over verified simulator runs (prompt, answer set,
-    CoT, answer): the Transformer at another format must write the same CoT token
-    for token (every decoded RNN state, every Y token) and the same answer."""
-    def run(model) -> str | None:
+    CoT, answer): the Transformer at another format must write the same answer and
+    the same CoT token for token (every decoded RNN state, every Y token); each run
+    to completion and classified (:func:`checks.necessity.classify`)."""
+    def run(model) -> Outcome:
+        out = Outcome(len(runs))
         for p, ans, cot, answer in runs:
             try:
                 g = generate(model, p, answer_tokens=ans, max_cot=len(cot))
-            except PrecisionError as e:
-                return f"raised {type(e).__name__}: {str(e)[:100]}"
-            if g.cot != cot or g.answer != answer:
-                k = next((j for j, (u, v) in enumerate(zip(g.cot, cot)) if u != v), min(len(g.cot), len(cot)))
-                return (f"prompt {p}: CoT differs at token {k} of {len(cot)} "
-                        f"({g.cot[k] if k < len(g.cot) else g.answer} vs {cot[k] if k < len(cot) else answer})")
-        return None
+            except Exception as e:   # never a wrong answer (checks/necessity.py)
+                out.add("raised", f"prompt {p}: {type(e).__name__}: {str(e)[:100]}")
+                continue
+            classify(out, f"prompt {p}", g.answer, answer, g.cot, cot, g.cot_length)
+        return out
     return run
 
 

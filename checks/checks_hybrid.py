@@ -36,8 +36,8 @@ state is a function of i alone (IsTree: of i and the last bit x_n, which a
 5-token delay line still holds); tests/test_hybrid.py checks this at n = 4. The
 best readout of that state is right on half of the instances with i < n at every
 n >= 2 (its capacity is 0 bits of x, 1 for IsTree), so a witness against it says
-nothing about memory. In their place, where checks/checks_separation.py exists
-(:func:`hybrid_separation_check`, registered only then): its separation records
+nothing about memory. In their place (:func:`hybrid_separation_check`, registered
+unconditionally): checks/checks_separation.py's separation records
 with the HYBRID as the constant-size side, on every instance of the reduction's
 family at n, beside the exact one-way CC and a bounded-memory RNN that is right
 on the whole family at every n' <= its capacity and broken on a verified witness
@@ -61,6 +61,8 @@ from rnngap.lowerbounds import reductions as LR
 
 from .catalog import RETRIEVAL_TASKS, retrieval_model
 from .formats import graph_tokens
+from . import checks_separation as _S
+from .checks_foundation import closest_comparisons
 from .necessity import batch_runner, generation_runner, necessity_record
 from .registry import Record, register
 from .tasks import istree
@@ -314,8 +316,8 @@ NECESSITY_TASKS = ("index", "ar", "cgram3", "counting")
 
 def istree_runner(n: int):
     """A necessity ``run(model)`` over every hub-gadget instance at n bits: the
-    answer and the union-find CoT token for token; None, or the first instance
-    with a wrong answer, or if every answer is right the first with a wrong CoT."""
+    answer and the union-find CoT token for token, every instance run to completion
+    and classified (:class:`checks.necessity.Outcome`)."""
     N = LR.istree_vertex_count(n)
     toks, want, _ = reduction_rows(LR.ISTREE, n, None)
     cases = [(row.tolist(), int(w), unionfind_cot(N, LR.parse_istree(row)[1])[0]) for row, w in zip(toks, want)]
@@ -331,12 +333,24 @@ def hybrid_necessity_check(profile: str, seed: int) -> list[Record]:
         for n in NECESSITY_N[profile]["retrieval"]:
             toks, want, _ = reduction_rows(reduction_of(task), n, None)
             model = build_reduction_model(task, n)
-            out.append(necessity_record("T5.6", model.name, f"{reduction_of(task).name} reduction (every x, every i)",
+            what = f"{reduction_of(task).name} reduction (every x, every i)"
+            build_frac = (lambda fmt, task=task, n=n: build_reduction_model(task, n, fmt))
+            if task == "counting":
+                # the reduction asks only count > 0; the declared f is sized for the
+                # closest comparisons (c = L, t = L - 1, L), added with the
+                # same alphabet; below the declared f the comparison's margin is
+                # not asserted (the run decides): one bit below the frontier is wrong
+                L, a = data_length(task, n), reduction_alphabet(task, n)
+                close = closest_comparisons(L, a)
+                toks = np.concatenate([toks, close])
+                want = np.concatenate([want, [task_spec(task).reference(list(map(int, r))) for r in close]])
+                what += f" + the {len(close)} closest comparisons [BOS] q^{L} [QUERY] q t, t = {L - 1}, {L}"
+                build_frac = (lambda fmt, L=L, a=a: H.counting_hybrid(L, alphabet=a, fmt=fmt, check_margins=False))
+            out.append(necessity_record("T5.6", model.name, what,
                                         n, task=task_spec(task).name, family="reduction",
                                         alphabet=reduction_alphabet(task, n),
                                         declared=declared_for(task, n), run=batch_runner(toks, want), model=model,
-                                        instances=len(toks),
-                                        build_frac=lambda fmt, task=task, n=n: build_reduction_model(task, n, fmt)))
+                                        instances=len(toks), build_frac=build_frac))
     for n in NECESSITY_N[profile]["istree"]:
         run, count = istree_runner(n)
         N, m = LR.istree_vertex_count(n), n + 2
@@ -599,18 +613,6 @@ def hybrid_istree_fit_check(profile: str, seed: int) -> list[Record]:
 
 # ----------------------------------------------------------------------------
 # separation records: the hybrids as the constant-size side
-def _separation():
-    """checks/checks_separation.py (the T4.6-low / T4.7-low separation machinery:
-    the family, the exact one-way CC, the bounded-memory RNNs correct below their
-    capacity and the verified witness), or None where this checkout lacks it."""
-    try:
-        from . import checks_separation as S
-    except ImportError:
-        return None
-    need = ("separation_record", "model_side", "ModelSide", "ROWS", "TASKS", "family")
-    return S if all(hasattr(S, a) for a in need) else None
-
-
 SEPARATION_KEYS = ("index", "ar", "cgram3", "counting", "istree")
 
 
@@ -667,7 +669,7 @@ def hybrid_separation_check(profile: str, seed: int) -> list[Record]:
     bits < n = CC, collision forced) with the T5.6 hybrid as the constant-size
     side, on every instance of the reduction's family. Every instance is
     enumerated: the seed is unused."""
-    S = _separation()
+    S = _S
     out = []
     for key in SEPARATION_KEYS:
         rows = S.ROWS[profile]["istree" if key == "istree" else "retrieval"]
@@ -679,11 +681,8 @@ def hybrid_separation_check(profile: str, seed: int) -> list[Record]:
                 sides[n] = (hybrid_istree_side(S, n) if key == "istree"
                             else S.model_side(key, n, build_reduction_model(key, n)))
             out.append(S.separation_record(key, n, kind=kind, model_side=sides[n], claim="T5.6"))
-    return out
+    return S.require_forced(out)
 
 
-if _separation() is not None:
-    # registered only where checks_separation.py exists (it is another branch's);
-    # tests/test_hybrid.py checks both cases
-    register("T5.6", "separation: the hybrids vs a bounded-memory RNN on the reduction's family")(
-        hybrid_separation_check)
+register("T5.6", "separation: the hybrids vs a bounded-memory RNN on the reduction's family")(
+    hybrid_separation_check)

@@ -42,12 +42,11 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from rnngap.constructions import istree as C
-from rnngap.constructions.fixedpoint import PrecisionError
 from rnngap.constructions.generate import generate
 from rnngap.constructions.vocab import DASH, EOS, FALSE, NUMBER_BASE, TILDE, TRUE, number_token
 
 from .formats import graph_tokens, parse_cot_text, parse_graph_text, parse_graph_tokens
-from .necessity import necessity_record
+from .necessity import Outcome as RunOutcome, classify, necessity_record
 from .registry import Record, register
 from .shared_data import shared_file
 from .tasks import istree as R
@@ -446,25 +445,23 @@ NECESSITY_N = {"quick": (3,), "full": (3, 5)}
 
 def greedy_runner(cases: Sequence[tuple[int, list, bool]]):
     """A :data:`checks.necessity.RunFn`: greedy generation of every case (n_nodes,
-    edges, header?) compared token for token (tour, [EOS], the model's own label)
-    with the plain-Python reference; None, or one line on the first wrong one."""
+    edges, header?) to completion, the label compared with the reference's, then
+    the tour and [EOS] token for token (:func:`checks.necessity.classify`)."""
     prompts = [case_prompt(k, e, count="always" if h else "never") for k, e, h in cases]
     wants = [R.reference_cot(k, e) for k, e, _ in cases]
 
-    def run(model) -> str | None:
+    def run(model) -> RunOutcome:
         bound = C.cot_bound(model.spec.notes["n_vertices"])
+        out = RunOutcome(len(cases))
         for (k, e, h), p, want in zip(cases, prompts, wants):
+            name = f"N={k} edges={e} header={h}"
             try:
                 g = generate(model, p, answer_tokens=[TRUE, FALSE], max_cot=bound)
-            except PrecisionError as exc:
-                return f"raised {type(exc).__name__}: {str(exc)[:100]}"
-            got = g.cot + ([g.answer] if g.answer is not None else [])
-            if got != want:
-                show = lambda ts: " ".join(str(t - NUMBER_BASE) if t >= NUMBER_BASE else
-                                           {EOS: "E", TRUE: "T", FALSE: "F"}.get(t, f"<{t}>") for t in ts)
-                return (f"N={k} edges={e} header={h}: CoT+label [{show(got)[:80]}] "
-                        f"want [{show(want)[:80]}]")
-        return None
+            except Exception as exc:   # never a wrong answer (checks/necessity.py)
+                out.add("raised", f"{name}: {type(exc).__name__}: {str(exc)[:100]}")
+                continue
+            classify(out, name, g.answer, want[-1], g.cot, want[:-1], g.cot_length)
+        return out
     return run
 
 

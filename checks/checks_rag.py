@@ -40,14 +40,13 @@ from typing import Callable
 
 import numpy as np
 
-from rnngap.constructions.fixedpoint import PrecisionError
 from rnngap.constructions.rag_models import (
     RagConstruction, ar_rag, cgram_rag, counting_rag, index_rag, istree_cot_bound, istree_rag, istree_rag_paper,
 )
 from rnngap.constructions.vocab import FALSE, TRUE
 
 from .formats import format_cot_text, graph_tokens, parse_cot_text, parse_graph_tokens
-from .necessity import necessity_record
+from .necessity import Outcome, classify, necessity_record
 from .registry import Record, register
 from .shared_data import shared_file
 from .tasks import istree
@@ -406,22 +405,25 @@ def paper_format_check(profile: str, seed: int) -> list[Record]:
 
 
 # ---------------------------------------------------------------------------- necessity
-def rag_runner(c: RagConstruction, rows, want_cot: Callable | None = None) -> Callable[[object], str | None]:
+def rag_runner(c: RagConstruction, rows, want_cot: Callable | None = None) -> Callable[[object], Outcome]:
     """``run(model)`` for :func:`checks.necessity.necessity_record`: the construction's
-    generation with a fresh plain oracle per instance and ``model`` in place of its own;
-    None if every answer (and CoT, with ``want_cot``) is right, else the first wrong one."""
-    def run(model) -> str | None:
+    generation with a fresh plain oracle per instance and ``model`` in place of its own,
+    every row run to completion and classified (:func:`checks.necessity.classify`:
+    wrong final answer, no answer, CoT deviation with ``want_cot`` (CoT + answer), raised)."""
+    def run(model) -> Outcome:
         cm = _with_model(c, model)
+        out = Outcome(len(rows))
         for row in rows:
             toks, want = [int(t) for t in row[0]], row[1]
+            name = f"{toks[:24]}{'...' if len(toks) > 24 else ''}"
             try:
                 g = cm.run(toks)
-            except (PrecisionError, ValueError) as e:
-                return f"raised {type(e).__name__} on {toks[:20]}: {str(e)[:80]}"
-            if g.answer != want or (want_cot is not None and g.cot + [g.answer] != want_cot(row[2])):
-                return (f"{toks[:24]}{'...' if len(toks) > 24 else ''} -> answer {g.answer} "
-                        f"({g.stopped}, CoT {g.cot_length}), want {want}")
-        return None
+            except Exception as e:   # never a wrong answer (checks/necessity.py)
+                out.add("raised", f"{name}: {type(e).__name__}: {str(e)[:80]}")
+                continue
+            ref = None if want_cot is None else want_cot(row[2])
+            classify(out, name, g.answer, want, g.cot, None if ref is None else ref[:-1], g.cot_length)
+        return out
     return run
 
 

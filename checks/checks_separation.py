@@ -43,8 +43,23 @@ n + 2; Counting marks up to n: n + 1; IsTree vertices 0..n+2: n + 3; Index 2):
 
 A record fails if the model fails an instance, the RNN fails an instance below
 its capacity (a model emitting a constant always does: n' = 1 has both answers),
-the capacity is < 1 or >= n, the CC is not exact, or the witness is not verified
-(registry.Record.passed).
+the capacity is < 1 or >= n, the CC is not exact or differs from n (the Index
+reduction makes the family carry exactly n bits), or the witness is not verified
+(registry.Record.passed). The compact register is sized from the CC computed at
+that n, not from n. Per claim and task at least one record must have its
+collision forced (:func:`require_forced`), or every record of that task fails.
+
+Beyond n = 12 (:data:`STREAMED`: quick n = 16 for every task, full n = 16, 18,
+20, i.e. 2^16 to 2^20 of Alice's inputs): :func:`streamed_separation_record`.
+No n 2^n family and no communication matrix: the exact CC is streamed (the rows
+``expected(x, i)``, i = 1..n, of all 2^n x hashed in batches by the reduction's
+``expected_batch``, itself checked against ``expected``), the compact register
+has at most n - 1 state bits, the witness comes from the streamed collision
+search over Alice's prefixes (lexicographic, a dict of state keys, stopping at
+the first repeat) and is re-run from s_0; the constant-size model runs on the
+witness pair and a seeded sample of the family (x = 0^n, 1^n and random x, each
+with i = 1, n - 1, n and a random i); the RNN is checked on every instance at
+n' <= 7 and on a seeded sample at n' = its capacity.
 
 Rows (:data:`ROWS`): quick n = 4, 6 (register) and 8, 10 (compact) per
 retrieval task, IsTree n = 4, 6 (register) and 8 (compact); full adds n = 8
@@ -250,17 +265,19 @@ def istree_model_side(task: SeparationTask, n: int, cases, toks: np.ndarray, alp
 # -------------------------------------------------------------- the RNN's side
 
 
-def rnn_for(task: SeparationTask, n: int, kind: str) -> tuple[Any, int]:
+def rnn_for(task: SeparationTask, n: int, kind: str, cc_bits: int | None = None) -> tuple[Any, int]:
     """The bounded-memory RNN of a row and its capacity (module docstring):
-    ``register`` c = n - 1; ``compact`` the largest s with s + 2 + parser bits < n."""
+    ``register`` c = n - 1; ``compact`` the largest s with s + 2 + parser bits <
+    ``cc_bits``, the exact one-way CC computed at n (default n, Index's n bits)."""
     parser = T.ReductionFormatParser(task.layout, task.c)
     if kind == "register":
         cap = n - 1
         return T.parsed_register_target(task.layout, cap, task.c, max_number=n + 4), cap
     if kind == "compact":
-        s = n - 1 - 2 - parser.bits
+        bound = n if cc_bits is None else cc_bits
+        s = bound - 1 - 2 - parser.bits
         if s < 1:
-            raise ValueError(f"{task.key}: no compact register with state bits < n = {n} "
+            raise ValueError(f"{task.key}: no compact register with state bits < CC = {bound} at n = {n} "
                              f"(parser {parser.bits} bits + s + 2)")
         return T.ParsedIndexRNN(CompactIndexRegister(s), parser, s), s
     raise ValueError(f"unknown RNN kind {kind!r}: 'register' or 'compact'")
@@ -360,11 +377,14 @@ def separation_record(task_key: str, n: int, rnn: RNN | None = None, capacity: i
     # exact one-way CC of the family at n
     res = cc.one_way_complexity(cc.reduction_split(task.reduction, n, task.reference(n)))
     cc_bits = res.bits if res.exact else None
-    # the bounded-memory RNN
-    if rnn is None:
-        rnn, capacity = rnn_for(task, n, kind)
-    capacity = int(capacity if capacity is not None else getattr(rnn, "capacity", 0) or 0)
     problems = []   # each is one failure of the record, beside the model's own failures
+    if cc_bits is not None and cc_bits != n:
+        problems.append(f"exact CC {cc_bits} bits != n = {n}: the family does not carry Index's n bits "
+                        f"(the reduction is broken at this n)")
+    # the bounded-memory RNN (the compact register sized from the CC just computed)
+    if rnn is None:
+        rnn, capacity = rnn_for(task, n, kind, cc_bits)
+    capacity = int(capacity if capacity is not None else getattr(rnn, "capacity", 0) or 0)
     if capacity < 1:
         problems.append(f"capacity {capacity} < 1: nothing shows the RNN is correct anywhere")
     if capacity >= n:
@@ -406,6 +426,25 @@ def separation_record(task_key: str, n: int, rnn: RNN | None = None, capacity: i
                   description=f"{task_key} separation (Index reduction)")
 
 
+def require_forced(records: list[Record]) -> list[Record]:
+    """Per (claim, task), at least one separation record must have a collision
+    FORCED by pigeonhole (``collision_forced``: state bits < the exact CC at that
+    n): a group with none gets one more failure on each of its records, named in
+    the note (a collision that is only found says nothing about every RNN of that
+    size). Returns ``records`` (changed in place)."""
+    groups: dict[tuple[str, str], list[Record]] = {}
+    for r in records:
+        if r.kind == "separation":
+            groups.setdefault((r.claim, r.task), []).append(r)
+    for (claim, task), recs in groups.items():
+        if not any(r.collision_forced is True for r in recs):
+            for r in recs:
+                r.failures += 1
+                r.note += (f"; FAILS: no {claim} separation record of {task} has a forced collision "
+                           f"(state bits < CC at n: {[(x.n, x.state_bits, x.cc_bits) for x in recs]})")
+    return records
+
+
 def model_side(task_key: str, n: int, model: Any = None) -> ModelSide:
     """The constant-size model on every instance of ``task_key``'s family at n
     (``model``: another no-CoT model for a retrieval task, built by the caller for
@@ -431,7 +470,7 @@ def separation_records(keys, profile: str) -> list[Record]:
             else:   # the same run again: its time is already in the first record
                 side = dataclasses.replace(side, seconds=0.0)
             out.append(separation_record(key, n, kind=kind, model_side=side))
-    return out
+    return require_forced(out)
 
 
 def _rows(key: str, profile: str):
@@ -463,7 +502,7 @@ def separation_combine(keys):
     def combine(profile: str, seed: int, outputs: list) -> list[Record]:
         rows = [(keys.index(key), k, rec) for (key, _), out in zip(separation_parts(keys)(profile), outputs)
                 for k, rec in out]
-        return [rec for _, _, rec in sorted(rows, key=lambda t: t[:2])]
+        return require_forced([rec for _, _, rec in sorted(rows, key=lambda t: t[:2])])
     return combine
 
 
@@ -481,3 +520,152 @@ def separation_t46(profile: str, seed: int, part) -> list:
           parts=separation_parts(("istree",)), combine=separation_combine(("istree",)))
 def separation_t47(profile: str, seed: int, part) -> list:
     return separation_part(profile, part)
+
+
+# ------------------------------------------------ beyond exhaustive n: streamed (issue 27)
+STREAMED = {"quick": {key: (16,) for key in ("index", "ar", "cgram3", "counting", "istree")},
+            "full": {key: (16, 18, 20) for key in ("index", "ar", "cgram3", "counting", "istree")}}
+"""(task key -> n) of the streamed separation records: 2^16 .. 2^20 of Alice's inputs,
+beyond :data:`EXHAUSTIVE_MAX_N` (no n 2^n family, no full communication matrix)."""
+STREAMED_SAMPLE = 24
+"""Seeded x of the family checked on the model side (each with i = 1, n - 1, n and a
+random i), beside x = 0^n, 1^n and the witness pair."""
+STREAMED_BELOW_EXHAUSTIVE = 7
+"""The RNN is checked on every instance at n' <= this, then on a seeded sample at
+n' = its capacity."""
+
+
+def streamed_cc(task: SeparationTask, n: int, batch: int = 1 << 14) -> tuple[int, int]:
+    """(exact one-way CC, distinct rows) of the family at n, streamed: Alice's 2^n
+    inputs in lexicographic batches, each row (``expected(x, i)``, i = 1..n, by the
+    reduction's ``expected_batch``) hashed into a set of 2^n short byte strings (no
+    2^n x n matrix is held). The family is total (every (x, i) valid), so the CC is
+    ceil(log2 #distinct rows). ``expected_batch`` is checked against ``expected``
+    entry by entry on the first batch's first 64 rows and on the last x."""
+    red = task.reduction
+    if red.expected_batch is None:
+        raise ValueError(f"{task.key}: the reduction has no expected_batch")
+    rows: set[bytes] = set()
+    total = 1 << n
+    for lo in range(0, total, batch):
+        xs = W._bit_rows(lo, min(total, lo + batch), n)
+        ans = red.expected_batch(xs)
+        if lo == 0 or lo + batch >= total:
+            for x, row in list(zip(xs.tolist(), ans.tolist()))[:64] + [(xs[-1].tolist(), ans[-1].tolist())]:
+                want = [red.expected(x, i) for i in range(1, n + 1)]
+                if row != want:
+                    raise ValueError(f"{task.key}: expected_batch {row} != expected {want} at x = {x}")
+        if ans.min() < 0 or ans.max() > 255:
+            raise ValueError(f"{task.key}: answer tokens outside 0..255")
+        packed = np.ascontiguousarray(ans.astype(np.uint8))
+        rows.update(r.tobytes() for r in packed)
+    return cc.bits_for(len(rows)), len(rows)
+
+
+def streamed_rnn(task: SeparationTask, n: int) -> tuple[Any, int]:
+    """The compact register behind the parser with at most n - 1 state bits: s =
+    n - 3 - parser bits (state bits s + 2 + parser bits = n - 1)."""
+    parser = T.ReductionFormatParser(task.layout, task.c)
+    s = n - 3 - parser.bits
+    if s < 1:
+        raise ValueError(f"{task.key}: no compact register with at most n - 1 = {n - 1} state bits")
+    return T.ParsedIndexRNN(CompactIndexRegister(s), parser, s), s
+
+
+def rnn_sampled_below(rnn: RNN, task: SeparationTask, capacity: int, rng: np.random.Generator,
+                      count: int = 64) -> tuple[int, int, str]:
+    """``rnn`` on every instance at n' <= min(capacity, STREAMED_BELOW_EXHAUSTIVE) and on
+    ``count`` seeded (x, i) at n' = capacity, against the task reference."""
+    done, fails, first = rnn_correct_below(rnn, task, min(capacity, STREAMED_BELOW_EXHAUSTIVE))
+    ref = task.reference(capacity)
+    for _ in range(count):
+        x = tuple(int(b) for b in rng.integers(0, 2, size=capacity))
+        i = int(rng.integers(1, capacity + 1))
+        toks = task.reduction.instance(x, i)
+        run = run_rnn(rnn, toks, task.reduction.answer_tokens, max_cot=capacity)
+        want = ref(toks.tolist())
+        done += 1
+        if run.answer != want:
+            fails += 1
+            first = first or f"n'={capacity} x={''.join(map(str, x))} i={i}: RNN {run.answer}, reference {want}"
+    return done, fails, first
+
+
+def streamed_separation_record(task_key: str, n: int, seed: int, sample: int = STREAMED_SAMPLE,
+                               rnn: RNN | None = None, capacity: int | None = None,
+                               claim: str | None = None) -> Record:
+    """A separation record at n beyond exhaustive enumeration (module docstring, but):
+    the witness from the streamed collision search over Alice's 2^n prefixes
+    (``lowerbounds.witness.find_witness_exhaustive``: lexicographic, a dict of state
+    keys, stops at the first repeat), re-run from s_0 (``witness_verified``); the exact
+    CC streamed (:func:`streamed_cc`); the constant-size model on the witness pair and
+    on a seeded sample of the family (x = 0^n, 1^n and ``sample`` random x, each
+    with i = 1, n - 1, n and a random i); the RNN (at most n - 1 state bits) right on
+    every instance at n' <= 7 and on a seeded sample at n' = its capacity."""
+    task = TASKS[task_key]
+    t0 = time.perf_counter()
+    rng = np.random.default_rng([seed, n, 27, list(TASKS).index(task_key)])
+    if rnn is None:
+        rnn, capacity = streamed_rnn(task, n)
+    capacity = int(capacity if capacity is not None else getattr(rnn, "capacity", 0) or 0)
+    problems = []
+    if not 1 <= capacity < n:
+        problems.append(f"capacity {capacity} not in 1..n-1")
+    cc_bits, distinct = streamed_cc(task, n)
+    if cc_bits != n:
+        problems.append(f"exact CC {cc_bits} bits != n = {n}")
+    witness = W.find_witness(rnn, task.reduction, n, mode="exhaustive", max_cot=n)
+    verified, why = verify_witness(rnn, task, witness, n)
+    below, below_fails, below_first = rnn_sampled_below(rnn, task, capacity, rng) if capacity >= 1 else (0, 0, "")
+    if below_fails:
+        problems.append(f"RNN wrong below its capacity on {below_fails}/{below} instances ({below_first})")
+    xs = [(0,) * n, (1,) * n] + [tuple(int(b) for b in rng.integers(0, 2, size=n)) for _ in range(sample)]
+    cases = [(x, i) for x in xs for i in sorted({1, n - 1, n, int(rng.integers(1, n + 1))})]
+    if witness.found:
+        cases += [(tuple(witness.x), witness.i), (tuple(witness.x_prime), witness.i)]
+    toks = np.stack([task.reduction.instance(x, i) for x, i in cases])
+    alphabet = data_alphabet(task, toks)
+    if alphabet != task.alphabet(n):
+        problems.append(f"the sample's alphabet {alphabet} is not the reduction's {task.alphabet(n)}")
+    side = (istree_model_side if task.builder is None else retrieval_model_side)(task, n, cases, toks,
+                                                                                    task.alphabet(n))
+    forced = rnn.state_bits < cc_bits
+    wnote = (f"witness x={''.join(map(str, witness.x))} x'={''.join(map(str, witness.x_prime))} i={witness.i} "
+             f"({witness.how}): RNN answers {_tok(witness.answer)} on both, wrong on {','.join(witness.wrong)}, "
+             f"{'re-run and verified' if verified else 'NOT verified: ' + why}") if witness.found \
+        else f"no witness: {witness.how}"
+    note = (f"model {side.name}: {side.failures}/{side.instances} wrong (witness pair + seeded sample)"
+            + (f" [{side.first_failure}]" if side.first_failure else "")
+            + f"; CC {cc_bits} bits ({distinct} distinct rows, streamed over all 2^{n} x)"
+            + f"; RNN {getattr(rnn, 'name', type(rnn).__name__)} ({rnn.state_bits} state bits, capacity {capacity}):"
+            + f" {below - below_fails}/{below} right at n' <= {min(capacity, STREAMED_BELOW_EXHAUSTIVE)} (all) and "
+              f"n' = {capacity} (sampled); {wnote}; collision "
+            + ("forced by pigeonhole (state bits < CC)" if forced else "only found (state bits >= CC)")
+            + (f"; FAILS: {'; '.join(problems)}" if problems else ""))
+    return Record(claim or task.claim, f"{side.name} vs {getattr(rnn, 'name', type(rnn).__name__)}",
+                  task.spec.name, n, side.instances, side.failures + len(problems), side.bits_used,
+                  side.bits_declared, side.cot_max, side.cot_bound, side.params, rnn.state_bits,
+                  round(time.perf_counter() - t0, 3), note=note, kind="separation",
+                  family="reduction (seeded sample)", alphabet=task.alphabet(n), cc_bits=cc_bits,
+                  collision_forced=forced, witness_verified=verified,
+                  description=f"{task_key} separation at n = {n} (streamed collision search)")
+
+
+def streamed_parts(keys):
+    return lambda profile: [(key, n) for key in keys for n in STREAMED[profile].get(key, ())]
+
+
+@register("T4.6-low", "separation beyond exhaustive n: streamed collision search, witness re-run",
+          parts=streamed_parts(T46_KEYS), combine=lambda profile, seed, outs: require_forced([r for o in outs
+                                                                                              for r in o]))
+def streamed_t46(profile: str, seed: int, part) -> list:
+    key, n = part
+    return [streamed_separation_record(key, n, seed)]
+
+
+@register("T4.7-low", "separation beyond exhaustive n: streamed collision search, witness re-run",
+          parts=streamed_parts(("istree",)), combine=lambda profile, seed, outs: require_forced([r for o in outs
+                                                                                                 for r in o]))
+def streamed_t47(profile: str, seed: int, part) -> list:
+    key, n = part
+    return [streamed_separation_record(key, n, seed)]

@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 from rnngap.constructions import turing as T
 from typing import Callable
 
-from rnngap.constructions.fixedpoint import PrecisionError
 
-from .necessity import necessity_record
+from .necessity import Outcome, classify, necessity_record
 from .registry import Record, register
 from .tasks import turing as TR
 
@@ -121,23 +120,24 @@ NECESSITY_N = {"hybrid": 4, "rag": 3}
 hybrid, 15 for the RAG, whose runs cost ~13 tokens per step) at every scan step."""
 
 
-def tm_runner(enc: T.Encoding, spec: T.MachineSpec, n: int, run) -> "Callable[[object], str | None]":
+def tm_runner(enc: T.Encoding, spec: T.MachineSpec, n: int, run) -> "Callable[[object], Outcome]":
     """``run(model)`` for :func:`checks.necessity.necessity_record`: every word of length
-    <= n through ``run(model, word) -> (answer, cot)``, compared with the plain-Python
-    reference (answer and CoT token for token); None if all right, else the first wrong word."""
+    <= n through ``run(model, word) -> (answer, cot, reference cot)``, compared with the
+    plain-Python reference (answer, then CoT token for token), every word run to
+    completion and classified (:func:`checks.necessity.classify`)."""
     ws = [w for k in range(n + 1) for w in words(enc, k)]
 
-    def check(model) -> str | None:
+    def check(model) -> Outcome:
+        out = Outcome(len(ws))
         for w in ws:
             ref = TR.reference_run(enc.dtm, w, spec.time_bound(len(w)))
             try:
                 answer, cot, want_cot = run(model, w)
-            except (PrecisionError, ValueError) as e:
-                return f"{w!r}: raised {type(e).__name__}: {str(e)[:80]}"
-            if answer != ref.answer or cot != want_cot:
-                what = "answer" if answer != ref.answer else "CoT"
-                return f"{w!r}: wrong {what} (answer {answer}, want {ref.answer}; CoT {len(cot)} tokens)"
-        return None
+            except Exception as e:   # never a wrong answer (checks/necessity.py)
+                out.add("raised", f"{w!r}: {type(e).__name__}: {str(e)[:80]}")
+                continue
+            classify(out, repr(w), answer, ref.answer, cot, want_cot, len(cot))
+        return out
     check.instances = len(ws)
     return check
 

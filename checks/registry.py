@@ -33,15 +33,19 @@ CLAIMS: dict[str, str] = {
 
 from .tasks import NO_TASK, is_task_name
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Version of the ``rnngap verify --json`` record schema (docs/records.md). 2: ``task``
 is the task's canonical name (checks/tasks, or :data:`NO_TASK`), the free text it
-held in version 1 is ``description``; every record carries ``schema_version``."""
+held in version 1 is ``description``; every record carries ``schema_version``.
+3: necessity records separate a wrong final answer (``wrong_below``) from a CoT
+deviation, no answer and a raise, and carry ``int_tight``, ``frac_tight``,
+``int_slack``, ``frac_slack``."""
 RECORD_FIELDS = ("claim", "model", "task", "n", "instances", "failures", "precision_bits_used",
                  "precision_bits_declared", "cot_max", "cot_bound", "params", "state_bits", "seconds",
                  "checked", "note", "kind", "family", "alphabet", "description")
 SEPARATION_FIELDS = ("cc_bits", "collision_forced", "witness_verified")
-NECESSITY_FIELDS = ("frontier_int_bits", "frontier_frac_bits", "wrong_below")
+NECESSITY_FIELDS = ("frontier_int_bits", "frontier_frac_bits", "wrong_below", "cot_deviation_below",
+                    "no_answer_below", "raised_below", "int_tight", "frac_tight", "int_slack", "frac_slack")
 KINDS = ("correctness", "separation", "necessity")
 """What a record shows:
 
@@ -55,9 +59,14 @@ KINDS = ("correctness", "separation", "necessity")
   whether the collision is forced by pigeonhole (state bits < CC) or only found.
   Passes only if the model has zero failures and the witness is verified.
 * ``necessity``: the measured integer-bit and fraction-bit frontiers (saturate
-  mode) and whether one bit below a frontier some concrete instance is answered
-  wrongly (``wrong_below``; False means the bound is not tight there, which is
-  information, not a failure). Fails if a frontier lies above the declared bits.
+  mode) and what happens one bit below each: a wrong FINAL answer on a concrete
+  instance (``wrong_below``: the only evidence of necessity), a CoT deviation
+  with the answer right (``cot_deviation_below``), no answer within the CoT bound
+  (``no_answer_below``), an exception (``raised_below``: never counted as wrong);
+  per scan ``int_tight`` / ``frac_tight`` (True: wrong answer one bit below;
+  None: the frontier is the floor, I = 1 or f = 0) and the slack (declared minus
+  frontier bits). Fails if a frontier lies above the declared bits or a run one
+  bit below a frontier raised (saturate mode never should).
 """
 
 
@@ -86,7 +95,14 @@ class Record:
     witness_verified: bool | None = None   # separation: the failing instance re-run and checked
     frontier_int_bits: int | None = None   # necessity: smallest I (saturate) with every instance right
     frontier_frac_bits: int | None = None  # necessity: smallest f (saturate) with every instance right
-    wrong_below: bool | None = None        # necessity: a wrong instance exists one bit below a frontier
+    wrong_below: bool | None = None        # necessity: a wrong FINAL answer one bit below a frontier
+    cot_deviation_below: bool | None = None  # necessity: a CoT differs (answer right) one bit below a frontier
+    no_answer_below: bool | None = None    # necessity: no answer within the CoT bound one bit below a frontier
+    raised_below: bool | None = None       # necessity: a run raised one bit below a frontier (a defect)
+    int_tight: bool | None = None          # necessity: wrong answer at I frontier - 1 (None: I = 1 is the floor)
+    frac_tight: bool | None = None         # necessity: wrong answer at f frontier - 1 (None: f = 0 is the floor)
+    int_slack: int | None = None           # necessity: declared I minus the I frontier
+    frac_slack: int | None = None          # necessity: declared f minus the f frontier
     description: str = ""                  # what was run, in words (the free text of schema version 1's task)
 
     def __post_init__(self) -> None:
@@ -115,7 +131,7 @@ class Record:
                                           or self.collision_forced is None):
             return False
         if self.kind == "necessity" and (self.frontier_int_bits is None or self.frontier_frac_bits is None
-                                         or self.wrong_below is None):
+                                         or self.wrong_below is None or self.raised_below is not False):
             return False
         return True
 

@@ -65,7 +65,8 @@ def previous_token_transformer(n: int, *, alphabet: int = 2, fmt: FixedFormat | 
     return b.build(fmt)
 
 
-def count_threshold_transformer(n: int, *, alphabet: int = 3, fmt: FixedFormat | None = None) -> Model:
+def count_threshold_transformer(n: int, *, alphabet: int = 3, fmt: FixedFormat | None = None,
+                                check_margins: bool = True) -> Model:
     """``[BOS] x_1..x_n [QUERY] q t`` -> number 1 if #{j: x_j = q} > t else number 0.
 
     Layer 1: a shift head copies q (and q^2) to the last position; a flag head
@@ -74,7 +75,8 @@ def count_threshold_transformer(n: int, *, alphabet: int = 3, fmt: FixedFormat |
     Layer 2: the BOS counting head over the data positions only (the flag pushes
     q, t and [QUERY] 2 lambda down), giving round(1/(c+1)); the comparison MLP
     against 1/(t + 3/2) (an embedding feature of t) writes gt = [c > t].
-    Readout: tau = 1 + gt, i.e. the number 1 or 0.
+    Readout: tau = 1 + gt, i.e. the number 1 or 0. ``check_margins=False``: the
+    comparison's margin is not asserted (necessity scans below the declared f).
     """
     fmt = fmt or COUNT_THRESHOLD.format(n)
     s = base_space()
@@ -97,6 +99,6 @@ def count_threshold_transformer(n: int, *, alphabet: int = 3, fmt: FixedFormat |
     head = count_head("count", query={"q": 1}, query_sq={"q_sq": 1}, key={"tok": 1}, key_sq={"tok_sq": 1},
                       one="one", not_bos={"one": 1, "is_bos": -1}, bos_flag="is_bos", out="frac",
                       fmt=fmt, max_key=maxk, n=n, push_down={"after_query": 2})
-    b.attention_layer([head], mlp=count_compare_neurons("frac", "thr", "gt", n, fmt))
+    b.attention_layer([head], mlp=count_compare_neurons("frac", "thr", "gt", n, fmt, check_margins))
     b.readout([("gt", K.F_TOK, 0, 2), ("one", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
     return b.build(fmt)

@@ -697,7 +697,8 @@ def power_of_two_at_most(x: Any) -> Any:
     return p
 
 
-def count_compare_neurons(frac_dir: str, thr_dir: str, out: str, n: Any, fmt: FixedFormat) -> list[Neuron]:
+def count_compare_neurons(frac_dir: str, thr_dir: str, out: str, n: Any, fmt: FixedFormat,
+                          check_margins: bool = True) -> list[Neuron]:
     """out += [c > t], given frac = round(1/(c+1)) (from :func:`count_head`) and
     thr = round(1/(t + 3/2)) (embedding feature 1/(tau + 1/2) of the number t,
     tau = t + 1), for 0 <= c, t <= n.
@@ -706,13 +707,18 @@ def count_compare_neurons(frac_dir: str, thr_dir: str, out: str, n: Any, fmt: Fi
     g = 1/(2 (n+1)(n+3/2)); each is rounded by at most 2^-(f+1), so the rounded
     difference thr - frac is >= g - 2^-f when c > t and <= -(g - 2^-f) otherwise.
     Needs g > 2^-f; the step runs from 0 to the largest power of two <= g - 2^-f.
+    ``check_margins=False`` (necessity scans only) builds below that: the step is
+    then one grid unit 2^-f wide and the run decides which comparisons survive.
     """
     f = fmt.frac_bits
     g = 1 / (2 * (n + 1) * (n + Fraction(3, 2)))
     slack = g - exact(1) / pow2(f)
-    require(slack > 0, f"count comparison for n={n}: gap {g} between 1/(c+1) and 1/(t+3/2) is "
-                       f"not above the rounding error 2^-{f}; needs f >= {bits_for(1 / g)}")
-    w = power_of_two_at_most(slack)
+    if check_margins or slack > 0:
+        require(slack > 0, f"count comparison for n={n}: gap {g} between 1/(c+1) and 1/(t+3/2) is "
+                           f"not above the rounding error 2^-{f}; needs f >= {bits_for(1 / g)}")
+        w = power_of_two_at_most(slack)
+    else:
+        w = exact(1) / pow2(f)
     require_int_bits(fmt, bits_for(1 / w) + 1, "count comparison", f"step slope {1 / w}")
     return step_neurons({thr_dir: 1, frac_dir: -1}, 0, w, out)
 

@@ -172,14 +172,16 @@ def cgram_hybrid(n: int, *, alphabet: int = 2, c: int = 3, fmt: FixedFormat | No
     return b.build(fmt)
 
 
-def counting_hybrid(n: int, *, alphabet: int = 3, fmt: FixedFormat | None = None) -> Model:
+def counting_hybrid(n: int, *, alphabet: int = 3, fmt: FixedFormat | None = None,
+                    check_margins: bool = True) -> Model:
     """``[BOS] x_1..x_n [QUERY] q t`` -> number 1 if q occurs more than t times, else 0.
 
     RNN: cnt, prev1 (= q at the last position) and its square, and the latch
     after_query (1 from [QUERY] on). Attention: the BOS counting head with query
     prev1 over keys tok, the latch pushing [QUERY], q and t 2 lambda down, so the
     weight is exactly 1/(c+1) on [BOS] and on each of the c matches; its MLP
-    compares round(1/(c+1)) with the embedded 1/(t + 3/2)."""
+    compares round(1/(c+1)) with the embedded 1/(t + 3/2). ``check_margins=False``:
+    the comparison's margin is not asserted (necessity scans below the declared f)."""
     fmt = fmt or DECLARED["counting"].format(n)
     vocab = _premise(n, alphabet, 3)
     s = _base_space()
@@ -200,7 +202,7 @@ def counting_hybrid(n: int, *, alphabet: int = 3, fmt: FixedFormat | None = None
                       one="one", not_bos={"one": 1, "is_bos": -1}, bos_flag="is_bos", out="frac",
                       fmt=fmt, max_key=M, n=n, push_down={"after_query": 2})
     require_int_bits(fmt, bits_for(_count_bound(n)) + 1, "count", "scores with the after-query term")
-    b.attention_layer([head], mlp=count_compare_neurons("frac", "thr", "gt", n, fmt))
+    b.attention_layer([head], mlp=count_compare_neurons("frac", "thr", "gt", n, fmt, check_margins))
     b.readout([("gt", K.F_TOK, 0, 2), ("one", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
     return b.build(fmt)
 

@@ -361,6 +361,17 @@ def expected_istree(x: Sequence[int], i: int) -> int:
     return TRUE if x[i - 1] == 0 else FALSE
 
 
+def expected_bits_batch(xs: Any) -> np.ndarray:
+    """``expected_index`` (= AR's, c-gram's, Counting's) for every row and every i:
+    the number token of x_i, as int64 ``[B, n]``."""
+    return number_token(0) + _bit_matrix(xs).astype(np.int64)
+
+
+def expected_istree_batch(xs: Any) -> np.ndarray:
+    """``expected_istree`` for every row and every i: [TRUE] iff x_i = 0."""
+    return np.where(_bit_matrix(xs) == 0, TRUE, FALSE).astype(np.int64)
+
+
 # ------------------------------------------------------------------ promise checks
 # Plain-Python validators of the task formats (conventions.md), written here so
 # the reductions are checked without importing ``checks``. Each returns None if
@@ -506,6 +517,10 @@ class Reduction:
     * ``alice_batch(xs) -> int64 [B, L]`` (optional): ``alice`` on every row of
       a bit matrix ``[B, n]`` at once (must equal it row by row; the witness
       finder uses it to build random prefixes quickly).
+    * ``expected_batch(xs) -> int64 [B, n]`` (optional): ``expected(x, i)`` for
+      every row x of a bit matrix ``[B, n]`` and every i = 1..n (must equal it
+      entry by entry; the streamed one-way CC of checks/checks_separation.py
+      uses it to hash the rows of the communication matrix at n up to 20).
     """
 
     name: str
@@ -516,6 +531,7 @@ class Reduction:
     promise: Callable[[Sequence[int]], str | None]
     description: str = ""
     alice_batch: Callable[[Any], np.ndarray] | None = None
+    expected_batch: Callable[[Any], np.ndarray] | None = None
 
     def prefixes(self, xs: Any) -> np.ndarray:
         """Alice's prefixes of the rows of the bit matrix ``xs`` as int64 ``[B, L]``
@@ -535,19 +551,19 @@ class Reduction:
 
 INDEX = Reduction("index", alice_index, bob_index, expected_index,
                   (number_token(0), number_token(1)), index_promise,
-                  "identity: [BOS] x_1..x_n | [QUERY] i -> x_i", index_prefix_batch)
+                  "identity: [BOS] x_1..x_n | [QUERY] i -> x_i", index_prefix_batch, expected_bits_batch)
 AR = Reduction("ar", alice_ar, bob_ar, expected_ar,
                (number_token(0), number_token(1)), ar_promise,
                "[BOS] 2 x_1 .. (n+1) x_n | [QUERY] (i+1) -> x_i",
-               partial(keyvalue_prefix_batch, c=2))
+               partial(keyvalue_prefix_batch, c=2), expected_bits_batch)
 COUNTING = Reduction("counting", alice_counting, bob_counting, expected_counting,
                      (number_token(0), number_token(1)), counting_promise,
                      "[BOS] y_1..y_n (y_j = j if x_j else 0) | [QUERY] i 0 -> [count(i) > 0] = x_i",
-                     counting_prefix_batch)
+                     counting_prefix_batch, expected_bits_batch)
 ISTREE = Reduction("istree", alice_istree, bob_istree, expected_istree,
                    (TRUE, FALSE), istree_promise,
                    "hub gadget: v_j - hub x_j | w - v_i, w - hub 1 [EOS] -> tree iff x_i = 0",
-                   hub_prefix_batch)
+                   hub_prefix_batch, expected_istree_batch)
 
 
 def cgram_reduction(c: int = 3) -> Reduction:
@@ -557,7 +573,7 @@ def cgram_reduction(c: int = 3) -> Reduction:
         f"cgram(c={c})", partial(alice_cgram, c=c), partial(bob_cgram, c=c), expected_cgram,
         (number_token(0), number_token(1)), partial(cgram_promise, c=c),
         f"[BOS] K_1 x_1 .. K_n x_n | [QUERY] K_i -> x_i, K_j = (j+1) x {c - 1}",
-        partial(keyvalue_prefix_batch, c=c),
+        partial(keyvalue_prefix_batch, c=c), expected_bits_batch,
     )
 
 

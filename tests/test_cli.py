@@ -9,14 +9,16 @@ import pytest
 from rnngap.checks.cli import main
 from rnngap.checks.tasks import is_task_name
 
-# The --json record schema as issues 8, 13 and 18 specify it (not read from the code).
+# The --json record schema as issues 8, 13, 18 and 27 specify it (not read from the code).
 BASE_FIELDS = {"claim", "model", "task", "n", "instances", "failures", "precision_bits_used",
                "precision_bits_declared", "cot_max", "cot_bound", "params", "state_bits", "seconds"}
 JSON_FIELDS = BASE_FIELDS | {"checked", "note", "family", "alphabet", "kind", "status", "seed", "profile",
                              "description", "schema_version"}
 KIND_FIELDS = {"correctness": set(),
                "separation": {"cc_bits", "state_bits", "collision_forced", "witness_verified"},
-               "necessity": {"frontier_int_bits", "frontier_frac_bits", "wrong_below"}}
+               "necessity": {"frontier_int_bits", "frontier_frac_bits", "wrong_below", "cot_deviation_below",
+                             "no_answer_below", "raised_below", "int_tight", "frac_tight", "int_slack",
+                             "frac_slack"}}
 STRING_FIELDS = {"claim", "model", "task", "description", "note", "family", "profile"}
 COUNT_FIELDS = {"n", "instances", "failures", "seed"}                # always ints
 RESOURCE_FIELDS = BASE_FIELDS - STRING_FIELDS - COUNT_FIELDS - {"seconds"}  # int, or null if not applicable
@@ -55,7 +57,7 @@ def test_verify_only_machine_json(tmp_path):
         for k in RESOURCE_FIELDS:
             assert rec[k] is None or (type(rec[k]) is int and rec[k] >= 0), (k, rec)
         assert type(rec["seconds"]) in (int, float) and rec["seconds"] >= 0, rec
-        assert rec["schema_version"] == 2 and is_task_name(rec["task"]), rec
+        assert rec["schema_version"] == 3 and is_task_name(rec["task"]), rec
     assert {rec["claim"] for rec in recs} == {"machine", "gadgets"}
     assert all(rec["failures"] == 0 for rec in recs)
     assert "PASS" in r.stdout

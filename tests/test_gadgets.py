@@ -599,7 +599,7 @@ def test_gadget_records_use_saturate_necessity_not_raise_mode():
     assert not any("below bound" in r.description for r in recs)
     nec = [r for r in recs if r.kind == "necessity"]
     assert nec and all(r.passed for r in recs)
-    assert all(r.wrong_below is True and "wrong, e.g." in r.note and "saturate" in r.note for r in nec)
+    assert all(r.wrong_below is True and "wrong final answer, e.g." in r.note and "saturate" in r.note for r in nec)
     assert all(r.frontier_int_bits + r.frontier_frac_bits + 1 <= r.precision_bits_declared for r in nec)
 
 

@@ -449,13 +449,15 @@ def test_used_precision_within_declared_and_margins_refuse_too_few_bits():
 def test_necessity_record_shows_a_wrong_answer_below_the_frontier():
     """Saturate mode on the hub gadget (n = 3): the integer frontier is within the
     declaration, one bit below it a concrete gadget instance is answered wrongly
-    (named in the note), and the record says the fraction bit is not tight."""
+    (named in the note: a wrong final label, not a CoT deviation), and the record says
+    the fraction frontier f = 0 is the floor (neither tight nor not)."""
     (rec,) = X.necessity_check("quick", 0)
     assert rec.kind == "necessity" and rec.family == "reduction" and rec.passed, rec.note
-    assert rec.frontier_int_bits <= C.declared_int_bits(6, 5) and rec.wrong_below is True
+    assert rec.frontier_int_bits <= C.declared_int_bits(6, 5) and rec.wrong_below is True and rec.int_tight
     assert rec.instances == 2 * 3 * 2 ** 3
-    assert f"at {rec.frontier_int_bits - 1}: N=6 edges=" in rec.note
-    assert rec.frontier_frac_bits == 0 and "not tight" in rec.note
+    assert f"at {rec.frontier_int_bits - 1}: " in rec.note and "wrong final answer, e.g. N=6 edges=" in rec.note
+    assert rec.frontier_frac_bits == 0 and rec.frac_tight is None and "floor" in rec.note
+    assert rec.int_slack == C.declared_int_bits(6, 5) - rec.frontier_int_bits
 
 
 

@@ -395,7 +395,7 @@ def test_necessity_records_show_a_wrong_answer_one_bit_below():
         assert rec.kind == "necessity" and rec.family == "reduction" and rec.passed, rec
         assert rec.wrong_below is True, rec.note
         assert rec.frontier_int_bits <= rec.precision_bits_declared
-        assert "wrong, e.g." in rec.note
+        assert "wrong final answer, e.g." in rec.note
     rec = CR.counting_frontier_necessity("quick")[0]
     assert rec.passed and rec.wrong_below is True, rec.note
     assert 0 < rec.frontier_frac_bits <= R.COUNTING.frac_bits(rec.n)

@@ -176,3 +176,144 @@ def test_other_model_and_claim_can_be_plugged_in():
     wrong = S.model_side("ar", 4, RT.index_transformer(8, alphabet=6))
     assert wrong.failures > 0
     assert not S.separation_record("ar", 4, kind="register", model_side=wrong).passed
+
+
+# ------------------------------------------------- forced collisions, computed CC (issue 27)
+SMALL_ROWS = {"retrieval": ((7, "compact"),), "istree": ((7, "compact"),)}
+"""One row per task: n = 7 is the least n with a compact register for every task
+(c-gram's and IsTree's parsers hold 3 bits)."""
+
+
+def _verify_t46(monkeypatch, tmp_path, name):
+    import json
+
+    from rnngap.checks.cli import main
+    monkeypatch.setitem(S.ROWS, "quick", SMALL_ROWS)
+    out = tmp_path / f"{name}.json"
+    rc = main(["verify", "--profile", "quick", "--only", "T4.6-low", "--json", str(out)])
+    return rc, [r for r in json.loads(out.read_text()) if r["kind"] == "separation"]
+
+
+def test_verify_fails_without_a_forced_collision(monkeypatch, tmp_path, capsys):
+    """Known bad input: every compact register one bit larger (capacity s + 1, so its
+    state bits reach the CC: the collision is only found). Each record alone would
+    still pass (the witness is found and verified), but `rnngap verify` must fail
+    every record of the T4.6-low separation check: no task has a forced collision
+    there (each check enforces the requirement on its own records). (The unpatched compact
+    rows pass: test_every_task_has_passing_records_at_two_n, and
+    test_require_forced_groups_by_claim_and_task for the requirement itself.)"""
+    original = S.rnn_for
+
+    def one_larger(task, n, kind, cc_bits=None):
+        rnn, cap = original(task, n, kind, cc_bits)
+        if kind != "compact":
+            return rnn, cap
+        return T.ParsedIndexRNN(CompactIndexRegister(cap + 1), T.ReductionFormatParser(task.layout, task.c),
+                                cap + 1), cap + 1
+    monkeypatch.setattr(S, "rnn_for", one_larger)
+    rc, recs = _verify_t46(monkeypatch, tmp_path, "bad")
+    capsys.readouterr()
+    # the streamed records (n = 16, their own check and RNN, untouched here) still pass
+    streamed = [r for r in recs if "streamed" in r["description"]]
+    assert streamed and all(r["status"] == "PASS" and r["collision_forced"] for r in streamed)
+    recs = [r for r in recs if "streamed" not in r["description"]]
+    assert rc != 0 and {r["task"] for r in recs} == {"index", "ar", "cgram(c=3)", "counting"}
+    assert not any(r["collision_forced"] for r in recs)
+    assert all(r["witness_verified"] for r in recs)          # each record alone would pass
+    assert all(r["status"] == "FAIL" and "has a forced collision" in r["note"] for r in recs)
+
+
+def test_cc_is_computed_and_compared_with_n(monkeypatch):
+    """Known bad input: a CC computation one bit short. The compact register is
+    sized from the computed CC (one bit smaller) and the record fails: the exact CC
+    at n must be Index's n bits."""
+    good = S.separation_record("index", 5, kind="compact")
+    assert good.passed and good.cc_bits == 5 and good.state_bits == 4
+    real = S.cc.one_way_complexity
+
+    def short(problem, **kw):
+        return dataclasses.replace(real(problem, **kw), bits=real(problem, **kw).bits - 1)
+    monkeypatch.setattr(S.cc, "one_way_complexity", short)
+    bad = S.separation_record("index", 5, kind="compact")
+    assert bad.cc_bits == 4 and bad.state_bits == 3 and bad.collision_forced
+    assert not bad.passed and "exact CC 4 bits != n = 5" in bad.note
+
+
+def test_require_forced_groups_by_claim_and_task():
+    recs = [S.separation_record("index", 4, kind="register"), S.separation_record("index", 4, kind="compact")]
+    assert [r.collision_forced for r in recs] == [False, True]
+    only_found = [dataclasses.replace(recs[0])]
+    S.require_forced(only_found)
+    assert not only_found[0].passed and "has a forced collision" in only_found[0].note
+    both = [dataclasses.replace(r) for r in recs]
+    S.require_forced(both)
+    assert all(r.passed for r in both)
+
+
+# ------------------------------------------------ streamed separations beyond n = 12 (issue 27)
+@pytest.mark.parametrize("key", sorted(S.TASKS))
+def test_expected_batch_equals_expected(key):
+    """The batched answers the streamed CC hashes equal ``expected`` entry by entry."""
+    import itertools
+
+    import numpy as np
+    red = S.TASKS[key].reduction
+    for n in (1, 3, 6):
+        xs = np.array(list(itertools.product((0, 1), repeat=n)))
+        got = red.expected_batch(xs)
+        assert got.shape == (2 ** n, n)
+        assert got.tolist() == [[red.expected(tuple(x), i) for i in range(1, n + 1)] for x in xs.tolist()]
+
+
+def test_streamed_cc_equals_the_exhaustive_cc():
+    for key in ("index", "istree"):
+        task = S.TASKS[key]
+        for n in (3, 6):
+            exact = S.cc.one_way_complexity(S.cc.reduction_split(task.reduction, n, task.reference(n)))
+            assert S.streamed_cc(task, n) == (exact.bits, exact.distinct_rows)
+
+
+def test_streamed_cc_refuses_a_batch_that_disagrees():
+    """Known bad input: an expected_batch with one answer flipped is caught."""
+    bad = dataclasses.replace(S.TASKS["index"], spec=dataclasses.replace(
+        S.TASKS["index"].spec, reduction=dataclasses.replace(
+            S.TASKS["index"].reduction, expected_batch=lambda xs: 65 - S.R.expected_bits_batch(xs))))
+    with pytest.raises(ValueError, match="expected_batch"):
+        S.streamed_cc(bad, 5)
+
+
+@pytest.mark.parametrize("key", ["index", "istree"])
+def test_streamed_record_at_n16_is_forced_and_verified(key):
+    """n = 16 (2^16 of Alice's inputs, beyond the exhaustive n <= 12): the streamed CC
+    is 16 bits, the RNN has at most 15 state bits, the witness from the streamed
+    collision search is re-run and verified, the model right on the witness pair
+    and the seeded sample (the failing instance re-run here too)."""
+    rec = S.streamed_separation_record(key, 16, seed=0)
+    assert rec.passed and rec.kind == "separation", rec.note
+    assert rec.cc_bits == 16 and rec.state_bits <= 15 and rec.collision_forced and rec.witness_verified
+
+
+def test_streamed_record_fails_when_the_rnn_is_too_large():
+    """Known bad inputs: a compact register with n state bits is only found (the
+    forced requirement fails the group); one holding every bit (capacity n) has no
+    collision at all (no witness: the record fails)."""
+    task = S.TASKS["index"]
+    n = 16
+    rnn, s = S.streamed_rnn(task, n)
+    parser = T.ReductionFormatParser(task.layout, task.c)
+    big = T.ParsedIndexRNN(CompactIndexRegister(s + 1), parser, s + 1)
+    rec = S.streamed_separation_record("index", n, 0, rnn=big, capacity=s + 1)
+    assert rec.state_bits == n and rec.collision_forced is False and rec.passed   # alone: a found collision
+    (rec,) = S.require_forced([rec])
+    assert not rec.passed and "forced collision" in rec.note
+    whole = T.ParsedIndexRNN(CompactIndexRegister(n), parser, n)
+    rec = S.streamed_separation_record("index", n, 0, rnn=whole, capacity=n - 1)
+    assert rec.witness_verified is False and not rec.passed
+
+
+@pytest.mark.full
+def test_full_profile_streamed_rows_pass():
+    """Every streamed row of the full profile (n = 16, 18, 20, every task) passes."""
+    recs = [S.streamed_separation_record(key, n, seed=0) for key, ns in S.STREAMED["full"].items() for n in ns]
+    assert all(r.passed and r.collision_forced and r.cc_bits == r.n for r in recs), \
+        [r.note for r in recs if not r.passed]

@@ -106,12 +106,14 @@ def test_constant_size_in_the_length():
     assert len(shapes) == 1
 
 
-def test_saturate_one_bit_below_the_frontier_is_wrong(sims):
+def test_saturate_one_bit_below_the_frontier_is_classified(sims):
     """Necessity (docs/theory.md §1), not a raise-mode re-run: in saturate mode the
     simulating Transformer's integer-bit frontier lies at or below its declared
-    I, and one bit below it the CoT differs from the RNN's run on a concrete prompt
-    (shown by the runner). Checked here independently: at frontier - 1 some decoded
-    run disagrees with the RNN's own trace."""
+    I, and one bit below it some run differs from the RNN's. Checked here
+    independently at frontier - 1, run by run against the RNN's own trace: the
+    scan's ``wrong_below`` is exactly "some final answer is another answer",
+    ``no_answer_below`` "some run wrote no answer where the RNN answers",
+    ``cot_deviation_below`` "some answer is right but the CoT differs"."""
     from rnngap.checks.checks_hierarchy import sim_runner
     from rnngap.checks.necessity import measure
     sim = sims[2]
@@ -121,15 +123,20 @@ def test_saturate_one_bit_below_the_frontier_is_wrong(sims):
         assert msg == ""
         runs.append((p, [TRUE, FALSE], run.cot, run.answer))
     si, sf = measure(sim.fmt, sim_runner(runs), model=sim.model)
-    assert si.frontier is not None and si.frontier <= sim.fmt.int_bits and si.wrong_below
+    assert si.frontier is not None and si.frontier <= sim.fmt.int_bits and not si.raised_below
     low = sim.model.with_format(FixedFormat(si.frontier - 1, sim.fmt.frac_bits, "saturate"))
-    differs = 0
+    differs = wrong = none = cot_only = 0
     for p, ans, cot, answer in runs:
         tr = rnn_trace(sim.rnn, p, ans, sim.max_rnn_cot)
         g = generate(low, p, answer_tokens=ans, max_cot=len(cot))
         r = sim.decode(g.cot, g.answer, g.stopped)
         differs += r.states[:len(tr.states)] != tr.states or g.answer != tr.answer
+        wrong += g.answer != answer and g.answer is not None
+        none += g.answer != answer and g.answer is None
+        cot_only += g.answer == answer and g.cot != cot
     assert differs > 0
+    assert (si.wrong_below, si.no_answer_below, si.cot_deviation_below) == (wrong > 0, none > 0, cot_only > 0)
+    assert si.tight == si.wrong_below
 
 
 def test_refuses_unsupported_models():

@@ -26,6 +26,7 @@ from rnngap.checks import checks_turing as CT
 from rnngap.checks.tasks import turing as TR
 from rnngap.constructions import turing as T
 from rnngap.constructions.vocab import FALSE, TRUE
+from rnngap.constructions.fixedpoint import FixedFormat
 
 MACHINES = list(T.MACHINES)
 
@@ -139,8 +140,8 @@ def _assert_log(expr):
 @pytest.mark.parametrize("kind", ["hybrid", "rag"])
 def test_necessity_wrong_one_bit_below_the_frontier(kind):
     """Saturate mode (never raise): at the declared format every input of length <= n
-    is right; one integer bit below the measured frontier some input is answered or
-    written wrongly, and the record names it."""
+    is right; one integer bit below the measured frontier some input is answered
+    wrongly, answered not at all or written wrongly, classified as a re-run here finds."""
     from rnngap.checks.necessity import necessity_record
     spec = T.MACHINES["0k1k"]
     if kind == "hybrid":
@@ -158,11 +159,19 @@ def test_necessity_wrong_one_bit_below_the_frontier(kind):
             g, _ = sim.run(w, model=model)
             return g.answer, g.cot, TR.reference_rag_cot(sim.enc.dtm, w, spec.time_bound(len(w)))[0]
     check = CT.tm_runner(sim.enc, spec, 3, run)
-    assert check(sim.model) is None
+    assert check(sim.model).ok
     rec = necessity_record("T5-RAG", sim.model.name, "0k1k", 3, task="tm", family="exhaustive", alphabet=2,
                            declared=sim.model.fmt, run=check, model=sim.model)
-    assert rec.passed and rec.wrong_below, rec.note
-    assert rec.frontier_int_bits <= sim.model.fmt.int_bits and "wrong" in rec.note
+    assert rec.passed and rec.raised_below is False, rec.note
+    assert rec.frontier_int_bits <= sim.model.fmt.int_bits
+    # one bit below, re-run here: a wrong final answer and no answer are told apart
+    low = sim.model.with_format(FixedFormat(rec.frontier_int_bits - 1, sim.model.fmt.frac_bits, "saturate"))
+    got = [(run(low, w)[0], TR.reference_run(sim.enc.dtm, w, spec.time_bound(len(w))).answer)
+           for k in range(4) for w in CT.words(sim.enc, k)]
+    assert rec.wrong_below == any(a is not None and a != want for a, want in got)
+    assert rec.no_answer_below == any(a is None for a, want in got)
+    assert rec.int_tight == rec.wrong_below
+    assert rec.wrong_below or rec.no_answer_below or rec.cot_deviation_below, rec.note
 
 
 # ---------------------------------------------------------------- linear RNN + RAG

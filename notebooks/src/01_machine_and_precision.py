@@ -134,7 +134,8 @@ rec = necessity_record("T4.6-up", "index", "index", n, family="reduction", alpha
                        build_frac=lambda fmt: R.index_transformer(n, alphabet=2, fmt=fmt), run=batch_runner(toks, want), model=model)
 print(f"Index Transformer, n = {n}, {len(toks)} instances; declared {declared.name}")
 print("integer-bit frontier", rec.frontier_int_bits, "| fraction-bit frontier", rec.frontier_frac_bits,
-      "| a wrong answer one bit below:", rec.wrong_below)
+      "| a wrong FINAL answer one bit below:", rec.wrong_below,
+      "| integer scan tight:", rec.int_tight, "| fraction scan tight:", rec.frac_tight, "(None: f = 0 is the floor)")
 print(rec.note)
 
 # %% [markdown]

@@ -8,7 +8,8 @@
 #
 # 1. the four constructions, direction by direction and head by head;
 # 2. one instance traced layer by layer: what each head attends to;
-# 3. bits used and declared, and the measured precision frontier, against n;
+# 3. bits used and declared, the measured precision frontier, and the slack of
+#    the necessity records (declared minus frontier bits, tight or not), against n;
 # 4. the lower bound: the exact one-way communication complexity of the Index
 #    reduction family, and a concrete fooling pair against a register RNN;
 # 5. the separation on that same family: the Transformer against s-bit RNNs.
@@ -149,6 +150,40 @@ ax.legend(fontsize=7, ncol=2); plt.tight_layout(); plt.show()
 print("slope of the frontier p_min per doubling of n:", {k: round(v["slope"], 2) for k, v in fit_slope(ft, "p_min").items()})
 
 # %% [markdown]
+# **Figure 4.** Slack of the necessity records (`checks.necessity`, saturate mode,
+# on the reduction image, Counting with its closest comparisons c = n, t = n - 1, n
+# added): declared minus frontier bits, integer (solid) and fraction (dashed),
+# against n. A scan is *tight* when one bit below its frontier some instance's
+# final answer is wrong; a frontier at f = 0 is the floor (no fewer bits exist),
+# counted as neither. See every integer scan tight with a slack that does not
+# grow with n, and Counting's fraction scan tight with slack 2; Index, AR and
+# c-gram never need a fraction bit (their weights are exactly 0/1): their f
+# frontier is the floor and their fraction slack is the one declared bit.
+
+# %%
+from rnngap.checks import checks_retrieval as CR
+where = (("exhaustive", 4), ("sampled", 64), ("sampled", 256))
+nec = {key: [CR.necessity_records(key, "quick", 0, where=(w,))[0] for w in where]
+       for key in ("index", "ar", "cgram3", "counting")}
+fig, ax = plt.subplots(figsize=(7.5, 3.8))
+for k, (key, recs) in enumerate(nec.items()):
+    c = plt.cm.tab10(k)
+    ax.plot([r.n for r in recs], [r.int_slack for r in recs], "o-", color=c, label=f"{key}: integer slack")
+    ax.plot([r.n for r in recs], [r.frac_slack for r in recs], "s--", color=c, label=f"{key}: fraction slack")
+ax.set_xscale("log", base=2); ax.set_xlabel("data length n (log scale)"); ax.set_ylabel("declared minus frontier bits")
+ax.set_title("slack of the T4.6-up necessity records on the reduction image (saturate mode)", fontsize=9)
+ax.legend(fontsize=7, ncol=2); plt.tight_layout(); plt.show()
+scans = {"tight (wrong final answer one bit below)": 0, "not tight": 0, "floor (f = 0 or I = 1)": 0}
+for key, recs in nec.items():
+    for r in recs:
+        print(f"{key:9s} n={r.n:4d}: I frontier {r.frontier_int_bits} (slack {r.int_slack}, tight {r.int_tight}), "
+              f"f frontier {r.frontier_frac_bits} (slack {r.frac_slack}, tight {r.frac_tight})")
+        for t in (r.int_tight, r.frac_tight):
+            scans["floor (f = 0 or I = 1)" if t is None else "tight (wrong final answer one bit below)" if t
+                  else "not tight"] += 1
+print("scans:", scans)
+
+# %% [markdown]
 # ## The lower bound: one-way communication complexity
 #
 # An RNN with an s-bit state that solves a task on instances `alice(x) + bob(i)`
@@ -158,7 +193,7 @@ print("slope of the frontier p_min per doubling of n:", {k: round(v["slope"], 2)
 # complexity of the resulting family (the number of distinct rows of the full
 # communication matrix, under the task's plain-Python reference).
 #
-# **Figure 4.** Exact one-way CC of each reduction family against n: see all four
+# **Figure 5.** Exact one-way CC of each reduction family against n: see all four
 # lie on the line n (the markers overlap), so any RNN solving these families
 # needs at least n bits of state.
 
@@ -212,7 +247,7 @@ print("the constant-size AR Transformer on both:", [token_name(tf.predict(list(t
 # %% [markdown]
 # ## The separation on the reduction family
 #
-# **Figure 5.** Fraction of ALL instances of the AR reduction family (every x,
+# **Figure 6.** Fraction of ALL instances of the AR reduction family (every x,
 # every i) answered right, against n: the constant-size AR Transformer
 # (O(log n)-bit format, rebuilt for each n) and register RNNs with a fixed
 # number of state bits. See the Transformer stay at 1 while each RNN drops once
