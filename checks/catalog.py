@@ -577,7 +577,7 @@ with an Index reduction, IsTree excepted; the catalogue's ``cgram`` is c = 3."""
 
 
 def canonical_task(name: str) -> str:
-    """The canonical task name (checks.tasks) of a catalogue entry's task: ``cgram``
+    """The canonical task name (checks.tasks) of a construction record's task: ``cgram``
     is c-gram with c = 3, ``tm-*`` the Turing-machine task; NO_TASK for the entries
     that solve no task of checks.tasks (the gadgets, the RNN simulator)."""
     from .tasks import NO_TASK, task

@@ -149,7 +149,7 @@ CATALOGUE_NS = {"quick": (4, 16), "full": (4, 16, 64, 256)}
 
 def compare_entry(entry, n: int, seed: int) -> tuple[str | None, int, list[str], int]:
     """(the certificate whose format the built model has, comparisons, excesses,
-    used int bits) for one catalogue entry at n: the model built by the catalogue
+    used int bits) for one construction record at n: the model the record builds
     must sit in the format of one of its certificates at n, and what it measures
     while reading a seeded example prompt (every computed value, every weight),
     and every head's build-time score bound, must stay within that format's I."""
@@ -179,7 +179,7 @@ def compare_entry(entry, n: int, seed: int) -> tuple[str | None, int, list[str],
 
 @register("declarations", "certificate vs measurement (every catalogued construction)")
 def check_certificate_catalogue(profile: str, seed: int) -> list[Record]:
-    """One record per catalogue entry that has a certificate (T4.6-up, T4.7-up,
+    """One record per construction record that has a certificate (T4.6-up, T4.7-up,
     T5-RAG, T5.6, T5-hyb-P, T4.1): at each sampled n the built model's format is
     a certified one and its measured magnitudes stay within it (zero excess)."""
     from .catalog import canonical_task, records
