@@ -33,7 +33,7 @@ import time
 
 
 from .errors import (Terminated, UsageError, _why, atomic_output, check_output_path,  # noqa: F401  (re-exported)
-                     check_outputs, excerpt, one_line)
+                     check_outputs, excerpt, one_line, shown)
 
 
 DEFAULT_WORKERS = 2
@@ -273,7 +273,7 @@ def _main(argv: list[str] | None) -> int:
         # any other error of a path (a FIFO with no writer, a name too long, a symlink
         # loop, a full stdout...): one line, exit 2
         if e.filename is not None:
-            print(one_line(f"rnngap: cannot read {e.filename}: {_why(e)}"), file=sys.stderr)
+            print(one_line(f"rnngap: cannot read {shown(e.filename)}: {_why(e)}"), file=sys.stderr)
         elif _flush_stdout() is not None or e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO):
             # an unnamed write error: stdout (every file goes through Outputs, which names its path)
             _silence_stdout()

@@ -66,7 +66,7 @@ def excerpt(value, limit: int = EXCERPT) -> str:
     return f"{s[:limit]!r}... ({len(s):,} characters)"
 
 
-def one_line(message: str, limit: int = 4 * EXCERPT + PATH_MAX // 8) -> str:
+def one_line(message: str, limit: int = 5 * EXCERPT) -> str:
     """``message`` on one line and at most about ``limit`` characters (the middle
     elided): the last guard before stderr.
 

@@ -1,0 +1,215 @@
+"""The command line at its edges (issue 30): special output paths, file-system
+errors, all-or-nothing outputs, interrupts and terminations, unwritable cache
+directories, bounded messages. One named test per case; the generated cases
+are in tests/test_fuzz_cli.py."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from rnngap.checks.cli import main
+from rnngap.checks.errors import Outputs, UsageError
+
+CLI = [sys.executable, "-m", "rnngap.checks.cli"]
+CC = ["cc", "--task", "index", "--n", "3"]          # a command with one output that runs in milliseconds
+
+
+def cli(capsys, *argv):
+    rc = main(list(argv))
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+def snapshot(d: Path) -> dict[str, bytes | str]:
+    """Every entry under d (hidden temporaries included): bytes of files, the
+    kind of anything else."""
+    out = {}
+    for p in sorted(d.rglob("*")):
+        if p.is_symlink():
+            out[str(p.relative_to(d))] = "link -> " + os.readlink(p)
+        elif p.is_file():
+            out[str(p.relative_to(d))] = p.read_bytes()
+        else:
+            out[str(p.relative_to(d))] = "dir" if p.is_dir() else "special"
+    return out
+
+
+def one_line(err: str) -> bool:
+    return err.startswith("rnngap: ") and err.endswith("\n") and len(err.splitlines()) == 1 \
+        and "Traceback" not in err
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """cc's computation raises: what a test refuses must be refused before it."""
+    from rnngap.lowerbounds import cc
+
+    def boom(*a, **k):
+        raise AssertionError("the work ran before the output path was refused")
+    monkeypatch.setattr(cc, "one_way_complexity", boom)
+
+
+def _expected_cc_rows(capsys):
+    rc, out, _ = cli(capsys, *CC)
+    assert rc == 0
+    return out
+
+
+# ---------------------------------------------------------------- item 1: output paths
+
+@pytest.mark.parametrize("name", ["-", "/dev/stdout"])
+def test_stdout_names_stream_after_the_table_without_truncating(tmp_path, name):
+    """`--json /dev/stdout > file` (and `-`): the line printed before the JSON
+    stays, the JSON follows it, the shell's file is the same file."""
+    dest = tmp_path / "redirected.txt"
+    with open(dest, "w") as fh:
+        ino = os.fstat(fh.fileno()).st_ino
+        r = subprocess.run(CLI + CC + ["--json", name], stdout=fh, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert os.stat(dest).st_ino == ino
+    first, rest = dest.read_text().split("\n", 1)
+    assert first.startswith("index(a=2) n=3: one-way complexity 3 bits"), first
+    assert json.loads(rest)[0]["bits"] == 3
+
+
+def test_dev_stdout_into_a_pipe(tmp_path):
+    """With stdout a pipe, /dev/stdout resolves to no file at all: still written."""
+    r = subprocess.run(CLI + CC + ["--json", "/dev/stdout"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    first, rest = r.stdout.split("\n", 1)
+    assert "one-way complexity 3 bits" in first and json.loads(rest)[0]["n"] == 3
+
+
+def _unix_socket(path: Path) -> socket.socket:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(str(path))
+    return s
+
+
+def _special_paths(d: Path) -> dict[str, str]:
+    (d / "file").write_text("x")
+    (d / "loop").symlink_to(d / "loop")
+    (d / "sub").mkdir()
+    return {
+        "socket": str(d / "sock"),
+        "trailing slash": str(d / "new.json") + "/",
+        "trailing slash of an existing file": str(d / "file") + "/",
+        "directory": str(d / "sub"),
+        "dot": str(d / "sub") + "/.",
+        "symlink loop": str(d / "loop"),
+        "through a symlink loop": str(d / "loop" / "x.json"),
+        "through a regular file": str(d / "file" / "x.json"),
+        "name too long": str(d / ("n" * 256)),
+        "name too long in UTF-8": str(d / ("é" * 128)),
+        "path too long": str(d / "/".join(["a" * 200] * 21) / "x.json"),
+        "missing directory": str(d / "missing" / "x.json"),
+    }
+
+
+@pytest.mark.parametrize("case", [
+    "socket", "trailing slash", "trailing slash of an existing file", "directory", "dot", "symlink loop",
+    "through a symlink loop", "through a regular file", "name too long", "name too long in UTF-8",
+    "path too long", "missing directory"])
+def test_special_output_paths_refused_before_any_work(capsys, tmp_path, no_work, case):
+    sock = _unix_socket(tmp_path / "sock")
+    try:
+        path = _special_paths(tmp_path)[case]
+        before = snapshot(tmp_path)
+        rc, out, err = cli(capsys, *CC, "--json", path)
+        assert rc == 2 and one_line(err) and out == "", (case, rc, err)
+        assert len(err) < 700, err
+        assert snapshot(tmp_path) == before
+    finally:
+        sock.close()
+
+
+@pytest.mark.parametrize("name", ["a" * 250, "é" * 125, "x" * 255, "ж" * 127 + "y"])
+def test_a_legal_long_name_is_written(capsys, tmp_path, name):
+    """The temporary name is cut to fit: every name the file system takes works."""
+    assert len(name.encode()) <= 255
+    rc, out, err = cli(capsys, *CC, "--json", str(tmp_path / name))
+    assert rc == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+    assert json.loads((tmp_path / name).read_text())[0]["bits"] == 3
+
+
+def test_a_fifo_is_written_in_place(capsys, tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    rc, out, err = cli(capsys, *CC, "--json", str(fifo))
+    reader.join(60)
+    assert rc == 0, err
+    assert json.loads(got[0])[0]["bits"] == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
+
+
+def test_dev_null_is_written_in_place(capsys):
+    rc, out, err = cli(capsys, *CC, "--json", os.devnull)
+    assert rc == 0 and not os.path.isfile(os.devnull), err
+
+
+# ---------------------------------------------------------------- item 4: all or nothing
+
+def test_outputs_are_all_or_nothing_when_the_block_fails(tmp_path):
+    (tmp_path / "a").write_text("old a")
+    with pytest.raises(RuntimeError):
+        with Outputs() as outs:
+            outs.open(str(tmp_path / "a")).write("new a")
+            outs.open(str(tmp_path / "b")).write("new b")
+            raise RuntimeError("the work failed after both were opened")
+    assert snapshot(tmp_path) == {"a": b"old a"}
+
+
+def test_outputs_are_all_or_nothing_when_one_write_fails(tmp_path):
+    """The second output fails when it is written (/dev/full): the first file
+    is not moved into place either."""
+    (tmp_path / "a").write_text("old a")
+    with pytest.raises(UsageError, match="/dev/full"):
+        with Outputs() as outs:
+            outs.open(str(tmp_path / "a")).write("new a")
+            outs.open("/dev/full").write("x" * 100_000)
+    assert snapshot(tmp_path) == {"a": b"old a"}
+    with Outputs() as outs:
+        outs.open(str(tmp_path / "a")).write("new a")
+        outs.open(str(tmp_path / "b"), "wb").write(b"new b")
+    assert snapshot(tmp_path) == {"a": b"new a", "b": b"new b"}
+
+
+def test_precision_writes_neither_output_when_the_json_fails(capsys, tmp_path):
+    rc, out, err = cli(capsys, "precision", "--task", "index", "--max-log2n", "4", "--out", str(tmp_path / "p.png"),
+                       "--json", "/dev/full")
+    assert rc == 2 and one_line(err) and "/dev/full" in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------- item 5: OSErrors are one line
+
+def test_full_stdout_is_one_line_and_exit_2():
+    r = subprocess.run(CLI + CC, stdout=open(os.devnull if not os.path.exists("/dev/full") else "/dev/full", "w"),
+                       stderr=subprocess.PIPE, text=True, timeout=300)
+    assert r.returncode == 2 and one_line(r.stderr) and "cannot write stdout" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("case", ["socket", "symlink loop", "through a regular file", "name too long",
+                                  "path too long", "directory"])
+def test_unreadable_inputs_are_one_line(capsys, tmp_path, case):
+    sock = _unix_socket(tmp_path / "sock")
+    try:
+        path = _special_paths(tmp_path)[case]
+        before = snapshot(tmp_path)
+        for sub in ("istree", "ar"):
+            rc, out, err = cli(capsys, "predict", sub, "--inputs", path, "--out", str(tmp_path / "o"))
+            assert rc == 2 and one_line(err) and len(err) < 700, (sub, case, err)
+        assert snapshot(tmp_path) == before
+    finally:
+        sock.close()
