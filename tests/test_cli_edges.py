@@ -213,3 +213,56 @@ def test_unreadable_inputs_are_one_line(capsys, tmp_path, case):
         assert snapshot(tmp_path) == before
     finally:
         sock.close()
+
+
+# ---------------------------------------------------------------- item 2: linear pre-checks, caps on every mode
+
+def _depth_reference(line: str) -> int:
+    """Nesting depth outside JSON strings, character by character (plain Python)."""
+    depth = best = 0
+    in_str = escaped = False
+    for ch in line:
+        if in_str:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            best = max(best, depth)
+        elif ch in "]}":
+            depth -= 1
+    return best
+
+
+def test_json_depth_of_valid_json_matches_the_reference():
+    from rnngap.checks.predict_istree import _json_depth
+    for line in ['{"a": [1, "[[[", {"b": "\\\\"}]}', '[["\\"[", "\\\\\\"{"], {"k": [[]]}]', '"\\\\"', "[[], [[{}]]]"]:
+        json.loads(line)
+        assert _json_depth(line) == _depth_reference(line), line
+
+
+def test_a_megabyte_line_of_escaped_quotes_is_refused(capsys, tmp_path):
+    """The depth pre-check is linear: a 1 MB unclosed string of escaped quotes
+    (a quadratic regex took minutes) is one line, exit 2."""
+    inp = tmp_path / "q.jsonl"
+    inp.write_text('"' + '\\"' * 500_000 + "\n")
+    rc, out, err = cli(capsys, "predict", "istree", "--inputs", str(inp), "--out", str(tmp_path / "o.jsonl"))
+    assert rc == 2 and one_line(err) and len(err) < 700, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["q.jsonl"]
+
+
+def test_cc_table_cap_covers_the_sum_over_n(capsys, no_work):
+    """--table computes every n = 1..N: the cap bounds the sum, so an --n that
+    fits alone is refused with --table, before any work."""
+    from rnngap.checks.cmd_cc import max_n
+    alone, table = max_n("index", 1), max_n("index", 1, table=True)
+    assert table < alone
+    rc, out, err = cli(capsys, "cc", "--task", "index", "--alphabet", "1", "--n", str(table + 1), "--table")
+    assert rc == 2 and one_line(err) and f"--n {table}" in err and "--table" in err, err
+    with pytest.raises(AssertionError, match="the work ran"):       # alone it fits: the work starts
+        cli(capsys, "cc", "--task", "index", "--alphabet", "1", "--n", str(table + 1))

@@ -417,3 +417,55 @@ def test_format_parsers_raise_only_format_errors(text):
             parse("[BOS]" + text)
         except (GraphFormatError, CotFormatError) as e:
             assert str(e) and "\n" not in str(e)
+
+
+# ---------------------------------------------------------------- cc: every mode within the caps (issue 30)
+
+@settings(QUICK, max_examples=12)
+@given(st.sampled_from(["index", "ar", "cgram", "counting", "istree"]), st.integers(1, 3), st.booleans())
+def test_cc_caps_bound_the_work_of_every_mode(task, alphabet, table):
+    """The accepted --n of each mode: the matrices it enumerates (read off the
+    problems themselves) stay within MAX_CELLS cells and MAX_WORK instance
+    tokens, summed over n = 1..N with --table; one more is refused."""
+    from rnngap.checks import cmd_cc
+    if task == "istree" and alphabet < 2:
+        alphabet = 2
+    cap = cmd_cc.max_n(task, alphabet, table=table)
+    ns = range(1, cap + 1) if table else [cap]
+    cells = work = 0
+    for n in ns:
+        p = cmd_cc.make_problem(task, n, alphabet)
+        length = len(p.alice_prefix(p.alice_inputs[0])) + len(p.bob_suffix(p.bob_inputs[0]))
+        cells += p.cells
+        work += p.cells * length
+    assert cells <= cmd_cc.MAX_CELLS and work <= cmd_cc.MAX_WORK, (task, alphabet, table, cap, cells, work)
+    from unittest import mock
+
+    def no_work(*a, **k):
+        raise AssertionError("past the cap, the work started")
+    with mock.patch("rnngap.lowerbounds.cc.one_way_complexity", no_work):
+        rc, _, err = cli(["cc", "--task", task, "--alphabet", str(alphabet), "--n", str(cap + 1)]
+                         + (["--table"] if table else []))
+    assert rc == 2 and "too large" in err, err
+
+
+JSON_VALUES = st.recursive(st.none() | st.integers(-5, 5) | st.text(alphabet='"\\[]{}ab\u00e9', max_size=8),
+                           lambda kids: st.lists(kids, max_size=3) | st.dictionaries(
+                               st.text(alphabet='"\\[]{}k', max_size=4), kids, max_size=3), max_leaves=12)
+
+
+@settings(QUICK, max_examples=40)
+@given(JSON_VALUES)
+def test_json_depth_pre_check_equals_the_nesting(value):
+    """The linear depth pre-check of predict istree equals the nesting depth of
+    any JSON text (strings full of quotes, backslashes and brackets)."""
+    from rnngap.checks.predict_istree import _json_depth
+
+    def depth(v):
+        if isinstance(v, list):
+            return 1 + max(map(depth, v), default=0)
+        if isinstance(v, dict):
+            return 1 + max(map(depth, v.values()), default=0)
+        return 0
+    line = json.dumps(value, ensure_ascii=False)
+    assert _json_depth(line) == depth(value), line
