@@ -137,15 +137,19 @@ def add_arguments(parser) -> None:
 
 def _field_error(where: str, obj, field: str) -> str:
     """The one-line message for a line whose graph field is missing or not a string."""
+    from .errors import EXCERPT, excerpt
     if not isinstance(obj, dict):
         return f"{where}: expected a JSON object with a string field '{field}', got {type(obj).__name__}"
     if field in obj:
-        return f"{where}: field '{field}' must be a string, got {type(obj[field]).__name__}"
-    have = ", ".join(f"'{k}'" for k in obj) or "none"
+        return f"{where}: field {excerpt(field)} must be a string, got {type(obj[field]).__name__}"
+    have = ", ".join(f"'{k}'" for k in list(obj)[:8]) or "none"
+    if len(have) > 2 * EXCERPT or len(obj) > 8:
+        have = f"{have[:2 * EXCERPT]}... ({len(obj):,} fields)"
     graphs = [k for k, v in obj.items() if isinstance(v, str) and v.startswith("[BOS]")]
-    hint = (f" (holding a '[BOS]...' graph: {', '.join(repr(k) for k in graphs)}; e.g. --field {graphs[0]})"
+    hint = (f" (holding a '[BOS]...' graph: {excerpt(', '.join(repr(k) for k in graphs))}; "
+            f"e.g. --field {excerpt(graphs[0])})"
             if graphs else "")
-    return (f"{where}: no field '{field}' (fields on this line: {have}); "
+    return (f"{where}: no field {excerpt(field)} (fields on this line: {have}); "
             f"pass --field NAME to read the graph from another field{hint}")
 
 

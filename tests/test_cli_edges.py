@@ -22,7 +22,10 @@ CC = ["cc", "--task", "index", "--n", "3"]          # a command with one output 
 
 
 def cli(capsys, *argv):
-    rc = main(list(argv))
+    try:
+        rc = main(list(argv))
+    except SystemExit as e:                  # argparse
+        rc = e.code
     cap = capsys.readouterr()
     return rc, cap.out, cap.err
 
@@ -266,3 +269,69 @@ def test_cc_table_cap_covers_the_sum_over_n(capsys, no_work):
     assert rc == 2 and one_line(err) and f"--n {table}" in err and "--table" in err, err
     with pytest.raises(AssertionError, match="the work ran"):       # alone it fits: the work starts
         cli(capsys, "cc", "--task", "index", "--alphabet", "1", "--n", str(table + 1))
+
+
+# ---------------------------------------------------------------- item 7: dtypes, bounded messages
+
+def _npy(path: Path, arr) -> None:
+    import numpy as np
+    np.save(path, arr, allow_pickle=False)
+
+
+@pytest.mark.parametrize("dtype", ["timedelta64[s]", "m8[ns]", "datetime64[D]", "float64", "bool", "complex64",
+                                   "i8,i8", "U2", "V8"])
+def test_predict_ar_refuses_every_non_integer_dtype(capsys, tmp_path, dtype):
+    import numpy as np
+    X = np.array([[1, 2, 1, 3]]).astype(np.int64)
+    arr = np.zeros((1, 4), dtype=dtype)
+    if arr.dtype.kind in "mM":
+        arr = X.astype(dtype)
+    _npy(tmp_path / "X.npy", arr)
+    before = snapshot(tmp_path)
+    rc, out, err = cli(capsys, "predict", "ar", "--inputs", str(tmp_path / "X.npy"), "--out", str(tmp_path / "P.npy"))
+    assert rc == 2 and one_line(err) and "dtype" in err, (dtype, err)
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("dtype", ["uint8", ">i4", "int16", "<u2"])
+def test_predict_ar_takes_every_integer_dtype(capsys, tmp_path, dtype):
+    import numpy as np
+    _npy(tmp_path / "X.npy", np.array([[5, 6, 5, 7, 6]], dtype=dtype))
+    rc, out, err = cli(capsys, "predict", "ar", "--inputs", str(tmp_path / "X.npy"), "--out", str(tmp_path / "P.npy"),
+                       "--quiet")
+    assert rc == 0, err
+    assert np.load(tmp_path / "P.npy").tolist() == [[-1, -1, 6, -1, 5]]
+
+
+HUGE = 1_000_000
+
+
+@pytest.mark.parametrize("text", ["[BOS]" + "1" * 30 + "x" * HUGE, "[BOS]" + "[" + "A" * HUGE + "]",
+                                  "[BOS]1-0[EOS]" + "7" * HUGE + "[EOS]", "[BOS]1-0,-" + "-" * HUGE,
+                                  "X" * HUGE])
+def test_format_errors_quote_at_most_a_few_hundred_characters(text):
+    from rnngap.checks.formats import CotFormatError, GraphFormatError, parse_cot_text
+    with pytest.raises((GraphFormatError, CotFormatError)) as e:
+        parse_cot_text(text)
+    assert len(str(e.value)) < 400, str(e.value)[:500]
+
+
+def test_cli_messages_quote_at_most_a_few_hundred_characters(capsys, tmp_path):
+    """A megabyte field name, graph token or argument value: every message is
+    one line of a few hundred characters."""
+    inp = tmp_path / "in.jsonl"
+    big = "k" * HUGE
+    cases = [
+        ["predict", "istree", "--inputs", str(inp), "--out", str(tmp_path / "o"), "--field", big],
+        ["cc", "--task", big, "--n", "3"],
+        ["cc", "--task", "index", "--n", "9" * 100_000],
+        ["witness", "--task", "index", "--n", "4", "--model", big],
+        ["show", big],
+    ]
+    for lines in ([json.dumps({big: "[BOS]1-0[EOS]"})], [json.dumps({"text": "[BOS]" + "5" * HUGE + "-0[EOS]"})],
+                  [json.dumps({"text": "[BOS]1-0[EOS]", **{f"f{i}": 1 for i in range(50_000)}})[:-1] + ', "x": }']):
+        inp.write_text("\n".join(lines) + "\n")
+        cases.append(["predict", "istree", "--inputs", str(inp), "--out", str(tmp_path / "o")])
+    for argv in cases:
+        rc, out, err = cli(capsys, *argv)
+        assert rc == 2 and one_line(err) and len(err) < 700, (argv[:3], err[:800])
