@@ -58,7 +58,6 @@ from typing import Callable
 
 import numpy as np
 
-from rnngap.constructions import istree as C
 from rnngap.constructions.vocab import FALSE, TRUE
 
 from .formats import (EOS_TEXT, MAX_NUMBER_DIGITS, GraphFormatError, format_cot_text, format_graph_text,
@@ -101,6 +100,7 @@ def transformer(max_vertices: int, max_edges: int) -> Predictor:
     """The constant-size Transformer of constructions/istree.py (claim T4.7-up),
     built for the largest graph of the file, greedy generation
     (:func:`greedy_chunked`: the same tokens as ``generate``)."""
+    from rnngap.constructions import istree as C
     model = C.istree_transformer(max_vertices, max_edges)
     answers = frozenset((TRUE, FALSE))
 
@@ -109,9 +109,15 @@ def transformer(max_vertices: int, max_edges: int) -> Predictor:
     return predict
 
 
-from rnngap.constructions.rag_models import istree_rag_predictor  # noqa: E402  (linear RNN + RAG, claim T5-RAG)
+def rag(max_vertices: int, max_edges: int) -> Predictor:
+    """The linear RNN + RAG of constructions/rag_models.py (claim T5-RAG)."""
+    from rnngap.constructions.rag_models import istree_rag_predictor
+    return istree_rag_predictor(max_vertices, max_edges)
 
-MODELS: dict[str, Callable[[int, int], Predictor]] = {"transformer": transformer, "rag": istree_rag_predictor}
+
+MODELS: dict[str, Callable[[int, int], Predictor]] = {"transformer": transformer, "rag": rag}
+"""The models by name; each imports its construction (and numba's kernels) only
+when it is built, so that ``rnngap --help`` compiles and caches nothing."""
 
 
 def add_arguments(parser) -> None:
@@ -227,6 +233,8 @@ def _lines(path: str):
 def _read(path: str, field: str = "text") -> list[tuple[int, list, list[int], int, str]]:
     """(line number, edges, prompt tokens, n_nodes, graph text as written) per
     instance; the graph is read from ``field``."""
+    from rnngap.constructions import istree as C
+
     from .errors import UsageError
     items = []
     for lineno, line in _lines(path):
@@ -291,6 +299,7 @@ def run(args) -> int:
     except ValueError as e:          # e.g. the declared precision exceeds int64 storage
         raise UsageError(f"{args.inputs}: cannot build the {args.model} model for {max_vertices} vertices and "
                          f"{max_edges} edges: {e}")
+    from rnngap.constructions import istree as C
     rows = []
     for lineno, edges, tokens, n_nodes, graph_text in items:
         hidden = C.needs_count(n_nodes, edges)          # isolated vertices above the largest id
