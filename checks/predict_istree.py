@@ -143,7 +143,7 @@ def add_arguments(parser) -> None:
 
 def _field_error(where: str, obj, field: str) -> str:
     """The one-line message for a line whose graph field is missing or not a string."""
-    from .errors import EXCERPT, excerpt
+    from .errors import EXCERPT, excerpt, shown
     if not isinstance(obj, dict):
         return f"{where}: expected a JSON object with a string field '{field}', got {type(obj).__name__}"
     if field in obj:
@@ -152,8 +152,9 @@ def _field_error(where: str, obj, field: str) -> str:
     if len(have) > 2 * EXCERPT or len(obj) > 8:
         have = f"{have[:2 * EXCERPT]}... ({len(obj):,} fields)"
     graphs = [k for k, v in obj.items() if isinstance(v, str) and v.startswith("[BOS]")]
-    hint = (f" (holding a '[BOS]...' graph: {excerpt(', '.join(repr(k) for k in graphs))}; "
-            f"e.g. --field {excerpt(graphs[0])})"
+    listed = ", ".join(repr(k) for k in graphs[:8])
+    hint = (f" (holding a '[BOS]...' graph: {listed[:2 * EXCERPT]}{'...' if len(listed) > 2 * EXCERPT else ''}; "
+            f"e.g. --field {shown(graphs[0])})"
             if graphs else "")
     return (f"{where}: no field {excerpt(field)} (fields on this line: {have}); "
             f"pass --field NAME to read the graph from another field{hint}")
