@@ -354,9 +354,9 @@ class Outputs:
                     s.tmp = None
         except OSError as e:
             what, path = (current.what, current.path) if current else ("rnngap", "?")
-            self.abort()
             raise UsageError(f"{what}: cannot write {shown(path)}: {_why(e)}") from None
-        self.abort()                               # closes the directories
+        finally:                                   # any exception (a signal too): the temporaries go;
+            self.abort()                           # after success this only closes the directories
 
     @staticmethod
     def _emit(s: _Staged) -> None:

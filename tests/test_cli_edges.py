@@ -335,3 +335,93 @@ def test_cli_messages_quote_at_most_a_few_hundred_characters(capsys, tmp_path):
     for argv in cases:
         rc, out, err = cli(capsys, *argv)
         assert rc == 2 and one_line(err) and len(err) < 700, (argv[:3], err[:800])
+
+
+# ---------------------------------------------------------------- item 3: Ctrl-C and SIGTERM
+
+def test_sliced_batch_states_change_no_witness(monkeypatch):
+    """batch_states is called on slices of rows (so that a signal is seen
+    between calls): the birthday search finds the same pair either way."""
+    from rnngap.checks.cmd_witness import make_model
+    from rnngap.checks.tasks import task
+    from rnngap.lowerbounds import witness as W
+    red = task("index").reduction
+    rnn = make_model("register", "index", 40, 8, 0)
+    found = []
+    for work in (1 << 40, 41 * 3, 1):
+        monkeypatch.setattr(W, "BATCH_WORK", work)
+        w = W.find_witness(rnn, red, 40, mode="birthday", seed=3, max_cot=88)
+        found.append((w.found, w.x, w.x_prime, w.i, w.states_explored))
+    assert found[0][0] and found[0] == found[1] == found[2], found
+
+
+def _istree_job(tmp_path: Path) -> list[str]:
+    inp = tmp_path / "g.jsonl"
+    line = "[BOS]" + ",".join(f"{v}-{v - 1}" for v in range(1, 400)) + "[EOS]"
+    inp.write_text((json.dumps({"text": line}) + "\n") * 60)
+    return ["predict", "istree", "--inputs", str(inp), "--out", str(tmp_path / "out.jsonl")]
+
+
+def _signalled(argv: list[str], sig: int, delay: float, cwd: Path):
+    import signal
+    import time
+    p = subprocess.Popen(CLI + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(delay)
+    running = p.poll() is None
+    p.send_signal(sig)
+    try:
+        out, err = p.communicate(timeout=30)      # the issue asks for 2 s; 30 s only bounds a hang
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise AssertionError(f"{argv[0]}: no answer to signal {sig} within 30 s")
+    return running, p.returncode, err
+
+
+@pytest.mark.parametrize("sig, code, line", [("SIGINT", 130, "rnngap: interrupted\n"),
+                                             ("SIGTERM", 143, "rnngap: terminated\n")])
+def test_a_signal_inside_the_birthday_kernel_is_answered(tmp_path, sig, code, line):
+    """Ctrl-C / SIGTERM while the birthday search runs its kernel (n = 4096:
+    one batch was one 40 s call): the exit code, one line, no file left."""
+    import signal
+    argv = ["witness", "--task", "index", "--n", "4096", "--model", "register", "--mode", "birthday", "--bits",
+            "56", "--json", str(tmp_path / "w.json")]
+    running, rc, err = _signalled(argv, getattr(signal, sig), 8.0, tmp_path)
+    assert running, "the search finished before the signal"
+    assert rc == code and err.endswith(line), (rc, err[-500:])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sigterm_during_a_run_leaves_no_file(tmp_path):
+    """SIGTERM while predict istree runs: exit 143, one line, the directory as
+    it was (no output, no temporary file)."""
+    import signal
+    argv = _istree_job(tmp_path)
+    before = snapshot(tmp_path)
+    running, rc, err = _signalled(argv, signal.SIGTERM, 4.0, tmp_path)
+    assert running, "finished before the signal: make the input larger"
+    assert rc == 143 and err == "rnngap: terminated\n", (rc, err[-500:])
+    assert snapshot(tmp_path) == before
+
+
+def test_a_signal_while_the_outputs_are_written_leaves_the_old_files(tmp_path, monkeypatch):
+    """Terminated raised in the middle of Outputs.commit (after the first file
+    is complete): the old files stay, no temporary file is left."""
+    from rnngap.checks import errors
+    (tmp_path / "a").write_text("old a")
+    (tmp_path / "b").write_text("old b")
+    real_fsync = os.fsync
+    calls = []
+
+    def fsync_then_signal(fd):
+        real_fsync(fd)
+        calls.append(fd)
+        if len(calls) == 2:
+            raise errors.Terminated()
+    monkeypatch.setattr(errors.os, "fsync", fsync_then_signal)
+    with pytest.raises(errors.Terminated):
+        with Outputs() as outs:
+            outs.open(str(tmp_path / "a")).write("new a")
+            outs.open(str(tmp_path / "b")).write("new b")
+    assert snapshot(tmp_path) == {"a": b"old a", "b": b"old b"}
