@@ -469,3 +469,109 @@ def test_json_depth_pre_check_equals_the_nesting(value):
         return 0
     line = json.dumps(value, ensure_ascii=False)
     assert _json_depth(line) == depth(value), line
+
+
+# ---------------------------------------------------------------- output paths (issue 30)
+
+def _path_world(d: Path):
+    """A directory holding one of each kind of entry an output path may meet."""
+    import socket
+    (d / "file").write_text("x")
+    (d / "sub").mkdir()
+    (d / "loop").symlink_to(d / "loop")
+    (d / "link").symlink_to(d / "file")
+    (d / "dangling").symlink_to(d / "sub" / "new-target")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(str(d / "sock"))
+    return s
+
+
+FRESH = st.text(alphabet="abcxyz-_.0123456789éжλ€ ", min_size=1, max_size=140).filter(
+    lambda s: s not in (".", ".."))
+
+
+@st.composite
+def output_paths(draw, d: Path):
+    kind = draw(st.sampled_from(["stream", "fresh", "fresh-in-sub", "existing", "special", "nested", "long", "long"]))
+    if kind == "stream":
+        return draw(st.sampled_from(["-", "/dev/stdout", "/dev/null", "/dev/full", "/dev/stderr"]))
+    if kind == "fresh":
+        path = str(d / draw(FRESH))
+    elif kind == "fresh-in-sub":
+        path = str(d / "sub" / draw(FRESH))
+    elif kind == "existing":
+        path = str(d / draw(st.sampled_from(["file", "sub", "loop", "link", "dangling", "sock", ".", ".."])))
+    elif kind == "special":
+        path = str(d / draw(st.sampled_from(["sock", "loop", "sub", "."])))
+    elif kind == "long":                  # names of 235..262 bytes: around NAME_MAX (255), past it with the suffix
+        char, size = draw(st.sampled_from(["a", "é", "€"])), draw(st.integers(235, 262))
+        width = len(char.encode())
+        path = str(d / (char * (size // width) + "b" * (size % width)))
+    else:
+        parts = draw(st.lists(st.sampled_from(["file", "sub", "loop", "link", "sock", "missing", ".", "..", "x"]),
+                              min_size=1, max_size=4))
+        path = str(d.joinpath(*parts)) + "/" + draw(FRESH)
+    return path + ("/" if draw(st.booleans()) and kind != "stream" else "")
+
+
+def _output_path_case(data):
+    import os
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        sock = _path_world(d)
+        try:
+            path = data.draw(output_paths(d))
+            before = {str(p): (p.read_bytes() if p.is_file() and not p.is_symlink() else None)
+                      for p in d.rglob("*")}
+            from unittest import mock
+
+            from rnngap.lowerbounds import cc
+            real, calls = cc.one_way_complexity, []
+
+            def recorded(*a, **k):
+                calls.append(1)
+                return real(*a, **k)
+            with mock.patch.object(cc, "one_way_complexity", recorded):
+                rc, out, err = cli(["cc", "--task", "index", "--n", "3", "--json", path])
+            after = {str(p): (p.read_bytes() if p.is_file() and not p.is_symlink() else None)
+                     for p in d.rglob("*")}
+            assert not [p for p in after if p.endswith(".part")], sorted(after)
+            assert rc in (0, 2), (path, rc, err)
+            if rc == 2:
+                assert len(err.splitlines()) == 1 and err.startswith("rnngap: ") and len(err) < 700, err
+                assert "Traceback" not in err and after == before, path
+                assert not calls or path == "/dev/full", (path, "refused only after the work")
+            else:
+                assert err == "" or path == "/dev/stderr", err
+                assert path != "/dev/full"
+            name = os.path.basename(path)
+            legal = (not path.endswith("/") and os.path.dirname(path) in (str(d), str(d / "sub"))
+                     and name not in ("file", "sub", "loop", "link", "dangling", "sock", ".", "..")
+                     and len(name.encode()) <= 255)
+            if path.endswith("/"):
+                assert rc == 2, (path, "a trailing '/' names a directory")
+            if legal or path in ("-", "/dev/stdout", "/dev/null"):
+                assert rc == 0, (path, err)           # every legal name is written
+            if rc == 0 and path in ("-", "/dev/stdout"):
+                first, rest = out.split("\n", 1)
+                assert "one-way complexity 3 bits" in first and json.loads(rest)[0]["bits"] == 3
+            elif rc == 0 and path not in ("/dev/null", "/dev/stderr"):
+                target = os.path.realpath(path)
+                assert json.loads(Path(target).read_text())[0]["bits"] == 3
+                assert {k: v for k, v in after.items() if k != target} == \
+                    {k: v for k, v in before.items() if k != target}
+        finally:
+            sock.close()
+
+
+@settings(QUICK, max_examples=60)
+@given(st.data())
+def test_output_paths_refused_in_one_line_or_written_whole(data):
+    _output_path_case(data)
+
+
+@pytest.mark.full
+@FULL
+@given(st.data())
+def test_output_paths_full(data):
+    _output_path_case(data)
