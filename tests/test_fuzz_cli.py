@@ -11,6 +11,13 @@ thrown at ``checks.cli.main``, run in-process (fast). For every bad input:
 and for the generated inputs that are valid (e.g. mixed separators) the
 exit code is 0, only the intended output is added, and it is right.
 
+Issue 30 adds the edges: generated output paths (streams, sockets, symlink
+loops, trailing slashes, names around NAME_MAX: refused in one line before the
+work, or written whole; every legal name written), JSON texts for the linear
+depth pre-check, every mode of ``cc`` within its caps, and signals at any
+moment (exit 130 / 143, nothing left behind). The named cases are in
+tests/test_cli_edges.py.
+
 The default suite runs a few dozen examples per test (about half a minute in
 all); ``python -m pytest -m full tests/test_fuzz_cli.py`` runs many more.
 """
@@ -575,3 +582,55 @@ def test_output_paths_refused_in_one_line_or_written_whole(data):
 @given(st.data())
 def test_output_paths_full(data):
     _output_path_case(data)
+
+
+# ---------------------------------------------------------------- signals at any moment (issue 30)
+
+def _signal_case(sig_name: str, delay: float):
+    """predict istree on a large input, interrupted after ``delay`` s by SIGINT
+    or SIGTERM: exit 130 / 143 with one line and the directory unchanged (no
+    output, no temporary file), or, if it finished first, exit 0 with the
+    whole output."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        line = "[BOS]" + ",".join(f"{v}-{v - 1}" for v in range(1, 400)) + "[EOS]"
+        (d / "g.jsonl").write_text((json.dumps({"text": line}) + "\n") * 40)
+        (d / "out.jsonl").write_text("old\n")
+        before = snapshot(d)
+        p = subprocess.Popen([sys.executable, "-m", "rnngap.checks.cli", "predict", "istree", "--inputs",
+                              str(d / "g.jsonl"), "--out", str(d / "out.jsonl")], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        time.sleep(delay)
+        finished = p.poll() is not None
+        p.send_signal(getattr(signal, sig_name))
+        try:
+            _, err = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            raise AssertionError(f"no answer to {sig_name} within 30 s")
+        if finished:
+            assert p.returncode == 0, err
+            assert len((d / "out.jsonl").read_text().splitlines()) == 40
+            return
+        code, text = {"SIGINT": (130, "interrupted"), "SIGTERM": (143, "terminated")}[sig_name]
+        assert (p.returncode, err) == (code, f"rnngap: {text}\n"), (p.returncode, err[-500:])
+        assert snapshot(d) == before
+
+
+@settings(QUICK, max_examples=2)
+@given(st.sampled_from(["SIGINT", "SIGTERM"]), st.floats(2.5, 5.0))
+def test_a_signal_at_any_moment_leaves_nothing(sig_name, delay):
+    _signal_case(sig_name, delay)
+
+
+@pytest.mark.full
+@settings(FULL, max_examples=12)
+@given(st.sampled_from(["SIGINT", "SIGTERM"]), st.floats(2.0, 12.0))
+def test_a_signal_at_any_moment_full(sig_name, delay):
+    _signal_case(sig_name, delay)
