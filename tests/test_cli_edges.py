@@ -350,7 +350,7 @@ def test_sliced_batch_states_change_no_witness(monkeypatch):
     found = []
     for work in (1 << 40, 41 * 3, 1):
         monkeypatch.setattr(W, "BATCH_WORK", work)
-        w = W.find_witness(rnn, red, 40, mode="birthday", seed=3, max_cot=88)
+        w = W.find_witness(rnn, red, 40, mode="birthday", seed=3, max_cot=88, batch_size=64)
         found.append((w.found, w.x, w.x_prime, w.i, w.states_explored))
     assert found[0][0] and found[0] == found[1] == found[2], found
 
