@@ -70,6 +70,7 @@ def assert_refused(argv: list[str], d: Path, before: dict[str, bytes] | None = N
     assert len(err.splitlines()) == 1 and err.endswith("\n"), err[-500:]
     assert err.startswith("rnngap: "), err[-500:]
     assert "Traceback" not in err, err
+    assert len(err) < 700, f"the message quotes too much of the input: {len(err)} characters"
     assert snapshot(d) == before, "a file changed or was left behind"
     return err
 
@@ -377,6 +378,11 @@ def _bad_argvs(d: Path):
         st.just(["predict", "ar", "--inputs", str(d), "--out", str(d / "P.npy")]),
         st.builds(lambda o: ["predict", "ar", "--inputs", inp_n, "--out", str(d / "P.npy"), o],
                   st.sampled_from(["--bogus", "--model=x", "--inputs"])),
+        # long values echoed by argparse and by the commands (issue 30: messages stay short)
+        st.builds(lambda k, c: ["witness", "--task", "index", "--n", c * k, "--model", "register"],
+                  st.integers(300, 5000), st.sampled_from("x9é")),
+        st.builds(lambda k: ["verify", "--profile", "p" * k], st.integers(300, 5000)),
+        st.builds(lambda k: ["cc", "--task", "t" * k, "--n", "3"], st.integers(300, 5000)),
         # no command / unknown command / bad option
         st.builds(lambda c: [c], NAME.filter(lambda c: c not in ("verify", "show", "cc", "witness", "precision",
                                                                  "predict")).map(lambda c: c or "?")),
