@@ -15,8 +15,9 @@ Exit codes: 0 all checks passed; 1 some check failed; 2 bad usage or input
 (one clear line on stderr), checked before anything runs; 3 nothing failed but
 some record is NOT CHECKED (its data is missing) or a claim has no check
 (``--allow-missing-data`` turns 3 into 0; a failure still gives 1); 130
-interrupted (Ctrl-C: one line, no partial output file); 141 stdout was closed
-early (e.g. piped into ``head``).
+interrupted (Ctrl-C: one line, no partial output file); 143 terminated
+(SIGTERM: the same); 141 stdout was closed early (e.g. piped into ``head``).
+Any OSError of a path, and a full stdout, is one line and exit 2.
 
 Every command writes its output files through :func:`checks.errors.atomic_output`
 (a temporary file moved into place on success, removed on failure or
@@ -27,13 +28,16 @@ input or another output).
 from __future__ import annotations
 
 import argparse
+import errno
+import io
 import json
 import os
 import sys
 import time
 
 
-from .errors import UsageError, atomic_output, check_output_path, check_outputs  # noqa: F401  (re-exported)
+from .errors import (Terminated, UsageError, _why, atomic_output, check_output_path,  # noqa: F401  (re-exported)
+                     check_outputs, excerpt, one_line, shown)
 
 
 WORKERS_ENV = "RNNGAP_VERIFY_WORKERS"
@@ -61,7 +65,7 @@ def _valid_address(addr: str) -> bool:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one clear line, exit 2
-        self.exit(2, f"rnngap: {message}\n")
+        self.exit(2, f"rnngap: {one_line(message)}\n")
 
 
 def _verify(args) -> int:
@@ -213,7 +217,61 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _silence_stdout() -> None:
+    """Point fd 1 at /dev/null so that Python's final flush of a closed or full
+    stdout raises nothing at interpreter exit."""
+    import os
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass
+
+
+def _flush_stdout() -> OSError | None:
+    """Flush stdout; the OSError if it fails (stdout full or closed)."""
+    try:
+        sys.stdout.flush()
+    except OSError as e:
+        _silence_stdout()
+        return e
+    return None
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The ``rnngap`` entry point: the exit code (README, "Errors and exit codes").
+
+    Around the command: SIGTERM becomes :class:`checks.errors.Terminated` (exit 143,
+    every temporary file removed on the way out, like Ctrl-C's 130), every
+    OSError of a path is one line and exit 2, a full stdout one line on stderr
+    and exit 2, a closed one 141; every message is one line of bounded length
+    (:func:`checks.errors.one_line`)."""
+    import signal
+    import threading
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        try:
+            previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        except (ValueError, OSError):
+            previous = None
+    try:
+        rc = _main(argv)
+        failed = _flush_stdout()
+        if isinstance(failed, BrokenPipeError):
+            return 141
+        if failed is not None:
+            print(f"rnngap: cannot write stdout: {failed.strerror or failed}", file=sys.stderr)
+            return 2
+        return rc
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -226,21 +284,29 @@ def main(argv: list[str] | None = None) -> int:
         # removed any half-written output
         print("rnngap: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print("rnngap: terminated", file=sys.stderr)
+        return 143                                   # 128 + SIGTERM
     except UsageError as e:
-        print(f"rnngap: {e}", file=sys.stderr)
-        return 2
-    except (FileNotFoundError, IsADirectoryError, PermissionError) as e:
-        print(f"rnngap: cannot read {e.filename}: {e.strerror}", file=sys.stderr)
+        print(f"rnngap: {one_line(str(e))}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # stdout closed early (e.g. `rnngap show ar-transformer | head`): no traceback, and
         # none at interpreter exit either when Python flushes stdout again
-        import os
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except (OSError, ValueError, AttributeError):
-            pass
+        _silence_stdout()
         return 141  # what a shell reports for a process ended by SIGPIPE (128 + 13)
+    except OSError as e:
+        # any other error of a path (a FIFO with no writer, a name too long, a symlink
+        # loop, a full stdout...): one line, exit 2
+        if e.filename is not None:
+            print(one_line(f"rnngap: cannot read {shown(e.filename)}: {_why(e)}"), file=sys.stderr)
+        elif _flush_stdout() is not None or e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO):
+            # an unnamed write error: stdout (every file goes through Outputs, which names its path)
+            _silence_stdout()
+            print(one_line(f"rnngap: cannot write stdout: {_why(e)}"), file=sys.stderr)
+        else:
+            print(one_line(f"rnngap: {_why(e)}"), file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ Bad arguments (unknown task, n < 1, a matrix too large to enumerate) exit 2
 with one line, before any work: the size is checked in logarithms (no big
 integer is formed), and ``--n`` is capped at :func:`max_n`, the largest n whose
 matrix has at most :data:`MAX_CELLS` cells and :data:`MAX_WORK` instance tokens
-(a few minutes at most); the message says the cap.
+(a few minutes at most), with ``--table`` over the sums for n = 1..N; the
+message says the cap.
 
 Example::
 
@@ -49,25 +50,42 @@ def _cells_and_length(task: str, n: int, a: int) -> tuple[float, int, int]:
     return n * math.log2(a) + math.log2(bob), bob, length
 
 
-def _fits(task: str, n: int, a: int) -> bool:
+def _cost(task: str, n: int, a: int) -> tuple[int, int] | None:
+    """(#cells, cells x instance length) of ``task`` at n, or None when the
+    matrix is far past :data:`MAX_CELLS` (decided in logarithms, before a ** n
+    is formed)."""
     log_cells, bob, length = _cells_and_length(task, n, a)
-    if log_cells > math.log2(MAX_CELLS) + 1:       # decided before a ** n is formed
-        return False
+    if log_cells > math.log2(MAX_CELLS) + 1:
+        return None
     cells = a ** n * bob
-    return cells <= MAX_CELLS and cells * length <= MAX_WORK
+    return cells, cells * length
 
 
-def max_n(task: str, alphabet: int) -> int:
+def _fits(task: str, n: int, a: int) -> bool:
+    cost = _cost(task, n, a)
+    return cost is not None and cost[0] <= MAX_CELLS and cost[1] <= MAX_WORK
+
+
+def max_n(task: str, alphabet: int, table: bool = False) -> int:
     """The largest n (0 if none) at which ``cc`` enumerates ``task`` at this
     alphabet (:data:`MAX_CELLS`, :data:`MAX_WORK`); every smaller n fits too.
+    With ``table`` (``--table``: every n = 1..N is computed) the caps bound the
+    sums over 1..N, so that no mode runs past them.
 
     >>> max_n("index", 2), max_n("istree", 2), max_n("counting", 3)
     (16, 15, 10)
+    >>> max_n("index", 1), max_n("index", 1, table=True)
+    (7739, 558)
     """
-    n = 0
-    while _fits(task, n + 1, alphabet):
+    n, cells, work = 0, 0, 0
+    while True:
+        cost = _cost(task, n + 1, alphabet)
+        if cost is None:
+            return n
+        cells, work = (cells + cost[0], work + cost[1]) if table else cost
+        if cells > MAX_CELLS or work > MAX_WORK:
+            return n
         n += 1
-    return n
 
 
 def add_command(sub) -> None:
@@ -105,11 +123,12 @@ def run(args) -> int:
         raise UsageError(f"cc: --alphabet must be >= {2 if task == 'istree' else 1}, got {alphabet}")
     if args.json is not None:
         check_outputs({"--json": args.json}, what="cc")
-    cap = max_n(task, alphabet)
+    cap = max_n(task, alphabet, table=args.table)
     if args.n > cap:
         what = "hubs" if task == "istree" else "alphabet"
         raise UsageError(f"cc: --n {args.n} is too large for the exact computation of {task} at {what} {alphabet}: "
-                         + (f"the cap is --n {cap} (at most {MAX_CELLS:,} matrix cells, {MAX_WORK:,} instance tokens)"
+                         + (f"the cap is --n {cap} (at most {MAX_CELLS:,} matrix cells, {MAX_WORK:,} instance tokens"
+                            f"{', summed over n = 1..N with --table' if args.table else ''})"
                             if cap else f"no n fits (even n = 1 exceeds {MAX_CELLS:,} matrix cells); "
                                         f"use a smaller --alphabet"))
     ns = list(range(1, args.n + 1)) if args.table else [args.n]

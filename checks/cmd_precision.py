@@ -3,7 +3,8 @@ the measured precision frontier of a T4.6-up construction against its declared
 bits, as a plot (checks/frontier.py computes it on a fixed seeded sample), plus
 one line per n and the least-squares slopes of the measured and declared bits
 against log2 n on stdout. Exits 1 if the declaration is below the frontier at
-some n."""
+some n. The PNG and the JSON are written all or nothing
+(:class:`checks.errors.Outputs`)."""
 from __future__ import annotations
 
 import json
@@ -19,7 +20,7 @@ def add_command(sub) -> None:
 
 
 def run(args) -> int:
-    from .errors import UsageError, atomic_output, check_outputs
+    from .errors import Outputs, UsageError, check_outputs
     from .frontier import CONSTRUCTIONS, format_slopes, frontier_summary, frontier_table, row_violations
 
     if args.task not in CONSTRUCTIONS:
@@ -49,16 +50,17 @@ def run(args) -> int:
                  if fs is not None and Is is not None else f"{args.task}: precision frontier")
     ax.legend()
     fig.tight_layout()
-    with atomic_output(args.out, "wb", what="precision --out") as fh:
-        fig.savefig(fh, dpi=110, format="png")
-    plt.close(fig)
     for r in rows:
         why = row_violations(r)
         print(f"n={r['n']:6d}  f: {r['f_min']}/{r['f_declared']}  I: {r['I_min_at_f_declared']}/{r['I_declared']}"
               f"  ({'declared at or above the frontier' if not why else 'DECLARED BELOW THE FRONTIER: ' + '; '.join(why)})")
     print(f"{args.task}: {format_slopes(summary)}")
-    if args.json:
-        with atomic_output(args.json, what="precision --json") as fh:
+    with Outputs() as outs:          # all or nothing: both files are complete before either is moved into place
+        fh = outs.open(args.out, "wb", what="precision --out")
+        fig.savefig(fh, dpi=110, format="png")
+        if args.json:
+            fh = outs.open(args.json, what="precision --json")
             json.dump(rows, fh, indent=1)
+    plt.close(fig)
     print(f"wrote {args.out}")
     return 1 if summary["violations"] else 0

@@ -2,44 +2,170 @@
 checks.cli`` and ``checks.cli`` share one class), the up-front checks of the
 paths a command will write (so that bad usage is reported before any long run
 rather than after it, and no output overwrites an input), and
-:func:`atomic_output`, the one way a command writes a file."""
+:class:`Outputs` / :func:`atomic_output`, the one way a command writes a file.
+
+Output paths (:func:`check_output_path`, before any work):
+
+* ``-``, ``/dev/stdout`` (``/dev/fd/1``, ``/proc/self/fd/1``) stream to
+  stdout and ``/dev/stderr`` (``/dev/fd/2``, ``/proc/self/fd/2``) to stderr,
+  after what the command printed before: the file a shell redirected stdout to
+  is never truncated, and a pipe works;
+* a FIFO or a character device (``/dev/null``, a terminal) is written in
+  place (nothing to replace atomically);
+* refused with one line: an empty path, a trailing slash, a directory, a
+  socket, a block device, a symlink loop, a path through a regular file, a
+  missing or unwritable directory, a name longer than the file system takes
+  (:func:`name_max`) or a path longer than :data:`PATH_MAX`.
+
+The temporary file (``.NAME.XXXXXXXX.part`` next to the target, its name
+shortened when NAME is long, created relative to the directory's descriptor) never
+makes a legal name fail.
+"""
 from __future__ import annotations
 
+import errno
+import io
 import os
-import tempfile
+import secrets
+import stat
+import sys
 from contextlib import contextmanager
-from pathlib import Path
 
 
 class UsageError(Exception):
     """Bad usage or input: the CLI prints one line and exits with code 2."""
 
 
+class Terminated(BaseException):
+    """SIGTERM, turned into an exception by the CLI (exit 143) so that every
+    ``finally`` runs and no temporary file is left behind."""
+
+
+EXCERPT = 120
+"""Characters of an input quoted in a message, at most (:func:`excerpt`)."""
+
+PATH_MAX = 4096
+"""Longest path (bytes) an output may have (Linux's PATH_MAX)."""
+
+STDOUT_NAMES = ("-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
+STDERR_NAMES = ("/dev/stderr", "/dev/fd/2", "/proc/self/fd/2")
+
+
+def excerpt(value, limit: int = EXCERPT) -> str:
+    """``repr`` of a piece of input, cut to about ``limit`` characters with the
+    total length named, so that a message never echoes megabytes.
+
+    >>> excerpt("ab")
+    "'ab'"
+    >>> excerpt("x" * 1000, limit=10)
+    "'xxxxxxxxxx'... (1,000 characters)"
+    """
+    s = value if isinstance(value, str) else str(value)
+    if len(s) <= limit:
+        return repr(s)
+    return f"{s[:limit]!r}... ({len(s):,} characters)"
+
+
+def one_line(message: str, limit: int = 5 * EXCERPT) -> str:
+    """``message`` on one line and at most about ``limit`` characters (the middle
+    elided): the last guard before stderr.
+
+    >>> one_line("a\\nb")
+    'a b'
+    >>> len(one_line("y" * 10_000)) < 1000
+    True
+    """
+    s = " ".join(str(message).splitlines())
+    if len(s) > limit:
+        s = f"{s[:limit - 60]} ...[{len(s) - limit + 40:,} characters omitted]... {s[-20:]}"
+    return s
+
+
+def shown(path) -> str:
+    """A path as a message names it: as is, or cut like :func:`excerpt` when long."""
+    p = str(path)
+    return p if len(p) <= 3 * EXCERPT else excerpt(p)
+
+
+def stream_of(path: str):
+    """``sys.stdout`` / ``sys.stderr`` if ``path`` names one of them, else None."""
+    p = str(path)
+    if p in STDOUT_NAMES:
+        return sys.stdout
+    if p in STDERR_NAMES:
+        return sys.stderr
+    return None
+
+
+def name_max(directory: str) -> int:
+    """Longest file name (bytes) in ``directory`` (255 where the file system does not say)."""
+    try:
+        return int(os.pathconf(directory, "PC_NAME_MAX"))
+    except (OSError, ValueError):
+        return 255
+
+
+def _why(e: OSError) -> str:
+    return {errno.ELOOP: "too many levels of symbolic links (a symlink loop?)",
+            errno.ENOTDIR: "a component of the path is not a directory",
+            errno.ENAMETOOLONG: "file name too long"}.get(e.errno, e.strerror or str(e))
+
+
 def check_output_path(path: str, what: str) -> None:
     """Raise :class:`UsageError` unless ``path`` can name a file to be written.
 
-    ``what`` prefixes the message (e.g. ``"verify --json"``). Checked: the path is
-    not empty, is not an existing directory, its parent directory exists, is a
-    directory and is writable. (Whether the write then succeeds is still
-    checked when it happens: the disk may fill up meanwhile.)
+    ``what`` prefixes the message (e.g. ``"verify --json"``); the list of what
+    is checked is in the module docstring. (Whether the write then succeeds is
+    still checked when it happens: the disk may fill up meanwhile.)
 
     >>> check_output_path("/", "verify --json")
     Traceback (most recent call last):
     ...
     rnngap.checks.errors.UsageError: verify --json: cannot write /: it is a directory
     """
-    if not str(path):
+    p = str(path)
+    if not p:
         raise UsageError(f"{what}: the output path is empty")
-    p = Path(path)
-    if p.is_dir():
-        raise UsageError(f"{what}: cannot write {path}: it is a directory")
-    parent = p.parent
-    if not parent.exists():
-        raise UsageError(f"{what}: cannot write {path}: directory {parent} does not exist")
-    if not parent.is_dir():
+    if "\0" in p:
+        raise UsageError(f"{what}: cannot write {shown(p)}: the path contains a NUL byte")
+    if stream_of(p) is not None:
+        return
+    if len(os.fsencode(os.path.abspath(p))) >= PATH_MAX:
+        raise UsageError(f"{what}: cannot write {shown(p)}: path longer than {PATH_MAX - 1} bytes")
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise UsageError(f"{what}: cannot write {shown(p)}: {_why(e)}") from None
+    if st is not None:
+        mode = st.st_mode
+        if stat.S_ISDIR(mode):
+            raise UsageError(f"{what}: cannot write {path}: it is a directory")
+        if stat.S_ISSOCK(mode):
+            raise UsageError(f"{what}: cannot write {path}: it is a socket")
+        if stat.S_ISBLK(mode):
+            raise UsageError(f"{what}: cannot write {path}: it is a block device")
+        if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
+            if not os.access(p, os.W_OK):
+                raise UsageError(f"{what}: cannot write {path}: permission denied")
+            return                                       # written in place
+    if p.endswith(os.sep) or os.path.basename(p) in (".", ".."):
+        raise UsageError(f"{what}: cannot write {shown(p)}: a trailing '/' names a directory, not a file")
+    target = os.path.realpath(p)
+    parent = os.path.dirname(target)
+    parent = parent or "."
+    try:
+        pst = os.stat(parent)
+    except FileNotFoundError:
+        raise UsageError(f"{what}: cannot write {path}: directory {parent} does not exist") from None
+    except OSError as e:
+        raise UsageError(f"{what}: cannot write {shown(p)}: {_why(e)}") from None
+    if not stat.S_ISDIR(pst.st_mode):
         raise UsageError(f"{what}: cannot write {path}: {parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise UsageError(f"{what}: cannot write {path}: directory {parent} is not writable")
+    # a name longer than the file system takes failed os.stat above (ENAMETOOLONG)
 
 
 def check_distinct_paths(outputs: dict[str, str], inputs: dict[str, str] | None = None, what: str = "rnngap") -> None:
@@ -71,14 +197,19 @@ def check_distinct_paths(outputs: dict[str, str], inputs: dict[str, str] | None 
 
 def _same_file(a: str, b: str) -> bool:
     """Same regular file (or, where one does not exist yet, the same resolved
-    path). Devices and pipes are never "the same file": ``--inputs /dev/stdin
-    --out /dev/stdout`` on one terminal loses nothing."""
+    path). Devices, pipes and the standard streams are never "the same file":
+    ``--inputs /dev/stdin --out /dev/stdout`` on one terminal loses nothing."""
+    if stream_of(a) is not None or stream_of(b) is not None:
+        return False
     try:
         if os.path.exists(a) and os.path.exists(b):
             return os.path.isfile(a) and os.path.isfile(b) and os.path.samefile(a, b)
-    except OSError:
+    except (OSError, ValueError):
         pass
-    return os.path.realpath(a) == os.path.realpath(b)
+    try:
+        return os.path.realpath(a) == os.path.realpath(b)
+    except (OSError, ValueError):
+        return a == b
 
 
 def check_outputs(outputs: dict[str, str | None], inputs: dict[str, str | None] | None = None,
@@ -91,21 +222,165 @@ def check_outputs(outputs: dict[str, str | None], inputs: dict[str, str | None] 
     check_distinct_paths(outputs, inputs, what)
 
 
+def _temp_name(name: str, limit: int) -> str:
+    """``.NAME.XXXXXXXX.part`` within ``limit`` bytes: NAME cut (at a character
+    boundary) as much as needed."""
+    suffix = f".{secrets.token_hex(4)}.part"
+    room = limit - 1 - len(suffix)
+    raw = os.fsencode(name)
+    if len(raw) > room:
+        raw = raw[:max(room, 0)]
+        name = raw.decode("utf-8", "ignore") if isinstance(name, str) else name
+        while len(os.fsencode(name)) > room:
+            name = name[:-1]
+    return f".{name}{suffix}"
+
+
+class _Staged:
+    """One output of :class:`Outputs`: a temporary file ("file") or a buffer ("memory")."""
+
+    def __init__(self, path: str, what: str):
+        self.path, self.what, self.stream = str(path), what, stream_of(path)
+        self.kind, self.fh, self.dir_fd, self.tmp, self.target_name, self.buffer = "file", None, None, None, "", None
+
+
+class Outputs:
+    """Several output files written all or nothing.
+
+    ``open(path, mode)`` returns a file object on a temporary file in the
+    target's directory (or an in-memory buffer for a stream, a FIFO or a
+    device). When the ``with`` block ends normally, the buffers of the
+    streams and devices are written first (they cannot be taken back), then
+    every temporary file is flushed, fsynced and moved onto its target with
+    :func:`os.replace` (a reader sees the old file or the whole new one). If the
+    block raises (any exception, KeyboardInterrupt and :class:`Terminated`
+    included) or a write fails, every temporary file is removed and no target
+    is touched. A symlink is followed (its target is replaced, the link kept).
+    An OSError becomes :class:`UsageError` ("cannot write PATH: reason").
+    """
+
+    def __init__(self):
+        self._staged: list[_Staged] = []
+
+    def __enter__(self) -> "Outputs":
+        return self
+
+    def open(self, path: str, mode: str = "w", *, what: str = "rnngap", encoding: str | None = None):
+        if "w" not in mode or "+" in mode or "a" in mode:
+            raise ValueError(f"atomic_output writes a whole file: mode 'w' or 'wb', got {mode!r}")
+        binary = "b" in mode
+        if encoding is None and not binary:
+            encoding = "utf-8"
+        s = _Staged(path, what)
+        try:
+            st = os.stat(s.path) if s.stream is None else None
+        except OSError:
+            st = None
+        in_place = os.path.abspath(s.path).startswith(("/dev/", "/proc/"))   # /dev/fd/N: the open descriptor
+        if s.stream is not None or in_place or (st is not None and not stat.S_ISREG(st.st_mode)):
+            s.kind = "memory"                      # a stream, FIFO or device: written at commit
+            s.buffer = io.BytesIO()
+            s.fh = s.buffer if binary else io.TextIOWrapper(s.buffer, encoding=encoding, write_through=True)
+            self._staged.append(s)
+            return s.fh
+        target = os.path.realpath(s.path)
+        directory, s.target_name = os.path.split(target)
+        try:
+            s.dir_fd = os.open(directory or ".", os.O_RDONLY | os.O_DIRECTORY)
+            limit = name_max(directory or ".")
+            while True:
+                s.tmp = _temp_name(s.target_name, limit)
+                try:
+                    fd = os.open(s.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=s.dir_fd)
+                    break
+                except FileExistsError:
+                    continue
+        except OSError as e:
+            self._discard(s)
+            raise UsageError(f"{what}: cannot write {shown(s.path)}: {_why(e)}") from None
+        self._staged.append(s)
+        s.fh = os.fdopen(fd, mode, encoding=encoding)
+        return s.fh
+
+    @staticmethod
+    def _discard(s: _Staged) -> None:
+        if s.kind == "file":
+            try:
+                if s.fh is not None:
+                    s.fh.close()
+            except OSError:
+                pass
+            s.fh = None
+            if s.tmp is not None and s.dir_fd is not None:
+                try:
+                    os.unlink(s.tmp, dir_fd=s.dir_fd)
+                except OSError:
+                    pass
+        if s.dir_fd is not None:
+            try:
+                os.close(s.dir_fd)
+            except OSError:
+                pass
+            s.dir_fd = None
+
+    def abort(self) -> None:
+        """Remove every temporary file; no target is touched."""
+        staged, self._staged = self._staged, []
+        for s in staged:
+            self._discard(s)
+
+    def commit(self) -> None:
+        current = None
+        try:
+            for s in self._staged:                 # first what cannot be taken back
+                if s.kind == "memory":
+                    current = s
+                    self._emit(s)
+            for s in self._staged:                 # every file complete on disk ...
+                if s.kind == "file":
+                    current = s
+                    s.fh.flush()
+                    os.fsync(s.fh.fileno())
+                    os.fchmod(s.fh.fileno(), 0o666 & ~_umask())
+                    s.fh.close()
+                    s.fh = None
+            for s in self._staged:                 # ... before any is moved into place
+                if s.kind == "file":
+                    current = s
+                    os.replace(s.tmp, s.target_name, src_dir_fd=s.dir_fd, dst_dir_fd=s.dir_fd)
+                    s.tmp = None
+        except OSError as e:
+            what, path = (current.what, current.path) if current else ("rnngap", "?")
+            raise UsageError(f"{what}: cannot write {shown(path)}: {_why(e)}") from None
+        finally:                                   # any exception (a signal too): the temporaries go;
+            self.abort()                           # after success this only closes the directories
+
+    @staticmethod
+    def _emit(s: _Staged) -> None:
+        data = s.buffer.getvalue()
+        if s.stream is not None:
+            s.stream.flush()
+            out = getattr(s.stream, "buffer", None)
+            if out is None:                        # a text-only stream (e.g. io.StringIO in tests)
+                s.stream.write(data.decode("utf-8", "replace"))
+            else:
+                out.write(data)
+                out.flush()
+            return
+        with open(s.path, "wb") as fh:             # a FIFO or a device, in place
+            fh.write(data)
+
+    def __exit__(self, kind, value, tb) -> bool:
+        if kind is None:
+            self.commit()
+        else:
+            self.abort()
+        return False
+
+
 @contextmanager
 def atomic_output(path: str, mode: str = "w", *, what: str = "rnngap", encoding: str | None = None):
-    """Open ``path`` for writing, atomically: the only way rnngap writes a file.
-
-    Yields a file object on a temporary file in the target's directory; when the
-    block ends normally the file is flushed, fsynced and moved onto ``path``
-    with :func:`os.replace` (so a reader sees the old file or the whole new one,
-    never a part); if the block raises (any exception, KeyboardInterrupt
-    included) the temporary file is removed and ``path`` is untouched. A
-    symlink is followed (its target is replaced, the link kept). A ``path``
-    that exists and is not a regular file (a FIFO, a terminal), or any path
-    under ``/dev/`` or ``/proc/`` (``/dev/stdout`` redirected by a shell to a
-    regular file must stay that open file), is written in place: there is
-    nothing to replace atomically. An OSError while writing
-    becomes :class:`UsageError` ("cannot write PATH: reason").
+    """Open ``path`` for writing, atomically: one :class:`Outputs` with one file.
 
     >>> import tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp())
@@ -114,45 +389,12 @@ def atomic_output(path: str, mode: str = "w", *, what: str = "rnngap", encoding:
     >>> (d / "x.txt").read_text(), sorted(p.name for p in d.iterdir())
     ('whole', ['x.txt'])
     """
-    if "w" not in mode or "+" in mode or "a" in mode:
-        raise ValueError(f"atomic_output writes a whole file: mode 'w' or 'wb', got {mode!r}")
-    if encoding is None and "b" not in mode:
-        encoding = "utf-8"
-    target = os.path.realpath(path)
-    special = os.path.abspath(path).startswith(("/dev/", "/proc/"))   # /dev/stdout may resolve to a
-    if special or (os.path.exists(target) and not os.path.isfile(target)):  # file a shell redirected to
+    with Outputs() as outs:
+        fh = outs.open(path, mode, what=what, encoding=encoding)
         try:
-            fh = open(target, mode, encoding=encoding)
-        except OSError as e:
-            raise UsageError(f"{what}: cannot write {path}: {e.strerror or e}") from None
-        try:
-            with fh:
-                yield fh
-        except OSError as e:
-            raise UsageError(f"{what}: cannot write {path}: {e.strerror or e}") from None
-        return
-    directory = os.path.dirname(target) or "."
-    try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".part")
-    except OSError as e:
-        raise UsageError(f"{what}: cannot write {path}: {e.strerror or e}") from None
-    ok = False
-    try:
-        with os.fdopen(fd, mode, encoding=encoding) as fh:
             yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, target)
-        ok = True
-    except OSError as e:
-        raise UsageError(f"{what}: cannot write {path}: {e.strerror or e}") from None
-    finally:
-        if not ok:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        except OSError as e:
+            raise UsageError(f"{what}: cannot write {shown(path)}: {_why(e)}") from None
 
 
 def _umask() -> int:

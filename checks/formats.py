@@ -55,6 +55,8 @@ from rnngap.constructions.vocab import (
     number_token,
 )
 
+from .errors import excerpt
+
 Edge = tuple[int, int]
 
 BOS_TEXT = "[BOS]"
@@ -89,7 +91,7 @@ def validate_edges(edges: Iterable[Sequence[int]], n_nodes: int | None = None) -
     seen: dict[frozenset, int] = {}
     for k, e in enumerate(edges):
         if len(e) != 2:
-            raise GraphFormatError(f"edge {k}: expected a pair (u, v), got {e!r}")
+            raise GraphFormatError(f"edge {k}: expected a pair (u, v), got {excerpt(repr(e))}")
         u, v = int(e[0]), int(e[1])
         _check_edge(u, v, k, n_nodes, seen, where=f"edge {k}")
         out.append((u, v))
@@ -149,7 +151,7 @@ def parse_graph_tokens(tokens: Sequence[int], n_nodes: int | None = None) -> lis
 
     if not toks or toks[0] != BOS:
         found = name(toks[0]) if toks else "end of input"
-        raise GraphFormatError(f"token 0: expected [BOS], found {found!r}")
+        raise GraphFormatError(f"token 0: expected [BOS], found {excerpt(found)}")
     edges: list[Edge] = []
     seen: dict = {}
     pos = 1
@@ -168,7 +170,7 @@ def parse_graph_tokens(tokens: Sequence[int], n_nodes: int | None = None) -> lis
             ok = (t >= NUMBER_BASE) if want == "vertex" else (t in (DASH, TILDE))
             if not ok:
                 what = "dangling separator" if (want == "vertex" and off == 2) else f"expected a {want}"
-                raise GraphFormatError(f"token {p}, edge {k}: {what}, found {name(t)!r}")
+                raise GraphFormatError(f"token {p}, edge {k}: {what}, found {excerpt(name(t))}")
         u, v = triple[0] - NUMBER_BASE, triple[2] - NUMBER_BASE
         _check_edge(u, v, k, n_nodes, seen, where=f"token {pos}, edge {k}")
         edges.append((u, v))
@@ -217,7 +219,7 @@ def _is_known(tok: str) -> bool:
 def _found(tok: str) -> str:
     if tok == "end of text":
         return "but the text ended (missing '[EOS]')"
-    return f"found {tok!r}" if _is_known(tok) else f"unknown token {tok!r}"
+    return f"found {excerpt(tok)}" if _is_known(tok) else f"unknown token {excerpt(tok)}"
 
 
 def _read_number(text: str, pos: int, k: int, role: str) -> tuple[int, int]:
@@ -227,11 +229,11 @@ def _read_number(text: str, pos: int, k: int, role: str) -> tuple[int, int]:
         if pos >= len(text):
             what = f"text ended where a vertex number ({role}) belongs; missing '[EOS]'"
         elif role == "second endpoint" and _is_known(tok):
-            what = f"dangling separator: no vertex number after it, found {tok!r}"
+            what = f"dangling separator: no vertex number after it, found {excerpt(tok)}"
         elif tok in ("-", "~"):
             what = f"separator {tok!r} without a first endpoint"
         elif tok in (",", EOS_TEXT):
-            what = f"empty edge: expected a vertex number, found {tok!r}"
+            what = f"empty edge: expected a vertex number, found {excerpt(tok)}"
         else:
             what = f"{_found(tok)} where a vertex number ({role}) belongs"
         raise GraphFormatError(f"character {pos}, edge {k}: {what}")
@@ -255,7 +257,7 @@ def parse_graph_text(text: str, n_nodes: int | None = None) -> tuple[list[Edge],
     ([(3, 2), (2, 1)], [0, 35, 7, 34, 34, 8, 33, 1])
     """
     if not text.startswith(BOS_TEXT):
-        raise GraphFormatError(f"character 0: expected '[BOS]', found {_token_at(text, 0)!r}")
+        raise GraphFormatError(f"character 0: expected '[BOS]', found {excerpt(_token_at(text, 0))}")
     edges: list[Edge] = []
     tokens = [BOS]
     seen: dict = {}
@@ -358,14 +360,14 @@ def parse_cot_text(text: str, n_nodes: int | None = None) -> tuple[list[Edge], l
         pos = start
         for item in body.split(","):
             if item in (BOS_TEXT, EOS_TEXT):
-                raise CotFormatError(f"character {pos}: {item!r} inside the CoT")
+                raise CotFormatError(f"character {pos}: {excerpt(item)} inside the CoT")
             if item in SPECIAL_TOKENS:
                 cot.append(SPECIAL_TOKENS[item])
             elif item.isdigit() and item.isascii() and (item == "0" or item[0] != "0") \
                     and len(item) <= MAX_NUMBER_DIGITS:
                 cot.append(number_token(int(item)))
             else:
-                raise CotFormatError(f"character {pos}: unknown CoT item {item!r}")
+                raise CotFormatError(f"character {pos}: unknown CoT item {excerpt(item)}")
             pos += len(item) + 1
     cot.append(EOS)
     if tail is not None:

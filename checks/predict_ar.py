@@ -7,7 +7,9 @@ length 1..4096 (Zoology's key/value pairs followed by queries). Output: a
 (batch, length) int64 array; P[b, t] = X[b, j+1] for the first j < t with
 X[b, j] == X[b, t], else -1 (see :func:`checks.tasks.ar.mqar_reference`). Bad input
 (missing or empty file, not .npy, a header that does not match the file's size,
-Python objects, wrong shape or dtype, values out of range) -> one line on stderr,
+Python objects, wrong shape, a dtype other than a signed or unsigned integer
+(bool, floats even when they hold integers, timedelta64, datetime64, structured
+and sub-array dtypes are refused), values out of range) -> one line on stderr,
 exit 2, before anything is allocated for the array: the .npy header is read and
 checked against the file size first, and the file is loaded with
 ``allow_pickle=False``. The output is written atomically
@@ -88,6 +90,7 @@ def read_npy_header(path: str) -> tuple[tuple[int, ...], np.dtype]:
 
 def load_inputs(path: str) -> np.ndarray:
     from .cli import UsageError
+    from .errors import shown
     from rnngap.constructions.retrieval import validate_mqar_inputs
 
     p = Path(path)
@@ -100,8 +103,10 @@ def load_inputs(path: str) -> np.ndarray:
     shape, dtype = read_npy_header(path)
     if len(shape) != 2:
         raise UsageError(f"predict ar: {path}: inputs must be a 2-D (batch, length) array, got shape {shape}")
-    if dtype == bool or not np.issubdtype(dtype, np.integer):
-        raise UsageError(f"predict ar: {path}: inputs must hold integers, got dtype {dtype}")
+    if dtype.kind not in "iu" or dtype.fields is not None or dtype.subdtype is not None:
+        # not np.issubdtype(dtype, np.integer): timedelta64 is an integer subtype there
+        raise UsageError(f"predict ar: {path}: inputs must hold integers (signed or unsigned), got dtype "
+                         f"{shown(str(dtype))}")
     try:
         X = np.load(p, allow_pickle=False)
     except (ValueError, OSError, EOFError) as e:

@@ -54,12 +54,10 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from typing import Callable
 
 import numpy as np
 
-from rnngap.constructions import istree as C
 from rnngap.constructions.vocab import FALSE, TRUE
 
 from .formats import (EOS_TEXT, MAX_NUMBER_DIGITS, GraphFormatError, format_cot_text, format_graph_text,
@@ -102,6 +100,7 @@ def transformer(max_vertices: int, max_edges: int) -> Predictor:
     """The constant-size Transformer of constructions/istree.py (claim T4.7-up),
     built for the largest graph of the file, greedy generation
     (:func:`greedy_chunked`: the same tokens as ``generate``)."""
+    from rnngap.constructions import istree as C
     model = C.istree_transformer(max_vertices, max_edges)
     answers = frozenset((TRUE, FALSE))
 
@@ -110,9 +109,15 @@ def transformer(max_vertices: int, max_edges: int) -> Predictor:
     return predict
 
 
-from rnngap.constructions.rag_models import istree_rag_predictor  # noqa: E402  (linear RNN + RAG, claim T5-RAG)
+def rag(max_vertices: int, max_edges: int) -> Predictor:
+    """The linear RNN + RAG of constructions/rag_models.py (claim T5-RAG)."""
+    from rnngap.constructions.rag_models import istree_rag_predictor
+    return istree_rag_predictor(max_vertices, max_edges)
 
-MODELS: dict[str, Callable[[int, int], Predictor]] = {"transformer": transformer, "rag": istree_rag_predictor}
+
+MODELS: dict[str, Callable[[int, int], Predictor]] = {"transformer": transformer, "rag": rag}
+"""The models by name; each imports its construction (and numba's kernels) only
+when it is built, so that ``rnngap --help`` compiles and caches nothing."""
 
 
 def add_arguments(parser) -> None:
@@ -138,15 +143,20 @@ def add_arguments(parser) -> None:
 
 def _field_error(where: str, obj, field: str) -> str:
     """The one-line message for a line whose graph field is missing or not a string."""
+    from .errors import EXCERPT, excerpt, shown
     if not isinstance(obj, dict):
         return f"{where}: expected a JSON object with a string field '{field}', got {type(obj).__name__}"
     if field in obj:
-        return f"{where}: field '{field}' must be a string, got {type(obj[field]).__name__}"
-    have = ", ".join(f"'{k}'" for k in obj) or "none"
+        return f"{where}: field {excerpt(field)} must be a string, got {type(obj[field]).__name__}"
+    have = ", ".join(f"'{k}'" for k in list(obj)[:8]) or "none"
+    if len(have) > 2 * EXCERPT or len(obj) > 8:
+        have = f"{have[:2 * EXCERPT]}... ({len(obj):,} fields)"
     graphs = [k for k, v in obj.items() if isinstance(v, str) and v.startswith("[BOS]")]
-    hint = (f" (holding a '[BOS]...' graph: {', '.join(repr(k) for k in graphs)}; e.g. --field {graphs[0]})"
+    listed = ", ".join(repr(k) for k in graphs[:8])
+    hint = (f" (holding a '[BOS]...' graph: {listed[:2 * EXCERPT]}{'...' if len(listed) > 2 * EXCERPT else ''}; "
+            f"e.g. --field {shown(graphs[0])})"
             if graphs else "")
-    return (f"{where}: no field '{field}' (fields on this line: {have}); "
+    return (f"{where}: no field {excerpt(field)} (fields on this line: {have}); "
             f"pass --field NAME to read the graph from another field{hint}")
 
 
@@ -162,9 +172,6 @@ MAX_LINE_BYTES = 16 * 2 ** 20
 MAX_JSON_DEPTH = 32
 """Deepest JSON nesting accepted on a line (the rows are flat objects)."""
 
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-
-
 class _NumberTooLong(ValueError):
     pass
 
@@ -179,12 +186,25 @@ def _bounded_int(digits: str) -> int:
 
 
 def _json_depth(line: str) -> int:
-    """Largest nesting depth of brackets outside JSON strings (numpy, linear)."""
-    rest = _JSON_STRING.sub("", line).encode("utf-8", "surrogatepass")
-    if not rest:
+    """Largest nesting depth of brackets outside JSON strings, in linear time
+    (numpy; a regex over the strings backtracks quadratically on an unclosed
+    string of escaped quotes). A quote is escaped iff an odd run of
+    backslashes precedes it; a bracket is inside a string iff an odd number
+    of unescaped quotes precede it.
+
+    >>> _json_depth('{"a": [1, "[[[", {"b": "\\\\"}]}')
+    3
+    """
+    a = np.frombuffer(line.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    if not a.size:
         return 0
-    a = np.frombuffer(rest, dtype=np.uint8)
-    step = np.isin(a, (ord("["), ord("{"))).astype(np.int64) - np.isin(a, (ord("]"), ord("}")))
+    idx = np.arange(a.size, dtype=np.int64)
+    last_plain = np.maximum.accumulate(np.where(a != ord("\\"), idx, -1))   # last non-backslash at or before i
+    run = np.zeros(a.size, dtype=np.int64)                                  # backslashes right before i
+    run[1:] = idx[1:] - 1 - last_plain[:-1]
+    quote = (a == ord('"')) & (run % 2 == 0)
+    outside = np.cumsum(quote) % 2 == 0          # at a bracket (never a quote) the parity of the quotes before it
+    step = (np.isin(a, (ord("["), ord("{"))).astype(np.int64) - np.isin(a, (ord("]"), ord("}")))) * outside
     return int(np.cumsum(step).max(initial=0))
 
 
@@ -214,6 +234,8 @@ def _lines(path: str):
 def _read(path: str, field: str = "text") -> list[tuple[int, list, list[int], int, str]]:
     """(line number, edges, prompt tokens, n_nodes, graph text as written) per
     instance; the graph is read from ``field``."""
+    from rnngap.constructions import istree as C
+
     from .errors import UsageError
     items = []
     for lineno, line in _lines(path):
@@ -278,6 +300,7 @@ def run(args) -> int:
     except ValueError as e:          # e.g. the declared precision exceeds int64 storage
         raise UsageError(f"{args.inputs}: cannot build the {args.model} model for {max_vertices} vertices and "
                          f"{max_edges} edges: {e}")
+    from rnngap.constructions import istree as C
     rows = []
     for lineno, edges, tokens, n_nodes, graph_text in items:
         hidden = C.needs_count(n_nodes, edges)          # isolated vertices above the largest id

@@ -3,18 +3,30 @@
 Numba's on-disk cache (``@njit(cache=True)``) checks only the source file of the
 function it loads: a kernel that calls or inlines a function of another module
 (``kernels`` -> ``fixedpoint``, ``keyindex``, ``heap``) keeps running the old
-code after that other module changes. So unless ``NUMBA_CACHE_DIR`` is set, the
-cache lives in ``__pycache__/numba-<hash>`` of this package, the hash taken over
-the sources of every module here: any change to any of them starts a fresh
-cache (older ``numba-*`` folders are removed). Where the package folder is not
-writable, numba's own default applies.
+code after that other module changes. So unless ``NUMBA_CACHE_DIR`` is set (to
+a writable folder), the cache lives in ``__pycache__/numba-<hash>`` of this
+package, the hash taken over the sources of every module here: any change to
+any of them starts a fresh cache (older ``numba-*`` folders are removed).
+
+Where neither is writable (an installed package and an unwritable HOME, or a
+``NUMBA_CACHE_DIR`` that cannot be written), the cache goes to a private
+folder ``rnngap-numba-<uid>/numba-<hash>`` of the temporary directory, and if
+that cannot be written either the kernels are compiled in memory on every run
+(numba would otherwise refuse to import them: "no locator available"). Either
+fallback writes one note on stderr.
 """
 from __future__ import annotations
 
 import hashlib
 import os
 import shutil
+import stat
+import sys
+import tempfile
 from pathlib import Path
+
+CACHE_NOTE: str | None = None
+"""The note written on stderr when the cache is not where it normally is (or None)."""
 
 
 def numba_cache_dir(package: Path) -> Path:
@@ -25,23 +37,61 @@ def numba_cache_dir(package: Path) -> Path:
     return package / "__pycache__" / f"numba-{h.hexdigest()[:16]}"
 
 
-def _cache_dir_for_sources() -> None:
-    if os.environ.get("NUMBA_CACHE_DIR"):
-        return
-    target = numba_cache_dir(Path(__file__).resolve().parent)
-    root = target.parent
+def _writable(folder: Path, private: bool = False) -> bool:
+    """Create ``folder`` if needed and write a probe file in it; ``private``: the
+    folder's parent must be ours alone (a shared temporary directory)."""
     try:
-        target.mkdir(parents=True, exist_ok=True)
-        probe = target / ".writable"
-        probe.touch()
+        if private:
+            folder.parent.mkdir(mode=0o700, exist_ok=True)
+            st = folder.parent.lstat()
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+                return False
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / ".writable").touch()
+        return True
     except OSError:
+        return False
+
+
+def _note(message: str) -> None:
+    global CACHE_NOTE
+    CACHE_NOTE = message
+    try:
+        print(f"rnngap: note: {message}", file=sys.stderr)
+    except (OSError, ValueError):
+        pass
+
+
+def _cache_dir_for_sources() -> None:
+    user = os.environ.get("NUMBA_CACHE_DIR")
+    if user and _writable(Path(user)):
         return
-    for old in root.glob("numba-*"):
-        if old != target:
-            shutil.rmtree(old, ignore_errors=True)
+    why = f"NUMBA_CACHE_DIR={user} is not writable" if user else "the package folder is not writable"
+    package = Path(__file__).resolve().parent
+    target = numba_cache_dir(package)
     import numba
 
-    numba.config.CACHE_DIR = str(target)
+    if not user and _writable(target):
+        for old in target.parent.glob("numba-*"):
+            if old != target:
+                shutil.rmtree(old, ignore_errors=True)
+        numba.config.CACHE_DIR = str(target)
+        return
+    if user and _writable(target):
+        numba.config.CACHE_DIR = str(target)
+        _note(f"{why}; numba kernels are cached in {target}")
+        return
+    fallback = Path(tempfile.gettempdir()) / f"rnngap-numba-{os.getuid()}" / target.name
+    if _writable(fallback, private=True):
+        numba.config.CACHE_DIR = str(fallback)
+        _note(f"{why}; numba kernels are cached in {fallback}")
+        return
+    # nowhere to cache: compile in memory (numba raises "no locator available" at import otherwise)
+    from numba.core import dispatcher
+
+    dispatcher.Dispatcher.enable_caching = lambda self: None
+    numba.config.CACHE_DIR = ""
+    _note(f"{why} and neither is {fallback.parent}; numba kernels are compiled in memory on every run")
 
 
 _cache_dir_for_sources()

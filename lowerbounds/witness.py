@@ -192,9 +192,26 @@ def _prefix_array(reduction: Reduction, xs: np.ndarray) -> np.ndarray | None:
         return None
 
 
+BATCH_WORK = 1 << 17
+"""Prefix tokens per ``batch_states`` call, at most (at least one row): a long
+kernel call holds Python off, so a batch is fed in slices of rows and Ctrl-C /
+SIGTERM are seen between them (a whole birthday batch at n = 4096, 4096 rows of
+4097 tokens, was one call of about 40 s). The keys are per row, so the slices
+change nothing."""
+
+
 def _batch_keys(rnn: Any, prefixes: np.ndarray) -> list[Hashable]:
-    """Hashable keys of ``rnn.batch_states(prefixes)`` (optional protocol extension)."""
-    keys = np.asarray(rnn.batch_states(prefixes))
+    """Hashable keys of ``rnn.batch_states(prefixes)`` (optional protocol
+    extension), called on slices of at most :data:`BATCH_WORK` tokens."""
+    rows = max(1, BATCH_WORK // max(1, prefixes.shape[1]))
+    parts = [np.asarray(rnn.batch_states(prefixes[lo:lo + rows])) for lo in range(0, prefixes.shape[0], rows)]
+    for lo, part in zip(range(0, prefixes.shape[0], rows), parts):
+        want = min(rows, prefixes.shape[0] - lo)
+        if part.ndim not in (1, 2) or part.shape[0] != want or part.shape[1:] != parts[0].shape[1:]:
+            raise ProtocolViolation(
+                f"batch_states returned shape {part.shape} for {want} prefixes (need [B] or [B, w])")
+    keys = np.concatenate(parts) if len(parts) > 1 else (parts[0] if parts else
+                                                          np.asarray(rnn.batch_states(prefixes)))
     if keys.ndim not in (1, 2) or keys.shape[0] != prefixes.shape[0]:
         raise ProtocolViolation(
             f"batch_states returned shape {keys.shape} for {prefixes.shape[0]} prefixes (need [B] or [B, w])")

@@ -11,6 +11,13 @@ thrown at ``checks.cli.main``, run in-process (fast). For every bad input:
 and for the generated inputs that are valid (e.g. mixed separators) the
 exit code is 0, only the intended output is added, and it is right.
 
+Issue 30 adds the edges: generated output paths (streams, sockets, symlink
+loops, trailing slashes, names around NAME_MAX: refused in one line before the
+work, or written whole; every legal name written), JSON texts for the linear
+depth pre-check, every mode of ``cc`` within its caps, and signals at any
+moment (exit 130 / 143, nothing left behind). The named cases are in
+tests/test_cli_edges.py.
+
 The default suite runs a few dozen examples per test (about half a minute in
 all); ``python -m pytest -m full tests/test_fuzz_cli.py`` runs many more.
 """
@@ -63,6 +70,7 @@ def assert_refused(argv: list[str], d: Path, before: dict[str, bytes] | None = N
     assert len(err.splitlines()) == 1 and err.endswith("\n"), err[-500:]
     assert err.startswith("rnngap: "), err[-500:]
     assert "Traceback" not in err, err
+    assert len(err) < 700, f"the message quotes too much of the input: {len(err)} characters"
     assert snapshot(d) == before, "a file changed or was left behind"
     return err
 
@@ -370,6 +378,11 @@ def _bad_argvs(d: Path):
         st.just(["predict", "ar", "--inputs", str(d), "--out", str(d / "P.npy")]),
         st.builds(lambda o: ["predict", "ar", "--inputs", inp_n, "--out", str(d / "P.npy"), o],
                   st.sampled_from(["--bogus", "--model=x", "--inputs"])),
+        # long values echoed by argparse and by the commands (issue 30: messages stay short)
+        st.builds(lambda k, c: ["witness", "--task", "index", "--n", c * k, "--model", "register"],
+                  st.integers(300, 5000), st.sampled_from("x9é")),
+        st.builds(lambda k: ["verify", "--profile", "p" * k], st.integers(300, 5000)),
+        st.builds(lambda k: ["cc", "--task", "t" * k, "--n", "3"], st.integers(300, 5000)),
         # no command / unknown command / bad option
         st.builds(lambda c: [c], NAME.filter(lambda c: c not in ("verify", "show", "cc", "witness", "precision",
                                                                  "predict")).map(lambda c: c or "?")),
@@ -417,3 +430,213 @@ def test_format_parsers_raise_only_format_errors(text):
             parse("[BOS]" + text)
         except (GraphFormatError, CotFormatError) as e:
             assert str(e) and "\n" not in str(e)
+
+
+# ---------------------------------------------------------------- cc: every mode within the caps (issue 30)
+
+@settings(QUICK, max_examples=12)
+@given(st.sampled_from(["index", "ar", "cgram", "counting", "istree"]), st.integers(1, 3), st.booleans())
+def test_cc_caps_bound_the_work_of_every_mode(task, alphabet, table):
+    """The accepted --n of each mode: the matrices it enumerates (read off the
+    problems themselves) stay within MAX_CELLS cells and MAX_WORK instance
+    tokens, summed over n = 1..N with --table; one more is refused."""
+    from rnngap.checks import cmd_cc
+    if task == "istree" and alphabet < 2:
+        alphabet = 2
+    cap = cmd_cc.max_n(task, alphabet, table=table)
+    ns = range(1, cap + 1) if table else [cap]
+    cells = work = 0
+    for n in ns:
+        p = cmd_cc.make_problem(task, n, alphabet)
+        length = len(p.alice_prefix(p.alice_inputs[0])) + len(p.bob_suffix(p.bob_inputs[0]))
+        cells += p.cells
+        work += p.cells * length
+    assert cells <= cmd_cc.MAX_CELLS and work <= cmd_cc.MAX_WORK, (task, alphabet, table, cap, cells, work)
+    from unittest import mock
+
+    def no_work(*a, **k):
+        raise AssertionError("past the cap, the work started")
+    with mock.patch("rnngap.lowerbounds.cc.one_way_complexity", no_work):
+        rc, _, err = cli(["cc", "--task", task, "--alphabet", str(alphabet), "--n", str(cap + 1)]
+                         + (["--table"] if table else []))
+    assert rc == 2 and "too large" in err, err
+
+
+JSON_VALUES = st.recursive(st.none() | st.integers(-5, 5) | st.text(alphabet='"\\[]{}ab\u00e9', max_size=8),
+                           lambda kids: st.lists(kids, max_size=3) | st.dictionaries(
+                               st.text(alphabet='"\\[]{}k', max_size=4), kids, max_size=3), max_leaves=12)
+
+
+@settings(QUICK, max_examples=40)
+@given(JSON_VALUES)
+def test_json_depth_pre_check_equals_the_nesting(value):
+    """The linear depth pre-check of predict istree equals the nesting depth of
+    any JSON text (strings full of quotes, backslashes and brackets)."""
+    from rnngap.checks.predict_istree import _json_depth
+
+    def depth(v):
+        if isinstance(v, list):
+            return 1 + max(map(depth, v), default=0)
+        if isinstance(v, dict):
+            return 1 + max(map(depth, v.values()), default=0)
+        return 0
+    line = json.dumps(value, ensure_ascii=False)
+    assert _json_depth(line) == depth(value), line
+
+
+# ---------------------------------------------------------------- output paths (issue 30)
+
+def _path_world(d: Path):
+    """A directory holding one of each kind of entry an output path may meet."""
+    import socket
+    (d / "file").write_text("x")
+    (d / "sub").mkdir()
+    (d / "loop").symlink_to(d / "loop")
+    (d / "link").symlink_to(d / "file")
+    (d / "dangling").symlink_to(d / "sub" / "new-target")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(str(d / "sock"))
+    return s
+
+
+FRESH = st.text(alphabet="abcxyz-_.0123456789éжλ€ ", min_size=1, max_size=140).filter(
+    lambda s: s not in (".", ".."))
+
+
+@st.composite
+def output_paths(draw, d: Path):
+    kind = draw(st.sampled_from(["stream", "fresh", "fresh-in-sub", "existing", "special", "nested", "long", "long"]))
+    if kind == "stream":
+        return draw(st.sampled_from(["-", "/dev/stdout", "/dev/null", "/dev/full", "/dev/stderr"]))
+    if kind == "fresh":
+        path = str(d / draw(FRESH))
+    elif kind == "fresh-in-sub":
+        path = str(d / "sub" / draw(FRESH))
+    elif kind == "existing":
+        path = str(d / draw(st.sampled_from(["file", "sub", "loop", "link", "dangling", "sock", ".", ".."])))
+    elif kind == "special":
+        path = str(d / draw(st.sampled_from(["sock", "loop", "sub", "."])))
+    elif kind == "long":                  # names of 235..262 bytes: around NAME_MAX (255), past it with the suffix
+        char, size = draw(st.sampled_from(["a", "é", "€"])), draw(st.integers(235, 262))
+        width = len(char.encode())
+        path = str(d / (char * (size // width) + "b" * (size % width)))
+    else:
+        parts = draw(st.lists(st.sampled_from(["file", "sub", "loop", "link", "sock", "missing", ".", "..", "x"]),
+                              min_size=1, max_size=4))
+        path = str(d.joinpath(*parts)) + "/" + draw(FRESH)
+    return path + ("/" if draw(st.booleans()) and kind != "stream" else "")
+
+
+def _output_path_case(data):
+    import os
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        sock = _path_world(d)
+        try:
+            path = data.draw(output_paths(d))
+            before = {str(p): (p.read_bytes() if p.is_file() and not p.is_symlink() else None)
+                      for p in d.rglob("*")}
+            from unittest import mock
+
+            from rnngap.lowerbounds import cc
+            real, calls = cc.one_way_complexity, []
+
+            def recorded(*a, **k):
+                calls.append(1)
+                return real(*a, **k)
+            with mock.patch.object(cc, "one_way_complexity", recorded):
+                rc, out, err = cli(["cc", "--task", "index", "--n", "3", "--json", path])
+            after = {str(p): (p.read_bytes() if p.is_file() and not p.is_symlink() else None)
+                     for p in d.rglob("*")}
+            assert not [p for p in after if p.endswith(".part")], sorted(after)
+            assert rc in (0, 2), (path, rc, err)
+            if rc == 2:
+                assert len(err.splitlines()) == 1 and err.startswith("rnngap: ") and len(err) < 700, err
+                assert "Traceback" not in err and after == before, path
+                assert not calls or path == "/dev/full", (path, "refused only after the work")
+            else:
+                assert err == "" or path == "/dev/stderr", err
+                assert path != "/dev/full"
+            name = os.path.basename(path)
+            legal = (not path.endswith("/") and os.path.dirname(path) in (str(d), str(d / "sub"))
+                     and name not in ("file", "sub", "loop", "link", "dangling", "sock", ".", "..")
+                     and len(name.encode()) <= 255)
+            if path.endswith("/"):
+                assert rc == 2, (path, "a trailing '/' names a directory")
+            if legal or path in ("-", "/dev/stdout", "/dev/null"):
+                assert rc == 0, (path, err)           # every legal name is written
+            if rc == 0 and path in ("-", "/dev/stdout"):
+                first, rest = out.split("\n", 1)
+                assert "one-way complexity 3 bits" in first and json.loads(rest)[0]["bits"] == 3
+            elif rc == 0 and path not in ("/dev/null", "/dev/stderr"):
+                target = os.path.realpath(path)
+                assert json.loads(Path(target).read_text())[0]["bits"] == 3
+                assert {k: v for k, v in after.items() if k != target} == \
+                    {k: v for k, v in before.items() if k != target}
+        finally:
+            sock.close()
+
+
+@settings(QUICK, max_examples=60)
+@given(st.data())
+def test_output_paths_refused_in_one_line_or_written_whole(data):
+    _output_path_case(data)
+
+
+@pytest.mark.full
+@FULL
+@given(st.data())
+def test_output_paths_full(data):
+    _output_path_case(data)
+
+
+# ---------------------------------------------------------------- signals at any moment (issue 30)
+
+def _signal_case(sig_name: str, delay: float):
+    """predict istree on a large input, interrupted after ``delay`` s by SIGINT
+    or SIGTERM: exit 130 / 143 with one line and the directory unchanged (no
+    output, no temporary file), or, if it finished first, exit 0 with the
+    whole output."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        line = "[BOS]" + ",".join(f"{v}-{v - 1}" for v in range(1, 400)) + "[EOS]"
+        (d / "g.jsonl").write_text((json.dumps({"text": line}) + "\n") * 40)
+        (d / "out.jsonl").write_text("old\n")
+        before = snapshot(d)
+        p = subprocess.Popen([sys.executable, "-m", "rnngap.checks.cli", "predict", "istree", "--inputs",
+                              str(d / "g.jsonl"), "--out", str(d / "out.jsonl")], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        time.sleep(delay)
+        finished = p.poll() is not None
+        p.send_signal(getattr(signal, sig_name))
+        try:
+            _, err = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            raise AssertionError(f"no answer to {sig_name} within 30 s")
+        if finished:
+            assert p.returncode == 0, err
+            assert len((d / "out.jsonl").read_text().splitlines()) == 40
+            return
+        code, text = {"SIGINT": (130, "interrupted"), "SIGTERM": (143, "terminated")}[sig_name]
+        assert (p.returncode, err) == (code, f"rnngap: {text}\n"), (p.returncode, err[-500:])
+        assert snapshot(d) == before
+
+
+@settings(QUICK, max_examples=2)
+@given(st.sampled_from(["SIGINT", "SIGTERM"]), st.floats(2.5, 5.0))
+def test_a_signal_at_any_moment_leaves_nothing(sig_name, delay):
+    _signal_case(sig_name, delay)
+
+
+@pytest.mark.full
+@settings(FULL, max_examples=12)
+@given(st.sampled_from(["SIGINT", "SIGTERM"]), st.floats(2.0, 12.0))
+def test_a_signal_at_any_moment_full(sig_name, delay):
+    _signal_case(sig_name, delay)

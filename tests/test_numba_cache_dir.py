@@ -42,3 +42,57 @@ def test_user_setting_wins(tmp_path):
     out = subprocess.run([sys.executable, "-c", "import rnngap.constructions, numba; print(numba.config.CACHE_DIR)"],
                          env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == str(tmp_path)
+
+
+def _unwritable_install(tmp_path: Path) -> dict:
+    """A copy of rnngap.constructions whose __pycache__ cannot be created (a
+    regular file is in the way: unwritable even for root), imported first, with
+    HOME and XDG_CACHE_HOME unwritable too and NUMBA_CACHE_DIR unset: an
+    installed package run by a user whose HOME is read-only."""
+    src = Path(C.__file__).resolve().parent
+    pkg = tmp_path / "site" / "rnngap" / "constructions"
+    pkg.mkdir(parents=True)
+    for p in src.glob("*.py"):
+        shutil.copy(p, pkg / p.name)
+    (pkg / "__pycache__").write_text("not a folder")
+    blocked = tmp_path / "blocked"
+    blocked.write_text("")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env.update(PYTHONPATH=str(tmp_path / "site"), HOME=str(blocked / "home"), XDG_CACHE_HOME=str(blocked / "xdg"),
+               TMPDIR=str(tmp_path / "tmp"), PYTHONDONTWRITEBYTECODE="1")
+    (tmp_path / "tmp").mkdir()
+    return env
+
+
+KERNEL = ("import numba, rnngap.constructions as C; from rnngap.constructions import fixedpoint as F; "
+          "assert C.__file__.startswith({site!r}), C.__file__; print(F.bit_length(1000), repr(numba.config.CACHE_DIR))")
+
+
+def test_unwritable_home_and_package_cache_in_a_private_temp_folder(tmp_path):
+    env = _unwritable_install(tmp_path)
+    r = subprocess.run([sys.executable, "-c", KERNEL.format(site=str(tmp_path / "site"))], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    bits, where = r.stdout.split(" ", 1)
+    assert int(bits) == (1000).bit_length()
+    assert where.strip().strip("'").startswith(str(tmp_path / "tmp" / f"rnngap-numba-{os.getuid()}"))
+    assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith("rnngap: note: "), r.stderr
+    assert list((tmp_path / "tmp").rglob("*.nbi")), "nothing was cached in the fallback folder"
+    h = subprocess.run([sys.executable, "-m", "rnngap.checks.cli", "--help"], env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert h.returncode == 0 and "usage: rnngap" in h.stdout, h.stderr[-2000:]
+
+
+def test_nowhere_to_cache_compiles_in_memory(tmp_path):
+    env = _unwritable_install(tmp_path)
+    env["TMPDIR"] = str(tmp_path / "blocked" / "tmp")          # tempfile falls back to /tmp: set tempdir itself
+    code = "import tempfile; tempfile.tempdir = {t!r}; ".format(t=env["TMPDIR"]) + KERNEL.format(
+        site=str(tmp_path / "site"))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split(" ", 1)[0] == str((1000).bit_length()) and r.stdout.split(" ", 1)[1].strip() == "''"
+    assert len(r.stderr.splitlines()) == 1 and "compiled in memory" in r.stderr, r.stderr
+    h = subprocess.run([sys.executable, "-c", "import tempfile; tempfile.tempdir = {t!r}; import sys; "
+                        "from rnngap.checks.cli import main; sys.exit(main(['--help']))".format(t=env["TMPDIR"])],
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert h.returncode == 0 and "usage: rnngap" in h.stdout, h.stderr[-2000:]
