@@ -7,8 +7,6 @@ from fractions import Fraction
 
 import numpy as np
 
-from rnngap.constructions import kernels as K
-from rnngap.constructions.fixedpoint import PrecisionError
 from rnngap.constructions.vocab import SPECIAL_NAMES, NUMBER_BASE
 
 
@@ -71,6 +69,9 @@ def _tok(t: int) -> str:
 
 
 def run(args) -> int:
+    from rnngap.constructions import kernels as K          # here, not at import: `rnngap --help` loads no kernels
+    from rnngap.constructions.fixedpoint import PrecisionError
+
     from .catalog import by_name, names
     from .cli import UsageError
 

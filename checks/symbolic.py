@@ -335,6 +335,10 @@ def prove(hypotheses: list, conclusion, timeout_ms: int = 20000, portfolio: bool
             s.add(h.translate(ctx))
         s.add(z3.Not(conclusion).translate(ctx))
         answer = str(s.check())
+        if answer == "unknown" and "interrupted" in s.reason_unknown():
+            # z3 takes SIGINT for itself while it solves (it answers unknown, and
+            # Python never sees the signal): Ctrl-C stops the whole run
+            raise KeyboardInterrupt
         out = {"answer": answer, "query": s.to_smt2() if out is None else out["query"],
                "config": ", ".join(f"{k}={v}" for k, v in config.items()) or "default"}
         if answer == "sat":

@@ -54,10 +54,24 @@ def _writable(folder: Path, private: bool = False) -> bool:
 
 
 def _note(message: str) -> None:
+    """Keep the note; :func:`announce_cache` writes it when kernels are first loaded
+    (so a command that runs no kernel, ``rnngap --help``, prints none)."""
     global CACHE_NOTE
     CACHE_NOTE = message
+
+
+_ANNOUNCED = False
+
+
+def announce_cache() -> None:
+    """Write :data:`CACHE_NOTE` on stderr, once per process (called by the kernel
+    modules when they are imported)."""
+    global _ANNOUNCED
+    if CACHE_NOTE is None or _ANNOUNCED:
+        return
+    _ANNOUNCED = True
     try:
-        print(f"rnngap: note: {message}", file=sys.stderr)
+        print(f"rnngap: note: {CACHE_NOTE}", file=sys.stderr)
     except (OSError, ValueError):
         pass
 

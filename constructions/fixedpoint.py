@@ -51,6 +51,10 @@ from typing import Union
 import numpy as np
 from numba import njit
 
+from . import announce_cache
+
+announce_cache()      # where the kernels are cached, if not in the package folder (constructions/__init__.py)
+
 # ----------------------------------------------------------------------------
 # constants shared with kernels (module globals are compile-time constants)
 MODE_RAISE = 0

@@ -165,3 +165,24 @@ def test_every_plan_names_a_task_spec_and_an_abstract_instance():
     for key, mp in planned.items():
         assert task(mp.task).name == mp.task, key
         assert mp.task in INSTANCES, key
+
+
+def test_ctrl_c_inside_z3_stops_the_proof():
+    """z3 takes SIGINT for itself while it solves and answers unknown; prove() turns
+    that into KeyboardInterrupt, so Ctrl-C ends `rnngap certify` (exit 130) instead
+    of being read as an unknown answer and ignored."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from rnngap.checks.symbolic import prove
+    x, y, w = z3.Ints("x y w")
+    hard = [x * x * x + y * y * y == w * w * w, x > 1, y > 1, w > 1]
+    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        timer.start()
+        prove(hard, z3.BoolVal(False), timeout_ms=60000, portfolio=False)
+    timer.join()
+    assert time.monotonic() - t0 < 30

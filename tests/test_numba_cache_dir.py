@@ -96,3 +96,4 @@ def test_nowhere_to_cache_compiles_in_memory(tmp_path):
                         "from rnngap.checks.cli import main; sys.exit(main(['--help']))".format(t=env["TMPDIR"])],
                        env=env, capture_output=True, text=True, timeout=600)
     assert h.returncode == 0 and "usage: rnngap" in h.stdout, h.stderr[-2000:]
+    assert not h.stderr, h.stderr       # --help loads no kernels: nothing to cache, no note
