@@ -44,6 +44,11 @@ MODELS = {
 """name -> (meaning of --bits, min, max, default)."""
 
 MAX_N = 4096
+BIRTHDAY_WORK_CAP = 1 << 30
+"""Token steps (draws x prefix tokens) the birthday search may take: about a minute
+on the 2-core machine (some 15 million token steps a second). The search stops
+there with no witness, and says so, rather than running for hours (2^24 draws of
+4096 tokens)."""
 
 
 def task_names() -> tuple[str, ...]:
@@ -170,9 +175,15 @@ def run(args) -> int:
     red = spec.reduction
     rnn = make_model(model, spec.name, args.n, bits, args.seed)
     kw = {"max_cot": max_cot}
+    capped = None
     if mode == "birthday":
         kw["seed"] = args.seed
         kw["progress"] = SearchProgress(sys.stderr)
+        per_draw = len(red.alice((0,) * args.n))
+        kw["max_draws"] = max(1, min(W.default_max_draws(rnn.state_bits), BIRTHDAY_WORK_CAP // per_draw))
+        if kw["max_draws"] < W.default_max_draws(rnn.state_bits):
+            capped = (f"the work cap of {BIRTHDAY_WORK_CAP} token steps: {kw['max_draws']} draws of "
+                      f"{per_draw} tokens")
     w = W.find_witness(rnn, red, args.n, mode=mode, **kw)
     name = getattr(rnn, "name", type(rnn).__name__)
     print(f"model {name} ({model}, --bits {bits}): {rnn.state_bits} declared state bits; task {task} via "
@@ -180,7 +191,8 @@ def run(args) -> int:
     print(f"search: {w.how} ({w.states_explored} prefixes, {w.seconds:.2f} s)")
     record = {"task": task, "model": model, "name": name, "bits": bits, "n": args.n, "mode": mode,
               "seed": args.seed, "state_bits": rnn.state_bits, "found": w.found, "how": w.how,
-              "states_explored": w.states_explored, "seconds": w.seconds, "max_cot": max_cot}
+              "states_explored": w.states_explored, "seconds": w.seconds, "max_cot": max_cot,
+              "max_draws": kw.get("max_draws")}
     if w.found:
         ref = reference_fn(task, args.n)
         print(f"x  = {''.join(map(str, w.x))}")
@@ -201,7 +213,8 @@ def run(args) -> int:
                          "reference": want, "correct": ans == want})
         record.update(x=list(w.x), x_prime=list(w.x_prime), i=w.i, runs=runs, wrong=list(w.wrong))
     else:
-        print("no fooling pair found: the prefixes reach distinct states (or the budget ran out)")
+        print("no fooling pair found: the prefixes reach distinct states (or the budget ran out)"
+              + (f"; the search stopped at {capped}" if capped else ""))
     if args.json:
         with atomic_output(args.json, what="witness --json") as fh:
             json.dump(record, fh, indent=1)

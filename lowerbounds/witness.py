@@ -368,6 +368,11 @@ def expected_birthday_draws(state_bits: int) -> float:
     return math.sqrt(math.pi / 2 * 2.0 ** state_bits)
 
 
+def default_max_draws(state_bits: int) -> int:
+    """The birthday search's default budget: min(2^24, 16 * 2^(s/2)) draws, s = state_bits."""
+    return int(min(DEFAULT_MAX_DRAWS_CAP, math.ceil(16 * 2.0 ** (state_bits / 2))))
+
+
 def find_witness_birthday(rnn: RNN, reduction: Reduction, n: int, *, seed: int,
                           max_draws: int | None = None, max_stored: int = DEFAULT_MAX_STORED,
                           batch_size: int = 4096, max_cot: int = 0,
@@ -389,7 +394,7 @@ def find_witness_birthday(rnn: RNN, reduction: Reduction, n: int, *, seed: int,
     seed = integer_arg(seed, "seed")
     max_cot = _check_max_cot(max_cot)
     if max_draws is None:
-        max_draws = int(min(DEFAULT_MAX_DRAWS_CAP, math.ceil(16 * 2.0 ** (state_bits / 2))))
+        max_draws = default_max_draws(state_bits)
     max_draws = integer_arg(max_draws, "max_draws")
     max_stored = integer_arg(max_stored, "max_stored")
     batch_size = integer_arg(batch_size, "batch_size")

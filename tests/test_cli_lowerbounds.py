@@ -243,3 +243,26 @@ def test_cc_check_size_power_agrees_with_the_exact_count():
         except ValueError:
             ok = False
         assert ok == exact_ok, (base, exp, factor)
+
+
+def test_witness_birthday_stops_at_the_work_cap(capsys, tmp_path, monkeypatch):
+    """The birthday search's draws x prefix tokens never pass the work cap: a 64-bit
+    hash (2^24 draws by default) at n = 200 stops after cap // 201 draws, says so,
+    and finds nothing; below the cap the default budget is kept (the 28-bit register
+    of the test above still finds its pair)."""
+    from rnngap.checks import cmd_witness
+    from rnngap.lowerbounds import witness as W
+    monkeypatch.setattr(cmd_witness, "BIRTHDAY_WORK_CAP", 1 << 20)
+    path = tmp_path / "w.json"
+    rc, out, _ = _run(capsys, "witness", "--task", "index", "--n", "200", "--model", "hash", "--bits", "64",
+                      "--mode", "birthday", "--seed", "0", "--json", str(path))
+    rec = json.loads(path.read_text())
+    assert rc == 1 and not rec["found"] and "work cap of 1048576 token steps" in out, out
+    assert rec["max_draws"] == (1 << 20) // 201 < W.default_max_draws(64)
+    assert rec["states_explored"] <= rec["max_draws"]
+    monkeypatch.undo()                                    # the real cap
+    rc, out, _ = _run(capsys, "witness", "--task", "index", "--n", "29", "--model", "register", "--bits", "28",
+                      "--mode", "birthday", "--seed", "0", "--json", str(path))
+    rec = json.loads(path.read_text())
+    assert rc == 0 and rec["found"] and "work cap" not in out
+    assert rec["max_draws"] == W.default_max_draws(rec["state_bits"])
