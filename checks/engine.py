@@ -136,8 +136,11 @@ class PoolClient:
         from concurrent.futures import ProcessPoolExecutor
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
+        from rnngap.constructions import announce_cache, quiet_cache_note
+        announce_cache()            # the numba cache note, if any, once: here, not in every worker
         # spawn, not fork: the parent may run threads (the progress bar)
-        self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                        initializer=quiet_cache_note)
 
     def submit(self, fn, *args, pure=False, key=None, priority=0):
         return self.pool.submit(fn, *args)

@@ -63,6 +63,13 @@ def _note(message: str) -> None:
 _ANNOUNCED = False
 
 
+def quiet_cache_note() -> None:
+    """Never write the note in this process (a worker of ``rnngap verify``: its
+    parent has written it)."""
+    global _ANNOUNCED
+    _ANNOUNCED = True
+
+
 def announce_cache() -> None:
     """Write :data:`CACHE_NOTE` on stderr, once per process (called by the kernel
     modules when they are imported)."""

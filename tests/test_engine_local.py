@@ -91,3 +91,16 @@ def test_whole_quick_profile_local_workers_equal_serial():
     serial = registry.run("quick", None, 0)
     local = engine.run_local("quick", None, 0, workers=2)
     assert len(serial) > 800 and _strip(local) == _strip(serial)
+
+
+def _announced() -> bool:
+    import rnngap.constructions as C
+    return C._ANNOUNCED
+
+
+def test_workers_never_repeat_the_numba_cache_note():
+    """Where the kernels cannot be cached in the package, the note is written once,
+    by the parent: every worker starts with it marked as written."""
+    with engine.PoolClient(2) as c:
+        flags = [f.result() for f in [c.submit(_announced) for _ in range(4)]]
+    assert flags == [True] * 4
