@@ -180,7 +180,7 @@ def feature_raw(kind, param, tok, pos, I, f, mode, err):
     if kind == F_ZERO:
         return np.int64(0)
     if kind == F_ONE:
-        return int_raw(1, I, f, mode, err)
+        return int_raw(np.int64(1), I, f, mode, err)
     if kind == F_TOK:
         return int_raw(tok_code(tok), I, f, mode, err)
     if kind == F_TOK_SQ:
@@ -192,14 +192,14 @@ def feature_raw(kind, param, tok, pos, I, f, mode, err):
         return int_raw(1 if tok >= NUMBER_BASE else 0, I, f, mode, err)
     if kind == F_TOK_INV:
         den = fx_add(int_raw(tok_code(tok), I, f, mode, err), param, I, f, mode, err)
-        return fx_div(int_raw(1, I, f, mode, err), den, I, f, mode, err)
+        return fx_div(int_raw(np.int64(1), I, f, mode, err), den, I, f, mode, err)
     if kind == F_POS:
         return int_raw(pos, I, f, mode, err)
     if kind == F_POS_SQ:
         return int_raw(pos * pos, I, f, mode, err)
     if kind == F_POS_INV:
         den = fx_add(int_raw(pos, I, f, mode, err), param, I, f, mode, err)
-        return fx_div(int_raw(1, I, f, mode, err), den, I, f, mode, err)
+        return fx_div(int_raw(np.int64(1), I, f, mode, err), den, I, f, mode, err)
     return np.int64(0)
 
 
@@ -336,7 +336,7 @@ def attention_scores(q, KhT, KmT, m, I, f, mode, err, qnz, cm, scores):
     ext = scores.shape[0] >= 2 * cap
     if ext:
         scores[cap] = -1
-    nq = 0
+    nq = np.int64(0)        # typed: a literal 0 here would specialise every pruning kernel a second time
     for c in range(Dh):
         if q[c] != 0:
             qnz[nq] = c
@@ -666,7 +666,7 @@ def _pruned_scores(q, KhT, KmT, m, f, err, qnz, nq, cm, scores):
                 M = bm
                 ml = hint + 1
     else:
-        nh = 0
+        nh = np.int64(0)
         for b in range(ntop):
             ub, ubf, pb = _node_bound(q, qnz, nq, KhT, KmT, cm, top, b, m, f, hm1)
             nh = _heap_push(scores, dfr, nh, _heap_key(ub, ubf), b * 16 + top)
@@ -753,7 +753,7 @@ def _pruned_scores(q, KhT, KmT, m, f, err, qnz, nq, cm, scores):
         l0 = (b << sh) >> PRUNE_LEAF_LOG
         l1 = (min((b + 1) << sh, m) + PRUNE_LEAF - 1) >> PRUNE_LEAF_LOG
         for lb in range(l0, l1):
-            ub, ubf, pb = _node_bound(q, qnz, nq, KhT, KmT, cm, 1, lb, m, f, hm1)
+            ub, ubf, pb = _node_bound(q, qnz, nq, KhT, KmT, cm, np.int64(1), lb, m, f, hm1)
             if pb > mx:
                 j0 = lb << PRUNE_LEAF_LOG
                 bm, smax = _score_block(q, qnz, nq, KhT, j0, min(j0 + PRUNE_LEAF, m), f, hm1, scores)
@@ -1067,7 +1067,7 @@ def _readout(x, out_dim, out_kind, out_param, out_coef, candidates, I, f, mode, 
         for i in range(T):
             xv = x[out_dim[i]]
             if xv != 0:
-                w = fx_mul(out_coef[i], feature_raw(out_kind[i], out_param[i], k, 0, I, f, mode, err),
+                w = fx_mul(out_coef[i], feature_raw(out_kind[i], out_param[i], k, np.int64(0), I, f, mode, err),
                            I, f, mode, err)
                 if w != 0:
                     logit = fx_add(logit, fx_mul(w, xv, I, f, mode, err), I, f, mode, err)
@@ -1100,7 +1100,8 @@ def readout_table(out_kind, out_param, out_coef, candidates, I, f, mode):
         for i in range(T):
             for j in range(e.shape[0]):
                 e[j] = 0
-            w[ci, i] = fx_mul(out_coef[i], feature_raw(out_kind[i], out_param[i], candidates[ci], 0, I, f, mode, e),
+            w[ci, i] = fx_mul(out_coef[i],
+                              feature_raw(out_kind[i], out_param[i], candidates[ci], np.int64(0), I, f, mode, e),
                               I, f, mode, e)
             wmax[ci, i] = e[E_MAXABS]
             ok[ci, i] = e[E_CODE] == 0 and e[E_SAT] == 0
@@ -1125,7 +1126,8 @@ def _readout_fast(x, out_dim, out_kind, out_param, out_coef, candidates, w_tab, 
                         err[E_MAXABS] = wmax_tab[ci, i]
                     w = w_tab[ci, i]
                 else:
-                    w = fx_mul(out_coef[i], feature_raw(out_kind[i], out_param[i], candidates[ci], 0, I, f, mode, err),
+                    w = fx_mul(out_coef[i],
+                               feature_raw(out_kind[i], out_param[i], candidates[ci], np.int64(0), I, f, mode, err),
                                I, f, mode, err)
                 if w != 0:
                     logit = fx_add(logit, fx_mul(w, xv, I, f, mode, err), I, f, mode, err)
@@ -1324,7 +1326,7 @@ def forward_batch_plain(tokens, lengths, all_positions, share_prefix, readout_mo
     the plain :func:`readout_fast` (no embedding tables, no checked-once
     shortcuts): the reference the fast path is tested against."""
     net, ro = W.net, W.readout
-    forward_loop(tokens, lengths, all_positions, share_prefix, readout_mode == READOUT_NEAREST_CODE, False,
+    forward_loop(tokens, lengths, all_positions, share_prefix, readout_mode == READOUT_NEAREST_CODE, np.bool_(False),
                   I, f, mode, err, loc,
                   net.ekind, net.eparam, net.ecoef, net.rA, net.rB, net.rC, net.rW1, net.rb1, net.rW2, net.rb2,
                   net.aWQ, net.aWK, net.aWV, net.aWO, net.a_nheads, net.aW1, net.ab1, net.aW2, net.ab2,
@@ -1341,7 +1343,7 @@ def _forward(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mo
     arrays unpacked from a tuple in the same function). (v_dim, code_lo, code_hi):
     :func:`_nearest_code_readout`'s parameters, read only if ``use_nearest``.
     Runs the fast loop (:func:`forward_loop` with ``fast``)."""
-    forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, True, I, f, mode, err, loc,
+    forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, np.bool_(True), I, f, mode, err, loc,
                   ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2,
                   aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2,
                   out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab,
@@ -1675,7 +1677,7 @@ def forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, fast
                 _step(tokens[b, t], t, I, f, mode, err, ekind, eparam, ecoef,
                       rA, rB, rC, rW1, rb1, rW2, rb2, state,
                       aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Km, Vc,
-                      x, scores, wbuf, False, attn_rec, need, ws)
+                      x, scores, wbuf, np.bool_(False), attn_rec, need, ws)
             else:                  # the fast step (see the docstring)
                 tok = tokens[b, t]
                 if tok >= 0 and tok < nv and tok_ok[tok] and pos_ok[t]:

@@ -216,7 +216,7 @@ def _build(KhT, KmT, R, u0, level_top, skip_row):
         lo = b << (level - 1 + KI_LEAF_LOG)
         hi = lo + (np.int64(1) << (level - 1 + KI_LEAF_LOG))
         col = 2 * _node(level, b)
-        best = -1
+        best = np.int64(-1)
         bestr = np.int64(-1)
         bestm = True
         for c in range(Dh):
@@ -483,7 +483,7 @@ def index_scores(q, KhT, KmT, m, I, f, err, qnz, nq, cm, scores):
     # so attend_sparse needs only count * e in Z (Z <= m 2^f < 2^(I+f-1): no overflow)
     grouping = I >= 2 and m < (np.int64(1) << (I - 1))
     nl = 0
-    nh = 0
+    nh = np.int64(0)
     nd = 0
     status = ST_EFFECTIVE
     # 1. the buffer, then best-first over the trees
@@ -595,7 +595,8 @@ def index_scores(q, KhT, KmT, m, I, f, err, qnz, nq, cm, scores):
             level = code & 63
             b = code >> 6
             # pb alone: the box bounds without a square row (ls = -1)
-            _, _, pb = _bound(q, qnz, nq, KmT, R, _node(level, b), f, hm1, -1, 0, lc, lq, lx, 0, qs, sc, nt, 0)
+            _, _, pb = _bound(q, qnz, nq, KmT, R, _node(level, b), f, hm1, np.int64(-1), np.int64(0), lc, lq, lx,
+                               np.int64(0), qs, sc, nt, np.int64(0))
             if pb <= mx:
                 continue
             if level == 1:

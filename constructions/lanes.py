@@ -409,7 +409,7 @@ def _lanes(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mode
     wm = max(wm, max(K.absmax(aWO), max(K.absmax(aW1), K.absmax(aW2))))
     psafe = bit_length(wm) + I + f <= 62
     if not psafe or B == 0:
-        K.forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, True, I, f, mode, err, loc,
+        K.forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, np.bool_(True), I, f, mode, err, loc,
                         ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, aWQ, aWK, aWV, aWO, a_nheads,
                         aW1, ab1, aW2, ab2, out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab,
                         ok_tab, v_dim, code_lo, code_hi, preds)
@@ -537,7 +537,8 @@ def _lanes(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mode
                     sub_pred[k, t] = -1
             sub_loc[0] = -1
             sub_loc[1] = -1
-            K.forward_loop(sub_tok[:nbad], sub_len[:nbad], all_positions, False, use_nearest, True, I, f, mode,
+            K.forward_loop(sub_tok[:nbad], sub_len[:nbad], all_positions, np.bool_(False), use_nearest,
+                            np.bool_(True), I, f, mode,
                             err, sub_loc, ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, aWQ, aWK, aWV, aWO,
                             a_nheads, aW1, ab1, aW2, ab2, out_dim, out_kind, out_param, out_coef, candidates, w_tab,
                             wmax_tab, ok_tab, v_dim, code_lo, code_hi, sub_pred[:nbad])

@@ -147,7 +147,7 @@ def _final_states(tokens, I, f, mode, err, loc, W, out):
                 state[l, s] = 0
         for t in range(L):
             K.model_step(tokens[b, t], t, I, f, mode, err, W, state, Kc, Kc, Vc,
-                         x, scores, wbuf, False, attn_rec, False, ws)
+                         x, scores, wbuf, np.bool_(False), attn_rec, np.bool_(False), ws)
             if err[E_CODE] != 0:
                 loc[0] = b
                 loc[1] = t
