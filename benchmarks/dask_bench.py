@@ -11,6 +11,8 @@
   loaded), ``cluster_start_seconds`` (starting the cluster and warming it up:
   reported separately, NOT in ``dask_seconds``) and ``dask_speedup_2_workers`` =
   serial / dask, plus ``dask_speedup_with_start`` (start-up included).
+* The workers' cores are reported (``worker_cores``): each must have every core
+  this process had at import (:func:`checks.engine.unpin_workers`).
 * :func:`full_profile_dask`: times ``rnngap verify --profile full --engine dask
   --workers 2`` (a subprocess; hours on 2 cores) and reports its summary line.
 
@@ -56,6 +58,18 @@ def _warm() -> None:
         registry.run_part(chk.fn, PROFILE, SEED, (task, "sampled", 64), True)
 
 
+def _cores() -> list[int]:
+    """The cores this process's threads may run on (their union)."""
+    import os
+    out = set()
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            out |= os.sched_getaffinity(int(tid))
+        except OSError:
+            pass
+    return sorted(out)
+
+
 def _strip(records) -> list[dict]:
     return [{k: v for k, v in r.as_json().items() if k != "seconds"} for r in records]
 
@@ -75,7 +89,8 @@ def dask_speedup(workers: int = 2) -> dict:
     with engine._config():
         cluster = engine._start_local_cluster(distributed, workers)
         with cluster, distributed.Client(cluster) as client:
-            client.wait_for_workers(workers)
+            engine.unpin_workers(client, workers)
+            cores = sorted(client.run(_cores).values())
             client.run(_warm)
             t_start = time.perf_counter() - t0
             t1 = time.perf_counter()
@@ -91,6 +106,7 @@ def dask_speedup(workers: int = 2) -> dict:
             f"dask_speedup_{workers}_workers": round(t_serial / t_dask, 3),
             "dask_speedup_with_start": round(t_serial / (t_dask + t_start), 3),
             "largest_part_seconds": round(max(r.seconds for r in serial), 2),
+            "worker_cores": cores, "parent_cores_now": _cores(),
             "note": "cluster start-up (and warm-up) is reported separately, not in dask_seconds"}
 
 

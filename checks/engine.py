@@ -88,7 +88,17 @@ def run(profile: str = "quick", only: Iterable[str] | None = None, seed: int = 0
             raise ValueError(f"workers must be >= 1, got {workers}")
         cluster = _start_local_cluster(distributed, workers)
         with cluster, distributed.Client(cluster) as c:
+            unpin_workers(c, workers)
             return _run_on(c, plan, profile, seed, progress)
+
+
+def unpin_workers(client, workers: int) -> None:
+    """Wait for the ``workers`` of a local cluster and let each run on the cores this
+    process had at import (:data:`constructions.START_AFFINITY`), not on a core
+    this process was pinned to since (they inherit it when spawned)."""
+    from rnngap.constructions import START_AFFINITY, unpin
+    client.wait_for_workers(workers)
+    client.run(unpin, sorted(START_AFFINITY))
 
 
 def _is_worker(proc) -> bool:
@@ -136,11 +146,12 @@ class PoolClient:
         from concurrent.futures import ProcessPoolExecutor
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
-        from rnngap.constructions import announce_cache, quiet_cache_note
+        from rnngap.constructions import START_AFFINITY, announce_cache, worker_init
         announce_cache()            # the numba cache note, if any, once: here, not in every worker
-        # spawn, not fork: the parent may run threads (the progress bar)
+        # spawn, not fork: the parent may run threads (the progress bar); each worker
+        # runs on the cores the parent had at import, not on a core it was pinned to since
         self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                        initializer=quiet_cache_note)
+                                        initializer=worker_init, initargs=(sorted(START_AFFINITY),))
 
     def submit(self, fn, *args, pure=False, key=None, priority=0):
         return self.pool.submit(fn, *args)
@@ -177,12 +188,10 @@ def run_local(profile: str = "quick", only: Iterable[str] | None = None, seed: i
 
 
 def default_workers() -> int:
-    """The cores this process may run on."""
-    import os
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+    """The cores this process could run on when rnngap was imported
+    (:data:`constructions.START_AFFINITY`)."""
+    from rnngap.constructions import START_AFFINITY
+    return max(1, len(START_AFFINITY))
 
 
 def run_plan(client, plan: list, profile: str, seed: int, progress=None) -> list[Record]:

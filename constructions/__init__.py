@@ -14,6 +14,17 @@ folder ``rnngap-numba-<uid>/numba-<hash>`` of the temporary directory, and if
 that cannot be written either the kernels are compiled in memory on every run
 (numba would otherwise refuse to import them: "no locator available"). Either
 fallback writes one note on stderr.
+
+Numba's threading layer (the one kernel with ``prange``,
+``targets._sparse_final_states``) is ``workqueue`` unless ``NUMBA_THREADING_LAYER``
+says otherwise. Numba's default picks OpenMP where it is available, and under
+``OMP_PROC_BIND`` (or ``GOMP_CPU_AFFINITY`` / ``OMP_PLACES``) the first parallel
+kernel pins the calling thread to one core; every process started afterwards
+(the workers of ``rnngap verify``, a Dask cluster) inherited that core, and two
+workers shared it (measured: 0.89x instead of ~2x on 2 cores, docs/benchmarks.md).
+:data:`START_AFFINITY` is the set of cores this process could run on when the
+package was imported, before any kernel ran: the engines start their workers on
+it (:func:`unpin`) whatever happened in the parent since.
 """
 from __future__ import annotations
 
@@ -24,6 +35,34 @@ import stat
 import sys
 import tempfile
 from pathlib import Path
+
+START_AFFINITY: frozenset[int] = frozenset(
+    os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1))
+"""The cores this process could run on when the package was imported (before any kernel ran)."""
+
+
+def unpin(cores) -> None:
+    """Let every thread of this process run on ``cores`` (a worker started by a
+    parent whose thread was pinned since: see the module docstring). A no-op where
+    affinity cannot be set; a thread that ends meanwhile is skipped."""
+    if not hasattr(os, "sched_setaffinity"):
+        return
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        tids = [0]
+    for tid in tids:
+        try:
+            os.sched_setaffinity(tid, cores)
+        except OSError:
+            pass
+
+
+def _threading_layer() -> None:
+    if "NUMBA_THREADING_LAYER" not in os.environ:
+        import numba
+        numba.config.THREADING_LAYER = "workqueue"
+
 
 CACHE_NOTE: str | None = None
 """The note written on stderr when the cache is not where it normally is (or None)."""
@@ -68,6 +107,13 @@ def quiet_cache_note() -> None:
     parent has written it)."""
     global _ANNOUNCED
     _ANNOUNCED = True
+
+
+def worker_init(cores) -> None:
+    """The initializer of a worker process of the local engine: runs on ``cores``
+    (the parent's :data:`START_AFFINITY`) and writes no cache note."""
+    unpin(cores)
+    quiet_cache_note()
 
 
 def announce_cache() -> None:
@@ -116,3 +162,4 @@ def _cache_dir_for_sources() -> None:
 
 
 _cache_dir_for_sources()
+_threading_layer()
