@@ -15,11 +15,17 @@ from .tasks import NO_TASK
 SAMPLE_N = {"quick": [1, 2, 3, 7, 8, 9, 100, 1000, 2 ** 14], "full": list(range(1, 300)) + [1000, 2 ** 14, 2 ** 20]}
 
 
-@register("declarations", "asymptotic declarations (sympy)")
-def check_declarations(profile: str, seed: int) -> list[Record]:
+DECLARATION_PARTS = 4
+"""The check runs in this many parts, consecutive runs of :func:`catalog.declarations`."""
+
+
+@register("declarations", "asymptotic declarations (sympy)", parts=lambda profile: list(range(DECLARATION_PARTS)))
+def check_declarations(profile: str, seed: int, part: int) -> list[Record]:
     from .catalog import declarations
     out = []
-    for d, fn, sample in declarations():
+    every = declarations()
+    lo, hi = len(every) * part // DECLARATION_PARTS, len(every) * (part + 1) // DECLARATION_PARTS
+    for d, fn, sample in every[lo:hi]:
         t0 = time.perf_counter()
         fails = 0 if holds(d) else 1
         ns = SAMPLE_N[profile] if sample is None else sample[profile]

@@ -663,26 +663,28 @@ SEPARATION_ISTREE_MAX_N = {"quick": 8, "full": 10}
 """IsTree rows up to this n (all n 2^n gadget instances, teacher forced in one batch)."""
 
 
-def hybrid_separation_check(profile: str, seed: int) -> list[Record]:
+def _separation_part(profile: str, seed: int, key: str) -> list[Record]:
     """checks_separation's rows (same n, same bounded-memory RNN: the register RNN
     with capacity n - 1, collision only found; the compact register with state
     bits < n = CC, collision forced) with the T5.6 hybrid as the constant-size
-    side, on every instance of the reduction's family. Every instance is
-    enumerated: the seed is unused."""
+    side, on every instance of the reduction's family; one part per hybrid
+    (``key`` of :data:`SEPARATION_KEYS`). Every instance is enumerated: the seed
+    is unused."""
     S = _S
     out = []
-    for key in SEPARATION_KEYS:
-        rows = S.ROWS[profile]["istree" if key == "istree" else "retrieval"]
-        sides: dict[int, object] = {}
-        for n, kind in rows:
-            if key == "istree" and n > SEPARATION_ISTREE_MAX_N[profile]:
-                continue
-            if n not in sides:
-                sides[n] = (hybrid_istree_side(S, n) if key == "istree"
-                            else S.model_side(key, n, build_reduction_model(key, n)))
-            out.append(S.separation_record(key, n, kind=kind, model_side=sides[n], claim="T5.6"))
-    return S.require_forced(out)
+    rows = S.ROWS[profile]["istree" if key == "istree" else "retrieval"]
+    sides: dict[int, object] = {}
+    for n, kind in rows:
+        if key == "istree" and n > SEPARATION_ISTREE_MAX_N[profile]:
+            continue
+        if n not in sides:
+            sides[n] = (hybrid_istree_side(S, n) if key == "istree"
+                        else S.model_side(key, n, build_reduction_model(key, n)))
+        out.append(S.separation_record(key, n, kind=kind, model_side=sides[n], claim="T5.6"))
+    return out
 
 
-register("T5.6", "separation: the hybrids vs a bounded-memory RNN on the reduction's family")(
-    hybrid_separation_check)
+hybrid_separation_check = register(
+    "T5.6", "separation: the hybrids vs a bounded-memory RNN on the reduction's family",
+    parts=lambda profile: list(SEPARATION_KEYS),
+    combine=lambda profile, seed, outputs: _S.require_forced([r for o in outputs for r in o]))(_separation_part)

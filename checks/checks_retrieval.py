@@ -747,9 +747,10 @@ def check_counting(profile: str, seed: int, part) -> list:
     return _keyed_part(profile, seed, part)
 
 
-@register(CLAIM, "precision frontier (fraction and integer bits vs log2 n, raise mode; declared at or above)")
-def check_frontier(profile: str, seed: int) -> list[Record]:
-    return frontier_records(profile)
+@register(CLAIM, "precision frontier (fraction and integer bits vs log2 n, raise mode; declared at or above)",
+          parts=lambda profile: list(FR.CONSTRUCTIONS))
+def check_frontier(profile: str, seed: int, part: str) -> list[Record]:
+    return frontier_records(profile, [part])
 
 
 @register(CLAIM, "MQAR per position, seeded random sequences (no data file)")

@@ -148,32 +148,37 @@ def _necessity(claim: str, model, spec: T.MachineSpec, n: int, run, build_frac=N
                            instances=run.instances, model=model, build_frac=build_frac)
 
 
-@register("T5-hyb-P", "hybrid (2 RNN layers + 1 attention) simulates DTMs with CoT")
-def hybrid_tm_check(profile: str, seed: int) -> list[Record]:
+def _machines(profile: str) -> list[str]:
+    """The parts of the two checks below: one per machine (records in this order)."""
+    return list(T.MACHINES)
+
+
+@register("T5-hyb-P", "hybrid (2 RNN layers + 1 attention) simulates DTMs with CoT", parts=_machines)
+def hybrid_tm_check(profile: str, seed: int, part: str) -> list[Record]:
     out = []
-    for name, spec in T.MACHINES.items():
-        sim = None
-        for n in range(0, LENGTHS[profile][name] + 1):
-            t0 = time.perf_counter()
-            tally, sim = run_hybrid(spec, n)
-            r = sim.model.resources
-            bound = 2 * spec.time_bound(n) + 1
-            out.append(Record("T5-hyb-P", sim.model.name, TR.SPEC.name, n,
-                              tally.instances, tally.failures, r.used_precision_bits, sim.model.fmt.total_bits,
-                              tally.cot_max, bound, r.params, r.state_bits,
-                              round(time.perf_counter() - t0, 3), family="exhaustive", alphabet=2,
-                              note=(tally.cot_vs_steps(2) + "; "
-                                    + (tally.first_failure or "all match automata-lib")), description=f"TM {name}: every input of length {n}"))
+    name, spec = part, T.MACHINES[part]
+    sim = None
+    for n in range(0, LENGTHS[profile][name] + 1):
+        t0 = time.perf_counter()
+        tally, sim = run_hybrid(spec, n)
+        r = sim.model.resources
+        bound = 2 * spec.time_bound(n) + 1
+        out.append(Record("T5-hyb-P", sim.model.name, TR.SPEC.name, n,
+                          tally.instances, tally.failures, r.used_precision_bits, sim.model.fmt.total_bits,
+                          tally.cot_max, bound, r.params, r.state_bits,
+                          round(time.perf_counter() - t0, 3), family="exhaustive", alphabet=2,
+                          note=(tally.cot_vs_steps(2) + "; "
+                                + (tally.first_failure or "all match automata-lib")), description=f"TM {name}: every input of length {n}"))
 
-        small = T.tm_hybrid(spec, NECESSITY_N["hybrid"])
+    small = T.tm_hybrid(spec, NECESSITY_N["hybrid"])
 
-        def run_hyb(model, w, small=small):
-            from rnngap.constructions.generate import generate
-            g = generate(model, small.enc.prompt(w), answer_tokens=[T.TRUE, T.FALSE],
-                         max_cot=2 * spec.time_bound(len(w)) + 1)
-            return g.answer, g.cot, TR.reference_run(small.enc.dtm, w, spec.time_bound(len(w))).hybrid_cot()
-        out.append(_necessity("T5-hyb-P", small.model, spec, small.n, tm_runner(small.enc, spec, small.n, run_hyb),
-                              build_frac=lambda fmt, spec=spec: T.tm_hybrid(spec, NECESSITY_N["hybrid"], fmt).model))
+    def run_hyb(model, w, small=small):
+        from rnngap.constructions.generate import generate
+        g = generate(model, small.enc.prompt(w), answer_tokens=[T.TRUE, T.FALSE],
+                     max_cot=2 * spec.time_bound(len(w)) + 1)
+        return g.answer, g.cot, TR.reference_run(small.enc.dtm, w, spec.time_bound(len(w))).hybrid_cot()
+    out.append(_necessity("T5-hyb-P", small.model, spec, small.n, tm_runner(small.enc, spec, small.n, run_hyb),
+                          build_frac=lambda fmt, spec=spec: T.tm_hybrid(spec, NECESSITY_N["hybrid"], fmt).model))
     return out
 
 
@@ -192,30 +197,30 @@ def run_rag(spec: T.MachineSpec, n: int, sim: T.RagTM | None = None) -> tuple[TM
     return tally, sim, oracle_failures
 
 
-@register("T5-RAG", "linear RNN + in-context RAG simulates DTMs with CoT")
-def rag_tm_check(profile: str, seed: int) -> list[Record]:
+@register("T5-RAG", "linear RNN + in-context RAG simulates DTMs with CoT", parts=_machines)
+def rag_tm_check(profile: str, seed: int, part: str) -> list[Record]:
     out = []
-    for name, spec in T.MACHINES.items():
-        L = RAG_LENGTHS[profile][name]
-        shared = T.tm_rag(spec, L) if profile == "quick" else None
-        sim = None
-        for n in range(0, L + 1):
-            t0 = time.perf_counter()
-            tally, sim, bad_oracle = run_rag(spec, n, shared)
-            r = sim.model.resources
-            bound = T.rag_cot_bound(n, spec.time_bound(n))
-            out.append(Record("T5-RAG", sim.model.name, TR.SPEC.name, n,
-                              tally.instances, tally.failures + bad_oracle, r.used_precision_bits,
-                              sim.model.fmt.total_bits, tally.cot_max, bound, r.params, r.state_bits,
-                              round(time.perf_counter() - t0, 3), family="exhaustive", alphabet=2,
-                              note=(f"{tally.cot_vs_steps()}; {bad_oracle} malformed/timed-out searches; "
-                                    + (tally.first_failure or "all match automata-lib")), description=f"TM {name} (RAG): every input of length {n}"))
+    name, spec = part, T.MACHINES[part]
+    L = RAG_LENGTHS[profile][name]
+    shared = T.tm_rag(spec, L) if profile == "quick" else None
+    sim = None
+    for n in range(0, L + 1):
+        t0 = time.perf_counter()
+        tally, sim, bad_oracle = run_rag(spec, n, shared)
+        r = sim.model.resources
+        bound = T.rag_cot_bound(n, spec.time_bound(n))
+        out.append(Record("T5-RAG", sim.model.name, TR.SPEC.name, n,
+                          tally.instances, tally.failures + bad_oracle, r.used_precision_bits,
+                          sim.model.fmt.total_bits, tally.cot_max, bound, r.params, r.state_bits,
+                          round(time.perf_counter() - t0, 3), family="exhaustive", alphabet=2,
+                          note=(f"{tally.cot_vs_steps()}; {bad_oracle} malformed/timed-out searches; "
+                                + (tally.first_failure or "all match automata-lib")), description=f"TM {name} (RAG): every input of length {n}"))
 
-        small = T.tm_rag(spec, NECESSITY_N["rag"])
+    small = T.tm_rag(spec, NECESSITY_N["rag"])
 
-        def run_rag_model(model, w, small=small):
-            g, _ = small.run(w, model=model)
-            return g.answer, g.cot, TR.reference_rag_cot(small.enc.dtm, w, spec.time_bound(len(w)))[0]
-        out.append(_necessity("T5-RAG", small.model, spec, small.n,
-                              tm_runner(small.enc, spec, small.n, run_rag_model)))
+    def run_rag_model(model, w, small=small):
+        g, _ = small.run(w, model=model)
+        return g.answer, g.cot, TR.reference_rag_cot(small.enc.dtm, w, spec.time_bound(len(w)))[0]
+    out.append(_necessity("T5-RAG", small.model, spec, small.n,
+                          tm_runner(small.enc, spec, small.n, run_rag_model)))
     return out
