@@ -497,17 +497,17 @@ def scores_length(capacity: int, prune: bool) -> int:
     return 2 * capacity if prune else capacity
 
 
-@njit(cache=True, inline='always')
+@njit(cache=True)
 def _level_log(level):
     return PRUNE_LEAF_LOG + PRUNE_BRANCH_LOG * (level - 1)
 
 
-@njit(cache=True, inline='always')
+@njit(cache=True)
 def _node_col(level, b):
     return 4 * ((b << level) + (np.int64(1) << (level - 1)) - 1)
 
 
-@njit(cache=True, inline='always')
+@njit(cache=True)
 def _rne(p, f, hm1):
     """round half to even of p / 2^f (p signed, |p| < 2^62), branch-free."""
     return (p + hm1 + ((p >> f) & 1)) >> f if f > 0 else p
@@ -1164,7 +1164,7 @@ def readout_flat(x, out_dim, out_kind, out_param, out_coef, candidates, w_tab, w
 QUAD_MIN_CANDIDATES = 64      # fewer candidates: the full readout is as fast
 
 
-@njit(cache=True, inline='always')
+@njit(cache=True)
 def _code_rank(candidates, ns, k):
     """The candidate index of the k-th smallest token code (specials, code -id, come
     first in reverse id order, then the numbers, code id - NUMBER_BASE + 1)."""
@@ -1411,13 +1411,13 @@ def embed_tables(ekind, eparam, ecoef, candidates, npos, I, f, mode):
     return ttab, tmx, tok_ok, ptab, pmx, pos_ok
 
 
-@njit(cache=True, inline='always')
+@njit(cache=True)
 def round_raw(p, f, hm1):
     """round_half_even(p / 2^f) for a signed int64 p (arithmetic shift; hm1 = 2^(f-1) - 1)."""
     return ((p + hm1 + ((p >> f) & 1)) >> f) if f > 0 else p
 
 
-@njit(cache=True, inline='always')
+@njit(cache=True)
 def matvec_fast(W, at, x, I, f, mode, err, out, psafe):
     """:func:`matvec` of the matrix W[at] (``at``: a tuple of leading indices into a
     stack of matrices, read in place: a view per call would cost two atomic
@@ -1458,7 +1458,7 @@ def matvec_fast(W, at, x, I, f, mode, err, out, psafe):
     matvec(W[at], x, I, f, mode, err, out)
 
 
-@njit(cache=True, inline='always')
+@njit(cache=True)
 def add_into(x, y, I, f, mode, err):
     """x[d] = fx_add(x[d], y[d]) for every d, checked once (the sums are looked at
     first; if one leaves the range, the plain loop runs)."""
@@ -1477,7 +1477,7 @@ def add_into(x, y, I, f, mode, err):
             x[d] = fx_add(x[d], y[d], I, f, mode, err)
 
 
-@njit(cache=True, inline='always')
+@njit(cache=True)
 def mlp_residual_fast(W1, b1, W2, b2, l, x, I, f, mode, err, hidden, tmp, psafe):
     """:func:`mlp_residual` of layer l of the stacks (x += W2[l] relu(W1[l] x +
     b1[l]) + b2[l]), each stage checked once
@@ -1528,7 +1528,7 @@ def readout_columns(wmax_tab, ok_tab):
     return col_wmax, col_ok
 
 
-@njit(cache=True, inline='always')
+@njit(cache=True)
 def _readout_table_fast(x, out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab,
                         I, f, mode, err, rsafe, col_wmax, col_ok, logits):
     """:func:`_readout_fast`, checked once and a term at a time: with ``rsafe``
