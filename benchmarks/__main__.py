@@ -19,7 +19,12 @@ checks its results (a fast wrong answer is not a speed-up).
    benchmarks/scale.py), the answer checked;
 6. Dask: a fixed set of full-profile parts, serial vs a 2-worker LocalCluster,
    the records compared (benchmarks/dask_bench.py); with ``--full-profile`` also
-   the wall time of ``verify --profile full --engine dask --workers 2``.
+   the wall time of ``verify --profile full --engine dask --workers 2``;
+7. the first run and the next: ``rnngap verify --profile quick`` (default
+   engine and workers) in a subprocess on an empty numba cache (a fresh folder in
+   NUMBA_CACHE_DIR: every kernel compiled), then again on that cache
+   (``cold_quick_verify_seconds``, ``warm_quick_verify_seconds``; both runs must
+   pass). Skipped with ``--quick`` or ``--no-verify``.
 """
 from __future__ import annotations
 
@@ -158,6 +163,32 @@ def istree_cot(sizes=(500, 1000, 10 ** 4)) -> dict:
     return out
 
 
+def quick_verify_cold_warm() -> dict:
+    """``rnngap verify --profile quick`` twice in subprocesses sharing one fresh numba
+    cache folder: the first run compiles every kernel it uses (cold), the second
+    loads them (warm). Each run's wall seconds, exit code and summary line."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from rnngap.checks.engine import default_workers
+    cmd = [sys.executable, "-m", "rnngap.checks.cli", "verify", "--profile", "quick"]
+    out: dict = {"command": " ".join(cmd[1:])}
+    with tempfile.TemporaryDirectory(prefix="rnngap-cold-cache-") as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+        for which in ("cold", "warm"):
+            t0 = time.perf_counter()
+            p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+            wall = time.perf_counter() - t0
+            lines = [ln.strip() for ln in p.stdout.splitlines() if " records, " in ln]
+            out[which] = {"seconds": round(wall, 1), "exit_code": p.returncode,
+                          "summary": lines[-1] if lines else None, "stderr_tail": p.stderr[-1000:]}
+    out["cold_minus_warm_seconds"] = round(out["cold"]["seconds"] - out["warm"]["seconds"], 1)
+    out["workers"] = default_workers()
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks")
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run, not the targets)")
@@ -165,6 +196,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-istree-1e4", action="store_true",
                     help="skip the IsTree CoT at 10^4 vertices (minutes on 2 cores)")
     ap.add_argument("--no-dask", action="store_true", help="skip the Dask speed-up (needs rnngap[dask])")
+    ap.add_argument("--no-verify", action="store_true",
+                    help="skip timing `rnngap verify --profile quick` on an empty and a warm numba cache")
     ap.add_argument("--full-profile", action="store_true",
                     help="also time `verify --profile full --engine dask --workers 2` (tens of minutes); "
                          "without it the last recorded full-profile run is kept in the results, with its date")
@@ -178,6 +211,7 @@ def main(argv=None) -> int:
     ist = istree_cot((100, 200) if args.quick else (500, 1000) + (() if args.no_istree_1e4 else (10 ** 4,)))
     cg = scale.cgram_2e20(log2n=12, reduction_log2n=10) if args.quick else scale.cgram_2e20()
     dsk = None if args.no_dask else dask_bench.dask_speedup(2)
+    qv = None if (args.quick or args.no_verify) else quick_verify_cold_warm()
     previous = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {}
     if args.full_profile:
         full = dask_bench.full_profile_dask(2, json_path=args.full_json)
@@ -207,6 +241,9 @@ def main(argv=None) -> int:
         "dask": dsk,
         "dask_speedup_2_workers": dsk["dask_speedup_2_workers"] if dsk else None,
         "full_profile_dask": full,
+        "quick_verify": qv,
+        "cold_quick_verify_seconds": qv["cold"]["seconds"] if qv else None,
+        "warm_quick_verify_seconds": qv["warm"]["seconds"] if qv else None,
         "total_seconds": time.perf_counter() - t_all,
     }
     Path(args.out).write_text(json.dumps(results, indent=1))
@@ -222,6 +259,9 @@ def main(argv=None) -> int:
         ("IsTree 10^4 / 10^3 seconds", results["istree_1e4_over_1e3"], "<= 20"),
         ("c-gram (c = 4) n = 2^20 seconds", results["cgram_2e20_seconds"], "< 60"),
         ("Dask speed-up, 2 workers", results["dask_speedup_2_workers"], ">= 1.6"),
+        ("quick verify, empty numba cache, s", results["cold_quick_verify_seconds"], "(first run)"),
+        ("quick verify, warm cache, s", results["warm_quick_verify_seconds"], "<= 100 on 2 cores"),
+        ("  cold - warm, s", qv and qv["cold_minus_warm_seconds"], "<= 60"),
         ("full profile, Dask 2 workers, s", (full or {}).get("wall_seconds"),
          f"< 1800 ({(full or {}).get('date', 'never run')})"),
     ]
@@ -235,6 +275,9 @@ def main(argv=None) -> int:
            + ex["mismatches_real"])
     if bad:
         print(f"  WRONG RESULTS in the exhaustive benchmark: {bad} mismatches")
+        return 1
+    if qv and (qv["cold"]["exit_code"] or qv["warm"]["exit_code"]):
+        print(f"  quick verify FAILED: exit codes {qv['cold']['exit_code']} (cold), {qv['warm']['exit_code']} (warm)")
         return 1
     print(f"written {args.out} ({results['total_seconds']:.0f} s)")
     return 0
