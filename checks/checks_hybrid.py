@@ -663,7 +663,10 @@ SEPARATION_ISTREE_MAX_N = {"quick": 8, "full": 10}
 """IsTree rows up to this n (all n 2^n gadget instances, teacher forced in one batch)."""
 
 
-def _separation_part(profile: str, seed: int, key: str) -> list[Record]:
+@register("T5.6", "separation: the hybrids vs a bounded-memory RNN on the reduction's family",
+          parts=lambda profile: list(SEPARATION_KEYS),
+          combine=lambda profile, seed, outputs: _S.require_forced([r for o in outputs for r in o]))
+def hybrid_separation_check(profile: str, seed: int, key: str) -> list[Record]:
     """checks_separation's rows (same n, same bounded-memory RNN: the register RNN
     with capacity n - 1, collision only found; the compact register with state
     bits < n = CC, collision forced) with the T5.6 hybrid as the constant-size
@@ -682,9 +685,3 @@ def _separation_part(profile: str, seed: int, key: str) -> list[Record]:
                         else S.model_side(key, n, build_reduction_model(key, n)))
         out.append(S.separation_record(key, n, kind=kind, model_side=sides[n], claim="T5.6"))
     return out
-
-
-hybrid_separation_check = register(
-    "T5.6", "separation: the hybrids vs a bounded-memory RNN on the reduction's family",
-    parts=lambda profile: list(SEPARATION_KEYS),
-    combine=lambda profile, seed, outputs: _S.require_forced([r for o in outputs for r in o]))(_separation_part)

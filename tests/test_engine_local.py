@@ -104,3 +104,17 @@ def test_workers_never_repeat_the_numba_cache_note():
     with engine.PoolClient(2) as c:
         flags = [f.result() for f in [c.submit(_announced) for _ in range(4)]]
     assert flags == [True] * 4
+
+
+def test_every_check_function_pickles():
+    """The local pool and Dask send each part's function by reference: a check
+    registered under a name its module does not bind to it cannot be sent."""
+    import pickle
+    registry.load_checks()
+    bad = []
+    for c in registry.REGISTRY:
+        try:
+            pickle.loads(pickle.dumps(c.fn))
+        except Exception as e:
+            bad.append(f"{c.claim} / {c.name}: {type(e).__name__}: {e}")
+    assert not bad, bad
