@@ -80,6 +80,7 @@ KI_ROOT = 16             # the root's node code
 KI_NFREE = 17            # + 0 / 1: ids on the free stack of internal nodes / leaves
 KI_NEXT = 19             # + 0 / 1: the next fresh internal node / leaf id
 KI_REBUILT = 21          # statistics: keys placed by (re)builds
+KI_NT = 22               # keys in the tree: positions < KI_NT; the buffer, positions KI_NT .. m - 1, is scored exactly
 KI_ROW_FREE = 1          # rows R + 1 + 0 / 1: the free stacks of internal node / leaf ids
 KI_ROW_NODE = 3          # rows R + 3 ..: the node records (_rec), then the leaf slots (_slot)
 KI_BIG = np.int64(1) << 62
@@ -391,6 +392,68 @@ def _relink(KmT, R, Dh, path, i, u, nu):
             KmT[pr, p0 + 2 * Dh + 2] = nu
 
 
+@njit(cache=True, inline='always')
+def _count(KmT, R, Dh, u):
+    rr, c0 = _rec(R, Dh, u)
+    return KmT[rr, c0 + 2 * Dh]
+
+
+@njit(cache=True)
+def _rotate(KmT, R, Dh, path, i, d):
+    """A single rotation at the unbalanced node u = path[i] when its heavier child h
+    (on the insertion path) splits on the same component (keys appended along a
+    monotone component: every new key goes the same way): h's record becomes the
+    node N over u's lighter child and h's inner child (u's split), u's record the
+    node over N and h's outer child (h's split); every count and box stays exact
+    (N's box is the union of its children's). Only when u and N come out balanced;
+    returns False (nothing changed) otherwise."""
+    if i + 1 >= d:
+        return False
+    u = path[i]
+    h = path[i + 1]
+    ur, u0 = _rec(R, Dh, u)
+    hr, h0 = _rec(R, Dh, h)
+    urec = KmT[ur]
+    hrec = KmT[hr]
+    if urec[u0 + 2 * Dh + 3] != hrec[h0 + 2 * Dh + 3]:
+        return False
+    right = urec[u0 + 2 * Dh + 2] == h            # the heavy side (the key went there)
+    light = urec[u0 + 2 * Dh + 1] if right else urec[u0 + 2 * Dh + 2]
+    inner = hrec[h0 + 2 * Dh + 1] if right else hrec[h0 + 2 * Dh + 2]
+    outer = hrec[h0 + 2 * Dh + 2] if right else hrec[h0 + 2 * Dh + 1]
+    n = urec[u0 + 2 * Dh]
+    cl = _count(KmT, R, Dh, light)
+    ci = _count(KmT, R, Dh, inner)
+    co = _count(KmT, R, Dh, outer)
+    nn = cl + ci
+    if 10 * max(nn, co) > KI_ALPHA10 * n or 10 * max(cl, ci) > KI_ALPHA10 * nn:
+        return False
+    lr, l0 = _rec(R, Dh, light)
+    ir, i0 = _rec(R, Dh, inner)
+    for c in range(Dh):
+        hrec[h0 + 2 * c] = max(KmT[lr, l0 + 2 * c], KmT[ir, i0 + 2 * c])
+        hrec[h0 + 2 * c + 1] = min(KmT[lr, l0 + 2 * c + 1], KmT[ir, i0 + 2 * c + 1])
+    hrec[h0 + 2 * Dh] = nn
+    sv = hrec[h0 + 2 * Dh + 4]
+    hrec[h0 + 2 * Dh + 4] = urec[u0 + 2 * Dh + 4]
+    urec[u0 + 2 * Dh + 4] = sv
+    if right:
+        hrec[h0 + 2 * Dh + 1] = light
+        hrec[h0 + 2 * Dh + 2] = inner
+        urec[u0 + 2 * Dh + 1] = h
+        urec[u0 + 2 * Dh + 2] = outer
+    else:
+        hrec[h0 + 2 * Dh + 1] = inner
+        hrec[h0 + 2 * Dh + 2] = light
+        urec[u0 + 2 * Dh + 1] = outer
+        urec[u0 + 2 * Dh + 2] = h
+    # the path below: through N (h's record) if the key went to the inner child, else
+    # from u straight to the outer child
+    if i + 2 < d and path[i + 2] == outer:
+        path[i + 1] = u
+    return True
+
+
 @njit(cache=True)
 def _insert(KhT, KmT, R, t, skip_row, path, key):
     """Insert key t: down from the root by the split values (a key equal to the
@@ -427,9 +490,7 @@ def _insert(KhT, KmT, R, t, skip_row, path, key):
         elif kv > sv:
             u = b
         else:
-            ar, a0 = _rec(R, Dh, a)
-            br, b0 = _rec(R, Dh, b)
-            u = a if KmT[ar, a0 + 2 * Dh] <= KmT[br, b0 + 2 * Dh] else b
+            u = a if _count(KmT, R, Dh, a) <= _count(KmT, R, Dh, b) else b
     y = u >> 1
     n = rec[c0 + 2 * Dh]
     if n < KI_LEAF:
@@ -442,17 +503,25 @@ def _insert(KhT, KmT, R, t, skip_row, path, key):
         nu = _rebuild(KhT, KmT, R, u, t, skip_row)
         meta[KI_REBUILT] += KI_LEAF + 1
         _relink(KmT, R, Dh, path, d, u, nu)
-    for i in range(d):
+    i = 0
+    while i < d:
         u = path[i]
         rr, c0 = _rec(R, Dh, u)
-        ar, a0 = _rec(R, Dh, KmT[rr, c0 + 2 * Dh + 1])
-        br, b0 = _rec(R, Dh, KmT[rr, c0 + 2 * Dh + 2])
-        n = KmT[rr, c0 + 2 * Dh]
-        if 10 * max(KmT[ar, a0 + 2 * Dh], KmT[br, b0 + 2 * Dh]) > KI_ALPHA10 * n:
+        rec = KmT[rr]
+        a = rec[c0 + 2 * Dh + 1]
+        b = rec[c0 + 2 * Dh + 2]
+        ca = _count(KmT, R, Dh, a)
+        cb = _count(KmT, R, Dh, b)
+        n = rec[c0 + 2 * Dh]
+        if 10 * max(ca, cb) <= KI_ALPHA10 * n:
+            i += 1
+            continue
+        if not _rotate(KmT, R, Dh, path, i, d):
             meta[KI_REBUILT] += n
             nu = _rebuild(KhT, KmT, R, u, np.int64(-1), skip_row)
             _relink(KmT, R, Dh, path, i, u, nu)
             break
+        i += 1
 
 
 @njit(cache=True)
@@ -486,23 +555,31 @@ def update_index(KhT, KmT, m, f):
                 if KhT[c, t] < KhT[c, t - 1]:
                     meta[KI_MONO] &= ~(np.int64(1) << c)
         _update_lift(KhT, KmT, t, R, f, sub, fsub)
+    meta[KI_N] = m
+    # the newest keys wait in the buffer (KI_LEAF to 2 KI_LEAF - 1 of them, scored exactly
+    # by every search: a query for a recent key finds its maximum there first)
+    nt = meta[KI_NT] if n0 > 0 else np.int64(0)
+    if m - nt < 2 * KI_LEAF:
+        meta[KI_NT] = nt
+        return
+    m1 = m - KI_LEAF
     s_ok = np.ones(Dh, np.bool_)
     skip, _ = _best_lift(meta, Dh, s_ok)
-    if m - n0 > n0:
+    if m1 - nt > nt:
         # from scratch (the first use, or more new keys than old): one balanced tree
         meta[KI_NFREE] = 0
         meta[KI_NFREE + 1] = 0
         meta[KI_NEXT] = 0
         meta[KI_NEXT + 1] = 0
-        P = np.arange(m).astype(np.int64)
-        meta[KI_ROOT] = _build(KhT, KmT, R, P, m, skip)
-        meta[KI_REBUILT] += m
+        P = np.arange(m1).astype(np.int64)
+        meta[KI_ROOT] = _build(KhT, KmT, R, P, m1, skip)
+        meta[KI_REBUILT] += m1
     else:
         path = np.empty(KI_STACK, np.int64)
         key = np.empty(Dh, np.int64)
-        for t in range(n0, m):
+        for t in range(nt, m1):
             _insert(KhT, KmT, R, t, skip, path, key)
-    meta[KI_N] = m
+    meta[KI_NT] = m1
 
 
 @njit(cache=True)
@@ -604,6 +681,22 @@ def _score_leaf(q, qnz, nq, KmT, R, Dh, y, n, f, hm1, scores):
     return M, smax
 
 
+@njit(cache=True)
+def _score_range(q, qnz, nq, KhT, j0, j1, f, hm1, scores):
+    """scores[j] for j0 <= j < j1 on plain int64 (the buffer); (max score, largest |partial sum|)."""
+    smax = np.int64(0)
+    M = -KI_BIG
+    for j in range(j0, j1):
+        s = np.int64(0)
+        for ci in range(nq):
+            c = qnz[ci]
+            s += _rne(q[c] * KhT[c, j], f, hm1)
+            smax = max(smax, s if s >= 0 else -s)
+        scores[j] = s
+        M = max(M, s)
+    return M, smax
+
+
 @njit(cache=True, inline='always')
 def _hkey(ub, ubf):
     v = min(float(ub), ubf)
@@ -678,15 +771,24 @@ def index_scores(q, KhT, KmT, m, I, f, err, qnz, nq, cm, scores):
     nl = 0
     nd = 0
     status = ST_EFFECTIVE
-    # 1. depth first from the root
+    # 1. the buffer, then depth first from the root
+    b0 = meta[KI_NT]
     M = -KI_BIG
-    root = meta[KI_ROOT]
-    ub, ubf, pb = _bound(q, qnz, nq, KmT, R, root, f, hm1, ls, lS, lc, lq, lx, nlc, qs, sc, nt, M + thr)
-    scores[sk] = root
-    scores[sk + 1] = ub
-    scores[sk + 2] = pb
-    sf[0] = ubf
-    sp = 1
+    if b0 < m:
+        M, smax = _score_range(q, qnz, nq, KhT, b0, m, f, hm1, scores)
+        mx = max(mx, smax)
+        for j in range(b0, m):
+            scores[lst + nl] = j
+            nl += 1
+    sp = 0
+    if b0 > 0:
+        root = meta[KI_ROOT]
+        ub, ubf, pb = _bound(q, qnz, nq, KmT, R, root, f, hm1, ls, lS, lc, lq, lx, nlc, qs, sc, nt, M + thr)
+        scores[sk] = root
+        scores[sk + 1] = ub
+        scores[sk + 2] = pb
+        sf[0] = ubf
+        sp = 1
     while sp > 0:
         sp -= 1
         u = scores[sk + 3 * sp]
