@@ -6,20 +6,27 @@ keys are (tau, tau^2)-like (token codes and their squares: points on a parabola)
 does not prune there: a block of positions holds codes on both sides of the
 query's. This module indexes such a head's keys by value instead:
 
-* **Structure**: ONE kd-tree per head over all its keys, kept weight-balanced
-  under insertion (a scapegoat tree). A node covers a set of keys; an internal
-  node splits them at the median of one component (the non-monotone component of
-  widest range, the detected square row excluded; a component nondecreasing in
-  the position, like ``pos``, only when the others are constant) and keeps that
-  component and value to route new keys; a leaf holds at most KI_LEAF = 16 keys
-  (8 to 16 after a build or a split). New keys are added lazily when the head
-  next uses the index: each goes down from the root by the split values (a key
-  equal to the split value to the side with fewer keys), every node on the way
-  counting it and widening its box, into its leaf; a full leaf is rebuilt as two;
-  then the highest node on the way whose larger child holds more than 7/10 of its
-  keys is rebuilt balanced (KI_ALPHA10), so the depth stays O(log m) and a key is
-  moved O(log^2 m) times amortised. A use that brings more new keys than the tree
-  holds builds the whole tree afresh.
+* **Structure**: ONE kd-tree per head over all its keys but the newest
+  KI_LEAF to 2 KI_LEAF - 1 (the buffer, positions KI_NT .. m - 1, scored exactly
+  by every search: a query for a recent key finds its maximum there first), kept
+  weight-balanced under insertion (a scapegoat tree). A node covers a set of
+  keys; an internal node splits them at the median of one component (the
+  non-monotone component of widest range, the detected square row excluded; a
+  component nondecreasing in the position, like ``pos``, only when the others are
+  constant) and keeps that component and value to route new keys; a leaf holds
+  at most KI_LEAF = 16 keys (8 to 16 after a build or a split). Keys leave the
+  buffer lazily, when the head next uses the index: each goes down from the root
+  by the split values (a key equal to the split value to the side with fewer
+  keys), every node on the way counting it and widening its box, into its leaf;
+  a full leaf is rebuilt as two; then the highest node on the way whose larger
+  child holds more than 7/10 of its keys (KI_ALPHA10) is rotated when its heavier
+  child splits on the same component and both results come out balanced
+  (:func:`_rotate`: keys appended along a position-like component, which all go
+  the same way), else rebuilt balanced; so every node stays balanced, the depth
+  O(log m), and rebuilds place O(log m) keys per insertion, amortised (O(log^2 m)
+  time with the medians). A use that brings more
+  new keys than the tree holds builds the whole tree afresh. Only the boxes and
+  counts matter for exactness; the split values only steer the balance.
 * **Layout** (in the rows of the head's pruning cache ``KmT`` after the 2 Dh rows of
   :mod:`constructions.kernels`, :func:`index_rows`): row ``R = 2 Dh`` holds the meta
   fields (``KI_*`` columns), rows ``R + 1``, ``R + 2`` the free stacks of internal
@@ -41,9 +48,9 @@ query's. This module indexes such a head's keys by value instead:
   is at the clamped vertex; computed in float64 with a relative margin. That
   bound is tight for nearest-code matching (lam (q^2 - (q - k)^2)), so a node whose
   codes miss the query's by d loses lam d^2.
-* **Search** (:func:`index_scores`): depth first from the root, the child of the
-  larger bound first, each waiting node's bounds kept beside it on the stack (a
-  node is bounded once): a node whose bound is below M_cur + exp_zero_threshold(f)
+* **Search** (:func:`index_scores`): the buffer exactly, then the tree depth
+  first from the root, the child of the larger bound first, each waiting node's
+  bounds kept beside it on the stack (a node is bounded once): a node whose bound is below M_cur + exp_zero_threshold(f)
   (M_cur <= M the largest exact score so far) has every weight exactly 0 and is
   skipped; leaves that are not are scored exactly. The meter and the kept list
   are handled as in the position pruning (see :func:`index_scores`).
@@ -62,11 +69,11 @@ from .fixedpoint import E_MAXABS, exp_zero_threshold
 
 KI_LEAF_LOG = 4
 KI_LEAF = 1 << KI_LEAF_LOG        # keys of a leaf at most (a leaf slot's columns)
-KI_ALPHA10 = 7           # weight balance: a node whose larger child holds over 7/10 of its keys is rebuilt
+KI_ALPHA10 = 7           # weight balance: a node whose larger child holds over 7/10 of its keys is rotated or rebuilt
 KI_MAX_DH = 6            # the square-row detection tracks 2^Dh subsets per row in one int64
 KI_STACK = 256           # entries of the search's and the insertion's stacks (the depth stays far below)
 # meta fields (columns of row 2 Dh)
-KI_N = 0                 # keys indexed (the tree, lift masks and monotone flags cover positions < KI_N)
+KI_N = 0                 # keys seen (lift masks and monotone flags cover positions < KI_N; the tree < KI_NT)
 KI_MONO = 1              # bit c: component c nondecreasing in the position so far
 KI_NOLIFT = 2            # 1: a key too large for the square detection was seen (no lifted bound)
 KI_PAUSE = 3             # steps left on the plain loop after an ineffective use
@@ -459,8 +466,10 @@ def _insert(KhT, KmT, R, t, skip_row, path, key):
     """Insert key t: down from the root by the split values (a key equal to the
     split value goes to the side with fewer keys), every node on the way counting
     it and widening its box; appended to its leaf, or the leaf (full) rebuilt in
-    two with it; then the highest node on the way whose larger child holds more
-    than KI_ALPHA10 / 10 of its keys is rebuilt (weight balance: depth O(log m))."""
+    two with it; then every node on the way, from the top, whose larger child holds
+    more than KI_ALPHA10 / 10 of its keys is rotated (:func:`_rotate`), or, where
+    that does not apply, the first such is rebuilt and the walk ends (weight
+    balance: every node balanced, depth O(log m))."""
     Dh = KhT.shape[0]
     meta = KmT[R]
     for c in range(Dh):
