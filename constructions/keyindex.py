@@ -20,9 +20,10 @@ query's. This module indexes such a head's keys by value instead:
   keys), every node on the way counting it and widening its box, into its leaf;
   a full leaf is rebuilt as two; then the highest node on the way whose larger
   child holds more than 7/10 of its keys (KI_ALPHA10) is rotated when its heavier
-  child splits on the same component and both results come out balanced
-  (:func:`_rotate`: keys appended along a position-like component, which all go
-  the same way), else rebuilt balanced; so every node stays balanced, the depth
+  child splits on the same component, that component is monotone in the
+  position so far and both results come out balanced (:func:`_rotate`: keys
+  appended along a position-like component, which all go the same way), else
+  rebuilt balanced; so every node stays balanced, the depth
   O(log m), and rebuilds place O(log m) keys per insertion, amortised (O(log^2 m)
   time with the medians). A use that brings more
   new keys than the tree holds builds the whole tree afresh. Only the boxes and
@@ -87,6 +88,7 @@ KI_ROOT = 16             # the root's node code
 KI_NFREE = 17            # + 0 / 1: ids on the free stack of internal nodes / leaves
 KI_NEXT = 19             # + 0 / 1: the next fresh internal node / leaf id
 KI_REBUILT = 21          # statistics: keys placed by (re)builds
+KI_ANTI = 23             # bit c: component c nonincreasing in the position so far (with KI_MONO: rotations)
 KI_NT = 22               # keys in the tree: positions < KI_NT; the buffer, positions KI_NT .. m - 1, is scored exactly
 KI_ROW_FREE = 1          # rows R + 1 + 0 / 1: the free stacks of internal node / leaf ids
 KI_ROW_NODE = 3          # rows R + 3 ..: the node records (_rec), then the leaf slots (_slot)
@@ -408,8 +410,9 @@ def _count(KmT, R, Dh, u):
 @njit(cache=True)
 def _rotate(KmT, R, Dh, path, i, d):
     """A single rotation at the unbalanced node u = path[i] when its heavier child h
-    (on the insertion path) splits on the same component (keys appended along a
-    monotone component: every new key goes the same way): h's record becomes the
+    (on the insertion path) splits on the same component and that component is
+    monotone in the position so far (keys appended along it: every new key goes
+    the same way, and the nodes stay intervals of it): h's record becomes the
     node N over u's lighter child and h's inner child (u's split), u's record the
     node over N and h's outer child (h's split); every count and box stays exact
     (N's box is the union of its children's). Only when u and N come out balanced;
@@ -422,7 +425,8 @@ def _rotate(KmT, R, Dh, path, i, d):
     hr, h0 = _rec(R, Dh, h)
     urec = KmT[ur]
     hrec = KmT[hr]
-    if urec[u0 + 2 * Dh + 3] != hrec[h0 + 2 * Dh + 3]:
+    comp = urec[u0 + 2 * Dh + 3]
+    if hrec[h0 + 2 * Dh + 3] != comp or (((KmT[R, KI_MONO] | KmT[R, KI_ANTI]) >> comp) & 1) == 0:
         return False
     right = urec[u0 + 2 * Dh + 2] == h            # the heavy side (the key went there)
     light = urec[u0 + 2 * Dh + 1] if right else urec[u0 + 2 * Dh + 2]
@@ -546,6 +550,7 @@ def update_index(KhT, KmT, m, f):
         return
     if n0 == 0:
         meta[KI_MONO] = (np.int64(1) << Dh) - 1
+        meta[KI_ANTI] = (np.int64(1) << Dh) - 1
         meta[KI_NOLIFT] = 0
         meta[KI_LIFT + Dh] = f
         full = np.int64(-1) if Dh == 6 else (np.int64(1) << (np.int64(1) << Dh)) - 1
@@ -563,6 +568,8 @@ def update_index(KhT, KmT, m, f):
             for c in range(Dh):
                 if KhT[c, t] < KhT[c, t - 1]:
                     meta[KI_MONO] &= ~(np.int64(1) << c)
+                if KhT[c, t] > KhT[c, t - 1]:
+                    meta[KI_ANTI] &= ~(np.int64(1) << c)
         _update_lift(KhT, KmT, t, R, f, sub, fsub)
     meta[KI_N] = m
     # the newest keys wait in the buffer (KI_LEAF to 2 KI_LEAF - 1 of them, scored exactly
