@@ -479,7 +479,7 @@ def _insert(KhT, KmT, R, t, skip_row, path, key):
     for c in range(Dh):
         key[c] = KhT[c, t]
     u = meta[KI_ROOT]
-    d = 0
+    d = np.int64(0)         # typed: a literal 0 would make numba compile _rotate a second time
     while True:
         rr, c0 = _rec(R, Dh, u)
         rec = KmT[rr]
@@ -516,7 +516,7 @@ def _insert(KhT, KmT, R, t, skip_row, path, key):
         nu = _rebuild(KhT, KmT, R, u, t, skip_row)
         meta[KI_REBUILT] += KI_LEAF + 1
         _relink(KmT, R, Dh, path, d, u, nu)
-    i = 0
+    i = np.int64(0)
     while i < d:
         u = path[i]
         rr, c0 = _rec(R, Dh, u)
