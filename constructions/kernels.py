@@ -326,7 +326,7 @@ def attention_scores(q, KhT, KmT, m, I, f, mode, err, qnz, cm, scores):
 
     A head where the position blocks kept over a quarter of the keys (paused for
     PRUNE_PAUSE steps) tries, when its cache has the rows of
-    :mod:`constructions.keyindex` (``KmT`` with 3 Dh + 2 rows, sessions only), the
+    :mod:`constructions.keyindex` (``KmT`` with ``keyindex.index_rows(Dh)`` rows, sessions only), the
     exact key-value index instead (:func:`constructions.keyindex.index_scores`,
     same unchecked case): header -2 - n, the n kept positions ascending, then the
     groups of equal keys. It stays on it while it scores at most a quarter of the

@@ -6,23 +6,40 @@ keys are (tau, tau^2)-like (token codes and their squares: points on a parabola)
 does not prune there: a block of positions holds codes on both sides of the
 query's. This module indexes such a head's keys by value instead:
 
+* **Structure**: ONE kd-tree per head over all its keys but the newest
+  KI_LEAF to 2 KI_LEAF - 1 (the buffer, positions KI_NT .. m - 1, scored exactly
+  by every search: a query for a recent key finds its maximum there first), kept
+  weight-balanced under insertion (a scapegoat tree). A node covers a set of
+  keys; an internal node splits them at the median of one component (the
+  non-monotone component of widest range, the detected square row excluded; a
+  component nondecreasing in the position, like ``pos``, only when the others are
+  constant) and keeps that component and value to route new keys; a leaf holds
+  at most KI_LEAF = 16 keys (8 to 16 after a build or a split). Keys leave the
+  buffer lazily, when the head next uses the index: each goes down from the root
+  by the split values (a key equal to the split value to the side with fewer
+  keys), every node on the way counting it and widening its box, into its leaf;
+  a full leaf is rebuilt as two; then the highest node on the way whose larger
+  child holds more than 7/10 of its keys (KI_ALPHA10) is rotated when its heavier
+  child splits on the same component, that component is monotone in the
+  position so far and both results come out balanced (:func:`_rotate`: keys
+  appended along a position-like component, which all go the same way), else
+  rebuilt balanced; so every node stays balanced, the depth
+  O(log m), and rebuilds place O(log m) keys per insertion, amortised (O(log^2 m)
+  time with the medians). A use that brings more
+  new keys than the tree holds builds the whole tree afresh. Only the boxes and
+  counts matter for exactness; the split values only steer the balance.
 * **Layout** (in the rows of the head's pruning cache ``KmT`` after the 2 Dh rows of
-  :mod:`constructions.kernels`, :func:`index_rows`): row ``2 Dh`` holds the meta
-  fields (``KI_*`` columns), row ``2 Dh + 1`` the permutation ``perm`` of the key
-  positions, rows ``2 Dh + 2 + c`` the boxes (max, min of component c) of every
-  node, rows ``3 Dh + 2 + c`` component c of the keys in perm order (the leaves'
-  keys side by side, so that scoring a leaf reads one run of each row instead of
-  a key scattered anywhere in the cache). Everything is indexed by key count or
-  node, never by capacity, so a grown cache keeps its index.
-* **Structure** (the logarithmic method): the first ``B floor(m / B)`` keys
-  (B = 2^KI_LEAF_LOG) form static kd-trees over aligned segments of ``perm`` of
-  sizes B 2^i (one per set bit of floor(m / B)); the last m mod B keys (the
-  buffer) are scored exactly every time. A node covers an aligned range of
-  ``perm``, numbered in order like the position blocks (level 1 = leaves of B
-  keys); its children are the halves of that range, split at the median of one
-  component (the non-monotone component of widest range, the detected square row
-  excluded; a component nondecreasing in the position, like ``pos``, only when the
-  others are constant). New keys are added lazily when the head next uses the index.
+  :mod:`constructions.kernels`, :func:`index_rows`): row ``R = 2 Dh`` holds the meta
+  fields (``KI_*`` columns), rows ``R + 1``, ``R + 2`` the free stacks of internal
+  node and leaf ids (ids of rebuilt subtrees are reused), then ``NR`` rows of node
+  records (node code u = 2 id for an internal node, 2 id + 1 for a leaf; its record
+  of 2 Dh + 5 entries: the box (max, min of each component), the key count, the
+  two children's codes, the split component and value, at row ``u mod NR``,
+  columns from ``(2 Dh + 5) (u div NR)``: one node's fields side by side), then
+  the leaves' slots: 2 rows of key positions and 2 Dh rows of the keys' copies
+  (leaf y at row ``y mod 2``, columns ``16 (y div 2)`` onward: scoring a leaf reads
+  one run of each row). Every leaf holds at least 8 keys, so ids and columns stay
+  below the key count, never the capacity: a grown cache keeps its index.
 * **Bounds** of a node for a query q (all exact upper bounds): the integer box bound
   sum_c round(q_c (max_c if q_c > 0 else min_c)) (rounding is monotone), and, when a
   row s holds the scaled sum of squares of a set S of other rows for every key
@@ -32,12 +49,12 @@ query's. This module indexes such a head's keys by value instead:
   is at the clamped vertex; computed in float64 with a relative margin. That
   bound is tight for nearest-code matching (lam (q^2 - (q - k)^2)), so a node whose
   codes miss the query's by d loses lam d^2.
-* **Search** (:func:`index_scores`): the buffer is scored exactly, then the trees
-  best-first (a max-heap of nodes by bound): a node whose bound is below M_cur +
-  exp_zero_threshold(f) (M_cur <= M the largest exact score so far) has every
-  weight exactly 0 and is skipped; leaves that are not are scored exactly. The
-  meter and the kept list are handled as in the position pruning (see
-  :func:`index_scores`).
+* **Search** (:func:`index_scores`): the buffer exactly, then the tree depth
+  first from the root, the child of the larger bound first, each waiting node's
+  bounds kept beside it on the stack (a node is bounded once): a node whose bound is below M_cur + exp_zero_threshold(f)
+  (M_cur <= M the largest exact score so far) has every weight exactly 0 and is
+  skipped; leaves that are not are scored exactly. The meter and the kept list
+  are handled as in the position pruning (see :func:`index_scores`).
 
 Only used where :func:`constructions.kernels.attention_scores` runs unchecked (the
 column bounds show that no product or partial sum can leave the range, so no error
@@ -50,13 +67,14 @@ import numpy as np
 from numba import njit
 
 from .fixedpoint import E_MAXABS, exp_zero_threshold
-from .heap import heap_pop as _hpop, heap_push as _hpush
 
 KI_LEAF_LOG = 4
-KI_LEAF = 1 << KI_LEAF_LOG
+KI_LEAF = 1 << KI_LEAF_LOG        # keys of a leaf at most (a leaf slot's columns)
+KI_ALPHA10 = 7           # weight balance: a node whose larger child holds over 7/10 of its keys is rotated or rebuilt
 KI_MAX_DH = 6            # the square-row detection tracks 2^Dh subsets per row in one int64
+KI_STACK = 256           # entries of the search's and the insertion's stacks (the depth stays far below)
 # meta fields (columns of row 2 Dh)
-KI_N = 0                 # keys indexed (perm, lift masks and monotone flags cover positions < KI_N)
+KI_N = 0                 # keys seen (lift masks and monotone flags cover positions < KI_N; the tree < KI_NT)
 KI_MONO = 1              # bit c: component c nondecreasing in the position so far
 KI_NOLIFT = 2            # 1: a key too large for the square detection was seen (no lifted bound)
 KI_PAUSE = 3             # steps left on the plain loop after an ineffective use
@@ -65,6 +83,15 @@ KI_SCORED = 5
 KI_KEYS = 6
 KI_FAILS = 7             # statistics: ineffective or aborted uses
 KI_LIFT = 8              # KI_LIFT + s: bit S set while k_s 2^f == sum_{c in S} k_c^2 for every key
+#                          (s < Dh <= 6; KI_LIFT + Dh holds the f the index was built for)
+KI_ROOT = 16             # the root's node code
+KI_NFREE = 17            # + 0 / 1: ids on the free stack of internal nodes / leaves
+KI_NEXT = 19             # + 0 / 1: the next fresh internal node / leaf id
+KI_REBUILT = 21          # statistics: keys placed by (re)builds
+KI_ANTI = 23             # bit c: component c nonincreasing in the position so far (with KI_MONO: rotations)
+KI_NT = 22               # keys in the tree: positions < KI_NT; the buffer, positions KI_NT .. m - 1, is scored exactly
+KI_ROW_FREE = 1          # rows R + 1 + 0 / 1: the free stacks of internal node / leaf ids
+KI_ROW_NODE = 3          # rows R + 3 ..: the node records (_rec), then the leaf slots (_slot)
 KI_BIG = np.int64(1) << 62
 KI_EXACT = np.int64(1) << 52     # integers below it are exact in float64
 
@@ -73,25 +100,50 @@ ST_INEFFECTIVE = 1       # exact, but scored more
 ST_ABORTED = 2           # ran out of scratch: nothing usable, run the plain loop
 
 
+@njit(cache=True)
+def _nrec(Dh):
+    """Rows of node records: a record has 2 Dh + 5 entries and there are at most
+    m / 4 + 1 node codes (leaves hold >= 8 of the m keys), so NR rows keep every
+    record's columns below m (and below the capacity's minimum 1024 for small m)."""
+    return (2 * Dh + 5 + 3) // 4 + 1
+
+
 def index_rows(Dh: int) -> int:
     """Rows of one head's pruning cache with the key-value index (Dh <= KI_MAX_DH),
     else the 2 Dh rows of the position blocks alone."""
-    return 4 * Dh + 2 if Dh <= KI_MAX_DH else 2 * Dh
+    return 2 * Dh + KI_ROW_NODE + int(_nrec(Dh)) + 2 + 2 * Dh if Dh <= KI_MAX_DH else 2 * Dh
 
 
 @njit(cache=True, inline='always')
 def has_index(KmT, Dh):
-    return Dh <= KI_MAX_DH and KmT.shape[0] >= 4 * Dh + 2
+    return Dh <= KI_MAX_DH and KmT.shape[0] >= 4 * Dh + KI_ROW_NODE + _nrec(Dh) + 2
+
+
+@njit(cache=True, inline='always')
+def _rec(R, Dh, u):
+    """(row, first column) of node code u's record: the box (column + 2c: max of
+    component c, + 2c + 1: min), then + 2 Dh the key count, + 2 Dh + 1 / + 2 Dh + 2
+    the children's codes, + 2 Dh + 3 / + 2 Dh + 4 the split component / value."""
+    nr = _nrec(Dh)
+    return R + KI_ROW_NODE + u % nr, (2 * Dh + 5) * (u // nr)
+
+
+@njit(cache=True, inline='always')
+def _slot(R, Dh, y):
+    """(row of the positions, first column) of leaf y's slot; the copies of
+    component c of its keys are in row R + KI_ROW_NODE + NR + 2 + 2 c + (y & 1),
+    same columns."""
+    return R + KI_ROW_NODE + _nrec(Dh) + (y & 1), (y >> 1) << KI_LEAF_LOG
+
+
+@njit(cache=True, inline='always')
+def _copy_row(R, Dh, c, y):
+    return R + KI_ROW_NODE + _nrec(Dh) + 2 + 2 * c + (y & 1)
 
 
 @njit(cache=True, inline='always')
 def _rne(p, f, hm1):
     return (p + hm1 + ((p >> f) & 1)) >> f if f > 0 else p
-
-
-@njit(cache=True, inline='always')
-def _node(level, b):
-    return (b << level) + (np.int64(1) << (level - 1)) - 1
 
 
 @njit(cache=True)
@@ -197,61 +249,292 @@ def _select(KhT, c, perm, lo, hi, k):
             return
 
 
+@njit(cache=True, inline='always')
+def _alloc(KmT, R, which):
+    """A free id: internal nodes (which = 0) or leaves (1), from the free stack
+    (row R + KI_ROW_FREE + which) or a fresh one (the high-water mark)."""
+    meta = KmT[R]
+    nf = meta[KI_NFREE + which]
+    if nf > 0:
+        nf -= 1
+        meta[KI_NFREE + which] = nf
+        return KmT[R + KI_ROW_FREE + which, nf]
+    x = meta[KI_NEXT + which]
+    meta[KI_NEXT + which] = x + 1
+    return x
+
+
+@njit(cache=True, inline='always')
+def _release(KmT, R, which, x):
+    meta = KmT[R]
+    nf = meta[KI_NFREE + which]
+    KmT[R + KI_ROW_FREE + which, nf] = x
+    meta[KI_NFREE + which] = nf + 1
+
+
 @njit(cache=True)
-def _build(KhT, KmT, R, u0, level_top, skip_row):
-    """Build the kd-tree over perm[u0 B, u0 B + B 2^(level_top - 1)) (u0 a multiple
-    of 2^(level_top - 1)): every node's box, children split at the median."""
+def _build(KhT, KmT, R, P, n, skip_row):
+    """Build a subtree over the key positions P[0:n] (n >= 1; P is reordered):
+    halves split at the median of one component until at most KI_LEAF keys
+    remain (leaves of KI_LEAF / 2 to KI_LEAF keys when n >= KI_LEAF / 2); every
+    node's record, every leaf's slot. Returns the subtree's root code."""
     Dh = KhT.shape[0]
-    perm = KmT[R + 1]
     mono = KmT[R, KI_MONO]
-    stk = np.empty(2 * (level_top + 2), np.int64)
-    sp = 0
-    stk[0] = u0 >> (level_top - 1)
-    stk[1] = level_top
+    stk = np.empty(3 * KI_STACK, np.int64)
+    stk[0] = 0
+    stk[1] = n
+    stk[2] = -1
     sp = 1
+    root = np.int64(-1)
     while sp > 0:
         sp -= 1
-        b = stk[2 * sp]
-        level = stk[2 * sp + 1]
-        lo = b << (level - 1 + KI_LEAF_LOG)
-        hi = lo + (np.int64(1) << (level - 1 + KI_LEAF_LOG))
-        col = 2 * _node(level, b)
+        lo = stk[3 * sp]
+        hi = stk[3 * sp + 1]
+        lk = stk[3 * sp + 2]           # the parent's record entry of this child (row * 2^32 + column), or -1
+        leaf = hi - lo <= KI_LEAF
+        if leaf:
+            y = _alloc(KmT, R, np.int64(1))
+            code = 2 * y + 1
+        else:
+            x = _alloc(KmT, R, np.int64(0))
+            code = 2 * x
+        rr, c0 = _rec(R, Dh, code)
+        rec = KmT[rr]
         best = np.int64(-1)
         bestr = np.int64(-1)
         bestm = True
         for c in range(Dh):
             row = KhT[c]
-            mxv = row[perm[lo]]
+            mxv = row[P[lo]]
             mnv = mxv
             for i in range(lo + 1, hi):
-                v = row[perm[i]]
+                v = row[P[i]]
                 if v > mxv:
                     mxv = v
                 if v < mnv:
                     mnv = v
-            KmT[R + 2 + c, col] = mxv
-            KmT[R + 2 + c, col + 1] = mnv
-            if level > 1 and c != skip_row and mxv > mnv:
+            rec[c0 + 2 * c] = mxv
+            rec[c0 + 2 * c + 1] = mnv
+            if not leaf and c != skip_row and mxv > mnv:
                 r = mxv - mnv
                 ismono = ((mono >> c) & 1) == 1
                 if best < 0 or (bestm and not ismono) or (bestm == ismono and r > bestr):
                     best = c
                     bestr = r
                     bestm = ismono
-        if level == 1:
-            # the leaf's keys in perm order (read by _score_tree_range: one run per row)
+        rec[c0 + 2 * Dh] = hi - lo
+        if leaf:
+            # the leaf's positions and its keys side by side (read by _score_leaf: one run per row)
+            prow, s0 = _slot(R, Dh, y)
+            for i in range(lo, hi):
+                KmT[prow, s0 + i - lo] = P[i]
             for c in range(Dh):
                 row = KhT[c]
+                krow = KmT[_copy_row(R, Dh, c, y)]
                 for i in range(lo, hi):
-                    KmT[R + 2 + Dh + c, i] = row[perm[i]]
-        if level > 1:
+                    krow[s0 + i - lo] = row[P[i]]
+        else:
+            mid = (lo + hi) >> 1
             if best >= 0:
-                _select(KhT, best, perm, lo, hi, (lo + hi) >> 1)
-            stk[2 * sp] = 2 * b
-            stk[2 * sp + 1] = level - 1
-            stk[2 * sp + 2] = 2 * b + 1
-            stk[2 * sp + 3] = level - 1
+                _select(KhT, best, P, lo, hi, mid)
+            else:
+                best = 0          # every key alike: any split, ties routed to the smaller side
+            rec[c0 + 2 * Dh + 3] = best
+            rec[c0 + 2 * Dh + 4] = KhT[best, P[mid]]
+            stk[3 * sp] = mid
+            stk[3 * sp + 1] = hi
+            stk[3 * sp + 2] = (rr << 32) + c0 + 2 * Dh + 2
+            stk[3 * sp + 3] = lo
+            stk[3 * sp + 4] = mid
+            stk[3 * sp + 5] = (rr << 32) + c0 + 2 * Dh + 1
             sp += 2
+        if lk >= 0:
+            KmT[lk >> 32, lk & 0xFFFFFFFF] = code
+        else:
+            root = code
+    return root
+
+
+@njit(cache=True)
+def _rebuild(KhT, KmT, R, u, extra, skip_row):
+    """Rebuild the subtree of node code u over its keys and the position ``extra``
+    (if >= 0): its ids are released, a balanced subtree built; returns its root code."""
+    Dh = KhT.shape[0]
+    rr, c0 = _rec(R, Dh, u)
+    n = KmT[rr, c0 + 2 * Dh] + (1 if extra >= 0 else 0)
+    P = np.empty(n, np.int64)
+    k = 0
+    stk = np.empty(KI_STACK, np.int64)
+    stk[0] = u
+    sp = 1
+    while sp > 0:
+        sp -= 1
+        v = stk[sp]
+        rr, c0 = _rec(R, Dh, v)
+        if (v & 1) == 1:
+            y = v >> 1
+            prow, s0 = _slot(R, Dh, y)
+            for i in range(KmT[rr, c0 + 2 * Dh]):
+                P[k] = KmT[prow, s0 + i]
+                k += 1
+            _release(KmT, R, np.int64(1), y)
+        else:
+            stk[sp] = KmT[rr, c0 + 2 * Dh + 1]
+            stk[sp + 1] = KmT[rr, c0 + 2 * Dh + 2]
+            sp += 2
+            _release(KmT, R, np.int64(0), v >> 1)
+    if extra >= 0:
+        P[k] = extra
+    return _build(KhT, KmT, R, P, n, skip_row)
+
+
+@njit(cache=True, inline='always')
+def _relink(KmT, R, Dh, path, i, u, nu):
+    """Point the parent path[i - 1] of node u (or the root if i == 0) to nu."""
+    if i == 0:
+        KmT[R, KI_ROOT] = nu
+    else:
+        pr, p0 = _rec(R, Dh, path[i - 1])
+        if KmT[pr, p0 + 2 * Dh + 1] == u:
+            KmT[pr, p0 + 2 * Dh + 1] = nu
+        else:
+            KmT[pr, p0 + 2 * Dh + 2] = nu
+
+
+@njit(cache=True, inline='always')
+def _count(KmT, R, Dh, u):
+    rr, c0 = _rec(R, Dh, u)
+    return KmT[rr, c0 + 2 * Dh]
+
+
+@njit(cache=True)
+def _rotate(KmT, R, Dh, path, i, d):
+    """A single rotation at the unbalanced node u = path[i] when its heavier child h
+    (on the insertion path) splits on the same component and that component is
+    monotone in the position so far (keys appended along it: every new key goes
+    the same way, and the nodes stay intervals of it): h's record becomes the
+    node N over u's lighter child and h's inner child (u's split), u's record the
+    node over N and h's outer child (h's split); every count and box stays exact
+    (N's box is the union of its children's). Only when u and N come out balanced;
+    returns False (nothing changed) otherwise."""
+    if i + 1 >= d:
+        return False
+    u = path[i]
+    h = path[i + 1]
+    ur, u0 = _rec(R, Dh, u)
+    hr, h0 = _rec(R, Dh, h)
+    urec = KmT[ur]
+    hrec = KmT[hr]
+    comp = urec[u0 + 2 * Dh + 3]
+    if hrec[h0 + 2 * Dh + 3] != comp or (((KmT[R, KI_MONO] | KmT[R, KI_ANTI]) >> comp) & 1) == 0:
+        return False
+    right = urec[u0 + 2 * Dh + 2] == h            # the heavy side (the key went there)
+    light = urec[u0 + 2 * Dh + 1] if right else urec[u0 + 2 * Dh + 2]
+    inner = hrec[h0 + 2 * Dh + 1] if right else hrec[h0 + 2 * Dh + 2]
+    outer = hrec[h0 + 2 * Dh + 2] if right else hrec[h0 + 2 * Dh + 1]
+    n = urec[u0 + 2 * Dh]
+    cl = _count(KmT, R, Dh, light)
+    ci = _count(KmT, R, Dh, inner)
+    co = _count(KmT, R, Dh, outer)
+    nn = cl + ci
+    if 10 * max(nn, co) > KI_ALPHA10 * n or 10 * max(cl, ci) > KI_ALPHA10 * nn:
+        return False
+    lr, l0 = _rec(R, Dh, light)
+    ir, i0 = _rec(R, Dh, inner)
+    for c in range(Dh):
+        hrec[h0 + 2 * c] = max(KmT[lr, l0 + 2 * c], KmT[ir, i0 + 2 * c])
+        hrec[h0 + 2 * c + 1] = min(KmT[lr, l0 + 2 * c + 1], KmT[ir, i0 + 2 * c + 1])
+    hrec[h0 + 2 * Dh] = nn
+    sv = hrec[h0 + 2 * Dh + 4]
+    hrec[h0 + 2 * Dh + 4] = urec[u0 + 2 * Dh + 4]
+    urec[u0 + 2 * Dh + 4] = sv
+    if right:
+        hrec[h0 + 2 * Dh + 1] = light
+        hrec[h0 + 2 * Dh + 2] = inner
+        urec[u0 + 2 * Dh + 1] = h
+        urec[u0 + 2 * Dh + 2] = outer
+    else:
+        hrec[h0 + 2 * Dh + 1] = inner
+        hrec[h0 + 2 * Dh + 2] = light
+        urec[u0 + 2 * Dh + 1] = outer
+        urec[u0 + 2 * Dh + 2] = h
+    # the path below: through N (h's record) if the key went to the inner child, else
+    # from u straight to the outer child
+    if i + 2 < d and path[i + 2] == outer:
+        path[i + 1] = u
+    return True
+
+
+@njit(cache=True)
+def _insert(KhT, KmT, R, t, skip_row, path, key):
+    """Insert key t: down from the root by the split values (a key equal to the
+    split value goes to the side with fewer keys), every node on the way counting
+    it and widening its box; appended to its leaf, or the leaf (full) rebuilt in
+    two with it; then every node on the way, from the top, whose larger child holds
+    more than KI_ALPHA10 / 10 of its keys is rotated (:func:`_rotate`), or, where
+    that does not apply, the first such is rebuilt and the walk ends (weight
+    balance: every node balanced, depth O(log m))."""
+    Dh = KhT.shape[0]
+    meta = KmT[R]
+    for c in range(Dh):
+        key[c] = KhT[c, t]
+    u = meta[KI_ROOT]
+    d = np.int64(0)         # typed: a literal 0 would make numba compile _rotate a second time
+    while True:
+        rr, c0 = _rec(R, Dh, u)
+        rec = KmT[rr]
+        for c in range(Dh):
+            v = key[c]
+            if v > rec[c0 + 2 * c]:
+                rec[c0 + 2 * c] = v
+            if v < rec[c0 + 2 * c + 1]:
+                rec[c0 + 2 * c + 1] = v
+        if (u & 1) == 1:
+            break
+        rec[c0 + 2 * Dh] += 1
+        path[d] = u
+        d += 1
+        kv = key[rec[c0 + 2 * Dh + 3]]
+        sv = rec[c0 + 2 * Dh + 4]
+        a = rec[c0 + 2 * Dh + 1]
+        b = rec[c0 + 2 * Dh + 2]
+        if kv < sv:
+            u = a
+        elif kv > sv:
+            u = b
+        else:
+            u = a if _count(KmT, R, Dh, a) <= _count(KmT, R, Dh, b) else b
+    y = u >> 1
+    n = rec[c0 + 2 * Dh]
+    if n < KI_LEAF:
+        prow, s0 = _slot(R, Dh, y)
+        KmT[prow, s0 + n] = t
+        for c in range(Dh):
+            KmT[_copy_row(R, Dh, c, y), s0 + n] = key[c]
+        rec[c0 + 2 * Dh] = n + 1
+    else:
+        nu = _rebuild(KhT, KmT, R, u, t, skip_row)
+        meta[KI_REBUILT] += KI_LEAF + 1
+        _relink(KmT, R, Dh, path, d, u, nu)
+    i = np.int64(0)
+    while i < d:
+        u = path[i]
+        rr, c0 = _rec(R, Dh, u)
+        rec = KmT[rr]
+        a = rec[c0 + 2 * Dh + 1]
+        b = rec[c0 + 2 * Dh + 2]
+        ca = _count(KmT, R, Dh, a)
+        cb = _count(KmT, R, Dh, b)
+        n = rec[c0 + 2 * Dh]
+        if 10 * max(ca, cb) <= KI_ALPHA10 * n:
+            i += 1
+            continue
+        if not _rotate(KmT, R, Dh, path, i, d):
+            meta[KI_REBUILT] += n
+            nu = _rebuild(KhT, KmT, R, u, np.int64(-1), skip_row)
+            _relink(KmT, R, Dh, path, i, u, nu)
+            break
+        i += 1
 
 
 @njit(cache=True)
@@ -260,12 +543,14 @@ def update_index(KhT, KmT, m, f):
     Dh = KhT.shape[0]
     R = 2 * Dh
     meta = KmT[R]
-    perm = KmT[R + 1]
     n0 = meta[KI_N]
     if n0 > m or n0 < 0 or meta[KI_LIFT + Dh] != f:
         n0 = 0
+    if n0 == m:
+        return
     if n0 == 0:
         meta[KI_MONO] = (np.int64(1) << Dh) - 1
+        meta[KI_ANTI] = (np.int64(1) << Dh) - 1
         meta[KI_NOLIFT] = 0
         meta[KI_LIFT + Dh] = f
         full = np.int64(-1) if Dh == 6 else (np.int64(1) << (np.int64(1) << Dh)) - 1
@@ -279,27 +564,38 @@ def update_index(KhT, KmT, m, f):
     sub = np.empty(1 << Dh, np.int64)
     fsub = np.empty(1 << Dh, np.float64)
     for t in range(n0, m):
-        perm[t] = t
         if t > 0:
             for c in range(Dh):
                 if KhT[c, t] < KhT[c, t - 1]:
                     meta[KI_MONO] &= ~(np.int64(1) << c)
+                if KhT[c, t] > KhT[c, t - 1]:
+                    meta[KI_ANTI] &= ~(np.int64(1) << c)
         _update_lift(KhT, KmT, t, R, f, sub, fsub)
-    u0 = n0 >> KI_LEAF_LOG
-    u1 = m >> KI_LEAF_LOG
-    if u1 > u0:
-        s_ok = np.ones(Dh, np.bool_)
-        skip, _ = _best_lift(meta, Dh, s_ok)
-        h = 0
-        x = u0 ^ u1
-        while (x >> (h + 1)) != 0:
-            h += 1
-        start = (u1 >> (h + 1)) << (h + 1)
-        for i in range(h, -1, -1):
-            if (u1 >> i) & 1:
-                _build(KhT, KmT, R, start, i + 1, skip)
-                start += np.int64(1) << i
     meta[KI_N] = m
+    # the newest keys wait in the buffer (KI_LEAF to 2 KI_LEAF - 1 of them, scored exactly
+    # by every search: a query for a recent key finds its maximum there first)
+    nt = meta[KI_NT] if n0 > 0 else np.int64(0)
+    if m - nt < 2 * KI_LEAF:
+        meta[KI_NT] = nt
+        return
+    m1 = m - KI_LEAF
+    s_ok = np.ones(Dh, np.bool_)
+    skip, _ = _best_lift(meta, Dh, s_ok)
+    if m1 - nt > nt:
+        # from scratch (the first use, or more new keys than old): one balanced tree
+        meta[KI_NFREE] = 0
+        meta[KI_NFREE + 1] = 0
+        meta[KI_NEXT] = 0
+        meta[KI_NEXT + 1] = 0
+        P = np.arange(m1).astype(np.int64)
+        meta[KI_ROOT] = _build(KhT, KmT, R, P, m1, skip)
+        meta[KI_REBUILT] += m1
+    else:
+        path = np.empty(KI_STACK, np.int64)
+        key = np.empty(Dh, np.int64)
+        for t in range(nt, m1):
+            _insert(KhT, KmT, R, t, skip, path, key)
+    meta[KI_NT] = m1
 
 
 @njit(cache=True)
@@ -331,7 +627,9 @@ def _bound(q, qnz, nq, KmT, R, node, f, hm1, ls, lS, lc, lq, lx, nlc, qs, sc, nt
     without a square row, or when ub < cut: the node is then skippable by its box
     bound alone) and the box bound of |every partial sum|. The lifted bound's
     query constants come from :func:`_lift_setup`."""
-    col = 2 * node
+    Dh = q.shape[0]
+    rr, col = _rec(R, Dh, node)
+    rec = KmT[rr]
     hi = np.int64(0)
     lo = np.int64(0)
     pb = np.int64(0)
@@ -340,8 +638,8 @@ def _bound(q, qnz, nq, KmT, R, node, f, hm1, ls, lS, lc, lq, lx, nlc, qs, sc, nt
     for ci in range(nq):
         c = qnz[ci]
         qc = q[c]
-        kmax = KmT[R + 2 + c, col]
-        kmin = KmT[R + 2 + c, col + 1]
+        kmax = rec[col + 2 * c]
+        kmin = rec[col + 2 * c + 1]
         if qc > 0:
             th = _rne(qc * kmax, f, hm1)
             hi += th
@@ -360,8 +658,8 @@ def _bound(q, qnz, nq, KmT, R, node, f, hm1, ls, lS, lc, lq, lx, nlc, qs, sc, nt
         for i in range(nlc):
             c = lc[i]
             qc = lq[i]
-            a = float(KmT[R + 2 + c, col + 1])
-            b = float(KmT[R + 2 + c, col])
+            a = float(rec[col + 2 * c + 1])
+            b = float(rec[col + 2 * c])
             xv = min(max(lx[i], a), b)
             t1 = qc * xv * sc
             t2 = qs * xv * xv * sc * sc
@@ -380,29 +678,31 @@ def _skippable(ub, ubf, M, thr):
 
 
 @njit(cache=True)
-def _score_tree_range(q, qnz, nq, KmT, R, Dh, perm, i0, i1, f, hm1, scores):
-    """:func:`_score_range` over positions of perm covered by the trees, reading the
-    keys from their copy in perm order (rows R + 2 + Dh + c, written by _build)."""
+def _score_leaf(q, qnz, nq, KmT, R, Dh, y, n, f, hm1, scores):
+    """scores[j] of the first n keys j of leaf y on plain int64 (the unchecked loop
+    of attention_scores), read from the leaf's key copies; (max score, largest
+    |partial sum|)."""
+    prow, s0 = _slot(R, Dh, y)
+    kb = _copy_row(R, Dh, 0, y)
     smax = np.int64(0)
     M = -KI_BIG
-    for i in range(i0, i1):
+    for i in range(s0, s0 + n):
         s = np.int64(0)
         for ci in range(nq):
             c = qnz[ci]
-            s += _rne(q[c] * KmT[R + 2 + Dh + c, i], f, hm1)
+            s += _rne(q[c] * KmT[kb + 2 * c, i], f, hm1)
             smax = max(smax, s if s >= 0 else -s)
-        scores[perm[i]] = s
+        scores[KmT[prow, i]] = s
         M = max(M, s)
     return M, smax
 
 
 @njit(cache=True)
-def _score_range(q, qnz, nq, KhT, perm, i0, i1, f, hm1, scores):
-    """scores[perm[i]] for i0 <= i < i1 on plain int64; (max score, largest |partial sum|)."""
+def _score_range(q, qnz, nq, KhT, j0, j1, f, hm1, scores):
+    """scores[j] for j0 <= j < j1 on plain int64 (the buffer); (max score, largest |partial sum|)."""
     smax = np.int64(0)
     M = -KI_BIG
-    for i in range(i0, i1):
-        j = perm[i]
+    for j in range(j0, j1):
         s = np.int64(0)
         for ci in range(nq):
             c = qnz[ci]
@@ -411,8 +711,6 @@ def _score_range(q, qnz, nq, KhT, perm, i0, i1, f, hm1, scores):
         scores[j] = s
         M = max(M, s)
     return M, smax
-
-
 
 
 @njit(cache=True, inline='always')
@@ -434,25 +732,28 @@ def index_scores(q, KhT, KmT, m, I, f, err, qnz, nq, cm, scores):
     positions (ascending) whose score is >= M + exp_zero_threshold(f): the keys
     :func:`constructions.kernels.attend_sparse` visits, in the plain order.
 
-    1. The buffer keys, then the trees best-first: a node whose bound is below
-       M_cur + thr is skipped (every key in it is below M + thr: weight exactly 0,
-       not the maximum); a leaf that is not is scored exactly.
+    1. Depth first from the root, the child of the larger bound on top, every
+       waiting node's bounds (ub, ubf, pb) kept on the stack (bounds do not depend
+       on M: a node is bounded once): a node whose bound is below M_cur + thr is
+       skipped (every key in it is below M + thr: weight exactly 0, not the
+       maximum); a leaf that is not is scored exactly.
     2. The meter: every product is at most its column product round(|q_c| cm_c)
        (recorded, as the unpruned loop does); the partial sums of a skipped node
        lie between its box's low and high partial sums (|.| <= pb). A skipped node
        with pb above the largest |raw| of everything else is descended at the end
        and its leaves whose pb is still above it are scored exactly, so the
        recorded maximum is the plain definition's.
-    3. Scratch after the header: the scored keys (<= cap / 4), the heap (<= cap / 8
-       nodes), the skipped nodes (<= cap / 4); the last entries (the exp memo of
-       attend_sparse) are not touched. Running out returns ST_ABORTED with the
-       header -1 (the caller runs the plain loop; err then holds only true values)."""
+    3. Scratch after the header: the scored keys (<= cap / 4), the stack (<=
+       KI_STACK nodes, three entries each, in the cap / 4 entries after them), the
+       skipped nodes (<= cap / 4), the groups (<= cap / 16); the last entries (the
+       exp memo of attend_sparse) are not touched. Running out returns ST_ABORTED
+       with the header -1 (the caller runs the plain loop; err then holds only
+       true values)."""
     Dh = KhT.shape[0]
     cap = KhT.shape[1]
     R = 2 * Dh
     update_index(KhT, KmT, m, f)
     meta = KmT[R]
-    perm = KmT[R + 1]
     hm1 = ((np.int64(1) << (f - 1)) - 1) if f > 0 else np.int64(0)
     thr = exp_zero_threshold(f)
     mx = err[E_MAXABS]
@@ -467,151 +768,149 @@ def index_scores(q, KhT, KmT, m, I, f, err, qnz, nq, cm, scores):
     lq = np.empty(Dh, np.float64)
     lx = np.empty(Dh, np.float64)
     nlc, qs, sc, nt = _lift_setup(q, ls, lS, f, lc, lq, lx)
-    fast = thr > -KI_EXACT
     LM = cap >> 2
-    HM = cap >> 3
+    SM = min(KI_STACK, cap >> 4)
     DM = cap >> 2
     GM = cap >> 4
     lst = cap + 1
-    hp = lst + LM
-    dfr = hp + 2 * HM
+    sk = lst + LM
+    dfr = sk + (cap >> 2)
     gl = dfr + DM
+    sf = np.empty(SM, np.float64)           # the waiting nodes' lifted bounds
     ng = 0
     # a node whose keys agree on every component the query reads is scored once (one
     # score, the same partial sums) and kept as a group when it holds more than
     # 2^(f+1) keys: each of them gets the weight round(e 2^f / Z) = 0 (Z >= count e),
     # so attend_sparse needs only count * e in Z (Z <= m 2^f < 2^(I+f-1): no overflow)
     grouping = I >= 2 and m < (np.int64(1) << (I - 1))
+    gmin = (np.int64(1) << (f + 1)) if f < 61 else KI_BIG
     nl = 0
-    nh = np.int64(0)
     nd = 0
     status = ST_EFFECTIVE
-    # 1. the buffer, then best-first over the trees
-    ufull = m >> KI_LEAF_LOG
-    b0 = ufull << KI_LEAF_LOG
+    # 1. the buffer, then depth first from the root
+    b0 = meta[KI_NT]
     M = -KI_BIG
     if b0 < m:
-        M, smax = _score_range(q, qnz, nq, KhT, perm, b0, m, f, hm1, scores)
+        M, smax = _score_range(q, qnz, nq, KhT, b0, m, f, hm1, scores)
         mx = max(mx, smax)
-        for i in range(b0, m):
-            scores[lst + nl] = i
+        for j in range(b0, m):
+            scores[lst + nl] = j
             nl += 1
-    start = np.int64(0)
-    for i in range(62, -1, -1):
-        if (ufull >> i) & 1:
-            level = i + 1
-            b = start >> i
-            code = b * 64 + level
-            ub, ubf, pb = _bound(q, qnz, nq, KmT, R, _node(level, b), f, hm1, ls, lS, lc, lq, lx, nlc, qs, sc, nt, M + thr)
-            if nh >= HM:
-                status = ST_ABORTED
-                break
-            nh = _hpush(scores, hp, nh, _hkey(ub, ubf), code)
-            start += np.int64(1) << i
-    while nh > 0 and status != ST_ABORTED:
-        key = scores[hp]
-        code = scores[hp + 1]
-        nh = _hpop(scores, hp, nh)
-        level = code & 63
-        b = code >> 6
-        # the heap key trunc(min(ub, ubf)) is above both bounds minus 1; while key,
-        # thr and M + thr are below 2^52 in magnitude (then M, thr and M + thr are
-        # exact in float64), key - 1 >= M + thr means the node is not skippable,
-        # and then neither its bounds nor pb are needed
-        if not (fast and key < KI_EXACT and M + thr > -KI_EXACT and key - 1 >= M + thr):
-            ub, ubf, pb = _bound(q, qnz, nq, KmT, R, _node(level, b), f, hm1, ls, lS, lc, lq, lx, nlc, qs, sc, nt, M + thr)
-            skip = _skippable(ub, ubf, M, thr)
-        else:
-            skip = False
-        if skip:
+    sp = 0
+    if b0 > 0:
+        root = meta[KI_ROOT]
+        ub, ubf, pb = _bound(q, qnz, nq, KmT, R, root, f, hm1, ls, lS, lc, lq, lx, nlc, qs, sc, nt, M + thr)
+        scores[sk] = root
+        scores[sk + 1] = ub
+        scores[sk + 2] = pb
+        sf[0] = ubf
+        sp = 1
+    while sp > 0:
+        sp -= 1
+        u = scores[sk + 3 * sp]
+        ub = scores[sk + 3 * sp + 1]
+        pb = scores[sk + 3 * sp + 2]
+        ubf = sf[sp]
+        if _skippable(ub, ubf, M, thr):
             if pb > mx:
                 if nd >= DM:
                     status = ST_ABORTED
                     break
-                scores[dfr + nd] = code
+                scores[dfr + nd] = u
                 nd += 1
             continue
-        if grouping and (np.int64(1) << (level - 1 + KI_LEAF_LOG)) > (np.int64(1) << (f + 1)):
-            col = 2 * _node(level, b)
+        rr, c0 = _rec(R, Dh, u)
+        rec = KmT[rr]
+        n = rec[c0 + 2 * Dh]
+        if grouping and n > gmin:
             same = True
             for ci in range(nq):
                 c = qnz[ci]
-                if KmT[R + 2 + c, col] != KmT[R + 2 + c, col + 1]:
+                if rec[c0 + 2 * c] != rec[c0 + 2 * c + 1]:
                     same = False
                     break
             if same:
                 if ng >= GM:
                     status = ST_ABORTED
                     break
-                i0 = b << (level - 1 + KI_LEAF_LOG)
-                bm, smax = _score_tree_range(q, qnz, nq, KmT, R, Dh, perm, i0, i0 + 1, f, hm1, scores)
+                v = u
+                while (v & 1) == 0:
+                    vr, v0 = _rec(R, Dh, v)
+                    v = KmT[vr, v0 + 2 * Dh + 1]
+                bm, smax = _score_leaf(q, qnz, nq, KmT, R, Dh, v >> 1, np.int64(1), f, hm1, scores)
                 mx = max(mx, smax)
                 M = max(M, bm)
                 scores[gl + 2 * ng] = bm
-                scores[gl + 2 * ng + 1] = np.int64(1) << (level - 1 + KI_LEAF_LOG)
+                scores[gl + 2 * ng + 1] = n
                 ng += 1
                 continue
-        if level == 1:
-            i0 = b << KI_LEAF_LOG
-            if nl + KI_LEAF > LM:
+        if (u & 1) == 1:
+            if nl + n > LM:
                 status = ST_ABORTED
                 break
-            bm, smax = _score_tree_range(q, qnz, nq, KmT, R, Dh, perm, i0, i0 + KI_LEAF, f, hm1, scores)
+            y = u >> 1
+            bm, smax = _score_leaf(q, qnz, nq, KmT, R, Dh, y, n, f, hm1, scores)
             mx = max(mx, smax)
             M = max(M, bm)
-            for i in range(i0, i0 + KI_LEAF):
-                scores[lst + nl] = i
+            prow, s0 = _slot(R, Dh, y)
+            for i in range(s0, s0 + n):
+                scores[lst + nl] = KmT[prow, i]
                 nl += 1
             continue
-        for cb in range(2 * b, 2 * b + 2):
-            ub, ubf, pb = _bound(q, qnz, nq, KmT, R, _node(level - 1, cb), f, hm1, ls, lS, lc, lq, lx, nlc, qs, sc, nt, M + thr)
-            if _skippable(ub, ubf, M, thr):
-                if pb > mx:
-                    if nd >= DM:
-                        status = ST_ABORTED
-                        break
-                    scores[dfr + nd] = cb * 64 + level - 1
-                    nd += 1
-                continue
-            if nh >= HM:
-                status = ST_ABORTED
-                break
-            nh = _hpush(scores, hp, nh, _hkey(ub, ubf), cb * 64 + level - 1)
+        a = rec[c0 + 2 * Dh + 1]
+        b = rec[c0 + 2 * Dh + 2]
+        uba, ubfa, pba = _bound(q, qnz, nq, KmT, R, a, f, hm1, ls, lS, lc, lq, lx, nlc, qs, sc, nt, M + thr)
+        ubb, ubfb, pbb = _bound(q, qnz, nq, KmT, R, b, f, hm1, ls, lS, lc, lq, lx, nlc, qs, sc, nt, M + thr)
+        if _hkey(uba, ubfa) > _hkey(ubb, ubfb):      # the larger bound on top, popped first
+            a, b = b, a
+            uba, ubb = ubb, uba
+            ubfa, ubfb = ubfb, ubfa
+            pba, pbb = pbb, pba
+        if sp + 2 > SM:
+            status = ST_ABORTED
+            break
+        scores[sk + 3 * sp] = a
+        scores[sk + 3 * sp + 1] = uba
+        scores[sk + 3 * sp + 2] = pba
+        sf[sp] = ubfa
+        scores[sk + 3 * sp + 3] = b
+        scores[sk + 3 * sp + 4] = ubb
+        scores[sk + 3 * sp + 5] = pbb
+        sf[sp + 1] = ubfb
+        sp += 2
     if status == ST_ABORTED:
         meta[KI_FAILS] += 1
         scores[cap] = -1
         if mx > err[E_MAXABS]:
             err[E_MAXABS] = mx
         return M, status
-    # 2. skipped nodes whose partial sums might exceed the meter (the heap's room is the stack)
+    # 2. skipped nodes whose partial sums might exceed the meter (the stack's room)
     nsc = nl
     for di in range(nd):
-        sp = 0
-        scores[hp] = scores[dfr + di]
+        scores[sk] = scores[dfr + di]
         sp = 1
         while sp > 0:
             sp -= 1
-            code = scores[hp + sp]
-            level = code & 63
-            b = code >> 6
+            u = scores[sk + sp]
             # pb alone: the box bounds without a square row (ls = -1)
-            _, _, pb = _bound(q, qnz, nq, KmT, R, _node(level, b), f, hm1, np.int64(-1), np.int64(0), lc, lq, lx,
+            _, _, pb = _bound(q, qnz, nq, KmT, R, u, f, hm1, np.int64(-1), np.int64(0), lc, lq, lx,
                                np.int64(0), qs, sc, nt, np.int64(0))
             if pb <= mx:
                 continue
-            if level == 1:
-                i0 = b << KI_LEAF_LOG
-                bm, smax = _score_tree_range(q, qnz, nq, KmT, R, Dh, perm, i0, i0 + KI_LEAF, f, hm1, scores)
+            rr, c0 = _rec(R, Dh, u)
+            if (u & 1) == 1:
+                n = KmT[rr, c0 + 2 * Dh]
+                bm, smax = _score_leaf(q, qnz, nq, KmT, R, Dh, u >> 1, n, f, hm1, scores)
                 mx = max(mx, smax)
-                nsc += KI_LEAF
+                nsc += n
                 continue
-            scores[hp + sp] = (2 * b) * 64 + level - 1
-            scores[hp + sp + 1] = (2 * b + 1) * 64 + level - 1
+            scores[sk + sp] = KmT[rr, c0 + 2 * Dh + 1]
+            scores[sk + sp + 1] = KmT[rr, c0 + 2 * Dh + 2]
             sp += 2
     # 3. the kept keys, ascending
     nk = 0
     for i in range(nl):
-        j = perm[scores[lst + i]]
+        j = scores[lst + i]
         if scores[j] - M >= thr:
             scores[lst + nk] = j
             nk += 1

@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, strategies as st
 
 from rnngap.constructions import keyindex as KI
 from rnngap.constructions import kernels as K
@@ -233,6 +234,178 @@ def test_square_row_detection():
     c3.grow_to(41)
     KI.update_index(c3.KhT, c3.KmT, 41, f)
     assert c3.KmT[2 * c3.Dh, KI.KI_NOLIFT] == 1
+
+
+def _tree_keys(c, m, f):
+    """Walk one head's index after update_index(m): check every node's record against
+    its keys (exact box and count, leaves of 8 to 16 keys side by side with their
+    copies, every internal node weight-balanced) and return the positions in the
+    tree (each key below KI_NT exactly once) and the tree's depth."""
+    Dh, R, KmT = c.Dh, 2 * c.Dh, c.KmT
+    KI.update_index(c.KhT, KmT, m, f)
+    nt = int(KmT[R, KI.KI_NT])
+    assert 0 <= m - nt < 2 * KI.KI_LEAF and int(KmT[R, KI.KI_N]) == m
+    if nt == 0:
+        return [], 0
+
+    def rec(u):
+        r, c0 = KI._rec(R, Dh, u)
+        return KmT[r, c0:c0 + 2 * Dh + 5]
+
+    def walk(u, d):
+        r = rec(u)
+        if u & 1:
+            y = u >> 1
+            prow, s0 = KI._slot(R, Dh, y)
+            n = int(r[2 * Dh])
+            assert (KI.KI_LEAF // 2 <= n or nt < KI.KI_LEAF // 2) and n <= KI.KI_LEAF
+            pos = KmT[prow, s0:s0 + n].tolist()
+            for cc in range(Dh):
+                assert KmT[KI._copy_row(R, Dh, cc, y), s0:s0 + n].tolist() == c.KhT[cc, pos].tolist()
+            depth = d
+        else:
+            pa, da = walk(int(r[2 * Dh + 1]), d + 1)
+            pb, db = walk(int(r[2 * Dh + 2]), d + 1)
+            assert 10 * max(len(pa), len(pb)) <= KI.KI_ALPHA10 * (len(pa) + len(pb))
+            pos, depth = pa + pb, max(da, db)
+        assert int(r[2 * Dh]) == len(pos)
+        keys = c.KhT[:, pos]
+        assert r[0:2 * Dh:2].tolist() == keys.max(axis=1).tolist()
+        assert r[1:2 * Dh:2].tolist() == keys.min(axis=1).tolist()
+        return pos, depth
+
+    pos, depth = walk(int(KmT[R, KI.KI_ROOT]), 0)
+    assert sorted(pos) == list(range(nt))
+    return pos, depth
+
+
+def _keys_of_kind(rng, kind, m, f):
+    """Keys of one kind: random, a parabola (a, a^2, pos) over random codes, codes
+    monotone in the position, up or down (appended along the split component), or
+    mostly one key."""
+    if kind == "random":
+        Dh = int(rng.integers(1, 7))
+        kb = int(rng.integers(0, 30))
+        return rng.integers(-(1 << kb), (1 << kb) + 1, size=(m, Dh)).astype(np.int64)
+    if kind == "equal":
+        Dh = int(rng.integers(1, 4))
+        K_ = rng.integers(-5, 6, size=(m, Dh)).astype(np.int64)
+        K_[rng.random(m) < 0.8] = K_[0]
+        return K_
+    if kind == "parabola":
+        a = rng.integers(-10, int(rng.integers(3, 500)), size=m)
+    elif kind == "up":
+        a = np.cumsum(rng.integers(0, 4, size=m))
+    else:
+        a = -np.cumsum(rng.integers(0, 4, size=m))
+    return np.stack([a << f, (a * a) << f, np.arange(m) << f], axis=1).astype(np.int64)
+
+
+KINDS = ("random", "equal", "parabola", "up", "down")
+
+
+@given(seed=st.integers(0, 2 ** 32 - 1), kind=st.sampled_from(KINDS))
+def test_tree_records_under_insertion(seed, kind):
+    """Keys added a few at a time (the index updated in between): after every
+    update the tree's records equal their definitions (boxes, counts, leaf slots),
+    every node is weight-balanced, the tree holds every key but the buffer's once,
+    and its depth stays within log_{10/7} of the leaves' count."""
+    rng = np.random.default_rng(seed)
+    f = int(rng.integers(0, 4))
+    m_total = int(rng.integers(40, 900))
+    Kh = _keys_of_kind(rng, kind, m_total, f)
+    c = _Cache(Kh, np.zeros((m_total, 1), np.int64))
+    m = 0
+    while m < m_total:
+        m = min(m_total, m + int(rng.choice([1, 1, 2, 5, 17, 60])))
+        c.grow_to(m)
+        pos, depth = _tree_keys(c, m, f)
+        if pos:
+            assert depth <= np.log(len(pos) / 8 + 1) / np.log(10 / 7) + 2
+
+
+@pytest.mark.parametrize("kind", ("up", "down"))
+def test_appended_keys_rotate_not_rebuild(kind):
+    """Codes monotone in the position, appended along the split component (every new
+    key beyond the others): single rotations keep the tree balanced, so rebuilds
+    place about two keys per key (the leaves split in two), not O(log m) of
+    rebuilding the spine."""
+    rng = np.random.default_rng(11)
+    m = 3000
+    Kh = _keys_of_kind(rng, kind, m, 1)
+    c = _Cache(Kh, np.zeros((m, 1), np.int64))
+    for mm in range(64, m + 1):
+        c.grow_to(mm)
+        KI.update_index(c.KhT, c.KmT, mm, 1)
+    _, depth = _tree_keys(c, m, 1)
+    rebuilt = int(c.KmT[2 * c.Dh, KI.KI_REBUILT])
+    assert rebuilt < 3 * m and depth <= 12
+
+
+@given(seed=st.integers(0, 2 ** 32 - 1), kind=st.sampled_from(KINDS),
+       mode=st.sampled_from(("raise", "saturate")))
+def test_index_equals_plain_while_keys_arrive(seed, kind, mode):
+    """Queries in between insertions (a new query after every few keys, at a code,
+    between codes or random) on one growing cache: every step equals the plain
+    definition (output, M, err)."""
+    rng = np.random.default_rng(seed)
+    f = int(rng.integers(0, 4))
+    m_total = int(rng.integers(60, 500))
+    Kh = _keys_of_kind(rng, kind, m_total, f)
+    Dh = Kh.shape[1]
+    I = 44 if kind != "random" else int(rng.integers(20, 50))
+    args = FixedFormat(I, f, mode).args
+    V = rng.integers(-(1 << 10), (1 << 10) + 1, size=(m_total, 2)).astype(np.int64)
+    c = _Cache(Kh, V)
+    m = 33
+    while m <= m_total:
+        if kind in ("random", "equal"):
+            qb = int(rng.integers(0, 12))
+            q = rng.integers(-(1 << qb), (1 << qb), size=Dh, endpoint=True).astype(np.int64)
+        else:
+            lam = int(rng.integers(1, 6))
+            code = int(Kh[int(rng.integers(0, m)), 0]) >> f
+            qa = (2 * lam * code) << f
+            if rng.random() < 0.3:
+                qa += int(rng.integers(-(1 << f), (1 << f) + 1)) * lam
+            q = np.array([qa, -(lam << f), int(rng.choice([0, 1, -1])) << f], np.int64)
+        _check(c, q, Kh, V, m, args)
+        m += int(rng.choice([1, 3, 16, 40]))
+
+
+@pytest.mark.parametrize("f", (0, 1, 4))
+@pytest.mark.parametrize("order", range(3))
+def test_whole_nodes_at_the_threshold(f, order):
+    """Dh = 1, q = 1.0: a hundred keys score exactly Mx + thr (a node's bound equals
+    the threshold: not skipped, every key kept), a hundred score Mx + thr - 1 (a
+    node whose bound is one below: skipped), inserted in a seeded order over many
+    steps: the kept keys (listed, or in groups of equal keys) are exactly those at
+    Mx + thr or above, and every step equals the plain definition."""
+    thr = int(K.exp_zero_threshold(f))
+    Mx = 1 << (f + 12)
+    m = 400
+    keys = np.full(m, Mx - (1 << (f + 9)), np.int64)
+    keys[:100] = Mx + thr
+    keys[100:200] = Mx + thr - 1
+    keys[200] = Mx
+    keys = np.random.default_rng([order, f]).permutation(keys)
+    Kh = keys[:, None]
+    q = np.ones(1, np.int64) << f
+    V = (np.arange(m, dtype=np.int64)[:, None] % 7) << f
+    args = FixedFormat(30, f, "raise").args
+    c = _Cache(Kh, V)
+    for mm in range(40, m + 1, 9):
+        e1, e2 = new_err(), new_err()
+        want, Mw = _plain(q, Kh, V, mm, args, e1)
+        got, M, hdr, kept = c.attend(q, mm, args, e2)
+        assert got.tolist() == want.tolist() and e1.tolist() == e2.tolist() and M == Mw
+        if hdr <= -2 and M == Mx:
+            want_kept = [j for j in range(mm) if keys[j] >= Mx + thr]
+            # the kept keys listed, then the groups of equal keys (score, count)
+            g0 = c.cap + 1 + len(kept)
+            groups = c.scores[g0 + 1:g0 + 1 + 2 * int(c.scores[g0])].reshape(-1, 2).tolist()
+            assert set(kept) <= set(want_kept) and all(sc_ >= Mx + thr for sc_, _ in groups)
+            assert len(kept) + sum(n_ for _, n_ in groups) == len(want_kept)
 
 
 def test_istree_session_equals_record_session():
