@@ -18,6 +18,12 @@ never raises). A worker that dies (killed, out of memory) has its tasks rerun
 on another worker by the scheduler (``distributed.scheduler.allowed-failures``,
 default 3, bounds the reruns of one task before the run fails).
 
+**Order.** The parts start longest first, by the seconds each took in the last
+parallel run of the same profile on this code (a JSON file beside numba's cache,
+:func:`history_file`; a new numba cache, which any code change starts, starts a new
+file); parts with no recorded time start first, by their check's ``cost`` hint.
+Only the order depends on it, never a record.
+
 Kernels hold the GIL while they run (numba), so a worker busy with one long part
 sends no heartbeat; the scheduler this engine starts therefore never drops a
 silent worker (``distributed.scheduler.worker-ttl`` = None). A separately
@@ -25,8 +31,11 @@ started scheduler needs the same setting (the README's "Running on a cluster").
 """
 from __future__ import annotations
 
+import json
 import logging
+import os
 import uuid
+from pathlib import Path
 from typing import Callable, Iterable
 
 from . import registry
@@ -205,6 +214,60 @@ def _priority(t: Task) -> int:
     return int(t.check.cost(t.part)) if t.check.cost is not None and t.part is not None else 0
 
 
+def part_key(t: Task) -> str:
+    """A part's name in the history file: claim, check name and part."""
+    return f"{t.check.claim}\t{t.check.name}\t{t.part!r}"
+
+
+def history_file(profile: str) -> Path | None:
+    """``rnngap-part-seconds-<profile>.json`` in numba's cache folder (None when
+    kernels are compiled in memory: no cache folder)."""
+    import numba
+
+    import rnngap.constructions  # noqa: F401  (chooses numba's cache folder)
+    folder = numba.config.CACHE_DIR
+    return Path(folder) / f"rnngap-part-seconds-{profile}.json" if folder else None
+
+
+def load_history(profile: str) -> dict[str, float]:
+    """The recorded seconds per part ({} if there is no readable file)."""
+    path = history_file(profile)
+    try:
+        data = json.loads(path.read_text()) if path is not None else {}
+    except (OSError, ValueError):
+        return {}
+    return {k: float(v) for k, v in data.items() if isinstance(k, str) and isinstance(v, (int, float))} \
+        if isinstance(data, dict) else {}
+
+
+def save_history(profile: str, seconds: dict[str, float]) -> None:
+    """Merge ``seconds`` into the file (written whole, then renamed: never half a
+    file); a folder that cannot be written is left alone (the order is only a hint)."""
+    path = history_file(profile)
+    if path is None:
+        return
+    data = {**load_history(profile), **seconds}
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(data, indent=0, sort_keys=True))
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+
+
+def order(tasks: list, history: dict[str, float]) -> list:
+    """``tasks`` ((ci, pi, Task) triples) in the order they start: parts with no
+    recorded seconds first (by cost hint, costliest first), then the others
+    longest first; ties keep registry order."""
+    def key(x):
+        k = part_key(x[2])
+        return (k in history, -history.get(k, 0.0), -_priority(x[2]))
+    return sorted(tasks, key=key)
+
+
 def _run_on(client, plan, profile: str, seed: int, progress) -> list[Record]:
     if isinstance(client, PoolClient):
         as_completed = client.as_completed
@@ -212,13 +275,13 @@ def _run_on(client, plan, profile: str, seed: int, progress) -> list[Record]:
         from distributed import as_completed
 
     tasks = [(ci, pi, Task(chk, part)) for ci, (chk, parts) in enumerate(plan) for pi, part in enumerate(parts)]
-    tasks.sort(key=lambda x: -_priority(x[2]))      # stable: ties keep registry order
+    tasks = order(tasks, load_history(profile))
     run_id = uuid.uuid4().hex[:12]
     futures = {}
-    for ci, pi, t in tasks:
+    for rank, (ci, pi, t) in enumerate(tasks):
         # pure=False: a rerun is always computed again; the key names the part (unique per run)
         f = client.submit(registry.run_part, t.check.fn, profile, seed, t.part, t.check.parts is not None,
-                          pure=False, key=f"rnngap-part-{ci}-{pi}-{run_id}", priority=_priority(t))
+                          pure=False, key=f"rnngap-part-{ci}-{pi}-{run_id}", priority=len(tasks) - rank)
         futures[f] = (ci, pi, t)
     results: dict[tuple[int, int], registry.PartResult] = {}
     try:
@@ -235,6 +298,7 @@ def _run_on(client, plan, profile: str, seed: int, progress) -> list[Record]:
         for f in futures:
             if not f.done():
                 f.cancel()
+    save_history(profile, {part_key(futures[f][2]): results[futures[f][:2]].seconds for f in futures})
     out: list[Record] = []
     for ci, (chk, parts) in enumerate(plan):
         out.extend(registry.assemble(chk, profile, seed, parts, [results[(ci, pi)] for pi in range(len(parts))]))

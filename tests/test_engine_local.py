@@ -14,6 +14,12 @@ from rnngap.checks.registry import Check, Record
 from rnngap.checks.tasks import NO_TASK
 
 
+@pytest.fixture(autouse=True)
+def _history_in_tmp(monkeypatch, tmp_path):
+    """The parallel runs here keep their part seconds in the test's folder."""
+    monkeypatch.setattr(engine, "history_file", lambda profile: tmp_path / f"history-{profile}.json")
+
+
 def _strip(records) -> list[dict]:
     return [{k: v for k, v in (r.as_json() if isinstance(r, Record) else r).items() if k != "seconds"}
             for r in records]
@@ -118,3 +124,32 @@ def test_every_check_function_pickles():
         except Exception as e:
             bad.append(f"{c.claim} / {c.name}: {type(e).__name__}: {e}")
     assert not bad, bad
+
+
+def test_parts_start_longest_first_as_last_run_measured():
+    """Parts with no recorded seconds first (cost hint order), then the recorded
+    ones longest first; only the order changes, never which parts run."""
+    registry.load_checks()
+    plan = registry.plan("quick", None)
+    tasks = [(ci, pi, registry.Task(c, p)) for ci, (c, ps) in enumerate(plan) for pi, p in enumerate(ps)]
+    assert len(tasks) > 50
+    hist = {engine.part_key(t): float(i % 7) for i, (_, _, t) in enumerate(tasks[:40])}
+    got = engine.order(tasks, hist)
+    assert sorted(got, key=lambda x: (x[0], x[1])) == tasks
+    keys = [engine.part_key(t) for _, _, t in got]
+    known = [k for k in keys if k in hist]
+    assert all(k not in hist for k in keys[:len(tasks) - 40]) and len(known) == 40
+    assert [hist[k] for k in known] == sorted((hist[k] for k in known), reverse=True)
+    assert engine.order(tasks, {}) == sorted(tasks, key=lambda x: -engine._priority(x[2]))
+
+
+def test_a_parallel_run_records_every_part_for_the_next(tmp_path):
+    path = engine.history_file("quick")
+    path.write_text("{not json")                      # unreadable: ignored, then replaced
+    assert engine.load_history("quick") == {}
+    engine.run_local("quick", ["gadgets", "machine"], 0, workers=2)
+    data = json.loads(path.read_text())
+    want = {engine.part_key(registry.Task(c, p)) for c, ps in registry.plan("quick", ["gadgets", "machine"])
+            for p in ps}
+    assert set(data) == want and all(v >= 0 for v in data.values())
+    assert engine.load_history("quick") == data
