@@ -116,7 +116,7 @@ def record_error(err, code, op, need):
         err[E_NEED] = need
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def fit_value(r, I, f, mode, op, err):
     """Range-check an exact result ``r`` (|r| < 2^63) and track the max |raw|."""
     lim = np.int64(1) << (I + f)
@@ -133,22 +133,22 @@ def fit_value(r, I, f, mode, op, err):
     return r
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def fx_add(a, b, I, f, mode, err):
     return fit_value(a + b, I, f, mode, OP_ADD, err)
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def fx_sub(a, b, I, f, mode, err):
     return fit_value(a - b, I, f, mode, OP_SUB, err)
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def fx_relu(a):
     return a if a > 0 else np.int64(0)
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def mul_limbs(x, y):
     """(hi, lo) with x y = hi 2^62 + lo, 0 <= lo < 2^62, for 0 <= x, y < 2^62."""
     x0 = x & _M31
@@ -161,7 +161,7 @@ def mul_limbs(x, y):
     return x1 * y1 + (mid >> 31) + (t >> 62), t & _M62
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def mul_round_abs(x, y, f):
     """round_half_even(x y / 2^f) for 0 <= x, y < 2^62, or -1 when it is 2^62 or
     more (out of every format's range): the value fx_mul computes before fitting."""

@@ -497,17 +497,17 @@ def scores_length(capacity: int, prune: bool) -> int:
     return 2 * capacity if prune else capacity
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _level_log(level):
     return PRUNE_LEAF_LOG + PRUNE_BRANCH_LOG * (level - 1)
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _node_col(level, b):
     return 4 * ((b << level) + (np.int64(1) << (level - 1)) - 1)
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _rne(p, f, hm1):
     """round half to even of p / 2^f (p signed, |p| < 2^62), branch-free."""
     return (p + hm1 + ((p >> f) & 1)) >> f if f > 0 else p
@@ -1164,7 +1164,7 @@ def readout_flat(x, out_dim, out_kind, out_param, out_coef, candidates, w_tab, w
 QUAD_MIN_CANDIDATES = 64      # fewer candidates: the full readout is as fast
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _code_rank(candidates, ns, k):
     """The candidate index of the k-th smallest token code (specials, code -id, come
     first in reverse id order, then the numbers, code id - NUMBER_BASE + 1)."""
@@ -1411,7 +1411,7 @@ def embed_tables(ekind, eparam, ecoef, candidates, npos, I, f, mode):
     return ttab, tmx, tok_ok, ptab, pmx, pos_ok
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def round_raw(p, f, hm1):
     """round_half_even(p / 2^f) for a signed int64 p (arithmetic shift; hm1 = 2^(f-1) - 1)."""
     return ((p + hm1 + ((p >> f) & 1)) >> f) if f > 0 else p

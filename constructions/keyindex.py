@@ -114,12 +114,12 @@ def index_rows(Dh: int) -> int:
     return 2 * Dh + KI_ROW_NODE + int(_nrec(Dh)) + 2 + 2 * Dh if Dh <= KI_MAX_DH else 2 * Dh
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def has_index(KmT, Dh):
     return Dh <= KI_MAX_DH and KmT.shape[0] >= 4 * Dh + KI_ROW_NODE + _nrec(Dh) + 2
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _rec(R, Dh, u):
     """(row, first column) of node code u's record: the box (column + 2c: max of
     component c, + 2c + 1: min), then + 2 Dh the key count, + 2 Dh + 1 / + 2 Dh + 2
@@ -128,7 +128,7 @@ def _rec(R, Dh, u):
     return R + KI_ROW_NODE + u % nr, (2 * Dh + 5) * (u // nr)
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _slot(R, Dh, y):
     """(row of the positions, first column) of leaf y's slot; the copies of
     component c of its keys are in row R + KI_ROW_NODE + NR + 2 + 2 c + (y & 1),
@@ -136,12 +136,12 @@ def _slot(R, Dh, y):
     return R + KI_ROW_NODE + _nrec(Dh) + (y & 1), (y >> 1) << KI_LEAF_LOG
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _copy_row(R, Dh, c, y):
     return R + KI_ROW_NODE + _nrec(Dh) + 2 + 2 * c + (y & 1)
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _rne(p, f, hm1):
     return (p + hm1 + ((p >> f) & 1)) >> f if f > 0 else p
 
@@ -249,7 +249,7 @@ def _select(KhT, c, perm, lo, hi, k):
             return
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _alloc(KmT, R, which):
     """A free id: internal nodes (which = 0) or leaves (1), from the free stack
     (row R + KI_ROW_FREE + which) or a fresh one (the high-water mark)."""
@@ -264,7 +264,7 @@ def _alloc(KmT, R, which):
     return x
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _release(KmT, R, which, x):
     meta = KmT[R]
     nf = meta[KI_NFREE + which]
@@ -388,7 +388,7 @@ def _rebuild(KhT, KmT, R, u, extra, skip_row):
     return _build(KhT, KmT, R, P, n, skip_row)
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _relink(KmT, R, Dh, path, i, u, nu):
     """Point the parent path[i - 1] of node u (or the root if i == 0) to nu."""
     if i == 0:
@@ -401,7 +401,7 @@ def _relink(KmT, R, Dh, path, i, u, nu):
             KmT[pr, p0 + 2 * Dh + 2] = nu
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _count(KmT, R, Dh, u):
     rr, c0 = _rec(R, Dh, u)
     return KmT[rr, c0 + 2 * Dh]
@@ -669,7 +669,7 @@ def _bound(q, qnz, nq, KmT, R, node, f, hm1, ls, lS, lc, lq, lx, nlc, qs, sc, nt
     return hi, ubf, pb
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _skippable(ub, ubf, M, thr):
     if ub < M + thr:
         return True
@@ -713,7 +713,7 @@ def _score_range(q, qnz, nq, KhT, j0, j1, f, hm1, scores):
     return M, smax
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _hkey(ub, ubf):
     v = min(float(ub), ubf)
     if v > 4.0e18:

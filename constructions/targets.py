@@ -182,7 +182,7 @@ def _csr(mats: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 _LIM31 = np.int64(1) << 31
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _mul(a, b, I, f, mode, err):
     """fx_mul with a fast path: when |a b| < 2^62 the product is formed in int64
     and rounded half to even exactly as fx_mul does; otherwise fx_mul itself."""
@@ -204,7 +204,7 @@ def _mul(a, b, I, f, mode, err):
     return K.fx_mul(a, b, I, f, mode, err)
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _csr_dot(indptr, idx, val, r, v, I, f, mode, err):
     acc = np.int64(0)
     for k in range(indptr[r], indptr[r + 1]):
