@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import uuid
 from pathlib import Path
 from typing import Callable, Iterable
@@ -246,16 +245,13 @@ def save_history(profile: str, seconds: dict[str, float]) -> None:
     path = history_file(profile)
     if path is None:
         return
+    from .errors import UsageError, atomic_output
     data = {**load_history(profile), **seconds}
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps(data, indent=0, sort_keys=True))
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
+        with atomic_output(str(path), what="rnngap verify") as fh:
+            json.dump(data, fh, indent=0, sort_keys=True)
+    except (UsageError, OSError):
+        pass
 
 
 def order(tasks: list, history: dict[str, float]) -> list:

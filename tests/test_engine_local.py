@@ -153,3 +153,10 @@ def test_a_parallel_run_records_every_part_for_the_next(tmp_path):
             for p in ps}
     assert set(data) == want and all(v >= 0 for v in data.values())
     assert engine.load_history("quick") == data
+
+
+def test_an_unwritable_history_is_skipped(monkeypatch, tmp_path):
+    """The order is only a hint: a folder that cannot be written costs nothing."""
+    monkeypatch.setattr(engine, "history_file", lambda profile: tmp_path / "missing" / "h.json")
+    engine.save_history("quick", {"a": 1.0})
+    assert not (tmp_path / "missing").exists() and engine.load_history("quick") == {}
