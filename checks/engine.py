@@ -158,6 +158,7 @@ class PoolClient:
         announce_cache()            # the numba cache note, if any, once: here, not in every worker
         # spawn, not fork: the parent may run threads (the progress bar); each worker
         # runs on the cores the parent had at import, not on a core it was pinned to since
+        self._before = set(multiprocessing.active_children())
         self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                         initializer=worker_init, initargs=(sorted(START_AFFINITY),))
 
@@ -176,8 +177,11 @@ class PoolClient:
         if kind is None:
             self.pool.shutdown(wait=True)
             return False
+        import multiprocessing
         procs = list((getattr(self.pool, "_processes", None) or {}).values())
         self.pool.shutdown(wait=False, cancel_futures=True)
+        # and any process the pool started that its table no longer (or not yet) lists
+        procs += [q for q in multiprocessing.active_children() if q not in self._before and q not in procs]
         for q in procs:
             if q.is_alive():
                 q.kill()

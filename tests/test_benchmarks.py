@@ -6,7 +6,7 @@ from benchmarks.__main__ import main
 
 KEYS = ("exhaustive_speedup_vs_numpy", "exhaustive_speedup_vs_numpy_like_for_like", "decode_loglog_slope",
         "collision_40bit_seconds", "istree_1e4_seconds", "istree_1e4_over_1e3", "cgram_2e20_seconds",
-        "dask_speedup_2_workers", "full_profile_dask")
+        "dask_speedup_2_workers", "full_profile_dask", "cold_quick_verify_seconds", "warm_quick_verify_seconds")
 
 
 def test_quick_benchmark_runs_and_is_correct(tmp_path):
