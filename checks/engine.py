@@ -159,6 +159,7 @@ class PoolClient:
         # spawn, not fork: the parent may run threads (the progress bar); each worker
         # runs on the cores the parent had at import, not on a core it was pinned to since
         self._before = set(multiprocessing.active_children())
+        self.workers = workers
         self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                         initializer=worker_init, initargs=(sorted(START_AFFINITY),))
 
@@ -268,6 +269,19 @@ def order(tasks: list, history: dict[str, float]) -> list:
     return sorted(tasks, key=key)
 
 
+def _warm_up(client, profile: str) -> list:
+    """On the local pool with two or more workers and a numba cache folder: one
+    :func:`constructions.warmup.warm` task per kernel group, submitted before any
+    part, so the first workers compile different kernels at the same time (on an
+    empty cache) instead of the same ones; the parts then load them from the cache.
+    The futures (their results are only seconds). Nothing on Dask (its workers
+    may not share a cache folder) or without a cache folder."""
+    if not isinstance(client, PoolClient) or client.workers < 2 or history_file(profile) is None:
+        return []
+    from rnngap.constructions.warmup import GROUPS, warm
+    return [client.submit(warm, g) for g in range(min(client.workers, len(GROUPS)))]
+
+
 def _run_on(client, plan, profile: str, seed: int, progress) -> list[Record]:
     if isinstance(client, PoolClient):
         as_completed = client.as_completed
@@ -277,6 +291,7 @@ def _run_on(client, plan, profile: str, seed: int, progress) -> list[Record]:
     tasks = [(ci, pi, Task(chk, part)) for ci, (chk, parts) in enumerate(plan) for pi, part in enumerate(parts)]
     tasks = order(tasks, load_history(profile))
     run_id = uuid.uuid4().hex[:12]
+    warming = _warm_up(client, profile)
     futures = {}
     for rank, (ci, pi, t) in enumerate(tasks):
         # pure=False: a rerun is always computed again; the key names the part (unique per run)
@@ -298,7 +313,11 @@ def _run_on(client, plan, profile: str, seed: int, progress) -> list[Record]:
         for f in futures:
             if not f.done():
                 f.cancel()
-    save_history(profile, {part_key(futures[f][2]): results[futures[f][:2]].seconds for f in futures})
+    for f in warming:
+        if f.exception() is not None:     # only the compile split is lost; the parts compiled what they needed
+            logging.getLogger(__name__).warning("kernel warm-up failed: %s: %s", type(f.exception()).__name__,
+                                                f.exception())
+    save_history(profile, {part_key(futures[f][2]): results[futures[f][:2]].history_seconds for f in futures})
     out: list[Record] = []
     for ci, (chk, parts) in enumerate(plan):
         out.extend(registry.assemble(chk, profile, seed, parts, [results[(ci, pi)] for pi in range(len(parts))]))

@@ -227,10 +227,18 @@ def load_checks() -> list[Check]:
 @dataclass
 class PartResult:
     """What one part of a check gave: its output (``None`` if it raised), the error
-    (``"TypeName: message"``) and its wall-clock seconds."""
+    (``"TypeName: message"``), its wall-clock seconds and, of those, the seconds
+    numba spent compiling kernels (0 when every kernel came from the cache)."""
     output: object
     error: str | None
     seconds: float
+    compile_seconds: float = 0.0
+
+    @property
+    def history_seconds(self) -> float:
+        """The seconds without compiling: what the part costs on a warm cache (the
+        engine orders the next run's parts by it)."""
+        return round(max(0.0, self.seconds - self.compile_seconds), 3)
 
 
 @dataclass
@@ -254,15 +262,19 @@ def run_part(fn: Callable, profile: str, seed: int, part, sharded: bool) -> Part
     A check that raises gives its error as the result, never an exception. Every
     check module is imported first, as in a serial run: some checks read what the
     others declare when imported (e.g. the declarations check)."""
+    from numba.core.event import install_timer
+
     load_checks()
     t0 = time.perf_counter()
-    try:
-        out, err = (fn(profile, seed, part) if sharded else fn(profile, seed)), None
-    except Exception as e:  # a check that crashes is a failed check, reported as a row
-        # (in raise mode a run needing more bits than declared ends here with
-        # FixedPointOverflow, which names the bits it needed)
-        out, err = None, f"{type(e).__name__}: {e}"
-    return PartResult(out, err, round(time.perf_counter() - t0, 3))
+    compiled = []
+    with install_timer("numba:compile", compiled.append):   # outermost compiles only, summed
+        try:
+            out, err = (fn(profile, seed, part) if sharded else fn(profile, seed)), None
+        except Exception as e:  # a check that crashes is a failed check, reported as a row
+            # (in raise mode a run needing more bits than declared ends here with
+            # FixedPointOverflow, which names the bits it needed)
+            out, err = None, f"{type(e).__name__}: {e}"
+    return PartResult(out, err, round(time.perf_counter() - t0, 3), round(sum(compiled), 3))
 
 
 def _error_row(chk: Check, note: str) -> Record:

@@ -138,11 +138,10 @@ class Weights(NamedTuple):
     arrays). Built once by :class:`constructions.model.Model` (``model.weights``).
     The per-token kernels take only the part they read (``weights.net`` for
     :func:`feed_tokens` / :func:`model_step`, ``weights.readout`` for the readouts):
-    each call from Python unboxes every array it is given. Inside, the kernels
-    hand the arrays one by one to private loops (:func:`_forward`,
-    :func:`feed_flat`, :func:`_step`): the loops are as fast as before the
-    structured argument (arrays unpacked from a tuple inside the loop function
-    measured ~25% slower)."""
+    each call from Python unboxes every array it is given. The loops take the
+    arrays one by one (:func:`forward_loop` through :func:`loop_args`,
+    :func:`feed_flat`, :func:`_step`): arrays unpacked from a tuple inside the loop
+    function measured ~25% slower."""
 
     net: Network
     readout: Readout
@@ -297,7 +296,7 @@ def workspace_size(D, S, Mr, Dh, Ma):
 
 
 @njit(cache=True)
-def attention_scores(q, KhT, KmT, m, I, f, mode, err, qnz, cm, scores):
+def attention_scores(q, KhT, KmT, m, I, f, mode, err, qnz, cm, scores, index=True):
     """scores[j] = sum_c round(q_c KhT[c, j]) for j < m: products rounded half to
     even, each partial sum range-checked, zero terms skipped (fx_mul / fx_add in
     component order). Returns max_j scores[j].
@@ -330,7 +329,12 @@ def attention_scores(q, KhT, KmT, m, I, f, mode, err, qnz, cm, scores):
     exact key-value index instead (:func:`constructions.keyindex.index_scores`,
     same unchecked case): header -2 - n, the n kept positions ascending, then the
     groups of equal keys. It stays on it while it scores at most a quarter of the
-    keys; otherwise the plain loop for PRUNE_PAUSE steps (either way the same numbers)."""
+    keys; otherwise the plain loop for PRUNE_PAUSE steps (either way the same numbers).
+
+    ``index`` = None: the caller's caches never carry the index rows (the batch
+    loop, :func:`forward_loop`), so this version is compiled without the index
+    branch (``index is None`` is decided when numba compiles); the numbers are
+    the same, since without those rows the index is never tried."""
     Dh = q.shape[0]
     cap = KhT.shape[1]
     ext = scores.shape[0] >= 2 * cap
@@ -371,11 +375,14 @@ def attention_scores(q, KhT, KmT, m, I, f, mode, err, qnz, cm, scores):
             if KmT[Dh, PRUNE_HINT] > 0:
                 # a head the position blocks do not prune tries the key-value index
                 # (constructions/keyindex.py) while it scores at most a quarter of the keys
-                use_index = has_index(KmT, Dh)
+                if index is None:
+                    use_index = False
+                else:
+                    use_index = has_index(KmT, Dh)
                 if use_index and KmT[2 * Dh, KI_PAUSE] > 0:
                     KmT[2 * Dh, KI_PAUSE] -= 1
                     use_index = False
-                if use_index:
+                if index is not None and use_index:
                     M, status = index_scores(q, KhT, KmT, m, I, f, err, qnz, nq, cm, scores)
                     if status == ST_EFFECTIVE:
                         return M
@@ -1290,7 +1297,17 @@ def nearest_code_readout(x, ro, I, f, mode, err):
                                  ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef, I, f, mode, err)
 
 
-@njit(cache=True)
+def loop_args(W: Weights) -> tuple:
+    """The arguments of :func:`forward_loop` / :func:`constructions.lanes._lanes`
+    taken from ``W`` (they follow ``loc``): the network's arrays, the readout's
+    arrays, then the nearest-code readout's (v_dim, code_lo, code_hi)."""
+    net, ro = W.net, W.readout
+    return (net.ekind, net.eparam, net.ecoef, net.rA, net.rB, net.rC, net.rW1, net.rb1, net.rW2, net.rb2,
+            net.aWQ, net.aWK, net.aWV, net.aWO, net.a_nheads, net.aW1, net.ab1, net.aW2, net.ab2,
+            ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef, ro.candidates, ro.w_tab, ro.wmax_tab,
+            ro.ok_tab, ro.nearest[0], ro.nearest[1], ro.nearest[2])
+
+
 def forward_batch(tokens, lengths, all_positions, share_prefix, readout_mode, I, f, mode, err, loc, W, preds):
     """Greedy next-token prediction for a batch of prompts (no CoT).
 
@@ -1309,45 +1326,23 @@ def forward_batch(tokens, lengths, all_positions, share_prefix, readout_mode, I,
     the first error are the same as without sharing. Saturate mode counts every
     clamping in err[E_SAT] per row, so it never shares.
 
-    The steps run in :func:`forward_loop` (the checked-once fast path of
+    A Python function: it hands the weights' arrays one by one (:func:`loop_args`)
+    to the compiled :func:`forward_loop` (the checked-once fast path of
     :func:`_step`); :func:`forward_batch_plain` is the same loop on :func:`_step`
-    itself, the reference the tests compare it with."""
-    net, ro = W.net, W.readout
-    _forward(tokens, lengths, all_positions, share_prefix, readout_mode == READOUT_NEAREST_CODE, I, f, mode, err, loc,
-             net.ekind, net.eparam, net.ecoef, net.rA, net.rB, net.rC, net.rW1, net.rb1, net.rW2, net.rb2,
-             net.aWQ, net.aWK, net.aWV, net.aWO, net.a_nheads, net.aW1, net.ab1, net.aW2, net.ab2,
-             ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef, ro.candidates, ro.w_tab, ro.wmax_tab,
-             ro.ok_tab, ro.nearest[0], ro.nearest[1], ro.nearest[2], preds)
+    itself, the reference the tests compare it with. (A compiled wrapper that
+    unpacked ``W`` would add a level whose compile re-optimizes the whole loop
+    below it, ~4 s on a cold cache, and the loop runs ~25% slower on arrays
+    unpacked from a tuple in the same function than on arrays that are arguments.)"""
+    forward_loop(tokens, lengths, all_positions, share_prefix, readout_mode == READOUT_NEAREST_CODE, None,
+                 I, f, mode, err, loc, *loop_args(W), preds)
 
 
-@njit(cache=True)
 def forward_batch_plain(tokens, lengths, all_positions, share_prefix, readout_mode, I, f, mode, err, loc, W, preds):
     """:func:`forward_batch` running every step with the plain :func:`_step` and
     the plain :func:`readout_fast` (no embedding tables, no checked-once
     shortcuts): the reference the fast path is tested against."""
-    net, ro = W.net, W.readout
-    forward_loop(tokens, lengths, all_positions, share_prefix, readout_mode == READOUT_NEAREST_CODE, np.bool_(False),
-                  I, f, mode, err, loc,
-                  net.ekind, net.eparam, net.ecoef, net.rA, net.rB, net.rC, net.rW1, net.rb1, net.rW2, net.rb2,
-                  net.aWQ, net.aWK, net.aWV, net.aWO, net.a_nheads, net.aW1, net.ab1, net.aW2, net.ab2,
-                  ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef, ro.candidates, ro.w_tab, ro.wmax_tab,
-                  ro.ok_tab, ro.nearest[0], ro.nearest[1], ro.nearest[2], preds)
-
-
-@njit(cache=True)
-def _forward(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mode, err, loc,
-             ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2,
-             out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab, v_dim, code_lo, code_hi, preds):
-    """:func:`forward_batch` on the arrays of the weights passed one by one (the
-    inner loop runs measurably faster, ~25%, on arrays that are arguments than on
-    arrays unpacked from a tuple in the same function). (v_dim, code_lo, code_hi):
-    :func:`_nearest_code_readout`'s parameters, read only if ``use_nearest``.
-    Runs the fast loop (:func:`forward_loop` with ``fast``)."""
-    forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, np.bool_(True), I, f, mode, err, loc,
-                  ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2,
-                  aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2,
-                  out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab,
-                  v_dim, code_lo, code_hi, preds)
+    forward_loop(tokens, lengths, all_positions, share_prefix, readout_mode == READOUT_NEAREST_CODE, True,
+                 I, f, mode, err, loc, *loop_args(W), preds)
 
 
 @njit(cache=True)
@@ -1584,14 +1579,16 @@ def _readout_table_fast(x, out_dim, out_kind, out_param, out_coef, candidates, w
 
 
 @njit(cache=True)
-def forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, fast, I, f, mode, err, loc,
+def forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, plain, I, f, mode, err, loc,
                   ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, aWQ, aWK, aWV, aWO, a_nheads,
                   aW1, ab1, aW2, ab2, out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab, ok_tab,
                   v_dim, code_lo, code_hi, preds):
-    """The batch loop of :func:`forward_batch`. ``fast=False``: every step by
+    """The batch loop of :func:`forward_batch`. ``plain`` = True: every step by
     :func:`_step` and the readout by :func:`_readout_fast` (the plain definition,
-    :func:`forward_batch_plain`). ``fast=True`` (numba compiles the loop once per
-    value of the literal, so each version carries no test of it per step): the
+    :func:`forward_batch_plain`, which only the tests run). ``plain`` = None: the
+    fast loop. ``plain is None`` is decided when numba compiles (a None-typed
+    argument), so each version is compiled without the other's branch (the fast
+    one never compiles :func:`_step`) and carries no test of it per step. The fast
     step is written out here (a call per step with the ~50 arrays of the model as
     arguments cost more than the step itself: numba increments and decrements a
     reference count per array argument, an atomic operation), the same numbers
@@ -1635,7 +1632,7 @@ def forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, fast
     attn_rec = np.zeros((1, 1, 1), dtype=np.int64)
     ws = np.zeros(workspace_size(D, S, rW1.shape[1], Dh, aW1.shape[1]), dtype=np.int64)
     # the fast path's tables, bounds and scratch (built once per batch)
-    ttab, tmx, tok_ok, ptab, pmx, pos_ok = embed_tables(ekind, eparam, ecoef, candidates, N if fast else 0,
+    ttab, tmx, tok_ok, ptab, pmx, pos_ok = embed_tables(ekind, eparam, ecoef, candidates, N if plain is None else 0,
                                                         I, f, mode)
     wm = max(max(max(absmax(rA), absmax(rB)), max(absmax(rC), absmax(rW1))),
              max(max(absmax(rW2), absmax(aWQ)), max(absmax(aWK), absmax(aWV))))
@@ -1673,12 +1670,7 @@ def forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, fast
                 preds[b, t] = preds[b - 1, t]
         for t in range(start, n_b):
             need = all_positions or t == n_b - 1
-            if not fast:
-                _step(tokens[b, t], t, I, f, mode, err, ekind, eparam, ecoef,
-                      rA, rB, rC, rW1, rb1, rW2, rb2, state,
-                      aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Km, Vc,
-                      x, scores, wbuf, np.bool_(False), attn_rec, need, ws)
-            else:                  # the fast step (see the docstring)
+            if plain is None:         # the fast step (see the docstring)
                 tok = tokens[b, t]
                 if tok >= 0 and tok < nv and tok_ok[tok] and pos_ok[t]:
                     mx = max(tmx[tok], pmx[t])
@@ -1715,12 +1707,18 @@ def forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, fast
                         matvec_fast(aWV, (l, h), x, I, f, mode, err, vr, psafe)
                         for k in range(Dh):
                             Vc[l, h, t, k] = vr[k]
-                        M = attention_scores(q, Kc[l, h], Km[l, h], t + 1, I, f, mode, err, qnz, cm, scores)
+                        M = attention_scores(q, Kc[l, h], Km[l, h], t + 1, I, f, mode, err, qnz, cm, scores,
+                                             None)
                         attend_sparse(scores, t + 1, M, Vc[l, h], I, f, mode, err, wbuf, o)
                         matvec_fast(aWO, (l, h), o, I, f, mode, err, ho, psafe)
                         add_into(acc, ho, I, f, mode, err)
                     add_into(x, acc, I, f, mode, err)
                     mlp_residual_fast(aW1, ab1, aW2, ab2, l, x, I, f, mode, err, ahid, tmp, psafe)
+            else:
+                _step(tokens[b, t], t, I, f, mode, err, ekind, eparam, ecoef,
+                      rA, rB, rC, rW1, rb1, rW2, rb2, state,
+                      aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Km, Vc,
+                      x, scores, wbuf, np.bool_(False), attn_rec, need, ws)
             if share:
                 for l in range(Lr):
                     for s in range(S):
@@ -1729,7 +1727,7 @@ def forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, fast
                 if use_nearest:
                     preds[b, t] = _nearest_code_readout(x, v_dim, code_lo, code_hi, out_dim, out_kind, out_param,
                                                         out_coef, I, f, mode, err)
-                elif fast:
+                elif plain is None:
                     preds[b, t] = _readout_table_fast(x, out_dim, out_kind, out_param, out_coef, candidates,
                                                       w_tab, wmax_tab, ok_tab, I, f, mode, err, rsafe,
                                                       col_wmax, col_ok, logits)

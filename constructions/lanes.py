@@ -378,7 +378,6 @@ def _lreadout(X, out_dim, w_tab, col_wmax, col_ok, col_wabs, nb, mt, lim, f, hm1
 
 
 # ---------------------------------------------------------------------------- the batch
-@njit(cache=True)
 def forward_lanes(tokens, lengths, all_positions, share_prefix, readout_mode, I, f, mode, err, loc, W, preds,
                   etab, block):
     """:func:`kernels.forward_batch` (same arguments, same ``preds``, ``err`` and
@@ -386,15 +385,13 @@ def forward_lanes(tokens, lengths, all_positions, share_prefix, readout_mode, I,
     module docstring); ``etab``: :func:`exp_table` (f). ``share_prefix`` only
     matters where the per-row path runs (the whole batch, if the model's products
     are not provably inside int64): the results are the same either way.
+    A Python function handing the weights' arrays one by one to the compiled
+    :func:`_lanes` (as :func:`kernels.forward_batch` does, for the same reasons).
 
     Returns how many rows the lanes settled without the per-row path (-1: the
     whole batch ran on the per-row path), for the tests."""
-    net, ro = W.net, W.readout
-    return _lanes(tokens, lengths, all_positions, share_prefix, readout_mode == K.READOUT_NEAREST_CODE, I, f, mode, err,
-           loc, net.ekind, net.eparam, net.ecoef, net.rA, net.rB, net.rC, net.rW1, net.rb1, net.rW2, net.rb2,
-           net.aWQ, net.aWK, net.aWV, net.aWO, net.a_nheads, net.aW1, net.ab1, net.aW2, net.ab2,
-           ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef, ro.candidates, ro.w_tab, ro.wmax_tab,
-           ro.ok_tab, ro.nearest[0], ro.nearest[1], ro.nearest[2], etab, block, preds)
+    return _lanes(tokens, lengths, all_positions, share_prefix, readout_mode == K.READOUT_NEAREST_CODE, I, f, mode,
+                  err, loc, *K.loop_args(W), etab, block, preds)
 
 
 @njit(cache=True)
@@ -409,7 +406,7 @@ def _lanes(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mode
     wm = max(wm, max(K.absmax(aWO), max(K.absmax(aW1), K.absmax(aW2))))
     psafe = bit_length(wm) + I + f <= 62
     if not psafe or B == 0:
-        K.forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, np.bool_(True), I, f, mode, err, loc,
+        K.forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, None, I, f, mode, err, loc,
                         ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, aWQ, aWK, aWV, aWO, a_nheads,
                         aW1, ab1, aW2, ab2, out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab,
                         ok_tab, v_dim, code_lo, code_hi, preds)
@@ -538,7 +535,7 @@ def _lanes(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mode
             sub_loc[0] = -1
             sub_loc[1] = -1
             K.forward_loop(sub_tok[:nbad], sub_len[:nbad], all_positions, np.bool_(False), use_nearest,
-                            np.bool_(True), I, f, mode,
+                            None, I, f, mode,
                             err, sub_loc, ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, aWQ, aWK, aWV, aWO,
                             a_nheads, aW1, ab1, aW2, ab2, out_dim, out_kind, out_param, out_coef, candidates, w_tab,
                             wmax_tab, ok_tab, v_dim, code_lo, code_hi, sub_pred[:nbad])

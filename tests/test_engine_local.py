@@ -161,3 +161,93 @@ def test_an_unwritable_history_is_skipped(monkeypatch, tmp_path):
     monkeypatch.setattr(engine, "history_file", lambda profile: tmp_path / "missing" / "h.json")
     engine.save_history("quick", {"a": 1.0})
     assert not (tmp_path / "missing").exists() and engine.load_history("quick") == {}
+
+
+def _compiling_check(profile, seed):
+    """A check that compiles a new kernel each time it runs (a fresh closure)."""
+    from numba import njit
+    k = seed + 1
+
+    @njit
+    def add_k(a):
+        s = 0
+        for v in a:
+            s += v + k
+        return s
+    return [Record("machine", "test compile", NO_TASK, int(add_k(__import__("numpy").arange(3))), 1, 0,
+                   description="compiles")]
+
+
+def _python_check(profile, seed):
+    return [Record("machine", "test python", NO_TASK, seed, 1, 0, description="no kernel")]
+
+
+def test_part_seconds_for_the_history_leave_out_compiling():
+    """A part that compiles a kernel reports the compile seconds, and the history
+    gets its seconds without them; a part that compiles nothing reports 0."""
+    r = registry.run_part(_compiling_check, "quick", 0, None, False)
+    assert r.error is None and r.output[0].n == 6
+    assert 0 < r.compile_seconds <= r.seconds
+    assert r.history_seconds == round(r.seconds - r.compile_seconds, 3)
+    p = registry.run_part(_python_check, "quick", 0, None, False)
+    assert p.compile_seconds == 0 and p.history_seconds == p.seconds
+
+
+def test_the_local_pool_warms_one_kernel_group_per_worker(monkeypatch):
+    from rnngap.constructions.warmup import GROUPS, warm
+    with engine.PoolClient(2) as c:
+        fut = engine._warm_up(c, "quick")
+        assert len(fut) == len(GROUPS) == 2 and all(f.result() >= 0 for f in fut)
+    with engine.PoolClient(1) as c:
+        assert engine._warm_up(c, "quick") == []
+    monkeypatch.setattr(engine, "history_file", lambda profile: None)   # no cache folder: nothing to share
+    with engine.PoolClient(2) as c:
+        assert engine._warm_up(c, "quick") == []
+    with pytest.raises(ValueError, match="group must be one of 0..1"):
+        warm(2)
+
+
+_SIGNATURES = r"""
+import json, sys
+import numpy as np
+from rnngap.constructions import kernels as K, lanes as LN, targets as T
+from rnngap.constructions.warmup import warm
+KERNELS = {"forward_loop": K.forward_loop, "_lanes": LN._lanes, "feed_flat": K.feed_flat,
+           "readout_flat": K.readout_flat, "_sparse_final_states": T._sparse_final_states}
+def sigs():
+    return {k: sorted(map(str, f.signatures)) for k, f in KERNELS.items()}
+warm(0); warm(1)
+after_warm = sigs()
+from rnngap.constructions.retrieval import counting_transformer, index_transformer
+paths = []
+for mod, name in ((K, "forward_batch"), (LN, "forward_lanes")):
+    def counted(*a, _f=getattr(mod, name), _n=name):
+        paths.append(_n)
+        return _f(*a)
+    setattr(mod, name, counted)
+for m in (index_transformer(300), counting_transformer(300)):
+    for n in (5, 300):
+        toks = np.full((40, n), int(m.candidates[-1]), dtype=np.int64)   # 40 rows: lanes below 256 tokens
+        toks[:, 0] = int(m.candidates[0])
+        m.predict_batch(toks, all_positions=True)
+    s = m.session(capacity=8)
+    s.feed([int(m.candidates[0])] * 3)
+    s.next_token()
+t = T.register_target(4)
+t.batch_states(np.full((5, 3), int(t.model.candidates[0]), dtype=np.int64))
+print(json.dumps({"warm": after_warm, "real": sigs(), "paths": sorted(set(paths))}))
+"""
+
+
+def test_the_warm_up_compiles_the_signatures_the_checks_call():
+    """In a fresh process: after warm(0) and warm(1), the kernels' calls from real
+    models (batches row by row and in lanes, sessions, a witness target's states)
+    add no signature: the warm-up compiled what the parts need (a signature of
+    its own would be compiled a second time, by each worker)."""
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", _SIGNATURES], capture_output=True, text=True, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert all(got["warm"][k] for k in got["warm"]), got["warm"]
+    assert got["paths"] == ["forward_batch", "forward_lanes"]      # both batch paths ran
+    assert got["real"] == got["warm"]
