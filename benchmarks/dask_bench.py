@@ -61,10 +61,12 @@ def _warm() -> None:
 def _cores() -> list[int]:
     """The cores this process's threads may run on (their union)."""
     import os
+
+    from rnngap.constructions import thread_ids
     out = set()
-    for tid in os.listdir("/proc/self/task"):
+    for tid in thread_ids():
         try:
-            out |= os.sched_getaffinity(int(tid))
+            out |= os.sched_getaffinity(tid)
         except OSError:
             pass
     return sorted(out)

@@ -157,7 +157,6 @@ def _machines(profile: str) -> list[str]:
 def hybrid_tm_check(profile: str, seed: int, part: str) -> list[Record]:
     out = []
     name, spec = part, T.MACHINES[part]
-    sim = None
     for n in range(0, LENGTHS[profile][name] + 1):
         t0 = time.perf_counter()
         tally, sim = run_hybrid(spec, n)
@@ -203,7 +202,6 @@ def rag_tm_check(profile: str, seed: int, part: str) -> list[Record]:
     name, spec = part, T.MACHINES[part]
     L = RAG_LENGTHS[profile][name]
     shared = T.tm_rag(spec, L) if profile == "quick" else None
-    sim = None
     for n in range(0, L + 1):
         t0 = time.perf_counter()
         tally, sim, bad_oracle = run_rag(spec, n, shared)

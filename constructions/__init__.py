@@ -41,17 +41,22 @@ START_AFFINITY: frozenset[int] = frozenset(
 """The cores this process could run on when the package was imported (before any kernel ran)."""
 
 
+def thread_ids() -> list[int]:
+    """The ids of this process's threads (Linux: /proc/self/task); [0], this
+    thread, where they cannot be listed."""
+    try:
+        return [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return [0]
+
+
 def unpin(cores) -> None:
     """Let every thread of this process run on ``cores`` (a worker started by a
     parent whose thread was pinned since: see the module docstring). A no-op where
     affinity cannot be set; a thread that ends meanwhile is skipped."""
     if not hasattr(os, "sched_setaffinity"):
         return
-    try:
-        tids = [int(t) for t in os.listdir("/proc/self/task")]
-    except OSError:
-        tids = [0]
-    for tid in tids:
+    for tid in thread_ids():
         try:
             os.sched_setaffinity(tid, cores)
         except OSError:
