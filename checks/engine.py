@@ -22,7 +22,10 @@ default 3, bounds the reruns of one task before the run fails).
 parallel run of the same profile on this code (a JSON file beside numba's cache,
 :func:`history_file`; a new numba cache, which any code change starts, starts a new
 file); parts with no recorded time start first, by their check's ``cost`` hint.
-Only the order depends on it, never a record.
+Only the order depends on it, never a record. A run of the whole registry on
+the local pool first compiles the large kernels, one group per worker
+(:func:`_warm_up`, constructions/warmup.py), so two workers on an empty numba
+cache do not compile the same ones at the same time.
 
 Kernels hold the GIL while they run (numba), so a worker busy with one long part
 sends no heartbeat; the scheduler this engine starts therefore never drops a
@@ -197,7 +200,7 @@ def run_local(profile: str = "quick", only: Iterable[str] | None = None, seed: i
     same records, in the same order, as :func:`checks.registry.run`."""
     plan = registry.plan(profile, only)
     with PoolClient(workers) as c:
-        return _run_on(c, plan, profile, seed, progress)
+        return _run_on(c, plan, profile, seed, progress, warm=only is None)
 
 
 def default_workers() -> int:
@@ -275,14 +278,22 @@ def _warm_up(client, profile: str) -> list:
     part, so the first workers compile different kernels at the same time (on an
     empty cache) instead of the same ones; the parts then load them from the cache.
     The futures (their results are only seconds). Nothing on Dask (its workers
-    may not share a cache folder) or without a cache folder."""
+    may not share a cache folder) or without a cache folder. :func:`run_local`
+    asks for it on a run of the whole registry only (``--only`` may select checks
+    that call none of these kernels; a cold warm-up would compile them for nothing).
+
+    What it does not cover: with more than two workers the others start parts at
+    once (and may compile the same kernels); the worker that finishes the shorter
+    group starts the costliest part, which may need the other group's kernels
+    before they are cached; both groups build a small model, so the readout
+    table kernel (~3 s) compiles in both."""
     if not isinstance(client, PoolClient) or client.workers < 2 or history_file(profile) is None:
         return []
     from rnngap.constructions.warmup import GROUPS, warm
     return [client.submit(warm, g) for g in range(min(client.workers, len(GROUPS)))]
 
 
-def _run_on(client, plan, profile: str, seed: int, progress) -> list[Record]:
+def _run_on(client, plan, profile: str, seed: int, progress, warm: bool = False) -> list[Record]:
     if isinstance(client, PoolClient):
         as_completed = client.as_completed
     else:
@@ -291,7 +302,7 @@ def _run_on(client, plan, profile: str, seed: int, progress) -> list[Record]:
     tasks = [(ci, pi, Task(chk, part)) for ci, (chk, parts) in enumerate(plan) for pi, part in enumerate(parts)]
     tasks = order(tasks, load_history(profile))
     run_id = uuid.uuid4().hex[:12]
-    warming = _warm_up(client, profile)
+    warming = _warm_up(client, profile) if warm else []
     futures = {}
     for rank, (ci, pi, t) in enumerate(tasks):
         # pure=False: a rerun is always computed again; the key names the part (unique per run)
@@ -314,7 +325,10 @@ def _run_on(client, plan, profile: str, seed: int, progress) -> list[Record]:
             if not f.done():
                 f.cancel()
     for f in warming:
-        if f.exception() is not None:     # only the compile split is lost; the parts compiled what they needed
+        # a warm-up that raised loses only the compile split (the parts compiled what
+        # they needed); one still running is not waited for. A worker process that
+        # dies in it breaks the pool as a part would (its parts become FAIL rows).
+        if f.done() and not f.cancelled() and f.exception() is not None:
             logging.getLogger(__name__).warning("kernel warm-up failed: %s: %s", type(f.exception()).__name__,
                                                 f.exception())
     save_history(profile, {part_key(futures[f][2]): results[futures[f][:2]].history_seconds for f in futures})

@@ -134,8 +134,9 @@ class Readout(NamedTuple):
 
 class Weights(NamedTuple):
     """The encoded weights of one model and format, the single structured argument
-    of :func:`forward_batch` (numba passes a NamedTuple of arrays like positional
-    arrays). Built once by :class:`constructions.model.Model` (``model.weights``).
+    of :func:`forward_batch` (a Python function: it unpacks them, :func:`loop_args`)
+    and of the per-token kernels (numba passes a NamedTuple of arrays like
+    positional arrays). Built once by :class:`constructions.model.Model` (``model.weights``).
     The per-token kernels take only the part they read (``weights.net`` for
     :func:`feed_tokens` / :func:`model_step`, ``weights.readout`` for the readouts):
     each call from Python unboxes every array it is given. The loops take the
@@ -974,8 +975,9 @@ def _step(tok, t, I, f, mode, err,
                aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Km, Vc,
                x, scores, wbuf, record, attn_rec, need_output, ws):
     """:func:`model_step` with the arrays of the :class:`Network` passed one by one
-    (the loops of :func:`forward_batch` and :func:`feed_tokens` unpack the network
-    once and call this per token). Process token ``tok`` at position ``t``: updates rnn_state, appends to the
+    (the loops of :func:`feed_tokens` / :func:`feed_flat` and the plain reference
+    loop :func:`forward_batch_plain` call this per token; :func:`forward_batch`'s
+    fast loop writes the step out). Process token ``tok`` at position ``t``: updates rnn_state, appends to the
     KV cache at index t, and leaves the final residual in ``x``. If ``record``,
     the attention weights of every head at this position go to attn_rec[l, h, :t+1].
 
@@ -1329,10 +1331,11 @@ def forward_batch(tokens, lengths, all_positions, share_prefix, readout_mode, I,
     A Python function: it hands the weights' arrays one by one (:func:`loop_args`)
     to the compiled :func:`forward_loop` (the checked-once fast path of
     :func:`_step`); :func:`forward_batch_plain` is the same loop on :func:`_step`
-    itself, the reference the tests compare it with. (A compiled wrapper that
-    unpacked ``W`` would add a level whose compile re-optimizes the whole loop
-    below it, ~4 s on a cold cache, and the loop runs ~25% slower on arrays
-    unpacked from a tuple in the same function than on arrays that are arguments.)"""
+    itself, the reference the tests compare it with. (Each compiled level above
+    the loop re-optimizes the whole loop when it is compiled: the two compiled
+    wrappers this replaces, one unpacking ``W`` and one passing the flag, cost
+    ~4 s each on a cold cache; and the loop runs ~25% slower on arrays unpacked
+    from a tuple in the same function than on arrays that are arguments.)"""
     forward_loop(tokens, lengths, all_positions, share_prefix, readout_mode == READOUT_NEAREST_CODE, None,
                  I, f, mode, err, loc, *loop_args(W), preds)
 
@@ -1586,9 +1589,11 @@ def forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, plai
     """The batch loop of :func:`forward_batch`. ``plain`` = True: every step by
     :func:`_step` and the readout by :func:`_readout_fast` (the plain definition,
     :func:`forward_batch_plain`, which only the tests run). ``plain`` = None: the
-    fast loop. ``plain is None`` is decided when numba compiles (a None-typed
-    argument), so each version is compiled without the other's branch (the fast
-    one never compiles :func:`_step`) and carries no test of it per step. The fast
+    fast loop. For a None-typed argument numba decides ``plain is None`` when it
+    compiles, so the fast version is compiled without the plain branch (it never
+    compiles :func:`_step`) and carries no test per step; the plain version
+    (``plain`` a bool) compiles both branches and tests ``plain is None`` (False)
+    per step, which only the tests pay. The fast
     step is written out here (a call per step with the ~50 arrays of the model as
     arguments cost more than the step itself: numba increments and decrements a
     reference count per array argument, an atomic operation), the same numbers

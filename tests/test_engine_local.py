@@ -182,6 +182,7 @@ def _python_check(profile, seed):
     return [Record("machine", "test python", NO_TASK, seed, 1, 0, description="no kernel")]
 
 
+@pytest.mark.skipif(bool(__import__("os").environ.get("NUMBA_DISABLE_JIT")), reason="no compiling without the JIT")
 def test_part_seconds_for_the_history_leave_out_compiling():
     """A part that compiles a kernel reports the compile seconds, and the history
     gets its seconds without them; a part that compiles nothing reports 0."""
@@ -193,18 +194,43 @@ def test_part_seconds_for_the_history_leave_out_compiling():
     assert p.compile_seconds == 0 and p.history_seconds == p.seconds
 
 
+class _Recorder(engine.PoolClient):
+    """A PoolClient that starts no process and records what is submitted."""
+
+    def __init__(self, workers):
+        self.workers, self.calls = workers, []
+
+    def submit(self, fn, *args, **kw):
+        self.calls.append((fn, *args))
+        return None
+
+
 def test_the_local_pool_warms_one_kernel_group_per_worker(monkeypatch):
     from rnngap.constructions.warmup import GROUPS, warm
-    with engine.PoolClient(2) as c:
-        fut = engine._warm_up(c, "quick")
-        assert len(fut) == len(GROUPS) == 2 and all(f.result() >= 0 for f in fut)
-    with engine.PoolClient(1) as c:
-        assert engine._warm_up(c, "quick") == []
+    c = _Recorder(2)
+    assert len(engine._warm_up(c, "quick")) == 2 and c.calls == [(warm, 0), (warm, 1)] and len(GROUPS) == 2
+    c = _Recorder(3)                                  # more workers than groups: one task per group
+    engine._warm_up(c, "quick")
+    assert c.calls == [(warm, 0), (warm, 1)]
+    c = _Recorder(1)                                  # one worker: nothing to split
+    assert engine._warm_up(c, "quick") == [] and c.calls == []
     monkeypatch.setattr(engine, "history_file", lambda profile: None)   # no cache folder: nothing to share
-    with engine.PoolClient(2) as c:
-        assert engine._warm_up(c, "quick") == []
+    c = _Recorder(2)
+    assert engine._warm_up(c, "quick") == [] and c.calls == []
     with pytest.raises(ValueError, match="group must be one of 0..1"):
         warm(2)
+
+
+def test_only_a_run_of_the_whole_registry_warms_up(monkeypatch):
+    """--only may select checks that call none of the warmed kernels: no warm-up."""
+    calls = []
+    monkeypatch.setattr(engine, "_warm_up", lambda client, profile: calls.append(profile) or [])
+    registry.load_checks()
+    monkeypatch.setattr(registry, "REGISTRY", [c for c in registry.REGISTRY if c.claim == "gadgets"])
+    subset = engine.run_local("quick", ["gadgets"], 0, workers=2)
+    assert calls == []
+    whole = engine.run_local("quick", None, 0, workers=2)
+    assert calls == ["quick"] and _strip(whole) == _strip(subset)
 
 
 _SIGNATURES = r"""
@@ -235,6 +261,18 @@ for m in (index_transformer(300), counting_transformer(300)):
     s.next_token()
 t = T.register_target(4)
 t.batch_states(np.full((5, 3), int(t.model.candidates[0]), dtype=np.int64))
+from rnngap.constructions.hybrid import index_hybrid
+from rnngap.constructions.turing import MACHINES, tm_rag
+h = index_hybrid(8)
+toks = np.full((40, 6), int(h.candidates[-1]), dtype=np.int64)
+toks[:, 0] = int(h.candidates[0])
+h.predict_batch(toks, all_positions=True)
+h.predict_batch(toks[:3], all_positions=True)
+h.predict_batch(toks[:3], readout="nearest_code")                # the nearest-code readout (dim 5)
+rag = tm_rag(MACHINES["increment"], 3).model                 # a compiled RNN program: sessions only
+s = rag.session(capacity=8)
+s.feed([int(rag.candidates[0])] * 2)
+s.next_token()
 print(json.dumps({"warm": after_warm, "real": sigs(), "paths": sorted(set(paths))}))
 """
 
@@ -246,7 +284,8 @@ def test_the_warm_up_compiles_the_signatures_the_checks_call():
     its own would be compiled a second time, by each worker)."""
     import subprocess
     import sys
-    out = subprocess.run([sys.executable, "-c", _SIGNATURES], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", _SIGNATURES], capture_output=True, text=True, check=True,
+                         timeout=900)
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert all(got["warm"][k] for k in got["warm"]), got["warm"]
     assert got["paths"] == ["forward_batch", "forward_lanes"]      # both batch paths ran
