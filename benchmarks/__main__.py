@@ -189,6 +189,17 @@ def quick_verify_cold_warm() -> dict:
     return out
 
 
+def speed_probe() -> float:
+    """Seconds for a fixed pure-Python loop (10^7 additions): how fast this shared
+    machine runs at the moment. The same code's timings scale with it (the
+    development machine's host is shared: 0.8 s to 1.3 s were seen in one day)."""
+    t0 = time.perf_counter()
+    s = 0
+    for i in range(10 ** 7):
+        s += i
+    return round(time.perf_counter() - t0, 3)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks")
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run, not the targets)")
@@ -205,13 +216,16 @@ def main(argv=None) -> int:
                     help="with --full-profile: also write that run's records here (verify --json)")
     args = ap.parse_args(argv)
     t_all = time.perf_counter()
+    probes = {"start": speed_probe()}
     ex = exhaustive_throughput(12 if args.quick else 16, 200 if args.quick else 2000)
     dec = decode_slope((10 ** 2, 10 ** 3, 10 ** 4) if args.quick else (10 ** 3, 10 ** 4, 10 ** 5))
     wit = witness_search((16, 24) if args.quick else (32, 40))
     ist = istree_cot((100, 200) if args.quick else (500, 1000) + (() if args.no_istree_1e4 else (10 ** 4,)))
     cg = scale.cgram_2e20(log2n=12, reduction_log2n=10) if args.quick else scale.cgram_2e20()
     dsk = None if args.no_dask else dask_bench.dask_speedup(2)
+    probes["before_verify"] = speed_probe()
     qv = None if (args.quick or args.no_verify) else quick_verify_cold_warm()
+    probes["end"] = speed_probe()
     previous = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {}
     if args.full_profile:
         full = dask_bench.full_profile_dask(2, json_path=args.full_json)
@@ -219,7 +233,8 @@ def main(argv=None) -> int:
     else:
         full = previous.get("full_profile_dask")
     results = {
-        "machine": {"python": platform.python_version(), "cpu_count": __import__("os").cpu_count()},
+        "machine": {"python": platform.python_version(), "cpu_count": __import__("os").cpu_count(),
+                    "speed_probe_seconds": probes},
         "quick": args.quick,
         "exhaustive": ex,
         "exhaustive_speedup_vs_numpy": ex["speedup_vs_numpy"],
@@ -256,7 +271,7 @@ def main(argv=None) -> int:
         ("IsTree 10^3 vertices seconds", results["istree_1e3_seconds"], "(measured)"),
         ("IsTree 10^4 vertices seconds", results["istree_1e4_seconds"], "< 60"),
         ("IsTree 10^4 seconds, PROJECTED", results["istree_1e4_seconds_projected"], "(from the smaller sizes)"),
-        ("IsTree 10^4 / 10^3 seconds", results["istree_1e4_over_1e3"], "<= 20"),
+        ("IsTree 10^4 / 10^3 seconds", results["istree_1e4_over_1e3"], "<= 13"),
         ("c-gram (c = 4) n = 2^20 seconds", results["cgram_2e20_seconds"], "< 60"),
         ("Dask speed-up, 2 workers", results["dask_speedup_2_workers"], ">= 1.6"),
         ("quick verify, empty numba cache, s", results["cold_quick_verify_seconds"], "(first run)"),
