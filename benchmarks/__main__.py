@@ -190,9 +190,11 @@ def quick_verify_cold_warm() -> dict:
 
 
 def speed_probe() -> float:
-    """Seconds for a fixed pure-Python loop (10^7 additions): how fast this shared
-    machine runs at the moment. The same code's timings scale with it (the
-    development machine's host is shared: 0.8 s to 1.3 s were seen in one day)."""
+    """Seconds for a fixed pure-Python loop (10^7 additions) on one core: a record
+    of how fast this shared machine ran at that moment. It measures one core only:
+    on 2026-11-27 it read 0.47-0.56 s while 2-worker runs of the same code were
+    40% slower than earlier that day (two copies at once: 0.50 s and 0.67 s), so it
+    does not correct the timings (docs/benchmarks.md)."""
     t0 = time.perf_counter()
     s = 0
     for i in range(10 ** 7):

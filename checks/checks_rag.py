@@ -453,20 +453,19 @@ def _necessity_pairs(profile: str, seed: int, k: int) -> list[tuple[tuple[int, .
 @register(CLAIM, "linear RNN + RAG: necessity of the declared bits on the reduction family",
           parts=lambda profile: list(range(len(NECESSITY[profile]))))
 def necessity_check(profile: str, seed: int, part: int) -> list[Record]:
-    out = []
+    """One record: entry ``part`` of :data:`NECESSITY`."""
     LR = _reductions()
-    for task, n, sample in NECESSITY[profile][part:part + 1]:
-        pairs = _necessity_pairs(profile, seed, part)
-        what = f"every (x, i) at n = {n}" if sample is None else f"{len(pairs)} seeded (x, i), i = n, n-1, uniform"
-        if task == "istree":
-            c, a = _istree(n + 3), n + 3
-            rows = [(LR.ISTREE.instance(x, i), LR.ISTREE.expected(x, i), (x, i)) for x, i in pairs]
-            run = rag_runner(c, rows, want_cot=lambda key, n=n: istree_plain_cot(n + 3, _gadget_edges(*key)))
-        else:
-            red, c, a = red_setup(task, n)
-            rows = red_rows(red, pairs)
-            run = rag_runner(c, rows)
-        out.append(necessity_record(CLAIM, c.name, f"{task}: {what} of the Index reduction", n,
-                                    task=task_spec(task).name, family="reduction", alphabet=a, declared=c.model.fmt, run=run,
-                                    instances=len(rows), model=c.model))
-    return out
+    task, n, sample = NECESSITY[profile][part]
+    pairs = _necessity_pairs(profile, seed, part)
+    what = f"every (x, i) at n = {n}" if sample is None else f"{len(pairs)} seeded (x, i), i = n, n-1, uniform"
+    if task == "istree":
+        c, a = _istree(n + 3), n + 3
+        rows = [(LR.ISTREE.instance(x, i), LR.ISTREE.expected(x, i), (x, i)) for x, i in pairs]
+        run = rag_runner(c, rows, want_cot=lambda key, n=n: istree_plain_cot(n + 3, _gadget_edges(*key)))
+    else:
+        red, c, a = red_setup(task, n)
+        rows = red_rows(red, pairs)
+        run = rag_runner(c, rows)
+    return [necessity_record(CLAIM, c.name, f"{task}: {what} of the Index reduction", n,
+                             task=task_spec(task).name, family="reduction", alphabet=a, declared=c.model.fmt, run=run,
+                             instances=len(rows), model=c.model)]

@@ -376,13 +376,12 @@ def attention_scores(q, KhT, KmT, m, I, f, mode, err, qnz, cm, scores, index=Tru
             if KmT[Dh, PRUNE_HINT] > 0:
                 # a head the position blocks do not prune tries the key-value index
                 # (constructions/keyindex.py) while it scores at most a quarter of the keys
-                if index is None:
-                    use_index = False
-                else:
-                    use_index = has_index(KmT, Dh)
+                use_index = index is not None and has_index(KmT, Dh)
                 if use_index and KmT[2 * Dh, KI_PAUSE] > 0:
                     KmT[2 * Dh, KI_PAUSE] -= 1
                     use_index = False
+                # `index is not None` tested on its own first: numba drops the branch
+                # (and never compiles index_scores) when index is None
                 if index is not None and use_index:
                     M, status = index_scores(q, KhT, KmT, m, I, f, err, qnz, nq, cm, scores)
                     if status == ST_EFFECTIVE:
