@@ -5,6 +5,7 @@ process left when the run is interrupted."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -70,9 +71,19 @@ def test_verify_defaults_to_every_core_and_writes_the_serial_records(monkeypatch
     assert "RNNGAP_VERIFY_WORKERS" in capsys.readouterr().err
 
 
-def test_an_interrupted_local_run_leaves_no_worker():
+def _sleepy_check(profile, seed, part):
+    """Part "slow" runs for two minutes (only a kill ends it sooner), "fast" at once."""
+    time.sleep(120 if part == "slow" else 0)
+    return [Record("machine", "test sleep", NO_TASK, 0, 1, 0, description=f"part {part}")]
+
+
+def test_an_interrupted_local_run_leaves_no_worker(monkeypatch):
     """KeyboardInterrupt in the parent (here from the progress callback, as Ctrl-C
-    arrives between parts): the pool's processes are ended before it propagates."""
+    arrives between parts) while a worker is busy with a long part: the pool's
+    processes are ended before it propagates."""
+    registry.load_checks()
+    monkeypatch.setattr(registry, "REGISTRY",
+                        [Check("machine", "test sleep", _sleepy_check, parts=lambda p: ["slow", "fast"])])
     seen = []
     before = set(multiprocessing_children())      # an earlier test's processes still ending (a Dask nanny's)
 
@@ -81,11 +92,26 @@ def test_an_interrupted_local_run_leaves_no_worker():
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        engine.run_local("quick", ["gadgets"], 0, workers=2, progress=stop)
+        engine.run_local("quick", ["machine"], 0, workers=2, progress=stop)
     assert seen, "no worker process was running"
     for q in seen:
         q.join(timeout=10)
-    assert not any(q.is_alive() for q in seen)
+    # asked of the OS: multiprocessing's is_alive() answers True for a process
+    # another waiter (the pool's manager thread) reaped first (waitpid: ECHILD)
+    deadline = time.monotonic() + 10
+    while any(_running(q.pid) for q in seen) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [q.pid for q in seen if _running(q.pid)]
+
+
+def _running(pid: int) -> bool:
+    """The process exists and has not ended (a zombie has ended; Linux /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
 
 
 def multiprocessing_children():
