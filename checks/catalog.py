@@ -488,7 +488,7 @@ RECORDS: tuple[ConstructionRecord, ...] = (
     ConstructionRecord(Key("T4.1", "iterate", "rnn"), cot_hierarchy.iterate_rnn, _iterate_example,
                        "RNN with CoT for ITER (iterating the permutation g)",
                        (Form("iterate-rnn", params=439, params_n=(2, 64), resources=_iterate_resources,
-                             certificates=_one(Certificate(O.iterate_cert()))),)),
+                             certificates=_one(Certificate(O.iterate_cert(), P.ITERATE))),)),
     ConstructionRecord(Key("sim", "rnnsim", "transformer"), simulate.rnnsim_transformer, _iterate_example,
                        "the Transformer simulating a linear RNN step by step (here the T4.1 RNN for n)",
                        (Form("sim", resources=_sim_resources),),

@@ -332,7 +332,9 @@ def certify_built(cert, mutate=None, build=None, timeout_ms: int | None = None) 
     with_fmt = [] if n_max is None else list(_pieces(con, con.n_min, n_max))
     pieces = [(lo, hi) for lo, hi, _ in with_fmt]
     res.pieces = len(pieces)
-    steps = [_format_step(model, con), _machine_step(con, n_max, with_fmt)]
+    steps = [_format_step(model, con)]
+    if model.spec.attn_layers:           # the softmax lemmas matter only to a model with heads
+        steps.append(_machine_step(con, n_max, with_fmt))
     a_max = mp.alphabet_max(N) if mp.alphabet_max else None
     steps += [_builder_obligation(ob, terms, list(inst.facts), con, n_max, pieces, a_max) for ob in obligations]
     for f in prove_model(model, inst, mp.heads(inst), {N: inst.n, A: inst.a}, timeout_ms or mp.timeout_ms):

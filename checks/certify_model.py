@@ -7,10 +7,10 @@ formula written next to its builder:
 * **embedding**: each direction of the residual stream at a position term t is
   the formula of its embedding feature (coef * tau(t), coef * t^2, [tau(t) =
   code], round(1 / (tau(t) + p)), ...), with tau the instance's token function;
-* **RNN layers** (hybrids): each state number's meaning (what the gadget that
-  made it says it holds: (t + 1)^k, a delayed input, a prefix sum) is proved by
-  induction on t from the built A and B: h_0 = B x_0, h_t = A h_(t-1) + B x_t;
-  the residual gains C h_t;
+* **RNN layers** (hybrids, T4.1): each state number's meaning (what the gadget
+  that made it says it holds: (t + 1)^k, a delayed input; or the plan's closed
+  form: a prefix sum, a counter) is proved by induction on t from the built A
+  and B: h_0 = B x_0, h_t = A h_(t-1) + B x_t; the residual gains C h_t;
 * **heads**: the score of a query position t and a key position j is
   sum_rows (W_Q x_t)(W_K x_j) with the built W_Q, W_K. For each head the
   construction's plan (its record) says which key it attends at which t
@@ -20,7 +20,9 @@ formula written next to its builder:
   (f + 1) ln 2 (so the fixed-point softmax is an exact one-hot: the machine
   lemmas of checks/machine_lemmas.py), or that the members tie and every other
   key is s below. The head then writes W_O W_V x_target exactly;
-* **MLPs**: applied as formulas (ReLU as if-then-else), exactly;
+* **MLPs**: applied as formulas (ReLU as if-then-else), exactly; where the plan
+  says what an MLP writes (:class:`Written`), that is proved at the MLP's own
+  layer and the later layers read the proved value;
 * **readout**: z3 proves the argmax over every token of the vocabulary (ties to
   the smallest id, as the kernels do) is the token whose code is the task's
   reference answer.
@@ -37,12 +39,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Callable
 
 import sympy as sp
 
 from rnngap.constructions import kernels as K
-from rnngap.constructions.num import exact, sharpness, smax
+from rnngap.constructions.num import exact, sharpness
 from rnngap.constructions.vocab import COUNT, META_NAMES, NUMBER_BASE, SPECIAL_NAMES
 
 from .symbolic import Z3Terms, prove, z3
@@ -78,13 +80,30 @@ class EqualSplit:
 
 
 @dataclass
+class Written:
+    """What a direction holds after the MLP that writes it: ``value(inst, t, case)``
+    at the positions ``at(inst, t)`` (every position when None), proved for each
+    case of the task's split when ``by_case`` (the readout's cases), else once.
+    Once proved, the later layers read ``value`` at those positions."""
+
+    value: Callable
+    at: Callable | None = None
+    by_case: bool = False
+    lemma: str = ""
+
+
+@dataclass
 class Plan:
-    """What each head of a construction does on the task's instances, by head name,
-    and the closed form of any RNN state whose gadget meaning is a prefix sum
-    (a count that depends on the instance): ``prefix[state](inst, t)``."""
+    """What each head of a construction does on the task's instances, by head name;
+    the closed form of an RNN state whose meaning depends on the instance (a
+    count, a latch: ``states[state](inst, t)``; a state without a recorded
+    gadget meaning needs one here); and what an MLP writes (``mlps[label]``, a
+    :class:`Written`). Every entry is proved from the built weights: a state's
+    closed form by induction on t, an MLP's by evaluating it."""
 
     heads: dict
-    prefix: dict = field(default_factory=dict)
+    states: dict = field(default_factory=dict)
+    mlps: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -115,6 +134,14 @@ class Fact:
         if with_query and self.query:
             d["query"] = self.query
         return d
+
+
+@dataclass
+class _Replace:
+    """A step of the residual stream that sets proved values (``fn(t, case, x)``
+    rewrites x in place) instead of adding an increment."""
+
+    fn: Callable
 
 
 # ----------------------------------------------------------------------------
@@ -205,7 +232,7 @@ class ModelProof:
         return total
 
     def embedding(self) -> None:
-        inst, f = self.inst, self.f
+        inst = self.inst
 
         def feature(kind, param, t):
             T = inst.tau(t)
@@ -266,9 +293,11 @@ class ModelProof:
             h0 = self._combo(layer.B[s], x0)
             ht = sum((self.sym(sp.sympify(a)) * meaning[labels_state[r]](t - 1) for r, a in enumerate(layer.A[s])
                       if a != 0), z3.IntVal(0)) + self._combo(layer.B[s], xt)
-            self.check(tag, f"state {st} = {_meaning_text(layer.state_meaning[s])} (base)",
-                       f"h_0 = B x_0 equals the meaning at t = 0", [], h0 == meaning[st](z3.IntVal(0)))
-            self.check(tag, f"state {st} = {_meaning_text(layer.state_meaning[s])} (step)",
+            text = (f"the plan's closed form {_one_line(meaning[st](z3.Int('t')))}" if st in self.plan.states
+                    else _meaning_text(layer.state_meaning[s]))
+            self.check(tag, f"state {st} = {text} (base)",
+                       "h_0 = B x_0 equals the meaning at t = 0", [], h0 == meaning[st](z3.IntVal(0)))
+            self.check(tag, f"state {st} = {text} (step)",
                        "h_t = A h_(t-1) + B x_t equals the meaning at t", hyp_t, ht == meaning[st](t))
         C = layer.C
 
@@ -284,6 +313,9 @@ class ModelProof:
         self._mlp(tag, layer)
 
     def _meaning(self, st: str, m: tuple, before: Callable):
+        closed = self.plan.states.get(st)
+        if closed is not None:            # the plan's closed form (proved below like a recorded meaning)
+            return lambda t: closed(self.inst, t)
         if not m:
             return None
         kind = m[0]
@@ -293,10 +325,7 @@ class ModelProof:
         if kind == "delay":
             source, k = m[1], int(m[2])
             return lambda t: z3.If(t >= k, self._combo_named(source, before(t - k)), z3.IntVal(0))
-        if kind == "prefix_sum":
-            closed = self.plan.prefix.get(st)
-            return None if closed is None else (lambda t: closed(self.inst, t))
-        return None
+        return None     # a prefix sum needs its closed form in the plan
 
     def _combo_named(self, combo: dict, x: dict):
         return sum((self.sym(sp.sympify(exact(c))) * x[d] for d, c in combo.items()), z3.IntVal(0))
@@ -307,6 +336,9 @@ class ModelProof:
         def x(t, case=None):
             out = {lab: z3.IntVal(0) for lab in self.labels}
             for inc in layers:
+                if isinstance(inc, _Replace):
+                    inc.fn(t, case, out)
+                    continue
                 for lab, v in inc(t, case).items():
                     out[lab] = out[lab] + v
             return out
@@ -366,7 +398,7 @@ class ModelProof:
                 tgt = plan.target(inst, t, case)
                 xt = before(t, case)
                 st, sj = self._score(head, xt, before(tgt, case)), self._score(head, xt, before(j, case))
-                self.check(tag, "target in the causal window", f"0 <= target(t) <= t", hyp_t,
+                self.check(tag, "target in the causal window", "0 <= target(t) <= t", hyp_t,
                            z3.And(tgt >= 0, tgt <= t), case)
                 self.check(tag, plan.lemma or "one-hot: the target beats every other key by s = sharpness(f)",
                            "score(t, target) - score(t, j) >= s for every key j != target, 0 <= j <= t",
@@ -444,6 +476,34 @@ class ModelProof:
                     out[lab] = v
             return out
         self._layers.append(inc)
+        written = {lab: w for lab, w in self.plan.mlps.items()
+                   if layer.b2[self.labels.index(lab)] != 0 or any(layer.W2[self.labels.index(lab), m] != 0
+                                                                 for m in range(M))}
+        if not written:
+            return
+        after = self._snapshot()
+        claims = {}
+        for lab, w in written.items():
+            t = z3.Int("pos_q")
+            hyp_t = [t >= 0, t <= self.inst.last] + ([w.at(self.inst, t)] if w.at is not None else [])
+            ok = True
+            for case in (self.inst.cases(t) if w.by_case else [None]):
+                value = w.value(self.inst, t, case)
+                where = f" where {_one_line(w.at(self.inst, t))}" if w.at is not None else ""
+                ok &= self.check(f"{tag} mlp", w.lemma or f"the MLP writes {lab}",
+                                 f"{lab}(t) = {_one_line(value)}{where}", hyp_t, after(t, case)[lab] == value,
+                                 case).ok
+            if ok:
+                claims[lab] = w
+
+        def settle(t, case, x, claims=claims):      # later layers read the proved value where it is proved
+            for lab, w in claims.items():
+                if w.by_case and case is None:
+                    continue
+                v = w.value(self.inst, t, case)
+                x[lab] = v if w.at is None else z3.If(w.at(self.inst, t), v, x[lab])
+        if claims:
+            self._layers.append(_Replace(settle))
 
     # -- readout
     def readout(self) -> None:
@@ -578,6 +638,11 @@ def _applications(e) -> list:
             out.append(x)
         stack.extend(x.children())
     return out
+
+
+def _one_line(e) -> str:
+    """A z3 term, simplified, on one line (t printed as pos_q)."""
+    return " ".join(str(z3.simplify(e)).split())
 
 
 def _meaning_text(m: tuple) -> str:

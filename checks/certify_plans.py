@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .certify_model import EqualSplit, OneHot, Plan
+from .certify_model import EqualSplit, OneHot, Plan, Written
 from .tasks.symbolic import z3
 
 
@@ -91,13 +91,36 @@ def _mqar_plan(inst) -> Plan:
 def _hybrid_count_plan(inst) -> Plan:
     n = inst.n
     return Plan({"count": _count_split("[BOS] and every copy of q tie; [QUERY], q, t pushed down by the latch")},
-                prefix={"s_after_query": lambda inst, t: z3.If(t >= n + 1, z3.IntVal(1), z3.IntVal(0))})
+                states={"s_after_query": lambda inst, t: z3.If(t >= n + 1, z3.IntVal(1), z3.IntVal(0))})
 
 
 def _hybrid_alphabet_max(n):
     """The hybrids accept any alphabet a <= n + 31 (their code bound is n + 32)."""
     from rnngap.constructions.bounds import CODE_SLACK
     return n + CODE_SLACK - 1
+
+
+def _iterate_plan(inst) -> Plan:
+    """The T4.1 RNN (no heads): its four state numbers in closed form (the prompt
+    is ``[BOS] z_1..z_n [QUERY] (2n + s) a``, then the CoT) and what its MLPs
+    write: the step count s at the step token, done = [k >= s] at the k-th CoT
+    position n + 3 + k, and at every readout position the code of the
+    reference's next token (g(v) + 1 while k < s, the answer at k = s)."""
+    n, s = inst.n, inst.steps
+    one, zero = z3.IntVal(1), z3.IntVal(0)
+    return Plan({}, states={
+        "q": lambda inst, t: z3.If(t >= n + 1, one, zero),            # [QUERY] seen
+        "c": lambda inst, t: z3.If(t >= n + 1, t - n, zero),          # tokens since [QUERY], inclusive
+        "r": lambda inst, t: z3.If(t >= n + 2, s, zero),              # the step count, once read
+        "x": lambda inst, t: inst.tau(t) - 1,                         # the value just read
+    }, mlps={
+        "wt": Written(lambda inst, t, case: z3.If(t == n + 2, s, zero),
+                      lemma="wt = relu(tau - m - 1) is s at the step token and 0 elsewhere"),
+        "done": Written(lambda inst, t, case: z3.If(t >= n + 3 + s, one, zero),
+                        lemma="done = [c - r >= 3] is [k >= s]"),
+        "out": Written(lambda inst, t, case: inst.answer_code(t, case), at=lambda inst, t: inst.readout_positions(t), by_case=True,
+                       lemma="out is the code of the reference's next token: g(v) + 1, or the answer"),
+    })
 
 
 INDEX = ModelPlan("index", _index_plan)
@@ -112,5 +135,6 @@ HYBRID_AR = ModelPlan("ar", lambda inst: Plan({"ar": _gram_plan(2)(inst).heads["
 HYBRID_CGRAM3 = ModelPlan("cgram(c=3)", lambda inst: Plan({"3gram": _gram_plan(3)(inst).heads["match"]}),
                           alphabet_max=_hybrid_alphabet_max)
 HYBRID_COUNTING = ModelPlan("counting", _hybrid_count_plan, alphabet_max=_hybrid_alphabet_max)
+ITERATE = ModelPlan("iterate", _iterate_plan)
 """The whole-model plans; the construction records (checks/catalog.py) attach each
 to the certificates it proves, with the record's own builder."""

@@ -73,7 +73,7 @@ from fractions import Fraction
 import sympy as sp
 
 from . import kernels as K
-from .fixedpoint import FixedFormat, log2_ceil
+from .fixedpoint import FixedFormat
 from .gadgets import Builder, MarginError, Neuron, ResidualSpace, bits_for, require
 from .model import Model
 from .vocab import FALSE, QUERY, TRUE, Vocab, token_code
@@ -202,8 +202,8 @@ def iterate_rnn(n: int, fmt: FixedFormat | None = None) -> Model:
                     "conditional": "the T4.1 separation assumes PSPACE not in P/poly; only the construction "
                                    "and the no-CoT mechanism are checked"})
     need = int_bits_needed(n)
-    if fmt.int_bits < need:
-        raise MarginError(f"iterate-rnn(n={n}): needs {need} integer bits, {fmt.name} has {fmt.int_bits}")
+    require(fmt.int_bits >= need, f"iterate-rnn(n={n}): the readout logits need {need} integer bits, "
+                                  f"the format has {fmt.int_bits}")
     return b.build(fmt)
 
 

@@ -104,7 +104,7 @@ def test_mqar_cases_agree_with_the_reference():
 def test_json_records_carry_covers_source_and_schema(tmp_path):
     from rnngap.checks import cmd_certify
     path = tmp_path / "c.json"
-    rc = cmd_certify.run(Namespace(only=["retrieval.index[a=n+2]", "iterate-rnn"], json=str(path), slow=False,
+    rc = cmd_certify.run(Namespace(only=["retrieval.index[a=n+2]", "index-rag"], json=str(path), slow=False,
                                    explain=None))
     assert rc == 0
     recs = {r["construction"]: r for r in json.loads(path.read_text())}
@@ -112,7 +112,7 @@ def test_json_records_carry_covers_source_and_schema(tmp_path):
     assert b["source"] == "built-model" and b["schema_version"] == 2
     assert {"format", "embedding", "heads", "readout", "builder-margins"} <= set(b["covers"])
     assert all(f["answer"] in ("unsat", "holds") for f in b["facts"])
-    h = recs["iterate-rnn"]
+    h = recs["index-rag"]
     assert h["source"] == "declared-obligation" and h["covers"] == []
 
 
@@ -126,7 +126,7 @@ def test_explain_prints_the_chain(capsys):
         assert part in out, part
     with pytest.raises(UsageError):
         cmd_certify.run(Namespace(only=None, json=None, slow=False, explain="no-such"))
-    r = certify(["iterate-rnn"], facts=False)[0]
+    r = certify(["index-rag"], facts=False)[0]
     assert "no built-model proof chain" in explain(r)
 
 
@@ -186,3 +186,62 @@ def test_ctrl_c_inside_z3_stops_the_proof():
         prove(hard, z3.BoolVal(False), timeout_ms=60000, portfolio=False)
     timer.join()
     assert time.monotonic() - t0 < 30
+
+
+def _iterate_rows(n: int, rng) -> list[tuple[list[int], int, int]]:
+    """(padding, a, s) of ITER(n): every instance for n <= 2, else zero and one seeded
+    random padding with every a and s."""
+    import itertools
+    m = 2 * n
+    pads = ([list(p) for p in itertools.product(range(m), repeat=n)] if n <= 2
+            else [[0] * n, [int(v) for v in rng.integers(0, m, n)]])
+    return [(p, a, s) for p in pads for a in range(m) for s in range(n * n + 1)]
+
+
+def test_the_iterate_instance_agrees_with_the_reference_token_for_token():
+    """The ITER abstract instance (prompt, then the CoT so far) against
+    checks/tasks/iterate.py: on every instance for n <= 2 (and every a, s with two
+    paddings at n = 3), the prompt followed by the reference's CoT g(a)..g^s(a)
+    satisfies the facts, and at each readout position n + 3 + k the answer term of
+    its case is the reference's next token: g^(k+1)(a) while k < s, the answer at
+    k = s. Can fail: a wrong g (e.g. the rotation by 0) or a case at the wrong k."""
+    from rnngap.checks.tasks import iterate as IT
+    from rnngap.constructions.vocab import BOS, QUERY
+    rng = np.random.default_rng(3)
+    checked = 0
+    for n in (1, 2, 3):
+        for pad, a, steps in _iterate_rows(n, rng):
+            prompt = [BOS] + [32 + v for v in pad] + [QUERY, 32 + 2 * n + steps, 32 + a]
+            orbit = IT.orbit(n, a, steps)
+            tokens = prompt + [32 + v for v in orbit[1:]]
+            inst = INSTANCES["iterate"]()
+            assert inst.concrete(prompt) == {"n": n, "s": steps, "a0": a}
+            s = z3.Solver()
+            for t, tok in enumerate(tokens):
+                s.add(inst.tau(t) == code(tok))
+            s.add(inst.n == n, inst.steps == steps, inst.a0 == a, *inst.facts, inst.length == len(tokens))
+            for t in range(len(tokens)):
+                s.add(*inst.token_facts(z3.IntVal(t)))
+            assert s.check() == z3.sat, (n, pad, a, steps)
+            answer = IT.reference(prompt)
+            for k in range(steps + 1):
+                T = z3.IntVal(n + 3 + k)
+                want = code(answer) if k == steps else orbit[k + 1] + 1
+                live = [c for c in inst.cases(T)
+                        if s.check(*c.facts, inst.readout_positions(T)) == z3.sat]
+                assert [c.terms["answer"] for c in live] == [k == steps]
+                assert s.check(*live[0].facts, inst.answer_code(T, live[0]) != want) == z3.unsat, (n, a, steps, k)
+                checked += 1
+    assert checked > 1000
+
+
+def test_the_iterate_facts_reject_a_wrong_step_count():
+    """Can fail: the prompt says s = 3 but the instance claims s = 2."""
+    from rnngap.constructions.vocab import BOS, QUERY
+    inst = INSTANCES["iterate"]()
+    tokens = [BOS, 32, 32, QUERY, 32 + 4 + 3, 32 + 1]
+    s = z3.Solver()
+    for t, tok in enumerate(tokens):
+        s.add(inst.tau(t) == code(tok), *inst.token_facts(z3.IntVal(t)))
+    s.add(inst.n == 2, inst.steps == 2, *inst.facts)
+    assert s.check() == z3.unsat

@@ -84,6 +84,20 @@ def _rnn_b(model, state, label, value):
     L.B[list(L.state_labels).index(state), model.spec.labels.index(label)] = value
 
 
+def _rnn_a(model, layer, state, source, value):
+    """A[state, source] = value in RNN layer ``layer``."""
+    L = model.spec.rnn_layers[layer]
+    L.A[list(L.state_labels).index(state), list(L.state_labels).index(source)] = value
+
+
+def _mlp_bias(model, layer, *neurons, delta):
+    """b1[neuron] += delta for each neuron of the MLP of RNN layer ``layer`` (a ReLU's
+    breakpoint moved by -delta)."""
+    L = model.spec.rnn_layers[layer]
+    for i in neurons:
+        L.b1[i] = L.b1[i] + delta
+
+
 # (construction, mutant, mutate(model) or None, build or None, the layer its failure must name)
 MUTANTS = [
     ("retrieval.index[a=2]", "query reads tau + 1 (the key one position off)",
@@ -123,6 +137,17 @@ MUTANTS = [
      lambda m: (_rnn_b(m, "s_tok_0", "tok", 0), _rnn_b(m, "s_tok_0", "tok_sq", 1)), None, "rnn layer"),
     ("hybrid.counting", "the latch's push-down of [QUERY], q, t dropped",
      lambda m: _set(m, "count", "WK", 3, "after_query", 0), None, "head count"),
+    # T4.1 (the ITER RNN; its MLP neurons in builder order, constructions/cot_hierarchy.py)
+    ("iterate-rnn", "the tent's first breakpoint moved up by one (relu(y - m/2) -> relu(y - m/2 - 1))",
+     lambda m: _mlp_bias(m, 2, 1, delta=-1), None, "rnn layer 2 mlp"),
+    ("iterate-rnn", "the answer's threshold moved up by one ([v >= m/2 + 1])",
+     lambda m: _mlp_bias(m, 2, 12, 13, delta=-1), None, "rnn layer 2 mlp"),
+    ("iterate-rnn", "done one step late ([c - r >= 4])",
+     lambda m: _mlp_bias(m, 1, 0, 1, delta=-1), None, "rnn layer 1 mlp"),
+    ("iterate-rnn", "wt reads the step count one too large (relu(tau - m))",
+     lambda m: _mlp_bias(m, 0, 0, delta=1), None, "rnn layer 0 mlp"),
+    ("iterate-rnn", "the counter c without its carry of q (c_t = c_(t-1) + [QUERY])",
+     lambda m: _rnn_a(m, 0, "c", "q", 0), None, "rnn layer 0"),
 ]
 
 
@@ -160,3 +185,16 @@ def test_the_unmutated_models_certify_with_every_layer_covered():
         assert r.source == "built-model"
         assert {"format", "embedding", "heads", "readout", "builder-margins"} <= set(r.covers), r.covers
         assert any(s["layer"] == "readout" and s["answer"] == "unsat" for s in r.steps)
+
+
+def test_the_iterate_rnn_certifies_every_layer_with_its_mlps_named():
+    """T4.1 has no heads: its certificate covers its three RNN layers (each state's
+    closed form by induction), what each MLP writes, and the readout, for both
+    readout cases (a CoT step and the answer); no softmax lemma is claimed."""
+    r = certify_built(certificate("iterate-rnn"))
+    assert r.certified, r.failures
+    assert r.covers == ["format", "embedding", "rnn-layers", "mlps", "readout", "builder-margins"]
+    mlp_steps = {s["layer"] for s in r.steps if s["layer"].endswith(" mlp")}
+    assert mlp_steps == {"rnn layer 0 mlp", "rnn layer 1 mlp", "rnn layer 2 mlp"}
+    readout = [s for s in r.steps if s["layer"] == "readout"]
+    assert len(readout) == 4 and all(s["answer"] == "unsat" for s in readout)

@@ -189,7 +189,7 @@ def test_lambda_one_smaller_fails_at_the_smallest_n():
 def test_cli_exits_1_and_json_names_the_failure(tmp_path, monkeypatch):
     from rnngap.checks import cmd_certify
     from rnngap.checks import catalog
-    cert = certificate("iterate-rnn")                # a declared-obligation certificate (no whole-model plan)
+    cert = certificate("index-rag")                  # a declared-obligation certificate (no whole-model plan)
     con = cert.con
     weak = {**certificates(), con.name: dataclasses.replace(cert, con=_weaken_I(con, 2000))}
     monkeypatch.setattr(catalog, "certificates", lambda: weak)
@@ -203,10 +203,11 @@ def test_cli_exits_1_and_json_names_the_failure(tmp_path, monkeypatch):
 
 
 def test_write_json_roundtrip(tmp_path):
-    rs = certify(["T4.1"], facts=False)
+    rs = certify(["index-rag"], facts=False)
     write_json(rs, str(tmp_path / "x.json"))
     rec = json.loads((tmp_path / "x.json").read_text())[0]
-    assert rec["claim"] == "T4.1" and rec["certified"] is True and rec["method"] == "piecewise-monotone"
+    assert rec["construction"] == "index-rag" and rec["claim"] == "T5-RAG"
+    assert rec["certified"] is True and rec["method"] == "piecewise-monotone"
 
 
 # ----------------------------------------------------------------------------

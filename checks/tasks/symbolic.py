@@ -29,6 +29,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Callable
 
+from rnngap.constructions.vocab import FALSE, QUERY, TRUE
+
 try:
     import z3
 except ImportError:      # certify reports the proofs as unavailable
@@ -272,6 +274,70 @@ class MQARInstance(Instance):
         return {"n": len(tokens) - 1}
 
 
+def iterate_g(x, n):
+    """g(x) = tent((x + 1) mod 2n) for 0 <= x < 2n, as a z3 term (the map of
+    checks/tasks/iterate.py; tent(y) = 2y if y < n else 4n - 1 - 2y)."""
+    y = z3.If(x + 1 >= 2 * n, x + 1 - 2 * n, x + 1)
+    return z3.If(y < n, 2 * y, 4 * n - 1 - 2 * y)
+
+
+class IterateInstance(Instance):
+    """ITER(n) with its chain of thought: ``[BOS] z_1..z_n [QUERY] (2n + s) a``
+    (m = 2n; padding values z_j and a in 0..m-1; 0 <= s <= n^2 steps), then the
+    CoT g(a), g^2(a), ..., g^s(a) and the answer [TRUE] iff g^s(a) >= n
+    (checks/tasks/iterate.py).
+
+    The readout positions are the prompt's last (a, at n + 3) and every CoT
+    token's (n + 3 + k, 1 <= k <= s). The certificate proves the one-step claim:
+    whatever value v the token at n + 3 + k holds (a value token, code v + 1), the
+    model emits g(v) while k < s and the answer [v >= n] at k = s. With the CoT
+    tokens before position t taken to be value tokens (the token facts), that is
+    the induction step of "the model's CoT is the reference's and so is its
+    answer": the reference writes a, g(a), ..., each a value, and the model, fed
+    its own tokens, emits the reference's next token at every k."""
+
+    task = "iterate"
+
+    def __init__(self):
+        super().__init__()
+        self.steps = z3.Int("steps")
+        self.a0 = z3.Int("a0")
+        self.params = {"s": self.steps, "a0": self.a0}
+        self.facts += [self.steps >= 0, self.steps <= self.n * self.n, self.a0 >= 0, self.a0 < 2 * self.n]
+
+    @property
+    def length(self):
+        return self.n + 4 + self.steps
+
+    def token_facts(self, t):
+        n, T = self.n, self.tau(t)
+        value = z3.And(T >= 1, T <= 2 * n)
+        return [z3.Implies(t == 0, T == 0),
+                z3.Implies(z3.And(t >= 1, t <= n), value),
+                z3.Implies(t == n + 1, T == QUERY_CODE),
+                z3.Implies(t == n + 2, T == 2 * n + self.steps + 1),
+                z3.Implies(t == n + 3, T == self.a0 + 1),
+                z3.Implies(z3.And(t >= n + 4, t <= n + 3 + self.steps), value)]
+
+    def readout_positions(self, t):
+        return z3.And(t >= self.n + 3, t <= self.n + 3 + self.steps)
+
+    def cases(self, t):
+        return [Case("a CoT step, k < s", [t < self.n + 3 + self.steps], {"answer": False}),
+                Case("the answer, k = s", [t == self.n + 3 + self.steps], {"answer": True})]
+
+    def answer_code(self, t, case=None):
+        v = self.tau(t) - 1
+        if case is not None and case.terms["answer"]:
+            return z3.If(v >= self.n, code(TRUE), code(FALSE))
+        return iterate_g(v, self.n) + 1
+
+    def concrete(self, tokens, **kw):
+        q = tokens.index(QUERY)
+        n = q - 1
+        return {"n": n, "s": tokens[q + 1] - 32 - 2 * n, "a0": tokens[q + 2] - 32}
+
+
 INSTANCES: dict[str, Callable[[], Instance]] = {
     "index": IndexInstance,
     "ar": lambda: GramInstance(2),
@@ -279,6 +345,7 @@ INSTANCES: dict[str, Callable[[], Instance]] = {
     "cgram(c=4)": lambda: GramInstance(4),
     "counting": CountingInstance,
     "mqar": MQARInstance,
+    "iterate": IterateInstance,
 }
 """The abstract instance of each task (by its canonical name)."""
 
