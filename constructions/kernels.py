@@ -1745,6 +1745,187 @@ def forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, plai
                 return
 
 
+class RNNSparse(NamedTuple):
+    """The RNN layers of an attention-free model with every weight matrix stored by
+    rows (compressed sparse rows, over the stack of layers): for a stack M of shape
+    (L, R, C), ``Mp[l, r]:Mp[l, r + 1]`` index the nonzero entries of row r of layer
+    l in ``Mi`` (their columns, increasing) and ``Mv`` (their values). The compiled
+    programs of T5-RAG keep about 1% of their dense weights, which the dense
+    :func:`_step` visits every token. Built by :func:`rnn_sparse`; fed by
+    :func:`feed_rnn_sparse`."""
+
+    Ap: np.ndarray
+    Ai: np.ndarray
+    Av: np.ndarray
+    Bp: np.ndarray
+    Bi: np.ndarray
+    Bv: np.ndarray
+    Cp: np.ndarray
+    Ci: np.ndarray
+    Cv: np.ndarray
+    W1p: np.ndarray
+    W1i: np.ndarray
+    W1v: np.ndarray
+    W2p: np.ndarray
+    W2i: np.ndarray
+    W2v: np.ndarray
+    rb1: np.ndarray
+    rb2: np.ndarray
+    wbits: np.ndarray
+    """[bit_length(max |weight|)] of the five stacks: with I + f it decides whether
+    no product can leave int64 (the unchecked fast path, :func:`_rows_mv_fast`)."""
+
+
+def _rows(M: np.ndarray) -> tuple:
+    """(ptr (L, R + 1), columns, values) of the stack M (L, R, C) by rows."""
+    L, R, _ = M.shape
+    ls, rs, cs = np.nonzero(M)                   # row-major order: by layer, row, then column
+    counts = np.zeros(L * R, dtype=np.int64)
+    np.add.at(counts, ls * R + rs, 1)
+    ptr = np.zeros(L * R + 1, dtype=np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    starts = ptr[:-1].reshape(L, R)
+    out = np.empty((L, R + 1), dtype=np.int64)
+    out[:, :R] = starts
+    out[:, R] = ptr[1:].reshape(L, R)[:, R - 1] if R > 0 else ptr[0]
+    return out, cs.astype(np.int64), M[ls, rs, cs].astype(np.int64)
+
+
+def rnn_sparse(net: Network) -> RNNSparse:
+    """The RNN layers of ``net`` by rows (:class:`RNNSparse`): the same numbers as the
+    dense stacks, nothing dropped but zeros."""
+    parts = []
+    for M in (net.rA, net.rB, net.rC, net.rW1, net.rW2):
+        parts += _rows(M)
+    wmax = max([int(np.abs(M).max()) for M in (net.rA, net.rB, net.rC, net.rW1, net.rW2) if M.size] + [0])
+    return RNNSparse(*parts, net.rb1, net.rb2, np.array([wmax.bit_length()], dtype=np.int64))
+
+
+@njit(cache=True)
+def _rows_mv(Mp, Mi, Mv, l, v, I, f, mode, err, out):
+    """out = M[l] v over the nonzero weights of each row, columns increasing, zero
+    terms of v skipped: exactly the terms :func:`matvec` adds, in its order (rows
+    beyond the layer's own size have no entries and give 0, as the padded dense
+    rows do)."""
+    for r in range(out.shape[0]):
+        acc = np.int64(0)
+        for k in range(Mp[l, r], Mp[l, r + 1]):
+            vc = v[Mi[k]]
+            if vc != 0:
+                acc = fx_add(acc, fx_mul(Mv[k], vc, I, f, mode, err), I, f, mode, err)
+        out[r] = acc
+
+
+@njit(cache=True)
+def _rows_mv_fast(Mp, Mi, Mv, l, v, I, f, mode, err, out, psafe):
+    """:func:`_rows_mv`, checked once as :func:`matvec_fast` does: with ``psafe`` (no
+    product can leave int64) the products and sums run on plain int64, tracking the
+    largest |product| and |partial sum|; if that stays below 2^(I+f) nothing
+    overflowed or saturated, and the result and the largest |raw| are exactly
+    :func:`_rows_mv`'s. Otherwise ``out`` is recomputed by :func:`_rows_mv`, which
+    records / counts as always."""
+    if psafe:
+        lim = np.int64(1) << (I + f)
+        hm1 = (np.int64(1) << (f - 1)) - 1 if f > 0 else np.int64(0)
+        mx = np.int64(0)
+        for r in range(out.shape[0]):
+            acc = np.int64(0)
+            for k in range(Mp[l, r], Mp[l, r + 1]):
+                vc = v[Mi[k]]
+                if vc != 0:
+                    q = round_raw(Mv[k] * vc, f, hm1)
+                    acc += q
+                    a = max(q if q >= 0 else -q, acc if acc >= 0 else -acc)
+                    if a > mx:
+                        if a >= lim:
+                            mx = lim
+                            break
+                        mx = a
+            out[r] = acc
+            if mx >= lim:
+                break
+        if mx < lim:
+            if mx > err[E_MAXABS]:
+                err[E_MAXABS] = mx
+            return
+    _rows_mv(Mp, Mi, Mv, l, v, I, f, mode, err, out)
+
+
+@njit(cache=True)
+def feed_rnn_sparse(tokens, t0, I, f, mode, err, ekind, eparam, ecoef,
+                    Ap, Ai, Av, Bp, Bi, Bv, Cp, Ci, Cv, W1p, W1i, W1v, W2p, W2i, W2v, rb1, rb2, wbits,
+                    rnn_state, x):
+    """:func:`feed_flat` for a model without attention layers, its RNN layers by rows
+    (:class:`RNNSparse`): :func:`_step`'s RNN part with every matrix product over the
+    nonzero weights only, each stage checked once (:func:`_rows_mv_fast`,
+    :func:`add_into`, and the bias and residual sums as :func:`mlp_residual_fast`):
+    where nothing leaves the range these are the checked operations' numbers and
+    largest |raw|, and where something does the stage reruns with the checked
+    operations in the dense step's order, so the state, the residual and ``err``
+    are the dense step's (tests/test_kernels_sparse.py). Stops at the first error
+    (err[E_WHERE] = its position); returns the next position."""
+    D = x.shape[0]
+    Lr = rnn_state.shape[0]
+    S = rnn_state.shape[1]
+    Mr = rb1.shape[1]
+    psafe = wbits[0] + I + f <= 62
+    lim = np.int64(1) << (I + f)
+    ah = np.zeros(S, dtype=np.int64)
+    bx = np.zeros(S, dtype=np.int64)
+    hs = np.zeros(S, dtype=np.int64)
+    tmp = np.zeros(D, dtype=np.int64)
+    hidden = np.zeros(Mr, dtype=np.int64)
+    t = t0
+    for i in range(tokens.shape[0]):
+        _embed(tokens[i], t, ekind, eparam, ecoef, I, f, mode, err, x)
+        for l in range(Lr):
+            for s in range(S):
+                hs[s] = rnn_state[l, s]
+            _rows_mv_fast(Ap, Ai, Av, l, hs, I, f, mode, err, ah, psafe)
+            _rows_mv_fast(Bp, Bi, Bv, l, x, I, f, mode, err, bx, psafe)
+            add_into(ah, bx, I, f, mode, err)
+            for s in range(S):
+                hs[s] = ah[s]
+                rnn_state[l, s] = ah[s]
+            _rows_mv_fast(Cp, Ci, Cv, l, hs, I, f, mode, err, tmp, psafe)
+            add_into(x, tmp, I, f, mode, err)
+            # the layer's MLP (mlp_residual_fast with the products by rows)
+            _rows_mv_fast(W1p, W1i, W1v, l, x, I, f, mode, err, hidden, psafe)
+            mx = np.int64(0)
+            for m in range(Mr):
+                v = hidden[m] + rb1[l, m]
+                mx = max(mx, v if v >= 0 else -v)
+            if mx < lim:
+                for m in range(Mr):
+                    v = hidden[m] + rb1[l, m]
+                    hidden[m] = v if v > 0 else 0
+                if mx > err[E_MAXABS]:
+                    err[E_MAXABS] = mx
+            else:
+                for m in range(Mr):
+                    hidden[m] = fx_relu(fx_add(hidden[m], rb1[l, m], I, f, mode, err))
+            _rows_mv_fast(W2p, W2i, W2v, l, hidden, I, f, mode, err, tmp, psafe)
+            mx = np.int64(0)
+            for d in range(D):
+                v = tmp[d] + rb2[l, d]
+                u = x[d] + v
+                mx = max(mx, max(v if v >= 0 else -v, u if u >= 0 else -u))
+            if mx < lim:
+                for d in range(D):
+                    x[d] += tmp[d] + rb2[l, d]
+                if mx > err[E_MAXABS]:
+                    err[E_MAXABS] = mx
+            else:
+                for d in range(D):
+                    if tmp[d] != 0 or rb2[l, d] != 0:
+                        x[d] = fx_add(x[d], fx_add(tmp[d], rb2[l, d], I, f, mode, err), I, f, mode, err)
+        if err[E_CODE] != 0:
+            err[E_WHERE] = t
+            return t + 1
+        t += 1
+    return t
+
+
 @njit(cache=True)
 def feed_tokens(tokens, t0, I, f, mode, err, net, rnn_state, Kc, Km, Vc,
                 x, scores, wbuf, record, attn_rec):

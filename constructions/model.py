@@ -317,6 +317,11 @@ class Model:
         """The encoded weights, the one structured argument of the kernels
         (:class:`constructions.kernels.Weights`: ``.net`` the embedding and layers,
         ``.readout`` the readout with its table for this format)."""
+        self.rnn_sparse = K.rnn_sparse(self.weights.net) if rA.shape[0] and not aWQ.shape[0] else None
+        """An attention-free model's RNN layers by rows (:class:`constructions.kernels.RNNSparse`),
+        which a :class:`Session` feeds with :func:`~constructions.kernels.feed_rnn_sparse`
+        (the dense step's numbers, visiting only the nonzero weights); None for a
+        model with attention layers or without RNN layers."""
         self.err = new_err()   # cumulative statistics of every run of this model
         # the weights are numbers of the format too: a run needs at least their bits
         # (offsets of the 1/(.+c) features included; token ids of is_token are not numbers)
@@ -590,9 +595,7 @@ class Session:
         self._grow(self.position + arr.size)
         m = self.model
         err = self.err
-        # the flat entry points: one numba dispatch per token, ~1 us cheaper than a tuple argument
-        t = K.feed_flat(arr, self.position, *m.fmt.args, err, *m.weights.net, self.state,
-                          self.Kc, self.Km, self.Vc, self.x, self.scores, self.wbuf, self.record, self.attn)
+        t = self._feed(arr)
         fed = t - self.position
         self.tokens.extend(int(v) for v in arr[:fed])
         self.position = t
@@ -612,14 +615,26 @@ class Session:
         one = self._one
         one[0] = token
         err = self.err
-        t = K.feed_flat(one, self.position, *m.fmt.args, err, *m.weights.net, self.state,
-                        self.Kc, self.Km, self.Vc, self.x, self.scores, self.wbuf, self.record, self.attn)
+        t = self._feed(one)
         if t > self.position:
             self.tokens.append(token)
             self.position = t
             m.resources.tokens_processed += 1
         self._absorb()
         check_err(err, m.fmt, m.name)
+
+    def _feed(self, arr: np.ndarray) -> int:
+        """The kernel call of :meth:`feed` / :meth:`feed_one` (validated tokens; the
+        flat entry points: one numba dispatch per call, ~1 us cheaper than a tuple
+        argument). An attention-free model (``model.rnn_sparse``) without attention
+        recording runs its RNN layers by rows: the same numbers as the dense step."""
+        m = self.model
+        if m.rnn_sparse is not None and not self.record:
+            e = m.weights.net
+            return K.feed_rnn_sparse(arr, self.position, *m.fmt.args, self.err, e.ekind, e.eparam, e.ecoef,
+                                     *m.rnn_sparse, self.state, self.x)
+        return K.feed_flat(arr, self.position, *m.fmt.args, self.err, *m.weights.net, self.state,
+                           self.Kc, self.Km, self.Vc, self.x, self.scores, self.wbuf, self.record, self.attn)
 
     def _absorb(self) -> None:
         """Add this session's statistics to the model's: the largest |raw| so far

@@ -20,7 +20,8 @@ Groups (by what the kernels link: :func:`kernels.forward_loop` is linked into
   row), then :func:`lanes._lanes` (a block of rows at a time);
 * 1, ``session``: :func:`targets._sparse_final_states` (the witness search's
   linear-RNN states), :func:`kernels.feed_flat` and :func:`kernels.readout_flat`
-  (sessions: CoT, the compiled RNN programs).
+  (sessions: CoT), :func:`kernels.feed_rnn_sparse` (sessions of attention-free
+  models: the compiled RNN programs).
 """
 from __future__ import annotations
 
@@ -58,5 +59,11 @@ def warm(group: int) -> float:
         target.batch_states(np.full((2, 2), int(target.model.candidates[0]), dtype=np.int64))
         s = m.session(capacity=4)
         s.feed([tok, tok])
+        s.next_token()
+        r = target.model                     # attention-free: its sessions run feed_rnn_sparse
+        if r.rnn_sparse is None:
+            raise AssertionError("the warm-up's RNN target has no sparse form")
+        s = r.session(capacity=4)
+        s.feed([int(r.candidates[0])] * 2)
         s.next_token()
     return time.perf_counter() - t0

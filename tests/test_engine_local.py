@@ -265,7 +265,8 @@ import numpy as np
 from rnngap.constructions import kernels as K, lanes as LN, targets as T
 from rnngap.constructions.warmup import warm
 KERNELS = {"forward_loop": K.forward_loop, "_lanes": LN._lanes, "feed_flat": K.feed_flat,
-           "readout_flat": K.readout_flat, "_sparse_final_states": T._sparse_final_states}
+           "feed_rnn_sparse": K.feed_rnn_sparse, "readout_flat": K.readout_flat,
+           "_sparse_final_states": T._sparse_final_states}
 def sigs():
     return {k: sorted(map(str, f.signatures)) for k, f in KERNELS.items()}
 warm(0); warm(1)
