@@ -14,14 +14,17 @@ and nothing is returned but the time taken. On a warm cache a group costs the
 cache loads its processes would do anyway (well under a second).
 
 Groups (by what the kernels link: :func:`kernels.forward_loop` is linked into
-:func:`lanes._lanes`, so both are in group 0, ``forward_loop`` first):
+:func:`lanes._lanes`, so both are in group 0, ``forward_loop`` first; the rest
+split so that the two take about as long: measured on an empty cache on
+2026-11-27, about 54 s and 60 s of compiling):
 
 * 0, ``batch``: :func:`kernels.forward_loop` (``Model.predict_batch`` row by
-  row), then :func:`lanes._lanes` (a block of rows at a time);
+  row), then :func:`lanes._lanes` (a block of rows at a time), then
+  :func:`kernels.feed_rnn_sparse` and :func:`kernels.readout_flat` (sessions of
+  attention-free models: the compiled RNN programs; every session's readout);
 * 1, ``session``: :func:`targets._sparse_final_states` (the witness search's
-  linear-RNN states), :func:`kernels.feed_flat` and :func:`kernels.readout_flat`
-  (sessions: CoT), :func:`kernels.feed_rnn_sparse` (sessions of attention-free
-  models: the compiled RNN programs).
+  linear-RNN states) and :func:`kernels.feed_flat` (sessions with attention:
+  CoT).
 """
 from __future__ import annotations
 
@@ -54,16 +57,15 @@ def warm(group: int) -> float:
             preds = np.full((B, N), -1, dtype=np.int64)
             run(tokens, lengths, True, False, K.READOUT_TABLE, *m.fmt.args, new_err(),
                 np.full(2, -1, dtype=np.int64), m.weights, preds, *extra)
-    else:
-        target = random_target(2, 4, seed=0)
-        target.batch_states(np.full((2, 2), int(target.model.candidates[0]), dtype=np.int64))
-        s = m.session(capacity=4)
-        s.feed([tok, tok])
-        s.next_token()
-        r = target.model                     # attention-free: its sessions run feed_rnn_sparse
+        r = random_target(2, 4, seed=0).model       # attention-free: its sessions run feed_rnn_sparse
         if r.rnn_sparse is None:
             raise AssertionError("the warm-up's RNN target has no sparse form")
         s = r.session(capacity=4)
         s.feed([int(r.candidates[0])] * 2)
         s.next_token()
+    else:
+        target = random_target(2, 4, seed=0)
+        target.batch_states(np.full((2, 2), int(target.model.candidates[0]), dtype=np.int64))
+        s = m.session(capacity=4)
+        s.feed([tok, tok])
     return time.perf_counter() - t0
