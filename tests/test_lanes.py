@@ -19,8 +19,6 @@ fingerprint the subprocess test compares.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -38,7 +36,6 @@ from rnngap.constructions.vocab import BOS, QUERY, number_token
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_step_fastpath import N_BUILD, SMALL, _batch, _formats, _run  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _lanes(model, toks, lengths, all_positions, share, readout, block):
@@ -372,16 +369,10 @@ def fingerprint(seed: int) -> dict:
 
 
 def test_pure_python_path_is_identical_to_the_jit():
+    from _nojit import fingerprint_without_jit
     seed = 5151
-    env = dict(os.environ, NUMBA_DISABLE_JIT="1",
-               PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), str(seed)], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout)
-    assert out["jit_disabled"] is True
     jit = fingerprint(seed)
-    assert json.loads(json.dumps(jit)) == out["fingerprint"]
+    assert json.loads(json.dumps(jit)) == fingerprint_without_jit(__file__, seed)
     for runs in jit.values():
         assert all(runs[k][0] == runs[k + 1] for k in range(0, len(runs), 2))   # lanes == plain
     assert any(r[1] > 0 for runs in jit.values() for r in runs[0::2])         # the lanes settled rows
@@ -390,5 +381,5 @@ def test_pure_python_path_is_identical_to_the_jit():
 
 
 if __name__ == "__main__":
-    import numba
-    print(json.dumps({"jit_disabled": bool(numba.config.DISABLE_JIT), "fingerprint": fingerprint(int(sys.argv[1]))}))
+    from _nojit import main
+    main(fingerprint)

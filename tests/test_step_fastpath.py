@@ -17,10 +17,6 @@ JSON fingerprint the subprocess test compares.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,7 +25,6 @@ from rnngap.checks.catalog import by_name, names
 from rnngap.constructions import kernels as K
 from rnngap.constructions.fixedpoint import E_CODE, E_MAXABS, E_SAT, FixedFormat, MODE_SATURATE, new_err
 
-ROOT = Path(__file__).resolve().parent.parent
 N_BUILD = 4
 SMALL = ("position-match-transformer", "index-hybrid", "ar-rag", "counting-transformer")
 
@@ -307,16 +302,10 @@ def fingerprint(seed: int) -> dict:
 
 
 def test_pure_python_path_is_identical_to_the_jit():
+    from _nojit import fingerprint_without_jit
     seed = 4242
-    env = dict(os.environ, NUMBA_DISABLE_JIT="1",
-               PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), str(seed)], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout)
-    assert out["jit_disabled"] is True
     jit = fingerprint(seed)
-    assert json.loads(json.dumps(jit)) == out["fingerprint"]
+    assert json.loads(json.dumps(jit)) == fingerprint_without_jit(__file__, seed)
     for runs in jit.values():
         assert all(runs[k] == runs[k + 1] for k in range(0, len(runs), 2))   # fast == plain
     assert any(r[1][E_CODE] for runs in jit.values() for r in runs)            # an overflow ran
@@ -324,5 +313,5 @@ def test_pure_python_path_is_identical_to_the_jit():
 
 
 if __name__ == "__main__":
-    import numba
-    print(json.dumps({"jit_disabled": bool(numba.config.DISABLE_JIT), "fingerprint": fingerprint(int(sys.argv[1]))}))
+    from _nojit import main
+    main(fingerprint)
