@@ -194,7 +194,7 @@ BUILDER_TIMEOUT_MS = 5000
 EXHAUSTIVE_LIMIT = 20000
 """A builder margin neither z3 nor the monotone pieces prove is checked at every n
 exactly when n_max - n_min is below this."""
-COVERS = ["format", "machine", "embedding", "rnn-layers", "heads", "mlps", "readout", "builder-margins"]
+COVERS = ["format", "machine", "embedding", "rnn-layers", "heads", "mlps", "readout", "ranges", "builder-margins"]
 
 
 def _relation_sides(rel):
@@ -370,6 +370,8 @@ def _covered(what: str, spec, steps: list) -> bool:
         return any(L.W1.shape[0] for L in list(spec.attn_layers) + list(spec.rnn_layers))
     if what == "readout":
         return "readout" in layers
+    if what == "ranges":                   # every value of the run within the declared bound (attention-free)
+        return "ranges" in layers
     if what in ("format", "machine"):
         return what in layers
     if what == "builder-margins":

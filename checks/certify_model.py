@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Callable
+from typing import Any, Callable
 
 import sympy as sp
 
@@ -104,6 +104,13 @@ class Plan:
     heads: dict
     states: dict = field(default_factory=dict)
     mlps: dict = field(default_factory=dict)
+    value_bound: Any = None
+    """A declared bound (a sympy expression of the sizes, from constructions/bounds.py)
+    on every number an attention-free model's run computes: each embedded value,
+    each product and partial sum of every matrix row (at most the row's sum of
+    |w| |v|, plus |bias|), each state, each residual value, each readout weight and
+    logit partial sum, at every position of every instance. With the builder's
+    margin bits(bound) + 1 <= I the whole run then stays in the format."""
 
 
 @dataclass
@@ -160,6 +167,9 @@ class ModelProof:
         self._funcs: dict = {}        # name -> (z3 function, facts(arg) -> list)
         self._layers: list[Callable] = []      # increments: (t, case) -> {label: term}
         self._cache: dict = {}
+        self._ranges: list = []       # (layer, what, t -> a nonnegative term at most the value bound)
+        if plan.value_bound is not None and self.spec.attn_layers:
+            raise ValueError("value bounds are proved for attention-free models only")
 
     # -- terms with facts: every uninterpreted application carries its facts
     def func(self, name: str, facts: Callable, real: bool = True):
@@ -263,6 +273,11 @@ class ModelProof:
             return {lab: self.sym(sp.sympify(c)) * feature(k, p, t) for lab, (k, p, c) in zip(self.labels, emb)
                     if k != K.F_ZERO and c != 0}
         self._layers.append(inc)
+        for lab, (k, p, c) in zip(self.labels, emb):
+            if k != K.F_ZERO and c != 0:
+                self._range("embedding", f"|{lab}| and its feature",
+                            lambda t, k=k, p=p, c=c: _abs(feature(k, p, t)) + _abs(self.sym(sp.sympify(c))
+                                                                                 * feature(k, p, t)))
 
     def _rounded_inverse(self, name: str, arg: Callable, p: Fraction):
         """round(1 / (arg(t) + p)) on the 2^-f grid: a value within half an ulp of it."""
@@ -299,6 +314,19 @@ class ModelProof:
                        "h_0 = B x_0 equals the meaning at t = 0", [], h0 == meaning[st](z3.IntVal(0)))
             self.check(tag, f"state {st} = {text} (step)",
                        "h_t = A h_(t-1) + B x_t equals the meaning at t", hyp_t, ht == meaning[st](t))
+        if self.plan.value_bound is not None and all(meaning[st] is not None for st in labels_state):
+            def prev(t, st):
+                return z3.If(t >= 1, meaning[st](t - 1), z3.IntVal(0))
+            for s, st in enumerate(labels_state):
+                self._range(tag, f"state {st}: |A h_(t-1)| and |B x_t| terms",
+                            lambda t, s=s: self._abs_row(layer.A[s], {labels_state[r]: prev(t, labels_state[r])
+                                                                        for r in range(len(labels_state))},
+                                                         labels_state) + self._abs_row(layer.B[s], before(t)))
+            for d, lab in enumerate(self.labels):
+                if any(c != 0 for c in layer.C[d]):
+                    self._range(tag, f"|C h_t| terms into {lab}",
+                                lambda t, d=d: self._abs_row(layer.C[d], {st: meaning[st](t) for st in labels_state},
+                                                             labels_state))
         C = layer.C
 
         def inc(t, case, C=C, meaning=meaning, labels_state=labels_state):
@@ -476,6 +504,22 @@ class ModelProof:
                     out[lab] = v
             return out
         self._layers.append(inc)
+        if self.plan.value_bound is not None:
+            after_mlp = self._snapshot()
+
+            def hidden_at(t, m):
+                pre = self._combo(layer.W1[m], before(t)) + self.sym(sp.sympify(layer.b1[m]))
+                return z3.If(pre > 0, pre, z3.IntVal(0))
+            for m in range(M):
+                self._range(f"{tag} mlp", f"neuron {m}: |W1 x| terms and |b1|",
+                            lambda t, m=m: self._abs_row(layer.W1[m], before(t))
+                            + _abs(self.sym(sp.sympify(layer.b1[m]))))
+            for d, lab in enumerate(self.labels):
+                if layer.b2[d] != 0 or any(layer.W2[d, m] != 0 for m in range(M)):
+                    self._range(f"{tag} mlp", f"|W2 relu| terms and |b2| into {lab}, and {lab} after",
+                                lambda t, d=d, lab=lab: self._abs_row(layer.W2[d], {m: hidden_at(t, m)
+                                                                                  for m in range(M)}, list(range(M)))
+                                + _abs(self.sym(sp.sympify(layer.b2[d]))) + _abs(after_mlp(t)[lab]))
         written = {lab: w for lab, w in self.plan.mlps.items()
                    if layer.b2[self.labels.index(lab)] != 0 or any(layer.W2[self.labels.index(lab), m] != 0
                                                                  for m in range(M))}
@@ -532,6 +576,24 @@ class ModelProof:
                 total = total + self.sym(sp.sympify(coef)) * feat * x[self.labels[dim]]
             return total
         hyp_t = [t >= 0, t <= inst.last, inst.readout_positions(t)]
+        if self.plan.value_bound is not None:      # every candidate's weights and logit terms where it is read
+            def within(tq, c, bound):
+                x = self.x(tq)
+                goals, total = [], z3.IntVal(0)
+                for dim, kind, param, coef in spec.readout:
+                    feat = {K.F_ONE: z3.IntVal(1), K.F_TOK: c, K.F_TOK_SQ: c * c,
+                            K.F_IS_TOKEN: z3.If(c == _code(int(param)), z3.IntVal(1), z3.IntVal(0)),
+                            K.F_IS_NUM: z3.If(c >= 1, z3.IntVal(1), z3.IntVal(0)), K.F_ZERO: z3.IntVal(0)}[kind]
+                    w = self.sym(sp.sympify(coef)) * feat
+                    goals += [_abs(feat) <= bound, _abs(w) <= bound]
+                    total = total + _abs(w * x[self.labels[dim]])
+                return z3.And(goals + [total <= bound])
+            tq = z3.Int("pos_q")
+            self.check("ranges", "the readout's weights and logit terms are within the declared value bound",
+                       "at every readout position, for every candidate k: |feat(k)|, |coef feat(k)| and "
+                       f"sum |coef feat(k) x| <= {self.plan.value_bound}",
+                       [tq >= 0, tq <= inst.last, inst.readout_positions(tq), in_vocab(kc)],
+                       within(tq, kc, self.sym(self.plan.value_bound)))
         for case in inst.cases(t):
             x = self.x(t, case)
             ans = inst.answer_code(t, case)
@@ -551,8 +613,35 @@ class ModelProof:
             self.rnn_layer(l, layer)
         for l, layer in enumerate(self.spec.attn_layers):
             self.attention_layer(l + len(self.spec.rnn_layers), layer)
+        self._prove_ranges()
         self.readout()
         return self.facts
+
+    # -- value ranges (attention-free models with a plan's value_bound)
+    def _range(self, layer: str, what: str, term: Callable) -> None:
+        if self.plan.value_bound is not None:
+            self._ranges.append((layer, what, term))
+
+    def _abs_row(self, row, x: dict, labels: list | None = None):
+        """sum_c |w_c| |x_c| over the nonzero weights of a row (``labels`` names the
+        columns; default the residual directions): it bounds every product and
+        partial sum the kernels form for this row, in any order."""
+        labels = self.labels if labels is None else labels
+        total = z3.IntVal(0)
+        for c, w in enumerate(row):
+            if w != 0:
+                total = total + _abs(self.sym(sp.sympify(w))) * _abs(x[labels[c]])
+        return total
+
+    def _prove_ranges(self) -> None:
+        if self.plan.value_bound is None:
+            return
+        bound = self.sym(self.plan.value_bound)
+        t = z3.Int("pos_q")
+        for layer, what, term in self._ranges:
+            self.check("ranges", f"{layer}: {what} within the declared value bound",
+                       f"at every position: {what} <= {self.plan.value_bound}", [t >= 0, t <= self.inst.last],
+                       term(t) <= bound)
 
     def _grid_facts(self) -> None:
         """Every weight the proof multiplies is an integer (or the exact power of two
@@ -638,6 +727,10 @@ def _applications(e) -> list:
             out.append(x)
         stack.extend(x.children())
     return out
+
+
+def _abs(e):
+    return z3.If(e >= 0, e, -e)
 
 
 def _one_line(e) -> str:

@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from rnngap.constructions import bounds
+
 from .certify_model import EqualSplit, OneHot, Plan, Written
 from .tasks.symbolic import z3
 
@@ -120,7 +122,7 @@ def _iterate_plan(inst) -> Plan:
                         lemma="done = [c - r >= 3] is [k >= s]"),
         "out": Written(lambda inst, t, case: inst.answer_code(t, case), at=lambda inst, t: inst.readout_positions(t), by_case=True,
                        lemma="out is the code of the reference's next token: g(v) + 1, or the answer"),
-    })
+    }, value_bound=bounds.iterate_readout_bound(bounds.SYM, bounds.N))
 
 
 INDEX = ModelPlan("index", _index_plan)

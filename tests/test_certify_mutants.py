@@ -193,8 +193,29 @@ def test_the_iterate_rnn_certifies_every_layer_with_its_mlps_named():
     readout cases (a CoT step and the answer); no softmax lemma is claimed."""
     r = certify_built(certificate("iterate-rnn"))
     assert r.certified, r.failures
-    assert r.covers == ["format", "embedding", "rnn-layers", "mlps", "readout", "builder-margins"]
+    assert r.covers == ["format", "embedding", "rnn-layers", "mlps", "readout", "ranges", "builder-margins"]
     mlp_steps = {s["layer"] for s in r.steps if s["layer"].endswith(" mlp")}
     assert mlp_steps == {"rnn layer 0 mlp", "rnn layer 1 mlp", "rnn layer 2 mlp"}
     readout = [s for s in r.steps if s["layer"] == "readout"]
     assert len(readout) == 4 and all(s["answer"] == "unsat" for s in readout)
+
+
+def test_the_iterate_value_ranges_fail_under_a_smaller_bound():
+    """Can fail: with the value bound V (the largest token code) in place of the
+    declared 3 V^2 the readout's logit terms (2 tau out up to about 2 V^2) exceed it;
+    the failure is a 'ranges' step. Every number of the run is bounded: each
+    embedded value, each matrix row's products and partial sums, each state, each
+    residual value, the readout's weights and logit terms."""
+    import dataclasses
+
+    from rnngap.checks import certify_plans as CP
+    from rnngap.constructions import bounds
+    cert = certificate("iterate-rnn")
+    small = dataclasses.replace(CP.ITERATE, heads=lambda inst: dataclasses.replace(
+        CP.ITERATE.heads(inst), value_bound=bounds.iterate_code_bound(bounds.SYM, bounds.N)))
+    r = certify_built(dataclasses.replace(cert, plan=small))
+    assert not r.certified
+    assert {f["obligation"].split(":")[0] for f in r.failures} == {"ranges"}
+    full = certify_built(cert)
+    ranges = [s for s in full.steps if s["layer"] == "ranges"]
+    assert len(ranges) > 20 and all(s["answer"] == "unsat" for s in ranges)
