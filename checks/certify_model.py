@@ -314,6 +314,9 @@ class ModelProof:
                        "h_0 = B x_0 equals the meaning at t = 0", [], h0 == meaning[st](z3.IntVal(0)))
             self.check(tag, f"state {st} = {text} (step)",
                        "h_t = A h_(t-1) + B x_t equals the meaning at t", hyp_t, ht == meaning[st](t))
+        if self.plan.value_bound is not None and any(meaning[st] is None for st in labels_state):
+            self.facts.append(Fact("ranges", f"{tag}: the states' values within the declared value bound",
+                                   "a state has no meaning: its values are not bounded", "unknown"))
         if self.plan.value_bound is not None and all(meaning[st] is not None for st in labels_state):
             def prev(t, st):
                 return z3.If(t >= 1, meaning[st](t - 1), z3.IntVal(0))
@@ -322,11 +325,6 @@ class ModelProof:
                             lambda t, s=s: self._abs_row(layer.A[s], {labels_state[r]: prev(t, labels_state[r])
                                                                         for r in range(len(labels_state))},
                                                          labels_state) + self._abs_row(layer.B[s], before(t)))
-            for d, lab in enumerate(self.labels):
-                if any(c != 0 for c in layer.C[d]):
-                    self._range(tag, f"|C h_t| terms into {lab}",
-                                lambda t, d=d: self._abs_row(layer.C[d], {st: meaning[st](t) for st in labels_state},
-                                                             labels_state))
         C = layer.C
 
         def inc(t, case, C=C, meaning=meaning, labels_state=labels_state):
@@ -338,6 +336,14 @@ class ModelProof:
                     out[lab] = v
             return out
         self._layers.append(inc)
+        if self.plan.value_bound is not None and all(meaning[st] is not None for st in labels_state):
+            after_c = self._snapshot()
+            for d, lab in enumerate(self.labels):
+                if any(c != 0 for c in layer.C[d]):
+                    self._range(tag, f"|C h_t| terms into {lab}, and {lab} after",
+                                lambda t, d=d, lab=lab: self._abs_row(layer.C[d], {st: meaning[st](t)
+                                                                                   for st in labels_state},
+                                                                      labels_state) + _abs(after_c(t)[lab]))
         self._mlp(tag, layer)
 
     def _meaning(self, st: str, m: tuple, before: Callable):
