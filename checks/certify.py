@@ -522,7 +522,7 @@ def table(results: list[Result]) -> str:
     for r in results:
         rng = ("every format, I + f <= 62" if r.method == "kernel-exhaustive" else
                f"all n >= {r.n_min}" if r.method.startswith("smt") else
-               f"all n >= {r.n_min} (+ ranges {r.n_min}..{r.n_max})" if r.method == "built-model" else
+               f"all n >= {r.n_min} (+ margins {r.n_min}..{r.n_max})" if r.method == "built-model" else
                f"{r.n_min}..{r.n_max}" if r.n_max is not None else "-")
         rows.append((r.claim, r.construction, str(r.obligations), rng, r.method, r.source,
                      "-" if r.params is None else str(r.params), "yes" if r.certified else "NO",
