@@ -106,11 +106,17 @@ class Plan:
     mlps: dict = field(default_factory=dict)
     value_bound: Any = None
     """A declared bound (a sympy expression of the sizes, from constructions/bounds.py)
-    on every number an attention-free model's run computes: each embedded value,
-    each product and partial sum of every matrix row (at most the row's sum of
-    |w| |v|, plus |bias|), each state, each residual value, each readout weight and
-    logit partial sum, at every position of every instance. With the builder's
-    margin bits(bound) + 1 <= I the whole run then stays in the format."""
+    on every number an attention-free model's run computes: at every position of
+    every instance each embedded value, each product and partial sum of every
+    matrix row (at most the row's sum of |w| |v|, plus |bias|), each state, each
+    residual value; and at the readout positions (where the generation driver
+    reads) each readout weight and logit partial sum. With the builder's margin
+    bits(bound) + 1 <= I (its own step) the run then stays in the format.
+    Embedding and readout features other than 1, tau, tau^2, [tau = c] and
+    [tau >= 1] are not supported (their inner sums are not bounded): such a
+    feature makes the ranges step fail. (A ``Written`` claim proved without a
+    case is also used inside each case: sound while no earlier layer's value
+    depends on the case, as in the attention-free models this is used for.)"""
 
 
 @dataclass
@@ -273,7 +279,13 @@ class ModelProof:
             return {lab: self.sym(sp.sympify(c)) * feature(k, p, t) for lab, (k, p, c) in zip(self.labels, emb)
                     if k != K.F_ZERO and c != 0}
         self._layers.append(inc)
+        plain = (K.F_ONE, K.F_TOK, K.F_TOK_SQ, K.F_IS_TOKEN, K.F_IS_NUM)
         for lab, (k, p, c) in zip(self.labels, emb):
+            if self.plan.value_bound is not None and k != K.F_ZERO and c != 0 and k not in plain:
+                self.facts.append(Fact("ranges", f"embedding: {lab} within the declared value bound",
+                                       f"feature {K.FEATURE_NAMES.get(k, k)}: its inner sums are not bounded",
+                                       "unknown"))
+                continue
             if k != K.F_ZERO and c != 0:
                 self._range("embedding", f"|{lab}| and its feature",
                             lambda t, k=k, p=p, c=c: _abs(feature(k, p, t)) + _abs(self.sym(sp.sympify(c))
@@ -589,7 +601,9 @@ class ModelProof:
                 for dim, kind, param, coef in spec.readout:
                     feat = {K.F_ONE: z3.IntVal(1), K.F_TOK: c, K.F_TOK_SQ: c * c,
                             K.F_IS_TOKEN: z3.If(c == _code(int(param)), z3.IntVal(1), z3.IntVal(0)),
-                            K.F_IS_NUM: z3.If(c >= 1, z3.IntVal(1), z3.IntVal(0)), K.F_ZERO: z3.IntVal(0)}[kind]
+                            K.F_IS_NUM: z3.If(c >= 1, z3.IntVal(1), z3.IntVal(0)), K.F_ZERO: z3.IntVal(0)}.get(kind)
+                    if feat is None:          # not supported: the step fails (z3 is asked for False)
+                        return z3.BoolVal(False)
                     w = self.sym(sp.sympify(coef)) * feat
                     goals += [_abs(feat) <= bound, _abs(w) <= bound]
                     total = total + _abs(w * x[self.labels[dim]])

@@ -34,6 +34,10 @@ def test_malformed_instances_are_refused():
         IT.reference([BOS, NUMBER_BASE, NUMBER_BASE, NUMBER_BASE])
     with pytest.raises(ValueError):
         IT.reference([BOS, NUMBER_BASE, QUERY, NUMBER_BASE + 2 + 5, NUMBER_BASE])   # t = 5 > n^2 = 1
+    with pytest.raises(ValueError):
+        IT.reference([BOS, QUERY, QUERY, NUMBER_BASE + 2, NUMBER_BASE])             # padding z_1 = [QUERY]
+    with pytest.raises(ValueError):
+        IT.reference([BOS, NUMBER_BASE + 2, QUERY, NUMBER_BASE + 2, NUMBER_BASE])   # padding z_1 = 2 >= m = 2
 
 
 

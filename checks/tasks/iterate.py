@@ -16,7 +16,8 @@ __all__ = ["orbit", "reference"]
 
 def reference(tokens) -> int:
     """``[BOS] z_1..z_n [QUERY] (2n + t) a`` -> [TRUE] iff g^t(a) >= n, where
-    g(x) = tent((x + 1) mod 2n), tent(y) = 2y if y < n else 4n - 1 - 2y."""
+    g(x) = tent((x + 1) mod 2n), tent(y) = 2y if y < n else 4n - 1 - 2y; the
+    padding z_j, like a, is a value 0..2n-1 (anything else is refused)."""
     toks = [int(v) for v in tokens]
     if toks[0] != BOS or len(toks) < 4 or toks[-3] != QUERY:
         raise ValueError(f"not an ITER instance: {toks}")
@@ -26,6 +27,8 @@ def reference(tokens) -> int:
     x = toks[-1] - NUMBER_BASE
     if not (0 <= t <= n * n and 0 <= x < m):
         raise ValueError(f"ITER(n={n}): step token or value out of range: {toks}")
+    if not all(NUMBER_BASE <= z < NUMBER_BASE + m for z in toks[1:n + 1]):
+        raise ValueError(f"ITER(n={n}): the padding z_1..z_n must be values 0..{m - 1}: {toks}")
     for _ in range(t):
         y = (x + 1) % m
         x = 2 * y if y < n else 2 * m - 1 - 2 * y
