@@ -112,9 +112,10 @@ class Plan:
     residual value; and at the readout positions (where the generation driver
     reads) each readout weight and logit partial sum. With the builder's margin
     bits(bound) + 1 <= I (its own step) the run then stays in the format.
-    Embedding and readout features other than 1, tau, tau^2, [tau = c] and
-    [tau >= 1] are not supported (their inner sums are not bounded): such a
-    feature makes the ranges step fail. (A ``Written`` claim proved without a
+    Embedding features other than 1, tau, tau^2, [tau = c] and [tau >= 1] are
+    not supported (their inner sums are not bounded): such a feature makes the
+    ranges step fail (a readout feature z3 cannot read is refused, as by the
+    readout step). (A ``Written`` claim proved without a
     case is also used inside each case: sound while no earlier layer's value
     depends on the case, as in the attention-free models this is used for.)"""
 
@@ -279,17 +280,20 @@ class ModelProof:
             return {lab: self.sym(sp.sympify(c)) * feature(k, p, t) for lab, (k, p, c) in zip(self.labels, emb)
                     if k != K.F_ZERO and c != 0}
         self._layers.append(inc)
+        if self.plan.value_bound is None:
+            return
         plain = (K.F_ONE, K.F_TOK, K.F_TOK_SQ, K.F_IS_TOKEN, K.F_IS_NUM)
         for lab, (k, p, c) in zip(self.labels, emb):
-            if self.plan.value_bound is not None and k != K.F_ZERO and c != 0 and k not in plain:
+            if k == K.F_ZERO or c == 0:
+                continue
+            if k not in plain:
                 self.facts.append(Fact("ranges", f"embedding: {lab} within the declared value bound",
                                        f"feature {K.FEATURE_NAMES.get(k, k)}: its inner sums are not bounded",
                                        "unknown"))
                 continue
-            if k != K.F_ZERO and c != 0:
-                self._range("embedding", f"|{lab}| and its feature",
-                            lambda t, k=k, p=p, c=c: _abs(feature(k, p, t)) + _abs(self.sym(sp.sympify(c))
-                                                                                 * feature(k, p, t)))
+            self._range("embedding", f"|{lab}| and its feature",
+                        lambda t, k=k, p=p, c=c: _abs(feature(k, p, t)) + _abs(self.sym(sp.sympify(c))
+                                                                             * feature(k, p, t)))
 
     def _rounded_inverse(self, name: str, arg: Callable, p: Fraction):
         """round(1 / (arg(t) + p)) on the 2^-f grid: a value within half an ulp of it."""
@@ -326,10 +330,11 @@ class ModelProof:
                        "h_0 = B x_0 equals the meaning at t = 0", [], h0 == meaning[st](z3.IntVal(0)))
             self.check(tag, f"state {st} = {text} (step)",
                        "h_t = A h_(t-1) + B x_t equals the meaning at t", hyp_t, ht == meaning[st](t))
-        if self.plan.value_bound is not None and any(meaning[st] is None for st in labels_state):
+        bounded = self.plan.value_bound is not None and all(meaning[st] is not None for st in labels_state)
+        if self.plan.value_bound is not None and not bounded:
             self.facts.append(Fact("ranges", f"{tag}: the states' values within the declared value bound",
                                    "a state has no meaning: its values are not bounded", "unknown"))
-        if self.plan.value_bound is not None and all(meaning[st] is not None for st in labels_state):
+        if bounded:
             def prev(t, st):
                 return z3.If(t >= 1, meaning[st](t - 1), z3.IntVal(0))
             for s, st in enumerate(labels_state):
@@ -348,7 +353,7 @@ class ModelProof:
                     out[lab] = v
             return out
         self._layers.append(inc)
-        if self.plan.value_bound is not None and all(meaning[st] is not None for st in labels_state):
+        if bounded:
             after_c = self._snapshot()
             for d, lab in enumerate(self.labels):
                 if any(c != 0 for c in layer.C[d]):
@@ -586,12 +591,7 @@ class ModelProof:
         def logit(c, x):
             total = z3.IntVal(0)
             for dim, kind, param, coef in spec.readout:
-                feat = {K.F_ONE: z3.IntVal(1), K.F_TOK: c, K.F_TOK_SQ: c * c,
-                        K.F_IS_TOKEN: z3.If(c == _code(int(param)), z3.IntVal(1), z3.IntVal(0)),
-                        K.F_IS_NUM: z3.If(c >= 1, z3.IntVal(1), z3.IntVal(0)), K.F_ZERO: z3.IntVal(0)}.get(kind)
-                if feat is None:
-                    raise ValueError(f"no z3 reading of the readout feature {K.FEATURE_NAMES.get(kind, kind)}")
-                total = total + self.sym(sp.sympify(coef)) * feat * x[self.labels[dim]]
+                total = total + self.sym(sp.sympify(coef)) * _readout_feature(kind, param, c) * x[self.labels[dim]]
             return total
         hyp_t = [t >= 0, t <= inst.last, inst.readout_positions(t)]
         if self.plan.value_bound is not None:      # every candidate's weights and logit terms where it is read
@@ -599,11 +599,7 @@ class ModelProof:
                 x = self.x(tq)
                 goals, total = [], z3.IntVal(0)
                 for dim, kind, param, coef in spec.readout:
-                    feat = {K.F_ONE: z3.IntVal(1), K.F_TOK: c, K.F_TOK_SQ: c * c,
-                            K.F_IS_TOKEN: z3.If(c == _code(int(param)), z3.IntVal(1), z3.IntVal(0)),
-                            K.F_IS_NUM: z3.If(c >= 1, z3.IntVal(1), z3.IntVal(0)), K.F_ZERO: z3.IntVal(0)}.get(kind)
-                    if feat is None:          # not supported: the step fails (z3 is asked for False)
-                        return z3.BoolVal(False)
+                    feat = _readout_feature(kind, param, c)
                     w = self.sym(sp.sympify(coef)) * feat
                     goals += [_abs(feat) <= bound, _abs(w) <= bound]
                     total = total + _abs(w * x[self.labels[dim]])
@@ -639,8 +635,7 @@ class ModelProof:
 
     # -- value ranges (attention-free models with a plan's value_bound)
     def _range(self, layer: str, what: str, term: Callable) -> None:
-        if self.plan.value_bound is not None:
-            self._ranges.append((layer, what, term))
+        self._ranges.append((layer, what, term))
 
     def _abs_row(self, row, x: dict, labels: list | None = None):
         """sum_c |w_c| |x_c| over the nonzero weights of a row (``labels`` names the
@@ -751,6 +746,18 @@ def _applications(e) -> list:
 
 def _abs(e):
     return z3.If(e >= 0, e, -e)
+
+
+def _readout_feature(kind: int, param, c):
+    """The readout feature ``kind`` of the candidate token with code c, as a z3 term."""
+    one, zero = z3.IntVal(1), z3.IntVal(0)
+    if kind == K.F_IS_TOKEN:
+        return z3.If(c == _code(int(param)), one, zero)
+    feat = {K.F_ONE: one, K.F_TOK: c, K.F_TOK_SQ: c * c, K.F_IS_NUM: z3.If(c >= 1, one, zero),
+            K.F_ZERO: zero}.get(kind)
+    if feat is None:
+        raise ValueError(f"no z3 reading of the readout feature {K.FEATURE_NAMES.get(kind, kind)}")
+    return feat
 
 
 def _one_line(e) -> str:

@@ -1475,40 +1475,53 @@ def add_into(x, y, I, f, mode, err):
 
 
 @njit(cache=True)
-def mlp_residual_fast(W1, b1, W2, b2, l, x, I, f, mode, err, hidden, tmp, psafe):
-    """:func:`mlp_residual` of layer l of the stacks (x += W2[l] relu(W1[l] x +
-    b1[l]) + b2[l]), each stage checked once
-    (:func:`matvec_fast`; the bias and residual sums are looked at first and the
-    plain loop runs if one leaves the range)."""
+def bias_relu_fast(hidden, b, l, I, f, mode, err):
+    """hidden[m] = relu(fx_add(hidden[m], b[l, m])) for every m, checked once (the
+    sums are looked at first; if one leaves the range, the plain loop runs)."""
     lim = np.int64(1) << (I + f)
-    matvec_fast(W1, (l,), x, I, f, mode, err, hidden, psafe)
     mx = np.int64(0)
     for m in range(hidden.shape[0]):
-        s = hidden[m] + b1[l, m]
+        s = hidden[m] + b[l, m]
         mx = max(mx, s if s >= 0 else -s)
     if mx < lim:
         for m in range(hidden.shape[0]):
-            s = hidden[m] + b1[l, m]
+            s = hidden[m] + b[l, m]
             hidden[m] = s if s > 0 else 0
         if mx > err[E_MAXABS]:
             err[E_MAXABS] = mx
     else:
         for m in range(hidden.shape[0]):
-            hidden[m] = fx_relu(fx_add(hidden[m], b1[l, m], I, f, mode, err))
-    matvec_fast(W2, (l,), hidden, I, f, mode, err, tmp, psafe)
+            hidden[m] = fx_relu(fx_add(hidden[m], b[l, m], I, f, mode, err))
+
+
+@njit(cache=True)
+def residual_add_fast(x, tmp, b, l, I, f, mode, err):
+    """x[d] = fx_add(x[d], fx_add(tmp[d], b[l, d])) for every d, checked once."""
+    lim = np.int64(1) << (I + f)
     mx = np.int64(0)
     for d in range(x.shape[0]):
-        s = tmp[d] + b2[l, d]
+        s = tmp[d] + b[l, d]
         u = x[d] + s
         mx = max(mx, max(s if s >= 0 else -s, u if u >= 0 else -u))
     if mx < lim:
         for d in range(x.shape[0]):
-            x[d] += tmp[d] + b2[l, d]
+            x[d] += tmp[d] + b[l, d]
         if mx > err[E_MAXABS]:
             err[E_MAXABS] = mx
     else:
         for d in range(x.shape[0]):
-            x[d] = fx_add(x[d], fx_add(tmp[d], b2[l, d], I, f, mode, err), I, f, mode, err)
+            x[d] = fx_add(x[d], fx_add(tmp[d], b[l, d], I, f, mode, err), I, f, mode, err)
+
+
+@njit(cache=True)
+def mlp_residual_fast(W1, b1, W2, b2, l, x, I, f, mode, err, hidden, tmp, psafe):
+    """:func:`mlp_residual` of layer l of the stacks (x += W2[l] relu(W1[l] x +
+    b1[l]) + b2[l]), each stage checked once
+    (:func:`matvec_fast`, :func:`bias_relu_fast`, :func:`residual_add_fast`)."""
+    matvec_fast(W1, (l,), x, I, f, mode, err, hidden, psafe)
+    bias_relu_fast(hidden, b1, l, I, f, mode, err)
+    matvec_fast(W2, (l,), hidden, I, f, mode, err, tmp, psafe)
+    residual_add_fast(x, tmp, b2, l, I, f, mode, err)
 
 
 @njit(cache=True)
@@ -1780,14 +1793,9 @@ def _rows(M: np.ndarray) -> tuple:
     """(ptr (L, R + 1), columns, values) of the stack M (L, R, C) by rows."""
     L, R, _ = M.shape
     ls, rs, cs = np.nonzero(M)                   # row-major order: by layer, row, then column
-    counts = np.zeros(L * R, dtype=np.int64)
-    np.add.at(counts, ls * R + rs, 1)
     ptr = np.zeros(L * R + 1, dtype=np.int64)
-    np.cumsum(counts, out=ptr[1:])
-    starts = ptr[:-1].reshape(L, R)
-    out = np.empty((L, R + 1), dtype=np.int64)
-    out[:, :R] = starts
-    out[:, R] = ptr[1:].reshape(L, R)[:, R - 1] if R > 0 else ptr[0]
+    ptr[1:] = np.cumsum(np.bincount(ls * R + rs, minlength=L * R))
+    out = np.array([ptr[l * R:(l + 1) * R + 1] for l in range(L)], dtype=np.int64).reshape(L, R + 1)
     return out, cs.astype(np.int64), M[ls, rs, cs].astype(np.int64)
 
 
@@ -1797,7 +1805,7 @@ def rnn_sparse(net: Network) -> RNNSparse:
     parts = []
     for M in (net.rA, net.rB, net.rC, net.rW1, net.rW2):
         parts += _rows(M)
-    wmax = max([int(np.abs(M).max()) for M in (net.rA, net.rB, net.rC, net.rW1, net.rW2) if M.size] + [0])
+    wmax = max([int(np.abs(v).max()) for v in parts[2::3] if v.size] + [0])
     return RNNSparse(*parts, net.rb1, net.rb2, np.array([wmax.bit_length()], dtype=np.int64))
 
 
@@ -1858,7 +1866,7 @@ def feed_rnn_sparse(tokens, t0, I, f, mode, err, ekind, eparam, ecoef,
     """:func:`feed_flat` for a model without attention layers, its RNN layers by rows
     (:class:`RNNSparse`): :func:`_step`'s RNN part with every matrix product over the
     nonzero weights only, each stage checked once (:func:`_rows_mv_fast`,
-    :func:`add_into`, and the bias and residual sums as :func:`mlp_residual_fast`):
+    :func:`add_into`, :func:`bias_relu_fast`, :func:`residual_add_fast`):
     where nothing leaves the range these are the checked operations' numbers and
     largest |raw|, and where something does the stage reruns with the checked
     operations in the dense step's order, so the state, the residual and ``err``
@@ -1869,7 +1877,6 @@ def feed_rnn_sparse(tokens, t0, I, f, mode, err, ekind, eparam, ecoef,
     S = rnn_state.shape[1]
     Mr = rb1.shape[1]
     psafe = wbits[0] + I + f <= 62
-    lim = np.int64(1) << (I + f)
     ah = np.zeros(S, dtype=np.int64)
     bx = np.zeros(S, dtype=np.int64)
     hs = np.zeros(S, dtype=np.int64)
@@ -1891,34 +1898,9 @@ def feed_rnn_sparse(tokens, t0, I, f, mode, err, ekind, eparam, ecoef,
             add_into(x, tmp, I, f, mode, err)
             # the layer's MLP (mlp_residual_fast with the products by rows)
             _rows_mv_fast(W1p, W1i, W1v, l, x, I, f, mode, err, hidden, psafe)
-            mx = np.int64(0)
-            for m in range(Mr):
-                v = hidden[m] + rb1[l, m]
-                mx = max(mx, v if v >= 0 else -v)
-            if mx < lim:
-                for m in range(Mr):
-                    v = hidden[m] + rb1[l, m]
-                    hidden[m] = v if v > 0 else 0
-                if mx > err[E_MAXABS]:
-                    err[E_MAXABS] = mx
-            else:
-                for m in range(Mr):
-                    hidden[m] = fx_relu(fx_add(hidden[m], rb1[l, m], I, f, mode, err))
+            bias_relu_fast(hidden, rb1, l, I, f, mode, err)
             _rows_mv_fast(W2p, W2i, W2v, l, hidden, I, f, mode, err, tmp, psafe)
-            mx = np.int64(0)
-            for d in range(D):
-                v = tmp[d] + rb2[l, d]
-                u = x[d] + v
-                mx = max(mx, max(v if v >= 0 else -v, u if u >= 0 else -u))
-            if mx < lim:
-                for d in range(D):
-                    x[d] += tmp[d] + rb2[l, d]
-                if mx > err[E_MAXABS]:
-                    err[E_MAXABS] = mx
-            else:
-                for d in range(D):
-                    if tmp[d] != 0 or rb2[l, d] != 0:
-                        x[d] = fx_add(x[d], fx_add(tmp[d], rb2[l, d], I, f, mode, err), I, f, mode, err)
+            residual_add_fast(x, tmp, rb2, l, I, f, mode, err)
         if err[E_CODE] != 0:
             err[E_WHERE] = t
             return t + 1
