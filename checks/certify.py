@@ -337,7 +337,8 @@ def certify_built(cert, mutate=None, build=None, timeout_ms: int | None = None) 
         steps.append(_machine_step(con, n_max, with_fmt))
     a_max = mp.alphabet_max(N) if mp.alphabet_max else None
     steps += [_builder_obligation(ob, terms, list(inst.facts), con, n_max, pieces, a_max) for ob in obligations]
-    for f in prove_model(model, inst, mp.heads(inst), {N: inst.n, A: inst.a}, timeout_ms or mp.timeout_ms):
+    for f in prove_model(model, inst, mp.heads(inst), {N: inst.n, A: inst.a}, timeout_ms or mp.timeout_ms,
+                         mp.portfolio):
         steps.append({**f.record(), "range": f"all n >= {con.n_min}" if f.ok else ""})
     res.steps = steps
     res.obligations = len(steps)
@@ -466,21 +467,20 @@ def certify_machine() -> Result:
     return res
 
 
-def certify(only: list[str] | None = None, constructions: dict | None = None, facts: bool = True,
-            slow: bool = False) -> list[Result]:
+def certify(only: list[str] | None = None, constructions: dict | None = None,
+            facts: bool = True) -> list[Result]:
     """Certify every certificate of the construction records (checks/catalog.py;
     ``constructions``: a name -> Certificate map instead) of the claims or names in
     ``only`` (all when None): from the built model where the certificate has a
-    whole-model plan (with ``slow`` also the plans marked slow), else its
-    declared obligations piecewise plus the restated per-position facts of
-    checks/certify_facts.py."""
+    whole-model plan, else its declared obligations piecewise; plus the restated
+    per-position facts of checks/certify_facts.py (the simulator's)."""
     from .catalog import certificates
     certs = certificates() if constructions is None else constructions
     out, built = [], set()
     for cert in certs.values():
         if only and cert.claim not in only and cert.name not in only:
             continue
-        if cert.planned(slow):
+        if cert.planned():
             out.append(certify_built(cert))
             built.add(cert.name.split("[")[0])
         else:

@@ -1,13 +1,12 @@
-"""Per-position facts stated next to the builders: c-gram c = 4 and the simulator (sim).
+"""Per-position facts stated next to the builders: the simulator's (sim) heads.
 
 These facts are RESTATED formulas of the heads' scores, not read off the built
 model (their certificates say ``source: restated-formula``): a change to the
-builder does not change them. The T4.6-up constructions with a whole-model plan
-(Index, AR, c-gram c = 3, Counting, MQAR; c-gram c = 4 with ``certify --slow``)
-are certified from the model the builder builds instead (checks/certify.py,
-``certify_built``); their restated facts were removed. What remains here is what
-is not yet covered that way: c-gram c = 4 in the default run (its whole-model
-proof takes about a minute) and the simulator's position heads.
+builder does not change them. The T4.6-up constructions (Index, AR, c-gram
+c = 3, 4, Counting, MQAR) are certified from the model the builder builds
+instead (checks/certify.py, ``certify_built``); their restated facts were
+removed. What remains here is what is not yet covered that way: the
+simulator's position heads.
 
 Each fact is stated over symbolic integers: the size n (unbounded), the query
 and key positions, the token codes in their ranges, and the head's sharpness
@@ -25,8 +24,6 @@ If z3 (the ``z3-solver`` package) is absent, each fact is reported unproved
 """
 from __future__ import annotations
 
-import time
-
 try:
     import z3
 except ImportError:     # reported as method smt-unavailable, a failed certificate, never hidden
@@ -35,83 +32,8 @@ except ImportError:     # reported as method smt-unavailable, a failed certifica
 TIMEOUT_MS = 20000
 
 
-def _max(*xs):
-    m = xs[0]
-    for x in xs[1:]:
-        m = z3.If(x > m, x, m)
-    return m
-
-
 def _abs(x):
     return z3.If(x >= 0, x, -x)
-
-
-# ----------------------------------------------------------------------------
-# facts: each a function returning (hypotheses, conclusion)
-
-
-def _shift_gap(shift: int):
-    def fact():
-        Np, i, j, lam = z3.Ints("N i j lam")         # N positions 0..N-1, any N >= 1
-        t = z3.If(i - shift >= 0, i - shift, 0)      # the target: i - s, or [BOS] at 0
-        s = lambda key: lam * (2 * (i - shift) * key - key * key)
-        hyps = [Np >= 1, lam >= 1, i >= 0, i < Np, j >= 0, j < Np, j != t]
-        return hyps, s(t) - s(j) >= lam
-    return fact
-
-
-def _shift_range(shift: int):
-    def fact():
-        Np, i, j, lam = z3.Ints("N i j lam")
-        hyps = [Np >= 1, lam >= 1, i >= 0, i <= Np, j >= 0, j <= Np]
-        return hyps, (_abs(2 * lam * i * j) + _abs(2 * lam * shift * j) + _abs(lam * j * j)
-                      <= lam * 3 * Np * Np + 2 * lam * shift * Np)
-    return fact
-
-
-def _joint(m: int, what: str):
-    """retrieval.joint_match_head with m components: score(j) = lambda sum_k
-    (2 q_k p_k(j) - p_k(j)^2) - mu j, lambda = mu P + s."""
-    def fact():
-        n, P, mu, s0, j0, j1, Kc = z3.Ints("n P mu s j0 j1 Kc")
-        q = [z3.Int(f"q{k}") for k in range(m)]
-        p0 = [z3.Int(f"p0_{k}") for k in range(m)]
-        p1 = [z3.Int(f"p1_{k}") for k in range(m)]
-        lam = mu * P + s0
-        score = lambda p, j: lam * z3.Sum([2 * q[k] * p[k] - p[k] * p[k] for k in range(m)]) - mu * j
-        codes = [z3.And(_abs(v) <= Kc) for v in q + p0 + p1]
-        hyps = [n >= 1, P >= n, mu >= 1, s0 >= 1, Kc >= 9, j0 >= 0, j0 <= P, j1 >= 0, j1 <= P] + codes
-        full0 = [p0[k] == q[k] for k in range(m)]
-        if what == "gap_partial":      # a full match at j0 beats any key with a mismatch, anywhere
-            hyps += full0 + [z3.Or([p1[k] != q[k] for k in range(m)])]
-            return hyps, score(p0, j0) - score(p1, j1) >= s0
-        if what == "gap_between_matches":   # the earliest full match beats a later one by mu
-            hyps += full0 + [p1[k] == q[k] for k in range(m)] + [j1 > j0]
-            return hyps, score(p0, j0) - score(p1, j1) >= mu
-        # range: each component's terms |2 q p| + |p^2| <= 3 Kc^2 = W (fact
-        # match.component_range), so the terms of the whole score sum to at most
-        # lambda m W + mu P in absolute value: every partial sum is in range
-        t = [z3.Int(f"t{k}") for k in range(m)]
-        W = z3.Int("W")
-        hyps += [W >= 0] + [_abs(tk) <= W for tk in t]
-        return hyps, z3.Sum([_abs(lam * tk) for tk in t]) + _abs(mu * j1) <= lam * m * W + mu * P
-    return fact
-
-
-def _component_range():
-    """|2 q p| + |p^2| <= 3 K^2 for integer codes |q|, |p| <= K (W = 3 K^2 above)."""
-    q, p, K = z3.Ints("q p K")
-    return [K >= 0, _abs(q) <= K, _abs(p) <= K], _abs(2 * q * p) + _abs(p * p) <= 3 * K * K
-
-
-def _cgram_facts(c: int):
-    out = []
-    for k in range(1, c):
-        out += [(f"shift_{k}.gap", _shift_gap(k)), (f"shift_{k}.range", _shift_range(k))]
-    out += [("match.gap_partial", _joint(c - 1, "gap_partial")),
-            ("match.gap_between_matches", _joint(c - 1, "gap_between_matches")),
-            ("match.component_range", _component_range), ("match.range", _joint(c - 1, "range"))]
-    return out
 
 
 # ----------------------------------------------------------------------------
@@ -172,7 +94,6 @@ SIM_FACTS = [("position.gap", _sim_position_gap), ("position.query_range", _sim_
 
 
 FACTS = [
-    ("T4.6-up", "retrieval.cgram4: per-position", _cgram_facts(4)),
     ("sim", "sim: per-position", SIM_FACTS),
 ]
 

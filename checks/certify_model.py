@@ -63,6 +63,11 @@ class OneHot:
     at: Callable | None = None
     every: bool = False
     lemma: str = ""
+    split: Callable | None = None
+    """(inst, t, j, case) -> [(name, condition)]: the other keys j in pieces (their
+    disjunction is proved to cover every key j != target in the window); the gap
+    is proved on each piece on its own. A hint for z3 (a proof by cases), never an
+    assumption: the coverage is itself a step."""
 
 
 @dataclass
@@ -162,10 +167,12 @@ class _Replace:
 class ModelProof:
     """The symbolic forward pass of one built model over a task's instance."""
 
-    def __init__(self, model, inst: Instance, plan: Plan, sizes: dict, timeout_ms: int = 30000):
+    def __init__(self, model, inst: Instance, plan: Plan, sizes: dict, timeout_ms: int = 30000,
+                 portfolio: tuple | None = None):
         self.model, self.spec, self.inst, self.plan = model, model.spec, inst, plan
         self.sym = Z3Terms(sizes)
         self.timeout = timeout_ms
+        self.portfolio = portfolio or True
         self.facts: list[Fact] = []
         self.labels = list(self.spec.labels)
         self.f = model.fmt.frac_bits
@@ -229,7 +236,7 @@ class ModelProof:
         """Prove hyps (+ the case's facts) => goal for all values, with the facts of
         every term they mention (:meth:`closure`)."""
         hyps = list(hyps) + (list(case.facts) if case else [])
-        r = prove(self.closure(hyps, case, mentions=(goal,)), goal, self.timeout)
+        r = prove(self.closure(hyps, case, mentions=(goal,)), goal, self.timeout, self.portfolio)
         fact = Fact(layer, lemma, statement + (f" [{case.name}]" if case and case.name else ""), r["answer"],
                     query=r["query"], counterexample=r.get("counterexample", ""), config=r.get("config", ""))
         self.facts.append(fact)
@@ -451,9 +458,18 @@ class ModelProof:
                 st, sj = self._score(head, xt, before(tgt, case)), self._score(head, xt, before(j, case))
                 self.check(tag, "target in the causal window", "0 <= target(t) <= t", hyp_t,
                            z3.And(tgt >= 0, tgt <= t), case)
-                self.check(tag, plan.lemma or "one-hot: the target beats every other key by s = sharpness(f)",
-                           "score(t, target) - score(t, j) >= s for every key j != target, 0 <= j <= t",
-                           hyp_t + [j >= 0, j <= t, j != tgt], st - sj >= self.s, case)
+                others = hyp_t + [j >= 0, j <= t, j != tgt]
+                lemma = plan.lemma or "one-hot: the target beats every other key by s = sharpness(f)"
+                pieces = plan.split(inst, t, j, case) if plan.split else [("", None)]
+                if plan.split:
+                    self.check(tag, "the cases of the gap cover every other key",
+                               " or ".join(name for name, _ in pieces) + " for every key j != target, 0 <= j <= t",
+                               others, z3.Or([cond for _, cond in pieces]), case)
+                for name, cond in pieces:
+                    self.check(tag, lemma + (f" ({name})" if name else ""),
+                               "score(t, target) - score(t, j) >= s for every key j != target, 0 <= j <= t"
+                               + (f" with {name}" if name else ""),
+                               others + ([cond] if cond is not None else []), st - sj >= self.s, case)
         else:
             for case in cases:
                 xt = before(t, case)
@@ -781,6 +797,8 @@ def _combo_text(combo: dict) -> str:
     return " + ".join(f"{c} {d}" if c != 1 else d for d, c in combo.items())
 
 
-def prove_model(model, inst: Instance, plan: Plan, sizes: dict, timeout_ms: int = 30000) -> list[Fact]:
-    """Every fact of the built symbolic ``model`` on ``inst`` (module doc)."""
-    return ModelProof(model, inst, plan, sizes, timeout_ms).run()
+def prove_model(model, inst: Instance, plan: Plan, sizes: dict, timeout_ms: int = 30000,
+                portfolio: tuple | None = None) -> list[Fact]:
+    """Every fact of the built symbolic ``model`` on ``inst`` (module doc); ``portfolio``:
+    the z3 configurations to try (default checks.symbolic.PORTFOLIO)."""
+    return ModelProof(model, inst, plan, sizes, timeout_ms, portfolio).run()

@@ -24,20 +24,22 @@ from typing import Callable
 from rnngap.constructions import bounds
 
 from .certify_model import EqualSplit, OneHot, Plan, Written
+from .symbolic import NIA_PORTFOLIO
 from .tasks.symbolic import z3
 
 
 @dataclass(frozen=True)
 class ModelPlan:
     """One construction's certificate plan: its task's abstract instance, its
-    heads' plan, and whether the proof is
-    expected to finish in the default time (``slow``: behind ``--slow``)."""
+    heads' plan, and how z3 is run on its queries."""
 
     task: str
     heads: Callable          # inst -> Plan
-    slow: bool = False
     timeout_ms: int = 30000
-    """z3's time limit per query (c-gram c = 4's three-component match head needs more)."""
+    """z3's time limit per query and configuration."""
+    portfolio: tuple | None = None
+    """The z3 configurations tried in turn on each query (default
+    checks.symbolic.PORTFOLIO; c-gram c = 4: checks.symbolic.NIA_PORTFOLIO)."""
     alphabet_max: Callable | None = None
     """n -> the largest alphabet (n a sympy or a z3 term): the model is built with a
     symbolic alphabet and certified for every 1 <= a <= alphabet_max(n) at once
@@ -56,10 +58,29 @@ def _index_plan(inst) -> Plan:
                                  lemma="position match: the key of x_i is the query i + 1")})
 
 
+def _gram_split(c: int):
+    """The keys j other than the first full match's, in cases: a later key, or an
+    earlier key whose k-th component (the token k back, [BOS]'s code 0 before
+    position k) is below or above the gram's token g_(c-k), for k = 1..c-1 (the
+    promise: no full occurrence starts before the first). z3 proves the gap on each
+    case on its own (with codes up to n + 2 the whole gap of c = 4 is beyond it)
+    and, as its own step, that the cases cover every other key."""
+    def split(inst, t, j, case):
+        tgt = inst.j + c - 1
+        out = [("a later key", j > tgt)]
+        for k in range(1, c):
+            back = inst.tau(z3.If(j >= k, j - k, 0))
+            g = inst.g[c - k - 1]
+            out.append((f"an earlier key, its token {k} back below g_{c - k}", z3.And(j < tgt, back < g)))
+            out.append((f"an earlier key, its token {k} back above g_{c - k}", z3.And(j < tgt, back > g)))
+        return out
+    return split
+
+
 def _gram_plan(c: int):
     def plan(inst) -> Plan:
         heads = {f"shift_{k}": _shift(k) for k in range(1, c)}
-        heads["match"] = OneHot(target=lambda inst, t, case: inst.j + c - 1,
+        heads["match"] = OneHot(target=lambda inst, t, case: inst.j + c - 1, split=_gram_split(c),
                                 lemma="first full match of the gram: the key after its first occurrence")
         return Plan(heads)
     return plan
@@ -128,7 +149,7 @@ def _iterate_plan(inst) -> Plan:
 INDEX = ModelPlan("index", _index_plan)
 AR = ModelPlan("ar", _gram_plan(2))
 CGRAM3 = ModelPlan("cgram(c=3)", _gram_plan(3))
-CGRAM4 = ModelPlan("cgram(c=4)", _gram_plan(4), slow=True, timeout_ms=600000)
+CGRAM4 = ModelPlan("cgram(c=4)", _gram_plan(4), timeout_ms=20000, portfolio=NIA_PORTFOLIO)
 COUNTING = ModelPlan("counting", _counting_plan)
 MQAR = ModelPlan("mqar", _mqar_plan)
 HYBRID_INDEX = ModelPlan("index", _index_plan, alphabet_max=_hybrid_alphabet_max)

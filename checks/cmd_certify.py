@@ -1,4 +1,4 @@
-"""``rnngap certify [--only CLAIM ...] [--slow] [--json PATH] [--explain NAME]``:
+"""``rnngap certify [--only CLAIM ...] [--json PATH] [--explain NAME]``:
 every construction's certificate (checks/certify.py, docs/certify.md). Where a
 construction has a whole-model plan, the certificate is about the model its
 builder builds: every layer proved on every instance of its task, for every n
@@ -13,8 +13,6 @@ from __future__ import annotations
 def add_command(sub) -> None:
     p = sub.add_parser("certify", help="certify every construction (the built models, every layer, every n)")
     p.add_argument("--only", nargs="+", metavar="CLAIM", help="claims (or construction names) to certify")
-    p.add_argument("--slow", action="store_true",
-                   help="also the whole-model proofs marked slow (c-gram c = 4: about a minute)")
     p.add_argument("--explain", metavar="NAME", help="print one construction's proof chain, layer by layer")
     p.add_argument("--json", metavar="PATH", help="write one record per construction as JSON")
     p.set_defaults(func=run)
@@ -38,13 +36,12 @@ def run(args) -> int:
     name = getattr(args, "explain", None)
     if name is not None and name not in certs:
         raise UsageError(f"--explain: unknown construction {name!r}; known: {', '.join(certs)}")
-    slow = bool(getattr(args, "slow", False))
     t0 = time.perf_counter()
     if name is not None:
-        results = certify([name], facts=False, slow=True)
+        results = certify([name], facts=False)
         print(explain(results[0]))
     else:
-        results = certify(args.only, slow=slow)
+        results = certify(args.only)
         print(table(results))
     bad = [r for r in results if not r.certified]
     print(f"{len(results)} certificates, {len(bad)} failed, {time.perf_counter() - t0:.1f} s")

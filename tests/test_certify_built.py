@@ -104,7 +104,7 @@ def test_mqar_cases_agree_with_the_reference():
 def test_json_records_carry_covers_source_and_schema(tmp_path):
     from rnngap.checks import cmd_certify
     path = tmp_path / "c.json"
-    rc = cmd_certify.run(Namespace(only=["retrieval.index[a=n+2]", "index-rag"], json=str(path), slow=False,
+    rc = cmd_certify.run(Namespace(only=["retrieval.index[a=n+2]", "index-rag"], json=str(path),
                                    explain=None))
     assert rc == 0
     recs = {r["construction"]: r for r in json.loads(path.read_text())}
@@ -119,13 +119,13 @@ def test_json_records_carry_covers_source_and_schema(tmp_path):
 def test_explain_prints_the_chain(capsys):
     from rnngap.checks import cmd_certify
     from rnngap.checks.errors import UsageError
-    rc = cmd_certify.run(Namespace(only=None, json=None, slow=False, explain="retrieval.counting[a=3]"))
+    rc = cmd_certify.run(Namespace(only=None, json=None, explain="retrieval.counting[a=3]"))
     out = capsys.readouterr().out
     assert rc == 0
     for part in ("[format]", "[builder]", "[layer 2 head count]", "[readout]", "every non-member is s below"):
         assert part in out, part
     with pytest.raises(UsageError):
-        cmd_certify.run(Namespace(only=None, json=None, slow=False, explain="no-such"))
+        cmd_certify.run(Namespace(only=None, json=None, explain="no-such"))
     r = certify(["index-rag"], facts=False)[0]
     assert "no built-model proof chain" in explain(r)
 
@@ -184,6 +184,35 @@ def test_ctrl_c_inside_z3_stops_the_proof():
     with pytest.raises(KeyboardInterrupt):
         timer.start()
         prove(hard, z3.BoolVal(False), timeout_ms=60000, portfolio=False)
+    timer.join()
+    assert time.monotonic() - t0 < 30
+
+
+def test_a_tactic_configuration_solves_the_recorded_query_in_a_new_process():
+    """prove() with a tactic portfolio (checks.symbolic.NIA_PORTFOLIO): a true
+    nonlinear fact is unsat, a false one sat with its counterexample, the query
+    recorded is the SMT-LIB text solved, and Ctrl-C while the new process solves
+    ends the proof."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from rnngap.checks.symbolic import NIA_PORTFOLIO, prove
+    lam, u, v = z3.Ints("lam u v")
+    hyps = [lam >= 1, u != v]
+    ok = prove(hyps, lam * (u - v) * (u - v) >= lam, 20000, NIA_PORTFOLIO)
+    assert ok["answer"] == "unsat" and ok["config"].startswith("tactic=qfnia")
+    assert "(declare-fun lam () Int)" in ok["query"]
+    bad = prove(hyps, lam * (u - v) * (u - v) >= lam + 1, 20000, NIA_PORTFOLIO)
+    assert bad["answer"] == "sat" and "lam = " in bad["counterexample"]
+    x, y, w = z3.Ints("x y w")
+    hard = [x * x * x + y * y * y == w * w * w, x > 1, y > 1, w > 1]
+    timer = threading.Timer(2.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        timer.start()
+        prove(hard, z3.BoolVal(False), 60000, NIA_PORTFOLIO)
     timer.join()
     assert time.monotonic() - t0 < 30
 

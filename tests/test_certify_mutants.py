@@ -119,6 +119,11 @@ MUTANTS = [
      lambda m: _set(m, "match", "WQ", 3, "one", 0), None, "head match"),
     ("retrieval.cgram3[a=n+2]", "shift_2 with lambda one smaller",
      lambda m: _lambda_one_smaller(m, "shift_2", [0, 1]), None, "head shift_2"),
+    ("retrieval.cgram4[a=n+2]", "the third gram component's key reads prev_2 (wrong direction)",
+     lambda m: (_set(m, "match", "WK", 4, "prev_3", 0), _set(m, "match", "WK", 4, "prev_2", 1)), None,
+     "head match"),
+    ("retrieval.cgram4[a=3]", "first-occurrence tie-break (-mu pos) dropped",
+     lambda m: _set(m, "match", "WQ", 6, "one", 0), None, "head match"),
     ("retrieval.counting[a=3]", "count head missing the lambda Q^2 [BOS] term",
      lambda m: _set(m, "count", "WK", 2, "is_bos", 0), None, "head count"),
     ("retrieval.counting[a=n+1]", "fetch-q without its -mu pos term (q ties with t)",
@@ -185,6 +190,31 @@ def test_the_unmutated_models_certify_with_every_layer_covered():
         assert r.source == "built-model"
         assert {"format", "embedding", "heads", "readout", "builder-margins"} <= set(r.covers), r.covers
         assert any(s["layer"] == "readout" and s["answer"] == "unsat" for s in r.steps)
+
+
+def test_a_split_of_the_gap_that_misses_a_case_fails_its_coverage_step():
+    """The c-gram match head's gap is proved by cases (a later key; an earlier key
+    whose k-th token back is below or above the gram's): a hint to z3, not an
+    assumption. A split without the cases of the third component leaves the
+    earlier keys that differ only there uncovered, and the coverage step fails
+    with a counterexample."""
+    import dataclasses
+
+    from rnngap.checks import certify_plans as CP
+
+    def heads(inst):
+        p = CP.CGRAM4.heads(inst)
+        whole = p.heads["match"].split
+        p.heads["match"] = dataclasses.replace(p.heads["match"], split=lambda *a: whole(*a)[:-2])
+        return p
+    cert = certificate("retrieval.cgram4[a=n+2]")
+    r = certify_built(dataclasses.replace(cert, plan=dataclasses.replace(CP.CGRAM4, heads=heads)))
+    assert not r.certified
+    assert [f["obligation"] for f in r.failures] == \
+        ["layer 1 head match: the cases of the gap cover every other key"]
+    assert "sat" in r.failures[0]["why"]
+    full = certify_built(cert)
+    assert full.certified and sum(s["lemma"].startswith("first full match") for s in full.steps) == 7
 
 
 def test_the_iterate_rnn_certifies_every_layer_with_its_mlps_named():

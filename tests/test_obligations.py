@@ -130,10 +130,10 @@ def test_certify_everything_quickly():
     claims = {r.claim for r in rs}
     assert {"T4.6-up", "T4.7-up", "T5-RAG", "T5.6", "T5-hyb-P", "T4.1", "sim"} <= claims
     facts = {r.construction: r for r in rs if r.method == "smt"}
-    assert facts["retrieval.cgram4: per-position"].source == "restated-formula"
+    assert set(facts) == {"sim: per-position"} and facts["sim: per-position"].source == "restated-formula"
     built = {r.construction: r for r in rs if r.source == "built-model"}
     for key in ("index[a=2]", "index[a=n+2]", "ar[a=4]", "ar[a=n+2]", "cgram3[a=2]", "cgram3[a=n+2]",
-                "counting[a=3]", "counting[a=n+1]"):
+                "cgram4[a=3]", "cgram4[a=n+2]", "counting[a=3]", "counting[a=n+1]"):
         r = built[f"retrieval.{key}"]
         assert r.certified and {"heads", "readout"} <= set(r.covers)
     assert "retrieval.mqar" in built
