@@ -64,7 +64,7 @@ class OneHot:
     every: bool = False
     lemma: str = ""
     split: Callable | None = None
-    """(inst, t, j, case) -> [(name, condition)]: the other keys j in pieces (their
+    """(inst, t, j, target, case) -> [(name, condition)]: the other keys j in pieces (their
     disjunction is proved to cover every key j != target in the window); the gap
     is proved on each piece on its own. A hint for z3 (a proof by cases), never an
     assumption: the coverage is itself a step."""
@@ -460,7 +460,7 @@ class ModelProof:
                            z3.And(tgt >= 0, tgt <= t), case)
                 others = hyp_t + [j >= 0, j <= t, j != tgt]
                 lemma = plan.lemma or "one-hot: the target beats every other key by s = sharpness(f)"
-                pieces = plan.split(inst, t, j, case) if plan.split else [("", None)]
+                pieces = plan.split(inst, t, j, tgt, case) if plan.split else [("", None)]
                 if plan.split:
                     self.check(tag, "the cases of the gap cover every other key",
                                " or ".join(name for name, _ in pieces) + " for every key j != target, 0 <= j <= t",

@@ -65,8 +65,7 @@ def _gram_split(c: int):
     promise: no full occurrence starts before the first). z3 proves the gap on each
     case on its own (with codes up to n + 2 the whole gap of c = 4 is beyond it)
     and, as its own step, that the cases cover every other key."""
-    def split(inst, t, j, case):
-        tgt = inst.j + c - 1
+    def split(inst, t, j, tgt, case):
         out = [("a later key", j > tgt)]
         for k in range(1, c):
             back = inst.tau(z3.If(j >= k, j - k, 0))

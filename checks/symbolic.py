@@ -317,17 +317,20 @@ PORTFOLIO = ({"smt.arith.nl.order": False}, {}, {"smt.arith.nl.grobner": False},
 the full time limit, until one answers ``unsat`` (a proof) or ``sat`` (a
 counterexample, whichever configuration finds it). Nonlinear queries are
 sensitive to z3's search order: a query one configuration leaves ``unknown``
-another proves in a second (the c-gram hybrid's match head). Every answer is
-reproducible: a fresh context per attempt makes it independent of what ran
-before in the process."""
+another proves in a second (the c-gram hybrid's match head). A fresh context per
+attempt keeps the query's terms apart from earlier queries'; that z3 keeps no
+other state across contexts is not established (its tactics do: NIA_PORTFOLIO's
+configurations run in a new process)."""
 
 
 NIA_PORTFOLIO = tuple({"tactic": "qfnia", "random_seed": k} for k in (0, 1, 3)) + PORTFOLIO[:1]
 """For queries whose nonlinear part is a sum of squared code differences times a
 symbolic lambda (c-gram c = 4's match head at the alphabet n + 2): z3's QF_NIA
-strategy (``qfnia``: simplification, then nonlinear integer solving), whose answer
-on these depends on its random seed (seeds 0, 1 and 3 each finish most pieces in
-under a second; none finishes every piece), then the first of :data:`PORTFOLIO`."""
+strategy (``qfnia``: simplification, then nonlinear integer solving), each in a
+new process, whose answer on these depends on its random seed (in a new process
+seed 0 proves each of the seven cases of that gap in 0.2 to 6 s; in one test with
+several queries per process, seeds 2 and 6 left a case unknown after 30 s), then
+the first of :data:`PORTFOLIO`."""
 
 
 _ISOLATED = r"""
@@ -349,21 +352,43 @@ print(json.dumps(out))
 
 
 def _solve_isolated(query: str, config: dict, timeout_ms: int) -> dict:
-    """A tactic configuration solves the query in a new process: z3's tactics keep
-    state across contexts within a process (the same query and seed answer ``unsat``
-    in 0.5 s in a process's first context and ``unknown`` after 20 s in a later
-    one), so a fresh process is what makes the answer independent of what ran before."""
+    """A tactic configuration solves the query's SMT-LIB text in a new process
+    (``python -I``): z3's tactics keep state across contexts within a process (the
+    same query and seed answered ``unsat`` in 0.5 s in a process's first context and
+    ``unknown`` after 20 s in a later one), so a new process is what makes the
+    answer independent of what ran before. A crash, a timeout or output that is
+    not the answer is ``unknown`` (with an ``error``), never a proof."""
     job = json.dumps({"query": query, "config": config, "timeout": timeout_ms})
     try:
-        r = subprocess.run([sys.executable, "-c", _ISOLATED], input=job, capture_output=True, text=True,
+        r = subprocess.run([sys.executable, "-I", "-c", _ISOLATED], input=job, capture_output=True, text=True,
                            timeout=timeout_ms / 1000 + 60)
     except subprocess.TimeoutExpired:
-        return {"answer": "unknown"}
-    if r.returncode != 0:
-        if r.returncode < 0 and -r.returncode == signal.SIGINT:
-            raise KeyboardInterrupt
-        return {"answer": "unknown", "error": r.stderr.strip().splitlines()[-1:] or ["exit " + str(r.returncode)]}
-    return json.loads(r.stdout)
+        return {"answer": "unknown", "error": "the solver process did not end"}
+    if r.returncode < 0 and -r.returncode == signal.SIGINT:
+        raise KeyboardInterrupt
+    try:
+        out = json.loads(r.stdout) if r.returncode == 0 else None
+    except ValueError:
+        out = None
+    if not isinstance(out, dict) or out.get("answer") not in ("sat", "unsat", "unknown"):
+        last = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
+        return {"answer": "unknown", "error": f"the solver process failed: {last}"}
+    return out
+
+
+def _round_trips(query: str, formulas: list) -> bool:
+    """The SMT-LIB text parses back to ``formulas``: each parsed assertion and its
+    term are the same after z3's simplifier (the printer writes -2 as ``(- 2)``
+    and != as ``distinct``; the simplifier keeps meaning, so equal simplified
+    terms mean equivalent formulas). A name declared twice with different sorts,
+    or anything else the text does not say as the terms do, fails here."""
+    ctx = z3.Context()
+    try:
+        parsed = list(z3.parse_smt2_string(query, ctx=ctx))
+    except z3.Z3Exception:
+        return False
+    mine = [f.translate(ctx) for f in formulas]
+    return len(parsed) == len(mine) and all(z3.simplify(p).eq(z3.simplify(m)) for p, m in zip(parsed, mine))
 
 
 def prove(hypotheses: list, conclusion, timeout_ms: int = 20000, portfolio: bool | tuple = True) -> dict:
@@ -371,39 +396,48 @@ def prove(hypotheses: list, conclusion, timeout_ms: int = 20000, portfolio: bool
     it. Returns ``{"answer", "query", "config"}`` (the SMT-LIB query, the
     configuration that answered) and, on ``sat``, a ``counterexample``. With
     ``portfolio`` the configurations of :data:`PORTFOLIO` (or of the tuple given)
-    are tried in turn while the answer is ``unknown``."""
+    are tried in turn while the answer is ``unknown``. A configuration
+    ``{"tactic": name, **params}`` solves the query's text in a new process
+    (:func:`_solve_isolated`), once the text is shown to parse back to the same
+    terms; every other configuration solves the terms in a fresh context."""
     out = None
     configs = portfolio if isinstance(portfolio, tuple) else (PORTFOLIO if portfolio else PORTFOLIO[:1])
+    formulas = list(hypotheses) + [z3.Not(conclusion)]
     plain = z3.Solver()
-    for h in hypotheses:
-        plain.add(h)
-    plain.add(z3.Not(conclusion))
+    plain.add(*formulas)
     query = plain.to_smt2()
+    errors = []
     for config in configs:
+        name = ", ".join(f"{k}={v}" for k, v in config.items()) or "default"
         if "tactic" in config:
-            r = _solve_isolated(query, config, timeout_ms)
-            out = {**r, "query": query, "config": ", ".join(f"{k}={v}" for k, v in config.items())}
-            out.pop("error", None)
-            if r["answer"] != "unknown":
-                break
-            continue
-        ctx = z3.Context()      # a fresh context: the query's difficulty does not depend on what ran before
-        s = z3.Solver(ctx=ctx)
-        s.set("timeout", timeout_ms)
-        for k, v in config.items():
-            s.set(k, v)
-        s.add(z3.parse_smt2_string(query, ctx=ctx))     # exactly the recorded SMT-LIB query
-        answer = str(s.check())
-        if answer == "unknown" and "interrupted" in s.reason_unknown():
-            # z3 takes SIGINT for itself while it solves (it answers unknown, and
-            # Python never sees the signal): Ctrl-C stops the whole run
-            raise KeyboardInterrupt
-        out = {"answer": answer, "query": query,
-               "config": ", ".join(f"{k}={v}" for k, v in config.items()) or "default"}
-        if answer == "sat":
-            m = s.model()
-            out["counterexample"] = ", ".join(f"{d.name()} = {m[d]}" for d in sorted(m.decls(), key=lambda d: d.name())
-                                              if "!" not in d.name())
-        if answer != "unknown":
+            if not _round_trips(query, formulas):
+                r = {"answer": "unknown", "error": "the SMT-LIB text does not parse back to the query's terms"}
+            else:
+                r = _solve_isolated(query, config, timeout_ms)
+            if "error" in r:
+                errors.append(f"{name}: {r.pop('error')}")
+            out = {**r, "query": query, "config": name}
+        else:
+            ctx = z3.Context()      # a fresh context for every configuration
+            s = z3.Solver(ctx=ctx)
+            s.set("timeout", timeout_ms)
+            for k, v in config.items():
+                s.set(k, v)
+            for f in formulas:
+                s.add(f.translate(ctx))
+            answer = str(s.check())
+            if answer == "unknown" and "interrupted" in s.reason_unknown():
+                # z3 takes SIGINT for itself while it solves (it answers unknown, and
+                # Python never sees the signal): Ctrl-C stops the whole run
+                raise KeyboardInterrupt
+            out = {"answer": answer, "query": query, "config": name}
+            if answer == "sat":
+                m = s.model()
+                out["counterexample"] = ", ".join(f"{d.name()} = {m[d]}" for d in sorted(m.decls(),
+                                                                                       key=lambda d: d.name())
+                                                  if "!" not in d.name())
+        if out["answer"] != "unknown":
             break
+    if out["answer"] == "unknown" and errors:
+        out["config"] += "; " + "; ".join(errors)
     return out
