@@ -1,0 +1,378 @@
+"""Two-limb ("wide") fixed-point scalars: formats Q(I).(f) with I + f <= 126.
+
+The machine's values are int64 raws (constructions/fixedpoint.py), so a format
+holds at most I + f = 62 bits. This module is the first stage of the wide
+machine (issue 28): the scalar operations of docs/machine.md on values of up to
+126 bits, exact and with the same rounding, range and error semantics as the
+int64 operations. No kernel uses them yet.
+
+**Representation.** A raw is a pair of int64 limbs (hi, lo) with value
+hi 2^63 + lo, |hi| < 2^63, |lo| < 2^63, and hi, lo never of opposite signs (so
+the magnitude is |hi| 2^63 + |lo| and negation is (-hi, -lo)). A raw below 2^63
+in magnitude is (0, the int64 raw). Every function takes and returns the limbs
+as separate int64s (numba returns them as a tuple).
+
+**Semantics** (the int64 machine's, fixedpoint.py, at every width):
+
+* ``w_fit``: |raw| <= 2^(I+f) - 1, else an overflow (raise mode: the first error
+  is recorded with its need = bit_length(|raw|) - f; saturate mode: counted in
+  ``err[E_SAT]``) and the value is clamped to the largest raw of its sign; the
+  largest |raw| seen is tracked in ``err[E_MAXABS]`` (low limb) and
+  ``err[E_MAXABS_HI]`` (high limb) of a wide error array (:func:`new_wide_err`);
+* ``w_add`` / ``w_sub``: exact, then fitted; a sum of 2^126 or more (possible
+  only at I + f = 126) is an overflow with need 127 - f;
+* ``w_mul``: round_half_even(a b / 2^f) of the exact product (up to 252 bits,
+  computed in 21-bit columns so that no intermediate wraps), then fitted; a
+  quotient of 2^126 or more is an overflow with need bit_length(|a b|) - 2 f,
+  as fx_mul reports it;
+* ``w_div``: round_half_even(a 2^f / b) by long division (2 r is never formed:
+  r >= y - r is the test), an integer part of 2^I or more is an overflow with
+  need bit_length(floor(|a / b|)); b = 0 records a division by zero.
+
+Every operation runs the same under NUMBA_DISABLE_JIT (no intermediate leaves
+int64). tests/test_wide.py checks each bit for bit against Python integers.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .fixedpoint import (
+    E_CODE, E_MAXABS, E_NEED, E_OP, E_SAT, E_WHERE, ERR_DIV_ZERO, ERR_LEN, ERR_OK, ERR_OVERFLOW, MODE_SATURATE,
+    OP_ADD, OP_DIV, OP_MUL, OP_SUB, bit_length, mul_round_abs,
+)
+
+MAX_WIDE_BITS = 126
+"""I + f <= 126: the magnitude of a raw is below 2^126."""
+
+E_MAXABS_HI = ERR_LEN
+"""The high limb of the largest |raw| seen (the low limb is err[E_MAXABS])."""
+WIDE_ERR_LEN = ERR_LEN + 1
+
+_M63 = (1 << 63) - 1
+_M21 = (1 << 21) - 1
+_COLS = 13          # 21-bit columns of a product of two 126-bit magnitudes (252 bits), plus a carry column
+
+
+def new_wide_err() -> np.ndarray:
+    """A fresh error/statistics array of the wide operations (fixedpoint.new_err's
+    fields, plus the high limb of the largest |raw|)."""
+    e = np.zeros(WIDE_ERR_LEN, dtype=np.int64)
+    e[E_WHERE] = -1
+    return e
+
+
+def new_scratch() -> np.ndarray:
+    """Scratch space of :func:`w_mul` (its product columns)."""
+    return np.zeros(_COLS + 12, dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------- Python side
+def to_limbs(raw: int) -> tuple[int, int]:
+    """The limbs (hi, lo) of a Python int raw with |raw| < 2^126."""
+    raw = int(raw)
+    if abs(raw) >= 1 << MAX_WIDE_BITS:
+        raise ValueError(f"|raw| = {abs(raw)} is not below 2^{MAX_WIDE_BITS}")
+    m = abs(raw)
+    hi, lo = m >> 63, m & _M63
+    return (-hi, -lo) if raw < 0 else (hi, lo)
+
+
+def from_limbs(hi: int, lo: int) -> int:
+    """The Python int of limbs (hi, lo) (checked: both below 2^63, same sign)."""
+    hi, lo = int(hi), int(lo)
+    if abs(hi) > _M63 or abs(lo) > _M63 or (hi > 0 and lo < 0) or (hi < 0 and lo > 0):
+        raise ValueError(f"({hi}, {lo}) are not the limbs of a wide raw")
+    return (hi << 63) + lo
+
+
+def check_format(I: int, f: int) -> None:
+    """A wide format: I >= 0, f >= 0, I + f <= 126."""
+    if I < 0 or f < 0 or I + f > MAX_WIDE_BITS:
+        raise ValueError(f"a wide format needs I, f >= 0 and I + f <= {MAX_WIDE_BITS}, got Q{I}.{f}")
+
+
+# ---------------------------------------------------------------------------- magnitudes
+@njit(cache=True, inline='always')
+def _mag(h, l):
+    """(negative, |hi|, |lo|)."""
+    if h < 0 or l < 0:
+        return True, -h, -l
+    return False, h, l
+
+
+@njit(cache=True, inline='always')
+def _signed(neg, mh, ml):
+    return (-mh, -ml) if neg else (mh, ml)
+
+
+@njit(cache=True, inline='always')
+def _ge(ah, al, bh, bl):
+    """|a| >= |b| for magnitudes."""
+    return ah > bh or (ah == bh and al >= bl)
+
+
+@njit(cache=True, inline='always')
+def _bits(mh, ml):
+    """bit_length of the magnitude mh 2^63 + ml."""
+    return bit_length(mh) + 63 if mh > 0 else bit_length(ml)
+
+
+@njit(cache=True, inline='always')
+def _mag_add(ah, al, bh, bl):
+    """(hi, lo, ok): the magnitude a + b, ok False when it is 2^126 or more."""
+    if al > _M63 - bl:
+        lo = al - (_M63 - bl) - 1
+        carry = 1
+    else:
+        lo = al + bl
+        carry = 0
+    if ah > _M63 - bh - carry:
+        return np.int64(0), np.int64(0), False
+    return ah + bh + carry, lo, True
+
+
+@njit(cache=True, inline='always')
+def _mag_sub(ah, al, bh, bl):
+    """The magnitude a - b for a >= b."""
+    lo = al - bl
+    if lo < 0:
+        return ah - bh - 1, (lo + _M63) + 1
+    return ah - bh, lo
+
+
+@njit(cache=True, inline='always')
+def _lim(I, f):
+    """2^(I+f) as limbs (I + f <= 125), the range bound of the format."""
+    k = I + f
+    if k <= 62:
+        return np.int64(0), np.int64(1) << k
+    return np.int64(1) << (k - 63), np.int64(0)
+
+
+# ---------------------------------------------------------------------------- range, errors
+@njit(cache=True)
+def record_wide_error(err, code, op, need):
+    if err[E_CODE] == ERR_OK:
+        err[E_CODE] = code
+        err[E_OP] = op
+        err[E_NEED] = need
+
+
+@njit(cache=True)
+def _overflow(neg, I, f, mode, op, need, err):
+    """The raw an out-of-range result becomes: recorded (raise) or counted
+    (saturate), then the largest raw of its sign, tracked in maxabs."""
+    if mode == MODE_SATURATE:
+        err[E_SAT] += 1
+    else:
+        record_wide_error(err, ERR_OVERFLOW, op, need)
+    if I + f == MAX_WIDE_BITS:
+        mh, ml = np.int64(_M63), np.int64(_M63)
+    else:
+        lh, ll = _lim(I, f)
+        mh, ml = _mag_sub(lh, ll, np.int64(0), np.int64(1))
+    _track(mh, ml, err)
+    return _signed(neg, mh, ml)
+
+
+@njit(cache=True, inline='always')
+def _track(mh, ml, err):
+    if mh > err[E_MAXABS_HI] or (mh == err[E_MAXABS_HI] and ml > err[E_MAXABS]):
+        err[E_MAXABS_HI] = mh
+        err[E_MAXABS] = ml
+
+
+@njit(cache=True)
+def w_fit(h, l, I, f, mode, op, err):
+    """Range-check a raw (limbs h, l): |raw| <= 2^(I+f) - 1, else an overflow
+    (module doc); returns the limbs, clamped in saturate mode."""
+    neg, mh, ml = _mag(h, l)
+    if I + f < MAX_WIDE_BITS:
+        lh, ll = _lim(I, f)
+        if _ge(mh, ml, lh, ll):
+            return _overflow(neg, I, f, mode, op, _bits(mh, ml) - f, err)
+    _track(mh, ml, err)
+    return h, l
+
+
+# ---------------------------------------------------------------------------- operations
+@njit(cache=True)
+def w_add(ah, al, bh, bl, I, f, mode, err):
+    """a + b, exact, then fitted."""
+    return _add(ah, al, bh, bl, I, f, mode, OP_ADD, err)
+
+
+@njit(cache=True)
+def w_sub(ah, al, bh, bl, I, f, mode, err):
+    """a - b, exact, then fitted."""
+    return _add(ah, al, -bh, -bl, I, f, mode, OP_SUB, err)
+
+
+@njit(cache=True)
+def _add(ah, al, bh, bl, I, f, mode, op, err):
+    na, mah, mal = _mag(ah, al)
+    nb, mbh, mbl = _mag(bh, bl)
+    if na == nb:
+        sh, sl, ok = _mag_add(mah, mal, mbh, mbl)
+        if not ok:           # |a + b| >= 2^126: its bit length is 127
+            return _overflow(na, I, f, mode, op, 127 - f, err)
+        rh_, rl_ = _signed(na, sh, sl)
+        return w_fit(rh_, rl_, I, f, mode, op, err)
+    if _ge(mah, mal, mbh, mbl):
+        dh, dl = _mag_sub(mah, mal, mbh, mbl)
+        rh_, rl_ = _signed(na, dh, dl)
+        return w_fit(rh_, rl_, I, f, mode, op, err)
+    dh, dl = _mag_sub(mbh, mbl, mah, mal)
+    rh_, rl_ = _signed(nb, dh, dl)
+    return w_fit(rh_, rl_, I, f, mode, op, err)
+
+
+@njit(cache=True, inline='always')
+def w_relu(h, l):
+    return (h, l) if (h > 0 or l > 0) else (np.int64(0), np.int64(0))
+
+
+@njit(cache=True)
+def _mul_columns(xh, xl, yh, yl, c):
+    """c[0:13] = the product of the magnitudes x, y in 21-bit columns (normalised:
+    each column < 2^21; partial products < 2^42, at most six per column)."""
+    for k in range(_COLS + 12):
+        c[k] = 0
+    a0, a1, a2 = xl & _M21, (xl >> 21) & _M21, xl >> 42
+    a3, a4, a5 = xh & _M21, (xh >> 21) & _M21, xh >> 42
+    b0, b1, b2 = yl & _M21, (yl >> 21) & _M21, yl >> 42
+    b3, b4, b5 = yh & _M21, (yh >> 21) & _M21, yh >> 42
+    a = (a0, a1, a2, a3, a4, a5)
+    b = (b0, b1, b2, b3, b4, b5)
+    na = 6 if xh != 0 else 3
+    nb = 6 if yh != 0 else 3
+    for i in range(na):
+        ai = a[i]
+        if ai != 0:
+            for j in range(nb):
+                c[i + j] += ai * b[j]
+    for k in range(_COLS - 1):
+        c[k + 1] += c[k] >> 21
+        c[k] &= _M21
+
+
+@njit(cache=True)
+def _columns_bits(c):
+    for k in range(_COLS - 1, -1, -1):
+        if c[k] != 0:
+            return 21 * k + bit_length(c[k])
+    return 0
+
+
+@njit(cache=True)
+def w_mul(ah, al, bh, bl, I, f, mode, err, scratch):
+    """round_half_even(a b / 2^f), exact, then fitted (``scratch``: :func:`new_scratch`)."""
+    if (ah == 0 and al == 0) or (bh == 0 and bl == 0):
+        return np.int64(0), np.int64(0)
+    na, xh, xl = _mag(ah, al)
+    nb, yh, yl = _mag(bh, bl)
+    neg = na != nb
+    if f <= 62 and xh == 0 and yh == 0 and xl < (np.int64(1) << 62) and yl < (np.int64(1) << 62):
+        q = mul_round_abs(xl, yl, f)        # the int64 machine's own rounding, when below 2^62
+        if q >= 0:
+            rh_, rl_ = _signed(neg, np.int64(0), q)
+            return w_fit(rh_, rl_, I, f, mode, OP_MUL, err)
+    c = scratch
+    _mul_columns(xh, xl, yh, yl, c)
+    # q = the product's bits [f, f + 126); anything at or above bit f + 126 is an overflow
+    i0 = f // 21
+    s = f - 21 * i0
+    for k in range(7):
+        i = i0 + k
+        lo = c[i] >> s if i < _COLS else 0
+        hi = (c[i + 1] << (21 - s)) & _M21 if i + 1 < _COLS else 0
+        c[_COLS + k] = (lo | hi) & _M21
+    big = c[_COLS + 6] != 0
+    for i in range(i0 + 7, _COLS):
+        if c[i] != 0:
+            big = True
+    if big:
+        return _overflow(neg, I, f, mode, OP_MUL, _columns_bits(c) - 2 * f, err)
+    ql = c[_COLS] | (c[_COLS + 1] << 21) | (c[_COLS + 2] << 42)
+    qh = c[_COLS + 3] | (c[_COLS + 4] << 21) | (c[_COLS + 5] << 42)
+    if f > 0:                                 # half to even: the bit f - 1 and the bits below it
+        hb = f - 1
+        if (c[hb // 21] >> (hb % 21)) & 1 == 1:
+            sticky = (c[hb // 21] & ((np.int64(1) << (hb % 21)) - 1)) != 0
+            for i in range(hb // 21):
+                if c[i] != 0:
+                    sticky = True
+            if sticky or (ql & 1) == 1:
+                if ql == _M63:
+                    ql = np.int64(0)
+                    if qh == _M63:            # q = 2^126 after rounding
+                        return _overflow(neg, I, f, mode, OP_MUL, _columns_bits(c) - 2 * f, err)
+                    qh += 1
+                else:
+                    ql += 1
+    rh_, rl_ = _signed(neg, qh, ql)
+    return w_fit(rh_, rl_, I, f, mode, OP_MUL, err)
+
+
+@njit(cache=True, inline='always')
+def _step(rh, rl, yh, yl, bit):
+    """One step of long division: (r', set) with r' = 2 r + bit - (y if set), where
+    set = [2 r + bit >= y], computed without forming 2 r (r < y < 2^126)."""
+    dh, dl = _mag_sub(yh, yl, rh, rl)                  # y - r > 0
+    if _ge(rh, rl, dh, dl):                              # 2 r >= y: r' = r - (y - r) + bit
+        th, tl = _mag_sub(rh, rl, dh, dl)
+        if bit:
+            th, tl, _ = _mag_add(th, tl, np.int64(0), np.int64(1))
+        return th, tl, True
+    th, tl, _ = _mag_add(rh, rl, rh, rl)                 # 2 r < y < 2^126
+    if bit:
+        nh, nl = _mag_sub(yh, yl, th, tl)                # y - 2 r >= 1
+        if nh == 0 and nl == 1:                           # 2 r + 1 = y
+            return np.int64(0), np.int64(0), True
+        th, tl, _ = _mag_add(th, tl, np.int64(0), np.int64(1))
+    return th, tl, False
+
+
+@njit(cache=True, inline='always')
+def _shift_in(qh, ql, bit):
+    """2 q + bit for q < 2^125."""
+    h = (qh << 1) | (ql >> 62)
+    return h, ((ql << 1) & _M63) | bit
+
+
+@njit(cache=True)
+def w_div(ah, al, bh, bl, I, f, mode, err):
+    """round_half_even(a 2^f / b) by long division, then fitted."""
+    if bh == 0 and bl == 0:
+        record_wide_error(err, ERR_DIV_ZERO, OP_DIV, 0)
+        return np.int64(0), np.int64(0)
+    if ah == 0 and al == 0:
+        return np.int64(0), np.int64(0)
+    na, xh, xl = _mag(ah, al)
+    nb, yh, yl = _mag(bh, bl)
+    neg = na != nb
+    # the integer part floor(x / y), bit by bit from x's top bit (x < 2^126)
+    rh, rl = np.int64(0), np.int64(0)
+    qh, ql = np.int64(0), np.int64(0)
+    for k in range(_bits(xh, xl) - 1, -1, -1):
+        bit = (xh >> (k - 63)) & 1 if k >= 63 else (xl >> k) & 1
+        rh, rl, set_ = _step(rh, rl, yh, yl, bit)
+        qh, ql = _shift_in(qh, ql, 1 if set_ else 0)
+    lh, ll = _lim(I, 0) if I < MAX_WIDE_BITS else (np.int64(0), np.int64(0))
+    if I < MAX_WIDE_BITS and _ge(qh, ql, lh, ll):
+        return _overflow(neg, I, f, mode, OP_DIV, _bits(qh, ql), err)
+    for _ in range(f):                                    # q < 2^(I + f) <= 2^126 throughout
+        rh, rl, set_ = _step(rh, rl, yh, yl, 0)
+        qh, ql = _shift_in(qh, ql, 1 if set_ else 0)
+    dh, dl = _mag_sub(yh, yl, rh, rl)                     # round: 2 r vs y, as r vs y - r
+    if _ge(rh, rl, dh, dl) and (not (rh == dh and rl == dl) or (ql & 1) == 1):
+        qh, ql, ok = _mag_add(qh, ql, np.int64(0), np.int64(1))
+        if not ok:
+            return _overflow(neg, I, f, mode, OP_DIV, 127 - f, err)
+    rh_, rl_ = _signed(neg, qh, ql)
+    return w_fit(rh_, rl_, I, f, mode, OP_DIV, err)
+
+
+__all__ = ["E_MAXABS_HI", "MAX_WIDE_BITS", "WIDE_ERR_LEN", "check_format", "from_limbs", "new_scratch",
+           "new_wide_err", "to_limbs", "w_add", "w_div", "w_fit", "w_mul", "w_relu", "w_sub"]
