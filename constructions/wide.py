@@ -23,8 +23,9 @@ as separate int64s (numba returns them as a tuple).
   only at I + f = 126) is an overflow with need 127 - f;
 * ``w_mul``: round_half_even(a b / 2^f) of the exact product (up to 252 bits,
   computed in 21-bit columns so that no intermediate wraps), then fitted; a
-  quotient of 2^126 or more is an overflow with need bit_length(|a b|) - 2 f,
-  as fx_mul reports it;
+  truncated quotient floor(|a b| / 2^f) of 2^126 or more (2^62 or more on a
+  format with I + f <= 62) is an overflow with need bit_length(|a b|) - 2 f, as
+  fx_mul reports it; otherwise the need is that of the rounded quotient;
 * ``w_div``: round_half_even(a 2^f / b) by long division (2 r is never formed:
   r >= y - r is the test), an integer part of 2^I or more is an overflow with
   need bit_length(floor(|a / b|)); b = 0 records a division by zero.
@@ -292,10 +293,12 @@ def w_mul(ah, al, bh, bl, I, f, mode, err, scratch):
     for i in range(i0 + 7, _COLS):
         if c[i] != 0:
             big = True
-    if big:
-        return _overflow(neg, I, f, mode, OP_MUL, _columns_bits(c) - 2 * f, err)
     ql = c[_COLS] | (c[_COLS + 1] << 21) | (c[_COLS + 2] << 42)
     qh = c[_COLS + 3] | (c[_COLS + 4] << 21) | (c[_COLS + 5] << 42)
+    if big or (I + f <= 62 and (qh != 0 or ql >= (np.int64(1) << 62))):
+        # the truncated quotient is past the machine word (2^126; 2^62 on the formats
+        # the int64 machine holds): the need fx_mul reports, from the product
+        return _overflow(neg, I, f, mode, OP_MUL, _columns_bits(c) - 2 * f, err)
     if f > 0:                                 # half to even: the bit f - 1 and the bits below it
         hb = f - 1
         if (c[hb // 21] >> (hb % 21)) & 1 == 1:
@@ -306,8 +309,8 @@ def w_mul(ah, al, bh, bl, I, f, mode, err, scratch):
             if sticky or (ql & 1) == 1:
                 if ql == _M63:
                     ql = np.int64(0)
-                    if qh == _M63:            # q = 2^126 after rounding
-                        return _overflow(neg, I, f, mode, OP_MUL, _columns_bits(c) - 2 * f, err)
+                    if qh == _M63:            # q = 2^126 after rounding: 127 bits
+                        return _overflow(neg, I, f, mode, OP_MUL, 127 - f, err)
                     qh += 1
                 else:
                     ql += 1

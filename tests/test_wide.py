@@ -15,7 +15,7 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from rnngap.constructions import fixedpoint as FP
 from rnngap.constructions import wide as W
@@ -50,8 +50,9 @@ def _expect(op: str, a: int, b: int, I: int, f: int, mode: int):
                 return r, 0, 0, 0, 1, abs(r)
             return r, FP.ERR_OVERFLOW, opc, need, 0, abs(r)
     if abs(r) >= lim:
-        if op == "mul" and abs(r) >= 1 << W.MAX_WIDE_BITS:
-            need = abs(a * b).bit_length() - 2 * f       # as fx_mul reports a product past every format
+        word = 62 if I + f <= 62 else W.MAX_WIDE_BITS
+        if op == "mul" and abs(a * b) >> f >= 1 << word:
+            need = abs(a * b).bit_length() - 2 * f       # as fx_mul reports a quotient past the word
         else:
             need = need_bits(r, f)
         r = (lim - 1) * (1 if r > 0 else -1)
@@ -64,8 +65,8 @@ def _expect(op: str, a: int, b: int, I: int, f: int, mode: int):
 
 def _run(op: str, a: int, b: int, I: int, f: int, mode: int):
     err = W.new_wide_err()
-    ah, al = W.to_limbs(a)
-    bh, bl = W.to_limbs(b)
+    ah, al = (np.int64(x) for x in W.to_limbs(a))       # int64 limbs: a wrap shows without the JIT too
+    bh, bl = (np.int64(x) for x in W.to_limbs(b))
     fn = {"add": W.w_add, "sub": W.w_sub, "div": W.w_div}.get(op)
     if fn is not None:
         h, l = fn(ah, al, bh, bl, I, f, mode, err)
@@ -104,6 +105,7 @@ def _case(draw):
 
 
 @pytest.mark.parametrize("op", sorted(OPS))
+@settings(max_examples=400)
 @given(case=_case())
 def test_every_operation_is_exact_at_every_width(op, case):
     I, f, a, b, mode = case
@@ -131,13 +133,50 @@ def test_boundaries_near_two_to_the_126(op):
     for f in (1, 5, 40, 61, 62, 63, 64, 100, 125):
         for k in (0, 1, 2, 7, (1 << 40) + 3):
             a = 2 * k + 1
-            if f + 1 > 125 or a.bit_length() > 126 - f:
+            if a.bit_length() > 126 - f:
                 continue
             for I in (126 - f, max(0, (k + 1).bit_length() - f)):
                 for op, b in (("mul", 1 << (f - 1)), ("div", 1 << (f + 1))):
+                    if b.bit_length() > 126:
+                        continue
                     got = _run(op, a, b, I, f, FP.MODE_RAISE)
                     assert got == _expect(op, a, b, I, f, FP.MODE_RAISE), (op, f, k, I)
                     assert got[0] == k + (k & 1), (op, f, k)
+
+
+def test_overflow_needs_are_those_of_the_int64_machine_and_past_it():
+    """Regressions: a product whose truncated quotient passes 2^62 on a narrow
+    format reports fx_mul's need (from the product, before rounding); at
+    I + f = 126 a product rounding up to exactly 2^126 needs 127 - f bits, one
+    more than the format has."""
+    for a, b, I, f in (((1 << 32) - 1, (1 << 32) + 1, 61, 1), ((1 << 47) - 1, (1 << 47) + 1, 31, 31)):
+        e64 = FP.new_err()
+        FP.fx_mul(np.int64(a), np.int64(b), I, f, FP.MODE_RAISE, e64)
+        got = _run("mul", a, b, I, f, FP.MODE_RAISE)
+        assert got[1:4] == (FP.ERR_OVERFLOW, FP.OP_MUL, int(e64[FP.E_NEED])) == _expect("mul", a, b, I, f, 0)[1:4]
+    got = _run("mul", (1 << 64) - 1, (1 << 64) + 1, 124, 2, FP.MODE_RAISE)
+    assert got[1:4] == (FP.ERR_OVERFLOW, FP.OP_MUL, 125) and got[0] == (1 << 126) - 1
+
+
+def test_fit_and_relu():
+    """w_fit alone: in range the raw and maxabs; past it the clamp, the need and
+    the mode's record; w_relu keeps positives (either limb) and zeroes the rest."""
+    for I, f, raw in ((0, 0, 1), (3, 2, 40), (60, 3, -(1 << 63)), (100, 20, (1 << 120) + 5), (63, 0, 1 << 63)):
+        for mode in MODES:
+            err = W.new_wide_err()
+            h, l = W.w_fit(*W.to_limbs(raw), I, f, mode, FP.OP_ADD, err)
+            lim = 1 << (I + f)
+            out = raw if abs(raw) < lim else (lim - 1) * (1 if raw > 0 else -1)
+            assert W.from_limbs(h, l) == out
+            assert (int(err[W.E_MAXABS_HI]) << 63) + int(err[FP.E_MAXABS]) == abs(out)
+            over = abs(raw) >= lim
+            assert int(err[FP.E_CODE]) == (FP.ERR_OVERFLOW if over and mode == FP.MODE_RAISE else 0)
+            assert int(err[FP.E_SAT]) == (1 if over and mode == FP.MODE_SATURATE else 0)
+            if over and mode == FP.MODE_RAISE:
+                assert int(err[FP.E_NEED]) == need_bits(raw, f)
+    for raw in (5, 1 << 70, -(1 << 70), -3, 0, (1 << 63) + 0):
+        h, l = W.w_relu(*W.to_limbs(raw))
+        assert W.from_limbs(h, l) == max(raw, 0)
 
 
 def test_narrow_formats_equal_the_int64_operations():
@@ -155,6 +194,9 @@ def test_narrow_formats_equal_the_int64_operations():
         b = rng.choice([rng.randrange(lim), lim - 1, rng.randrange(1 << 10), 1 << f])
         a, b = min(a, lim - 1) * rng.choice((1, -1)), min(b, lim - 1) * rng.choice((1, -1))
         op = rng.choice(sorted(fns))
+        if op == "mul" and rng.random() < 0.25:        # (2^m - 1)(2^m + 1): rounding carries to a power of two
+            m = rng.randint(1, total // 2 if total >= 2 else 1)
+            a, b = min((1 << m) - 1, lim - 1) * rng.choice((1, -1)), min((1 << m) + 1, lim - 1)
         mode = rng.choice(MODES)
         e64 = FP.new_err()
         r64 = int(fns[op](np.int64(a), np.int64(b), I, f, mode, e64))
