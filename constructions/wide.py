@@ -39,8 +39,8 @@ import numpy as np
 from numba import njit
 
 from .fixedpoint import (
-    E_CODE, E_MAXABS, E_NEED, E_OP, E_SAT, E_WHERE, ERR_DIV_ZERO, ERR_LEN, ERR_OK, ERR_OVERFLOW, MODE_SATURATE,
-    OP_ADD, OP_DIV, OP_MUL, OP_SUB, bit_length, mul_round_abs,
+    E_MAXABS, E_SAT, E_WHERE, ERR_DIV_ZERO, ERR_LEN, ERR_OVERFLOW, MODE_SATURATE, OP_ADD, OP_DIV, OP_MUL, OP_SUB,
+    bit_length, mul_round_abs, record_error,
 )
 
 MAX_WIDE_BITS = 126
@@ -153,21 +153,13 @@ def _lim(I, f):
 
 # ---------------------------------------------------------------------------- range, errors
 @njit(cache=True)
-def record_wide_error(err, code, op, need):
-    if err[E_CODE] == ERR_OK:
-        err[E_CODE] = code
-        err[E_OP] = op
-        err[E_NEED] = need
-
-
-@njit(cache=True)
 def _overflow(neg, I, f, mode, op, need, err):
     """The raw an out-of-range result becomes: recorded (raise) or counted
     (saturate), then the largest raw of its sign, tracked in maxabs."""
     if mode == MODE_SATURATE:
         err[E_SAT] += 1
     else:
-        record_wide_error(err, ERR_OVERFLOW, op, need)
+        record_error(err, ERR_OVERFLOW, op, need)
     if I + f == MAX_WIDE_BITS:
         mh, ml = np.int64(_M63), np.int64(_M63)
     else:
@@ -348,7 +340,7 @@ def _shift_in(qh, ql, bit):
 def w_div(ah, al, bh, bl, I, f, mode, err):
     """round_half_even(a 2^f / b) by long division, then fitted."""
     if bh == 0 and bl == 0:
-        record_wide_error(err, ERR_DIV_ZERO, OP_DIV, 0)
+        record_error(err, ERR_DIV_ZERO, OP_DIV, 0)
         return np.int64(0), np.int64(0)
     if ah == 0 and al == 0:
         return np.int64(0), np.int64(0)
