@@ -53,6 +53,7 @@ WIDE_ERR_LEN = ERR_LEN + 1
 _M63 = (1 << 63) - 1
 _M21 = (1 << 21) - 1
 _COLS = 13          # 21-bit columns of a product of two 126-bit magnitudes (252 bits), plus a carry column
+_PIECES = 7         # 21-bit pieces of the quotient's bits [f, f + 147): 126 bits and the overflow piece
 
 
 def new_wide_err() -> np.ndarray:
@@ -64,8 +65,8 @@ def new_wide_err() -> np.ndarray:
 
 
 def new_scratch() -> np.ndarray:
-    """Scratch space of :func:`w_mul` (its product columns)."""
-    return np.zeros(_COLS + 12, dtype=np.int64)
+    """Scratch space of :func:`w_mul`: its product columns, then the quotient's pieces."""
+    return np.zeros(_COLS + _PIECES, dtype=np.int64)
 
 
 # ---------------------------------------------------------------------------- Python side
@@ -230,7 +231,7 @@ def w_relu(h, l):
 def _mul_columns(xh, xl, yh, yl, c):
     """c[0:13] = the product of the magnitudes x, y in 21-bit columns (normalised:
     each column < 2^21; partial products < 2^42, at most six per column)."""
-    for k in range(_COLS + 12):
+    for k in range(_COLS):
         c[k] = 0
     a0, a1, a2 = xl & _M21, (xl >> 21) & _M21, xl >> 42
     a3, a4, a5 = xh & _M21, (xh >> 21) & _M21, xh >> 42
@@ -276,7 +277,7 @@ def w_mul(ah, al, bh, bl, I, f, mode, err, scratch):
     # q = the product's bits [f, f + 126); anything at or above bit f + 126 is an overflow
     i0 = f // 21
     s = f - 21 * i0
-    for k in range(7):
+    for k in range(_PIECES):
         i = i0 + k
         lo = c[i] >> s if i < _COLS else 0
         hi = (c[i + 1] << (21 - s)) & _M21 if i + 1 < _COLS else 0
