@@ -9,7 +9,9 @@ the reduction writes:
 * Index, AR, c-gram (c = 2, 3, 4), Counting: every x in {0,1}^n and every query i
   at small n, then seeded samples at n = 2^k as far as the hybrid's declared
   format fits int64 (AR / 2-gram / Counting 2^12, 3- and 4-gram 2^11; Index to
-  2^14, where its format still fits), each with random x, random i and the adversarial queries i = n, n - 1
+  2^14, where its format still fits), and past int64 in two-limb storage from
+  n = 2^16 (Index 2^18; quick one n, full two: :data:`REDUCTION_TWO_LIMB_LOG2`,
+  a smaller sample), each with random x, random i and the adversarial queries i = n, n - 1
   (the key's first occurrence at the end of the data) and the x = 0^n, 1^n
   rows. The data length is the reduction's (n for Index / Counting, c n for
   c-gram, 2 n for AR) and so is the alphabet (2; n + 2 for the keys 2..n+1 of
@@ -167,6 +169,13 @@ REDUCTION_SAMPLED_LOG2 = {"quick": [4, 8], "full": [4, 6, 8, 10]}
 """Sampled n = 2^k for these k, then REDUCTION_MAX_LOG2 (and 2^12 for Index) too."""
 REDUCTION_SAMPLE = {"quick": (12, 3), "full": (48, 6)}
 """(random x per n, random i per x); each x also gets i = n and i = n - 1."""
+REDUCTION_TWO_LIMB_LOG2 = {"quick": (0,), "full": (0, 2)}
+"""Past int64: n = 2^(k0 + d) reduction bits for these d, k0 the first k >= 16
+whose declared format needs two limbs (constructions/wide_exec.py): 16 for AR,
+c-gram and Counting (AR data length 2^17), 18 for Index. A hybrid attends only
+at its last position, so a row costs O(L) wide steps."""
+REDUCTION_TWO_LIMB_SAMPLE = {"quick": (2, 1), "full": (4, 2)}
+"""The smaller sample there: (random x, random i per x), plus i = n, n - 1 and 0^n, 1^n."""
 
 
 def reduction_of(task: str) -> LR.Reduction:
@@ -243,9 +252,18 @@ def reduction_sizes(task: str, profile: str) -> list[int]:
     return [1 << k for k in sorted(set(ks + [REDUCTION_MAX_LOG2[task]]))]
 
 
+def two_limb_sizes(task: str, profile: str) -> list[int]:
+    """The n of the two-limb records (:data:`REDUCTION_TWO_LIMB_LOG2`)."""
+    k0 = 16
+    while not declared_for(task, 1 << k0).wide:
+        k0 += 1
+    return [1 << (k0 + d) for d in REDUCTION_TWO_LIMB_LOG2[profile]]
+
+
 def _reduction_parts(profile: str) -> list[tuple[str, str, int]]:
     return [(task, how, n) for task in REDUCTION_TASKS
-            for how, ns in (("exhaustive", REDUCTION_EXHAUSTIVE[profile]), ("sampled", reduction_sizes(task, profile)))
+            for how, ns in (("exhaustive", REDUCTION_EXHAUSTIVE[profile]), ("sampled", reduction_sizes(task, profile)),
+                            ("two-limb", two_limb_sizes(task, profile)))
             for n in ns]
 
 
@@ -256,6 +274,12 @@ def hybrid_reduction_check(profile: str, seed: int, part: tuple[str, str, int]) 
     task, how, n = part
     if how == "exhaustive":
         return [reduction_record(task, n, None)]
+    if how == "two-limb":
+        rec = reduction_record(task, n, seed, REDUCTION_TWO_LIMB_SAMPLE[profile])
+        wide = declared_for(task, n).wide
+        if not wide:                      # the record is meant to run past int64: say so if it does not
+            rec.failures, rec.note = max(rec.failures, 1), "NOT PAST INT64: " + rec.note
+        return [rec]
     return [reduction_record(task, n, seed, REDUCTION_SAMPLE[profile])]
 
 

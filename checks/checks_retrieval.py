@@ -34,8 +34,11 @@ for c-gram); the note gives the Index bit count m.
   n = 2^k, quick k = 4..14, :data:`SAMPLED`);
 * ``format limit`` (Counting): its declared p(n) ~ 4 log2 n (codes up to n + 1
   squared in the count head) fits int64 (I + f <= 62) up to n =
-  ``R.COUNTING_MAX_N`` = 11,583 at alphabet n + 1; ``counting_transformer`` refuses
-  n + 1 with a clear error, and the record checks that it does;
+  ``R.COUNTING_MAX_N`` = 11,583 at alphabet n + 1; from n + 1 ``counting_transformer``
+  builds in two-limb storage (constructions/wide_exec.py) up to
+  ``R.COUNTING_WIDE_MAX_N`` and refuses beyond, and the record checks both; the
+  sampled reduction records run one instance past 11,583 (quick) and at 2^14, 2^15
+  (full), :data:`COUNTING_BEYOND_INT64`;
 * ``precision frontier`` (checks/frontier.py, ``family="frontier-sample"``):
   slopes of the measured bits against log2 n on a fixed seeded sample, RAISE mode
   (rebuilt at each f, re-encoded at each I): a measurement of growth and of the
@@ -118,6 +121,10 @@ SAMPLED_MAX_LOG2N = {"quick": {}, "full": {"cgram2": 16, "counting": 13}}
 its int64 format limit (n <= R.COUNTING_MAX_N = 11,583; the ``format limit`` record
 shows larger n are refused), cgram2 at 2^16 (``ar``, the same model, goes on to
 2^20). c-gram with c = 3, 4 goes to 2^20 (one instance there takes 20-30 minutes)."""
+COUNTING_BEYOND_INT64 = {"quick": (R.COUNTING_MAX_N + 16,), "full": (R.COUNTING_MAX_N + 16, 2 ** 14, 2 ** 15)}
+"""Reduction targets where Counting's declared format needs two limbs (one row
+each; the two-limb executor computes every score: about 9 s at 11,600, 17 s at
+2^14, 70 s at 2^15 here)."""
 NECESSITY = {"quick": (("exhaustive", 4), ("sampled", 2 ** 8)),
              "full": (("exhaustive", 4), ("exhaustive", 6), ("sampled", 2 ** 8), ("sampled", 2 ** 10),
                       ("sampled", 2 ** 12))}
@@ -287,12 +294,16 @@ def _reduction_sampled_targets(key: str, profile: str) -> list[tuple[int, int]]:
     """(target data length, rows) of the sampled reduction records of ``key``."""
     c, family = TASKS[key][2], TASKS[key][0].family
     targets = dict(REDUCTION_SAMPLED[profile])
-    if key == "counting":           # and at the largest n whose declared format fits int64
+    beyond = set()
+    if key == "counting":           # and at the largest n whose declared format fits int64, and past it
         targets[R.COUNTING_MAX_N] = 2
+        for target in COUNTING_BEYOND_INT64[profile]:
+            targets[target] = 1
+            beyond.add(target)
     out = []
     for target, rows in targets.items():
         n, _, _ = _reduction_params(key, hard.index_bits(family, target, c))
-        if n < _min_n(key) or (_max_n(key) is not None and n > _max_n(key)):
+        if n < _min_n(key) or (target not in beyond and _max_n(key) is not None and n > _max_n(key)):
             continue
         out.append((target, rows))
     return out
@@ -491,24 +502,28 @@ def counting_frontier_necessity(profile: str, ns=None) -> list[Record]:
 
 def _format_limit() -> Record:
     """Counting's declared format fits int64 at n = COUNTING_MAX_N with alphabet n + 1;
-    n + 1 (alphabet n + 2) is refused with a clear error."""
+    at n + 1 (alphabet n + 2) it is built in two-limb storage at its declared format;
+    past COUNTING_WIDE_MAX_N it is refused with a clear error."""
     t0 = time.perf_counter()
-    lim = R.COUNTING_MAX_N
+    lim, top = R.COUNTING_MAX_N, R.COUNTING_WIDE_MAX_N
     fits = R.COUNTING.format(lim, lim + 1)
     I2, f2 = R.COUNTING.int_bits(lim + 1, lim + 2), R.COUNTING.frac_bits(lim + 1)
+    at, past = R.counting_transformer(lim, alphabet=lim + 1).fmt, R.counting_transformer(lim + 1, alphabet=lim + 2).fmt
     try:
-        R.counting_transformer(lim + 1, alphabet=lim + 2)
+        R.counting_transformer(top + 1, alphabet=top + 2)
         refused, how = False, "built anyway"
     except ValueError as e:
-        refused, how = "exceeds 62" in str(e), str(e)[:110]
-    ok = refused and I2 + f2 > 62 and fits.int_bits + fits.frac_bits <= 62
+        refused, how = "beyond the two-limb executor" in str(e), str(e)[:120]
+    ok = (refused and I2 + f2 > 62 and fits.int_bits + fits.frac_bits <= 62 and at == fits and not at.wide
+          and past.wide and (past.int_bits, past.frac_bits) == (I2, f2))
     return Record(CLAIM, "counting", TASKS["counting"][0].name, lim + 1, 1, 0 if ok else 1,
                   seconds=max(round(time.perf_counter() - t0, 3), 0.001),
-                  note=f"declared {fits.name} at n = {lim}; Q{I2}.{f2} (I + f = {I2 + f2} > 62) at n = {lim + 1}: "
-                       + ("refused as documented: " if ok else "NOT AS DOCUMENTED: ") + how,
+                  note=f"declared {fits.name} at n = {lim} (int64); {past.name} (I + f = {I2 + f2} > 62) at "
+                       f"n = {lim + 1}; refused at n = {top + 1}: "
+                       + ("as documented: " if ok else "NOT AS DOCUMENTED: ") + how,
                   family="reduction", alphabet=lim + 2,
-                  description=f"format limit: declared format fits int64 to n = {lim} at alphabet n + 1, "
-                              f"refused at n = {lim + 1}")
+                  description=f"format limit: int64 storage to n = {lim} at alphabet n + 1, two limbs from "
+                              f"n = {lim + 1} to {top}")
 
 
 def mqar_sample_records(profile: str, seed: int) -> list[Record]:

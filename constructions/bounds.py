@@ -28,7 +28,7 @@ from typing import Callable
 
 import sympy as sp
 
-from .fixedpoint import FixedFormat, log2_ceil
+from .fixedpoint import FixedFormat, log2_ceil, storage_for
 from .num import LN2_UPPER, SymbolicFormat, any_sym, bits_for, is_sym, sharpness, zero_gap
 from .vocab import COUNT, NUMBER_BASE, SPECIAL_NAMES, token_code
 
@@ -137,6 +137,7 @@ class Declared:
     defaults: tuple = (2, 2)    # default (a, c)
     claim: str = ""
     n_symbol: sp.Symbol = N     # the symbol n of the sympy forms
+    two_limb: bool = False      # past int64 (I + f > 62) the format is stored in two limbs (else refused)
 
     def int_bits(self, n: int, a: int | None = None, c: int | None = None) -> int:
         a = self.defaults[0] if a is None else a
@@ -155,7 +156,8 @@ class Declared:
         sympy expressions when a size is symbolic: a symbolic build)."""
         if any_sym(n, a, c):
             return SymbolicFormat(self.int_bits(n, a, c), self.frac_bits(n))
-        return FixedFormat(self.int_bits(n, a, c), self.frac_bits(n))
+        I, f = self.int_bits(n, a, c), self.frac_bits(n)
+        return FixedFormat(I, f, storage=storage_for(I, f) if self.two_limb else "int64")
 
     def total_bits(self, n: int, a: int | None = None, c: int | None = None) -> int:
         return self.format(n, a, c).total_bits
@@ -302,7 +304,7 @@ def _int_mqar(B, n, a, c):
 INDEX = Declared("index", index_int_bits, const(RETRIEVAL_FRAC_BITS), claim="T4.6-up")
 CGRAM = Declared("c-gram", cgram_int_bits, const(RETRIEVAL_FRAC_BITS), claim="T4.6-up")
 AR = Declared("AR", lambda B, n, a, c: cgram_int_bits(B, n, a, 2), const(RETRIEVAL_FRAC_BITS), claim="T4.6-up")
-COUNTING = Declared("counting", _int_count, _f_count, claim="T4.6-up")
+COUNTING = Declared("counting", _int_count, _f_count, claim="T4.6-up", two_limb=True)
 MQAR = Declared("MQAR", _int_mqar, const(RETRIEVAL_FRAC_BITS), defaults=(MQAR_MAX_VALUE, 2), claim="T4.6-up")
 RETRIEVAL = {"index": INDEX, "ar": AR, "cgram": CGRAM, "counting": COUNTING, "mqar": MQAR}
 
@@ -373,11 +375,11 @@ def hybrid_count_bound(B, n):
 
 HYBRID = {
     "index": Declared("hybrid.index", lambda B, n, a, c: B.bits(hybrid_index_bound(B, n)) + 1,
-                      _f_hyb_retrieval, claim="T5.6"),
+                      _f_hyb_retrieval, claim="T5.6", two_limb=True),
     "ar": Declared("hybrid.ar", lambda B, n, a, c: B.bits(hybrid_first_bound(B, n, 1)) + 1,
-                   _f_hyb_retrieval, claim="T5.6"),
+                   _f_hyb_retrieval, claim="T5.6", two_limb=True),
     "counting": Declared("hybrid.counting", lambda B, n, a, c: B.bits(hybrid_count_bound(B, n)) + 1,
-                         _f_hyb_count, claim="T5.6"),
+                         _f_hyb_count, claim="T5.6", two_limb=True),
 }
 
 
@@ -385,7 +387,7 @@ def hybrid_cgram(c: int) -> Declared:
     """c-gram hybrid with the (c-1)-token key; c is part of the architecture."""
     w = c - 1
     return Declared(f"hybrid.cgram(c={c})", lambda B, n, a, cc: B.bits(hybrid_first_bound(B, n, w)) + 1,
-                    _f_hyb_retrieval, claim="T5.6")
+                    _f_hyb_retrieval, claim="T5.6", two_limb=True)
 
 
 def hybrid_istree_cot(B, n):

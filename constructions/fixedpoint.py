@@ -81,7 +81,9 @@ E_MAXABS = 4
 E_SAT = 5
 ERR_LEN = 6
 
-MAX_MAGNITUDE_BITS = 62  # I + f <= 62
+MAX_MAGNITUDE_BITS = 62  # I + f <= 62 (int64 storage)
+MAX_WIDE_MAGNITUDE_BITS = 126   # I + f <= 126 (two-limb storage, constructions/wide.py)
+STORAGES = {"int64": MAX_MAGNITUDE_BITS, "two-limb": MAX_WIDE_MAGNITUDE_BITS}
 
 _LN2_HI = 0.6931471805599453       # float(ln 2)
 _LN2_LO = 2.3190468138462996e-17   # ln 2 - _LN2_HI
@@ -498,11 +500,18 @@ class FixedFormat:
 
     ``mode`` is ``"raise"`` (overflow is an error) or ``"saturate"`` (clamp,
     counted in ``err[E_SAT]``).
+
+    ``storage`` is ``"int64"`` (one word per value, I + f <= 62: the int64
+    executor, constructions/kernels.py) or ``"two-limb"`` (two words, I + f <= 126:
+    the two-limb executor, constructions/wide_exec.py). A format past int64 must
+    say ``"two-limb"``; the constructions choose it where their declared format
+    needs it (:func:`storage_for`). Values and rounding are the same in both.
     """
 
     int_bits: int
     frac_bits: int
     mode: str = "raise"
+    storage: str = "int64"
 
     def __post_init__(self) -> None:
         I, f = self.int_bits, self.frac_bits
@@ -510,18 +519,28 @@ class FixedFormat:
             raise TypeError(f"int_bits and frac_bits must be ints, got {I!r}, {f!r}")
         if I < 0 or f < 0:
             raise ValueError(f"int_bits and frac_bits must be >= 0, got I={I}, f={f}")
-        if I + f > MAX_MAGNITUDE_BITS:
-            raise ValueError(
-                f"I + f = {I + f} exceeds {MAX_MAGNITUDE_BITS}: int64 storage holds at most "
-                f"{MAX_MAGNITUDE_BITS} magnitude bits (p = I + f + 1 <= 63)"
-            )
+        if self.storage not in STORAGES:
+            raise ValueError(f"storage must be one of {list(STORAGES)}, got {self.storage!r}")
+        if I + f > STORAGES[self.storage]:
+            if self.storage == "int64":
+                raise ValueError(
+                    f"I + f = {I + f} exceeds {MAX_MAGNITUDE_BITS}: int64 storage holds at most "
+                    f"{MAX_MAGNITUDE_BITS} magnitude bits (p = I + f + 1 <= 63); storage='two-limb' "
+                    f"holds {MAX_WIDE_MAGNITUDE_BITS}")
+            raise ValueError(f"I + f = {I + f} exceeds {MAX_WIDE_MAGNITUDE_BITS}, what two-limb storage holds")
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {sorted(MODES)}, got {self.mode!r}")
 
     # -- descriptors
     @property
     def name(self) -> str:
-        return f"Q{self.int_bits}.{self.frac_bits}" + ("(sat)" if self.mode == "saturate" else "")
+        return (f"Q{self.int_bits}.{self.frac_bits}" + ("(sat)" if self.mode == "saturate" else "")
+                + ("[2x64]" if self.wide else ""))
+
+    @property
+    def wide(self) -> bool:
+        """Stored in two limbs (runs on the two-limb executor)."""
+        return self.storage == "two-limb"
 
     @property
     def total_bits(self) -> int:
@@ -542,10 +561,12 @@ class FixedFormat:
         return int(self.int_bits), int(self.frac_bits), self.mode_code
 
     def with_bits(self, int_bits: int | None = None, frac_bits: int | None = None,
-                  mode: str | None = None) -> "FixedFormat":
+                  mode: str | None = None, storage: str | None = None) -> "FixedFormat":
+        """This format with some fields changed (the storage is kept unless given)."""
         return FixedFormat(self.int_bits if int_bits is None else int_bits,
                            self.frac_bits if frac_bits is None else frac_bits,
-                           self.mode if mode is None else mode)
+                           self.mode if mode is None else mode,
+                           self.storage if storage is None else storage)
 
     # -- conversion
     def encode(self, x: Number, exact: bool = True, what: str = "value") -> int:
@@ -578,6 +599,8 @@ class FixedFormat:
         in range are converted directly (the common case of the builders' weight
         matrices); every other entry goes through :meth:`encode` itself."""
         arr = np.asarray(xs, dtype=object)
+        if self.wide:
+            return self._encode_wide(arr, exact, what)
         out = np.zeros(arr.shape, dtype=np.int64)
         flat, o = arr.reshape(-1), out.reshape(-1)
         f, top = self.frac_bits, self.max_raw
@@ -600,15 +623,35 @@ class FixedFormat:
             o[i] = self.encode(x, exact=exact, what=f"{what}{idx}")
         return out
 
-    def decode(self, raw: int) -> Fraction:
+    def _encode_wide(self, arr: np.ndarray, exact: bool, what: str) -> np.ndarray:
+        """:meth:`encode_array` in two-limb storage: shape + (2,), limbs (hi, lo) of
+        constructions/wide.py."""
+        from .wide import to_limbs
+        out = np.zeros(arr.shape + (2,), dtype=np.int64)
+        flat, o = arr.reshape(-1), out.reshape(-1, 2)
+        for i in np.flatnonzero(flat != 0).tolist():
+            idx = [int(j) for j in np.unravel_index(i, arr.shape)] if arr.ndim else []
+            o[i] = to_limbs(self.encode(flat[i], exact=exact, what=f"{what}{idx}"))
+        return out
+
+    def decode(self, raw) -> Fraction:
+        """The value of a raw: an int, or (two-limb storage) a pair of limbs."""
+        if self.wide and np.ndim(raw) == 1:
+            from .wide import from_limbs
+            raw = from_limbs(raw[0], raw[1])
         return Fraction(int(raw), 1 << self.frac_bits)
 
     def to_float(self, raw) -> np.ndarray:
+        raw = np.asarray(raw)
+        if self.wide and raw.ndim and raw.shape[-1] == 2:
+            return (raw[..., 0].astype(np.float64) * 2.0 ** 63 + raw[..., 1].astype(np.float64)) \
+                / float(1 << self.frac_bits)
         return np.asarray(raw, dtype=np.float64) / float(1 << self.frac_bits)
 
     def used_int_bits(self, err: np.ndarray) -> int:
-        """Integer bits actually touched, from ``err[E_MAXABS]``."""
-        return max(0, int(err[E_MAXABS]).bit_length() - self.frac_bits)
+        """Integer bits actually touched, from ``err[E_MAXABS]`` (and, in a wide
+        error array, its high limb)."""
+        return max(0, max_abs_raw(err).bit_length() - self.frac_bits)
 
     # -- error handling
     def check(self, err: np.ndarray, where: str = "") -> None:
@@ -617,10 +660,35 @@ class FixedFormat:
 
     # -- scalar operations on raws (convenience for tests and notebooks)
     def _call(self, fn, *args):
+        if self.wide:
+            return self._call_wide(fn.__name__, *args)
         err = new_err()
         r = fn(*[np.int64(a) for a in args], *self.args, err)
         self.check(err, fn.__name__ if hasattr(fn, "__name__") else "")
         return int(r)
+
+    def _call_wide(self, name: str, *args) -> int:
+        """A scalar operation of constructions/wide.py on Python int raws."""
+        from . import wide as W
+        self._check_raws(np.array(args, dtype=object), "operands")
+        err = W.new_wide_err()
+        limbs = [v for a in args for v in W.to_limbs(a)]
+        if name == "fx_exp":
+            if self.frac_bits > 56:
+                raise ValueError(f"{self.name}: exp on two limbs needs f <= 56")
+            if args[0] > 0 or args[0] < -(1 << 62):
+                raise ValueError(f"{self.name}: exp on two limbs takes 0 >= a >= -2^62 (the softmax shifts)")
+            e = new_err()
+            r = fx_exp(np.int64(args[0]), min(self.int_bits, 62 - self.frac_bits), self.frac_bits, self.mode_code, e)
+            self.check(e, "exp")
+            return int(r)
+        fn = {"fx_add": W.w_add, "fx_sub": W.w_sub, "fx_div": W.w_div}.get(name)
+        if name == "fx_mul":
+            h, lo = W.w_mul(*[np.int64(v) for v in limbs], *self.args, err, W.new_scratch())
+        else:
+            h, lo = fn(*[np.int64(v) for v in limbs], *self.args, err)
+        self.check(err, name[3:])
+        return W.from_limbs(h, lo)
 
     def add(self, a: int, b: int) -> int:
         return self._call(fx_add, a, b)
@@ -640,6 +708,9 @@ class FixedFormat:
     def attend(self, scores, values) -> tuple[np.ndarray, np.ndarray]:
         """Softmax attention of raw ``scores`` (m,) over raw ``values`` (m, d):
         returns (weights (m,), output (d,)) as raws."""
+        if self.wide:
+            raise ValueError(f"{self.name}: attend takes int64 raws; a two-limb model runs softmax in "
+                             f"constructions/wide_exec.w_attend")
         s = np.ascontiguousarray(scores, dtype=np.int64)
         v = np.ascontiguousarray(values, dtype=np.int64)
         if v.ndim != 2 or v.shape[0] != s.shape[0]:
@@ -657,6 +728,18 @@ class FixedFormat:
         if arr.size and int(np.abs(arr).max()) > self.max_raw:
             bad = int(np.argmax(np.abs(arr).ravel()))
             raise ValueError(f"{what}: raw value {int(arr.ravel()[bad])} is outside {self.name}")
+
+
+def max_abs_raw(err: np.ndarray) -> int:
+    """The largest |raw| an error array has seen (a wide array, constructions/wide.py,
+    keeps its high limb at index ERR_LEN)."""
+    hi = int(err[ERR_LEN]) if err.shape[0] > ERR_LEN else 0
+    return (hi << 63) + int(err[E_MAXABS])
+
+
+def storage_for(int_bits: int, frac_bits: int) -> str:
+    """The storage a declared format needs: int64 when I + f <= 62, else two limbs."""
+    return "int64" if int_bits + frac_bits <= MAX_MAGNITUDE_BITS else "two-limb"
 
 
 def check_err(err: np.ndarray, fmt: FixedFormat, where: str = "") -> None:

@@ -35,8 +35,10 @@ import numpy as np
 
 from . import kernels as K
 from . import lanes as LN
+from . import wide as WD
+from . import wide_exec as WX
 from .fixedpoint import (
-    E_MAXABS, E_SAT, FixedFormat, PrecisionError, check_err, new_err,
+    E_MAXABS, E_SAT, FixedFormat, PrecisionError, check_err, max_abs_raw, new_err,
 )
 from .vocab import NUMBER_BASE, SPECIAL_NAMES, Vocab, token_code
 
@@ -197,7 +199,23 @@ class ModelSpec:
 
 
 def _enc(fmt: FixedFormat, arr: np.ndarray, what: str) -> np.ndarray:
-    return fmt.encode_array(arr, exact=True, what=what) if arr.size else np.zeros(arr.shape, dtype=np.int64)
+    return fmt.encode_array(arr, exact=True, what=what) if arr.size else _zeros(fmt, *arr.shape)
+
+
+def _zeros(fmt: FixedFormat, *shape: int) -> np.ndarray:
+    """Raws of zero: int64 of ``shape``, or (two-limb storage) ``shape + (2,)``."""
+    return np.zeros(shape + ((2,) if fmt.wide else ()), np.int64)
+
+
+def _raw_max(arr: np.ndarray, wide: bool) -> int:
+    """The largest |raw| of an encoded array (two-limb: limbs on the last axis)."""
+    if not arr.size:
+        return 0
+    if not wide:
+        return int(np.abs(arr).max())
+    a = np.abs(arr.reshape(-1, 2))
+    i = int(np.lexsort((a[:, 1], a[:, 0]))[-1])
+    return (int(a[i, 0]) << 63) + int(a[i, 1])
 
 
 @dataclass
@@ -227,9 +245,10 @@ def _encode_rnn_layers(spec: ModelSpec, fmt: FixedFormat, D: int) -> tuple:
     Lr = len(spec.rnn_layers)
     S = max([L.A.shape[0] for L in spec.rnn_layers], default=0)
     Mr = max([L.W1.shape[0] for L in spec.rnn_layers], default=0)
-    rA, rB, rC = np.zeros((Lr, S, S), np.int64), np.zeros((Lr, S, D), np.int64), np.zeros((Lr, D, S), np.int64)
-    rW1, rb1 = np.zeros((Lr, Mr, D), np.int64), np.zeros((Lr, Mr), np.int64)
-    rW2, rb2 = np.zeros((Lr, D, Mr), np.int64), np.zeros((Lr, D), np.int64)
+    z = lambda *shape: _zeros(fmt, *shape)     # noqa: E731
+    rA, rB, rC = z(Lr, S, S), z(Lr, S, D), z(Lr, D, S)
+    rW1, rb1 = z(Lr, Mr, D), z(Lr, Mr)
+    rW2, rb2 = z(Lr, D, Mr), z(Lr, D)
     for l, L in enumerate(spec.rnn_layers):
         s, m = L.A.shape[0], L.W1.shape[0]
         rA[l, :s, :s] = _enc(fmt, L.A, f"rnn[{l}].A")
@@ -249,11 +268,12 @@ def _encode_attention_layers(spec: ModelSpec, fmt: FixedFormat, D: int) -> tuple
     H = max([len(L.heads) for L in spec.attn_layers], default=0)
     Dh = max([max(h.WQ.shape[0], h.WV.shape[0]) for L in spec.attn_layers for h in L.heads], default=0)
     Ma = max([L.W1.shape[0] for L in spec.attn_layers], default=0)
-    aWQ, aWK = np.zeros((La, H, Dh, D), np.int64), np.zeros((La, H, Dh, D), np.int64)
-    aWV, aWO = np.zeros((La, H, Dh, D), np.int64), np.zeros((La, H, D, Dh), np.int64)
+    z = lambda *shape: _zeros(fmt, *shape)     # noqa: E731
+    aWQ, aWK = z(La, H, Dh, D), z(La, H, Dh, D)
+    aWV, aWO = z(La, H, Dh, D), z(La, H, D, Dh)
     a_nheads = np.array([len(L.heads) for L in spec.attn_layers], dtype=np.int64)
-    aW1, ab1 = np.zeros((La, Ma, D), np.int64), np.zeros((La, Ma), np.int64)
-    aW2, ab2 = np.zeros((La, D, Ma), np.int64), np.zeros((La, D), np.int64)
+    aW1, ab1 = z(La, Ma, D), z(La, Ma)
+    aW2, ab2 = z(La, D, Ma), z(La, D)
     for l, L in enumerate(spec.attn_layers):
         for h, hd in enumerate(L.heads):
             dq, dv = hd.WQ.shape[0], hd.WV.shape[0]
@@ -277,6 +297,9 @@ class Model:
         spec.validate()
         if fmt.int_bits < 1:
             raise ValueError(f"{spec.name}: softmax needs the value 1 on the grid: int_bits >= 1, got {fmt.int_bits}")
+        if fmt.wide and spec.attn_layers and fmt.frac_bits > WX.ATTENTION_MAX_FRAC_BITS:
+            raise ValueError(f"{spec.name}: attention on two limbs needs f <= {WX.ATTENTION_MAX_FRAC_BITS} "
+                             f"(exp in double-double), got {fmt.name}")
         self.spec = spec
         self.fmt = fmt
         self.vocab = spec.vocab
@@ -310,25 +333,31 @@ class Model:
         nearest-code readout applies, ``predict_batch(readout="nearest_code")``),
         else -1."""
         nearest = np.array([self.nearest_code_dim, SPECIAL_MIN_CODE, self.vocab.max_number + 1], dtype=np.int64)
+        table = (K.readout_table(out_kind, out_param, out_coef, self.candidates, *fmt.args) if not fmt.wide
+                 else (np.zeros((0, 0), np.int64), np.zeros((0, 0), np.int64), np.zeros((0, 0), np.bool_)))
         self.weights = K.Weights(
             K.Network(ekind, eparam, ecoef, *rnn, *attn),
-            K.Readout(out_dim, out_kind, out_param, out_coef, self.candidates,
-                      *K.readout_table(out_kind, out_param, out_coef, self.candidates, *fmt.args), nearest))
+            K.Readout(out_dim, out_kind, out_param, out_coef, self.candidates, *table, nearest))
         """The encoded weights, the one structured argument of the kernels
         (:class:`constructions.kernels.Weights`: ``.net`` the embedding and layers,
-        ``.readout`` the readout with its table for this format)."""
-        self.rnn_sparse = K.rnn_sparse(self.weights.net) if rA.shape[0] and not aWQ.shape[0] else None
+        ``.readout`` the readout with its table for this format). In two-limb
+        storage (``fmt.wide``) every raw array has a last axis (hi, lo) and the
+        table is empty (constructions/wide_exec.py reads them)."""
+        self.rnn_sparse = (K.rnn_sparse(self.weights.net) if rA.shape[0] and not aWQ.shape[0] and not fmt.wide
+                           else None)
         """An attention-free model's RNN layers by rows (:class:`constructions.kernels.RNNSparse`),
         which a :class:`Session` feeds with :func:`~constructions.kernels.feed_rnn_sparse`
         (the dense step's numbers, visiting only the nonzero weights); None for a
         model with attention layers or without RNN layers."""
-        self.err = new_err()   # cumulative statistics of every run of this model
+        self.err = WD.new_wide_err() if fmt.wide else new_err()   # cumulative statistics of every run
         # the weights are numbers of the format too: a run needs at least their bits
         # (offsets of the 1/(.+c) features included; token ids of is_token are not numbers)
         inv = (K.F_TOK_INV, K.F_POS_INV)
-        offsets = [int(p) for k, p in zip(np.r_[ekind, out_kind], np.r_[eparam, out_param]) if k in inv]
+        params = [eparam[d] for d in range(len(ekind))] + [out_param[i] for i in range(len(out_kind))]
+        offsets = [int(p) if not fmt.wide else WD.from_limbs(*p)
+                   for k, p in zip(np.r_[ekind, out_kind], params) if k in inv]
         weights = (ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, aWQ, aWK, aWV, aWO, aW1, ab1, aW2, ab2, out_coef)
-        self.err[E_MAXABS] = max([int(np.abs(a).max()) for a in weights if a.size] + [abs(o) for o in offsets] + [0])
+        self._set_max_abs(max([_raw_max(a, fmt.wide) for a in weights] + [abs(o) for o in offsets] + [0]))
         self._update_resources()
         self._built = (self.err.copy(), replace(self.resources))     # the statistics of a new build: fresh()
 
@@ -336,11 +365,18 @@ class Model:
         """(kind, param, coef) arrays of the embedding, encoded in the model's format."""
         spec, fmt = self.spec, self.fmt
         ekind = np.array([e[0] for e in spec.embedding], dtype=np.int64)
-        eparam = np.array([self._param(k, p, f"embedding[{spec.labels[d]}]")
-                           for d, (k, p, _) in enumerate(spec.embedding)], dtype=np.int64)
-        ecoef = np.array([fmt.encode(c, what=f"embedding coefficient of {spec.labels[d]!r}")
-                          for d, (_, _, c) in enumerate(spec.embedding)], dtype=np.int64)
+        eparam = self._raws([self._param(k, p, f"embedding[{spec.labels[d]}]")
+                             for d, (k, p, _) in enumerate(spec.embedding)])
+        ecoef = self._raws([fmt.encode(c, what=f"embedding coefficient of {spec.labels[d]!r}")
+                            for d, (_, _, c) in enumerate(spec.embedding)])
         return ekind, eparam, ecoef
+
+    def _raws(self, values: list[int]) -> np.ndarray:
+        """Python int raws (or token ids) as an int64 array, or (two-limb storage)
+        as limbs, shape (len, 2)."""
+        if not self.fmt.wide:
+            return np.array(values, dtype=np.int64)
+        return np.array([WD.to_limbs(v) for v in values], dtype=np.int64).reshape(len(values), 2)
 
     def _encode_readout(self) -> tuple:
         """(dim, kind, param, coef) arrays of the readout terms, encoded."""
@@ -349,10 +385,8 @@ class Model:
             raise ValueError(f"{spec.name}: a model needs at least one readout term")
         out_dim = np.array([t[0] for t in spec.readout], dtype=np.int64)
         out_kind = np.array([t[1] for t in spec.readout], dtype=np.int64)
-        out_param = np.array([self._param(t[1], t[2], f"readout term {i}") for i, t in enumerate(spec.readout)],
-                             dtype=np.int64)
-        out_coef = np.array([fmt.encode(t[3], what=f"readout coefficient {i}") for i, t in enumerate(spec.readout)],
-                            dtype=np.int64)
+        out_param = self._raws([self._param(t[1], t[2], f"readout term {i}") for i, t in enumerate(spec.readout)])
+        out_coef = self._raws([fmt.encode(t[3], what=f"readout coefficient {i}") for i, t in enumerate(spec.readout)])
         return out_dim, out_kind, out_param, out_coef
 
     def _param(self, kind: int, param: Any, what: str) -> int:
@@ -396,16 +430,22 @@ class Model:
     def absorb(self, err: np.ndarray) -> None:
         """Add a run's error array (largest |raw|, saturations) to this model's
         cumulative statistics and ``resources``."""
-        self.absorb_values(int(err[E_MAXABS]), int(err[E_SAT]))
+        self.absorb_values(max_abs_raw(err), int(err[E_SAT]))
 
-    def absorb_values(self, max_abs_raw: int, saturations: int) -> None:
+    def absorb_values(self, max_abs: int, saturations: int) -> None:
         """:meth:`absorb` of a largest |raw| and a number of NEW saturations (a
         session passes those its cumulative array gained since it last absorbed)."""
-        if max_abs_raw <= self.err[E_MAXABS] and saturations == 0:
+        if max_abs <= max_abs_raw(self.err) and saturations == 0:
             return                                  # nothing changes
-        self.err[E_MAXABS] = max(int(self.err[E_MAXABS]), max_abs_raw)
+        self._set_max_abs(max(max_abs_raw(self.err), max_abs))
         self.err[E_SAT] += saturations
         self._update_resources()
+
+    def _set_max_abs(self, v: int) -> None:
+        if self.fmt.wide:
+            self.err[WD.E_MAXABS_HI], self.err[E_MAXABS] = v >> 63, v & ((1 << 63) - 1)
+        else:
+            self.err[E_MAXABS] = v
 
     def _update_resources(self) -> None:
         r = self.resources
@@ -505,10 +545,15 @@ class Model:
             raise ValueError(f"{self.name}: batch[{b}] token id {int(tokens[b, t])} at position {t} "
                              f"is not in the vocabulary (size {self.vocab.size})")
         preds = np.full((B, N), -1, dtype=np.int64)
-        err = new_err()
+        err = WD.new_wide_err() if self.fmt.wide else new_err()
         loc = np.full(2, -1, dtype=np.int64)
-        block = LN.choose_block(self, tokens, lengths, bool(share_prefix), readout)
-        if block:
+        block = 0 if self.fmt.wide else LN.choose_block(self, tokens, lengths, bool(share_prefix), readout)
+        if self.fmt.wide:             # the two-limb executor: every row from a fresh state
+            ro = self.weights.readout
+            WX.w_forward(tokens, lengths, bool(all_positions), readout == "nearest_code", *self.fmt.args, err, loc,
+                         *self.weights.net, ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef, ro.candidates,
+                         ro.nearest, preds)
+        elif block:
             LN.forward_lanes(tokens, lengths, bool(all_positions), bool(share_prefix), READOUTS[readout],
                              *self.fmt.args, err, loc, self.weights, preds, LN.exp_table(self.fmt.frac_bits), block)
         else:
@@ -523,6 +568,8 @@ class Model:
 
     def rnn(self) -> "RNNAdapter":
         """This model as a general RNN (constructions/protocol.py)."""
+        if self.fmt.wide:
+            raise ValueError(f"{self.name}: the RNN protocol view runs on int64 storage, not {self.fmt.name}")
         if self.kind != "linear_rnn":
             raise ValueError(f"{self.name}: only a linear RNN is an RNN in the protocol's sense (kind={self.kind})")
         return RNNAdapter(self)
@@ -553,23 +600,29 @@ class Session:
         La, H, Dh = W.aWQ.shape[0], W.aWQ.shape[1], W.aWQ.shape[2]
         # pruned attention (kernels.attention_scores) needs the block bounds in Km and
         # room behind the scores; record mode keeps every score (the full path)
-        self._prune = La > 0 and not record
+        self._prune = La > 0 and not record and not m.fmt.wide
+        self._wide = m.fmt.wide
         cap = K.cache_capacity(capacity, self._prune)
-        self.Kc = np.zeros((La, H, Dh, cap), np.int64)      # keys column-major (kernels)
-        self.Km = np.zeros((La, H, K.cache_rows(Dh, self._prune), cap), np.int64)   # column (+ block) bounds of Kc
-        self.Vc = np.zeros((La, H, cap, Dh), np.int64)
-        self.state = np.zeros((W.rA.shape[0], W.rA.shape[1]), np.int64)
-        self.x = np.zeros(m.spec.width, np.int64)
-        self.scores = np.zeros(K.scores_length(cap, self._prune), np.int64)
+        if self._wide:            # the two-limb executor's cache: row-major keys, limbs last
+            self.Kc = np.zeros((La, H, cap, Dh, 2), np.int64)
+            self.Km = np.zeros((0,), np.int64)
+            self.Vc = np.zeros((La, H, cap, Dh, 2), np.int64)
+        else:
+            self.Kc = np.zeros((La, H, Dh, cap), np.int64)      # keys column-major (kernels)
+            self.Km = np.zeros((La, H, K.cache_rows(Dh, self._prune), cap), np.int64)   # column (+ block) bounds
+            self.Vc = np.zeros((La, H, cap, Dh), np.int64)
+        self.state = _zeros(m.fmt, W.rA.shape[0], W.rA.shape[1])
+        self.x = _zeros(m.fmt, m.spec.width)
+        self.scores = _zeros(m.fmt, cap) if self._wide else np.zeros(K.scores_length(cap, self._prune), np.int64)
         self.wbuf = np.zeros(cap, np.int64)
         self.attn = np.zeros((La, H, cap if record else 1), np.int64)
-        self.err = new_err()
+        self.err = WD.new_wide_err() if self._wide else new_err()
         self._sat_absorbed = 0                 # saturations of self.err already added to the model
         self._one = np.zeros(1, np.int64)      # feed_one's token
 
     @property
     def capacity(self) -> int:
-        return self.Kc.shape[3]
+        return self.Kc.shape[2 if self._wide else 3]
 
     def _grow(self, need: int) -> None:
         cap = self.capacity
@@ -577,6 +630,14 @@ class Session:
             return
         new = max(need, 2 * cap)
         pad = new - cap
+        if self._wide:
+            grow = lambda a: np.concatenate([a, np.zeros(a.shape[:2] + (pad,) + a.shape[3:], np.int64)], axis=2)  # noqa
+            self.Kc, self.Vc = grow(self.Kc), grow(self.Vc)
+            self.scores = np.zeros((new, 2), np.int64)
+            self.wbuf = np.zeros(new, np.int64)
+            if self.record:
+                self.attn = np.zeros(self.attn.shape[:2] + (new,), np.int64)
+            return
         self.Kc = np.concatenate([self.Kc, np.zeros(self.Kc.shape[:3] + (pad,), np.int64)], axis=3)
         self.Km = np.concatenate([self.Km, np.zeros(self.Km.shape[:3] + (pad,), np.int64)], axis=3)
         self.Vc = np.concatenate([self.Vc, np.zeros(self.Vc.shape[:2] + (pad,) + self.Vc.shape[3:], np.int64)], axis=2)
@@ -629,6 +690,9 @@ class Session:
         argument). An attention-free model (``model.rnn_sparse``) without attention
         recording runs its RNN layers by rows: the same numbers as the dense step."""
         m = self.model
+        if self._wide:
+            return WX.w_feed(arr, self.position, *m.fmt.args, self.err, *m.weights.net, self.state, self.Kc, self.Vc,
+                             self.x, self.scores, self.wbuf, self.record, self.attn)
         if m.rnn_sparse is not None and not self.record:
             e = m.weights.net
             return K.feed_rnn_sparse(arr, self.position, *m.fmt.args, self.err, e.ekind, e.eparam, e.ecoef,
@@ -640,27 +704,32 @@ class Session:
         """Add this session's statistics to the model's: the largest |raw| so far
         and the saturations since the last call (``err`` is cumulative per session)."""
         sat = int(self.err[E_SAT])
-        self.model.absorb_values(int(self.err[E_MAXABS]), sat - self._sat_absorbed)
+        self.model.absorb_values(max_abs_raw(self.err), sat - self._sat_absorbed)
         self._sat_absorbed = sat
 
     def next_token(self) -> int:
         if self.position == 0:
             raise ValueError(f"{self.model.name}: feed at least one token before asking for the next one")
         m = self.model
-        tok = K.readout_flat(self.x, *m.weights.readout, *m.fmt.args, self.err)
+        if self._wide:
+            ro = m.weights.readout
+            tok = WX.w_read(self.x, m.nearest_code_dim >= 0, ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef,
+                            ro.candidates, ro.nearest, *m.fmt.args, self.err)
+        else:
+            tok = K.readout_flat(self.x, *m.weights.readout, *m.fmt.args, self.err)
         self._absorb()
         check_err(self.err, m.fmt, f"{m.name} readout")
         return int(tok)
 
     def residual(self) -> dict[str, Fraction]:
         """The current residual stream, by direction label, as exact values."""
-        return {lab: self.model.fmt.decode(v) for lab, v in zip(self.model.labels, self.x)}
+        return {lab: self.model.fmt.decode(v) for lab, v in zip(self.model.labels, self.x)}   # v: limbs if wide
 
     def attention(self) -> np.ndarray:
         """Attention weights (layer, head, position) at the last fed position, as floats."""
         if not self.record:
             raise ValueError("create the session with record=True to see attention weights")
-        return self.model.fmt.to_float(self.attn[:, :, : self.position])
+        return self.attn[:, :, : self.position].astype(np.float64) / float(1 << self.model.fmt.frac_bits)
 
     def kv_cache_bits(self) -> int:
         return self.model.resources.kv_bits(self.position)

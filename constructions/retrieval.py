@@ -38,8 +38,10 @@ expressions):
   integer bits: its count head compares the query code with every data code by
   lambda (2 Q tau - tau^2) (codes up to n + 1 at the reduction's alphabet n + 1).
   So p ~ 4 log2 n; the declared format fits int64 (I + f <= 62) up to
-  n = :data:`COUNTING_MAX_N` (= 11,583, a little above 2^13) at alphabet n + 1, and
-  the model refuses larger n. The comparison is made by the readout itself
+  n = :data:`COUNTING_MAX_N` (= 11,583, a little above 2^13) at alphabet n + 1;
+  larger n run in two-limb storage (constructions/wide_exec.py) up to
+  :data:`COUNTING_WIDE_MAX_N` (where f passes 56, what the two-limb softmax
+  holds), and the model refuses beyond. The comparison is made by the readout itself
   (logit(number 1) = thr, logit(number 0) = frac), so no steep step MLP is needed.
 
 Example::
@@ -58,7 +60,7 @@ import numpy as np
 import sympy as sp
 
 from . import kernels as K
-from .fixedpoint import MAX_MAGNITUDE_BITS, FixedFormat, log2_ceil
+from .fixedpoint import MAX_MAGNITUDE_BITS, MAX_WIDE_MAGNITUDE_BITS, FixedFormat, log2_ceil
 from .gadgets import (
     base_space, count_head, number_readout, require,
     Builder, Component, Head, ResidualSpace, match_head, shift_head,
@@ -81,20 +83,29 @@ from .bounds import (  # noqa: E402
 )
 
 
-def counting_max_n(alphabet: Callable[[int], int] | int | None = None) -> int:
+def counting_max_n(alphabet: Callable[[int], int] | int | None = None, wide: bool = False) -> int:
     """The largest n whose declared Counting format fits int64 storage
     (I(n, a) + f(n) <= 62), with the alphabet a = ``alphabet(n)`` (a callable),
     a fixed int, or None for a = n + 1 (the Index -> Counting reduction's marks
-    0..n). I + f grows with n, so a binary search finds it."""
+    0..n). I + f grows with n, so a binary search finds it. ``wide``: the largest
+    n the two-limb executor runs (I + f <= 126 and f <= 56, its softmax's limit)."""
     alpha = (lambda n: n + 1) if alphabet is None else (alphabet if callable(alphabet) else (lambda n: int(alphabet)))
-    fits = lambda n: COUNTING.int_bits(n, alpha(n)) + COUNTING.frac_bits(n) <= MAX_MAGNITUDE_BITS
+    if wide:
+        from .wide_exec import ATTENTION_MAX_FRAC_BITS
+        fits = lambda n: (COUNTING.int_bits(n, alpha(n)) + COUNTING.frac_bits(n) <= MAX_WIDE_MAGNITUDE_BITS
+                          and COUNTING.frac_bits(n) <= ATTENTION_MAX_FRAC_BITS)
+    else:
+        fits = lambda n: COUNTING.int_bits(n, alpha(n)) + COUNTING.frac_bits(n) <= MAX_MAGNITUDE_BITS
     return largest(fits, 1) or 0
 
 
 COUNTING_MAX_N = counting_max_n()
 """The largest n whose declared Counting format fits int64 at alphabet n + 1 (the
-reduction's alphabet): :func:`counting_transformer` refuses larger n (with that alphabet
-or a larger one) with a clear error."""
+reduction's alphabet); larger n run in two-limb storage."""
+COUNTING_WIDE_MAX_N = counting_max_n(wide=True)
+"""The largest n the two-limb executor runs Counting at alphabet n + 1:
+:func:`counting_transformer` refuses larger n (with that alphabet or a larger
+one) with a clear error."""
 
 
 # ----------------------------------------------------------------------------
@@ -215,15 +226,18 @@ def ar_transformer(n: int, *, alphabet: int = 4, fmt: FixedFormat | None = None)
 # ----------------------------------------------------------------------------
 # Counting
 def _counting_format(n: int, a: int) -> FixedFormat:
-    """The declared Counting format; ValueError beyond int64 storage (I + f > 62)."""
+    """The declared Counting format: int64 storage where I + f <= 62, two limbs
+    beyond (constructions/wide_exec.py); ValueError past the two-limb executor
+    (I + f > 126 or f > 56)."""
     if is_sym(n) or is_sym(a):
-        return COUNTING.format(n, a)          # a symbolic build: the int64 limit is not part of the model
+        return COUNTING.format(n, a)          # a symbolic build: the storage is not part of the model
+    from .wide_exec import ATTENTION_MAX_FRAC_BITS
     I_d, f_d = COUNTING.int_bits(n, a), COUNTING.frac_bits(n)
-    if I_d + f_d > MAX_MAGNITUDE_BITS:
+    if I_d + f_d > MAX_WIDE_MAGNITUDE_BITS or f_d > ATTENTION_MAX_FRAC_BITS:
         raise ValueError(f"counting_transformer: n = {n} at alphabet {a} needs the declared format Q{I_d}.{f_d}: "
-                         f"I + f = {I_d + f_d} exceeds 62 (int64 storage); the largest n at alphabet n + 1 "
-                         f"is {COUNTING_MAX_N}")
-    return COUNTING.format(n, a)
+                         f"beyond the two-limb executor (I + f <= {MAX_WIDE_MAGNITUDE_BITS}, f <= "
+                         f"{ATTENTION_MAX_FRAC_BITS}); the largest n at alphabet n + 1 is {COUNTING_WIDE_MAX_N}")
+    return COUNTING.format(n, a)             # int64 storage up to I + f = 62, two limbs beyond
 
 
 def _counting_margins(n: int, a: int, fmt: FixedFormat, check_margins: bool = True) -> dict:
@@ -304,7 +318,9 @@ def counting_transformer(n: int, *, alphabet: int = 3, fmt: FixedFormat | None =
     Integer bits: count scores <= lambda (3 K^2 + 1), fetch scores <= 2M + mu (n + 3),
     normalisers <= n + 4, each + 1 bit for score differences (:data:`COUNTING`).
     The declared format leaves int64 (I + f > 62) above :data:`COUNTING_MAX_N` at
-    alphabet n + 1; larger n are refused.
+    alphabet n + 1; larger n run in two-limb storage (the two-limb executor: the
+    same numbers, every score computed) up to :data:`COUNTING_WIDE_MAX_N`, and
+    are refused beyond.
 
     Example (n = 4, a = 3)::
 

@@ -206,13 +206,19 @@ def test_alphabet_free_params(task):
 @pytest.mark.parametrize("task", RED_TASKS)
 def test_largest_sampled_n_fits_int64_and_the_next_does_not(task):
     """REDUCTION_MAX_LOG2 is the int64 limit of the format (Index: the issue's 2^14,
-    within the limit)."""
-    from rnngap.checks.checks_hybrid import REDUCTION_MAX_LOG2, build_reduction_model
+    within the limit); the next n is built in two-limb storage at its declared
+    format (FixedFormat refuses int64 storage there), as are the two-limb records' n."""
+    from rnngap.checks.checks_hybrid import REDUCTION_MAX_LOG2, build_reduction_model, declared_for, two_limb_sizes
     k = REDUCTION_MAX_LOG2[task]
-    assert build_reduction_model(task, 1 << k).fmt.total_bits <= 63
+    m = build_reduction_model(task, 1 << k)
+    assert m.fmt.total_bits <= 63 and not m.fmt.wide
     if task != "index":
+        m = build_reduction_model(task, 1 << (k + 1))
+        assert m.fmt.wide and m.fmt.total_bits > 63 and m.fmt == declared_for(task, 1 << (k + 1))
         with pytest.raises(ValueError, match="exceeds 62"):
-            build_reduction_model(task, 1 << (k + 1))
+            FixedFormat(m.fmt.int_bits, m.fmt.frac_bits)
+    for n in two_limb_sizes(task, "full"):
+        assert declared_for(task, n).wide and declared_for(task, n).total_bits > 63
 
 
 @pytest.mark.parametrize("task", ["index", "ar", "cgram3", "counting"])

@@ -312,7 +312,8 @@ instance on this 2-core machine (measured, shared load): AR 3.4 s at 2^16, 15 s 
 2^18, 4 min at 2^19, 22 min at 2^20 (left out); c = 4 21 s at 2^17, 2.5 min at
 2^18, 7 min at 2^19 (2^20 left out). Counting's declared format leaves int64 above
 n = R.COUNTING_MAX_N = 11,583 at alphabet n + 1 (I + f > 62,
-:func:`test_counting_format_limit_is_reported`): it stops at 2^13."""
+:func:`test_counting_format_limit_is_reported`): its int64 runs stop at 2^13 (past
+it: tests/test_wide_exec.py)."""
 
 
 @pytest.mark.full
@@ -327,16 +328,18 @@ def test_property_two_layer_full(key, k):
 def test_counting_format_limit_is_reported():
     """p(n) of Counting ~ 4 log2 n: the declared format fits I + f <= 62 up to
     R.COUNTING_MAX_N at alphabet n + 1 (a bit above 2^13) and not one further;
-    counting_transformer refuses with a clear error (FixedFormat would refuse too)."""
+    from there the declared format and counting_transformer use two-limb storage
+    (FixedFormat refuses int64 storage there), up to R.COUNTING_WIDE_MAX_N (tests/test_wide_exec.py)."""
     lim = R.COUNTING_MAX_N
     assert 2 ** 13 <= lim < 2 ** 14
     fmt = R.COUNTING.format(lim, lim + 1)
     assert fmt.int_bits + fmt.frac_bits <= 62
     assert R.COUNTING.int_bits(lim + 1, lim + 2) + R.COUNTING.frac_bits(lim + 1) > 62
+    assert R.COUNTING.format(lim + 1, lim + 2).wide and not fmt.wide
     with pytest.raises(ValueError, match="exceeds 62"):
-        R.COUNTING.format(lim + 1, lim + 2)
-    with pytest.raises(ValueError, match=f"largest n at alphabet n \\+ 1 is {lim}"):
-        R.counting_transformer(lim + 1, alphabet=lim + 2)
+        FixedFormat(R.COUNTING.int_bits(lim + 1, lim + 2), R.COUNTING.frac_bits(lim + 1))
+    assert not R.counting_transformer(lim, alphabet=lim + 1).fmt.wide
+    assert R.counting_transformer(lim + 1, alphabet=lim + 2).fmt.wide
     assert R.counting_max_n() == lim and R.counting_max_n(lambda n: n + 1) == lim
 
 

@@ -1,0 +1,614 @@
+"""The two-limb executor: a model's step, batch loop and readouts on wide raws
+(constructions/wide.py), for formats stored in two limbs (``FixedFormat(...,
+storage="two-limb")``, needed when I + f > 62; any format may use it).
+
+Second stage of the wide machine (issue 28). Every function computes exactly the
+numbers of the plain int64 definition in constructions/kernels.py (``_step``,
+``_readout``, ``_nearest_code_readout``, ``fixedpoint.fx_attend``) with the
+operations of wide.py in place of fx_*: the same operations in the same order,
+the same zero terms skipped, the same first error and the same largest |raw|
+(kept in two words, ``wide.E_MAXABS_HI``). tests/test_wide_exec.py runs every
+catalogue model on both executors at its int64 format and compares predictions,
+the error array and the largest |raw| bit for bit.
+
+**Arrays.** A wide array is an int64 array with a trailing axis of 2 (hi, lo):
+the weights of :class:`constructions.kernels.Network` / ``Readout`` (the raw
+ones: ``ecoef``, ``eparam`` (the offsets of the 1/(.+c) features), every layer
+matrix and bias, ``out_param``, ``out_coef``), the residual, the RNN state and
+the KV cache. Token ids, feature kinds and ``a_nheads`` stay int64.
+
+**What is not here (yet).** The int64 executor's exact shortcuts (pruned
+attention, the key-value index, vectorised columns, shared prefixes, lane
+blocks, readout tables) have no two-limb version: every score of every key is
+computed, so attention costs O(n^2) wide operations per layer. exp needs the
+shift s - M below int64 and its result 2^f in int64: attention refuses formats
+with f > 56 (:data:`ATTENTION_MAX_FRAC_BITS`; exp's double-double is exact to
+about 2^-106, enough for f <= 56 with the 2^-96 guard of fixedpoint.exp_raw).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .fixedpoint import (
+    E_CODE, E_MAXABS, E_NEED, E_OP, E_SAT, E_WHERE, ERR_LEN, ERR_OVERFLOW, MODE_SATURATE, OP_ADD,
+    bit_length, exp_raw, exp_zero_threshold, mul_limbs, mul_round_abs, record_error,
+)
+from .kernels import (
+    F_IS_NUM, F_IS_TOKEN, F_ONE, F_POS, F_POS_INV, F_POS_SQ, F_TOK, F_TOK_INV, F_TOK_SQ, F_ZERO, tok_code,
+)
+from .vocab import NUMBER_BASE
+from .wide import (
+    _COLS, _PIECES, E_MAXABS_HI, MAX_WIDE_BITS, _bits, _mag, _mag_sub, _overflow, _signed, _track, w_add, w_div,
+    w_fit, w_mul, w_relu,
+)
+
+ATTENTION_MAX_FRAC_BITS = 56
+"""Attention on the two-limb executor needs f <= 56 (exp; see the module doc)."""
+
+_M63 = (1 << 63) - 1
+SCRATCH_LEN = _COLS + _PIECES       # wide.new_scratch's length (w_mul's columns and quotient pieces)
+
+
+# ---------------------------------------------------------------------------- integers and features
+@njit(cache=True)
+def w_int(v, I, f, mode, err):
+    """The raw of the int64 integer v, range-checked as kernels.int_raw."""
+    neg = v < 0
+    m = -v if neg else v
+    return _int_mag(neg, np.int64(0), m, I, f, mode, err)
+
+
+@njit(cache=True)
+def _int_mag(neg, mh, ml, I, f, mode, err):
+    """The raw of the integer +-(mh 2^63 + ml): an integer of 2^I or more is an
+    overflow of the encoding (need = its bit length; the clamp is not metered, as
+    kernels.int_raw); otherwise shifted by f and fitted."""
+    b = _bits(mh, ml)
+    if b > I:
+        if mode == MODE_SATURATE:
+            err[E_SAT] += 1
+        else:
+            record_error(err, ERR_OVERFLOW, OP_ADD, b)
+        if I + f == MAX_WIDE_BITS:
+            lh, ll = np.int64(_M63), np.int64(_M63)
+        else:
+            k = I + f
+            if k <= 62:
+                lh, ll = np.int64(0), (np.int64(1) << k) - 1
+            else:
+                lh, ll = _mag_sub(np.int64(1) << (k - 63), np.int64(0), np.int64(0), np.int64(1))
+        return _signed(neg, lh, ll)
+    s = f
+    if s == 0:
+        h, l = mh, ml
+    elif s >= 63:                       # b + s <= 126: mh = 0 and ml < 2^(126 - s)
+        h, l = ml << (s - 63), np.int64(0)
+    else:
+        h = (mh << s) | (ml >> (63 - s))
+        l = (ml << s) & _M63
+    hh, ll2 = _signed(neg, h, l)
+    return w_fit(hh, ll2, I, f, mode, OP_ADD, err)
+
+
+@njit(cache=True)
+def _int_sq(v, I, f, mode, err):
+    """The raw of v^2 (|v| < 2^62), exact in two limbs."""
+    m = -v if v < 0 else v
+    hi, lo = mul_limbs(m, m)            # m^2 = hi 2^62 + lo
+    return _int_mag(False, hi >> 1, ((hi & 1) << 62) | lo, I, f, mode, err)
+
+
+@njit(cache=True)
+def w_feature(kind, ph, pl, tok, pos, I, f, mode, err):
+    """kernels.feature_raw on wide raws (``ph, pl``: the offset of a 1/(.+c) feature)."""
+    if kind == F_ZERO:
+        return np.int64(0), np.int64(0)
+    if kind == F_ONE:
+        return w_int(np.int64(1), I, f, mode, err)
+    if kind == F_TOK:
+        return w_int(tok_code(tok), I, f, mode, err)
+    if kind == F_TOK_SQ:
+        return _int_sq(tok_code(tok), I, f, mode, err)
+    if kind == F_IS_TOKEN:
+        return w_int(np.int64(1 if tok == pl else 0), I, f, mode, err)
+    if kind == F_IS_NUM:
+        return w_int(np.int64(1 if tok >= NUMBER_BASE else 0), I, f, mode, err)
+    if kind == F_TOK_INV:
+        ch, cl = w_int(tok_code(tok), I, f, mode, err)
+        dh, dl = w_add(ch, cl, ph, pl, I, f, mode, err)
+        oh, ol = w_int(np.int64(1), I, f, mode, err)
+        return w_div(oh, ol, dh, dl, I, f, mode, err)
+    if kind == F_POS:
+        return w_int(pos, I, f, mode, err)
+    if kind == F_POS_SQ:
+        return _int_sq(pos, I, f, mode, err)
+    if kind == F_POS_INV:
+        ch, cl = w_int(pos, I, f, mode, err)
+        dh, dl = w_add(ch, cl, ph, pl, I, f, mode, err)
+        oh, ol = w_int(np.int64(1), I, f, mode, err)
+        return w_div(oh, ol, dh, dl, I, f, mode, err)
+    return np.int64(0), np.int64(0)
+
+
+@njit(cache=True)
+def w_embed(tok, pos, ekind, eparam, ecoef, I, f, mode, err, scr, x):
+    """x = the embedding of ``tok`` at ``pos`` (kernels._embed)."""
+    for d in range(x.shape[0]):
+        k = ekind[d]
+        if k == F_ZERO or (ecoef[d, 0] == 0 and ecoef[d, 1] == 0):
+            x[d, 0] = 0
+            x[d, 1] = 0
+        else:
+            vh, vl = w_feature(k, eparam[d, 0], eparam[d, 1], tok, pos, I, f, mode, err)
+            x[d, 0], x[d, 1] = w_mul(ecoef[d, 0], ecoef[d, 1], vh, vl, I, f, mode, err, scr)
+
+
+# ---------------------------------------------------------------------------- layers
+@njit(cache=True)
+def w_matvec(W, x, I, f, mode, err, scr, out):
+    """out = W x (kernels.matvec: products rounded, partial sums checked in column
+    order, zero terms skipped)."""
+    rows, cols = W.shape[0], W.shape[1]
+    for r in range(rows):
+        ah, al = np.int64(0), np.int64(0)
+        for c in range(cols):
+            wh, wl = W[r, c, 0], W[r, c, 1]
+            if wh != 0 or wl != 0:
+                xh, xl = x[c, 0], x[c, 1]
+                if xh != 0 or xl != 0:
+                    ph, pl = w_mul(wh, wl, xh, xl, I, f, mode, err, scr)
+                    ah, al = w_add(ah, al, ph, pl, I, f, mode, err)
+        out[r, 0] = ah
+        out[r, 1] = al
+
+
+@njit(cache=True)
+def w_mlp_residual(W1, b1, W2, b2, x, I, f, mode, err, scr, hidden, tmp):
+    """x += W2 relu(W1 x + b1) + b2 (kernels._mlp_residual_metered: a zero added
+    to x[d] is skipped)."""
+    w_matvec(W1, x, I, f, mode, err, scr, hidden)
+    for m in range(hidden.shape[0]):
+        hh, hl = w_add(hidden[m, 0], hidden[m, 1], b1[m, 0], b1[m, 1], I, f, mode, err)
+        hidden[m, 0], hidden[m, 1] = w_relu(hh, hl)
+    w_matvec(W2, hidden, I, f, mode, err, scr, tmp)
+    for d in range(x.shape[0]):
+        if tmp[d, 0] != 0 or tmp[d, 1] != 0 or b2[d, 0] != 0 or b2[d, 1] != 0:
+            sh, sl = w_add(tmp[d, 0], tmp[d, 1], b2[d, 0], b2[d, 1], I, f, mode, err)
+            x[d, 0], x[d, 1] = w_add(x[d, 0], x[d, 1], sh, sl, I, f, mode, err)
+
+
+@njit(cache=True, inline='always')
+def _add_into(x, d, yh, yl, I, f, mode, err):
+    if yh != 0 or yl != 0:
+        x[d, 0], x[d, 1] = w_add(x[d, 0], x[d, 1], yh, yl, I, f, mode, err)
+
+
+# ---------------------------------------------------------------------------- attention
+@njit(cache=True)
+def w_scores(q, Kc, m, I, f, mode, err, scr, qnz, scores):
+    """scores[j] = sum_c round(q_c K[j, c]) for j < m (kernels.attention_scores'
+    plain definition: component order, zero terms skipped, partial sums checked).
+    Returns the index of the largest score (the first one). ``qnz``: int64 scratch
+    (>= Dh).
+
+    A key whose components and query components are all below 2^62 in magnitude
+    is scored on int64 (fixedpoint.mul_round_abs, the rounding w_mul uses there)
+    while every product and partial sum stays below min(2^62, 2^(I+f)); those
+    values are in range, so the plain definition records nothing for them but
+    their magnitudes, kept in a local maximum. Any other key is scored with
+    w_mul / w_add from its first component: the same numbers and errors."""
+    Dh = q.shape[0]
+    nq = 0
+    small_q = True
+    for c in range(Dh):
+        if q[c, 0] != 0 or q[c, 1] != 0:
+            qnz[nq] = c
+            nq += 1
+            if q[c, 0] != 0 or q[c, 1] >= (np.int64(1) << 62) or q[c, 1] <= -(np.int64(1) << 62):
+                small_q = False
+    top = np.int64(1) << 62
+    if I + f < 62:
+        top = np.int64(1) << (I + f)
+    seen = np.int64(0)
+    best = 0
+    for j in range(m):
+        done = False
+        if small_q:
+            acc = np.int64(0)
+            done = True
+            for i in range(nq):
+                c = qnz[i]
+                kh, kl = Kc[j, c, 0], Kc[j, c, 1]
+                if kh == 0 and kl == 0:
+                    continue
+                if kh != 0 or kl >= top or kl <= -top:
+                    done = False
+                    break
+                qc = q[c, 1]
+                p = mul_round_abs(qc if qc > 0 else -qc, kl if kl > 0 else -kl, f)
+                if p < 0 or p >= top:
+                    done = False
+                    break
+                if (qc < 0) != (kl < 0):
+                    p = -p
+                acc += p
+                a = acc if acc > 0 else -acc
+                pa = p if p > 0 else -p
+                if a >= top:
+                    done = False
+                    break
+                if pa > seen:
+                    seen = pa
+                if a > seen:
+                    seen = a
+            if done:
+                scores[j, 0] = 0
+                scores[j, 1] = acc
+        if not done:
+            sh, sl = np.int64(0), np.int64(0)
+            for i in range(nq):
+                c = qnz[i]
+                kh, kl = Kc[j, c, 0], Kc[j, c, 1]
+                if kh != 0 or kl != 0:
+                    ph, pl = w_mul(q[c, 0], q[c, 1], kh, kl, I, f, mode, err, scr)
+                    sh, sl = w_add(sh, sl, ph, pl, I, f, mode, err)
+            scores[j, 0] = sh
+            scores[j, 1] = sl
+        if j > 0 and (scores[j, 0] > scores[best, 0]
+                      or (scores[j, 0] == scores[best, 0] and scores[j, 1] > scores[best, 1])):
+            best = j
+    _track(np.int64(0), seen, err)
+    return best
+
+
+@njit(cache=True)
+def _shift_mag(sh, sl, Mh, Ml):
+    """(ok, |s - M|) for s <= M as an int64 when it is below 2^63 (ok False: larger)."""
+    ns, s_h, s_l = _mag(sh, sl)
+    nm, m_h, m_l = _mag(Mh, Ml)
+    if not nm and not ns:                      # 0 <= s <= M
+        dh, dl = _mag_sub(m_h, m_l, s_h, s_l)
+    elif nm:                                   # s <= M < 0: |s| >= |M|
+        dh, dl = _mag_sub(s_h, s_l, m_h, m_l)
+    else:                                      # s < 0 <= M: M + |s|
+        if m_h != 0 or s_h != 0 or m_l > _M63 - s_l:
+            return False, np.int64(0)
+        return True, m_l + s_l
+    if dh != 0:
+        return False, np.int64(0)
+    return True, dl
+
+
+@njit(cache=True)
+def _add3(acc, k, bh, bl):
+    """acc[k] (carry, hi, lo) += the magnitude (bh, bl): exact to 2^189."""
+    l = acc[k, 2]
+    if l > _M63 - bl:
+        l = l - (_M63 - bl) - 1
+        carry = 1
+    else:
+        l = l + bl
+        carry = 0
+    h = acc[k, 1]
+    if h > _M63 - bh - carry:
+        h = h - (_M63 - bh - carry) - 1
+        acc[k, 0] += 1
+    else:
+        h = h + bh + carry
+    acc[k, 1] = h
+    acc[k, 2] = l
+
+
+@njit(cache=True)
+def _fit3(pos, neg, k, I, f, mode, err, out):
+    """out[k] = pos[k] - neg[k] (three-limb magnitudes), range-checked once."""
+    pc, ph, pl = pos[k, 0], pos[k, 1], pos[k, 2]
+    nc, nh, nl = neg[k, 0], neg[k, 1], neg[k, 2]
+    sign = pc > nc or (pc == nc and (ph > nh or (ph == nh and pl >= nl)))
+    if not sign:
+        pc, ph, pl, nc, nh, nl = nc, nh, nl, pc, ph, pl
+    l = pl - nl
+    borrow = 0
+    if l < 0:
+        l = l + _M63 + 1
+        borrow = 1
+    h = ph - nh - borrow
+    borrow = 0
+    if h < 0:
+        h = h + _M63 + 1
+        borrow = 1
+    c = pc - nc - borrow
+    if c > 0:                                  # |out| >= 2^126
+        oh, ol = _overflow(not sign, I, f, mode, OP_ADD, 126 + bit_length(c) - f, err)
+    else:
+        sh, sl = _signed(not sign, h, l)
+        oh, ol = w_fit(sh, sl, I, f, mode, OP_ADD, err)
+    out[k, 0] = oh
+    out[k, 1] = ol
+
+
+@njit(cache=True)
+def w_attend(scores, best, m, values, I, f, mode, err, e2, scr, weights, acc, out):
+    """fixedpoint.fx_attend on wide scores and values (M = scores[best]); the
+    weights (at most 2^f, f <= 56) go to ``weights`` as int64 raws. ``e2`` is a
+    scratch fixedpoint error array (exp's own), ``acc`` scratch (2 d, 3)."""
+    d = values.shape[1]
+    for k in range(d):
+        out[k, 0] = 0
+        out[k, 1] = 0
+    if m == 0:
+        return
+    Mh, Ml = scores[best, 0], scores[best, 1]
+    thr = exp_zero_threshold(f)
+    Zh, Zl = np.int64(0), np.int64(0)
+    small = Mh == 0 and Ml < (np.int64(1) << 62) and Ml > -(np.int64(1) << 62)
+    for j in range(m):
+        sh, sl = scores[j, 0], scores[j, 1]
+        if small and sh == 0 and sl > -(np.int64(1) << 62):    # both below 2^62: M - s < 2^63
+            ok, dm = True, Ml - sl
+        else:
+            ok, dm = _shift_mag(sh, sl, Mh, Ml)
+        if not ok or -dm < thr:
+            weights[j] = 0
+        else:
+            e2[E_CODE] = 0
+            e2[E_MAXABS] = 0
+            ej = exp_raw(-dm, min(I, 62 - f), f, mode, e2)
+            if e2[E_CODE] != 0:
+                record_error(err, e2[E_CODE], e2[E_OP], e2[E_NEED])
+            _track(np.int64(0), ej, err)
+            weights[j] = ej
+            Zh, Zl = w_add(Zh, Zl, np.int64(0), ej, I, f, mode, err)
+    for k in range(2 * d):
+        acc[k, 0] = 0
+        acc[k, 1] = 0
+        acc[k, 2] = 0
+    for j in range(m):
+        ej = weights[j]
+        if ej != 0:
+            wh, wl = w_div(np.int64(0), ej, Zh, Zl, I, f, mode, err)
+            weights[j] = wl                      # 0 <= w_j <= 1: one limb
+            if wh != 0 or wl != 0:
+                for k in range(d):
+                    vh, vl = values[j, k, 0], values[j, k, 1]
+                    if vh != 0 or vl != 0:
+                        ph, pl = w_mul(wh, wl, vh, vl, I, f, mode, err, scr)
+                        neg, mh, ml = _mag(ph, pl)
+                        _add3(acc, d + k if neg else k, mh, ml)
+    for k in range(d):
+        _fit3(acc[:d], acc[d:], k, I, f, mode, err, out)
+
+
+# ---------------------------------------------------------------------------- the step
+@njit(cache=True)
+def w_step(tok, t, I, f, mode, err, ekind, eparam, ecoef,
+           rA, rB, rC, rW1, rb1, rW2, rb2, rnn_state,
+           aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc,
+           x, scores, wbuf, record, attn_rec, need_output, ws, scr, e2, acc, qnz):
+    """kernels._step on wide raws (the KV cache row-major: Kc[l, h, t] is key t).
+    ``ws``: wide scratch (:func:`workspace_rows` rows); ``scr``, ``e2``, ``acc``,
+    ``qnz``: the scratch of w_mul, of exp, of the softmax sums and of the scores."""
+    D = x.shape[0]
+    w_embed(tok, t, ekind, eparam, ecoef, I, f, mode, err, scr, x)
+    tmp = ws[0:D]
+    Lr = rA.shape[0]
+    if Lr > 0:
+        S = rA.shape[1]
+        ah = ws[D:D + S]
+        bx = ws[D + S:D + 2 * S]
+        hidden = ws[D + 2 * S:D + 2 * S + rW1.shape[1]]
+        for l in range(Lr):
+            w_matvec(rA[l], rnn_state[l], I, f, mode, err, scr, ah)
+            w_matvec(rB[l], x, I, f, mode, err, scr, bx)
+            for s in range(S):
+                rnn_state[l, s, 0], rnn_state[l, s, 1] = w_add(ah[s, 0], ah[s, 1], bx[s, 0], bx[s, 1],
+                                                               I, f, mode, err)
+            w_matvec(rC[l], rnn_state[l], I, f, mode, err, scr, tmp)
+            for d in range(D):
+                _add_into(x, d, tmp[d, 0], tmp[d, 1], I, f, mode, err)
+            w_mlp_residual(rW1[l], rb1[l], rW2[l], rb2[l], x, I, f, mode, err, scr, hidden, tmp)
+    La = aWQ.shape[0]
+    if La > 0:
+        Dh = aWQ.shape[2]
+        q = ws[D:D + Dh]
+        o = ws[D + Dh:D + 2 * Dh]
+        ho = ws[D + 2 * Dh:2 * D + 2 * Dh]
+        sm = ws[2 * D + 2 * Dh:3 * D + 2 * Dh]
+        Ma = aW1.shape[1]
+        hidden = ws[3 * D + 2 * Dh:3 * D + 2 * Dh + Ma]
+        for l in range(La):
+            for d in range(D):
+                sm[d, 0] = 0
+                sm[d, 1] = 0
+            if l == La - 1 and not need_output:
+                for h in range(a_nheads[l]):
+                    w_matvec(aWK[l, h], x, I, f, mode, err, scr, Kc[l, h, t])
+                    w_matvec(aWV[l, h], x, I, f, mode, err, scr, Vc[l, h, t])
+                return
+            for h in range(a_nheads[l]):
+                w_matvec(aWQ[l, h], x, I, f, mode, err, scr, q)
+                w_matvec(aWK[l, h], x, I, f, mode, err, scr, Kc[l, h, t])
+                w_matvec(aWV[l, h], x, I, f, mode, err, scr, Vc[l, h, t])
+                best = w_scores(q, Kc[l, h], t + 1, I, f, mode, err, scr, qnz, scores)
+                w_attend(scores, best, t + 1, Vc[l, h], I, f, mode, err, e2, scr, wbuf, acc, o)
+                if record:
+                    for j in range(t + 1):
+                        attn_rec[l, h, j] = wbuf[j]
+                w_matvec(aWO[l, h], o, I, f, mode, err, scr, ho)
+                for d in range(D):
+                    _add_into(sm, d, ho[d, 0], ho[d, 1], I, f, mode, err)
+            for d in range(D):
+                _add_into(x, d, sm[d, 0], sm[d, 1], I, f, mode, err)
+            w_mlp_residual(aW1[l], ab1[l], aW2[l], ab2[l], x, I, f, mode, err, scr, hidden, tmp)
+
+
+@njit(cache=True)
+def workspace_rows(D, S, Mr, Dh, Ma):
+    """Wide scratch rows :func:`w_step` needs (kernels.workspace_size's layout)."""
+    return D + max(2 * S + Mr, 2 * D + 2 * Dh + Ma) + 1
+
+
+# ---------------------------------------------------------------------------- readouts
+@njit(cache=True)
+def w_readout(x, out_dim, out_kind, out_param, out_coef, candidates, I, f, mode, err, scr):
+    """kernels._readout: argmax over ``candidates`` (ascending ids) of
+    sum_terms round(coef feat(k)) x[dim]; ties -> the smallest id."""
+    best = candidates[0]
+    bh, bl = np.int64(0), np.int64(0)
+    T = out_dim.shape[0]
+    for ci in range(candidates.shape[0]):
+        k = candidates[ci]
+        lh, ll = np.int64(0), np.int64(0)
+        for i in range(T):
+            xh, xl = x[out_dim[i], 0], x[out_dim[i], 1]
+            if xh != 0 or xl != 0:
+                fh, fl = w_feature(out_kind[i], out_param[i, 0], out_param[i, 1], k, np.int64(0), I, f, mode, err)
+                wh, wl = w_mul(out_coef[i, 0], out_coef[i, 1], fh, fl, I, f, mode, err, scr)
+                if wh != 0 or wl != 0:
+                    ph, pl = w_mul(wh, wl, xh, xl, I, f, mode, err, scr)
+                    lh, ll = w_add(lh, ll, ph, pl, I, f, mode, err)
+        if ci == 0 or lh > bh or (lh == bh and ll > bl):
+            best = k
+            bh, bl = lh, ll
+    return best
+
+
+@njit(cache=True)
+def _floor_clip(h, l, f, lo, hi):
+    """floor(v / 2^f) of the wide raw v, clipped to [lo - 2, hi + 2]."""
+    neg, mh, ml = _mag(h, l)
+    if f >= 63:
+        qh, ql = np.int64(0), mh >> (f - 63)
+        frac = ml != 0 or (mh & ((np.int64(1) << (f - 63)) - 1)) != 0
+    elif f == 0:
+        qh, ql = mh, ml
+        frac = False
+    else:
+        qh, ql = mh >> f, ((mh & ((np.int64(1) << f) - 1)) << (63 - f)) | (ml >> f)
+        frac = (ml & ((np.int64(1) << f) - 1)) != 0
+    if qh != 0 or ql > (np.int64(1) << 62):
+        return lo - 2 if neg else hi + 2
+    q = -ql - (1 if frac else 0) if neg else ql
+    return max(lo - 2, min(hi + 2, q))
+
+
+@njit(cache=True)
+def w_nearest_code_readout(x, v_dim, code_lo, code_hi, out_dim, out_kind, out_param, out_coef, I, f, mode, err,
+                           scr):
+    """kernels._nearest_code_readout: the generic readout over the range ends and
+    the codes floor(v) - 1 .. floor(v) + 2 (the same token, |raw| and errors)."""
+    fl = _floor_clip(x[v_dim, 0], x[v_dim, 1], f, code_lo, code_hi)
+    codes = np.empty(6, dtype=np.int64)
+    codes[0] = code_lo
+    codes[1] = code_hi
+    m = 2
+    for dc in range(-1, 3):
+        c = fl + dc
+        if c > code_lo and c < code_hi:
+            codes[m] = c
+            m += 1
+    ids = np.empty(m, dtype=np.int64)
+    for i in range(m):
+        c = codes[i]
+        ids[i] = c - 1 + NUMBER_BASE if c >= 1 else -c
+    ids = np.unique(ids)
+    return w_readout(x, out_dim, out_kind, out_param, out_coef, ids, I, f, mode, err, scr)
+
+
+@njit(cache=True)
+def _read(x, use_nearest, out_dim, out_kind, out_param, out_coef, candidates, nearest, I, f, mode, err, scr):
+    if use_nearest:
+        return w_nearest_code_readout(x, nearest[0], nearest[1], nearest[2], out_dim, out_kind, out_param, out_coef,
+                                      I, f, mode, err, scr)
+    return w_readout(x, out_dim, out_kind, out_param, out_coef, candidates, I, f, mode, err, scr)
+
+
+# ---------------------------------------------------------------------------- loops
+@njit(cache=True)
+def w_forward(tokens, lengths, all_positions, use_nearest, I, f, mode, err, loc,
+              ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2,
+              aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2,
+              out_dim, out_kind, out_param, out_coef, candidates, nearest, preds):
+    """Every row of the batch from a fresh state (no prefix is shared): preds[b, t]
+    for the positions read (every position if ``all_positions``, else the last).
+    Stops at the first error, with its (row, position) in ``loc``."""
+    B, N = tokens.shape
+    D = ekind.shape[0]
+    La, Lr = aWQ.shape[0], rA.shape[0]
+    H = aWQ.shape[1] if La > 0 else 0
+    Dh = aWQ.shape[2] if La > 0 else 0
+    S = rA.shape[1] if Lr > 0 else 0
+    ws = np.zeros((workspace_rows(D, S, rW1.shape[1], Dh, aW1.shape[1]), 2), np.int64)
+    scr = np.zeros(SCRATCH_LEN, np.int64)
+    e2 = np.zeros(ERR_LEN, np.int64)
+    acc = np.zeros((2 * max(Dh, 1), 3), np.int64)
+    qnz = np.zeros(max(Dh, 1), np.int64)
+    x = np.zeros((D, 2), np.int64)
+    state = np.zeros((Lr, S, 2), np.int64)
+    Kc = np.zeros((La, H, N, Dh, 2), np.int64)
+    Vc = np.zeros((La, H, N, Dh, 2), np.int64)
+    scores = np.zeros((N, 2), np.int64)
+    wbuf = np.zeros(N, np.int64)
+    attn = np.zeros((La, H, 1), np.int64)
+    for b in range(B):
+        state[:] = 0
+        L = lengths[b]
+        for t in range(L):
+            need = all_positions or t == L - 1
+            w_step(tokens[b, t], t, I, f, mode, err, ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, state,
+                   aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc, x, scores, wbuf, False, attn, need,
+                   ws, scr, e2, acc, qnz)
+            if need and err[E_CODE] == 0:
+                preds[b, t] = _read(x, use_nearest, out_dim, out_kind, out_param, out_coef, candidates, nearest,
+                                    I, f, mode, err, scr)
+            if err[E_CODE] != 0:
+                loc[0] = b
+                loc[1] = t
+                err[E_WHERE] = t
+                return
+
+
+@njit(cache=True)
+def w_feed(tokens, t0, I, f, mode, err, ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2,
+           aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, rnn_state, Kc, Vc, x, scores, wbuf, record, attn_rec):
+    """kernels.feed_flat on wide raws: feed ``tokens`` from position t0 (only the
+    last one's output is computed); returns the position reached (stops after the
+    first error, with ``err[E_WHERE]`` its position)."""
+    D = x.shape[0]
+    La, Lr = aWQ.shape[0], rA.shape[0]
+    Dh = aWQ.shape[2] if La > 0 else 0
+    S = rA.shape[1] if Lr > 0 else 0
+    ws = np.zeros((workspace_rows(D, S, rW1.shape[1], Dh, aW1.shape[1]), 2), np.int64)
+    scr = np.zeros(SCRATCH_LEN, np.int64)
+    e2 = np.zeros(ERR_LEN, np.int64)
+    acc = np.zeros((2 * max(Dh, 1), 3), np.int64)
+    qnz = np.zeros(max(Dh, 1), np.int64)
+    t = t0
+    last = tokens.shape[0] - 1
+    for i in range(tokens.shape[0]):
+        w_step(tokens[i], t, I, f, mode, err, ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, rnn_state,
+               aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc, x, scores, wbuf, record, attn_rec,
+               i == last, ws, scr, e2, acc, qnz)
+        if err[E_CODE] != 0:
+            err[E_WHERE] = t
+            return t + 1
+        t += 1
+    return t
+
+
+@njit(cache=True)
+def w_read(x, use_nearest, out_dim, out_kind, out_param, out_coef, candidates, nearest, I, f, mode, err):
+    """A session's readout on the wide residual ``x``."""
+    return _read(x, use_nearest, out_dim, out_kind, out_param, out_coef, candidates, nearest, I, f, mode, err,
+                 np.zeros(SCRATCH_LEN, np.int64))
+
+
+def max_abs(err: np.ndarray) -> int:
+    """The largest |raw| of a wide error array, as a Python int."""
+    return (int(err[E_MAXABS_HI]) << 63) + int(err[E_MAXABS])
+
+
+__all__ = ["ATTENTION_MAX_FRAC_BITS", "max_abs", "w_attend", "w_embed", "w_feature", "w_feed", "w_forward", "w_int",
+           "w_matvec", "w_mlp_residual", "w_nearest_code_readout", "w_read", "w_readout", "w_scores", "w_step",
+           "workspace_rows"]

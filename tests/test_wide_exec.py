@@ -1,0 +1,230 @@
+"""The two-limb executor (constructions/wide_exec.py) against the int64 executor.
+
+On formats both hold (I + f <= 62) the two executors must compute the same
+numbers: every catalogue model, at its own format, below what a run used (raise:
+overflows; saturate: clamps) and at random formats, gives the same predictions,
+the same error array (first error, its need and position, largest |raw|,
+saturations) and the same failing row on ``kernels.forward_batch_plain`` and
+``wide_exec.w_forward``; sessions give the same tokens, residuals and attention
+weights. Past int64 (I + f > 62, values above 2^63 really used) the models must
+still answer every instance as the reference does; FixedFormat's storage rules;
+and NUMBA_DISABLE_JIT gives the same results. Run as a script (``python
+tests/test_wide_exec.py SEED``) it prints the fingerprint the subprocess compares.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from rnngap.checks.catalog import by_name, names
+from rnngap.constructions import kernels as K
+from rnngap.constructions import retrieval as R
+from rnngap.constructions import wide as WD
+from rnngap.constructions import wide_exec as WX
+from rnngap.constructions.fixedpoint import (
+    E_CODE, E_SAT, FixedFormat, FixedPointOverflow, max_abs_raw, new_err,
+)
+from rnngap.constructions.vocab import BOS, NUMBER_BASE, QUERY
+
+from test_step_fastpath import N_BUILD, _batch, _formats
+
+
+def _int64_run(model, toks, lengths, all_positions, ro):
+    preds = np.full(toks.shape, -1, np.int64)
+    err = new_err()
+    loc = np.full(2, -1, np.int64)
+    K.forward_batch_plain(toks, lengths, all_positions, False, ro, *model.fmt.args, err, loc, model.weights, preds)
+    return preds, err, loc
+
+
+def _wide_run(model, toks, lengths, all_positions, ro):
+    preds = np.full(toks.shape, -1, np.int64)
+    err = WD.new_wide_err()
+    loc = np.full(2, -1, np.int64)
+    r = model.weights.readout
+    WX.w_forward(toks, lengths, all_positions, ro == K.READOUT_NEAREST_CODE, *model.fmt.args, err, loc,
+                 *model.weights.net, r.out_dim, r.out_kind, r.out_param, r.out_coef, r.candidates, r.nearest, preds)
+    return preds, err, loc
+
+
+def _same(a, b, what):
+    (pa, ea, la), (pb, eb, lb) = a, b
+    assert eb[WD.E_MAXABS_HI] == 0, what                # every value of an int64 format is below 2^63
+    if ea[E_CODE] == 0:
+        assert pa.tolist() == pb.tolist(), what
+        assert ea.tolist() == eb[:len(ea)].tolist(), what
+    else:
+        # the first error (code, operation, need), its row and position; what a
+        # row computes after its first error is not part of the contract
+        assert ea[:3].tolist() == eb[:3].tolist() and la.tolist() == lb.tolist(), what
+        done = lb[0]
+        assert pa[:done].tolist() == pb[:done].tolist(), what
+
+
+def _compare(name, seed, rows=8, max_len=20):
+    rng = np.random.default_rng(seed)
+    entry = by_name(name)
+    base = entry.build(N_BUILD).model
+    toks, lengths = _batch(base, rng, rows, max_len, entry)
+    _, err, _ = _int64_run(base, toks, lengths, True, K.READOUT_TABLE)
+    used = base.fmt.used_int_bits(err)
+    stats = {"runs": 0, "errors": 0, "saturated": 0}
+    for I, f, mode in _formats(base, used, rng)[:6]:
+        try:
+            narrow = base.with_format(FixedFormat(I, f, mode))
+            wide = base.with_format(FixedFormat(I, f, mode, storage="two-limb"))
+        except (ValueError, OverflowError, ArithmeticError):
+            continue                                    # a weight does not fit this format
+        readouts = [K.READOUT_TABLE] + ([K.READOUT_NEAREST_CODE] if narrow.nearest_code_dim >= 0 else [])
+        for all_positions, ro in itertools.product((False, True), readouts):
+            a = _int64_run(narrow, toks, lengths, all_positions, ro)
+            b = _wide_run(wide, toks, lengths, all_positions, ro)
+            _same(a, b, (name, I, f, mode, all_positions, ro))
+            stats["runs"] += 1
+            stats["errors"] += a[1][E_CODE] != 0
+            stats["saturated"] += a[1][E_SAT] > 0
+    return stats
+
+
+@pytest.mark.parametrize("name", names())
+def test_two_limb_executor_equals_int64_on_every_catalogue_model(name):
+    stats = _compare(name, 3000 + names().index(name))
+    assert stats["runs"] >= 4, stats
+
+
+def test_the_comparison_hits_overflow_and_saturation():
+    """Not vacuous: among the small models' runs some overflow and some clamp."""
+    total = {"runs": 0, "errors": 0, "saturated": 0}
+    for i, name in enumerate(("position-match-transformer", "index-hybrid", "counting-transformer")):
+        for k, v in _compare(name, 4000 + i).items():
+            total[k] += v
+    assert total["errors"] > 0 and total["saturated"] > 0, total
+
+
+@pytest.mark.parametrize("name", ["counting-transformer", "index-hybrid", "position-match-transformer"])
+def test_sessions_agree(name):
+    """Sessions (feed in chunks, next token, residual, recorded attention) on both storages."""
+    rng = np.random.default_rng(7)
+    entry = by_name(name)
+    base = entry.build(N_BUILD).model
+    wide = base.with_format(base.fmt.with_bits(storage="two-limb"))
+    for _ in range(3):
+        prompt = entry.example(N_BUILD, rng)
+        sa, sb = base.session(record=True), wide.session(capacity=2, record=True)    # the wide one grows
+        for k in range(0, len(prompt), 3):
+            sa.feed(prompt[k:k + 3])
+            sb.feed(prompt[k:k + 3])
+            assert sa.next_token() == sb.next_token()
+            assert sa.residual() == sb.residual()
+            if base.spec.attn_layers:
+                assert sa.attention().tolist() == sb.attention().tolist()
+        assert max_abs_raw(sa.err) == max_abs_raw(sb.err)
+    assert base.resources.used_int_bits == wide.resources.used_int_bits
+
+
+# ---------------------------------------------------------------------------- past int64
+def _counting_rows(n, rng, count):
+    """Counting prompts [BOS] x [QUERY] q t at alphabet 3 with their answers."""
+    rows, want = [], []
+    for _ in range(count):
+        x = rng.integers(0, 3, size=n)
+        q, t = int(x[rng.integers(n)]), int(rng.integers(0, n))
+        rows.append([BOS] + [int(v) + NUMBER_BASE for v in x] + [QUERY, q + NUMBER_BASE, t + NUMBER_BASE])
+        want.append(NUMBER_BASE + int(int((x == q).sum()) > t))
+    return np.array(rows), np.array(want)
+
+
+@pytest.mark.parametrize("I,f,big", [(20, 56, True), (60, 8, False), (64, 54, True)])
+def test_counting_past_int64_answers_every_instance(I, f, big):
+    """Counting (n = 6) at formats past int64: the answers are the reference's.
+    With many fraction bits raws above 2^63 are really computed (``big``: the used
+    bits pass 62); at Q60.8 the values stay small (the high limbs stay 0)."""
+    n = 6
+    m = R.counting_transformer(n, alphabet=3, fmt=FixedFormat(I, f, storage="two-limb"))
+    rng = np.random.default_rng(I + f)
+    toks, want = _counting_rows(n, rng, 40)
+    assert m.predict_batch(toks).tolist() == want.tolist()
+    assert (m.resources.used_int_bits + f > 62) == big
+    s = m.session()
+    s.feed(toks[0].tolist())
+    assert s.next_token() == want[0]
+
+
+def test_two_limb_overflow_is_reported():
+    """Past int64 the range checks still bite: Counting re-encoded at Q10.56
+    overflows (its scores need more than 10 integer bits), raising with the bits
+    it needed."""
+    m = R.counting_transformer(6, alphabet=3, fmt=FixedFormat(20, 56, storage="two-limb"))
+    m = m.with_format(FixedFormat(10, 56, storage="two-limb"))
+    toks, _ = _counting_rows(6, np.random.default_rng(1), 4)
+    with pytest.raises(FixedPointOverflow) as e:
+        m.predict_batch(toks)
+    assert e.value.needed_int_bits > 10
+
+
+def test_counting_runs_past_its_int64_limit():
+    """Counting at n = COUNTING_MAX_N + 1 (alphabet n + 1) is built in two-limb
+    storage at its declared format and answers a reduction-style instance (every
+    data mark distinct, the query's count compared with t = 0 and t = 1)."""
+    n = R.COUNTING_MAX_N + 1
+    m = R.counting_transformer(n, alphabet=n + 1)
+    assert m.fmt.wide and m.fmt.int_bits + m.fmt.frac_bits > 62
+    assert (m.fmt.int_bits, m.fmt.frac_bits) == (R.COUNTING.int_bits(n, n + 1), R.COUNTING.frac_bits(n))
+    x = np.arange(n) % (n + 1)
+    q = 5
+    rows = [[BOS] + [int(v) + NUMBER_BASE for v in x] + [QUERY, q + NUMBER_BASE, t + NUMBER_BASE] for t in (0, 1)]
+    assert m.predict_batch(np.array(rows)).tolist() == [NUMBER_BASE + 1, NUMBER_BASE + 0]
+    assert m.resources.used_int_bits <= m.fmt.int_bits     # (the values here still fit 62 bits; the format not)
+
+
+def test_counting_refuses_past_the_two_limb_executor():
+    lim = R.COUNTING_WIDE_MAX_N
+    assert lim > 2 ** 20
+    with pytest.raises(ValueError, match=f"largest n at alphabet n \\+ 1 is {lim}"):
+        R.counting_transformer(lim + 1, alphabet=lim + 2)
+
+
+# ---------------------------------------------------------------------------- formats
+def test_storage_rules():
+    with pytest.raises(ValueError, match="storage='two-limb'"):
+        FixedFormat(40, 30)
+    with pytest.raises(ValueError, match="exceeds 126"):
+        FixedFormat(70, 57, storage="two-limb")
+    with pytest.raises(ValueError, match="storage must be"):
+        FixedFormat(4, 4, storage="int128")
+    w = FixedFormat(40, 30, storage="two-limb")
+    assert w.wide and w.name == "Q40.30[2x64]" and w.with_bits(frac_bits=20).wide
+    assert not FixedFormat(4, 4).wide and FixedFormat(4, 4).name == "Q4.4"
+    raws = w.encode_array(np.array([[3, -5], [0, 2 ** 39]], dtype=object))
+    assert raws.shape == (2, 2, 2)
+    assert [WD.from_limbs(*raws[i, j]) for i in range(2) for j in range(2)] == [3 << 30, -5 << 30, 0, 1 << 69]
+    a, b = w.encode(2 ** 20 + 3), w.encode(-(2 ** 18))
+    assert w.mul(a, b) == (2 ** 20 + 3) * -(2 ** 18) << 30
+    with pytest.raises(FixedPointOverflow):
+        w.mul(w.encode(2 ** 30), w.encode(2 ** 30))
+    with pytest.raises(ValueError, match="two limbs"):
+        R.counting_transformer(4, alphabet=3, fmt=FixedFormat(20, 60, storage="two-limb"))
+
+
+# ---------------------------------------------------------------------------- NUMBA_DISABLE_JIT
+def fingerprint(seed: int) -> list:
+    rng = np.random.default_rng(seed)
+    out = []
+    for I, f in ((12, 8), (20, 56), (70, 20)):
+        m = R.counting_transformer(4, alphabet=3, fmt=FixedFormat(I, f, storage="two-limb"))
+        toks, _ = _counting_rows(4, rng, 6)
+        preds, err, loc = _wide_run(m, toks, np.full(len(toks), toks.shape[1], np.int64), True, K.READOUT_TABLE)
+        out.append([preds.tolist(), err.tolist(), loc.tolist()])
+    return out
+
+
+def test_no_jit_gives_the_same_results():
+    from _nojit import fingerprint_without_jit
+    assert fingerprint_without_jit(__file__, 5) == fingerprint(5)
+
+
+if __name__ == "__main__":
+    from _nojit import main
+    main(fingerprint)
