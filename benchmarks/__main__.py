@@ -20,7 +20,10 @@ checks its results (a fast wrong answer is not a speed-up).
 6. Dask: a fixed set of full-profile parts, serial vs a 2-worker LocalCluster,
    the records compared (benchmarks/dask_bench.py); with ``--full-profile`` also
    the wall time of ``verify --profile full --engine dask --workers 2``;
-7. the first run and the next: ``rnngap verify --profile quick`` (default
+7. two-limb storage (benchmarks/wide_bench.py): ``wide_over_narrow``, the same
+   instances at an int64 format on the two-limb and the int64 executor (the worst
+   case's ratio), and one timed run past each old int64 ceiling it reaches;
+8. the first run and the next: ``rnngap verify --profile quick`` (default
    engine and workers) in a subprocess on an empty numba cache (a fresh folder in
    NUMBA_CACHE_DIR: every kernel compiled), then again on that cache
    (``cold_quick_verify_seconds``, ``warm_quick_verify_seconds``; both runs must
@@ -40,7 +43,7 @@ import numpy as np
 from rnngap.checks.catalog import by_name
 from rnngap.constructions.vocab import BOS, QUERY, number_token
 
-from . import dask_bench, scale
+from . import dask_bench, scale, wide_bench
 from .numpy_fx import predict_last
 
 OUT = Path(__file__).resolve().parent / "results.json"
@@ -225,6 +228,7 @@ def main(argv=None) -> int:
     ist = istree_cot((100, 200) if args.quick else (500, 1000) + (() if args.no_istree_1e4 else (10 ** 4,)))
     cg = scale.cgram_2e20(log2n=12, reduction_log2n=10) if args.quick else scale.cgram_2e20()
     dsk = None if args.no_dask else dask_bench.dask_speedup(2)
+    wide = {"over_narrow": wide_bench.wide_over_narrow(args.quick), "beyond": wide_bench.beyond(args.quick)}
     probes["before_verify"] = speed_probe()
     qv = None if (args.quick or args.no_verify) else quick_verify_cold_warm()
     probes["end"] = speed_probe()
@@ -255,6 +259,8 @@ def main(argv=None) -> int:
                                 if ist.get("available") and {"1000", "10000"} <= set(ist["measured"]) else None),
         "cgram": cg,
         "cgram_2e20_seconds": cg["seconds"] if cg["n"] == 2 ** 20 else None,
+        "wide": wide,
+        "wide_over_narrow": wide["over_narrow"]["wide_over_narrow"],
         "dask": dsk,
         "dask_speedup_2_workers": dsk["dask_speedup_2_workers"] if dsk else None,
         "full_profile_dask": full,
@@ -275,6 +281,9 @@ def main(argv=None) -> int:
         ("IsTree 10^4 seconds, PROJECTED", results["istree_1e4_seconds_projected"], "(from the smaller sizes)"),
         ("IsTree 10^4 / 10^3 seconds", results["istree_1e4_over_1e3"], "<= 13"),
         ("c-gram (c = 4) n = 2^20 seconds", results["cgram_2e20_seconds"], "< 60"),
+        ("two-limb / int64 seconds (worst)", results["wide_over_narrow"], "<= 3"),
+        *[(f"  past int64: {k}, n = {v['n']}", v["seconds"], "(measured)")
+          for k, v in wide["beyond"].items() if isinstance(v, dict)],
         ("Dask speed-up, 2 workers", results["dask_speedup_2_workers"], ">= 1.6"),
         ("quick verify, empty numba cache, s", results["cold_quick_verify_seconds"], "(first run)"),
         ("quick verify, warm cache, s", results["warm_quick_verify_seconds"], "<= 100 on 2 cores"),
@@ -292,6 +301,9 @@ def main(argv=None) -> int:
            + ex["mismatches_real"])
     if bad:
         print(f"  WRONG RESULTS in the exhaustive benchmark: {bad} mismatches")
+        return 1
+    if not (wide["over_narrow"]["correct"] and wide["beyond"]["correct"]):
+        print("  WRONG RESULTS in the two-limb benchmark")
         return 1
     if qv and (qv["cold"]["exit_code"] or qv["warm"]["exit_code"]):
         print(f"  quick verify FAILED: exit codes {qv['cold']['exit_code']} (cold), {qv['warm']['exit_code']} (warm)")

@@ -548,9 +548,10 @@ class Model:
         err = WD.new_wide_err() if self.fmt.wide else new_err()
         loc = np.full(2, -1, dtype=np.int64)
         block = 0 if self.fmt.wide else LN.choose_block(self, tokens, lengths, bool(share_prefix), readout)
-        if self.fmt.wide:             # the two-limb executor: every row from a fresh state
+        if self.fmt.wide:             # the two-limb executor (no lanes)
             ro = self.weights.readout
-            WX.w_forward(tokens, lengths, bool(all_positions), readout == "nearest_code", *self.fmt.args, err, loc,
+            WX.w_forward(tokens, lengths, bool(all_positions), bool(share_prefix), readout == "nearest_code",
+                         *self.fmt.args, err, loc,
                          *self.weights.net, ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef, ro.candidates,
                          ro.nearest, preds)
         elif block:

@@ -526,13 +526,18 @@ def _read(x, use_nearest, out_dim, out_kind, out_param, out_coef, candidates, ne
 
 # ---------------------------------------------------------------------------- loops
 @njit(cache=True)
-def w_forward(tokens, lengths, all_positions, use_nearest, I, f, mode, err, loc,
+def w_forward(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mode, err, loc,
               ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2,
               aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2,
               out_dim, out_kind, out_param, out_coef, candidates, nearest, preds):
-    """Every row of the batch from a fresh state (no prefix is shared): preds[b, t]
-    for the positions read (every position if ``all_positions``, else the last).
-    Stops at the first error, with its (row, position) in ``loc``."""
+    """preds[b, t] for the positions read (every position if ``all_positions``,
+    else the last). Stops at the first error, with its (row, position) in ``loc``.
+
+    ``share_prefix`` (as kernels.forward_loop; not in saturate mode, whose clamp
+    counts would then differ): a row starts after the prefix it shares with the
+    row before (at most its length minus one), from the RNN state kept for that
+    position and with the KV cache of those positions, which the models' causality
+    makes exact; otherwise every row starts from a fresh state."""
     B, N = tokens.shape
     D = ekind.shape[0]
     La, Lr = aWQ.shape[0], rA.shape[0]
@@ -551,10 +556,23 @@ def w_forward(tokens, lengths, all_positions, use_nearest, I, f, mode, err, loc,
     scores = np.zeros((N, 2), np.int64)
     wbuf = np.zeros(N, np.int64)
     attn = np.zeros((La, H, 1), np.int64)
+    share = share_prefix and mode != MODE_SATURATE
+    hist = np.zeros((N + 1 if share else 1, Lr, S, 2), np.int64)     # hist[t]: the state before position t
     for b in range(B):
-        state[:] = 0
         L = lengths[b]
-        for t in range(L):
+        start = 0
+        if share and b > 0:
+            lim = min(L - 1, lengths[b - 1])
+            while start < lim and tokens[b, start] == tokens[b - 1, start]:
+                start += 1
+        if share:
+            state[:] = hist[start]
+        else:
+            state[:] = 0
+        if all_positions:
+            for t in range(start):
+                preds[b, t] = preds[b - 1, t]
+        for t in range(start, L):
             need = all_positions or t == L - 1
             w_step(tokens[b, t], t, I, f, mode, err, ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, state,
                    aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc, x, scores, wbuf, False, attn, need,
@@ -567,6 +585,8 @@ def w_forward(tokens, lengths, all_positions, use_nearest, I, f, mode, err, loc,
                 loc[1] = t
                 err[E_WHERE] = t
                 return
+            if share:
+                hist[t + 1] = state
 
 
 @njit(cache=True)

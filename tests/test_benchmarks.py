@@ -6,7 +6,7 @@ from benchmarks.__main__ import main
 
 KEYS = ("exhaustive_speedup_vs_numpy", "exhaustive_speedup_vs_numpy_like_for_like", "decode_loglog_slope",
         "collision_40bit_seconds", "istree_1e4_seconds", "istree_1e4_over_1e3", "cgram_2e20_seconds",
-        "dask_speedup_2_workers", "full_profile_dask", "cold_quick_verify_seconds", "warm_quick_verify_seconds")
+        "dask_speedup_2_workers", "full_profile_dask", "wide_over_narrow", "cold_quick_verify_seconds", "warm_quick_verify_seconds")
 
 
 def test_quick_benchmark_runs_and_is_correct(tmp_path):
@@ -22,4 +22,6 @@ def test_quick_benchmark_runs_and_is_correct(tmp_path):
     assert ex["instances"] == 2 ** 12
     assert res["witness"]["available"] and all(res["witness"][f"{b}bit"]["found"] for b in (16, 24))
     assert res["istree"]["available"] and set(res["istree"]["measured"]) == {"100", "200"}
+    assert res["wide"]["over_narrow"]["correct"] and res["wide"]["beyond"]["correct"]
+    assert res["wide"]["beyond"]["counting transformer"]["n"] > res["wide"]["beyond"]["counting transformer"]["old_ceiling"]
     assert res["cgram"]["correct"] and res["cgram"]["n"] == 2 ** 12 and res["cgram"]["reduction"]["correct"]

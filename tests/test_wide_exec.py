@@ -5,7 +5,7 @@ numbers: every catalogue model, at its own format, below what a run used (raise:
 overflows; saturate: clamps) and at random formats, gives the same predictions,
 the same error array (first error, its need and position, largest |raw|,
 saturations) and the same failing row on ``kernels.forward_batch_plain`` and
-``wide_exec.w_forward``; sessions give the same tokens, residuals and attention
+``wide_exec.w_forward`` (with and without shared prefixes); sessions give the same tokens, residuals and attention
 weights. Past int64 (I + f > 62, values above 2^63 really used) the models must
 still answer every instance as the reference does; FixedFormat's storage rules;
 and NUMBA_DISABLE_JIT gives the same results. Run as a script (``python
@@ -31,20 +31,20 @@ from rnngap.constructions.vocab import BOS, NUMBER_BASE, QUERY
 from test_step_fastpath import N_BUILD, _batch, _formats
 
 
-def _int64_run(model, toks, lengths, all_positions, ro):
+def _int64_run(model, toks, lengths, all_positions, ro, share=False):
     preds = np.full(toks.shape, -1, np.int64)
     err = new_err()
     loc = np.full(2, -1, np.int64)
-    K.forward_batch_plain(toks, lengths, all_positions, False, ro, *model.fmt.args, err, loc, model.weights, preds)
+    K.forward_batch_plain(toks, lengths, all_positions, share, ro, *model.fmt.args, err, loc, model.weights, preds)
     return preds, err, loc
 
 
-def _wide_run(model, toks, lengths, all_positions, ro):
+def _wide_run(model, toks, lengths, all_positions, ro, share=False):
     preds = np.full(toks.shape, -1, np.int64)
     err = WD.new_wide_err()
     loc = np.full(2, -1, np.int64)
     r = model.weights.readout
-    WX.w_forward(toks, lengths, all_positions, ro == K.READOUT_NEAREST_CODE, *model.fmt.args, err, loc,
+    WX.w_forward(toks, lengths, all_positions, share, ro == K.READOUT_NEAREST_CODE, *model.fmt.args, err, loc,
                  *model.weights.net, r.out_dim, r.out_kind, r.out_param, r.out_coef, r.candidates, r.nearest, preds)
     return preds, err, loc
 
@@ -78,10 +78,10 @@ def _compare(name, seed, rows=8, max_len=20):
         except (ValueError, OverflowError, ArithmeticError):
             continue                                    # a weight does not fit this format
         readouts = [K.READOUT_TABLE] + ([K.READOUT_NEAREST_CODE] if narrow.nearest_code_dim >= 0 else [])
-        for all_positions, ro in itertools.product((False, True), readouts):
-            a = _int64_run(narrow, toks, lengths, all_positions, ro)
-            b = _wide_run(wide, toks, lengths, all_positions, ro)
-            _same(a, b, (name, I, f, mode, all_positions, ro))
+        for all_positions, share, ro in itertools.product((False, True), (False, True), readouts):
+            a = _int64_run(narrow, toks, lengths, all_positions, ro, share)
+            b = _wide_run(wide, toks, lengths, all_positions, ro, share)
+            _same(a, b, (name, I, f, mode, all_positions, share, ro))
             stats["runs"] += 1
             stats["errors"] += a[1][E_CODE] != 0
             stats["saturated"] += a[1][E_SAT] > 0
