@@ -19,8 +19,10 @@ the reduction writes:
   alphabet-free: tokens enter only through the code formula tau, so the
   parameter count is one number for every n and alphabet (in every record);
 * IsTree: the hub gadget (reductions.ISTREE, N = n + 3 vertices, n + 2 edges),
-  every x and i at small n and samples with i near n at n = 16, 64, 256, the
-  union-find CoT compared token by token with ``checks.tasks.istree_unionfind.unionfind_cot``.
+  every x and i at small n and samples with i near n at n = 16, 64, 256, and past
+  int64 in two-limb storage at n = 330 (quick; 1000 full), the union-find CoT
+  compared token by token with ``checks.tasks.istree_unionfind.unionfind_cot``;
+  sparse random graphs also at N = 400 (quick) and 2,000 (full) in two limbs.
 
 Records: ``family="reduction"`` with ``alphabet`` set; answers counted in the note
 (both answers occur on every reduction row). The easy families of the earlier
@@ -287,6 +289,9 @@ ISTREE_REDUCTION = {"quick": ([3, 4], [16, 64, 256], 3), "full": ([1, 2, 3, 4, 5
 """(exhaustive n, sampled n, random x per sampled n) of the hub gadget; the gadget
 at n bits has N = n + 3 vertices and n + 2 edges (its declared format fits int64
 up to n = 320)."""
+ISTREE_REDUCTION_TWO_LIMB = {"quick": [330], "full": [330, 1000]}
+"""Hub-gadget n past int64 (two-limb storage), one random x each (5 rows): about
+4 s at n = 330 (Q47.16[2x64])."""
 
 
 def istree_reduction_record(n: int, seed: int | None, nx: int = 4) -> Record:
@@ -322,12 +327,18 @@ def istree_reduction_record(n: int, seed: int | None, nx: int = 4) -> Record:
 
 def _istree_reduction_parts(profile: str) -> list[tuple[str, int]]:
     exh, sampled, _ = ISTREE_REDUCTION[profile]
-    return [("exhaustive", n) for n in exh] + [("sampled", n) for n in sampled]
+    return [("exhaustive", n) for n in exh] + [("sampled", n) for n in sampled] + \
+        [("two-limb", n) for n in ISTREE_REDUCTION_TWO_LIMB[profile]]
 
 
 @register("T5.6", "hybrid IsTree (CoT) on the image of the Index -> IsTree hub gadget", parts=_istree_reduction_parts)
 def hybrid_istree_reduction_check(profile: str, seed: int, part: tuple[str, int]) -> list[Record]:
     how, n = part
+    if how == "two-limb":
+        rec = istree_reduction_record(n, seed, 1)
+        if rec.precision_bits_declared <= 63:         # meant to run past int64: say so if it does not
+            rec.failures, rec.note = max(rec.failures, 1), "NOT PAST INT64: " + rec.note
+        return [rec]
     return [istree_reduction_record(n, None) if how == "exhaustive"
             else istree_reduction_record(n, seed, ISTREE_REDUCTION[profile][2])]
 
@@ -395,6 +406,11 @@ ISTREE_SPARSE = ("tree", "near_tree", "paper_binary", "paper_random")
 number m of input edges (positions are keys of the fetch head and tie-breaks of the
 record heads), so a dense 'wrong_size' graph at N = 200 (m ~ 16000) needs more than
 the 62 magnitude bits of int64 storage; dense graphs are checked at N <= 64 only."""
+ISTREE_TWO_LIMB = {"quick": [(400, 2)], "full": [(400, 4), (2000, 2)]}
+"""(N, graphs) past int64 (the declared format needs two limbs from N = 324: Q48.15
+at 400, Q56.18 at 2000), sparse families (a tree, then a near-tree: both answers):
+two graphs at 400 in quick (a few seconds), more at 2000 in full (about 25 s per
+tree, its CoT about 30,000 tokens)."""
 ISTREE_DENSE = {"quick": [(16, 10), (64, 4)], "full": [(16, 50), (64, 20)]}
 """(N, graphs): dense wrong-size graphs alternating with random trees (so both
 answers occur; the model is declared for the dense graphs' edge count)."""
@@ -430,7 +446,8 @@ def _istree_parts(profile: str) -> list[tuple]:
 
 def _istree_runs(profile: str) -> list[tuple]:
     return [(N, b, ISTREE_SPARSE, "sparse families") for N, b in ISTREE_SAMPLED[profile]] + \
-        [(N, b, ("wrong_size", "tree"), "dense wrong-size graphs and trees") for N, b in ISTREE_DENSE[profile]]
+        [(N, b, ("wrong_size", "tree"), "dense wrong-size graphs and trees") for N, b in ISTREE_DENSE[profile]] + \
+        [(N, b, ISTREE_SPARSE, "sparse families, two-limb storage") for N, b in ISTREE_TWO_LIMB[profile]]
 
 
 @register("T5.6", "hybrid: IsTree with CoT O(N log N) (union-find by size)", parts=_istree_parts)
@@ -454,6 +471,8 @@ def hybrid_istree_check(profile: str, seed: int, part: tuple) -> list[Record]:
         rng = np.random.default_rng([seed, N, 77, len(fams)])
         insts = [inst for k in range(batch) for inst in istree.generate(rng, N, 1, family=fams[k % len(fams)])]
         model, cnt, bad, cot_max, ratio, first = run_istree(N, insts)
+        if "two-limb" in what and not model.fmt.wide:        # meant to run past int64: say so if it does not
+            bad, first = max(bad, 1), "NOT PAST INT64: " + first
         r = model.resources
         out.append(Record("T5.6", model.name, istree.SPEC.name, N, cnt, bad,
                           r.used_precision_bits, model.fmt.total_bits, cot_max, H.istree_cot_bound(N), r.params,

@@ -416,7 +416,7 @@ def hybrid_istree(m_of_n=lambda n: n) -> Declared:
     taken with the same m_of_n applied to the symbol)."""
     return Declared("hybrid.istree",
                     lambda B, n, a, c: B.bits(hybrid_istree_bound(B, n, m_of_n(n))) + 1,
-                    lambda B, n: _f_hyb_istree_P(B, hybrid_istree_positions(B, n, m_of_n(n))), claim="T5.6")
+                    lambda B, n: _f_hyb_istree_P(B, hybrid_istree_positions(B, n, m_of_n(n))), claim="T5.6", two_limb=True)
 
 
 # ============================================================================

@@ -280,7 +280,7 @@ def hybrid_declared(enc: Encoding, spec: MachineSpec) -> Declared:
     T = time_of(spec)
     return Declared(f"hybrid-tm.{spec.name}" if hasattr(spec, "name") else "hybrid-tm",
                     lambda B, n, a, c: _bounds.tm_hybrid_int(B, n, T(B, n), nA, nG),
-                    lambda B, n: _bounds.tm_hybrid_f(B, n, T(B, n)), claim="T5-hyb-P", n_symbol=NSYM)
+                    lambda B, n: _bounds.tm_hybrid_f(B, n, T(B, n)), claim="T5-hyb-P", n_symbol=NSYM, two_limb=True)
 
 
 @dataclass
