@@ -37,8 +37,8 @@ for c-gram); the note gives the Index bit count m.
   ``R.COUNTING_MAX_N`` = 11,583 at alphabet n + 1; from n + 1 ``counting_transformer``
   builds in two-limb storage (constructions/wide_exec.py) up to
   ``R.COUNTING_WIDE_MAX_N`` and refuses beyond, and the record checks both; the
-  sampled reduction records run one instance past 11,583 (quick) and at 2^14, 2^15
-  (full), :data:`COUNTING_BEYOND_INT64`;
+  sampled reduction records run one instance just past 11,583 and at 2^16 (quick),
+  and at 2^18, 2^20 (full), :data:`COUNTING_BEYOND_INT64`;
 * ``precision frontier`` (checks/frontier.py, ``family="frontier-sample"``):
   slopes of the measured bits against log2 n on a fixed seeded sample, RAISE mode
   (rebuilt at each f, re-encoded at each I): a measurement of growth and of the
@@ -121,10 +121,10 @@ SAMPLED_MAX_LOG2N = {"quick": {}, "full": {"cgram2": 16, "counting": 13}}
 its int64 format limit (n <= R.COUNTING_MAX_N = 11,583; the ``format limit`` record
 shows larger n are refused), cgram2 at 2^16 (``ar``, the same model, goes on to
 2^20). c-gram with c = 3, 4 goes to 2^20 (one instance there takes 20-30 minutes)."""
-COUNTING_BEYOND_INT64 = {"quick": (R.COUNTING_MAX_N + 16,), "full": (R.COUNTING_MAX_N + 16, 2 ** 14, 2 ** 15)}
+COUNTING_BEYOND_INT64 = {"quick": (R.COUNTING_MAX_N + 16, 2 ** 16),
+                         "full": (R.COUNTING_MAX_N + 16, 2 ** 16, 2 ** 18, 2 ** 20)}
 """Reduction targets where Counting's declared format needs two limbs (one row
-each; the two-limb executor computes every score: about 9 s at 11,600, 17 s at
-2^14, 70 s at 2^15 here)."""
+each; pruned attention on two limbs: about 1 s at 2^16, 15 s at 2^20 here)."""
 NECESSITY = {"quick": (("exhaustive", 4), ("sampled", 2 ** 8)),
              "full": (("exhaustive", 4), ("exhaustive", 6), ("sampled", 2 ** 8), ("sampled", 2 ** 10),
                       ("sampled", 2 ** 12))}

@@ -550,7 +550,7 @@ class Model:
         block = 0 if self.fmt.wide else LN.choose_block(self, tokens, lengths, bool(share_prefix), readout)
         if self.fmt.wide:             # the two-limb executor (no lanes)
             ro = self.weights.readout
-            WX.w_forward(tokens, lengths, bool(all_positions), bool(share_prefix), readout == "nearest_code",
+            WX.w_forward(tokens, lengths, bool(all_positions), bool(share_prefix), readout == "nearest_code", True,
                          *self.fmt.args, err, loc,
                          *self.weights.net, ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef, ro.candidates,
                          ro.nearest, preds)
@@ -605,9 +605,11 @@ class Session:
         self._wide = m.fmt.wide
         cap = K.cache_capacity(capacity, self._prune)
         if self._wide:            # the two-limb executor's cache: row-major keys, limbs last
+            self._prune = La > 0 and not record
             self.Kc = np.zeros((La, H, cap, Dh, 2), np.int64)
             self.Km = np.zeros((0,), np.int64)
             self.Vc = np.zeros((La, H, cap, Dh, 2), np.int64)
+            self._pr = WX.prune_arrays(La, H, cap, Dh, self._prune)
         else:
             self.Kc = np.zeros((La, H, Dh, cap), np.int64)      # keys column-major (kernels)
             self.Km = np.zeros((La, H, K.cache_rows(Dh, self._prune), cap), np.int64)   # column (+ block) bounds
@@ -632,8 +634,15 @@ class Session:
         new = max(need, 2 * cap)
         pad = new - cap
         if self._wide:
-            grow = lambda a: np.concatenate([a, np.zeros(a.shape[:2] + (pad,) + a.shape[3:], np.int64)], axis=2)  # noqa
-            self.Kc, self.Vc = grow(self.Kc), grow(self.Vc)
+            def grow(a, size):     # axis 2 to ``size`` entries, the old ones kept
+                return np.concatenate([a, np.zeros(a.shape[:2] + (size - a.shape[2],) + a.shape[3:], a.dtype)], axis=2)
+            self.Kc, self.Vc = grow(self.Kc, new), grow(self.Vc, new)
+            if self._prune:       # the bounds kept, the scratch new
+                KmE, LB, SB = self._pr[:3]
+                W = self.model.weights.net
+                fresh = WX.prune_arrays(W.aWQ.shape[0], W.aWQ.shape[1], new, W.aWQ.shape[2], True)
+                nl, ns = WX.prune_sizes(new)
+                self._pr = (grow(KmE, new), grow(LB, nl), grow(SB, ns)) + fresh[3:]
             self.scores = np.zeros((new, 2), np.int64)
             self.wbuf = np.zeros(new, np.int64)
             if self.record:
@@ -693,7 +702,7 @@ class Session:
         m = self.model
         if self._wide:
             return WX.w_feed(arr, self.position, *m.fmt.args, self.err, *m.weights.net, self.state, self.Kc, self.Vc,
-                             self.x, self.scores, self.wbuf, self.record, self.attn)
+                             self.x, self.scores, self.wbuf, self.record, self.attn, self._prune, *self._pr)
         if m.rnn_sparse is not None and not self.record:
             e = m.weights.net
             return K.feed_rnn_sparse(arr, self.position, *m.fmt.args, self.err, e.ekind, e.eparam, e.ecoef,
@@ -714,7 +723,7 @@ class Session:
         m = self.model
         if self._wide:
             ro = m.weights.readout
-            tok = WX.w_read(self.x, m.nearest_code_dim >= 0, ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef,
+            tok = WX.w_read(self.x, False, ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef,
                             ro.candidates, ro.nearest, *m.fmt.args, self.err)
         else:
             tok = K.readout_flat(self.x, *m.weights.readout, *m.fmt.args, self.err)

@@ -186,35 +186,31 @@ def _add_into(x, d, yh, yl, I, f, mode, err):
 
 # ---------------------------------------------------------------------------- attention
 @njit(cache=True)
-def w_scores(q, Kc, m, I, f, mode, err, scr, qnz, scores):
-    """scores[j] = sum_c round(q_c K[j, c]) for j < m (kernels.attention_scores'
-    plain definition: component order, zero terms skipped, partial sums checked).
-    Returns the index of the largest score (the first one). ``qnz``: int64 scratch
-    (>= Dh).
-
-    A key whose components and query components are all below 2^62 in magnitude
-    is scored on int64 (fixedpoint.mul_round_abs, the rounding w_mul uses there)
-    while every product and partial sum stays below min(2^62, 2^(I+f)); those
-    values are in range, so the plain definition records nothing for them but
-    their magnitudes, kept in a local maximum. Any other key is scored with
-    w_mul / w_add from its first component: the same numbers and errors."""
-    Dh = q.shape[0]
+def _query_setup(q, qnz, I, f):
+    """(nq, small, top): the query's nonzero components listed in ``qnz``; small:
+    every one below 2^62 in magnitude; top = min(2^62, 2^(I+f))."""
     nq = 0
-    small_q = True
-    for c in range(Dh):
+    small = True
+    for c in range(q.shape[0]):
         if q[c, 0] != 0 or q[c, 1] != 0:
             qnz[nq] = c
             nq += 1
             if q[c, 0] != 0 or q[c, 1] >= (np.int64(1) << 62) or q[c, 1] <= -(np.int64(1) << 62):
-                small_q = False
+                small = False
     top = np.int64(1) << 62
     if I + f < 62:
         top = np.int64(1) << (I + f)
-    seen = np.int64(0)
-    best = 0
-    for j in range(m):
+    return nq, small, top
+
+
+@njit(cache=True)
+def _score_keys(q, qnz, nq, small, top, Kc, j0, j1, I, f, mode, err, scr, scores, seen):
+    """scores[j] for j0 <= j < j1 (see :func:`w_scores`); returns (the largest
+    score's limbs, seen), ``seen`` the local maximum of the int64-scored magnitudes."""
+    bh, bl = np.int64(0), np.int64(0)
+    for j in range(j0, j1):
         done = False
-        if small_q:
+        if small:
             acc = np.int64(0)
             done = True
             for i in range(nq):
@@ -255,11 +251,222 @@ def w_scores(q, Kc, m, I, f, mode, err, scr, qnz, scores):
                     sh, sl = w_add(sh, sl, ph, pl, I, f, mode, err)
             scores[j, 0] = sh
             scores[j, 1] = sl
-        if j > 0 and (scores[j, 0] > scores[best, 0]
-                      or (scores[j, 0] == scores[best, 0] and scores[j, 1] > scores[best, 1])):
-            best = j
+        if j == j0 or scores[j, 0] > bh or (scores[j, 0] == bh and scores[j, 1] > bl):
+            bh, bl = scores[j, 0], scores[j, 1]
+    return bh, bl, seen
+
+
+@njit(cache=True)
+def w_scores(q, Kc, m, I, f, mode, err, scr, qnz, scores):
+    """scores[j] = sum_c round(q_c K[j, c]) for j < m (kernels.attention_scores'
+    plain definition: component order, zero terms skipped, partial sums checked).
+    Returns the largest score's limbs. ``qnz``: int64 scratch (>= Dh).
+
+    A key whose components, and the query's, are below 2^62 in magnitude is
+    scored on int64 (fixedpoint.mul_round_abs, the rounding w_mul uses there)
+    while every product and partial sum stays below min(2^62, 2^(I+f)); those
+    values are in range, so the plain definition records nothing for them but
+    their magnitudes, kept in a local maximum. Any other key is scored with
+    w_mul / w_add from its first component: the same numbers and errors."""
+    nq, small, top = _query_setup(q, qnz, I, f)
+    Mh, Ml, seen = _score_keys(q, qnz, nq, small, top, Kc, 0, m, I, f, mode, err, scr, scores, np.int64(0))
     _track(np.int64(0), seen, err)
-    return best
+    return Mh, Ml
+
+
+# ---------------------------------------------------------------------------- pruned attention
+LEAF_LOG = 6            # blocks of 64 keys
+SUPER_LOG = 12          # and of 64 blocks (4,096 keys)
+PRUNE_MIN_KEYS = 256
+"""A query over fewer keys scores them all."""
+_TWO63 = 9.223372036854775808e18
+
+
+@njit(cache=True, inline='always')
+def _fval(h, l):
+    """The value of limbs (h, l) as a float64 (relative error below 2^-51)."""
+    return float(h) * _TWO63 + float(l)
+
+
+def prune_sizes(cap: int) -> tuple[int, int]:
+    """(blocks, super blocks) of a cache of ``cap`` keys."""
+    return (cap >> LEAF_LOG) + 1, (cap >> SUPER_LOG) + 1
+
+
+@njit(cache=True)
+def w_store_bounds(k, t, KmE, LB, SB):
+    """Key ``k`` (Dh, 2) was written at position t: KmE[t, c] = the exact largest
+    |key component c| over positions 0..t; LB / SB: float64 bounds (max, min) per
+    component of the block / super block holding t, rounded outward (relative
+    2^-50, plus 1), restarted at a block's first position (a batch row rewriting
+    keys from some position on leaves earlier keys in the bounds: still bounds)."""
+    b = t >> LEAF_LOG
+    sb = t >> SUPER_LOG
+    first_b = (t & ((1 << LEAF_LOG) - 1)) == 0
+    first_s = (t & ((1 << SUPER_LOG) - 1)) == 0
+    for c in range(k.shape[0]):
+        h, l = k[c, 0], k[c, 1]
+        _, mh, ml = _mag(h, l)
+        if t > 0 and (KmE[t - 1, c, 0] > mh or (KmE[t - 1, c, 0] == mh and KmE[t - 1, c, 1] > ml)):
+            mh, ml = KmE[t - 1, c, 0], KmE[t - 1, c, 1]
+        KmE[t, c, 0] = mh
+        KmE[t, c, 1] = ml
+        v = _fval(h, l)
+        e = abs(v) * 2.0 ** -50 + 1.0
+        up, lo = v + e, v - e
+        if first_b:
+            LB[b, c, 0] = up
+            LB[b, c, 1] = lo
+        else:
+            LB[b, c, 0] = max(LB[b, c, 0], up)
+            LB[b, c, 1] = min(LB[b, c, 1], lo)
+        if first_s:
+            SB[sb, c, 0] = up
+            SB[sb, c, 1] = lo
+        else:
+            SB[sb, c, 0] = max(SB[sb, c, 0], up)
+            SB[sb, c, 1] = min(SB[sb, c, 1], lo)
+
+
+def prune_arrays(La: int, H: int, cap: int, Dh: int, prune: bool) -> tuple:
+    """(KmE, LB, SB, mark, vis, dfr, qf, idx) for a cache of ``cap`` keys (empty
+    when not ``prune``)."""
+    if not prune:
+        z = np.zeros((0, 0, 0, 0, 2), np.int64)
+        zf = np.zeros((0, 0, 0, 0, 2), np.float64)
+        e = np.zeros(1, np.int64)
+        return z, zf, zf, e, e, e, np.zeros(1, np.float64), e
+    nl, ns = prune_sizes(cap)
+    return (np.zeros((La, H, cap, Dh, 2), np.int64), np.zeros((La, H, nl, Dh, 2), np.float64),
+            np.zeros((La, H, ns, Dh, 2), np.float64), np.zeros(nl + 1, np.int64), np.zeros(nl, np.int64),
+            np.zeros(nl + ns, np.int64), np.zeros(max(Dh, 1), np.float64), np.zeros(cap, np.int64))
+
+
+@njit(cache=True, inline='always')
+def _block_bound(qf, qnz, nq, B, i, sf, Dh1):
+    """(upper bound of every score of block i, upper bound of every |partial sum|)
+    for bounds B[i] (raw units: sum_c q_c k_c / 2^f plus 1/2 per rounded product,
+    the float64 errors covered by a relative 2^-44 and Dh + 1)."""
+    ub = 0.0
+    S = 0.0
+    for ii in range(nq):
+        c = qnz[ii]
+        a, b = qf[ii] * B[i, c, 0], qf[ii] * B[i, c, 1]
+        ub += a if a > b else b
+        S += max(abs(a), abs(b))
+    ub = (ub + S * 2.0 ** -44) * sf + Dh1
+    return ub, (S * (1.0 + 2.0 ** -44)) * sf + Dh1
+
+
+@njit(cache=True)
+def w_scores_pruned(q, Kc, KmE, LB, SB, m, I, f, mode, err, scr, qnz, scores, mark, vis, dfr, qf):
+    """:func:`w_scores` visiting only the blocks whose scores can reach M +
+    exp_zero_threshold(f) (every other key has weight exactly 0), when the column
+    bounds show that no product or partial sum of any key can leave the format
+    (so no error or clamp can occur); returns (ok, M limbs, number of blocks
+    listed in ``vis``, ascending). ok False: not provably in range; nothing was
+    changed, score every key.
+
+    1. The block of largest bound inside the super block of largest bound is
+       scored exactly: M0 <= M.
+    2. In key order, a super block or block whose bound is below M_cur + thr
+       (M_cur the largest exact score so far, <= M) is skipped; other blocks are
+       scored exactly and listed. Every unscored key is below M + thr.
+    3. The meter: every product of a key is at most round(|q_c| max_j |k_jc|),
+       which is computed (w_mul records it): the plain definition's largest
+       product. A skipped block whose partial-sum bound may exceed the largest
+       |raw| at the end is scored exactly then (for the meter only), so the
+       recorded maximum is the plain definition's.
+    ``mark`` (blocks + 1 entries; the last one a counter), ``vis``, ``dfr``, ``qf``
+    are scratch."""
+    Dh = q.shape[0]
+    nq, small, top = _query_setup(q, qnz, I, f)
+    if nq == 0:
+        return False, np.int64(0), np.int64(0), 0
+    t = m - 1
+    sf = 2.0 ** (-f)
+    Dh1 = float(Dh + 1)
+    S_all = 0.0
+    for ii in range(nq):
+        c = qnz[ii]
+        qf[ii] = _fval(q[c, 0], q[c, 1])
+        S_all += abs(qf[ii]) * _fval(KmE[t, c, 0], KmE[t, c, 1])
+    if I + f < MAX_WIDE_BITS and (S_all * (1.0 + 2.0 ** -44)) * sf + Dh1 >= 2.0 ** (I + f) * (1.0 - 2.0 ** -40):
+        return False, np.int64(0), np.int64(0), 0
+    for ii in range(nq):                      # the largest product of every column (3.)
+        c = qnz[ii]
+        if KmE[t, c, 0] != 0 or KmE[t, c, 1] != 0:
+            _, qh, ql = _mag(q[c, 0], q[c, 1])
+            w_mul(qh, ql, KmE[t, c, 0], KmE[t, c, 1], I, f, mode, err, scr)
+    nleaf = (m + (1 << LEAF_LOG) - 1) >> LEAF_LOG
+    nsup = (m + (1 << SUPER_LOG) - 1) >> SUPER_LOG
+    stamp = mark[mark.shape[0] - 1] + 1
+    mark[mark.shape[0] - 1] = stamp
+    thr = float(exp_zero_threshold(f))
+    # 1. the first block
+    best_s, best_u = 0, -np.inf
+    for sb in range(nsup):
+        u, _ = _block_bound(qf, qnz, nq, SB, sb, sf, Dh1)
+        if u > best_u:
+            best_s, best_u = sb, u
+    b0, best_u = best_s << (SUPER_LOG - LEAF_LOG), -np.inf
+    for b in range(best_s << (SUPER_LOG - LEAF_LOG), min(nleaf, (best_s + 1) << (SUPER_LOG - LEAF_LOG))):
+        u, _ = _block_bound(qf, qnz, nq, LB, b, sf, Dh1)
+        if u > best_u:
+            b0, best_u = b, u
+    seen = np.int64(0)
+    Mh, Ml, seen = _score_keys(q, qnz, nq, small, top, Kc, b0 << LEAF_LOG, min(m, (b0 + 1) << LEAF_LOG),
+                               I, f, mode, err, scr, scores, seen)
+    mark[b0] = stamp
+    Mf = _fval(Mh, Ml)
+    lim = Mf - abs(Mf) * 2.0 ** -50 - 1.0 + thr - abs(thr) * 2.0 ** -50 - 1.0
+    # 2. the walk, in key order
+    nv = 0
+    nd = 0
+    per = 1 << (SUPER_LOG - LEAF_LOG)
+    for sb in range(nsup):
+        u, pb = _block_bound(qf, qnz, nq, SB, sb, sf, Dh1)
+        if u < lim and mark[b0] != stamp - 1 and not (b0 >= sb * per and b0 < (sb + 1) * per):
+            dfr[nd] = -1 - sb
+            nd += 1
+            continue
+        for b in range(sb * per, min(nleaf, (sb + 1) * per)):
+            if mark[b] == stamp:
+                vis[nv] = b
+                nv += 1
+                continue
+            u, pb = _block_bound(qf, qnz, nq, LB, b, sf, Dh1)
+            if u < lim:
+                dfr[nd] = b
+                nd += 1
+                continue
+            bh, bl, seen = _score_keys(q, qnz, nq, small, top, Kc, b << LEAF_LOG, min(m, (b + 1) << LEAF_LOG),
+                                       I, f, mode, err, scr, scores, seen)
+            mark[b] = stamp
+            vis[nv] = b
+            nv += 1
+            if bh > Mh or (bh == Mh and bl > Ml):
+                Mh, Ml = bh, bl
+                Mf = _fval(Mh, Ml)
+                lim = Mf - abs(Mf) * 2.0 ** -50 - 1.0 + thr - abs(thr) * 2.0 ** -50 - 1.0
+    # 3. the meter: skipped blocks whose partial sums may pass the largest |raw|
+    _track(np.int64(0), seen, err)
+    for i in range(nd):
+        d = dfr[i]
+        lo_b, hi_b = (d, d + 1) if d >= 0 else ((-1 - d) * per, min(nleaf, (-d) * per))
+        if d < 0:
+            _, pb = _block_bound(qf, qnz, nq, SB, -1 - d, sf, Dh1)
+            if pb <= _fval(err[E_MAXABS_HI], err[E_MAXABS]) * (1.0 - 2.0 ** -50) - 1.0:
+                continue
+        for b in range(lo_b, hi_b):
+            if mark[b] == stamp:
+                continue
+            _, pb = _block_bound(qf, qnz, nq, LB, b, sf, Dh1)
+            if pb > _fval(err[E_MAXABS_HI], err[E_MAXABS]) * (1.0 - 2.0 ** -50) - 1.0:
+                _, _, sn = _score_keys(q, qnz, nq, small, top, Kc, b << LEAF_LOG, min(m, (b + 1) << LEAF_LOG),
+                                       I, f, mode, err, scr, scores, np.int64(0))
+                _track(np.int64(0), sn, err)
+    return True, Mh, Ml, nv
 
 
 @njit(cache=True)
@@ -329,21 +536,24 @@ def _fit3(pos, neg, k, I, f, mode, err, out):
 
 
 @njit(cache=True)
-def w_attend(scores, best, m, values, I, f, mode, err, e2, scr, weights, acc, out):
-    """fixedpoint.fx_attend on wide scores and values (M = scores[best]); the
-    weights (at most 2^f, f <= 56) go to ``weights`` as int64 raws. ``e2`` is a
-    scratch fixedpoint error array (exp's own), ``acc`` scratch (2 d, 3)."""
+def w_attend(scores, Mh, Ml, m, values, I, f, mode, err, e2, scr, weights, acc, out, idx, nidx):
+    """fixedpoint.fx_attend on wide scores and values, M = (Mh, Ml) the largest
+    score; the weights (at most 2^f, f <= 56) go to ``weights`` as int64 raws.
+    ``nidx`` < 0: every key j < m; else only the keys idx[:nidx] (ascending: the
+    others have weight exactly 0, :func:`w_scores_pruned`). ``e2`` is a scratch
+    fixedpoint error array (exp's own), ``acc`` scratch (2 d, 3)."""
     d = values.shape[1]
     for k in range(d):
         out[k, 0] = 0
         out[k, 1] = 0
     if m == 0:
         return
-    Mh, Ml = scores[best, 0], scores[best, 1]
+    cnt = m if nidx < 0 else nidx
     thr = exp_zero_threshold(f)
     Zh, Zl = np.int64(0), np.int64(0)
     small = Mh == 0 and Ml < (np.int64(1) << 62) and Ml > -(np.int64(1) << 62)
-    for j in range(m):
+    for jj in range(cnt):
+        j = jj if nidx < 0 else idx[jj]
         sh, sl = scores[j, 0], scores[j, 1]
         if small and sh == 0 and sl > -(np.int64(1) << 62):    # both below 2^62: M - s < 2^63
             ok, dm = True, Ml - sl
@@ -354,9 +564,11 @@ def w_attend(scores, best, m, values, I, f, mode, err, e2, scr, weights, acc, ou
         else:
             e2[E_CODE] = 0
             e2[E_MAXABS] = 0
+            e2[E_SAT] = 0
             ej = exp_raw(-dm, min(I, 62 - f), f, mode, e2)
             if e2[E_CODE] != 0:
                 record_error(err, e2[E_CODE], e2[E_OP], e2[E_NEED])
+            err[E_SAT] += e2[E_SAT]              # exp(0) = 2^f clamps at I = 0
             _track(np.int64(0), ej, err)
             weights[j] = ej
             Zh, Zl = w_add(Zh, Zl, np.int64(0), ej, I, f, mode, err)
@@ -364,7 +576,8 @@ def w_attend(scores, best, m, values, I, f, mode, err, e2, scr, weights, acc, ou
         acc[k, 0] = 0
         acc[k, 1] = 0
         acc[k, 2] = 0
-    for j in range(m):
+    for jj in range(cnt):
+        j = jj if nidx < 0 else idx[jj]
         ej = weights[j]
         if ej != 0:
             wh, wl = w_div(np.int64(0), ej, Zh, Zl, I, f, mode, err)
@@ -385,10 +598,15 @@ def w_attend(scores, best, m, values, I, f, mode, err, e2, scr, weights, acc, ou
 def w_step(tok, t, I, f, mode, err, ekind, eparam, ecoef,
            rA, rB, rC, rW1, rb1, rW2, rb2, rnn_state,
            aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc,
-           x, scores, wbuf, record, attn_rec, need_output, ws, scr, e2, acc, qnz):
+           x, scores, wbuf, record, attn_rec, need_output, ws, scr, e2, acc, qnz,
+           prune, KmE, LB, SB, mark, vis, dfr, qf, idx):
     """kernels._step on wide raws (the KV cache row-major: Kc[l, h, t] is key t).
     ``ws``: wide scratch (:func:`workspace_rows` rows); ``scr``, ``e2``, ``acc``,
-    ``qnz``: the scratch of w_mul, of exp, of the softmax sums and of the scores."""
+    ``qnz``: the scratch of w_mul, of exp, of the softmax sums and of the scores.
+    ``prune`` (never with ``record``): keep the bounds of :func:`w_store_bounds`
+    in KmE, LB, SB and attend with :func:`w_scores_pruned` over
+    PRUNE_MIN_KEYS keys or more (``mark``, ``vis``, ``dfr``, ``qf``, ``idx``: its
+    scratch, :func:`prune_arrays`)."""
     D = x.shape[0]
     w_embed(tok, t, ekind, eparam, ecoef, I, f, mode, err, scr, x)
     tmp = ws[0:D]
@@ -424,14 +642,32 @@ def w_step(tok, t, I, f, mode, err, ekind, eparam, ecoef,
             if l == La - 1 and not need_output:
                 for h in range(a_nheads[l]):
                     w_matvec(aWK[l, h], x, I, f, mode, err, scr, Kc[l, h, t])
+                    if prune:
+                        w_store_bounds(Kc[l, h, t], t, KmE[l, h], LB[l, h], SB[l, h])
                     w_matvec(aWV[l, h], x, I, f, mode, err, scr, Vc[l, h, t])
                 return
             for h in range(a_nheads[l]):
                 w_matvec(aWQ[l, h], x, I, f, mode, err, scr, q)
                 w_matvec(aWK[l, h], x, I, f, mode, err, scr, Kc[l, h, t])
+                if prune:
+                    w_store_bounds(Kc[l, h, t], t, KmE[l, h], LB[l, h], SB[l, h])
                 w_matvec(aWV[l, h], x, I, f, mode, err, scr, Vc[l, h, t])
-                best = w_scores(q, Kc[l, h], t + 1, I, f, mode, err, scr, qnz, scores)
-                w_attend(scores, best, t + 1, Vc[l, h], I, f, mode, err, e2, scr, wbuf, acc, o)
+                done = False
+                if prune and t + 1 >= PRUNE_MIN_KEYS:
+                    ok, Mh, Ml, nv = w_scores_pruned(q, Kc[l, h], KmE[l, h], LB[l, h], SB[l, h], t + 1, I, f, mode,
+                                                     err, scr, qnz, scores, mark, vis, dfr, qf)
+                    if ok:
+                        n = 0
+                        for i in range(nv):
+                            b = vis[i]
+                            for j in range(b << LEAF_LOG, min(t + 1, (b + 1) << LEAF_LOG)):
+                                idx[n] = j
+                                n += 1
+                        w_attend(scores, Mh, Ml, t + 1, Vc[l, h], I, f, mode, err, e2, scr, wbuf, acc, o, idx, n)
+                        done = True
+                if not done:
+                    Mh, Ml = w_scores(q, Kc[l, h], t + 1, I, f, mode, err, scr, qnz, scores)
+                    w_attend(scores, Mh, Ml, t + 1, Vc[l, h], I, f, mode, err, e2, scr, wbuf, acc, o, idx, -1)
                 if record:
                     for j in range(t + 1):
                         attn_rec[l, h, j] = wbuf[j]
@@ -480,7 +716,8 @@ def _floor_clip(h, l, f, lo, hi):
     neg, mh, ml = _mag(h, l)
     if f >= 63:
         qh, ql = np.int64(0), mh >> (f - 63)
-        frac = ml != 0 or (mh & ((np.int64(1) << (f - 63)) - 1)) != 0
+        mask = _M63 if f - 63 == 63 else (np.int64(1) << (f - 63)) - 1
+        frac = ml != 0 or (mh & mask) != 0
     elif f == 0:
         qh, ql = mh, ml
         frac = False
@@ -526,7 +763,7 @@ def _read(x, use_nearest, out_dim, out_kind, out_param, out_coef, candidates, ne
 
 # ---------------------------------------------------------------------------- loops
 @njit(cache=True)
-def w_forward(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mode, err, loc,
+def w_forward(tokens, lengths, all_positions, share_prefix, use_nearest, prune, I, f, mode, err, loc,
               ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2,
               aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2,
               out_dim, out_kind, out_param, out_coef, candidates, nearest, preds):
@@ -537,7 +774,10 @@ def w_forward(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, m
     counts would then differ): a row starts after the prefix it shares with the
     row before (at most its length minus one), from the RNN state kept for that
     position and with the KV cache of those positions, which the models' causality
-    makes exact; otherwise every row starts from a fresh state."""
+    makes exact; otherwise every row starts from a fresh state.
+
+    ``prune``: rows of PRUNE_MIN_KEYS tokens or more attend with
+    :func:`w_scores_pruned` (exact; False: every key is scored)."""
     B, N = tokens.shape
     D = ekind.shape[0]
     La, Lr = aWQ.shape[0], rA.shape[0]
@@ -558,6 +798,14 @@ def w_forward(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, m
     attn = np.zeros((La, H, 1), np.int64)
     share = share_prefix and mode != MODE_SATURATE
     hist = np.zeros((N + 1 if share else 1, Lr, S, 2), np.int64)     # hist[t]: the state before position t
+    pr = prune and La > 0 and N >= PRUNE_MIN_KEYS
+    cp = N if pr else 0
+    nl, ns = (cp >> LEAF_LOG) + 1, (cp >> SUPER_LOG) + 1
+    KmE = np.zeros((La, H, cp, Dh, 2), np.int64)
+    LB = np.zeros((La, H, nl if pr else 0, Dh, 2), np.float64)
+    SB = np.zeros((La, H, ns if pr else 0, Dh, 2), np.float64)
+    mark, vis, dfr = np.zeros(nl + 1, np.int64), np.zeros(nl, np.int64), np.zeros(nl + ns, np.int64)
+    qf, idx = np.zeros(max(Dh, 1), np.float64), np.zeros(max(cp, 1), np.int64)
     for b in range(B):
         L = lengths[b]
         start = 0
@@ -576,7 +824,7 @@ def w_forward(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, m
             need = all_positions or t == L - 1
             w_step(tokens[b, t], t, I, f, mode, err, ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, state,
                    aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc, x, scores, wbuf, False, attn, need,
-                   ws, scr, e2, acc, qnz)
+                   ws, scr, e2, acc, qnz, pr, KmE, LB, SB, mark, vis, dfr, qf, idx)
             if need and err[E_CODE] == 0:
                 preds[b, t] = _read(x, use_nearest, out_dim, out_kind, out_param, out_coef, candidates, nearest,
                                     I, f, mode, err, scr)
@@ -591,10 +839,12 @@ def w_forward(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, m
 
 @njit(cache=True)
 def w_feed(tokens, t0, I, f, mode, err, ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2,
-           aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, rnn_state, Kc, Vc, x, scores, wbuf, record, attn_rec):
+           aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, rnn_state, Kc, Vc, x, scores, wbuf, record, attn_rec,
+           prune, KmE, LB, SB, mark, vis, dfr, qf, idx):
     """kernels.feed_flat on wide raws: feed ``tokens`` from position t0 (only the
     last one's output is computed); returns the position reached (stops after the
-    first error, with ``err[E_WHERE]`` its position)."""
+    first error, with ``err[E_WHERE]`` its position). ``prune`` and its arrays
+    (:func:`prune_arrays`, kept by the session): see :func:`w_step`."""
     D = x.shape[0]
     La, Lr = aWQ.shape[0], rA.shape[0]
     Dh = aWQ.shape[2] if La > 0 else 0
@@ -609,7 +859,7 @@ def w_feed(tokens, t0, I, f, mode, err, ekind, eparam, ecoef, rA, rB, rC, rW1, r
     for i in range(tokens.shape[0]):
         w_step(tokens[i], t, I, f, mode, err, ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, rnn_state,
                aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc, x, scores, wbuf, record, attn_rec,
-               i == last, ws, scr, e2, acc, qnz)
+               i == last, ws, scr, e2, acc, qnz, prune, KmE, LB, SB, mark, vis, dfr, qf, idx)
         if err[E_CODE] != 0:
             err[E_WHERE] = t
             return t + 1

@@ -39,12 +39,12 @@ def _int64_run(model, toks, lengths, all_positions, ro, share=False):
     return preds, err, loc
 
 
-def _wide_run(model, toks, lengths, all_positions, ro, share=False):
+def _wide_run(model, toks, lengths, all_positions, ro, share=False, prune=True):
     preds = np.full(toks.shape, -1, np.int64)
     err = WD.new_wide_err()
     loc = np.full(2, -1, np.int64)
     r = model.weights.readout
-    WX.w_forward(toks, lengths, all_positions, share, ro == K.READOUT_NEAREST_CODE, *model.fmt.args, err, loc,
+    WX.w_forward(toks, lengths, all_positions, share, ro == K.READOUT_NEAREST_CODE, prune, *model.fmt.args, err, loc,
                  *model.weights.net, r.out_dim, r.out_kind, r.out_param, r.out_coef, r.candidates, r.nearest, preds)
     return preds, err, loc
 
@@ -184,6 +184,112 @@ def test_counting_refuses_past_the_two_limb_executor():
     assert lim > 2 ** 20
     with pytest.raises(ValueError, match=f"largest n at alphabet n \\+ 1 is {lim}"):
         R.counting_transformer(lim + 1, alphabet=lim + 2)
+
+
+# ---------------------------------------------------------------------------- pruned attention
+def _pruned_vs_plain(m, toks, all_positions=False):
+    L = np.full(len(toks), toks.shape[1], np.int64)
+    a = _wide_run(m, toks, L, all_positions, K.READOUT_TABLE, True, True)
+    b = _wide_run(m, toks, L, all_positions, K.READOUT_TABLE, True, False)
+    assert a[0].tolist() == b[0].tolist() and a[1].tolist() == b[1].tolist() and a[2].tolist() == b[2].tolist()
+    return a
+
+
+@pytest.mark.parametrize("n,fmt", [(300, None), (700, (40, 23)), (1500, (60, 50)), (600, "narrow")])
+def test_pruned_attention_equals_every_key_scored(n, fmt):
+    """w_scores_pruned against scoring every key, on Counting rows of n >= 256
+    tokens (its after-query and fetch heads prune: most blocks are skipped): the
+    same predictions at every position and the same error array (largest |raw|
+    included), at the declared format, at formats with raws past 2^63, and at a
+    format too narrow for the scores (the safety check falls back and the run
+    overflows exactly as without pruning)."""
+    m = R.counting_transformer(n, alphabet=n + 1)
+    if fmt == "narrow":                                   # the declared weights, one bit below what they use
+        m = m.with_format(FixedFormat(m.fmt.int_bits, m.fmt.frac_bits, storage="two-limb"))
+        m.predict_batch(np.array([[BOS] + [NUMBER_BASE + (v % n) for v in range(n)] + [QUERY, NUMBER_BASE, NUMBER_BASE]]))
+        m = m.with_format(FixedFormat(m.resources.used_int_bits - 1, m.fmt.frac_bits, storage="two-limb"))
+    else:                                                 # built at the format (lambda grows with f)
+        m = R.counting_transformer(n, alphabet=n + 1, fmt=FixedFormat(*(fmt or (m.fmt.int_bits, m.fmt.frac_bits)),
+                                                                      storage="two-limb"))
+    rng = np.random.default_rng(n)
+    x = rng.permutation(n)
+    toks = np.array([[BOS] + [int(v) + NUMBER_BASE for v in x] + [QUERY, int(x[7]) + NUMBER_BASE, t + NUMBER_BASE]
+                     for t in (0, 1)])
+    preds, err, _ = _pruned_vs_plain(m, toks, all_positions=True)
+    if fmt == "narrow":
+        assert err[E_CODE] != 0                           # the narrow format overflows, pruned or not
+    else:
+        assert err[E_CODE] == 0 and preds[:, -1].tolist() == [NUMBER_BASE + 1, NUMBER_BASE + 0]
+
+
+def test_pruned_attention_on_adversarial_keys():
+    """Random wide keys and queries against scoring every key: blocks whose scores
+    are far below the maximum are skipped, blocks whose partial sums are the
+    largest magnitudes are revisited for the meter, keys near the range's edge
+    make the safety check fall back: M, the output and the error array agree."""
+    rng = np.random.default_rng(11)
+    outcomes = set()
+    for trial in range(60):
+        I, f = int(rng.integers(30, 70)), int(rng.integers(4, 40))
+        m, Dh, d = int(rng.integers(256, 2000)), int(rng.integers(1, 4)), int(rng.integers(1, 3))
+        scale = int(rng.integers(10, I + f - 2))
+        K_ = rng.integers(-(1 << 20), 1 << 20, size=(m, Dh)).astype(object) * (1 << max(0, scale - 20))
+        K_[rng.random((m, Dh)) < 0.2] = 0
+        if trial % 3 == 0:                                # a peaked head: one far larger key
+            K_[int(rng.integers(m)), 0] = (1 << scale)
+        if trial % 5 == 1:                                # very negative partial sums far from the max
+            K_[rng.integers(0, m, 5), 0] = -(1 << (I + f - 3))
+        q = [int(v) for v in rng.integers(-(1 << 12), 1 << 12, size=Dh)]
+        Kw = np.array([[WD.to_limbs(int(v)) for v in row] for row in K_], np.int64)
+        V = np.array([[WD.to_limbs(int(v)) for v in row] for row in rng.integers(-1000, 1000, size=(m, d))], np.int64)
+        qw = np.array([WD.to_limbs(v) for v in q], np.int64)
+        KmE, LB, SB, mark, vis, dfr, qf, idx = WX.prune_arrays(1, 1, m, Dh, True)
+        for t in range(m):
+            WX.w_store_bounds(Kw[t], t, KmE[0, 0], LB[0, 0], SB[0, 0])
+        scr = np.zeros(WX.SCRATCH_LEN, np.int64)
+        qnz = np.zeros(Dh, np.int64)
+        e1, e2 = WD.new_wide_err(), WD.new_wide_err()
+        s1, s2 = np.zeros((m, 2), np.int64), np.zeros((m, 2), np.int64)
+        ok, Mh, Ml, nv = WX.w_scores_pruned(qw, Kw, KmE[0, 0], LB[0, 0], SB[0, 0], m, I, f, 0, e1, scr, qnz, s1,
+                                            mark, vis, dfr, qf)
+        Ph, Pl = WX.w_scores(qw, Kw, m, I, f, 0, e2, scr, qnz, s2)
+        if not ok:
+            outcomes.add("fallback")
+            continue
+        assert (Mh, Ml) == (Ph, Pl) and e1.tolist() == e2.tolist(), trial
+        n = 0
+        for b in vis[:nv]:
+            for j in range(b << WX.LEAF_LOG, min(m, (b + 1) << WX.LEAF_LOG)):
+                idx[n] = j
+                n += 1
+        outcomes.add("pruned" if n < m else "every block")
+        o1, o2 = np.zeros((d, 2), np.int64), np.zeros((d, 2), np.int64)
+        acc = np.zeros((2 * d, 3), np.int64)
+        x1, x2 = np.zeros(6, np.int64), np.zeros(6, np.int64)
+        WX.w_attend(s1, Mh, Ml, m, V, I, f, 0, e1, x1, scr, np.zeros(m, np.int64), acc, o1, idx, n)
+        WX.w_attend(s2, Ph, Pl, m, V, I, f, 0, e2, x2, scr, np.zeros(m, np.int64), acc, o2, idx, -1)
+        assert o1.tolist() == o2.tolist() and e1.tolist() == e2.tolist(), trial
+    assert {"pruned", "fallback"} <= outcomes, outcomes
+
+
+def test_pruned_sessions_agree_with_recorded_ones():
+    """A session without recording prunes; one recording every weight scores every
+    key: the hybrid IsTree's CoT (over 256 positions) and the largest |raw| agree."""
+    from rnngap.checks.formats import graph_tokens
+    from rnngap.checks.tasks import istree
+    from rnngap.constructions import hybrid as H
+    from rnngap.constructions.generate import generate
+    from rnngap.constructions.vocab import FALSE, TRUE
+    N = 40
+    fmt = H.ISTREE.format(N)
+    m = H.istree_hybrid(N, fmt=FixedFormat(fmt.int_bits, fmt.frac_bits, storage="two-limb"))
+    for inst in istree.generate(np.random.default_rng(3), N, 2, family="tree"):
+        prompt = graph_tokens(inst.edges)
+        ma, mb = m.fresh(), m.fresh()
+        ga = generate(ma, prompt, answer_tokens=[TRUE, FALSE], max_cot=H.istree_cot_bound(N))
+        gb = generate(mb, prompt, answer_tokens=[TRUE, FALSE], max_cot=H.istree_cot_bound(N), record=True)
+        assert ga.cot == gb.cot and ga.answer == gb.answer == inst.answer and len(prompt) + len(ga.cot) > 256
+        assert max_abs_raw(ma.err) == max_abs_raw(mb.err) and ma.err[E_SAT] == mb.err[E_SAT] == 0
 
 
 # ---------------------------------------------------------------------------- formats
