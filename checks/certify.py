@@ -40,12 +40,14 @@ from dataclasses import asdict, dataclass, field
 import sympy as sp
 
 from rnngap.constructions.bounds import SYM, A, N, largest
-from rnngap.constructions.fixedpoint import MAX_MAGNITUDE_BITS
+from rnngap.constructions.fixedpoint import MAX_MAGNITUDE_BITS, MAX_WIDE_MAGNITUDE_BITS
+from rnngap.constructions.wide_exec import ATTENTION_MAX_FRAC_BITS
 from rnngap.constructions.obligations import Construction
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Version of the ``certify --json`` record (docs/records.md); 2 added ``covers``,
-``source`` and the built-model certificates."""
+``source`` and the built-model certificates; 3 added ``n_max_int64`` (``n_max``
+counts two-limb storage for the constructions that declare it)."""
 I_SYM = sp.Symbol("I", integer=True, nonnegative=True)
 F_SYM = sp.Symbol("f", integer=True, nonnegative=True)
 N_CAP = 1 << 62
@@ -112,6 +114,7 @@ class Result:
     covers: list = field(default_factory=list)       # the layers a whole-model certificate covers
     source: str = "declared-obligation"              # "built-model": every fact derived from the built model
     steps: list = field(default_factory=list)        # the proof chain (--explain): one dict per step
+    n_max_int64: int | None = None                   # where the declared format still fits int64
 
     def record(self) -> dict:
         d = {k: v for k, v in asdict(self).items() if k != "steps"}
@@ -120,9 +123,21 @@ class Result:
 
 
 def n_max_of(con: Construction) -> int | None:
-    """Largest n >= n_min with I(n) + f(n) <= 62 (I + f nondecreasing), or None."""
-    fits = lambda n: sum(con.fmt(n)) <= MAX_MAGNITUDE_BITS
+    """Largest n >= n_min whose declared format the machine runs (I + f
+    nondecreasing), or None: I(n) + f(n) <= 62 (int64 storage), or, for a
+    construction declaring two-limb storage past int64 (``Declared.two_limb``),
+    I + f <= 126 and f <= 56 (the two-limb softmax)."""
+    if getattr(con.declared, "two_limb", False):
+        fits = lambda n: (sum(con.fmt(n)) <= MAX_WIDE_MAGNITUDE_BITS
+                          and con.fmt(n)[1] <= ATTENTION_MAX_FRAC_BITS)
+    else:
+        fits = lambda n: sum(con.fmt(n)) <= MAX_MAGNITUDE_BITS
     return largest(fits, con.n_min, N_CAP)
+
+
+def n_max_int64_of(con: Construction) -> int | None:
+    """Largest n >= n_min with I(n) + f(n) <= 62, or None."""
+    return largest(lambda n: sum(con.fmt(n)) <= MAX_MAGNITUDE_BITS, con.n_min, N_CAP)
 
 
 def _pieces(con: Construction, n0: int, n1: int):
@@ -161,9 +176,9 @@ def certify_construction(con: Construction, params: int | None = None) -> Result
             res.failures.append({"obligation": o.name, "first_n": None, "need": str(need), "have": str(have),
                                  "why": "need not shown nondecreasing in n or have depends on n"})
     n_max = n_max_of(con)
-    res.n_max = n_max
+    res.n_max, res.n_max_int64 = n_max, n_max_int64_of(con)
     if n_max is None:
-        res.note = f"the declared format at n = {con.n_min} does not fit int64"
+        res.note = f"the declared format at n = {con.n_min} does not fit the machine's storage"
         res.seconds = round(time.perf_counter() - t0, 3)
         return res
     failed = set()
@@ -269,6 +284,18 @@ def _builder_obligation(ob, terms, hyps, con: Construction, n_max: int | None, p
     return {**out, "method": "piecewise-monotone", "answer": "holds", "range": f"{con.n_min}..{n_max}"}
 
 
+def _margin_cap(con: Construction, n_max: int | None, n_max_int64: int | None, margins: list) -> int | None:
+    """For a construction declaring two limbs past int64: when a builder margin is
+    neither proved by z3 nor shown monotone on the pieces up to the two-limb n_max
+    (too many n to check each), the n up to which it can be checked exactly, n_min
+    + EXHAUSTIVE_LIMIT - 1 (at least the int64 n_max); None when nothing needs it."""
+    if n_max is None or n_max_int64 is None or n_max <= n_max_int64:
+        return None
+    if not any(m["answer"] not in ("unsat", "holds") and m.get("first_n") is None for m in margins):
+        return None
+    return max(n_max_int64, min(n_max, con.n_min + EXHAUSTIVE_LIMIT - 1))
+
+
 def _format_step(model, con: Construction) -> dict:
     """The built model's format is the record's declared format, as expressions of n
     (sympy proves the differences 0): the proof's sharpness(f) is then the f the
@@ -294,7 +321,7 @@ def _machine_step(con: Construction, n_max: int | None, pieces: list) -> dict:
            "statement": f"on the kernels, at each of the {len(fmts)} declared formats up to n_max",
            "answer": "holds" if fmts and not bad else "fails", "range": f"{con.n_min}..{n_max}" if fmts else ""}
     if bad or not fmts:
-        out["why"] = "; ".join(bad[:3]) if bad else "no format fits int64"
+        out["why"] = "; ".join(bad[:3]) if bad else "no declared format fits the machine's storage"
     return out
 
 
@@ -328,7 +355,7 @@ def certify_built(cert, mutate=None, build=None, timeout_ms: int | None = None) 
     inst.facts += [inst.n >= con.n_min] + ([inst.a >= 1, inst.a <= mp.alphabet_max(inst.n)] if mp.alphabet_max
                                             else [inst.a == terms(alpha)])
     n_max = n_max_of(con)
-    res.n_max = n_max
+    res.n_max, res.n_max_int64 = n_max, n_max_int64_of(con)
     with_fmt = [] if n_max is None else list(_pieces(con, con.n_min, n_max))
     pieces = [(lo, hi) for lo, hi, _ in with_fmt]
     res.pieces = len(pieces)
@@ -336,7 +363,19 @@ def certify_built(cert, mutate=None, build=None, timeout_ms: int | None = None) 
     if model.spec.attn_layers:           # the softmax lemmas matter only to a model with heads
         steps.append(_machine_step(con, n_max, with_fmt))
     a_max = mp.alphabet_max(N) if mp.alphabet_max else None
-    steps += [_builder_obligation(ob, terms, list(inst.facts), con, n_max, pieces, a_max) for ob in obligations]
+    margins = [_builder_obligation(ob, terms, list(inst.facts), con, n_max, pieces, a_max) for ob in obligations]
+    cap = _margin_cap(con, n_max, res.n_max_int64, margins)
+    if cap is not None:               # a margin shown only exhaustively: certify up to where that reaches
+        res.note = (f"builder margins shown to n = {cap} (exhaustively); the declared two-limb format "
+                    f"reaches n = {n_max}; ")
+        n_max = res.n_max = cap
+        with_fmt = list(_pieces(con, con.n_min, n_max))
+        pieces = [(lo, hi) for lo, hi, _ in with_fmt]
+        res.pieces = len(pieces)
+        if model.spec.attn_layers:
+            steps[-1] = _machine_step(con, n_max, with_fmt)
+        margins = [_builder_obligation(ob, terms, list(inst.facts), con, n_max, pieces, a_max) for ob in obligations]
+    steps += margins
     for f in prove_model(model, inst, mp.heads(inst), {N: inst.n, A: inst.a}, timeout_ms or mp.timeout_ms,
                          mp.portfolio):
         steps.append({**f.record(), "range": f"all n >= {con.n_min}" if f.ok else ""})
@@ -350,8 +389,8 @@ def certify_built(cert, mutate=None, build=None, timeout_ms: int | None = None) 
                                  "why": st.get("why") or f"z3 answered {st['answer']}"
                                  + (f": {st['counterexample']}" if st.get("counterexample") else "")})
     res.facts = [{k: v for k, v in st.items() if k != "query"} for st in steps]
-    res.note = (f"task {mp.task}: every layer of the model the builder built, on every instance; "
-                f"layer facts for all n >= {con.n_min}, builder margins as their method says")
+    res.note += (f"task {mp.task}: every layer of the model the builder built, on every instance; "
+                 f"layer facts for all n >= {con.n_min}, builder margins as their method says")
     res.certified = not res.failures
     res.seconds = max(round(time.perf_counter() - t0, 3), 0.001)
     return res
@@ -520,10 +559,12 @@ def write_json(results: list[Result], path: str) -> None:
 def table(results: list[Result]) -> str:
     rows = [("claim", "construction", "obligations", "n certified", "method", "source", "params", "ok", "seconds")]
     for r in results:
+        wide = (f"; int64 to {r.n_max_int64}" if r.n_max is not None and r.n_max_int64 is not None
+                and r.n_max_int64 < r.n_max else "")
         rng = ("every format, I + f <= 62" if r.method == "kernel-exhaustive" else
                f"all n >= {r.n_min}" if r.method.startswith("smt") else
-               f"all n >= {r.n_min} (+ margins {r.n_min}..{r.n_max})" if r.method == "built-model" else
-               f"{r.n_min}..{r.n_max}" if r.n_max is not None else "-")
+               f"all n >= {r.n_min} (+ margins {r.n_min}..{r.n_max}{wide})" if r.method == "built-model" else
+               f"{r.n_min}..{r.n_max}{wide}" if r.n_max is not None else "-")
         rows.append((r.claim, r.construction, str(r.obligations), rng, r.method, r.source,
                      "-" if r.params is None else str(r.params), "yes" if r.certified else "NO",
                      f"{r.seconds:.2f}"))

@@ -1,5 +1,7 @@
 """The machine lemmas a whole-model certificate stands on, checked on the kernels
-themselves for EVERY format the int64 machine holds (I >= 1, f >= 0, I + f <= 62).
+themselves for EVERY format the int64 machine holds (I >= 1, f >= 0, I + f <= 62),
+and, for the constructions that run in two-limb storage past int64, at each of
+their declared two-limb formats on the two-limb executor's kernels.
 
 A built-model certificate (checks/certify.py) proves that every head's intended
 key beats every other key by an integer gap g >= s = sharpness(f) > (f + 1) ln 2
@@ -68,8 +70,12 @@ def _round_half_even(x: Fraction) -> int:
 @lru_cache(maxsize=None)
 def lemmas_at(I: int, f: int) -> tuple:
     """Failures of both lemmas at (I, f), cached (a certificate asks for the formats
-    of its pieces)."""
-    return tuple(one_hot(I, f) + equal_split(I, f))
+    of its pieces): on the int64 kernels when I + f <= 62, else on the two-limb
+    executor's (:func:`one_hot_two_limb`, :func:`equal_split_two_limb`), the
+    executor a model of that declared format runs on."""
+    if I + f <= FP.MAX_MAGNITUDE_BITS:
+        return tuple(one_hot(I, f) + equal_split(I, f))
+    return tuple(one_hot_two_limb(I, f) + equal_split_two_limb(I, f))
 
 
 def one_hot(I: int, f: int, s: int | None = None) -> list[str]:
@@ -114,6 +120,62 @@ def equal_split(I: int, f: int) -> list[str]:
         want = _round_half_even(Fraction(one, m))
         if w != want:
             bad.append(f"Q{I}.{f}: 1/{m} rounds to raw {w}, not {want}")
+    return bad
+
+
+def one_hot_two_limb(I: int, f: int, s: int | None = None) -> list[str]:
+    """:func:`one_hot` on the two-limb softmax (constructions/wide_exec.w_attend,
+    formats up to I + f = 126 with f <= 56): the exps of the gaps not below the
+    zero threshold (its exp_raw on int64 shifts, result format Q(min(I, 62 - f)).f)
+    and the softmax on scores (0, -gap 2^f) with values +-(2^(I+f) - 1), 1, 0."""
+    from rnngap.constructions import wide as WD
+    from rnngap.constructions import wide_exec as WX
+    if f > WX.ATTENTION_MAX_FRAC_BITS:
+        return [f"Q{I}.{f}: the two-limb softmax needs f <= {WX.ATTENTION_MAX_FRAC_BITS}"]
+    s = sharpness(f) if s is None else s
+    if s >= 1 << (I + 1):
+        return []
+    mode, bad = FP.MODE_RAISE, []
+    thr = int(FP.exp_zero_threshold(f))
+    limit = 1 << (I + 1)
+    g = s
+    while g < limit and -g * (1 << f) >= thr:        # |d| < 2^63 here (f <= 56)
+        e = int(FP.exp_raw(np.int64(-g * (1 << f)), min(I, 62 - f), f, mode, FP.new_err()))
+        if e != 0:
+            bad.append(f"Q{I}.{f}: exp of gap {g} rounds to raw {e}, not 0")
+        g += 1
+    top = (1 << (I + f)) - 1
+    for gap in sorted({s} | ({g} if g < limit else set())):
+        for v in (top, -top, 1, 0):
+            scores = np.array([WD.to_limbs(0), WD.to_limbs(-gap * (1 << f))], dtype=np.int64)
+            values = np.array([[WD.to_limbs(v)], [WD.to_limbs(top)]], dtype=np.int64)
+            w, out, err = np.zeros(2, np.int64), np.zeros((1, 2), np.int64), WD.new_wide_err()
+            WX.w_attend(scores, np.int64(0), np.int64(0), 2, values, I, f, mode, err, FP.new_err(),
+                        np.zeros(WX.SCRATCH_LEN, np.int64), w, np.zeros((2, 3), np.int64), out,
+                        np.zeros(2, np.int64), -1)
+            got = WD.from_limbs(out[0, 0], out[0, 1])
+            if int(w[0]) != 1 << f or int(w[1]) != 0 or got != v or err[FP.E_CODE] != 0:
+                bad.append(f"Q{I}.{f}: two-limb attend on gap {gap} gives weights {list(w)} and {got}, not "
+                           f"({1 << f}, 0) and {v}")
+    return bad
+
+
+def equal_split_two_limb(I: int, f: int) -> list[str]:
+    """:func:`equal_split` on the two-limb division (wide.w_div)."""
+    from rnngap.constructions import wide as WD
+    hi = (1 << I) - 1
+    ms = set(range(1, min(hi, EQUAL_SPLIT_LOW) + 1)) | set(range(max(1, hi - EQUAL_SPLIT_TOP + 1), hi + 1))
+    bad = []
+    one = 1 << f
+    for m in sorted(ms):
+        if m * one >= 1 << WD.MAX_WIDE_BITS:
+            continue
+        err = WD.new_wide_err()
+        h, lo = WD.w_div(*[np.int64(x) for x in WD.to_limbs(one) + WD.to_limbs(m * one)], I, f, FP.MODE_RAISE, err)
+        w = WD.from_limbs(h, lo)
+        want = _round_half_even(Fraction(one, m))
+        if w != want or err[FP.E_CODE] != 0:
+            bad.append(f"Q{I}.{f}: two-limb 1/{m} rounds to raw {w}, not {want}")
     return bad
 
 

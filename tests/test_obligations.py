@@ -144,7 +144,28 @@ def test_certify_everything_quickly():
     assert idx.n_max is not None and sum(certificate("retrieval.index[a=2]").con.fmt(idx.n_max)) <= 62
     assert sum(certificate("retrieval.index[a=2]").con.fmt(idx.n_max + 1)) > 62
     cnt = next(r for r in rs if r.construction == "retrieval.counting[a=n+1]")
-    assert cnt.n_max == R.COUNTING_MAX_N
+    assert cnt.n_max == R.COUNTING_WIDE_MAX_N and cnt.n_max_int64 == R.COUNTING_MAX_N
+    by = {r.construction: r for r in rs}
+    assert idx.n_max_int64 == idx.n_max                  # an int64-only construction
+    for name in ("hybrid.ar", "hybrid.cgram(c=3)", "hybrid.index"):   # two limbs: past 2^17 data positions
+        assert by[name].n_max >= 2 ** 17 > by[name].n_max_int64, name
+    hc = by["hybrid.counting"]                            # a margin shown only exhaustively: capped, said
+    assert hc.n_max_int64 < hc.n_max < 2 ** 16 and "shown to n =" in hc.note
+    assert by["hybrid.istree"].n_max > 2000 > by["hybrid.istree"].n_max_int64
+
+
+def test_machine_lemmas_on_two_limb_formats(monkeypatch):
+    """The one-hot and equal-split lemmas hold on the two-limb executor's softmax and
+    division at wide formats (the certificates' machine step checks each declared
+    two-limb format), and the check can fail: a division off by one raw unit."""
+    from rnngap.checks import machine_lemmas as ML
+    from rnngap.constructions import wide as WD
+    for I, f in ((40, 34), (48, 42), (70, 56), (10, 53), (120, 6)):
+        assert ML.lemmas_at(I, f) == (), (I, f)
+    assert ML.one_hot_two_limb(60, 57)                    # f > 56: the two-limb softmax refuses
+    real = WD.w_div
+    monkeypatch.setattr(WD, "w_div", lambda *a: (lambda h, lo: (h, lo + 1))(*real(*a)))
+    assert ML.equal_split_two_limb(40, 34)
 
 
 # ----------------------------------------------------------------------------
