@@ -41,6 +41,16 @@ stopped at lengths 6/4/5/5), most of it palindrome and addition at n = 7, 8 (256
 inputs with CoTs up to ~700 tokens at n = 8)."""
 
 
+_H = ("0110" * 14)[:55]
+TWO_LIMB_WORDS = {"quick": {}, "full": {"palindrome": (_H + _H[::-1], "1" + _H[1:] + "0" + _H[::-1]),
+                                        "0k1k": ("0" * 40 + "1" * 40, "0" * 40 + "1" * 39 + "0")}}
+"""Inputs past the int64 limit of the machine's declared format (input length 74 for
+0^k1^k, 103 for palindromes; the hybrid declares two-limb storage beyond): a
+palindrome of length 110 and a non-palindrome of length 111, 0^40 1^40 and a word
+of length 80 it rejects; full profile only (about 20 s per input: the two-limb
+executor scores every key of the tape head)."""
+
+
 def words(enc: T.Encoding, n: int) -> list[str]:
     return ["".join(w) for w in itertools.product(sorted(enc.dtm.input_symbols), repeat=n)]
 
@@ -168,6 +178,26 @@ def hybrid_tm_check(profile: str, seed: int, part: str) -> list[Record]:
                           round(time.perf_counter() - t0, 3), family="exhaustive", alphabet=2,
                           note=(tally.cot_vs_steps(2) + "; "
                                 + (tally.first_failure or "all match automata-lib")), description=f"TM {name}: every input of length {n}"))
+
+    extra = TWO_LIMB_WORDS[profile].get(name, ())
+    if extra:
+        t0 = time.perf_counter()
+        n = max(map(len, extra))
+        sim = T.tm_hybrid(spec, n)
+        tally = TMTally()
+        for w in extra:
+            g = sim.run(w)
+            ref = TR.reference_run(sim.enc.dtm, w, spec.time_bound(len(w)))
+            compare_run(sim.enc, spec, w, g.answer, g.cot, sim.records(g.cot), ref.hybrid_cot(), tally)
+        r = sim.model.resources
+        past = sim.model.fmt.wide
+        out.append(Record("T5-hyb-P", sim.model.name, TR.SPEC.name, n, tally.instances,
+                          tally.failures if past else max(1, tally.failures), r.used_precision_bits,
+                          sim.model.fmt.total_bits, tally.cot_max, 2 * spec.time_bound(n) + 1, r.params,
+                          r.state_bits, round(time.perf_counter() - t0, 3), family="two-limb", alphabet=2,
+                          note=("" if past else "NOT PAST INT64: ") + f"{sim.model.fmt.name}; "
+                               + tally.cot_vs_steps(2) + "; " + (tally.first_failure or "all match automata-lib"),
+                          description=f"TM {name}: {len(extra)} inputs past the int64 limit (length {n})"))
 
     small = T.tm_hybrid(spec, NECESSITY_N["hybrid"])
 
