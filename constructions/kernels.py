@@ -1270,10 +1270,21 @@ def _nearest_code_readout(x, v_dim, code_lo, code_hi, out_dim, out_kind, out_par
     intermediates 2 tau v, tau^2 and |logit| are largest at the ends of the range
     or at the maximiser. Evaluating the two range ends and floor(v) - 1 .. floor(v)
     + 2 (clipped), in ascending token-id order as the generic readout does, gives
-    the same argmax (ties -> smallest id), the same largest |raw| and the same
-    overflows. Equality with the generic readout is tested (tests/test_retrieval.py)."""
+    the same argmax (ties -> smallest id) and the same largest |raw| when every
+    logit is in range. Past the range the two may differ: the generic readout
+    meets a candidate's overflow (or clamp) that this one never computes, so the
+    first error's need, the clamps and then the token can differ (a review found
+    need 10 against 9 for iterate-rnn at Q8.0, and other tokens in saturate mode).
+    Equality with the generic readout in range is tested (tests/test_retrieval.py)."""
     v = x[v_dim]
     fl = v >> f          # floor(v) (arithmetic shift)
+    return _readout(x, out_dim, out_kind, out_param, out_coef, nearest_ids(fl, code_lo, code_hi), I, f, mode, err)
+
+
+@njit(cache=True)
+def nearest_ids(fl, code_lo, code_hi):
+    """The token ids of the codes the nearest-code readout evaluates, ascending:
+    the range ends code_lo, code_hi and the codes fl - 1 .. fl + 2 inside them."""
     codes = np.empty(6, dtype=np.int64)
     codes[0] = code_lo
     codes[1] = code_hi
@@ -1287,8 +1298,7 @@ def _nearest_code_readout(x, v_dim, code_lo, code_hi, out_dim, out_kind, out_par
     for i in range(m):
         c = codes[i]
         ids[i] = c - 1 + NUMBER_BASE if c >= 1 else -c
-    ids = np.unique(ids)
-    return _readout(x, out_dim, out_kind, out_param, out_coef, ids, I, f, mode, err)
+    return np.unique(ids)
 
 
 @njit(cache=True)

@@ -504,9 +504,10 @@ class Model:
         differ only at the end: no, the per-row path shares their prefixes).
 
         ``readout``: ``"table"`` (the generic readout over every token) or
-        ``"nearest_code"`` (the exact shortcut of
-        :func:`constructions.kernels.nearest_code_readout`, the same tokens, used
-        bits and errors; only for models with ``nearest_code_dim >= 0``)."""
+        ``"nearest_code"`` (the shortcut of
+        :func:`constructions.kernels.nearest_code_readout`: the same tokens and
+        used bits while every logit is in range; past it the first error or the
+        clamps may differ; only for models with ``nearest_code_dim >= 0``)."""
         if readout not in READOUTS:
             raise ValueError(f"{self.name}: readout must be one of {sorted(READOUTS)}, got {readout!r}")
         if readout == "nearest_code" and self.nearest_code_dim < 0:

@@ -35,7 +35,8 @@ from .fixedpoint import (
     bit_length, exp_raw, exp_zero_threshold, mul_limbs, mul_round_abs, record_error,
 )
 from .kernels import (
-    F_IS_NUM, F_IS_TOKEN, F_ONE, F_POS, F_POS_INV, F_POS_SQ, F_TOK, F_TOK_INV, F_TOK_SQ, F_ZERO, tok_code,
+    F_IS_NUM, F_IS_TOKEN, F_ONE, F_POS, F_POS_INV, F_POS_SQ, F_TOK, F_TOK_INV, F_TOK_SQ, F_ZERO, nearest_ids,
+    tok_code,
 )
 from .vocab import NUMBER_BASE
 from .wide import (
@@ -733,23 +734,11 @@ def _floor_clip(h, l, f, lo, hi):
 @njit(cache=True)
 def w_nearest_code_readout(x, v_dim, code_lo, code_hi, out_dim, out_kind, out_param, out_coef, I, f, mode, err,
                            scr):
-    """kernels._nearest_code_readout: the generic readout over the range ends and
-    the codes floor(v) - 1 .. floor(v) + 2 (the same token, |raw| and errors)."""
+    """kernels._nearest_code_readout on wide raws: the generic readout over the
+    range ends and the codes floor(v) - 1 .. floor(v) + 2 (the int64 version's
+    numbers exactly; equal to the generic readout's in range, see there)."""
     fl = _floor_clip(x[v_dim, 0], x[v_dim, 1], f, code_lo, code_hi)
-    codes = np.empty(6, dtype=np.int64)
-    codes[0] = code_lo
-    codes[1] = code_hi
-    m = 2
-    for dc in range(-1, 3):
-        c = fl + dc
-        if c > code_lo and c < code_hi:
-            codes[m] = c
-            m += 1
-    ids = np.empty(m, dtype=np.int64)
-    for i in range(m):
-        c = codes[i]
-        ids[i] = c - 1 + NUMBER_BASE if c >= 1 else -c
-    ids = np.unique(ids)
+    ids = nearest_ids(fl, code_lo, code_hi)
     return w_readout(x, out_dim, out_kind, out_param, out_coef, ids, I, f, mode, err, scr)
 
 
