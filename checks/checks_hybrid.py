@@ -176,8 +176,9 @@ REDUCTION_TWO_LIMB_LOG2 = {"quick": (0,), "full": (0, 2)}
 whose declared format needs two limbs (constructions/wide_exec.py): 16 for AR,
 c-gram and Counting (AR data length 2^17), 18 for Index. A hybrid attends only
 at its last position, so a row costs O(L) wide steps."""
-REDUCTION_TWO_LIMB_SAMPLE = {"quick": (1, 1), "full": (4, 2)}
-"""The smaller sample there: (random x, random i per x), plus i = n, n - 1 and 0^n, 1^n."""
+REDUCTION_TWO_LIMB_SAMPLE = {"quick": (0, 1), "full": (4, 2)}
+"""The smaller sample there: (random x, random i per x), each x with i = n, n - 1 too,
+plus x = 0^n and 1^n at i = n (the quick profile: only those two rows, one per answer)."""
 
 
 def reduction_of(task: str) -> LR.Reduction:
