@@ -128,8 +128,8 @@ def n_max_of(con: Construction) -> int | None:
     construction declaring two-limb storage past int64 (``Declared.two_limb``),
     I + f <= 126 and f <= 56 (the two-limb softmax)."""
     if getattr(con.declared, "two_limb", False):
-        fits = lambda n: (sum(con.fmt(n)) <= MAX_WIDE_MAGNITUDE_BITS
-                          and con.fmt(n)[1] <= ATTENTION_MAX_FRAC_BITS)
+        fits = lambda n: (sum(con.fmt(n)) <= MAX_MAGNITUDE_BITS
+                          or (sum(con.fmt(n)) <= MAX_WIDE_MAGNITUDE_BITS and con.fmt(n)[1] <= ATTENTION_MAX_FRAC_BITS))
     else:
         fits = lambda n: sum(con.fmt(n)) <= MAX_MAGNITUDE_BITS
     return largest(fits, con.n_min, N_CAP)
@@ -205,6 +205,8 @@ def certify_construction(con: Construction, params: int | None = None) -> Result
 # ----------------------------------------------------------------------------
 # whole-model certificates: the built model, read layer by layer (checks/certify_model.py)
 
+NOT_MONOTONE = "z3 did not prove it for all n and its sides are not shown nondecreasing in n"
+"""Why a builder margin is not shown on a range too long to check every n."""
 BUILDER_TIMEOUT_MS = 5000
 EXHAUSTIVE_LIMIT = 20000
 """A builder margin neither z3 nor the monotone pieces prove is checked at every n
@@ -271,8 +273,7 @@ def _builder_obligation(ob, terms, hyps, con: Construction, n_max: int | None, p
             if first is None:
                 return {**out, "method": "exhaustive", "answer": "holds", "range": f"{con.n_min}..{n_max}"}
             return {**out, "method": "exhaustive", "answer": "fails", "first_n": first, "why": f"fails at n = {first}"}
-        return {**out, "method": "smt", "answer": r["answer"],
-                "why": "z3 did not prove it for all n and its sides are not shown nondecreasing in n"}
+        return {**out, "method": "smt", "answer": r["answer"], "why": NOT_MONOTONE}
     for lo, hi in pieces:
         a, b = exact_value(small, {N: hi}), exact_value(big, {N: lo})
         if (a < b) if strict else (a <= b):
@@ -291,7 +292,7 @@ def _margin_cap(con: Construction, n_max: int | None, n_max_int64: int | None, m
     + EXHAUSTIVE_LIMIT - 1 (at least the int64 n_max); None when nothing needs it."""
     if n_max is None or n_max_int64 is None or n_max <= n_max_int64:
         return None
-    if not any(m["answer"] not in ("unsat", "holds") and m.get("first_n") is None for m in margins):
+    if not any(m["answer"] not in ("unsat", "holds") and m.get("why") == NOT_MONOTONE for m in margins):
         return None
     return max(n_max_int64, min(n_max, con.n_min + EXHAUSTIVE_LIMIT - 1))
 
@@ -366,8 +367,8 @@ def certify_built(cert, mutate=None, build=None, timeout_ms: int | None = None) 
     margins = [_builder_obligation(ob, terms, list(inst.facts), con, n_max, pieces, a_max) for ob in obligations]
     cap = _margin_cap(con, n_max, res.n_max_int64, margins)
     if cap is not None:               # a margin shown only exhaustively: certify up to where that reaches
-        res.note = (f"builder margins shown to n = {cap} (exhaustively); the declared two-limb format "
-                    f"reaches n = {n_max}; ")
+        res.note = (f"builder margins checked to n = {cap} (a margin not shown monotone is checked at every n "
+                    f"there); the declared two-limb format reaches n = {n_max}; ")
         n_max = res.n_max = cap
         with_fmt = list(_pieces(con, con.n_min, n_max))
         pieces = [(lo, hi) for lo, hi, _ in with_fmt]

@@ -280,6 +280,9 @@ LEAF_LOG = 6            # blocks of 64 keys
 SUPER_LOG = 12          # and of 64 blocks (4,096 keys)
 PRUNE_MIN_KEYS = 256
 """A query over fewer keys scores them all."""
+PRUNE_MAX_COMPONENTS = 400
+"""A query with more nonzero components scores every key: the bounds' relative
+margin 2^-44 covers the float64 sums of up to about 500 terms."""
 _TWO63 = 9.223372036854775808e18
 
 
@@ -382,7 +385,7 @@ def w_scores_pruned(q, Kc, KmE, LB, SB, m, I, f, mode, err, scr, qnz, scores, ma
     are scratch."""
     Dh = q.shape[0]
     nq, small, top = _query_setup(q, qnz, I, f)
-    if nq == 0:
+    if nq == 0 or nq > PRUNE_MAX_COMPONENTS:
         return False, np.int64(0), np.int64(0), 0
     t = m - 1
     sf = 2.0 ** (-f)
@@ -392,7 +395,9 @@ def w_scores_pruned(q, Kc, KmE, LB, SB, m, I, f, mode, err, scr, qnz, scores, ma
         c = qnz[ii]
         qf[ii] = _fval(q[c, 0], q[c, 1])
         S_all += abs(qf[ii]) * _fval(KmE[t, c, 0], KmE[t, c, 1])
-    if I + f < MAX_WIDE_BITS and (S_all * (1.0 + 2.0 ** -44)) * sf + Dh1 >= 2.0 ** (I + f) * (1.0 - 2.0 ** -40):
+    # every product and partial sum of every key below 2^(I+f) (at I + f = 126 too:
+    # a sum past 2^126 would clamp or err where no bound covers it)
+    if (S_all * (1.0 + 2.0 ** -44)) * sf + Dh1 >= 2.0 ** (I + f) * (1.0 - 2.0 ** -40):
         return False, np.int64(0), np.int64(0), 0
     for ii in range(nq):                      # the largest product of every column (3.)
         c = qnz[ii]
@@ -427,7 +432,7 @@ def w_scores_pruned(q, Kc, KmE, LB, SB, m, I, f, mode, err, scr, qnz, scores, ma
     per = 1 << (SUPER_LOG - LEAF_LOG)
     for sb in range(nsup):
         u, pb = _block_bound(qf, qnz, nq, SB, sb, sf, Dh1)
-        if u < lim and mark[b0] != stamp - 1 and not (b0 >= sb * per and b0 < (sb + 1) * per):
+        if u < lim and not (b0 >= sb * per and b0 < (sb + 1) * per):
             dfr[nd] = -1 - sb
             nd += 1
             continue

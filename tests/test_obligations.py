@@ -150,7 +150,7 @@ def test_certify_everything_quickly():
     for name in ("hybrid.ar", "hybrid.cgram(c=3)", "hybrid.index"):   # two limbs: past 2^17 data positions
         assert by[name].n_max >= 2 ** 17 and by[name].n_max > by[name].n_max_int64, name
     hc = by["hybrid.counting"]                            # a margin shown only exhaustively: capped, said
-    assert hc.n_max_int64 < hc.n_max < 2 ** 16 and "shown to n =" in hc.note
+    assert hc.n_max_int64 < hc.n_max < 2 ** 16 and "checked to n =" in hc.note
     assert by["hybrid.istree"].n_max > 2000 > by["hybrid.istree"].n_max_int64
 
 

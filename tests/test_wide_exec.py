@@ -272,6 +272,59 @@ def test_pruned_attention_on_adversarial_keys():
     assert {"pruned", "fallback"} <= outcomes, outcomes
 
 
+def _pruned_and_full(K_, q, V_, I, f, mode):
+    """(pruned (ok, M, output, err), full (M, output, err)) of one head."""
+    m, Dh = len(K_), len(q)
+    Kw = np.array([[WD.to_limbs(v) for v in row] for row in K_], np.int64)
+    V = np.array([[WD.to_limbs(v) for v in row] for row in V_], np.int64)
+    qw = np.array([WD.to_limbs(v) for v in q], np.int64)
+    KmE, LB, SB, mark, vis, dfr, qf, idx = WX.prune_arrays(1, 1, m, Dh, True)
+    for t in range(m):
+        WX.w_store_bounds(Kw[t], t, KmE[0, 0], LB[0, 0], SB[0, 0])
+    scr, qnz = np.zeros(WX.SCRATCH_LEN, np.int64), np.zeros(Dh, np.int64)
+    out = []
+    for prune in (True, False):
+        err, s_ = WD.new_wide_err(), np.zeros((m, 2), np.int64)
+        n = -1
+        if prune:
+            ok, Mh, Ml, nv = WX.w_scores_pruned(qw, Kw, KmE[0, 0], LB[0, 0], SB[0, 0], m, I, f, mode, err, scr, qnz,
+                                                s_, mark, vis, dfr, qf)
+            if not ok:
+                err, s_ = WD.new_wide_err(), np.zeros((m, 2), np.int64)
+                Mh, Ml = WX.w_scores(qw, Kw, m, I, f, mode, err, scr, qnz, s_)
+            else:
+                n = 0
+                for b in vis[:nv]:
+                    for j in range(b << WX.LEAF_LOG, min(m, (b + 1) << WX.LEAF_LOG)):
+                        idx[n] = j
+                        n += 1
+        else:
+            Mh, Ml = WX.w_scores(qw, Kw, m, I, f, mode, err, scr, qnz, s_)
+        o = np.zeros((V.shape[1], 2), np.int64)
+        WX.w_attend(s_, Mh, Ml, m, V, I, f, mode, err, np.zeros(6, np.int64), scr, np.zeros(m, np.int64),
+                    np.zeros((2 * V.shape[1], 3), np.int64), o, idx, n)
+        out.append(((int(Mh), int(Ml)), o.tolist(), err.tolist()))
+    return out
+
+
+@pytest.mark.parametrize("mode", [0, 1])
+def test_pruned_attention_at_126_bits(mode):
+    """At I + f = 126 the safety check applies too (a review found it skipped
+    there): partial sums that pass 2^126 and clamp, or a product that overflows
+    after a key where a sum did, give the full path's M, output and errors."""
+    I, f, m = 118, 8, 256                   # keys 64..127: partial sums past 2^126 (clamped in saturate mode)
+    K_ = [[-(1 << 100), 0, 0, 0] for _ in range(m)]
+    K_[0] = [0, 0, 0, 0]
+    for p in range(64, 128):
+        K_[p] = [-((1 << 125) + (1 << 124)), -(1 << 125), (1 << 125) + (1 << 124), (1 << 124) + 5]
+    a, b = _pruned_and_full(K_, [256] * 4, [[j << 8] for j in range(m)], I, f, mode)
+    assert a == b
+    K_ = [[1 << 60] for _ in range(300)]    # Q70.56: the largest product overflows after an earlier overflow
+    K_[5], K_[200] = [1 << 100], [1 << 125]
+    a, b = _pruned_and_full(K_, [1 << 100], [[1] for _ in range(300)], 70, 56, mode)
+    assert a == b
+
+
 def test_pruned_sessions_agree_with_recorded_ones():
     """A session without recording prunes; one recording every weight scores every
     key: the hybrid IsTree's CoT (over 256 positions) and the largest |raw| agree."""
