@@ -107,20 +107,32 @@ def one_hot(I: int, f: int, s: int | None = None) -> list[str]:
     return bad
 
 
-def equal_split(I: int, f: int) -> list[str]:
-    """Failures of the equal-split lemma at (I, f) (module doc); [] when it holds."""
+def _equal_split(I: int, f: int, divide, what: str = "") -> list[str]:
+    """Failures of the equal-split lemma at (I, f) with ``divide(2^f, m 2^f)`` ->
+    (raw, erred) the machine's division (module doc), or None where the word cannot
+    hold m 2^f (no normaliser of the format is that large: skipped)."""
     hi = (1 << I) - 1
     ms = set(range(1, min(hi, EQUAL_SPLIT_LOW) + 1)) | set(range(max(1, hi - EQUAL_SPLIT_TOP + 1), hi + 1))
     bad = []
     one = 1 << f
     for m in sorted(ms):
-        if m * one >= 1 << 62:
+        r = divide(one, m * one)
+        if r is None:
             continue
-        w = int(FP.fx_div(np.int64(one), np.int64(m * one), I, f, FP.MODE_RAISE, FP.new_err()))
+        w, erred = r
         want = _round_half_even(Fraction(one, m))
-        if w != want:
-            bad.append(f"Q{I}.{f}: 1/{m} rounds to raw {w}, not {want}")
+        if w != want or erred:
+            bad.append(f"Q{I}.{f}: {what}1/{m} rounds to raw {w}, not {want}")
     return bad
+
+
+def equal_split(I: int, f: int) -> list[str]:
+    """Failures of the equal-split lemma at (I, f) on fixedpoint.fx_div; [] when it holds."""
+    def divide(a, b):
+        if b >= 1 << 62:
+            return None
+        return int(FP.fx_div(np.int64(a), np.int64(b), I, f, FP.MODE_RAISE, FP.new_err())), False
+    return _equal_split(I, f, divide)
 
 
 def one_hot_two_limb(I: int, f: int, s: int | None = None) -> list[str]:
@@ -163,20 +175,14 @@ def one_hot_two_limb(I: int, f: int, s: int | None = None) -> list[str]:
 def equal_split_two_limb(I: int, f: int) -> list[str]:
     """:func:`equal_split` on the two-limb division (wide.w_div)."""
     from rnngap.constructions import wide as WD
-    hi = (1 << I) - 1
-    ms = set(range(1, min(hi, EQUAL_SPLIT_LOW) + 1)) | set(range(max(1, hi - EQUAL_SPLIT_TOP + 1), hi + 1))
-    bad = []
-    one = 1 << f
-    for m in sorted(ms):
-        if m * one >= 1 << WD.MAX_WIDE_BITS:
-            continue
+
+    def divide(a, b):
+        if b >= 1 << WD.MAX_WIDE_BITS:
+            return None
         err = WD.new_wide_err()
-        h, lo = WD.w_div(*[np.int64(x) for x in WD.to_limbs(one) + WD.to_limbs(m * one)], I, f, FP.MODE_RAISE, err)
-        w = WD.from_limbs(h, lo)
-        want = _round_half_even(Fraction(one, m))
-        if w != want or err[FP.E_CODE] != 0:
-            bad.append(f"Q{I}.{f}: two-limb 1/{m} rounds to raw {w}, not {want}")
-    return bad
+        h, lo = WD.w_div(*[np.int64(x) for x in WD.to_limbs(a) + WD.to_limbs(b)], I, f, FP.MODE_RAISE, err)
+        return WD.from_limbs(h, lo), err[FP.E_CODE] != 0
+    return _equal_split(I, f, divide, "two-limb ")
 
 
 def check_all(max_bits: int = FP.MAX_MAGNITUDE_BITS) -> dict:

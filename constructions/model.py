@@ -600,13 +600,13 @@ class Session:
         m = model
         W = m.weights.net
         La, H, Dh = W.aWQ.shape[0], W.aWQ.shape[1], W.aWQ.shape[2]
-        # pruned attention (kernels.attention_scores) needs the block bounds in Km and
-        # room behind the scores; record mode keeps every score (the full path)
-        self._prune = La > 0 and not record and not m.fmt.wide
+        # pruned attention (kernels.attention_scores; wide_exec.w_scores_pruned on two
+        # limbs) needs the block bounds and, on int64, room behind the scores; record
+        # mode keeps every score (the full path)
+        self._prune = La > 0 and not record
         self._wide = m.fmt.wide
-        cap = K.cache_capacity(capacity, self._prune)
+        cap = K.cache_capacity(capacity, self._prune and not self._wide)
         if self._wide:            # the two-limb executor's cache: row-major keys, limbs last
-            self._prune = La > 0 and not record
             self.Kc = np.zeros((La, H, cap, Dh, 2), np.int64)
             self.Km = np.zeros((0,), np.int64)
             self.Vc = np.zeros((La, H, cap, Dh, 2), np.int64)

@@ -152,6 +152,15 @@ def _lim(I, f):
     return np.int64(1) << (k - 63), np.int64(0)
 
 
+@njit(cache=True, inline='always')
+def _max_raw(I, f):
+    """2^(I+f) - 1 as limbs: the largest raw of the format."""
+    if I + f == MAX_WIDE_BITS:
+        return np.int64(_M63), np.int64(_M63)
+    lh, ll = _lim(I, f)
+    return _mag_sub(lh, ll, np.int64(0), np.int64(1))
+
+
 # ---------------------------------------------------------------------------- range, errors
 @njit(cache=True)
 def _overflow(neg, I, f, mode, op, need, err):
@@ -161,11 +170,7 @@ def _overflow(neg, I, f, mode, op, need, err):
         err[E_SAT] += 1
     else:
         record_error(err, ERR_OVERFLOW, op, need)
-    if I + f == MAX_WIDE_BITS:
-        mh, ml = np.int64(_M63), np.int64(_M63)
-    else:
-        lh, ll = _lim(I, f)
-        mh, ml = _mag_sub(lh, ll, np.int64(0), np.int64(1))
+    mh, ml = _max_raw(I, f)
     _track(mh, ml, err)
     return _signed(neg, mh, ml)
 

@@ -40,7 +40,7 @@ from .kernels import (
 )
 from .vocab import NUMBER_BASE
 from .wide import (
-    _COLS, _PIECES, E_MAXABS_HI, MAX_WIDE_BITS, _bits, _mag, _mag_sub, _overflow, _signed, _track, w_add, w_div,
+    _COLS, _PIECES, E_MAXABS_HI, _bits, _mag, _mag_sub, _max_raw, _overflow, _signed, _track, w_add, w_div,
     w_fit, w_mul, w_relu,
 )
 
@@ -71,14 +71,7 @@ def _int_mag(neg, mh, ml, I, f, mode, err):
             err[E_SAT] += 1
         else:
             record_error(err, ERR_OVERFLOW, OP_ADD, b)
-        if I + f == MAX_WIDE_BITS:
-            lh, ll = np.int64(_M63), np.int64(_M63)
-        else:
-            k = I + f
-            if k <= 62:
-                lh, ll = np.int64(0), (np.int64(1) << k) - 1
-            else:
-                lh, ll = _mag_sub(np.int64(1) << (k - 63), np.int64(0), np.int64(0), np.int64(1))
+        lh, ll = _max_raw(I, f)
         return _signed(neg, lh, ll)
     s = f
     if s == 0:
@@ -292,7 +285,8 @@ def _fval(h, l):
     return float(h) * _TWO63 + float(l)
 
 
-def prune_sizes(cap: int) -> tuple[int, int]:
+@njit(cache=True)
+def prune_sizes(cap):
     """(blocks, super blocks) of a cache of ``cap`` keys."""
     return (cap >> LEAF_LOG) + 1, (cap >> SUPER_LOG) + 1
 
@@ -332,18 +326,23 @@ def w_store_bounds(k, t, KmE, LB, SB):
             SB[sb, c, 1] = min(SB[sb, c, 1], lo)
 
 
-def prune_arrays(La: int, H: int, cap: int, Dh: int, prune: bool) -> tuple:
-    """(KmE, LB, SB, mark, vis, dfr, qf, idx) for a cache of ``cap`` keys (empty
-    when not ``prune``)."""
-    if not prune:
-        z = np.zeros((0, 0, 0, 0, 2), np.int64)
-        zf = np.zeros((0, 0, 0, 0, 2), np.float64)
-        e = np.zeros(1, np.int64)
-        return z, zf, zf, e, e, e, np.zeros(1, np.float64), e
-    nl, ns = prune_sizes(cap)
-    return (np.zeros((La, H, cap, Dh, 2), np.int64), np.zeros((La, H, nl, Dh, 2), np.float64),
-            np.zeros((La, H, ns, Dh, 2), np.float64), np.zeros(nl + 1, np.int64), np.zeros(nl, np.int64),
-            np.zeros(nl + ns, np.int64), np.zeros(max(Dh, 1), np.float64), np.zeros(cap, np.int64))
+@njit(cache=True)
+def prune_arrays(La, H, cap, Dh, prune):
+    """(KmE, LB, SB, mark, vis, dfr, qf, idx) for a cache of ``cap`` keys (no
+    keys when not ``prune``)."""
+    cp = cap if prune else 0
+    nl, ns = prune_sizes(cp)
+    return (np.zeros((La, H, cp, Dh, 2), np.int64), np.zeros((La, H, nl if prune else 0, Dh, 2), np.float64),
+            np.zeros((La, H, ns if prune else 0, Dh, 2), np.float64), np.zeros(nl + 1, np.int64),
+            np.zeros(nl, np.int64), np.zeros(nl + ns, np.int64), np.zeros(max(Dh, 1), np.float64),
+            np.zeros(max(cp, 1), np.int64))
+
+
+@njit(cache=True)
+def _step_scratch(D, S, Mr, Dh, Ma):
+    """(ws, scr, e2, acc, qnz): the scratch of :func:`w_step`."""
+    return (np.zeros((workspace_rows(D, S, Mr, Dh, Ma), 2), np.int64), np.zeros(SCRATCH_LEN, np.int64),
+            np.zeros(ERR_LEN, np.int64), np.zeros((2 * max(Dh, 1), 3), np.int64), np.zeros(max(Dh, 1), np.int64))
 
 
 @njit(cache=True, inline='always')
@@ -778,11 +777,7 @@ def w_forward(tokens, lengths, all_positions, share_prefix, use_nearest, prune, 
     H = aWQ.shape[1] if La > 0 else 0
     Dh = aWQ.shape[2] if La > 0 else 0
     S = rA.shape[1] if Lr > 0 else 0
-    ws = np.zeros((workspace_rows(D, S, rW1.shape[1], Dh, aW1.shape[1]), 2), np.int64)
-    scr = np.zeros(SCRATCH_LEN, np.int64)
-    e2 = np.zeros(ERR_LEN, np.int64)
-    acc = np.zeros((2 * max(Dh, 1), 3), np.int64)
-    qnz = np.zeros(max(Dh, 1), np.int64)
+    ws, scr, e2, acc, qnz = _step_scratch(D, S, rW1.shape[1], Dh, aW1.shape[1])
     x = np.zeros((D, 2), np.int64)
     state = np.zeros((Lr, S, 2), np.int64)
     Kc = np.zeros((La, H, N, Dh, 2), np.int64)
@@ -793,13 +788,7 @@ def w_forward(tokens, lengths, all_positions, share_prefix, use_nearest, prune, 
     share = share_prefix and mode != MODE_SATURATE
     hist = np.zeros((N + 1 if share else 1, Lr, S, 2), np.int64)     # hist[t]: the state before position t
     pr = prune and La > 0 and N >= PRUNE_MIN_KEYS
-    cp = N if pr else 0
-    nl, ns = (cp >> LEAF_LOG) + 1, (cp >> SUPER_LOG) + 1
-    KmE = np.zeros((La, H, cp, Dh, 2), np.int64)
-    LB = np.zeros((La, H, nl if pr else 0, Dh, 2), np.float64)
-    SB = np.zeros((La, H, ns if pr else 0, Dh, 2), np.float64)
-    mark, vis, dfr = np.zeros(nl + 1, np.int64), np.zeros(nl, np.int64), np.zeros(nl + ns, np.int64)
-    qf, idx = np.zeros(max(Dh, 1), np.float64), np.zeros(max(cp, 1), np.int64)
+    KmE, LB, SB, mark, vis, dfr, qf, idx = prune_arrays(La, H, N, Dh, pr)
     for b in range(B):
         L = lengths[b]
         start = 0
@@ -843,11 +832,7 @@ def w_feed(tokens, t0, I, f, mode, err, ekind, eparam, ecoef, rA, rB, rC, rW1, r
     La, Lr = aWQ.shape[0], rA.shape[0]
     Dh = aWQ.shape[2] if La > 0 else 0
     S = rA.shape[1] if Lr > 0 else 0
-    ws = np.zeros((workspace_rows(D, S, rW1.shape[1], Dh, aW1.shape[1]), 2), np.int64)
-    scr = np.zeros(SCRATCH_LEN, np.int64)
-    e2 = np.zeros(ERR_LEN, np.int64)
-    acc = np.zeros((2 * max(Dh, 1), 3), np.int64)
-    qnz = np.zeros(max(Dh, 1), np.int64)
+    ws, scr, e2, acc, qnz = _step_scratch(D, S, rW1.shape[1], Dh, aW1.shape[1])
     t = t0
     last = tokens.shape[0] - 1
     for i in range(tokens.shape[0]):
@@ -868,11 +853,6 @@ def w_read(x, use_nearest, out_dim, out_kind, out_param, out_coef, candidates, n
                  np.zeros(SCRATCH_LEN, np.int64))
 
 
-def max_abs(err: np.ndarray) -> int:
-    """The largest |raw| of a wide error array, as a Python int."""
-    return (int(err[E_MAXABS_HI]) << 63) + int(err[E_MAXABS])
-
-
-__all__ = ["ATTENTION_MAX_FRAC_BITS", "max_abs", "w_attend", "w_embed", "w_feature", "w_feed", "w_forward", "w_int",
+__all__ = ["ATTENTION_MAX_FRAC_BITS", "w_attend", "w_embed", "w_feature", "w_feed", "w_forward", "w_int",
            "w_matvec", "w_mlp_residual", "w_nearest_code_readout", "w_read", "w_readout", "w_scores", "w_step",
            "workspace_rows"]
