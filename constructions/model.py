@@ -610,7 +610,7 @@ class Session:
             self.Kc = np.zeros((La, H, cap, Dh, 2), np.int64)
             self.Km = np.zeros((0,), np.int64)
             self.Vc = np.zeros((La, H, cap, Dh, 2), np.int64)
-            self._pr = WX.prune_arrays(La, H, cap, Dh, self._prune)
+            self._pr = WX.prune_arrays(La, H, cap, Dh, self._prune) + WX.index_arrays(La, H, cap, Dh, self._prune)
         else:
             self.Kc = np.zeros((La, H, Dh, cap), np.int64)      # keys column-major (kernels)
             self.Km = np.zeros((La, H, K.cache_rows(Dh, self._prune), cap), np.int64)   # column (+ block) bounds
@@ -638,12 +638,21 @@ class Session:
             def grow(a, size):     # axis 2 to ``size`` entries, the old ones kept
                 return np.concatenate([a, np.zeros(a.shape[:2] + (size - a.shape[2],) + a.shape[3:], a.dtype)], axis=2)
             self.Kc, self.Vc = grow(self.Kc, new), grow(self.Vc, new)
-            if self._prune:       # the bounds kept, the scratch new
+            if self._prune:       # the bounds and the index kept, the scratch new
                 KmE, LB, SB = self._pr[:3]
+                Ksh, Kix, ist = self._pr[8:11]
                 W = self.model.weights.net
-                fresh = WX.prune_arrays(W.aWQ.shape[0], W.aWQ.shape[1], new, W.aWQ.shape[2], True)
+                La, H, Dh = W.aWQ.shape[0], W.aWQ.shape[1], W.aWQ.shape[2]
+                fresh = WX.prune_arrays(La, H, new, Dh, True)
+                ix = WX.index_arrays(La, H, new, Dh, True)
                 nl, ns = WX.prune_sizes(new)
-                self._pr = (grow(KmE, new), grow(LB, nl), grow(SB, ns)) + fresh[3:]
+
+                def grow3(a, size):   # the index's columns (axis 3), when it has any
+                    if a.shape[3] >= size or a.shape[3] == 0:
+                        return a
+                    return np.concatenate([a, np.zeros(a.shape[:3] + (size - a.shape[3],), a.dtype)], axis=3)
+                self._pr = ((grow(KmE, new), grow(LB, nl), grow(SB, ns)) + fresh[3:]
+                            + (grow3(Ksh, ix[0].shape[3]), grow3(Kix, ix[1].shape[3]), ist) + ix[3:])
             self.scores = np.zeros((new, 2), np.int64)
             self.wbuf = np.zeros(new, np.int64)
             if self.record:

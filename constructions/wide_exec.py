@@ -27,6 +27,8 @@ about 2^-106, enough for f <= 56 with the 2^-96 guard of fixedpoint.exp_raw).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
@@ -34,9 +36,10 @@ from .fixedpoint import (
     E_CODE, E_MAXABS, E_NEED, E_OP, E_SAT, E_WHERE, ERR_LEN, ERR_OVERFLOW, MODE_SATURATE, OP_ADD,
     bit_length, exp_raw, exp_zero_threshold, mul_limbs, mul_round_abs, record_error,
 )
+from .keyindex import KI_LEAF, KI_MAX_DH, KI_N, KI_NT, KI_ROOT, KI_STACK, _rec, _slot, index_rows, update_index
 from .kernels import (
-    F_IS_NUM, F_IS_TOKEN, F_ONE, F_POS, F_POS_INV, F_POS_SQ, F_TOK, F_TOK_INV, F_TOK_SQ, F_ZERO, nearest_ids,
-    tok_code,
+    F_IS_NUM, F_IS_TOKEN, F_ONE, F_POS, F_POS_INV, F_POS_SQ, F_TOK, F_TOK_INV, F_TOK_SQ, F_ZERO, PRUNE_MIN_CAPACITY,
+    QUAD_MIN_CANDIDATES, _code_rank, nearest_ids, tok_code,
 )
 from .vocab import NUMBER_BASE
 from .wide import (
@@ -362,6 +365,37 @@ def _block_bound(qf, qnz, nq, B, i, sf, Dh1):
 
 
 @njit(cache=True)
+def _unchecked_setup(q, KmE, m, I, f, mode, err, scr, qnz, qf):
+    """(ok, nq, small, top) of a pruned search over the first m keys: ok when the
+    query has 1 to PRUNE_MAX_COMPONENTS nonzero components (listed in ``qnz``,
+    their values as float64 in ``qf``) and the column maxima KmE[m - 1] show that
+    no product or partial sum of any key can leave the format (so nothing but
+    magnitudes can be recorded); then the largest product of every column,
+    round(|q_c| max_j |k_jc|), is computed (w_mul records it in the meter: the
+    plain definition's largest product). Nothing is recorded when not ok."""
+    nq, small, top = _query_setup(q, qnz, I, f)
+    if nq == 0 or nq > PRUNE_MAX_COMPONENTS:
+        return False, nq, small, top
+    t = m - 1
+    sf = 2.0 ** (-f)
+    S_all = 0.0
+    for ii in range(nq):
+        c = qnz[ii]
+        qf[ii] = _fval(q[c, 0], q[c, 1])
+        S_all += abs(qf[ii]) * _fval(KmE[t, c, 0], KmE[t, c, 1])
+    # every product and partial sum of every key below 2^(I+f) (at I + f = 126 too:
+    # a sum past 2^126 would clamp or err where no bound covers it)
+    if (S_all * (1.0 + 2.0 ** -44)) * sf + float(q.shape[0] + 1) >= 2.0 ** (I + f) * (1.0 - 2.0 ** -40):
+        return False, nq, small, top
+    for ii in range(nq):
+        c = qnz[ii]
+        if KmE[t, c, 0] != 0 or KmE[t, c, 1] != 0:
+            _, qh, ql = _mag(q[c, 0], q[c, 1])
+            w_mul(qh, ql, KmE[t, c, 0], KmE[t, c, 1], I, f, mode, err, scr)
+    return True, nq, small, top
+
+
+@njit(cache=True)
 def w_scores_pruned(q, Kc, KmE, LB, SB, m, I, f, mode, err, scr, qnz, scores, mark, vis, dfr, qf):
     """:func:`w_scores` visiting only the blocks whose scores can reach M +
     exp_zero_threshold(f) (every other key has weight exactly 0), when the column
@@ -383,26 +417,11 @@ def w_scores_pruned(q, Kc, KmE, LB, SB, m, I, f, mode, err, scr, qnz, scores, ma
     ``mark`` (blocks + 1 entries; the last one a counter), ``vis``, ``dfr``, ``qf``
     are scratch."""
     Dh = q.shape[0]
-    nq, small, top = _query_setup(q, qnz, I, f)
-    if nq == 0 or nq > PRUNE_MAX_COMPONENTS:
+    ok, nq, small, top = _unchecked_setup(q, KmE, m, I, f, mode, err, scr, qnz, qf)
+    if not ok:
         return False, np.int64(0), np.int64(0), 0
-    t = m - 1
     sf = 2.0 ** (-f)
     Dh1 = float(Dh + 1)
-    S_all = 0.0
-    for ii in range(nq):
-        c = qnz[ii]
-        qf[ii] = _fval(q[c, 0], q[c, 1])
-        S_all += abs(qf[ii]) * _fval(KmE[t, c, 0], KmE[t, c, 1])
-    # every product and partial sum of every key below 2^(I+f) (at I + f = 126 too:
-    # a sum past 2^126 would clamp or err where no bound covers it)
-    if (S_all * (1.0 + 2.0 ** -44)) * sf + Dh1 >= 2.0 ** (I + f) * (1.0 - 2.0 ** -40):
-        return False, np.int64(0), np.int64(0), 0
-    for ii in range(nq):                      # the largest product of every column (3.)
-        c = qnz[ii]
-        if KmE[t, c, 0] != 0 or KmE[t, c, 1] != 0:
-            _, qh, ql = _mag(q[c, 0], q[c, 1])
-            w_mul(qh, ql, KmE[t, c, 0], KmE[t, c, 1], I, f, mode, err, scr)
     nleaf = (m + (1 << LEAF_LOG) - 1) >> LEAF_LOG
     nsup = (m + (1 << SUPER_LOG) - 1) >> SUPER_LOG
     stamp = mark[mark.shape[0] - 1] + 1
@@ -472,6 +491,253 @@ def w_scores_pruned(q, Kc, KmE, LB, SB, m, I, f, mode, err, scr, qnz, scores, ma
                                        I, f, mode, err, scr, scores, np.int64(0))
                 _track(np.int64(0), sn, err)
     return True, Mh, Ml, nv
+
+
+# ---------------------------------------------------------------------------- the key-value index on two limbs
+IX_USE, IX_PAUSE, IX_SHIFT, IX_FILLED, IX_CALLS, IX_SCORED, IX_KEYS, IX_FAILS = 0, 1, 2, 3, 4, 5, 6, 7
+IX_FIELDS = 8
+"""Fields of a head's index state (:func:`index_arrays`' ``ist``): 1 while the
+head uses the index; block-pruned steps left before it may try again; the
+shadow keys' shift s; shadow keys written so far; statistics: index uses, keys
+they scored, keys they covered, uses that were not exact (ok False) or scored
+over a quarter of the keys."""
+IX_PAUSE_STEPS = 32
+SHADOW_BITS = 61
+"""Shadow keys are below 2^61 in magnitude (the int64 index's keys are below 2^62)."""
+IX_STACK = KI_STACK
+
+
+def index_arrays(La: int, H: int, cap: int, Dh: int, on: bool):
+    """(Ksh, Kix, ist, stk, stf, nb) of the two-limb key-value index
+    (:func:`w_index_scores`) for a cache of ``cap`` keys: per head the shadow keys
+    (Dh, cap'), the int64 index's rows (keyindex.index_rows(Dh), cap') with
+    cap' = max(cap, kernels.PRUNE_MIN_CAPACITY) (the node records' columns stay
+    below it), the state (4 fields, ``IX_*``); and the search's scratch. Empty
+    (no index) when not ``on`` or Dh > keyindex.KI_MAX_DH."""
+    on = on and 0 < Dh <= KI_MAX_DH
+    cp = max(cap, PRUNE_MIN_CAPACITY) if on else 0
+    return (np.zeros((La, H, Dh, cp), np.int64), np.zeros((La, H, index_rows(Dh) if on else 0, cp), np.int64),
+            np.zeros((La, H, IX_FIELDS), np.int64), np.zeros(max(cp, 1), np.int64), np.zeros(2 * IX_STACK, np.float64),
+            np.zeros((1, max(Dh, 1), 2), np.float64))
+
+
+@njit(cache=True)
+def _no_index(La, H, Dh):
+    """:func:`index_arrays` without an index, inside njit code."""
+    return (np.zeros((La, H, Dh, 0), np.int64), np.zeros((La, H, 0, 0), np.int64), np.zeros((La, H, IX_FIELDS), np.int64),
+            np.zeros(1, np.int64), np.zeros(2 * IX_STACK, np.float64), np.zeros((1, max(Dh, 1), 2), np.float64))
+
+
+@njit(cache=True)
+def _shadow(h, l, s):
+    """The wide raw (h, l) divided by 2^s, truncated toward 0 (|result| < 2^61
+    when |raw| < 2^(61 + s)): the raw lies within 2^s - 1 of result * 2^s."""
+    neg, mh, ml = _mag(h, l)
+    if s == 0:
+        v = ml
+    elif s < 63:
+        v = (mh << (63 - s)) | (ml >> s)
+    else:
+        v = mh >> (s - 63)
+    return -v if neg else v
+
+
+@njit(cache=True)
+def _shadow_fill(Kc, Ksh, st, m):
+    """Write the shadow keys of positions st[IX_FILLED] .. m - 1; a key of 2^(61 + s)
+    or more raises the shift (to 4 bits more than it needs) and rewrites every
+    shadow key. Returns True when the shift changed (the tree is then rebuilt)."""
+    Dh = Ksh.shape[0]
+    s = st[IX_SHIFT]
+    j0 = st[IX_FILLED]
+    if j0 > m:
+        j0 = 0
+    need = s
+    for j in range(j0, m):
+        for c in range(Dh):
+            _, mh, ml = _mag(Kc[j, c, 0], Kc[j, c, 1])
+            b = _bits(mh, ml) - SHADOW_BITS
+            if b > need:
+                need = b
+    moved = need > s
+    if moved:
+        s = need + 4
+        st[IX_SHIFT] = s
+        j0 = 0
+    for j in range(j0, m):
+        for c in range(Dh):
+            Ksh[c, j] = _shadow(Kc[j, c, 0], Kc[j, c, 1], s)
+    st[IX_FILLED] = m
+    return moved
+
+
+@njit(cache=True)
+def _node_bound(qf, qnz, nq, Kix, R, Dh, u, s, nb, sf, Dh1):
+    """_block_bound of node u of the shadow tree: its box (shadow units) scaled by
+    2^s and widened by 2^s (truncation) when s > 0, rounded outward as
+    w_store_bounds rounds."""
+    rr, c0 = _rec(R, Dh, u)
+    rec = Kix[rr]
+    sc = 2.0 ** s
+    for ii in range(nq):
+        c = qnz[ii]
+        hi = float(rec[c0 + 2 * c])
+        lo = float(rec[c0 + 2 * c + 1])
+        if s > 0:
+            hi = hi * sc + sc
+            lo = lo * sc - sc
+        nb[0, c, 0] = hi + abs(hi) * 2.0 ** -50 + 1.0
+        nb[0, c, 1] = lo - abs(lo) * 2.0 ** -50 - 1.0
+    return _block_bound(qf, qnz, nq, nb, 0, sf, Dh1)
+
+
+@njit(cache=True, inline='always')
+def _lim(Mh, Ml, thr):
+    """A float64 lower bound of M + thr (M = (Mh, Ml)): a bound below it is below M + thr."""
+    Mf = _fval(Mh, Ml)
+    return Mf - abs(Mf) * 2.0 ** -50 - 1.0 + thr - abs(thr) * 2.0 ** -50 - 1.0
+
+
+@njit(cache=True, inline='always')
+def _meter_floor(err):
+    """A float64 lower bound of the largest |raw| recorded so far."""
+    return _fval(err[E_MAXABS_HI], err[E_MAXABS]) * (1.0 - 2.0 ** -50) - 1.0
+
+
+@njit(cache=True)
+def _score_leaf_keys(q, qnz, nq, small, top, Kc, Kix, R, Dh, y, n, I, f, mode, err, scr, scores, seen, idx, ni):
+    """Score the n keys of leaf y exactly (positions from its slot), listing them in
+    idx from ``ni`` when ni >= 0; returns (max score limbs, seen)."""
+    prow, s0 = _slot(R, Dh, y)
+    bh, bl = np.int64(0), np.int64(0)
+    for i in range(n):
+        j = Kix[prow, s0 + i]
+        sh, sl, seen = _score_keys(q, qnz, nq, small, top, Kc, j, j + 1, I, f, mode, err, scr, scores, seen)
+        if i == 0 or sh > bh or (sh == bh and sl > bl):
+            bh, bl = sh, sl
+        if ni >= 0:
+            idx[ni + i] = j
+    return bh, bl, seen
+
+
+@njit(cache=True)
+def w_index_scores(q, Kc, KmE, Ksh, Kix, st, m, I, f, mode, err, scr, qnz, scores, idx, stk, stf, nb, qf):
+    """:func:`w_scores` over the first m keys on a key-value index (the int64
+    kd-tree of :mod:`constructions.keyindex`, over shadow keys): returns
+    (ok, M limbs, n, scored). ok False: not provably in range or out of stack;
+    score every key (only true values were recorded). Else M is the plain
+    definition's, scores[j] is exact for the n keys listed in idx[:n]
+    (ascending), every other key's score is below M + exp_zero_threshold(f) (its
+    weight is exactly 0), and the meter holds the plain definition's largest
+    |raw|; ``scored``: keys scored (the index's cost).
+
+    * Shadow keys (:func:`_shadow_fill`): each key component divided by 2^s and
+      truncated, s the head's shift (:data:`SHADOW_BITS`); the tree
+      (keyindex.update_index, unchanged) is built over them, so a node's shadow
+      box, scaled by 2^s and widened by 2^s - 1, holds every raw key of the node.
+      No lifted bound (the square detection would see shadow keys): box bounds
+      only, as :func:`_block_bound` computes them.
+    * Search: the buffer (the newest keys, keyindex's KI_NT .. m - 1) exactly,
+      then depth first from the root, the child of the larger bound popped first;
+      a node whose bound is below M_cur + thr is skipped (M_cur <= M); a leaf that
+      is not is scored exactly and listed.
+    * The meter, as :func:`w_scores_pruned`: column products by
+      :func:`_unchecked_setup`; a skipped node whose partial-sum bound may exceed
+      the largest |raw| at the end is descended then, and its leaves whose bound
+      still may are scored (not listed).
+    ``stk`` (>= the number of nodes + IX_STACK entries), ``stf`` (2 IX_STACK),
+    ``nb``, ``qf``: scratch (:func:`index_arrays`)."""
+    Dh = q.shape[0]
+    ok, nq, small, top = _unchecked_setup(q, KmE, m, I, f, mode, err, scr, qnz, qf)
+    if not ok or m < 2 * KI_LEAF:
+        return False, np.int64(0), np.int64(0), 0, 0
+    R = 2 * Dh
+    if _shadow_fill(Kc, Ksh, st, m):
+        Kix[R, KI_N] = 0                      # a new shift: the tree is built afresh
+    update_index(Ksh, Kix, m, f)
+    s = st[IX_SHIFT]
+    sf = 2.0 ** (-f)
+    Dh1 = float(Dh + 1)
+    thr = float(exp_zero_threshold(f))
+    b0 = Kix[R, KI_NT]
+    seen = np.int64(0)
+    Mh, Ml, seen = _score_keys(q, qnz, nq, small, top, Kc, b0, m, I, f, mode, err, scr, scores, seen)
+    n = 0
+    for j in range(b0, m):
+        idx[n] = j
+        n += 1
+    scored = m - b0
+    lim = _lim(Mh, Ml, thr)
+    # the deferred nodes fill stk from its end, the search stack from its start
+    top_d = stk.shape[0]
+    sp = 0
+    if b0 > 0:
+        root = Kix[R, KI_ROOT]
+        ub, pb = _node_bound(qf, qnz, nq, Kix, R, Dh, root, s, nb, sf, Dh1)
+        stk[0] = root
+        stf[0] = ub
+        stf[1] = pb
+        sp = 1
+    while sp > 0:
+        sp -= 1
+        u = stk[sp]
+        ub = stf[2 * sp]
+        if ub < lim:
+            if top_d - 1 <= sp + 2:
+                return False, np.int64(0), np.int64(0), 0, 0
+            top_d -= 1
+            stk[top_d] = u
+            continue
+        rr, c0 = _rec(R, Dh, u)
+        cnt = Kix[rr, c0 + 2 * Dh]
+        if (u & 1) == 1:
+            bh, bl, seen = _score_leaf_keys(q, qnz, nq, small, top, Kc, Kix, R, Dh, u >> 1, cnt, I, f, mode, err,
+                                            scr, scores, seen, idx, n)
+            n += cnt
+            scored += cnt
+            if bh > Mh or (bh == Mh and bl > Ml):
+                Mh, Ml = bh, bl
+                lim = _lim(Mh, Ml, thr)
+            continue
+        if sp + 2 > IX_STACK or sp + 2 >= top_d:
+            return False, np.int64(0), np.int64(0), 0, 0
+        a = Kix[rr, c0 + 2 * Dh + 1]
+        b = Kix[rr, c0 + 2 * Dh + 2]
+        ua, pa = _node_bound(qf, qnz, nq, Kix, R, Dh, a, s, nb, sf, Dh1)
+        ubb, pbb = _node_bound(qf, qnz, nq, Kix, R, Dh, b, s, nb, sf, Dh1)
+        if ua > ubb:                          # the larger bound on top
+            a, b, ua, ubb, pa, pbb = b, a, ubb, ua, pbb, pa
+        stk[sp] = a
+        stf[2 * sp] = ua
+        stf[2 * sp + 1] = pa
+        stk[sp + 1] = b
+        stf[2 * sp + 2] = ubb
+        stf[2 * sp + 3] = pbb
+        sp += 2
+    # the meter: skipped nodes whose partial sums may pass the largest |raw|
+    _track(np.int64(0), seen, err)
+    for i in range(top_d, stk.shape[0]):
+        stk[0] = stk[i]
+        sp = 1
+        while sp > 0:
+            sp -= 1
+            u = stk[sp]
+            _, pb = _node_bound(qf, qnz, nq, Kix, R, Dh, u, s, nb, sf, Dh1)
+            if pb <= _meter_floor(err):
+                continue
+            rr, c0 = _rec(R, Dh, u)
+            if (u & 1) == 1:
+                _, _, sn = _score_leaf_keys(q, qnz, nq, small, top, Kc, Kix, R, Dh, u >> 1, Kix[rr, c0 + 2 * Dh],
+                                            I, f, mode, err, scr, scores, np.int64(0), idx, -1)
+                _track(np.int64(0), sn, err)
+                continue
+            if sp + 2 > IX_STACK or sp + 2 > i:
+                return False, np.int64(0), np.int64(0), 0, 0
+            stk[sp] = Kix[rr, c0 + 2 * Dh + 1]
+            stk[sp + 1] = Kix[rr, c0 + 2 * Dh + 2]
+            sp += 2
+    idx[:n].sort()
+    return True, Mh, Ml, n, scored
 
 
 @njit(cache=True)
@@ -604,14 +870,20 @@ def w_step(tok, t, I, f, mode, err, ekind, eparam, ecoef,
            rA, rB, rC, rW1, rb1, rW2, rb2, rnn_state,
            aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc,
            x, scores, wbuf, record, attn_rec, need_output, ws, scr, e2, acc, qnz,
-           prune, KmE, LB, SB, mark, vis, dfr, qf, idx):
+           prune, KmE, LB, SB, mark, vis, dfr, qf, idx, Ksh, Kix, ist, stk, stf, nb):
     """kernels._step on wide raws (the KV cache row-major: Kc[l, h, t] is key t).
     ``ws``: wide scratch (:func:`workspace_rows` rows); ``scr``, ``e2``, ``acc``,
     ``qnz``: the scratch of w_mul, of exp, of the softmax sums and of the scores.
     ``prune`` (never with ``record``): keep the bounds of :func:`w_store_bounds`
     in KmE, LB, SB and attend with :func:`w_scores_pruned` over
     PRUNE_MIN_KEYS keys or more (``mark``, ``vis``, ``dfr``, ``qf``, ``idx``: its
-    scratch, :func:`prune_arrays`)."""
+    scratch, :func:`prune_arrays`). ``Ksh``, ``Kix``, ``ist``, ``stk``, ``stf``,
+    ``nb`` (:func:`index_arrays`; empty: no index): a head whose block pruning
+    keeps over a quarter of the keys uses the key-value index
+    (:func:`w_index_scores`) from its next step on, while the index scores at most
+    a quarter of them; after an index step that scored more, the head prunes by
+    blocks for IX_PAUSE_STEPS steps before it may try the index again. These
+    choices decide only the order of work: the numbers and err are the same."""
     D = x.shape[0]
     w_embed(tok, t, ekind, eparam, ecoef, I, f, mode, err, scr, x)
     tmp = ws[0:D]
@@ -659,17 +931,39 @@ def w_step(tok, t, I, f, mode, err, ekind, eparam, ecoef,
                 w_matvec(aWV[l, h], x, I, f, mode, err, scr, Vc[l, h, t])
                 done = False
                 if prune and t + 1 >= PRUNE_MIN_KEYS:
-                    ok, Mh, Ml, nv = w_scores_pruned(q, Kc[l, h], KmE[l, h], LB[l, h], SB[l, h], t + 1, I, f, mode,
-                                                     err, scr, qnz, scores, mark, vis, dfr, qf)
-                    if ok:
-                        n = 0
-                        for i in range(nv):
-                            b = vis[i]
-                            for j in range(b << LEAF_LOG, min(t + 1, (b + 1) << LEAF_LOG)):
-                                idx[n] = j
-                                n += 1
-                        w_attend(scores, Mh, Ml, t + 1, Vc[l, h], I, f, mode, err, e2, scr, wbuf, acc, o, idx, n)
-                        done = True
+                    st = ist[l, h]
+                    has_ix = Kix.shape[2] > 0
+                    if has_ix and st[IX_USE] == 1:
+                        ok, Mh, Ml, n, scored = w_index_scores(q, Kc[l, h], KmE[l, h], Ksh[l, h], Kix[l, h], st,
+                                                               t + 1, I, f, mode, err, scr, qnz, scores, idx, stk,
+                                                               stf, nb, qf)
+                        st[IX_CALLS] += 1
+                        st[IX_SCORED] += scored
+                        st[IX_KEYS] += t + 1
+                        if ok:
+                            w_attend(scores, Mh, Ml, t + 1, Vc[l, h], I, f, mode, err, e2, scr, wbuf, acc, o, idx, n)
+                            done = True
+                        if not ok or 4 * scored > t + 1:
+                            st[IX_FAILS] += 1
+                            st[IX_USE] = 0
+                            st[IX_PAUSE] = IX_PAUSE_STEPS
+                    if not done:
+                        ok, Mh, Ml, nv = w_scores_pruned(q, Kc[l, h], KmE[l, h], LB[l, h], SB[l, h], t + 1, I, f,
+                                                         mode, err, scr, qnz, scores, mark, vis, dfr, qf)
+                        if ok:
+                            n = 0
+                            for i in range(nv):
+                                b = vis[i]
+                                for j in range(b << LEAF_LOG, min(t + 1, (b + 1) << LEAF_LOG)):
+                                    idx[n] = j
+                                    n += 1
+                            w_attend(scores, Mh, Ml, t + 1, Vc[l, h], I, f, mode, err, e2, scr, wbuf, acc, o, idx, n)
+                            done = True
+                            if has_ix:
+                                if st[IX_PAUSE] > 0:
+                                    st[IX_PAUSE] -= 1
+                                elif 4 * n > t + 1:
+                                    st[IX_USE] = 1
                 if not done:
                     Mh, Ml = w_scores(q, Kc[l, h], t + 1, I, f, mode, err, scr, qnz, scores)
                     w_attend(scores, Mh, Ml, t + 1, Vc[l, h], I, f, mode, err, e2, scr, wbuf, acc, o, idx, -1)
@@ -747,10 +1041,80 @@ def w_nearest_code_readout(x, v_dim, code_lo, code_hi, out_dim, out_kind, out_pa
 
 
 @njit(cache=True)
+def w_quadratic_readout(x, out_dim, out_kind, out_param, out_coef, candidates, I, f, mode, err, scr):
+    """kernels.quadratic_readout on wide raws: :func:`w_readout` over ``candidates``
+    for a readout a tau_k x[d1] + b tau_k^2 x[d2] (kinds F_TOK then F_TOK_SQ,
+    integer a, b, f <= 56), evaluated on the subset of kernels.quadratic_readout
+    (the smallest id, the smallest and largest code, the codes next to the vertex
+    -A / (2 B), from float64 estimates of A = a x[d1] / 2^f, B = b x[d2] / 2^f:
+    |vertex| is clipped to the code range, below 2^53, so the estimate is within a
+    code of it). Every weight and product is exact, so the subset's argmax and
+    largest |raw| are the full readout's, and the subset errs or clamps iff some
+    candidate does; then -1 (``err`` untouched: the subset ran on a copy) and the
+    caller runs :func:`w_readout`."""
+    C = candidates.shape[0]
+    T = out_dim.shape[0]
+    if T != 2 or C < QUAD_MIN_CANDIDATES or out_kind[0] != F_TOK or out_kind[1] != F_TOK_SQ or f > 56:
+        return np.int64(-1)
+    low = (np.int64(1) << f) - 1
+    if (out_coef[0, 1] & low) != 0 or (out_coef[1, 1] & low) != 0 or err[E_CODE] != 0:
+        return np.int64(-1)
+    lo = 0
+    hi = C
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if candidates[mid] < NUMBER_BASE:
+            lo = mid + 1
+        else:
+            hi = mid
+    ns = lo
+    ids = np.empty(7, dtype=np.int64)
+    ids[0] = candidates[0]
+    ids[1] = candidates[_code_rank(candidates, ns, 0)]
+    ids[2] = candidates[_code_rank(candidates, ns, C - 1)]
+    n = 3
+    sc = 2.0 ** (-f)
+    x2h, x2l = x[out_dim[1], 0], x[out_dim[1], 1]
+    B = _fval(out_coef[1, 0], out_coef[1, 1]) * sc * _fval(x2h, x2l)
+    if B != 0.0:
+        A = _fval(out_coef[0, 0], out_coef[0, 1]) * sc * _fval(x[out_dim[0], 0], x[out_dim[0], 1])
+        c_lo = float(tok_code(candidates[_code_rank(candidates, ns, 0)]))
+        c_hi = float(tok_code(candidates[_code_rank(candidates, ns, C - 1)]))
+        if c_hi - c_lo >= 2.0 ** 50:
+            return np.int64(-1)
+        v = min(max(-A / (2.0 * B), c_lo - 2.0), c_hi + 2.0)
+        lo = 0
+        hi = C
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if float(tok_code(candidates[_code_rank(candidates, ns, mid)])) <= math.floor(v):
+                lo = mid + 1
+            else:
+                hi = mid
+        for k in range(lo - 2, lo + 2):
+            if k >= 0 and k < C:
+                ids[n] = candidates[_code_rank(candidates, ns, k)]
+                n += 1
+    sub = np.unique(ids[:n])
+    e2 = err.copy()
+    tok = w_readout(x, out_dim, out_kind, out_param, out_coef, sub, I, f, mode, e2, scr)
+    if e2[E_CODE] != 0 or e2[E_SAT] != err[E_SAT]:
+        return np.int64(-1)
+    _track(e2[E_MAXABS_HI], e2[E_MAXABS], err)
+    return tok
+
+
+@njit(cache=True)
 def _read(x, use_nearest, out_dim, out_kind, out_param, out_coef, candidates, nearest, I, f, mode, err, scr):
+    """The batch loop's and a session's readout: the nearest-code readout when asked
+    (equal to the generic one in range only), else the generic readout, through
+    :func:`w_quadratic_readout` where it applies (the same token and err)."""
     if use_nearest:
         return w_nearest_code_readout(x, nearest[0], nearest[1], nearest[2], out_dim, out_kind, out_param, out_coef,
                                       I, f, mode, err, scr)
+    tok = w_quadratic_readout(x, out_dim, out_kind, out_param, out_coef, candidates, I, f, mode, err, scr)
+    if tok >= 0:
+        return tok
     return w_readout(x, out_dim, out_kind, out_param, out_coef, candidates, I, f, mode, err, scr)
 
 
@@ -789,6 +1153,7 @@ def w_forward(tokens, lengths, all_positions, share_prefix, use_nearest, prune, 
     hist = np.zeros((N + 1 if share else 1, Lr, S, 2), np.int64)     # hist[t]: the state before position t
     pr = prune and La > 0 and N >= PRUNE_MIN_KEYS
     KmE, LB, SB, mark, vis, dfr, qf, idx = prune_arrays(La, H, N, Dh, pr)
+    Ksh, Kix, ist, stk, stf, nb = _no_index(La, H, Dh)     # rows rewrite keys: no index (sessions only)
     for b in range(B):
         L = lengths[b]
         start = 0
@@ -807,7 +1172,7 @@ def w_forward(tokens, lengths, all_positions, share_prefix, use_nearest, prune, 
             need = all_positions or t == L - 1
             w_step(tokens[b, t], t, I, f, mode, err, ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, state,
                    aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc, x, scores, wbuf, False, attn, need,
-                   ws, scr, e2, acc, qnz, pr, KmE, LB, SB, mark, vis, dfr, qf, idx)
+                   ws, scr, e2, acc, qnz, pr, KmE, LB, SB, mark, vis, dfr, qf, idx, Ksh, Kix, ist, stk, stf, nb)
             if need and err[E_CODE] == 0:
                 preds[b, t] = _read(x, use_nearest, out_dim, out_kind, out_param, out_coef, candidates, nearest,
                                     I, f, mode, err, scr)
@@ -823,11 +1188,12 @@ def w_forward(tokens, lengths, all_positions, share_prefix, use_nearest, prune, 
 @njit(cache=True)
 def w_feed(tokens, t0, I, f, mode, err, ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2,
            aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, rnn_state, Kc, Vc, x, scores, wbuf, record, attn_rec,
-           prune, KmE, LB, SB, mark, vis, dfr, qf, idx):
+           prune, KmE, LB, SB, mark, vis, dfr, qf, idx, Ksh, Kix, ist, stk, stf, nb):
     """kernels.feed_flat on wide raws: feed ``tokens`` from position t0 (only the
     last one's output is computed); returns the position reached (stops after the
     first error, with ``err[E_WHERE]`` its position). ``prune`` and its arrays
-    (:func:`prune_arrays`, kept by the session): see :func:`w_step`."""
+    (:func:`prune_arrays`, kept by the session) and the index's (:func:`index_arrays`):
+    see :func:`w_step`."""
     D = x.shape[0]
     La, Lr = aWQ.shape[0], rA.shape[0]
     Dh = aWQ.shape[2] if La > 0 else 0
@@ -838,7 +1204,8 @@ def w_feed(tokens, t0, I, f, mode, err, ekind, eparam, ecoef, rA, rB, rC, rW1, r
     for i in range(tokens.shape[0]):
         w_step(tokens[i], t, I, f, mode, err, ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, rnn_state,
                aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc, x, scores, wbuf, record, attn_rec,
-               i == last, ws, scr, e2, acc, qnz, prune, KmE, LB, SB, mark, vis, dfr, qf, idx)
+               i == last, ws, scr, e2, acc, qnz, prune, KmE, LB, SB, mark, vis, dfr, qf, idx, Ksh, Kix, ist, stk,
+               stf, nb)
         if err[E_CODE] != 0:
             err[E_WHERE] = t
             return t + 1
