@@ -440,6 +440,55 @@ def reduction_check(profile: str, seed: int, part: tuple[int, int | None]) -> li
     return recs
 
 
+TWO_LIMB = {"quick": ((1700, "gadget", 2),), "full": ((1700, "gadget", 2), (2000, "mixed", 2), (10000, "gadget", 2))}
+"""(N, family, count) runs of the IsTree Transformer built for ANY simple graph on N
+vertices (max_edges N(N - 1) / 2, so T ~ 1.5 N^2 positions): its declared format
+leaves int64 past N = 1,672 (Q63.1 at 2,000, Q76.1 at 10^4: two-limb storage).
+``gadget``: the Index -> IsTree hub gadget at n = N - 3 (x random, i = n, the
+answer x_n alternating: a tree and a graph with a cycle); ``mixed``: the random
+families of checks.tasks.istree. Greedy generation (sessions: the lookup and
+tie-break heads use the key-value index on two limbs) against the reference tour
+and label, with the ``[COUNT] N`` header. About 15 s per instance at 1,700, 6 min
+at 10^4."""
+
+
+def _two_limb_runs(profile: str) -> list[tuple[int, str, int]]:
+    return list(TWO_LIMB[profile])
+
+
+@register("T4.7-up", "IsTree DFS-tour Transformer for any simple graph, past the int64 limit (two limbs)",
+          parts=_two_limb_runs)
+def two_limb_check(profile: str, seed: int, part: tuple[int, str, int]) -> list[Record]:
+    """The model whose format holds every simple graph on N vertices, past where that
+    format fits int64; fails with NOT PAST INT64 if it ran in int64 storage."""
+    N, family, count = part
+    t0 = time.perf_counter()
+    out = Outcome()
+    rng = np.random.default_rng(seed + 7000 + N)
+    if family == "gadget":
+        n = N - 3
+        pairs = []
+        for k in range(count):
+            x = [int(b) for b in rng.integers(0, 2, size=n)]
+            x[n - 1] = k % 2
+            pairs.append((tuple(x), n))
+        cases = gadget_cases(n, pairs, out)
+        what = f"the Index -> IsTree hub gadget at n = {n} ({count} seeded x, i = n, x_n = 0 and 1)"
+    else:
+        cases = [(N, list(inst.edges)) for inst in R.generate(rng, N, count, family=family)]
+        what = f"{count} seeded graphs of the {family} families"
+    model = C.istree_transformer(N, N * (N - 1) // 2)
+    greedy_failures(model, cases, out=out, count="always")
+    past = model.fmt.wide
+    if not past:
+        out.failures = max(1, out.failures)
+    rec = _record("any simple graph, past int64: greedy CoT + label", model, N, out, t0,
+                  ("" if past else "NOT PAST INT64: ") + f"{model.fmt.name}; {what}; N = {N} vertices, "
+                  f"built for up to N(N-1)/2 = {N * (N - 1) // 2} edges; [COUNT] N header",
+                  "reduction" if family == "gadget" else "random")
+    return [rec]
+
+
 NECESSITY_N = {"quick": (3,), "full": (3, 5)}
 
 

@@ -112,7 +112,7 @@ from typing import Mapping, Sequence
 import sympy as sp
 
 from . import kernels as K
-from .fixedpoint import FixedFormat, log2_ceil
+from .fixedpoint import FixedFormat, log2_ceil, storage_for
 from .gadgets import (
     base_space, first_max_head, flag_component, mask_unless_equal_neurons, match_head, max_neurons,
     number_readout, require,
@@ -175,8 +175,11 @@ def declared_int_bits(n_vertices: int, max_edges: int) -> int:
 
 
 def declared_format(n_vertices: int, max_edges: int | None = None) -> FixedFormat:
+    """Q(I(N, M)).1, stored in two limbs when I + f passes 62 bits (from N = 1,673 on
+    any simple graph, N = 104,856 with at most N + 2 edges)."""
     m = n_vertices if max_edges is None else max_edges
-    return FixedFormat(declared_int_bits(n_vertices, m), FRAC_BITS)
+    I = declared_int_bits(n_vertices, m)
+    return FixedFormat(I, FRAC_BITS, storage=storage_for(I, FRAC_BITS))
 
 
 def cot_bound(n_vertices: int) -> int:

@@ -202,7 +202,7 @@ def istree_dfs_cert(graphs: str) -> Construction:
         lambda n: n * (n - 1) / 2 if not isinstance(n, int) else n * (n - 1) // 2)
     label = ISTREE_LABELS[graphs]
     decl = Declared(label, lambda B, n, a, c: Bd.istree_int(B, n, m(n)), Bd.const(Bd.ISTREE_FRAC_BITS),
-                    claim="T4.7-up")
+                    claim="T4.7-up", two_limb=True)
 
     def T1(B, n):
         return B.max(Bd.istree_positions(B, n, m(n)), Bd.istree_tau_bound(B, n))

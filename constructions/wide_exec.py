@@ -36,7 +36,7 @@ from .fixedpoint import (
     E_CODE, E_MAXABS, E_NEED, E_OP, E_SAT, E_WHERE, ERR_LEN, ERR_OVERFLOW, MODE_SATURATE, OP_ADD,
     bit_length, exp_raw, exp_zero_threshold, mul_limbs, mul_round_abs, record_error,
 )
-from .keyindex import KI_LEAF, KI_MAX_DH, KI_N, KI_NT, KI_ROOT, KI_STACK, _rec, _slot, index_rows, update_index
+from .keyindex import _best_lift, KI_LEAF, KI_MAX_DH, KI_N, KI_NT, KI_ROOT, KI_STACK, _rec, _slot, index_rows, update_index
 from .kernels import (
     F_IS_NUM, F_IS_TOKEN, F_ONE, F_POS, F_POS_INV, F_POS_SQ, F_TOK, F_TOK_INV, F_TOK_SQ, F_ZERO, PRUNE_MIN_CAPACITY,
     QUAD_MIN_CANDIDATES, _code_rank, nearest_ids, tok_code,
@@ -284,7 +284,9 @@ _TWO63 = 9.223372036854775808e18
 
 @njit(cache=True, inline='always')
 def _fval(h, l):
-    """The value of limbs (h, l) as a float64 (relative error below 2^-51)."""
+    """The value of limbs (h, l) as a float64 (relative error below 2^-51: float(h)
+    2^63 and float(l) are each within 2^-53 of h 2^63 and l, of the same sign, and
+    their sum rounds once; 0 is exact)."""
     return float(h) * _TWO63 + float(l)
 
 
@@ -299,7 +301,7 @@ def w_store_bounds(k, t, KmE, LB, SB):
     """Key ``k`` (Dh, 2) was written at position t: KmE[t, c] = the exact largest
     |key component c| over positions 0..t; LB / SB: float64 bounds (max, min) per
     component of the block / super block holding t, rounded outward (relative
-    2^-50, plus 1), restarted at a block's first position (a batch row rewriting
+    2^-50: _fval is within 2^-51, and 0 is exact), restarted at a block's first position (a batch row rewriting
     keys from some position on leaves earlier keys in the bounds: still bounds)."""
     b = t >> LEAF_LOG
     sb = t >> SUPER_LOG
@@ -313,7 +315,7 @@ def w_store_bounds(k, t, KmE, LB, SB):
         KmE[t, c, 0] = mh
         KmE[t, c, 1] = ml
         v = _fval(h, l)
-        e = abs(v) * 2.0 ** -50 + 1.0
+        e = abs(v) * 2.0 ** -50
         up, lo = v + e, v - e
         if first_b:
             LB[b, c, 0] = up
@@ -494,13 +496,13 @@ def w_scores_pruned(q, Kc, KmE, LB, SB, m, I, f, mode, err, scr, qnz, scores, ma
 
 
 # ---------------------------------------------------------------------------- the key-value index on two limbs
-IX_USE, IX_PAUSE, IX_SHIFT, IX_FILLED, IX_CALLS, IX_SCORED, IX_KEYS, IX_FAILS = 0, 1, 2, 3, 4, 5, 6, 7
-IX_FIELDS = 8
+IX_USE, IX_PAUSE, IX_SHIFT, IX_FILLED, IX_CALLS, IX_SCORED, IX_KEYS, IX_FAILS, IX_NOT_OK = 0, 1, 2, 3, 4, 5, 6, 7, 8
+IX_FIELDS = 9
 """Fields of a head's index state (:func:`index_arrays`' ``ist``): 1 while the
 head uses the index; block-pruned steps left before it may try again; the
 shadow keys' shift s; shadow keys written so far; statistics: index uses, keys
 they scored, keys they covered, uses that were not exact (ok False) or scored
-over a quarter of the keys."""
+over a quarter of the keys, uses that were not exact."""
 IX_PAUSE_STEPS = 32
 SHADOW_BITS = 61
 """Shadow keys are below 2^61 in magnitude (the int64 index's keys are below 2^62)."""
@@ -512,7 +514,7 @@ def index_arrays(La: int, H: int, cap: int, Dh: int, on: bool):
     (:func:`w_index_scores`) for a cache of ``cap`` keys: per head the shadow keys
     (Dh, cap'), the int64 index's rows (keyindex.index_rows(Dh), cap') with
     cap' = max(cap, kernels.PRUNE_MIN_CAPACITY) (the node records' columns stay
-    below it), the state (4 fields, ``IX_*``); and the search's scratch. Empty
+    below it), the state (IX_FIELDS fields, ``IX_*``); and the search's scratch. Empty
     (no index) when not ``on`` or Dh > keyindex.KI_MAX_DH."""
     on = on and 0 < Dh <= KI_MAX_DH
     cp = max(cap, PRUNE_MIN_CAPACITY) if on else 0
@@ -572,10 +574,16 @@ def _shadow_fill(Kc, Ksh, st, m):
 
 
 @njit(cache=True)
-def _node_bound(qf, qnz, nq, Kix, R, Dh, u, s, nb, sf, Dh1):
-    """_block_bound of node u of the shadow tree: its box (shadow units) scaled by
-    2^s and widened by 2^s (truncation) when s > 0, rounded outward as
-    w_store_bounds rounds."""
+def _node_bound(qf, qnz, nq, Kix, R, Dh, u, s, nb, sf, Dh1, qd, ls, lS):
+    """(score bound, partial-sum bound) of node u of the shadow tree: _block_bound of
+    its box (shadow units) scaled by 2^s and widened by 2^s (truncation) when
+    s > 0, rounded outward as w_store_bounds rounds; with a square row (ls >= 0:
+    k_ls 2^f = sum_{c in lS} k_c^2 for every key, q_ls < 0; only when s = 0, where
+    shadow keys are the keys) the score bound is also at most keyindex's lifted
+    bound: each q_c k_c / 2^f + q_ls k_c^2 / 2^(2f) is concave in k_c, largest at
+    the vertex clamped to the box; the other components by the box; 1/2 per
+    rounded product; float64 errors covered by 1e-12 of the terms' magnitudes
+    plus 2 (``qd``: the query's components as float64)."""
     rr, c0 = _rec(R, Dh, u)
     rec = Kix[rr]
     sc = 2.0 ** s
@@ -586,9 +594,34 @@ def _node_bound(qf, qnz, nq, Kix, R, Dh, u, s, nb, sf, Dh1):
         if s > 0:
             hi = hi * sc + sc
             lo = lo * sc - sc
-        nb[0, c, 0] = hi + abs(hi) * 2.0 ** -50 + 1.0
-        nb[0, c, 1] = lo - abs(lo) * 2.0 ** -50 - 1.0
-    return _block_bound(qf, qnz, nq, nb, 0, sf, Dh1)
+        nb[0, c, 0] = hi + abs(hi) * 2.0 ** -50
+        nb[0, c, 1] = lo - abs(lo) * 2.0 ** -50
+    ub, pb = _block_bound(qf, qnz, nq, nb, 0, sf, Dh1)
+    if ls >= 0 and s == 0:
+        qs = qd[ls]
+        acc = 0.0
+        mag = 0.0
+        for ii in range(nq):
+            c = qnz[ii]
+            if c == ls or ((lS >> c) & 1) == 1:
+                continue
+            a, b = qd[c] * nb[0, c, 0] * sf, qd[c] * nb[0, c, 1] * sf
+            acc += a if a > b else b
+            mag += abs(a) + abs(b)
+        for c in range(Dh):
+            if ((lS >> c) & 1) == 0:
+                continue
+            lo = float(rec[c0 + 2 * c + 1])
+            hi = float(rec[c0 + 2 * c])
+            xv = min(max(-qd[c] / (2.0 * qs * sf), lo), hi)
+            t1 = qd[c] * xv * sf
+            t2 = qs * xv * xv * sf * sf
+            acc += t1 + t2
+            mag += abs(t1) + abs(t2)
+        ubf = acc + 0.5 * nq + 1e-12 * mag + 2.0
+        if ubf < ub:
+            ub = ubf
+    return ub, pb
 
 
 @njit(cache=True, inline='always')
@@ -659,6 +692,12 @@ def w_index_scores(q, Kc, KmE, Ksh, Kix, st, m, I, f, mode, err, scr, qnz, score
     sf = 2.0 ** (-f)
     Dh1 = float(Dh + 1)
     thr = float(exp_zero_threshold(f))
+    qd = np.empty(Dh, np.float64)            # the query as float64 by component
+    s_ok = np.zeros(Dh, np.bool_)
+    for c in range(Dh):
+        qd[c] = _fval(q[c, 0], q[c, 1])
+        s_ok[c] = qd[c] < 0.0
+    ls, lS = _best_lift(Kix[R], Dh, s_ok)
     b0 = Kix[R, KI_NT]
     seen = np.int64(0)
     Mh, Ml, seen = _score_keys(q, qnz, nq, small, top, Kc, b0, m, I, f, mode, err, scr, scores, seen)
@@ -673,7 +712,7 @@ def w_index_scores(q, Kc, KmE, Ksh, Kix, st, m, I, f, mode, err, scr, qnz, score
     sp = 0
     if b0 > 0:
         root = Kix[R, KI_ROOT]
-        ub, pb = _node_bound(qf, qnz, nq, Kix, R, Dh, root, s, nb, sf, Dh1)
+        ub, pb = _node_bound(qf, qnz, nq, Kix, R, Dh, root, s, nb, sf, Dh1, qd, ls, lS)
         stk[0] = root
         stf[0] = ub
         stf[1] = pb
@@ -703,8 +742,8 @@ def w_index_scores(q, Kc, KmE, Ksh, Kix, st, m, I, f, mode, err, scr, qnz, score
             return False, np.int64(0), np.int64(0), 0, 0
         a = Kix[rr, c0 + 2 * Dh + 1]
         b = Kix[rr, c0 + 2 * Dh + 2]
-        ua, pa = _node_bound(qf, qnz, nq, Kix, R, Dh, a, s, nb, sf, Dh1)
-        ubb, pbb = _node_bound(qf, qnz, nq, Kix, R, Dh, b, s, nb, sf, Dh1)
+        ua, pa = _node_bound(qf, qnz, nq, Kix, R, Dh, a, s, nb, sf, Dh1, qd, ls, lS)
+        ubb, pbb = _node_bound(qf, qnz, nq, Kix, R, Dh, b, s, nb, sf, Dh1, qd, ls, lS)
         if ua > ubb:                          # the larger bound on top
             a, b, ua, ubb, pa, pbb = b, a, ubb, ua, pbb, pa
         stk[sp] = a
@@ -722,7 +761,7 @@ def w_index_scores(q, Kc, KmE, Ksh, Kix, st, m, I, f, mode, err, scr, qnz, score
         while sp > 0:
             sp -= 1
             u = stk[sp]
-            _, pb = _node_bound(qf, qnz, nq, Kix, R, Dh, u, s, nb, sf, Dh1)
+            _, pb = _node_bound(qf, qnz, nq, Kix, R, Dh, u, s, nb, sf, Dh1, qd, ls, lS)
             if pb <= _meter_floor(err):
                 continue
             rr, c0 = _rec(R, Dh, u)
@@ -933,7 +972,8 @@ def w_step(tok, t, I, f, mode, err, ekind, eparam, ecoef,
                 if prune and t + 1 >= PRUNE_MIN_KEYS:
                     st = ist[l, h]
                     has_ix = Kix.shape[2] > 0
-                    if has_ix and st[IX_USE] == 1:
+                    tried = has_ix and st[IX_USE] == 1
+                    if tried:
                         ok, Mh, Ml, n, scored = w_index_scores(q, Kc[l, h], KmE[l, h], Ksh[l, h], Kix[l, h], st,
                                                                t + 1, I, f, mode, err, scr, qnz, scores, idx, stk,
                                                                stf, nb, qf)
@@ -943,6 +983,8 @@ def w_step(tok, t, I, f, mode, err, ekind, eparam, ecoef,
                         if ok:
                             w_attend(scores, Mh, Ml, t + 1, Vc[l, h], I, f, mode, err, e2, scr, wbuf, acc, o, idx, n)
                             done = True
+                        if not ok:
+                            st[IX_NOT_OK] += 1
                         if not ok or 4 * scored > t + 1:
                             st[IX_FAILS] += 1
                             st[IX_USE] = 0
@@ -961,7 +1003,8 @@ def w_step(tok, t, I, f, mode, err, ekind, eparam, ecoef,
                             done = True
                             if has_ix:
                                 if st[IX_PAUSE] > 0:
-                                    st[IX_PAUSE] -= 1
+                                    if not tried:     # the pause counts block-pruned steps after the failed one
+                                        st[IX_PAUSE] -= 1
                                 elif 4 * n > t + 1:
                                     st[IX_USE] = 1
                 if not done:
@@ -1080,7 +1123,7 @@ def w_quadratic_readout(x, out_dim, out_kind, out_param, out_coef, candidates, I
         A = _fval(out_coef[0, 0], out_coef[0, 1]) * sc * _fval(x[out_dim[0], 0], x[out_dim[0], 1])
         c_lo = float(tok_code(candidates[_code_rank(candidates, ns, 0)]))
         c_hi = float(tok_code(candidates[_code_rank(candidates, ns, C - 1)]))
-        if c_hi - c_lo >= 2.0 ** 50:
+        if max(abs(c_lo), abs(c_hi)) >= 2.0 ** 49:    # the float vertex within a code of the real one
             return np.int64(-1)
         v = min(max(-A / (2.0 * B), c_lo - 2.0), c_hi + 2.0)
         lo = 0

@@ -261,3 +261,44 @@ def test_index_sessions_agree_with_recorded_ones(monkeypatch):
                 assert calls > 1000 and 10 * scored < keys, (calls, scored, keys)
         assert runs[0] == runs[1]
         assert runs[0][0] == TR.reference_run(sim.enc.dtm, w, spec.time_bound(len(w))).hybrid_cot()
+
+
+def test_istree_transformer_past_int64(monkeypatch):
+    """The IsTree Transformer built for any simple graph on 1,700 vertices (Q63.1:
+    two limbs) on graphs of 150 vertices: the pruning session (key-value index on
+    its lookup and tie-break heads) and a recording one write the reference's tour
+    and label, with the same largest |raw|."""
+    from rnngap.checks.tasks import istree as R
+    from rnngap.constructions import istree as C
+    from rnngap.constructions import model as MD
+    from rnngap.constructions.fixedpoint import max_abs_raw
+    from rnngap.constructions.generate import generate
+    from rnngap.constructions.vocab import FALSE, TRUE
+    N = 1700
+    model = C.istree_transformer(N, N * (N - 1) // 2)
+    assert model.fmt.wide and model.fmt.total_bits > 62
+    sessions = []
+    orig = MD.Session.__init__
+
+    def init(self, *a, **k):
+        orig(self, *a, **k)
+        sessions.append(self)
+    monkeypatch.setattr(MD.Session, "__init__", init)
+    rng = np.random.default_rng(8)
+    insts = R.generate(rng, 150, 1, family="tree") + R.generate(rng, 150, 1, family="near_tree")
+    labels = set()
+    for inst in insts:
+        prompt = C.prompt_tokens(inst.edges, n_nodes=150)
+        want = R.reference_cot(150, inst.edges)
+        runs = []
+        for record in (False, True):
+            m = model.fresh()
+            sessions.clear()
+            g = generate(m, prompt, answer_tokens=[TRUE, FALSE], max_cot=C.cot_bound(N), record=record)
+            runs.append((g.cot + [g.answer], max_abs_raw(m.err)))
+            if not record:
+                ist = sessions[0]._pr[10]
+                assert int(ist[..., WX.IX_CALLS].sum()) > 0
+        assert runs[0] == runs[1] and runs[0][0] == want
+        labels.add(want[-1])
+    assert labels == {TRUE, FALSE}
