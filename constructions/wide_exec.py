@@ -510,7 +510,7 @@ IX_STACK = KI_STACK
 
 
 def index_arrays(La: int, H: int, cap: int, Dh: int, on: bool):
-    """(Ksh, Kix, ist, stk, stf, nb) of the two-limb key-value index
+    """(Ksh, Kix, ist, stk, stf, nb, gs, gc) of the two-limb key-value index
     (:func:`w_index_scores`) for a cache of ``cap`` keys: per head the shadow keys
     (Dh, cap'), the int64 index's rows (keyindex.index_rows(Dh), cap') with
     cap' = max(cap, kernels.PRUNE_MIN_CAPACITY) (the node records' columns stay
@@ -520,14 +520,16 @@ def index_arrays(La: int, H: int, cap: int, Dh: int, on: bool):
     cp = max(cap, PRUNE_MIN_CAPACITY) if on else 0
     return (np.zeros((La, H, Dh, cp), np.int64), np.zeros((La, H, index_rows(Dh) if on else 0, cp), np.int64),
             np.zeros((La, H, IX_FIELDS), np.int64), np.zeros(max(cp, 1), np.int64), np.zeros(2 * IX_STACK, np.float64),
-            np.zeros((1, max(Dh, 1), 2), np.float64))
+            np.zeros((1, max(Dh, 1), 2), np.float64), np.zeros((max(cp, 1), 2), np.int64),
+            np.zeros(max(cp, 1), np.int64))
 
 
 @njit(cache=True)
 def _no_index(La, H, Dh):
     """:func:`index_arrays` without an index, inside njit code."""
     return (np.zeros((La, H, Dh, 0), np.int64), np.zeros((La, H, 0, 0), np.int64), np.zeros((La, H, IX_FIELDS), np.int64),
-            np.zeros(1, np.int64), np.zeros(2 * IX_STACK, np.float64), np.zeros((1, max(Dh, 1), 2), np.float64))
+            np.zeros(1, np.int64), np.zeros(2 * IX_STACK, np.float64), np.zeros((1, max(Dh, 1), 2), np.float64),
+            np.zeros((1, 2), np.int64), np.zeros(1, np.int64))
 
 
 @njit(cache=True)
@@ -654,15 +656,17 @@ def _score_leaf_keys(q, qnz, nq, small, top, Kc, Kix, R, Dh, y, n, I, f, mode, e
 
 
 @njit(cache=True)
-def w_index_scores(q, Kc, KmE, Ksh, Kix, st, m, I, f, mode, err, scr, qnz, scores, idx, stk, stf, nb, qf):
+def w_index_scores(q, Kc, KmE, Ksh, Kix, st, m, I, f, mode, err, scr, qnz, scores, idx, stk, stf, nb, qf, gs, gc):
     """:func:`w_scores` over the first m keys on a key-value index (the int64
     kd-tree of :mod:`constructions.keyindex`, over shadow keys): returns
-    (ok, M limbs, n, scored). ok False: not provably in range or out of stack;
+    (ok, M limbs, n, ng, scored). ok False: not provably in range or out of stack;
     score every key (only true values were recorded). Else M is the plain
     definition's, scores[j] is exact for the n keys listed in idx[:n]
-    (ascending), every other key's score is below M + exp_zero_threshold(f) (its
-    weight is exactly 0), and the meter holds the plain definition's largest
-    |raw|; ``scored``: keys scored (the index's cost).
+    (ascending), the keys of the ng groups (gs[g] their score, gc[g] their
+    number) all have weight exactly 0 (:func:`w_attend_groups`), every other key's
+    score is below M + exp_zero_threshold(f) (its weight is exactly 0), and the
+    meter holds the plain definition's largest |raw|; ``scored``: keys scored (the
+    index's cost).
 
     * Shadow keys (:func:`_shadow_fill`): each key component divided by 2^s and
       truncated, s the head's shift (:data:`SHADOW_BITS`); the tree
@@ -673,7 +677,10 @@ def w_index_scores(q, Kc, KmE, Ksh, Kix, st, m, I, f, mode, err, scr, qnz, score
     * Search: the buffer (the newest keys, keyindex's KI_NT .. m - 1) exactly,
       then depth first from the root, the child of the larger bound popped first;
       a node whose bound is below M_cur + thr is skipped (M_cur <= M); a leaf that
-      is not is scored exactly and listed.
+      is not is scored exactly and listed. Groups (as keyindex's, only when s = 0,
+      I >= 2 and m < 2^(I-1)): a node that is not skipped, holds over 2^(f+1) keys
+      and whose keys agree on every component the query reads is scored once (one
+      key: the same products and partial sums for all) and kept as a group.
     * The meter, as :func:`w_scores_pruned`: column products by
       :func:`_unchecked_setup`; a skipped node whose partial-sum bound may exceed
       the largest |raw| at the end is descended then, and its leaves whose bound
@@ -683,7 +690,7 @@ def w_index_scores(q, Kc, KmE, Ksh, Kix, st, m, I, f, mode, err, scr, qnz, score
     Dh = q.shape[0]
     ok, nq, small, top = _unchecked_setup(q, KmE, m, I, f, mode, err, scr, qnz, qf)
     if not ok or m < 2 * KI_LEAF:
-        return False, np.int64(0), np.int64(0), 0, 0
+        return False, np.int64(0), np.int64(0), 0, 0, 0
     R = 2 * Dh
     if _shadow_fill(Kc, Ksh, st, m):
         Kix[R, KI_N] = 0                      # a new shift: the tree is built afresh
@@ -707,6 +714,9 @@ def w_index_scores(q, Kc, KmE, Ksh, Kix, st, m, I, f, mode, err, scr, qnz, score
         n += 1
     scored = m - b0
     lim = _lim(Mh, Ml, thr)
+    grouping = s == 0 and I >= 2 and m < (np.int64(1) << min(I - 1, 62))
+    gmin = np.int64(1) << (f + 1)
+    ng = 0
     # the deferred nodes fill stk from its end, the search stack from its start
     top_d = stk.shape[0]
     sp = 0
@@ -723,12 +733,37 @@ def w_index_scores(q, Kc, KmE, Ksh, Kix, st, m, I, f, mode, err, scr, qnz, score
         ub = stf[2 * sp]
         if ub < lim:
             if top_d - 1 <= sp + 2:
-                return False, np.int64(0), np.int64(0), 0, 0
+                return False, np.int64(0), np.int64(0), 0, 0, 0
             top_d -= 1
             stk[top_d] = u
             continue
         rr, c0 = _rec(R, Dh, u)
         cnt = Kix[rr, c0 + 2 * Dh]
+        if grouping and cnt > gmin:
+            same = True
+            for ii in range(nq):
+                c = qnz[ii]
+                if Kix[rr, c0 + 2 * c] != Kix[rr, c0 + 2 * c + 1]:
+                    same = False
+                    break
+            if same:
+                if ng >= gc.shape[0]:
+                    return False, np.int64(0), np.int64(0), 0, 0, 0
+                v = u
+                while (v & 1) == 0:                  # its leftmost leaf's first key
+                    vr, v0 = _rec(R, Dh, v)
+                    v = Kix[vr, v0 + 2 * Dh + 1]
+                bh, bl, seen = _score_leaf_keys(q, qnz, nq, small, top, Kc, Kix, R, Dh, v >> 1, 1, I, f, mode, err,
+                                                scr, scores, seen, idx, -1)
+                scored += 1
+                gs[ng, 0] = bh
+                gs[ng, 1] = bl
+                gc[ng] = cnt
+                ng += 1
+                if bh > Mh or (bh == Mh and bl > Ml):
+                    Mh, Ml = bh, bl
+                    lim = _lim(Mh, Ml, thr)
+                continue
         if (u & 1) == 1:
             bh, bl, seen = _score_leaf_keys(q, qnz, nq, small, top, Kc, Kix, R, Dh, u >> 1, cnt, I, f, mode, err,
                                             scr, scores, seen, idx, n)
@@ -739,7 +774,7 @@ def w_index_scores(q, Kc, KmE, Ksh, Kix, st, m, I, f, mode, err, scr, qnz, score
                 lim = _lim(Mh, Ml, thr)
             continue
         if sp + 2 > IX_STACK or sp + 2 >= top_d:
-            return False, np.int64(0), np.int64(0), 0, 0
+            return False, np.int64(0), np.int64(0), 0, 0, 0
         a = Kix[rr, c0 + 2 * Dh + 1]
         b = Kix[rr, c0 + 2 * Dh + 2]
         ua, pa = _node_bound(qf, qnz, nq, Kix, R, Dh, a, s, nb, sf, Dh1, qd, ls, lS)
@@ -771,12 +806,12 @@ def w_index_scores(q, Kc, KmE, Ksh, Kix, st, m, I, f, mode, err, scr, qnz, score
                 _track(np.int64(0), sn, err)
                 continue
             if sp + 2 > IX_STACK or sp + 2 > i:
-                return False, np.int64(0), np.int64(0), 0, 0
+                return False, np.int64(0), np.int64(0), 0, 0, 0
             stk[sp] = Kix[rr, c0 + 2 * Dh + 1]
             stk[sp + 1] = Kix[rr, c0 + 2 * Dh + 2]
             sp += 2
     idx[:n].sort()
-    return True, Mh, Ml, n, scored
+    return True, Mh, Ml, n, ng, scored
 
 
 @njit(cache=True)
@@ -852,6 +887,19 @@ def w_attend(scores, Mh, Ml, m, values, I, f, mode, err, e2, scr, weights, acc, 
     ``nidx`` < 0: every key j < m; else only the keys idx[:nidx] (ascending: the
     others have weight exactly 0, :func:`w_scores_pruned`). ``e2`` is a scratch
     fixedpoint error array (exp's own), ``acc`` scratch (2 d, 3)."""
+    w_attend_groups(scores, Mh, Ml, m, values, I, f, mode, err, e2, scr, weights, acc, out, idx, nidx,
+                    np.zeros((0, 2), np.int64), np.zeros(0, np.int64), 0)
+
+
+@njit(cache=True)
+def w_attend_groups(scores, Mh, Ml, m, values, I, f, mode, err, e2, scr, weights, acc, out, idx, nidx, gs, gc, ng):
+    """:func:`w_attend` with, besides the listed keys, ``ng`` groups of the key-value
+    index (:func:`w_index_scores`): gc[g] > 2^(f+1) keys of the score gs[g] each.
+    Each key of a group has e = exp(s - M) (recorded once: the same value) and the
+    weight round(e 2^f / Z) = 0 (Z >= gc[g] e), so a group adds gc[g] e to Z and
+    nothing to the output; no partial sum of Z can overflow (the index groups only
+    when m < 2^(I-1), so Z <= m 2^f < 2^(I+f-1)), and the largest one is the final
+    Z in any order, so Z and the meter are the plain definition's."""
     d = values.shape[1]
     for k in range(d):
         out[k, 0] = 0
@@ -882,6 +930,19 @@ def w_attend(scores, Mh, Ml, m, values, I, f, mode, err, e2, scr, weights, acc, 
             _track(np.int64(0), ej, err)
             weights[j] = ej
             Zh, Zl = w_add(Zh, Zl, np.int64(0), ej, I, f, mode, err)
+    for g in range(ng):
+        ok, dm = _shift_mag(gs[g, 0], gs[g, 1], Mh, Ml)
+        if ok and -dm >= thr:
+            e2[E_CODE] = 0
+            e2[E_MAXABS] = 0
+            e2[E_SAT] = 0
+            eg = exp_raw(-dm, min(I, 62 - f), f, mode, e2)
+            if e2[E_CODE] != 0:
+                record_error(err, e2[E_CODE], e2[E_OP], e2[E_NEED])
+            err[E_SAT] += gc[g] * e2[E_SAT]
+            _track(np.int64(0), eg, err)
+            ph, pl = mul_limbs(gc[g], eg)         # gc e = ph 2^62 + pl: limbs (ph >> 1, (ph & 1) 2^62 + pl)
+            Zh, Zl = w_add(Zh, Zl, ph >> 1, ((ph & 1) << 62) | pl, I, f, mode, err)
     for k in range(2 * d):
         acc[k, 0] = 0
         acc[k, 1] = 0
@@ -909,7 +970,7 @@ def w_step(tok, t, I, f, mode, err, ekind, eparam, ecoef,
            rA, rB, rC, rW1, rb1, rW2, rb2, rnn_state,
            aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc,
            x, scores, wbuf, record, attn_rec, need_output, ws, scr, e2, acc, qnz,
-           prune, KmE, LB, SB, mark, vis, dfr, qf, idx, Ksh, Kix, ist, stk, stf, nb):
+           prune, KmE, LB, SB, mark, vis, dfr, qf, idx, Ksh, Kix, ist, stk, stf, nb, gs, gc):
     """kernels._step on wide raws (the KV cache row-major: Kc[l, h, t] is key t).
     ``ws``: wide scratch (:func:`workspace_rows` rows); ``scr``, ``e2``, ``acc``,
     ``qnz``: the scratch of w_mul, of exp, of the softmax sums and of the scores.
@@ -974,14 +1035,15 @@ def w_step(tok, t, I, f, mode, err, ekind, eparam, ecoef,
                     has_ix = Kix.shape[2] > 0
                     tried = has_ix and st[IX_USE] == 1
                     if tried:
-                        ok, Mh, Ml, n, scored = w_index_scores(q, Kc[l, h], KmE[l, h], Ksh[l, h], Kix[l, h], st,
-                                                               t + 1, I, f, mode, err, scr, qnz, scores, idx, stk,
-                                                               stf, nb, qf)
+                        ok, Mh, Ml, n, ng, scored = w_index_scores(q, Kc[l, h], KmE[l, h], Ksh[l, h], Kix[l, h],
+                                                                   st, t + 1, I, f, mode, err, scr, qnz, scores, idx,
+                                                                   stk, stf, nb, qf, gs, gc)
                         st[IX_CALLS] += 1
                         st[IX_SCORED] += scored
                         st[IX_KEYS] += t + 1
                         if ok:
-                            w_attend(scores, Mh, Ml, t + 1, Vc[l, h], I, f, mode, err, e2, scr, wbuf, acc, o, idx, n)
+                            w_attend_groups(scores, Mh, Ml, t + 1, Vc[l, h], I, f, mode, err, e2, scr, wbuf, acc, o,
+                                            idx, n, gs, gc, ng)
                             done = True
                         if not ok:
                             st[IX_NOT_OK] += 1
@@ -1196,7 +1258,7 @@ def w_forward(tokens, lengths, all_positions, share_prefix, use_nearest, prune, 
     hist = np.zeros((N + 1 if share else 1, Lr, S, 2), np.int64)     # hist[t]: the state before position t
     pr = prune and La > 0 and N >= PRUNE_MIN_KEYS
     KmE, LB, SB, mark, vis, dfr, qf, idx = prune_arrays(La, H, N, Dh, pr)
-    Ksh, Kix, ist, stk, stf, nb = _no_index(La, H, Dh)     # rows rewrite keys: no index (sessions only)
+    Ksh, Kix, ist, stk, stf, nb, gs, gc = _no_index(La, H, Dh)     # rows rewrite keys: no index (sessions only)
     for b in range(B):
         L = lengths[b]
         start = 0
@@ -1215,7 +1277,8 @@ def w_forward(tokens, lengths, all_positions, share_prefix, use_nearest, prune, 
             need = all_positions or t == L - 1
             w_step(tokens[b, t], t, I, f, mode, err, ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, state,
                    aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc, x, scores, wbuf, False, attn, need,
-                   ws, scr, e2, acc, qnz, pr, KmE, LB, SB, mark, vis, dfr, qf, idx, Ksh, Kix, ist, stk, stf, nb)
+                   ws, scr, e2, acc, qnz, pr, KmE, LB, SB, mark, vis, dfr, qf, idx, Ksh, Kix, ist, stk, stf, nb, gs,
+                   gc)
             if need and err[E_CODE] == 0:
                 preds[b, t] = _read(x, use_nearest, out_dim, out_kind, out_param, out_coef, candidates, nearest,
                                     I, f, mode, err, scr)
@@ -1231,7 +1294,7 @@ def w_forward(tokens, lengths, all_positions, share_prefix, use_nearest, prune, 
 @njit(cache=True)
 def w_feed(tokens, t0, I, f, mode, err, ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2,
            aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, rnn_state, Kc, Vc, x, scores, wbuf, record, attn_rec,
-           prune, KmE, LB, SB, mark, vis, dfr, qf, idx, Ksh, Kix, ist, stk, stf, nb):
+           prune, KmE, LB, SB, mark, vis, dfr, qf, idx, Ksh, Kix, ist, stk, stf, nb, gs, gc):
     """kernels.feed_flat on wide raws: feed ``tokens`` from position t0 (only the
     last one's output is computed); returns the position reached (stops after the
     first error, with ``err[E_WHERE]`` its position). ``prune`` and its arrays
@@ -1248,7 +1311,7 @@ def w_feed(tokens, t0, I, f, mode, err, ekind, eparam, ecoef, rA, rB, rC, rW1, r
         w_step(tokens[i], t, I, f, mode, err, ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, rnn_state,
                aWQ, aWK, aWV, aWO, a_nheads, aW1, ab1, aW2, ab2, Kc, Vc, x, scores, wbuf, record, attn_rec,
                i == last, ws, scr, e2, acc, qnz, prune, KmE, LB, SB, mark, vis, dfr, qf, idx, Ksh, Kix, ist, stk,
-               stf, nb)
+               stf, nb, gs, gc)
         if err[E_CODE] != 0:
             err[E_WHERE] = t
             return t + 1

@@ -38,7 +38,7 @@ class Head:
         self.KmE, LB, SB, *_ = WX.prune_arrays(1, 1, m, Dh, True)
         for t in range(m):
             WX.w_store_bounds(self.K[t], t, self.KmE[0, 0], LB[0, 0], SB[0, 0])
-        self.Ksh, self.Kix, self.ist, self.stk, self.stf, self.nb = WX.index_arrays(1, 1, m, Dh, True)
+        self.Ksh, self.Kix, self.ist, self.stk, self.stf, self.nb, self.gs, self.gc = WX.index_arrays(1, 1, m, Dh, True)
 
     def index(self, q, m, I, f, mode=0):
         """(ok, M, output, err, listed, scored) of the index over the first m keys."""
@@ -46,12 +46,14 @@ class Head:
         err, scores = WD.new_wide_err(), np.zeros((self.m, 2), np.int64)
         scr, qnz, qf = np.zeros(WX.SCRATCH_LEN, np.int64), np.zeros(self.Dh, np.int64), np.zeros(self.Dh)
         idx = np.zeros(self.m, np.int64)
-        ok, Mh, Ml, n, scored = WX.w_index_scores(qw, self.K, self.KmE[0, 0], self.Ksh[0, 0], self.Kix[0, 0],
-                                                  self.ist[0, 0], m, I, f, mode, err, scr, qnz, scores, idx,
-                                                  self.stk, self.stf, self.nb, qf)
+        self.groups = 0
+        ok, Mh, Ml, n, ng, scored = WX.w_index_scores(qw, self.K, self.KmE[0, 0], self.Ksh[0, 0], self.Kix[0, 0],
+                                                      self.ist[0, 0], m, I, f, mode, err, scr, qnz, scores, idx,
+                                                      self.stk, self.stf, self.nb, qf, self.gs, self.gc)
         if not ok:
             return False, None, None, err.tolist(), None, scored
-        o = self._attend(scores, Mh, Ml, m, I, f, mode, err, idx, n)
+        self.groups = int(ng)
+        o = self._attend(scores, Mh, Ml, m, I, f, mode, err, idx, n, ng)
         return True, (int(Mh), int(Ml)), o, err.tolist(), (idx[:n].copy(), scores), scored
 
     def plain(self, q, m, I, f, mode=0):
@@ -59,15 +61,15 @@ class Head:
         err, scores = WD.new_wide_err(), np.zeros((self.m, 2), np.int64)
         scr, qnz = np.zeros(WX.SCRATCH_LEN, np.int64), np.zeros(self.Dh, np.int64)
         Mh, Ml = WX.w_scores(qw, self.K, m, I, f, mode, err, scr, qnz, scores)
-        o = self._attend(scores, Mh, Ml, m, I, f, mode, err, np.zeros(1, np.int64), -1)
+        o = self._attend(scores, Mh, Ml, m, I, f, mode, err, np.zeros(1, np.int64), -1, 0)
         return (int(Mh), int(Ml)), o, err.tolist(), scores
 
-    def _attend(self, scores, Mh, Ml, m, I, f, mode, err, idx, n):
+    def _attend(self, scores, Mh, Ml, m, I, f, mode, err, idx, n, ng):
         d = self.V.shape[1]
         o = np.zeros((d, 2), np.int64)
-        WX.w_attend(scores, Mh, Ml, m, self.V, I, f, mode, err, np.zeros(6, np.int64),
-                    np.zeros(WX.SCRATCH_LEN, np.int64), np.zeros(self.m, np.int64), np.zeros((2 * d, 3), np.int64),
-                    o, idx, n)
+        WX.w_attend_groups(scores, Mh, Ml, m, self.V, I, f, mode, err, np.zeros(6, np.int64),
+                           np.zeros(WX.SCRATCH_LEN, np.int64), np.zeros(self.m, np.int64),
+                           np.zeros((2 * d, 3), np.int64), o, idx, n, self.gs, self.gc, ng)
         return o.tolist()
 
 
@@ -90,7 +92,11 @@ def _check(head, q, m, I, f, mode=0):
     thr = int(exp_zero_threshold(f))
     top = _value(PM)
     unlisted = np.setdiff1d(np.arange(m), idx)
-    assert all(_value(Pscores[j]) - top < thr for j in unlisted)
+    near = [j for j in unlisted if _value(Pscores[j]) - top >= thr]
+    # keys near the maximum that are not listed are in the index's groups (weight 0 by count)
+    assert len(near) <= sum(int(c) for c in head.gc[:head.groups]), (len(near), head.groups)
+    if near:
+        return "grouped"
     return "pruned" if 4 * scored <= m else "every key"
 
 
@@ -125,6 +131,45 @@ def test_index_on_match_heads(f, big):
     assert "pruned" in seen, seen
     if big:
         assert head.ist[0, 0, WX.IX_SHIFT] > 0                # the shadow keys were shifted
+
+
+@pytest.mark.parametrize("f", [0, 2, 5])
+def test_index_groups_of_equal_keys(f):
+    """Keys (tau, tau^2) without a position: a code repeated by hundreds of keys
+    ties at the maximum when queried; its nodes are scored once and kept as
+    groups (every key's weight round(e 2^f / Z) = 0); the output, Z's effect and
+    the meter are the plain definition's."""
+    rng = np.random.default_rng(f)
+    m = 2500
+    codes = rng.integers(0, 400, size=m)
+    codes[rng.random(m) < 0.4] = 17
+    K_ = [[int(c) << f, (int(c) * int(c)) << f] for c in codes]
+    head = Head(K_, [[int(v)] for v in rng.integers(-50, 50, size=m)])
+    seen = set()
+    for m_ in (1000, 2500):
+        for code in (17, int(codes[3]), 401):
+            seen.add(_check(head, [(2 * 3 * code) << f, -3 << f], m_, 60, f))
+    assert "grouped" in seen, seen
+
+
+def test_index_groups_enter_z():
+    """Groups near the maximum (code 18 keys, scores 2 below it: e = round(e^-2 2^3)
+    = 1 each) next to one listed key at the maximum (e = 2^3): that key's weight
+    round(2^3 2^3 / Z), Z = 8 + (number of code 18 keys), is 2 below Z = 43 and 1
+    from it on, so the outputs show Z exactly (one e less per group changes them)."""
+    f, d = 3, 2
+    rng = np.random.default_rng(9)
+    kinds = set()
+    for count in range(28, 60):
+        m = 600
+        codes = [int(c) for c in rng.choice([c for c in range(100) if abs(c - 17) > 3], size=m)]
+        for j in rng.choice(m - 40, size=count, replace=False):
+            codes[int(j)] = 18
+        codes[m - 1] = 17
+        K_ = [[c << f, (c * c) << f] for c in codes]
+        head = Head(K_, [[1000 if c == 17 else 7] for c in codes])
+        kinds.add(_check(head, [(2 * d * 17) << f, -d << f], m, 40, f))
+    assert "grouped" in kinds, kinds
 
 
 def test_index_when_keys_grow():
