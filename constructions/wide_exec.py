@@ -17,13 +17,16 @@ ones: ``ecoef``, ``eparam`` (the offsets of the 1/(.+c) features), every layer
 matrix and bias, ``out_param``, ``out_coef``), the residual, the RNN state and
 the KV cache. Token ids, feature kinds and ``a_nheads`` stay int64.
 
-**What is not here (yet).** The int64 executor's exact shortcuts (pruned
-attention, the key-value index, vectorised columns, shared prefixes, lane
-blocks, readout tables) have no two-limb version: every score of every key is
-computed, so attention costs O(n^2) wide operations per layer. exp needs the
-shift s - M below int64 and its result 2^f in int64: attention refuses formats
-with f > 56 (:data:`ATTENTION_MAX_FRAC_BITS`; exp's double-double is exact to
-about 2^-106, enough for f <= 56 with the 2^-96 guard of fixedpoint.exp_raw).
+**Shortcuts** (exact: the same numbers and err as the plain loops). Shared
+prefixes of batch rows; pruned attention over position blocks
+(:func:`w_scores_pruned`); in sessions the key-value index
+(:func:`w_index_scores`: keyindex's kd-tree over shadow keys, with its lifted
+bound and groups); the quadratic readout (:func:`w_quadratic_readout`). Not
+here: vectorised columns, lane blocks, readout tables, the increment bound.
+exp needs the shift s - M below int64 and its result 2^f in int64: attention
+refuses formats with f > 56 (:data:`ATTENTION_MAX_FRAC_BITS`; exp's
+double-double is exact to about 2^-106, enough for f <= 56 with the 2^-96
+guard of fixedpoint.exp_raw).
 """
 from __future__ import annotations
 
