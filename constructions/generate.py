@@ -49,6 +49,10 @@ class Generation:
         return self.prompt + self.cot
 
 
+GROW_FROM = 1 << 16
+"""CoT tokens the session's cache holds before it first grows (see generate)."""
+
+
 def generate(model: Model, prompt: Sequence[int], answer_tokens: Sequence[int] | None = None,
              max_cot: int = 0, oracle: Oracle | None = None, record: bool = False,
              answer_after: int | None = None) -> Generation:
@@ -73,7 +77,9 @@ def generate(model: Model, prompt: Sequence[int], answer_tokens: Sequence[int] |
     answers = None if answer_tokens is None else frozenset(int(a) for a in answer_tokens)
     if answers is not None:
         model.vocab.validate(sorted(answers), what="answer_tokens")
-    sess = model.session(capacity=len(prompt) + max_cot + 1, record=record)
+    # the KV cache starts at the prompt and up to GROW_FROM CoT tokens, and doubles when
+    # the CoT needs more (a bound of millions of tokens allocates only what is written)
+    sess = model.session(capacity=len(prompt) + min(max_cot, GROW_FROM) + 1, record=record)
     sess.feed(prompt)
     g = Generation(prompt=prompt)
     context = list(prompt)       # = g.context, kept up to date (not rebuilt per token)

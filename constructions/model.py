@@ -202,6 +202,11 @@ def _enc(fmt: FixedFormat, arr: np.ndarray, what: str) -> np.ndarray:
     return fmt.encode_array(arr, exact=True, what=what) if arr.size else _zeros(fmt, *arr.shape)
 
 
+MAX_CANDIDATES = 1 << 24
+"""The largest vocabulary a model takes: its readout's argmax runs over the list of
+every token id (``Model.candidates``), built in Python when the model is."""
+
+
 def _zeros(fmt: FixedFormat, *shape: int) -> np.ndarray:
     """Raws of zero: int64 of ``shape``, or (two-limb storage) ``shape + (2,)``."""
     return np.zeros(shape + ((2,) if fmt.wide else ()), np.int64)
@@ -310,6 +315,10 @@ class Model:
         self.max_positions = None if spec.max_positions is None else int(spec.max_positions)
         self.labels = list(spec.labels)
         D = spec.width
+        if self.vocab.size > MAX_CANDIDATES:
+            raise ValueError(f"{spec.name}: a vocabulary of {self.vocab.size:,} tokens; the readout lists every "
+                             f"candidate token, at most {MAX_CANDIDATES:,} (a readout without a candidate list "
+                             f"is still to come: issue 28)")
         self.candidates = np.array([t for t in range(self.vocab.size) if self.vocab.contains(t)], dtype=np.int64)
         """The token ids of the vocabulary, ascending (the readout's argmax runs over them)."""
         ekind, eparam, ecoef = self._encode_embedding()

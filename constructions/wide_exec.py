@@ -675,8 +675,10 @@ def w_index_scores(q, Kc, KmE, Ksh, Kix, st, m, I, f, mode, err, scr, qnz, score
       truncated, s the head's shift (:data:`SHADOW_BITS`); the tree
       (keyindex.update_index, unchanged) is built over them, so a node's shadow
       box, scaled by 2^s and widened by 2^s - 1, holds every raw key of the node.
-      No lifted bound (the square detection would see shadow keys): box bounds
-      only, as :func:`_block_bound` computes them.
+      Bounds: the box bound of :func:`_block_bound`, and keyindex's lifted bound
+      when s = 0 (the shadow keys are then the keys, so its square-row detection
+      holds for them; at s > 0 it would see shadow keys and is not used):
+      :func:`_node_bound`.
     * Search: the buffer (the newest keys, keyindex's KI_NT .. m - 1) exactly,
       then depth first from the root, the child of the larger bound popped first;
       a node whose bound is below M_cur + thr is skipped (M_cur <= M); a leaf that

@@ -36,6 +36,7 @@ from hypothesis import strategies as st
 
 from rnngap.checks.cli import main
 from rnngap.checks.tasks import istree as R
+from rnngap.constructions.model import MAX_CANDIDATES
 
 QUICK = settings(max_examples=60, deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -122,8 +123,9 @@ def bad_jsonl(draw):
     kind = draw(st.sampled_from(["bytes", "truncated", "deep", "number", "vertex", "field", "nonutf8", "syntax",
                                  "too-big"]))
     if kind == "too-big":
-        # well-formed, but more vertices than either model takes (int64 precision; the rag table)
-        v = draw(st.integers(2 ** 22, 10 ** 18 - 1))
+        # well-formed, but more vertices than either model takes (the transformer's readout
+        # lists every token: constructions.model.MAX_CANDIDATES; the rag table)
+        v = draw(st.integers(MAX_CANDIDATES, 10 ** 18 - 1))
         return (json.dumps({"text": f"[BOS]{v}-0,1-0[EOS]"}) + "\n").encode()
     if kind == "bytes":
         raw = draw(st.binary(min_size=0, max_size=300))
