@@ -58,7 +58,6 @@ from typing import Callable
 
 import numpy as np
 
-from rnngap.constructions.generate import GROW_FROM
 from rnngap.constructions.vocab import FALSE, TRUE
 
 from .formats import (EOS_TEXT, MAX_NUMBER_DIGITS, GraphFormatError, format_cot_text, format_graph_text,
@@ -80,6 +79,7 @@ def greedy_chunked(model, prompt: list[int], answers: frozenset, max_cot: int) -
     the first answer token), with the prompt fed in chunks (:data:`FEED_WORK`);
     RuntimeError if no answer comes within ``max_cot`` CoT tokens."""
     prompt = [int(t) for t in model.validate_tokens(list(prompt), "prompt")]
+    from rnngap.constructions.generate import GROW_FROM     # here: `rnngap --help` loads no kernels
     sess = model.session(capacity=len(prompt) + min(max_cot, GROW_FROM) + 1)   # grows when needed
     pos = 0
     while pos < len(prompt):
