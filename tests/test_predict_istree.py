@@ -250,11 +250,23 @@ def test_console_script_end_to_end(tmp_path):
                        "label": R.reference_label(n, edges), "label_from": "model", "n_nodes": n}
 
 
-def test_graph_too_large_for_int64_precision_is_a_usage_error(tmp_path, capsys):
-    """Vertex ids that would need more than 62 magnitude bits: exit 2, one line."""
-    rc, _ = _predict(tmp_path, [{"text": "[BOS]300000-0[EOS]"}])
+def test_graph_too_large_for_the_readout_is_a_usage_error(tmp_path, capsys):
+    """Vertex ids past the readout's candidate list (MAX_CANDIDATES tokens): exit 2, one line."""
+    from rnngap.constructions.model import MAX_CANDIDATES
+    rc, _ = _predict(tmp_path, [{"text": f"[BOS]{MAX_CANDIDATES}-0[EOS]"}])
     err = capsys.readouterr().err
-    assert rc == 2 and "cannot build the transformer model" in err and "exceeds 62" in err
+    assert rc == 2 and "cannot build the transformer model" in err and f"at most {MAX_CANDIDATES:,}" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_graph_past_the_int64_format_runs_in_two_limbs(tmp_path):
+    """300,000 vertices: the declared format passes 62 bits and runs in two limbs
+    (before issue 28's two-limb storage this was refused); the edge 300000-0 with
+    the other vertices isolated is not a tree, and the model says so."""
+    rc, rows = _predict(tmp_path, [{"text": "[BOS]300000-0[EOS]"}])
+    assert rc == 0 and rows[0]["label"] is False and rows[0]["n_nodes"] == 300001
+    assert rows[0]["cot"] == "[BOS]300000-0[EOS]" + format_cot_text([(300000, 0)], R.reference_cot(
+        300001, [(300000, 0)]))[len(format_graph_text([(300000, 0)])):]
 
 
 def test_help_states_the_label_conventions(capsys):
