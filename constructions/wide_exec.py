@@ -885,6 +885,22 @@ def _fit3(pos, neg, k, I, f, mode, err, out):
     out[k, 1] = ol
 
 
+@njit(cache=True, inline='always')
+def _exp_shift(dm, I, f, mode, err, e2, count):
+    """exp(-dm) as fx_attend computes it for ``count`` keys of the shift dm: its
+    error recorded in err, its clamps counted count times (exp(0) = 2^f clamps at
+    I = 0), its |raw| tracked once (the same value each time)."""
+    e2[E_CODE] = 0
+    e2[E_MAXABS] = 0
+    e2[E_SAT] = 0
+    e = exp_raw(-dm, min(I, 62 - f), f, mode, e2)
+    if e2[E_CODE] != 0:
+        record_error(err, e2[E_CODE], e2[E_OP], e2[E_NEED])
+    err[E_SAT] += count * e2[E_SAT]
+    _track(np.int64(0), e, err)
+    return e
+
+
 @njit(cache=True)
 def w_attend(scores, Mh, Ml, m, values, I, f, mode, err, e2, scr, weights, acc, out, idx, nidx):
     """fixedpoint.fx_attend on wide scores and values, M = (Mh, Ml) the largest
@@ -925,27 +941,13 @@ def w_attend_groups(scores, Mh, Ml, m, values, I, f, mode, err, e2, scr, weights
         if not ok or -dm < thr:
             weights[j] = 0
         else:
-            e2[E_CODE] = 0
-            e2[E_MAXABS] = 0
-            e2[E_SAT] = 0
-            ej = exp_raw(-dm, min(I, 62 - f), f, mode, e2)
-            if e2[E_CODE] != 0:
-                record_error(err, e2[E_CODE], e2[E_OP], e2[E_NEED])
-            err[E_SAT] += e2[E_SAT]              # exp(0) = 2^f clamps at I = 0
-            _track(np.int64(0), ej, err)
+            ej = _exp_shift(dm, I, f, mode, err, e2, np.int64(1))
             weights[j] = ej
             Zh, Zl = w_add(Zh, Zl, np.int64(0), ej, I, f, mode, err)
     for g in range(ng):
         ok, dm = _shift_mag(gs[g, 0], gs[g, 1], Mh, Ml)
         if ok and -dm >= thr:
-            e2[E_CODE] = 0
-            e2[E_MAXABS] = 0
-            e2[E_SAT] = 0
-            eg = exp_raw(-dm, min(I, 62 - f), f, mode, e2)
-            if e2[E_CODE] != 0:
-                record_error(err, e2[E_CODE], e2[E_OP], e2[E_NEED])
-            err[E_SAT] += gc[g] * e2[E_SAT]
-            _track(np.int64(0), eg, err)
+            eg = _exp_shift(dm, I, f, mode, err, e2, gc[g])
             ph, pl = mul_limbs(gc[g], eg)         # gc e = ph 2^62 + pl: limbs (ph >> 1, (ph & 1) 2^62 + pl)
             Zh, Zl = w_add(Zh, Zl, ph >> 1, ((ph & 1) << 62) | pl, I, f, mode, err)
     for k in range(2 * d):
