@@ -230,10 +230,11 @@ def _first_failure(cond, lo: int, hi: int) -> int | None:
     """The first n in lo..hi where the condition fails, exactly (None: it holds at every
     n); cached per condition, since a certificate's builder margins do not change
     when only the built model is changed (the mutation tests)."""
-    from .symbolic import exact_truth
+    from .symbolic import compiled_truth
     key = (sp.srepr(cond), lo, hi)
     if key not in _EXHAUSTIVE:
-        _EXHAUSTIVE[key] = next((m for m in range(lo, hi + 1) if not exact_truth(cond, {N: m})), None)
+        holds = compiled_truth(sp.sympify(cond))
+        _EXHAUSTIVE[key] = next((m for m in range(lo, hi + 1) if not holds({N: m})), None)
     return _EXHAUSTIVE[key]
 
 
@@ -507,24 +508,86 @@ def certify_machine() -> Result:
     return res
 
 
-def certify(only: list[str] | None = None, constructions: dict | None = None,
-            facts: bool = True) -> list[Result]:
-    """Certify every certificate of the construction records (checks/catalog.py;
-    ``constructions``: a name -> Certificate map instead) of the claims or names in
-    ``only`` (all when None): from the built model where the certificate has a
-    whole-model plan, else its declared obligations piecewise; plus the restated
-    per-position facts of checks/certify_facts.py (the simulator's)."""
+def _certify_one(cert) -> Result:
+    """One certificate of the construction records: from the built model where it has a
+    whole-model plan, else its declared obligations piecewise."""
+    return certify_built(cert) if cert.planned() else certify_construction(cert.con, cert.params)
+
+
+def _certify_named(name: str) -> Result | None:
+    """A pool worker's job: the certificate ``name`` of the construction records as this
+    (spawned) process builds them; None if it has no such record (a record
+    registered only in the parent process at run time: the parent certifies it)."""
+    from .catalog import certificates
+    cert = certificates().get(name)
+    return None if cert is None else _certify_one(cert)
+
+
+def _cost(cert) -> int:
+    """A certificate's cost hint: the pool starts the costliest first (the z3 tactic
+    portfolios of c-gram c = 4, then the other whole-model proofs)."""
+    if not cert.planned():
+        return 0
+    return 2 if cert.plan.portfolio is not None else 1
+
+
+def chosen_certificates(only: list[str] | None = None, constructions: dict | None = None,
+                        full: bool = False) -> tuple[list, list]:
+    """(the certificates :func:`certify` runs, the slow ones it leaves out): those of
+    the construction records (``constructions``: a name -> Certificate map instead)
+    of the claims or names in ``only`` (all when None); a slow certificate
+    (``Certificate.slow``) only with ``full`` or when ``only`` names it."""
     from .catalog import certificates
     certs = certificates() if constructions is None else constructions
-    out, built = [], set()
-    for cert in certs.values():
-        if only and cert.claim not in only and cert.name not in only:
-            continue
-        if cert.planned():
-            out.append(certify_built(cert))
-            built.add(cert.name.split("[")[0])
-        else:
-            out.append(certify_construction(cert.con, cert.params))
+    picked = [cert for cert in certs.values() if not only or cert.claim in only or cert.name in only]
+    run = [c for c in picked if full or not getattr(c, "slow", False) or (only and c.name in only)]
+    return run, [c for c in picked if c not in run]
+
+
+def certify(only: list[str] | None = None, constructions: dict | None = None,
+            facts: bool = True, workers: int = 1, full: bool = False) -> list[Result]:
+    """Certify the certificates of :func:`chosen_certificates` (the slow ones only
+    with ``full``): from the built model where the certificate has a whole-model
+    plan, else its declared obligations piecewise; plus the simulators the registry
+    builds, the machine lemmas and the restated per-position facts of
+    checks/certify_facts.py (the simulator's).
+
+    With ``workers`` > 1 every certificate runs on a pool of that many spawned
+    processes (checks.engine.PoolClient: Ctrl-C or an error ends them), the
+    costliest first (c-gram c = 4's, then the simulators, the machine lemmas and the
+    facts as one job, then the others); each is computed exactly as in one process,
+    and the results come in the same order. A record the workers do not have (one
+    registered in this process at run time) is certified here; a ``constructions``
+    map is always certified in this process."""
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    chosen, _ = chosen_certificates(only, constructions, full)
+    built = {cert.name.split("[")[0] for cert in chosen if cert.planned()}
+    workers = min(workers, len(chosen)) if constructions is None else 1
+    if workers > 1:
+        from .engine import PoolClient
+        with PoolClient(workers) as pool:
+            order = sorted(range(len(chosen)), key=lambda i: -_cost(chosen[i]))
+            futures = {pool.submit(_certify_named, chosen[i].name): i for i in order[:1]}
+            futures[pool.submit(_rest, only, constructions, facts, built)] = -1
+            futures.update({pool.submit(_certify_named, chosen[i].name): i for i in order[1:]})
+            out: list = [None] * len(chosen)
+            for fut in pool.as_completed(futures):
+                if futures[fut] < 0:
+                    rest = fut.result()
+                else:
+                    out[futures[fut]] = fut.result()
+        out = [r if r is not None else _certify_one(cert) for r, cert in zip(out, chosen)]
+    else:
+        out = [_certify_one(cert) for cert in chosen]
+        rest = _rest(only, constructions, facts, built)
+    return out + rest
+
+
+def _rest(only, constructions, facts: bool, built: set) -> list[Result]:
+    """The certificates that are not construction records': the simulators the
+    registry builds, the machine lemmas and the restated facts."""
+    out = []
     if constructions is None and (not only or "sim" in only):
         out += [certify_sim(sim) for sim in sim_simulators()]
     if constructions is None and (not only or "machine" in only):

@@ -1,4 +1,4 @@
-"""``rnngap certify [--only CLAIM ...] [--json PATH] [--explain NAME]``:
+"""``rnngap certify [--only CLAIM ...] [--json PATH] [--explain NAME] [--full] [--workers N]``:
 every construction's certificate (checks/certify.py, docs/certify.md). Where a
 construction has a whole-model plan, the certificate is about the model its
 builder builds: every layer proved on every instance of its task, for every n
@@ -15,13 +15,18 @@ def add_command(sub) -> None:
     p.add_argument("--only", nargs="+", metavar="CLAIM", help="claims (or construction names) to certify")
     p.add_argument("--explain", metavar="NAME", help="print one construction's proof chain, layer by layer")
     p.add_argument("--json", metavar="PATH", help="write one record per construction as JSON")
+    p.add_argument("--full", action="store_true",
+                   help="also the slow certificates (c-gram c = 4 at the registry's alphabet, about 35 s more)")
+    p.add_argument("--workers", type=int, metavar="N", default=None,
+                   help="processes certifying the construction records at once (default: the cores this "
+                        "process may run on)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     import time
 
-    from .certify import certify, explain, table, write_json
+    from .certify import certify, chosen_certificates, explain, table, write_json
     from .errors import UsageError, check_outputs
     from .catalog import certificates
 
@@ -36,13 +41,24 @@ def run(args) -> int:
     name = getattr(args, "explain", None)
     if name is not None and name not in certs:
         raise UsageError(f"--explain: unknown construction {name!r}; known: {', '.join(certs)}")
+    workers = getattr(args, "workers", None)
+    if workers is not None and workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {workers}")
+    if workers is None:
+        from .engine import default_workers
+        workers = default_workers()
     t0 = time.perf_counter()
     if name is not None:
         results = certify([name], facts=False)
         print(explain(results[0]))
     else:
-        results = certify(args.only)
+        full = bool(getattr(args, "full", False))
+        results = certify(args.only, workers=workers, full=full)
         print(table(results))
+        _, slow = chosen_certificates(args.only, full=full)
+        if slow:
+            print(f"not run (slow; `rnngap certify --full`, or name it in --only): "
+                  f"{', '.join(c.name for c in slow)}")
     bad = [r for r in results if not r.certified]
     print(f"{len(results)} certificates, {len(bad)} failed, {time.perf_counter() - t0:.1f} s")
     if getattr(args, "json", None):

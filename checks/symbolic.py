@@ -32,6 +32,7 @@ import signal
 import subprocess
 import sys
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 import sympy as sp
@@ -56,10 +57,12 @@ def _log2_arg(e: sp.Expr):
     return None
 
 
-def _floor_log2(y: Fraction) -> int:
-    """floor(log2 y) for y > 0, exactly."""
+def _floor_log2(y) -> int:
+    """floor(log2 y) for y > 0 (an int or a Fraction), exactly."""
     if y <= 0:
         raise ValueError(f"log2 of {y}")
+    if isinstance(y, int):
+        return y.bit_length() - 1
     k = y.numerator.bit_length() - y.denominator.bit_length()
     while Fraction(2) ** k > y:
         k -= 1
@@ -68,75 +71,125 @@ def _floor_log2(y: Fraction) -> int:
     return k
 
 
-def _ceil_log2(y: Fraction) -> int:
+def _ceil_log2(y) -> int:
     k = _floor_log2(y)
     return k if Fraction(2) ** k == y else k + 1
 
 
-def exact_value(e: Any, env: dict) -> Fraction:
-    """The exact value of a sympy expression at the sizes ``env`` ({symbol: int})."""
+def _normal(v):
+    """An exact value as an int when it is one (int arithmetic is several times
+    faster than Fraction's), else the Fraction."""
+    return v.numerator if isinstance(v, Fraction) and v.denominator == 1 else v
+
+
+@lru_cache(maxsize=4096)
+def compiled_value(e: Any):
+    """The exact evaluator of a sympy expression: a function of the sizes ``env``
+    ({symbol: int}) returning an int or a Fraction. The expression is read once
+    and its evaluation is a tree of closures (the exhaustive certificates evaluate
+    one condition at every n up to tens of thousands). :func:`exact_value` is this
+    function's value as a Fraction."""
     e = sp.sympify(e)
     if isinstance(e, sp.Rational):
-        return Fraction(int(e.p), int(e.q))
+        c = _normal(Fraction(int(e.p), int(e.q)))
+        return lambda env: c
     if isinstance(e, sp.Symbol):
-        if e not in env:
-            raise KeyError(f"no value for {e}")
-        return Fraction(env[e])
+        def sym(env, e=e):
+            if e not in env:
+                raise KeyError(f"no value for {e}")
+            return _normal(Fraction(env[e])) if not isinstance(env[e], int) else env[e]
+        return sym
     if isinstance(e, sp.Add):
-        return sum((exact_value(a, env) for a in e.args), Fraction(0))
+        parts = [compiled_value(a) for a in e.args]
+        return lambda env: _normal(sum((p(env) for p in parts), 0))
     if isinstance(e, sp.Mul):
-        y = _log2_arg(e)
-        if y is not None:
+        if _log2_arg(e) is not None:
             raise ValueError(f"log2 outside floor/ceiling: {e}")
-        out = Fraction(1)
-        for a in e.args:
-            out *= exact_value(a, env)
-        return out
+        parts = [compiled_value(a) for a in e.args]
+
+        def mul(env):
+            out = 1
+            for p in parts:
+                out *= p(env)
+            return _normal(out)
+        return mul
     if isinstance(e, sp.Pow):
-        b, k = e.args
-        kv = exact_value(k, env)
-        if kv.denominator != 1:
-            raise ValueError(f"a fractional power: {e}")
-        return exact_value(b, env) ** int(kv)
+        base, exp = compiled_value(e.args[0]), compiled_value(e.args[1])
+
+        def power(env):
+            k = exp(env)
+            if not isinstance(k, int):
+                raise ValueError(f"a fractional power: {e}")
+            b = base(env)
+            return _normal(b ** k if k >= 0 else Fraction(b) ** k)
+        return power
     if isinstance(e, (sp.floor, sp.ceiling)):
+        down = isinstance(e, sp.floor)
         y = _log2_arg(e.args[0])
         if y is not None:
-            yv = exact_value(y, env)
-            return Fraction(_floor_log2(yv) if isinstance(e, sp.floor) else _ceil_log2(yv))
-        v = exact_value(e.args[0], env)
-        q, r = divmod(v.numerator, v.denominator)
-        return Fraction(q if isinstance(e, sp.floor) or r == 0 else q + 1)
+            arg = compiled_value(y)
+            return (lambda env: _floor_log2(arg(env))) if down else (lambda env: _ceil_log2(arg(env)))
+        arg = compiled_value(e.args[0])
+
+        def rounded(env):
+            v = arg(env)
+            if isinstance(v, int):
+                return v
+            q, r = divmod(v.numerator, v.denominator)
+            return q if down or r == 0 else q + 1
+        return rounded
     if isinstance(e, (sp.Max, sp.Min)):
-        vals = [exact_value(a, env) for a in e.args]
-        return max(vals) if isinstance(e, sp.Max) else min(vals)
+        parts, pick = [compiled_value(a) for a in e.args], (max if isinstance(e, sp.Max) else min)
+        return lambda env: pick([p(env) for p in parts])
     if isinstance(e, sp.Abs):
-        return abs(exact_value(e.args[0], env))
+        arg = compiled_value(e.args[0])
+        return lambda env: abs(arg(env))
     if isinstance(e, sp.Piecewise):
-        for val, cond in e.args:
-            if cond == sp.true or exact_truth(cond, env):
-                return exact_value(val, env)
-        raise ValueError(f"no branch of {e} holds")
+        branches = [(compiled_value(val), None if cond == sp.true else compiled_truth(cond)) for val, cond in e.args]
+
+        def piecewise(env):
+            for val, cond in branches:
+                if cond is None or cond(env):
+                    return val(env)
+            raise ValueError(f"no branch of {e} holds")
+        return piecewise
     raise ValueError(f"cannot evaluate {type(e).__name__} exactly: {e}")
+
+
+_RELATIONS = {sp.StrictLessThan: lambda a, b: a < b, sp.LessThan: lambda a, b: a <= b,
+              sp.StrictGreaterThan: lambda a, b: a > b, sp.GreaterThan: lambda a, b: a >= b,
+              sp.Equality: lambda a, b: a == b, sp.Unequality: lambda a, b: a != b}
+
+
+@lru_cache(maxsize=4096)
+def compiled_truth(rel: Any):
+    """The exact evaluator of a sympy relation (or And/Or/Not of relations): a
+    function of ``env`` returning a bool (:func:`compiled_value` for its sides)."""
+    rel = sp.sympify(rel)
+    if rel in (sp.true, sp.false):
+        v = bool(rel == sp.true)
+        return lambda env: v
+    if isinstance(rel, (sp.And, sp.Or)):
+        parts, join = [compiled_truth(a) for a in rel.args], (all if isinstance(rel, sp.And) else any)
+        return lambda env: join(p(env) for p in parts)
+    if isinstance(rel, sp.Not):
+        arg = compiled_truth(rel.args[0])
+        return lambda env: not arg(env)
+    for cls, op in _RELATIONS.items():
+        if isinstance(rel, cls):
+            lhs, rhs = compiled_value(rel.lhs), compiled_value(rel.rhs)
+            return lambda env: op(lhs(env), rhs(env))
+    raise ValueError(f"not a relation: {rel}")
+
+
+def exact_value(e: Any, env: dict) -> Fraction:
+    """The exact value of a sympy expression at the sizes ``env`` ({symbol: int})."""
+    return Fraction(compiled_value(sp.sympify(e))(env))
 
 
 def exact_truth(rel: Any, env: dict) -> bool:
     """The truth of a sympy relation (or And/Or/Not of relations) at ``env``, exactly."""
-    rel = sp.sympify(rel)
-    if rel in (sp.true, sp.false):
-        return bool(rel == sp.true)
-    if isinstance(rel, sp.And):
-        return all(exact_truth(a, env) for a in rel.args)
-    if isinstance(rel, sp.Or):
-        return any(exact_truth(a, env) for a in rel.args)
-    if isinstance(rel, sp.Not):
-        return not exact_truth(rel.args[0], env)
-    lhs, rhs = exact_value(rel.lhs, env), exact_value(rel.rhs, env)
-    ops = {sp.StrictLessThan: lhs < rhs, sp.LessThan: lhs <= rhs, sp.StrictGreaterThan: lhs > rhs,
-           sp.GreaterThan: lhs >= rhs, sp.Equality: lhs == rhs, sp.Unequality: lhs != rhs}
-    for cls, val in ops.items():
-        if isinstance(rel, cls):
-            return val
-    raise ValueError(f"not a relation: {rel}")
+    return bool(compiled_truth(sp.sympify(rel))(env))
 
 
 # ----------------------------------------------------------------------------

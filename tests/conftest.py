@@ -28,3 +28,15 @@ settings.register_profile(
 )
 _default = "ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else "dev"
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", _default))
+
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def all_certificates():
+    """``certify(full=True)`` once per test session, on two worker processes (every
+    certificate of the catalogue, the slow ones included), by construction name:
+    the tests that read the unmutated certificates share this one run."""
+    from rnngap.checks.certify import certify
+    return certify(workers=2, full=True)

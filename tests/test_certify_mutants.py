@@ -183,17 +183,18 @@ def test_an_equivalent_mutant_still_certifies(con, what, why, mutate):
     assert r.certified, (what, why, r.failures)
 
 
-def test_the_unmutated_models_certify_with_every_layer_covered():
+def test_the_unmutated_models_certify_with_every_layer_covered(all_certificates):
+    by = {r.construction: r for r in all_certificates}
     for con in ("retrieval.index[a=n+2]", "retrieval.ar[a=n+2]", "retrieval.cgram3[a=n+2]",
                 "retrieval.counting[a=n+1]", "retrieval.mqar", "hybrid.index", "hybrid.ar"):
-        r = certify_built(certificate(con))
+        r = by[con]
         assert r.certified, (con, r.failures)
         assert r.source == "built-model"
         assert {"format", "embedding", "heads", "readout", "builder-margins"} <= set(r.covers), r.covers
         assert any(s["layer"] == "readout" and s["answer"] == "unsat" for s in r.steps)
 
 
-def test_a_split_of_the_gap_that_misses_a_case_fails_its_coverage_step():
+def test_a_split_of_the_gap_that_misses_a_case_fails_its_coverage_step(all_certificates):
     """The c-gram match head's gap is proved by cases (a later key; an earlier key
     whose k-th token back is below or above the gram's): a hint to z3, not an
     assumption. A split without the cases of the third component leaves the
@@ -214,7 +215,7 @@ def test_a_split_of_the_gap_that_misses_a_case_fails_its_coverage_step():
     assert [f["obligation"] for f in r.failures] == \
         ["layer 1 head match: the cases of the gap cover every other key"]
     assert "sat" in r.failures[0]["why"]
-    full = certify_built(cert)
+    full = next(r for r in all_certificates if r.construction == cert.name)
     assert full.certified and sum(s["lemma"].startswith("first full match") for s in full.steps) == 7
 
 

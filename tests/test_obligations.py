@@ -124,9 +124,10 @@ def test_nondecreasing_prover():
     assert not any(nondecreasing(e) for e in no)
 
 
-def test_certify_everything_quickly():
-    rs = certify()
+def test_certify_everything_quickly(all_certificates):
+    rs = all_certificates
     assert all(r.certified for r in rs), table(rs)
+    assert [r.construction for r in rs[:len(certificates())]] == list(certificates())   # the catalogue's order
     claims = {r.claim for r in rs}
     assert {"T4.6-up", "T4.7-up", "T5-RAG", "T5.6", "T5-hyb-P", "T4.1", "sim"} <= claims
     facts = {r.construction: r for r in rs if r.method == "smt"}
@@ -221,6 +222,50 @@ def test_cli_exits_1_and_json_names_the_failure(tmp_path, monkeypatch):
     assert len(recs) == 1 and recs[0]["certified"] is False and recs[0]["construction"] == con.name
     assert {"claim", "construction", "obligations", "n_min", "n_max", "method", "certified", "seconds"} <= set(recs[0])
     assert recs[0]["failures"][0]["first_n"] >= 2000
+
+
+def test_certify_on_two_workers_equals_one_process():
+    """The pool runs each certificate exactly as one process does: the same records
+    (but the seconds), in the same order, with the simulators, the machine lemmas and
+    the facts."""
+    only = ["T5-RAG", "hybrid.index", "sim: per-position", "machine"]
+    one, two = certify(only, workers=1), certify(only, workers=2)
+    # the SMT-LIB text of a query names its shared subterms by z3's term ids (?x193),
+    # which depend on what the process built before: equal up to those names
+    unnamed = lambda f: {k: v for k, v in f.items() if k != "query"}
+    strip = lambda rs: [{k: ([unnamed(f) for f in v] if k == "facts" else v) for k, v in r.record().items()
+                         if k != "seconds"} for r in rs]
+    assert strip(one) == strip(two)
+    from rnngap.checks.certify import chosen_certificates
+    names = [c.name for c in chosen_certificates(only)[0]]
+    assert len(names) > 5 and [r.construction for r in two][:len(names)] == names     # the catalogue's order
+    assert any(r.construction == "hybrid.index" and r.source == "built-model" for r in two)
+    assert {r.method for r in two} >= {"smt", "kernel-exhaustive", "built-model", "piecewise-monotone"}
+    with pytest.raises(ValueError, match="workers"):
+        certify(only, workers=0)
+
+
+def test_slow_certificates_run_only_with_full_or_by_name(capsys, monkeypatch):
+    """c-gram c = 4 at the registry's alphabet is the one slow certificate: left out
+    of the default run (and said so), run with --full or when --only names it."""
+    from rnngap.checks.certify import chosen_certificates
+    from rnngap.checks.cli import main
+    run, slow = chosen_certificates()
+    assert [c.name for c in slow] == ["retrieval.cgram4[a=3]"] and "retrieval.cgram4[a=n+2]" in [c.name for c in run]
+    assert chosen_certificates(full=True)[1] == [] and len(chosen_certificates(full=True)[0]) == len(certificates())
+    assert [c.name for c in chosen_certificates(["retrieval.cgram4[a=3]"])[0]] == ["retrieval.cgram4[a=3]"]
+    assert [c.name for c in chosen_certificates(["T4.6-up"])[1]] == ["retrieval.cgram4[a=3]"]
+    assert main(["certify", "--only", "T5-RAG", "--workers", "0"]) == 2
+    assert "--workers must be >= 1" in capsys.readouterr().err
+    from rnngap.checks import certify as C
+    asked = []
+    monkeypatch.setattr(C, "certify", lambda only, workers, full: asked.append((only, workers, full)) or [])
+    for argv, line in ((["--only", "T4.6-up"], True), (["--only", "T4.6-up", "--full"], False),
+                       (["--only", "retrieval.cgram4[a=3]"], False)):
+        assert main(["certify", *argv, "--workers", "3"]) == 0
+        out = capsys.readouterr().out
+        assert ("not run (slow; `rnngap certify --full`, or name it in --only): retrieval.cgram4[a=3]" in out) == line
+    assert asked == [(["T4.6-up"], 3, False), (["T4.6-up"], 3, True), (["retrieval.cgram4[a=3]"], 3, False)]
 
 
 def test_write_json_roundtrip(tmp_path):
