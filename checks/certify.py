@@ -233,7 +233,7 @@ def _first_failure(cond, lo: int, hi: int) -> int | None:
     from .symbolic import compiled_truth
     key = (sp.srepr(cond), lo, hi)
     if key not in _EXHAUSTIVE:
-        holds = compiled_truth(sp.sympify(cond))
+        holds = compiled_truth(sp.sympify(cond)) if lo <= hi else None
         _EXHAUSTIVE[key] = next((m for m in range(lo, hi + 1) if not holds({N: m})), None)
     return _EXHAUSTIVE[key]
 
@@ -508,6 +508,16 @@ def certify_machine() -> Result:
     return res
 
 
+def _catalog_certificates():
+    from .catalog import certificates
+    return certificates
+
+
+_CERTIFICATES = _catalog_certificates()
+"""checks.catalog.certificates as imported: :func:`certify` uses its pool only while
+that is still the catalogue's function."""
+
+
 def _certify_one(cert) -> Result:
     """One certificate of the construction records: from the built model where it has a
     whole-model plan, else its declared obligations piecewise."""
@@ -541,7 +551,8 @@ def chosen_certificates(only: list[str] | None = None, constructions: dict | Non
     certs = certificates() if constructions is None else constructions
     picked = [cert for cert in certs.values() if not only or cert.claim in only or cert.name in only]
     run = [c for c in picked if full or not getattr(c, "slow", False) or (only and c.name in only)]
-    return run, [c for c in picked if c not in run]
+    names = {c.name for c in run}
+    return run, [c for c in picked if c.name not in names]
 
 
 def certify(only: list[str] | None = None, constructions: dict | None = None,
@@ -555,15 +566,21 @@ def certify(only: list[str] | None = None, constructions: dict | None = None,
     With ``workers`` > 1 every certificate runs on a pool of that many spawned
     processes (checks.engine.PoolClient: Ctrl-C or an error ends them), the
     costliest first (c-gram c = 4's, then the simulators, the machine lemmas and the
-    facts as one job, then the others); each is computed exactly as in one process,
-    and the results come in the same order. A record the workers do not have (one
+    facts as one job, then the others); each certificate is computed by the same
+    code as in one process (z3's time limits are wall-clock, and the SMT-LIB text of
+    a query names shared subterms by ids that depend on the process), and the
+    results come in the same order. A record the workers do not have (one
     registered in this process at run time) is certified here; a ``constructions``
-    map is always certified in this process."""
+    map, or a catalogue function replaced in this process, is certified in this
+    process alone."""
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     chosen, _ = chosen_certificates(only, constructions, full)
     built = {cert.name.split("[")[0] for cert in chosen if cert.planned()}
-    workers = min(workers, len(chosen)) if constructions is None else 1
+    from . import catalog
+    # the workers build the catalogue afresh: a catalogue replaced in this process (a
+    # test's monkeypatch) is certified here, where the change is seen
+    workers = min(workers, len(chosen)) if constructions is None and catalog.certificates is _CERTIFICATES else 1
     if workers > 1:
         from .engine import PoolClient
         with PoolClient(workers) as pool:

@@ -76,13 +76,26 @@ def _ceil_log2(y) -> int:
     return k if Fraction(2) ** k == y else k + 1
 
 
+def _lazy(compile_, e):
+    """The evaluator ``compile_(e)``, compiled at its first call: a Piecewise branch or an
+    And / Or argument that evaluation never reaches is never read (as the recursive
+    reading it replaces)."""
+    box: list = []
+
+    def run(env):
+        if not box:
+            box.append(compile_(e))
+        return box[0](env)
+    return run
+
+
 def _normal(v):
     """An exact value as an int when it is one (int arithmetic is several times
     faster than Fraction's), else the Fraction."""
     return v.numerator if isinstance(v, Fraction) and v.denominator == 1 else v
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=4096, typed=True)
 def compiled_value(e: Any):
     """The exact evaluator of a sympy expression: a function of the sizes ``env``
     ({symbol: int}) returning an int or a Fraction. The expression is read once
@@ -144,8 +157,9 @@ def compiled_value(e: Any):
     if isinstance(e, sp.Abs):
         arg = compiled_value(e.args[0])
         return lambda env: abs(arg(env))
-    if isinstance(e, sp.Piecewise):
-        branches = [(compiled_value(val), None if cond == sp.true else compiled_truth(cond)) for val, cond in e.args]
+    if isinstance(e, sp.Piecewise):      # a branch is read when it is first reached, as evaluating does
+        branches = [(_lazy(compiled_value, val), None if cond == sp.true else _lazy(compiled_truth, cond))
+                    for val, cond in e.args]
 
         def piecewise(env):
             for val, cond in branches:
@@ -161,7 +175,7 @@ _RELATIONS = {sp.StrictLessThan: lambda a, b: a < b, sp.LessThan: lambda a, b: a
               sp.Equality: lambda a, b: a == b, sp.Unequality: lambda a, b: a != b}
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=4096, typed=True)
 def compiled_truth(rel: Any):
     """The exact evaluator of a sympy relation (or And/Or/Not of relations): a
     function of ``env`` returning a bool (:func:`compiled_value` for its sides)."""
@@ -169,8 +183,8 @@ def compiled_truth(rel: Any):
     if rel in (sp.true, sp.false):
         v = bool(rel == sp.true)
         return lambda env: v
-    if isinstance(rel, (sp.And, sp.Or)):
-        parts, join = [compiled_truth(a) for a in rel.args], (all if isinstance(rel, sp.And) else any)
+    if isinstance(rel, (sp.And, sp.Or)):       # an argument is read when it is first reached
+        parts, join = [_lazy(compiled_truth, a) for a in rel.args], (all if isinstance(rel, sp.And) else any)
         return lambda env: join(p(env) for p in parts)
     if isinstance(rel, sp.Not):
         arg = compiled_truth(rel.args[0])

@@ -245,6 +245,19 @@ def test_certify_on_two_workers_equals_one_process():
         certify(only, workers=0)
 
 
+def test_a_catalogue_replaced_in_this_process_is_certified_here(monkeypatch):
+    """The workers build the catalogue afresh; a catalogue replaced in this process
+    (here: index-rag with I two bits short from n = 2000) is certified in this
+    process, so the change is seen however many workers are asked for."""
+    from rnngap.checks import catalog
+    cert = certificate("index-rag")
+    weak = {**certificates(), "index-rag": dataclasses.replace(cert, con=_weaken_I(cert.con, 2000))}
+    monkeypatch.setattr(catalog, "certificates", lambda: weak)
+    rs = certify(["index-rag", "counting-rag"], facts=False, workers=2)
+    assert [(r.construction, r.certified) for r in rs] == [("index-rag", False), ("counting-rag", True)]
+    assert rs[0].failures[0]["first_n"] >= 2000
+
+
 def test_slow_certificates_run_only_with_full_or_by_name(capsys, monkeypatch):
     """c-gram c = 4 at the registry's alphabet is the one slow certificate: left out
     of the default run (and said so), run with --full or when --only names it."""

@@ -80,7 +80,10 @@ def test_exact_truth_equals_sympy(a, b, v, rel):
             sp.Ge: lambda x, y: x >= y, sp.Eq: lambda x, y: x == y, sp.Ne: lambda x, y: x != y}[rel]
     expect = want(_sympy_value(a, v), _sympy_value(b, v))
     assert exact_truth(r, {n: v}) == expect
-    assert compiled_truth(sp.And(r, sp.Ge(n, 1)))({n: v}) == expect
+    big = sp.Ge(n, 500_000)             # not simplified away (n >= 1 would be)
+    assert compiled_truth(sp.And(r, big))({n: v}) == (expect and v >= 500_000)
+    assert compiled_truth(sp.Or(r, big))({n: v}) == (expect or v >= 500_000)
+    assert compiled_truth(sp.Not(sp.And(r, big)))({n: v}) == (not (expect and v >= 500_000))
 
 
 def test_exact_evaluation_boundaries():
@@ -101,3 +104,9 @@ def test_exact_evaluation_boundaries():
         exact_value(n + sp.Symbol("m"), {n: 4})
     with pytest.raises(ValueError, match="fractional power"):
         exact_value(n ** (n / 2), {n: 3})
+    # a branch (or an And argument) evaluation never reaches is never read
+    unreadable = sp.Mod(n, 3)
+    assert exact_value(sp.Piecewise((n, sp.Gt(n, 2)), (unreadable, True)), {n: 5}) == 5
+    assert exact_truth(sp.And(sp.Gt(n, 9), sp.Gt(unreadable, 0)), {n: 5}) is False
+    with pytest.raises(ValueError, match="cannot evaluate"):
+        exact_value(sp.Piecewise((n, sp.Gt(n, 2)), (unreadable, True)), {n: 1})
