@@ -177,7 +177,7 @@ _RELATIONS = {sp.StrictLessThan: lambda a, b: a < b, sp.LessThan: lambda a, b: a
 
 @lru_cache(maxsize=4096, typed=True)
 def compiled_truth(rel: Any):
-    """The exact evaluator of a sympy relation (or And/Or/Not of relations): a
+    """The exact evaluator of a sympy relation (or And/Or/Not/ITE of relations): a
     function of ``env`` returning a bool (:func:`compiled_value` for its sides)."""
     rel = sp.sympify(rel)
     if rel in (sp.true, sp.false):
@@ -189,6 +189,9 @@ def compiled_truth(rel: Any):
     if isinstance(rel, sp.Not):
         arg = compiled_truth(rel.args[0])
         return lambda env: not arg(env)
+    if isinstance(rel, sp.ITE):     # sympy writes some Piecewise conditions as ITE(c, a, b)
+        c, a, b = (_lazy(compiled_truth, x) for x in rel.args)
+        return lambda env: a(env) if c(env) else b(env)
     for cls, op in _RELATIONS.items():
         if isinstance(rel, cls):
             lhs, rhs = compiled_value(rel.lhs), compiled_value(rel.rhs)

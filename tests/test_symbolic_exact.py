@@ -61,7 +61,9 @@ def exprs(draw, depth: int = 3):
 
 
 def _sympy_value(e, v: int) -> Fraction:
-    r = sp.nsimplify(e.subs(n, v))
+    r = e.subs(n, v)
+    if not r.is_Rational:
+        r = sp.simplify(r)
     assert r.is_Rational, (e, v, r)
     return Fraction(int(r.p), int(r.q))
 
@@ -110,3 +112,9 @@ def test_exact_evaluation_boundaries():
     assert exact_truth(sp.And(sp.Gt(n, 9), sp.Gt(unreadable, 0)), {n: 5}) is False
     with pytest.raises(ValueError, match="cannot evaluate"):
         exact_value(sp.Piecewise((n, sp.Gt(n, 2)), (unreadable, True)), {n: 1})
+    # sympy writes the condition of this nested Piecewise as ITE(n > 1, False, n > 1)
+    nested = sp.Piecewise((n, sp.Gt(n, 1)), (sp.Piecewise((0, sp.Gt(n, 1)), (n, True)), True))
+    for v in (1, 2, 3):
+        assert exact_value(nested, {n: v}) == v
+    ite = sp.ITE(sp.Gt(n, 2), sp.Lt(n, 5), sp.Eq(n, 1))
+    assert [exact_truth(ite, {n: v}) for v in range(1, 7)] == [True, False, True, True, False, False]
