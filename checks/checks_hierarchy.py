@@ -81,10 +81,35 @@ EXHAUSTIVE = {"quick": [2, 3, 4, 5], "full": [2, 3, 4, 5, 6, 7, 8]}
 SAMPLED = {"quick": [(8, 150), (16, 60)], "full": [(16, 400), (32, 200), (64, 40)]}
 
 
-def _t41_record(n: int, inst, profile: str, exhaustive: bool) -> Record:
+BEYOND = {"quick": [(1 << 16, 4)], "full": [(1 << 16, 8), (1 << 20, 2)]}
+"""(n, instances) of the runs past the old ceilings: a vocabulary of n^2 + 2n
+tokens past constructions.model.MAX_CANDIDATES (n > 4,094: implicit, the
+nearest-code readout without a candidate list) and a declared format past int64
+(n > 23,169: two limbs). Their t is drawn from 0..BEYOND_T, not from 0..n^2: a
+run of n^2 = 2^32 CoT steps is out of reach."""
+BEYOND_T = 4096
+
+
+def beyond_instances(n: int, rng: np.random.Generator, count: int) -> list[tuple[int, int, list[int]]]:
+    """``count`` (a, t, padding) triples drawn uniformly (t <= BEYOND_T), kept so that
+    half answer [TRUE] and half [FALSE] (by the plain-Python reference)."""
+    m = 2 * n
+    want = {TRUE: count // 2, FALSE: count - count // 2}
+    out = []
+    while any(want.values()):
+        a, t = int(rng.integers(0, m)), int(rng.integers(0, BEYOND_T + 1))
+        pad = [int(v) for v in rng.integers(0, m, size=n)]
+        ans = iter_reference(CH.prompt(n, a, t, pad))
+        if want[ans]:
+            want[ans] -= 1
+            out.append((a, t, pad))
+    return out
+
+
+def _t41_record(n: int, inst, profile: str, exhaustive: bool, beyond: bool = False) -> Record:
     t0 = time.perf_counter()
     model = CH.iterate_rnn(n)
-    rnn = model.rnn()
+    rnn = model.rnn() if exhaustive else None
     T = CH.steps(n)
     bad = cot_max = 0
     state_checked = 0
@@ -96,6 +121,8 @@ def _t41_record(n: int, inst, profile: str, exhaustive: bool) -> Record:
         answers.append(g.answer)
         cot_max = max(cot_max, g.cot_length)
         ok = g.answer == want and g.cot_length == t
+        if ok and beyond:         # the CoT is the map's orbit, token by token
+            ok = g.cot == [NUMBER_BASE + v for v in iter_orbit(n, a, t)[1:]]
         if ok and exhaustive:
             # step by step: the machine register x of the RNN state is g^k(a) after
             # the k-th CoT token, the counter c = k + 3, the step register r = t
@@ -115,11 +142,19 @@ def _t41_record(n: int, inst, profile: str, exhaustive: bool) -> Record:
             state_checked += 1
         bad += not ok
     r = model.resources
+    where = ""
+    if beyond:
+        where = (f"; past the old ceilings: {model.fmt.name} ({'two limbs' if model.fmt.wide else 'int64'}), "
+                 f"vocabulary {model.vocab.size:,} tokens ({'implicit, nearest-code readout' if model.implicit_vocab else 'listed'}); "
+                 f"t <= {BEYOND_T} of T = n^2, CoT compared token by token")
     return Record("T4.1", model.name, task_iterate.SPEC.name, n,
                   len(inst), bad, r.used_precision_bits, CH.DECLARED.format(n).total_bits, cot_max, CH.cot_bound(n),
                   r.params, r.state_bits, round(time.perf_counter() - t0, 3),
-                  note=f"m={2 * n}, T=n^2={T}; {answer_counts(answers)}; {CONDITIONAL}",
-                  family="ITER" + (" exhaustive" if exhaustive else " random"), alphabet=2 * n, description="ITER" + (" exhaustive, state by state" if exhaustive else " sampled"))
+                  note=f"m={2 * n}, T=n^2={T}; {answer_counts(answers)}{where}; {CONDITIONAL}",
+                  family="ITER" + (" exhaustive" if exhaustive else " random"), alphabet=2 * n,
+                  description="ITER" + (" exhaustive, state by state" if exhaustive
+                                        else f" sampled past the old ceilings (t <= {BEYOND_T})" if beyond
+                                        else " sampled"))
 
 
 @register("T4.1", "ITER(n): a linear RNN with CoT runs g_n on its state")
@@ -129,6 +164,9 @@ def t41_with_cot(profile: str, seed: int) -> list[Record]:
         out.append(_t41_record(n, iter_instances(n, np.random.default_rng(seed * 1000 + n)), profile, True))
     for n, count in SAMPLED[profile]:
         out.append(_t41_record(n, iter_instances(n, np.random.default_rng(seed * 1000 + n), count), profile, False))
+    for n, count in BEYOND[profile]:
+        out.append(_t41_record(n, beyond_instances(n, np.random.default_rng([seed, n, 4101]), count), profile,
+                               False, beyond=True))
     return out
 
 

@@ -510,7 +510,7 @@ def _int_iterate(B, n, a, c):
     return 2 * B.lc(iterate_code_bound(B, n)) + 3
 
 
-ITERATE = Declared("iterate-rnn", _int_iterate, const(0), claim="T4.1")
+ITERATE = Declared("iterate-rnn", _int_iterate, const(0), claim="T4.1", two_limb=True)
 
 
 def iterate_steps(B, n):

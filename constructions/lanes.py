@@ -117,7 +117,8 @@ def choose_block(model, tokens: np.ndarray, lengths: np.ndarray, share_prefix: b
     rows shorter than LANES_MAX_N (longer ones profit from the per-row path's
     pruned attention), runs of equal-length consecutive rows of LANES_MIN_RUN rows
     on average, a block of at least LANES_BLOCK_MIN lanes, for the nearest-code
-    readout at most LANES_NEAREST_MAX_C candidates, and, when the per-row path
+    readout at most LANES_NEAREST_MAX_C candidates (never an implicit
+    vocabulary, which has no table), and, when the per-row path
     would share prefixes (``share_prefix`` in raise mode), at most
     LANES_SHARE_RATIO lane tokens per step it would run (:func:`shared_steps`;
     the lanes compute every token of every row). Whatever is chosen, the results
@@ -126,8 +127,8 @@ def choose_block(model, tokens: np.ndarray, lengths: np.ndarray, share_prefix: b
     N = int(lengths.max())
     if N > LANES_MAX_N or B < LANES_MIN_RUN:
         return 0
-    if readout == "nearest_code" and len(model.candidates) > LANES_NEAREST_MAX_C:
-        return 0
+    if model.implicit_vocab or (readout == "nearest_code" and len(model.candidates) > LANES_NEAREST_MAX_C):
+        return 0          # the lanes' readout runs the table: an implicit vocabulary has none
     runs = 1 + int(np.count_nonzero(lengths[1:] != lengths[:-1]))
     if B < LANES_MIN_RUN * runs:
         return 0

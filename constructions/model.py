@@ -203,8 +203,10 @@ def _enc(fmt: FixedFormat, arr: np.ndarray, what: str) -> np.ndarray:
 
 
 MAX_CANDIDATES = 1 << 24
-"""The largest vocabulary a model takes: its readout's argmax runs over the list of
-every token id (``Model.candidates``), built in Python when the model is."""
+"""The largest vocabulary whose token ids a model lists (``Model.candidates``, built
+in Python when the model is; the generic readout's argmax runs over that list).
+A larger vocabulary is *implicit* (``Model.implicit_vocab``): accepted only for
+the nearest-code readout, which needs no list (see :class:`Model`)."""
 
 
 def _zeros(fmt: FixedFormat, *shape: int) -> np.ndarray:
@@ -315,12 +317,34 @@ class Model:
         self.max_positions = None if spec.max_positions is None else int(spec.max_positions)
         self.labels = list(spec.labels)
         D = spec.width
-        if self.vocab.size > MAX_CANDIDATES:
-            raise ValueError(f"{spec.name}: a vocabulary of {self.vocab.size:,} tokens; the readout lists every "
-                             f"candidate token, at most {MAX_CANDIDATES:,} (a readout without a candidate list "
-                             f"is still to come: issue 28)")
-        self.candidates = np.array([t for t in range(self.vocab.size) if self.vocab.contains(t)], dtype=np.int64)
-        """The token ids of the vocabulary, ascending (the readout's argmax runs over them)."""
+        self.implicit_vocab = self.vocab.size > MAX_CANDIDATES
+        """True for a vocabulary of more than :data:`MAX_CANDIDATES` tokens: its ids are
+        not listed (``candidates`` holds the specials only) and the model reads out
+        with the nearest-code readout alone (:func:`constructions.kernels.nearest_code_readout`,
+        no candidate list): every batch, session and generation. That readout gives
+        the generic readout's token and largest |raw|, and errs exactly when the
+        generic one would (it evaluates the code range's ends and the codes next to
+        the vertex, where every |value| of the generic readout is largest); only the
+        first error's kind may differ. Saturate mode is refused (the generic readout
+        would count a clamp at every token, the nearest-code one at a few)."""
+        if self.implicit_vocab:
+            plain = not self.vocab.meta and not self.vocab.count
+            if not (plain and self._nearest_code_form() >= 0):
+                raise ValueError(f"{spec.name}: a vocabulary of {self.vocab.size:,} tokens; the generic readout "
+                                 f"lists every candidate token, at most {MAX_CANDIDATES:,}; a larger vocabulary runs "
+                                 f"only with the nearest-code readout (2 tau x[v] - tau^2 x[one] over the specials and numbers, "
+                                 f"no meta or [COUNT] tokens)")
+            if fmt.mode != "raise":
+                raise ValueError(f"{spec.name}: a vocabulary of {self.vocab.size:,} tokens (no candidate list) runs "
+                                 f"in raise mode only, got {fmt.mode!r} (the nearest-code readout does not count "
+                                 f"the generic readout's clamps)")
+            self.candidates = np.array(sorted(SPECIAL_NAMES), dtype=np.int64)
+        else:
+            self.candidates = np.array([t for t in range(self.vocab.size) if self.vocab.contains(t)],
+                                       dtype=np.int64)
+        """The token ids of the vocabulary, ascending (the generic readout's argmax runs
+        over them); for an implicit vocabulary, the special ids only (the numbers are
+        every id from NUMBER_BASE to vocab.size - 1)."""
         ekind, eparam, ecoef = self._encode_embedding()
         rnn = _encode_rnn_layers(spec, fmt, D)
         rA, rB, rC, rW1, rb1, rW2, rb2 = rnn
@@ -342,8 +366,8 @@ class Model:
         nearest-code readout applies, ``predict_batch(readout="nearest_code")``),
         else -1."""
         nearest = np.array([self.nearest_code_dim, SPECIAL_MIN_CODE, self.vocab.max_number + 1], dtype=np.int64)
-        table = (K.readout_table(out_kind, out_param, out_coef, self.candidates, *fmt.args) if not fmt.wide
-                 else (np.zeros((0, 0), np.int64), np.zeros((0, 0), np.int64), np.zeros((0, 0), np.bool_)))
+        table = (K.readout_table(out_kind, out_param, out_coef, self.candidates, *fmt.args)
+                 if not (fmt.wide or self.implicit_vocab) else (np.zeros((0, 0), np.int64), np.zeros((0, 0), np.int64), np.zeros((0, 0), np.bool_)))
         self.weights = K.Weights(
             K.Network(ekind, eparam, ecoef, *rnn, *attn),
             K.Readout(out_dim, out_kind, out_param, out_coef, self.candidates, *table, nearest))
@@ -412,6 +436,16 @@ class Model:
         return Model(self.spec, fmt)
 
     def _nearest_code_dim(self) -> int:
+        if self.implicit_vocab:      # checked in __init__: no meta or [COUNT] ids, the code range is contiguous
+            return self._nearest_code_form()
+        codes = list(range(-SPECIAL_MIN_CODE + 1)) + list(range(NUMBER_BASE, NUMBER_BASE + self.vocab.max_number + 1))
+        if self.candidates.tolist() != codes:       # the code range must be contiguous
+            return -1
+        return self._nearest_code_form()
+
+    def _nearest_code_form(self) -> int:
+        """The dimension v of a readout 2 tau x[v] - tau^2 x[one] (x[one] the embedded
+        constant 1), else -1."""
         r = self.spec.readout
         if len(r) != 2 or "one" not in self.labels:
             return -1
@@ -419,9 +453,6 @@ class Model:
         one = self.labels.index("one")
         if (k1, c1, k2, c2, d2) != (K.F_TOK, Fraction(2), K.F_TOK_SQ, Fraction(-1), one) \
                 or self.spec.embedding[one] != (K.F_ONE, 0, 1):
-            return -1
-        codes = list(range(-SPECIAL_MIN_CODE + 1)) + list(range(NUMBER_BASE, NUMBER_BASE + self.vocab.max_number + 1))
-        if self.candidates.tolist() != codes:       # the code range must be contiguous
             return -1
         return d1
 
@@ -491,7 +522,7 @@ class Model:
 
     def predict_batch(self, tokens: np.ndarray, lengths: np.ndarray | None = None,
                       all_positions: bool = False, max_length: int | None = None,
-                      share_prefix: bool = True, readout: str = "table") -> np.ndarray:
+                      share_prefix: bool = True, readout: str | None = None) -> np.ndarray:
         """Next-token predictions for a batch (B, N) of prompts, one kernel call.
         Returns (B,) for the last positions, or (B, N) (-1 past each length) if
         ``all_positions``.
@@ -516,7 +547,14 @@ class Model:
         ``"nearest_code"`` (the shortcut of
         :func:`constructions.kernels.nearest_code_readout`: the same tokens and
         used bits while every logit is in range; past it the first error or the
-        clamps may differ; only for models with ``nearest_code_dim >= 0``)."""
+        clamps may differ; only for models with ``nearest_code_dim >= 0``). None:
+        ``"table"``, or ``"nearest_code"`` for an implicit vocabulary (the only
+        readout it has; ``"table"`` is refused there)."""
+        if readout is None:
+            readout = "nearest_code" if self.implicit_vocab else "table"
+        if readout == "table" and self.implicit_vocab:
+            raise ValueError(f"{self.name}: a vocabulary of {self.vocab.size:,} tokens has no candidate list for the "
+                             f"table readout; it reads out with readout='nearest_code' (the default)")
         if readout not in READOUTS:
             raise ValueError(f"{self.name}: readout must be one of {sorted(READOUTS)}, got {readout!r}")
         if readout == "nearest_code" and self.nearest_code_dim < 0:
@@ -543,7 +581,15 @@ class Model:
         # lookup table over the ids 0..max candidate settles it in one gather (~10x
         # cheaper than the masked isin below, which runs otherwise and names the token)
         full_ok = False
-        if int(lengths.min()) == N and tokens.size:
+        if self.implicit_vocab:      # no list: ids 0 .. size - 1 that are numbers or specials
+            inside = np.arange(N)[None, :] < lengths[:, None]
+            known = ((tokens >= NUMBER_BASE) & (tokens < self.vocab.size)) | np.isin(tokens, self.candidates)
+            full_ok = bool(known[inside].all())
+            if not full_ok:
+                b, t = map(int, np.argwhere(inside & ~known)[0])
+                raise ValueError(f"{self.name}: batch[{b}] token id {int(tokens[b, t])} at position {t} "
+                                 f"is not in the vocabulary (size {self.vocab.size})")
+        elif int(lengths.min()) == N and tokens.size:
             table = np.zeros(int(self.candidates.max()) + 1, dtype=bool)
             table[self.candidates] = True
             full_ok = int(tokens.min()) >= 0 and int(tokens.max()) < table.size and bool(table.take(tokens).all())
@@ -742,8 +788,10 @@ class Session:
         m = self.model
         if self._wide:
             ro = m.weights.readout
-            tok = WX.w_read(self.x, False, ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef,
+            tok = WX.w_read(self.x, m.implicit_vocab, ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef,
                             ro.candidates, ro.nearest, *m.fmt.args, self.err)
+        elif m.implicit_vocab:       # no candidate list: the nearest-code readout
+            tok = K.nearest_code_readout(self.x, m.weights.readout, *m.fmt.args, self.err)
         else:
             tok = K.readout_flat(self.x, *m.weights.readout, *m.fmt.args, self.err)
         self._absorb()
@@ -823,7 +871,8 @@ class RNNAdapter:
         err = new_err()
         K.embed(np.int64(tok), np.int64(0), m.weights.net, *m.fmt.args, err, x)
         _residual_from_state(m, h, x, err)
-        tokout = K.readout(x, m.weights.readout, m.candidates, *m.fmt.args, err)
+        tokout = (K.nearest_code_readout(x, m.weights.readout, *m.fmt.args, err) if m.implicit_vocab
+                  else K.readout(x, m.weights.readout, m.candidates, *m.fmt.args, err))
         m.absorb(err)
         check_err(err, m.fmt, f"{m.name} readout")
         return int(tokout)

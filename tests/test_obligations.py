@@ -153,6 +153,8 @@ def test_certify_everything_quickly(all_certificates):
     hc = by["hybrid.counting"]                            # a margin shown only exhaustively: capped, said
     assert hc.n_max_int64 < hc.n_max < 2 ** 16 and "checked to n =" in hc.note
     assert by["hybrid.istree"].n_max > 2000 > by["hybrid.istree"].n_max_int64
+    it = by["iterate-rnn"]                                # T4.1: two limbs past 23,169 (issue 28: >= 2^16)
+    assert it.n_max_int64 == 23169 and it.n_max >= 2 ** 20 and it.certified
 
 
 def test_machine_lemmas_on_two_limb_formats(monkeypatch):
