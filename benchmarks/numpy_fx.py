@@ -262,6 +262,8 @@ def predict_last(model: Model, tokens: np.ndarray) -> np.ndarray:
         H = np.maximum(fx.add(H, W.ab1[l]), 0)
         X = fx.add(X, fx.add(_matvec(fx, W.aW2[l], H), W.ab2[l]))
     x = X[:, -1, :]
+    if model.implicit_vocab:
+        raise ValueError(f"{model.name}: the numpy reference lists every token; the vocabulary is implicit")
     cands = model.candidates
     best = np.full(B, -1, np.int64)
     best_logit = np.zeros(B, np.int64)

@@ -117,7 +117,9 @@ def _t41_record(n: int, inst, profile: str, exhaustive: bool, beyond: bool = Fal
     for a, t, pad in inst:
         p = CH.prompt(n, a, t, pad)
         want = iter_reference(p)
-        g = generate(model, p, answer_tokens=[TRUE, FALSE], max_cot=T)
+        # past the old ceilings T = n^2 is out of reach: a model that never answers
+        # stops one token past t (and fails the CoT length check) instead of running on
+        g = generate(model, p, answer_tokens=[TRUE, FALSE], max_cot=t + 1 if beyond else T)
         answers.append(g.answer)
         cot_max = max(cot_max, g.cot_length)
         ok = g.answer == want and g.cot_length == t

@@ -444,8 +444,9 @@ class Model:
         return self._nearest_code_form()
 
     def _nearest_code_form(self) -> int:
-        """The dimension v of a readout 2 tau x[v] - tau^2 x[one] (x[one] the embedded
-        constant 1), else -1."""
+        """The dimension v of a readout 2 tau x[v] - tau^2 x[one] with x[one] the
+        constant 1 at the readout (embedded as 1, and no layer writes it: its rows of
+        every C, W2, b2 and W_O are zero), else -1."""
         r = self.spec.readout
         if len(r) != 2 or "one" not in self.labels:
             return -1
@@ -453,6 +454,11 @@ class Model:
         one = self.labels.index("one")
         if (k1, c1, k2, c2, d2) != (K.F_TOK, Fraction(2), K.F_TOK_SQ, Fraction(-1), one) \
                 or self.spec.embedding[one] != (K.F_ONE, 0, 1):
+            return -1
+        rows = [L.C[one] for L in self.spec.rnn_layers] + [L.W2[one] for L in self.spec.rnn_layers]
+        rows += [L.W2[one] for L in self.spec.attn_layers] + [h.WO[one] for L in self.spec.attn_layers for h in L.heads]
+        rows += [[L.b2[one]] for L in list(self.spec.rnn_layers) + list(self.spec.attn_layers)]
+        if any(v != 0 for row in rows for v in row):
             return -1
         return d1
 
@@ -948,6 +954,9 @@ class RealModel:
         self.rnn = [tuple(_f(a) for a in (L.A, L.B, L.C, L.W1, L.b1, L.W2, L.b2)) for L in spec.rnn_layers]
         self.attn = [([tuple(_f(a) for a in (h.WQ, h.WK, h.WV, h.WO)) for h in L.heads],
                       tuple(_f(a) for a in (L.W1, L.b1, L.W2, L.b2))) for L in spec.attn_layers]
+        if self.vocab.size > MAX_CANDIDATES:
+            raise ValueError(f"{spec.name} (real): the float twin lists every token; a vocabulary of "
+                             f"{self.vocab.size:,} tokens is past {MAX_CANDIDATES:,}")
         self.candidates = [t for t in range(self.vocab.size) if self.vocab.contains(t)]
 
     def residuals(self, tokens: Sequence[int]) -> np.ndarray:

@@ -551,6 +551,9 @@ class RNNSimulator:
         L = len(prompt)
         if L > self.max_prompt:
             raise ValueError(f"prompt of length {L} exceeds the simulator's max_prompt {self.max_prompt}")
+        if answer_tokens is None and self.rnn.implicit_vocab:
+            raise ValueError(f"{self.rnn.name}: name the answer tokens (its vocabulary of "
+                             f"{self.rnn.vocab.size:,} tokens is implicit, not listed)")
         answers = list(answer_tokens) if answer_tokens is not None else \
             [t for t in range(self.rnn.vocab.size) if self.rnn.vocab.contains(t)]
         g = generate(self.model, prompt, answer_tokens=answers, max_cot=self.cot_bound(L))

@@ -318,6 +318,9 @@ class LinearRNNTarget:
         ok, why = output_from_state(model.spec)
         if not ok:
             raise ValueError(f"LinearRNNTarget needs a readout that depends on the state only: {why}")
+        if model.implicit_vocab:
+            raise ValueError(f"LinearRNNTarget embeds every token id: {model.name}'s vocabulary of "
+                             f"{model.vocab.size:,} tokens is implicit")
         self.model = model
         self.name = model.name
         self._adapter = model.rnn()

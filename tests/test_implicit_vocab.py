@@ -25,11 +25,9 @@ from rnngap.constructions.vocab import FALSE, NUMBER_BASE, TRUE
 def _implicit(monkeypatch, build):
     """``build()`` with the candidate limit just below its vocabulary."""
     size = build().vocab.size
-    monkeypatch.setattr(M, "MAX_CANDIDATES", size - 1)
-    try:
+    with monkeypatch.context() as mp:
+        mp.setattr(M, "MAX_CANDIDATES", size - 1)
         return build()
-    finally:
-        monkeypatch.undo()
 
 
 def _runs(model, n):
@@ -58,10 +56,12 @@ def test_implicit_equals_listed_on_every_instance(monkeypatch, storage):
     assert listed.resources.used_precision_bits == implicit.resources.used_precision_bits > 0
 
 
-def test_implicit_batches_equal_listed_and_refuse_the_table(monkeypatch):
+@pytest.mark.parametrize("storage", ["int64", "two-limb"])
+def test_implicit_batches_equal_listed_and_refuse_the_table(monkeypatch, storage):
     n = 5
-    listed = CH.iterate_rnn(n)
-    implicit = _implicit(monkeypatch, lambda: CH.iterate_rnn(n))
+    fmt = FixedFormat(CH.DECLARED.format(n).int_bits, 0, storage=storage)
+    listed = CH.iterate_rnn(n, fmt=fmt)
+    implicit = _implicit(monkeypatch, lambda: CH.iterate_rnn(n, fmt=fmt))
     rng = np.random.default_rng(0)
     toks = np.array([CH.prompt(n, int(rng.integers(0, 2 * n)), int(rng.integers(0, n * n + 1)),
                                [int(v) for v in rng.integers(0, 2 * n, size=n)]) for _ in range(40)])
@@ -80,6 +80,8 @@ def test_implicit_batches_equal_listed_and_refuse_the_table(monkeypatch):
             implicit.predict_batch(row)
     with pytest.raises(ValueError, match="not in the vocabulary"):
         implicit.session().feed([0, 10])
+    if storage == "two-limb":       # the RNN protocol view runs on int64 storage only
+        return
     # the RNN protocol view reads out the same way
     h = implicit.rnn()
     st = h.initial_state()
@@ -95,6 +97,15 @@ def test_implicit_refusals(monkeypatch):
     with pytest.raises(ValueError, match="raise mode only"):
         _implicit(monkeypatch, lambda: CH.iterate_rnn(n, fmt=sat))
     # a readout that is not the nearest-code form cannot go without its list
+    # a layer that writes x[one]: the vertex is no longer v (the readout form needs x[one] = 1)
+    import copy
+    spec = copy.deepcopy(CH.iterate_rnn(n).spec)
+    spec.rnn_layers[-1].b2[spec.labels.index("one")] = 1
+    assert M.Model(spec, CH.DECLARED.format(n)).nearest_code_dim == -1
+    with monkeypatch.context() as mp:
+        mp.setattr(M, "MAX_CANDIDATES", spec.vocab.size - 1)
+        with pytest.raises(ValueError, match="runs only with the nearest-code readout"):
+            M.Model(spec, CH.DECLARED.format(n))
     m = random_target(2, 4, seed=0).model
     assert m.nearest_code_dim < 0
     monkeypatch.setattr(M, "MAX_CANDIDATES", m.vocab.size - 1)
@@ -128,8 +139,9 @@ def test_errors_agree_at_every_integer_width(monkeypatch):
                 continue
             try:
                 outcome.append(("read", s.next_token()))
-            except PrecisionError as e:
-                outcome.append(("readout raised", type(e).__name__, int(s.err[E_CODE])))
+            except PrecisionError:
+                assert int(s.err[E_CODE]) != 0
+                outcome.append(("readout raised",))     # the first error's kind may differ
         assert outcome[0] == outcome[1], (I, outcome)
         kinds.add(outcome[0][0] if isinstance(outcome[0], tuple) else outcome[0])
     assert {"read", "readout raised"} <= kinds, kinds
@@ -143,12 +155,13 @@ def test_t41_past_the_old_ceilings(n):
     assert m.implicit_vocab and m.vocab.size > M.MAX_CANDIDATES
     assert m.fmt.wide == (n > 23169)
     rng = np.random.default_rng(n)
-    answers = set()
-    for t in (0, 1, 37, 600):
-        a = int(rng.integers(0, 2 * n))
-        p = CH.prompt(n, a, t, [int(v) for v in rng.integers(0, 2 * n, size=n)])
+    for t, want in ((0, TRUE), (1, FALSE), (37, TRUE), (600, FALSE)):
+        while True:              # a drawn instance whose reference answer is ``want``
+            a = int(rng.integers(0, 2 * n))
+            p = CH.prompt(n, a, t, [int(v) for v in rng.integers(0, 2 * n, size=n)])
+            if reference(p) == want:
+                break
         g = generate(m, p, answer_tokens=[TRUE, FALSE], max_cot=t + 1)
         assert g.cot == [NUMBER_BASE + v for v in orbit(n, a, t)[1:]]
-        assert g.answer == reference(p)
-        answers.add(g.answer)
+        assert g.answer == want
     assert m.resources.used_precision_bits <= CH.DECLARED.format(n).total_bits
