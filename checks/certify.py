@@ -44,10 +44,12 @@ from rnngap.constructions.fixedpoint import MAX_MAGNITUDE_BITS, MAX_WIDE_MAGNITU
 from rnngap.constructions.wide_exec import ATTENTION_MAX_FRAC_BITS
 from rnngap.constructions.obligations import Construction
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Version of the ``certify --json`` record (docs/records.md); 2 added ``covers``,
 ``source`` and the built-model certificates; 3 added ``n_max_int64`` (``n_max``
-counts two-limb storage for the constructions that declare it)."""
+counts two-limb storage for the constructions that declare it); 4: the row
+``sim: token types and heads (built)`` (source ``built-model``) replaced ``sim: per-position``
+(source ``restated-formula``, no longer produced)."""
 I_SYM = sp.Symbol("I", integer=True, nonnegative=True)
 F_SYM = sp.Symbol("f", integer=True, nonnegative=True)
 N_CAP = 1 << 62
@@ -475,8 +477,8 @@ def sim_simulators(seed: int = 0) -> list:
 
 SIM_NOTE = ("the simulator's I is defined as the largest of its needs (bounds.sim_int), so its range "
             "obligations hold by definition; certified: the int64 fit up to n_max, I nondecreasing in the "
-            "context n, the heads' gap and the clamp gate; the position heads' per-position facts are "
-            "proved for all n ('sim: per-position')")
+            "context n, the heads' gap and the clamp gate; the heads themselves are proved from each built "
+            "simulator ('sim: token types and heads (built)')")
 
 
 def certify_sim(sim) -> Result:
@@ -560,13 +562,13 @@ def certify(only: list[str] | None = None, constructions: dict | None = None,
     """Certify the certificates of :func:`chosen_certificates` (the slow ones only
     with ``full``): from the built model where the certificate has a whole-model
     plan, else its declared obligations piecewise; plus the simulators the registry
-    builds, the machine lemmas and the restated per-position facts of
-    checks/certify_facts.py (the simulator's).
+    builds (their declared obligations; with ``facts`` their heads, proved from the
+    built simulators: checks/certify_sim.py) and the machine lemmas.
 
     With ``workers`` > 1 every certificate runs on a pool of that many spawned
     processes (checks.engine.PoolClient: Ctrl-C or an error ends them), the
-    costliest first (c-gram c = 4's, then the simulators, the machine lemmas and the
-    facts as one job, then the others); each certificate is computed by the same
+    costliest first (c-gram c = 4's, then the simulators, their heads and the machine
+    lemmas as one job, then the others); each certificate is computed by the same
     code as in one process (z3's time limits are wall-clock, and the SMT-LIB text of
     a query names shared subterms by ids that depend on the process), and the
     results come in the same order. A record the workers do not have (one
@@ -576,7 +578,6 @@ def certify(only: list[str] | None = None, constructions: dict | None = None,
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     chosen, _ = chosen_certificates(only, constructions, full)
-    built = {cert.name.split("[")[0] for cert in chosen if cert.planned()}
     from . import catalog
     # the workers build the catalogue afresh: a catalogue replaced in this process (a
     # test's monkeypatch) is certified here, where the change is seen
@@ -586,7 +587,7 @@ def certify(only: list[str] | None = None, constructions: dict | None = None,
         with PoolClient(workers) as pool:
             order = sorted(range(len(chosen)), key=lambda i: -_cost(chosen[i]))
             futures = {pool.submit(_certify_named, chosen[i].name): i for i in order[:1]}
-            futures[pool.submit(_rest, only, constructions, facts, built)] = -1
+            futures[pool.submit(_rest, only, constructions, facts)] = -1
             futures.update({pool.submit(_certify_named, chosen[i].name): i for i in order[1:]})
             out: list = [None] * len(chosen)
             for fut in pool.as_completed(futures):
@@ -597,34 +598,27 @@ def certify(only: list[str] | None = None, constructions: dict | None = None,
         out = [r if r is not None else _certify_one(cert) for r, cert in zip(out, chosen)]
     else:
         out = [_certify_one(cert) for cert in chosen]
-        rest = _rest(only, constructions, facts, built)
+        rest = _rest(only, constructions, facts)
     return out + rest
 
 
-def _rest(only, constructions, facts: bool, built: set) -> list[Result]:
+def _rest(only, constructions, facts: bool) -> list[Result]:
     """The certificates that are not construction records': the simulators the
-    registry builds, the machine lemmas and the restated facts."""
+    registry builds (their declared obligations, and with ``facts`` their heads
+    proved from the built simulators, checks/certify_sim.py) and the machine
+    lemmas."""
+    from .certify_sim import NAME as SIM_HEADS, certify_heads
     out = []
-    if constructions is None and (not only or "sim" in only):
-        out += [certify_sim(sim) for sim in sim_simulators()]
+    rows = not only or "sim" in only
+    heads = facts and (rows or SIM_HEADS in only)
+    if constructions is None and (rows or heads):
+        sims = sim_simulators()
+        if rows:
+            out += [certify_sim(sim) for sim in sims]
+        if heads:
+            out.append(certify_heads(sims, Result))
     if constructions is None and (not only or "machine" in only):
         out.append(certify_machine())
-    if facts:
-        from .certify_facts import FACTS, prove
-        for claim, name, fact_list in FACTS:
-            if only and claim not in only and name not in only:
-                continue
-            if name.split(":")[0] in built:        # superseded by its whole-model certificate
-                continue
-            t0 = time.perf_counter()
-            method, records, failures = prove(fact_list)
-            res = Result(claim, name, len(fact_list), 1, None, method, not failures, 0.0, failures=failures,
-                         facts=records, source="restated-formula",
-                         note="per-position facts restated next to the builder (checks/certify_facts.py), "
-                              "not read off the built model" + ("; z3 is not installed: NOT proved"
-                                                                if method == "smt-unavailable" else ""))
-            res.seconds = max(round(time.perf_counter() - t0, 3), 0.001)
-            out.append(res)
     return out
 
 
@@ -638,11 +632,13 @@ def write_json(results: list[Result], path: str) -> None:
 
 
 def table(results: list[Result]) -> str:
+    from .certify_sim import NAME as SIM_ROW
     rows = [("claim", "construction", "obligations", "n certified", "method", "source", "params", "ok", "seconds")]
     for r in results:
         wide = (f"; int64 to {r.n_max_int64}" if r.n_max is not None and r.n_max_int64 is not None
                 and r.n_max_int64 < r.n_max else "")
         rng = ("every format, I + f <= 62" if r.method == "kernel-exhaustive" else
+               "position heads: all n; firstK: to n_pos" if r.construction == SIM_ROW else
                f"all n >= {r.n_min}" if r.method.startswith("smt") else
                f"all n >= {r.n_min} (+ margins {r.n_min}..{r.n_max}{wide})" if r.method == "built-model" else
                f"{r.n_min}..{r.n_max}{wide}" if r.n_max is not None else "-")

@@ -3,8 +3,8 @@ every construction's certificate (checks/certify.py, docs/certify.md). Where a
 construction has a whole-model plan, the certificate is about the model its
 builder builds: every layer proved on every instance of its task, for every n
 (source ``built-model``); elsewhere its declared obligations are checked for every
-n up to the int64 limit (source ``declared-obligation``) and a few per-position
-facts restated next to the builders are proved (source ``restated-formula``).
+n up to the storage limit (source ``declared-obligation``); the simulators' heads
+are proved from the built simulators (row ``sim: token types and heads (built)``).
 Prints a table; exits 1 if anything fails, naming the layer or obligation.
 ``--explain NAME`` prints one construction's proof chain instead."""
 from __future__ import annotations
@@ -27,6 +27,7 @@ def run(args) -> int:
     import time
 
     from .certify import certify, chosen_certificates, explain, table, write_json
+    from .certify_sim import NAME as SIM_HEADS
     from .errors import UsageError, check_outputs
     from .catalog import certificates
 
@@ -34,13 +35,13 @@ def run(args) -> int:
 
     certs = certificates()
     claims = {c.claim for c in certs.values()} | {"sim", "machine"}  # sim: the registry's RNNs
-    known = claims | set(certs)
+    known = claims | set(certs) | {SIM_HEADS}
     for o in args.only or []:
         if o not in known:
             raise UsageError(f"unknown claim or construction {o!r}; known claims: {', '.join(sorted(claims))}")
     name = getattr(args, "explain", None)
-    if name is not None and name not in certs:
-        raise UsageError(f"--explain: unknown construction {name!r}; known: {', '.join(certs)}")
+    if name is not None and name not in certs and name != SIM_HEADS:
+        raise UsageError(f"--explain: unknown construction {name!r}; known: {', '.join([*certs, SIM_HEADS])}")
     workers = getattr(args, "workers", None)
     if workers is not None and workers < 1:
         raise UsageError(f"--workers must be >= 1, got {workers}")
@@ -49,7 +50,7 @@ def run(args) -> int:
         workers = default_workers()
     t0 = time.perf_counter()
     if name is not None:
-        results = certify([name], facts=False)
+        results = certify([name], facts=name == SIM_HEADS)
         print(explain(results[0]))
     else:
         full = bool(getattr(args, "full", False))

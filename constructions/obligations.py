@@ -265,8 +265,8 @@ def sim_construction(p: "Bd.SimRNN", n_min: int = 1) -> Construction:
     holds by definition; what certify adds for them is that the declared format
     fits int64 up to n_max and that I(n) is nondecreasing (so a simulator with a
     shorter context is covered). The gap obligation and the clamp gate are real
-    inequalities; the per-position facts of the simulator's position heads
-    (checks/certify_facts.py, 'sim: per-position') carry the content."""
+    inequalities; the simulator's heads are proved from each built simulator
+    (checks/certify_sim.py, row 'sim: token types and heads (built)')."""
     names = list(Bd.sim_needs(INT, p, 1, 1))
     obl = [gap("heads")]
     for k in names:

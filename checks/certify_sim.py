@@ -1,0 +1,369 @@
+"""The simulator's (claim ``sim``) token types and heads, proved from the BUILT simulator.
+
+For every simulator the registry builds (checks/certify.py ``sim_simulators``),
+its first layer (an MLP without heads: the token type of a code tau) is applied
+to the built embedding and proved, on each code range of the layout
+(:func:`type_plan`), to write exactly that range's flag and value
+(:func:`type_facts`); and each attention head's score is read off the built
+weights, never restated:
+
+    score(t, j) = sum_rows (W_Q x_t)_r (W_K x_j)_r
+
+with x_j's directions at the key side replaced by what the embedding writes there
+(``pos`` -> j, ``pos_sq`` -> j^2, ``one`` -> 1, from the built embedding's kind and
+coefficient) and every other direction a free value: at the query side every
+direction the head reads except ``one`` is a free integer (the token-type flags,
+the carried step count: integers written by the earlier MLPs), and a hidden key
+direction is a free value in the domain the plan names (``is_counter`` in {0, 1}).
+
+What each head should do is the plan below (:data:`PLAN`: the construction's
+block layout, docs/certify.md), stated over the residual's directions, and z3
+proves it from the built score for every value of the free directions:
+
+* a **position head** (``counter``, ``prevY``, ``prev<i>``, ``prompt``) attends the
+  key j* = clamp(Q - 1, 0, n), Q the plan's query (the block's start plus a
+  shift: pos - idx + shift, idx = sum_i (i + 1) is_state<i> + (S + 1)
+  (is_filler + is_rnn_token); the prompt head: step + 1), beating every other
+  key j in 0..n by at least sharpness(f) > (f + 1) ln 2, for every context n >= 1
+  (its weights do not depend on n), so its weights round to an exact one-hot
+  (the machine lemma);
+* ``firstK`` (first-occurrence tie-break, built for the simulator's n_pos)
+  attends the first key with is_counter = 1, or position 0 when there is none:
+  a key with the flag beats every key without it, and of two keys alike the
+  earlier one wins, each by at least sharpness(f), at every position up to
+  n_pos.
+
+A head the plan does not name, or a plan head the model lacks, fails the
+certificate. Not covered here (docs/certify.md): the later MLPs (the block
+roles, the RNN step, the next token's code), the carried step count the prompt
+head reads, the scores' ranges (the declared obligations and the builder's
+margins) and the readout; the exhaustive runs test them.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+from rnngap.constructions import kernels as K
+from rnngap.constructions.num import sharpness
+
+from .symbolic import prove, z3
+
+TIMEOUT_MS = 20000
+POSITION_FEATURES = {K.F_POS: "j", K.F_POS_SQ: "j^2", K.F_ONE: "1"}
+
+
+def _q(v) -> "z3.ArithRef":
+    v = Fraction(v)
+    return z3.RealVal(f"{v.numerator}/{v.denominator}") if v.denominator != 1 else z3.RealVal(v.numerator)
+
+
+def position_query(sim, shift: int) -> dict:
+    """The plan's query of a block head: the block's start plus ``shift``,
+    pos - idx + shift (idx the current token's index in its block of B = S + 2
+    tokens: S_i is at index i + 1, the Y token (filler or RNN token) at S + 1)."""
+    q = {"pos": 1, "one": shift}
+    for i in range(sim.S):
+        q[f"is_state{i}"] = -(i + 1)
+    q["is_filler"] = q["is_rnn_token"] = -(sim.S + 1)
+    return q
+
+
+def plan(sim) -> dict:
+    """head name -> ("position", query combo) | ("first", key direction)."""
+    heads = {"firstK": ("first", "is_counter"), "counter": ("position", position_query(sim, 1)),
+             "prevY": ("position", position_query(sim, 0)), "prompt": ("position", {"step": 1, "one": 1})}
+    for i in range(sim.S):
+        heads[f"prev{i}"] = ("position", position_query(sim, 2 - sim.B + i))
+    return heads
+
+
+class _Score:
+    """The built head's score as a z3 term of the query's free directions and
+    the key's embedded features."""
+
+    def __init__(self, spec, head, tag: str):
+        self.spec, self.head, self.tag = spec, head, tag
+        self.labels = list(spec.labels)
+        self.qvars: dict = {}
+
+    def query_value(self, a: int):
+        lab = self.labels[a]
+        if lab == "one" and self.spec.embedding[a] == (K.F_ONE, 0, 1):
+            return z3.RealVal(1)
+        if lab not in self.qvars:
+            self.qvars[lab] = z3.Int(f"{self.tag}.q.{lab}")
+        return z3.ToReal(self.qvars[lab])
+
+    def key_value(self, b: int, j, free: dict):
+        """The key side's direction b at position j: the embedded feature (coef x
+        pos, pos^2 or 1) or, for a hidden direction, ``free[label]``."""
+        kind, param, coef = self.spec.embedding[b]
+        lab = self.labels[b]
+        if lab in free:
+            return free[lab]
+        if kind == K.F_POS:
+            return _q(coef) * z3.ToReal(j)
+        if kind == K.F_POS_SQ:
+            return _q(coef) * z3.ToReal(j * j)
+        if kind == K.F_ONE:
+            return _q(coef)
+        raise ValueError(f"{self.head.name}: the key reads {lab!r} (embedding kind "
+                         f"{K.FEATURE_NAMES.get(kind, kind)}), which the plan gives no value")
+
+    def __call__(self, j, free: dict):
+        WQ, WK = self.head.WQ, self.head.WK
+        total = z3.RealVal(0)
+        for r in range(WQ.shape[0]):
+            q = sum((_q(WQ[r, a]) * self.query_value(a) for a in range(WQ.shape[1]) if WQ[r, a] != 0),
+                    z3.RealVal(0))
+            k = sum((_q(WK[r, b]) * self.key_value(b, j, free) for b in range(WK.shape[1]) if WK[r, b] != 0),
+                    z3.RealVal(0))
+            total = total + q * k
+        return total
+
+
+def _combo(score: _Score, combo: dict):
+    """The plan's query value: sum_d c_d x_t[d] over the same variables the score reads."""
+    total = z3.IntVal(0)
+    for lab, c in combo.items():
+        if Fraction(c).denominator != 1:
+            raise ValueError(f"the plan's query coefficient {lab}: {c} is not an integer")
+        if lab == "one":
+            total = total + int(c)
+        else:
+            if lab not in score.labels:
+                raise ValueError(f"the plan's query reads {lab!r}, which the model has no direction for")
+            if lab not in score.qvars:
+                score.qvars[lab] = z3.Int(f"{score.tag}.q.{lab}")
+            total = total + int(c) * score.qvars[lab]
+    return total
+
+
+def _show(combo: dict) -> str:
+    """pos - is_state0 - 2 is_state1 + 1: a combination as a reader writes it."""
+    terms = [(lab, int(c)) for lab, c in combo.items() if lab != "one" and c != 0]
+    terms += [("", int(combo["one"]))] if combo.get("one") else []
+    out = ""
+    for i, (lab, c) in enumerate(terms):
+        mag = str(abs(c)) if not lab or abs(c) != 1 else ""
+        body = f"{mag} {lab}".strip() if lab else mag
+        out += (("- " if c < 0 else "+ ") if i else ("-" if c < 0 else "")) + body + " "
+    return out.strip() or "0"
+
+
+def _fact(layer: str, lemma: str, statement: str, hyps: list, concl) -> dict:
+    """z3 looks for a counterexample (``unsat`` proves the fact); hypotheses that no
+    value satisfies would prove anything, so they are refused (answer ``vacuous``)."""
+    r = prove(hyps, concl, TIMEOUT_MS)
+    d = {"fact": lemma, "layer": layer, "statement": statement, "method": "smt", "answer": r["answer"],
+         "query": r.get("query", "")}
+    if "counterexample" in r:
+        d["counterexample"] = r["counterexample"]
+    if r["answer"] == "unsat":
+        sat = z3.Solver()
+        sat.set("timeout", TIMEOUT_MS)
+        sat.add(*hyps)
+        if sat.check() != z3.sat:
+            d["answer"] = "vacuous"
+            d["counterexample"] = "the hypotheses have no model"
+    return d
+
+
+def head_facts(sim, tag: str = "sim") -> list[dict]:
+    """One proof record per head of the built simulator (its score read off W_Q,
+    W_K and the embedding), and one per missing or unplanned head."""
+    spec = sim.model.spec
+    s = sharpness(sim.model.fmt.frac_bits)
+    want = plan(sim)
+    out, seen = [], set()
+    for li, L in enumerate(spec.attn_layers):
+        for h in L.heads:
+            seen.add(h.name)
+            layer = f"attention layer {li + 1}, head {h.name}"
+            if h.name not in want:
+                out.append({"fact": f"{h.name}.planned", "layer": layer, "statement": "a head the plan names",
+                            "method": "plan", "answer": "sat", "counterexample": "the plan does not name it"})
+                continue
+            score = _Score(spec, h, f"{tag}.{h.name}")
+            kind, arg = want[h.name]
+            try:
+                out += (_position_facts(score, arg, s, layer) if kind == "position"
+                        else _first_facts(score, arg, s, layer, sim.n_pos))
+            except ValueError as e:
+                out.append({"fact": f"{h.name}.read", "layer": layer, "statement": "the score's directions",
+                            "method": "plan", "answer": "sat", "counterexample": str(e)})
+    for name in sorted(set(want) - seen):
+        out.append({"fact": f"{name}.present", "layer": "attention", "statement": "the plan's head is built",
+                    "method": "plan", "answer": "sat", "counterexample": "no head of that name"})
+    return out
+
+
+def _position_facts(score: _Score, query: dict, s: int, layer: str) -> list[dict]:
+    n, j = z3.Ints(f"{score.tag}.n {score.tag}.j")
+    Q = _combo(score, query)
+    t = z3.If(Q < 1, 0, z3.If(Q > n + 1, n, Q - 1))
+    hyps = [n >= 1, j >= 0, j <= n, j != t]
+    concl = score(t, {}) - score(j, {}) >= s
+    shown = _show(query)
+    stmt = (f"for every n >= 1 and every integer value of the query's directions: with Q = {shown}, the key "
+            f"j* = clamp(Q - 1, 0, n) scores at least {s} (sharpness(f)) above every other key j in 0..n "
+            f"(score read off the built W_Q, W_K and the embedding)")
+    return [_fact(layer, f"{score.head.name}.one_hot", stmt, hyps, concl)]
+
+
+def _first_facts(score: _Score, flag: str, s: int, layer: str, n_pos: int) -> list[dict]:
+    j0, j1 = z3.Ints(f"{score.tag}.j0 {score.tag}.j1")
+    k0, k1 = z3.Ints(f"{score.tag}.k0 {score.tag}.k1")
+    P = n_pos
+    rng = [j0 >= 0, j0 <= P, j1 >= 0, j1 <= P, j0 != j1]
+    s0 = score(j0, {flag: z3.ToReal(k0)})
+    s1 = score(j1, {flag: z3.ToReal(k1)})
+    cases = [("flag_beats_no_flag", [k0 == 1, k1 == 0],
+              f"a key with {flag} = 1 beats every key with {flag} = 0"),
+             ("first_of_flagged", [k0 == 1, k1 == 1, j0 < j1], f"of two keys with {flag} = 1 the earlier wins"),
+             ("first_of_unflagged", [k0 == 0, k1 == 0, j0 < j1],
+              f"of two keys with {flag} = 0 the earlier wins (no flag yet: position 0)")]
+    out = []
+    for name, extra, what in cases:
+        stmt = (f"at every pair of key positions in 0..{P} (n_pos) and every query position: {what}, by at least "
+                f"{s} (sharpness(f)); score read off the built W_Q, W_K and the embedding")
+        out.append(_fact(layer, f"{score.head.name}.{name}", stmt, rng + extra, s0 - s1 >= s))
+    return out
+
+
+# ----------------------------------------------------------------------------
+# layer 1: the token-type MLP (a function of the token code alone)
+def type_plan(sim) -> list[tuple[str, str, int, int, dict]]:
+    """(name, what, lowest code, highest code, what the layer-1 MLP writes there:
+    label -> value as a function of the code tau) over the layout's code ranges
+    (the simulator's ``tau_F``, ``tau_S``, ``tau_K``, as its ``decode`` reads them):
+    the RNN's own tokens, the filler, each state number S_i (its value
+    2^-f (tau - c_i), c_i = tau_S[i] + OFF), the counter tokens K(t) (t = tau - tau_K)."""
+    from rnngap.constructions.simulate import TAU_MIN
+    flags = ["is_rnn_token", "is_filler"] + [f"is_state{i}" for i in range(sim.S)] + ["is_counter"]
+    unit = Fraction(1, 1 << sim.fR)
+
+    def only(flag, **values):
+        d = {f: (1 if f == flag else 0) for f in flags}
+        d.update({"state_value": 0, "counter_value": 0})
+        d.update(values)
+        return d
+    top = sim.model.vocab.max_number + 1
+    out = [("rnn_tokens", "the RNN's own tokens", TAU_MIN, sim.tau_F - 1, only("is_rnn_token")),
+           ("filler", "the filler", sim.tau_F, sim.tau_F, only("is_filler"))]
+    for i in range(sim.S):
+        c = sim.tau_S[i] + sim.OFF
+        out.append((f"state{i}", f"the state number S{i}", sim.tau_S[i], sim.tau_S[i + 1] - 1,
+                    only(f"is_state{i}", state_value=(lambda tau, c=c: _q(unit) * (tau - c),
+                                                      f"2^-{sim.fR} (tau - {c})"))))
+    out.append(("counter", "the counter K(t)", sim.tau_K, top,
+                only("is_counter", counter_value=(lambda tau: tau - sim.tau_K, f"tau - {sim.tau_K}"))))
+    return out
+
+
+def _embedded(spec, a: int, tau, pos):
+    """x[a] at a position of code tau and position pos: the built embedding's feature."""
+    from rnngap.constructions.vocab import token_code
+    kind, param, coef = spec.embedding[a]
+    c = _q(coef)
+    if kind == K.F_ZERO:
+        return z3.RealVal(0)
+    if kind == K.F_ONE:
+        return c
+    if kind == K.F_TOK:
+        return c * z3.ToReal(tau)
+    if kind == K.F_TOK_SQ:
+        return c * z3.ToReal(tau * tau)
+    if kind == K.F_IS_TOKEN:
+        return c * z3.If(tau == token_code(int(param)), z3.RealVal(1), z3.RealVal(0))
+    if kind == K.F_IS_NUM:
+        return c * z3.If(tau >= 1, z3.RealVal(1), z3.RealVal(0))
+    if kind == K.F_POS:
+        return c * z3.ToReal(pos)
+    if kind == K.F_POS_SQ:
+        return c * z3.ToReal(pos * pos)
+    raise ValueError(f"embedding feature {K.FEATURE_NAMES.get(kind, kind)} of {spec.labels[a]!r} is not read here")
+
+
+def type_facts(sim, tag: str = "sim") -> list[dict]:
+    """The first attention layer (no heads: its MLP only) read off the built
+    weights, applied to the built embedding at a token of code tau (ReLU as
+    if-then-else): on each code range of :func:`type_plan`, for every code in it
+    and every position, it writes exactly the plan's flags and values; and it
+    writes no other direction."""
+    spec = sim.model.spec
+    L = spec.attn_layers[0]
+    layer = "attention layer 1 (MLP only): token type"
+    if L.heads:
+        return [{"fact": "type.mlp_only", "layer": layer, "statement": "the first layer has no heads",
+                 "method": "plan", "answer": "sat", "counterexample": f"heads {[h.name for h in L.heads]}"}]
+    labels = list(spec.labels)
+    plan_ = type_plan(sim)
+    written = {labels[d] for d in range(len(labels))
+               if any(v != 0 for v in L.W2[d]) or L.b2[d] != 0}
+    planned = set(plan_[0][4])
+    out = []
+    if written != planned:
+        out.append({"fact": "type.writes", "layer": layer, "statement": "the MLP writes the planned directions only",
+                    "method": "plan", "answer": "sat",
+                    "counterexample": f"writes {sorted(written - planned)} not planned, "
+                                      f"misses {sorted(planned - written)}"})
+    tau, pos = z3.Ints(f"{tag}.tau {tag}.pos")
+    try:
+        x = {a: _embedded(spec, a, tau, pos) for a in range(len(labels))
+             if any(v != 0 for v in L.W1[:, a]) or labels[a] in planned}
+    except ValueError as e:
+        return out + [{"fact": "type.read", "layer": layer, "statement": "the MLP's inputs",
+                       "method": "plan", "answer": "sat", "counterexample": str(e)}]
+    hidden = []
+    for i in range(L.W1.shape[0]):
+        pre = sum((_q(L.W1[i, a]) * x[a] for a in x if L.W1[i, a] != 0), z3.RealVal(0)) + _q(L.b1[i])
+        hidden.append(z3.If(pre > 0, pre, z3.RealVal(0)))
+    for name, what, lo, hi, want in plan_:
+        goals = []
+        for lab, v in want.items():
+            d = labels.index(lab)
+            got = x.get(d, z3.RealVal(0)) + _q(L.b2[d]) + sum(
+                (_q(L.W2[d, i]) * hidden[i] for i in range(len(hidden)) if L.W2[d, i] != 0), z3.RealVal(0))
+            goals.append(got == (v[0](tau) if isinstance(v, tuple) else _q(v)))
+        stmt = (f"for every token code tau in {lo}..{hi} ({what}) and every position: the layer-1 MLP writes "
+                + ", ".join(f"{lab} = {v[1] if isinstance(v, tuple) else v}" for lab, v in want.items()
+                            if isinstance(v, tuple) or v)
+                + "; every other flag and value 0 (read off the built W1, b1, W2, b2 and the embedding)")
+        out.append(_fact(layer, f"type.{name}", stmt,
+                         [tau >= lo, tau <= hi, pos >= 0], z3.And(*goals)))
+    return out
+
+
+NAME = "sim: token types and heads (built)"
+NOTE = ("each simulator the registry builds, read off its built weights (checks/certify_sim.py): the "
+        "layer-1 MLP writes the token-type flags and the state / counter values on every code range; each "
+        "head's score (W_Q, W_K, embedding): the position heads attend the plan's key clamp(Q - 1, 0, n) "
+        "for every n >= 1, firstK the first flagged key at every position up to the simulator's n_pos, "
+        "each by sharpness(f). Not covered: the later MLPs (the block roles, the RNN step, the next code), "
+        "the scores' ranges (the declared obligations) and the readout")
+
+
+def certify_heads(sims, result_cls):
+    """One certificate over the heads of every simulator in ``sims`` (a
+    ``result_cls``, checks/certify.py's Result)."""
+    import time
+    t0 = time.perf_counter()
+    records, failures, steps = [], [], []
+    if z3 is None:
+        return result_cls("sim", NAME, 0, 1, None, "smt-unavailable", False, 0.001, source="built-model",
+                          failures=[{"obligation": "z3", "first_n": None, "need": "-", "have": "-",
+                                     "why": "z3 absent: NOT proved"}])
+    for sim in sims:
+        for f in type_facts(sim) + head_facts(sim):
+            name = f"{sim.model.name}: {f['fact']}"
+            records.append({**f, "fact": name})
+            steps.append({"layer": f"{sim.model.name}, {f['layer']}", "lemma": f["fact"],
+                          "statement": f["statement"], "method": f["method"], "answer": f["answer"]})
+            if f["answer"] != "unsat":
+                failures.append({"obligation": name, "first_n": None, "need": "-", "have": "-",
+                                 "why": f"z3 answered {f['answer']}" + (f": {f['counterexample']}"
+                                                                       if f.get("counterexample") else "")})
+    return result_cls("sim", NAME, len(records), 1, None, "smt", not failures,
+                      max(round(time.perf_counter() - t0, 3), 0.001), failures=failures, facts=records,
+                      note=NOTE, covers=["token-type-mlp", "heads"], source="built-model", steps=steps)

@@ -1,0 +1,140 @@
+"""The simulator's heads certified from the built simulator (checks/certify_sim.py).
+
+Every head of every simulator the registry builds is proved (unmutated); then
+one-term builder mutants (constructions/simulate.py's heads, changed through the
+``match_head`` it calls or its query) must each fail the certificate at the head
+they change, and an equivalent mutant (a key shifted by a constant for every
+key, which softmax removes) is recognised as such: it still certifies.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from rnngap.checks.certify import sim_simulators
+from rnngap.checks.certify_sim import head_facts, plan
+from rnngap.constructions import cot_hierarchy as CH
+from rnngap.constructions import simulate as S
+
+
+def _failed(facts):
+    return sorted({f["fact"] for f in facts if f["answer"] != "unsat"})
+
+
+def test_every_built_simulator_head_is_proved():
+    sims = sim_simulators()
+    assert len(sims) >= 8
+    for sim in sims:
+        facts = head_facts(sim)
+        names = {f["fact"].split(".")[0] for f in facts}
+        assert names == set(plan(sim)), (sim.model.name, names)
+        assert _failed(facts) == [], sim.model.name
+        # the statements are about the built weights, with the query the plan names
+        assert all("built W_Q, W_K" in f["statement"] and f["query"] for f in facts)
+
+
+def _build():
+    return S.rnnsim_transformer(CH.iterate_rnn(2), max_prompt=6, max_rnn_cot=4)
+
+
+def _mutated(monkeypatch, head: str, change):
+    """The simulator built with ``change(kwargs)`` applied to match_head's
+    arguments for the head named ``head``."""
+    real = S.match_head
+
+    def patched(name, **kw):
+        if name == head:
+            kw = change(dict(kw))
+        return real(name, **kw)
+    with monkeypatch.context() as mp:
+        mp.setattr(S, "match_head", patched)
+        return _build()
+
+
+def _component(kw, **replace):
+    kw["components"] = [dataclasses.replace(c, **replace) for c in kw["components"]]
+    return kw
+
+
+MUTANTS = {
+    # the key square without its 2 pos term: the scores' vertex moves, the key is off by one
+    "counter key_sq drops a term": ("counter", lambda kw: _component(
+        kw, key_sq={"pos_sq": 1, "pos": 1, "one": 1}), "counter.one_hot"),
+    # the query aimed one position later (shift 1 -> 2)
+    "prevY query one position off": ("prevY", lambda kw: _component(
+        kw, query={**kw["components"][0].query, "one": 1}), "prevY.one_hot"),
+    # the prompt head reads the first K token's position instead of the step count
+    "prompt reads the wrong direction": ("prompt", lambda kw: _component(
+        kw, query={"prompt_length": 1, "one": 1}), "prompt.one_hot"),
+    # a state head's query without the Y token's index term
+    "prev0 query misses is_filler": ("prev0", lambda kw: _component(
+        kw, query={k: v for k, v in kw["components"][0].query.items() if k != "is_filler"}), "prev0.one_hot"),
+    # firstK breaks ties to the last flagged key
+    "firstK tie-break last": ("firstK", lambda kw: {**kw, "tie_break": "last"}, "firstK.first_of_flagged"),
+}
+
+
+@pytest.mark.parametrize("mutant", sorted(MUTANTS))
+def test_a_one_term_builder_change_fails_at_its_head(monkeypatch, mutant):
+    head, change, fact = MUTANTS[mutant]
+    sim = _mutated(monkeypatch, head, change)
+    failed = _failed(head_facts(sim))
+    assert fact in failed, (mutant, failed)
+    assert all(f.split(".")[0] == head for f in failed), failed       # named at the head changed
+
+
+def test_equivalent_mutant_still_certifies(monkeypatch):
+    """The key pos + 2 with the key square (pos + 1)^2 adds 2 lambda q to every
+    key's score of a query: the same weights after softmax. The certificate
+    recognises it (proved), the head it is about still attends the same key."""
+    sim = _mutated(monkeypatch, "counter", lambda kw: _component(kw, key={"pos": 1, "one": 2}))
+    assert _failed(head_facts(sim)) == []
+    base = head_facts(_build())
+    assert [f["fact"] for f in base] == [f["fact"] for f in head_facts(sim)]
+
+
+def test_a_missing_or_unplanned_head_fails():
+    from types import SimpleNamespace
+    sim = _build()
+    layers = list(sim.model.spec.attn_layers)
+    li = next(i for i, L in enumerate(layers) if any(h.name == "counter" for h in L.heads))
+    heads = [dataclasses.replace(h, name="counter2") if h.name == "counter" else h for h in layers[li].heads]
+    layers[li] = dataclasses.replace(layers[li], heads=heads)
+    spec = dataclasses.replace(sim.model.spec, attn_layers=layers)
+    shim = SimpleNamespace(S=sim.S, B=sim.B, n_pos=sim.n_pos, model=SimpleNamespace(spec=spec, fmt=sim.model.fmt))
+    failed = _failed(head_facts(shim))
+    assert failed == ["counter.present", "counter2.planned"], failed
+
+
+def test_cli_explains_and_certifies_the_heads_row(capsys):
+    from argparse import Namespace
+
+    from rnngap.checks import cmd_certify
+    from rnngap.checks.certify_sim import NAME
+    rc = cmd_certify.run(Namespace(only=None, json=None, explain=NAME, workers=1, full=False))
+    out = capsys.readouterr().out
+    assert rc == 0 and "firstK.first_of_flagged" in out and "counter.one_hot" in out and "proved" in out
+    assert "NOT PROVED" not in out
+    rc = cmd_certify.run(Namespace(only=[NAME], json=None, explain=None, workers=1, full=False))
+    out = capsys.readouterr().out
+    assert rc == 0 and NAME in out and "1 certificates, 0 failed" in out
+
+
+def test_a_moved_token_type_breakpoint_fails(monkeypatch):
+    """The layer-1 MLP with one breakpoint moved by one (its first neuron's bias):
+    the token-type facts fail, named at the MLP; the unmutated MLP is proved."""
+    from rnngap.checks.certify_sim import type_facts
+    from rnngap.constructions.gadgets import Neuron
+    assert _failed(type_facts(_build())) == []
+    real = S.RNNSimulator._token_type_mlp
+
+    def moved(self):
+        mlp = real(self)
+        n0 = mlp[0]
+        return [Neuron(dict(n0.inp), n0.bias + 1, dict(n0.out), n0.group)] + mlp[1:]
+    with monkeypatch.context() as mp:
+        mp.setattr(S.RNNSimulator, "_token_type_mlp", moved)
+        sim = _build()
+    failed = _failed(type_facts(sim))
+    assert failed and all(f.startswith("type.") for f in failed), failed
