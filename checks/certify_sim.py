@@ -4,8 +4,9 @@ For every simulator the registry builds (checks/certify.py ``sim_simulators``),
 its first layer (an MLP without heads: the token type of a code tau) is applied
 to the built embedding and proved, on each code range of the layout
 (:func:`type_plan`), to write exactly that range's flag and value
-(:func:`type_facts`); and each attention head's score is read off the built
-weights, never restated:
+(:func:`type_facts`); its second layer's MLP is proved to write the block roles
+from the flags, the step and the prompt length (:func:`role_facts`); and each
+attention head's score is read off the built weights, never restated:
 
     score(t, j) = sum_rows (W_Q x_t)_r (W_K x_j)_r
 
@@ -34,9 +35,10 @@ proves it from the built score for every value of the free directions:
   n_pos.
 
 A head the plan does not name, or a plan head the model lacks, fails the
-certificate. Not covered here (docs/certify.md): the later MLPs (the block
-roles, the RNN step, the next token's code), the carried step count the prompt
-head reads, the scores' ranges (the declared obligations and the builder's
+certificate. Not covered here (docs/certify.md): that the heads hand the
+block-role MLP the values it is proved for (the composition), the later MLPs
+(the input select, the RNN step, the next token's code), the carried step count
+the prompt head reads, the scores' ranges (the declared obligations and the builder's
 margins) and the readout; the exhaustive runs test them.
 """
 from __future__ import annotations
@@ -335,13 +337,103 @@ def type_facts(sim, tag: str = "sim") -> list[dict]:
     return out
 
 
+# ----------------------------------------------------------------------------
+# layer 2's MLP: the block roles (after the position heads)
+def _mlp(L, labels, x: dict):
+    """``out(label)``: the direction after the layer's MLP, x + W2 relu(W1 x + b1) + b2,
+    with ``x`` the z3 values of the directions W1 reads (ReLU as if-then-else)."""
+    hidden = []
+    for i in range(L.W1.shape[0]):
+        terms = []
+        for a in range(L.W1.shape[1]):
+            if L.W1[i, a] != 0:
+                if labels[a] not in x:
+                    raise ValueError(f"the MLP reads {labels[a]!r}, which the plan gives no value")
+                terms.append(_q(L.W1[i, a]) * x[labels[a]])
+        pre = sum(terms, z3.RealVal(0)) + _q(L.b1[i])
+        hidden.append(z3.If(pre > 0, pre, z3.RealVal(0)))
+
+    def out(lab):
+        d = labels.index(lab)
+        return x.get(lab, z3.RealVal(0)) + _q(L.b2[d]) + sum(
+            (_q(L.W2[d, i]) * hidden[i] for i in range(len(hidden)) if L.W2[d, i] != 0), z3.RealVal(0))
+    return out
+
+
+def _writes(L, labels) -> set:
+    return {labels[d] for d in range(len(labels)) if any(v != 0 for v in L.W2[d]) or L.b2[d] != 0}
+
+
+def role_plan(sim) -> dict:
+    """What the second layer's MLP writes, as a function of the flags (one of the
+    token-type flags is 1), seen_counter in {0, 1} and the integers step and
+    prompt_length: label -> (z3 function of the inputs, text)."""
+    S = sim.S
+    b = lambda c: z3.If(c, z3.RealVal(1), z3.RealVal(0))     # noqa: E731
+    plan_ = {"in_prompt": (lambda v: b(v["step"] < v["prompt_length"]), "[step < prompt_length]"),
+             "prompt_done": (lambda v: b(v["step"] >= v["prompt_length"] - 1), "[step >= prompt_length - 1]")}
+    for i in range(S):
+        flag = "is_counter" if i == 0 else f"is_state{i - 1}"
+        plan_[f"emit_state{i}"] = (lambda v, flag=flag: b(z3.And(v["seen_counter"] == 1, v[flag] == 1)),
+                                   f"[seen_counter and {flag}]")
+    plan_["after_last_state"] = (lambda v: b(z3.And(v["seen_counter"] == 1, v[f"is_state{S - 1}"] == 1)),
+                                 f"[seen_counter and is_state{S - 1}]")
+    plan_["emit_next_counter"] = (lambda v: b(z3.And(v["seen_counter"] == 1,
+                                                     z3.Or(v["is_filler"] == 1, v["is_rnn_token"] == 1))),
+                                  "[seen_counter and (is_filler or is_rnn_token)]")
+    return plan_
+
+
+def role_facts(sim, tag: str = "sim") -> list[dict]:
+    """The second layer's MLP (after firstK, counter and the prev heads) read off
+    the built weights: for every integer step and prompt_length, seen_counter in
+    {0, 1} and one-hot token-type flags (what layer 1 writes: :func:`type_facts`),
+    it writes the plan's block roles (:func:`role_plan`), and no other direction."""
+    spec = sim.model.spec
+    labels = list(spec.labels)
+    li = next((i for i, L in enumerate(spec.attn_layers) if any(h.name == "firstK" for h in L.heads)), None)
+    layer = "attention layer 2, MLP: block roles"
+    if li is None:
+        return [{"fact": "roles.layer", "layer": layer, "statement": "the layer of the position heads",
+                 "method": "plan", "answer": "sat", "counterexample": "no head firstK"}]
+    L = spec.attn_layers[li]
+    want = role_plan(sim)
+    out = []
+    written = _writes(L, labels)
+    if written != set(want):
+        out.append({"fact": "roles.writes", "layer": layer, "statement": "the MLP writes the planned directions only",
+                    "method": "plan", "answer": "sat",
+                    "counterexample": f"writes {sorted(written - set(want))} not planned, "
+                                      f"misses {sorted(set(want) - written)}"})
+    flags = ["is_rnn_token", "is_filler"] + [f"is_state{i}" for i in range(sim.S)] + ["is_counter"]
+    ints = {lab: z3.Int(f"{tag}.roles.{lab}") for lab in flags + ["seen_counter", "step", "prompt_length"]}
+    hyps = [z3.Or(ints[lab] == 0, ints[lab] == 1) for lab in flags + ["seen_counter"]]
+    hyps.append(sum((ints[lab] for lab in flags), z3.IntVal(0)) == 1)
+    x = {lab: z3.ToReal(v) for lab, v in ints.items()}
+    try:
+        after = _mlp(L, labels, x)
+    except ValueError as e:
+        return out + [{"fact": "roles.read", "layer": layer, "statement": "the MLP's inputs", "method": "plan",
+                       "answer": "sat", "counterexample": str(e)}]
+    for lab, (fn, text) in want.items():
+        if lab not in labels:
+            out.append({"fact": f"roles.{lab}", "layer": layer, "statement": f"{lab} = {text}", "method": "plan",
+                        "answer": "sat", "counterexample": "no such direction"})
+            continue
+        stmt = (f"for every integer step and prompt_length, seen_counter in {{0, 1}} and one-hot token-type "
+                f"flags: the MLP writes {lab} = {text} (read off the built W1, b1, W2, b2)")
+        out.append(_fact(layer, f"roles.{lab}", stmt, hyps, after(lab) == fn(ints)))
+    return out
+
+
 NAME = "sim: token types and heads (built)"
 NOTE = ("each simulator the registry builds, read off its built weights (checks/certify_sim.py): the "
         "layer-1 MLP writes the token-type flags and the state / counter values on every code range; each "
         "head's score (W_Q, W_K, embedding): the position heads attend the plan's key clamp(Q - 1, 0, n) "
         "for every n >= 1, firstK the first flagged key at every position up to the simulator's n_pos, "
-        "each by sharpness(f). Not covered: the later MLPs (the block roles, the RNN step, the next code), "
-        "the scores' ranges (the declared obligations) and the readout")
+        "each by sharpness(f); the layer-2 MLP writes the block roles for every step, prompt length, "
+        "seen_counter and one-hot flags. Not covered: the later MLPs (the input select, the RNN step, the "
+        "next code), the scores' ranges (the declared obligations) and the readout")
 
 
 def certify_heads(sims, result_cls):
@@ -355,7 +447,7 @@ def certify_heads(sims, result_cls):
                           failures=[{"obligation": "z3", "first_n": None, "need": "-", "have": "-",
                                      "why": "z3 absent: NOT proved"}])
     for sim in sims:
-        for f in type_facts(sim) + head_facts(sim):
+        for f in type_facts(sim) + head_facts(sim) + role_facts(sim):
             name = f"{sim.model.name}: {f['fact']}"
             records.append({**f, "fact": name})
             steps.append({"layer": f"{sim.model.name}, {f['layer']}", "lemma": f["fact"],
@@ -366,4 +458,4 @@ def certify_heads(sims, result_cls):
                                                                        if f.get("counterexample") else "")})
     return result_cls("sim", NAME, len(records), 1, None, "smt", not failures,
                       max(round(time.perf_counter() - t0, 3), 0.001), failures=failures, facts=records,
-                      note=NOTE, covers=["token-type-mlp", "heads"], source="built-model", steps=steps)
+                      note=NOTE, covers=["token-type-mlp", "heads", "block-role-mlp"], source="built-model", steps=steps)

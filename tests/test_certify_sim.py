@@ -138,3 +138,21 @@ def test_a_moved_token_type_breakpoint_fails(monkeypatch):
         sim = _build()
     failed = _failed(type_facts(sim))
     assert failed and all(f.startswith("type.") for f in failed), failed
+
+
+def test_a_moved_block_role_breakpoint_fails(monkeypatch):
+    """The layer-2 MLP with its first neuron's bias one larger (the [step <
+    prompt_length] step moves by one): roles.in_prompt fails, nothing else."""
+    from rnngap.checks.certify_sim import role_facts
+    from rnngap.constructions.gadgets import Neuron
+    assert _failed(role_facts(_build())) == []
+    real = S.RNNSimulator._block_role_mlp
+
+    def moved(self):
+        mlp = real(self)
+        n0 = mlp[0]
+        return [Neuron(dict(n0.inp), n0.bias + 1, dict(n0.out), n0.group)] + mlp[1:]
+    with monkeypatch.context() as mp:
+        mp.setattr(S.RNNSimulator, "_block_role_mlp", moved)
+        sim = _build()
+    assert _failed(role_facts(sim)) == ["roles.in_prompt"]
