@@ -51,7 +51,6 @@ from rnngap.constructions.num import sharpness
 from .symbolic import prove, z3
 
 TIMEOUT_MS = 20000
-POSITION_FEATURES = {K.F_POS: "j", K.F_POS_SQ: "j^2", K.F_ONE: "1"}
 
 
 def _q(v) -> "z3.ArithRef":
@@ -59,23 +58,53 @@ def _q(v) -> "z3.ArithRef":
     return z3.RealVal(f"{v.numerator}/{v.denominator}") if v.denominator != 1 else z3.RealVal(v.numerator)
 
 
-def position_query(sim, shift: int) -> dict:
+def layout(sim) -> dict:
+    """The plan's constants, from what the simulator's layout is defined by, not
+    from the builder's working constants: S = the RNN's state numbers (its
+    built layers), B = S + 2, f = the RNN's fraction bits, and the token ranges
+    ``decode`` reads (the filler id, S_i's numbers Sb_i + OFF + raw, K(t) the
+    number Kb + t); ``gaps`` lists where the code ranges do not tile TAU_MIN..top."""
+    from rnngap.constructions.simulate import TAU_MIN
+    from rnngap.constructions.vocab import token_code
+    S = sum(L.A.shape[0] for L in sim.rnn.spec.rnn_layers)
+    lo_F = token_code(sim.filler)
+    lo_S = [b + 1 for b in sim.Sb]                  # codes of the numbers Sb_i .. Sb_i + 2 OFF - 1
+    hi_S = [b + 2 * sim.OFF for b in sim.Sb]
+    lo_K, top = sim.Kb + 1, sim.model.vocab.max_number + 1
+    ends = [(TAU_MIN, lo_F - 1), (lo_F, lo_F)] + list(zip(lo_S, hi_S)) + [(lo_K, top)]
+    gaps = [f"{a[1]} then {b[0]}" for a, b in zip(ends, ends[1:]) if b[0] != a[1] + 1]
+    if len(sim.Sb) != S:
+        gaps.append(f"{len(sim.Sb)} state ranges for {S} state numbers")
+    return {"S": S, "B": S + 2, "f": sim.rnn.fmt.frac_bits, "tau_min": TAU_MIN, "filler": lo_F,
+            "S_lo": lo_S, "S_hi": hi_S, "S_c": [b + sim.OFF + 1 for b in sim.Sb], "K": lo_K, "top": top,
+            "gaps": gaps, "emb": [lab for lab, e in zip(sim.rnn.spec.labels, sim.rnn.spec.embedding)
+                                  if e[0] != K.F_ZERO]}
+
+
+def position_query(lay: dict, shift: int) -> dict:
     """The plan's query of a block head: the block's start plus ``shift``,
     pos - idx + shift (idx the current token's index in its block of B = S + 2
     tokens: S_i is at index i + 1, the Y token (filler or RNN token) at S + 1)."""
     q = {"pos": 1, "one": shift}
-    for i in range(sim.S):
+    for i in range(lay["S"]):
         q[f"is_state{i}"] = -(i + 1)
-    q["is_filler"] = q["is_rnn_token"] = -(sim.S + 1)
+    q["is_filler"] = q["is_rnn_token"] = -(lay["S"] + 1)
     return q
 
 
 def plan(sim) -> dict:
-    """head name -> ("position", query combo) | ("first", key direction)."""
-    heads = {"firstK": ("first", "is_counter"), "counter": ("position", position_query(sim, 1)),
-             "prevY": ("position", position_query(sim, 0)), "prompt": ("position", {"step": 1, "one": 1})}
-    for i in range(sim.S):
-        heads[f"prev{i}"] = ("position", position_query(sim, 2 - sim.B + i))
+    """head name -> (attention layer index, ("position", query combo) | ("first",
+    key direction), copy: target direction -> the key's combo it must hold)."""
+    lay = layout(sim)
+    emb = {f"prompt_token:{lab}": {f"rnn_embed:{lab}": 1} for lab in lay["emb"]}
+    prev = {f"prev_token:{lab}": {f"rnn_embed:{lab}": 1} for lab in lay["emb"]}
+    heads = {"firstK": (1, ("first", "is_counter"), {"seen_counter": {"is_counter": 1}, "prompt_length": {"pos": 1}}),
+             "counter": (1, ("position", position_query(lay, 1)), {"step": {"counter_value": 1}}),
+             "prevY": (1, ("position", position_query(lay, 0)), prev),
+             "prompt": (2, ("position", {"step": 1, "one": 1}), emb)}
+    for i in range(lay["S"]):
+        heads[f"prev{i}"] = (1, ("position", position_query(lay, 2 - lay["B"] + i)),
+                             {f"prev_state{i}": {"state_value": 1}})
     return heads
 
 
@@ -178,26 +207,74 @@ def head_facts(sim, tag: str = "sim") -> list[dict]:
     s = sharpness(sim.model.fmt.frac_bits)
     want = plan(sim)
     out, seen = [], set()
+    P = (sim.model.max_positions or sim.n_pos + 1) - 1        # the largest position the model reads
+    out += _single_writer(spec, ("pos", "pos_sq", "one"))
     for li, L in enumerate(spec.attn_layers):
         for h in L.heads:
-            seen.add(h.name)
             layer = f"attention layer {li + 1}, head {h.name}"
-            if h.name not in want:
-                out.append({"fact": f"{h.name}.planned", "layer": layer, "statement": "a head the plan names",
-                            "method": "plan", "answer": "sat", "counterexample": "the plan does not name it"})
+            if h.name not in want or h.name in seen:
+                out.append({"fact": f"{h.name}.planned", "layer": layer, "statement": "a head the plan names, once",
+                            "method": "plan", "answer": "sat",
+                            "counterexample": "built twice" if h.name in seen else "the plan does not name it"})
                 continue
+            seen.add(h.name)
+            at, (kind, arg), copy = want[h.name]
+            if at != li:
+                out.append({"fact": f"{h.name}.layer", "layer": layer,
+                            "statement": f"the head sits in attention layer {at + 1}", "method": "plan",
+                            "answer": "sat", "counterexample": f"it sits in layer {li + 1}"})
             score = _Score(spec, h, f"{tag}.{h.name}")
-            kind, arg = want[h.name]
             try:
                 out += (_position_facts(score, arg, s, layer) if kind == "position"
-                        else _first_facts(score, arg, s, layer, sim.n_pos))
+                        else _first_facts(score, arg, s, layer, P))
             except ValueError as e:
                 out.append({"fact": f"{h.name}.read", "layer": layer, "statement": "the score's directions",
                             "method": "plan", "answer": "sat", "counterexample": str(e)})
+            out.append(_copy_fact(spec, h, copy, layer))
     for name in sorted(set(want) - seen):
         out.append({"fact": f"{name}.present", "layer": "attention", "statement": "the plan's head is built",
                     "method": "plan", "answer": "sat", "counterexample": "no head of that name"})
     return out
+
+
+def _single_writer(spec, labels) -> list[dict]:
+    """The directions the heads read as the embedding's (pos, pos^2, 1) hold the
+    embedding at every layer: no head's W_O and no MLP writes them."""
+    idx = {lab: spec.labels.index(lab) for lab in labels if lab in spec.labels}
+    bad = []
+    for li, L in enumerate(spec.attn_layers):
+        for lab, d in idx.items():
+            if any(v != 0 for h in L.heads for v in h.WO[d]) or any(v != 0 for v in L.W2[d]) or L.b2[d] != 0:
+                bad.append(f"layer {li + 1} writes {lab}")
+    return [{"fact": "embedding.single_writer", "layer": "embedding", "method": "exact",
+             "statement": f"no layer writes {', '.join(idx)} (the heads read the embedding's values there)",
+             "answer": "holds" if not bad else "sat", **({"counterexample": "; ".join(bad)} if bad else {})}]
+
+
+def _copy_fact(spec, head, copy: dict, layer: str) -> dict:
+    """With its weights an exact one-hot on key j, a head adds W_O W_V x_j: the
+    built W_O W_V (exact rationals) must be the plan's copy (target <- combo of
+    the key's directions) and zero on every other target."""
+    labels = list(spec.labels)
+    WO, WV = head.WO, head.WV
+    D = len(labels)
+    bad = []
+    for t in range(D):
+        row = {}
+        for b in range(D):
+            v = sum((Fraction(WO[t, r]) * Fraction(WV[r, b]) for r in range(WV.shape[0])), Fraction(0))
+            if v != 0:
+                row[labels[b]] = v
+        want = {k: Fraction(c) for k, c in copy.get(labels[t], {}).items()}
+        if row != want:
+            bad.append(f"{labels[t]} <- {row or 0} (plan: {want or 0})")
+    for lab in copy:
+        if lab not in labels:
+            bad.append(f"{lab}: no such direction")
+    shown = "; ".join(f"{t} <- {_show({k: int(c) for k, c in c_.items()})}" for t, c_ in copy.items())
+    return {"fact": f"{head.name}.copy", "layer": layer, "method": "exact",
+            "statement": f"W_O W_V (built, exact) writes {shown} of the attended key, nothing else",
+            "answer": "holds" if not bad else "sat", **({"counterexample": "; ".join(bad[:4])} if bad else {})}
 
 
 def _position_facts(score: _Score, query: dict, s: int, layer: str) -> list[dict]:
@@ -214,6 +291,7 @@ def _position_facts(score: _Score, query: dict, s: int, layer: str) -> list[dict
 
 
 def _first_facts(score: _Score, flag: str, s: int, layer: str, n_pos: int) -> list[dict]:
+    """``n_pos``: the largest position index the model reads."""
     j0, j1 = z3.Ints(f"{score.tag}.j0 {score.tag}.j1")
     k0, k1 = z3.Ints(f"{score.tag}.k0 {score.tag}.k1")
     P = n_pos
@@ -235,31 +313,38 @@ def _first_facts(score: _Score, flag: str, s: int, layer: str, n_pos: int) -> li
 
 # ----------------------------------------------------------------------------
 # layer 1: the token-type MLP (a function of the token code alone)
+class Val:
+    """A planned value that depends on the code tau: ``fn(tau)`` (z3), shown as ``text``."""
+
+    def __init__(self, fn, text: str):
+        self.fn, self.text = fn, text
+
+
 def type_plan(sim) -> list[tuple[str, str, int, int, dict]]:
     """(name, what, lowest code, highest code, what the layer-1 MLP writes there:
-    label -> value as a function of the code tau) over the layout's code ranges
-    (the simulator's ``tau_F``, ``tau_S``, ``tau_K``, as its ``decode`` reads them):
+    label -> a constant or a :class:`Val`) over the code ranges of :func:`layout`:
     the RNN's own tokens, the filler, each state number S_i (its value
-    2^-f (tau - c_i), c_i = tau_S[i] + OFF), the counter tokens K(t) (t = tau - tau_K)."""
-    from rnngap.constructions.simulate import TAU_MIN
-    flags = ["is_rnn_token", "is_filler"] + [f"is_state{i}" for i in range(sim.S)] + ["is_counter"]
-    unit = Fraction(1, 1 << sim.fR)
+    2^-f (tau - c_i), c_i the code of the number Sb_i + OFF, which decode reads as 0),
+    the counter tokens K(t) (t = tau - the code of K(0))."""
+    lay = layout(sim)
+    flags = ["is_rnn_token", "is_filler"] + [f"is_state{i}" for i in range(lay["S"])] + ["is_counter"]
+    unit = Fraction(1, 1 << lay["f"])
 
     def only(flag, **values):
         d = {f: (1 if f == flag else 0) for f in flags}
         d.update({"state_value": 0, "counter_value": 0})
         d.update(values)
         return d
-    top = sim.model.vocab.max_number + 1
-    out = [("rnn_tokens", "the RNN's own tokens", TAU_MIN, sim.tau_F - 1, only("is_rnn_token")),
-           ("filler", "the filler", sim.tau_F, sim.tau_F, only("is_filler"))]
-    for i in range(sim.S):
-        c = sim.tau_S[i] + sim.OFF
-        out.append((f"state{i}", f"the state number S{i}", sim.tau_S[i], sim.tau_S[i + 1] - 1,
-                    only(f"is_state{i}", state_value=(lambda tau, c=c: _q(unit) * (tau - c),
-                                                      f"2^-{sim.fR} (tau - {c})"))))
-    out.append(("counter", "the counter K(t)", sim.tau_K, top,
-                only("is_counter", counter_value=(lambda tau: tau - sim.tau_K, f"tau - {sim.tau_K}"))))
+    out = [("rnn_tokens", "the RNN's own tokens", lay["tau_min"], lay["filler"] - 1, only("is_rnn_token")),
+           ("filler", "the filler", lay["filler"], lay["filler"], only("is_filler"))]
+    for i in range(lay["S"]):
+        c = lay["S_c"][i]
+        out.append((f"state{i}", f"the state number S{i}", lay["S_lo"][i], lay["S_hi"][i],
+                    only(f"is_state{i}", state_value=Val(lambda tau, c=c: _q(unit) * (tau - c),
+                                                         f"2^-{lay['f']} (tau - {c})"))))
+    K0 = lay["K"]
+    out.append(("counter", "the counter K(t)", K0, lay["top"],
+                only("is_counter", counter_value=Val(lambda tau: tau - K0, f"tau - {K0}"))))
     return out
 
 
@@ -290,21 +375,23 @@ def _embedded(spec, a: int, tau, pos):
 def type_facts(sim, tag: str = "sim") -> list[dict]:
     """The first attention layer (no heads: its MLP only) read off the built
     weights, applied to the built embedding at a token of code tau (ReLU as
-    if-then-else): on each code range of :func:`type_plan`, for every code in it
-    and every position, it writes exactly the plan's flags and values; and it
-    writes no other direction."""
+    if-then-else): the layout's code ranges tile TAU_MIN..top; on each, for
+    every code in it and every position, the MLP writes exactly the plan's flags
+    and values; and it writes no other direction."""
     spec = sim.model.spec
     L = spec.attn_layers[0]
     layer = "attention layer 1 (MLP only): token type"
+    lay = layout(sim)
+    out = [{"fact": "type.tiling", "layer": layer, "method": "exact",
+            "statement": f"the layout's code ranges tile {lay['tau_min']}..{lay['top']} (decode's token ranges)",
+            "answer": "holds" if not lay["gaps"] else "sat",
+            **({"counterexample": "; ".join(lay["gaps"])} if lay["gaps"] else {})}]
     if L.heads:
-        return [{"fact": "type.mlp_only", "layer": layer, "statement": "the first layer has no heads",
-                 "method": "plan", "answer": "sat", "counterexample": f"heads {[h.name for h in L.heads]}"}]
+        return out + [{"fact": "type.mlp_only", "layer": layer, "statement": "the first layer has no heads",
+                       "method": "plan", "answer": "sat", "counterexample": f"heads {[h.name for h in L.heads]}"}]
     labels = list(spec.labels)
     plan_ = type_plan(sim)
-    written = {labels[d] for d in range(len(labels))
-               if any(v != 0 for v in L.W2[d]) or L.b2[d] != 0}
-    planned = set(plan_[0][4])
-    out = []
+    written, planned = _writes(L, labels), set(plan_[0][4])
     if written != planned:
         out.append({"fact": "type.writes", "layer": layer, "statement": "the MLP writes the planned directions only",
                     "method": "plan", "answer": "sat",
@@ -312,28 +399,19 @@ def type_facts(sim, tag: str = "sim") -> list[dict]:
                                       f"misses {sorted(planned - written)}"})
     tau, pos = z3.Ints(f"{tag}.tau {tag}.pos")
     try:
-        x = {a: _embedded(spec, a, tau, pos) for a in range(len(labels))
+        x = {labels[a]: _embedded(spec, a, tau, pos) for a in range(len(labels))
              if any(v != 0 for v in L.W1[:, a]) or labels[a] in planned}
+        after = _mlp(L, labels, x)
     except ValueError as e:
         return out + [{"fact": "type.read", "layer": layer, "statement": "the MLP's inputs",
                        "method": "plan", "answer": "sat", "counterexample": str(e)}]
-    hidden = []
-    for i in range(L.W1.shape[0]):
-        pre = sum((_q(L.W1[i, a]) * x[a] for a in x if L.W1[i, a] != 0), z3.RealVal(0)) + _q(L.b1[i])
-        hidden.append(z3.If(pre > 0, pre, z3.RealVal(0)))
     for name, what, lo, hi, want in plan_:
-        goals = []
-        for lab, v in want.items():
-            d = labels.index(lab)
-            got = x.get(d, z3.RealVal(0)) + _q(L.b2[d]) + sum(
-                (_q(L.W2[d, i]) * hidden[i] for i in range(len(hidden)) if L.W2[d, i] != 0), z3.RealVal(0))
-            goals.append(got == (v[0](tau) if isinstance(v, tuple) else _q(v)))
+        goals = [after(lab) == (v.fn(tau) if isinstance(v, Val) else _q(v)) for lab, v in want.items()]
         stmt = (f"for every token code tau in {lo}..{hi} ({what}) and every position: the layer-1 MLP writes "
-                + ", ".join(f"{lab} = {v[1] if isinstance(v, tuple) else v}" for lab, v in want.items()
-                            if isinstance(v, tuple) or v)
+                + ", ".join(f"{lab} = {v.text if isinstance(v, Val) else v}" for lab, v in want.items()
+                            if isinstance(v, Val) or v)
                 + "; every other flag and value 0 (read off the built W1, b1, W2, b2 and the embedding)")
-        out.append(_fact(layer, f"type.{name}", stmt,
-                         [tau >= lo, tau <= hi, pos >= 0], z3.And(*goals)))
+        out.append(_fact(layer, f"type.{name}", stmt, [tau >= lo, tau <= hi, pos >= 0], z3.And(*goals)))
     return out
 
 
@@ -368,7 +446,7 @@ def role_plan(sim) -> dict:
     """What the second layer's MLP writes, as a function of the flags (one of the
     token-type flags is 1), seen_counter in {0, 1} and the integers step and
     prompt_length: label -> (z3 function of the inputs, text)."""
-    S = sim.S
+    S = layout(sim)["S"]
     b = lambda c: z3.If(c, z3.RealVal(1), z3.RealVal(0))     # noqa: E731
     plan_ = {"in_prompt": (lambda v: b(v["step"] < v["prompt_length"]), "[step < prompt_length]"),
              "prompt_done": (lambda v: b(v["step"] >= v["prompt_length"] - 1), "[step >= prompt_length - 1]")}
@@ -405,7 +483,7 @@ def role_facts(sim, tag: str = "sim") -> list[dict]:
                     "method": "plan", "answer": "sat",
                     "counterexample": f"writes {sorted(written - set(want))} not planned, "
                                       f"misses {sorted(set(want) - written)}"})
-    flags = ["is_rnn_token", "is_filler"] + [f"is_state{i}" for i in range(sim.S)] + ["is_counter"]
+    flags = ["is_rnn_token", "is_filler"] + [f"is_state{i}" for i in range(layout(sim)["S"])] + ["is_counter"]
     ints = {lab: z3.Int(f"{tag}.roles.{lab}") for lab in flags + ["seen_counter", "step", "prompt_length"]}
     hyps = [z3.Or(ints[lab] == 0, ints[lab] == 1) for lab in flags + ["seen_counter"]]
     hyps.append(sum((ints[lab] for lab in flags), z3.IntVal(0)) == 1)
@@ -452,7 +530,7 @@ def certify_heads(sims, result_cls):
             records.append({**f, "fact": name})
             steps.append({"layer": f"{sim.model.name}, {f['layer']}", "lemma": f["fact"],
                           "statement": f["statement"], "method": f["method"], "answer": f["answer"]})
-            if f["answer"] != "unsat":
+            if f["answer"] not in ("unsat", "holds"):
                 failures.append({"obligation": name, "first_n": None, "need": "-", "have": "-",
                                  "why": f"z3 answered {f['answer']}" + (f": {f['counterexample']}"
                                                                        if f.get("counterexample") else "")})

@@ -19,7 +19,7 @@ from rnngap.constructions import simulate as S
 
 
 def _failed(facts):
-    return sorted({f["fact"] for f in facts if f["answer"] != "unsat"})
+    return sorted({f["fact"] for f in facts if f["answer"] not in ("unsat", "holds")})
 
 
 def test_every_built_simulator_head_is_proved():
@@ -28,10 +28,13 @@ def test_every_built_simulator_head_is_proved():
     for sim in sims:
         facts = head_facts(sim)
         names = {f["fact"].split(".")[0] for f in facts}
-        assert names == set(plan(sim)), (sim.model.name, names)
+        assert names == set(plan(sim)) | {"embedding"}, (sim.model.name, names)
         assert _failed(facts) == [], sim.model.name
-        # the statements are about the built weights, with the query the plan names
-        assert all("built W_Q, W_K" in f["statement"] and f["query"] for f in facts)
+        # the score statements are about the built weights, with the query the plan names;
+        # every head's copy (W_O W_V) is the plan's
+        smt = [f for f in facts if f["method"] == "smt"]
+        assert smt and all("built W_Q, W_K" in f["statement"] and f["query"] for f in smt)
+        assert {f["fact"] for f in facts if f["fact"].endswith(".copy")} == {f"{h}.copy" for h in plan(sim)}
 
 
 def _build():
@@ -95,6 +98,7 @@ def test_equivalent_mutant_still_certifies(monkeypatch):
 
 
 def test_a_missing_or_unplanned_head_fails():
+    import copy
     from types import SimpleNamespace
     sim = _build()
     layers = list(sim.model.spec.attn_layers)
@@ -102,9 +106,44 @@ def test_a_missing_or_unplanned_head_fails():
     heads = [dataclasses.replace(h, name="counter2") if h.name == "counter" else h for h in layers[li].heads]
     layers[li] = dataclasses.replace(layers[li], heads=heads)
     spec = dataclasses.replace(sim.model.spec, attn_layers=layers)
-    shim = SimpleNamespace(S=sim.S, B=sim.B, n_pos=sim.n_pos, model=SimpleNamespace(spec=spec, fmt=sim.model.fmt))
+    shim = copy.copy(sim)
+    shim.model = SimpleNamespace(spec=spec, fmt=sim.model.fmt, max_positions=sim.model.max_positions,
+                                 vocab=sim.model.vocab)
     failed = _failed(head_facts(shim))
     assert failed == ["counter.present", "counter2.planned"], failed
+
+
+def _layout_mutant(monkeypatch, change):
+    """The simulator built after ``change(self)`` altered one of the builder's working
+    constants (decode's layout untouched)."""
+    real = S.RNNSimulator._build
+
+    def build(self):
+        change(self)
+        return real(self)
+    with monkeypatch.context() as mp:
+        mp.setattr(S.RNNSimulator, "_build", build)
+        return _build()
+
+
+def test_builder_constants_that_leave_the_layout_fail(monkeypatch):
+    """The plan reads the layout (the RNN's state count, decode's token ranges), not
+    the builder's working constants: a block of S + 3 tokens, or K(0)'s code one
+    too high in the token-type MLP, each fails; and a head's copy (W_O W_V) that
+    writes pos + 1 as the prompt length fails at that head."""
+    from rnngap.checks.certify_sim import type_facts
+    wide = _layout_mutant(monkeypatch, lambda self: setattr(self, "B", self.S + 3))
+    failed = _failed(head_facts(wide))
+    # the prev heads aim one position early; the longer blocks also carry the CoT past
+    # the positions firstK's tie-break weight was built for
+    assert "prev0.one_hot" in failed and all(f.split(".")[0] in ("prev0", "prev1", "prev2", "prev3", "firstK")
+                                             for f in failed), failed
+    late = _layout_mutant(monkeypatch, lambda self: setattr(self, "tau_K", self.Kb + 2))
+    failed = _failed(type_facts(late))
+    assert "type.counter" in failed, failed
+    moved = _mutated(monkeypatch, "firstK", lambda kw: {**kw, "copy": {**kw["copy"], "prompt_length": {"pos": 1,
+                                                                                                      "one": 1}}})
+    assert _failed(head_facts(moved)) == ["firstK.copy"]
 
 
 def test_cli_explains_and_certifies_the_heads_row(capsys):
@@ -121,38 +160,33 @@ def test_cli_explains_and_certifies_the_heads_row(capsys):
     assert rc == 0 and NAME in out and "1 certificates, 0 failed" in out
 
 
-def test_a_moved_token_type_breakpoint_fails(monkeypatch):
-    """The layer-1 MLP with one breakpoint moved by one (its first neuron's bias):
-    the token-type facts fail, named at the MLP; the unmutated MLP is proved."""
-    from rnngap.checks.certify_sim import type_facts
+def _first_neuron_moved(monkeypatch, method: str):
+    """The simulator built with the MLP of ``RNNSimulator.<method>`` whose first
+    neuron's bias is one larger (a breakpoint moved by one)."""
     from rnngap.constructions.gadgets import Neuron
-    assert _failed(type_facts(_build())) == []
-    real = S.RNNSimulator._token_type_mlp
+    real = getattr(S.RNNSimulator, method)
 
     def moved(self):
         mlp = real(self)
         n0 = mlp[0]
         return [Neuron(dict(n0.inp), n0.bias + 1, dict(n0.out), n0.group)] + mlp[1:]
     with monkeypatch.context() as mp:
-        mp.setattr(S.RNNSimulator, "_token_type_mlp", moved)
-        sim = _build()
-    failed = _failed(type_facts(sim))
+        mp.setattr(S.RNNSimulator, method, moved)
+        return _build()
+
+
+def test_a_moved_token_type_breakpoint_fails(monkeypatch):
+    """The layer-1 MLP with one breakpoint moved by one: the token-type facts
+    fail, named at the MLP; the unmutated MLP is proved."""
+    from rnngap.checks.certify_sim import type_facts
+    assert _failed(type_facts(_build())) == []
+    failed = _failed(type_facts(_first_neuron_moved(monkeypatch, "_token_type_mlp")))
     assert failed and all(f.startswith("type.") for f in failed), failed
 
 
 def test_a_moved_block_role_breakpoint_fails(monkeypatch):
-    """The layer-2 MLP with its first neuron's bias one larger (the [step <
-    prompt_length] step moves by one): roles.in_prompt fails, nothing else."""
+    """The layer-2 MLP with the [step < prompt_length] step moved by one:
+    roles.in_prompt fails, nothing else."""
     from rnngap.checks.certify_sim import role_facts
-    from rnngap.constructions.gadgets import Neuron
     assert _failed(role_facts(_build())) == []
-    real = S.RNNSimulator._block_role_mlp
-
-    def moved(self):
-        mlp = real(self)
-        n0 = mlp[0]
-        return [Neuron(dict(n0.inp), n0.bias + 1, dict(n0.out), n0.group)] + mlp[1:]
-    with monkeypatch.context() as mp:
-        mp.setattr(S.RNNSimulator, "_block_role_mlp", moved)
-        sim = _build()
-    assert _failed(role_facts(sim)) == ["roles.in_prompt"]
+    assert _failed(role_facts(_first_neuron_moved(monkeypatch, "_block_role_mlp"))) == ["roles.in_prompt"]

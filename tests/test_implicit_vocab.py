@@ -31,37 +31,41 @@ def _implicit(monkeypatch, build):
 
 
 def _runs(model, n):
+    """(CoT, answer, the reference's answer) on every (a, t) of ITER(n)."""
     out = []
     for a in range(2 * n):
         for t in range(n * n + 1):
-            pad = [(a * 7 + t + i) % (2 * n) for i in range(n)]
-            g = generate(model, CH.prompt(n, a, t, pad), answer_tokens=[TRUE, FALSE], max_cot=CH.steps(n))
-            out.append((g.cot, g.answer))
+            p = CH.prompt(n, a, t, [(a * 7 + t + i) % (2 * n) for i in range(n)])
+            g = generate(model, p, answer_tokens=[TRUE, FALSE], max_cot=CH.steps(n))
+            out.append((g.cot, g.answer, reference(p)))
     return out
+
+
+def _pair(monkeypatch, n, storage):
+    """The T4.1 RNN for n at its declared integer bits in ``storage``: listed, and
+    implicit (the candidate limit lowered below its vocabulary)."""
+    fmt = FixedFormat(CH.DECLARED.format(n).int_bits, 0, storage=storage)
+    return CH.iterate_rnn(n, fmt=fmt), _implicit(monkeypatch, lambda: CH.iterate_rnn(n, fmt=fmt))
 
 
 @pytest.mark.parametrize("storage", ["int64", "two-limb"])
 def test_implicit_equals_listed_on_every_instance(monkeypatch, storage):
     n = 4
-    fmt = FixedFormat(CH.DECLARED.format(n).int_bits, 0, storage=storage)
-    listed = CH.iterate_rnn(n, fmt=fmt)
-    implicit = _implicit(monkeypatch, lambda: CH.iterate_rnn(n, fmt=fmt))
+    listed, implicit = _pair(monkeypatch, n, storage)
     assert not listed.implicit_vocab and implicit.implicit_vocab
     assert implicit.candidates.tolist() == sorted(M.SPECIAL_NAMES)     # the specials only
     assert implicit.nearest_code_dim == listed.nearest_code_dim >= 0
     a, b = _runs(listed, n), _runs(implicit, n)
     assert a == b
-    # both answers occur, and the answers are the reference's (not a constant)
-    assert {ans for _, ans in a} == {TRUE, FALSE}
+    # the answers are the reference's, and both occur (not a constant)
+    assert all(ans == want for _, ans, want in a) and {ans for _, ans, _ in a} == {TRUE, FALSE}
     assert listed.resources.used_precision_bits == implicit.resources.used_precision_bits > 0
 
 
 @pytest.mark.parametrize("storage", ["int64", "two-limb"])
 def test_implicit_batches_equal_listed_and_refuse_the_table(monkeypatch, storage):
     n = 5
-    fmt = FixedFormat(CH.DECLARED.format(n).int_bits, 0, storage=storage)
-    listed = CH.iterate_rnn(n, fmt=fmt)
-    implicit = _implicit(monkeypatch, lambda: CH.iterate_rnn(n, fmt=fmt))
+    listed, implicit = _pair(monkeypatch, n, storage)
     rng = np.random.default_rng(0)
     toks = np.array([CH.prompt(n, int(rng.integers(0, 2 * n)), int(rng.integers(0, n * n + 1)),
                                [int(v) for v in rng.integers(0, 2 * n, size=n)]) for _ in range(40)])
