@@ -17,9 +17,10 @@ direction the head reads except ``one`` is a free integer (the token-type flags,
 the carried step count: integers written by the earlier MLPs), and a hidden key
 direction is a free value in the domain the plan names (``is_counter`` in {0, 1}).
 
-What each head should do is the plan below (:data:`PLAN`: the construction's
-block layout, docs/certify.md), stated over the residual's directions, and z3
-proves it from the built score for every value of the free directions:
+What each head should do is the plan (:func:`plan`, over the residual's
+directions; its constants from :func:`layout`: the RNN's state count, B = S + 2
+and the token ranges ``decode`` reads, never the builder's working constants),
+and z3 proves it from the built score for every value of the free directions:
 
 * a **position head** (``counter``, ``prevY``, ``prev<i>``, ``prompt``) attends the
   key j* = clamp(Q - 1, 0, n), Q the plan's query (the block's start plus a
@@ -31,11 +32,13 @@ proves it from the built score for every value of the free directions:
 * ``firstK`` (first-occurrence tie-break, built for the simulator's n_pos)
   attends the first key with is_counter = 1, or position 0 when there is none:
   a key with the flag beats every key without it, and of two keys alike the
-  earlier one wins, each by at least sharpness(f), at every position up to
-  n_pos.
+  earlier one wins, each by at least sharpness(f), at every position the
+  model reads.
 
-A head the plan does not name, or a plan head the model lacks, fails the
-certificate. Not covered here (docs/certify.md): that the heads hand the
+What a head then writes, W_O W_V x_j*, is checked exactly against the plan's
+copy; no layer may write ``pos``, ``pos_sq`` or ``one`` (the scores read the
+embedding there). A head the plan does not name, one built twice or in another
+layer, or a plan head the model lacks, fails the certificate. Not covered here (docs/certify.md): that the heads hand the
 block-role MLP the values it is proved for (the composition), the later MLPs
 (the input select, the RNN step, the next token's code), the carried step count
 the prompt head reads, the scores' ranges (the declared obligations and the builder's
