@@ -56,6 +56,12 @@ from .symbolic import prove, z3
 TIMEOUT_MS = 20000
 
 
+def _unmet(fact: str, layer: str, statement: str, why: str) -> dict:
+    """A record of the plan not met by the built model (a failed step, never a proof)."""
+    return {"fact": fact, "layer": layer, "statement": statement, "method": "plan", "answer": "sat",
+            "counterexample": why}
+
+
 def _q(v) -> "z3.ArithRef":
     v = Fraction(v)
     return z3.RealVal(f"{v.numerator}/{v.denominator}") if v.denominator != 1 else z3.RealVal(v.numerator)
@@ -120,13 +126,17 @@ class _Score:
         self.labels = list(spec.labels)
         self.qvars: dict = {}
 
+    def var(self, lab: str):
+        """The free integer value of the query's direction ``lab``."""
+        if lab not in self.qvars:
+            self.qvars[lab] = z3.Int(f"{self.tag}.q.{lab}")
+        return self.qvars[lab]
+
     def query_value(self, a: int):
         lab = self.labels[a]
         if lab == "one" and self.spec.embedding[a] == (K.F_ONE, 0, 1):
             return z3.RealVal(1)
-        if lab not in self.qvars:
-            self.qvars[lab] = z3.Int(f"{self.tag}.q.{lab}")
-        return z3.ToReal(self.qvars[lab])
+        return z3.ToReal(self.var(lab))
 
     def key_value(self, b: int, j, free: dict):
         """The key side's direction b at position j: the embedded feature (coef x
@@ -135,12 +145,8 @@ class _Score:
         lab = self.labels[b]
         if lab in free:
             return free[lab]
-        if kind == K.F_POS:
-            return _q(coef) * z3.ToReal(j)
-        if kind == K.F_POS_SQ:
-            return _q(coef) * z3.ToReal(j * j)
-        if kind == K.F_ONE:
-            return _q(coef)
+        if kind in (K.F_POS, K.F_POS_SQ, K.F_ONE):      # a function of the position alone
+            return _embedded(self.spec, b, None, j)
         raise ValueError(f"{self.head.name}: the key reads {lab!r} (embedding kind "
                          f"{K.FEATURE_NAMES.get(kind, kind)}), which the plan gives no value")
 
@@ -167,9 +173,7 @@ def _combo(score: _Score, combo: dict):
         else:
             if lab not in score.labels:
                 raise ValueError(f"the plan's query reads {lab!r}, which the model has no direction for")
-            if lab not in score.qvars:
-                score.qvars[lab] = z3.Int(f"{score.tag}.q.{lab}")
-            total = total + int(c) * score.qvars[lab]
+            total = total + int(c) * score.var(lab)
     return total
 
 
@@ -216,27 +220,23 @@ def head_facts(sim, tag: str = "sim") -> list[dict]:
         for h in L.heads:
             layer = f"attention layer {li + 1}, head {h.name}"
             if h.name not in want or h.name in seen:
-                out.append({"fact": f"{h.name}.planned", "layer": layer, "statement": "a head the plan names, once",
-                            "method": "plan", "answer": "sat",
-                            "counterexample": "built twice" if h.name in seen else "the plan does not name it"})
+                out.append(_unmet(f"{h.name}.planned", layer, "a head the plan names, once",
+                                  "built twice" if h.name in seen else "the plan does not name it"))
                 continue
             seen.add(h.name)
             at, (kind, arg), copy = want[h.name]
             if at != li:
-                out.append({"fact": f"{h.name}.layer", "layer": layer,
-                            "statement": f"the head sits in attention layer {at + 1}", "method": "plan",
-                            "answer": "sat", "counterexample": f"it sits in layer {li + 1}"})
+                out.append(_unmet(f"{h.name}.layer", layer, f"the head sits in attention layer {at + 1}",
+                                  f"it sits in layer {li + 1}"))
             score = _Score(spec, h, f"{tag}.{h.name}")
             try:
                 out += (_position_facts(score, arg, s, layer) if kind == "position"
                         else _first_facts(score, arg, s, layer, P))
             except ValueError as e:
-                out.append({"fact": f"{h.name}.read", "layer": layer, "statement": "the score's directions",
-                            "method": "plan", "answer": "sat", "counterexample": str(e)})
+                out.append(_unmet(f"{h.name}.read", layer, "the score's directions", str(e)))
             out.append(_copy_fact(spec, h, copy, layer))
     for name in sorted(set(want) - seen):
-        out.append({"fact": f"{name}.present", "layer": "attention", "statement": "the plan's head is built",
-                    "method": "plan", "answer": "sat", "counterexample": "no head of that name"})
+        out.append(_unmet(f"{name}.present", "attention", "the plan's head is built", "no head of that name"))
     return out
 
 
@@ -390,24 +390,19 @@ def type_facts(sim, tag: str = "sim") -> list[dict]:
             "answer": "holds" if not lay["gaps"] else "sat",
             **({"counterexample": "; ".join(lay["gaps"])} if lay["gaps"] else {})}]
     if L.heads:
-        return out + [{"fact": "type.mlp_only", "layer": layer, "statement": "the first layer has no heads",
-                       "method": "plan", "answer": "sat", "counterexample": f"heads {[h.name for h in L.heads]}"}]
+        return out + [_unmet("type.mlp_only", layer, "the first layer has no heads",
+                             f"heads {[h.name for h in L.heads]}")]
     labels = list(spec.labels)
     plan_ = type_plan(sim)
-    written, planned = _writes(L, labels), set(plan_[0][4])
-    if written != planned:
-        out.append({"fact": "type.writes", "layer": layer, "statement": "the MLP writes the planned directions only",
-                    "method": "plan", "answer": "sat",
-                    "counterexample": f"writes {sorted(written - planned)} not planned, "
-                                      f"misses {sorted(planned - written)}"})
+    planned = set(plan_[0][4])
+    out += _writes_only(L, labels, planned, "type.writes", layer)
     tau, pos = z3.Ints(f"{tag}.tau {tag}.pos")
     try:
         x = {labels[a]: _embedded(spec, a, tau, pos) for a in range(len(labels))
              if any(v != 0 for v in L.W1[:, a]) or labels[a] in planned}
         after = _mlp(L, labels, x)
     except ValueError as e:
-        return out + [{"fact": "type.read", "layer": layer, "statement": "the MLP's inputs",
-                       "method": "plan", "answer": "sat", "counterexample": str(e)}]
+        return out + [_unmet("type.read", layer, "the MLP's inputs", str(e))]
     for name, what, lo, hi, want in plan_:
         goals = [after(lab) == (v.fn(tau) if isinstance(v, Val) else _q(v)) for lab, v in want.items()]
         stmt = (f"for every token code tau in {lo}..{hi} ({what}) and every position: the layer-1 MLP writes "
@@ -441,8 +436,14 @@ def _mlp(L, labels, x: dict):
     return out
 
 
-def _writes(L, labels) -> set:
-    return {labels[d] for d in range(len(labels)) if any(v != 0 for v in L.W2[d]) or L.b2[d] != 0}
+def _writes_only(L, labels, planned: set, fact: str, layer: str) -> list[dict]:
+    """[] if the layer's MLP writes exactly the ``planned`` directions (a nonzero
+    row of W2 or b2), else the failed step naming the difference."""
+    written = {labels[d] for d in range(len(labels)) if any(v != 0 for v in L.W2[d]) or L.b2[d] != 0}
+    if written == planned:
+        return []
+    return [_unmet(fact, layer, "the MLP writes the planned directions only",
+                   f"writes {sorted(written - planned)} not planned, misses {sorted(planned - written)}")]
 
 
 def role_plan(sim) -> dict:
@@ -475,17 +476,10 @@ def role_facts(sim, tag: str = "sim") -> list[dict]:
     li = next((i for i, L in enumerate(spec.attn_layers) if any(h.name == "firstK" for h in L.heads)), None)
     layer = "attention layer 2, MLP: block roles"
     if li is None:
-        return [{"fact": "roles.layer", "layer": layer, "statement": "the layer of the position heads",
-                 "method": "plan", "answer": "sat", "counterexample": "no head firstK"}]
+        return [_unmet("roles.layer", layer, "the layer of the position heads", "no head firstK")]
     L = spec.attn_layers[li]
     want = role_plan(sim)
-    out = []
-    written = _writes(L, labels)
-    if written != set(want):
-        out.append({"fact": "roles.writes", "layer": layer, "statement": "the MLP writes the planned directions only",
-                    "method": "plan", "answer": "sat",
-                    "counterexample": f"writes {sorted(written - set(want))} not planned, "
-                                      f"misses {sorted(set(want) - written)}"})
+    out = _writes_only(L, labels, set(want), "roles.writes", layer)
     flags = ["is_rnn_token", "is_filler"] + [f"is_state{i}" for i in range(layout(sim)["S"])] + ["is_counter"]
     ints = {lab: z3.Int(f"{tag}.roles.{lab}") for lab in flags + ["seen_counter", "step", "prompt_length"]}
     hyps = [z3.Or(ints[lab] == 0, ints[lab] == 1) for lab in flags + ["seen_counter"]]
@@ -494,12 +488,10 @@ def role_facts(sim, tag: str = "sim") -> list[dict]:
     try:
         after = _mlp(L, labels, x)
     except ValueError as e:
-        return out + [{"fact": "roles.read", "layer": layer, "statement": "the MLP's inputs", "method": "plan",
-                       "answer": "sat", "counterexample": str(e)}]
+        return out + [_unmet("roles.read", layer, "the MLP's inputs", str(e))]
     for lab, (fn, text) in want.items():
         if lab not in labels:
-            out.append({"fact": f"roles.{lab}", "layer": layer, "statement": f"{lab} = {text}", "method": "plan",
-                        "answer": "sat", "counterexample": "no such direction"})
+            out.append(_unmet(f"roles.{lab}", layer, f"{lab} = {text}", "no such direction"))
             continue
         stmt = (f"for every integer step and prompt_length, seen_counter in {{0, 1}} and one-hot token-type "
                 f"flags: the MLP writes {lab} = {text} (read off the built W1, b1, W2, b2)")
