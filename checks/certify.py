@@ -57,44 +57,98 @@ N_CAP = 1 << 62
 
 # ----------------------------------------------------------------------------
 # a syntactic proof that an expression is nondecreasing in x on integers x >= lo
-def nondecreasing(expr, x=N, lo: int = 1) -> bool:
-    """True only if ``expr`` is provably nondecreasing in x for integers x >= lo
-    (other symbols are constants): built from x and constants by +, * and powers
-    of nonnegative nondecreasing parts, Max/Min, floor/ceiling and log of
-    positive parts. False means "not shown", never "decreasing"."""
-    return _inc(sp.sympify(expr), x, lo)
+def nondecreasing(expr, x=N, lo: int = 1, hi: int | None = None) -> bool:
+    """True only if ``expr`` is provably nondecreasing in x for integers x in
+    [lo, hi] (hi None: x >= lo; other symbols are constants): built from x and
+    constants by +, * (a constant factor's sign read), powers (a negative
+    exponent of a positive part turns the direction; a constant base >= 1 raised
+    to a monotone part), Max/Min, floor/ceiling and log of positive parts; a part
+    nonincreasing in x is shown positive at hi, so only on a bounded range. False
+    means "not shown", never "decreasing"."""
+    return _mono(sp.sympify(expr), x, lo, hi, 1)
 
 
-def _nonneg(e, x, lo) -> bool:
+def nonincreasing(expr, x=N, lo: int = 1, hi: int | None = None) -> bool:
+    """As :func:`nondecreasing`, for nonincreasing."""
+    return _mono(sp.sympify(expr), x, lo, hi, -1)
+
+
+def _signed_ok(e, x, lo, hi, strict: bool) -> bool:
+    """``e`` is shown >= 0 (> 0 if strict) on [lo, hi]: at lo if it is shown
+    nondecreasing there, at hi (a bounded range) if it is shown nonincreasing."""
+    test = (lambda v: bool(sp.sympify(v).is_positive)) if strict else (lambda v: bool(sp.sympify(v).is_nonnegative))
     if x not in e.free_symbols:
-        return bool(e.is_nonnegative)
-    return _inc(e, x, lo) and bool(sp.sympify(e.subs(x, lo)).is_nonnegative)
+        return test(e)
+    if _mono(e, x, lo, hi, 1):
+        return test(e.subs(x, lo))
+    return hi is not None and _mono(e, x, lo, hi, -1) and test(e.subs(x, hi))
 
 
-def _inc(e, x, lo) -> bool:
+def _mono(e, x, lo, hi, d: int) -> bool:
+    """``e`` shown monotone in x on [lo, hi], in direction d (1: nondecreasing,
+    -1: nonincreasing)."""
     if x not in e.free_symbols:
         return True
     if e == x:
-        return True
+        return d == 1
     if isinstance(e, sp.Add):
-        return all(_inc(a, x, lo) for a in e.args)
+        return all(_mono(a, x, lo, hi, d) for a in e.args)
     if isinstance(e, sp.Mul):
-        return all(_inc(a, x, lo) and _nonneg(a, x, lo) for a in e.args)
+        const = sp.Mul(*[a for a in e.args if x not in a.free_symbols])
+        parts = [a for a in e.args if x in a.free_symbols]
+        if const.is_negative:
+            d = -d
+        elif not const.is_nonnegative:
+            return False
+        if len(parts) == 1:
+            return _mono(parts[0], x, lo, hi, d)
+        return all(_mono(a, x, lo, hi, d) and _signed_ok(a, x, lo, hi, False) for a in parts)
     if isinstance(e, sp.Pow):
         b, k = e.args
         if x not in k.free_symbols:
-            return bool(k.is_positive) and _inc(b, x, lo) and _nonneg(b, x, lo)
+            if k.is_positive:
+                return _mono(b, x, lo, hi, d) and _signed_ok(b, x, lo, hi, False)
+            if k.is_negative:
+                return _mono(b, x, lo, hi, -d) and _signed_ok(b, x, lo, hi, True)
+            return False
         if x not in b.free_symbols:
-            return bool((b - 1).is_nonnegative) and _inc(k, x, lo)
+            if (b - 1).is_nonnegative:
+                return _mono(k, x, lo, hi, d)
+            if b.is_positive and (1 - b).is_nonnegative:
+                return _mono(k, x, lo, hi, -d)
         return False
     if isinstance(e, (sp.Max, sp.Min)):
-        return all(_inc(a, x, lo) for a in e.args)
+        return all(_mono(a, x, lo, hi, d) for a in e.args)
     if isinstance(e, (sp.floor, sp.ceiling)):
-        return _inc(e.args[0], x, lo)
+        return _mono(e.args[0], x, lo, hi, d)
     if isinstance(e, sp.log):
         a = e.args[0]
-        return _inc(a, x, lo) and bool(sp.sympify(a.subs(x, lo)).is_positive)
+        return _mono(a, x, lo, hi, d) and _signed_ok(a, x, lo, hi, True)
     return False
+
+
+def freeze_steps(expr, x, lo: int, hi: int):
+    """``expr`` with every floor/ceiling part that is constant on [lo, hi]
+    replaced by its value (innermost first): a part whose argument is shown
+    monotone there and whose values at lo and hi agree, exactly. On a piece of
+    constant declared format the step functions of n in a margin (its f(n), its
+    I(n)) are such parts, and what is left may be monotone where the whole is not."""
+    from .symbolic import exact_value
+    e = sp.sympify(expr)
+    while True:
+        inner = [a for a in e.atoms(sp.floor, sp.ceiling) if a.free_symbols == {x}
+                 and not any(x in b.free_symbols for b in a.args[0].atoms(sp.floor, sp.ceiling))]
+        done = {}
+        for a in inner:
+            arg = a.args[0]
+            if not (_mono(arg, x, lo, hi, 1) or _mono(arg, x, lo, hi, -1)):
+                continue
+            v = exact_value(a, {x: lo})
+            if v == exact_value(a, {x: hi}):
+                done[a] = sp.Integer(int(v))
+        if not done:
+            return e
+        e = e.xreplace(done)
 
 
 # ----------------------------------------------------------------------------
@@ -271,6 +325,9 @@ def _builder_obligation(ob, terms, hyps, con: Construction, n_max: int | None, p
                     "why": "z3 did not prove it and it is not shown monotone in the alphabet a"}
         small = small.subs(A, a_max)
     if not (nondecreasing(small, N, con.n_min) and nondecreasing(big, N, con.n_min)):
+        frozen = _frozen_pieces(small, big, strict, cond, pieces)
+        if frozen is not None:
+            return {**out, **frozen}
         if n_max - con.n_min < EXHAUSTIVE_LIMIT:        # small enough to check every n exactly
             first = _first_failure(cond, con.n_min, n_max)
             if first is None:
@@ -286,6 +343,29 @@ def _builder_obligation(ob, terms, hyps, con: Construction, n_max: int | None, p
                 "first_n": None if exact_truth(cond, {N: hi}) else hi,
                 "why": f"not shown on [{lo}, {hi}]: the small side at {hi} is {a}, the big side at {lo} is {b}"}
     return {**out, "method": "piecewise-monotone", "answer": "holds", "range": f"{con.n_min}..{n_max}"}
+
+
+def _frozen_pieces(small, big, strict: bool, cond, pieces: list) -> dict | None:
+    """A margin whose sides are not monotone in n as a whole, on the pieces of
+    constant declared format: on each piece its floor/ceiling parts that are
+    constant there are replaced by their values (:func:`freeze_steps`, e.g. the
+    f(n) = 2 ceil(log2(n + 2)) + 3 inside a rounding error 2^-f), and what is left
+    must be shown nondecreasing on the piece, both sides; then the small side at
+    the piece's last n against the big side at its first n covers the piece, as in
+    the plain piecewise method. The method's record, or None where some piece is
+    not shown monotone this way (a failing comparison is a record too)."""
+    from .symbolic import exact_truth, exact_value
+    for lo, hi in pieces:
+        s, b = freeze_steps(small, N, lo, hi), freeze_steps(big, N, lo, hi)
+        if (s.free_symbols | b.free_symbols) - {N} or not (nondecreasing(s, N, lo, hi) and nondecreasing(b, N, lo, hi)):
+            return None
+        a, c = exact_value(s, {N: hi}), exact_value(b, {N: lo})
+        if not ((a < c) if strict else (a <= c)):
+            return {"method": "piecewise-monotone (steps frozen)", "answer": "fails",
+                    "first_n": None if exact_truth(cond, {N: hi}) else hi,
+                    "why": f"not shown on [{lo}, {hi}]: the small side at {hi} is {a}, the big side at {lo} is {c}"}
+    lo, hi = pieces[0][0], pieces[-1][1]
+    return {"method": "piecewise-monotone (steps frozen)", "answer": "holds", "range": f"{lo}..{hi}"}
 
 
 def _margin_cap(con: Construction, n_max: int | None, n_max_int64: int | None, margins: list) -> int | None:

@@ -26,6 +26,7 @@ from rnngap.constructions.fixedpoint import FixedFormat, fx_exp, new_err
 from rnngap.constructions.gadgets import MarginError, sharpness, zero_gap
 from rnngap.checks.catalog import certificate, certificates
 from rnngap.constructions.obligations import Obligation
+from rnngap.checks import certify as CF
 from rnngap.checks.certify import N, certify, certify_construction, nondecreasing, table, write_json
 
 
@@ -97,6 +98,50 @@ def test_nondecreasing_prover():
     no = [-N, 1 / N, 10 - N, N * (N - 5), sp.Max(N, 9) - N, sp.floor(sp.log(11 - N, 2))]
     assert all(nondecreasing(e) for e in yes)
     assert not any(nondecreasing(e) for e in no)
+    # on a bounded range: a reciprocal of a positive nonincreasing part rises
+    assert CF.nondecreasing(1 / (1 - N / 100), N, 1, 99) and not CF.nondecreasing(1 / (1 - N / 100), N, 1, 100)
+    assert not CF.nondecreasing(1 / (1 - N / 100))                # positive only up to 99: not shown for all n
+    assert CF.nonincreasing(10 - N) and not CF.nonincreasing(N * (N - 5), N, 1, 50)
+
+
+# a rounding error 2^-(2K + 1), K = ceil(log2(n + 2)): a step of n, constant on each piece
+_K = sp.ceiling(sp.log(N + 2) / sp.log(2))
+_PIECES = [(2 ** (k - 1) - 1, 2 ** k - 2) for k in range(3, 21)]
+_SMALL = 1 / (1 / N ** 2 - 2 ** (-2 * _K - 1))                 # rises on a piece, drops where K steps
+
+
+def test_steps_frozen_on_a_piece():
+    assert not nondecreasing(_SMALL)                          # not monotone as a whole
+    lo, hi = _PIECES[4]
+    s = CF.freeze_steps(_SMALL, N, lo, hi)
+    assert s.free_symbols == {N} and not s.atoms(sp.ceiling) and CF.nondecreasing(s, N, lo, hi)
+    assert CF.freeze_steps(_SMALL, N, lo, hi + 1).atoms(sp.ceiling)   # K not constant there: kept
+    assert [i for i, (a, b) in enumerate(_PIECES) if (a, b) == (lo, hi)] == [4]
+
+
+@pytest.mark.parametrize("bound, holds", [(2 * 4 ** _K, True), (4 ** _K / 4, False)])
+def test_frozen_pieces_prove_and_can_fail(bound, holds):
+    """small <= bound on every piece: shown with the steps frozen, or a failure at
+    the first piece's last n, where the condition itself fails."""
+    cond = sp.Le(_SMALL, bound)
+    rec = CF._frozen_pieces(_SMALL, bound, False, cond, _PIECES)
+    assert rec["method"] == "piecewise-monotone (steps frozen)"
+    if holds:
+        assert rec["answer"] == "holds" and rec["range"] == f"{_PIECES[0][0]}..{_PIECES[-1][1]}"
+    else:
+        assert rec["answer"] == "fails" and rec["first_n"] == _PIECES[0][1]
+        n = _PIECES[0][1]
+        assert Fraction(1) / (Fraction(1, n * n) - Fraction(1, 2 * 4 ** 3)) > Fraction(4 ** 3, 4)
+    assert CF._frozen_pieces(sp.Abs(N - 100), bound, False, sp.Le(sp.Abs(N - 100), bound), _PIECES) is None
+
+
+def test_margin_cap_only_for_a_margin_shown_nowhere():
+    con = certificate("hybrid.counting").con
+    shown = [{"answer": "holds"}, {"answer": "unsat"}]
+    assert CF._margin_cap(con, 10 ** 7, 7118, shown) is None
+    assert CF._margin_cap(con, 10 ** 7, 7118, shown + [{"answer": "sat", "why": CF.NOT_MONOTONE}]) == \
+        con.n_min + CF.EXHAUSTIVE_LIMIT - 1
+    assert CF._margin_cap(con, 7000, 7118, [{"answer": "sat", "why": CF.NOT_MONOTONE}]) is None
 
 
 def test_certify_everything_quickly(all_certificates):
@@ -128,8 +173,9 @@ def test_certify_everything_quickly(all_certificates):
     assert idx.n_max_int64 == idx.n_max                  # an int64-only construction
     for name in ("hybrid.ar", "hybrid.cgram(c=3)", "hybrid.index"):   # two limbs: past 2^17 data positions
         assert by[name].n_max >= 2 ** 17 and by[name].n_max > by[name].n_max_int64, name
-    hc = by["hybrid.counting"]                            # a margin shown only exhaustively: capped, said
-    assert hc.n_max_int64 < hc.n_max < 2 ** 16 and "checked to n =" in hc.note
+    hc = by["hybrid.counting"]                            # the step slope's margin: steps frozen per piece
+    assert hc.n_max >= 2 ** 16 > hc.n_max_int64 and "checked to n =" not in hc.note
+    assert any(f["method"] == "piecewise-monotone (steps frozen)" and f["answer"] == "holds" for f in hc.facts)
     assert by["hybrid.istree"].n_max > 2000 > by["hybrid.istree"].n_max_int64
     it = by["iterate-rnn"]                                # T4.1: two limbs past 23,169 (issue 28: >= 2^16)
     assert it.n_max_int64 == 23169 and it.n_max >= 2 ** 20 and it.certified
