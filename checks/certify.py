@@ -41,15 +41,16 @@ import sympy as sp
 
 from rnngap.constructions.bounds import SYM, A, N, largest
 from rnngap.constructions.fixedpoint import MAX_MAGNITUDE_BITS, MAX_WIDE_MAGNITUDE_BITS
-from rnngap.constructions.wide_exec import ATTENTION_MAX_FRAC_BITS
 from rnngap.constructions.obligations import Construction
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Version of the ``certify --json`` record (docs/records.md); 2 added ``covers``,
 ``source`` and the built-model certificates; 3 added ``n_max_int64`` (``n_max``
 counts two-limb storage for the constructions that declare it); 4: the row
 ``sim: token types and heads (built)`` (source ``built-model``) replaced ``sim: per-position``
-(source ``restated-formula``, no longer produced)."""
+(source ``restated-formula``, no longer produced); 5: a two-limb ``n_max`` is no
+longer held to f <= 56 (the two-limb exp runs at every f), and a builder margin
+may have the method ``piecewise-monotone (steps frozen)``."""
 I_SYM = sp.Symbol("I", integer=True, nonnegative=True)
 F_SYM = sp.Symbol("f", integer=True, nonnegative=True)
 N_CAP = 1 << 62
@@ -182,10 +183,9 @@ def n_max_of(con: Construction) -> int | None:
     """Largest n >= n_min whose declared format the machine runs (I + f
     nondecreasing), or None: I(n) + f(n) <= 62 (int64 storage), or, for a
     construction declaring two-limb storage past int64 (``Declared.two_limb``),
-    I + f <= 126 and f <= 56 (the two-limb softmax)."""
+    I + f <= 126."""
     if getattr(con.declared, "two_limb", False):
-        fits = lambda n: (sum(con.fmt(n)) <= MAX_MAGNITUDE_BITS
-                          or (sum(con.fmt(n)) <= MAX_WIDE_MAGNITUDE_BITS and con.fmt(n)[1] <= ATTENTION_MAX_FRAC_BITS))
+        fits = lambda n: sum(con.fmt(n)) <= MAX_WIDE_MAGNITUDE_BITS
     else:
         fits = lambda n: sum(con.fmt(n)) <= MAX_MAGNITUDE_BITS
     return largest(fits, con.n_min, N_CAP)

@@ -137,37 +137,47 @@ def equal_split(I: int, f: int) -> list[str]:
 
 def one_hot_two_limb(I: int, f: int, s: int | None = None) -> list[str]:
     """:func:`one_hot` on the two-limb softmax (constructions/wide_exec.w_attend,
-    formats up to I + f = 126 with f <= 56): the exps of the gaps not below the
-    zero threshold (its exp_raw on int64 shifts, result format Q(min(I, 62 - f)).f)
-    and the softmax on scores (0, -gap 2^f) with values +-(2^(I+f) - 1), 1, 0."""
+    formats up to I + f = 126): the exps of the gaps not below the zero threshold
+    (up to f = 56 its exp_raw on int64 shifts, result format Q(min(I, 62 - f)).f;
+    past it wide.w_exp_neg on the shift's limbs, which returns 0 by its first
+    branch for a gap past 90, so the gaps s..90 are run) and the softmax on scores
+    (0, -gap 2^f) with values +-(2^(I+f) - 1), 1, 0."""
     from rnngap.constructions import wide as WD
     from rnngap.constructions import wide_exec as WX
-    if f > WX.ATTENTION_MAX_FRAC_BITS:
-        return [f"Q{I}.{f}: the two-limb softmax needs f <= {WX.ATTENTION_MAX_FRAC_BITS}"]
     s = sharpness(f) if s is None else s
     if s >= 1 << (I + 1):
         return []
     mode, bad = FP.MODE_RAISE, []
-    thr = int(FP.exp_zero_threshold(f))
     limit = 1 << (I + 1)
     g = s
-    while g < limit and -g * (1 << f) >= thr:        # |d| < 2^63 here (f <= 56)
-        e = int(FP.exp_raw(np.int64(-g * (1 << f)), min(I, 62 - f), f, mode, FP.new_err()))
-        if e != 0:
-            bad.append(f"Q{I}.{f}: exp of gap {g} rounds to raw {e}, not 0")
-        g += 1
+    if f <= WX.EXP_INT64_MAX_FRAC_BITS:
+        thr = int(FP.exp_zero_threshold(f))
+        while g < limit and -g * (1 << f) >= thr:        # |d| < 2^63 here (f <= 56)
+            e = int(FP.exp_raw(np.int64(-g * (1 << f)), min(I, 62 - f), f, mode, FP.new_err()))
+            if e != 0:
+                bad.append(f"Q{I}.{f}: exp of gap {g} rounds to raw {e}, not 0")
+            g += 1
+    else:
+        while g < limit and g <= 90:                      # past 90 w_exp_neg's first branch gives 0
+            d = g << f                                    # below 2^127: three magnitude limbs
+            e = WD.w_exp_neg(np.int64(d >> 126), np.int64((d >> 63) & ((1 << 63) - 1)),
+                             np.int64(d & ((1 << 63) - 1)), f, FP.new_err())
+            if WD.from_limbs(*e) != 0:
+                bad.append(f"Q{I}.{f}: exp of gap {g} rounds to raw {WD.from_limbs(*e)}, not 0")
+            g += 1
     top = (1 << (I + f)) - 1
     for gap in sorted({s} | ({g} if g < limit else set())):
         for v in (top, -top, 1, 0):
             scores = np.array([WD.to_limbs(0), WD.to_limbs(-gap * (1 << f))], dtype=np.int64)
             values = np.array([[WD.to_limbs(v)], [WD.to_limbs(top)]], dtype=np.int64)
-            w, out, err = np.zeros(2, np.int64), np.zeros((1, 2), np.int64), WD.new_wide_err()
+            w, out, err = np.zeros((2, 2), np.int64), np.zeros((1, 2), np.int64), WD.new_wide_err()
             WX.w_attend(scores, np.int64(0), np.int64(0), 2, values, I, f, mode, err, FP.new_err(),
                         np.zeros(WX.SCRATCH_LEN, np.int64), w, np.zeros((2, 3), np.int64), out,
                         np.zeros(2, np.int64), -1)
             got = WD.from_limbs(out[0, 0], out[0, 1])
-            if int(w[0]) != 1 << f or int(w[1]) != 0 or got != v or err[FP.E_CODE] != 0:
-                bad.append(f"Q{I}.{f}: two-limb attend on gap {gap} gives weights {list(w)} and {got}, not "
+            w0, w1 = WD.from_limbs(w[0, 0], w[0, 1]), WD.from_limbs(w[1, 0], w[1, 1])
+            if w0 != 1 << f or w1 != 0 or got != v or err[FP.E_CODE] != 0:
+                bad.append(f"Q{I}.{f}: two-limb attend on gap {gap} gives weights {w0} and {w1} and {got}, not "
                            f"({1 << f}, 0) and {v}")
     return bad
 

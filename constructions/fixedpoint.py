@@ -674,14 +674,20 @@ class FixedFormat:
         err = W.new_wide_err()
         limbs = [v for a in args for v in W.to_limbs(a)]
         if name == "fx_exp":
-            if self.frac_bits > 56:
-                raise ValueError(f"{self.name}: exp on two limbs needs f <= 56")
-            if args[0] > 0 or args[0] < -(1 << 62):
-                raise ValueError(f"{self.name}: exp on two limbs takes 0 >= a >= -2^62 (the softmax shifts)")
-            e = new_err()
-            r = fx_exp(np.int64(args[0]), min(self.int_bits, 62 - self.frac_bits), self.frac_bits, self.mode_code, e)
-            self.check(e, "exp")
-            return int(r)
+            if args[0] > 0:
+                raise ValueError(f"{self.name}: exp on two limbs takes a <= 0 (the softmax shifts)")
+            from . import wide_exec as WX
+            if self.frac_bits <= WX.EXP_INT64_MAX_FRAC_BITS and args[0] >= -(1 << 62):
+                e = new_err()
+                r = fx_exp(np.int64(args[0]), min(self.int_bits, 62 - self.frac_bits), self.frac_bits,
+                           self.mode_code, e)
+                self.check(e, "exp")
+                return int(r)
+            D, m63 = -args[0], (1 << 63) - 1          # the softmax's path past f = 56: three magnitude limbs
+            h, lo = WX._exp_shift_wide(np.int64(D >> 126), np.int64((D >> 63) & m63), np.int64(D & m63),
+                                       self.int_bits, self.frac_bits, self.mode_code, err, new_err())
+            self.check(err, "exp")
+            return W.from_limbs(h, lo)
         fn = {"fx_add": W.w_add, "fx_sub": W.w_sub, "fx_div": W.w_div}.get(name)
         if name == "fx_mul":
             h, lo = W.w_mul(*[np.int64(v) for v in limbs], *self.args, err, W.new_scratch())

@@ -304,9 +304,6 @@ class Model:
         spec.validate()
         if fmt.int_bits < 1:
             raise ValueError(f"{spec.name}: softmax needs the value 1 on the grid: int_bits >= 1, got {fmt.int_bits}")
-        if fmt.wide and spec.attn_layers and fmt.frac_bits > WX.ATTENTION_MAX_FRAC_BITS:
-            raise ValueError(f"{spec.name}: attention on two limbs needs f <= {WX.ATTENTION_MAX_FRAC_BITS} "
-                             f"(exp in double-double), got {fmt.name}")
         self.spec = spec
         self.fmt = fmt
         self.vocab = spec.vocab
@@ -679,8 +676,9 @@ class Session:
         self.state = _zeros(m.fmt, W.rA.shape[0], W.rA.shape[1])
         self.x = _zeros(m.fmt, m.spec.width)
         self.scores = _zeros(m.fmt, cap) if self._wide else np.zeros(K.scores_length(cap, self._prune), np.int64)
-        self.wbuf = np.zeros(cap, np.int64)
-        self.attn = np.zeros((La, H, cap if record else 1), np.int64)
+        limbs = (2,) if self._wide else ()    # two-limb weights: up to 2^f, f up to 125
+        self.wbuf = np.zeros((cap,) + limbs, np.int64)
+        self.attn = np.zeros((La, H, cap if record else 1) + limbs, np.int64)
         self.err = WD.new_wide_err() if self._wide else new_err()
         self._sat_absorbed = 0                 # saturations of self.err already added to the model
         self._one = np.zeros(1, np.int64)      # feed_one's token
@@ -715,9 +713,9 @@ class Session:
                 self._pr = ((grow(KmE, new), grow(LB, nl), grow(SB, ns)) + fresh[3:]
                             + (grow3(Ksh, ix[0].shape[3]), grow3(Kix, ix[1].shape[3]), ist) + ix[3:])
             self.scores = np.zeros((new, 2), np.int64)
-            self.wbuf = np.zeros(new, np.int64)
+            self.wbuf = np.zeros((new, 2), np.int64)
             if self.record:
-                self.attn = np.zeros(self.attn.shape[:2] + (new,), np.int64)
+                self.attn = np.zeros(self.attn.shape[:2] + (new, 2), np.int64)
             return
         self.Kc = np.concatenate([self.Kc, np.zeros(self.Kc.shape[:3] + (pad,), np.int64)], axis=3)
         self.Km = np.concatenate([self.Km, np.zeros(self.Km.shape[:3] + (pad,), np.int64)], axis=3)
@@ -812,7 +810,10 @@ class Session:
         """Attention weights (layer, head, position) at the last fed position, as floats."""
         if not self.record:
             raise ValueError("create the session with record=True to see attention weights")
-        return self.attn[:, :, : self.position].astype(np.float64) / float(1 << self.model.fmt.frac_bits)
+        a = self.attn[:, :, : self.position]
+        if self._wide:                          # the limbs (hi, lo): hi 2^63 + lo
+            a = a[..., 0].astype(np.float64) * 2.0 ** 63 + a[..., 1].astype(np.float64)
+        return a.astype(np.float64) / 2.0 ** self.model.fmt.frac_bits
 
     def kv_cache_bits(self) -> int:
         return self.model.resources.kv_bits(self.position)

@@ -40,8 +40,9 @@ expressions):
   So p ~ 4 log2 n; the declared format fits int64 (I + f <= 62) up to
   n = :data:`COUNTING_MAX_N` (= 11,583, a little above 2^13) at alphabet n + 1;
   larger n run in two-limb storage (constructions/wide_exec.py) up to
-  :data:`COUNTING_WIDE_MAX_N` (where f passes 56, what the two-limb softmax
-  holds), and the model refuses beyond. The comparison is made by the readout itself
+  :data:`COUNTING_WIDE_MAX_N` (= 536,870,910, where I + f passes 126; from
+  n = 2^27 its f passes 56 and the softmax's exp runs in 210-bit fixed point), and
+  the model refuses beyond. The comparison is made by the readout itself
   (logit(number 1) = thr, logit(number 0) = frac), so no steep step MLP is needed.
 
 Example::
@@ -88,12 +89,10 @@ def counting_max_n(alphabet: Callable[[int], int] | int | None = None, wide: boo
     (I(n, a) + f(n) <= 62), with the alphabet a = ``alphabet(n)`` (a callable),
     a fixed int, or None for a = n + 1 (the Index -> Counting reduction's marks
     0..n). I + f grows with n, so a binary search finds it. ``wide``: the largest
-    n the two-limb executor runs (I + f <= 126 and f <= 56, its softmax's limit)."""
+    n the two-limb executor runs (I + f <= 126)."""
     alpha = (lambda n: n + 1) if alphabet is None else (alphabet if callable(alphabet) else (lambda n: int(alphabet)))
     if wide:
-        from .wide_exec import ATTENTION_MAX_FRAC_BITS
-        fits = lambda n: (COUNTING.int_bits(n, alpha(n)) + COUNTING.frac_bits(n) <= MAX_WIDE_MAGNITUDE_BITS
-                          and COUNTING.frac_bits(n) <= ATTENTION_MAX_FRAC_BITS)
+        fits = lambda n: COUNTING.int_bits(n, alpha(n)) + COUNTING.frac_bits(n) <= MAX_WIDE_MAGNITUDE_BITS
     else:
         fits = lambda n: COUNTING.int_bits(n, alpha(n)) + COUNTING.frac_bits(n) <= MAX_MAGNITUDE_BITS
     return largest(fits, 1) or 0
@@ -228,15 +227,14 @@ def ar_transformer(n: int, *, alphabet: int = 4, fmt: FixedFormat | None = None)
 def _counting_format(n: int, a: int) -> FixedFormat:
     """The declared Counting format: int64 storage where I + f <= 62, two limbs
     beyond (constructions/wide_exec.py); ValueError past the two-limb executor
-    (I + f > 126 or f > 56)."""
+    (I + f > 126)."""
     if is_sym(n) or is_sym(a):
         return COUNTING.format(n, a)          # a symbolic build: the storage is not part of the model
-    from .wide_exec import ATTENTION_MAX_FRAC_BITS
     I_d, f_d = COUNTING.int_bits(n, a), COUNTING.frac_bits(n)
-    if I_d + f_d > MAX_WIDE_MAGNITUDE_BITS or f_d > ATTENTION_MAX_FRAC_BITS:
+    if I_d + f_d > MAX_WIDE_MAGNITUDE_BITS:
         raise ValueError(f"counting_transformer: n = {n} at alphabet {a} needs the declared format Q{I_d}.{f_d}: "
-                         f"beyond the two-limb executor (I + f <= {MAX_WIDE_MAGNITUDE_BITS}, f <= "
-                         f"{ATTENTION_MAX_FRAC_BITS}); the largest n at alphabet n + 1 is {COUNTING_WIDE_MAX_N}")
+                         f"beyond the two-limb executor (I + f <= {MAX_WIDE_MAGNITUDE_BITS}); the largest n at "
+                         f"alphabet n + 1 is {COUNTING_WIDE_MAX_N}")
     return COUNTING.format(n, a)             # int64 storage up to I + f = 62, two limbs beyond
 
 

@@ -23,10 +23,11 @@ prefixes of batch rows; pruned attention over position blocks
 (:func:`w_index_scores`: keyindex's kd-tree over shadow keys, with its lifted
 bound and groups); the quadratic readout (:func:`w_quadratic_readout`). Not
 here: vectorised columns, lane blocks, readout tables, the increment bound.
-exp needs the shift s - M below int64 and its result 2^f in int64: attention
-refuses formats with f > 56 (:data:`ATTENTION_MAX_FRAC_BITS`; exp's
-double-double is exact to about 2^-106, enough for f <= 56 with the 2^-96
-guard of fixedpoint.exp_raw).
+exp: up to f = 56 (:data:`EXP_INT64_MAX_FRAC_BITS`) the shift M - s below 2^63
+goes to fixedpoint.exp_raw (its double-double is exact to about 2^-106, enough
+with its 2^-96 guard), a larger shift is below the zero threshold; past f = 56
+the shift's three magnitude limbs go to wide.w_exp_neg (210-bit fixed point),
+and the weights (at most 2^f) take two limbs everywhere.
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ import numpy as np
 from numba import njit
 
 from .fixedpoint import (
-    E_CODE, E_MAXABS, E_NEED, E_OP, E_SAT, E_WHERE, ERR_LEN, ERR_OVERFLOW, MODE_SATURATE, OP_ADD,
+    E_CODE, E_MAXABS, E_NEED, E_OP, E_SAT, E_WHERE, ERR_LEN, ERR_OVERFLOW, MODE_SATURATE, OP_ADD, OP_EXP,
     bit_length, exp_raw, exp_zero_threshold, mul_limbs, mul_round_abs, record_error,
 )
 from .keyindex import _best_lift, KI_LEAF, KI_MAX_DH, KI_N, KI_NT, KI_ROOT, KI_STACK, _rec, _slot, index_rows, update_index
@@ -47,11 +48,13 @@ from .kernels import (
 from .vocab import NUMBER_BASE
 from .wide import (
     _COLS, _PIECES, E_MAXABS_HI, _bits, _mag, _mag_sub, _max_raw, _overflow, _signed, _track, w_add, w_div,
-    w_fit, w_mul, w_relu,
+    w_exp_neg, w_fit, w_mul, w_relu,
 )
 
-ATTENTION_MAX_FRAC_BITS = 56
-"""Attention on the two-limb executor needs f <= 56 (exp; see the module doc)."""
+EXP_INT64_MAX_FRAC_BITS = 56
+"""Up to this f the softmax's exp is fixedpoint.exp_raw on an int64 shift (its
+double-double decides rounding to 2^-96); past it, wide.w_exp_neg (210-bit fixed
+point) on the shift's three magnitude limbs, and the weights take two limbs."""
 
 _M63 = (1 << 63) - 1
 SCRATCH_LEN = _COLS + _PIECES       # wide.new_scratch's length (w_mul's columns and quotient pieces)
@@ -431,7 +434,7 @@ def w_scores_pruned(q, Kc, KmE, LB, SB, m, I, f, mode, err, scr, qnz, scores, ma
     nsup = (m + (1 << SUPER_LOG) - 1) >> SUPER_LOG
     stamp = mark[mark.shape[0] - 1] + 1
     mark[mark.shape[0] - 1] = stamp
-    thr = float(exp_zero_threshold(f))
+    thr = _zero_threshold(f)
     # 1. the first block
     best_s, best_u = 0, -np.inf
     for sb in range(nsup):
@@ -703,7 +706,7 @@ def w_index_scores(q, Kc, KmE, Ksh, Kix, st, m, I, f, mode, err, scr, qnz, score
     s = st[IX_SHIFT]
     sf = 2.0 ** (-f)
     Dh1 = float(Dh + 1)
-    thr = float(exp_zero_threshold(f))
+    thr = _zero_threshold(f)
     qd = np.empty(Dh, np.float64)            # the query as float64 by component
     s_ok = np.zeros(Dh, np.bool_)
     for c in range(Dh):
@@ -719,7 +722,7 @@ def w_index_scores(q, Kc, KmE, Ksh, Kix, st, m, I, f, mode, err, scr, qnz, score
         n += 1
     scored = m - b0
     lim = _lim(Mh, Ml, thr)
-    grouping = s == 0 and I >= 2 and m < (np.int64(1) << min(I - 1, 62))
+    grouping = s == 0 and I >= 2 and m < (np.int64(1) << min(I - 1, 62)) and f <= EXP_INT64_MAX_FRAC_BITS
     gmin = np.int64(1) << (f + 1)
     ng = 0
     # the deferred nodes fill stk from its end, the search stack from its start
@@ -885,6 +888,58 @@ def _fit3(pos, neg, k, I, f, mode, err, out):
     out[k, 1] = ol
 
 
+@njit(cache=True)
+def _zero_threshold(f):
+    """A float64 threshold t of the pruning: a score below M + t has weight exactly
+    0 (exp(-x) 2^f < 1/2 for x > (f + 1) ln 2): fixedpoint.exp_zero_threshold up
+    to f = 56, past it the same bound in float64 (it passes int64 from f = 58)."""
+    if f <= EXP_INT64_MAX_FRAC_BITS:
+        return float(exp_zero_threshold(f))
+    return -((f + 1) * 0.6931471805599453 * 2.0 ** f * (1.0 + 1e-12)) - 2.0
+
+
+@njit(cache=True)
+def _shift_mag3(sh, sl, Mh, Ml):
+    """(c, hi, lo): the magnitude M - s = c 2^126 + hi 2^63 + lo for s <= M (both
+    below 2^126 in magnitude, so the shift is below 2^127)."""
+    ns, s_h, s_l = _mag(sh, sl)
+    nm, m_h, m_l = _mag(Mh, Ml)
+    if not nm and not ns:                      # 0 <= s <= M
+        dh, dl = _mag_sub(m_h, m_l, s_h, s_l)
+        return np.int64(0), dh, dl
+    if nm:                                     # s <= M < 0
+        dh, dl = _mag_sub(s_h, s_l, m_h, m_l)
+        return np.int64(0), dh, dl
+    if m_l > _M63 - s_l:                       # s < 0 <= M: M + |s|, with carries
+        lo = m_l - (_M63 - s_l) - 1
+        carry = 1
+    else:
+        lo = m_l + s_l
+        carry = 0
+    if m_h > _M63 - s_h - carry:
+        return np.int64(1), m_h - (_M63 - s_h - carry) - 1, lo
+    return np.int64(0), m_h + s_h + carry, lo
+
+
+@njit(cache=True)
+def _exp_shift_wide(c, dh, dl, I, f, mode, err, e2):
+    """exp(-(c 2^126 + dh 2^63 + dl) / 2^f) 2^f rounded (wide.w_exp_neg), fitted
+    as fx_attend fits it: only exp(0) = 2^f can leave the format (at I = 0); the
+    error recorded in err, the |raw| tracked."""
+    if c == 0 and dh == 0 and dl == 0:
+        if I == 0:
+            return _overflow(False, I, f, mode, OP_EXP, np.int64(1), err)
+        eh, el = (np.int64(0), np.int64(1) << f) if f < 63 else (np.int64(1) << (f - 63), np.int64(0))
+        _track(eh, el, err)
+        return eh, el
+    e2[E_CODE] = 0
+    eh, el = w_exp_neg(c, dh, dl, f, e2)
+    if e2[E_CODE] != 0:
+        record_error(err, e2[E_CODE], e2[E_OP], e2[E_NEED])
+    _track(eh, el, err)
+    return eh, el
+
+
 @njit(cache=True, inline='always')
 def _exp_shift(dm, I, f, mode, err, e2, count):
     """exp(-dm) as fx_attend computes it for ``count`` keys of the shift dm: its
@@ -904,7 +959,7 @@ def _exp_shift(dm, I, f, mode, err, e2, count):
 @njit(cache=True)
 def w_attend(scores, Mh, Ml, m, values, I, f, mode, err, e2, scr, weights, acc, out, idx, nidx):
     """fixedpoint.fx_attend on wide scores and values, M = (Mh, Ml) the largest
-    score; the weights (at most 2^f, f <= 56) go to ``weights`` as int64 raws.
+    score; the weights (at most 2^f) go to ``weights`` (m, 2) as two-limb raws.
     ``nidx`` < 0: every key j < m; else only the keys idx[:nidx] (ascending: the
     others have weight exactly 0, :func:`w_scores_pruned`). ``e2`` is a scratch
     fixedpoint error array (exp's own), ``acc`` scratch (2 d, 3)."""
@@ -928,23 +983,32 @@ def w_attend_groups(scores, Mh, Ml, m, values, I, f, mode, err, e2, scr, weights
     if m == 0:
         return
     cnt = m if nidx < 0 else nidx
-    thr = exp_zero_threshold(f)
+    wide_exp = f > EXP_INT64_MAX_FRAC_BITS
+    thr = exp_zero_threshold(min(f, EXP_INT64_MAX_FRAC_BITS))
     Zh, Zl = np.int64(0), np.int64(0)
     small = Mh == 0 and Ml < (np.int64(1) << 62) and Ml > -(np.int64(1) << 62)
     for jj in range(cnt):
         j = jj if nidx < 0 else idx[jj]
         sh, sl = scores[j, 0], scores[j, 1]
+        weights[j, 0] = 0
+        weights[j, 1] = 0
+        if wide_exp:                          # the shift's three limbs, exp in 210-bit fixed point
+            c3, dh, dl = _shift_mag3(sh, sl, Mh, Ml)
+            eh, el = _exp_shift_wide(c3, dh, dl, I, f, mode, err, e2)
+            if eh != 0 or el != 0:
+                weights[j, 0] = eh
+                weights[j, 1] = el
+                Zh, Zl = w_add(Zh, Zl, eh, el, I, f, mode, err)
+            continue
         if small and sh == 0 and sl > -(np.int64(1) << 62):    # both below 2^62: M - s < 2^63
             ok, dm = True, Ml - sl
         else:
             ok, dm = _shift_mag(sh, sl, Mh, Ml)
-        if not ok or -dm < thr:
-            weights[j] = 0
-        else:
+        if ok and -dm >= thr:
             ej = _exp_shift(dm, I, f, mode, err, e2, np.int64(1))
-            weights[j] = ej
+            weights[j, 1] = ej
             Zh, Zl = w_add(Zh, Zl, np.int64(0), ej, I, f, mode, err)
-    for g in range(ng):
+    for g in range(ng):                       # none past f = 56: a group needs over 2^(f+1) keys
         ok, dm = _shift_mag(gs[g, 0], gs[g, 1], Mh, Ml)
         if ok and -dm >= thr:
             eg = _exp_shift(dm, I, f, mode, err, e2, gc[g])
@@ -956,10 +1020,11 @@ def w_attend_groups(scores, Mh, Ml, m, values, I, f, mode, err, e2, scr, weights
         acc[k, 2] = 0
     for jj in range(cnt):
         j = jj if nidx < 0 else idx[jj]
-        ej = weights[j]
-        if ej != 0:
-            wh, wl = w_div(np.int64(0), ej, Zh, Zl, I, f, mode, err)
-            weights[j] = wl                      # 0 <= w_j <= 1: one limb
+        eh, el = weights[j, 0], weights[j, 1]
+        if eh != 0 or el != 0:
+            wh, wl = w_div(eh, el, Zh, Zl, I, f, mode, err)
+            weights[j, 0] = wh                   # 0 <= w_j <= 1
+            weights[j, 1] = wl
             if wh != 0 or wl != 0:
                 for k in range(d):
                     vh, vl = values[j, k, 0], values[j, k, 1]
@@ -1081,7 +1146,8 @@ def w_step(tok, t, I, f, mode, err, ekind, eparam, ecoef,
                     w_attend(scores, Mh, Ml, t + 1, Vc[l, h], I, f, mode, err, e2, scr, wbuf, acc, o, idx, -1)
                 if record:
                     for j in range(t + 1):
-                        attn_rec[l, h, j] = wbuf[j]
+                        attn_rec[l, h, j, 0] = wbuf[j, 0]
+                        attn_rec[l, h, j, 1] = wbuf[j, 1]
                 w_matvec(aWO[l, h], o, I, f, mode, err, scr, ho)
                 for d in range(D):
                     _add_into(sm, d, ho[d, 0], ho[d, 1], I, f, mode, err)
@@ -1259,8 +1325,8 @@ def w_forward(tokens, lengths, all_positions, share_prefix, use_nearest, prune, 
     Kc = np.zeros((La, H, N, Dh, 2), np.int64)
     Vc = np.zeros((La, H, N, Dh, 2), np.int64)
     scores = np.zeros((N, 2), np.int64)
-    wbuf = np.zeros(N, np.int64)
-    attn = np.zeros((La, H, 1), np.int64)
+    wbuf = np.zeros((N, 2), np.int64)
+    attn = np.zeros((La, H, 1, 2), np.int64)
     share = share_prefix and mode != MODE_SATURATE
     hist = np.zeros((N + 1 if share else 1, Lr, S, 2), np.int64)     # hist[t]: the state before position t
     pr = prune and La > 0 and N >= PRUNE_MIN_KEYS
@@ -1333,6 +1399,6 @@ def w_read(x, use_nearest, out_dim, out_kind, out_param, out_coef, candidates, n
                  np.zeros(SCRATCH_LEN, np.int64))
 
 
-__all__ = ["ATTENTION_MAX_FRAC_BITS", "w_attend", "w_embed", "w_feature", "w_feed", "w_forward", "w_int",
+__all__ = ["EXP_INT64_MAX_FRAC_BITS", "w_attend", "w_embed", "w_feature", "w_feed", "w_forward", "w_int",
            "w_matvec", "w_mlp_residual", "w_nearest_code_readout", "w_read", "w_readout", "w_scores", "w_step",
            "workspace_rows"]

@@ -187,9 +187,10 @@ def test_machine_lemmas_on_two_limb_formats(monkeypatch):
     two-limb format), and the check can fail: a division off by one raw unit."""
     from rnngap.checks import machine_lemmas as ML
     from rnngap.constructions import wide as WD
-    for I, f in ((40, 34), (48, 42), (70, 56), (10, 53), (120, 6)):
+    for I, f in ((40, 34), (48, 42), (70, 56), (10, 53), (120, 6), (60, 57), (20, 100), (1, 125)):
         assert ML.lemmas_at(I, f) == (), (I, f)
-    assert ML.one_hot_two_limb(60, 57)                    # f > 56: the two-limb softmax refuses
+    bad = ML.one_hot_two_limb(60, 57, s=3)                # a gap of 3 does not round exp to 0 at f = 57
+    assert bad and "exp of gap 3" in bad[0]
     real = WD.w_div
     monkeypatch.setattr(WD, "w_div", lambda *a: (lambda h, lo: (h, lo + 1))(*real(*a)))
     assert ML.equal_split_two_limb(40, 34)

@@ -136,11 +136,12 @@ def _counting_rows(n, rng, count):
     return np.array(rows), np.array(want)
 
 
-@pytest.mark.parametrize("I,f,big", [(20, 56, True), (60, 8, False), (64, 54, True)])
+@pytest.mark.parametrize("I,f,big", [(20, 56, True), (60, 8, False), (64, 54, True), (20, 60, True), (26, 100, True)])
 def test_counting_past_int64_answers_every_instance(I, f, big):
     """Counting (n = 6) at formats past int64: the answers are the reference's.
     With many fraction bits raws above 2^63 are really computed (``big``: the used
-    bits pass 62); at Q60.8 the values stay small (the high limbs stay 0)."""
+    bits pass 62); at Q60.8 the values stay small (the high limbs stay 0). Q20.60
+    and Q26.100: past f = 56 (the exp in 210-bit fixed point, two-limb weights)."""
     n = 6
     m = R.counting_transformer(n, alphabet=3, fmt=FixedFormat(I, f, storage="two-limb"))
     rng = np.random.default_rng(I + f)
@@ -266,8 +267,8 @@ def test_pruned_attention_on_adversarial_keys():
         o1, o2 = np.zeros((d, 2), np.int64), np.zeros((d, 2), np.int64)
         acc = np.zeros((2 * d, 3), np.int64)
         x1, x2 = np.zeros(6, np.int64), np.zeros(6, np.int64)
-        WX.w_attend(s1, Mh, Ml, m, V, I, f, 0, e1, x1, scr, np.zeros(m, np.int64), acc, o1, idx, n)
-        WX.w_attend(s2, Ph, Pl, m, V, I, f, 0, e2, x2, scr, np.zeros(m, np.int64), acc, o2, idx, -1)
+        WX.w_attend(s1, Mh, Ml, m, V, I, f, 0, e1, x1, scr, np.zeros((m, 2), np.int64), acc, o1, idx, n)
+        WX.w_attend(s2, Ph, Pl, m, V, I, f, 0, e2, x2, scr, np.zeros((m, 2), np.int64), acc, o2, idx, -1)
         assert o1.tolist() == o2.tolist() and e1.tolist() == e2.tolist(), trial
     assert {"pruned", "fallback"} <= outcomes, outcomes
 
@@ -301,10 +302,32 @@ def _pruned_and_full(K_, q, V_, I, f, mode):
         else:
             Mh, Ml = WX.w_scores(qw, Kw, m, I, f, mode, err, scr, qnz, s_)
         o = np.zeros((V.shape[1], 2), np.int64)
-        WX.w_attend(s_, Mh, Ml, m, V, I, f, mode, err, np.zeros(6, np.int64), scr, np.zeros(m, np.int64),
+        WX.w_attend(s_, Mh, Ml, m, V, I, f, mode, err, np.zeros(6, np.int64), scr, np.zeros((m, 2), np.int64),
                     np.zeros((2 * V.shape[1], 3), np.int64), o, idx, n)
         out.append(((int(Mh), int(Ml)), o.tolist(), err.tolist()))
     return out
+
+
+@pytest.mark.parametrize("mode", [0, 1])
+def test_pruned_attention_past_f56(mode):
+    """Block pruning at f = 86 (its zero threshold, (f + 1) ln 2 2^f, past int64 in
+    float64): keys rising with the position (a shift head's), so the early blocks
+    are skipped; the same M, output and errors as scoring every key."""
+    I, f, m = 36, 86, 700
+    rng = np.random.default_rng(86 + mode)
+    K_ = [[(j + int(rng.integers(0, 3))) << f, int(rng.integers(-5, 5)) << f] for j in range(m)]
+    q = [1 << f, 1 << (f - 2)]
+    V_ = [[int(v) << f] for v in rng.integers(-1000, 1000, size=m)]
+    a, b = _pruned_and_full(K_, q, V_, I, f, mode)
+    assert a == b
+    Kw = np.array([[WD.to_limbs(v) for v in row] for row in K_], np.int64)
+    KmE, LB, SB, mark, vis, dfr, qf, idx = WX.prune_arrays(1, 1, m, 2, True)
+    for t in range(m):
+        WX.w_store_bounds(Kw[t], t, KmE[0, 0], LB[0, 0], SB[0, 0])
+    ok, Mh, Ml, nv = WX.w_scores_pruned(np.array([WD.to_limbs(v) for v in q], np.int64), Kw, KmE[0, 0], LB[0, 0],
+                                        SB[0, 0], m, I, f, mode, WD.new_wide_err(), np.zeros(WX.SCRATCH_LEN, np.int64),
+                                        np.zeros(2, np.int64), np.zeros((m, 2), np.int64), mark, vis, dfr, qf)
+    assert ok and 0 < nv < (m >> WX.LEAF_LOG)              # blocks were skipped
 
 
 @pytest.mark.parametrize("mode", [0, 1])
@@ -363,15 +386,13 @@ def test_storage_rules():
     assert w.mul(a, b) == (2 ** 20 + 3) * -(2 ** 18) << 30
     with pytest.raises(FixedPointOverflow):
         w.mul(w.encode(2 ** 30), w.encode(2 ** 30))
-    with pytest.raises(ValueError, match="two limbs"):
-        R.counting_transformer(4, alphabet=3, fmt=FixedFormat(20, 60, storage="two-limb"))
 
 
 # ---------------------------------------------------------------------------- NUMBA_DISABLE_JIT
 def fingerprint(seed: int) -> list:
     rng = np.random.default_rng(seed)
     out = []
-    for I, f in ((12, 8), (20, 56), (70, 20)):
+    for I, f in ((12, 8), (20, 56), (70, 20), (20, 90)):
         m = R.counting_transformer(4, alphabet=3, fmt=FixedFormat(I, f, storage="two-limb"))
         toks, _ = _counting_rows(4, rng, 6)
         preds, err, loc = _wide_run(m, toks, np.full(len(toks), toks.shape[1], np.int64), True, K.READOUT_TABLE)

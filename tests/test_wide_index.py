@@ -68,7 +68,7 @@ class Head:
         d = self.V.shape[1]
         o = np.zeros((d, 2), np.int64)
         WX.w_attend_groups(scores, Mh, Ml, m, self.V, I, f, mode, err, np.zeros(6, np.int64),
-                           np.zeros(WX.SCRATCH_LEN, np.int64), np.zeros(self.m, np.int64),
+                           np.zeros(WX.SCRATCH_LEN, np.int64), np.zeros((self.m, 2), np.int64),
                            np.zeros((2 * d, 3), np.int64), o, idx, n, self.gs, self.gc, ng)
         return o.tolist()
 
@@ -89,7 +89,8 @@ def _check(head, q, m, I, f, mode=0):
     assert len(set(idx.tolist())) == len(idx) and list(idx) == sorted(idx) and (idx < m).all()
     for j in idx:
         assert scores[j].tolist() == Pscores[j].tolist()
-    thr = int(exp_zero_threshold(f))
+    # past f = 56: (f + 1) ln 2 2^f, above int64 from f = 58 (ln 2 from above: a conservative "near")
+    thr = int(exp_zero_threshold(f)) if f <= WX.EXP_INT64_MAX_FRAC_BITS else -((f + 1) * (1 << f) * 6932 // 10000)
     top = _value(PM)
     unlisted = np.setdiff1d(np.arange(m), idx)
     near = [j for j in unlisted if _value(Pscores[j]) - top >= thr]
@@ -110,11 +111,12 @@ def _match_query(code, f, lam, mu):
     return [(2 * lam * code) << f, -lam << f, mu << f]
 
 
-@pytest.mark.parametrize("f,big", [(12, 0), (20, 40), (30, 54)])
+@pytest.mark.parametrize("f,big", [(12, 0), (20, 40), (30, 54), (60, 8)])
 def test_index_on_match_heads(f, big):
     """A match head over codes up to 2^(big/2 + 10): keys past 2^63 when big > 0 (the
     shadow keys are shifted), queries for present and absent codes, at growing m on
-    one index (insertions, rebuilds)."""
+    one index (insertions, rebuilds). f = 60: past the int64 exp (no groups, the
+    pruning's threshold in float64 past int64)."""
     rng = np.random.default_rng(f + big)
     m = 3000
     codes = rng.integers(0, 1 << (10 + big // 2), size=m)
