@@ -352,8 +352,9 @@ def _frozen_pieces(small, big, strict: bool, cond, pieces: list) -> dict | None:
     f(n) = 2 ceil(log2(n + 2)) + 3 inside a rounding error 2^-f), and what is left
     must be shown nondecreasing on the piece, both sides; then the small side at
     the piece's last n against the big side at its first n covers the piece, as in
-    the plain piecewise method. The method's record, or None where some piece is
-    not shown monotone this way (a failing comparison is a record too)."""
+    the plain piecewise method. The method's record; a record that fails where the
+    condition is false at a piece's last n; None where some piece is not shown
+    this way (then the exhaustive check or the cap may still apply)."""
     from .symbolic import exact_truth, exact_value
     for lo, hi in pieces:
         s, b = freeze_steps(small, N, lo, hi), freeze_steps(big, N, lo, hi)
@@ -361,9 +362,10 @@ def _frozen_pieces(small, big, strict: bool, cond, pieces: list) -> dict | None:
             return None
         a, c = exact_value(s, {N: hi}), exact_value(b, {N: lo})
         if not ((a < c) if strict else (a <= c)):
-            return {"method": "piecewise-monotone (steps frozen)", "answer": "fails",
-                    "first_n": None if exact_truth(cond, {N: hi}) else hi,
-                    "why": f"not shown on [{lo}, {hi}]: the small side at {hi} is {a}, the big side at {lo} is {c}"}
+            if exact_truth(cond, {N: hi}):       # not shown, not refuted: the other methods may still show it
+                return None
+            return {"method": "piecewise-monotone (steps frozen)", "answer": "fails", "first_n": hi,
+                    "why": f"fails at n = {hi}: the small side at {hi} is {a}, the big side at {lo} is {c}"}
     lo, hi = pieces[0][0], pieces[-1][1]
     return {"method": "piecewise-monotone (steps frozen)", "answer": "holds", "range": f"{lo}..{hi}"}
 

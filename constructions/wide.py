@@ -475,11 +475,12 @@ def _cx_bit(a, b):
 def w_exp_neg(c, h, l, f, err):
     """(hi, lo) of round_half_even(exp(-D / 2^f) 2^f), D = c 2^126 + h 2^63 + l >= 0
     (three magnitude limbs: the shift M - s of two raws can reach 2^127), for
-    f <= 126; not range-checked (the result is at most 2^f; D = 0 gives 2^f). In
+    f <= 126; not range-checked (the result is at most 2^f; D = 0 gives 2^f, for
+    f <= 125: 2^126 is no two-limb raw, and the caller's fit clamps it). In
     210-bit fixed point: x = D / 2^f exactly; x = k ln 2 + r, 0 <= r < ln 2 with
     ln 2 to 2^-210; exp(-r) by its alternating Taylor series (both signs summed
     apart, each term truncated at 2^-210, about 45 terms), within 2^-200 of the
-    true exp(-r) (r's error is below 130 2^-210, each term's below 4 2^-210); the
+    true exp(-r) (r's error is below 131 2^-210, each term's below 4 2^-210); the
     result exp(-r) 2^(f - k) is rounded by the bits of exp(-r) from its rounding
     point down to 2^-194: if the half bit's complement occurs among them, the
     side is certain; otherwise (the true value within about 2^-194 of a half, in
@@ -524,6 +525,11 @@ def w_exp_neg(c, h, l, f, err):
         k += 1
     s = f - k
     if s < 0:                                  # exp(-x) 2^f <= 1/2 and never equal (x > 0 rational)
+        if s == -1 and r[0] == 0 and r[1] == 0 and r[2] == 0 and r[3] == 0 and r[4] == 0 and r[5] == 0 \
+                and r[6] == 0 and r[7] < (1 << 20):
+            # r below 2^-190: the true x may lie just under (f + 1) ln 2 (r's error is
+            # below 131 2^-210), where the result is just over one half
+            record_error(err, ERR_EXP_UNDECIDED, OP_EXP, 0)
         return np.int64(0), np.int64(0)
     # exp(-r) = sum_i (-r)^i / i!
     plus = np.zeros(n, np.int64)

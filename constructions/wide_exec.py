@@ -723,7 +723,7 @@ def w_index_scores(q, Kc, KmE, Ksh, Kix, st, m, I, f, mode, err, scr, qnz, score
     scored = m - b0
     lim = _lim(Mh, Ml, thr)
     grouping = s == 0 and I >= 2 and m < (np.int64(1) << min(I - 1, 62)) and f <= EXP_INT64_MAX_FRAC_BITS
-    gmin = np.int64(1) << (f + 1)
+    gmin = (np.int64(1) << (f + 1)) if grouping else np.int64(0)    # grouping: f <= 56
     ng = 0
     # the deferred nodes fill stk from its end, the search stack from its start
     top_d = stk.shape[0]
@@ -916,8 +916,8 @@ def _shift_mag3(sh, sl, Mh, Ml):
     else:
         lo = m_l + s_l
         carry = 0
-    if m_h > _M63 - s_h - carry:
-        return np.int64(1), m_h - (_M63 - s_h - carry) - 1, lo
+    if m_h > _M63 - s_h - carry:                # m_h >= 1 here: no intermediate leaves int64
+        return np.int64(1), (m_h - 1) - (_M63 - s_h - carry), lo
     return np.int64(0), m_h + s_h + carry, lo
 
 
