@@ -494,7 +494,7 @@ RECORDS: tuple[ConstructionRecord, ...] = (
                        "the Transformer simulating a linear RNN step by step (here the T4.1 RNN for n)",
                        (Form("sim", resources=_sim_resources),),
                        uncertified="the simulator depends on the RNN it simulates: `rnngap certify` certifies each "
-                                   "simulator the registry builds (rows sim[...] and 'sim: token types and heads (built)'), not this "
+                                   "simulator the registry builds (rows sim[...] and 'sim: token types, heads and RNN layers (built)'), not this "
                                    "record", size=_sim_size),
     # T5-hyb-P and T5-RAG: the Turing machines, one record per machine and architecture
     *_tm_records(),

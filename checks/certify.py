@@ -49,8 +49,10 @@ SCHEMA_VERSION = 5
 counts two-limb storage for the constructions that declare it); 4: the row
 ``sim: token types and heads (built)`` (source ``built-model``) replaced ``sim: per-position``
 (source ``restated-formula``, no longer produced); 5: a two-limb ``n_max`` is no
-longer held to f <= 56 (the two-limb exp runs at every f), and a builder margin
-may have the method ``piecewise-monotone (steps frozen)``."""
+longer held to f <= 56 (the two-limb exp runs at every f), a builder margin
+may have the method ``piecewise-monotone (steps frozen)``, and the simulator's row
+is ``sim: token types, heads and RNN layers (built)`` (it also covers
+``rnn-layer-mlps``)."""
 I_SYM = sp.Symbol("I", integer=True, nonnegative=True)
 F_SYM = sp.Symbol("f", integer=True, nonnegative=True)
 N_CAP = 1 << 62
@@ -560,7 +562,7 @@ def sim_simulators(seed: int = 0) -> list:
 SIM_NOTE = ("the simulator's I is defined as the largest of its needs (bounds.sim_int), so its range "
             "obligations hold by definition; certified: the int64 fit up to n_max, I nondecreasing in the "
             "context n, the heads' gap and the clamp gate; the heads themselves are proved from each built "
-            "simulator ('sim: token types and heads (built)')")
+            "simulator ('sim: token types, heads and RNN layers (built)')")
 
 
 def certify_sim(sim) -> Result:

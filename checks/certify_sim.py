@@ -1,12 +1,15 @@
-"""The simulator's (claim ``sim``) token types and heads, proved from the BUILT simulator.
+"""The simulator's (claim ``sim``) token types, heads and RNN layers, proved from the BUILT simulator.
 
 For every simulator the registry builds (checks/certify.py ``sim_simulators``),
 its first layer (an MLP without heads: the token type of a code tau) is applied
 to the built embedding and proved, on each code range of the layout
 (:func:`type_plan`), to write exactly that range's flag and value
 (:func:`type_facts`); its second layer's MLP is proved to write the block roles
-from the flags, the step and the prompt length (:func:`role_facts`); and each
-attention head's score is read off the built weights, never restated:
+from the flags, the step and the prompt length (:func:`role_facts`); each
+simulated RNN layer's two MLPs are proved, for every real value of every
+direction, to compute that layer's step with the simulated RNN's own A, B, C and
+its own MLP with its own W1, b1, W2, b2 (:func:`step_facts`); and each attention
+head's score is read off the built weights, never restated:
 
     score(t, j) = sum_rows (W_Q x_t)_r (W_K x_j)_r
 
@@ -39,14 +42,17 @@ What a head then writes, W_O W_V x_j*, is checked exactly against the plan's
 copy; no layer may write ``pos``, ``pos_sq`` or ``one`` (the scores read the
 embedding there). A head the plan does not name, one built twice or in another
 layer, or a plan head the model lacks, fails the certificate. Not covered here (docs/certify.md): that the heads hand the
-block-role MLP the values it is proved for (the composition), the later MLPs
-(the input select, the RNN step, the next token's code), the carried step count
+block-role MLP the values it is proved for (the composition), the MLPs of the
+input select, the indicator readout's argmax and the next token's code, the
+carried step count
 the prompt head reads, the scores' ranges (the declared obligations and the builder's
 margins) and the readout; the exhaustive runs test them.
 """
 from __future__ import annotations
 
 from fractions import Fraction
+
+import numpy as np
 
 from rnngap.constructions import kernels as K
 from rnngap.constructions.num import sharpness
@@ -499,14 +505,122 @@ def role_facts(sim, tag: str = "sim") -> list[dict]:
     return out
 
 
-NAME = "sim: token types and heads (built)"
+# ----------------------------------------------------------------------------
+# the RNN layers: each simulated by two MLPs, read against the RNN's own weights
+def _rnn_dims(sim) -> tuple[dict, list]:
+    """({RNN dim d: its simulator direction "rnn:<label>" or None}, problems): a dim
+    the simulator does not carry must be zero throughout the RNN's run: neither
+    embedded nor written by any of its layers."""
+    rspec, labels = sim.rnn.spec, set(sim.model.spec.labels)
+    dims, bad = {}, []
+    for d in range(rspec.width):
+        lab = f"rnn:{rspec.labels[d]}"
+        if lab in labels:
+            dims[d] = lab
+            continue
+        kind, _, coef = rspec.embedding[d]
+        written = any(np.any(L.C[d] != 0) or np.any(L.W2[d] != 0) or L.b2[d] != 0 for L in rspec.rnn_layers)
+        if (kind != K.F_ZERO and coef != 0) or written:
+            bad.append(f"the RNN's {rspec.labels[d]!r} is embedded or written but has no direction {lab!r}")
+        dims[d] = None
+    return dims, bad
+
+
+def step_facts(sim, tag: str = "sim") -> list[dict]:
+    """Each RNN layer l of the simulated RNN, against that RNN's own A, B, C, W1, b1,
+    W2, b2 (not the builder's working copies): the one heads-free layer whose MLP
+    writes the states h{l}:* computes, for every real value of every direction,
+    h{l}:s += z_s = sum A[s, s'] prev_state(l, s') + sum B[s, d] x_d and
+    x_d += sum C[d, s] z_s, and writes nothing else; the layer right after it (the
+    RNN's own MLP comes after C h, as in the RNN's step) computes
+    x_d += W2 relu(W1 x + b1) + b2 and writes nothing else."""
+    spec = sim.model.spec
+    labels = list(spec.labels)
+    rspec = sim.rnn.spec
+    dims, bad = _rnn_dims(sim)
+    if bad:
+        return [_unmet("step.dims", "RNN layers", "the RNN's residual in the simulator", "; ".join(bad))]
+    x = {lab: z3.Real(f"{tag}.step.{lab}") for lab in labels}
+
+    def xv(d):                                   # the RNN's x_d (0 where the simulator has no direction)
+        return x[dims[d]] if dims[d] is not None else z3.RealVal(0)
+    out, base = [], 0
+    for l, R in enumerate(rspec.rnn_layers):
+        S_l = R.A.shape[0]
+        hl = [f"h{l}:{R.state_labels[s] if R.state_labels else s}" for s in range(S_l)]
+        layer = f"RNN layer {l}: state MLP"
+        missing = [h for h in hl if h not in labels]
+        if missing:
+            out.append(_unmet(f"step{l}.dims", layer, "the states' directions", f"no directions {missing}"))
+            base += S_l
+            continue
+        rows = [labels.index(h) for h in hl]
+        where = [i for i, L in enumerate(spec.attn_layers) if any(np.any(L.W2[r] != 0) or L.b2[r] != 0 for r in rows)]
+        if len(where) != 1 or spec.attn_layers[where[0]].heads:
+            out.append(_unmet(f"step{l}.layer", layer, "one heads-free layer writes the states",
+                              f"layers writing them: {where}"))
+            base += S_l
+            continue
+        L = spec.attn_layers[where[0]]
+        prev = [f"prev_state{base + s}" for s in range(S_l)]
+        if any(p not in labels for p in prev):
+            out.append(_unmet(f"step{l}.prev", layer, "the previous states' directions", f"missing among {prev}"))
+            base += S_l
+            continue
+        z = [sum((_q(R.A[s, s2]) * x[prev[s2]] for s2 in range(S_l) if R.A[s, s2] != 0), z3.RealVal(0))
+             + sum((_q(R.B[s, d]) * xv(d) for d in range(rspec.width) if R.B[s, d] != 0), z3.RealVal(0))
+             for s in range(S_l)]
+        c_dims = [d for d in range(rspec.width) if np.any(R.C[d] != 0)]
+        out += _writes_only(L, labels, set(hl) | {dims[d] for d in c_dims}, f"step{l}.writes", layer)
+        after = _mlp(L, labels, x)
+        for s in range(S_l):
+            out.append(_fact(layer, f"step{l}.{hl[s]}", f"for every real value of every direction: the MLP adds "
+                             f"z_{s} = (A h_(t-1) + B x)_{s} to {hl[s]} (A, B the RNN's own)", [],
+                             after(hl[s]) - x[hl[s]] == z[s]))
+        for d in c_dims:
+            cz = sum((_q(R.C[d, s]) * z[s] for s in range(S_l) if R.C[d, s] != 0), z3.RealVal(0))
+            out.append(_fact(layer, f"step{l}.{dims[d]}", f"for every real value of every direction: the MLP adds "
+                             f"(C z)_{d} to {dims[d]} (C the RNN's own)", [], after(dims[d]) - x[dims[d]] == cz))
+        # the RNN's own MLP, in the next layer
+        own_layer = f"RNN layer {l}: its own MLP"
+        own_dims = [d for d in range(rspec.width) if np.any(R.W2[d] != 0) or R.b2[d] != 0]
+        nxt = where[0] + 1
+        if not own_dims:
+            base += S_l
+            continue
+        if nxt >= len(spec.attn_layers) or spec.attn_layers[nxt].heads:
+            out.append(_unmet(f"own{l}.layer", own_layer, "a heads-free layer right after the state MLP",
+                              f"layer {nxt} is missing or has heads"))
+            base += S_l
+            continue
+        L2 = spec.attn_layers[nxt]
+        out += _writes_only(L2, labels, {dims[d] for d in own_dims}, f"own{l}.writes", own_layer)
+        after2 = _mlp(L2, labels, x)
+        hidden = []
+        for m in range(R.W1.shape[0]):
+            pre = sum((_q(R.W1[m, c]) * xv(c) for c in range(rspec.width) if R.W1[m, c] != 0), z3.RealVal(0)) \
+                + _q(R.b1[m])
+            hidden.append(z3.If(pre > 0, pre, z3.RealVal(0)))
+        for d in own_dims:
+            want = _q(R.b2[d]) + sum((_q(R.W2[d, m]) * hidden[m] for m in range(len(hidden)) if R.W2[d, m] != 0),
+                                     z3.RealVal(0))
+            out.append(_fact(own_layer, f"own{l}.{dims[d]}", f"for every real value of every direction: the MLP "
+                             f"adds (W2 relu(W1 x + b1) + b2)_{d} to {dims[d]} (the RNN's own weights)", [],
+                             after2(dims[d]) - x[dims[d]] == want))
+        base += S_l
+    return out
+
+
+NAME = "sim: token types, heads and RNN layers (built)"
 NOTE = ("each simulator the registry builds, read off its built weights (checks/certify_sim.py): the "
         "layer-1 MLP writes the token-type flags and the state / counter values on every code range; each "
         "head's score (W_Q, W_K, embedding): the position heads attend the plan's key clamp(Q - 1, 0, n) "
         "for every n >= 1, firstK the first flagged key at every position up to the simulator's n_pos, "
         "each by sharpness(f); the layer-2 MLP writes the block roles for every step, prompt length, "
-        "seen_counter and one-hot flags. Not covered: the later MLPs (the input select, the RNN step, the "
-        "next code), the scores' ranges (the declared obligations) and the readout")
+        "seen_counter and one-hot flags; each RNN layer's state MLP and own MLP compute that layer's step "
+        "with the simulated RNN's own weights, for every value of every direction. Not covered: the MLPs of "
+        "the input select, the argmax and the next code, the composition, the scores' ranges (the declared "
+        "obligations) and the readout")
 
 
 def certify_heads(sims, result_cls):
@@ -520,7 +634,7 @@ def certify_heads(sims, result_cls):
                           failures=[{"obligation": "z3", "first_n": None, "need": "-", "have": "-",
                                      "why": "z3 absent: NOT proved"}])
     for sim in sims:
-        for f in type_facts(sim) + head_facts(sim) + role_facts(sim):
+        for f in type_facts(sim) + head_facts(sim) + role_facts(sim) + step_facts(sim):
             name = f"{sim.model.name}: {f['fact']}"
             records.append({**f, "fact": name})
             steps.append({"layer": f"{sim.model.name}, {f['layer']}", "lemma": f["fact"],
@@ -531,4 +645,5 @@ def certify_heads(sims, result_cls):
                                                                        if f.get("counterexample") else "")})
     return result_cls("sim", NAME, len(records), 1, None, "smt", not failures,
                       max(round(time.perf_counter() - t0, 3), 0.001), failures=failures, facts=records,
-                      note=NOTE, covers=["token-type-mlp", "heads", "block-role-mlp"], source="built-model", steps=steps)
+                      note=NOTE, covers=["token-type-mlp", "heads", "block-role-mlp", "rnn-layer-mlps"],
+                      source="built-model", steps=steps)

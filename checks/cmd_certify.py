@@ -4,7 +4,7 @@ construction has a whole-model plan, the certificate is about the model its
 builder builds: every layer proved on every instance of its task, for every n
 (source ``built-model``); elsewhere its declared obligations are checked for every
 n up to the storage limit (source ``declared-obligation``); the simulators' heads
-are proved from the built simulators (row ``sim: token types and heads (built)``).
+are proved from the built simulators (row ``sim: token types, heads and RNN layers (built)``).
 Prints a table; exits 1 if anything fails, naming the layer or obligation.
 ``--explain NAME`` prints one construction's proof chain instead."""
 from __future__ import annotations

@@ -266,7 +266,7 @@ def sim_construction(p: "Bd.SimRNN", n_min: int = 1) -> Construction:
     fits int64 up to n_max and that I(n) is nondecreasing (so a simulator with a
     shorter context is covered). The gap obligation and the clamp gate are real
     inequalities; the simulator's heads are proved from each built simulator
-    (checks/certify_sim.py, row 'sim: token types and heads (built)')."""
+    (checks/certify_sim.py, row 'sim: token types, heads and RNN layers (built)')."""
     names = list(Bd.sim_needs(INT, p, 1, 1))
     obl = [gap("heads")]
     for k in names:

@@ -190,3 +190,73 @@ def test_a_moved_block_role_breakpoint_fails(monkeypatch):
     from rnngap.checks.certify_sim import role_facts
     assert _failed(role_facts(_build())) == []
     assert _failed(role_facts(_first_neuron_moved(monkeypatch, "_block_role_mlp"))) == ["roles.in_prompt"]
+
+
+# ---------------------------------------------------------------------------- the RNN layers' MLPs
+def test_every_rnn_layer_of_every_simulator_is_proved():
+    """Each simulated RNN layer: its state MLP (A, B, C) and its own MLP, against the
+    RNN's own weights, for every real value of every direction."""
+    from rnngap.checks.certify_sim import step_facts
+    for sim in sim_simulators():
+        facts = step_facts(sim)
+        assert _failed(facts) == [], sim.model.name
+        for l, R in enumerate(sim.rnn.spec.rnn_layers):
+            states = {f["fact"] for f in facts if f["fact"].startswith(f"step{l}.h{l}:")}
+            assert len(states) == R.A.shape[0], (sim.model.name, l, states)
+
+
+def _rnn_mlp_mutant(monkeypatch, which: int, change):
+    """The simulator built with ``change(neurons)`` applied to the first RNN
+    layer's state MLP (which = 0) or own MLP (which = 1)."""
+    from rnngap.constructions.gadgets import Neuron
+    real = S.RNNSimulator._rnn_layer_mlps
+
+    def mutated(self, l):
+        mlps = list(real(self, l))
+        if l == 0:
+            mlps[which] = change([Neuron(dict(n.inp), n.bias, dict(n.out), n.group) for n in mlps[which]])
+        return tuple(mlps)
+    with monkeypatch.context() as mp:
+        mp.setattr(S.RNNSimulator, "_rnn_layer_mlps", mutated)
+        return _build()
+
+
+def _edit(neurons, i, **kw):
+    from rnngap.constructions.gadgets import Neuron
+    n = neurons[i]
+    neurons[i] = Neuron(kw.get("inp", n.inp), kw.get("bias", n.bias), kw.get("out", n.out), n.group)
+    return neurons
+
+
+STEP_MUTANTS = {
+    # the B term of h0:q dropped from its positive half (relu(z) - relu(-z) no longer z)
+    "B term dropped": (0, lambda ns: _edit(ns, 0, inp={"prev_state0": ns[0].inp["prev_state0"]}), "step0.h0:q"),
+    # the A coefficient of h0:q one larger, in both halves
+    "A one larger": (0, lambda ns: _edit(_edit(ns, 0, inp={**ns[0].inp, "prev_state0": ns[0].inp["prev_state0"] + 1}),
+                                         1, inp={**ns[1].inp, "prev_state0": ns[1].inp["prev_state0"] - 1}),
+                     "step0.h0:q"),
+    # the own MLP's breakpoint moved by one
+    "own bias moved": (1, lambda ns: _edit(ns, 0, bias=ns[0].bias + 1), "own0.rnn:wt"),
+}
+
+
+@pytest.mark.parametrize("mutant", sorted(STEP_MUTANTS))
+def test_a_one_term_change_of_an_rnn_layer_mlp_fails_there(monkeypatch, mutant):
+    from rnngap.checks.certify_sim import step_facts
+    which, change, fact = STEP_MUTANTS[mutant]
+    failed = _failed(step_facts(_rnn_mlp_mutant(monkeypatch, which, change)))
+    assert fact in failed and all(f.startswith(("step0.", "own0.")) for f in failed), failed
+
+
+def test_a_c_term_written_elsewhere_fails(monkeypatch):
+    """C h written to a direction the RNN's C does not name: the state MLP writes an
+    unplanned direction and the C fact of the named one fails."""
+    from rnngap.checks.certify_sim import step_facts
+
+    def change(ns):
+        out = {("rnn:tok" if k == "rnn:cnt" else k): v for k, v in ns[2].out.items()}
+        return _edit(ns, 2, out=out)
+    sim = _build()
+    assert any("rnn:cnt" in n.out for n in sim._rnn_layer_mlps(0)[0][2:3])     # the mutant changes something
+    failed = _failed(step_facts(_rnn_mlp_mutant(monkeypatch, 0, change)))
+    assert "step0.writes" in failed and "step0.rnn:cnt" in failed, failed

@@ -154,7 +154,7 @@ def test_certify_everything_quickly(all_certificates):
     claims = {r.claim for r in rs}
     assert {"T4.6-up", "T4.7-up", "T5-RAG", "T5.6", "T5-hyb-P", "T4.1", "sim"} <= claims
     facts = {r.construction: r for r in rs if r.method == "smt"}
-    sim_row = "sim: token types and heads (built)"
+    sim_row = "sim: token types, heads and RNN layers (built)"
     assert set(facts) == {sim_row} and facts[sim_row].source == "built-model"
     assert not any(r.source == "restated-formula" for r in rs)
     built = {r.construction: r for r in rs if r.source == "built-model"}
@@ -164,7 +164,7 @@ def test_certify_everything_quickly(all_certificates):
         assert r.certified and {"heads", "readout"} <= set(r.covers)
     assert "retrieval.mqar" in built
     heads = facts[sim_row]
-    assert heads.n_max is None and heads.obligations >= 200 and heads.covers == ["token-type-mlp", "heads", "block-role-mlp"]
+    assert heads.n_max is None and heads.obligations >= 200 and heads.covers == ["token-type-mlp", "heads", "block-role-mlp", "rnn-layer-mlps"]
     sims = [r for r in rs if r.claim == "sim" and r.method == "piecewise-monotone"]
     assert len(sims) >= 8 and all(r.n_max > 10 ** 6 and "by definition" in r.note for r in sims)
     idx = next(r for r in rs if r.construction == "retrieval.index[a=2]")
@@ -258,7 +258,7 @@ def test_certify_on_two_workers_equals_one_process():
     """The pool runs each certificate exactly as one process does: the same records
     (but the seconds), in the same order, with the simulators, the machine lemmas and
     the facts."""
-    only = ["T5-RAG", "hybrid.index", "sim: token types and heads (built)", "machine"]
+    only = ["T5-RAG", "hybrid.index", "sim: token types, heads and RNN layers (built)", "machine"]
     one, two = certify(only, workers=1), certify(only, workers=2)
     # the SMT-LIB text of a query names its shared subterms by z3's term ids (?x193),
     # which depend on what the process built before: equal up to those names
