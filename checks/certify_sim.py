@@ -8,8 +8,10 @@ to the built embedding and proved, on each code range of the layout
 from the flags, the step and the prompt length (:func:`role_facts`); each
 simulated RNN layer's two MLPs are proved, for every real value of every
 direction, to compute that layer's step with the simulated RNN's own A, B, C and
-its own MLP with its own W1, b1, W2, b2 (:func:`step_facts`); and each attention
-head's score is read off the built weights, never restated:
+its own MLP with its own W1, b1, W2, b2 (:func:`step_facts`); the last layer's
+MLP is proved to write the next token's code in each case of the block
+(:func:`next_code_facts`); and each attention head's score is read off the built
+weights, never restated:
 
     score(t, j) = sum_rows (W_Q x_t)_r (W_K x_j)_r
 
@@ -43,8 +45,7 @@ copy; no layer may write ``pos``, ``pos_sq`` or ``one`` (the scores read the
 embedding there). A head the plan does not name, one built twice or in another
 layer, or a plan head the model lacks, fails the certificate. Not covered here (docs/certify.md): that the heads hand the
 block-role MLP the values it is proved for (the composition), the MLPs of the
-input select, the indicator readout's argmax and the next token's code, the
-carried step count
+input select and the indicator readout's argmax, the carried step count
 the prompt head reads, the scores' ranges (the declared obligations and the builder's
 margins) and the readout; the exhaustive runs test them.
 """
@@ -611,6 +612,93 @@ def step_facts(sim, tag: str = "sim") -> list[dict]:
     return out
 
 
+# ----------------------------------------------------------------------------
+# the last layer: the next token's code, by case
+def _nearest_weights(rspec) -> dict | None:
+    """{RNN dim: w} of the RNN's readout when it is the nearest-code readout
+    2 tau v - tau^2 (+ a constant), v = sum_d w_d x_d; None for another readout
+    (the indicator readout, simulated by an argmax: not covered here)."""
+    w = {}
+    for dim, kind, _, coef in rspec.readout:
+        if kind == K.F_TOK:
+            w[dim] = w.get(dim, Fraction(0)) + Fraction(coef) / 2
+        elif kind not in (K.F_TOK_SQ, K.F_ONE):
+            return None
+    return {d: v for d, v in w.items() if v != 0} if w else None
+
+
+def next_code_facts(sim, tag: str = "sim") -> list[dict]:
+    """The one heads-free layer whose MLP writes ``next_code`` (the readout reads it),
+    read off the built weights, for every value of its inputs in each case of the
+    block (seen_counter and the one-hot emit flags, as the block-role and input
+    MLPs write them), with the codes from :func:`layout` and the RNN's own readout:
+    in the prompt (seen_counter = 0) K(0); emit_state<i>: the code of the number
+    S_i whose value is the state h_i (2^f h_i an integer in (-OFF, OFF), decode's
+    range); emit_rnn_token: clamp(v, TAU_MIN, the RNN's largest number + 1), v the
+    RNN's readout value sum_d w_d x_d (nearest-code readouts only; every x_d below
+    2^I_R, the RNN's format, in magnitude); the filler's code; emit_next_counter:
+    the code of K(step + 1), for 0 <= step < the last counter. It writes nothing
+    else. With an indicator readout (simulated by an argmax whose MLPs are not
+    covered) the winner directions are taken one-hot and the Y case is not stated."""
+    spec = sim.model.spec
+    labels = list(spec.labels)
+    lay = layout(sim)
+    layer = "last layer, MLP: the next code"
+    where = [i for i, L in enumerate(spec.attn_layers) if "next_code" in labels
+             and (np.any(L.W2[labels.index("next_code")] != 0) or L.b2[labels.index("next_code")] != 0)]
+    if len(where) != 1 or spec.attn_layers[where[0]].heads or where[0] != len(spec.attn_layers) - 1:
+        return [_unmet("next.layer", layer, "the last layer, without heads, alone writes next_code",
+                       f"layers writing it: {where} of {len(spec.attn_layers)}")]
+    L = spec.attn_layers[where[0]]
+    out = _writes_only(L, labels, {"next_code"}, "next.writes", layer)
+    rspec = sim.rnn.spec
+    dims, bad = _rnn_dims(sim)
+    if bad:
+        return out + [_unmet("next.dims", layer, "the RNN's residual in the simulator", "; ".join(bad))]
+    S, f, IR = lay["S"], lay["f"], sim.rnn.fmt.int_bits
+    hs = [f"h{l}:{R.state_labels[s] if R.state_labels else s}" for l, R in enumerate(rspec.rnn_layers)
+          for s in range(R.A.shape[0])]
+    emits = [f"emit_state{i}" for i in range(S)] + ["emit_rnn_token", "emit_filler", "emit_next_counter"]
+    ints = {lab: z3.Int(f"{tag}.next.{lab}") for lab in emits + ["seen_counter", "step"]}
+    u = [z3.Int(f"{tag}.next.u{i}") for i in range(S)]            # 2^f h_i
+    x = {lab: z3.Real(f"{tag}.next.{lab}") for lab in labels}
+    x.update({lab: z3.ToReal(v) for lab, v in ints.items()})
+    x.update({h: z3.ToReal(u[i]) / (1 << f) for i, h in enumerate(hs)})
+    x["one"] = z3.RealVal(1)
+    winners = [lab for lab in labels if lab.startswith("winner")]     # an argmax readout's one-hot winner
+    win = {lab: z3.Int(f"{tag}.next.{lab}") for lab in winners}
+    x.update({lab: z3.ToReal(v) for lab, v in win.items()})
+    off, lim = sim.OFF, z3.RealVal(1 << IR)
+    hyps = [z3.Or(ints[e] == 0, ints[e] == 1) for e in emits + ["seen_counter"]]
+    hyps += [ui > -off for ui in u] + [ui < off for ui in u]
+    hyps += [ints["step"] >= 0, ints["step"] <= lay["top"] - lay["K"] - 1]
+    hyps += [z3.And(x[d] < lim, x[d] > -lim) for d in dims.values() if d is not None]
+    if win:
+        hyps += [z3.Or(v == 0, v == 1) for v in win.values()] + [sum(win.values(), z3.IntVal(0)) == 1]
+    after = _mlp(L, labels, x)
+    got = after("next_code") - x["next_code"]
+
+    def case(flag):
+        on = [ints["seen_counter"] == (0 if flag is None else 1)]
+        return on + [ints[e] == (1 if e == flag else 0) for e in emits]
+    w = _nearest_weights(rspec)
+    cases = [(None, "K(0)", "the prompt (seen_counter = 0)", z3.RealVal(lay["K"]))]
+    cases += [(f"emit_state{i}", f"S{i}", f"emit_state{i}", _q(lay["S_c"][i]) + z3.ToReal(u[i])) for i in range(S)]
+    if w is not None and all(dims.get(d) is not None for d in w):
+        from rnngap.constructions.simulate import TAU_MIN
+        v = sum((_q(c) * x[dims[d]] for d, c in w.items()), z3.RealVal(0))
+        hi = sim.rnn.vocab.max_number + 1
+        clamp = z3.If(v < TAU_MIN, z3.RealVal(TAU_MIN), z3.If(v > hi, z3.RealVal(hi), v))
+        cases.append(("emit_rnn_token", "Y", f"emit_rnn_token: clamp(v, {TAU_MIN}, {hi})", clamp))
+    cases += [("emit_filler", "filler", "emit_filler", z3.RealVal(lay["filler"])),
+              ("emit_next_counter", "K(t+1)", "emit_next_counter", z3.ToReal(ints["step"]) + lay["K"] + 1)]
+    for flag, name, when, want in cases:
+        stmt = (f"{when}: the MLP writes next_code = the code of {name}, for every value of its inputs "
+                f"(read off the built W1, b1, W2, b2)")
+        out.append(_fact(layer, f"next.{name}", stmt, hyps + case(flag), got == want))
+    return out
+
+
 NAME = "sim: token types, heads and RNN layers (built)"
 NOTE = ("each simulator the registry builds, read off its built weights (checks/certify_sim.py): the "
         "layer-1 MLP writes the token-type flags and the state / counter values on every code range; each "
@@ -618,9 +706,9 @@ NOTE = ("each simulator the registry builds, read off its built weights (checks/
         "for every n >= 1, firstK the first flagged key at every position up to the simulator's n_pos, "
         "each by sharpness(f); the layer-2 MLP writes the block roles for every step, prompt length, "
         "seen_counter and one-hot flags; each RNN layer's state MLP and own MLP compute that layer's step "
-        "with the simulated RNN's own weights, for every value of every direction. Not covered: the MLPs of "
-        "the input select, the argmax and the next code, the composition, the scores' ranges (the declared "
-        "obligations) and the readout")
+        "with the simulated RNN's own weights, for every value of every direction; the last MLP writes the "
+        "next token's code in each case of the block. Not covered: the MLPs of the input select and the "
+        "argmax, the composition, the scores' ranges (the declared obligations) and the readout")
 
 
 def certify_heads(sims, result_cls):
@@ -634,7 +722,7 @@ def certify_heads(sims, result_cls):
                           failures=[{"obligation": "z3", "first_n": None, "need": "-", "have": "-",
                                      "why": "z3 absent: NOT proved"}])
     for sim in sims:
-        for f in type_facts(sim) + head_facts(sim) + role_facts(sim) + step_facts(sim):
+        for f in type_facts(sim) + head_facts(sim) + role_facts(sim) + step_facts(sim) + next_code_facts(sim):
             name = f"{sim.model.name}: {f['fact']}"
             records.append({**f, "fact": name})
             steps.append({"layer": f"{sim.model.name}, {f['layer']}", "lemma": f["fact"],
@@ -645,5 +733,5 @@ def certify_heads(sims, result_cls):
                                                                        if f.get("counterexample") else "")})
     return result_cls("sim", NAME, len(records), 1, None, "smt", not failures,
                       max(round(time.perf_counter() - t0, 3), 0.001), failures=failures, facts=records,
-                      note=NOTE, covers=["token-type-mlp", "heads", "block-role-mlp", "rnn-layer-mlps"],
+                      note=NOTE, covers=["token-type-mlp", "heads", "block-role-mlp", "rnn-layer-mlps", "next-code-mlp"],
                       source="built-model", steps=steps)

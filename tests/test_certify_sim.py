@@ -260,3 +260,61 @@ def test_a_c_term_written_elsewhere_fails(monkeypatch):
     assert any("rnn:cnt" in n.out for n in sim._rnn_layer_mlps(0)[0][2:3])     # the mutant changes something
     failed = _failed(step_facts(_rnn_mlp_mutant(monkeypatch, 0, change)))
     assert "step0.writes" in failed and "step0.rnn:cnt" in failed, failed
+
+
+# ---------------------------------------------------------------------------- the last layer: the next code
+def test_every_simulator_writes_the_next_code_of_each_case():
+    from rnngap.checks.certify_sim import next_code_facts
+    for sim in sim_simulators():
+        facts = next_code_facts(sim)
+        assert _failed(facts) == [], sim.model.name
+        names = {f["fact"] for f in facts}
+        S = sum(L.A.shape[0] for L in sim.rnn.spec.rnn_layers)
+        assert {"next.K(0)", "next.filler", "next.K(t+1)"} | {f"next.S{i}" for i in range(S)} <= names
+        assert ("next.Y" in names) == (sim.mode == "nearest"), sim.model.name
+
+
+def _next_code_mutant(monkeypatch, change):
+    from rnngap.constructions.gadgets import Neuron
+    real = S.RNNSimulator._next_code_mlp
+
+    def mutated(self, big):
+        return change(self, [Neuron(dict(n.inp), n.bias, dict(n.out), n.group) for n in real(self, big)])
+    with monkeypatch.context() as mp:
+        mp.setattr(S.RNNSimulator, "_next_code_mlp", mutated)
+        return _build()
+
+
+def _where(ns, key):
+    return next(i for i, n in enumerate(ns) if key in n.inp)
+
+
+NEXT_MUTANTS = {
+    # the filler's code one too high
+    "filler code": (lambda sim, ns: _edit(ns, _where(ns, "emit_filler"), out={"next_code": sim.tau_F + 1}),
+                    ["next.filler"]),
+    # K(t + 1) one position late
+    "counter bias": (lambda sim, ns: _edit(ns, _where(ns, "emit_next_counter"),
+                                           bias=ns[_where(ns, "emit_next_counter")].bias + 1), ["next.K(t+1)"]),
+    # the clamp's gate constant 1 instead of big (the same value when the gate is open): v leaks into the other cases
+    "clamp gate": (lambda sim, ns: _small_gate(ns), None),
+}
+
+
+def _small_gate(ns):
+    for i, n in list(enumerate(ns)):
+        if len(n.inp) > 1 and "emit_rnn_token" in n.inp:             # the clamp's two neurons
+            big = n.inp["emit_rnn_token"]
+            _edit(ns, i, inp={**n.inp, "emit_rnn_token": 1}, bias=n.bias + big - 1)
+    return ns
+
+
+@pytest.mark.parametrize("mutant", sorted(NEXT_MUTANTS))
+def test_a_one_term_change_of_the_next_code_mlp_fails(monkeypatch, mutant):
+    from rnngap.checks.certify_sim import next_code_facts
+    change, want = NEXT_MUTANTS[mutant]
+    failed = _failed(next_code_facts(_next_code_mutant(monkeypatch, change)))
+    if want is not None:
+        assert failed == want, failed
+    else:                                        # the gate: some case other than Y now reads v
+        assert failed and any(f != "next.Y" for f in failed), failed
