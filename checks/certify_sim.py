@@ -5,8 +5,9 @@ its first layer (an MLP without heads: the token type of a code tau) is applied
 to the built embedding and proved, on each code range of the layout
 (:func:`type_plan`), to write exactly that range's flag and value
 (:func:`type_facts`); its second layer's MLP is proved to write the block roles
-from the flags, the step and the prompt length (:func:`role_facts`); each
-simulated RNN layer's two MLPs are proved, for every real value of every
+from the flags, the step and the prompt length (:func:`role_facts`); the third
+layer's MLP to select the RNN's input and decide between the RNN's token and the
+filler (:func:`input_facts`); each simulated RNN layer's two MLPs are proved, for every real value of every
 direction, to compute that layer's step with the simulated RNN's own A, B, C and
 its own MLP with its own W1, b1, W2, b2 (:func:`step_facts`); the last layer's
 MLP is proved to write the next token's code in each case of the block
@@ -45,7 +46,7 @@ copy; no layer may write ``pos``, ``pos_sq`` or ``one`` (the scores read the
 embedding there). A head the plan does not name, one built twice or in another
 layer, or a plan head the model lacks, fails the certificate. Not covered here (docs/certify.md): that the heads hand the
 block-role MLP the values it is proved for (the composition), the MLPs of the
-input select and the indicator readout's argmax, the carried step count
+indicator readout's argmax, the carried step count
 the prompt head reads, the scores' ranges (the declared obligations and the builder's
 margins) and the readout; the exhaustive runs test them.
 """
@@ -613,6 +614,55 @@ def step_facts(sim, tag: str = "sim") -> list[dict]:
 
 
 # ----------------------------------------------------------------------------
+# layer 3's MLP: the RNN's input and the Y / filler decision
+def input_facts(sim, tag: str = "sim") -> list[dict]:
+    """The MLP of the prompt head's layer (:func:`plan`), read off the built
+    weights: for in_prompt, after_last_state and prompt_done in {0, 1} and every
+    value of the copied features within the declared embedding bound
+    (constructions/bounds.py ``sim_emb_bound``), it adds prompt_token:<d> to the
+    RNN's embedded direction x_d in the prompt and prev_token:<d> after it (the
+    RNN's input: the prompt's token, else the RNN's own last token), writes
+    emit_rnn_token = [after_last_state and prompt_done] and emit_filler =
+    [after_last_state and not prompt_done], and nothing else."""
+    from rnngap.constructions.bounds import INT, sim_emb_bound
+    spec = sim.model.spec
+    labels = list(spec.labels)
+    lay = layout(sim)
+    layer = "attention layer 3, MLP: the RNN's input"
+    li = plan(sim)["prompt"][0]
+    if li >= len(spec.attn_layers) or not any(h.name == "prompt" for h in spec.attn_layers[li].heads):
+        return [_unmet("input.layer", layer, "the prompt head's layer", f"no head 'prompt' in layer {li}")]
+    L = spec.attn_layers[li]
+    xs = {lab: f"rnn:{lab}" for lab in lay["emb"]}
+    if any(v not in labels for v in xs.values()):
+        return [_unmet("input.dims", layer, "the RNN's embedded directions", f"missing among {sorted(xs.values())}")]
+    out = _writes_only(L, labels, set(xs.values()) | {"emit_rnn_token", "emit_filler"}, "input.writes", layer)
+    bound = _q(sim_emb_bound(INT, sim.params(), sim.max_steps))
+    flags = ["in_prompt", "after_last_state", "prompt_done"]
+    ints = {lab: z3.Int(f"{tag}.input.{lab}") for lab in flags}
+    x = {lab: z3.Real(f"{tag}.input.{lab}") for lab in labels}
+    x.update({lab: z3.ToReal(v) for lab, v in ints.items()})
+    x["one"] = z3.RealVal(1)
+    hyps = [z3.Or(v == 0, v == 1) for v in ints.values()]
+    for lab in lay["emb"]:
+        for src_ in (f"prompt_token:{lab}", f"prev_token:{lab}"):
+            hyps += [x[src_] <= bound, x[src_] >= -bound]
+    after = _mlp(L, labels, x)
+    for lab, d in xs.items():
+        want = z3.If(ints["in_prompt"] == 1, x[f"prompt_token:{lab}"], x[f"prev_token:{lab}"])
+        out.append(_fact(layer, f"input.{d}", f"for in_prompt in {{0, 1}} and copied features within the declared "
+                         f"bound: the MLP adds (in_prompt ? prompt_token : prev_token):{lab} to {d}", hyps,
+                         after(d) - x[d] == want))
+    both = z3.And(ints["after_last_state"] == 1, ints["prompt_done"] == 1)
+    filler = z3.And(ints["after_last_state"] == 1, ints["prompt_done"] == 0)
+    for lab, cond, text in (("emit_rnn_token", both, "after_last_state and prompt_done"),
+                            ("emit_filler", filler, "after_last_state and not prompt_done")):
+        out.append(_fact(layer, f"input.{lab}", f"for 0/1 flags: the MLP writes {lab} = [{text}]", hyps,
+                         after(lab) - x[lab] == z3.If(cond, z3.RealVal(1), z3.RealVal(0))))
+    return out
+
+
+# ----------------------------------------------------------------------------
 # the last layer: the next token's code, by case
 def _nearest_weights(rspec) -> dict | None:
     """{RNN dim: w} of the RNN's readout when it is the nearest-code readout
@@ -705,10 +755,11 @@ NOTE = ("each simulator the registry builds, read off its built weights (checks/
         "head's score (W_Q, W_K, embedding): the position heads attend the plan's key clamp(Q - 1, 0, n) "
         "for every n >= 1, firstK the first flagged key at every position up to the simulator's n_pos, "
         "each by sharpness(f); the layer-2 MLP writes the block roles for every step, prompt length, "
-        "seen_counter and one-hot flags; each RNN layer's state MLP and own MLP compute that layer's step "
+        "seen_counter and one-hot flags; the layer-3 MLP selects the RNN's input and decides Y or the filler; "
+        "each RNN layer's state MLP and own MLP compute that layer's step "
         "with the simulated RNN's own weights, for every value of every direction; the last MLP writes the "
-        "next token's code in each case of the block. Not covered: the MLPs of the input select and the "
-        "argmax, the composition, the scores' ranges (the declared obligations) and the readout")
+        "next token's code in each case of the block. Not covered: the argmax MLPs (indicator readouts), "
+        "the composition, the scores' ranges (the declared obligations) and the readout")
 
 
 def certify_heads(sims, result_cls):
@@ -722,7 +773,8 @@ def certify_heads(sims, result_cls):
                           failures=[{"obligation": "z3", "first_n": None, "need": "-", "have": "-",
                                      "why": "z3 absent: NOT proved"}])
     for sim in sims:
-        for f in type_facts(sim) + head_facts(sim) + role_facts(sim) + step_facts(sim) + next_code_facts(sim):
+        for f in (type_facts(sim) + head_facts(sim) + role_facts(sim) + input_facts(sim) + step_facts(sim)
+                  + next_code_facts(sim)):
             name = f"{sim.model.name}: {f['fact']}"
             records.append({**f, "fact": name})
             steps.append({"layer": f"{sim.model.name}, {f['layer']}", "lemma": f["fact"],
@@ -733,5 +785,6 @@ def certify_heads(sims, result_cls):
                                                                        if f.get("counterexample") else "")})
     return result_cls("sim", NAME, len(records), 1, None, "smt", not failures,
                       max(round(time.perf_counter() - t0, 3), 0.001), failures=failures, facts=records,
-                      note=NOTE, covers=["token-type-mlp", "heads", "block-role-mlp", "rnn-layer-mlps", "next-code-mlp"],
+                      note=NOTE, covers=["token-type-mlp", "heads", "block-role-mlp", "input-mlp", "rnn-layer-mlps",
+                                              "next-code-mlp"],
                       source="built-model", steps=steps)

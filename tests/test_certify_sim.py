@@ -318,3 +318,51 @@ def test_a_one_term_change_of_the_next_code_mlp_fails(monkeypatch, mutant):
         assert failed == want, failed
     else:                                        # the gate: some case other than Y now reads v
         assert failed and any(f != "next.Y" for f in failed), failed
+
+
+# ---------------------------------------------------------------------------- layer 3's MLP: the RNN's input
+def test_every_simulator_selects_the_rnn_input():
+    from rnngap.checks.certify_sim import input_facts, layout
+    for sim in sim_simulators():
+        facts = input_facts(sim)
+        assert _failed(facts) == [], sim.model.name
+        assert {f["fact"] for f in facts} >= {f"input.rnn:{lab}" for lab in layout(sim)["emb"]} | \
+            {"input.emit_rnn_token", "input.emit_filler"}
+
+
+def _select_mutant(monkeypatch, **change):
+    """The simulator built with select_neurons called with ``change`` applied (a
+    condition or bound other than the input select's)."""
+    real = S.select_neurons
+
+    def patched(cond, x, y, out, bound):
+        kw = {"cond": cond, "x": x, "y": y, "out": out, "bound": bound}
+        kw.update({k: (v(kw[k]) if callable(v) else v) for k, v in change.items()})
+        return real(**kw)
+    with monkeypatch.context() as mp:
+        mp.setattr(S, "select_neurons", patched)
+        return _build()
+
+
+@pytest.mark.parametrize("change", [{"cond": {"prompt_done": 1}}, {"bound": lambda b: max(1, int(b) // 4)}],
+                         ids=["condition reads prompt_done", "gate bound a quarter"])
+def test_a_wrong_input_select_fails(monkeypatch, change):
+    from rnngap.checks.certify_sim import input_facts
+    failed = _failed(input_facts(_select_mutant(monkeypatch, **change)))
+    assert failed and all(f.startswith("input.rnn:") for f in failed), failed
+
+
+def test_a_moved_filler_decision_fails(monkeypatch):
+    """emit_filler's neuron with its bias one larger: it fires without after_last_state."""
+    from rnngap.checks.certify_sim import input_facts
+    from rnngap.constructions.gadgets import Neuron
+    real = S.RNNSimulator._rnn_input
+
+    def mutated(self, fmt, emb_dims, emb_bound):
+        heads, mlp = real(self, fmt, emb_dims, emb_bound)
+        return heads, [Neuron(dict(n.inp), n.bias + 1, dict(n.out), n.group) if "emit_filler" in n.out else n
+                       for n in mlp]
+    with monkeypatch.context() as mp:
+        mp.setattr(S.RNNSimulator, "_rnn_input", mutated)
+        sim = _build()
+    assert _failed(input_facts(sim)) == ["input.emit_filler"]
