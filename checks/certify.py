@@ -52,7 +52,7 @@ counts two-limb storage for the constructions that declare it); 4: the row
 longer held to f <= 56 (the two-limb exp runs at every f), a builder margin
 may have the method ``piecewise-monotone (steps frozen)``, and the simulator's row
 is ``sim: token types, heads and RNN layers (built)`` (it also covers
-``input-mlp``, ``rnn-layer-mlps`` and ``next-code-mlp``)."""
+``input-mlp``, ``rnn-layer-mlps``, ``next-code-mlp`` and ``readout``)."""
 I_SYM = sp.Symbol("I", integer=True, nonnegative=True)
 F_SYM = sp.Symbol("f", integer=True, nonnegative=True)
 N_CAP = 1 << 62

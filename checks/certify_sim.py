@@ -11,7 +11,8 @@ filler (:func:`input_facts`); each simulated RNN layer's two MLPs are proved, fo
 direction, to compute that layer's step with the simulated RNN's own A, B, C and
 its own MLP with its own W1, b1, W2, b2 (:func:`step_facts`); the last layer's
 MLP is proved to write the next token's code in each case of the block
-(:func:`next_code_facts`); and each attention head's score is read off the built
+(:func:`next_code_facts`), and the readout to emit the token of that code
+(:func:`readout_facts`); and each attention head's score is read off the built
 weights, never restated:
 
     score(t, j) = sum_rows (W_Q x_t)_r (W_K x_j)_r
@@ -48,7 +49,7 @@ layer, or a plan head the model lacks, fails the certificate. Not covered here (
 block-role MLP the values it is proved for (the composition), the MLPs of the
 indicator readout's argmax, the carried step count
 the prompt head reads, the scores' ranges (the declared obligations and the builder's
-margins) and the readout; the exhaustive runs test them.
+margins) and a non-integer Y value's rounding to the nearest code; the exhaustive runs test them.
 """
 from __future__ import annotations
 
@@ -749,6 +750,43 @@ def next_code_facts(sim, tag: str = "sim") -> list[dict]:
     return out
 
 
+def readout_facts(sim, tag: str = "sim") -> list[dict]:
+    """The built readout, read term by term: with next_code an integer code n of
+    the layout's range (TAU_MIN..top, every code of which is a token:
+    ``type.tiling``) and ``one`` = 1 (embedded, written by no layer:
+    ``embedding.single_writer``), the token of code n has a logit above every
+    other code's in the range, so the argmax emits exactly the code the last MLP
+    wrote."""
+    spec = sim.model.spec
+    labels = list(spec.labels)
+    lay = layout(sim)
+    layer = "readout"
+    n, c = z3.Int(f"{tag}.readout.n"), z3.Int(f"{tag}.readout.c")
+    x = {lab: z3.Real(f"{tag}.readout.{lab}") for lab in labels}
+    x["next_code"], x["one"] = z3.ToReal(n), z3.RealVal(1)
+
+    def logit(code):
+        total = z3.RealVal(0)
+        for dim, kind, _, coef in spec.readout:
+            if kind == K.F_TOK:
+                feat = z3.ToReal(code)
+            elif kind == K.F_TOK_SQ:
+                feat = z3.ToReal(code * code)
+            elif kind == K.F_ONE:
+                feat = z3.RealVal(1)
+            else:
+                return None
+            total = total + _q(coef) * feat * x[labels[dim]]
+        return total
+    ln, lc = logit(n), logit(c)
+    if ln is None:
+        return [_unmet("readout.terms", layer, "a readout of tau, tau^2 and constant terms",
+                       f"feature kinds {sorted({k for _, k, _, _ in spec.readout})}")]
+    rng = [n >= lay["tau_min"], n <= lay["top"], c >= lay["tau_min"], c <= lay["top"], c != n]
+    return [_fact(layer, "readout.nearest", f"for every integer code n = next_code and every other code c in "
+                  f"{lay['tau_min']}..{lay['top']}: logit(n) > logit(c) (read off the built readout)", rng, ln > lc)]
+
+
 NAME = "sim: token types, heads and RNN layers (built)"
 NOTE = ("each simulator the registry builds, read off its built weights (checks/certify_sim.py): the "
         "layer-1 MLP writes the token-type flags and the state / counter values on every code range; each "
@@ -758,8 +796,9 @@ NOTE = ("each simulator the registry builds, read off its built weights (checks/
         "seen_counter and one-hot flags; the layer-3 MLP selects the RNN's input and decides Y or the filler; "
         "each RNN layer's state MLP and own MLP compute that layer's step "
         "with the simulated RNN's own weights, for every value of every direction; the last MLP writes the "
-        "next token's code in each case of the block. Not covered: the argmax MLPs (indicator readouts), "
-        "the composition, the scores' ranges (the declared obligations) and the readout")
+        "next token's code in each case of the block, and the readout emits the token of an integer code. "
+        "Not covered: the argmax MLPs (indicator readouts), the composition and the scores' ranges (the "
+        "declared obligations)")
 
 
 def certify_heads(sims, result_cls):
@@ -774,7 +813,7 @@ def certify_heads(sims, result_cls):
                                      "why": "z3 absent: NOT proved"}])
     for sim in sims:
         for f in (type_facts(sim) + head_facts(sim) + role_facts(sim) + input_facts(sim) + step_facts(sim)
-                  + next_code_facts(sim)):
+                  + next_code_facts(sim) + readout_facts(sim)):
             name = f"{sim.model.name}: {f['fact']}"
             records.append({**f, "fact": name})
             steps.append({"layer": f"{sim.model.name}, {f['layer']}", "lemma": f["fact"],
@@ -786,5 +825,5 @@ def certify_heads(sims, result_cls):
     return result_cls("sim", NAME, len(records), 1, None, "smt", not failures,
                       max(round(time.perf_counter() - t0, 3), 0.001), failures=failures, facts=records,
                       note=NOTE, covers=["token-type-mlp", "heads", "block-role-mlp", "input-mlp", "rnn-layer-mlps",
-                                              "next-code-mlp"],
+                                              "next-code-mlp", "readout"],
                       source="built-model", steps=steps)

@@ -366,3 +366,19 @@ def test_a_moved_filler_decision_fails(monkeypatch):
         mp.setattr(S.RNNSimulator, "_rnn_input", mutated)
         sim = _build()
     assert _failed(input_facts(sim)) == ["input.emit_filler"]
+
+
+# ---------------------------------------------------------------------------- the readout
+def test_the_readout_emits_the_code_the_last_mlp_wrote():
+    """Proved for every simulator; a readout whose tau term has weight 3 (the built
+    spec changed in place: the fact reads it) or that reads another direction fails."""
+    from rnngap.checks.certify_sim import readout_facts
+    for sim in sim_simulators():
+        assert _failed(readout_facts(sim)) == [], sim.model.name
+    sim = _build()
+    ro = sim.model.spec.readout
+    dim, kind, p, c = ro[0]
+    ro[0] = (dim, kind, p, c * 3 / 2)
+    assert _failed(readout_facts(sim)) == ["readout.nearest"]
+    ro[0] = (sim.model.spec.labels.index("step"), kind, p, c)
+    assert _failed(readout_facts(sim)) == ["readout.nearest"]
