@@ -271,12 +271,15 @@ def _copy_fact(spec, head, copy: dict, layer: str) -> dict:
     WO, WV = head.WO, head.WV
     D = len(labels)
     bad = []
+    vrows = [[(b, Fraction(WV[r, b])) for b in range(WV.shape[1]) if WV[r, b] != 0] for r in range(WV.shape[0])]
     for t in range(D):
-        row = {}
-        for b in range(D):
-            v = sum((Fraction(WO[t, r]) * Fraction(WV[r, b]) for r in range(WV.shape[0])), Fraction(0))
-            if v != 0:
-                row[labels[b]] = v
+        row = {}                                   # (W_O W_V)[t, :], exact, over the nonzero entries only
+        for r in range(WV.shape[0]):
+            if WO[t, r] != 0:
+                o = Fraction(WO[t, r])
+                for b, v in vrows[r]:
+                    row[labels[b]] = row.get(labels[b], Fraction(0)) + o * v
+        row = {k: v for k, v in row.items() if v != 0}
         want = {k: Fraction(c) for k, c in copy.get(labels[t], {}).items()}
         if row != want:
             bad.append(f"{labels[t]} <- {row or 0} (plan: {want or 0})")
