@@ -12,7 +12,9 @@ direction, to compute that layer's step with the simulated RNN's own A, B, C and
 its own MLP with its own W1, b1, W2, b2 (:func:`step_facts`); the last layer's
 MLP is proved to write the next token's code in each case of the block
 (:func:`next_code_facts`), and the readout to emit the token of that code
-(:func:`readout_facts`); and each attention head's score is read off the built
+(:func:`readout_facts`); the layers are checked to come in the plan's order,
+each direction a layer adds to to start at 0 and to be written by the planned
+layers only (:func:`sequence_facts`); and each attention head's score is read off the built
 weights, never restated:
 
     score(t, j) = sum_rows (W_Q x_t)_r (W_K x_j)_r
@@ -96,7 +98,7 @@ def layout(sim) -> dict:
     return {"S": S, "B": S + 2, "f": sim.rnn.fmt.frac_bits, "tau_min": TAU_MIN, "filler": lo_F,
             "S_lo": lo_S, "S_hi": hi_S, "S_c": [b + sim.OFF + 1 for b in sim.Sb], "K": lo_K, "top": top,
             "gaps": gaps, "emb": [lab for lab, e in zip(sim.rnn.spec.labels, sim.rnn.spec.embedding)
-                                  if e[0] != K.F_ZERO]}
+                                  if e[0] != K.F_ZERO and e[2] != 0]}
 
 
 def position_query(lay: dict, shift: int) -> dict:
@@ -562,8 +564,9 @@ def step_facts(sim, tag: str = "sim") -> list[dict]:
             continue
         rows = [labels.index(h) for h in hl]
         where = [i for i, L in enumerate(spec.attn_layers) if any(np.any(L.W2[r] != 0) or L.b2[r] != 0 for r in rows)]
-        if len(where) != 1 or spec.attn_layers[where[0]].heads:
-            out.append(_unmet(f"step{l}.layer", layer, "one heads-free layer writes the states",
+        at = plan(sim)["prompt"][0] + 1 + 2 * l               # after the input layer, two layers per RNN layer
+        if where != [at] or spec.attn_layers[at].heads:
+            out.append(_unmet(f"step{l}.layer", layer, f"layer {at} (no heads) alone writes the states",
                               f"layers writing them: {where}"))
             base += S_l
             continue
@@ -614,6 +617,71 @@ def step_facts(sim, tag: str = "sim") -> list[dict]:
                              f"adds (W2 relu(W1 x + b1) + b2)_{d} to {dims[d]} (the RNN's own weights)", [],
                              after2(dims[d]) - x[dims[d]] == want))
         base += S_l
+    return out
+
+
+# ----------------------------------------------------------------------------
+# the order of the layers and where every direction starts
+def sequence_facts(sim) -> list[dict]:
+    """What the per-layer facts leave open about the stack, read off the built
+    model: the layers come in the plan's order (the token-type MLP, the position
+    heads with the block roles, the prompt head with the input select, then per
+    RNN layer in the RNN's order its state MLP and its own MLP, the argmax's
+    three MLPs for an indicator readout, the next-code MLP last); only the planned
+    layers write the RNN's directions (the input select and the RNN layers), the
+    states (their state MLP) and next_code (the last); and the embedding writes
+    only one, tok, pos, pos_sq and the RNN's embedded features, so every direction
+    a layer adds to starts at 0."""
+    spec = sim.model.spec
+    labels = list(spec.labels)
+    rspec = sim.rnn.spec
+    layer = "layer order"
+    li = plan(sim)["prompt"][0]
+    argmax = _nearest_weights(rspec) is None
+    want = li + 1 + 2 * len(rspec.rnn_layers) + (3 if argmax else 0) + 1
+    out = []
+    if len(spec.attn_layers) != want:
+        out.append(_unmet("order.count", layer, f"{want} layers: 3, two per RNN layer"
+                          f"{', three for the argmax' if argmax else ''}, the next code",
+                          f"the model has {len(spec.attn_layers)}"))
+
+    def writers(lab):
+        d = labels.index(lab)
+        return [i for i, L in enumerate(spec.attn_layers) if np.any(L.W2[d] != 0) or L.b2[d] != 0
+                or any(np.any(h.WO[d] != 0) for h in L.heads)]
+    planned = {}
+    base = 0
+    for l, R in enumerate(rspec.rnn_layers):
+        state_layer = li + 1 + 2 * l
+        for s in range(R.A.shape[0]):
+            planned[f"h{l}:{R.state_labels[s] if R.state_labels else s}"] = {state_layer}
+        for d in range(rspec.width):
+            lab = f"rnn:{rspec.labels[d]}"
+            if lab in labels:
+                planned.setdefault(lab, {li} if rspec.labels[d] in layout(sim)["emb"] else set())
+                if np.any(R.C[d] != 0):
+                    planned[lab].add(state_layer)
+                if np.any(R.W2[d] != 0) or R.b2[d] != 0:
+                    planned[lab].add(state_layer + 1)
+        base += R.A.shape[0]
+    planned["next_code"] = {len(spec.attn_layers) - 1}
+    for lab, where in planned.items():
+        if lab not in labels:
+            continue
+        got = set(writers(lab))
+        if got != where:
+            out.append(_unmet(f"order.{lab}", layer, f"only layers {sorted(where)} write {lab}",
+                              f"layers {sorted(got)} write it"))
+    embedded = {"one", "tok", "pos", "pos_sq"} | {f"rnn_embed:{lab}" for lab in layout(sim)["emb"]}
+    nonzero = {lab for lab, (k, _, c) in zip(labels, spec.embedding) if k != K.F_ZERO and c != 0}
+    if nonzero != embedded:
+        out.append(_unmet("order.embedding", "embedding", "the embedding writes one, tok, pos, pos_sq and the "
+                          "RNN's embedded features only; every other direction starts at 0",
+                          f"it writes {sorted(nonzero - embedded)} too, misses {sorted(embedded - nonzero)}"))
+    if not out:
+        out.append({"fact": "order", "layer": layer, "method": "exact", "answer": "holds",
+                    "statement": f"{want} layers in the plan's order; the RNN's directions, its states and "
+                                 f"next_code written by the planned layers only; every other direction embedded 0"})
     return out
 
 
@@ -672,13 +740,22 @@ def _nearest_weights(rspec) -> dict | None:
     """{RNN dim: w} of the RNN's readout when it is the nearest-code readout
     2 tau v - tau^2 (+ a constant), v = sum_d w_d x_d; None for another readout
     (the indicator readout, simulated by an argmax: not covered here)."""
-    w = {}
+    w, sq = {}, []
     for dim, kind, _, coef in rspec.readout:
         if kind == K.F_TOK:
             w[dim] = w.get(dim, Fraction(0)) + Fraction(coef) / 2
-        elif kind not in (K.F_TOK_SQ, K.F_ONE):
+        elif kind == K.F_TOK_SQ:
+            sq.append((dim, Fraction(coef)))
+        elif kind != K.F_ONE:
             return None
-    return {d: v for d, v in w.items() if v != 0} if w else None
+    if len(sq) != 1 or sq[0][1] != -1:
+        return None
+    one = sq[0][0]                      # the tau^2 term on a constant 1: embedded 1, written by no layer
+    kind, _, c = rspec.embedding[one]
+    if kind != K.F_ONE or c != 1 or any(np.any(L.C[one] != 0) or np.any(L.W2[one] != 0) or L.b2[one] != 0
+                                        for L in rspec.rnn_layers):
+        return None
+    return {d: v for d, v in w.items() if v != 0}
 
 
 def next_code_facts(sim, tag: str = "sim") -> list[dict]:
@@ -693,7 +770,11 @@ def next_code_facts(sim, tag: str = "sim") -> list[dict]:
     2^I_R, the RNN's format, in magnitude); the filler's code; emit_next_counter:
     the code of K(step + 1), for 0 <= step < the last counter. It writes nothing
     else. With an indicator readout (simulated by an argmax whose MLPs are not
-    covered) the winner directions are taken one-hot and the Y case is not stated."""
+    covered) the winner directions are taken one-hot and the Y case is not stated.
+    These are hypotheses on the MLP's inputs, the composition's to discharge (not
+    covered): the states' range in particular is the simulator's promise
+    (|s| < 2^I_s), stated at every position, also in the prompt, where the state
+    directions hold the step computed there."""
     spec = sim.model.spec
     labels = list(spec.labels)
     lay = layout(sim)
@@ -738,9 +819,12 @@ def next_code_facts(sim, tag: str = "sim") -> list[dict]:
     w = _nearest_weights(rspec)
     cases = [(None, "K(0)", "the prompt (seen_counter = 0)", z3.RealVal(lay["K"]))]
     cases += [(f"emit_state{i}", f"S{i}", f"emit_state{i}", _q(lay["S_c"][i]) + z3.ToReal(u[i])) for i in range(S)]
-    if w is not None and all(dims.get(d) is not None for d in w):
+    if w is None and not any(k == K.F_IS_TOKEN for _, k, _, _ in rspec.readout):
+        out.append(_unmet("next.Y", layer, "the RNN's token: its readout's value",
+                          "the RNN's readout is neither 2 tau v - tau^2 on a constant 1 nor an indicator readout"))
+    if w is not None:
         from rnngap.constructions.simulate import TAU_MIN
-        v = sum((_q(c) * x[dims[d]] for d, c in w.items()), z3.RealVal(0))
+        v = sum((_q(c) * x[dims[d]] for d, c in w.items() if dims[d] is not None), z3.RealVal(0))
         hi = sim.rnn.vocab.max_number + 1
         clamp = z3.If(v < TAU_MIN, z3.RealVal(TAU_MIN), z3.If(v > hi, z3.RealVal(hi), v))
         cases.append(("emit_rnn_token", "Y", f"emit_rnn_token: clamp(v, {TAU_MIN}, {hi})", clamp))
@@ -816,7 +900,7 @@ def certify_heads(sims, result_cls):
                                      "why": "z3 absent: NOT proved"}])
     for sim in sims:
         for f in (type_facts(sim) + head_facts(sim) + role_facts(sim) + input_facts(sim) + step_facts(sim)
-                  + next_code_facts(sim) + readout_facts(sim)):
+                  + next_code_facts(sim) + readout_facts(sim) + sequence_facts(sim)):
             name = f"{sim.model.name}: {f['fact']}"
             records.append({**f, "fact": name})
             steps.append({"layer": f"{sim.model.name}, {f['layer']}", "lemma": f["fact"],

@@ -229,7 +229,7 @@ def _edit(neurons, i, **kw):
 
 
 STEP_MUTANTS = {
-    # the B term of h0:q dropped from its positive half (relu(z) - relu(-z) no longer z)
+    # the B terms of h0:q dropped from its positive half (relu(z) - relu(-z) no longer z)
     "B term dropped": (0, lambda ns: _edit(ns, 0, inp={"prev_state0": ns[0].inp["prev_state0"]}), "step0.h0:q"),
     # the A coefficient of h0:q one larger, in both halves
     "A one larger": (0, lambda ns: _edit(_edit(ns, 0, inp={**ns[0].inp, "prev_state0": ns[0].inp["prev_state0"] + 1}),
@@ -382,3 +382,45 @@ def test_the_readout_emits_the_code_the_last_mlp_wrote():
     assert _failed(readout_facts(sim)) == ["readout.nearest"]
     ro[0] = (sim.model.spec.labels.index("step"), kind, p, c)
     assert _failed(readout_facts(sim)) == ["readout.nearest"]
+
+
+# ---------------------------------------------------------------------------- the order of the layers
+def _two_layers(monkeypatch=None, change=None):
+    """A simulator of a two-layer random linear RNN, its RNN layers' MLPs changed by
+    ``change(real, self, l)`` (a review's repro: each per-layer fact still held)."""
+    build = lambda: S.rnnsim_transformer(S.random_linear_rnn(1, layers=2), max_prompt=4, max_rnn_cot=2)
+    if change is None:
+        return build()
+    real = S.RNNSimulator._rnn_layer_mlps
+    with monkeypatch.context() as mp:
+        mp.setattr(S.RNNSimulator, "_rnn_layer_mlps", lambda self, l: change(real, self, l))
+        return build()
+
+
+def test_the_layers_come_in_the_plans_order():
+    from rnngap.checks.certify_sim import sequence_facts
+    for sim in sim_simulators() + [_two_layers()]:
+        assert _failed(sequence_facts(sim)) == [], sim.model.name
+
+
+@pytest.mark.parametrize("name", ["RNN layers reversed", "own MLP twice"])
+def test_a_wrong_order_of_the_rnn_layers_fails(monkeypatch, name):
+    from rnngap.checks.certify_sim import sequence_facts, step_facts
+    change = {"RNN layers reversed": lambda real, self, l: real(self, len(self.rnn.spec.rnn_layers) - 1 - l),
+              "own MLP twice": lambda real, self, l: (lambda m: (m[0], m[1], m[1]))(real(self, l))}[name]
+    sim = _two_layers(monkeypatch, change)
+    failed = _failed(sequence_facts(sim) + step_facts(sim))
+    assert any(f.startswith("order.") for f in failed), failed
+    if name == "RNN layers reversed":
+        assert "step0.layer" in failed and "step1.layer" in failed, failed
+
+
+def test_a_direction_that_does_not_start_at_zero_fails():
+    """next_code embedded as tau (the built spec changed in place): every fact that adds
+    to it would still hold; the embedding fact fails."""
+    from rnngap.checks.certify_sim import sequence_facts
+    from rnngap.constructions import kernels as K
+    sim = _build()
+    d = sim.model.spec.labels.index("next_code")
+    sim.model.spec.embedding[d] = (K.F_TOK, 0, 1)
+    assert _failed(sequence_facts(sim)) == ["order.embedding"]
