@@ -23,6 +23,8 @@ Two kinds of certificate (docs/certify.md):
   beats every other by the gap and every score stays in range; stated over
   symbolic integers and proved for ALL n by z3 (method ``smt``; the negated
   query in SMT-LIB and z3's answer ``unsat`` go into the certificate).
+* **the IsTree hybrid's layers**, each on its own, proved from the built hybrids
+  at the sizes N of checks/certify_istree.py (every N to int64 with ``--full``).
 
 Example::
 
@@ -43,7 +45,7 @@ from rnngap.constructions.bounds import SYM, A, N, largest
 from rnngap.constructions.fixedpoint import MAX_MAGNITUDE_BITS, MAX_WIDE_MAGNITUDE_BITS
 from rnngap.constructions.obligations import Construction
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """Version of the ``certify --json`` record (docs/records.md); 2 added ``covers``,
 ``source`` and the built-model certificates; 3 added ``n_max_int64`` (``n_max``
 counts two-limb storage for the constructions that declare it); 4: the row
@@ -52,7 +54,8 @@ counts two-limb storage for the constructions that declare it); 4: the row
 longer held to f <= 56 (the two-limb exp runs at every f), a builder margin
 may have the method ``piecewise-monotone (steps frozen)``, and the simulator's row
 is ``sim: token types, heads and RNN layers (built)`` (it also covers
-``input-mlp``, ``rnn-layer-mlps``, ``next-code-mlp`` and ``readout``)."""
+``input-mlp``, ``rnn-layer-mlps``, ``next-code-mlp`` and ``readout``); 6: the row
+``hybrid.istree: every layer on its own (built)`` (claim T5.6, checks/certify_istree.py)."""
 I_SYM = sp.Symbol("I", integer=True, nonnegative=True)
 F_SYM = sp.Symbol("f", integer=True, nonnegative=True)
 N_CAP = 1 << 62
@@ -642,12 +645,14 @@ def chosen_certificates(only: list[str] | None = None, constructions: dict | Non
 
 
 def certify(only: list[str] | None = None, constructions: dict | None = None,
-            facts: bool = True, workers: int = 1, full: bool = False) -> list[Result]:
+            facts: bool = True, workers: int = 1, full: bool = False, every_n: bool = False) -> list[Result]:
     """Certify the certificates of :func:`chosen_certificates` (the slow ones only
     with ``full``): from the built model where the certificate has a whole-model
     plan, else its declared obligations piecewise; plus the simulators the registry
     builds (their declared obligations; with ``facts`` their heads, proved from the
-    built simulators: checks/certify_sim.py) and the machine lemmas.
+    built simulators: checks/certify_sim.py), the IsTree hybrid's layers
+    (checks/certify_istree.py: at its default sizes N, or with ``every_n`` at
+    every N to int64, in chunks spread over the workers) and the machine lemmas.
 
     With ``workers`` > 1 every certificate runs on a pool of that many spawned
     processes (checks.engine.PoolClient: Ctrl-C or an error ends them), the
@@ -665,25 +670,46 @@ def certify(only: list[str] | None = None, constructions: dict | None = None,
     from . import catalog
     # the workers build the catalogue afresh: a catalogue replaced in this process (a
     # test's monkeypatch) is certified here, where the change is seen
-    workers = min(workers, len(chosen)) if constructions is None and catalog.certificates is _CERTIFICATES else 1
+    from .certify_istree import NS, NS_FULL
+    sizes = NS_FULL if every_n else NS
+    chunks = [c for c in (sizes[k::2 * workers] for k in range(2 * workers)) if c] if every_n else [sizes]
+    jobs = len(chosen) + (len(chunks) if every_n else 0)     # the IsTree sweep's chunks are jobs of their own
+    workers = min(workers, jobs) if constructions is None and catalog.certificates is _CERTIFICATES else 1
+    parts: list = [None] * len(chunks)
     if workers > 1:
         from .engine import PoolClient
         with PoolClient(workers) as pool:
             order = sorted(range(len(chosen)), key=lambda i: -_cost(chosen[i]))
             futures = {pool.submit(_certify_named, chosen[i].name): i for i in order[:1]}
             futures[pool.submit(_rest, only, constructions, facts)] = -1
+            futures.update({pool.submit(_istree_layers, only, constructions, facts, chunk): -2 - k
+                            for k, chunk in enumerate(chunks)})
             futures.update({pool.submit(_certify_named, chosen[i].name): i for i in order[1:]})
             out: list = [None] * len(chosen)
             for fut in pool.as_completed(futures):
-                if futures[fut] < 0:
+                if futures[fut] == -1:
                     rest = fut.result()
+                elif futures[fut] <= -2:
+                    parts[-2 - futures[fut]] = fut.result()
                 else:
                     out[futures[fut]] = fut.result()
         out = [r if r is not None else _certify_one(cert) for r, cert in zip(out, chosen)]
     else:
         out = [_certify_one(cert) for cert in chosen]
+        parts = [_istree_layers(only, constructions, facts, chunk) for chunk in chunks]
         rest = _rest(only, constructions, facts)
-    return out + rest
+    from .certify_istree import merge
+    istree = [merge(Result, [p[0] for p in parts if p])] if any(parts) else []
+    return out + istree + rest
+
+
+def _istree_layers(only, constructions, facts: bool, sizes: tuple) -> list[Result]:
+    """The IsTree hybrid's layers, each on its own, proved from the hybrids built
+    at the sizes N in ``sizes`` (checks/certify_istree.py; claim T5.6), with ``facts``."""
+    from .certify_istree import NAME, certify_layers
+    if constructions is not None or not facts or (only and "T5.6" not in only and NAME not in only):
+        return []
+    return [certify_layers(Result, sizes)]
 
 
 def _rest(only, constructions, facts: bool) -> list[Result]:
@@ -716,6 +742,7 @@ def write_json(results: list[Result], path: str) -> None:
 
 
 def table(results: list[Result]) -> str:
+    from .certify_istree import NAME as ISTREE_ROW, sizes_text
     from .certify_sim import NAME as SIM_ROW
     rows = [("claim", "construction", "obligations", "n certified", "method", "source", "params", "ok", "seconds")]
     for r in results:
@@ -723,6 +750,7 @@ def table(results: list[Result]) -> str:
                 and r.n_max_int64 < r.n_max else "")
         rng = ("every format, I + f <= 62" if r.method == "kernel-exhaustive" else
                "position heads: all n; firstK: to n_pos" if r.construction == SIM_ROW else
+               sizes_text(r) if r.construction == ISTREE_ROW else
                f"all n >= {r.n_min}" if r.method.startswith("smt") else
                f"all n >= {r.n_min} (+ margins {r.n_min}..{r.n_max}{wide})" if r.method == "built-model" else
                f"{r.n_min}..{r.n_max}{wide}" if r.n_max is not None else "-")

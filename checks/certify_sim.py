@@ -208,14 +208,29 @@ def _fact(layer: str, lemma: str, statement: str, hyps: list, concl) -> dict:
          "query": r.get("query", "")}
     if "counterexample" in r:
         d["counterexample"] = r["counterexample"]
-    if r["answer"] == "unsat":
-        sat = z3.Solver()
-        sat.set("timeout", TIMEOUT_MS)
-        sat.add(*hyps)
-        if sat.check() != z3.sat:
-            d["answer"] = "vacuous"
-            d["counterexample"] = "the hypotheses have no model"
+    if r["answer"] == "unsat" and not _satisfiable(hyps):
+        d["answer"] = "vacuous"
+        d["counterexample"] = "the hypotheses have no model"
     return d
+
+
+_SAT: list = []
+
+
+def _satisfiable(hyps: list) -> bool:
+    """z3 finds a model of ``hyps`` (one solver per process, each query between a
+    push and a pop: a fresh solver per fact cost a fifth of these rows' time).
+    Anything but ``sat`` (``unknown`` included) counts as no model."""
+    if not _SAT:
+        _SAT.append(z3.Solver())
+        _SAT[0].set("timeout", TIMEOUT_MS)
+    s = _SAT[0]
+    s.push()
+    try:
+        s.add(*hyps)
+        return s.check() == z3.sat
+    finally:
+        s.pop()
 
 
 def head_facts(sim, tag: str = "sim") -> list[dict]:
@@ -844,12 +859,20 @@ def readout_facts(sim, tag: str = "sim") -> list[dict]:
     ``embedding.single_writer``), the token of code n has a logit above every
     other code's in the range, so the argmax emits exactly the code the last MLP
     wrote."""
-    spec = sim.model.spec
-    labels = list(spec.labels)
     lay = layout(sim)
+    return nearest_readout_facts(sim.model.spec, lay["tau_min"], lay["top"], tag)
+
+
+def nearest_readout_facts(spec, lo: int, hi: int, tag: str) -> list[dict]:
+    """The readout of ``spec`` (terms in tau, tau^2 and 1 only) proved to emit
+    the code of ``next_code``: for every integer code n = next_code and every other
+    code c in lo..hi, logit(n) > logit(c), every other direction a free real."""
+    labels = list(spec.labels)
     layer = "readout"
     n, c = z3.Int(f"{tag}.readout.n"), z3.Int(f"{tag}.readout.c")
     x = {lab: z3.Real(f"{tag}.readout.{lab}") for lab in labels}
+    if "next_code" not in x:
+        return [_unmet("readout.next_code", layer, "a direction next_code", "none")]
     x["next_code"], x["one"] = z3.ToReal(n), z3.RealVal(1)
 
     def logit(code):
@@ -869,9 +892,9 @@ def readout_facts(sim, tag: str = "sim") -> list[dict]:
     if ln is None:
         return [_unmet("readout.terms", layer, "a readout of tau, tau^2 and constant terms",
                        f"feature kinds {sorted({k for _, k, _, _ in spec.readout})}")]
-    rng = [n >= lay["tau_min"], n <= lay["top"], c >= lay["tau_min"], c <= lay["top"], c != n]
+    rng = [n >= lo, n <= hi, c >= lo, c <= hi, c != n]
     return [_fact(layer, "readout.nearest", f"for every integer code n = next_code and every other code c in "
-                  f"{lay['tau_min']}..{lay['top']}: logit(n) > logit(c) (read off the built readout)", rng, ln > lc)]
+                  f"{lo}..{hi}: logit(n) > logit(c) (read off the built readout)", rng, ln > lc)]
 
 
 NAME = "sim: token types, heads and RNN layers (built)"

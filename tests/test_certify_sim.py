@@ -424,3 +424,18 @@ def test_a_direction_that_does_not_start_at_zero_fails():
     d = sim.model.spec.labels.index("next_code")
     sim.model.spec.embedding[d] = (K.F_TOK, 0, 1)
     assert _failed(sequence_facts(sim)) == ["order.embedding"]
+
+
+def test_a_fact_on_hypotheses_without_a_model_is_vacuous():
+    """``_fact`` refuses a proof from contradictory hypotheses, and its shared
+    satisfiability solver forgets each query: a satisfiable one after a
+    contradictory one is still a proof, and the other way round."""
+    from rnngap.checks.certify_sim import _fact
+    from rnngap.checks.symbolic import z3
+    x = z3.Int("vac.x")
+    assert _fact("l", "ok", "", [x >= 1], x >= 0)["answer"] == "unsat"
+    bad = _fact("l", "vac", "", [x >= 1, x <= 0], x == 7)
+    assert bad["answer"] == "vacuous" and "no model" in bad["counterexample"]
+    assert _fact("l", "ok", "", [x >= 1], x >= 0)["answer"] == "unsat"
+    assert _fact("l", "false", "", [x >= 1], x >= 2)["answer"] == "sat"
+    assert _fact("l", "vac", "", [x >= 1, x <= 0], x == 7)["answer"] == "vacuous"

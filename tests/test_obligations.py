@@ -155,7 +155,11 @@ def test_certify_everything_quickly(all_certificates):
     assert {"T4.6-up", "T4.7-up", "T5-RAG", "T5.6", "T5-hyb-P", "T4.1", "sim"} <= claims
     facts = {r.construction: r for r in rs if r.method == "smt"}
     sim_row = "sim: token types, heads and RNN layers (built)"
-    assert set(facts) == {sim_row} and facts[sim_row].source == "built-model"
+    ist_row = "hybrid.istree: every layer on its own (built)"
+    assert set(facts) == {sim_row, ist_row} and all(facts[r].source == "built-model" for r in facts)
+    ist = facts[ist_row]
+    assert ist.claim == "T5.6" and ist.certified and (ist.n_min, ist.n_max) == (6, 323) and ist.obligations >= 200
+    assert ist.covers == ["embedding", "rnn-layers", "rnn-mlps", "heads", "attention-mlp", "readout"]
     assert not any(r.source == "restated-formula" for r in rs)
     built = {r.construction: r for r in rs if r.source == "built-model"}
     for key in ("index[a=2]", "index[a=n+2]", "ar[a=4]", "ar[a=n+2]", "cgram3[a=2]", "cgram3[a=n+2]",
@@ -304,13 +308,15 @@ def test_slow_certificates_run_only_with_full_or_by_name(capsys, monkeypatch):
     assert "--workers must be >= 1" in capsys.readouterr().err
     from rnngap.checks import certify as C
     asked = []
-    monkeypatch.setattr(C, "certify", lambda only, workers, full: asked.append((only, workers, full)) or [])
+    monkeypatch.setattr(C, "certify", lambda only, workers, full, every_n: asked.append((only, workers, full, every_n))
+                        or [])
     for argv, line in ((["--only", "T4.6-up"], True), (["--only", "T4.6-up", "--full"], False),
                        (["--only", "retrieval.cgram4[a=3]"], False)):
         assert main(["certify", *argv, "--workers", "3"]) == 0
         out = capsys.readouterr().out
         assert ("not run (slow; `rnngap certify --full`, or name it in --only): retrieval.cgram4[a=3]" in out) == line
-    assert asked == [(["T4.6-up"], 3, False), (["T4.6-up"], 3, True), (["retrieval.cgram4[a=3]"], 3, False)]
+    assert asked == [(["T4.6-up"], 3, False, False), (["T4.6-up"], 3, True, True),
+                     (["retrieval.cgram4[a=3]"], 3, False, False)]
 
 
 def test_write_json_roundtrip(tmp_path):
