@@ -23,8 +23,9 @@ Two kinds of certificate (docs/certify.md):
   beats every other by the gap and every score stays in range; stated over
   symbolic integers and proved for ALL n by z3 (method ``smt``; the negated
   query in SMT-LIB and z3's answer ``unsat`` go into the certificate).
-* **the IsTree hybrid's layers**, each on its own, proved from the built hybrids
-  at the sizes N of checks/certify_istree.py (every N to int64 with ``--full``).
+* **the IsTree hybrid's and the IsTree Transformer's layers**, each on its own,
+  proved from the built models at the sizes of checks/certify_istree.py and
+  checks/certify_dfs.py (many more with ``--full``).
 
 Example::
 
@@ -35,6 +36,7 @@ Example::
 """
 from __future__ import annotations
 
+import importlib
 import json
 import time
 from dataclasses import asdict, dataclass, field
@@ -54,8 +56,9 @@ counts two-limb storage for the constructions that declare it); 4: the row
 longer held to f <= 56 (the two-limb exp runs at every f), a builder margin
 may have the method ``piecewise-monotone (steps frozen)``, and the simulator's row
 is ``sim: token types, heads and RNN layers (built)`` (it also covers
-``input-mlp``, ``rnn-layer-mlps``, ``next-code-mlp`` and ``readout``); 6: the row
-``hybrid.istree: every layer on its own (built)`` (claim T5.6, checks/certify_istree.py)."""
+``input-mlp``, ``rnn-layer-mlps``, ``next-code-mlp`` and ``readout``); 6: the rows
+``hybrid.istree: every layer on its own (built)`` (claim T5.6, checks/certify_istree.py) and
+``istree-dfs: every layer on its own (built)`` (claim T4.7-up, checks/certify_dfs.py)."""
 I_SYM = sp.Symbol("I", integer=True, nonnegative=True)
 F_SYM = sp.Symbol("f", integer=True, nonnegative=True)
 N_CAP = 1 << 62
@@ -670,10 +673,13 @@ def certify(only: list[str] | None = None, constructions: dict | None = None,
     from . import catalog
     # the workers build the catalogue afresh: a catalogue replaced in this process (a
     # test's monkeypatch) is certified here, where the change is seen
-    from .certify_istree import NS, NS_FULL
-    sizes = NS_FULL if every_n else NS
-    chunks = [c for c in (sizes[k::2 * workers] for k in range(2 * workers)) if c] if every_n else [sizes]
-    jobs = len(chosen) + (len(chunks) if every_n else 0)     # the IsTree sweep's chunks are jobs of their own
+    chunks = []                           # (per-layer module, its sizes): jobs of their own
+    for mod in LAYER_ROWS:
+        M = importlib.import_module(f".{mod}", __package__)
+        sizes = M.NS_FULL if every_n else M.NS
+        chunks += [(mod, c) for c in ((sizes[k::2 * workers] for k in range(2 * workers)) if every_n else [sizes])
+                   if c]
+    jobs = len(chosen) + (len(chunks) if every_n else 0)
     workers = min(workers, jobs) if constructions is None and catalog.certificates is _CERTIFICATES else 1
     parts: list = [None] * len(chunks)
     if workers > 1:
@@ -682,8 +688,8 @@ def certify(only: list[str] | None = None, constructions: dict | None = None,
             order = sorted(range(len(chosen)), key=lambda i: -_cost(chosen[i]))
             futures = {pool.submit(_certify_named, chosen[i].name): i for i in order[:1]}
             futures[pool.submit(_rest, only, constructions, facts)] = -1
-            futures.update({pool.submit(_istree_layers, only, constructions, facts, chunk): -2 - k
-                            for k, chunk in enumerate(chunks)})
+            futures.update({pool.submit(_layer_row, only, constructions, facts, mod, chunk): -2 - k
+                            for k, (mod, chunk) in enumerate(chunks)})
             futures.update({pool.submit(_certify_named, chosen[i].name): i for i in order[1:]})
             out: list = [None] * len(chosen)
             for fut in pool.as_completed(futures):
@@ -696,20 +702,28 @@ def certify(only: list[str] | None = None, constructions: dict | None = None,
         out = [r if r is not None else _certify_one(cert) for r, cert in zip(out, chosen)]
     else:
         out = [_certify_one(cert) for cert in chosen]
-        parts = [_istree_layers(only, constructions, facts, chunk) for chunk in chunks]
+        parts = [_layer_row(only, constructions, facts, mod, chunk) for mod, chunk in chunks]
         rest = _rest(only, constructions, facts)
     from .certify_istree import merge
-    istree = [merge(Result, [p[0] for p in parts if p])] if any(parts) else []
-    return out + istree + rest
+    rows = []
+    for mod in LAYER_ROWS:
+        mine = [p[0] for (m, _), p in zip(chunks, parts) if m == mod and p]
+        rows += [merge(Result, mine)] if mine else []
+    return out + rows + rest
 
 
-def _istree_layers(only, constructions, facts: bool, sizes: tuple) -> list[Result]:
-    """The IsTree hybrid's layers, each on its own, proved from the hybrids built
-    at the sizes N in ``sizes`` (checks/certify_istree.py; claim T5.6), with ``facts``."""
-    from .certify_istree import NAME, certify_layers
-    if constructions is not None or not facts or (only and "T5.6" not in only and NAME not in only):
+LAYER_ROWS = ("certify_dfs", "certify_istree")
+"""The modules of the per-layer certificates (each: NAME, CLAIM, NS, NS_FULL,
+certify_layers): the IsTree Transformer's (T4.7-up) and the IsTree hybrid's (T5.6)."""
+
+
+def _layer_row(only, constructions, facts: bool, mod: str, sizes: tuple) -> list[Result]:
+    """The per-layer certificate of module ``mod`` (:data:`LAYER_ROWS`) at the
+    sizes ``sizes``, proved from the built models, with ``facts``; [] when not asked for."""
+    M = importlib.import_module(f".{mod}", __package__)
+    if constructions is not None or not facts or (only and M.CLAIM not in only and M.NAME not in only):
         return []
-    return [certify_layers(Result, sizes)]
+    return [M.certify_layers(Result, sizes)]
 
 
 def _rest(only, constructions, facts: bool) -> list[Result]:
@@ -742,6 +756,7 @@ def write_json(results: list[Result], path: str) -> None:
 
 
 def table(results: list[Result]) -> str:
+    from . import certify_dfs as DFS
     from .certify_istree import NAME as ISTREE_ROW, sizes_text
     from .certify_sim import NAME as SIM_ROW
     rows = [("claim", "construction", "obligations", "n certified", "method", "source", "params", "ok", "seconds")]
@@ -751,6 +766,7 @@ def table(results: list[Result]) -> str:
         rng = ("every format, I + f <= 62" if r.method == "kernel-exhaustive" else
                "position heads: all n; firstK: to n_pos" if r.construction == SIM_ROW else
                sizes_text(r) if r.construction == ISTREE_ROW else
+               sizes_text(r, DFS.NS_FULL, DFS.EVERY, "(N, M)") if r.construction == DFS.NAME else
                f"all n >= {r.n_min}" if r.method.startswith("smt") else
                f"all n >= {r.n_min} (+ margins {r.n_min}..{r.n_max}{wide})" if r.method == "built-model" else
                f"{r.n_min}..{r.n_max}{wide}" if r.n_max is not None else "-")

@@ -71,10 +71,11 @@ from rnngap.constructions.num import sharpness
 from rnngap.constructions.vocab import DASH, EOS, FALSE, QUERY, TILDE, TRUE, token_code
 
 from .certify_sim import (_Score, _combo, _copy_fact, _fact, _mlp, _q, _show, _unmet, _writes_only,
-                          nearest_readout_facts)
+                          nearest_readout_facts, planned_heads)
 from .symbolic import z3
 
 NAME = "hybrid.istree: every layer on its own (built)"
+CLAIM = "T5.6"
 NS = ((6, 5), (7, 6), (259, 258), (323, 323))
 """The sizes (N vertices, m_max edges) whose built hybrids ``rnngap certify``
 proves by default: models the quick profile of ``rnngap verify`` runs (the
@@ -116,14 +117,14 @@ def embedding_plan() -> dict:
     return out
 
 
-def embedding_facts(model) -> list[dict]:
+def embedding_facts(model, want: dict | None = None, text: str | None = None) -> list[dict]:
     """The built embedding writes exactly :func:`embedding_plan`, and no layer
     (an RNN layer's C, W2, b2; a head's W_O; the attention MLP's W2, b2) writes an
     embedded direction afterwards, so every layer reads the embedding's values
     there."""
     from rnngap.constructions import kernels as K
     spec = model.spec
-    want = embedding_plan()
+    want = embedding_plan() if want is None else want
     bad = []
     for lab, e in zip(spec.labels, spec.embedding):
         got = (int(e[0]), int(e[1]), e[2]) if e[0] != K.F_ZERO and e[2] != 0 else None
@@ -134,8 +135,8 @@ def embedding_facts(model) -> list[dict]:
         if lab not in spec.labels:
             bad.append(f"{lab}: no such direction")
     out = [{"fact": "embedding.features", "layer": "embedding", "method": "exact",
-            "statement": "the embedding writes one = 1, tok = tau, tok_sq = tau^2 and the flags [tau = code] of "
-                         "[BOS], [EOS], -, ~, [QUERY]; nothing else",
+            "statement": text or ("the embedding writes one = 1, tok = tau, tok_sq = tau^2 and the flags [tau = "
+                                  "code] of [BOS], [EOS], -, ~, [QUERY]; nothing else"),
             "answer": "holds" if not bad else "sat", **({"counterexample": "; ".join(bad[:4])} if bad else {})}]
     idx = [spec.labels.index(lab) for lab in want if lab in spec.labels]
     writers = []
@@ -519,31 +520,22 @@ def head_facts(model, tag: str = "istree") -> list[dict]:
     spec = model.spec
     s = sharpness(model.fmt.frac_bits)
     P = model.max_positions
-    want = plan()
-    out, seen = [], set()
+    out = []
     if len(spec.attn_layers) != 1:
         out.append(_unmet("heads.layers", "attention", "one attention layer",
                           f"{len(spec.attn_layers)} attention layers"))
-    for li, L in enumerate(spec.attn_layers):
-        for h in L.heads:
-            layer = f"attention layer {li + 1}, head {h.name}"
-            if h.name not in want or h.name in seen:
-                out.append(_unmet(f"{h.name}.planned", layer, "a head the plan names, once",
-                                  "built twice" if h.name in seen else "the plan does not name it"))
-                continue
-            seen.add(h.name)
-            kind, args, copy = want[h.name]
-            score = _Score(spec, h, f"{tag}.{_key_of(model)}.{h.name}")
-            try:
-                out += (_position_facts(score, args[0], s, P, layer) if kind == "position" else
-                        _match_facts(score, args, s, P, layer) if kind == "match" else
-                        _latest_facts(score, args[0], s, P, layer))
-            except ValueError as e:
-                out.append(_unmet(f"{h.name}.read", layer, "the score's directions", str(e)))
-            out.append(_copy_fact(spec, h, copy, layer))
-    for name in sorted(set(want) - seen):
-        out.append(_unmet(f"{name}.present", "attention", "the plan's head is built", "no head of that name"))
-    return out
+
+    def prove(li, h, entry, layer):
+        kind, args, copy = entry
+        score = _Score(spec, h, f"{tag}.{_key_of(model)}.{h.name}")
+        try:
+            got = (_position_facts(score, args[0], s, P, layer) if kind == "position" else
+                   _match_facts(score, args, s, P, layer) if kind == "match" else
+                   _latest_facts(score, args[0], s, P, layer))
+        except ValueError as e:
+            got = [_unmet(f"{h.name}.read", layer, "the score's directions", str(e))]
+        return got + [_copy_fact(spec, h, copy, layer)]
+    return out + planned_heads(spec, plan(), lambda e: None, prove)
 
 
 
@@ -705,31 +697,53 @@ def certify_layers(result_cls, sizes: tuple | None = None):
     """One certificate over :func:`facts` of the hybrids built at each (N,
     m_max) in ``sizes`` (:data:`NS` when None); a ``result_cls``
     (checks/certify.py's Result)."""
+    import sys
+
     from rnngap.constructions.hybrid import istree_hybrid
+    return certify_sizes(result_cls, sys.modules[__name__], sizes, istree_hybrid)
+
+
+def certify_sizes(result_cls, row, sizes: tuple | None, build):
+    """The per-layer certificate of the module ``row`` (its CLAIM, NAME, NOTE,
+    COVERS, NS, ``label`` and ``facts``) over the models ``build(N, m)`` at each
+    (N, m) in ``sizes`` (``row.NS`` when None), each built and proved when reached."""
+    sizes = row.NS if sizes is None else tuple(sizes)
+    if not sizes:
+        raise ValueError(f"{row.NAME}: no sizes to prove")
+
+    def runs():
+        for N, m in sizes:
+            def run(N=N, m=m):
+                model = build(N, m)
+                return row.label(model), row.facts(model, N)
+            yield N, run
+    return layer_certificate(result_cls, row.CLAIM, row.NAME, row.NOTE, row.COVERS, runs())
+
+
+def layer_certificate(result_cls, claim: str, name: str, note: str, covers, runs):
+    """One per-layer certificate (a ``result_cls``): ``runs`` yields (N, a function
+    giving (the model's label, its facts)), each run when reached."""
     t0 = time.perf_counter()
-    records, failures, steps = [], [], []
     if z3 is None:
-        return result_cls("T5.6", NAME, 0, 1, None, "smt-unavailable", False, 0.001, source="built-model",
+        return result_cls(claim, name, 0, 1, None, "smt-unavailable", False, 0.001, source="built-model",
                           failures=[{"obligation": "z3", "first_n": None, "need": "-", "have": "-",
                                      "why": "z3 absent: NOT proved"}])
-    sizes = NS if sizes is None else tuple(sizes)
-    if not sizes:
-        raise ValueError("certify_layers: no sizes to prove")
-    for N, m in sizes:
-        model = istree_hybrid(N, m)
-        for f in facts(model, N):
-            name = f"{label(model)}: {f['fact']}"
-            records.append({**f, "fact": name})
-            steps.append({"layer": f"{label(model)}, {f['layer']}", "lemma": f["fact"],
-                          "statement": f["statement"], "method": f["method"], "answer": f["answer"]})
+    records, failures, steps, Ns = [], [], [], []
+    for N, run in runs:
+        Ns.append(N)
+        lab, got = run()
+        for f in got:
+            fact = f"{lab}: {f['fact']}"
+            records.append({**f, "fact": fact})
+            steps.append({"layer": f"{lab}, {f['layer']}", "lemma": f["fact"], "statement": f["statement"],
+                          "method": f["method"], "answer": f["answer"]})
             if f["answer"] not in ("unsat", "holds"):
-                failures.append({"obligation": name, "first_n": None, "need": "-", "have": "-",
+                failures.append({"obligation": fact, "first_n": None, "need": "-", "have": "-",
                                  "why": f"z3 answered {f['answer']}" + (f": {f['counterexample']}"
                                                                        if f.get("counterexample") else "")})
-    Ns = [N for N, _ in sizes]
-    return result_cls("T5.6", NAME, len(records), min(Ns), max(Ns), "smt", not failures,
+    return result_cls(claim, name, len(records), min(Ns), max(Ns), "smt", not failures,
                       max(round(time.perf_counter() - t0, 3), 0.001), failures=failures, facts=records,
-                      note=NOTE, covers=list(COVERS), source="built-model", steps=steps)
+                      note=note, covers=list(covers), source="built-model", steps=steps)
 
 
 def label(model) -> str:
@@ -742,22 +756,25 @@ def _key_of(model) -> str:
 
 
 def _sizes_of(rec: dict) -> tuple[int, int]:
+    """(N, the edge bound) of a fact's model, from its name: hybrid-istree(N=6,
+    m_max=5), istree-dfs(N=7, M=6)."""
     import re
-    m = re.search(r"\(N=(\d+), m_max=(\d+)\)", rec["fact"])
+    m = re.search(r"\(N=(\d+), \w+=(\d+)\)", rec["fact"])
     return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
-def sizes_text(res) -> str:
-    """The sizes (N, m_max) a certificate of this module proved, as the table shows them."""
+def sizes_text(res, full: tuple = NS_FULL, every: str = "every N in 1..323, m_max = N, N - 1",
+               pair: str = "(N, m_max)") -> str:
+    """The sizes a per-layer certificate proved, as the table shows them."""
     got = sorted({_sizes_of(f) for f in res.facts} - {(0, 0)})
-    if got == sorted(NS_FULL):
-        return f"every N in 1..{NS_FULL[-1][0]}, m_max = N, N - 1"
-    return "(N, m_max) in " + ", ".join(f"({a}, {b})" for a, b in got) if got else "-"
+    if got == sorted(full):
+        return every
+    return f"{pair} in " + ", ".join(f"({a}, {b})" for a, b in got) if got else "-"
 
 
 def merge(result_cls, parts: list):
-    """One certificate of several :func:`certify_layers` results (chunks of the
-    sizes, proved on different workers), its records in the order of N."""
+    """One certificate of several per-layer results of one row (chunks of its
+    sizes, proved on different workers), its records in the order of the sizes."""
     if len(parts) == 1:
         return parts[0]
     if any(p.method != "smt" for p in parts):
@@ -765,7 +782,8 @@ def merge(result_cls, parts: list):
     recs = sorted([(_sizes_of(f), i, f, st) for p in parts for i, (f, st) in enumerate(zip(p.facts, p.steps))],
                   key=lambda r: (r[0], r[1]))
     failures = [fl for p in parts for fl in p.failures]
-    return result_cls("T5.6", NAME, len(recs), min(p.n_min for p in parts), max(p.n_max for p in parts), "smt",
-                      not failures, round(sum(p.seconds for p in parts), 3), failures=failures,
-                      facts=[r[2] for r in recs], note=NOTE, covers=list(COVERS), source="built-model",
-                      steps=[r[3] for r in recs])
+    first = parts[0]
+    return result_cls(first.claim, first.construction, len(recs), min(p.n_min for p in parts),
+                      max(p.n_max for p in parts), "smt", not failures, round(sum(p.seconds for p in parts), 3),
+                      failures=failures, facts=[r[2] for r in recs], note=first.note, covers=list(first.covers),
+                      source="built-model", steps=[r[3] for r in recs])

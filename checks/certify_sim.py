@@ -233,15 +233,13 @@ def _satisfiable(hyps: list) -> bool:
         s.pop()
 
 
-def head_facts(sim, tag: str = "sim") -> list[dict]:
-    """One proof record per head of the built simulator (its score read off W_Q,
-    W_K and the embedding), and one per missing or unplanned head."""
-    spec = sim.model.spec
-    s = sharpness(sim.model.fmt.frac_bits)
-    want = plan(sim)
+def planned_heads(spec, want: dict, layer_of, prove) -> list[dict]:
+    """Every head of the built ``spec`` against the plan ``want`` (head name ->
+    entry): ``prove(li, head, entry, layer)`` gives the head's records; a head
+    the plan does not name, one built twice, one outside the plan's attention
+    layer (``layer_of(entry)``, None: any), or a plan head the model lacks is a
+    failed step."""
     out, seen = [], set()
-    P = (sim.model.max_positions or sim.n_pos + 1) - 1        # the largest position the model reads
-    out += _single_writer(spec, ("pos", "pos_sq", "one"))
     for li, L in enumerate(spec.attn_layers):
         for h in L.heads:
             layer = f"attention layer {li + 1}, head {h.name}"
@@ -250,20 +248,36 @@ def head_facts(sim, tag: str = "sim") -> list[dict]:
                                   "built twice" if h.name in seen else "the plan does not name it"))
                 continue
             seen.add(h.name)
-            at, (kind, arg), copy = want[h.name]
-            if at != li:
+            at = layer_of(want[h.name])
+            if at is not None and at != li:
                 out.append(_unmet(f"{h.name}.layer", layer, f"the head sits in attention layer {at + 1}",
                                   f"it sits in layer {li + 1}"))
-            score = _Score(spec, h, f"{tag}.{h.name}")
             try:
-                out += (_position_facts(score, arg, s, layer) if kind == "position"
-                        else _first_facts(score, arg, s, layer, P))
+                out += prove(li, h, want[h.name], layer)
             except ValueError as e:
                 out.append(_unmet(f"{h.name}.read", layer, "the score's directions", str(e)))
-            out.append(_copy_fact(spec, h, copy, layer))
     for name in sorted(set(want) - seen):
         out.append(_unmet(f"{name}.present", "attention", "the plan's head is built", "no head of that name"))
     return out
+
+
+def head_facts(sim, tag: str = "sim") -> list[dict]:
+    """One proof record per head of the built simulator (its score read off W_Q,
+    W_K and the embedding), and one per missing or unplanned head."""
+    spec = sim.model.spec
+    s = sharpness(sim.model.fmt.frac_bits)
+    P = (sim.model.max_positions or sim.n_pos + 1) - 1        # the largest position the model reads
+
+    def prove(li, h, entry, layer):
+        _, (kind, arg), copy = entry
+        score = _Score(spec, h, f"{tag}.{h.name}")
+        try:
+            got = (_position_facts(score, arg, s, layer) if kind == "position"
+                   else _first_facts(score, arg, s, layer, P))
+        except ValueError as e:
+            got = [_unmet(f"{h.name}.read", layer, "the score's directions", str(e))]
+        return got + [_copy_fact(spec, h, copy, layer)]
+    return _single_writer(spec, ("pos", "pos_sq", "one")) + planned_heads(spec, plan(sim), lambda e: e[0], prove)
 
 
 def _single_writer(spec, labels) -> list[dict]:
@@ -863,17 +877,17 @@ def readout_facts(sim, tag: str = "sim") -> list[dict]:
     return nearest_readout_facts(sim.model.spec, lay["tau_min"], lay["top"], tag)
 
 
-def nearest_readout_facts(spec, lo: int, hi: int, tag: str) -> list[dict]:
+def nearest_readout_facts(spec, lo: int, hi: int, tag: str, direction: str = "next_code") -> list[dict]:
     """The readout of ``spec`` (terms in tau, tau^2 and 1 only) proved to emit
-    the code of ``next_code``: for every integer code n = next_code and every other
+    the code in ``direction``: for every integer code n there and every other
     code c in lo..hi, logit(n) > logit(c), every other direction a free real."""
     labels = list(spec.labels)
     layer = "readout"
     n, c = z3.Int(f"{tag}.readout.n"), z3.Int(f"{tag}.readout.c")
     x = {lab: z3.Real(f"{tag}.readout.{lab}") for lab in labels}
-    if "next_code" not in x:
-        return [_unmet("readout.next_code", layer, "a direction next_code", "none")]
-    x["next_code"], x["one"] = z3.ToReal(n), z3.RealVal(1)
+    if direction not in x:
+        return [_unmet(f"readout.{direction}", layer, f"a direction {direction}", "none")]
+    x[direction], x["one"] = z3.ToReal(n), z3.RealVal(1)
 
     def logit(code):
         total = z3.RealVal(0)
@@ -893,7 +907,7 @@ def nearest_readout_facts(spec, lo: int, hi: int, tag: str) -> list[dict]:
         return [_unmet("readout.terms", layer, "a readout of tau, tau^2 and constant terms",
                        f"feature kinds {sorted({k for _, k, _, _ in spec.readout})}")]
     rng = [n >= lo, n <= hi, c >= lo, c <= hi, c != n]
-    return [_fact(layer, "readout.nearest", f"for every integer code n = next_code and every other code c in "
+    return [_fact(layer, "readout.nearest", f"for every integer code n = {direction} and every other code c in "
                   f"{lo}..{hi}: logit(n) > logit(c) (read off the built readout)", rng, ln > lc)]
 
 

@@ -17,8 +17,7 @@ def add_command(sub) -> None:
     p.add_argument("--json", metavar="PATH", help="write one record per construction as JSON")
     p.add_argument("--full", action="store_true",
                    help="also the slow certificates (c-gram c = 4 at the registry's alphabet, about 35 s more) and "
-                        "the IsTree hybrid's layers at every N to int64 with m_max = N and N - 1 (645 models, "
-                        "minutes: docs/certify.md)")
+                        "the IsTree Transformer's and hybrid's layers at many more sizes (minutes: docs/certify.md)")
     p.add_argument("--workers", type=int, metavar="N", default=None,
                    help="processes certifying the construction records at once (default: the cores this "
                         "process may run on)")
@@ -29,6 +28,7 @@ def run(args) -> int:
     import time
 
     from .certify import certify, chosen_certificates, explain, table, write_json
+    from .certify_dfs import NAME as DFS_LAYERS
     from .certify_istree import NAME as ISTREE_LAYERS
     from .certify_sim import NAME as SIM_HEADS
     from .errors import UsageError, check_outputs
@@ -38,7 +38,7 @@ def run(args) -> int:
 
     certs = certificates()
     claims = {c.claim for c in certs.values()} | {"sim", "machine"}  # sim: the registry's RNNs
-    rows = [SIM_HEADS, ISTREE_LAYERS]       # certificates that are no construction record's
+    rows = [SIM_HEADS, DFS_LAYERS, ISTREE_LAYERS]       # certificates that are no construction record's
     known = claims | set(certs) | set(rows)
     for o in args.only or []:
         if o not in known:

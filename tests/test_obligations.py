@@ -156,7 +156,11 @@ def test_certify_everything_quickly(all_certificates):
     facts = {r.construction: r for r in rs if r.method == "smt"}
     sim_row = "sim: token types, heads and RNN layers (built)"
     ist_row = "hybrid.istree: every layer on its own (built)"
-    assert set(facts) == {sim_row, ist_row} and all(facts[r].source == "built-model" for r in facts)
+    dfs_row = "istree-dfs: every layer on its own (built)"
+    assert set(facts) == {sim_row, ist_row, dfs_row} and all(facts[r].source == "built-model" for r in facts)
+    dfs = facts[dfs_row]
+    assert dfs.claim == "T4.7-up" and dfs.certified and (dfs.n_min, dfs.n_max) == (7, 7) and dfs.obligations >= 80
+    assert dfs.covers == ["embedding", "heads", "mlps", "readout"]
     ist = facts[ist_row]
     assert ist.claim == "T5.6" and ist.certified and (ist.n_min, ist.n_max) == (6, 323) and ist.obligations >= 200
     assert ist.covers == ["embedding", "rnn-layers", "rnn-mlps", "heads", "attention-mlp", "readout"]
