@@ -46,8 +46,8 @@ from rnngap.constructions import kernels as K
 from rnngap.constructions.num import sharpness
 from rnngap.constructions.vocab import BOS, COUNT, DASH, EOS, FALSE, NUMBER_BASE, TILDE, TRUE, token_code
 
-from .certify_sim import (_Score, _combo, _copy_fact, _fact, _mlp, _show, _unmet, _writes_only, nearest_readout_facts,
-                          planned_heads)
+from .certify_istree import _flag
+from .certify_sim import _Score, _combo, _copy_fact, _fact, _show, _unmet, nearest_readout_facts, planned_heads
 from .symbolic import z3
 
 NAME = "istree-dfs: every layer on its own (built)"
@@ -83,7 +83,7 @@ def plan() -> dict:
     """head name -> (layer, kind, arguments, copy).
 
     kinds: ("shift", k): the key max(t - k, 0); ("first_max", key combo, its
-    largest value V or T): the first key with the largest value; ("match",
+    range: "flag" 0..1 or "code" -V..V): the first key with the largest value; ("match",
     components, flags, tie-break): the key whose components equal the query's
     and whose flags are 1 (first / latest / at most one), else [BOS]."""
     FOUND = {"one": 1, "is_bos": -1}
@@ -290,26 +290,12 @@ def embedding_facts(model) -> list[dict]:
 
 # ----------------------------------------------------------------------------
 # the MLPs
-def _flag(c):
-    return z3.If(c, z3.RealVal(1), z3.RealVal(0))
-
-
 def _layer_mlp(model, li: int, what: str, ints: dict, hyps: list, plan_: list, tag: str, given: str = "") -> list[dict]:
+    """Attention layer ``li``'s MLP against ``plan_`` (certify_istree.mlp_plan_facts)."""
+    from .certify_istree import mlp_plan_facts
     spec = model.spec
-    labels = list(spec.labels)
-    layer = f"attention layer {li + 1}, MLP: {what}"
-    L = spec.attn_layers[li]
-    out = _writes_only(L, labels, {d for _, _, d, _, _ in plan_}, f"mlp{li + 1}.writes", layer)
-    x = {lab: z3.ToReal(v) for lab, v in ints.items()}
-    x["one"] = z3.RealVal(1)
-    try:
-        after = _mlp(L, labels, x)
-    except ValueError as e:
-        return out + [_unmet(f"mlp{li + 1}.read", layer, "the MLP's inputs", str(e))]
-    for fact, extra, d, want, text in plan_:
-        stmt = f"{text} (read off the built W1, b1, W2, b2, for every value of the inputs with {given})"
-        out.append(_fact(layer, f"mlp{li + 1}.{fact}", stmt, hyps + extra, after(d) - x.get(d, 0) == want))
-    return out
+    return mlp_plan_facts(spec.attn_layers[li], list(spec.labels), f"attention layer {li + 1}, MLP: {what}",
+                          f"mlp{li + 1}", ints, hyps, plan_, f", for every value of the inputs with {given}")
 
 
 def mlp_facts(model, N: int, tag: str = "dfs") -> list[dict]:

@@ -331,16 +331,21 @@ def _flag(v) -> "z3.ArithRef":
 
 
 def _mlp_facts(model, li: int, what: str, ints: dict, hyps: list, plan_: list, tag: str) -> list[dict]:
-    """RNN layer ``li``'s MLP read off the built W1, b1, W2, b2 against ``plan_``:
-    [(fact, extra hypotheses, direction, its planned value, text)], with the
-    inputs ``ints`` (z3 Ints by direction) under ``hyps``; it writes the planned
-    directions and nothing else."""
+    """RNN layer ``li``'s MLP read off the built W1, b1, W2, b2 against ``plan_``
+    (:func:`mlp_plan_facts`)."""
     spec = model.spec
-    labels = list(spec.labels)
     layer = f"RNN layer {li + 1}, MLP: {what}"
     if len(spec.rnn_layers) <= li:
         return [_unmet(f"{tag}.layer", layer, f"an RNN layer {li + 1}", f"{len(spec.rnn_layers)} RNN layers")]
-    L = spec.rnn_layers[li]
+    return mlp_plan_facts(spec.rnn_layers[li], list(spec.labels), layer, tag, ints, hyps, plan_, f"; {_HYPS[tag]}")
+
+
+def mlp_plan_facts(L, labels: list, layer: str, tag: str, ints: dict, hyps: list, plan_: list,
+                   given: str) -> list[dict]:
+    """The MLP of layer ``L`` read off its built W1, b1, W2, b2 against ``plan_``:
+    [(fact, extra hypotheses, direction, its planned value, text)], with the
+    inputs ``ints`` (z3 Ints by direction) under ``hyps`` (``given`` says them in
+    the statements); it writes the planned directions and nothing else."""
     out = _writes_only(L, labels, {d for _, _, d, _, _ in plan_}, f"{tag}.writes", layer)
     x = {lab: z3.ToReal(v) for lab, v in ints.items()}
     x["one"] = z3.RealVal(1)
@@ -352,7 +357,7 @@ def _mlp_facts(model, li: int, what: str, ints: dict, hyps: list, plan_: list, t
         if d not in labels:
             out.append(_unmet(f"{tag}.{fact}", layer, text, f"no direction {d}"))
             continue
-        stmt = f"{text} (read off the built W1, b1, W2, b2; {_HYPS[tag]})"
+        stmt = f"{text} (read off the built W1, b1, W2, b2{given})"
         out.append(_fact(layer, f"{tag}.{fact}", stmt, hyps + extra, after(d) - x.get(d, 0) == want))
     return out
 
