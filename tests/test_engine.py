@@ -283,6 +283,28 @@ def _cli(*args, **kw):
                             stderr=subprocess.PIPE, text=True, **kw)
 
 
+def _children(p: subprocess.Popen) -> list:
+    """The processes ``p`` started (none once ``p`` has ended)."""
+    import psutil
+
+    try:
+        return psutil.Process(p.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _spawned(q) -> bool:
+    """Whether ``q`` is a spawned worker. A process that ended meanwhile, or a zombie
+    not yet reaped (a cluster's helper process ending), has no command line to read:
+    it is not a running worker."""
+    import psutil
+
+    try:
+        return "spawn_main" in " ".join(q.cmdline())
+    except (psutil.NoSuchProcess, psutil.AccessDenied):     # ZombieProcess is a NoSuchProcess
+        return False
+
+
 def _kill_tree(p: subprocess.Popen) -> None:
     """End ``p`` (which we started) and every process it started."""
     import psutil
@@ -345,10 +367,9 @@ def test_ctrl_c_exits_130_and_closes_the_local_cluster(tmp_path):
     try:
         deadline = time.monotonic() + 300
         workers = []
-        while time.monotonic() < deadline and len(workers) < 2:   # wait until both workers run
+        while time.monotonic() < deadline and len(workers) < 2 and p.poll() is None:   # wait until both workers run
             time.sleep(1)
-            workers = [q for q in psutil.Process(p.pid).children(recursive=True)
-                       if "spawn_main" in " ".join(q.cmdline())]
+            workers = [q for q in _children(p) if _spawned(q)]
         assert p.poll() is None and len(workers) >= 2, "no local cluster came up"
         time.sleep(3)
         p.send_signal(signal.SIGINT)
