@@ -58,7 +58,8 @@ may have the method ``piecewise-monotone (steps frozen)``, and the simulator's r
 is ``sim: token types, heads and RNN layers (built)`` (it also covers
 ``input-mlp``, ``rnn-layer-mlps``, ``next-code-mlp`` and ``readout``); 6: the rows
 ``hybrid.istree: every layer on its own (built)`` (claim T5.6, checks/certify_istree.py) and
-``istree-dfs: every layer on its own (built)`` (claim T4.7-up, checks/certify_dfs.py)."""
+``istree-dfs: every layer on its own (built)`` (claim T4.7-up, checks/certify_dfs.py), and the
+simulator's row also covers ``argmax-mlps``."""
 I_SYM = sp.Symbol("I", integer=True, nonnegative=True)
 F_SYM = sp.Symbol("f", integer=True, nonnegative=True)
 N_CAP = 1 << 62

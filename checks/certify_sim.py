@@ -658,7 +658,8 @@ def sequence_facts(sim) -> list[dict]:
     RNN layer in the RNN's order its state MLP and its own MLP, the argmax's
     three MLPs for an indicator readout, the next-code MLP last); only the planned
     layers write the RNN's directions (the input select and the RNN layers), the
-    states (their state MLP) and next_code (the last); and the embedding writes
+    states (their state MLP), the argmax's logits, comparisons and winners (its
+    first, second and third layer) and next_code (the last); and the embedding writes
     only one, tok, pos, pos_sq and the RNN's embedded features, so every direction
     a layer adds to starts at 0."""
     spec = sim.model.spec
@@ -694,6 +695,12 @@ def sequence_facts(sim) -> list[dict]:
                     planned[lab].add(state_layer + 1)
         base += R.A.shape[0]
     planned["next_code"] = {len(spec.attn_layers) - 1}
+    if argmax:                                    # the argmax's three layers, one kind of direction each
+        first = li + 1 + 2 * len(rspec.rnn_layers)
+        for lab in labels:
+            for k, kind in enumerate(("logit", "beats", "winner")):
+                if lab.startswith(kind) and lab[len(kind):].isdigit():
+                    planned[lab] = {first + k}
     for lab, where in planned.items():
         if lab not in labels:
             continue
@@ -709,7 +716,8 @@ def sequence_facts(sim) -> list[dict]:
                           f"it writes {sorted(nonzero - embedded)} too, misses {sorted(embedded - nonzero)}"))
     if not out:
         out.append({"fact": "order", "layer": layer, "method": "exact", "answer": "holds",
-                    "statement": f"{want} layers in the plan's order; the RNN's directions, its states and "
+                    "statement": f"{want} layers in the plan's order; the RNN's directions, its states"
+                                 f"{', the argmax directions' if argmax else ''} and "
                                  f"next_code written by the planned layers only; every other direction embedded 0"})
     return out
 
@@ -787,6 +795,126 @@ def _nearest_weights(rspec) -> dict | None:
     return {d: v for d, v in w.items() if v != 0}
 
 
+def indicator_plan(sim) -> tuple[list[int], list[list[tuple[int, Fraction]]]]:
+    """The simulated RNN's indicator readout as the plan of the argmax, from the
+    RNN's own readout and vocabulary (not the builder's lists): the contenders, in
+    ascending token id (every token of the vocabulary with an indicator term
+    (d, [tok = p], c), plus the smallest-id token without one, whose logit is 0
+    like every other such token's), and each contender's terms [(d, c)], its
+    logit sum_d c x_d. The RNN's readout emits the first contender (smallest id)
+    with the largest logit; constant terms add the same to every logit."""
+    rspec, voc = sim.rnn.spec, sim.rnn.vocab
+    terms: dict[int, list[tuple[int, Fraction]]] = {}
+    for dim, kind, param, coef in rspec.readout:
+        if kind == K.F_IS_TOKEN and voc.contains(int(param)) and Fraction(coef) != 0:
+            terms.setdefault(int(param), []).append((dim, Fraction(coef)))
+    rest = next((t for t in range(voc.size) if voc.contains(t) and t not in terms), None)
+    cont = sorted(set(terms) | ({rest} if rest is not None else set()))
+    return cont, [terms.get(t, []) for t in cont]
+
+
+def argmax_facts(sim, tag: str = "sim") -> list[dict]:
+    """The three heads-free layers between the RNN's last layer and the next-code
+    layer of a simulator whose RNN has an indicator readout (none otherwise), read
+    off the built weights against :func:`indicator_plan`:
+
+    * the logits layer writes logit_j = sum_d c x_d over contender j's terms (the
+      RNN's directions x_d any reals), and nothing else;
+    * the comparison layer, for logits that are multiples of 2^-f (f the RNN's
+      fraction bits: each product is rounded to the format, as the RNN's readout
+      rounds it; a hypothesis here), writes beats_j = the number of other
+      contenders i with logit_j > logit_i (i of smaller id) or logit_j >= logit_i
+      (larger id), and nothing else;
+    * the winner layer, for integer beats_j in 0..C - 1, writes winner_j =
+      [beats_j = C - 1], and nothing else;
+    * the three in a row (the composition): winner is one-hot, on the first
+      contender with the largest logit: the token the RNN's readout emits."""
+    spec = sim.model.spec
+    labels = list(spec.labels)
+    rspec = sim.rnn.spec
+    if _nearest_weights(rspec) is not None or not any(k == K.F_IS_TOKEN for _, k, _, _ in rspec.readout):
+        return []
+    cont, terms = indicator_plan(sim)
+    C = len(cont)
+    first = plan(sim)["prompt"][0] + 1 + 2 * len(rspec.rnn_layers)
+    names = ("the logits", "the comparisons", "the winner")
+    layers = [f"argmax layer {k + 1} (attention layer {first + k + 1}), MLP: {names[k]}" for k in range(3)]
+    if len(spec.attn_layers) < first + 3 or any(spec.attn_layers[first + k].heads for k in range(3)):
+        return [_unmet("argmax.layers", layers[0], "three heads-free layers after the RNN's last layer",
+                       f"layers {first}..{first + 2} of {len(spec.attn_layers)}")]
+    want = {kind: [f"{kind}{j}" for j in range(C)] for kind in ("logit", "beats", "winner")}
+    if any(lab not in labels for v in want.values() for lab in v):
+        return [_unmet("argmax.dims", layers[0], f"logit, beats and winner directions for {C} contenders",
+                       f"the model has {sorted(lab for lab in labels if lab.startswith(('logit', 'beats', 'winner')))}")]
+    dims, bad = _rnn_dims(sim)
+    if bad:
+        return [_unmet("argmax.dims", layers[0], "the RNN's residual in the simulator", "; ".join(bad))]
+    Ls = [spec.attn_layers[first + k] for k in range(3)]
+    out = []
+    for L, kind, layer in zip(Ls, ("logit", "beats", "winner"), layers):
+        out += _writes_only(L, labels, set(want[kind]), f"argmax.{kind}.writes", layer)
+    sc = 1 << sim.rnn.fmt.frac_bits
+    b = lambda c: z3.If(c, z3.IntVal(1), z3.IntVal(0))     # noqa: E731
+    # the logits: every direction a free real (0 before the layer: sequence_facts)
+    x = {lab: z3.Real(f"{tag}.argmax.{lab}") for lab in labels}
+    x["one"] = z3.RealVal(1)
+    for lab in labels:
+        if lab.startswith(("logit", "beats", "winner")):
+            x[lab] = z3.RealVal(0)
+    logit = [sum((_q(c) * x[dims[d]] for d, c in tl if dims[d] is not None),
+                 z3.RealVal(0)) for tl in terms]
+    after1 = _mlp(Ls[0], labels, x)
+    for j in range(C):
+        out.append(_fact(layers[0], f"argmax.logit{j}", f"for every real value of the RNN's directions: the MLP "
+                         f"writes logit{j} = {_show_terms(rspec, terms[j])} (token {cont[j]}'s indicator terms)",
+                         [], after1(want["logit"][j]) == logit[j]))
+    # the comparisons: logits multiples of 2^-f
+    u = [z3.Int(f"{tag}.argmax.u{j}") for j in range(C)]
+    y = dict(x)
+    y.update({f"logit{j}": z3.ToReal(u[j]) / sc for j in range(C)})
+    after2 = _mlp(Ls[1], labels, y)
+
+    def beats(uu, j):
+        return sum((b(uu[j] > uu[i]) if i < j else b(uu[j] >= uu[i]) for i in range(C) if i != j), z3.IntVal(0))
+    for j in range(C):
+        out.append(_fact(layers[1], f"argmax.beats{j}", f"for logits that are multiples of 2^-{sim.rnn.fmt.frac_bits}: "
+                         f"the MLP writes beats{j} = #{{i < {j}: logit{j} > logit_i}} + #{{i > {j}: logit{j} >= "
+                         f"logit_i}}", [], after2(f"beats{j}") == z3.ToReal(beats(u, j))))
+    # the winner: beats in 0..C - 1
+    v = [z3.Int(f"{tag}.argmax.v{j}") for j in range(C)]
+    w = dict(x)
+    w.update({f"beats{j}": z3.ToReal(v[j]) for j in range(C)})
+    after3 = _mlp(Ls[2], labels, w)
+    rng = [z3.And(vj >= 0, vj <= C - 1) for vj in v]
+    for j in range(C):
+        out.append(_fact(layers[2], f"argmax.winner{j}", f"for integer beats in 0..{C - 1}: the MLP writes "
+                         f"winner{j} = [beats{j} = {C - 1}]", rng, after3(f"winner{j}") == z3.ToReal(b(v[j] == C - 1))))
+    # the three in a row, from the RNN's directions to the winner
+    z = dict(x)
+    lg = {f"logit{j}": after1(f"logit{j}") for j in range(C)}
+    z.update(lg)
+    a2 = _mlp(Ls[1], labels, z)
+    zz = dict(x)
+    zz.update({f"beats{j}": a2(f"beats{j}") for j in range(C)})
+    a3 = _mlp(Ls[2], labels, zz)
+    grid = [z3.ToReal(uj) == logit[j] * sc for j, uj in enumerate(u)]      # the plan's logits, on the grid
+
+    def is_first_max(j):
+        return z3.And(*([u[j] > u[i] for i in range(j)] + [u[j] >= u[i] for i in range(j + 1, C)]))
+    concl = z3.And(*[a3(f"winner{j}") == z3.If(is_first_max(j), z3.RealVal(1), z3.RealVal(0)) for j in range(C)])
+    out.append(_fact("argmax layers 1-3 (the composition)", "argmax.one-hot",
+                     f"for every real value of the RNN's directions whose {C} logits (the RNN's readout's, from "
+                     f"its terms) are multiples of 2^-{sim.rnn.fmt.frac_bits}: the three MLPs in a row write "
+                     f"winner_j = 1 for the first contender (smallest id) with the largest logit, 0 for every "
+                     f"other: the token the RNN's readout emits",
+                     grid, concl))
+    return out
+
+
+def _show_terms(rspec, tl) -> str:
+    return " + ".join(f"{c} x[{rspec.labels[d]}]" for d, c in tl) or "0"
+
+
 def next_code_facts(sim, tag: str = "sim") -> list[dict]:
     """The one heads-free layer whose MLP writes ``next_code`` (the readout reads it),
     read off the built weights, for every value of its inputs in each case of the
@@ -798,8 +926,10 @@ def next_code_facts(sim, tag: str = "sim") -> list[dict]:
     RNN's readout value sum_d w_d x_d (nearest-code readouts only; every x_d below
     2^I_R, the RNN's format, in magnitude); the filler's code; emit_next_counter:
     the code of K(step + 1), for 0 <= step < the last counter. It writes nothing
-    else. With an indicator readout (simulated by an argmax whose MLPs are not
-    covered) the winner directions are taken one-hot and the Y case is not stated.
+    else. With an indicator readout (simulated by an argmax, :func:`argmax_facts`)
+    the winner directions are one-hot (what ``argmax.one-hot`` proves the argmax
+    writes) and the Y case is the winner's token code, which lies in the readout's
+    range.
     These are hypotheses on the MLP's inputs, the composition's to discharge (not
     covered): the states' range in particular is the simulator's promise
     (|s| < 2^I_s), stated at every position, also in the prompt, where the state
@@ -857,6 +987,20 @@ def next_code_facts(sim, tag: str = "sim") -> list[dict]:
         hi = sim.rnn.vocab.max_number + 1
         clamp = z3.If(v < TAU_MIN, z3.RealVal(TAU_MIN), z3.If(v > hi, z3.RealVal(hi), v))
         cases.append(("emit_rnn_token", "Y", f"emit_rnn_token: clamp(v, {TAU_MIN}, {hi})", clamp))
+    elif win:
+        from rnngap.constructions.vocab import token_code
+        cont, _ = indicator_plan(sim)
+        if len(cont) != len(win):
+            out.append(_unmet("next.Y", layer, f"one winner direction per contender ({len(cont)})",
+                              f"the model has {len(win)}"))
+        else:
+            yv = sum((token_code(t) * win.get(f"winner{j}", z3.IntVal(0)) for j, t in enumerate(cont)), z3.IntVal(0))
+            cases.append(("emit_rnn_token", "Y", "emit_rnn_token: the code of the winner (the contender j with "
+                          "winner_j = 1: the RNN's argmax)", z3.ToReal(yv)))
+            off = [t for t in cont if not lay["tau_min"] <= token_code(t) <= lay["top"]]
+            if off:
+                out.append(_unmet("next.Y.range", layer, f"every contender's code in the readout's range "
+                                  f"{lay['tau_min']}..{lay['top']}", f"tokens {off} lie outside"))
     cases += [("emit_filler", "filler", "emit_filler", z3.RealVal(lay["filler"])),
               ("emit_next_counter", "K(t+1)", "emit_next_counter", z3.ToReal(ints["step"]) + lay["K"] + 1)]
     for flag, name, when, want in cases:
@@ -921,8 +1065,10 @@ NOTE = ("each simulator the registry builds, read off its built weights (checks/
         "each RNN layer's state MLP and own MLP compute that layer's step "
         "with the simulated RNN's own weights, for every value of every direction; the last MLP writes the "
         "next token's code in each case of the block, and the readout emits the token of an integer code. "
-        "Not covered: the argmax MLPs (indicator readouts), the composition and the scores' ranges (the "
-        "declared obligations)")
+        "With an indicator readout, its argmax's three MLPs write the logits, the pairwise comparisons and "
+        "the one-hot winner, each on its own and the three in a row: the first contender with the largest logit, "
+        "the token the RNN emits; the last MLP writes that token's code. "
+        "Not covered: the composition of the blocks and the scores' ranges (the declared obligations)")
 
 
 def certify_heads(sims, result_cls):
@@ -937,7 +1083,7 @@ def certify_heads(sims, result_cls):
                                      "why": "z3 absent: NOT proved"}])
     for sim in sims:
         for f in (type_facts(sim) + head_facts(sim) + role_facts(sim) + input_facts(sim) + step_facts(sim)
-                  + next_code_facts(sim) + readout_facts(sim) + sequence_facts(sim)):
+                  + argmax_facts(sim) + next_code_facts(sim) + readout_facts(sim) + sequence_facts(sim)):
             name = f"{sim.model.name}: {f['fact']}"
             records.append({**f, "fact": name})
             steps.append({"layer": f"{sim.model.name}, {f['layer']}", "lemma": f["fact"],
@@ -949,5 +1095,5 @@ def certify_heads(sims, result_cls):
     return result_cls("sim", NAME, len(records), 1, None, "smt", not failures,
                       max(round(time.perf_counter() - t0, 3), 0.001), failures=failures, facts=records,
                       note=NOTE, covers=["token-type-mlp", "heads", "block-role-mlp", "input-mlp", "rnn-layer-mlps",
-                                              "next-code-mlp", "readout"],
+                                              "argmax-mlps", "next-code-mlp", "readout"],
                       source="built-model", steps=steps)

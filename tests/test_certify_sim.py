@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 import pytest
 
 from rnngap.checks.certify import sim_simulators
@@ -271,7 +273,7 @@ def test_every_simulator_writes_the_next_code_of_each_case():
         names = {f["fact"] for f in facts}
         S = sum(L.A.shape[0] for L in sim.rnn.spec.rnn_layers)
         assert {"next.K(0)", "next.filler", "next.K(t+1)"} | {f"next.S{i}" for i in range(S)} <= names
-        assert ("next.Y" in names) == (sim.mode == "nearest"), sim.model.name
+        assert "next.Y" in names, sim.model.name        # the clamp of v, or the argmax winner's code
 
 
 def _next_code_mutant(monkeypatch, change):
@@ -439,3 +441,117 @@ def test_a_fact_on_hypotheses_without_a_model_is_vacuous():
     assert _fact("l", "ok", "", [x >= 1], x >= 0)["answer"] == "unsat"
     assert _fact("l", "false", "", [x >= 1], x >= 2)["answer"] == "sat"
     assert _fact("l", "vac", "", [x >= 1, x <= 0], x == 7)["answer"] == "vacuous"
+
+
+# ---------------------------------------------------------------------------- the argmax of an indicator readout
+def _indicator_build():
+    from rnngap.constructions import targets as TG
+    return S.rnnsim_transformer(TG.register_index_rnn(3, max_number=5), max_prompt=6, max_rnn_cot=3)
+
+
+def test_every_indicator_readout_simulator_proves_its_argmax():
+    """The argmax's three layers, each on its own and in a row, and the Y case
+    (the winner's code), for every simulator the registry builds with an
+    indicator readout; none for a nearest-code readout."""
+    from rnngap.checks.certify_sim import argmax_facts, indicator_plan, next_code_facts
+    seen = 0
+    for sim in sim_simulators():
+        facts = argmax_facts(sim)
+        if sim.mode == "nearest":
+            assert facts == [], sim.model.name
+            continue
+        seen += 1
+        C = len(indicator_plan(sim)[0])
+        assert C >= 2 and _failed(facts) == [], sim.model.name
+        assert {f["fact"] for f in facts} == {f"argmax.{k}{j}" for k in ("logit", "beats", "winner")
+                                             for j in range(C)} | {"argmax.one-hot"}
+        assert "next.Y" in {f["fact"] for f in next_code_facts(sim)} and _failed(next_code_facts(sim)) == []
+    assert seen >= 3
+
+
+def _argmax_mutant(monkeypatch, which: int, change):
+    """The indicator-readout simulator built with ``change(sim, neurons)`` applied to
+    the argmax's layer ``which`` (0 logits, 1 comparisons, 2 winner)."""
+    from rnngap.constructions.gadgets import Neuron
+    real = S.RNNSimulator._argmax_mlps
+
+    def mutated(self):
+        mlps = [[Neuron(dict(n.inp), n.bias, dict(n.out), n.group) for n in ns] for ns in real(self)]
+        mlps[which] = change(self, mlps[which])
+        return tuple(mlps)
+    with monkeypatch.context() as mp:
+        mp.setattr(S.RNNSimulator, "_argmax_mlps", mutated)
+        return _indicator_build()
+
+
+def _flip_strict(sim, ns):
+    """The comparison of contenders 1 and 0 made non-strict: a tie goes to the larger id."""
+    for i, n in enumerate(ns):
+        if n.out == {"beats1": 1} and n.inp.get("logit1", 0) > 0 and n.inp.get("logit0", 0) < 0:
+            assert ns[i + 1].out == {"beats1": -1}                 # the step's second half
+            return _edit(_edit(ns, i, bias=n.bias + 1), i + 1, bias=ns[i + 1].bias + 1)
+    raise AssertionError("no comparison of contenders 1 and 0")
+
+
+ARGMAX_MUTANTS = {
+    # a logit term's coefficient one larger
+    "logit coefficient": (0, lambda sim, ns: _edit(ns, 0, inp={k: v + 1 for k, v in ns[0].inp.items()}),
+                          "argmax.logit"),
+    # [logit1 > logit0] made [logit1 >= logit0]: ties no longer go to the smaller id
+    "tie-break": (1, _flip_strict, "argmax.beats1"),
+    # the winner's threshold one lower: a contender beating C - 2 others also wins
+    "winner threshold": (2, lambda sim, ns: _edit(ns, 0, bias=ns[0].bias + 1), "argmax.winner0"),
+}
+
+
+@pytest.mark.parametrize("mutant", sorted(ARGMAX_MUTANTS))
+def test_a_one_term_change_of_the_argmax_fails_at_its_layer(monkeypatch, mutant):
+    from rnngap.checks.certify_sim import argmax_facts
+    which, change, want = ARGMAX_MUTANTS[mutant]
+    failed = _failed(argmax_facts(_argmax_mutant(monkeypatch, which, change)))
+    assert any(f.startswith(want) for f in failed) and "argmax.one-hot" in failed, failed
+
+
+def test_a_wrong_winner_code_or_a_dropped_contender_fails(monkeypatch):
+    """The Y case's code of a winner one off fails next.Y; a builder that drops the
+    last contender no longer matches the RNN's readout (argmax.dims)."""
+    from rnngap.checks.certify_sim import argmax_facts, next_code_facts
+
+    def code(sim, ns):
+        i = next(i for i, n in enumerate(ns) if "winner0" in n.inp and n.out == {"next_code": 1})
+        return _edit(ns, i, inp={**ns[i].inp, "winner0": ns[i].inp["winner0"] + 1})
+    assert _failed(next_code_facts(_next_code_mutant_on(monkeypatch, code))) == ["next.Y"]
+    real = S.RNNSimulator._parse_indicator_readout
+
+    def dropped(self):
+        real(self)
+        self.contenders, self.contender_terms = self.contenders[:-1], self.contender_terms[:-1]
+    with monkeypatch.context() as mp:
+        mp.setattr(S.RNNSimulator, "_parse_indicator_readout", dropped)
+        sim = _indicator_build()
+    assert "argmax.dims" in _failed(argmax_facts(sim)) and "next.Y" in _failed(next_code_facts(sim))
+
+
+def _next_code_mutant_on(monkeypatch, change):
+    from rnngap.constructions.gadgets import Neuron
+    real = S.RNNSimulator._next_code_mlp
+
+    def mutated(self, big):
+        return change(self, [Neuron(dict(n.inp), n.bias, dict(n.out), n.group) for n in real(self, big)])
+    with monkeypatch.context() as mp:
+        mp.setattr(S.RNNSimulator, "_next_code_mlp", mutated)
+        return _indicator_build()
+
+
+def test_an_argmax_direction_written_by_another_layer_fails():
+    """The winner layer also adding to logit0 (the built spec changed in place: the
+    builder itself refuses a second writer): the logit layer's facts still hold, the
+    order of writers fails."""
+    from rnngap.checks.certify_sim import argmax_facts, sequence_facts
+    sim = _indicator_build()
+    spec = sim.model.spec
+    d = spec.labels.index("logit0")
+    winner = next(L for L in spec.attn_layers if np.any(L.W2[spec.labels.index("winner0")] != 0))
+    winner.W2[d, 0] = 1
+    assert _failed(sequence_facts(sim)) == ["order.logit0"]
+    assert "argmax.winner.writes" in _failed(argmax_facts(sim))

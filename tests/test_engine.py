@@ -327,7 +327,6 @@ def test_verify_on_a_separately_started_scheduler_and_worker_equals_serial(tmp_p
     are torn down (also on failure)."""
     port = _free_port()
     addr = f"tcp://127.0.0.1:{port}"
-    dask_cli = [sys.executable, "-m", "distributed.cli"]
     logs = {name: open(tmp_path / f"{name}.log", "w") for name in ("scheduler", "worker")}
     procs = []
     try:
@@ -342,7 +341,7 @@ def test_verify_on_a_separately_started_scheduler_and_worker_equals_serial(tmp_p
         only = ["--only", "machine", "T5-hyb-P"]
         d = _cli("verify", "--engine", "dask", "--address", addr, *only, "--json", str(tmp_path / "d.json"))
         s = _cli("verify", *only, "--json", str(tmp_path / "s.json"))
-        (dout, derr), (sout, serr) = d.communicate(timeout=900), s.communicate(timeout=900)
+        (_, derr), (_, serr) = d.communicate(timeout=900), s.communicate(timeout=900)
         assert d.returncode == 0 == s.returncode, (derr, serr)
         dj, sj = (json.loads((tmp_path / f).read_text()) for f in ("d.json", "s.json"))
         assert len(sj) > 10 and _strip(dj) == _strip(sj)

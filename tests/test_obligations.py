@@ -173,7 +173,7 @@ def test_certify_everything_quickly(all_certificates):
     assert "retrieval.mqar" in built
     heads = facts[sim_row]
     assert heads.n_max is None and heads.obligations >= 200 and heads.covers == ["token-type-mlp", "heads", "block-role-mlp",
-                                                                               "input-mlp", "rnn-layer-mlps", "next-code-mlp",
+                                                                               "input-mlp", "rnn-layer-mlps", "argmax-mlps", "next-code-mlp",
                                                                                "readout"]
     sims = [r for r in rs if r.claim == "sim" and r.method == "piecewise-monotone"]
     assert len(sims) >= 8 and all(r.n_max > 10 ** 6 and "by definition" in r.note for r in sims)
