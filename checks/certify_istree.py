@@ -76,23 +76,30 @@ from .symbolic import z3
 
 NAME = "hybrid.istree: every layer on its own (built)"
 CLAIM = "T5.6"
-NS = ((6, 5), (7, 6), (259, 258), (323, 323))
+NS = ((4, 6), (6, 5), (7, 6), (259, 258), (323, 323))
 """The sizes (N vertices, m_max edges) whose built hybrids ``rnngap certify``
-proves by default: models the quick profile of ``rnngap verify`` runs (the
-Index -> IsTree hub gadget at n bits has N = n + 3, m_max = n + 2: its
-exhaustive n = 3, 4 and its largest sampled n = 256) and N = m_max = 323, the
-largest whose format fits int64 (constructions/hybrid.py). About 1.1 s each on
-one core, so the default run keeps to its 60 s; ``--full`` proves every N."""
-NS_FULL = tuple((N, m) for N in range(1, 324) for m in sorted({N, max(N - 1, 1)}))
+proves by default: models the quick profile of ``rnngap verify`` runs (every
+graph on 4 vertices: m_max = 6; the Index -> IsTree hub gadget at n bits has
+N = n + 3, m_max = n + 2: its exhaustive n = 3, 4 and its largest sampled n =
+256) and N = m_max = 323, the largest whose format fits int64
+(constructions/hybrid.py). About 1 s each on one core, so the default run
+keeps to its 60 s; ``--full`` proves every N."""
+DENSE_MAX = 64
+"""The largest N whose complete graph's model ``--full`` proves (the dense graphs
+``rnngap verify`` runs are on at most 64 vertices: checks/checks_hybrid.py)."""
+NS_FULL = tuple(sorted({(N, m) for N in range(1, 324) for m in (N, max(N - 1, 1))}
+                       | {(N, N * (N - 1) // 2) for N in range(4, DENSE_MAX + 1)}))
 """``rnngap certify --full``: every N whose format fits int64, with m_max = N and
-N - 1 (the hub gadget's): 645 models, about 1 s each on one core. Models with
-m_max > N (``rnngap verify`` runs some: every graph on <= 4 vertices, the
-dense graphs) are not among them."""
+N - 1 (the hub gadget's), and every N in 4..64 with m_max = N(N - 1)/2 (a
+complete graph's edges, the most a simple graph has): 706 models, about 1 s
+each on one core. The models ``rnngap verify`` builds for its dense graphs
+(m_max = the largest edge count among the graphs drawn, between N and
+N(N - 1)/2) are covered only where that count is one of these."""
 COVERS = ("embedding", "rnn-layers", "rnn-mlps", "heads", "attention-mlp", "readout")
 
-NOTE = ("the IsTree hybrid, every layer on its own, at each size proved (by default three of the quick "
+NOTE = ("the IsTree hybrid, every layer on its own, at each size proved (by default four of the quick "
         "profile's models and (N, m_max) = (323, 323), where int64 ends; --full: every N in 1..323 with m_max = N "
-        "and N - 1; checks/certify_istree.py), "
+        "and N - 1, every N in 4..64 with m_max = N(N - 1)/2; checks/certify_istree.py), "
         "read off the built weights: the embedding; each RNN layer's recurrence by induction on t for every "
         "input sequence (cnt = t + 1, the delays, the counts, in_chain) and its MLP (record flags, keys, roles, "
         "[joins = N - 1], the union's roots); each head's score attends the plan's key (fetch: cnt = 3 joins + "
@@ -768,7 +775,10 @@ def _sizes_of(rec: dict) -> tuple[int, int]:
     return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
-def sizes_text(res, full: tuple = NS_FULL, every: str = "every N in 1..323, m_max = N, N - 1",
+EVERY = f"every N in 1..323, m_max = N, N - 1; every N in 4..{DENSE_MAX}, m_max = N(N - 1)/2"
+
+
+def sizes_text(res, full: tuple = NS_FULL, every: str = EVERY,
                pair: str = "(N, m_max)") -> str:
     """The sizes a per-layer certificate proved, as the table shows them."""
     got = sorted({_sizes_of(f) for f in res.facts} - {(0, 0)})

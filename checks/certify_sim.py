@@ -12,7 +12,9 @@ direction, to compute that layer's step with the simulated RNN's own A, B, C and
 its own MLP with its own W1, b1, W2, b2 (:func:`step_facts`); the last layer's
 MLP is proved to write the next token's code in each case of the block
 (:func:`next_code_facts`), and the readout to emit the token of that code
-(:func:`readout_facts`); the layers are checked to come in the plan's order,
+(:func:`readout_facts`); with an indicator readout, its argmax's three MLPs are
+proved to write the logits, the comparisons and the one-hot winner on the
+RNN's token, each on its own and the last two in a row (:func:`argmax_facts`); the layers are checked to come in the plan's order,
 each direction a layer adds to to start at 0 and to be written by the planned
 layers only (:func:`sequence_facts`); and each attention head's score is read off the built
 weights, never restated:
@@ -48,8 +50,7 @@ What a head then writes, W_O W_V x_j*, is checked exactly against the plan's
 copy; no layer may write ``pos``, ``pos_sq`` or ``one`` (the scores read the
 embedding there). A head the plan does not name, one built twice or in another
 layer, or a plan head the model lacks, fails the certificate. Not covered here (docs/certify.md): that the heads hand the
-block-role MLP the values it is proved for (the composition), the MLPs of the
-indicator readout's argmax, the carried step count
+block-role MLP the values it is proved for (the composition), the carried step count
 the prompt head reads, the scores' ranges (the declared obligations and the builder's
 margins) and a non-integer Y value's rounding to the nearest code; the exhaustive runs test them.
 """
@@ -797,18 +798,19 @@ def _nearest_weights(rspec) -> dict | None:
 
 def indicator_plan(sim) -> tuple[list[int], list[list[tuple[int, Fraction]]]]:
     """The simulated RNN's indicator readout as the plan of the argmax, from the
-    RNN's own readout and vocabulary (not the builder's lists): the contenders, in
-    ascending token id (every token of the vocabulary with an indicator term
-    (d, [tok = p], c), plus the smallest-id token without one, whose logit is 0
-    like every other such token's), and each contender's terms [(d, c)], its
+    RNN's own readout and the tokens its readout's argmax runs over (the built
+    RNN's ``candidates``; not the builder's lists): the contenders, in ascending
+    token id (every such token with an indicator term (d, [tok = p], c), plus the
+    smallest-id token without one, whose logit is 0 like every other such token's), and each contender's terms [(d, c)], its
     logit sum_d c x_d. The RNN's readout emits the first contender (smallest id)
     with the largest logit; constant terms add the same to every logit."""
-    rspec, voc = sim.rnn.spec, sim.rnn.vocab
+    rspec = sim.rnn.spec
+    domain = sorted(int(t) for t in sim.rnn.candidates)        # the RNN readout's argmax runs over these
     terms: dict[int, list[tuple[int, Fraction]]] = {}
     for dim, kind, param, coef in rspec.readout:
-        if kind == K.F_IS_TOKEN and voc.contains(int(param)) and Fraction(coef) != 0:
+        if kind == K.F_IS_TOKEN and int(param) in domain and Fraction(coef) != 0:
             terms.setdefault(int(param), []).append((dim, Fraction(coef)))
-    rest = next((t for t in range(voc.size) if voc.contains(t) and t not in terms), None)
+    rest = next((t for t in domain if t not in terms), None)
     cont = sorted(set(terms) | ({rest} if rest is not None else set()))
     return cont, [terms.get(t, []) for t in cont]
 
@@ -821,14 +823,19 @@ def argmax_facts(sim, tag: str = "sim") -> list[dict]:
     * the logits layer writes logit_j = sum_d c x_d over contender j's terms (the
       RNN's directions x_d any reals), and nothing else;
     * the comparison layer, for logits that are multiples of 2^-f (f the RNN's
-      fraction bits: each product is rounded to the format, as the RNN's readout
-      rounds it; a hypothesis here), writes beats_j = the number of other
+      fraction bits), writes beats_j = the number of other
       contenders i with logit_j > logit_i (i of smaller id) or logit_j >= logit_i
       (larger id), and nothing else;
-    * the winner layer, for integer beats_j in 0..C - 1, writes winner_j =
-      [beats_j = C - 1], and nothing else;
-    * the three in a row (the composition): winner is one-hot, on the first
-      contender with the largest logit: the token the RNN's readout emits."""
+    * the winner layer, for integer beats_j in 0..C - 1 and any logits (it may
+      read them: they are in the residual), writes winner_j = [beats_j = C - 1],
+      and nothing else;
+    * the three in a row (the composition, each layer handed the residual the
+      one before left): for the RNN's directions on its grid 2^-f (every
+      fixed-point value is), winner is one-hot, on the first contender with the
+      largest logit: the token the RNN's readout emits. The indicator
+      coefficients must be integers (else the plan fails): then each product
+      c x_d is on the grid, the RNN's rounding of it is exact, and the RNN's
+      logit is the exact sum the MLP computes."""
     spec = sim.model.spec
     labels = list(spec.labels)
     rspec = sim.rnn.spec
@@ -836,6 +843,10 @@ def argmax_facts(sim, tag: str = "sim") -> list[dict]:
         return []
     cont, terms = indicator_plan(sim)
     C = len(cont)
+    frac = sorted({str(c) for tl in terms for _, c in tl if c.denominator != 1})
+    if frac:
+        return [_unmet("argmax.coefficients", "the RNN's readout", "integer indicator coefficients (so the RNN's "
+                       "rounded products are the exact ones the argmax's MLPs compute)", f"coefficients {frac}")]
     first = plan(sim)["prompt"][0] + 1 + 2 * len(rspec.rnn_layers)
     names = ("the logits", "the comparisons", "the winner")
     layers = [f"argmax layer {k + 1} (attention layer {first + k + 1}), MLP: {names[k]}" for k in range(3)]
@@ -880,34 +891,36 @@ def argmax_facts(sim, tag: str = "sim") -> list[dict]:
         out.append(_fact(layers[1], f"argmax.beats{j}", f"for logits that are multiples of 2^-{sim.rnn.fmt.frac_bits}: "
                          f"the MLP writes beats{j} = #{{i < {j}: logit{j} > logit_i}} + #{{i > {j}: logit{j} >= "
                          f"logit_i}}", [], after2(f"beats{j}") == z3.ToReal(beats(u, j))))
-    # the winner: beats in 0..C - 1
+    # the winner: beats in 0..C - 1, the logits any reals (in the residual: the layer may read them)
     v = [z3.Int(f"{tag}.argmax.v{j}") for j in range(C)]
     w = dict(x)
+    w.update({f"logit{j}": z3.Real(f"{tag}.argmax.logit{j}") for j in range(C)})
     w.update({f"beats{j}": z3.ToReal(v[j]) for j in range(C)})
     after3 = _mlp(Ls[2], labels, w)
     rng = [z3.And(vj >= 0, vj <= C - 1) for vj in v]
     for j in range(C):
         out.append(_fact(layers[2], f"argmax.winner{j}", f"for integer beats in 0..{C - 1}: the MLP writes "
                          f"winner{j} = [beats{j} = {C - 1}]", rng, after3(f"winner{j}") == z3.ToReal(b(v[j] == C - 1))))
-    # the three in a row, from the RNN's directions to the winner
-    z = dict(x)
-    lg = {f"logit{j}": after1(f"logit{j}") for j in range(C)}
-    z.update(lg)
+    # the comparisons and the winner in a row, each handed the residual the layer
+    # before left: the logits (what the logits layer writes, argmax.logit<j>: from
+    # the RNN's values on its grid 2^-f and integer coefficients, multiples of 2^-f)
+    # stay in the residual, the winner layer reads the beats the comparisons wrote
+    z = dict(y)
     a2 = _mlp(Ls[1], labels, z)
-    zz = dict(x)
+    zz = dict(z)
     zz.update({f"beats{j}": a2(f"beats{j}") for j in range(C)})
     a3 = _mlp(Ls[2], labels, zz)
-    grid = [z3.ToReal(uj) == logit[j] * sc for j, uj in enumerate(u)]      # the plan's logits, on the grid
 
     def is_first_max(j):
         return z3.And(*([u[j] > u[i] for i in range(j)] + [u[j] >= u[i] for i in range(j + 1, C)]))
     concl = z3.And(*[a3(f"winner{j}") == z3.If(is_first_max(j), z3.RealVal(1), z3.RealVal(0)) for j in range(C)])
     out.append(_fact("argmax layers 1-3 (the composition)", "argmax.one-hot",
-                     f"for every real value of the RNN's directions whose {C} logits (the RNN's readout's, from "
-                     f"its terms) are multiples of 2^-{sim.rnn.fmt.frac_bits}: the three MLPs in a row write "
-                     f"winner_j = 1 for the first contender (smallest id) with the largest logit, 0 for every "
+                     f"for every {C} logits on the grid 2^-{sim.rnn.fmt.frac_bits} (what the logits layer writes, "
+                     f"argmax.logit<j>, from the RNN's values on that grid with integer indicator coefficients), "
+                     f"each layer handed the residual the one before left: the comparisons and the winner in a row "
+                     f"write winner_j = 1 for the first contender (smallest id) with the largest logit, 0 for every "
                      f"other: the token the RNN's readout emits",
-                     grid, concl))
+                     [], concl))
     return out
 
 
@@ -1065,9 +1078,10 @@ NOTE = ("each simulator the registry builds, read off its built weights (checks/
         "each RNN layer's state MLP and own MLP compute that layer's step "
         "with the simulated RNN's own weights, for every value of every direction; the last MLP writes the "
         "next token's code in each case of the block, and the readout emits the token of an integer code. "
-        "With an indicator readout, its argmax's three MLPs write the logits, the pairwise comparisons and "
-        "the one-hot winner, each on its own and the three in a row: the first contender with the largest logit, "
-        "the token the RNN emits; the last MLP writes that token's code. "
+        "With an indicator readout (integer coefficients), its argmax's three MLPs write the logits, the "
+        "pairwise comparisons and the one-hot winner, each on its own, and the last two in a row on the logits "
+        "the first writes: the first contender with the largest logit, the token the RNN emits; the last MLP "
+        "writes that token's code. "
         "Not covered: the composition of the blocks and the scores' ranges (the declared obligations)")
 
 

@@ -9,6 +9,7 @@ key, which softmax removes) is recognised as such: it still certifies.
 from __future__ import annotations
 
 import dataclasses
+from fractions import Fraction
 
 import numpy as np
 
@@ -501,6 +502,10 @@ ARGMAX_MUTANTS = {
     "tie-break": (1, _flip_strict, "argmax.beats1"),
     # the winner's threshold one lower: a contender beating C - 2 others also wins
     "winner threshold": (2, lambda sim, ns: _edit(ns, 0, bias=ns[0].bias + 1), "argmax.winner0"),
+    # winner0 also reads logit1 (in the residual at the winner layer): a second winner when logit1 > 0
+    # (a review's repro: checked with the logits at 0, every fact held)
+    "winner reads a logit": (2, lambda sim, ns: _edit(ns, 0, inp={**ns[0].inp, "logit1": 1 << sim.fR}),
+                             "argmax.winner0"),
 }
 
 
@@ -509,7 +514,20 @@ def test_a_one_term_change_of_the_argmax_fails_at_its_layer(monkeypatch, mutant)
     from rnngap.checks.certify_sim import argmax_facts
     which, change, want = ARGMAX_MUTANTS[mutant]
     failed = _failed(argmax_facts(_argmax_mutant(monkeypatch, which, change)))
-    assert any(f.startswith(want) for f in failed) and "argmax.one-hot" in failed, failed
+    # the composition (comparisons, then winner) fails too for a mutant of those two layers
+    assert any(f.startswith(want) for f in failed) and ("argmax.one-hot" in failed) == (which > 0), failed
+
+
+def test_a_fractional_indicator_coefficient_fails_the_plan():
+    """The RNN's readout rounds each product c x_d; with a fractional c that rounding
+    is not the exact sum the argmax's MLPs compute, so the plan refuses it."""
+    from rnngap.checks.certify_sim import argmax_facts
+    from rnngap.constructions import kernels as K
+    sim = _indicator_build()
+    ro = sim.rnn.spec.readout
+    i = next(i for i, t in enumerate(ro) if t[1] == K.F_IS_TOKEN)
+    ro[i] = (*ro[i][:3], Fraction(ro[i][3]) + Fraction(1, 2))
+    assert _failed(argmax_facts(sim)) == ["argmax.coefficients"]
 
 
 def test_a_wrong_winner_code_or_a_dropped_contender_fails(monkeypatch):
