@@ -662,9 +662,8 @@ def certify(only: list[str] | None = None, constructions: dict | None = None,
     processes (checks.engine.PoolClient: Ctrl-C or an error ends them), the
     costliest first (c-gram c = 4's, then the simulators, their heads and the machine
     lemmas as one job, then the others); each certificate is computed by the same
-    code as in one process (z3's time limits are wall-clock, and the SMT-LIB text of
-    a query names shared subterms by ids that depend on the process), and the
-    results come in the same order. A record the workers do not have (one
+    code as in one process (z3's time limits are wall-clock), and the results come
+    in the same order. A record the workers do not have (one
     registered in this process at run time) is certified here; a ``constructions``
     map, or a catalogue function replaced in this process, is certified in this
     process alone."""

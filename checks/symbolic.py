@@ -473,9 +473,13 @@ def prove(hypotheses: list, conclusion, timeout_ms: int = 20000, portfolio: bool
     out = None
     configs = portfolio if isinstance(portfolio, tuple) else (PORTFOLIO if portfolio else PORTFOLIO[:1])
     formulas = list(hypotheses) + [z3.Not(conclusion)]
-    plain = z3.Solver()
-    plain.add(*formulas)
-    query = plain.to_smt2()
+    # the query's terms in a fresh context: its SMT-LIB text (the same whatever the
+    # process built before), and the first plain configuration solves them there
+    ctx = z3.Context()
+    fresh = z3.Solver(ctx=ctx)
+    for f in formulas:
+        fresh.add(f.translate(ctx))
+    query = fresh.to_smt2()
     errors = []
     for config in configs:
         name = ", ".join(f"{k}={v}" for k, v in config.items()) or "default"
@@ -488,13 +492,16 @@ def prove(hypotheses: list, conclusion, timeout_ms: int = 20000, portfolio: bool
                 errors.append(f"{name}: {r.pop('error')}")
             out = {**r, "query": query, "config": name}
         else:
-            ctx = z3.Context()      # a fresh context for every configuration
-            s = z3.Solver(ctx=ctx)
+            if fresh is not None:   # a fresh context for every configuration
+                s, fresh = fresh, None
+            else:
+                ctx = z3.Context()
+                s = z3.Solver(ctx=ctx)
+                for f in formulas:
+                    s.add(f.translate(ctx))
             s.set("timeout", timeout_ms)
             for k, v in config.items():
                 s.set(k, v)
-            for f in formulas:
-                s.add(f.translate(ctx))
             answer = str(s.check())
             if answer == "unknown" and "interrupted" in s.reason_unknown():
                 # z3 takes SIGINT for itself while it solves (it answers unknown, and
