@@ -256,7 +256,7 @@ def _state_meaning(st: _Stream, m: tuple):
 
 
 _PROVED: dict = {}
-"""(layer, labels, states, meanings, A, B, C) -> its facts: an RNN layer's
+"""(tag, layer, labels, states, meanings, A, B, C) -> its facts: an RNN layer's
 recurrence does not depend on N, so its proof is done once per process. The
 facts' names do not name the model, so a model with the same key gets exactly
 the facts (statements and queries) a proof of its own gives: the records do not
@@ -278,7 +278,7 @@ def recurrence_facts(model, tag: str = "istree") -> list[dict]:
         return [_unmet("rnn.layers", "RNN", f"{len(want)} RNN layers", f"{len(spec.rnn_layers)}")]
     for li, L in enumerate(spec.rnn_layers):
         layer = f"RNN layer {li + 1}, recurrence"
-        key = (li, tuple(labels), tuple(L.state_labels), repr(L.state_meaning),
+        key = (tag, li, tuple(labels), tuple(L.state_labels), repr(L.state_meaning),
                *(repr(np.asarray(M).tolist()) for M in (L.A, L.B, L.C)))       # exact values (Fractions)
         if key in _PROVED:              # the same built A, B, C (and plan) as a model proved before: the same proof
             out += [dict(f) for f in _PROVED[key]]

@@ -829,18 +829,27 @@ def argmax_facts(sim, tag: str = "sim") -> list[dict]:
     * the winner layer, for integer beats_j in 0..C - 1 and any logits (it may
       read them: they are in the residual), writes winner_j = [beats_j = C - 1],
       and nothing else;
-    * the three in a row (the composition, each layer handed the residual the
-      one before left): for the RNN's directions on its grid 2^-f (every
-      fixed-point value is), winner is one-hot, on the first contender with the
-      largest logit: the token the RNN's readout emits. The indicator
-      coefficients must be integers (else the plan fails): then each product
-      c x_d is on the grid, the RNN's rounding of it is exact, and the RNN's
-      logit is the exact sum the MLP computes."""
+    * the comparisons and the winner in a row (``argmax.one-hot``, each layer
+      handed the residual the one before left): for logits on the grid 2^-f,
+      winner is one-hot, on the first contender with the largest logit.
+
+    What links the logits layer to that query is an argument, not a query: the
+    indicator coefficients must be integers (else ``argmax.coefficients``
+    fails) and the RNN's directions are on its grid 2^-f (every fixed-point
+    value is; the simulator keeps the RNN's fraction bits), so by
+    ``argmax.logit<j>`` the logits are on the grid, the RNN's rounding of each
+    product c x_d is exact, and the RNN's logit is the exact sum: the winner is
+    the token the RNN's readout emits. A readout with terms other than
+    indicator and constant ones fails the plan (``argmax.readout``)."""
     spec = sim.model.spec
     labels = list(spec.labels)
     rspec = sim.rnn.spec
     if _nearest_weights(rspec) is not None or not any(k == K.F_IS_TOKEN for _, k, _, _ in rspec.readout):
         return []
+    other = sorted({K.FEATURE_NAMES.get(k, k) for _, k, _, _ in rspec.readout if k not in (K.F_IS_TOKEN, K.F_ONE)})
+    if other:
+        return [_unmet("argmax.readout", "the RNN's readout", "indicator and constant terms only (the argmax's "
+                       "plan)", f"terms of kind {other}")]
     cont, terms = indicator_plan(sim)
     C = len(cont)
     frac = sorted({str(c) for tl in terms for _, c in tl if c.denominator != 1})

@@ -277,7 +277,9 @@ def test_every_simulator_writes_the_next_code_of_each_case():
         assert "next.Y" in names, sim.model.name        # the clamp of v, or the argmax winner's code
 
 
-def _next_code_mutant(monkeypatch, change):
+def _next_code_mutant(monkeypatch, change, build=None):
+    """The simulator (``build()``, default :func:`_build`) with ``change(sim,
+    neurons)`` applied to its next-code MLP."""
     from rnngap.constructions.gadgets import Neuron
     real = S.RNNSimulator._next_code_mlp
 
@@ -285,7 +287,7 @@ def _next_code_mutant(monkeypatch, change):
         return change(self, [Neuron(dict(n.inp), n.bias, dict(n.out), n.group) for n in real(self, big)])
     with monkeypatch.context() as mp:
         mp.setattr(S.RNNSimulator, "_next_code_mlp", mutated)
-        return _build()
+        return (build or _build)()
 
 
 def _where(ns, key):
@@ -530,6 +532,16 @@ def test_a_fractional_indicator_coefficient_fails_the_plan():
     assert _failed(argmax_facts(sim)) == ["argmax.coefficients"]
 
 
+def test_a_readout_term_the_plan_does_not_know_fails():
+    """A tau term next to the indicator terms: the argmax's plan would leave it out,
+    so the plan refuses the readout instead of claiming the RNN's token."""
+    from rnngap.checks.certify_sim import argmax_facts
+    from rnngap.constructions import kernels as K
+    sim = _indicator_build()
+    sim.rnn.spec.readout.append((sim.rnn.spec.readout[0][0], K.F_TOK, 0, Fraction(1)))
+    assert _failed(argmax_facts(sim)) == ["argmax.readout"]
+
+
 def test_a_wrong_winner_code_or_a_dropped_contender_fails(monkeypatch):
     """The Y case's code of a winner one off fails next.Y; a builder that drops the
     last contender no longer matches the RNN's readout (argmax.dims)."""
@@ -538,7 +550,7 @@ def test_a_wrong_winner_code_or_a_dropped_contender_fails(monkeypatch):
     def code(sim, ns):
         i = next(i for i, n in enumerate(ns) if "winner0" in n.inp and n.out == {"next_code": 1})
         return _edit(ns, i, inp={**ns[i].inp, "winner0": ns[i].inp["winner0"] + 1})
-    assert _failed(next_code_facts(_next_code_mutant_on(monkeypatch, code))) == ["next.Y"]
+    assert _failed(next_code_facts(_next_code_mutant(monkeypatch, code, _indicator_build))) == ["next.Y"]
     real = S.RNNSimulator._parse_indicator_readout
 
     def dropped(self):
@@ -548,17 +560,6 @@ def test_a_wrong_winner_code_or_a_dropped_contender_fails(monkeypatch):
         mp.setattr(S.RNNSimulator, "_parse_indicator_readout", dropped)
         sim = _indicator_build()
     assert "argmax.dims" in _failed(argmax_facts(sim)) and "next.Y" in _failed(next_code_facts(sim))
-
-
-def _next_code_mutant_on(monkeypatch, change):
-    from rnngap.constructions.gadgets import Neuron
-    real = S.RNNSimulator._next_code_mlp
-
-    def mutated(self, big):
-        return change(self, [Neuron(dict(n.inp), n.bias, dict(n.out), n.group) for n in real(self, big)])
-    with monkeypatch.context() as mp:
-        mp.setattr(S.RNNSimulator, "_next_code_mlp", mutated)
-        return _indicator_build()
 
 
 def test_an_argmax_direction_written_by_another_layer_fails():

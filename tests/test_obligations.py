@@ -162,7 +162,7 @@ def test_certify_everything_quickly(all_certificates):
     assert dfs.claim == "T4.7-up" and dfs.certified and (dfs.n_min, dfs.n_max) == (7, 7) and dfs.obligations >= 80
     assert dfs.covers == ["embedding", "heads", "mlps", "readout"]
     ist = facts[ist_row]
-    assert ist.claim == "T5.6" and ist.certified and (ist.n_min, ist.n_max) == (6, 323) and ist.obligations >= 200
+    assert ist.claim == "T5.6" and ist.certified and (ist.n_min, ist.n_max) == (4, 323) and ist.obligations >= 200
     assert ist.covers == ["embedding", "rnn-layers", "rnn-mlps", "heads", "attention-mlp", "readout"]
     assert not any(r.source == "restated-formula" for r in rs)
     built = {r.construction: r for r in rs if r.source == "built-model"}
