@@ -763,13 +763,20 @@ def input_facts(sim, tag: str = "sim") -> list[dict]:
         out.append(_fact(layer, f"input.{d}", f"for in_prompt in {{0, 1}} and copied features within the declared "
                          f"bound: the MLP adds (in_prompt ? prompt_token : prev_token):{lab} to {d}", hyps,
                          after(d) - x[d] == want))
-    both = z3.And(ints["after_last_state"] == 1, ints["prompt_done"] == 1)
-    filler = z3.And(ints["after_last_state"] == 1, ints["prompt_done"] == 0)
-    for lab, cond, text in (("emit_rnn_token", both, "after_last_state and prompt_done"),
-                            ("emit_filler", filler, "after_last_state and not prompt_done")):
-        out.append(_fact(layer, f"input.{lab}", f"for 0/1 flags: the MLP writes {lab} = [{text}]", hyps,
-                         after(lab) - x[lab] == z3.If(cond, z3.RealVal(1), z3.RealVal(0))))
+    for lab, (fn, text) in emit_plan().items():
+        out.append(_fact(layer, f"input.{lab}", f"for 0/1 flags: the MLP writes {lab} = {text}", hyps,
+                         after(lab) - x[lab] == fn(ints)))
     return out
+
+
+def emit_plan() -> dict:
+    """What the input MLP writes besides the RNN's input, from the 0/1 values
+    after_last_state and prompt_done: label -> (z3 function of them, text)."""
+    b = lambda c: z3.If(c, z3.RealVal(1), z3.RealVal(0))     # noqa: E731
+    return {"emit_rnn_token": (lambda v: b(z3.And(v["after_last_state"] == 1, v["prompt_done"] == 1)),
+                               "[after_last_state and prompt_done]"),
+            "emit_filler": (lambda v: b(z3.And(v["after_last_state"] == 1, v["prompt_done"] == 0)),
+                            "[after_last_state and not prompt_done]")}
 
 
 # ----------------------------------------------------------------------------
@@ -1091,7 +1098,12 @@ NOTE = ("each simulator the registry builds, read off its built weights (checks/
         "pairwise comparisons and the one-hot winner, each on its own, and the last two in a row on the logits "
         "the first writes: the first contender with the largest logit, the token the RNN emits; the last MLP "
         "writes that token's code. "
-        "Not covered: the composition of the blocks and the scores' ranges (the declared obligations)")
+        "The composition (checks/certify_sim_chain.py): by induction over the CoT, for every prompt length and "
+        "step the simulator is built for, at each kind of position the lemmas above hand each layer what it is "
+        "proved for (step t, prompt length L, the previous block's states, the RNN's input u_t) and the roles "
+        "select the case of the layout's next token. Not covered: the machine's rounding of the RNN's products "
+        "(argued: the same products as the RNN's, compared on every run), the promise |s| < 2^I_s and the RNN's "
+        "values in its format (hypotheses, checked by running) and the scores' ranges (the declared obligations)")
 
 
 def certify_heads(sims, result_cls):
@@ -1104,9 +1116,11 @@ def certify_heads(sims, result_cls):
         return result_cls("sim", NAME, 0, 1, None, "smt-unavailable", False, 0.001, source="built-model",
                           failures=[{"obligation": "z3", "first_n": None, "need": "-", "have": "-",
                                      "why": "z3 absent: NOT proved"}])
+    from .certify_sim_chain import chain_facts
     for sim in sims:
         for f in (type_facts(sim) + head_facts(sim) + role_facts(sim) + input_facts(sim) + step_facts(sim)
-                  + argmax_facts(sim) + next_code_facts(sim) + readout_facts(sim) + sequence_facts(sim)):
+                  + argmax_facts(sim) + next_code_facts(sim) + readout_facts(sim) + sequence_facts(sim)
+                  + chain_facts(sim)):
             name = f"{sim.model.name}: {f['fact']}"
             records.append({**f, "fact": name})
             steps.append({"layer": f"{sim.model.name}, {f['layer']}", "lemma": f["fact"],
@@ -1118,5 +1132,5 @@ def certify_heads(sims, result_cls):
     return result_cls("sim", NAME, len(records), 1, None, "smt", not failures,
                       max(round(time.perf_counter() - t0, 3), 0.001), failures=failures, facts=records,
                       note=NOTE, covers=["token-type-mlp", "heads", "block-role-mlp", "input-mlp", "rnn-layer-mlps",
-                                              "argmax-mlps", "next-code-mlp", "readout"],
+                                              "argmax-mlps", "next-code-mlp", "readout", "composition"],
                       source="built-model", steps=steps)

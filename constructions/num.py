@@ -103,10 +103,8 @@ def bits_for(magnitude: Any):
     if is_sym(magnitude):
         return sp.floor(sp.log(magnitude, 2)) + 1
     m = abs(exact(magnitude))
-    I = 0
-    while m >= (1 << I):
-        I += 1
-    return I
+    # |m| >= 2^k iff floor(|m|) >= 2^k (2^k an integer): the bit length of the floor
+    return (m.numerator // m.denominator).bit_length()
 
 
 bits = bits_for

@@ -1,0 +1,179 @@
+"""The simulator's composition (checks/certify_sim_chain.py): the proved layers
+chained over the reference CoT.
+
+Every simulator the registry builds composes. Then each kind of design error
+the per-layer facts cannot see (they check each layer against its own plan)
+must fail the chain where it bites: a head aimed elsewhere in both the builder
+and the plan (every per-layer fact still holds), a block role, a token value or
+an emit decision that does not lead to the layout's next token, a simulator
+asked for more steps than its positions hold.
+"""
+from __future__ import annotations
+
+import copy
+import pytest
+
+from rnngap.checks import certify_sim as CSIM, certify_sim_chain as CH
+from rnngap.checks.certify import sim_simulators
+from rnngap.constructions import cot_hierarchy as CHR
+from rnngap.constructions import simulate as S
+
+from test_certify_sim import _component, _failed, _mutated
+
+
+@pytest.fixture(autouse=True)
+def _fresh_memo(monkeypatch):
+    """Each test proves its own simulators (no records from another test's)."""
+    monkeypatch.setattr(CH, "_POSITIONS", {})
+
+
+def _build():
+    return S.rnnsim_transformer(CHR.iterate_rnn(2), max_prompt=6, max_rnn_cot=4)
+
+
+def test_every_built_simulator_composes():
+    for sim in sim_simulators():
+        facts = CH.chain_facts(sim)
+        assert _failed(facts) == [], sim.model.name
+        kinds = {f["fact"] for f in facts if f["fact"].startswith("chain.") and f["method"] == "smt"}
+        S_ = CSIM.layout(sim)["S"]
+        want = {"chain.prompt", "chain.K", "chain.Y.filler", f"chain.S{S_ - 1}.filler", f"chain.S{S_ - 1}.token"}
+        want |= {f"chain.S{i}" for i in range(S_ - 1)}
+        want |= {"chain.Y.token"} if sim.max_rnn_cot >= 1 else set()
+        assert want <= kinds, (sim.model.name, sorted(want - kinds))
+        assert all(f["query"] for f in facts if f["method"] == "smt")
+
+
+def _shifted_plan(head: str, by: int):
+    real = CSIM.plan
+
+    def plan(sim):
+        heads = dict(real(sim))
+        li, (kind, q), copy_ = heads[head]
+        heads[head] = (li, (kind, {**q, "one": q.get("one", 0) + by}), copy_)
+        return heads
+    return plan
+
+
+def test_a_head_aimed_elsewhere_in_builder_and_plan_fails_only_the_chain(monkeypatch):
+    """prevY aimed one position later in the builder, and the plan saying so: every
+    per-layer fact holds (the head does what its plan says), but at every block
+    past the prompt it now copies the block's own K(t) as the RNN's input instead
+    of y_(t-1): the chain fails on the RNN's input."""
+    sim = _mutated(monkeypatch, "prevY", lambda kw: _component(
+        kw, query={**kw["components"][0].query, "one": kw["components"][0].query.get("one", 0) + 1}))
+    real = CSIM.plan
+    monkeypatch.setattr(CSIM, "plan", _shifted_plan("prevY", 1))
+    monkeypatch.setattr(CH, "plan", CSIM.plan)
+    assert _failed(CSIM.head_facts(sim)) == []
+    facts = CH.chain_facts(sim)
+    failed = _failed(facts)
+    assert "chain.K" in failed and "chain.prompt" not in failed, failed
+    why = next(f["counterexample"] for f in facts if f["fact"] == "chain.K")
+    assert why.startswith("fails: the RNN's input"), why
+    # unmutated, the same simulator composes
+    monkeypatch.setattr(CH, "plan", real)
+    assert _failed(CH.chain_facts(_build())) == []
+
+
+def _role_emit1_on(flag):
+    real = CSIM.role_plan
+    b = lambda c: CSIM.z3.If(c, CSIM.z3.RealVal(1), CSIM.z3.RealVal(0))     # noqa: E731
+
+    def role_plan(sim):
+        out = dict(real(sim))
+        out["emit_state1"] = (lambda v: b(CSIM.z3.And(v["seen_counter"] == 1, v[flag] == 1)), f"[{flag}]")
+        return out
+    return role_plan
+
+
+def _type_counter_plus(k):
+    real = CSIM.type_plan
+
+    def type_plan(sim):
+        rows = []
+        for name, what, lo, hi, want in real(sim):
+            if name == "counter":
+                K0 = lo
+                want = {**want, "counter_value": CSIM.Val(lambda tau: tau - K0 + k, f"tau - {K0} + {k}")}
+            rows.append((name, what, lo, hi, want))
+        return rows
+    return type_plan
+
+
+def _emit_swapped():
+    real = CSIM.emit_plan
+
+    def emit_plan():
+        out = real()
+        return {"emit_rnn_token": out["emit_filler"], "emit_filler": out["emit_rnn_token"]}
+    return emit_plan
+
+
+PLAN_MUTANTS = {
+    # S1 emitted after S1 instead of after S0: S0's next token would be nothing, S1's S1 again
+    "emit_state1 keyed on is_state1": ("role_plan", _role_emit1_on("is_state1"), {"chain.S0", "chain.S1"}),
+    # the counter's value one too high: step = t + 1, K(t + 2) after Y_t
+    "counter value one high": ("type_plan", _type_counter_plus(1), {"chain.K", "chain.S0", "chain.Y.filler"}),
+    # the filler and the RNN's token swapped
+    "emit decision swapped": ("emit_plan", _emit_swapped(), {"chain.S3.filler", "chain.S3.token"}),
+}
+
+
+@pytest.mark.parametrize("mutant", sorted(PLAN_MUTANTS))
+def test_a_design_that_does_not_lead_to_the_next_token_fails_the_chain(monkeypatch, mutant):
+    """Each a plan the layers could be built to (the per-layer facts check a layer
+    against its plan), chained over the reference: it fails where it bites."""
+    name, fn, want = PLAN_MUTANTS[mutant]
+    monkeypatch.setattr(CH, name, fn)
+    failed = set(_failed(CH.chain_facts(_build())))
+    assert want <= failed, (mutant, sorted(failed))
+
+
+def test_more_steps_than_the_positions_hold_fails():
+    """A simulator asked for one more RNN CoT token than it was built for: the
+    last blocks lie past the positions the heads' lemmas cover (firstK's to
+    n_pos), and the chain says so."""
+    sim = copy.copy(_build())
+    sim.max_rnn_cot += 1
+    facts = CH.chain_facts(sim)
+    failed = _failed(facts)
+    assert "chain.K" in failed, failed
+    why = next(f["counterexample"] for f in facts if f["fact"] == "chain.K")
+    assert why.startswith("fails: p lies within the positions"), why
+
+
+def test_a_token_range_short_of_the_state_promise_fails(monkeypatch):
+    """The promise |2^f s| < OFF is what puts every state number's code in its
+    type lemma's range: with S0's range one code short at the top (a decode that
+    stops one early; the type lemma would be proved on that range), the codes
+    fact fails for S0 alone."""
+    real = CSIM.layout
+
+    def layout(sim):
+        lay = real(sim)
+        return {**lay, "S_hi": [lay["S_hi"][0] - 1] + lay["S_hi"][1:]}
+    monkeypatch.setattr(CH, "layout", layout)
+    failed = _failed(CH.chain_facts(_build()))
+    assert [f for f in failed if f.startswith("chain.codes")] == ["chain.codes.state0"], failed
+
+
+def test_a_prompt_token_typed_as_a_counter_fails_first_k(monkeypatch):
+    """If the RNN's own tokens were typed as counters (the rnn_tokens row writing
+    is_counter = 1), firstK would find a prompt token: chain.firstK fails."""
+    real = CSIM.type_plan
+
+    def type_plan(sim):
+        return [(n, w, lo, hi, {**want, "is_counter": 1} if n == "rnn_tokens" else want)
+                for n, w, lo, hi, want in real(sim)]
+    monkeypatch.setattr(CH, "type_plan", type_plan)
+    failed = _failed(CH.chain_facts(_build()))
+    assert "chain.firstK" in failed, failed
+
+
+def test_the_row_covers_the_composition():
+    sim = _build()
+    from rnngap.checks.certify import Result
+    r = CSIM.certify_heads([sim], Result)
+    assert r.certified and "composition" in r.covers
+    assert any(f["fact"].endswith(": chain.K") for f in r.facts)
