@@ -60,7 +60,8 @@ is ``sim: token types, heads and RNN layers (built)`` (it also covers
 ``hybrid.istree: every layer on its own (built)`` (claim T5.6, checks/certify_istree.py) and
 ``istree-dfs: every layer on its own (built)`` (claim T4.7-up, checks/certify_dfs.py), and the
 simulator's row also covers ``argmax-mlps``; 7: the simulator's row also covers
-``composition`` (its layers chained over the CoT: checks/certify_sim_chain.py)."""
+``composition`` (its layers chained over the CoT: checks/certify_sim_chain.py) and
+``exact-products`` (every product the machine rounds exact or the RNN's own)."""
 I_SYM = sp.Symbol("I", integer=True, nonnegative=True)
 F_SYM = sp.Symbol("f", integer=True, nonnegative=True)
 N_CAP = 1 << 62

@@ -1101,9 +1101,10 @@ NOTE = ("each simulator the registry builds, read off its built weights (checks/
         "The composition (checks/certify_sim_chain.py): by induction over the CoT, for every prompt length and "
         "step the simulator is built for, at each kind of position the lemmas above hand each layer what it is "
         "proved for (step t, prompt length L, the previous block's states, the RNN's input u_t) and the roles "
-        "select the case of the layout's next token. Not covered: the machine's rounding of the RNN's products "
-        "(argued: the same products as the RNN's, compared on every run), the promise |s| < 2^I_s and the RNN's "
-        "values in its format (hypotheses, checked by running) and the scores' ranges (the declared obligations)")
+        "select the case of the layout's next token; every product the machine rounds is exact (an integer factor) "
+        "or, in the layers that simulate the RNN's step, the RNN's own product (exact.products). Not covered: the "
+        "promise |s| < 2^I_s and the RNN's values in its format (hypotheses, checked by running), the kernels' "
+        "arithmetic (tested, not proved) and the scores' ranges (the declared obligations)")
 
 
 def certify_heads(sims, result_cls):
@@ -1116,11 +1117,11 @@ def certify_heads(sims, result_cls):
         return result_cls("sim", NAME, 0, 1, None, "smt-unavailable", False, 0.001, source="built-model",
                           failures=[{"obligation": "z3", "first_n": None, "need": "-", "have": "-",
                                      "why": "z3 absent: NOT proved"}])
-    from .certify_sim_chain import chain_facts
+    from .certify_sim_chain import chain_facts, exact_facts
     for sim in sims:
         for f in (type_facts(sim) + head_facts(sim) + role_facts(sim) + input_facts(sim) + step_facts(sim)
                   + argmax_facts(sim) + next_code_facts(sim) + readout_facts(sim) + sequence_facts(sim)
-                  + chain_facts(sim)):
+                  + chain_facts(sim) + exact_facts(sim)):
             name = f"{sim.model.name}: {f['fact']}"
             records.append({**f, "fact": name})
             steps.append({"layer": f"{sim.model.name}, {f['layer']}", "lemma": f["fact"],
@@ -1132,5 +1133,5 @@ def certify_heads(sims, result_cls):
     return result_cls("sim", NAME, len(records), 1, None, "smt", not failures,
                       max(round(time.perf_counter() - t0, 3), 0.001), failures=failures, facts=records,
                       note=NOTE, covers=["token-type-mlp", "heads", "block-role-mlp", "input-mlp", "rnn-layer-mlps",
-                                              "argmax-mlps", "next-code-mlp", "readout", "composition"],
+                                              "argmax-mlps", "next-code-mlp", "readout", "composition", "exact-products"],
                       source="built-model", steps=steps)

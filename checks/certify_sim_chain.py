@@ -42,17 +42,21 @@ RNN's input u_t = the prompt's token at t < L, else y_(t-1); and p within the
 positions the heads' lemmas cover); ``chain.<kind>.next`` (the roles select
 exactly the case of the reference's next token, with its code).
 
-What the chain does not discharge (docs/certify.md): the RNN's step itself is
-the per-layer step facts', in exact arithmetic; that the machine rounds each
-of the simulator's products as the RNN rounds the same product (so the states
-it writes are the RNN's s_t) is argued in constructions/simulate.py and
-compared on every run, not certified; and the promise (|s_t| < 2^I_s, the
+The RNN's step itself is the per-layer step facts', in exact arithmetic;
+:func:`exact_facts` shows the machine's rounding changes nothing: every product
+it rounds has an integer factor (exact on the grid 2^-f), except in the layers
+that simulate the RNN's step, whose neurons make exactly the RNN's own products
+(rounded alike, so the states the simulator writes are the RNN's rounded s_t).
+What neither discharges (docs/certify.md): the promise (|s_t| < 2^I_s, the
 RNN's values in its format, one step from the zero state on a prompt token in
-range) is a hypothesis, checked by running.
+range), a hypothesis checked by running, and the kernels' arithmetic (tested
+bit for bit, not proved).
 """
 from __future__ import annotations
 
 from fractions import Fraction
+
+import numpy as np
 
 from rnngap.constructions import kernels as K
 from rnngap.constructions.vocab import token_code
@@ -169,7 +173,7 @@ def chain_facts(sim, tag: str = "sim") -> list[dict]:
     # --- each kind of token in its type lemma's range
     v = z3.Int(f"{tag}.chain.v")
     off = sim.OFF
-    codes = [("counter", "K(t) for every step t < max_steps + 1",
+    codes = [("counter", "K(t) for every step 0 <= t <= max_steps",
               [v >= 0, v <= sim.max_steps], lay["K"] + v, lay["K"], lay["top"])]
     codes += [(f"state{i}", f"S{i}(s) for every state number with |2^f s| < 2^(I_s + f)",
                [v > -off, v < off], lay["S_c"][i] + v, lay["S_lo"][i], lay["S_hi"][i]) for i in range(S)]
@@ -337,3 +341,163 @@ def _where(name: str) -> str:
             "Y.token": "RNN token Y_t of every block t >= L - 1 that has a next block"}.get(
         name, f"state number {name} of every block" + (" t < L - 1" if name.endswith(".filler") else
                                                      " t >= L - 1" if name.endswith(".token") else ""))
+
+
+# ----------------------------------------------------------------------------
+# the machine's arithmetic: which products it rounds, and that rounding them changes nothing
+def _integral(v) -> bool:
+    return Fraction(v).denominator == 1
+
+
+def _embedded_integral(entry) -> bool:
+    """The embedding writes an integer at every position (a token or position
+    feature of integer values times an integer coefficient)."""
+    kind, _, coef = entry
+    if kind == K.F_ZERO:
+        return True
+    return kind in (K.F_ONE, K.F_TOK, K.F_TOK_SQ, K.F_IS_TOKEN, K.F_IS_NUM, K.F_POS, K.F_POS_SQ) and _integral(coef)
+
+
+def _rnn_layer_rows(sim) -> dict:
+    """Attention-layer index -> the neurons (W1 row, b1, W2 column over the
+    simulator's directions) that make the same products as the RNN's step: the
+    state MLP of RNN layer l (per state s: the row A[s, :] on prev_state, B[s, :]
+    on the RNN's input, writing 1 to h_s and C[:, s] to the RNN's directions, and
+    its negation) and its own MLP (per hidden unit m with a nonzero W2 column:
+    W1[m, :], b1[m], W2[:, m]; b2 through one constant neuron)."""
+    from .certify_sim import _rnn_dims
+    rspec = sim.rnn.spec
+    dims, _ = _rnn_dims(sim)
+    first = plan(sim)["prompt"][0] + 1
+    out, base = {}, 0
+    for l, R in enumerate(rspec.rnn_layers):
+        S_l = R.A.shape[0]
+        hl = [f"h{l}:{R.state_labels[s] if R.state_labels else s}" for s in range(S_l)]
+        state = []
+        for s in range(S_l):
+            row = {f"prev_state{base + s2}": Fraction(R.A[s, s2]) for s2 in range(S_l) if R.A[s, s2] != 0}
+            row.update({dims[d]: Fraction(R.B[s, d]) for d in range(rspec.width) if R.B[s, d] != 0 and dims[d]})
+            col = {hl[s]: Fraction(1)}
+            col.update({dims[d]: Fraction(R.C[d, s]) for d in range(rspec.width) if R.C[d, s] != 0 and dims[d]})
+            state.append((row, Fraction(0), col))
+            state.append(({k: -v for k, v in row.items()}, Fraction(0), {k: -v for k, v in col.items()}))
+        own = []
+        for m in range(R.W1.shape[0]):
+            col = {dims[d]: Fraction(R.W2[d, m]) for d in range(rspec.width) if R.W2[d, m] != 0 and dims[d]}
+            if col:
+                row = {dims[d]: Fraction(R.W1[m, d]) for d in range(rspec.width) if R.W1[m, d] != 0 and dims[d]}
+                own.append((row, Fraction(R.b1[m]), col))
+        b2 = {dims[d]: Fraction(R.b2[d]) for d in range(rspec.width) if R.b2[d] != 0 and dims[d]}
+        if b2:
+            own.append(({}, Fraction(1), b2))
+        out[first + 2 * l] = state
+        out[first + 2 * l + 1] = own
+        base += S_l
+    return out
+
+
+def _neurons(L, labels) -> list:
+    """The built MLP's neurons as (W1 row, b1, W2 column) over named directions
+    (a neuron with a zero W2 column writes nothing and is left out), and b2."""
+    out = []
+    for m in range(L.W1.shape[0]):
+        col = {labels[d]: Fraction(L.W2[d, m]) for d in range(len(labels)) if L.W2[d, m] != 0}
+        if col:
+            row = {labels[a]: Fraction(L.W1[m, a]) for a in range(len(labels)) if L.W1[m, a] != 0}
+            out.append((row, Fraction(L.b1[m]), col))
+    return out
+
+
+def _canon(neurons) -> list:
+    return sorted((sorted(r.items()), b, sorted(c.items())) for r, b, c in neurons)
+
+
+def exact_facts(sim) -> list[dict]:
+    """What the machine rounds, read off the built simulator: every value it
+    holds is a multiple of 2^-f (its format), and it rounds each product (the
+    kernels' matvec: products rounded half to even, sums exact). A product of
+    an integer weight, or of an integer value, is exact on that grid. Following
+    which directions hold integers at every position (the embedding's integer
+    features, then each layer: a neuron, a query, key or value row of integer
+    weights on integer values, plus an integer bias, is an integer), every
+    product of every head and every MLP is checked to have an integer factor,
+    except in the layers that simulate the RNN's step: there each neuron is
+    checked to make exactly the products the RNN's step makes (``_rnn_layer_rows``),
+    so the machine rounds them as it rounds the RNN's (a neuron and its negation
+    round to negated values: rounding half to even is odd-symmetric), and the
+    RNN's input directions are embedded with the RNN's own features and
+    coefficients. Then the exact-arithmetic facts of the row are the machine's
+    values (while no value leaves the format: the declared obligations and the
+    runs in raise mode)."""
+    spec = sim.model.spec
+    labels = list(spec.labels)
+    layer = "machine arithmetic"
+    rows = _rnn_layer_rows(sim)
+    ints = {lab for lab, e in zip(labels, spec.embedding) if _embedded_integral(e)}
+    bad = []
+    rspec = sim.rnn.spec
+    for d, lab in enumerate(rspec.labels):                 # the RNN's input: its own embedding
+        if f"rnn_embed:{lab}" in labels:
+            mine = spec.embedding[labels.index(f"rnn_embed:{lab}")]
+            theirs = rspec.embedding[d]
+            if (mine[0], Fraction(mine[2])) != (theirs[0], Fraction(theirs[2])) or (
+                    mine[0] == K.F_IS_TOKEN and mine[1] != theirs[1]):
+                bad.append(f"rnn_embed:{lab} is embedded as {mine}, the RNN embeds {theirs}")
+    out = []
+    for li, L in enumerate(spec.attn_layers):
+        for h in L.heads:
+            def proj(W, what):
+                vals = []
+                for r in range(W.shape[0]):
+                    terms = [(Fraction(W[r, a]), labels[a]) for a in range(W.shape[1]) if W[r, a] != 0]
+                    for w, lab in terms:
+                        if not (_integral(w) or lab in ints):
+                            bad.append(f"layer {li + 1}, head {h.name}: {what} row {r} rounds {w} x {lab}")
+                    vals.append(all(_integral(w) and lab in ints for w, lab in terms))
+                return vals
+            q, k, v = proj(h.WQ, "W_Q"), proj(h.WK, "W_K"), proj(h.WV, "W_V")
+            for r in range(len(q)):
+                if not (q[r] or k[r]) and (np.any(h.WQ[r] != 0) and np.any(h.WK[r] != 0)):
+                    bad.append(f"layer {li + 1}, head {h.name}: the score rounds q_{r} k_{r} (neither an integer)")
+            # the weights are an exact one-hot (the machine lemma): o = v at the key, exact
+            for d in range(len(labels)):
+                for r in range(h.WO.shape[1]):
+                    w = h.WO[d, r]
+                    if w != 0 and not (_integral(w) or v[r]):
+                        bad.append(f"layer {li + 1}, head {h.name}: W_O rounds {Fraction(w)} x o_{r}")
+            for d in range(len(labels)):
+                if any(h.WO[d, r] != 0 and not (_integral(h.WO[d, r]) and v[r]) for r in range(h.WO.shape[1])):
+                    ints.discard(labels[d])
+        neurons = _neurons(L, labels)
+        if li in rows:
+            if _canon(neurons) != _canon(rows[li]) or np.any(L.b2 != 0):
+                bad.append(f"layer {li + 1}: its neurons are not the RNN step's products "
+                           f"({len(neurons)} neurons, the RNN's step makes {len(rows[li])})")
+            for _, _, col in neurons:
+                ints.difference_update(col)
+            continue
+        hidden_int = []
+        for row, b, col in neurons:
+            for lab, w in row.items():
+                if not (_integral(w) or lab in ints):
+                    bad.append(f"layer {li + 1}: a neuron rounds {w} x {lab}")
+            hidden_int.append(all(_integral(w) and lab in ints for lab, w in row.items()) and _integral(b))
+        for (row, b, col), hi in zip(neurons, hidden_int):
+            for lab, w in col.items():
+                if not (_integral(w) or hi):
+                    bad.append(f"layer {li + 1}: W2 rounds {w} x a neuron's value into {lab}")
+        for d, lab in enumerate(labels):
+            if (any(lab in col and not (_integral(col[lab]) and hi) for (_, _, col), hi in zip(neurons, hidden_int))
+                    or not _integral(L.b2[d])):
+                ints.discard(lab)
+    stmt = ("every product the machine rounds in the built simulator (each head's W_Q, W_K, W_V, score and W_O, "
+            "each MLP's W1 and W2) has an integer factor (an integer weight, or a direction that holds an integer "
+            "at every position: the embedding's integer features and what integer weights make of them), so it "
+            "is exact on the grid 2^-f; the layers that simulate the RNN's step make exactly the RNN's products "
+            "(each state's row A[s, :], B[s, :] and its negation, each hidden unit's W1 row, b1 and W2 column), "
+            "and the RNN's input is embedded with the RNN's own features: the machine rounds them as the RNN does")
+    out.append({"fact": "exact.products", "layer": layer, "method": "exact", "statement": stmt,
+                "answer": "holds" if not bad else "sat",
+                **({"counterexample": "; ".join(bad[:4]) + (f" (and {len(bad) - 4} more)" if len(bad) > 4 else "")}
+                   if bad else {})})
+    return out

@@ -11,6 +11,7 @@ asked for more steps than its positions hold.
 from __future__ import annotations
 
 import copy
+from fractions import Fraction
 import pytest
 
 from rnngap.checks import certify_sim as CSIM, certify_sim_chain as CH
@@ -177,3 +178,65 @@ def test_the_row_covers_the_composition():
     r = CSIM.certify_heads([sim], Result)
     assert r.certified and "composition" in r.covers
     assert any(f["fact"].endswith(": chain.K") for f in r.facts)
+
+
+# ----------------------------------------------------------------------------
+# the machine's arithmetic: exact.products
+def _rescaled(sim, li: int, m: int, alpha):
+    """A copy of ``sim`` whose layer ``li`` has neuron ``m``'s W1 row and b1
+    times alpha and its W2 column divided by alpha (alpha > 0): the same values
+    in exact arithmetic (relu is positively homogeneous), other products for
+    the machine to round."""
+    import dataclasses
+    from types import SimpleNamespace
+    alpha = Fraction(alpha)
+    layers = list(sim.model.spec.attn_layers)
+    L = layers[li]
+    W1, b1, W2 = L.W1.copy(), L.b1.copy(), L.W2.copy()
+    W1[m] = [Fraction(v) * alpha for v in W1[m]]
+    b1[m] = Fraction(b1[m]) * alpha
+    W2[:, m] = [Fraction(v) / alpha for v in W2[:, m]]
+    layers[li] = dataclasses.replace(L, W1=W1, b1=b1, W2=W2)
+    shim = copy.copy(sim)
+    shim.model = SimpleNamespace(spec=dataclasses.replace(sim.model.spec, attn_layers=layers), fmt=sim.model.fmt,
+                                 max_positions=sim.model.max_positions, vocab=sim.model.vocab, name=sim.model.name)
+    return shim
+
+
+def _f3():
+    from rnngap.constructions import targets as TG
+    return S.rnnsim_transformer(TG.random_linear_rnn(2, 3, 0, max_number=4), max_prompt=5, max_rnn_cot=0)
+
+
+def test_every_simulator_rounds_only_the_rnns_products():
+    for sim in sim_simulators():
+        assert _failed(CH.exact_facts(sim)) == [], sim.model.name
+
+
+def test_a_state_neuron_scaled_by_two_fails_only_the_machine_arithmetic():
+    """A state neuron's row doubled and its column halved: every exact-arithmetic
+    step fact still holds, but the machine now rounds 2 A[s, s'] h products, not
+    the RNN's: exact.products fails."""
+    sim = _f3()
+    li = CSIM.plan(sim)["prompt"][0] + 1
+    shim = _rescaled(sim, li, 0, 2)
+    assert _failed(CSIM.step_facts(shim)) == []
+    assert _failed(CH.exact_facts(shim)) == ["exact.products"]
+    assert "not the RNN step's products" in CH.exact_facts(shim)[0]["counterexample"]
+
+
+def test_a_grid_value_times_a_fraction_fails_the_machine_arithmetic():
+    """The next-code MLP's neurons that read the states (multiples of 2^-f) with
+    integer weights, rescaled by 2^-(f + 1): the same exact values (its facts
+    hold), but a product of a fraction and a grid value, which the machine rounds."""
+    sim = _f3()
+    spec = sim.model.spec
+    labels = list(spec.labels)
+    li = len(spec.attn_layers) - 1
+    L = spec.attn_layers[li]
+    h0 = next(a for a, lab in enumerate(labels) if lab.startswith("h0:"))
+    m = next(i for i in range(L.W1.shape[0]) if L.W1[i, h0] != 0)
+    shim = _rescaled(sim, li, m, Fraction(1, 2 ** (sim.model.fmt.frac_bits + 1)))
+    assert _failed(CSIM.next_code_facts(shim)) == []
+    failed = CH.exact_facts(shim)
+    assert _failed(failed) == ["exact.products"] and "rounds" in failed[0]["counterexample"], failed

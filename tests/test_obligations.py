@@ -174,7 +174,8 @@ def test_certify_everything_quickly(all_certificates):
     heads = facts[sim_row]
     assert heads.n_max is None and heads.obligations >= 200 and heads.covers == ["token-type-mlp", "heads", "block-role-mlp",
                                                                                "input-mlp", "rnn-layer-mlps", "argmax-mlps", "next-code-mlp",
-                                                                               "readout", "composition"]
+                                                                               "readout", "composition",
+                                                                               "exact-products"]
     assert any(f["fact"].endswith(": chain.K") and f["answer"] == "unsat" for f in heads.facts)
     sims = [r for r in rs if r.claim == "sim" and r.method == "piecewise-monotone"]
     assert len(sims) >= 8 and all(r.n_max > 10 ** 6 and "by definition" in r.note for r in sims)
