@@ -429,10 +429,15 @@ def type_facts(sim, tag: str = "sim") -> list[dict]:
     L = spec.attn_layers[0]
     layer = "attention layer 1 (MLP only): token type"
     lay = layout(sim)
+    spans = sorted((lo, hi) for _, _, lo, hi, _ in type_plan(sim))
+    gaps = list(lay["gaps"]) + [f"{a[1]} then {b[0]}" for a, b in zip(spans, spans[1:]) if b[0] != a[1] + 1]
+    if spans[0][0] != lay["tau_min"] or spans[-1][1] != lay["top"]:
+        gaps.append(f"the ranges span {spans[0][0]}..{spans[-1][1]}")
     out = [{"fact": "type.tiling", "layer": layer, "method": "exact",
-            "statement": f"the layout's code ranges tile {lay['tau_min']}..{lay['top']} (decode's token ranges)",
-            "answer": "holds" if not lay["gaps"] else "sat",
-            **({"counterexample": "; ".join(lay["gaps"])} if lay["gaps"] else {})}]
+            "statement": f"the type lemma's code ranges (the layout's, decode's token ranges) tile "
+                         f"{lay['tau_min']}..{lay['top']}",
+            "answer": "holds" if not gaps else "sat",
+            **({"counterexample": "; ".join(gaps)} if gaps else {})}]
     if L.heads:
         return out + [_unmet("type.mlp_only", layer, "the first layer has no heads",
                              f"heads {[h.name for h in L.heads]}")]

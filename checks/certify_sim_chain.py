@@ -18,29 +18,37 @@ an induction on the position p: if the tokens at 0..p are the reference's, the
 token the model emits at p is the reference's token at p + 1. Its step, for
 each kind of position (the last prompt token, K(t), each S_i(t), Y_t as the
 filler and as the RNN's token), chains the per-layer lemmas, each used as what
-its fact proves about the built model:
+its fact proves about the built model, on the domain it is proved on:
 
 * the token-type lemma (``type.*``): the flags and values layer 1 writes at
   each position, the query's and every key's, from the reference's code (each
-  kind's code in its lemma's range: ``chain.codes.*``);
+  kind's code in the range its lemma is proved on: ``chain.codes.*``; the
+  flags 0/1 and one-hot: ``chain.flags``); the embedding's pos and one;
 * the position heads' lemma (``<head>.one_hot``): each attends
-  clamp(Q - 1, 0, p), Q the plan's query on the query's flags; ``firstK``'s
-  (``firstK.*``): the first key with is_counter = 1, else position 0; each
-  copies the plan's values (``<head>.copy``) of the key the layout puts there;
+  clamp(Q - 1, 0, p), Q the plan's query on the query's values (proved an
+  integer); ``firstK``'s (``firstK.*``): the first key with is_counter = 1,
+  else position 0; each adds the plan's copy (``<head>.copy``) of the key the
+  layout puts there, and a direction several heads copy into gets their sum
+  (no other layer writes it: ``chain.writers``);
 * the block-role and input lemmas (``roles.*``, ``input.*``) on those values;
 * the next-code cases (``next.*``): exactly one case's flags are set, the case
-  of the reference's next token.
+  of the kind of the reference's next token (the code in that case is the
+  next-code lemma's: for the RNN's token, ``next.Y`` and the readout).
 
-The chain's facts (:func:`chain_facts`): ``chain.codes.*`` (each kind of token
-lies in its type lemma's code range; the RNN's own codes below the filler);
-``chain.features`` (the copied features are token features, within the
-declared bound the input lemma assumes, for every code of the layout);
-``chain.firstK`` (no key before L has is_counter = 1, K(0) has it);
-``chain.<kind>.handed`` (what the heads hand the later layers: step = t,
-seen_counter, prompt_length = L, prev_state_i = s_(t-1)^i (0 at t = 0), the
-RNN's input u_t = the prompt's token at t < L, else y_(t-1); and p within the
-positions the heads' lemmas cover); ``chain.<kind>.next`` (the roles select
-exactly the case of the reference's next token, with its code).
+The chain's facts (:func:`chain_facts`): ``chain.flags``; ``chain.codes.*``
+(each kind of token lies in the code range its type lemma is proved on);
+``chain.features.copies`` (the prompt and prevY heads copy the RNN's embedded
+features one to one, embedded as the RNN embeds them: the RNN's input is its
+own embedding of the token the key holds) and ``chain.features.bound`` (within
+the bound the input lemma assumes, for every code of the layout);
+``chain.writers``; ``chain.firstK`` (no key before L has is_counter = 1, K(0)
+has it); ``chain.<kind>``: what the heads hand the later layers (p within the
+positions the heads' lemmas cover, every query an integer, seen_counter, the
+step an integer in the next-code lemma's range, and for a block step = t,
+prompt_length = L, prev_state_i = s_(t-1)^i (0 at t = 0), the RNN's input the
+token u_t: the prompt's token t at t < L, else y_(t-1); at the last prompt
+token the previous states 0), and that on these the roles set exactly the
+emit flag of the case of the reference's next token.
 
 The RNN's step itself is the per-layer step facts', in exact arithmetic;
 :func:`exact_facts` shows the machine's rounding changes nothing: every product
@@ -65,10 +73,6 @@ from .certify_sim import (Val, _embedded, _fact, _q, _unmet, emit_plan, layout, 
 from .symbolic import prove, z3
 
 COVERS = "composition"
-NEEDED = ("seen_counter", "prompt_length", "step") + tuple(f"prev_state{i}" for i in range(64))
-"""The copies the chain follows value by value; the prompt and prevY heads' copies
-(the RNN embedding's features of a token) are followed as the token's code:
-``chain.features`` proves them functions of the code alone."""
 
 
 def _real(v):
@@ -170,58 +174,147 @@ def chain_facts(sim, tag: str = "sim") -> list[dict]:
     P = (sim.model.max_positions or sim.n_pos + 1) - 1
     mp, mc = sim.max_prompt, sim.max_rnn_cot
     out = []
-    # --- each kind of token in its type lemma's range
+    rows = {name: (lo, hi, want) for name, _, lo, hi, want in type_plan(sim)}
+    flags = ["is_rnn_token", "is_filler"] + [f"is_state{i}" for i in range(S)] + ["is_counter"]
+    # --- the type lemma's flags: 0/1 and one-hot on every row (the role and firstK lemmas' hypotheses)
+    bad = [f"{name}: {({f_: want.get(f_) for f_ in flags})}" for name, (_, _, want) in rows.items()
+           if any(isinstance(want.get(f_), Val) or want.get(f_) not in (0, 1) for f_ in flags)
+           or sum(want[f_] for f_ in flags) != 1]
+    out.append(_exact(layer, "chain.flags", "on every code range of the type lemma the token-type flags ("
+                      + ", ".join(flags) + ") are 0 or 1 and exactly one is 1", bad))
+    # --- each kind of token in its type lemma's range (the ranges the type lemma is proved on)
     v = z3.Int(f"{tag}.chain.v")
     off = sim.OFF
-    codes = [("counter", "K(t) for every step 0 <= t <= max_steps",
-              [v >= 0, v <= sim.max_steps], lay["K"] + v, lay["K"], lay["top"])]
+    codes = [("counter", "K(t) for every step 0 <= t <= max_steps", [v >= 0, v <= sim.max_steps], lay["K"] + v)]
     codes += [(f"state{i}", f"S{i}(s) for every state number with |2^f s| < 2^(I_s + f)",
-               [v > -off, v < off], lay["S_c"][i] + v, lay["S_lo"][i], lay["S_hi"][i]) for i in range(S)]
-    for row, what, hyps, code, lo, hi in codes:
-        out.append(_fact(layer, f"chain.codes.{row}", f"the code of {what} lies in {lo}..{hi}, the range of "
-                         f"the type lemma type.{row}", hyps, z3.And(code >= lo, code <= hi)))
+               [v > -off, v < off], lay["S_c"][i] + v) for i in range(S)]
+    codes += [("filler", "the filler", [v == 0], z3.IntVal(lay["filler"]) + v)]
+    for row, what, hyps, code in codes:
+        if row not in rows:
+            out.append(_unmet(f"chain.codes.{row}", layer, f"a type lemma type.{row}", "the type plan has none"))
+            continue
+        lo, hi, _ = rows[row]
+        out.append(_fact(layer, f"chain.codes.{row}", f"the code of {what} lies in {lo}..{hi}, the range the type "
+                         f"lemma type.{row} is proved on", hyps, z3.And(code >= lo, code <= hi)))
     rnn_codes = sorted(token_code(i) for i in range(sim.rnn.vocab.size) if sim.rnn.vocab.contains(i))
-    ok = lay["tau_min"] <= rnn_codes[0] and rnn_codes[-1] <= lay["filler"] - 1
-    out.append({"fact": "chain.codes.rnn_tokens", "layer": layer, "method": "exact",
-                "statement": f"every token of the RNN's vocabulary (codes {rnn_codes[0]}..{rnn_codes[-1]}) lies in "
-                             f"{lay['tau_min']}..{lay['filler'] - 1}, the range of type.rnn_tokens",
-                "answer": "holds" if ok else "sat",
-                **({} if ok else {"counterexample": f"codes {rnn_codes[0]}..{rnn_codes[-1]}"})})
-    # --- the features the prompt and prevY heads copy: token features, within the input lemma's bound
-    from rnngap.constructions.bounds import INT, sim_emb_bound
-    bound = _q(sim_emb_bound(INT, sim.params(), sim.max_steps))
-    read = sorted({lab for name in ("prompt", "prevY") for combo in heads[name][2].values() for lab in combo})
-    tau, pos = z3.Ints(f"{tag}.chain.tau {tag}.chain.pos")
-    pos_kinds = [lab for lab in read if lab in ref.labels
-                 and ref.spec.embedding[ref.labels.index(lab)][0] in (K.F_POS, K.F_POS_SQ)]
-    try:
-        feats = [_embedded(ref.spec, ref.labels.index(lab), tau, pos) for lab in read if lab not in pos_kinds]
-        goal = z3.And(*[z3.And(x <= bound, x >= -bound) for x in feats]) if feats else z3.BoolVal(True)
-        d = _fact(layer, "chain.features", f"the directions prompt and prevY copy ({', '.join(read)}) are "
-                  f"token features (functions of the code alone), within the declared bound {bound} for every "
-                  f"code in {lay['tau_min']}..{lay['top']}", [tau >= lay["tau_min"], tau <= lay["top"], pos >= 0],
-                  goal)
-        if pos_kinds:
-            d.update(answer="sat", counterexample=f"{pos_kinds} are position features")
-        out.append(d)
-    except ValueError as e:
-        out.append(_unmet("chain.features", layer, "the copied directions are embedded token features", str(e)))
-    # --- firstK: no counter before L, K(0) at L
+    lo, hi, _ = rows["rnn_tokens"]
+    out.append(_exact(layer, "chain.codes.rnn_tokens", f"every token of the RNN's vocabulary (codes {rnn_codes[0]}.."
+                      f"{rnn_codes[-1]}) lies in {lo}..{hi}, the range the type lemma type.rnn_tokens is proved on",
+                      [] if lo <= rnn_codes[0] and rnn_codes[-1] <= hi else [f"codes {rnn_codes[0]}..{rnn_codes[-1]}"]))
+    out += _feature_facts(sim, ref, heads, tag)
+    out.append(_writers_fact(sim, heads))
+    # --- firstK: no counter before L, K(0) at L (after L the flags are 0/1: chain.flags)
     j = z3.Int(f"{tag}.chain.j")
     base = [L >= 1, L <= mp]
     try:
         out.append(_fact(layer, "chain.firstK", "for every prompt length 1 <= L <= max_prompt: is_counter = 0 at "
-                         "every position j < L and = 1 at L (so firstK's lemma makes it attend L from position L "
-                         "on, and position 0 before)", base + [j >= 0, j < L],
+                         "every position j < L and = 1 at L (so firstK's lemma, with is_counter 0/1 everywhere, "
+                         "makes it attend L from position L on, and position 0 before)", base + [j >= 0, j < L],
                          z3.And(ref.value("is_counter", j) == 0, ref.value("is_counter", L) == 1)))
-        pos_entry = ref.spec.embedding[ref.labels.index("pos")] if "pos" in ref.labels else None
-        key = (tag, repr(sorted(lay.items())), repr(heads), P, mp, mc, repr(pos_entry))
+        emb = {lab: ref.spec.embedding[ref.labels.index(lab)] for lab in ("pos", "one") if lab in ref.labels}
+        texts = [(n, lo_, hi_, sorted((k, v_.text if isinstance(v_, Val) else v_) for k, v_ in w.items()))
+                 for n, (lo_, hi_, w) in rows.items()]
+        key = (tag, repr(sorted(lay.items())), repr(heads), P, mp, mc, repr(emb), repr(texts),
+               repr([t_ for _, t_ in role_plan(sim).values()]), repr([t_ for _, t_ in emit_plan().values()]))
         if key not in _POSITIONS:
             _POSITIONS[key] = _positions(sim, ref, heads, P, mp, mc, tag)
         out += [dict(d) for d in _POSITIONS[key]]
-    except ValueError as e:
-        out.append(_unmet("chain.read", layer, "the plan's directions", str(e)))
+    except (ValueError, KeyError) as e:
+        out.append(_unmet("chain.read", layer, "the plan's directions", f"{type(e).__name__}: {e}"))
     return out
+
+
+def _exact(layer: str, fact: str, statement: str, bad: list) -> dict:
+    return {"fact": fact, "layer": layer, "method": "exact", "statement": statement,
+            "answer": "holds" if not bad else "sat", **({"counterexample": "; ".join(map(str, bad[:4]))} if bad else {})}
+
+
+def embedding_mismatch(sim) -> list[str]:
+    """The RNN's embedded features the simulator does not embed as the RNN does
+    (its direction rnn_embed:<label>: the same feature kind, parameter and
+    coefficient), or does not carry."""
+    spec, rspec = sim.model.spec, sim.rnn.spec
+    labels = list(spec.labels)
+    bad = []
+    for d, lab in enumerate(rspec.labels):
+        theirs = rspec.embedding[d]
+        if theirs[0] == K.F_ZERO or theirs[2] == 0:
+            continue
+        if f"rnn_embed:{lab}" not in labels:
+            bad.append(f"the RNN embeds {lab!r}, the simulator has no rnn_embed:{lab}")
+            continue
+        mine = spec.embedding[labels.index(f"rnn_embed:{lab}")]
+        if (mine[0], Fraction(mine[2])) != (theirs[0], Fraction(theirs[2])) or (
+                mine[0] == K.F_IS_TOKEN and mine[1] != theirs[1]):
+            bad.append(f"rnn_embed:{lab} is embedded as {tuple(mine)}, the RNN embeds {tuple(theirs)}")
+    return bad
+
+
+def _feature_facts(sim, ref, heads: dict, tag: str) -> list[dict]:
+    """The prompt and prevY heads copy the RNN's embedded features of the key's
+    token, one to one (prompt_token:<d> <- rnn_embed:<d>, prev_token:<d> <- the
+    same), the simulator embeds each as the RNN does, and each lies within the
+    bound the input lemma assumes for every code of the layout: what the input
+    MLP adds to the RNN's x_d is then the RNN's own embedding of the token the
+    key holds (the chain follows these copies as the token)."""
+    from rnngap.constructions.bounds import INT, sim_emb_bound
+    layer = "composition"
+    lay = ref.lay
+    bad = []
+    for h, prefix in (("prompt", "prompt_token"), ("prevY", "prev_token")):
+        want = {f"{prefix}:{lab}": {f"rnn_embed:{lab}": 1} for lab in lay["emb"]}
+        got = {tgt: {k: Fraction(c) for k, c in combo.items()} for tgt, combo in heads[h][2].items()}
+        if got != want:
+            bad.append(f"{h} copies {got}, not the RNN's features one to one {want}")
+    bad += embedding_mismatch(sim)
+    out = [_exact(layer, "chain.features.copies", "the prompt and prevY heads copy the RNN's embedded features of "
+                  "the key's token one to one, and the simulator embeds each as the RNN does", bad)]
+    bound = _q(sim_emb_bound(INT, sim.params(), sim.max_steps))
+    tau, pos = z3.Ints(f"{tag}.chain.tau {tag}.chain.pos")
+    try:
+        feats = [_embedded(ref.spec, ref.labels.index(f"rnn_embed:{lab}"), tau, pos) for lab in lay["emb"]
+                 if f"rnn_embed:{lab}" in ref.labels]
+        goal = z3.And(*[z3.And(x <= bound, x >= -bound) for x in feats]) if feats else z3.BoolVal(True)
+        out.append(_fact(layer, "chain.features.bound", f"each RNN feature the heads copy lies within the declared "
+                         f"bound {bound} (the input lemma's hypothesis) for every code in {lay['tau_min']}.."
+                         f"{lay['top']}", [tau >= lay["tau_min"], tau <= lay["top"], pos >= 0], goal))
+    except ValueError as e:
+        out.append(_unmet("chain.features.bound", layer, "the copied directions are embedded token features", str(e)))
+    return out
+
+
+def _writers_fact(sim, heads: dict) -> dict:
+    """Every direction a head of the plan copies into is written by the plan's
+    heads alone (their writes are pinned by the copy facts): no other head's W_O
+    and no MLP writes it, and the embedding writes 0 there; the prompt and prevY
+    heads' targets by that head alone. So the value the later layers read there
+    is the sum of the plan's copies."""
+    spec = sim.model.spec
+    labels = list(spec.labels)
+    targets: dict = {}
+    for h, (_, _, copy_) in heads.items():
+        for tgt in copy_:
+            targets.setdefault(tgt, []).append(h)
+    bad = []
+    for tgt, hs in sorted(targets.items()):
+        if tgt not in labels:
+            bad.append(f"{tgt}: no such direction")
+            continue
+        d = labels.index(tgt)
+        kind, _, coef = spec.embedding[d]
+        if kind != K.F_ZERO and coef != 0:
+            bad.append(f"the embedding writes {tgt}")
+        for li, L in enumerate(spec.attn_layers):
+            if np.any(L.W2[d] != 0) or L.b2[d] != 0:
+                bad.append(f"layer {li + 1}'s MLP writes {tgt}")
+            for hd in L.heads:
+                if hd.name not in hs and np.any(hd.WO[d] != 0):
+                    bad.append(f"head {hd.name} writes {tgt}")
+        if (tgt.startswith("prompt_token:") or tgt.startswith("prev_token:")) and len(hs) != 1:
+            bad.append(f"{tgt} is copied by {hs}")
+    return _exact("composition", "chain.writers", "each direction the plan's heads copy into is written by those "
+                  "heads alone (no other head, no MLP, not the embedding), the RNN features' copies by one head each",
+                  bad)
 
 
 _POSITIONS: dict = {}
@@ -233,7 +326,7 @@ of its own would give."""
 
 
 def _positions(sim, ref: _Reference, heads: dict, P: int, mp: int, mc: int, tag: str) -> list[dict]:
-    """``chain.<kind>.handed`` and ``chain.<kind>.next`` for each kind of position."""
+    """``chain.<kind>`` for each kind of position."""
     lay, S, B, L = ref.lay, ref.S, ref.B, ref.L
     layer = "composition"
     t = z3.Int(f"{tag}.chain.t")
@@ -247,15 +340,18 @@ def _positions(sim, ref: _Reference, heads: dict, P: int, mp: int, mc: int, tag:
         if nxt:
             kinds.append((f"S{i}", L + B * t + 1 + i, f"state{i}", lay["S_c"][i] + ref.U[i](t), last, nxt))
         else:                                  # the last state number: the filler, then the RNN's token
-            kinds.append((f"S{i}.filler", L + B * t + 1 + i, f"state{i}", lay["S_c"][i] + ref.U[i](t),
-                          [t < L - 1], "filler"))
+            if mp >= 2:                        # a filler block needs t < L - 1 <= max_prompt - 2
+                kinds.append((f"S{i}.filler", L + B * t + 1 + i, f"state{i}", lay["S_c"][i] + ref.U[i](t),
+                              [t < L - 1], "filler"))
             kinds.append((f"S{i}.token", L + B * t + 1 + i, f"state{i}", lay["S_c"][i] + ref.U[i](t),
                           [t >= L - 1] + last, "Y"))
-    kinds.append(("Y.filler", L + B * t + S + 1, "filler", z3.IntVal(lay["filler"]), [t < L - 1], "K(t+1)"))
+    if mp >= 2:
+        kinds.append(("Y.filler", L + B * t + S + 1, "filler", z3.IntVal(lay["filler"]), [t < L - 1], "K(t+1)"))
     if mc >= 1:                                # an RNN token with a next block: only with a CoT
         kinds.append(("Y.token", L + B * t + S + 1, "rnn_tokens", ref.y(t), [t >= L - 1, t <= L + mc - 2],
                       "K(t+1)"))
     unit = Fraction(1, 1 << lay["f"])
+    needed = ("seen_counter", "prompt_length", "step") + tuple(f"prev_state{i}" for i in range(S))
     out = []
     for name, p, row, code, extra, nxt in kinds:
         hyps = base + extra
@@ -267,72 +363,73 @@ def _positions(sim, ref: _Reference, heads: dict, P: int, mp: int, mc: int, tag:
             k = z3.Int(f"{tag}.chain.{name}.{head}.key")
             keys.append(k == key)
             return k
-        x = {lab: ref.value_of(row, code, p, lab) for lab in flags}
-        x["pos"], x["one"] = z3.ToReal(p), z3.RealVal(1)
-        handed = {}
+        x = {lab: ref.value_of(row, code, p, lab) for lab in flags + ["pos", "one"]}
+        handed = {tgt: z3.RealVal(0) for tgt in needed}      # each starts at 0 (the order fact) ...
+        goals = [("p lies within the positions the heads' lemmas cover (0..P)", z3.And(p >= 0, p <= P))]
+
+        def attend(h, arg, vals):
+            """The key position head h attends (its lemma), and its query proved an integer."""
+            Q = _query(arg, vals, h)
+            goals.append((f"{h}'s query is an integer", z3.IsInt(Q)))
+            return bind(h, _clamp_key(z3.ToInt(Q), p))
         for h, (_, (kind, arg), copy) in heads.items():
-            if kind == "first":
-                key = bind(h, z3.If(p >= L, L, 0))
-            else:
-                if h == "prompt":
-                    continue
-                key = bind(h, _clamp_key(_query(arg, x, h), p))
-            handed.update({tgt: ref.copy(combo, key) for tgt, combo in copy.items() if tgt in NEEDED})
+            if h == "prompt":
+                continue
+            key = bind(h, z3.If(p >= L, L, 0)) if kind == "first" else attend(h, arg, x)
+            for tgt, combo in copy.items():                # ... and gains every copy into it
+                if tgt in handed:
+                    handed[tgt] = handed[tgt] + ref.copy(combo, key)
         # the prompt head reads the carried step (layer 3): its query from what layer 2 handed
-        _, (_, arg), copy = heads["prompt"]
-        pkey = bind("prompt", _clamp_key(_query(arg, {**handed, "one": z3.RealVal(1)}, "prompt"), p))
-        goals = [("p lies within the positions the heads' lemmas cover (0..P)", z3.And(p >= 0, p <= P)),
-                 ("seen_counter = " + ("1" if block else "0"), handed["seen_counter"] == (1 if block else 0))]
+        pkey = attend("prompt", heads["prompt"][1][1], {**x, **handed})
+        ykey = attend("prevY", heads["prevY"][1][1], x)
+        last_counter = lay["top"] - lay["K"] - 1
+        goals += [("seen_counter = " + ("1" if block else "0"), handed["seen_counter"] == (1 if block else 0)),
+                  (f"step an integer in 0..{last_counter} (the next-code lemma's range)",
+                   z3.And(z3.IsInt(handed["step"]), handed["step"] >= 0, handed["step"] <= last_counter)),
+                  ("prompt_length an integer", z3.IsInt(handed["prompt_length"]))]
         if block:
             goals += [("step = t", handed["step"] == z3.ToReal(t)),
                       ("prompt_length = L", handed["prompt_length"] == z3.ToReal(L))]
             for i in range(S):
                 want = z3.If(t >= 1, _q(unit) * z3.ToReal(ref.U[i](t - 1)), z3.RealVal(0))
                 goals.append((f"prev_state{i} = s_(t-1)^{i} (0 at t = 0)", handed[f"prev_state{i}"] == want))
+        else:
+            # the step computed at the last prompt token (unused; the next token is K(0)) starts from the
+            # zero state, on a prompt token (the prompt and prevY heads' keys are <= p < L): the documented
+            # precondition that one such step stays in range
+            goals += [(f"prev_state{i} = 0", handed[f"prev_state{i}"] == 0) for i in range(S)]
         handed_text = "; ".join(text for text, _ in goals)
         # the roles and the case of the next code, on what the heads handed
         vals = {lab: x[lab] for lab in flags}
-        vals.update(seen_counter=handed["seen_counter"], step=handed.get("step", z3.RealVal(0)),
-                    prompt_length=handed.get("prompt_length", z3.RealVal(0)))
+        vals.update(seen_counter=handed["seen_counter"], step=handed["step"], prompt_length=handed["prompt_length"])
         roles = {lab: fn(vals) for lab, (fn, _) in role_plan(sim).items()}
         roles.update({lab: fn(roles) for lab, (fn, _) in emit_plan().items()})
         emits = [f"emit_state{i}" for i in range(S)] + ["emit_rnn_token", "emit_filler", "emit_next_counter"]
         case = {"K(0)": None, "Y": "emit_rnn_token", "filler": "emit_filler", "K(t+1)": "emit_next_counter"}
         flag = case.get(nxt, f"emit_state{nxt[1:]}" if nxt.startswith("S") else None)
         goals += [(f"{e} = {int(e == flag)}", roles[e] == (1 if e == flag else 0)) for e in emits]
-        if not block:
-            # the step computed at the last prompt token (unused; the next token is K(0)) starts from the
-            # zero state on a prompt token: the precondition that it stays in range is about that step
-            ykey = bind("prevY", _prev_key(heads, x, p))
-            goals += [(f"prev_state{i} = 0", handed[f"prev_state{i}"] == 0) for i in range(S)]
-            goals.append(("the RNN's input is a prompt token's (in_prompt = 0, prevY's key < L)",
-                          z3.And(roles["in_prompt"] == 0, ykey < L)))
         if block:
-            src_p, src_y = ref.code(pkey), ref.code(bind("prevY", _prev_key(heads, x, p)))
-            goals.append(("the RNN's input (the input MLP: prompt's copy if in_prompt, else prevY's) has the code "
-                          "of u_t: the prompt's token t at t < L, else y_(t-1)",
+            src_p, src_y = ref.code(pkey), ref.code(ykey)
+            goals.append(("the RNN's input (the input MLP: prompt's copy if in_prompt, else prevY's) is the "
+                          "token u_t: the prompt's token t at t < L, else y_(t-1)",
                           z3.If(roles["in_prompt"] == 1, src_p, src_y) == z3.If(t < L, ref.u(t), ref.y(t - 1))))
         if nxt == "K(t+1)":
-            goals.append(("K(step + 1) is K(t + 1), a counter token (step + 1 <= the last counter)",
-                          z3.And(vals["step"] + 1 == z3.ToReal(t + 1), t + 1 <= lay["top"] - lay["K"])))
+            goals.append(("K(step + 1) is K(t + 1)", vals["step"] + 1 == z3.ToReal(t + 1)))
         stmt = (f"at the {_where(name)}: the type, head and copy lemmas on the reference CoT's tokens hand the "
                 f"later layers {handed_text}; on these the block roles and the input MLP set "
-                f"{flag or 'no emit flag (seen_counter = 0)'} alone, the next-code case of {nxt}, the reference's "
-                f"next token" + (", and the RNN's input u_t" if block else ""))
+                f"{flag or 'no emit flag (seen_counter = 0)'} alone, the next-code case of {nxt}, the kind of the "
+                f"reference's next token" + (", and the RNN's input is u_t" if block else ""))
         out.append(_conjoin(f"chain.{name}", layer, stmt, hyps + keys, goals))
     return out
 
 
 def _query(combo: dict, x: dict, head: str):
-    """The plan's query combination on the query position's values (integers)."""
+    """The plan's query combination on the query position's values (a real term;
+    the chain proves it an integer, as the heads' lemma takes it)."""
     missing = [lab for lab in combo if lab not in x]
     if missing:
         raise ValueError(f"{head}: the plan's query reads {missing}, which the chain gives no value")
-    return z3.ToInt(sum((_q(c) * x[lab] for lab, c in combo.items()), z3.RealVal(0)))
-
-
-def _prev_key(heads: dict, x: dict, p):
-    return _clamp_key(_query(heads["prevY"][1][1], x, "prevY"), p)
+    return sum((_q(c) * x[lab] for lab, c in combo.items()), z3.RealVal(0))
 
 
 def _where(name: str) -> str:
@@ -434,15 +531,7 @@ def exact_facts(sim) -> list[dict]:
     layer = "machine arithmetic"
     rows = _rnn_layer_rows(sim)
     ints = {lab for lab, e in zip(labels, spec.embedding) if _embedded_integral(e)}
-    bad = []
-    rspec = sim.rnn.spec
-    for d, lab in enumerate(rspec.labels):                 # the RNN's input: its own embedding
-        if f"rnn_embed:{lab}" in labels:
-            mine = spec.embedding[labels.index(f"rnn_embed:{lab}")]
-            theirs = rspec.embedding[d]
-            if (mine[0], Fraction(mine[2])) != (theirs[0], Fraction(theirs[2])) or (
-                    mine[0] == K.F_IS_TOKEN and mine[1] != theirs[1]):
-                bad.append(f"rnn_embed:{lab} is embedded as {mine}, the RNN embeds {theirs}")
+    bad = embedding_mismatch(sim)                          # the RNN's input: its own embedding
     out = []
     for li, L in enumerate(spec.attn_layers):
         for h in L.heads:

@@ -146,15 +146,14 @@ def test_more_steps_than_the_positions_hold_fails():
 
 def test_a_token_range_short_of_the_state_promise_fails(monkeypatch):
     """The promise |2^f s| < OFF is what puts every state number's code in its
-    type lemma's range: with S0's range one code short at the top (a decode that
-    stops one early; the type lemma would be proved on that range), the codes
-    fact fails for S0 alone."""
-    real = CSIM.layout
+    type lemma's range: with the range the type lemma is proved on one code short
+    at the top for S0 (a decode that stops one early), the codes fact fails for
+    S0 alone."""
+    real = CSIM.type_plan
 
-    def layout(sim):
-        lay = real(sim)
-        return {**lay, "S_hi": [lay["S_hi"][0] - 1] + lay["S_hi"][1:]}
-    monkeypatch.setattr(CH, "layout", layout)
+    def type_plan(sim):
+        return [(n, w, lo, hi - 1 if n == "state0" else hi, want) for n, w, lo, hi, want in real(sim)]
+    monkeypatch.setattr(CH, "type_plan", type_plan)
     failed = _failed(CH.chain_facts(_build()))
     assert [f for f in failed if f.startswith("chain.codes")] == ["chain.codes.state0"], failed
 
@@ -240,3 +239,95 @@ def test_a_grid_value_times_a_fraction_fails_the_machine_arithmetic():
     assert _failed(CSIM.next_code_facts(shim)) == []
     failed = CH.exact_facts(shim)
     assert _failed(failed) == ["exact.products"] and "rounds" in failed[0]["counterexample"], failed
+
+
+# ----------------------------------------------------------------------------
+# designs where builder and plan agree (every per-layer fact holds) but the CoT goes wrong:
+# each was a hole a review found in the first version of the chain; the runs disagree with the RNN
+def _per_layer(sim) -> list:
+    return _failed(CSIM.type_facts(sim) + CSIM.head_facts(sim) + CSIM.role_facts(sim) + CSIM.input_facts(sim)
+                   + CSIM.next_code_facts(sim) + CSIM.sequence_facts(sim))
+
+
+def _with_type_mlp(monkeypatch, extra):
+    """The simulator built with ``extra(self)`` neurons added to its token-type MLP."""
+    real = S.RNNSimulator._token_type_mlp
+    with monkeypatch.context() as mp:
+        mp.setattr(S.RNNSimulator, "_token_type_mlp", lambda self: real(self) + extra(self))
+        return _build()
+
+
+def _type_row(monkeypatch, row: str, **values):
+    real = CSIM.type_plan
+
+    def type_plan(sim):
+        return [(n, w, lo, hi, {**want, **values} if n == row else want) for n, w, lo, hi, want in real(sim)]
+    monkeypatch.setattr(CSIM, "type_plan", type_plan)
+    monkeypatch.setattr(CH, "type_plan", type_plan)
+
+
+def test_a_flag_of_two_fails_the_flags_fact(monkeypatch):
+    """The filler typed with is_counter = 2 (builder and type plan): the role
+    lemma's one-hot flags and firstK's 0/1 keys no longer hold; chain.flags says so."""
+    sim = _with_type_mlp(monkeypatch, lambda self: S._ge({"tok": 1}, self.tau_F, {"is_counter": 2})
+                         + S._ge({"tok": 1}, self.tau_F + 1, {"is_counter": -2}))
+    _type_row(monkeypatch, "filler", is_counter=2)
+    assert _per_layer(sim) == []
+    assert "chain.flags" in _failed(CH.chain_facts(sim))
+
+
+def test_a_step_out_of_range_at_the_prompt_fails(monkeypatch):
+    """counter_value = tau_max + 1 on the RNN's own tokens (builder and type
+    plan): the blocks are unchanged, but at the last prompt token the step is
+    past the next-code lemma's range (the K(t + 1) neuron fires, not K(0))."""
+    sim0 = _build()
+    V = sim0.tau_max + 1
+    sim = _with_type_mlp(monkeypatch, lambda self: S._ge({"tok": -1}, -(self.tau_F - 1), {"counter_value": V}))
+    _type_row(monkeypatch, "rnn_tokens", counter_value=V)
+    assert _per_layer(sim) == []
+    facts = CH.chain_facts(sim)
+    assert _failed(facts) == ["chain.prompt"], _failed(facts)
+    assert "step an integer in" in next(f["counterexample"] for f in facts if f["fact"] == "chain.prompt")
+
+
+def test_two_heads_into_one_direction_are_summed(monkeypatch):
+    """The counter head also adds counter_value into prev_state0 (builder and
+    plan; prev_state0 made a sum): the chain adds both copies, as the model does."""
+    from rnngap.constructions import gadgets as G
+    real_hidden = G.ResidualSpace.hidden
+    monkeypatch.setattr(G.ResidualSpace, "hidden", lambda self, label, accumulate=False, bound=None: real_hidden(
+        self, label, accumulate or label == "prev_state0", bound))
+    extra = {"prev_state0": {"counter_value": 1}}
+    sim = _mutated(monkeypatch, "counter", lambda kw: {**kw, "copy": {**kw["copy"], **extra}})
+    real = CSIM.plan
+
+    def plan(s):
+        heads = dict(real(s))
+        li, q, cp = heads["counter"]
+        heads["counter"] = (li, q, {**cp, **extra})
+        return heads
+    monkeypatch.setattr(CSIM, "plan", plan)
+    monkeypatch.setattr(CH, "plan", plan)
+    assert _failed(CSIM.head_facts(sim)) == []
+    failed = _failed(CH.chain_facts(sim))
+    assert "chain.K" in failed and "chain.writers" not in failed, failed
+
+
+def test_a_scaled_feature_copy_fails_the_features_fact(monkeypatch):
+    """The prompt head copying twice an RNN feature (builder and plan): the RNN
+    is handed another input than its own embedding of the token."""
+    sim = _build()
+    lab = CSIM.layout(sim)["emb"][0]
+    tgt = f"prompt_token:{lab}"
+    sim = _mutated(monkeypatch, "prompt", lambda kw: {**kw, "copy": {**kw["copy"], tgt: {f"rnn_embed:{lab}": 2}}})
+    real = CSIM.plan
+
+    def plan(s):
+        heads = dict(real(s))
+        li, q, cp = heads["prompt"]
+        heads["prompt"] = (li, q, {**cp, tgt: {f"rnn_embed:{lab}": 2}})
+        return heads
+    monkeypatch.setattr(CSIM, "plan", plan)
+    monkeypatch.setattr(CH, "plan", plan)
+    assert _failed(CSIM.head_facts(sim)) == []
+    assert "chain.features.copies" in _failed(CH.chain_facts(sim))
