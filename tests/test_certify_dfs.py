@@ -15,6 +15,8 @@ from rnngap.checks import certify_dfs as CD
 from rnngap.constructions import istree as I
 from rnngap.constructions import kernels as K
 
+from _mutants import head_kwargs
+
 
 def _failed(facts):
     return sorted({f["fact"] for f in facts if f["answer"] not in ("unsat", "holds")})
@@ -38,16 +40,6 @@ def _build(monkeypatch, name, wrap, N=7, M=6):
         return I.istree_transformer(N, M)
 
 
-def _kw(head, change):
-    def wrap(real):
-        def patched(name, **kw):
-            if name == head:
-                kw = change(dict(kw))
-            return real(name, **kw)
-        return patched
-    return wrap
-
-
 def _shift(real):
     def patched(name, pos, pos_sq, one, copy, fmt, n_positions, shift=1):
         return real(name, pos, pos_sq, one, copy, fmt, n_positions=n_positions, shift=2 if name == "shift3" else shift)
@@ -63,11 +55,11 @@ def _swap_edge(kw):
 
 MUTANTS = {
     "shift aimed one off": ("shift_head", _shift, "shift3.one_hot"),
-    "parent tie-break": ("match_head", _kw("parent", lambda kw: {**kw, "tie_break": "last"}), "parent.first_match"),
-    "pred id off by one": ("match_head", _kw("pred-u-first", lambda kw: {**kw, "copy": {
+    "parent tie-break": ("match_head", head_kwargs("parent", lambda kw: {**kw, "tie_break": "last"}), "parent.first_match"),
+    "pred id off by one": ("match_head", head_kwargs("pred-u-first", lambda kw: {**kw, "copy": {
         **kw["copy"], "pred_u_via_first": {"pos": 1, "one": -2, "is_bos": 3}}}), "pred-u-first.copy"),
-    "edge keys swapped": ("match_head", _kw("edge-u-first", _swap_edge), "edge-u-first.match_beats_non_match"),
-    "vertex count without [BOS]": ("first_max_head", _kw("vertex-count", lambda kw: {
+    "edge keys swapped": ("match_head", head_kwargs("edge-u-first", _swap_edge), "edge-u-first.match_beats_non_match"),
+    "vertex count without [BOS]": ("first_max_head", head_kwargs("vertex-count", lambda kw: {
         **kw, "key": {"tok": 1, "is_count_value": -1}}), "vertex-count.first_of_equal"),
 }
 

@@ -19,6 +19,8 @@ from rnngap.constructions import kernels as K
 from rnngap.constructions import hybrid as H
 from rnngap.constructions.vocab import FALSE, TRUE, token_code
 
+from _mutants import head_kwargs
+
 
 def _failed(facts):
     return sorted({f["fact"] for f in facts if f["answer"] not in ("unsat", "holds")})
@@ -52,16 +54,6 @@ def _build(monkeypatch, target, name, wrap, N=3):
         return H.istree_hybrid(N)
 
 
-def _head_kw(head, change):
-    def wrap(real):
-        def patched(name, **kw):
-            if name == head:
-                kw = change(dict(kw))
-            return real(name, **kw)
-        return patched
-    return wrap
-
-
 def _component(kw, **replace):
     kw["components"] = [dataclasses.replace(c, **replace) for c in kw["components"]]
     return kw
@@ -69,25 +61,25 @@ def _component(kw, **replace):
 
 MUTANTS = {
     # the fetch query reads 2 joins, not 3: one token per edge too few
-    "fetch query": ("match_head", _head_kw("fetch", lambda kw: _component(
+    "fetch query": ("match_head", head_kwargs("fetch", lambda kw: _component(
         kw, query={"joins": 2, "edge_markers": 2, "one": 2})), "fetch.one_hot"),
     # the fetch query one position off
-    "fetch off by one": ("match_head", _head_kw("fetch", lambda kw: _component(
+    "fetch off by one": ("match_head", head_kwargs("fetch", lambda kw: _component(
         kw, query={"joins": 3, "edge_markers": 2, "one": 1})), "fetch.one_hot"),
     # the parent head keyed by the size records (a direction the plan gives the key no value in)
-    "parent key": ("match_head", _head_kw("parent", lambda kw: _component(
+    "parent key": ("match_head", head_kwargs("parent", lambda kw: _component(
         kw, key={"size_key": 1}, key_sq={"size_key_sq": 1})), "parent.read"),
     # the parent head's key square read from the key itself (k, not k^2): a planned direction, wrong term
-    "parent key square": ("match_head", _head_kw("parent", lambda kw: _component(
+    "parent key square": ("match_head", head_kwargs("parent", lambda kw: _component(
         kw, key_sq={"parent_key": 1})), "parent.match_beats_non_match"),
     # the parent head's tie-break to the first record, not the latest
-    "parent tie-break": ("match_head", _head_kw("parent", lambda kw: {**kw, "tie_break": "first"}),
+    "parent tie-break": ("match_head", head_kwargs("parent", lambda kw: {**kw, "tie_break": "first"}),
                          "parent.latest_match"),
     # a singleton root's size copied as code 1 (size 0), not 2
-    "size default": ("match_head", _head_kw("size", lambda kw: {**kw, "copy": {"root_size": {"tok": 1, "is_bos": 1}}}),
+    "size default": ("match_head", head_kwargs("size", lambda kw: {**kw, "copy": {"root_size": {"tok": 1, "is_bos": 1}}}),
                      "size.copy"),
     # the size head's query the token itself, not the one before
-    "size query": ("match_head", _head_kw("size", lambda kw: _component(
+    "size query": ("match_head", head_kwargs("size", lambda kw: _component(
         kw, query={"tok": 1}, query_sq={"tok_sq": 1})), "size.match_beats_non_match"),
 }
 
