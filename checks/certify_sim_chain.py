@@ -56,8 +56,9 @@ it rounds has an integer factor (exact on the grid 2^-f), except in the layers
 that simulate the RNN's step, whose neurons make exactly the RNN's own products
 (rounded alike, so the states the simulator writes are the RNN's rounded s_t).
 What neither discharges (docs/certify.md): the promise (|s_t| < 2^I_s, the
-RNN's values in its format, one step from the zero state on a prompt token in
-range), a hypothesis checked by running, and the kernels' arithmetic (tested
+RNN's values in its format, the one step from the zero state the simulator
+computes at the last prompt position in range), hypotheses checked by running
+(constructions/simulate.py ``compare``), and the kernels' arithmetic (tested
 bit for bit, not proved).
 """
 from __future__ import annotations
@@ -244,8 +245,7 @@ def embedding_mismatch(sim) -> list[str]:
             bad.append(f"the RNN embeds {lab!r}, the simulator has no rnn_embed:{lab}")
             continue
         mine = spec.embedding[labels.index(f"rnn_embed:{lab}")]
-        if (mine[0], Fraction(mine[2])) != (theirs[0], Fraction(theirs[2])) or (
-                mine[0] == K.F_IS_TOKEN and mine[1] != theirs[1]):
+        if (mine[0], Fraction(mine[1]), Fraction(mine[2])) != (theirs[0], Fraction(theirs[1]), Fraction(theirs[2])):
             bad.append(f"rnn_embed:{lab} is embedded as {tuple(mine)}, the RNN embeds {tuple(theirs)}")
     return bad
 
@@ -398,6 +398,8 @@ def _positions(sim, ref: _Reference, heads: dict, P: int, mp: int, mc: int, tag:
             # zero state, on a prompt token (the prompt and prevY heads' keys are <= p < L): the documented
             # precondition that one such step stays in range
             goals += [(f"prev_state{i} = 0", handed[f"prev_state{i}"] == 0) for i in range(S)]
+            goals.append(("prevY reads the token at max(0, L - S - 3) (the one whose zero-state step compare "
+                          "checks against the promise)", ykey == z3.If(L - S - 3 > 0, L - S - 3, 0)))
         handed_text = "; ".join(text for text, _ in goals)
         # the roles and the case of the next code, on what the heads handed
         vals = {lab: x[lab] for lab in flags}
@@ -532,6 +534,15 @@ def exact_facts(sim) -> list[dict]:
     rows = _rnn_layer_rows(sim)
     ints = {lab for lab, e in zip(labels, spec.embedding) if _embedded_integral(e)}
     bad = embedding_mismatch(sim)                          # the RNN's input: its own embedding
+    fm, fr = sim.model.fmt, sim.rnn.fmt
+    if fm.frac_bits != fr.frac_bits:
+        bad.append(f"the simulator rounds to 2^-{fm.frac_bits}, the RNN to 2^-{fr.frac_bits}")
+    for what, fmt in (("the simulator", fm), ("the RNN", fr)):
+        if fmt.mode != "raise":
+            bad.append(f"{what}'s format is in {fmt.mode} mode (values would be clipped, not refused)")
+    for lab, e in zip(labels, spec.embedding):            # the embedding's own products: coef x feature
+        if e[0] == K.F_TOK_INV and not _integral(e[2]):     # every other feature is an integer
+            bad.append(f"the embedding rounds {Fraction(e[2])} x {K.FEATURE_NAMES.get(e[0], e[0])} into {lab}")
     out = []
     for li, L in enumerate(spec.attn_layers):
         for h in L.heads:
@@ -579,8 +590,9 @@ def exact_facts(sim) -> list[dict]:
             if (any(lab in col and not (_integral(col[lab]) and hi) for (_, _, col), hi in zip(neurons, hidden_int))
                     or not _integral(L.b2[d])):
                 ints.discard(lab)
-    stmt = ("every product the machine rounds in the built simulator (each head's W_Q, W_K, W_V, score and W_O, "
-            "each MLP's W1 and W2) has an integer factor (an integer weight, or a direction that holds an integer "
+    stmt = ("the simulator and the RNN round to the same grid 2^-f, both in raise mode; every product the machine "
+            "rounds in the built simulator (the embedding's coefficient times its feature, each head's W_Q, W_K, "
+            "W_V, score and W_O, each MLP's W1 and W2) has an integer factor (an integer weight, or a direction that holds an integer "
             "at every position: the embedding's integer features and what integer weights make of them), so it "
             "is exact on the grid 2^-f; the layers that simulate the RNN's step make exactly the RNN's products "
             "(each state's row A[s, :], B[s, :] and its negation, each hidden unit's W1 row, b1 and W2 column), "

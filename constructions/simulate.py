@@ -63,10 +63,13 @@ reproduces by clamping v to the RNN's code range [-9, max_number + 1]. Other
 readouts raise ``ValueError``. A general RNN given only as a Python transition
 (constructions/protocol.py) is not covered.
 
-Precondition (documented, checked by running): the RNN's values stay inside its
-own format on the runs simulated (else the RNN itself raises), and one RNN step
-from the zero state on any prompt token stays inside it too (the Transformer
-computes that step, unused, at prompt positions).
+Preconditions (documented, checked by running: :func:`compare`): the RNN is in
+raise mode (refused otherwise) and its values stay inside its own format on the
+runs simulated (else the RNN itself raises); its states keep the promise
+|s| < 2^I_s; and one RNN step from the zero state on the prompt token at
+max(0, L - S - 3) keeps the promise too (the Transformer computes that step,
+unused, at the last prompt position, where its prevY head reads that token, and
+its last layer reads the states there).
 """
 from __future__ import annotations
 
@@ -171,6 +174,10 @@ class RNNSimulator:
     def __init__(self, rnn: Model, max_prompt: int, max_rnn_cot: int, state_int_bits: int | None = None):
         if rnn.kind != "linear_rnn":
             raise ValueError(f"{rnn.name}: rnnsim_transformer takes a linear RNN, got kind {rnn.kind!r}")
+        if rnn.fmt.mode != "raise":
+            raise ValueError(f"{rnn.name}: the RNN's format is in {rnn.fmt.mode!r} mode; the simulator takes an RNN "
+                             f"in raise mode (a saturating RNN clips its weights and values silently, and the "
+                             f"simulator reproduces the unclipped arithmetic)")
         if max_prompt < 1 or max_rnn_cot < 0:
             raise ValueError(f"need max_prompt >= 1 and max_rnn_cot >= 0, got {max_prompt}, {max_rnn_cot}")
         self.rnn = rnn
@@ -616,6 +623,15 @@ def compare(sim: RNNSimulator, prompt: Sequence[int], answer_tokens: Sequence[in
     for t, st in enumerate(tr.states):
         if any(abs(v) >= lim for v in st):
             return f"precondition violated: RNN state at step {t} leaves |s| < 2^{sim.Is}", run, tr
+    # at the last prompt position the simulator computes, unused, one RNN step from the zero state on
+    # the prompt token its prevY head reads there (the token at max(0, L - S - 3): the position before
+    # the block the prompt token's index S + 1 points at); its next-code layer reads those states, so
+    # they too must keep the promise (at earlier prompt positions the output is not used)
+    u = int(prompt[max(0, L - sim.S - 3)])
+    st = rnn_trace(sim.rnn, [u], None, 0).states[0]
+    if any(abs(v) >= lim for v in st):
+        return (f"precondition violated: one RNN step from the zero state on the prompt token {u} (read at the "
+                f"last prompt position) leaves |s| < 2^{sim.Is}"), run, tr
     if run.malformed:
         return run.malformed, run, tr
     if len(run.states) != len(tr.states):

@@ -331,3 +331,21 @@ def test_a_scaled_feature_copy_fails_the_features_fact(monkeypatch):
     monkeypatch.setattr(CH, "plan", plan)
     assert _failed(CSIM.head_facts(sim)) == []
     assert "chain.features.copies" in _failed(CH.chain_facts(sim))
+
+
+def test_another_grid_or_a_saturating_format_fails_the_machine_arithmetic():
+    """The simulator rounding to 2^-(f + 1) while the RNN rounds to 2^-f (a review's
+    repro: every exact-arithmetic fact holds, the runs disagree), or in saturate
+    mode: exact.products says so."""
+    import dataclasses
+    from types import SimpleNamespace
+    from rnngap.constructions.fixedpoint import FixedFormat
+    sim = _f3()
+    for fmt in (FixedFormat(sim.model.fmt.int_bits, sim.model.fmt.frac_bits + 1),
+                dataclasses.replace(sim.model.fmt, mode="saturate")):
+        shim = copy.copy(sim)
+        shim.model = SimpleNamespace(spec=sim.model.spec, fmt=fmt, max_positions=sim.model.max_positions,
+                                     vocab=sim.model.vocab, name=sim.model.name)
+        facts = CH.exact_facts(shim)
+        assert _failed(facts) == ["exact.products"], fmt
+        assert ("rounds to 2^-" in facts[0]["counterexample"]) or ("saturate" in facts[0]["counterexample"])

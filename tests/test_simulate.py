@@ -293,3 +293,39 @@ def test_full_t41_n4_exhaustive_and_register_c5():
         for i in range(1, c + 1):
             p = [BOS] + [NUMBER_BASE + x for x in xs] + [QUERY, NUMBER_BASE + i]
             assert compare(sim, p, [NUMBER_BASE, NUMBER_BASE + 1])[0] == ""
+
+
+def _jump_rnn():
+    """One state s_t = s_(t-1) + 21/4 tau - 35/4 (Q8.2), promise I_s = 2: the
+    numbers 0, 1, 2 (tau 1, 2, 3) move it by -7/2, +7/4, +7, so one step from
+    the zero state on the number 2 leaves |s| < 4 although runs that only ever
+    return to it keep it."""
+    s = ResidualSpace()
+    s.embedded("one", K.F_ONE)
+    s.embedded("tok", K.F_TOK)
+    b = Builder("jump-rnn", "linear_rnn", Vocab(2), s, claim="sim")
+    b.rnn_layer(["s"], A={("s", "s"): 1}, B={("s", "tok"): Fraction(21, 4), ("s", "one"): Fraction(-35, 4)}, C={},
+                name="L0")
+    b.readout([("one", K.F_TOK, 0, -4), ("one", K.F_TOK_SQ, 0, -1)])
+    return rnnsim_transformer(b.build(FixedFormat(8, 2)), max_prompt=5, max_rnn_cot=0, state_int_bits=2)
+
+
+def test_the_zero_state_step_read_at_the_last_prompt_token_is_a_precondition():
+    """At the last prompt position the simulator computes one RNN step from the
+    zero state on the prompt token at max(0, L - S - 3) (its last layer reads
+    those states; the certificate's chain proves which token it is). compare
+    reports it as a precondition when that step breaks the promise, though the
+    RNN's own states keep it; a prompt whose token there is harmless agrees."""
+    sim = _jump_rnn()
+    a, c, m = NUMBER_BASE + 0, NUMBER_BASE + 2, NUMBER_BASE + 1
+    msg, _, tr = compare(sim, [a, c, a, a, m], [TRUE, FALSE])          # L = 5, S = 1: the token at 1 is c
+    assert all(abs(v) < 4 for st in tr.states for v in st)
+    assert msg.startswith("precondition violated: one RNN step from the zero state on the prompt token"), msg
+    assert compare(sim, [a, c, a], [TRUE, FALSE])[0] == ""              # L = 3: the token at 0 is a
+
+
+def test_a_saturating_rnn_is_refused():
+    rnn = random_linear_rnn(0)
+    sat = rnn.with_format(FixedFormat(rnn.fmt.int_bits, rnn.fmt.frac_bits, "saturate"))
+    with pytest.raises(ValueError, match="raise mode"):
+        rnnsim_transformer(sat, max_prompt=3, max_rnn_cot=1)
