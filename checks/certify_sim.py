@@ -49,10 +49,11 @@ and z3 proves it from the built score for every value of the free directions:
 What a head then writes, W_O W_V x_j*, is checked exactly against the plan's
 copy; no layer may write ``pos``, ``pos_sq`` or ``one`` (the scores read the
 embedding there). A head the plan does not name, one built twice or in another
-layer, or a plan head the model lacks, fails the certificate. Not covered here (docs/certify.md): that the heads hand the
-block-role MLP the values it is proved for (the composition), the carried step count
-the prompt head reads, the scores' ranges (the declared obligations and the builder's
-margins) and a non-integer Y value's rounding to the nearest code; the exhaustive runs test them.
+layer, or a plan head the model lacks, fails the certificate. That the heads hand the
+later layers the values they are proved for (the composition, the carried step count the
+prompt head reads included) is checks/certify_sim_chain.py's. Not covered (docs/certify.md):
+the scores' ranges (the declared obligations and the builder's margins) and a non-integer
+Y value's rounding to the nearest code; the exhaustive runs test them.
 """
 from __future__ import annotations
 
