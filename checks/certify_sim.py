@@ -965,10 +965,12 @@ def next_code_facts(sim, tag: str = "sim") -> list[dict]:
     the winner directions are one-hot (what ``argmax.one-hot`` proves the argmax
     writes) and the Y case is the winner's token code, which lies in the readout's
     range.
-    These are hypotheses on the MLP's inputs, the composition's to discharge (not
-    covered): the states' range in particular is the simulator's promise
-    (|s| < 2^I_s), stated at every position, also in the prompt, where the state
-    directions hold the step computed there."""
+    These are hypotheses on the MLP's inputs: the chain (checks/certify_sim_chain.py)
+    discharges the flags and the step's range; the states' range is the
+    simulator's promise (|s| < 2^I_s), stated at every position, also at the last
+    prompt token, where the state directions hold the zero-state step computed
+    there, and the residual below 2^I_R is the RNN's format: both checked by
+    running."""
     spec = sim.model.spec
     labels = list(spec.labels)
     lay = layout(sim)
@@ -1109,7 +1111,8 @@ NOTE = ("each simulator the registry builds, read off its built weights (checks/
         "proved for (step t, prompt length L, the previous block's states, the RNN's input u_t) and the roles "
         "select the case of the layout's next token; every product the machine rounds is exact (an integer factor) "
         "or, in the layers that simulate the RNN's step, the RNN's own product (exact.products). Not covered: the "
-        "promise |s| < 2^I_s and the RNN's values in its format (hypotheses, checked by running), the kernels' "
+        "promise |s| < 2^I_s (also for the zero-state step at the last prompt token) and the RNN's values in its "
+        "format (hypotheses, checked by running), the kernels' "
         "arithmetic (tested, not proved) and the scores' ranges (the declared obligations)")
 
 

@@ -541,7 +541,7 @@ def exact_facts(sim) -> list[dict]:
         if fmt.mode != "raise":
             bad.append(f"{what}'s format is in {fmt.mode} mode (values would be clipped, not refused)")
     for lab, e in zip(labels, spec.embedding):            # the embedding's own products: coef x feature
-        if e[0] == K.F_TOK_INV and not _integral(e[2]):     # every other feature is an integer
+        if e[0] in (K.F_TOK_INV, K.F_POS_INV) and not _integral(e[2]):   # every other feature is an integer
             bad.append(f"the embedding rounds {Fraction(e[2])} x {K.FEATURE_NAMES.get(e[0], e[0])} into {lab}")
     out = []
     for li, L in enumerate(spec.attn_layers):
