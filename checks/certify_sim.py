@@ -325,10 +325,16 @@ def _copy_fact(spec, head, copy: dict, layer: str) -> dict:
             "answer": "holds" if not bad else "sat", **({"counterexample": "; ".join(bad[:4])} if bad else {})}
 
 
+def clamp_key(Q, n):
+    """The key a position head attends at query position n (its lemma, below):
+    clamp(Q - 1, 0, n) for the query value Q."""
+    return z3.If(Q < 1, 0, z3.If(Q > n + 1, n, Q - 1))
+
+
 def _position_facts(score: _Score, query: dict, s: int, layer: str) -> list[dict]:
     n, j = z3.Ints(f"{score.tag}.n {score.tag}.j")
     Q = _combo(score, query)
-    t = z3.If(Q < 1, 0, z3.If(Q > n + 1, n, Q - 1))
+    t = clamp_key(Q, n)
     hyps = [n >= 1, j >= 0, j <= n, j != t]
     concl = score(t, {}) - score(j, {}) >= s
     shown = _show(query)

@@ -70,11 +70,9 @@ import numpy as np
 from rnngap.constructions import kernels as K
 from rnngap.constructions.vocab import token_code
 
-from .certify_sim import (Val, _embedded, _fact, _q, _unmet, emit_plan, layout, plan, role_plan, type_plan)
+from .certify_sim import (Val, _embedded, _fact, _q, _unmet, clamp_key as _clamp_key, emit_plan, layout, plan,
+                          role_plan, type_plan)
 from .symbolic import prove, z3
-
-COVERS = "composition"
-
 
 def _real(v):
     if isinstance(v, (int, Fraction)):
@@ -88,7 +86,7 @@ class _Reference:
     there (from the type lemma's plan and the built embedding)."""
 
     def __init__(self, sim, tag: str):
-        self.sim, self.lay = sim, layout(sim)
+        self.lay = layout(sim)
         self.spec, self.labels = sim.model.spec, list(sim.model.spec.labels)
         lay = self.lay
         self.S, self.B = lay["S"], lay["B"]
@@ -97,7 +95,8 @@ class _Reference:
         self.u = z3.Function(f"{tag}.chain.prompt", I, I)         # the prompt's code at position j
         self.y = z3.Function(f"{tag}.chain.y", I, I)              # the code of the RNN's token y_b
         self.U = [z3.Function(f"{tag}.chain.U{i}", I, I) for i in range(self.S)]   # 2^f s_b^i
-        self.rows = {name: want for name, _, _, _, want in type_plan(sim)}
+        self.rows = {name: (lo, hi, want) for name, _, lo, hi, want in type_plan(sim)}
+        """type-lemma row -> (lowest code, highest code, what layer 1 writes there)"""
 
     def kinds(self, j):
         """[(type-lemma row, condition on j, code at j)] over the layout's kinds of position."""
@@ -119,19 +118,13 @@ class _Reference:
         """x[lab] at a position of kind ``row`` and code ``code``: layer 1's value
         there (the type lemma) or, for a direction layer 1 does not write, the
         built embedding's."""
-        want = self.rows[row]
+        want = self.rows[row][2]
         if lab in want:
             v = want[lab]
             return _real(v.fn(code) if isinstance(v, Val) else v)
         if lab not in self.labels:
             raise ValueError(f"no direction {lab!r}")
         return _embedded(self.spec, self.labels.index(lab), code, j)
-
-    def value(self, lab: str, j):
-        out = z3.RealVal(0)
-        for row, cond, c in reversed(self.kinds(j)):
-            out = z3.If(cond, self.value_of(row, c, j, lab), out)
-        return out
 
     def copy(self, combo: dict, j):
         """sum_lab c x[lab] at position j (one case split over the kinds)."""
@@ -147,11 +140,6 @@ class _Reference:
             if not (z3.is_rational_value(here) and here.as_fraction() == 0):
                 out = z3.If(cond, here, out)
         return out
-
-
-def _clamp_key(Q, p):
-    """The key a position head attends at query position p (its lemma): clamp(Q - 1, 0, p)."""
-    return z3.If(Q < 1, 0, z3.If(Q > p + 1, p, Q - 1))
 
 
 def _conjoin(name: str, layer: str, stmt: str, hyps: list, goals: list) -> dict:
@@ -175,7 +163,7 @@ def chain_facts(sim, tag: str = "sim") -> list[dict]:
     P = (sim.model.max_positions or sim.n_pos + 1) - 1
     mp, mc = sim.max_prompt, sim.max_rnn_cot
     out = []
-    rows = {name: (lo, hi, want) for name, _, lo, hi, want in type_plan(sim)}
+    rows = ref.rows
     flags = ["is_rnn_token", "is_filler"] + [f"is_state{i}" for i in range(S)] + ["is_counter"]
     # --- the type lemma's flags: 0/1 and one-hot on every row (the role and firstK lemmas' hypotheses)
     bad = [f"{name}: {({f_: want.get(f_) for f_ in flags})}" for name, (_, _, want) in rows.items()
@@ -211,7 +199,7 @@ def chain_facts(sim, tag: str = "sim") -> list[dict]:
         out.append(_fact(layer, "chain.firstK", "for every prompt length 1 <= L <= max_prompt: is_counter = 0 at "
                          "every position j < L and = 1 at L (so firstK's lemma, with is_counter 0/1 everywhere, "
                          "makes it attend L from position L on, and position 0 before)", base + [j >= 0, j < L],
-                         z3.And(ref.value("is_counter", j) == 0, ref.value("is_counter", L) == 1)))
+                         z3.And(ref.copy({"is_counter": 1}, j) == 0, ref.copy({"is_counter": 1}, L) == 1)))
         emb = {lab: ref.spec.embedding[ref.labels.index(lab)] for lab in ("pos", "one") if lab in ref.labels}
         texts = [(n, lo_, hi_, sorted((k, v_.text if isinstance(v_, Val) else v_) for k, v_ in w.items()))
                  for n, (lo_, hi_, w) in rows.items()]
