@@ -690,7 +690,8 @@ def certify(only: list[str] | None = None, constructions: dict | None = None,
             order = sorted(range(len(chosen)), key=lambda i: -_cost(chosen[i]))
             futures = {pool.submit(_certify_named, chosen[i].name): i for i in order[:1]}
             futures[pool.submit(_rest, only, constructions, facts)] = -1
-            futures.update({pool.submit(_layer_row, only, constructions, facts, mod, chunk): -2 - k
+            futures.update({pool.submit(_layer_row, only, constructions, facts, mod, chunk, _chain(mod, k, chunks,
+                                                                                                 every_n)): -2 - k
                             for k, (mod, chunk) in enumerate(chunks)})
             futures.update({pool.submit(_certify_named, chosen[i].name): i for i in order[1:]})
             out: list = [None] * len(chosen)
@@ -704,7 +705,8 @@ def certify(only: list[str] | None = None, constructions: dict | None = None,
         out = [r if r is not None else _certify_one(cert) for r, cert in zip(out, chosen)]
     else:
         out = [_certify_one(cert) for cert in chosen]
-        parts = [_layer_row(only, constructions, facts, mod, chunk) for mod, chunk in chunks]
+        parts = [_layer_row(only, constructions, facts, mod, chunk, _chain(mod, k, chunks, every_n))
+                 for k, (mod, chunk) in enumerate(chunks)]
         rest = _rest(only, constructions, facts)
     from .certify_istree import merge
     rows = []
@@ -719,13 +721,26 @@ LAYER_ROWS = ("certify_dfs", "certify_istree")
 certify_layers): the IsTree Transformer's (T4.7-up) and the IsTree hybrid's (T5.6)."""
 
 
-def _layer_row(only, constructions, facts: bool, mod: str, sizes: tuple) -> list[Result]:
+def _chain(mod: str, k: int, chunks: list, every_n: bool) -> bool:
+    """Whether chunk k proves its row's composition: with ``every_n`` (``--full``)
+    the first chunk of a row that has one (the IsTree hybrid's; about 17 s of
+    one worker, so not in the default run's 60 s)."""
+    return every_n and mod in CHAIN_ROWS and all(m != mod for m, _ in chunks[:k])
+
+
+CHAIN_ROWS = ("certify_istree",)
+"""The per-layer rows whose ``certify_layers`` takes ``chain``: the IsTree
+hybrid's composition (checks/certify_istree_chain.py)."""
+
+
+def _layer_row(only, constructions, facts: bool, mod: str, sizes: tuple, chain: bool = False) -> list[Result]:
     """The per-layer certificate of module ``mod`` (:data:`LAYER_ROWS`) at the
-    sizes ``sizes``, proved from the built models, with ``facts``; [] when not asked for."""
+    sizes ``sizes``, proved from the built models, with ``facts``, and with
+    ``chain`` its composition; [] when not asked for."""
     M = importlib.import_module(f".{mod}", __package__)
     if constructions is not None or not facts or (only and M.CLAIM not in only and M.NAME not in only):
         return []
-    return [M.certify_layers(Result, sizes)]
+    return [M.certify_layers(Result, sizes, chain=True) if chain else M.certify_layers(Result, sizes)]
 
 
 def _rest(only, constructions, facts: bool) -> list[Result]:

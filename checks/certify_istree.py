@@ -378,18 +378,25 @@ _HYPS = {"records": "0/1 token flags and their delays, eos_seen in {0, 1} counti
                      "integer >= 0, u_smaller in {0, 1}, codes in the vocabulary's range"}
 
 
-def record_facts(model, N: int, tag: str = "istree") -> list[dict]:
-    """RNN layer 1's MLP: where the position sits in a record of the CoT (after
-    [EOS]: "~ c p" and "[QUERY] p s") and the keys the parent and size heads read."""
-    lo, hi = _codes(N)
-    name = f"{tag}.{_key_of(model)}.rec"
+RECORD_INPUTS = ("is_dash", "is_tilde@2", "is_query@2", "is_eos", "is_eos@1", "eos_seen", "tok", "prev1", "prev2",
+                 "prev3", "prev1_sq")
+"""The directions RNN layer 1's MLP reads (:func:`record_plan`)."""
+
+
+def record_hyps(v: dict, lo, hi) -> list:
+    """The domain RNN layer 1's MLP is proved on (``v``: its inputs as z3 Int terms)."""
     flags = ("is_dash", "is_tilde@2", "is_query@2", "is_eos", "is_eos@1", "eos_seen")
-    codes = ("tok", "prev1", "prev2", "prev3")
-    ints = {lab: z3.Int(f"{name}.{lab}") for lab in flags + codes + ("prev1_sq",)}
-    v = ints
     hyps = [z3.Or(v[f] == 0, v[f] == 1) for f in flags]
     hyps += [v["eos_seen"] >= v["is_eos"] + v["is_eos@1"]]          # the latch counts them: at most one [EOS]
-    hyps += [z3.And(v[c] >= lo, v[c] <= hi) for c in codes] + [v["prev1_sq"] == v["prev1"] * v["prev1"]]
+    return hyps + [z3.And(v[c] >= lo, v[c] <= hi) for c in ("tok", "prev1", "prev2", "prev3")] + \
+        [v["prev1_sq"] == v["prev1"] * v["prev1"]]
+
+
+def record_plan(v: dict) -> list:
+    """[(fact, extra hypotheses, direction, its planned value, text)]: what RNN
+    layer 1's MLP writes, as a function of its inputs ``v`` (z3 Int terms): the
+    fact proves it of the built MLP on :func:`record_hyps`, the composition
+    (checks/certify_istree_chain.py) uses it on the CoT's values."""
     e2 = z3.And(v["eos_seen"] == 1, v["is_eos"] == 0, v["is_eos@1"] == 0)    # [EOS] two or more tokens back
     parent, size = z3.And(v["is_tilde@2"] == 1, e2), z3.And(v["is_query@2"] == 1, e2)
     p1, p1sq = z3.ToReal(v["prev1"]), z3.ToReal(v["prev1_sq"])
@@ -406,7 +413,44 @@ def record_facts(model, N: int, tag: str = "istree") -> list[dict]:
                   (f"{key}.off", [z3.Not(at)], key, z3.RealVal(0), f"off {rec}: {key} = 0"),
                   (f"{key}_sq.on", [at], f"{key}_sq", p1sq, f"at {rec}: {key}_sq = prev1^2"),
                   (f"{key}_sq.off", [z3.Not(at)], f"{key}_sq", z3.RealVal(0), f"off {rec}: {key}_sq = 0")]
-    return _mlp_facts(model, 0, "records and keys", ints, hyps, plan_, "records")
+    return plan_
+
+
+def record_facts(model, N: int, tag: str = "istree") -> list[dict]:
+    """RNN layer 1's MLP: where the position sits in a record of the CoT (after
+    [EOS]: "~ c p" and "[QUERY] p s") and the keys the parent and size heads read."""
+    lo, hi = _codes(N)
+    name = f"{tag}.{_key_of(model)}.rec"
+    ints = {lab: z3.Int(f"{name}.{lab}") for lab in RECORD_INPUTS}
+    return _mlp_facts(model, 0, "records and keys", ints, record_hyps(ints, lo, hi), record_plan(ints), "records")
+
+
+COUNTER_INPUTS = ("chain_marker@1", "edge_markers", "joins", "u_smaller", "prev1", "prev4")
+"""The directions RNN layer 2's MLP reads (:func:`counter_plan`)."""
+
+
+def counter_hyps(v: dict, lo, hi) -> list:
+    """The domain RNN layer 2's MLP is proved on."""
+    return [z3.Or(v["chain_marker@1"] == 0, v["chain_marker@1"] == 1), v["edge_markers"] >= 0,
+            v["edge_markers"] <= 2, z3.Implies(v["chain_marker@1"] == 1, v["edge_markers"] >= 1),
+            v["joins"] >= 0, z3.Or(v["u_smaller"] == 0, v["u_smaller"] == 1)] + \
+        [z3.And(v[c] >= lo, v[c] <= hi) for c in ("prev1", "prev4")]
+
+
+def counter_plan(v: dict, N) -> list:
+    """What RNN layer 2's MLP writes (as :func:`record_plan`), N the model's vertex
+    count (an int, or a z3 term in the composition)."""
+    after_marker = v["chain_marker@1"] == 1
+    u = v["u_smaller"] == 1
+    return [("at_su", [], "at_su", _flag(z3.And(after_marker, v["edge_markers"] == 1)),
+             "at_su = [right after the edge's first marker]"),
+            ("at_sv", [], "at_sv", _flag(z3.And(after_marker, v["edge_markers"] == 2)),
+             "at_sv = [right after the edge's second marker]"),
+            ("joins_ok", [], "joins_ok", _flag(v["joins"] == N - 1), f"joins_ok = [joins = N - 1 = {N - 1}]"),
+            ("child_root", [], "child_root", z3.ToReal(z3.If(u, v["prev1"], v["prev4"])),
+             "child_root = prev1 (r_u) if u_smaller else prev4 (r_v)"),
+            ("parent_root", [], "parent_root", z3.ToReal(z3.If(u, v["prev4"], v["prev1"])),
+             "parent_root = prev4 (r_v) if u_smaller else prev1 (r_u)")]
 
 
 def counter_facts(model, N: int, tag: str = "istree") -> list[dict]:
@@ -415,24 +459,8 @@ def counter_facts(model, N: int, tag: str = "istree") -> list[dict]:
     roots of a union."""
     lo, hi = _codes(N)
     name = f"{tag}.{_key_of(model)}.cnt"
-    ints = {lab: z3.Int(f"{name}.{lab}") for lab in ("chain_marker@1", "edge_markers", "joins", "u_smaller",
-                                                       "prev1", "prev4")}
-    v = ints
-    hyps = [z3.Or(v["chain_marker@1"] == 0, v["chain_marker@1"] == 1), v["edge_markers"] >= 0,
-            v["edge_markers"] <= 2, z3.Implies(v["chain_marker@1"] == 1, v["edge_markers"] >= 1),
-            v["joins"] >= 0, z3.Or(v["u_smaller"] == 0, v["u_smaller"] == 1)]
-    hyps += [z3.And(v[c] >= lo, v[c] <= hi) for c in ("prev1", "prev4")]
-    after_marker = v["chain_marker@1"] == 1
-    u = v["u_smaller"] == 1
-    plan_ = [("at_su", [], "at_su", _flag(z3.And(after_marker, v["edge_markers"] == 1)),
-              "at_su = [right after the edge's first marker]"),
-             ("at_sv", [], "at_sv", _flag(z3.And(after_marker, v["edge_markers"] == 2)),
-              "at_sv = [right after the edge's second marker]"),
-             ("joins_ok", [], "joins_ok", _flag(v["joins"] == N - 1), f"joins_ok = [joins = N - 1 = {N - 1}]"),
-             ("child_root", [], "child_root", z3.ToReal(z3.If(u, v["prev1"], v["prev4"])),
-              "child_root = prev1 (r_u) if u_smaller else prev4 (r_v)"),
-             ("parent_root", [], "parent_root", z3.ToReal(z3.If(u, v["prev4"], v["prev1"])),
-              "parent_root = prev4 (r_v) if u_smaller else prev1 (r_u)")]
+    ints = {lab: z3.Int(f"{name}.{lab}") for lab in COUNTER_INPUTS}
+    hyps, plan_ = counter_hyps(ints, lo, hi), counter_plan(ints, N)
     out = _mlp_facts(model, 1, "roles after the markers, joins_ok, the union's roots", ints, hyps, plan_, "counters")
     if len(model.spec.rnn_layers) > 2:      # RNN layer 3 (the delayed roles) has no MLP
         L = model.spec.rnn_layers[2]
@@ -640,16 +668,11 @@ def next_code_facts(model, N: int, tag: str = "istree") -> list[dict]:
     out = _writes_only(L, labels, {"next_code"}, "next.writes", layer)
     lo, hi = _codes(N)
     name = f"{tag}.{_key_of(model)}.next"
-    ints = {lab: z3.Int(f"{name}.{lab}") for lab in _ROLE_FLAGS + _FETCH_FLAGS + _OTHER_FLAGS + _VALUES
-            + ("merged_size@5",)}
+    ints = {lab: z3.Int(f"{name}.{lab}") for lab in NEXT_INPUTS}
     x = {lab: z3.Real(f"{name}.x.{lab}") for lab in labels}
     x.update({lab: z3.ToReal(v) for lab, v in ints.items()})
     x["one"] = z3.RealVal(1)
-    fetch = sum((ints[f] for f in _FETCH_FLAGS), z3.IntVal(0))
-    hyps = [z3.Or(ints[f] == 0, ints[f] == 1) for f in _ROLE_FLAGS + _FETCH_FLAGS + _OTHER_FLAGS]
-    hyps += [fetch + sum((ints[f] for f in _ROLE_FLAGS), z3.IntVal(0)) == 1]
-    hyps += [z3.And(ints[v] >= lo, ints[v] <= hi) for v in _VALUES]
-    hyps += [ints["merged_size@5"] >= 2 * lo - 1, ints["merged_size@5"] <= 2 * hi - 1]
+    hyps, cases = next_domain(ints, lo, hi)
     try:
         after = _mlp(L, labels, x)
     except ValueError as e:
@@ -658,6 +681,27 @@ def next_code_facts(model, N: int, tag: str = "istree") -> list[dict]:
         return out + [_unmet("next.direction", layer, "a direction next_code", "none")]
     got = after("next_code") - x["next_code"]
     v = {lab: x[lab] for lab in _VALUES + ("merged_size@5",)}
+    for role, text, case, want in cases:
+        stmt = (f"{text}: the MLP writes next_code = {_want_text(role)}, for every value of its inputs "
+                f"(codes in {lo}..{hi}; read off the built W1, b1, W2, b2)")
+        out.append(_fact(layer, f"next.{role}", stmt, hyps + case, got == want(v)))
+    return out
+
+
+NEXT_INPUTS = _ROLE_FLAGS + _FETCH_FLAGS + _OTHER_FLAGS + _VALUES + ("merged_size@5",)
+"""The directions the attention layer's MLP reads (:func:`next_domain`)."""
+
+
+def next_domain(ints: dict, lo, hi) -> tuple[list, list]:
+    """(the domain the attention layer's MLP is proved on, its cases [(role, text,
+    the case's conditions, next_code as a function of the values)]), on its
+    inputs ``ints`` (z3 Int terms; :func:`role_plan`)."""
+    fetch = sum((ints[f] for f in _FETCH_FLAGS), z3.IntVal(0))
+    hyps = [z3.Or(ints[f] == 0, ints[f] == 1) for f in _ROLE_FLAGS + _FETCH_FLAGS + _OTHER_FLAGS]
+    hyps += [fetch + sum((ints[f] for f in _ROLE_FLAGS), z3.IntVal(0)) == 1]
+    hyps += [z3.And(ints[v] >= lo, ints[v] <= hi) for v in _VALUES]
+    hyps += [ints["merged_size@5"] >= 2 * lo - 1, ints["merged_size@5"] <= 2 * hi - 1]
+    cases = []
     for role, flags, text, want in role_plan():
         case = []
         for f, val in flags.items():
@@ -667,10 +711,8 @@ def next_code_facts(model, N: int, tag: str = "istree") -> list[dict]:
             case.append(ints[_EMITS[role]] <= hi)
         elif role.startswith("fetch.eos"):
             case.append(ints["fetched_token"] == token_code(EOS))
-        stmt = (f"{text}: the MLP writes next_code = {_want_text(role)}, for every value of its inputs "
-                f"(codes in {lo}..{hi}; read off the built W1, b1, W2, b2)")
-        out.append(_fact(layer, f"next.{role}", stmt, hyps + case, got == want(v)))
-    return out
+        cases.append((role, text, case, want))
+    return hyps, cases
 
 
 def _want_text(role: str) -> str:
@@ -708,20 +750,31 @@ def facts(model, N: int) -> list[dict]:
                   + readout_facts(model, N), key=rank)
 
 
-def certify_layers(result_cls, sizes: tuple | None = None):
+CHAIN_LABEL = "hybrid-istree(every N)"
+"""The label of the composition's facts (checks/certify_istree_chain.py): they
+are symbolic in N and read the plans, not one model."""
+
+
+def certify_layers(result_cls, sizes: tuple | None = None, chain: bool = False):
     """One certificate over :func:`facts` of the hybrids built at each (N,
-    m_max) in ``sizes`` (:data:`NS` when None); a ``result_cls``
-    (checks/certify.py's Result)."""
+    m_max) in ``sizes`` (:data:`NS` when None), with ``chain`` also the
+    composition (:func:`checks.certify_istree_chain.chain_facts`, for every N;
+    ``covers`` then names it); a ``result_cls`` (checks/certify.py's Result)."""
     import sys
 
     from rnngap.constructions.hybrid import istree_hybrid
-    return certify_sizes(result_cls, sys.modules[__name__], sizes, istree_hybrid)
+
+    from .certify_istree_chain import chain_facts
+    extra = [(CHAIN_LABEL, chain_facts)] if chain else []
+    return certify_sizes(result_cls, sys.modules[__name__], sizes, istree_hybrid, extra)
 
 
-def certify_sizes(result_cls, row, sizes: tuple | None, build):
+def certify_sizes(result_cls, row, sizes: tuple | None, build, extra: list = ()):
     """The per-layer certificate of the module ``row`` (its CLAIM, NAME, NOTE,
     COVERS, NS, ``label`` and ``facts``) over the models ``build(N, m)`` at each
-    (N, m) in ``sizes`` (``row.NS`` when None), each built and proved when reached."""
+    (N, m) in ``sizes`` (``row.NS`` when None), each built and proved when
+    reached; then each (label, facts function) of ``extra`` (the composition:
+    covers ``composition``)."""
     sizes = row.NS if sizes is None else tuple(sizes)
     if not sizes:
         raise ValueError(f"{row.NAME}: no sizes to prove")
@@ -732,7 +785,10 @@ def certify_sizes(result_cls, row, sizes: tuple | None, build):
                 model = build(N, m)
                 return row.label(model), row.facts(model, N)
             yield N, run
-    return layer_certificate(result_cls, row.CLAIM, row.NAME, row.NOTE, row.COVERS, runs())
+        for lab, fn in extra:
+            yield sizes[0][0], (lambda lab=lab, fn=fn: (lab, fn()))
+    covers = tuple(row.COVERS) + (("composition",) if extra else ())
+    return layer_certificate(result_cls, row.CLAIM, row.NAME, row.NOTE, covers, runs())
 
 
 def layer_certificate(result_cls, claim: str, name: str, note: str, covers, runs):
@@ -801,7 +857,9 @@ def merge(result_cls, parts: list):
                   key=lambda r: (r[0], r[1]))
     failures = [fl for p in parts for fl in p.failures]
     first = parts[0]
+    covers = [c for p in parts for c in p.covers]
+    covers = [c for i, c in enumerate(covers) if c not in covers[:i]]
     return result_cls(first.claim, first.construction, len(recs), min(p.n_min for p in parts),
                       max(p.n_max for p in parts), "smt", not failures, round(sum(p.seconds for p in parts), 3),
-                      failures=failures, facts=[r[2] for r in recs], note=first.note, covers=list(first.covers),
+                      failures=failures, facts=[r[2] for r in recs], note=first.note, covers=covers,
                       source="built-model", steps=[r[3] for r in recs])

@@ -313,10 +313,16 @@ def test_vocabulary_mutant_fails(monkeypatch):
 
 def test_every_n_alone_gives_the_row(monkeypatch):
     """``certify --full --only <the row>``: no construction record is chosen, and
-    the sweep's chunks still give the one row, every size in order (a smaller sweep
-    here; in one process, where the patch is seen)."""
+    the sweep's chunks still give the one row, the composition (once, first) and
+    every size in order (a smaller sweep here; in one process, where the patch is
+    seen)."""
     from rnngap.checks.certify import certify
     monkeypatch.setattr(CI, "NS_FULL", ((2, 2), (3, 2), (4, 4)))
     rs = certify([CI.NAME], every_n=True, workers=1)
-    assert [r.construction for r in rs] == [CI.NAME] and rs[0].certified
-    assert [CI._sizes_of(f) for f in rs[0].facts][::len(rs[0].facts) // 3] == [(2, 2), (3, 2), (4, 4)]
+    assert [r.construction for r in rs] == [CI.NAME] and rs[0].certified and "composition" in rs[0].covers
+    sized = [f for f in rs[0].facts if not f["fact"].startswith(CI.CHAIN_LABEL)]
+    chain = rs[0].facts[:len(rs[0].facts) - len(sized)]
+    assert [f["fact"] for f in chain] == [f"{CI.CHAIN_LABEL}: chain.{r}" for r in ("bos", "u", "sep", "v", "eos",
+                                          "xu", "rootu", "marku", "su", "xv", "rootv", "markv", "sv", "ru", "su2",
+                                          "tilde", "c", "p", "query", "p2", "s")]
+    assert [CI._sizes_of(f) for f in sized][::len(sized) // 3] == [(2, 2), (3, 2), (4, 4)]

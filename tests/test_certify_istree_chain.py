@@ -1,0 +1,219 @@
+"""The IsTree hybrid's composition (checks/certify_istree_chain.py).
+
+The chain of the unmutated plans is proved for every N; its reference (the
+layout the chain states) is the task's union-find CoT on every graph tried; and
+designs where the builder and the plan change together, so that every
+per-layer fact still holds, fail the chain at the role whose next token they
+break.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import numpy as np
+import pytest
+
+from rnngap.checks import certify_istree as CI
+from rnngap.checks import certify_istree_chain as C
+from rnngap.checks.tasks.istree_unionfind import unionfind_cot
+from rnngap.constructions import hybrid as H
+from rnngap.constructions.vocab import DASH, FALSE, QUERY, TILDE, TRUE, number_token
+
+from _mutants import head_kwargs
+
+
+def _failed(facts):
+    return sorted({f["fact"] for f in facts if f["answer"] not in ("unsat", "holds")})
+
+
+def test_the_composition_is_proved_for_every_n():
+    facts = C.chain_facts()
+    assert [f["fact"] for f in facts] == [f"chain.{r}" for r in C._PROMPT_ROLES + C._SEG_ROLES]
+    assert _failed(facts) == [] and all(f["method"] == "smt" and f["query"] for f in facts)
+    assert "for every N >= 1" in facts[0]["statement"]
+    assert C.chain_facts() == facts          # proved once per process: the same records
+
+
+# ----------------------------------------------------------------------------
+# the chain's reference is the task's
+def _layout_cot(n_nodes: int, edges) -> tuple[list[int], int]:
+    """The CoT as the chain's reference lays it out (the module's docstring): a find
+    chain follows the latest record "~ x p" written so far, a root's size is the
+    s of the latest "[QUERY] r s" (1 without one); union by size, ties to the
+    v-side root."""
+    cot: list[int] = []
+
+    def latest(first, key):
+        for j in range(len(cot) - 3, -1, -1):
+            if cot[j] == first and cot[j + 1] == key:
+                return cot[j + 2]
+        return None
+
+    def find(x):
+        chain = [number_token(x)]
+        while (p := latest(TILDE, chain[-1])) is not None:
+            chain.append(p)
+        size = latest(QUERY, chain[-1])
+        cot.extend(chain + [DASH, number_token(1) if size is None else size])
+        return chain[-1], cot[-1]
+    for u, v in edges:
+        ru, su = find(u)
+        rv, sv = find(v)
+        cot.append(ru)
+        if ru == rv:
+            return cot, FALSE
+        cot.append(su)
+        c, p = (ru, rv) if su <= sv else (rv, ru)
+        cot += [TILDE, c, p, QUERY, p, su + sv - number_token(0)]
+    return cot, (TRUE if len(edges) == n_nodes - 1 else FALSE)
+
+
+def _graphs():
+    for n in range(1, 5):
+        pairs = [(a, b) for a in range(n) for b in range(n) if a != b]
+        for m in range(0, 4):
+            yield from ((n, list(es)) for es in itertools.product(pairs, repeat=m))
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        n = int(rng.integers(2, 40))
+        m = int(rng.integers(0, n + 2))
+        yield n, [(int(rng.integers(0, n)), int(rng.integers(0, n))) for _ in range(m)]
+
+
+def test_the_chains_reference_is_the_tasks_union_find_cot():
+    count = 0
+    for n, edges in _graphs():
+        assert _layout_cot(n, edges) == unionfind_cot(n, edges), (n, edges)
+        count += 1
+    assert count > 2000
+
+
+# ----------------------------------------------------------------------------
+# a design changed in the builder and the plan together: the layers prove, the chain does not
+def _build(monkeypatch, name, wrap, N=3):
+    real = getattr(H, name)
+    with monkeypatch.context() as mp:
+        mp.setattr(H, name, wrap(real))
+        return H.istree_hybrid(N)
+
+
+def _plan_with(monkeypatch, head, copy):
+    real = CI.plan
+
+    def plan():
+        out = real()
+        kind, args, cp = out[head]
+        out[head] = (kind, args, {**cp, **copy})
+        return out
+    monkeypatch.setattr(CI, "plan", plan)
+    monkeypatch.setattr(C, "plan", plan)
+
+
+def _chain_fails(roles_failing, roles_holding):
+    for role in roles_failing:
+        f = C._role_fact(role, "mutant")
+        assert f["answer"] == "sat" and "reference's next token" in f["counterexample"], (role, f)
+    for role in roles_holding:
+        assert C._role_fact(role, "mutant")["answer"] == "unsat", role
+
+
+def test_a_fetch_one_position_off_in_builder_and_plan_fails_only_the_chain(monkeypatch):
+    wrap = head_kwargs("fetch", lambda kw: {**kw, "components": [
+        dataclasses.replace(c, query={"joins": 3, "edge_markers": 2, "one": 1}) for c in kw["components"]]})
+    model = _build(monkeypatch, "match_head", wrap)
+    monkeypatch.setattr(CI, "_FETCH_QUERY", {"joins": 3, "edge_markers": 2, "one": 1})
+    assert _failed(CI.head_facts(model)) == []
+    _chain_fails(["eos", "s"], ["p"])
+
+
+def test_r_u_copied_from_prev1_in_builder_and_plan_fails_only_the_chain(monkeypatch):
+    def wrap(real):
+        def patched(name, flag, pos, one, copy, fmt, max_pos):
+            if name == "last_su":
+                copy = {**copy, "latest_ru": {"prev1": 1}}
+            return real(name, flag, pos, one, copy, fmt, max_pos)
+        return patched
+    model = _build(monkeypatch, "latest_flag_head", wrap)
+    _plan_with(monkeypatch, "last_su", {"latest_ru": {"prev1": 1}})
+    assert _failed(CI.head_facts(model)) == []
+    _chain_fails(["sv"], [])
+
+
+def test_a_lone_roots_size_as_code_1_in_builder_and_plan_fails_only_the_chain(monkeypatch):
+    model = _build(monkeypatch, "match_head", head_kwargs(
+        "size", lambda kw: {**kw, "copy": {"root_size": {"tok": 1, "is_bos": 1}}}))
+    _plan_with(monkeypatch, "size", {"root_size": {"tok": 1, "is_bos": 1}})
+    assert _failed(CI.head_facts(model)) == []
+    _chain_fails(["marku"], [])
+
+
+def test_the_merged_size_delayed_by_4_in_builder_and_plan_fails_only_the_chain(monkeypatch):
+    def wrap(real):
+        def patched(rec, name, combo, depth, outs):
+            if name == "s":
+                depth, outs = 4, {4: "merged_size@5"}
+            return real(rec, name, combo, depth, outs)
+        return patched
+    model = _build(monkeypatch, "delay_chain", wrap)
+    real = CI.direction_plan
+
+    def direction_plan(model):
+        out = real(model)
+        out[2]["merged_size@5"] = lambda st, u: st.delay({"tok": 1, "prev2": 1, "one": -1}, 4, u)
+        return out
+    monkeypatch.setattr(CI, "direction_plan", direction_plan)
+    monkeypatch.setattr(C, "direction_plan", direction_plan)
+    assert _failed(CI.recurrence_facts(model)) == []
+    _chain_fails(["p2"], [])
+
+
+def test_the_child_root_slot_writing_the_parent_root_in_builder_and_plan_fails_only_the_chain(monkeypatch):
+    def wrap(real):
+        def patched(value, gates, big, out, closed=(), bias=0):
+            if gates == [{"after_sv3": 1}]:
+                value = {"parent_root@2": 1}
+            return real(value, gates, big, out, closed, bias)
+        return patched
+    model = _build(monkeypatch, "gated_value_neuron", wrap)
+    real = CI.role_plan
+
+    def role_plan():
+        return [(r, f, t, (lambda v: v["parent_root@2"]) if r == "after_sv3" else w) for r, f, t, w in real()]
+    monkeypatch.setattr(CI, "role_plan", role_plan)
+    monkeypatch.setattr(CI, "_EMITS", {**CI._EMITS, "after_sv3": "parent_root@2"})
+    assert _failed(CI.next_code_facts(model, 3)) == []
+    _chain_fails(["tilde"], ["c"])
+
+
+def test_a_prefix_sum_the_reference_does_not_count_is_named(monkeypatch):
+    real = CI.direction_plan
+
+    def direction_plan(model):
+        out = real(model)
+        out[1]["joins"] = lambda st, u: st.prefix({"at_parent_record": 1}, u)
+        return out
+    monkeypatch.setattr(C, "direction_plan", direction_plan)
+    facts = C.chain_facts(tag="mutant")
+    assert [f["fact"] for f in facts] == ["chain.read"] and "at_parent_record" in facts[0]["counterexample"]
+
+
+# ----------------------------------------------------------------------------
+# the row
+def test_the_row_with_the_composition_covers_it():
+    from rnngap.checks.certify import Result
+    res = CI.certify_layers(Result, ((2, 2),), chain=True)
+    assert res.certified and res.covers[-1] == "composition"
+    chain = [f for f in res.facts if f["fact"].startswith(CI.CHAIN_LABEL)]
+    assert len(chain) == len(C._PROMPT_ROLES + C._SEG_ROLES)
+    plain = CI.certify_layers(Result, ((3, 3),))
+    merged = CI.merge(Result, [res, plain])
+    assert "composition" in merged.covers and CI.sizes_text(merged) == "(N, m_max) in (2, 2), (3, 3)"
+
+
+@pytest.mark.parametrize("every_n", [False, True])
+def test_certify_proves_the_composition_with_full_only(monkeypatch, every_n):
+    from rnngap.checks import certify as CE
+    chunks = [("certify_dfs", ((7, 6),)), ("certify_istree", ((4, 6),)), ("certify_istree", ((7, 6),))]
+    got = [CE._chain(mod, k, chunks, every_n) for k, (mod, _) in enumerate(chunks)]
+    assert got == ([False, True, False] if every_n else [False, False, False])
