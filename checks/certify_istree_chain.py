@@ -315,14 +315,15 @@ def _integer(goals: list, text: str, v):
 _READS: dict = {}
 
 
-def _reads(make, inputs: tuple, d: str) -> set:
-    """The inputs the plan's rows for direction d read."""
-    key = (make.__name__ if hasattr(make, "__name__") else id(make), inputs, d)
+def _reads(make, args: tuple, inputs: tuple, d: str) -> set:
+    """The inputs the plan's rows for direction d read (``args``: the plan's further
+    arguments, N, which change no row's inputs)."""
+    key = (make, inputs, d)
     if key not in _READS:
         from z3.z3util import get_vars
         probe = {lab: z3.Int(f"reads.{lab}") for lab in inputs}
         names = set()
-        for _, extra, out, want, _ in make(probe):
+        for _, extra, out, want, _ in make(probe, *args):
             if out == d:
                 for term in list(extra) + [want]:
                     names |= {str(x) for x in get_vars(term)}
@@ -330,9 +331,17 @@ def _reads(make, inputs: tuple, d: str) -> set:
     return _READS[key]
 
 
-def _outputs(make, inputs: tuple) -> set:
-    """The directions an MLP plan writes."""
-    return {out for _, _, out, _, _ in make({lab: z3.Int(f"outputs.{lab}") for lab in inputs})}
+_OUTPUTS: dict = {}
+
+
+def _outputs(make, args: tuple, inputs: tuple) -> set:
+    """The directions an MLP plan writes (keyed by the plan function and its inputs:
+    ``args``, N, changes none)."""
+    key = (make, inputs)
+    if key not in _OUTPUTS:
+        probe = {lab: z3.Int(f"outputs.{lab}") for lab in inputs}
+        _OUTPUTS[key] = {out for _, _, out, _, _ in make(probe, *args)}
+    return _OUTPUTS[key]
 
 
 class _Pos:
@@ -401,21 +410,21 @@ class _Pos:
         for li, fns in self.rnn.items():
             if d in fns:
                 return fns[d](_Stream(self), self.t + off)
-        for inputs, make, hyps in ((RECORD_INPUTS, record_plan, record_hyps),
-                                   (COUNTER_INPUTS, lambda v: counter_plan(v, self.N), counter_hyps)):
-            if d in _outputs(make, inputs):
-                return self._mlp(off, d, inputs, make, hyps)
+        for inputs, make, args, hyps in ((RECORD_INPUTS, record_plan, (), record_hyps),
+                                         (COUNTER_INPUTS, counter_plan, (self.N,), counter_hyps)):
+            if d in _outputs(make, args, inputs):
+                return self._mlp(off, d, inputs, make, args, hyps)
         raise ValueError(f"no layer of the plans writes {d!r}")
 
-    def _mlp(self, off: int, d: str, inputs, make, hyps):
+    def _mlp(self, off: int, d: str, inputs, make, args: tuple, hyps):
         first = off == 0 and inputs not in self.domains
         if off == 0:
             self.domains.add(inputs)
         # the inputs d's rows read (at off = 0 all of them: the domain is a goal there)
-        reads = inputs if first else _reads(make, inputs, d)
+        reads = inputs if first else _reads(make, args, inputs, d)
         v = {lab: (_integer(self.goals if first else [], lab, self.val(off, lab)) if lab in reads
                    else z3.Int(f"{self.tag}.unread.{lab}")) for lab in inputs}
-        rows = [(extra, want) for _, extra, out, want, _ in make(v) if out == d]
+        rows = [(extra, want) for _, extra, out, want, _ in make(v, *args) if out == d]
         if first:
             self.goals += [(f"the domain of the MLP reading {', '.join(inputs)}", z3.And(*hyps(v, self.lo, self.hi)))]
             if any(extra for extra, _ in rows):
