@@ -47,7 +47,7 @@ from rnngap.constructions.bounds import SYM, A, N, largest
 from rnngap.constructions.fixedpoint import MAX_MAGNITUDE_BITS, MAX_WIDE_MAGNITUDE_BITS
 from rnngap.constructions.obligations import Construction
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """Version of the ``certify --json`` record (docs/records.md); 2 added ``covers``,
 ``source`` and the built-model certificates; 3 added ``n_max_int64`` (``n_max``
 counts two-limb storage for the constructions that declare it); 4: the row
@@ -61,7 +61,9 @@ is ``sim: token types, heads and RNN layers (built)`` (it also covers
 ``istree-dfs: every layer on its own (built)`` (claim T4.7-up, checks/certify_dfs.py), and the
 simulator's row also covers ``argmax-mlps``; 7: the simulator's row also covers
 ``composition`` (its layers chained over the CoT: checks/certify_sim_chain.py) and
-``exact-products`` (every product the machine rounds exact or the RNN's own)."""
+``exact-products`` (every product the machine rounds exact or the RNN's own); 8: with
+``--full`` the IsTree hybrid's row also covers ``composition`` (its layers chained over
+the union-find CoT for every N: checks/certify_istree_chain.py)."""
 I_SYM = sp.Symbol("I", integer=True, nonnegative=True)
 F_SYM = sp.Symbol("f", integer=True, nonnegative=True)
 N_CAP = 1 << 62

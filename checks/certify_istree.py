@@ -4,7 +4,8 @@ The union-find hybrid (constructions/hybrid.py ``istree_hybrid``: three RNN
 layers, then one attention layer and a number readout) writes a chain of
 thought, so a whole-model certificate needs an induction over the CoT it
 writes, showing that what each layer is handed is what the next one is proved
-for (the composition: not done, docs/certify.md). What this module proves is
+for: the composition, checks/certify_istree_chain.py, proved for every N with
+``--full`` (``certify_layers(..., chain=True)``). What this module proves is
 each layer on its own, read off the built weights, for the sizes N of
 :data:`NS` (``--full``: every N whose format fits int64), against a plan
 written here from the CoT's design (the records "~ c p" and "[QUERY] p s", the
@@ -49,8 +50,8 @@ roles of a position), never from the builder's constants:
   inputs in the vocabulary's code range;
 * the **readout** emits the token whose code is next_code.
 
-Hypotheses the facts state and the composition would have to discharge (the
-exhaustive and sampled runs of ``rnngap verify`` test them): the 0/1 flags and
+Hypotheses the facts state and the composition discharges (and the
+exhaustive and sampled runs of ``rnngap verify`` test): the 0/1 flags and
 the one-hot roles the layers write on a well-formed CoT, at most one [EOS],
 edge_markers in {0, 1, 2}, the codes in the CoT's range (-9..N + 1: the
 specials, the vertices, the sizes; the vocabulary is checked to hold them all),
@@ -106,8 +107,10 @@ NOTE = ("the IsTree hybrid, every layer on its own, at each size proved (by defa
         "[joins = N - 1], the union's roots); each head's score attends the plan's key (fetch: cnt = 3 joins + "
         "2 edge_markers + 2; parent, size: the latest matching record, else [BOS]; last_su: the latest flagged "
         "key) by sharpness(f), W_O W_V copies the plan's values; the attention MLP writes the next CoT token's "
-        "code in each role; the readout emits it. Not covered: the composition (an induction over the CoT "
-        "the model writes, discharging each layer's stated hypotheses)")
+        "code in each role; the readout emits it. With --full also the composition (checks/certify_istree_chain.py: "
+        "an induction over the union-find CoT for every N, one fact per role of a position, each layer handed "
+        "what its fact is proved for and the next token the reference's; exact arithmetic); not in the default "
+        "run")
 
 
 
