@@ -430,7 +430,9 @@ class _Pos:
             if any(extra for extra, _ in rows):
                 self.goals.append((f"one of the plan's cases for {d} holds",
                                    z3.Or(*[z3.And(*extra) if extra else z3.BoolVal(True) for extra, _ in rows])))
-        out = z3.Real(f"{self.tag}.{d}@{off}.uncovered")       # a value no case of the plan covers: unknown
+        # a value no case of the plan covers: unknown (never taken: one case holds at every position, a goal
+        # of the position's own fact)
+        out = z3.ToReal(z3.Int(f"{self.tag}.{d}@{off}.uncovered"))
         for extra, want in reversed(rows):
             out = z3.If(z3.And(*extra), want, out) if extra else want
         return out
@@ -465,12 +467,15 @@ def _plans_key() -> str:
     from .certify_istree import role_plan
     n = z3.Int("plans.key")
     probe = lambda labs: {lab: z3.Int(f"k.{lab}") for lab in labs}          # noqa: E731
-    texts = [repr(sorted(embedding_plan().items())), repr(plan())]
+    lo, hi = _codes(n)
+    texts = [repr(sorted(embedding_plan().items())), repr(plan()), repr((RECORD, BASIC, _OTHER_FLAGS, _VALUES)),
+             repr((RECORD_INPUTS, COUNTER_INPUTS, NEXT_INPUTS)), str((lo, hi))]
     texts += [repr([(f, [str(e) for e in ex], d, str(w)) for f, ex, d, w, _ in make])
               for make in (record_plan(probe(RECORD_INPUTS)), counter_plan(probe(COUNTER_INPUTS), n))]
+    texts += [str(record_hyps(probe(RECORD_INPUTS), lo, hi)), str(counter_hyps(probe(COUNTER_INPUTS), lo, hi))]
     st = _KeyStream()
     texts += [repr({d: str(fn(st, z3.Int("u"))) for d, fn in fns.items()}) for fns in direction_plan(None).values()]
-    hyps, cases = next_domain(probe(NEXT_INPUTS), -9, n + 1)
+    hyps, cases = next_domain(probe(NEXT_INPUTS), lo, hi)
     texts += [str(hyps), repr([(r, str(c), str(w({lab: z3.Real(lab) for lab in _VALUES + ("merged_size@5",)})))
                                for r, _, c, w in cases])]
     texts += [repr([(r, f) for r, f, _, _ in role_plan()])]
@@ -478,9 +483,14 @@ def _plans_key() -> str:
 
 
 class _KeyStream:
-    """A stream that spells the recurrence plans as text (for :func:`_plans_key`)."""
+    """A stream that spells the recurrence plans as text (for :func:`_plans_key`)
+    and records the directions they read (:func:`order_fact`)."""
+
+    def __init__(self):
+        self.read: set = set()
 
     def x(self, d, u):
+        self.read.add(d)
         return z3.Real(f"x.{d}({u})")
 
     def combo(self, combo, u):
@@ -490,11 +500,66 @@ class _KeyStream:
         return z3.If(u >= k, self.combo(combo, u - k), z3.RealVal(0))
 
     def prefix(self, combo, u):
+        self.read |= set(combo)
         return z3.Real(f"prefix.{sorted((d, str(c)) for d, c in combo.items())}({u})")
 
 
+def stages() -> list[tuple[str, set, set]]:
+    """The layers in the order the model runs them, each (name, the directions its
+    plan writes, those it reads): the embedding; each RNN layer's recurrence, then
+    its MLP (layer 3 has none); the heads (their queries, keys and copies); the
+    attention layer's MLP."""
+    out = [("the embedding", set(embedding_plan()), set())]
+    mlps = {0: ("RNN layer 1's MLP", record_plan, (), RECORD_INPUTS),
+            1: ("RNN layer 2's MLP", counter_plan, (z3.Int("order.N"),), COUNTER_INPUTS)}
+    for li, fns in sorted(direction_plan(None).items()):
+        st = _KeyStream()
+        for fn in fns.values():
+            fn(st, z3.Int("order.u"))
+        out.append((f"RNN layer {li + 1}'s recurrence", set(fns), st.read - {"one"}))
+        if li in mlps:
+            name, make, args, inputs = mlps[li]
+            out.append((name, set(_outputs(make, args, inputs)), set(inputs)))
+    for h, (kind, args, copy) in plan().items():
+        reads = {d for combo in copy.values() for d in combo}
+        reads |= set(args[0]) if kind == "position" else set(args) if kind == "match" else set(args)
+        reads |= {"cnt", "cnt_sq", "is_bos"}            # the lemmas' key side: the clock and [BOS]
+        out.append((f"head {h}", set(copy), reads - {"one"}))
+    out.append(("the attention layer's MLP", {"next_code"}, set(NEXT_INPUTS)))
+    return out
+
+
+def order_fact() -> dict:
+    """``chain.order``: each direction has one writer, a head or a layer, and every
+    direction a layer reads is written before it (the embedding, or an earlier
+    layer; the heads of the one attention layer read what the RNN layers wrote,
+    the attention MLP what the heads copied): so the value a layer reads is the
+    value the chain gives it, the writer's. With the per-layer facts (each layer
+    writes only its plan's directions) this holds of the built model."""
+    st = stages()
+    bad, writer = [], {}
+    for i, (name, writes, _) in enumerate(st):
+        for d in writes:
+            if d in writer:
+                bad.append(f"{d} is written by {st[writer[d]][0]} and by {name}")
+            writer.setdefault(d, i)
+    heads = [i for i, (n, _, _) in enumerate(st) if n.startswith("head ")]
+    for i, (name, _, reads) in enumerate(st):
+        before = min(heads) if i in heads else i          # the heads read the residual before their layer
+        for d in sorted(reads):
+            if d not in writer:
+                bad.append(f"{name} reads {d}, which no layer writes")
+            elif writer[d] >= before:
+                bad.append(f"{name} reads {d}, written by {st[writer[d]][0]}, not before it")
+    return {"fact": "chain.order", "layer": LAYER, "method": "exact",
+            "statement": "each direction is written by one layer or head of the plans, and every direction a layer "
+                         "reads is written before it (the embedding, the RNN layers' recurrences and MLPs in turn, "
+                         "the heads, the attention MLP): what a layer reads is its writer's value",
+            "answer": "holds" if not bad else "sat", **({"counterexample": "; ".join(bad[:4])} if bad else {})}
+
+
 def _roles(tag: str) -> list[dict]:
-    out = []
+    out = [order_fact()]
     for role in _PROMPT_ROLES + _SEG_ROLES:
         out.append(_role_fact(role, tag))
     return out
@@ -549,6 +614,11 @@ def _role_query(role: str, tag: str) -> tuple[str, list, list]:
         goals += [(f"{kd} = {'c' if role == 'p' == rec else 'p' if role == 's' == rec else '0'}",
                    v == z3.ToReal(want)), (f"{kd}_sq = {kd}^2", pos.val(0, f"{kd}_sq") == v * v)]
     goals.append((f"at_su = {int(role == 'su')}", pos.val(0, "at_su") == (1 if role == "su" else 0)))
+    goals.append((f"is_bos = {int(role == 'bos')} (the lemmas' key side: [BOS] at position 0 alone)",
+                  pos.val(0, "is_bos") == (1 if role == "bos" else 0)))
+    for _, writes, _ in [s_ for s_ in stages() if not s_[0].startswith("head ") and s_[0] != "the attention layer's MLP"]:
+        for d in sorted(writes):            # whatever a head's built W_Q reads is an integer here
+            _integer(goals, f"{d} (a direction a query may read)", pos.val(0, d))
     for h, (_, _, copy) in plan().items():
         for tgt, combo in copy.items():
             c = _copy(pos, combo)

@@ -19,7 +19,7 @@ from rnngap.constructions import kernels as K
 from rnngap.constructions import hybrid as H
 from rnngap.constructions.vocab import FALSE, TRUE, token_code
 
-from _mutants import head_kwargs
+from _mutants import head_kwargs, last_su_copies_r_u_from_prev1
 
 
 def _failed(facts):
@@ -94,13 +94,7 @@ def test_head_mutants_fail(monkeypatch, mutant):
 
 def test_latest_flag_mutant_fails(monkeypatch):
     """last_su copies r_u from prev1 (the s_u's own code), not prev2."""
-    def wrap(real):
-        def patched(name, flag, pos, one, copy, fmt, max_pos):
-            if name == "last_su":
-                copy = {**copy, "latest_ru": {"prev1": 1}}
-            return real(name, flag, pos, one, copy, fmt, max_pos)
-        return patched
-    model = _build(monkeypatch, H, "latest_flag_head", wrap)
+    model = _build(monkeypatch, H, "latest_flag_head", last_su_copies_r_u_from_prev1)
     assert "last_su.copy" in _failed(CI.head_facts(model))
 
 
@@ -322,7 +316,7 @@ def test_every_n_alone_gives_the_row(monkeypatch):
     assert [r.construction for r in rs] == [CI.NAME] and rs[0].certified and "composition" in rs[0].covers
     sized = [f for f in rs[0].facts if not f["fact"].startswith(CI.CHAIN_LABEL)]
     chain = rs[0].facts[:len(rs[0].facts) - len(sized)]
-    assert [f["fact"] for f in chain] == [f"{CI.CHAIN_LABEL}: chain.{r}" for r in ("bos", "u", "sep", "v", "eos",
+    assert [f["fact"] for f in chain] == [f"{CI.CHAIN_LABEL}: chain.{r}" for r in ("order", "bos", "u", "sep", "v", "eos",
                                           "xu", "rootu", "marku", "su", "xv", "rootv", "markv", "sv", "ru", "su2",
                                           "tilde", "c", "p", "query", "p2", "s")]
     assert [CI._sizes_of(f) for f in sized][::len(sized) // 3] == [(2, 2), (3, 2), (4, 4)]

@@ -20,7 +20,7 @@ from rnngap.checks.tasks.istree_unionfind import unionfind_cot
 from rnngap.constructions import hybrid as H
 from rnngap.constructions.vocab import DASH, FALSE, QUERY, TILDE, TRUE, number_token
 
-from _mutants import head_kwargs
+from _mutants import head_kwargs, last_su_copies_r_u_from_prev1
 
 
 def _failed(facts):
@@ -29,9 +29,9 @@ def _failed(facts):
 
 def test_the_composition_is_proved_for_every_n():
     facts = C.chain_facts()
-    assert [f["fact"] for f in facts] == [f"chain.{r}" for r in C._PROMPT_ROLES + C._SEG_ROLES]
-    assert _failed(facts) == [] and all(f["method"] == "smt" and f["query"] for f in facts)
-    assert "for every N >= 1" in facts[0]["statement"]
+    assert [f["fact"] for f in facts] == ["chain.order"] + [f"chain.{r}" for r in C._PROMPT_ROLES + C._SEG_ROLES]
+    assert _failed(facts) == [] and all(f["method"] == "smt" and f["query"] for f in facts[1:])
+    assert "for every N >= 1" in facts[1]["statement"]
     assert C.chain_facts() == facts          # proved once per process: the same records
 
 
@@ -128,13 +128,7 @@ def test_a_fetch_one_position_off_in_builder_and_plan_fails_only_the_chain(monke
 
 
 def test_r_u_copied_from_prev1_in_builder_and_plan_fails_only_the_chain(monkeypatch):
-    def wrap(real):
-        def patched(name, flag, pos, one, copy, fmt, max_pos):
-            if name == "last_su":
-                copy = {**copy, "latest_ru": {"prev1": 1}}
-            return real(name, flag, pos, one, copy, fmt, max_pos)
-        return patched
-    model = _build(monkeypatch, "latest_flag_head", wrap)
+    model = _build(monkeypatch, "latest_flag_head", last_su_copies_r_u_from_prev1)
     _plan_with(monkeypatch, "last_su", {"latest_ru": {"prev1": 1}})
     assert _failed(CI.head_facts(model)) == []
     _chain_fails(["sv"], [])
@@ -198,6 +192,73 @@ def test_a_prefix_sum_the_reference_does_not_count_is_named(monkeypatch):
     assert [f["fact"] for f in facts] == ["chain.read"] and "at_parent_record" in facts[0]["counterexample"]
 
 
+def test_a_delay_read_before_its_source_is_written_fails_the_order(monkeypatch):
+    """chain_marker@1 moved into RNN layer 1's recurrence (builder and plan), which
+    runs before layer 1's MLP writes chain_marker: the model's delay reads 0 there,
+    every per-layer fact holds (a recurrence is proved for any input sequence), and
+    the role facts, which read each direction at its writer's value, cannot see
+    it; the order fact names it."""
+    from rnngap.constructions.gadgets import Recurrence, delay_chain
+    orig_space, orig_counters = H._istree_space, H._istree_counters
+
+    def space(m_max, P, code_max):
+        s, front = orig_space(m_max, P, code_max)
+        s.hidden("chain_marker@1")
+        delay_chain(front, "chain_marker", {"chain_marker": 1}, 1, {1: "chain_marker@1"})
+        return s, front
+
+    def counters(N, code_max):
+        rec, mlp = orig_counters(N, code_max)
+        out = Recurrence()
+        for name in ("joins", "edge_markers"):
+            st = out.add_state(f"s_{name}")
+            out.A[(st, st)] = 1
+            for (s_, d), c in rec.B.items():
+                if s_ == f"s_{name}":
+                    out.B[(st, d)] = c
+            out.C[(name, st)] = 1
+        return out, mlp
+    monkeypatch.setattr(H, "_istree_space", space)
+    monkeypatch.setattr(H, "_istree_counters", counters)
+    monkeypatch.setattr(H, "_IST_COUNTERS", tuple(d for d in H._IST_COUNTERS if d != "chain_marker@1"))
+    model = H.istree_hybrid(3)
+    real = CI.direction_plan
+
+    def direction_plan(model):
+        out = real(model)
+        out[0]["chain_marker@1"] = out[1].pop("chain_marker@1")
+        return out
+    monkeypatch.setattr(CI, "direction_plan", direction_plan)
+    monkeypatch.setattr(C, "direction_plan", direction_plan)
+    assert _failed(CI.facts(model, 3)) == []
+    f = C.order_fact()
+    assert f["answer"] == "sat" and "RNN layer 1's recurrence reads chain_marker, written by RNN layer 1's MLP" \
+        in f["counterexample"], f
+
+
+def test_two_writers_of_one_direction_fail_the_order(monkeypatch):
+    """A direction the plans let two layers, or two heads, write: the model adds the
+    writes, the chain would read one of them."""
+    real_rp, real_plan = CI.record_plan, CI.plan
+
+    def record_plan(v):
+        return real_rp(v) + [("prev1_bump", [], "prev1", v["is_dash"], "prev1 += is_dash")]
+    monkeypatch.setattr(C, "record_plan", record_plan)
+    f = C.order_fact()
+    assert f["answer"] == "sat" and "prev1 is written by RNN layer 1's recurrence and by RNN layer 1's MLP" \
+        in f["counterexample"], f
+    monkeypatch.setattr(C, "record_plan", real_rp)
+
+    def plan():
+        out = real_plan()
+        kind, args, copy = out["fetch"]
+        out["fetch"] = (kind, args, {**copy, "latest_ru": {"tok": 1}})
+        return out
+    monkeypatch.setattr(C, "plan", plan)
+    f = C.order_fact()
+    assert f["answer"] == "sat" and "latest_ru is written by head fetch and by head last_su" in f["counterexample"]
+
+
 # ----------------------------------------------------------------------------
 # the row
 def test_the_row_with_the_composition_covers_it():
@@ -205,7 +266,7 @@ def test_the_row_with_the_composition_covers_it():
     res = CI.certify_layers(Result, ((2, 2),), chain=True)
     assert res.certified and res.covers[-1] == "composition"
     chain = [f for f in res.facts if f["fact"].startswith(CI.CHAIN_LABEL)]
-    assert len(chain) == len(C._PROMPT_ROLES + C._SEG_ROLES)
+    assert len(chain) == 1 + len(C._PROMPT_ROLES + C._SEG_ROLES)
     plain = CI.certify_layers(Result, ((3, 3),))
     merged = CI.merge(Result, [res, plain])
     assert "composition" in merged.covers and CI.sizes_text(merged) == "(N, m_max) in (2, 2), (3, 3)"
