@@ -30,7 +30,8 @@ roles of a position), never from the builder's constants:
 
   with every direction the query reads a free integer and the key at position
   j as the earlier layers make it: ``cnt`` = j + 1 and ``cnt_sq`` = (j + 1)^2
-  (the clock, proved above), ``is_bos`` = [j = 0], and the head's key direction
+  (the clock the recurrence writes: its plan's value, which the composition,
+  checks/certify_istree_chain.py, proves is j + 1), ``is_bos`` = [j = 0], and the head's key direction
   a free integer k with its square k^2 (0 at [BOS], where the gated neurons
   are off). z3 proves what the plan (:func:`plan`) says each head does, every
   case by at least sharpness(f) > (f + 1) ln 2 (so the fixed-point softmax is
@@ -258,8 +259,36 @@ def _state_meaning(st: _Stream, m: tuple):
     return None
 
 
+class _TextStream:
+    """A stream that spells a recurrence plan as text (:func:`plan_text`) and records
+    the directions it reads."""
+
+    def __init__(self):
+        self.read: set = set()
+
+    def x(self, d, u):
+        self.read.add(d)
+        return z3.Real(f"x.{d}({u})")
+
+    def combo(self, combo, u):
+        return sum((_q(c) * self.x(d, u) for d, c in combo.items()), z3.RealVal(0))
+
+    def delay(self, combo, k, u):
+        return z3.If(u >= k, self.combo(combo, u - k), z3.RealVal(0))
+
+    def prefix(self, combo, u):
+        self.read |= set(combo)
+        return z3.Real(f"prefix.{sorted((d, str(c)) for d, c in combo.items())}({u})")
+
+
+def plan_text(fns: dict) -> str:
+    """One RNN layer's plan (direction -> its value as a function of the stream) as text."""
+    st = _TextStream()
+    return repr({d: str(fn(st, z3.Int("u"))) for d, fn in fns.items()})
+
+
 _PROVED: dict = {}
-"""(tag, layer, labels, states, meanings, A, B, C) -> its facts: an RNN layer's
+"""(tag, layer, labels, states, meanings, the plan, A, B, C) -> its facts: an RNN layer's
 recurrence does not depend on N, so its proof is done once per process. The
 facts' names do not name the model, so a model with the same key gets exactly
 the facts (statements and queries) a proof of its own gives: the records do not
@@ -281,7 +310,7 @@ def recurrence_facts(model, tag: str = "istree") -> list[dict]:
         return [_unmet("rnn.layers", "RNN", f"{len(want)} RNN layers", f"{len(spec.rnn_layers)}")]
     for li, L in enumerate(spec.rnn_layers):
         layer = f"RNN layer {li + 1}, recurrence"
-        key = (tag, li, tuple(labels), tuple(L.state_labels), repr(L.state_meaning),
+        key = (tag, li, tuple(labels), tuple(L.state_labels), repr(L.state_meaning), plan_text(want[li]),
                *(repr(np.asarray(M).tolist()) for M in (L.A, L.B, L.C)))       # exact values (Fractions)
         if key in _PROVED:              # the same built A, B, C (and plan) as a model proved before: the same proof
             out += [dict(f) for f in _PROVED[key]]

@@ -72,8 +72,8 @@ from rnngap.constructions import kernels as K
 from rnngap.constructions.vocab import BOS, DASH, EOS, FALSE, QUERY, TILDE, TRUE, token_code
 
 from .certify_istree import (COUNTER_INPUTS, NEXT_INPUTS, RECORD_INPUTS, _codes, _OTHER_FLAGS, _VALUES,
-                             counter_hyps, counter_plan, direction_plan, embedding_plan, next_domain, plan,
-                             record_hyps, record_plan)
+                             _TextStream, counter_hyps, counter_plan, direction_plan, embedding_plan, next_domain,
+                             plan, plan_text, record_hyps, record_plan)
 from .certify_sim import _q, _unmet
 from .certify_sim_chain import _conjoin
 from .symbolic import z3
@@ -473,35 +473,12 @@ def _plans_key() -> str:
     texts += [repr([(f, [str(e) for e in ex], d, str(w)) for f, ex, d, w, _ in make])
               for make in (record_plan(probe(RECORD_INPUTS)), counter_plan(probe(COUNTER_INPUTS), n))]
     texts += [str(record_hyps(probe(RECORD_INPUTS), lo, hi)), str(counter_hyps(probe(COUNTER_INPUTS), lo, hi))]
-    st = _KeyStream()
-    texts += [repr({d: str(fn(st, z3.Int("u"))) for d, fn in fns.items()}) for fns in direction_plan(None).values()]
+    texts += [plan_text(fns) for fns in direction_plan(None).values()]
     hyps, cases = next_domain(probe(NEXT_INPUTS), lo, hi)
     texts += [str(hyps), repr([(r, str(c), str(w({lab: z3.Real(lab) for lab in _VALUES + ("merged_size@5",)})))
                                for r, _, c, w in cases])]
     texts += [repr([(r, f) for r, f, _, _ in role_plan()])]
     return "\n".join(texts)
-
-
-class _KeyStream:
-    """A stream that spells the recurrence plans as text (for :func:`_plans_key`)
-    and records the directions they read (:func:`order_fact`)."""
-
-    def __init__(self):
-        self.read: set = set()
-
-    def x(self, d, u):
-        self.read.add(d)
-        return z3.Real(f"x.{d}({u})")
-
-    def combo(self, combo, u):
-        return sum((_q(c) * self.x(d, u) for d, c in combo.items()), z3.RealVal(0))
-
-    def delay(self, combo, k, u):
-        return z3.If(u >= k, self.combo(combo, u - k), z3.RealVal(0))
-
-    def prefix(self, combo, u):
-        self.read |= set(combo)
-        return z3.Real(f"prefix.{sorted((d, str(c)) for d, c in combo.items())}({u})")
 
 
 def stages() -> list[tuple[str, set, set]]:
@@ -513,7 +490,7 @@ def stages() -> list[tuple[str, set, set]]:
     mlps = {0: ("RNN layer 1's MLP", record_plan, (), RECORD_INPUTS),
             1: ("RNN layer 2's MLP", counter_plan, (z3.Int("order.N"),), COUNTER_INPUTS)}
     for li, fns in sorted(direction_plan(None).items()):
-        st = _KeyStream()
+        st = _TextStream()
         for fn in fns.values():
             fn(st, z3.Int("order.u"))
         out.append((f"RNN layer {li + 1}'s recurrence", set(fns), st.read - {"one"}))
@@ -613,9 +590,16 @@ def _role_query(role: str, tag: str) -> tuple[str, list, list]:
         v = pos.val(0, kd)
         goals += [(f"{kd} = {'c' if role == 'p' == rec else 'p' if role == 's' == rec else '0'}",
                    v == z3.ToReal(want)), (f"{kd}_sq = {kd}^2", pos.val(0, f"{kd}_sq") == v * v)]
-    goals.append((f"at_su = {int(role == 'su')}", pos.val(0, "at_su") == (1 if role == "su" else 0)))
-    goals.append((f"is_bos = {int(role == 'bos')} (the lemmas' key side: [BOS] at position 0 alone)",
-                  pos.val(0, "is_bos") == (1 if role == "bos" else 0)))
+    for h, (kind, args, _) in plan().items():
+        if kind == "latest":                # the latest flagged key, by the offers: this segment's s_u
+            goals.append((f"{h}'s flag {args[0]} = {int(role == 'su')} (1 at s_u alone)",
+                          pos.val(0, args[0]) == (1 if role == "su" else 0)))
+    # the heads' lemmas take the key at position j to hold cnt = j + 1, cnt_sq = (j + 1)^2 and is_bos = [j = 0]
+    # (certify_istree._key): the clock the recurrences write, and [BOS] at position 0 alone
+    goals += [("cnt = t + 1 (the key side of the heads' lemmas)", pos.val(0, "cnt") == z3.ToReal(pos.t + 1)),
+              ("cnt_sq = (t + 1)^2", pos.val(0, "cnt_sq") == z3.ToReal((pos.t + 1) * (pos.t + 1))),
+              (f"is_bos = {int(role == 'bos')} ([BOS] at position 0 alone)",
+               pos.val(0, "is_bos") == (1 if role == "bos" else 0))]
     for _, writes, _ in [s_ for s_ in stages() if not s_[0].startswith("head ") and s_[0] != "the attention layer's MLP"]:
         for d in sorted(writes):            # whatever a head's built W_Q reads is an integer here
             _integer(goals, f"{d} (a direction a query may read)", pos.val(0, d))
@@ -707,9 +691,8 @@ def _heads(pos: _Pos, role: str, ref: _Ref, k, lookups: dict, tag: str):
                 out = _lookup(pos, h, kd, copy, lookups[h], ref, k, goals, hyps, tag)
         elif kind == "latest":
             if h in lookups:
-                # at_su is 1 at s_u alone (every role's offer): the latest flagged key is this segment's s_u
+                # its flag is 1 at s_u alone (every role's offer): the latest flagged key is this segment's s_u
                 key = _Pos(ref, k, ref.offsets(k)["su"], pos.N, f"{pos.tag}.{h}")
-                goals.append((f"{h}'s flag {args[0]} is 1 at this segment's s_u", key.val(0, args[0]) == 1))
                 out = {tgt: _copy(key, combo) for tgt, combo in copy.items()}
         else:
             raise ValueError(f"head {h}: a kind the chain does not read ({kind})")

@@ -18,6 +18,7 @@ from rnngap.checks import certify_istree as CI
 from rnngap.checks import certify_istree_chain as C
 from rnngap.checks.tasks.istree_unionfind import unionfind_cot
 from rnngap.constructions import hybrid as H
+from rnngap.checks.symbolic import z3
 from rnngap.constructions.vocab import DASH, FALSE, QUERY, TILDE, TRUE, number_token
 
 from _mutants import head_kwargs, last_su_copies_r_u_from_prev1
@@ -178,6 +179,59 @@ def test_the_child_root_slot_writing_the_parent_root_in_builder_and_plan_fails_o
     monkeypatch.setattr(CI, "_EMITS", {**CI._EMITS, "after_sv3": "parent_root@2"})
     assert _failed(CI.next_code_facts(model, 3)) == []
     _chain_fails(["tilde"], ["c"])
+
+
+def test_last_su_keyed_by_a_flag_also_set_at_s_v_in_builder_and_plan_fails_only_the_chain(monkeypatch):
+    """chain_marker@1 is 1 right after either marker: at s_v the head would attend
+    s_v itself (a second review's find: the head's flag is now an offer of every role)."""
+    def wrap(real):
+        def patched(name, flag, pos, one, copy, fmt, max_pos):
+            return real(name, {"chain_marker@1": 1} if name == "last_su" else flag, pos, one, copy, fmt, max_pos)
+        return patched
+    model = _build(monkeypatch, "latest_flag_head", wrap)
+    real = CI.plan
+
+    def plan():
+        out = real()
+        kind, _, copy = out["last_su"]
+        out["last_su"] = (kind, ("chain_marker@1",), copy)
+        return out
+    monkeypatch.setattr(CI, "plan", plan)
+    monkeypatch.setattr(C, "plan", plan)
+    assert _failed(CI.head_facts(model)) == []
+    f = C._role_fact("sv", "mutant")
+    assert f["answer"] == "sat" and "last_su's flag chain_marker@1 = 0" in f["counterexample"], f
+    assert C._role_fact("su", "mutant")["answer"] == "unsat"
+
+
+def test_a_clock_at_twice_the_position_fails_the_chain(monkeypatch):
+    """The recurrences' plan writing cnt = 2 (t + 1) (a builder can be made to match,
+    and every per-layer fact then holds): the heads' lemmas take cnt = j + 1 at
+    the key, so every role's fact fails."""
+    real = CI.direction_plan
+
+    def direction_plan(model):
+        out = real(model)
+        out[0]["cnt"] = lambda st, u: z3.ToReal(2 * (u + 1))
+        out[0]["cnt_sq"] = lambda st, u: z3.ToReal(4 * (u + 1) * (u + 1))
+        return out
+    monkeypatch.setattr(C, "direction_plan", direction_plan)
+    for role in ("bos", "xu"):
+        f = C._role_fact(role, "mutant")
+        assert f["answer"] == "sat" and "cnt = t + 1" in f["counterexample"], f
+
+
+def test_the_recurrence_proofs_memo_is_keyed_by_the_plan(monkeypatch):
+    model = H.istree_hybrid(3)
+    assert _failed(CI.recurrence_facts(model)) == []
+    real = CI.direction_plan
+
+    def direction_plan(model):
+        out = real(model)
+        out[0]["cnt"] = lambda st, u: z3.ToReal(u + 7)
+        return out
+    monkeypatch.setattr(CI, "direction_plan", direction_plan)
+    assert _failed(CI.recurrence_facts(model)) == ["rnn1.directions"]
 
 
 def test_a_prefix_sum_the_reference_does_not_count_is_named(monkeypatch):
