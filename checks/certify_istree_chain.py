@@ -427,9 +427,9 @@ class _Pos:
         rows = [(extra, want) for _, extra, out, want, _ in make(v, *args) if out == d]
         if first:
             self.goals += [(f"the domain of the MLP reading {', '.join(inputs)}", z3.And(*hyps(v, self.lo, self.hi)))]
-            if any(extra for extra, _ in rows):
-                self.goals.append((f"one of the plan's cases for {d} holds",
-                                   z3.Or(*[z3.And(*extra) if extra else z3.BoolVal(True) for extra, _ in rows])))
+        if off == 0 and any(extra for extra, _ in rows):
+            self.goals.append((f"one of the plan's cases for {d} holds",
+                               z3.Or(*[z3.And(*extra) if extra else z3.BoolVal(True) for extra, _ in rows])))
         # a value no case of the plan covers: unknown (never taken: one case holds at every position, a goal
         # of the position's own fact)
         out = z3.ToReal(z3.Int(f"{self.tag}.{d}@{off}.uncovered"))
@@ -717,8 +717,8 @@ def _lookup(pos: _Pos, h: str, kd: str, copy: dict, lookup, ref: _Ref, k, goals:
         raise ValueError(f"{h}: its key {kd} is not a record key of the reference")
     q_ref, found_ref, value = lookup
     qv = pos.val(0, plan()[h][1][0])
-    goals.append((f"{h}'s query is the reference's {'vertex' if rec == 'p' else 'root'} (>= 1: only a record's "
-                  f"key can equal it)", z3.And(qv == z3.ToReal(q_ref), q_ref >= 1)))
+    goals.append((f"{h}'s query is the reference's {'vertex' if rec == 'p' else 'root'} (a vertex's code, >= 1: "
+                  f"only a record's key can equal it)", qv == z3.ToReal(q_ref)))
     found = z3.Bool(f"{tag}.{h}.found")
     kk = z3.Int(f"{tag}.{h}.kk")
     recseg = ref.seg(kk)

@@ -19,7 +19,7 @@ from rnngap.checks import certify_istree_chain as C
 from rnngap.checks.tasks.istree_unionfind import unionfind_cot
 from rnngap.constructions import hybrid as H
 from rnngap.checks.symbolic import z3
-from rnngap.constructions.vocab import DASH, FALSE, QUERY, TILDE, TRUE, number_token
+from rnngap.constructions.vocab import DASH, FALSE, QUERY, TILDE, TRUE, number_token, token_code
 
 from _mutants import head_kwargs, last_su_copies_r_u_from_prev1
 
@@ -88,6 +88,93 @@ def test_the_chains_reference_is_the_tasks_union_find_cot():
         assert _layout_cot(n, edges) == unionfind_cot(n, edges), (n, edges)
         count += 1
     assert count > 2000
+
+
+def _segments(edges) -> list[dict]:
+    """Each edge's segment of a real run: its find chains, sizes, whether it closes
+    a cycle, and the segment of the record each lookup finds (None: none)."""
+    parent, size, child_rec, size_rec, out = {}, {}, {}, {}, []
+
+    def find(x):
+        chain = [x]
+        while chain[-1] in parent:
+            chain.append(parent[chain[-1]])
+        return chain
+    for k, (u, v) in enumerate(edges):
+        xs, ys = find(u), find(v)
+        su, sv = size.get(xs[-1], 1), size.get(ys[-1], 1)
+        seg = {"x": xs, "y": ys, "su": su, "sv": sv, "cycle": xs[-1] == ys[-1],
+               "size_rec": (size_rec.get(xs[-1]), size_rec.get(ys[-1])),
+               "parent_rec": ([child_rec.get(a) for a in xs], [child_rec.get(a) for a in ys])}
+        out.append(seg)
+        if seg["cycle"]:
+            break
+        c, p = (xs[-1], ys[-1]) if su <= sv else (ys[-1], xs[-1])
+        parent[c], size[p], child_rec[c], size_rec[p] = p, su + sv, k, k
+    return out
+
+
+def _positions(edges, segs):
+    """(role, k, chain index) of every position of the run, with St(k)."""
+    m = len(edges)
+    out = [("bos", None, None)] + [(r, k, None) for k in range(m) for r in ("u", "sep", "v")] + [("eos", None, None)]
+    t = 3 * m + 2
+    for k, s in enumerate(segs):
+        A, B = len(s["x"]) - 1, len(s["y"]) - 1
+        s["St"] = t
+        out += [("xu", k, i) for i in range(A)] + [("rootu", k, None), ("marku", k, None), ("su", k, None)]
+        out += [("xv", k, i) for i in range(B)] + [(r, k, None) for r in ("rootv", "markv", "sv", "ru")]
+        out += [] if s["cycle"] else [(r, k, None) for r in ("su2", "tilde", "c", "p", "query", "p2", "s")]
+        t += A + B + 14
+    return out
+
+
+def _pins(role, N, edges, segs, k, i, sep) -> list:
+    """The real run's values for the free functions and variables of ``role``'s fact."""
+    I = z3.IntSort()
+    fn = lambda name, n=1: z3.Function(f"real.{role}.ref.{name}", *([I] * n), I)     # noqa: E731
+    out = [z3.Int(f"real.{role}.ref.N") == N, z3.Int(f"real.{role}.ref.m") == len(edges)]
+    out += [c for j, (u, v) in enumerate(edges) for c in (fn("u")(j) == u + 1, fn("v")(j) == v + 1,
+                                                           fn("sep")(j) == token_code(sep))]
+    for kk, s in enumerate(segs):
+        out += [fn("A")(kk) == len(s["x"]) - 1, fn("B")(kk) == len(s["y"]) - 1, fn("s_u")(kk) == s["su"] + 1,
+                fn("s_v")(kk) == s["sv"] + 1, fn("St")(kk) == s["St"]]
+        out += [fn("x", 2)(kk, j) == a + 1 for j, a in enumerate(s["x"])]
+        out += [fn("y", 2)(kk, j) == a + 1 for j, a in enumerate(s["y"])]
+    if k is not None:
+        out.append(z3.Int(f"real.{role}.k") == k)
+    if i is not None:
+        out.append(z3.Int(f"real.{role}.i") == i)
+    side = {"xu": 0, "rootu": 0, "xv": 1, "rootv": 1}.get(role)
+    lookup = (("parent", segs[k]["parent_rec"][side][i if i is not None else -1]) if side is not None else
+              ("size", segs[k]["size_rec"][role == "markv"]) if role in ("marku", "markv") else None)
+    if lookup:
+        h, kk = lookup
+        out.append(z3.Bool(f"real.{h}.found") == (kk is not None))
+        out += [] if kk is None else [z3.Int(f"real.{h}.kk") == kk]
+    return out
+
+
+def test_the_reference_hypotheses_hold_on_real_runs():
+    """Every role's hypotheses are satisfiable with a real run's values pinned (the
+    find chains, sizes, the records each lookup finds), and its goals hold there:
+    the chain's reference is true of real runs, none of which it leaves uncovered
+    by a false hypothesis (a third read review's check)."""
+    queries = {r: C._role_query(r, "real") for r in C._PROMPT_ROLES + C._SEG_ROLES}
+    graphs = [(4, [(0, 1), (1, 2), (2, 3)], DASH), (4, [(0, 1), (1, 2), (2, 0)], TILDE), (1, [], DASH),
+              (3, [(1, 0)], TILDE), (8, [(0, 1), (2, 3), (4, 5), (6, 7), (0, 2), (4, 6), (0, 4), (7, 1)], DASH)]
+    seen = set()
+    for N, edges, sep in graphs:
+        segs = _segments(edges)
+        for role, k, i in _positions(edges, segs):
+            _, hyps, goals = queries[role]
+            s = z3.Solver()
+            s.add(*hyps, *_pins(role, N, edges, segs, k, i, sep))
+            assert s.check() == z3.sat, (N, edges, role, k, i)
+            model = s.model()
+            assert [t for t, g in goals if not z3.is_true(model.eval(g, model_completion=True))] == [], (role, k, i)
+            seen.add(role)
+    assert seen == set(queries)
 
 
 # ----------------------------------------------------------------------------
