@@ -25,7 +25,8 @@ Two kinds of certificate (docs/certify.md):
   query in SMT-LIB and z3's answer ``unsat`` go into the certificate).
 * **the IsTree hybrid's and the IsTree Transformer's layers**, each on its own,
   proved from the built models at the sizes of checks/certify_istree.py and
-  checks/certify_dfs.py (many more with ``--full``).
+  checks/certify_dfs.py (many more with ``--full``, which also proves the IsTree
+  hybrid's composition over its CoT for every N: checks/certify_istree_chain.py).
 
 Example::
 
@@ -660,7 +661,8 @@ def certify(only: list[str] | None = None, constructions: dict | None = None,
     builds (their declared obligations; with ``facts`` their heads, proved from the
     built simulators: checks/certify_sim.py), the IsTree hybrid's layers
     (checks/certify_istree.py: at its default sizes N, or with ``every_n`` at
-    every N to int64, in chunks spread over the workers) and the machine lemmas.
+    every N to int64, in chunks spread over the workers, the first of which also
+    proves the composition, checks/certify_istree_chain.py) and the machine lemmas.
 
     With ``workers`` > 1 every certificate runs on a pool of that many spawned
     processes (checks.engine.PoolClient: Ctrl-C or an error ends them), the

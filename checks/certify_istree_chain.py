@@ -58,13 +58,22 @@ layer's MLP (``next_domain``). It concludes:
   latest s_u: this segment's) the next-code lemma's hypotheses hold and one of
   its cases gives the reference's next token.
 
-What the chain takes as given, each a stated hypothesis: that the run stays
-within the positions the heads' lemmas cover (the model's P; the generation
-driver's bound, measured by ``rnngap verify``), and the reference's own
-properties (a vertex in 1..N, a size <= N, the find chains and sizes are the
-latest records'). The facts are N-symbolic and read the plans, not a model, so
-they are proved once per process (:data:`_PROVED`); the per-layer facts tie
-each plan to the built model of each size.
+Every role's fact also proves what the heads' lemmas take of every key: the
+clock (cnt = t + 1, cnt_sq = (t + 1)^2), is_bos = 1 at [BOS] alone, and every
+direction a query may read an integer. ``chain.order`` (:func:`order_fact`,
+exact, on the plans) checks that each direction has one writer and is written
+before any layer reads it, so the value a role's fact gives a layer is the one
+the built layer reads.
+
+What the chain takes as given: that the run stays within the positions the
+heads' lemmas cover (the model's P; the generation driver's bound, measured by
+``rnngap verify``); the reference's own properties (a vertex in 1..N, a size
+<= N, the find chains and sizes are the latest records'), each a stated
+hypothesis; and exact arithmetic (the machine's rounding is not certified for
+this row; every value is an integer, or a half in the next-code MLP, and the
+runs execute in raise mode). The facts are N-symbolic and read the plans, not
+a model, so they are proved once per process (:data:`_PROVED`); the per-layer
+facts tie each plan to the built model of each size.
 """
 from __future__ import annotations
 
