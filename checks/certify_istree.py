@@ -170,7 +170,19 @@ def embedding_facts(model, want: dict | None = None, text: str | None = None) ->
 
 # ----------------------------------------------------------------------------
 # the RNN layers' recurrences, by induction on t over the built A, B, C
-class _Stream:
+class StreamOps:
+    """What a recurrence plan calls on a stream besides ``x`` and ``prefix``: a
+    combination at one position and a delayed one (0 before the start)."""
+
+    def combo(self, combo: dict, u):
+        return sum((_q(c) * self.x(d, u) for d, c in combo.items()), z3.RealVal(0))
+
+    def delay(self, combo: dict, k: int, u):
+        """combo(x(u - k)), 0 before the start."""
+        return z3.If(u >= k, self.combo(combo, u - k), z3.RealVal(0))
+
+
+class _Stream(StreamOps):
     """The input sequences of a layer as z3 terms: x_d(u) an uninterpreted real
     function of the position for each direction (``one`` = 1), and prefix sums
     sum_{i <= u} combo(x(i)) as uninterpreted functions whose defining equations
@@ -185,13 +197,6 @@ class _Stream:
         if d not in self.fns:
             self.fns[d] = z3.Function(f"{self.tag}.x.{d}", z3.IntSort(), z3.RealSort())
         return self.fns[d](u)
-
-    def combo(self, combo: dict, u):
-        return sum((_q(c) * self.x(d, u) for d, c in combo.items()), z3.RealVal(0))
-
-    def delay(self, combo: dict, k: int, u):
-        """combo(x(u - k)), 0 before the start."""
-        return z3.If(u >= k, self.combo(combo, u - k), z3.RealVal(0))
 
     def prefix(self, combo: dict, u):
         """sum_{i <= u} combo(x(i)) (0 for u < 0)."""
@@ -259,7 +264,7 @@ def _state_meaning(st: _Stream, m: tuple):
     return None
 
 
-class _TextStream:
+class _TextStream(StreamOps):
     """A stream that spells a recurrence plan as text (:func:`plan_text`) and records
     the directions it reads."""
 
@@ -269,12 +274,6 @@ class _TextStream:
     def x(self, d, u):
         self.read.add(d)
         return z3.Real(f"x.{d}({u})")
-
-    def combo(self, combo, u):
-        return sum((_q(c) * self.x(d, u) for d, c in combo.items()), z3.RealVal(0))
-
-    def delay(self, combo, k, u):
-        return z3.If(u >= k, self.combo(combo, u - k), z3.RealVal(0))
 
     def prefix(self, combo, u):
         self.read |= set(combo)

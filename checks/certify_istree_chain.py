@@ -81,8 +81,8 @@ from rnngap.constructions import kernels as K
 from rnngap.constructions.vocab import BOS, DASH, EOS, FALSE, QUERY, TILDE, TRUE, token_code
 
 from .certify_istree import (COUNTER_INPUTS, NEXT_INPUTS, RECORD_INPUTS, _codes, _OTHER_FLAGS, _VALUES,
-                             _TextStream, counter_hyps, counter_plan, direction_plan, embedding_plan, next_domain,
-                             plan, plan_text, record_hyps, record_plan)
+                             StreamOps, _TextStream, counter_hyps, counter_plan, direction_plan, embedding_plan,
+                             next_domain, plan, plan_text, record_hyps, record_plan)
 from .certify_sim import _q, _unmet
 from .certify_sim_chain import _conjoin
 from .symbolic import z3
@@ -247,7 +247,7 @@ class _Ref:
         return St + q
 
 
-class _Stream:
+class _Stream(StreamOps):
     """The RNN plans' view of the input sequences, from one position: x_d(u) is
     the value at position u (``u - t`` a constant offset), prefix sums are the
     reference's counts (the induction's hypothesis; stepped at the position
@@ -264,12 +264,6 @@ class _Stream:
 
     def x(self, d: str, u):
         return z3.RealVal(1) if d == "one" else self.pos.val(self._off(u), d)
-
-    def combo(self, combo: dict, u):
-        return sum((_q(c) * self.x(d, u) for d, c in combo.items()), z3.RealVal(0))
-
-    def delay(self, combo: dict, k: int, u):
-        return z3.If(u >= k, self.combo(combo, u - k), z3.RealVal(0))
 
     def prefix(self, combo: dict, u):
         bad = [d for d in combo if d not in BASIC]
