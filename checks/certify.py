@@ -25,8 +25,9 @@ Two kinds of certificate (docs/certify.md):
   query in SMT-LIB and z3's answer ``unsat`` go into the certificate).
 * **the IsTree hybrid's and the IsTree Transformer's layers**, each on its own,
   proved from the built models at the sizes of checks/certify_istree.py and
-  checks/certify_dfs.py (many more with ``--full``, which also proves the IsTree
-  hybrid's composition over its CoT for every N: checks/certify_istree_chain.py).
+  checks/certify_dfs.py (many more with ``--full``, which also proves each one's
+  composition over the chain of thought it writes, for every N:
+  checks/certify_istree_chain.py, checks/certify_dfs_chain.py).
 
 Example::
 
@@ -48,7 +49,7 @@ from rnngap.constructions.bounds import SYM, A, N, largest
 from rnngap.constructions.fixedpoint import MAX_MAGNITUDE_BITS, MAX_WIDE_MAGNITUDE_BITS
 from rnngap.constructions.obligations import Construction
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 """Version of the ``certify --json`` record (docs/records.md); 2 added ``covers``,
 ``source`` and the built-model certificates; 3 added ``n_max_int64`` (``n_max``
 counts two-limb storage for the constructions that declare it); 4: the row
@@ -64,7 +65,9 @@ simulator's row also covers ``argmax-mlps``; 7: the simulator's row also covers
 ``composition`` (its layers chained over the CoT: checks/certify_sim_chain.py) and
 ``exact-products`` (every product the machine rounds exact or the RNN's own); 8: with
 ``--full`` the IsTree hybrid's row also covers ``composition`` (its layers chained over
-the union-find CoT for every N: checks/certify_istree_chain.py)."""
+the union-find CoT for every N: checks/certify_istree_chain.py); 9: with ``--full`` the
+IsTree Transformer's row also covers ``composition`` (its layers chained over the DFS
+tour for every N: checks/certify_dfs_chain.py)."""
 I_SYM = sp.Symbol("I", integer=True, nonnegative=True)
 F_SYM = sp.Symbol("f", integer=True, nonnegative=True)
 N_CAP = 1 << 62
@@ -662,7 +665,9 @@ def certify(only: list[str] | None = None, constructions: dict | None = None,
     built simulators: checks/certify_sim.py), the IsTree hybrid's layers
     (checks/certify_istree.py: at its default sizes N, or with ``every_n`` at
     every N to int64, in chunks spread over the workers, the first of which also
-    proves the composition, checks/certify_istree_chain.py) and the machine lemmas.
+    proves the composition, checks/certify_istree_chain.py), the IsTree
+    Transformer's likewise (checks/certify_dfs.py; its composition over the DFS
+    tour, checks/certify_dfs_chain.py) and the machine lemmas.
 
     With ``workers`` > 1 every certificate runs on a pool of that many spawned
     processes (checks.engine.PoolClient: Ctrl-C or an error ends them), the
@@ -727,14 +732,15 @@ certify_layers): the IsTree Transformer's (T4.7-up) and the IsTree hybrid's (T5.
 
 def _chain(mod: str, k: int, chunks: list, every_n: bool) -> bool:
     """Whether chunk k proves its row's composition: with ``every_n`` (``--full``)
-    the first chunk of a row that has one (the IsTree hybrid's; about 17 s of
-    one worker, so not in the default run's 60 s)."""
+    the first chunk of each row that has one (the IsTree Transformer's, the IsTree
+    hybrid's; tens of seconds of one worker each, so not in the default run's 60 s)."""
     return every_n and mod in CHAIN_ROWS and all(m != mod for m, _ in chunks[:k])
 
 
-CHAIN_ROWS = ("certify_istree",)
+CHAIN_ROWS = ("certify_dfs", "certify_istree")
 """The per-layer rows whose ``certify_layers`` takes ``chain``: the IsTree
-hybrid's composition (checks/certify_istree_chain.py)."""
+Transformer's composition over its DFS tour (checks/certify_dfs_chain.py) and
+the IsTree hybrid's over its union-find CoT (checks/certify_istree_chain.py)."""
 
 
 def _layer_row(only, constructions, facts: bool, mod: str, sizes: tuple, chain: bool = False) -> list[Result]:

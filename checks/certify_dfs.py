@@ -298,106 +298,122 @@ def _layer_mlp(model, li: int, what: str, ints: dict, hyps: list, plan_: list, t
                           f"mlp{li + 1}", ints, hyps, plan_, f", for every value of the inputs with {given}")
 
 
-def mlp_facts(model, N: int, tag: str = "dfs") -> list[dict]:
-    T, V = model.max_positions, _tau_bound(N)
-    key = f"{tag}.{_key_of(model)}"
+_PAIRS = (("hop_first", "hop_second"), ("next_first", "next_second"))
+MLP_INPUTS = {
+    0: ("after_eos", "is_num", "is_eos", "pos", "prompt_end"),
+    1: tuple(f"pred_{e}_via_{s}{q}" for e in "uv" for s in ("first", "second") for q in ("", "_sq"))
+    + ("edge_u_first", "edge_u_second", "edge_u_first_sq", "edge_u_second_sq", "back1", "parent"),
+    2: ("next_first", "next_second", "parent"),
+    3: ("next_is_parent",) + tuple(p + q for a in _PAIRS for p in a for q in ("", "_sq"))
+    + ("hop_found_first", "hop_found_second", "found_first", "found_second"),
+    4: ("at_tour_vertex", "at_prompt_eos", "at_tour_eos", "has_w", "visited", "w", "parent", "pos", "prompt_end",
+        "vertex_count"),
+}
+"""Attention layer li + 1's MLP: the directions it reads (:func:`mlp_plan`, :func:`mlp_hyps`)."""
+MLP_WHAT = {0: "position types", 1: "pred pointers and e_prev", 2: "next_is_parent", 3: "the neighbour w",
+            4: "the output code"}
+MLP_GIVEN = {
+    0: "after_eos, is_num, is_eos in {0, 1} and 0 <= prompt_end <= pos < T",
+    1: "the pred and edge ids in 0..T - 1 with their squares, at most one of edge_u_first, edge_u_second nonzero "
+       "(a simple graph records an edge once), |back1|, |parent| <= V",
+    2: "codes |.| <= V, at most one of next_first, next_second nonzero",
+    3: "next_is_parent in {0, 1}; of each pair (hop, next) at most one nonzero, |.| <= V, squares the squares; "
+       "the found flags in {0, 1}, at most one per pair",
+    4: "exactly one of at_tour_vertex, at_prompt_eos, at_tour_eos; has_w, visited in {0, 1}; 0 <= w <= V, "
+       "-1 <= parent <= V, 0 <= vertex_count <= V, 0 <= prompt_end <= pos < T"}
 
-    def ints(li, *labs):
-        return {lab: z3.Int(f"{key}.mlp{li}.{lab}") for lab in labs}
-    out = []
-    # layer 1: the position types
-    v = ints(1, "after_eos", "is_num", "is_eos", "pos", "prompt_end")
-    hyps = [z3.Or(v[f] == 0, v[f] == 1) for f in ("after_eos", "is_num", "is_eos")]
-    hyps += [v["prompt_end"] >= 0, v["prompt_end"] <= v["pos"], v["pos"] <= T - 1]
-    after = z3.And(v["is_eos"] == 1, v["pos"] > v["prompt_end"])
-    out += _layer_mlp(model, 0, "position types", v, hyps, [
-        ("at_tour_vertex", [], "at_tour_vertex", _flag(z3.And(v["after_eos"] == 1, v["is_num"] == 1)),
-         "at_tour_vertex = [a number after the prompt's [EOS]]"),
-        ("at_tour_eos", [], "at_tour_eos", _flag(after), "at_tour_eos = [an [EOS] after the prompt's]"),
-        ("at_prompt_eos", [], "at_prompt_eos", _flag(z3.And(v["is_eos"] == 1, z3.Not(after))),
-         "at_prompt_eos = [the prompt's [EOS]]")], tag,
-        "after_eos, is_num, is_eos in {0, 1} and 0 <= prompt_end <= pos < T")
-    # layer 2: the pred pointers, e_prev
-    labs = [f"pred_{e}_via_{s}{q}" for e in "uv" for s in ("first", "second") for q in ("", "_sq")]
-    v = ints(2, *labs, "edge_u_first", "edge_u_second", "edge_u_first_sq", "edge_u_second_sq", "back1", "parent")
-    hyps = []
-    for e in "uv":
-        for s_ in ("first", "second"):
-            a = v[f"pred_{e}_via_{s_}"]
-            hyps += [a >= 0, a <= T - 1, v[f"pred_{e}_via_{s_}_sq"] == a * a]
-    for s_ in ("first", "second"):
-        a = v[f"edge_u_{s_}"]
-        hyps += [a >= 0, a <= T - 1, v[f"edge_u_{s_}_sq"] == a * a]
-    hyps += [z3.Or(v["edge_u_first"] == 0, v["edge_u_second"] == 0)]      # a simple graph: one record per edge
-    hyps += [v[c] >= -V for c in ("back1", "parent")] + [v[c] <= V for c in ("back1", "parent")]
-    plan_ = []
-    for e in "uv":
-        a, b = v[f"pred_{e}_via_first"], v[f"pred_{e}_via_second"]
-        m = z3.If(a >= b, a, b)
-        plan_ += [(f"pred_{e}", [], f"pred_{e}", z3.ToReal(m), f"pred_{e} = max(pred_{e}_via_first, pred_{e}_via_second)"),
-                  (f"pred_{e}_sq", [], f"pred_{e}_sq", z3.ToReal(m * m), f"pred_{e}_sq = pred_{e}^2")]
-    edge = v["edge_u_first"] + v["edge_u_second"]
-    keep = v["back1"] != v["parent"]
-    plan_ += [("e_prev", [], "e_prev", z3.ToReal(z3.If(keep, edge, 0)),
-               "e_prev = the edge {u, back1} unless back1 is u's parent, else 0"),
-              ("e_prev_sq", [], "e_prev_sq", z3.ToReal(z3.If(keep, edge * edge, 0)), "e_prev_sq = e_prev^2")]
-    out += _layer_mlp(model, 1, "pred pointers and e_prev", v, hyps, plan_, tag,
-                      "the pred and edge ids in 0..T - 1 with their squares, at most one of edge_u_first, "
-                      "edge_u_second nonzero (a simple graph records an edge once), |back1|, |parent| <= V")
-    # layer 3: next_is_parent
-    v = ints(3, "next_first", "next_second", "parent")
-    hyps = [z3.And(v[c] >= -V, v[c] <= V) for c in v] + [z3.Or(v["next_first"] == 0, v["next_second"] == 0)]
-    out += _layer_mlp(model, 2, "next_is_parent", v, hyps, [
-        ("next_is_parent", [], "next_is_parent", _flag(v["next_first"] + v["next_second"] == v["parent"]),
-         "next_is_parent = [next_first + next_second = parent]")], tag,
-        "codes |.| <= V, at most one of next_first, next_second nonzero")
-    # layer 4: the neighbour w the tour goes to
-    pairs = (("hop_first", "hop_second"), ("next_first", "next_second"))
-    v = ints(4, "next_is_parent", *[p + q for a in pairs for p in a for q in ("", "_sq")],
-             "hop_found_first", "hop_found_second", "found_first", "found_second")
-    hyps = [z3.Or(v["next_is_parent"] == 0, v["next_is_parent"] == 1)]
-    for a, b in pairs:
-        hyps += [z3.Or(v[a] == 0, v[b] == 0), v[a] >= -V, v[a] <= V, v[b] >= -V, v[b] <= V,
-                 v[f"{a}_sq"] == v[a] * v[a], v[f"{b}_sq"] == v[b] * v[b]]
-    for a, b in (("hop_found_first", "hop_found_second"), ("found_first", "found_second")):
-        hyps += [z3.Or(v[a] == 0, v[a] == 1), z3.Or(v[b] == 0, v[b] == 1), v[a] + v[b] <= 1]
-    par = v["next_is_parent"] == 1
-    hop, nxt = v["hop_first"] + v["hop_second"], v["next_first"] + v["next_second"]
-    w = z3.If(par, hop, nxt)
-    out += _layer_mlp(model, 3, "the neighbour w", v, hyps, [
-        ("w", [], "w", z3.ToReal(w), "w = the hop past the parent if next_is_parent else the next neighbour"),
-        ("w_sq", [], "w_sq", z3.ToReal(w * w), "w_sq = w^2"),
-        ("has_w", [], "has_w", z3.ToReal(z3.If(par, v["hop_found_first"] + v["hop_found_second"],
-                                                v["found_first"] + v["found_second"])),
-         "has_w = whether that neighbour was found")], tag,
-        "next_is_parent in {0, 1}; of each pair (hop, next) at most one nonzero, |.| <= V, squares the squares; "
-        "the found flags in {0, 1}, at most one per pair")
-    # layer 5: the output code
-    v = ints(5, "at_tour_vertex", "at_prompt_eos", "at_tour_eos", "has_w", "visited", "w", "parent", "pos",
-             "prompt_end", "vertex_count")
+
+def mlp_hyps(li: int, v: dict, T, V) -> list:
+    """The domain MLP li + 1 is proved on (:data:`MLP_GIVEN`), over the Ints ``v``
+    of :data:`MLP_INPUTS`; T, V ints or z3 terms (the composition's are symbolic)."""
+    if li == 0:
+        return [z3.Or(v[f] == 0, v[f] == 1) for f in ("after_eos", "is_num", "is_eos")] + [
+            v["prompt_end"] >= 0, v["prompt_end"] <= v["pos"], v["pos"] <= T - 1]
+    if li == 1:
+        hyps = []
+        for lab in [f"pred_{e}_via_{s_}" for e in "uv" for s_ in ("first", "second")] + ["edge_u_first",
+                                                                                         "edge_u_second"]:
+            a = v[lab]
+            hyps += [a >= 0, a <= T - 1, v[f"{lab}_sq"] == a * a]
+        hyps += [z3.Or(v["edge_u_first"] == 0, v["edge_u_second"] == 0)]      # a simple graph: one record per edge
+        return hyps + [v[c] >= -V for c in ("back1", "parent")] + [v[c] <= V for c in ("back1", "parent")]
+    if li == 2:
+        return [z3.And(v[c] >= -V, v[c] <= V) for c in MLP_INPUTS[2]] + [
+            z3.Or(v["next_first"] == 0, v["next_second"] == 0)]
+    if li == 3:
+        hyps = [z3.Or(v["next_is_parent"] == 0, v["next_is_parent"] == 1)]
+        for a, b in _PAIRS:
+            hyps += [z3.Or(v[a] == 0, v[b] == 0), v[a] >= -V, v[a] <= V, v[b] >= -V, v[b] <= V,
+                     v[f"{a}_sq"] == v[a] * v[a], v[f"{b}_sq"] == v[b] * v[b]]
+        for a, b in (("hop_found_first", "hop_found_second"), ("found_first", "found_second")):
+            hyps += [z3.Or(v[a] == 0, v[a] == 1), z3.Or(v[b] == 0, v[b] == 1), v[a] + v[b] <= 1]
+        return hyps
     flags = ("at_tour_vertex", "at_prompt_eos", "at_tour_eos", "has_w", "visited")
-    hyps = [z3.Or(v[f] == 0, v[f] == 1) for f in flags]
-    hyps += [v["at_tour_vertex"] + v["at_prompt_eos"] + v["at_tour_eos"] == 1]
-    hyps += [v["w"] >= 0, v["w"] <= V, v["parent"] >= -1, v["parent"] <= V, v["vertex_count"] >= 0,
-             v["vertex_count"] <= V, v["prompt_end"] >= 0, v["prompt_end"] <= v["pos"], v["pos"] <= T - 1]
+    return [z3.Or(v[f] == 0, v[f] == 1) for f in flags] + [
+        v["at_tour_vertex"] + v["at_prompt_eos"] + v["at_tour_eos"] == 1,
+        v["w"] >= 0, v["w"] <= V, v["parent"] >= -1, v["parent"] <= V, v["vertex_count"] >= 0,
+        v["vertex_count"] <= V, v["prompt_end"] >= 0, v["prompt_end"] <= v["pos"], v["pos"] <= T - 1]
+
+
+def mlp_plan(li: int, v: dict) -> list:
+    """MLP li + 1's plan over the Ints ``v``: [(fact, extra hypotheses (a case),
+    direction, its value, text)]."""
+    if li == 0:
+        after = z3.And(v["is_eos"] == 1, v["pos"] > v["prompt_end"])
+        return [("at_tour_vertex", [], "at_tour_vertex", _flag(z3.And(v["after_eos"] == 1, v["is_num"] == 1)),
+                 "at_tour_vertex = [a number after the prompt's [EOS]]"),
+                ("at_tour_eos", [], "at_tour_eos", _flag(after), "at_tour_eos = [an [EOS] after the prompt's]"),
+                ("at_prompt_eos", [], "at_prompt_eos", _flag(z3.And(v["is_eos"] == 1, z3.Not(after))),
+                 "at_prompt_eos = [the prompt's [EOS]]")]
+    if li == 1:
+        out = []
+        for e in "uv":
+            a, b = v[f"pred_{e}_via_first"], v[f"pred_{e}_via_second"]
+            m = z3.If(a >= b, a, b)
+            out += [(f"pred_{e}", [], f"pred_{e}", z3.ToReal(m),
+                     f"pred_{e} = max(pred_{e}_via_first, pred_{e}_via_second)"),
+                    (f"pred_{e}_sq", [], f"pred_{e}_sq", z3.ToReal(m * m), f"pred_{e}_sq = pred_{e}^2")]
+        edge = v["edge_u_first"] + v["edge_u_second"]
+        keep = v["back1"] != v["parent"]
+        return out + [("e_prev", [], "e_prev", z3.ToReal(z3.If(keep, edge, 0)),
+                       "e_prev = the edge {u, back1} unless back1 is u's parent, else 0"),
+                      ("e_prev_sq", [], "e_prev_sq", z3.ToReal(z3.If(keep, edge * edge, 0)), "e_prev_sq = e_prev^2")]
+    if li == 2:
+        return [("next_is_parent", [], "next_is_parent", _flag(v["next_first"] + v["next_second"] == v["parent"]),
+                 "next_is_parent = [next_first + next_second = parent]")]
+    if li == 3:
+        par = v["next_is_parent"] == 1
+        w = z3.If(par, v["hop_first"] + v["hop_second"], v["next_first"] + v["next_second"])
+        return [("w", [], "w", z3.ToReal(w), "w = the hop past the parent if next_is_parent else the next neighbour"),
+                ("w_sq", [], "w_sq", z3.ToReal(w * w), "w_sq = w^2"),
+                ("has_w", [], "has_w", z3.ToReal(z3.If(par, v["hop_found_first"] + v["hop_found_second"],
+                                                        v["found_first"] + v["found_second"])),
+                 "has_w = whether that neighbour was found")]
     c = lambda tok: z3.RealVal(token_code(tok))          # noqa: E731
     at_v, has = v["at_tour_vertex"] == 1, v["has_w"] == 1
     length = v["pos"] - v["prompt_end"] == 2 * v["vertex_count"]
-    out += _layer_mlp(model, 4, "the output code", v, hyps, [
-        ("out.w", [at_v, has, v["visited"] == 0, v["w"] >= 1], "out", z3.ToReal(v["w"]),
-         "at a tour vertex with an unvisited next neighbour w (a vertex's code, >= 1): out = w"),
-        ("out.cycle", [at_v, has, v["visited"] == 1, v["w"] >= 1], "out", c(EOS),
-         "at a tour vertex whose next neighbour was visited (a cycle): out = code([EOS])"),
-        ("out.back", [at_v, z3.Not(has)], "out", z3.ToReal(v["parent"]),
-         "at a tour vertex with no next neighbour: out = parent"),
-        ("out.start", [v["at_prompt_eos"] == 1], "out", z3.RealVal(token_code(NUMBER_BASE)),
-         "at the prompt's [EOS]: out = the code of vertex 0"),
-        ("out.true", [v["at_tour_eos"] == 1, length], "out", c(TRUE),
-         "at the tour's [EOS] after 2 vertex_count tokens: out = code([TRUE])"),
-        ("out.false", [v["at_tour_eos"] == 1, z3.Not(length)], "out", c(FALSE),
-         "at the tour's [EOS] otherwise: out = code([FALSE])")], tag,
-        "exactly one of at_tour_vertex, at_prompt_eos, at_tour_eos; has_w, visited in {0, 1}; 0 <= w <= V, "
-        "-1 <= parent <= V, 0 <= vertex_count <= V, 0 <= prompt_end <= pos < T")
+    return [("out.w", [at_v, has, v["visited"] == 0, v["w"] >= 1], "out", z3.ToReal(v["w"]),
+             "at a tour vertex with an unvisited next neighbour w (a vertex's code, >= 1): out = w"),
+            ("out.cycle", [at_v, has, v["visited"] == 1, v["w"] >= 1], "out", c(EOS),
+             "at a tour vertex whose next neighbour was visited (a cycle): out = code([EOS])"),
+            ("out.back", [at_v, z3.Not(has)], "out", z3.ToReal(v["parent"]),
+             "at a tour vertex with no next neighbour: out = parent"),
+            ("out.start", [v["at_prompt_eos"] == 1], "out", z3.RealVal(token_code(NUMBER_BASE)),
+             "at the prompt's [EOS]: out = the code of vertex 0"),
+            ("out.true", [v["at_tour_eos"] == 1, length], "out", c(TRUE),
+             "at the tour's [EOS] after 2 vertex_count tokens: out = code([TRUE])"),
+            ("out.false", [v["at_tour_eos"] == 1, z3.Not(length)], "out", c(FALSE),
+             "at the tour's [EOS] otherwise: out = code([FALSE])")]
+
+
+def mlp_facts(model, N: int, tag: str = "dfs") -> list[dict]:
+    """Each attention layer's MLP against :func:`mlp_plan` on :func:`mlp_hyps`'s domain."""
+    T, V = model.max_positions, _tau_bound(N)
+    key = f"{tag}.{_key_of(model)}"
+    out = []
+    for li in range(5):
+        v = {lab: z3.Int(f"{key}.mlp{li + 1}.{lab}") for lab in MLP_INPUTS[li]}
+        out += _layer_mlp(model, li, MLP_WHAT[li], v, mlp_hyps(li, v, T, V), mlp_plan(li, v), tag, MLP_GIVEN[li])
     return out
 
 
@@ -430,12 +446,21 @@ def facts(model, N: int) -> list[dict]:
                   + readout_facts(model, N), key=rank)
 
 
-def certify_layers(result_cls, sizes: tuple | None = None):
+CHAIN_LABEL = "istree-dfs(every N)"
+"""The label of the composition's facts (checks/certify_dfs_chain.py): they are
+symbolic in N and read the plans, not one model."""
+
+
+def certify_layers(result_cls, sizes: tuple | None = None, chain: bool = False):
     """One certificate over :func:`facts` of the models built at each (N, M) in
-    ``sizes`` (:data:`NS` when None); a ``result_cls`` (checks/certify.py's Result)."""
+    ``sizes`` (:data:`NS` when None), with ``chain`` also the composition
+    (:func:`checks.certify_dfs_chain.chain_facts`, for every N; ``covers`` then
+    names it); a ``result_cls`` (checks/certify.py's Result)."""
     import sys
 
     from rnngap.constructions.istree import istree_transformer
 
+    from .certify_dfs_chain import chain_facts
     from .certify_istree import certify_sizes
-    return certify_sizes(result_cls, sys.modules[__name__], sizes, istree_transformer)
+    extra = [(CHAIN_LABEL, chain_facts)] if chain else []
+    return certify_sizes(result_cls, sys.modules[__name__], sizes, istree_transformer, extra)
