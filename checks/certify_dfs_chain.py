@@ -700,8 +700,11 @@ def _lookups(ref: _Ref, role: str, t, k, i, tag: str, hyps: list) -> tuple[dict,
 
 # ----------------------------------------------------------------------------
 # the facts
-def _role_query(role: str, tag: str) -> tuple[str, list, list]:
-    """(the statement, the hypotheses, the goals (text, term)) of ``chain.<role>``."""
+def _role_query(role: str, tag: str, keep: dict | None = None) -> dict:
+    """``chain.<role>`` and ``chain.<role>.keys``, each (the statement, the
+    hypotheses, the goals (text, term)); ``keep`` (a dict) receives the role's
+    :class:`_Role` (every value the chain computes at the position: a test
+    compares them with real runs' residuals)."""
     ref = _Ref(f"{tag}.{role}")
     k, i = z3.Ints(f"{tag}.{role}.k {tag}.{role}.i")
     hyps: list = []
@@ -715,6 +718,8 @@ def _role_query(role: str, tag: str) -> tuple[str, list, list]:
         hyps += [i >= 0, i < ref.L]
     lookups, rv = _lookups(ref, role, t, k, i, f"{tag}.{role}", hyps)
     pos = _Role(ref, role, t, f"{tag}.{role}", lookups)
+    if keep is not None:
+        keep["role"] = pos
     goals = [("the position is below T (the heads' lemmas cover positions 0..T - 1)", t <= ref.T - 1)]
     # what the position offers the heads' keys
     one = lambda c: _flag(c)                              # noqa: E731

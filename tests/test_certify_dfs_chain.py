@@ -10,6 +10,7 @@ lookup, they break.
 from __future__ import annotations
 
 import itertools
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -73,7 +74,7 @@ def _rule(edges) -> tuple[list[int], list[dict]]:
         edge = next((k for k, (a, b) in enumerate(edges) if {a, b} == {u, p}), None)
         e = None if p == par else edge
         nxt = record(u, e)
-        hop = record(u, nxt[0]) if nxt is not None and nxt[2] == par else None
+        hop = record(u, nxt[0] if nxt is not None else None)      # looked up always, used past the parent
         found = hop if (nxt is not None and nxt[2] == par) else nxt
         w = found[2] if found is not None else None
         seen = tour.index(w) if w in tour else None
@@ -198,19 +199,27 @@ def _pins(role, N, M, run, k, i) -> list:
 def test_the_reference_hypotheses_hold_on_real_runs():
     """Every role's hypotheses are satisfiable with a real run's values pinned (the
     graph, the tour, the pred pointers, what each lookup finds), and its goals
-    hold there; and the built model writes that tour."""
-    queries = {r: C._role_query(r, "real") for r in C.ROLES}
+    hold there; the built model writes that tour, and at every position the values
+    the chain computes (every direction it evaluates there) are the built model's
+    residual, but for the pred heads' off a record, which the chain leaves free."""
+    kept = {r: {} for r in C.ROLES}
+    queries = {r: C._role_query(r, "real", kept[r]) for r in C.ROLES}
     graphs = [(4, [(0, 1), (1, 2), (2, 3)], DASH, False), (4, [(0, 1), (1, 2), (2, 0)], TILDE, True),
               (1, [], DASH, False), (3, [(1, 0)], TILDE, True), (5, [(2, 0), (3, 2), (1, 0), (4, 3)], DASH, True),
               (6, [(0, 1), (2, 3), (4, 5), (0, 2), (4, 0), (3, 1)], DASH, False), (2, [], DASH, True)]
     N, M = 7, 6
     model = I.istree_transformer(N, M)
     seen = set()
+    compared = 0
     for n, edges, sep, header in graphs:
         run = _run(n, edges, header, sep)
         got = I.run(model, edges, sep=sep, n_nodes=n if header else None)
         assert [t - 32 for t in got.cot[:-1]] == run["tour"], (edges, got.cot)
-        for role, k, i in _positions(run):
+        tokens = I.prompt_tokens(edges, sep, n if header else None) + got.cot
+        sess = model.session(capacity=len(tokens) + 1)
+        for (role, k, i), tok in zip(_positions(run), tokens, strict=True):
+            sess.feed([tok])
+            residual = sess.residual()
             for name, (_, hyps, goals) in queries[role].items():
                 s = z3.Solver()
                 s.add(*hyps, *_pins(role, N, M, run, k, i))
@@ -218,8 +227,16 @@ def test_the_reference_hypotheses_hold_on_real_runs():
                 mdl = s.model()
                 bad = [t for t, g in goals if not z3.is_true(mdl.eval(g, model_completion=True))]
                 assert bad == [], (edges, header, name, k, i, bad)
+                if name == f"chain.{role}":
+                    for d, term in kept[role]["role"].memo.items():
+                        if d.startswith("pred_") and role != "b":
+                            continue
+                        v = mdl.eval(term, model_completion=True)
+                        assert Fraction(v.numerator_as_long(), v.denominator_as_long()) == residual[d], (
+                            edges, header, role, k, i, d, v, residual[d])
+                        compared += 1
             seen.add(role)
-    assert seen == set(C.ROLES)
+    assert seen == set(C.ROLES) and compared > 3000
 
 
 # ----------------------------------------------------------------------------
