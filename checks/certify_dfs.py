@@ -3,7 +3,8 @@
 The DFS-tour Transformer (constructions/istree.py ``istree_transformer``: five
 attention layers, each with its MLP, and a number readout) writes the tour as
 its chain of thought, so a whole-model certificate needs an induction over the
-tour (not done: docs/certify.md). This module proves each layer on its own,
+tour: checks/certify_dfs_chain.py, proved for every N with ``--full``
+(``certify_layers(..., chain=True)``). This module proves each layer on its own,
 read off the built weights, for the sizes of :data:`NS`, against a plan
 written here from the tour's design (the records "a - b" or "a ~ b" of the
 prompt, the tour's vertices after the prompt's [EOS]), never from the builder's
@@ -27,8 +28,8 @@ constants:
   value of its inputs in their ranges, and nothing else;
 * the **readout** emits the token whose code is ``out``.
 
-Hypotheses the facts state and the composition would have to discharge (the
-exhaustive and sampled runs of ``rnngap verify`` test them) are in each
+Hypotheses the facts state and the composition discharges (with ``--full``;
+the exhaustive and sampled runs of ``rnngap verify`` test them too) are in each
 statement: 0/1 flags, one-hot position types, codes within |tau| <= V, edge ids
 (record positions) within 0..T - 1, 0 <= prompt_end <= pos, squares equal to
 the squares of what they square (for a sum of two directions: one of them 0),
@@ -69,8 +70,9 @@ NOTE = ("the IsTree Transformer, every layer on its own, at the sizes proved (by
         "next and hop lookups, visited; at most one match where the plan has no tie-break: its promise) by "
         "sharpness(f), W_O W_V copies the plan's values; each MLP (position "
         "types, pred maxima and e_prev, next_is_parent, the neighbour w, the output code in each case); the readout "
-        "emits out. Not covered: the composition (an induction over the tour the model writes, discharging each "
-        "layer's stated hypotheses)")
+        "emits out. With --full also the composition (checks/certify_dfs_chain.py: an induction over the tour the "
+        "model writes, for every N, discharging each layer's stated hypotheses; exact arithmetic); not in the "
+        "default run")
 
 
 def _v(q: str, k: str, q_sq: dict | None = None) -> tuple:

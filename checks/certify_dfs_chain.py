@@ -41,49 +41,62 @@ every small simple graph in every edge order and on random ones.
 
 The proof
 ---------
-One z3 fact per role of a position, ``chain.<role>``, symbolic in N, M, m, h,
-N_c, L and the index: [BOS], [COUNT], the count, an edge's a, separator and b
-(its record), the prompt's [EOS], a tour vertex W(i), the tour's [EOS]. From
-the reference's tokens it evaluates every layer by the plans the per-layer
-facts prove of the built model: ``embedding_plan``; each head's ``plan``
-(what it attends by its lemma: the shifts max(t - k, 0); the first [EOS]; the
-vertex count at a position holding the largest count key; each match head the
-reference's record or tour position, or [BOS]; then its copy of that
+Two z3 facts per role of a position, symbolic in N, M, m, h, N_c, L and the
+index: [BOS], [COUNT], the count, an edge's a, separator and b (its record),
+the prompt's [EOS], a tour vertex W(i), the tour's [EOS]. From the reference's
+tokens, ``chain.<role>`` evaluates every layer by the plans the per-layer facts
+prove of the built model: ``embedding_plan``; each head's ``plan`` (what it
+attends by its lemma: the shifts max(t - k, 0); the first [EOS]; the vertex
+count at the first position holding the largest count key; each match head
+the reference's record or tour position, or [BOS]; then its copy of that
 position); each MLP's ``mlp_plan``. It concludes:
 
-* every MLP's inputs are integers in the domain its fact is proved on
-  (``mlp_hyps``, with T = 3M + 2N + 4 and V = max(N + 1, 31) symbolic) and
-  one of the plan's cases holds; the position is below T;
-* what the position offers every head as a key: is_bos = [t = 0], the flags
-  is_eos, is_record and after_eos exactly at the reference's [EOS]s, records
-  and positions from the prompt's [EOS] on, the count key at most N_c (N_c
-  at the header's count), every key direction's square its square and 0 at
-  [BOS], and at a record pred_u, pred_v = the reference's pred pointers;
+* the position is below T (the heads' lemmas cover positions 0..T - 1);
+* the inputs of the first two MLPs (whose outputs are keys) and, where the
+  model writes the next token, of every MLP are integers in the domain its
+  fact is proved on (``mlp_hyps``, with T = 3M + 2N + 4 and V = max(N + 1, 31)
+  symbolic), one of the plan's cases holding;
+* what the position offers every head as a key, read off the plan: is_bos =
+  [t = 0]; the flags is_eos, is_record and after_eos exactly at the
+  reference's [EOS]s, records and positions from the prompt's [EOS] on; every
+  match component's key direction an integer whose square direction is its
+  square, every flag 0 or 1, every first-max key within the range its lemma is
+  proved on, all of them 0 at [BOS]; the count key at most N_c (N_c at the
+  header's count); at a record, pred_u and pred_v the reference's pred
+  pointers;
 * every match head's query is an integer with its square, and where a head
   attends the reference's record or tour position, that position's key (by
   the plan's key directions) equals the query and its flags are 1 (the
   lemma's match);
 * at a position whose next token the model writes (the prompt's [EOS], every
-  tour vertex, the tour's [EOS]): the next code is the reference's.
+  tour vertex, the tour's [EOS]): the next code is the reference's (at a tour
+  vertex e_prev and parent are the rule's too).
+
+``chain.<role>.keys`` proves that each head attends the key the first fact
+gives it: for every kind of position (its index free) up to the query's, a key
+that matches the query (by the plan's key directions and flags) loses to the
+attended one by the plan's tie-break (it is the attended one for a head
+without one, earlier for the latest, later for the first), and none matches
+where the reference finds none; a first-max head's key is the first largest.
+Its hypotheses add the reference's definitions at that other key: first
+occurrence, the latest earlier record with an endpoint, found iff there is a
+record, one record per edge, pred the latest earlier incident record (from
+which a vertex's records have distinct pred's), N_c's first witness.
 
 ``chain.order`` (exact, on the plans) checks that each direction has one
 writer and is written before any layer reads it, so the value a role's fact
 gives a layer is the one the built layer reads.
 
-What the chain takes as given (the same level as the hybrid's composition):
-that a match head's match is the reference's lookup (the lemma attends the
-first, the latest or the only matching key; the facts prove each position's
-key offers, so the matching keys are the reference's records or tour
-positions; that the first, latest or only one is the reference's is the
-reference's definition: first occurrence, latest incident record, a simple
-graph's one record, distinct pred pointers), the reference's own properties
-(each a stated hypothesis: consecutive tour vertices are adjacent, the tour's
-length, vertex codes <= N_c), that the run stays within the model's T
-positions (a goal here: every role's position is below T), and exact
-arithmetic (the machine's rounding is the declared-obligation row's; every
-value is an integer). The facts read the plans, not a model, so they are
-proved once per process (:data:`_PROVED`); the per-layer facts tie each plan
-to the built model of each size.
+What the chain takes as given: that the local rule is ``dfs_tour`` (tested,
+not proved for every graph); the reference's own properties, each a stated
+hypothesis (consecutive tour vertices are adjacent, the tour's length
+1 <= L <= 2 N_c - 1, vertex codes <= N_c <= N, a simple graph); that the
+instances of the reference's definitions the facts use are its definitions;
+and exact arithmetic (the machine's rounding is the declared-obligation row's
+for the scores and the runs' for the rest; every value is an integer). That
+the run stays within the model's T positions is a goal. The facts read the
+plans, not a model, so they are proved once per process (:data:`_PROVED`);
+the per-layer facts tie each plan to the built model of each size.
 """
 from __future__ import annotations
 
@@ -731,13 +744,7 @@ def _role_query(role: str, tag: str, keep: dict | None = None) -> dict:
     goals.append(("the count key is at most N_c (N_c at the header's count) and at least -V",
                   z3.And(ck <= z3.ToReal(ref.Nc), ck >= -z3.ToReal(ref.V))
                   if role != "cval" else ck == z3.ToReal(ref.Nc)))
-    for d in ("tok", "back1", "back2", "back3", "back5", "pred_u", "pred_v"):
-        goals.append((f"{d}_sq = {d}^2", pos.val(f"{d}_sq") == pos.val(d) * pos.val(d)))
-        _integer(goals, f"the key direction {d}", pos.val(d))
-    if role == "bos":
-        for d in ("tok", "back1", "back2", "back3", "back5", "pred_u", "pred_v", "is_record", "after_eos",
-                  "is_count_value"):
-            goals.append((f"{d} = 0 at [BOS] (the lemmas' key there)", pos.val(d) == 0))
+    goals += _key_side(pos, ref, role)
     if role == "b":
         offers, defs = _pred_offer(ref, k, lookups)
         hyps += defs
@@ -789,6 +796,37 @@ def _role_query(role: str, tag: str, keep: dict | None = None) -> dict:
             "per edge, pred the latest earlier incident record, N_c's first witness)")
     return {f"chain.{role}": (f"{every}: {text}", ref.hyps + hyps, goals),
             f"chain.{role}.keys": (keys, ref.hyps + hyps + pos.key_hyps, pos.key_goals)}
+
+
+def _key_side(pos: _Role, ref: _Ref, role: str) -> list:
+    """What every head's lemma takes of the key at this position, read off the
+    plan: each match component's key direction an integer whose square direction
+    is its square, each flag 0 or 1, each first-max key within the range the plan
+    proves it on and its directions integers; every one of them 0 at [BOS]."""
+    goals: list = []
+    squares, flags, plain = set(), set(), set()     # squares: (key direction, its square's), every head's
+    for h, (_, kind, args, _) in _plan().items():
+        if kind == "match":
+            squares |= {(kd, ksq) for _, _, kd, ksq in args[0]}
+            flags |= set(args[1])
+        elif kind == "first_max":
+            combo, rng = args
+            plain |= {d for d in combo if d not in ("is_bos", "one")}
+            lo, hi = {"flag": (_iv(0), _iv(1)), "code": (-ref.V, ref.V)}[rng]
+            v = _copy(pos, combo)
+            goals.append((f"{h}'s key lies in the range its lemma is proved on ({rng})",
+                          z3.And(v >= z3.ToReal(lo), v <= z3.ToReal(hi))))
+    for kd, ksq in sorted(squares):
+        ki = _integer(goals, f"the key direction {kd}", pos.val(kd))
+        goals.append((f"{ksq} = {kd}^2 (a match key's square)", pos.val(ksq) == z3.ToReal(ki * ki)))
+    for fl in sorted(flags):
+        goals.append((f"the flag {fl} is 0 or 1", z3.Or(pos.val(fl) == 0, pos.val(fl) == 1)))
+    for d in sorted(plain):
+        _integer(goals, f"the key direction {d}", pos.val(d))
+    if role == "bos":
+        for d in sorted({x for pair in squares for x in pair} | flags | plain):
+            goals.append((f"{d} = 0 at [BOS] (the lemmas' key there)", pos.val(d) == 0))
+    return goals
 
 
 def _role_facts(role: str, tag: str) -> list[dict]:

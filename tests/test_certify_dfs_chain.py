@@ -360,6 +360,34 @@ def test_a_shift_of_4_for_the_delayed_a_in_builder_and_plan_fails_only_the_chain
     assert "chain.b" in _failed(_chain(["b"]).values())
 
 
+def test_a_key_square_read_off_another_direction_in_builder_and_plan_fails_only_the_chain(monkeypatch):
+    """edge-u-first's key square read off back3_sq (not back2_sq): the head lemma
+    holds of the mutant (it takes the square direction to be the square), the
+    model writes wrong tours (a read review's hole: the chain now proves every
+    match component's square from the plan)."""
+    import dataclasses
+    model = _build(monkeypatch, "match_head", head_kwargs("edge-u-first", lambda kw: {
+        **kw, "components": [dataclasses.replace(kw["components"][0], key_sq={"back3_sq": 1})]
+        + kw["components"][1:]}))
+    _plan_with(monkeypatch, "edge-u-first", lambda e: (e[0], e[1], (
+        [e[2][0][0][:3] + ("back3_sq",)] + e[2][0][1:], e[2][1], e[2][2]), e[3]))
+    assert _failed(CD.head_facts(model, 7)) == []
+    assert I.run(model, [(0, 1), (0, 2), (0, 3)]).cot != [33, 34, 33, 35, 33, 36, 33, 1]     # the mutant errs
+    got = _chain(["a"])
+    assert _failed(got.values()) == ["chain.a"]
+    assert "back3_sq = back2^2 (a match key's square)" in got["chain.a"]["counterexample"]
+
+
+def test_a_first_max_key_outside_its_lemmas_range_fails_the_chain(monkeypatch):
+    """vertex-count's lemma proved for keys in 0..1 only (the plan's range "flag"):
+    the count key of [COUNT] (-31) and of the vertices lies outside it."""
+    _plan_with(monkeypatch, "vertex-count", lambda e: (e[0], e[1], (e[2][0], "flag"), e[3]))
+    got = _chain(["count"])
+    assert _failed(got.values()) == ["chain.count"]
+    assert "vertex-count's key lies in the range its lemma is proved on (flag)" in got["chain.count"][
+        "counterexample"]
+
+
 def test_the_order_fact_fails_on_a_head_reading_its_own_layer(monkeypatch):
     """The parent head moved into the first layer: it reads back1, which a head of
     that layer writes."""
