@@ -104,7 +104,7 @@ from rnngap.constructions import kernels as K
 from rnngap.constructions.vocab import BOS, COUNT, DASH, EOS, FALSE, TILDE, TRUE, token_code
 
 from .certify_dfs import MLP_INPUTS, embedding_plan, mlp_hyps, mlp_plan, plan
-from .certify_istree_chain import _integer
+from .certify_istree_chain import _integer, order_record
 from .certify_sim import _q, _unmet
 from .certify_sim_chain import _conjoin
 from .symbolic import z3
@@ -864,28 +864,14 @@ def order_fact() -> dict:
     """``chain.order``: each direction has one writer, and every direction a layer
     reads is written before it (a head reads the residual before its layer)."""
     st = stages()
-    bad, writer = [], {}
-    for n, (name, writes, _) in enumerate(st):
-        for d in writes:
-            if d in writer:
-                bad.append(f"{d} is written by {st[writer[d]][0]} and by {name}")
-            writer.setdefault(d, n)
     first_head = {}
     for n, (name, _, _) in enumerate(st):
         if name.startswith("head "):
             first_head.setdefault(_plan()[name[5:]][0], n)
-    for n, (name, _, reads) in enumerate(st):
-        before = first_head[_plan()[name[5:]][0]] if name.startswith("head ") else n
-        for d in sorted(reads):
-            if d not in writer:
-                bad.append(f"{name} reads {d}, which no layer writes")
-            elif writer[d] >= before:
-                bad.append(f"{name} reads {d}, written by {st[writer[d]][0]}, not before it")
-    return {"fact": "chain.order", "layer": LAYER, "method": "exact",
-            "statement": "each direction is written by one head or layer of the plans, and every direction a layer "
-                         "reads is written before it (the embedding, then each attention layer's heads and MLP): "
-                         "what a layer reads is its writer's value",
-            "answer": "holds" if not bad else "sat", **({"counterexample": "; ".join(bad[:4])} if bad else {})}
+    return order_record(st, lambda n: first_head[_plan()[st[n][0][5:]][0]] if st[n][0].startswith("head ") else n,
+                        "each direction is written by one head or layer of the plans, and every direction a layer "
+                        "reads is written before it (the embedding, then each attention layer's heads and MLP): "
+                        "what a layer reads is its writer's value")
 
 
 _PROVED: dict = {}

@@ -517,24 +517,31 @@ def order_fact() -> dict:
     value the chain gives it, the writer's. With the per-layer facts (each layer
     writes only its plan's directions) this holds of the built model."""
     st = stages()
+    heads = [i for i, (n, _, _) in enumerate(st) if n.startswith("head ")]
+    # the heads read the residual before their layer
+    return order_record(st, lambda i: min(heads) if i in heads else i,
+                        "each direction is written by one layer or head of the plans, and every direction a layer "
+                        "reads is written before it (the embedding, the RNN layers' recurrences and MLPs in turn, "
+                        "the heads, the attention MLP): what a layer reads is its writer's value")
+
+
+def order_record(st: list, before, statement: str) -> dict:
+    """``chain.order`` over the stages ``st`` ((name, writes, reads), in the order
+    the model runs them): a direction written twice, or read by stage i but not
+    written before stage ``before(i)``, is a counterexample."""
     bad, writer = [], {}
     for i, (name, writes, _) in enumerate(st):
         for d in writes:
             if d in writer:
                 bad.append(f"{d} is written by {st[writer[d]][0]} and by {name}")
             writer.setdefault(d, i)
-    heads = [i for i, (n, _, _) in enumerate(st) if n.startswith("head ")]
     for i, (name, _, reads) in enumerate(st):
-        before = min(heads) if i in heads else i          # the heads read the residual before their layer
         for d in sorted(reads):
             if d not in writer:
                 bad.append(f"{name} reads {d}, which no layer writes")
-            elif writer[d] >= before:
+            elif writer[d] >= before(i):
                 bad.append(f"{name} reads {d}, written by {st[writer[d]][0]}, not before it")
-    return {"fact": "chain.order", "layer": LAYER, "method": "exact",
-            "statement": "each direction is written by one layer or head of the plans, and every direction a layer "
-                         "reads is written before it (the embedding, the RNN layers' recurrences and MLPs in turn, "
-                         "the heads, the attention MLP): what a layer reads is its writer's value",
+    return {"fact": "chain.order", "layer": LAYER, "method": "exact", "statement": statement,
             "answer": "holds" if not bad else "sat", **({"counterexample": "; ".join(bad[:4])} if bad else {})}
 
 
