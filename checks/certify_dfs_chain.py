@@ -51,8 +51,9 @@ count at the first position holding the largest count key; each match head
 the reference's record or tour position, or [BOS]; then its copy of that
 position); each MLP's ``mlp_plan``. It concludes:
 
-* the position is below T (the heads' lemmas cover positions 0..T - 1);
-* the inputs of the first two MLPs (whose outputs are keys) and, where the
+* the position is below T (the heads' lemmas cover positions 0..T - 1), and
+  pos = t, pos_sq = t^2, one = 1 there (what the lemmas and the MLPs' facts take);
+* the inputs of the first two MLPs (MLP 2's outputs are keys) and, where the
   model writes the next token, of every MLP are integers in the domain its
   fact is proved on (``mlp_hyps``, with T = 3M + 2N + 4 and V = max(N + 1, 31)
   symbolic), one of the plan's cases holding;
@@ -64,7 +65,8 @@ position); each MLP's ``mlp_plan``. It concludes:
   proved on, all of them 0 at [BOS]; the count key at most N_c (N_c at the
   header's count); at a record, pred_u and pred_v the reference's pred
   pointers;
-* every match head's query is an integer with its square, and where a head
+* every direction a match head's query reads is an integer, the query's square
+  its square, and where a head
   attends the reference's record or tour position, that position's key (by
   the plan's key directions) equals the query and its flags are 1 (the
   lemma's match);
@@ -77,7 +79,10 @@ gives it: for every kind of position (its index free) up to the query's, a key
 that matches the query (by the plan's key directions and flags) loses to the
 attended one by the plan's tie-break (it is the attended one for a head
 without one, earlier for the latest, later for the first), and none matches
-where the reference finds none; a first-max head's key is the first largest.
+where the reference finds none; a first-max head's key is the first largest;
+off a record, where the chain gives a pred head whatever record it attends (its
+lemma's conclusion: a matching record, or [BOS]), that no key of another kind of
+position matches.
 Its hypotheses add the reference's definitions at that other key: first
 occurrence, the latest earlier record with an endpoint, found iff there is a
 record, one record per edge, pred the latest earlier incident record (from
@@ -105,7 +110,7 @@ from rnngap.constructions.vocab import BOS, COUNT, DASH, EOS, FALSE, TILDE, TRUE
 
 from .certify_dfs import MLP_INPUTS, embedding_plan, mlp_hyps, mlp_plan, plan
 from .certify_istree_chain import _integer, order_record
-from .certify_sim import _q, _unmet
+from .certify_sim import _q, _unmet, token_flag
 from .certify_sim_chain import _conjoin
 from .symbolic import z3
 
@@ -313,8 +318,6 @@ class _At:
         return self.memo[d]
 
     def _val(self, d: str):
-        if d == "one":
-            return z3.RealVal(1)
         emb = embedding_plan()
         if d in emb:
             kind, param, coef = emb[d]
@@ -322,7 +325,7 @@ class _At:
             base = {K.F_ONE: lambda: _iv(1), K.F_TOK: lambda: code, K.F_TOK_SQ: lambda: code * code,
                     K.F_POS: lambda: self.j, K.F_POS_SQ: lambda: self.j * self.j,
                     K.F_IS_NUM: lambda: z3.If(code >= 1, _iv(1), _iv(0)),
-                    K.F_IS_TOKEN: lambda: z3.If(code == token_code(param), _iv(1), _iv(0))}.get(kind)
+                    K.F_IS_TOKEN: lambda: z3.If(token_flag(param, code), _iv(1), _iv(0))}.get(kind)
             if base is None:
                 raise ValueError(f"the embedding plan's {d}: a feature kind the chain does not read")
             return _q(coef) * z3.ToReal(base())
@@ -363,9 +366,10 @@ class _Look:
     a hypothesis) and ``inst(kind, idx, pos)``: the reference's definitions at a
     key of another position (hypotheses the no-other-key goals use)."""
 
-    def __init__(self, found, at=None, kk=None, checked: bool = True, inst=None):
+    def __init__(self, found, at=None, kk=None, checked: bool = True, inst=None, kinds: tuple = ("b",)):
         self.found, self.at, self.kk, self.checked = found, at, kk, checked
         self.inst = inst or (lambda kind, idx, pos: [])
+        self.kinds = kinds          # unchecked: the kinds of position the attended key may be (a goal: no other)
 
 
 def _kinds(ref: _Ref, tag: str) -> list[tuple]:
@@ -457,6 +461,8 @@ class _Role:
         comps, flags, tie = args
         qs = []
         for q, qsq, kd, _ in comps:
+            for d in sorted(set(q) | set(qsq)):         # the lemma takes every direction the query reads an integer
+                _integer(self.goals, f"{h}'s query direction {d}", self.val(d))
             qv = self._query(q)
             qi = _integer(self.goals, f"{h}'s query {kd}", qv)
             self.goals.append((f"{h}'s query square", self._query(qsq) == z3.ToReal(qi * qi)))
@@ -469,14 +475,17 @@ class _Role:
                 self.goals.append((f"{h}: the attended key matches the query (the lemma's match)", match))
             else:
                 self.hyps.append(match)
-        if not look.checked:
-            return
         with self.ref.divert(self.key_hyps):
             self._no_other_match(h, comps, flags, tie, look, qs)
 
     def _no_other_match(self, h: str, comps, flags, tie, look: _Look, qs: list) -> None:
         for kind, idx, pos, conds in _kinds(self.ref, f"{self.tag}.{h}"):
             m = z3.And(*conds, pos <= self.t, *self._matches(comps, flags, pos, kind, idx, qs))
+            if not look.checked:            # whatever it attends is of the lookup's kinds: no other kind matches
+                if kind not in look.kinds:
+                    self.key_goals.append((f"{h}: no key at {kind} matches (it attends a record or [BOS])",
+                                           z3.Not(m)))
+                continue
             if look.at is None:
                 wins = z3.BoolVal(False)
             else:
@@ -733,7 +742,9 @@ def _role_query(role: str, tag: str, keep: dict | None = None) -> dict:
     pos = _Role(ref, role, t, f"{tag}.{role}", lookups)
     if keep is not None:
         keep["role"] = pos
-    goals = [("the position is below T (the heads' lemmas cover positions 0..T - 1)", t <= ref.T - 1)]
+    goals = [("the position is below T (the heads' lemmas cover positions 0..T - 1)", t <= ref.T - 1),
+             ("pos = t, pos_sq = t^2, one = 1 (what the heads' lemmas and the MLPs' facts take)",
+              z3.And(pos.val("pos") == z3.ToReal(t), pos.val("pos_sq") == z3.ToReal(t * t), pos.val("one") == 1))]
     # what the position offers the heads' keys
     one = lambda c: _flag(c)                              # noqa: E731
     goals += [("is_bos = [t = 0]", pos.val("is_bos") == one(role == "bos")),

@@ -83,7 +83,7 @@ from rnngap.constructions.vocab import BOS, DASH, EOS, FALSE, QUERY, TILDE, TRUE
 from .certify_istree import (COUNTER_INPUTS, NEXT_INPUTS, RECORD_INPUTS, _codes, _OTHER_FLAGS, _VALUES,
                              StreamOps, _TextStream, counter_hyps, counter_plan, direction_plan, embedding_plan,
                              next_domain, plan, plan_text, record_hyps, record_plan)
-from .certify_sim import _q, _unmet
+from .certify_sim import _q, _unmet, token_flag
 from .certify_sim_chain import _conjoin
 from .symbolic import z3
 
@@ -406,7 +406,7 @@ class _Pos:
             kind, param, coef = self.emb[d]
             code = self.code(off)
             base = {K.F_ONE: lambda: _iv(1), K.F_TOK: lambda: code, K.F_TOK_SQ: lambda: self.square(off),
-                    K.F_IS_TOKEN: lambda: z3.If(code == token_code(param), _iv(1), _iv(0))}.get(kind)
+                    K.F_IS_TOKEN: lambda: z3.If(token_flag(param, code), _iv(1), _iv(0))}.get(kind)
             if base is None:
                 raise ValueError(f"the embedding plan's {d}: a feature kind the chain does not read")
             return _q(coef) * z3.ToReal(base())

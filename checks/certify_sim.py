@@ -402,9 +402,18 @@ def type_plan(sim) -> list[tuple[str, str, int, int, dict]]:
     return out
 
 
+def token_flag(param, code):
+    """[the token is ``param``] at a position of code ``code``, as the kernel's
+    F_IS_TOKEN feature reads it (``tok == param``): the code comparison for a
+    token id (token_code is injective on ids >= 0), never true for a parameter
+    no token has (a negative one: token_code would make it a vertex's code)."""
+    from rnngap.constructions.vocab import token_code
+    param = int(param)
+    return code == token_code(param) if param >= 0 else z3.BoolVal(False)
+
+
 def _embedded(spec, a: int, tau, pos):
     """x[a] at a position of code tau and position pos: the built embedding's feature."""
-    from rnngap.constructions.vocab import token_code
     kind, param, coef = spec.embedding[a]
     c = _q(coef)
     if kind == K.F_ZERO:
@@ -416,7 +425,7 @@ def _embedded(spec, a: int, tau, pos):
     if kind == K.F_TOK_SQ:
         return c * z3.ToReal(tau * tau)
     if kind == K.F_IS_TOKEN:
-        return c * z3.If(tau == token_code(int(param)), z3.RealVal(1), z3.RealVal(0))
+        return c * z3.If(token_flag(param, tau), z3.RealVal(1), z3.RealVal(0))
     if kind == K.F_IS_NUM:
         return c * z3.If(tau >= 1, z3.RealVal(1), z3.RealVal(0))
     if kind == K.F_POS:

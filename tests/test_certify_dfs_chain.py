@@ -388,6 +388,54 @@ def test_a_first_max_key_outside_its_lemmas_range_fails_the_chain(monkeypatch):
         "counterexample"]
 
 
+def test_a_token_flag_no_token_has_in_builder_and_plan_fails_only_the_chain(monkeypatch):
+    """Two flags, [vertex 0] and F_IS_TOKEN with parameter -1 (the kernel: never
+    1; read as a code, token_code(-1) = 1 would be vertex 0's), and next-first
+    copying tok + the first - the second: the model writes 2 for vertex 0, a second
+    read review's hole (the chain read the parameter as a code)."""
+    from rnngap.constructions import kernels as K
+
+    def space(real):
+        def patched():
+            s = real()
+            s.embedded("is_v0", K.F_IS_TOKEN, 32)
+            s.embedded("is_v0x", K.F_IS_TOKEN, -1)
+            return s
+        return patched
+    copy = {"next_first": {"tok": 1, "is_v0": 1, "is_v0x": -1}}
+    with monkeypatch.context() as mp:
+        mp.setattr(I, "_embedded_space", space(I._embedded_space))
+        mp.setattr(I, "match_head", head_kwargs("next-first", lambda kw: {**kw, "copy": {**kw["copy"], **copy}})(
+            I.match_head))
+        model = I.istree_transformer(7, 6)
+    real_emb = CD.embedding_plan
+
+    def emb():
+        return {**real_emb(), "is_v0": (K.F_IS_TOKEN, 32, 1), "is_v0x": (K.F_IS_TOKEN, -1, 1)}
+    monkeypatch.setattr(CD, "embedding_plan", emb)
+    monkeypatch.setattr(C, "embedding_plan", emb)
+    _plan_with(monkeypatch, "next-first", lambda e: (e[0], e[1], e[2], {**e[3], **copy}))
+    assert _failed(CD.embedding_facts(model) + CD.head_facts(model, 7)) == []
+    assert I.run(model, [(1, 0)]).cot != [32, 33, 32, 1]                 # the mutant errs
+    assert "chain.tv" in _failed(_chain(["tv"]).values())
+
+
+def test_a_pred_head_flagged_by_is_num_in_builder_and_plan_fails_only_the_chain(monkeypatch):
+    """pred-u-first's flag is_num, not is_record: at a record the same keys match
+    (chain.b holds), off a record the head may attend a tour position, which the
+    chain took to be a record (a second read review's hole: it built a design that
+    read that head off a record and wrote wrong tours)."""
+    from rnngap.constructions.gadgets import flag_component
+    model = _build(monkeypatch, "match_head", head_kwargs("pred-u-first", lambda kw: {
+        **kw, "components": [kw["components"][0], flag_component("is_num")]}))
+    _plan_with(monkeypatch, "pred-u-first", lambda e: (e[0], e[1], (e[2][0], ["is_num"], e[2][2]), e[3]))
+    assert _failed(CD.head_facts(model, 7)) == []
+    got = _chain(["b", "tv"])
+    assert _failed(got.values()) == ["chain.tv.keys"]
+    assert "pred-u-first: no key at tv matches (it attends a record or [BOS])" in got["chain.tv.keys"][
+        "counterexample"]
+
+
 def test_the_order_fact_fails_on_a_head_reading_its_own_layer(monkeypatch):
     """The parent head moved into the first layer: it reads back1, which a head of
     that layer writes."""
