@@ -468,7 +468,9 @@ def test_the_row_with_the_composition_covers_it():
 
 
 @pytest.mark.parametrize("every_n", [False, True])
-def test_certify_proves_the_composition_with_full_only(every_n):
+def test_certify_proves_the_compositions_with_full_only(every_n):
+    """With --full the first chunk of each IsTree row proves its composition (the
+    Transformer's here, the hybrid's in checks/certify_istree_chain.py)."""
     from rnngap.checks import certify as CE
     chunks = [("certify_dfs", ((7, 6),)), ("certify_dfs", ((8, 7),)), ("certify_istree", ((4, 6),))]
     got = [CE._chain(mod, k, chunks, every_n) for k, (mod, _) in enumerate(chunks)]
