@@ -48,7 +48,7 @@ from rnngap.constructions.num import sharpness
 from rnngap.constructions.vocab import BOS, COUNT, DASH, EOS, FALSE, NUMBER_BASE, TILDE, TRUE, token_code
 
 from .certify_istree import _flag
-from .certify_sim import _Score, _combo, _copy_fact, _fact, _show, _unmet, nearest_readout_facts, planned_heads
+from .certify_sim import _Score, _combo, _copy_fact, _fact, _q, _show, _unmet, nearest_readout_facts, planned_heads
 from .symbolic import z3
 
 NAME = "istree-dfs: every layer on its own (built)"
@@ -147,7 +147,8 @@ def _shift_facts(score: _Score, k: int, s: int, T: int, layer: str) -> list[dict
 
 
 def _combo_at(combo: dict, vals: dict):
-    return sum((z3.RealVal(int(c)) * vals[d] for d, c in combo.items()), z3.RealVal(0))
+    """The combination's value, its coefficients exact (a fraction is not truncated)."""
+    return sum((_q(c) * vals[d] for d, c in combo.items()), z3.RealVal(0))
 
 
 def _first_max_facts(score: _Score, key: dict, lo: int, top: int, s: int, T: int, layer: str) -> list[dict]:

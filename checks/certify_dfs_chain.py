@@ -64,7 +64,8 @@ position); each MLP's ``mlp_plan``. It concludes:
   square, every flag 0 or 1, every first-max key within the range its lemma is
   proved on, all of them 0 at [BOS]; the count key at most N_c (N_c at the
   header's count); at a record, pred_u and pred_v the reference's pred
-  pointers;
+  pointers and pred_u_sq, pred_v_sq their squares (:data:`RECORD_OFFERS`: what
+  a later head's key reads there);
 * every direction a match head's query reads is an integer, the query's square
   its square, and where a head
   attends the reference's record or tour position, that position's key (by
@@ -438,14 +439,14 @@ class _Role:
 
     def _key(self, d: str, pos, kind, idx):
         """Key direction d at a position of ``kind`` (index idx): layer 1's values
-        there; the pred pointers a record offers (chain.b's goal); elsewhere those
+        there; the pred pointers and their squares a record offers (chain.b's
+        goals, :data:`RECORD_OFFERS`); elsewhere those
         are whatever the model wrote (a free value: a key that matches on them must
         be excluded by its flags)."""
-        if d in ("pred_u", "pred_v", "pred_u_sq", "pred_v_sq"):
+        if d in RECORD_OFFERS:
             if kind != "b":
                 return z3.ToReal(_free(f"{self.tag}.{kind}.{pos.sexpr()}", d))
-            p = z3.ToReal(self.ref.pred("first" if d.startswith("pred_u") else "second", idx))
-            return p * p if d.endswith("_sq") else p
+            return z3.ToReal(_offer(self.ref, d, idx))
         return _At(self.ref, pos).val(d)
 
     def _matches(self, comps, flags, pos, kind, idx, qs) -> list:
@@ -580,19 +581,31 @@ def _pred_lookups(ref: _Ref, role: str, t, k, tag: str, hyps: list) -> dict:
     return out
 
 
+RECORD_OFFERS = {"pred_u": ("first", 1), "pred_u_sq": ("first", 2), "pred_v": ("second", 1),
+                 "pred_v_sq": ("second", 2)}
+"""The directions a record offers the later heads' keys from the reference's pred
+pointers (direction -> (the endpoint's side, the power)): chain.b proves each,
+and a key reads them at a record from the reference (:meth:`_Role._key`)."""
+
+
+def _offer(ref: _Ref, d: str, k):
+    side, power = RECORD_OFFERS[d]
+    p = ref.pred(side, k)
+    return p * p if power == 2 else p
+
+
 def _pred_offer(ref: _Ref, k, lookups: dict) -> tuple[dict, list]:
     """At record k: the reference's pred pointers, the latest earlier record incident
     to a_k (pred_u) and to b_k (pred_v): the later of the latest with it as first
     endpoint and the latest with it as second (0 if none); and the definitions."""
-    out, hyps = {}, []
+    hyps = []
     for end, side in (("u", "first"), ("v", "second")):
         parts = []
         for s in _SIDES:
             look = lookups[f"pred-{end}-{s}"]
             parts.append(z3.If(look.found, ref.r(look.kk - 1), 0))
         hyps.append(ref.pred(side, k) == z3.If(parts[0] >= parts[1], parts[0], parts[1]))
-        out[f"pred_{end}"] = ref.pred(side, k)
-    return out, hyps
+    return {d: _offer(ref, d, k) for d in RECORD_OFFERS}, hyps
 
 
 def _edge_lookups(ref: _Ref, t, tag: str, hyps: list) -> tuple[dict, list, list]:
@@ -760,7 +773,7 @@ def _role_query(role: str, tag: str, keep: dict | None = None) -> dict:
         offers, defs = _pred_offer(ref, k, lookups)
         hyps += defs
         for d, want in offers.items():
-            goals.append((f"{d} = the reference's pred pointer", pos.val(d) == z3.ToReal(want)))
+            goals.append((f"{d} = the reference's pred pointer (or its square)", pos.val(d) == z3.ToReal(want)))
     # the first layer's first-max head: the first [EOS] from P on, else [BOS]
     for h, (li, kind, args, _) in _plan().items():
         if li == 0 and kind == "first_max":
@@ -894,8 +907,8 @@ def _plans_key() -> str:
     T, V = z3.Ints("k.T k.V")
     texts = [repr(sorted(embedding_plan().items())), repr(_plan()), repr(MLP_INPUTS)]
     for li in MLP_INPUTS:
-        texts += [str(mlp_hyps(li, probe(li), T, V)),
-                  repr([(f, [str(e) for e in ex], d, str(w)) for f, ex, d, w, _ in mlp_plan(li, probe(li))])]
+        texts += [str([e.sexpr() for e in mlp_hyps(li, probe(li), T, V)]),
+                  repr([(f, [e.sexpr() for e in ex], d, w.sexpr()) for f, ex, d, w, _ in mlp_plan(li, probe(li))])]
     return "\n".join(texts)
 
 

@@ -452,9 +452,34 @@ def test_the_order_fact_fails_on_two_writers(monkeypatch):
 
 
 def test_the_memo_is_keyed_by_the_plans(monkeypatch):
+    """A head's plan, and a change deep in an MLP plan's term (z3's str() cuts deep
+    terms short: the key is their whole s-expression; a third read review's point)."""
     key = C._plans_key()
+    real = CD.mlp_plan
+
+    def mlp_plan(li, v):
+        return [(f, ex, d, w + 5 if f == "out.w" else w, t) for f, ex, d, w, t in real(li, v)]
+    with monkeypatch.context() as mp:
+        mp.setattr(C, "mlp_plan", mlp_plan)
+        assert C._plans_key() != key
     _plan_with(monkeypatch, "shift5", lambda e: (e[0], e[1], (4,), e[3]))
     assert C._plans_key() != key
+
+
+def test_a_records_pred_square_is_proved_not_assumed(monkeypatch):
+    """MLP 2's plan writing pred_u_sq as pred_u_via_first^2 (not the square of the
+    maximum): a key reading pred_u_sq at a record takes the reference's square,
+    so chain.b proves the squares too (a third read review's point)."""
+    real = CD.mlp_plan
+
+    def mlp_plan(li, v):
+        rows = real(li, v)
+        sq = z3.ToReal(v["pred_u_via_first"] * v["pred_u_via_first"]) if li == 1 else None
+        return [(f, ex, d, sq if f == "pred_u_sq" else w, t) for f, ex, d, w, t in rows]
+    monkeypatch.setattr(C, "mlp_plan", mlp_plan)
+    got = _chain(["b"])
+    assert "chain.b" in _failed(got.values())
+    assert "pred_u_sq = the reference's pred pointer (or its square)" in got["chain.b"]["counterexample"]
 
 
 # ----------------------------------------------------------------------------
