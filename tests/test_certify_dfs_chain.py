@@ -318,7 +318,7 @@ def test_the_start_vertex_changed_in_builder_and_plan_fails_only_the_chain(monke
     monkeypatch.setattr(CD, "mlp_plan", mlp_plan)
     monkeypatch.setattr(C, "mlp_plan", mlp_plan)
     assert _failed(CD.mlp_facts(model, 7)) == []
-    got = _chain(["eos", "teos"])
+    got = _chain(["eos", "b"])
     assert _failed(got.values()) == ["chain.eos"]
     assert "out = the reference's next code" in got["chain.eos"]["counterexample"]
 
