@@ -666,8 +666,9 @@ def certify(only: list[str] | None = None, constructions: dict | None = None,
     (checks/certify_istree.py: at its default sizes N, or with ``every_n`` at
     every N to int64, in chunks spread over the workers, the first of which also
     proves the composition, checks/certify_istree_chain.py), the IsTree
-    Transformer's likewise (checks/certify_dfs.py; its composition over the DFS
-    tour, checks/certify_dfs_chain.py) and the machine lemmas.
+    Transformer's (checks/certify_dfs.py: at its NS, or with ``every_n`` at its
+    NS_FULL in chunks, the first of which also proves its composition over the
+    DFS tour, checks/certify_dfs_chain.py) and the machine lemmas.
 
     With ``workers`` > 1 every certificate runs on a pool of that many spawned
     processes (checks.engine.PoolClient: Ctrl-C or an error ends them), the
@@ -733,7 +734,7 @@ certify_layers): the IsTree Transformer's (T4.7-up) and the IsTree hybrid's (T5.
 def _chain(mod: str, k: int, chunks: list, every_n: bool) -> bool:
     """Whether chunk k proves its row's composition: with ``every_n`` (``--full``)
     the first chunk of each row that has one (the IsTree Transformer's, the IsTree
-    hybrid's; tens of seconds of one worker each, so not in the default run's 60 s)."""
+    hybrid's; tens of seconds of one worker each, so not in the default run)."""
     return every_n and mod in CHAIN_ROWS and all(m != mod for m, _ in chunks[:k])
 
 

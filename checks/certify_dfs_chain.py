@@ -29,8 +29,8 @@ i = 0),
 * e = 0 if p = parent(u), else the record of edge {u, p};
 * pred_x(k) = the latest record before k incident to x (0 if none), for x an
   endpoint of edge k; "the edge after e at u" = the record k incident to u
-  with pred_u(k) = e (a vertex's records have distinct pred's: a stated
-  property); next = its other endpoint; if next is parent(u), once more past
+  with pred_u(k) = e (one at most: a vertex's records have distinct pred's,
+  since pred is the latest earlier incident record); next = its other endpoint; if next is parent(u), once more past
   its record;
 * W(i + 1) = that neighbour w if there is one and it does not occur in
   W(0..i); [EOS] (the tour ends) if it occurs (a cycle); parent(u) if there is

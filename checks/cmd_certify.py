@@ -17,8 +17,8 @@ def add_command(sub) -> None:
     p.add_argument("--json", metavar="PATH", help="write one record per construction as JSON")
     p.add_argument("--full", action="store_true",
                    help="also the slow certificates (c-gram c = 4 at the registry's alphabet, about 35 s more) and "
-                        "the IsTree Transformer's and hybrid's layers at many more sizes, and the IsTree hybrid's composition "
-                        "over its CoT (minutes: docs/certify.md)")
+                        "the IsTree Transformer's and hybrid's layers at many more sizes, and both IsTree models' "
+                        "compositions over their CoT (minutes: docs/certify.md)")
     p.add_argument("--workers", type=int, metavar="N", default=None,
                    help="processes certifying the construction records at once (default: the cores this "
                         "process may run on)")
