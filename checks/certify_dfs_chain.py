@@ -106,11 +106,14 @@ the per-layer facts tie each plan to the built model of each size.
 """
 from __future__ import annotations
 
+import contextlib
+
 from rnngap.constructions import kernels as K
 from rnngap.constructions.vocab import BOS, COUNT, DASH, EOS, FALSE, TILDE, TRUE, token_code
 
 from .certify_dfs import MLP_INPUTS, embedding_plan, mlp_hyps, mlp_plan, plan
-from .certify_istree_chain import _integer, order_record
+from .certify_istree import _flag
+from .certify_istree_chain import _integer, _iv, case_value, order_record
 from .certify_sim import _q, _unmet, token_flag
 from .certify_sim_chain import _conjoin
 from .symbolic import z3
@@ -125,14 +128,6 @@ _WHERE = {"bos": "[BOS]", "count": "the header's [COUNT]", "cval": "the header's
           "a": "an edge's first endpoint", "sep": "an edge's separator", "b": "an edge's second endpoint (its record)",
           "eos": "the prompt's [EOS]", "tv": "a tour vertex W(i)", "teos": "the tour's [EOS]"}
 _SIDES = ("first", "second")
-
-
-def _iv(v: int):
-    return z3.IntVal(int(v))
-
-
-def _flag(c):
-    return z3.If(c, z3.RealVal(1), z3.RealVal(0))
 
 
 class _Ref:
@@ -162,19 +157,15 @@ class _Ref:
             self._seen.add((id(sink), key))
             sink.append(hyp)
 
+    @contextlib.contextmanager
     def divert(self, sink: list):
         """A context in which the ranges noted go to ``sink`` (the no-other-key
         fact's hypotheses: the role's own fact does not need them)."""
-        import contextlib
-
-        @contextlib.contextmanager
-        def ctx():
-            self._sinks.append(sink)
-            try:
-                yield
-            finally:
-                self._sinks.pop()
-        return ctx()
+        self._sinks.append(sink)
+        try:
+            yield
+        finally:
+            self._sinks.pop()
 
     def edge(self, k):
         return z3.And(k >= 0, k < self.m)
@@ -300,10 +291,6 @@ def _affine(e):
     return None
 
 
-def _plan() -> dict:
-    return plan()
-
-
 class _At:
     """Layer 1's values (the embedding and the first layer's heads) at position j:
     what a head copies from the position it attends, and what a position offers
@@ -330,7 +317,7 @@ class _At:
             if base is None:
                 raise ValueError(f"the embedding plan's {d}: a feature kind the chain does not read")
             return _q(coef) * z3.ToReal(base())
-        for h, (li, kind, args, copy) in _plan().items():
+        for h, (li, kind, args, copy) in plan().items():
             if li == 0 and d in copy:
                 if self.depth > 4:
                     raise ValueError(f"{h}'s copy of {d} reads layer 1's own outputs, around")
@@ -405,7 +392,7 @@ class _Role:
         return self.memo[d]
 
     def _val(self, d: str):
-        for h, (li, _, _, copy) in _plan().items():
+        for h, (li, _, _, copy) in plan().items():
             if d in copy:
                 return self.here.val(d) if li == 0 else self.head(h)[d]
         for li in MLP_INPUTS:
@@ -416,7 +403,7 @@ class _Role:
     # --- the heads
     def head(self, h: str) -> dict:
         if h not in self.heads:
-            li, kind, args, copy = _plan()[h]
+            li, kind, args, copy = plan()[h]
             if h not in self.lookups:
                 raise ValueError(f"head {h} (layer {li + 1}) is read at {self.role}, where the chain has no lookup")
             look = self.lookups[h]
@@ -520,14 +507,10 @@ class _Role:
             rows = mlp_plan(li, v)
             out = {}
             for d in sorted({r[2] for r in rows}):
-                mine = [(extra, want) for _, extra, o, want, _ in rows if o == d]
-                if any(extra for extra, _ in mine):
-                    self.goals.append((f"one of MLP {li + 1}'s cases for {d} holds",
-                                       z3.Or(*[z3.And(*e) if e else z3.BoolVal(True) for e, _ in mine])))
-                val = z3.ToReal(z3.Int(f"{self.tag}.{d}.uncovered"))
-                for extra, want in reversed(mine):
-                    val = z3.If(z3.And(*extra), want, val) if extra else want
-                out[d] = val
+                cover, out[d] = case_value([(extra, want) for _, extra, o, want, _ in rows if o == d],
+                                           f"{self.tag}.{d}.uncovered")
+                if cover is not None:
+                    self.goals.append((f"one of MLP {li + 1}'s cases for {d} holds", cover))
             self.mlps[li] = out
         return self.mlps[li]
 
@@ -759,12 +742,11 @@ def _role_query(role: str, tag: str, keep: dict | None = None) -> dict:
              ("pos = t, pos_sq = t^2, one = 1 (what the heads' lemmas and the MLPs' facts take)",
               z3.And(pos.val("pos") == z3.ToReal(t), pos.val("pos_sq") == z3.ToReal(t * t), pos.val("one") == 1))]
     # what the position offers the heads' keys
-    one = lambda c: _flag(c)                              # noqa: E731
-    goals += [("is_bos = [t = 0]", pos.val("is_bos") == one(role == "bos")),
-              ("is_eos: 1 at the [EOS]s alone", pos.val("is_eos") == one(role in ("eos", "teos"))),
-              ("is_record: 1 at the records alone", pos.val("is_record") == one(role == "b")),
-              ("after_eos: 1 from the prompt's [EOS] on", pos.val("after_eos") == one(role in WRITES + ("tv",)))]
-    ck = _copy(pos, _plan()["vertex-count"][2][0])
+    goals += [("is_bos = [t = 0]", pos.val("is_bos") == _flag(role == "bos")),
+              ("is_eos: 1 at the [EOS]s alone", pos.val("is_eos") == _flag(role in ("eos", "teos"))),
+              ("is_record: 1 at the records alone", pos.val("is_record") == _flag(role == "b")),
+              ("after_eos: 1 from the prompt's [EOS] on", pos.val("after_eos") == _flag(role in WRITES))]
+    ck = _copy(pos, plan()["vertex-count"][2][0])
     goals.append(("the count key is at most N_c (N_c at the header's count) and at least -V",
                   z3.And(ck <= z3.ToReal(ref.Nc), ck >= -z3.ToReal(ref.V))
                   if role != "cval" else ck == z3.ToReal(ref.Nc)))
@@ -775,7 +757,7 @@ def _role_query(role: str, tag: str, keep: dict | None = None) -> dict:
         for d, want in offers.items():
             goals.append((f"{d} = the reference's pred pointer (or its square)", pos.val(d) == z3.ToReal(want)))
     # the first layer's first-max head: the first [EOS] from P on, else [BOS]
-    for h, (li, kind, args, _) in _plan().items():
+    for h, (li, kind, args, _) in plan().items():
         if li == 0 and kind == "first_max":
             pos._max_goals(h, args[0], _Look(z3.BoolVal(True), _first_layer_target(ref, h, kind, args, t)))
     # the layers the position needs: the first two everywhere (their outputs are keys), all where it writes
@@ -786,7 +768,7 @@ def _role_query(role: str, tag: str, keep: dict | None = None) -> dict:
     text = ("the keys it offers are the reference's (flags, squares, the count key, the pred pointers at a record), "
             "the heads' queries meet their lemmas, and the first two MLPs' inputs lie in their proved domains")
     if role in WRITES:
-        for h, entry in _plan().items():
+        for h, entry in plan().items():
             if entry[0] >= 1:               # the first layer's heads: in every value read at the position
                 pos.head(h)
         for li in MLP_INPUTS:
@@ -829,7 +811,7 @@ def _key_side(pos: _Role, ref: _Ref, role: str) -> list:
     proves it on and its directions integers; every one of them 0 at [BOS]."""
     goals: list = []
     squares, flags, plain = set(), set(), set()     # squares: (key direction, its square's), every head's
-    for h, (_, kind, args, _) in _plan().items():
+    for h, (_, kind, args, _) in plan().items():
         if kind == "match":
             squares |= {(kd, ksq) for _, _, kd, ksq in args[0]}
             flags |= set(args[1])
@@ -867,7 +849,7 @@ def stages() -> list[tuple[str, set, set]]:
     plan writes, those it reads): the embedding; per attention layer its heads (the
     queries, keys, flags and copies; the clock pos, pos_sq and is_bos), then its MLP."""
     out = [("the embedding", set(embedding_plan()), set())]
-    heads = _plan()
+    heads = plan()
     for li in range(5):
         for h, (hl, kind, args, copy) in heads.items():
             if hl != li:
@@ -891,8 +873,8 @@ def order_fact() -> dict:
     first_head = {}
     for n, (name, _, _) in enumerate(st):
         if name.startswith("head "):
-            first_head.setdefault(_plan()[name[5:]][0], n)
-    return order_record(st, lambda n: first_head[_plan()[st[n][0][5:]][0]] if st[n][0].startswith("head ") else n,
+            first_head.setdefault(plan()[name[5:]][0], n)
+    return order_record(st, lambda n: first_head[plan()[st[n][0][5:]][0]] if st[n][0].startswith("head ") else n,
                         "each direction is written by one head or layer of the plans, and every direction a layer "
                         "reads is written before it (the embedding, then each attention layer's heads and MLP): "
                         "what a layer reads is its writer's value")
@@ -905,7 +887,7 @@ _PROVED: dict = {}
 def _plans_key() -> str:
     probe = lambda li: {lab: z3.Int(f"k.{lab}") for lab in MLP_INPUTS[li]}          # noqa: E731
     T, V = z3.Ints("k.T k.V")
-    texts = [repr(sorted(embedding_plan().items())), repr(_plan()), repr(MLP_INPUTS)]
+    texts = [repr(sorted(embedding_plan().items())), repr(plan()), repr(MLP_INPUTS)]
     for li in MLP_INPUTS:
         texts += [str([e.sexpr() for e in mlp_hyps(li, probe(li), T, V)]),
                   repr([(f, [e.sexpr() for e in ex], d, w.sexpr()) for f, ex, d, w, _ in mlp_plan(li, probe(li))])]

@@ -305,6 +305,19 @@ def _product(xs: list):
     return out
 
 
+def case_value(rows: list, uncovered: str):
+    """(the goal that one of the plan's cases holds, None when no row has a case;
+    the direction's value): ``rows`` are one direction's (case conditions, value)
+    in the plan's order. A value no case covers is the unknown ``uncovered``
+    (never taken where the cover goal is proved)."""
+    cover = (z3.Or(*[z3.And(*extra) if extra else z3.BoolVal(True) for extra, _ in rows])
+             if any(extra for extra, _ in rows) else None)
+    out = z3.ToReal(z3.Int(uncovered))
+    for extra, want in reversed(rows):
+        out = z3.If(z3.And(*extra), want, out) if extra else want
+    return cover, out
+
+
 def _integer(goals: list, text: str, v):
     """``v`` as an Int term: by its form when it has one (:func:`_as_int`), else
     ToInt(v) with the goal that v is an integer."""
@@ -430,14 +443,9 @@ class _Pos:
         rows = [(extra, want) for _, extra, out, want, _ in make(v, *args) if out == d]
         if first:
             self.goals += [(f"the domain of the MLP reading {', '.join(inputs)}", z3.And(*hyps(v, self.lo, self.hi)))]
-        if off == 0 and any(extra for extra, _ in rows):
-            self.goals.append((f"one of the plan's cases for {d} holds",
-                               z3.Or(*[z3.And(*extra) if extra else z3.BoolVal(True) for extra, _ in rows])))
-        # a value no case of the plan covers: unknown (never taken: one case holds at every position, a goal
-        # of the position's own fact)
-        out = z3.ToReal(z3.Int(f"{self.tag}.{d}@{off}.uncovered"))
-        for extra, want in reversed(rows):
-            out = z3.If(z3.And(*extra), want, out) if extra else want
+        cover, out = case_value(rows, f"{self.tag}.{d}@{off}.uncovered")
+        if off == 0 and cover is not None:
+            self.goals.append((f"one of the plan's cases for {d} holds", cover))
         return out
 
     def step_goals(self) -> list:
