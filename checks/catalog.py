@@ -38,7 +38,7 @@ returned, e.g. the ``RagConstruction`` with its oracle).
     >>> b.model.kind, b.construction is b.model
     ('transformer', True)
     >>> [c.name for c in e.certificate_list()]
-    ['retrieval.index[a=2]', 'retrieval.index[a=n+2]']
+    ['index-transformer[a=2]', 'index-transformer[a=n+2]']
 """
 from __future__ import annotations
 
@@ -262,16 +262,16 @@ def int_frac_resources(name: str, decl, int_order: str = "log", frac_order: str 
 
 
 def _retrieval_resources(key: str, a: int, c: int, reduction: bool = True) -> Callable[[], tuple]:
-    """retrieval.<key> at the registry's sampled alphabet a, and (``reduction``) at the
+    """The T4.6-up Transformer ``key`` at the registry's sampled alphabet a, and (``reduction``) at the
     Index reduction's alphabet a(n) of the task spec, which grows with n."""
     def make():
         from .tasks import task
         decl = {"counting": Bd.COUNTING, "index": Bd.INDEX, "ar": Bd.AR}.get(key, Bd.CGRAM)
-        out = int_frac_resources(f"retrieval.{key}", decl, frac_order="log" if key == "counting" else "constant",
+        out = int_frac_resources(O.retrieval_name(key), decl, frac_order="log" if key == "counting" else "constant",
                                  a=a, c=c)
         if reduction:
             alpha = task({"ar": "ar", "counting": "counting"}.get(key, f"cgram(c={c})")).reduction_alphabet
-            name = f"retrieval.{key}[a={str(alpha(N_DECL)).replace(' ', '')}]"
+            name = O.retrieval_name(key, str(alpha(N_DECL)).replace(' ', ''))
             out += (Resource(name, "int_bits", decl.int_expr.subs({Bd.A: alpha(N_DECL), Bd.C: c}), "log",
                              lambda n: decl.int_bits(n, alpha(n), c)),)
         return out
@@ -281,11 +281,11 @@ def _retrieval_resources(key: str, a: int, c: int, reduction: bool = True) -> Ca
 def _hybrid_resources(key: str) -> Callable[[], tuple]:
     def make():
         if key == "istree":
-            return int_frac_resources("hybrid.istree", hybrid.ISTREE) + (
-                Resource("hybrid.istree", "cot", Bd.hybrid_istree_cot(Bd.SYM, N_DECL), "nlogn",
+            return int_frac_resources("istree-hybrid", hybrid.ISTREE) + (
+                Resource("istree-hybrid", "cot", Bd.hybrid_istree_cot(Bd.SYM, N_DECL), "nlogn",
                          hybrid.istree_cot_bound),)
         decl = hybrid.cgram_declared(3) if key == "cgram(c=3)" else hybrid.DECLARED[key]
-        return int_frac_resources(f"hybrid.{key}", decl)
+        return int_frac_resources("cgram-hybrid" if key == "cgram(c=3)" else f"{key}-hybrid", decl)
     return make
 
 
@@ -300,11 +300,11 @@ def _istree_resources():
     C = istree_model
     sparse = C.INT_EXPR.subs({C.N_SYM: N_DECL, C.M_SYM: N_DECL + 2})
     dense = C.INT_EXPR.subs({C.N_SYM: N_DECL, C.M_SYM: N_DECL * (N_DECL - 1) / 2})
-    return (Resource("istree-dfs", "int_bits (m <= n+2)", sparse, "log", lambda n: C.declared_int_bits(n, n + 2)),
-            Resource("istree-dfs", "int_bits (any simple graph)", dense, "log",
+    return (Resource("istree-transformer", "int_bits (m <= n+2)", sparse, "log", lambda n: C.declared_int_bits(n, n + 2)),
+            Resource("istree-transformer", "int_bits (any simple graph)", dense, "log",
                      lambda n: C.declared_int_bits(n, n * (n - 1) // 2)),
-            Resource("istree-dfs", "frac_bits", C.FRAC_EXPR, "constant", lambda n: C.FRAC_BITS),
-            Resource("istree-dfs", "cot", Bd.istree_cot(Bd.SYM, N_DECL), "linear", C.cot_bound))
+            Resource("istree-transformer", "frac_bits", C.FRAC_EXPR, "constant", lambda n: C.FRAC_BITS),
+            Resource("istree-transformer", "cot", Bd.istree_cot(Bd.SYM, N_DECL), "linear", C.cot_bound))
 
 
 def _tm_resources(mname: str, architecture: str) -> Callable[[], tuple]:
@@ -313,9 +313,9 @@ def _tm_resources(mname: str, architecture: str) -> Callable[[], tuple]:
         enc = turing.Encoding.of(spec.build())
         sub = {turing.NSYM: N_DECL}
         if architecture == "rag":
-            return int_frac_resources(f"rag-tm.{mname}", turing.rag_declared(enc, spec), sub=sub, frac=False)
+            return int_frac_resources(f"tm-{mname}-rag", turing.rag_declared(enc, spec), sub=sub, frac=False)
         degree = int(sp.degree(sp.expand(spec.time_expr.subs(sub)), N_DECL))
-        return int_frac_resources(f"hybrid-tm.{mname}", turing.hybrid_declared(enc, spec), sub=sub) + (
+        return int_frac_resources(f"tm-{mname}-hybrid", turing.hybrid_declared(enc, spec), sub=sub) + (
             Resource(f"tm.{mname}", "steps T(n)", spec.time_expr.subs(sub), f"poly:{degree}", spec.time_bound),)
     return make
 
@@ -357,12 +357,12 @@ def _tm_records() -> list[ConstructionRecord]:
         out.append(ConstructionRecord(
             Key("T5-hyb-P", f"tm-{m}", "hybrid"), turing.tm_hybrid, _tm_example(spec),
             f"hybrid with CoT simulating the TM {m!r} ({spec.describe})",
-            (Form(f"hybrid-tm.{m}", params=hyb, params_n=(1, 8), resources=_tm_resources(m, "hybrid"),
+            (Form(f"tm-{m}-hybrid", params=hyb, params_n=(1, 8), resources=_tm_resources(m, "hybrid"),
                   certificates=lambda m=m: (Certificate(O.tm_hybrid_cert(m)),)),), args=(spec,)))
         out.append(ConstructionRecord(
             Key(_G, f"tm-{m}", "rag"), turing.tm_rag, _tm_example(spec),
             f"linear RNN + RAG simulating the TM {m!r}",
-            (Form(f"rag-tm.{m}", params=rag, params_n=(1, 8), resources=_tm_resources(m, "rag"),
+            (Form(f"tm-{m}-rag", params=rag, params_n=(1, 8), resources=_tm_resources(m, "rag"),
                   certificates=lambda m=m: (Certificate(O.tm_rag_cert(m)),)),), args=(spec,)))
     return out
 
@@ -384,68 +384,68 @@ RECORDS: tuple[ConstructionRecord, ...] = (
     # T4.6-up: constant-size Transformers for the retrieval tasks
     ConstructionRecord(Key(_R, "index", "transformer"), retrieval.index_transformer, _index_example,
                        "Index Transformer",
-                       (Form("retrieval.index", params=50, resources=_retrieval_resources("index", 2, 2, False),
+                       (Form("index-transformer", params=50, resources=_retrieval_resources("index", 2, 2, False),
                              certificates=lambda: (Certificate(O.retrieval_cert("index", 2), P.INDEX),
                                                    Certificate(O.retrieval_cert("index", "n+2"), P.INDEX))),)),
     ConstructionRecord(Key(_R, "ar", "transformer"), retrieval.ar_transformer, _ar_example(4),
                        "associative recall",
-                       (Form("retrieval.ar", params=154, params_n=(2, None),
-                             params_alphabets=(("retrieval.ar[a=n+2]", lambda n: n + 2),),
+                       (Form("ar-transformer", params=154, params_n=(2, None),
+                             params_alphabets=(("ar-transformer[a=n+2]", lambda n: n + 2),),
                              resources=_retrieval_resources("ar", 4, 2),
                              certificates=lambda: (Certificate(O.retrieval_cert("ar", 4), P.AR),
                                                    Certificate(O.retrieval_cert("ar", "n+2"), P.AR))),),
                        defaults={"alphabet": 4}),
     ConstructionRecord(Key(_R, "cgram", "transformer"), retrieval.cgram_transformer, _cgram_example,
                        "c-gram retrieval (shown at c = 3)",
-                       (Form("retrieval.cgram2", {"c": 2}, resources=_retrieval_resources("cgram2", 3, 2, False)),
-                        Form("retrieval.cgram3", {"c": 3}, params=312, params_n=(3, None),
-                             params_alphabets=(("retrieval.cgram3[a=n+2]", lambda n: n + 2),),
+                       (Form("cgram-transformer[c=2]", {"c": 2}, resources=_retrieval_resources("cgram2", 3, 2, False)),
+                        Form("cgram-transformer[c=3]", {"c": 3}, params=312, params_n=(3, None),
+                             params_alphabets=(("cgram-transformer[c=3,a=n+2]", lambda n: n + 2),),
                              resources=_retrieval_resources("cgram3", 2, 3),
                              certificates=lambda: (Certificate(O.retrieval_cert("cgram3", 2), P.CGRAM3),
                                                    Certificate(O.retrieval_cert("cgram3", "n+2"), P.CGRAM3))),
-                        Form("retrieval.cgram4", {"c": 4}, params=518, params_n=(4, None),
+                        Form("cgram-transformer[c=4]", {"c": 4}, params=518, params_n=(4, None),
                              resources=_retrieval_resources("cgram4", 3, 4),
                              certificates=lambda: (Certificate(O.retrieval_cert("cgram4", 3), P.CGRAM4, slow=True),
                                                    Certificate(O.retrieval_cert("cgram4", "n+2"), P.CGRAM4)))),
                        defaults={"alphabet": 2, "c": 3}),
     ConstructionRecord(Key(_R, "counting", "transformer"), retrieval.counting_transformer, _count_example,
                        "Counting Transformer",
-                       (Form("retrieval.counting", params=314,
-                             params_alphabets=(("retrieval.counting[a=n+1]", lambda n: n + 1),),
+                       (Form("counting-transformer", params=314,
+                             params_alphabets=(("counting-transformer[a=n+1]", lambda n: n + 1),),
                              resources=_retrieval_resources("counting", 3, 2),
                              certificates=lambda: (Certificate(O.retrieval_cert("counting", 3), P.COUNTING),
                                                    Certificate(O.retrieval_cert("counting", "n+1"), P.COUNTING))),)),
     ConstructionRecord(Key(_R, "mqar", "transformer"), retrieval.mqar_transformer, _mqar_example,
                        "multi-query AR (every position answers)",
-                       (Form("retrieval.mqar", params=191, params_n=(1, 1024),
-                             resources=lambda: int_frac_resources("retrieval.mqar", Bd.MQAR, frac=False),
+                       (Form("mqar-transformer", params=191, params_n=(1, 1024),
+                             resources=lambda: int_frac_resources("mqar-transformer", Bd.MQAR, frac=False),
                              certificates=lambda: (Certificate(O.mqar_cert(), P.MQAR),)),),
                        size=lambda n: {"length": n}),
     # T4.7-up
     ConstructionRecord(Key("T4.7-up", "istree", "transformer"), istree_model.istree_transformer, _istree_example,
                        "IsTree Transformer (next token = first token of the DFS tour)",
-                       (Form("istree-dfs", params=22215, params_n=(2, None), resources=_istree_resources,
+                       (Form("istree-transformer", params=22215, params_n=(2, None), resources=_istree_resources,
                              certificates=lambda: (Certificate(O.istree_dfs_cert("sparse")),
                                                    Certificate(O.istree_dfs_cert("dense")))),),
                        size=lambda n: {"n_vertices": max(n, 2)}),
     # T5.6: hybrids
     ConstructionRecord(Key(_H, "index", "hybrid"), hybrid.index_hybrid, _index_example, "hybrid for Index",
-                       (Form("hybrid.index", params=84, params_n=(2, None), resources=_hybrid_resources("index"),
+                       (Form("index-hybrid", params=84, params_n=(2, None), resources=_hybrid_resources("index"),
                              certificates=_one(Certificate(O.hybrid_cert("index"), P.HYBRID_INDEX))),)),
     ConstructionRecord(Key(_H, "ar", "hybrid"), hybrid.ar_hybrid, _ar_example(2), "hybrid for AR",
-                       (Form("hybrid.ar", params=222, params_n=(2, None), resources=_hybrid_resources("ar"),
+                       (Form("ar-hybrid", params=222, params_n=(2, None), resources=_hybrid_resources("ar"),
                              certificates=_one(Certificate(O.hybrid_cert("ar"), P.HYBRID_AR))),)),
     ConstructionRecord(Key(_H, "cgram", "hybrid"), hybrid.cgram_hybrid, _cgram_example, "hybrid for c-gram (c = 3)",
-                       (Form("hybrid.cgram(c=3)", params=376, params_n=(3, None),
+                       (Form("cgram-hybrid", params=376, params_n=(3, None),
                              resources=_hybrid_resources("cgram(c=3)"),
                              certificates=_one(Certificate(O.hybrid_cert("cgram(c=3)"), P.HYBRID_CGRAM3))),),
                        defaults={"alphabet": 2, "c": 3}),
     ConstructionRecord(Key(_H, "counting", "hybrid"), hybrid.counting_hybrid, _count_example, "hybrid for Counting",
-                       (Form("hybrid.counting", params=457, params_n=(3, 4096), resources=_hybrid_resources("counting"),
+                       (Form("counting-hybrid", params=457, params_n=(3, 4096), resources=_hybrid_resources("counting"),
                              certificates=_one(Certificate(O.hybrid_cert("counting"), P.HYBRID_COUNTING))),)),
     ConstructionRecord(Key(_H, "istree", "hybrid"), hybrid.istree_hybrid, _graph_example,
                        "hybrid for IsTree (union-find CoT)",
-                       (Form("hybrid.istree", params=12938, params_n=(2, 256), resources=_hybrid_resources("istree"),
+                       (Form("istree-hybrid", params=12938, params_n=(2, 256), resources=_hybrid_resources("istree"),
                              certificates=_one(Certificate(O.hybrid_cert("istree")))),),
                        size=lambda n: {"N": max(n, 2)}),
     # T5-RAG: linear RNN + in-context RAG
@@ -459,10 +459,10 @@ RECORDS: tuple[ConstructionRecord, ...] = (
                              certificates=_one(Certificate(O.rag_cert("ar-rag")))),)),
     ConstructionRecord(Key(_G, "cgram", "rag"), rag_models.cgram_rag, _cgram_example,
                        "linear RNN + RAG for c-gram (c = 3)",
-                       (Form("3-gram-rag", params=1076, params_n=(3, None),
-                             resources=_rag_resources("3-gram-rag", rag_models.CGRAM_INT, rag_models.cgram_int_bits,
+                       (Form("cgram-rag", params=1076, params_n=(3, None),
+                             resources=_rag_resources("cgram-rag", rag_models.CGRAM_INT, rag_models.cgram_int_bits,
                                                       "constant"),
-                             certificates=_one(Certificate(O.rag_cert("3-gram-rag")))),),
+                             certificates=_one(Certificate(O.rag_cert("cgram-rag")))),),
                        defaults={"alphabet": 2, "c": 3}),
     ConstructionRecord(Key(_G, "counting", "rag"), rag_models.counting_rag, _count_example,
                        "linear RNN + RAG for Counting",
@@ -494,7 +494,7 @@ RECORDS: tuple[ConstructionRecord, ...] = (
                        "the Transformer simulating a linear RNN step by step (here the T4.1 RNN for n)",
                        (Form("sim", resources=_sim_resources),),
                        uncertified="the simulator depends on the RNN it simulates: `rnngap certify` certifies each "
-                                   "simulator the registry builds (rows sim[...] and 'sim: token types, heads and RNN layers (built)'), not this "
+                                   "simulator the registry builds (rows sim[...] and 'rnnsim-transformer[layers]'), not this "
                                    "record", size=_sim_size),
     # T5-hyb-P and T5-RAG: the Turing machines, one record per machine and architecture
     *_tm_records(),
@@ -505,11 +505,58 @@ CONSTRUCTION_CLAIMS = ("T4.6-up", "T4.7-up", "T5-RAG", "T5.6", "T5-hyb-P", "T4.1
 """The claims whose upper bounds are constructions; each has a record."""
 
 
+REGISTERED: list[ConstructionRecord] = []
+"""Records added in this process by :func:`register` (``rnngap.register``)."""
+
+ENTRY_POINTS = "rnngap.constructions"
+"""The entry point group whose objects (a record, or a function returning records)
+are constructions of other packages."""
+
+MODULES_ENV = "RNNGAP_CONSTRUCTIONS"
+"""Modules (``a.b:c.d``) imported before the records are read; they call
+:func:`register`. Spawned workers import them too."""
+
+_LOADED: list[tuple] = []
+
+
+def _load_plugins() -> None:
+    """Import $RNNGAP_CONSTRUCTIONS's modules and the entry points' records, once
+    per value of the variable."""
+    import importlib
+    import importlib.metadata as md
+    mods = tuple(m for m in os.environ.get(MODULES_ENV, "").split(":") if m.strip())
+    if _LOADED and _LOADED[0] == mods:
+        return
+    _LOADED[:] = [mods]
+    for m in mods:
+        importlib.import_module(m.strip())
+    for ep in md.entry_points(group=ENTRY_POINTS):
+        obj = ep.load()
+        for rec in (obj() if callable(obj) and not isinstance(obj, ConstructionRecord) else [obj]):
+            if rec not in REGISTERED:
+                register(rec)
+
+
+def register(record: ConstructionRecord) -> ConstructionRecord:
+    """Add a construction record in this process: seen by every command and check
+    that reads :func:`records`. ValueError if its name or key is taken."""
+    if not isinstance(record, ConstructionRecord):
+        raise ValueError(f"register takes a ConstructionRecord, got {type(record).__name__}")
+    taken = [r for r in (*RECORDS, *REGISTERED) if r.name == record.name or r.key == record.key]
+    if taken and taken != [record]:
+        raise ValueError(f"a construction named {record.name!r} (or with key {tuple(record.key)}) exists")
+    if record not in REGISTERED:
+        REGISTERED.append(record)
+    return record
+
+
 def records() -> tuple[ConstructionRecord, ...]:
-    """:data:`RECORDS`, checked: names and keys unique."""
-    if len({r.key for r in RECORDS}) != len(RECORDS) or len({r.name for r in RECORDS}) != len(RECORDS):
+    """:data:`RECORDS` and the registered ones, checked: names and keys unique."""
+    _load_plugins()
+    out = (*RECORDS, *REGISTERED)
+    if len({r.key for r in out}) != len(out) or len({r.name for r in out}) != len(out):
         raise RuntimeError("two construction records with one key or name")
-    return RECORDS
+    return out
 
 
 def certificates() -> dict[str, Certificate]:
@@ -613,3 +660,25 @@ def entry(claim: str, task: str, architecture: str) -> ConstructionRecord:
         if r.key == key:
             return r
     raise KeyError(key)
+
+
+def closest(name: str, known, k: int = 3) -> list[str]:
+    """The ``k`` names of ``known`` closest to ``name`` (for an unknown name's message).
+
+    >>> closest("index-transfomer", names())
+    ['index-transformer', 'istree-transformer', 'ar-transformer']
+    """
+    import difflib
+    known = list(dict.fromkeys(known))
+    near = difflib.get_close_matches(name, known, n=k, cutoff=0.0)
+    return near or known[:k]
+
+
+def named_by(name: str, certificate_names) -> list[str]:
+    """The certificate names a construction name (or a certificate name) stands for:
+    ``name`` itself and every ``name[variant]``.
+
+    >>> named_by("index-transformer", ["index-transformer[a=2]", "index-hybrid", "index-transformer[a=n+2]"])
+    ['index-transformer[a=2]', 'index-transformer[a=n+2]']
+    """
+    return [c for c in certificate_names if c == name or c.startswith(name + "[")]

@@ -41,6 +41,7 @@ from __future__ import annotations
 import importlib
 import json
 import time
+from typing import Callable
 from dataclasses import asdict, dataclass, field
 
 import sympy as sp
@@ -57,10 +58,10 @@ counts two-limb storage for the constructions that declare it); 4: the row
 (source ``restated-formula``, no longer produced); 5: a two-limb ``n_max`` is no
 longer held to f <= 56 (the two-limb exp runs at every f), a builder margin
 may have the method ``piecewise-monotone (steps frozen)``, and the simulator's row
-is ``sim: token types, heads and RNN layers (built)`` (it also covers
+is ``rnnsim-transformer[layers]`` (it also covers
 ``input-mlp``, ``rnn-layer-mlps``, ``next-code-mlp`` and ``readout``); 6: the rows
-``hybrid.istree: every layer on its own (built)`` (claim T5.6, checks/certify_istree.py) and
-``istree-dfs: every layer on its own (built)`` (claim T4.7-up, checks/certify_dfs.py), and the
+``istree-hybrid[layers]`` (claim T5.6, checks/certify_istree.py) and
+``istree-transformer[layers]`` (claim T4.7-up, checks/certify_dfs.py), and the
 simulator's row also covers ``argmax-mlps``; 7: the simulator's row also covers
 ``composition`` (its layers chained over the CoT: checks/certify_sim_chain.py) and
 ``exact-products`` (every product the machine rounds exact or the RNN's own); 8: with
@@ -526,6 +527,16 @@ def _clip(text: str, width: int = 300) -> str:
     return text if len(text) <= width else text[:width - 5] + " ..."
 
 
+def _lemma_text(step: dict) -> str:
+    """What a step proves, in words. A builder margin's recorded text is the message
+    the builder raises when the margin fails; shown is what it is about, and the
+    statement line below it says what holds."""
+    if step["layer"] != "builder":
+        return step["lemma"]
+    about = step["lemma"].rsplit(": ", 1)[0] if ": " in step["lemma"] else step["lemma"]
+    return f"builder margin ({about}): the inequality below holds, so the builder builds"
+
+
 def explain(res: Result) -> str:
     """The proof chain of one certificate, readable (``certify --explain``)."""
     lines = [f"{res.construction} ({res.claim}): {'certified' if res.certified else 'NOT certified'}; "
@@ -541,7 +552,7 @@ def explain(res: Result) -> str:
             layer = st["layer"]
             lines.append(f"[{layer}]")
         verdict = {"unsat": "proved", "holds": "holds"}.get(st["answer"], f"NOT PROVED ({st['answer']})")
-        lines.append(f"  {_clip(st['lemma'])}")
+        lines.append(f"  {_clip(_lemma_text(st))}")
         lines.append(f"      {_clip(st['statement'])}")
         lines.append(f"      method {st['method']}, {verdict}" + (f", {st['range']}" if st.get("range") else "")
                      + (f"; {st['why']}" if st.get("why") else ""))
@@ -577,7 +588,7 @@ def sim_simulators(seed: int = 0) -> list:
 SIM_NOTE = ("the simulator's I is defined as the largest of its needs (bounds.sim_int), so its range "
             "obligations hold by definition; certified: the int64 fit up to n_max, I nondecreasing in the "
             "context n, the heads' gap and the clamp gate; the heads themselves are proved from each built "
-            "simulator ('sim: token types, heads and RNN layers (built)')")
+            "simulator ('rnnsim-transformer[layers]')")
 
 
 def certify_sim(sim) -> Result:
@@ -599,7 +610,7 @@ def certify_machine() -> Result:
     """The machine lemmas on the kernels at EVERY format the int64 machine holds."""
     from .machine_lemmas import check_all
     r = check_all()
-    res = Result("machine", "machine lemmas (every format)", 2, 0, None, "kernel-exhaustive", not r["failures"],
+    res = Result("machine", "machine", 2, 0, None, "kernel-exhaustive", not r["failures"],
                  max(r["seconds"], 0.001), source="kernel",
                  failures=[{"obligation": "machine lemma", "first_n": None, "need": "-", "have": "-", "why": b}
                            for b in r["failures"][:20]],
@@ -657,7 +668,8 @@ def chosen_certificates(only: list[str] | None = None, constructions: dict | Non
 
 
 def certify(only: list[str] | None = None, constructions: dict | None = None,
-            facts: bool = True, workers: int = 1, full: bool = False, every_n: bool = False) -> list[Result]:
+            facts: bool = True, workers: int = 1, full: bool = False, every_n: bool = False,
+            progress: Callable[[int, int], None] | None = None) -> list[Result]:
     """Certify the certificates of :func:`chosen_certificates` (the slow ones only
     with ``full``): from the built model where the certificate has a whole-model
     plan, else its declared obligations piecewise; plus the simulators the registry
@@ -692,6 +704,14 @@ def certify(only: list[str] | None = None, constructions: dict | None = None,
         chunks += [(mod, c) for c in ((sizes[k::2 * workers] for k in range(2 * workers)) if every_n else [sizes])
                    if c]
     jobs = len(chosen) + (len(chunks) if every_n else 0)
+    total, done = len(chosen) + len(chunks) + 1, [0]
+
+    def tick():                           # one job finished: ``progress(done, total)``
+        done[0] += 1
+        if progress is not None:
+            progress(done[0], total)
+    if progress is not None:
+        progress(0, total)
     workers = min(workers, jobs) if constructions is None and catalog.certificates is _CERTIFICATES else 1
     parts: list = [None] * len(chunks)
     if workers > 1:
@@ -706,6 +726,7 @@ def certify(only: list[str] | None = None, constructions: dict | None = None,
             futures.update({pool.submit(_certify_named, chosen[i].name): i for i in order[1:]})
             out: list = [None] * len(chosen)
             for fut in pool.as_completed(futures):
+                tick()
                 if futures[fut] == -1:
                     rest = fut.result()
                 elif futures[fut] <= -2:
@@ -714,10 +735,16 @@ def certify(only: list[str] | None = None, constructions: dict | None = None,
                     out[futures[fut]] = fut.result()
         out = [r if r is not None else _certify_one(cert) for r, cert in zip(out, chosen)]
     else:
-        out = [_certify_one(cert) for cert in chosen]
-        parts = [_layer_row(only, constructions, facts, mod, chunk, _chain(mod, k, chunks, every_n))
-                 for k, (mod, chunk) in enumerate(chunks)]
+        out = []
+        for cert in chosen:
+            out.append(_certify_one(cert))
+            tick()
+        parts = []
+        for k, (mod, chunk) in enumerate(chunks):
+            parts.append(_layer_row(only, constructions, facts, mod, chunk, _chain(mod, k, chunks, every_n)))
+            tick()
         rest = _rest(only, constructions, facts)
+        tick()
     from .certify_istree import merge
     rows = []
     for mod in LAYER_ROWS:

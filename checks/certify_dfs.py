@@ -51,7 +51,7 @@ from .certify_istree import _flag
 from .certify_sim import _Score, _combo, _copy_fact, _fact, _q, _show, _unmet, nearest_readout_facts, planned_heads
 from .symbolic import z3
 
-NAME = "istree-dfs: every layer on its own (built)"
+NAME = "istree-transformer[layers]"
 CLAIM = "T4.7-up"
 NS = ((7, 6),)
 """(N vertices, M edges) of the models ``rnngap certify`` proves by default: the
@@ -274,7 +274,7 @@ def _key_of(model) -> str:
 
 
 def label(model) -> str:
-    return f"istree-dfs(N={model.spec.notes['n_vertices']}, M={model.spec.notes['max_edges']})"
+    return f"istree-transformer(N={model.spec.notes['n_vertices']}, M={model.spec.notes['max_edges']})"
 
 
 def embedding_plan() -> dict:
@@ -449,7 +449,7 @@ def facts(model, N: int) -> list[dict]:
                   + readout_facts(model, N), key=rank)
 
 
-CHAIN_LABEL = "istree-dfs(every N)"
+CHAIN_LABEL = "istree-transformer(every N)"
 """The label of the composition's facts (checks/certify_dfs_chain.py): they are
 symbolic in N and read the plans, not one model."""
 

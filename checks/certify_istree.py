@@ -76,7 +76,7 @@ from .certify_sim import (_Score, _combo, _copy_fact, _fact, _mlp, _q, _show, _u
                           nearest_readout_facts, planned_heads)
 from .symbolic import z3
 
-NAME = "hybrid.istree: every layer on its own (built)"
+NAME = "istree-hybrid[layers]"
 CLAIM = "T5.6"
 NS = ((4, 6), (7, 6), (259, 258), (323, 323))
 """The sizes (N vertices, m_max edges) whose built hybrids ``rnngap certify``
@@ -781,7 +781,7 @@ def facts(model, N: int) -> list[dict]:
                   + readout_facts(model, N), key=rank)
 
 
-CHAIN_LABEL = "hybrid-istree(every N)"
+CHAIN_LABEL = "istree-hybrid(every N)"
 """The label of the composition's facts (checks/certify_istree_chain.py): they
 are symbolic in N and read the plans, not one model."""
 
@@ -849,8 +849,8 @@ def layer_certificate(result_cls, claim: str, name: str, note: str, covers, runs
 
 
 def label(model) -> str:
-    """hybrid-istree(N=6, m_max=5): the model's sizes (its name gives N only)."""
-    return f"hybrid-istree(N={model.spec.notes['N']}, m_max={model.spec.notes['m_max']})"
+    """istree-hybrid(N=6, m_max=5): the model's sizes (its name gives N only)."""
+    return f"istree-hybrid(N={model.spec.notes['N']}, m_max={model.spec.notes['m_max']})"
 
 
 def _key_of(model) -> str:
@@ -858,8 +858,8 @@ def _key_of(model) -> str:
 
 
 def _sizes_of(rec: dict) -> tuple[int, int]:
-    """(N, the edge bound) of a fact's model, from its name: hybrid-istree(N=6,
-    m_max=5), istree-dfs(N=7, M=6)."""
+    """(N, the edge bound) of a fact's model, from its name: istree-hybrid(N=6,
+    m_max=5), istree-transformer(N=7, M=6)."""
     import re
     m = re.search(r"\(N=(\d+), \w+=(\d+)\)", rec["fact"])
     return (int(m.group(1)), int(m.group(2))) if m else (0, 0)

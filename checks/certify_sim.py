@@ -1107,7 +1107,7 @@ def nearest_readout_facts(spec, lo: int, hi: int, tag: str, direction: str = "ne
                   f"{lo}..{hi}: logit(n) > logit(c) (read off the built readout)", rng, ln > lc)]
 
 
-NAME = "sim: token types, heads and RNN layers (built)"
+NAME = "rnnsim-transformer[layers]"
 NOTE = ("each simulator the registry builds, read off its built weights (checks/certify_sim.py): the "
         "layer-1 MLP writes the token-type flags and the state / counter values on every code range; each "
         "head's score (W_Q, W_K, embedding): the position heads attend the plan's key clamp(Q - 1, 0, n) "

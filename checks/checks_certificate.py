@@ -18,6 +18,8 @@ import time
 
 import numpy as np
 
+from rnngap.constructions import obligations as O
+
 from .certify import n_max_of
 from .registry import Record, register
 from .tasks import NO_TASK
@@ -45,7 +47,7 @@ BATCH = 4
 
 def compare(con, model, n: int) -> tuple[int, list[str]]:
     """(comparisons, excesses) of one built model against the certificate at n."""
-    key = con.name.split(".", 1)[1].split("[", 1)[0]
+    key = O.retrieval_key(con.name)
     margins = model.spec.notes["margins"]
     obl = {o.name: o for o in con.obligations}
     checked, bad = 0, []
@@ -72,9 +74,9 @@ def check_certificate(profile: str, seed: int) -> list[Record]:
     out = []
     for key in HEADS:
         spec, a, c, build, decl, _ = TASKS[key]
-        if f"retrieval.{key}[a={a}]" not in certs:
+        if O.retrieval_name(key, a) not in certs:
             continue
-        con = certs[f"retrieval.{key}[a={a}]"].con
+        con = certs[O.retrieval_name(key, a)].con
         for n in SAMPLE_N[profile]:
             if n < con.n_min:
                 continue
@@ -134,7 +136,7 @@ def check_certificate_sim(profile: str, seed: int) -> list[Record]:
     for sim in sim_simulators(seed):
         t0 = time.perf_counter()
         checked, bad, I_cert = compare_sim(sim)
-        out.append(Record("declarations", f"sim[{sim.rnn.spec.name}]", NO_TASK, sim.n_pos,
+        out.append(Record("declarations", f"rnnsim-transformer[{sim.rnn.spec.name}]", NO_TASK, sim.n_pos,
                           checked, len(bad), None, sim.fmt.total_bits,
                           seconds=max(round(time.perf_counter() - t0, 3), 0.001),
                           note=(f"{checked} margins within the certificate at context {sim.n_pos}; "

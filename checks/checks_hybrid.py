@@ -644,7 +644,7 @@ def hybrid_istree_fit_check(profile: str, seed: int) -> list[Record]:
     a, b, res = istree_fit(worst)
     fits = "; ".join("{} a = {:.3f}, b = {:.2f}".format(f, *istree_fit(pts)[:2]) for f, pts in lengths.items())
     Nmax = ISTREE_FIT_N[profile][-1]
-    out.append(Record("T5.6", f"hybrid-istree(N<={Nmax})",
+    out.append(Record("T5.6", f"istree-hybrid(N<={Nmax})",
                       istree.SPEC.name, Nmax, len(worst),
                       bad_points,
                       cot_max=dict(worst)[Nmax], cot_bound=H.istree_cot_bound(Nmax),

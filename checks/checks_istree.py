@@ -334,7 +334,7 @@ def paper_sample_check(profile: str, seed: int) -> list[Record]:
     t0 = time.perf_counter()
     path = shared_file(SAMPLE_NAME)
     if path is None:
-        return [Record("T4.7-up", "istree-dfs", R.SPEC.name, 0, 0, 0, checked=False, family="paper-sample",
+        return [Record("T4.7-up", "istree-transformer", R.SPEC.name, 0, 0, 0, checked=False, family="paper-sample",
                        alphabet=None, seconds=round(time.perf_counter() - t0, 3),
                        note=f"NOT CHECKED: shared data file {SAMPLE_NAME} not found (set RNNGAP_SHARED_DATA)", description=SAMPLE_TASK)]
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -345,7 +345,7 @@ def paper_sample_check(profile: str, seed: int) -> list[Record]:
         seps = parse_graph_text(r["cot_text"], r["n_nodes"])[1][2::3][:len(edges)]
         parsed.append((r, edges, cot, TILDE if edges and all(t == TILDE for t in seps) else DASH))
     if not parsed:
-        return [Record("T4.7-up", "istree-dfs", R.SPEC.name, 0, 0, 1, seconds=round(time.perf_counter() - t0, 3),
+        return [Record("T4.7-up", "istree-transformer", R.SPEC.name, 0, 0, 1, seconds=round(time.perf_counter() - t0, 3),
                        note=f"{path} holds no rows", family="paper-sample", alphabet=None, description=SAMPLE_TASK)]
     model = C.istree_transformer(max(r["n_nodes"] for r, _, _, _ in parsed), max(len(e) for _, e, _, _ in parsed))
     out = Outcome()

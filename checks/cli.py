@@ -70,7 +70,6 @@ class _Parser(argparse.ArgumentParser):
 
 def _verify(args) -> int:
     from rich.console import Console
-    from rich.table import Table
 
     from . import registry
 
@@ -84,11 +83,8 @@ def _verify(args) -> int:
         shared_data_dir()          # a set but missing RNNGAP_SHARED_DATA is an error, not a fallback
     except SharedDataError as e:
         raise UsageError(f"verify: {e}") from None
-    only = args.only or None
-    if only:
-        unknown = [c for c in only if c not in registry.CLAIMS]
-        if unknown:
-            raise UsageError(f"unknown claim id(s) {', '.join(unknown)}; known: {', '.join(registry.CLAIMS)}")
+    from .verify_select import select
+    only, keep = select(args.only) if args.only else (None, None)
     if args.engine != "dask" and args.address is not None:
         raise UsageError("verify: --address needs --engine dask")
     if args.address is not None and args.workers is not None:
@@ -113,7 +109,7 @@ def _verify(args) -> int:
     plan = registry.plan(args.profile, only)
     n_parts = sum(len(parts) for _, parts in plan)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True, disable=not console.is_terminal) as bar:
+                  console=console, transient=True, disable=args.quiet or not console.is_terminal) as bar:
         task = bar.add_task("verifying", total=n_parts)
         if args.engine == "dask":
             from . import engine
@@ -141,31 +137,13 @@ def _verify(args) -> int:
                 bar.update(task, description=t.label[:60])
             records = registry.run(args.profile, only, args.seed, progress)
             bar.advance(task)
-    table = Table(title=f"rnngap verify ({args.profile} profile, seed {args.seed})")
-    for col in ("claim", "model", "task", "what", "n", "instances", "failures", "bits used/decl", "CoT max/bound",
-                "params", "state bits", "s", "ok"):
-        table.add_column(col)
-    from rich.markup import escape
-
-    fmt = lambda v: "-" if v is None else str(v)
-    for r in records:
-        table.add_row(escape(r.claim), escape(r.model), escape(r.task), escape(r.description), str(r.n), str(r.instances), str(r.failures),
-                      f"{fmt(r.precision_bits_used)}/{fmt(r.precision_bits_declared)}",
-                      f"{fmt(r.cot_max)}/{fmt(r.cot_bound)}", fmt(r.params), fmt(r.state_bits),
-                      f"{r.seconds:.2f}", r.status)
-    out = Console(width=max(Console().width, 170))
-    out.print(table)
-    for r in records:
-        if r.note and (not r.passed or args.notes):
-            out.print(escape(f"  {r.status} {r.claim} {r.model} {r.task} {r.description} n={r.n}: {r.note}"))
+    from .verify_report import report
+    if keep is not None:
+        records = [r for r in records if keep(r)]
     unchecked = registry.unchecked_claims(only)
-    for c in unchecked:
-        out.print(escape(f"  NOT CHECKED {c}: {registry.CLAIMS[c]} (no check registered yet)"))
+    report(records, unchecked, args, time.perf_counter() - t0)
     failed = [r for r in records if r.checked and not r.passed]
     skipped = [r for r in records if not r.checked]
-    out.print(f"{len(records)} records, {len(failed)} failed, {len(skipped)} not checked (missing data), "
-              f"{len(unchecked)} claims not checked, "
-              f"{time.perf_counter() - t0:.1f} s")
     if args.json:
         with atomic_output(args.json, what="verify --json") as fh:
             json.dump([r.as_json(seed=args.seed, profile=args.profile) for r in records], fh, indent=1)
@@ -180,18 +158,31 @@ def _verify(args) -> int:
     return 0
 
 
+VERIFY_EXAMPLES = """examples:
+  rnngap verify --only index-transformer     # the Index Transformer's rows (T4.6-up, on the reduction)
+  rnngap verify --profile quick --json records.json --records
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="rnngap", description="Executable checks of 'RNNs are not Transformers (Yet)'.")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
-    v = sub.add_parser("verify", help="run the claim registry and print the table")
-    v.add_argument("--profile", choices=("quick", "full"), default="quick")
-    v.add_argument("--only", nargs="+", metavar="CLAIM", help="claim ids to run (default: all)")
+    v = sub.add_parser("verify", help="check every claim on instances, against the plain-Python references",
+                       formatter_class=argparse.RawDescriptionHelpFormatter, epilog=VERIFY_EXAMPLES)
+    v.add_argument("--profile", choices=("quick", "full"), default="quick",
+                   help="quick (default: minutes on 2 cores) or full (larger n and exhaustive sizes; hours)")
+    v.add_argument("--only", nargs="+", metavar="NAME",
+                   help="claim ids (T4.6-up, ...) or construction names (`rnngap show --list`) to run "
+                        "(default: all)")
     v.add_argument("--json", metavar="PATH",
                    help="also write the records as JSON (every field; 'seconds' is wall-clock time, the one field "
                         "that differs between two runs, e.g. serial and dask)")
     v.add_argument("--seed", type=int, default=0, help="seed of the checked instances (>= 0)")
     v.add_argument("--notes", action="store_true",
                    help="print every record's note (measured constants, witnesses), not only the failures'")
+    v.add_argument("--records", action="store_true",
+                   help="print the table of every record (default: one line per claim, and the failing records)")
+    v.add_argument("--quiet", action="store_true", help="no progress bar and only the closing line")
     v.add_argument("--allow-missing-data", action="store_true",
                    help="exit 0 (not 3) when records are NOT CHECKED because their data is missing")
     v.add_argument("--engine", choices=("local", "serial", "dask"), default="local",

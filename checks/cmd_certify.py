@@ -4,16 +4,28 @@ construction has a whole-model plan, the certificate is about the model its
 builder builds: every layer proved on every instance of its task, for every n
 (source ``built-model``); elsewhere its declared obligations are checked for every
 n up to the storage limit (source ``declared-obligation``); the simulators' heads
-are proved from the built simulators (row ``sim: token types, heads and RNN layers (built)``).
+are proved from the built simulators (row ``rnnsim-transformer[layers]``).
 Prints a table; exits 1 if anything fails, naming the layer or obligation.
 ``--explain NAME`` prints one construction's proof chain instead."""
 from __future__ import annotations
 
 
+EXAMPLES = """examples:
+  rnngap certify --only index-transformer         # its two certificates, about 10 s
+  rnngap certify --explain 'index-transformer[a=2]'   # what is proved, fact by fact
+"""
+
+
 def add_command(sub) -> None:
-    p = sub.add_parser("certify", help="certify every construction (the built models, every layer, every n)")
-    p.add_argument("--only", nargs="+", metavar="CLAIM", help="claims (or construction names) to certify")
-    p.add_argument("--explain", metavar="NAME", help="print one construction's proof chain, layer by layer")
+    import argparse
+    p = sub.add_parser("certify", help="certify every construction (the built models, every layer, every n)",
+                       formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES)
+    p.add_argument("--only", nargs="+", metavar="NAME",
+                   help="claim ids (T4.6-up, ...), construction names (`rnngap show --list`) or certificate "
+                        "names (index-transformer[a=2]) to certify")
+    p.add_argument("--explain", metavar="NAME",
+                   help="print the proof chain of a construction (all its certificates) or of one certificate, "
+                        "layer by layer")
     p.add_argument("--json", metavar="PATH", help="write one record per construction as JSON")
     p.add_argument("--full", action="store_true",
                    help="also the slow certificates (c-gram c = 4 at the registry's alphabet, about 35 s more) and "
@@ -25,28 +37,68 @@ def add_command(sub) -> None:
     p.set_defaults(func=run)
 
 
-def run(args) -> int:
-    import time
-
-    from .certify import certify, chosen_certificates, explain, table, write_json
+def _rows() -> list[str]:
+    """The certificates that are no construction record's (checks/certify.py)."""
     from .certify_dfs import NAME as DFS_LAYERS
     from .certify_istree import NAME as ISTREE_LAYERS
     from .certify_sim import NAME as SIM_HEADS
+    return [SIM_HEADS, DFS_LAYERS, ISTREE_LAYERS]
+
+
+def resolve(names: list[str], certs: dict, what: str) -> list[str]:
+    """Claim ids and certificate names as given; a construction name becomes its
+    certificates' names. An unknown name is a UsageError naming the three closest."""
+    from .catalog import closest, named_by, names as construction_names
+    from .errors import UsageError
+    claims = {c.claim for c in certs.values()} | {"sim", "machine"}     # sim: the registry's RNNs
+    rows = _rows()
+    out = []
+    for o in names:
+        if o in claims or o in certs or o in rows:
+            out.append(o)
+        elif named_by(o, [*certs, *rows]):
+            out += named_by(o, [*certs, *rows])
+        elif o in construction_names():
+            out.append(o)              # a construction without a certificate: nothing to run
+        else:
+            near = closest(o, [*construction_names(), *sorted(claims), *certs, *rows])
+            raise UsageError(f"{what}: unknown name {o!r}; closest: {', '.join(near)}")
+    return out
+
+
+def _explain(name: str, certs: dict) -> int:
+    from .catalog import by_name
+    from .certify import certify, explain
+    targets = resolve([name], certs, "--explain")
+    rows = _rows()
+    targets = [t for t in targets if t in certs or t in rows]
+    if not targets:
+        why = by_name(name).uncertified or "its record declares no certificate"
+        print(f"{name}: no certificate: {why}")
+        return 0
+    bad = 0
+    for t in targets:
+        res = certify([t], facts=t in rows)[0]
+        bad += not res.certified
+        print(explain(res))
+        print()
+    return 1 if bad else 0
+
+
+def run(args) -> int:
+    import time
+
+    from .certify import certify, chosen_certificates, table, write_json
     from .errors import UsageError, check_outputs
     from .catalog import certificates
 
     check_outputs({"--json": getattr(args, "json", None)}, what="certify")   # before any work
 
     certs = certificates()
-    claims = {c.claim for c in certs.values()} | {"sim", "machine"}  # sim: the registry's RNNs
-    rows = [SIM_HEADS, DFS_LAYERS, ISTREE_LAYERS]       # certificates that are no construction record's
-    known = claims | set(certs) | set(rows)
-    for o in args.only or []:
-        if o not in known:
-            raise UsageError(f"unknown claim or construction {o!r}; known claims: {', '.join(sorted(claims))}")
+    only = resolve(args.only, certs, "--only") if args.only else None
     name = getattr(args, "explain", None)
-    if name is not None and name not in certs and name not in rows:
-        raise UsageError(f"--explain: unknown construction {name!r}; known: {', '.join([*certs, *rows])}")
+    if name is not None:
+        resolve([name], certs, "--explain")        # an unknown name: exit 2 before any work
     workers = getattr(args, "workers", None)
     if workers is not None and workers < 1:
         raise UsageError(f"--workers must be >= 1, got {workers}")
@@ -55,18 +107,48 @@ def run(args) -> int:
         workers = default_workers()
     t0 = time.perf_counter()
     if name is not None:
-        results = certify([name], facts=name in rows)
-        print(explain(results[0]))
-    else:
-        full = bool(getattr(args, "full", False))
-        results = certify(args.only, workers=workers, full=full, every_n=full)
-        print(table(results))
-        _, slow = chosen_certificates(args.only, full=full)
-        if slow:
-            print(f"not run (slow; `rnngap certify --full`, or name it in --only): "
-                  f"{', '.join(c.name for c in slow)}")
+        return _explain(name, certs)
+    if only is not None and not only:
+        print("no certificate to run")
+        return 0
+    full = bool(getattr(args, "full", False))
+    with _progress(quiet=bool(getattr(args, "quiet", False))) as tick:
+        results = certify(only, workers=workers, full=full, every_n=full, progress=tick)
+    print(table(results))
+    _, slow = chosen_certificates(only, full=full)
+    if slow:
+        print(f"not run (slow; `rnngap certify --full`, or name it in --only): "
+              f"{', '.join(c.name for c in slow)}")
     bad = [r for r in results if not r.certified]
     print(f"{len(results)} certificates, {len(bad)} failed, {time.perf_counter() - t0:.1f} s")
     if getattr(args, "json", None):
         write_json(results, args.json)
     return 1 if bad else 0
+
+
+class _progress:
+    """A progress bar on stderr while certificates run, on a terminal only (rich)."""
+
+    def __init__(self, quiet: bool = False):
+        self.quiet = quiet
+        self.bar = None
+
+    def __enter__(self):
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        console = Console(stderr=True)
+        if self.quiet or not console.is_terminal:
+            return lambda done, total: None
+        self.bar = Progress(TextColumn("certifying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                            console=console, transient=True)
+        self.bar.start()
+        task = self.bar.add_task("certifying", total=None)
+
+        def tick(done: int, total: int) -> None:
+            self.bar.update(task, completed=done, total=total)
+        return tick
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.stop()
+        return False

@@ -374,11 +374,11 @@ def hybrid_count_bound(B, n):
 
 
 HYBRID = {
-    "index": Declared("hybrid.index", lambda B, n, a, c: B.bits(hybrid_index_bound(B, n)) + 1,
+    "index": Declared("index-hybrid", lambda B, n, a, c: B.bits(hybrid_index_bound(B, n)) + 1,
                       _f_hyb_retrieval, claim="T5.6", two_limb=True),
-    "ar": Declared("hybrid.ar", lambda B, n, a, c: B.bits(hybrid_first_bound(B, n, 1)) + 1,
+    "ar": Declared("ar-hybrid", lambda B, n, a, c: B.bits(hybrid_first_bound(B, n, 1)) + 1,
                    _f_hyb_retrieval, claim="T5.6", two_limb=True),
-    "counting": Declared("hybrid.counting", lambda B, n, a, c: B.bits(hybrid_count_bound(B, n)) + 1,
+    "counting": Declared("counting-hybrid", lambda B, n, a, c: B.bits(hybrid_count_bound(B, n)) + 1,
                          _f_hyb_count, claim="T5.6", two_limb=True),
 }
 
@@ -386,7 +386,7 @@ HYBRID = {
 def hybrid_cgram(c: int) -> Declared:
     """c-gram hybrid with the (c-1)-token key; c is part of the architecture."""
     w = c - 1
-    return Declared(f"hybrid.cgram(c={c})", lambda B, n, a, cc: B.bits(hybrid_first_bound(B, n, w)) + 1,
+    return Declared("cgram-hybrid" if c == 3 else f"cgram-hybrid[c={c}]", lambda B, n, a, cc: B.bits(hybrid_first_bound(B, n, w)) + 1,
                     _f_hyb_retrieval, claim="T5.6", two_limb=True)
 
 
@@ -414,7 +414,7 @@ def hybrid_istree_bound(B, n, m_max):
 def hybrid_istree(m_of_n=lambda n: n) -> Declared:
     """I(N), f(N) with at most m_of_n(N) input edges (default N; the sympy form is
     taken with the same m_of_n applied to the symbol)."""
-    return Declared("hybrid.istree",
+    return Declared("istree-hybrid",
                     lambda B, n, a, c: B.bits(hybrid_istree_bound(B, n, m_of_n(n))) + 1,
                     lambda B, n: _f_hyb_istree_P(B, hybrid_istree_positions(B, n, m_of_n(n))), claim="T5.6", two_limb=True)
 
@@ -475,7 +475,7 @@ RAG_ISTREE_STEP_TOKENS = 26
 RAG_PLAIN_LINE_TOKENS = 43
 RAG_COT = {
     "index-rag": lambda B, n: n + 7,
-    "3-gram-rag": lambda B, n, c=3: c + 6,
+    "cgram-rag": lambda B, n, c=3: c + 6,
     "counting-rag": lambda B, n: 8 * n + 15,
     "istree-rag-paper": lambda B, n: RAG_ISTREE_STEP_TOKENS * (2 * n - 1) + 1,   # per DFS step, + [EOS]
     "istree-rag": lambda B, n: RAG_PLAIN_LINE_TOKENS * (2 * n - 1) + 1,          # per line, + [EOS]
@@ -484,7 +484,7 @@ RAG_COT = {
 
 RAG = {
     "index-rag": Declared("index-rag", rag_int(3), const(0), claim="T5-RAG"),
-    "3-gram-rag": Declared("3-gram-rag", rag_int(3), const(0), claim="T5-RAG"),
+    "cgram-rag": Declared("cgram-rag", rag_int(3), const(0), claim="T5-RAG"),
     "counting-rag": Declared("counting-rag", rag_int(4), const(0), claim="T5-RAG"),
     "istree-rag-paper": Declared("istree-rag-paper", rag_int(6), const(0), claim="T5-RAG"),
     "istree-rag": Declared("istree-rag", rag_int(7), const(0), claim="T5-RAG"),
@@ -629,7 +629,7 @@ def sim_int(B, p: SimRNN, n_pos, steps):
 def sim_declared(p: SimRNN) -> Declared:
     """I(n), f(n) of the simulator of ``p`` at context length n (at most n RNN steps:
     every simulator with context <= n has a format <= this one, I nondecreasing)."""
-    return Declared(f"sim[{p.name}]", lambda B, n, a, c: sim_int(B, p, n, n), const(p.frac_bits), claim="sim")
+    return Declared(f"rnnsim-transformer[{p.name}]", lambda B, n, a, c: sim_int(B, p, n, n), const(p.frac_bits), claim="sim")
 
 
 __all__ = ["A", "C", "INT", "M_SYM", "N", "SYM", "Declared", "Fraction"]

@@ -453,7 +453,7 @@ def istree_hybrid(N: int, m_max: int | None = None, fmt: FixedFormat | None = No
     P = istree_positions(N, m_max)
     code_max = _istree_code(N, m_max)
     s, front = _istree_space(m_max, P, code_max)
-    b = Builder(f"hybrid-istree(N={N})", "hybrid", Vocab(max(N, 1)), s, claim="T5.6")
+    b = Builder(f"istree-hybrid(N={N})", "hybrid", Vocab(max(N, 1)), s, claim="T5.6")
     b.max_positions = P                       # prompt of <= m_max edges and the CoT (istree_positions)
     _phase(b, "clock+delays", _written(front, []) | set(_IST_RECORD_FLAGS), front, _istree_record_flags(code_max))
     _phase(b, "counters", _IST_COUNTERS, *_istree_counters(N, code_max))

@@ -416,7 +416,7 @@ def istree_transformer(n_vertices: int, max_edges: int | None = None, fmt: Fixed
         raise ValueError(f"max_edges must be >= 0, got {max_edges}")
     fmt = fmt or declared_format(N, M)
     T = n_positions(N, M)
-    b = Builder(f"istree-dfs(N={N},M={M})", "transformer", Vocab(N, count=True), _embedded_space(),
+    b = Builder(f"istree-transformer(N={N},M={M})", "transformer", Vocab(N, count=True), _embedded_space(),
                 claim="T4.7-up", bounded=True)
     b.max_positions = T                       # header, prompt of <= M edges, tour, [EOS] (n_positions)
     plan = _Plan(b, fmt, T, tau_bound(N))

@@ -27,6 +27,8 @@ Example::
 """
 from __future__ import annotations
 
+import re
+
 import functools
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -141,10 +143,27 @@ def alphabet_fn(spec: int | str) -> Callable:
     return lambda B, n, k=int(spec): k
 
 
+def retrieval_name(key: str, alphabet: int | str | None = None) -> str:
+    """The name of the T4.6-up Transformer ``key`` (index, ar, cgram3, counting, ...),
+    at the alphabet a(n) when given: ``cgram3`` -> ``cgram-transformer[c=3]``,
+    ``("index", 2)`` -> ``index-transformer[a=2]``."""
+    variant = [f"c={key[5:]}"] if key.startswith("cgram") else []
+    variant += [] if alphabet is None else [f"a={alphabet}"]
+    task = "cgram" if key.startswith("cgram") else key
+    return f"{task}-transformer" + (f"[{','.join(variant)}]" if variant else "")
+
+
+def retrieval_key(name: str) -> str:
+    """The inverse of :func:`retrieval_name`: ``cgram-transformer[c=3,a=2]`` -> ``cgram3``."""
+    task = name.split("-transformer", 1)[0]
+    c = re.search(r"\bc=(\d+)", name)
+    return f"{task}{c.group(1)}" if task == "cgram" and c else task
+
+
 def retrieval_cert(key: str, alphabet: int | str) -> Construction:
     """The T4.6-up Transformer ``key`` (index, ar, cgram3, cgram4, counting) at a(n)."""
     alpha = alphabet_fn(alphabet)
-    name = f"retrieval.{key}[a={alphabet}]"
+    name = retrieval_name(key, alphabet)
     if key == "index":
         obl = match_obligations("match", lambda B, n: B.max(n + 3, alpha(B, n), S),
                                 lambda B, n: B.max(n + 1, alpha(B, n), S))
@@ -162,7 +181,7 @@ def retrieval_cert(key: str, alphabet: int | str) -> Construction:
 
 def mqar_cert() -> Construction:
     bound = lambda B, n, f: Bd.mqar_match_bound(B, n, f)
-    return Construction("T4.6-up", "retrieval.mqar", Bd.MQAR, 1, tuple(
+    return Construction("T4.6-up", "mqar-transformer", Bd.MQAR, 1, tuple(
         shift_obligations("shift", lambda B, n: n + 1, 1)
         + [gap("match", "gap_partial"), gap("match", "gap_between_matches"), range_("match", bound)]),
         alphabet=lambda B, n: Bd.MQAR_MAX_VALUE)
@@ -172,27 +191,27 @@ def hybrid_cert(key: str) -> Construction:
     """The T5.6 hybrid ``key`` (index, ar, cgram(c=3), counting, istree)."""
     H = Bd.HYBRID
     if key == "index":
-        return Construction("T5.6", "hybrid.index", H["index"], 2, (
+        return Construction("T5.6", "index-hybrid", H["index"], 2, (
             gap("match"), range_("match", lambda B, n, f: Bd.hybrid_index_bound(B, n))))
     if key in ("ar", "cgram(c=3)"):
         width = 1 if key == "ar" else 2
         decl = H["ar"] if key == "ar" else Bd.hybrid_cgram(3)
-        return Construction("T5.6", f"hybrid.{key}", decl, width + 1, (
+        return Construction("T5.6", "ar-hybrid" if key == "ar" else "cgram-hybrid", decl, width + 1, (
             gap("match", "gap_non_match"), gap("match", "gap_between_matches"),
             range_("match", lambda B, n, f: Bd.hybrid_first_bound(B, n, width))))
     if key == "counting":
-        return Construction("T5.6", "hybrid.counting", H["counting"], 3, (
+        return Construction("T5.6", "counting-hybrid", H["counting"], 3, (
             gap("count"), range_("count", lambda B, n, f: Bd.hybrid_count_bound(B, n)),
             Obligation("compare.gap", lambda B, n, I, f: Bd.count_compare_inverse_gap(B, n),
                        lambda B, n, I, f: B.pow2(f), strict=True)))
     if key == "istree":
-        return Construction("T5.6", "hybrid.istree", Bd.hybrid_istree(), 2, (
+        return Construction("T5.6", "istree-hybrid", Bd.hybrid_istree(), 2, (
             gap("union-find", "gap_non_match"), gap("union-find", "gap_between_matches"),
             range_("union-find", lambda B, n, f: Bd.hybrid_istree_bound(B, n, n))))
     raise ValueError(f"no hybrid {key!r}")
 
 
-ISTREE_LABELS = {"sparse": "istree-dfs (m <= n+2)", "dense": "istree-dfs (any simple graph)"}
+ISTREE_LABELS = {"sparse": "istree-transformer[m<=n+2]", "dense": "istree-transformer[any-graph]"}
 
 
 def istree_dfs_cert(graphs: str) -> Construction:
@@ -216,11 +235,11 @@ def istree_dfs_cert(graphs: str) -> Construction:
 
 
 def rag_cert(name: str) -> Construction:
-    """A T5-RAG construction (index-rag, ar-rag, 3-gram-rag, counting-rag, istree-rag,
+    """A T5-RAG construction (index-rag, ar-rag, cgram-rag, counting-rag, istree-rag,
     istree-rag-paper). The readout logit 2 T V + T^2 < 5 (n + 21)^2 (rag_models; the
     compiler's interval bound, re-checked at compile time, covers the rest); ar-rag
-    is 3-gram-rag's builder at c = 2: the same declared format, its own certificate."""
-    decl = Bd.RAG["3-gram-rag" if name == "ar-rag" else name]
+    is cgram-rag's builder at c = 2: the same declared format, its own certificate."""
+    decl = Bd.RAG["cgram-rag" if name == "ar-rag" else name]
     return Construction("T5-RAG", name, decl, 2, (
         Obligation("readout.range", lambda B, n, I, f: B.bits(5 * (n + 21) ** 2), lambda B, n, I, f: I),))
 
@@ -232,7 +251,7 @@ def tm_hybrid_cert(mname: str) -> Construction:
     spec = MACHINES[mname]
     enc = Encoding.of(spec.build())
     nA, nG, T = len(enc.actions), len(enc.symbols), time_of(spec)
-    return Construction("T5-hyb-P", f"hybrid-tm.{mname}", hybrid_declared(enc, spec), 1, (
+    return Construction("T5-hyb-P", f"tm-{mname}-hybrid", hybrid_declared(enc, spec), 1, (
         gap("retrieval", "gap_non_match"), gap("retrieval", "gap_between_matches"),
         range_("retrieval", lambda B, n, f: Bd.tm_hybrid_bound(B, n, T(B, n), nA, nG))))
 
@@ -247,7 +266,7 @@ def tm_rag_cert(mname: str) -> Construction:
 
     def K(B, n):
         return B.max(B.max(n, T(B, n) + 1, nA, nG) + 1, Bd.NUMBER_BASE)
-    return Construction("T5-RAG", f"rag-tm.{mname}", rag_declared(enc, spec), 1, (
+    return Construction("T5-RAG", f"tm-{mname}-rag", rag_declared(enc, spec), 1, (
         range_("readout", lambda B, n, f: 3 * K(B, n) ** 2),))
 
 
@@ -266,7 +285,7 @@ def sim_construction(p: "Bd.SimRNN", n_min: int = 1) -> Construction:
     fits int64 up to n_max and that I(n) is nondecreasing (so a simulator with a
     shorter context is covered). The gap obligation and the clamp gate are real
     inequalities; the simulator's heads are proved from each built simulator
-    (checks/certify_sim.py, row 'sim: token types, heads and RNN layers (built)')."""
+    (checks/certify_sim.py, row 'rnnsim-transformer[layers]')."""
     names = list(Bd.sim_needs(INT, p, 1, 1))
     obl = [gap("heads")]
     for k in names:
@@ -275,7 +294,7 @@ def sim_construction(p: "Bd.SimRNN", n_min: int = 1) -> Construction:
     obl.append(Obligation("clamp.gate", lambda B, n, I, f: Bd.sim_clamp(B, p)[0] + S,
                           lambda B, n, I, f: Bd.sim_clamp(B, p)[2],
                           doc="big >= v_max - TAU_MIN: the clamp's gate is closed off the Y position"))
-    return Construction("sim", f"sim[{p.name}]", Bd.sim_declared(p), n_min, tuple(obl))
+    return Construction("sim", f"rnnsim-transformer[{p.name}]", Bd.sim_declared(p), n_min, tuple(obl))
 
 
 __all__ = ["Construction", "Obligation", "hybrid_cert", "istree_dfs_cert", "iterate_cert", "mqar_cert", "rag_cert",

@@ -183,8 +183,8 @@ def index_rag(n: int, *, alphabet: int = 2, fmt: FixedFormat | None = None) -> R
 
 # ----------------------------------------------------------------------------
 # c-gram / AR
-cgram_int_bits = _RAG["3-gram-rag"].int_bits
-CGRAM_INT = _RAG["3-gram-rag"].int_expr
+cgram_int_bits = _RAG["cgram-rag"].int_bits
+CGRAM_INT = _RAG["cgram-rag"].int_expr
 
 
 def cgram_rag(n: int, *, alphabet: int = 2, c: int = 3, fmt: FixedFormat | None = None) -> RagConstruction:
@@ -209,7 +209,7 @@ def cgram_rag(n: int, *, alphabet: int = 2, c: int = 3, fmt: FixedFormat | None 
         (p.is_token(EOS), s[1]),
     ]
     p.emit(rules)
-    return _finish(p, p.name, "cgram" if c > 2 else "ar", n, cgram_int_bits, CGRAM_INT, _cot("3-gram-rag", n, c), fmt,
+    return _finish(p, p.name, "cgram" if c > 2 else "ar", n, cgram_int_bits, CGRAM_INT, _cot("cgram-rag", n, c), fmt,
                    prompt_length=n + c + 1)
 
 

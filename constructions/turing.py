@@ -278,7 +278,7 @@ def hybrid_declared(enc: Encoding, spec: MachineSpec) -> Declared:
     written once in :func:`constructions.bounds.tm_hybrid_int`."""
     nA, nG = len(enc.actions), len(enc.symbols)
     T = time_of(spec)
-    return Declared(f"hybrid-tm.{spec.name}" if hasattr(spec, "name") else "hybrid-tm",
+    return Declared(f"tm-{spec.name}-hybrid" if hasattr(spec, "name") else "hybrid-tm",
                     lambda B, n, a, c: _bounds.tm_hybrid_int(B, n, T(B, n), nA, nG),
                     lambda B, n: _bounds.tm_hybrid_f(B, n, T(B, n)), claim="T5-hyb-P", n_symbol=NSYM, two_limb=True)
 
@@ -329,7 +329,7 @@ def tm_hybrid(spec: MachineSpec, n: int, fmt: FixedFormat | None = None) -> Hybr
     fmt = fmt or hybrid_declared(enc, spec).format(n)
     size = TMSize.of(enc, n, spec.time_bound(n))
     s, front = _tm_space(enc, size)
-    b = Builder(f"hybrid-tm:{spec.name}(n={n})", "hybrid", Vocab(size.max_number), s, claim="T5-hyb-P")
+    b = Builder(f"tm-{spec.name}-hybrid(n={n})", "hybrid", Vocab(size.max_number), s, claim="T5-hyb-P")
     b.max_positions = size.positions          # prompt, CoT and answer of an input of length <= n
     front.apply(b, _tm_decode_action(enc, size), name="clock+phase")
     registers, key_mlp = _tm_registers(enc, size)
@@ -548,7 +548,7 @@ def rag_declared(enc: Encoding, spec: MachineSpec) -> Declared:
     in :func:`constructions.bounds.tm_rag_int`."""
     nA, nG = len(enc.actions), len(enc.symbols)
     T = time_of(spec)
-    return Declared(f"rag-tm.{spec.name}" if hasattr(spec, "name") else "rag-tm",
+    return Declared(f"tm-{spec.name}-rag" if hasattr(spec, "name") else "rag-tm",
                     lambda B, n, a, c: _bounds.tm_rag_int(B, n, T(B, n), nA, nG),
                     _bounds.const(0), claim="T5-RAG", n_symbol=NSYM)
 
@@ -565,7 +565,7 @@ def tm_rag(spec: MachineSpec, n: int, fmt: FixedFormat | None = None) -> RagTM:
     enc = Encoding.of(spec.build())
     T = spec.time_bound(n)
     maxnum, K = rag_sizes(enc, n, T)
-    p = Program(f"rag-tm:{spec.name}(n={n})", Vocab(maxnum, meta=True), claim="T5-RAG")
+    p = Program(f"tm-{spec.name}-rag(n={n})", Vocab(maxnum, meta=True), claim="T5-RAG")
     # gate constant of every gated equality below: d = x - c - big (1 - gate) with
     # 1 <= c and x <= max(K, G) (a token code or a symbol code), so for gate <= 0,
     # d <= max(K, G) - 1 - big < 0 needs big >= max(K, G); K + G + 2 is kept (it

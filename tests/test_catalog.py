@@ -110,15 +110,18 @@ def test_retrieval_model_passes_c_to_cgram_only():
     assert a.name == CAT.entry("T5.6", "index", "hybrid").build(6, alphabet=3).model.name
 
 
-def test_readme_claim_table_names_each_claims_builders():
-    """The README claim table's "construction" column names every catalogued
-    builder of the row's claim (and its file)."""
-    rows = {}
-    for line in (ROOT / "README.md").read_text().splitlines():
-        if line.startswith("| ") and line.count("|") == 5:
-            cells = [c.strip() for c in line.split("|")[1:-1]]
-            rows[cells[0].strip("`")] = cells[3]
+def test_the_tour_names_each_claims_builders():
+    """docs/tour.md names every catalogued builder as file:function in its claim's
+    section, and the README's claim table has a row for every claim."""
+    from rnngap.checks.registry import CLAIMS
+    tour = (ROOT / "docs" / "tour.md").read_text()
+    sections = {}
+    for part in tour.split("\n## ")[1:]:
+        sections[part.split(":", 1)[0].strip().strip("`")] = part
     for e in CAT.records():
-        f, fn = e.where.split(":")
-        assert e.key.claim in rows, e.key.claim
-        assert f"`{fn}`" in rows[e.key.claim] and f"`{f.split('/')[-1]}`" in rows[e.key.claim], (e.name, e.where)
+        assert e.key.claim in sections, e.key.claim
+        assert e.where in sections[e.key.claim], (e.name, e.where)
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("<!-- claims -->"):readme.index("<!-- /claims -->")]
+    rows = [line for line in table.splitlines() if line.startswith("| [")]
+    assert sorted(r.split("]", 1)[0][3:].strip("`") for r in rows) == sorted(CLAIMS), rows

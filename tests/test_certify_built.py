@@ -104,11 +104,11 @@ def test_mqar_cases_agree_with_the_reference():
 def test_json_records_carry_covers_source_and_schema(tmp_path):
     from rnngap.checks import cmd_certify
     path = tmp_path / "c.json"
-    rc = cmd_certify.run(Namespace(only=["retrieval.index[a=n+2]", "index-rag"], json=str(path),
+    rc = cmd_certify.run(Namespace(only=["index-transformer[a=n+2]", "index-rag"], json=str(path),
                                    explain=None))
     assert rc == 0
     recs = {r["construction"]: r for r in json.loads(path.read_text())}
-    b = recs["retrieval.index[a=n+2]"]
+    b = recs["index-transformer[a=n+2]"]
     assert b["source"] == "built-model" and b["schema_version"] == 9 and b["n_max_int64"] == b["n_max"]
     assert {"format", "embedding", "heads", "readout", "builder-margins"} <= set(b["covers"])
     assert all(f["answer"] in ("unsat", "holds") for f in b["facts"])
@@ -119,7 +119,7 @@ def test_json_records_carry_covers_source_and_schema(tmp_path):
 def test_explain_prints_the_chain(capsys):
     from rnngap.checks import cmd_certify
     from rnngap.checks.errors import UsageError
-    rc = cmd_certify.run(Namespace(only=None, json=None, explain="retrieval.counting[a=3]"))
+    rc = cmd_certify.run(Namespace(only=None, json=None, explain="counting-transformer[a=3]"))
     out = capsys.readouterr().out
     assert rc == 0
     for part in ("[format]", "[builder]", "[layer 2 head count]", "[readout]", "every non-member is s below"):

@@ -100,47 +100,47 @@ def _mlp_bias(model, layer, *neurons, delta):
 
 # (construction, mutant, mutate(model) or None, build or None, the layer its failure must name)
 MUTANTS = [
-    ("retrieval.index[a=2]", "query reads tau + 1 (the key one position off)",
+    ("index-transformer[a=2]", "query reads tau + 1 (the key one position off)",
      lambda m: _set(m, "index", "WQ", 0, "one", lambda w: w + 4), None, "head index"),
-    ("retrieval.index[a=n+2]", "the -(j+1)^2 score term dropped",
+    ("index-transformer[a=n+2]", "the -(j+1)^2 score term dropped",
      lambda m: _set(m, "index", "WQ", 1, "one", 0), None, "head index"),
-    ("retrieval.index[a=2]", "readout reads tau^2 in place of tau",
+    ("index-transformer[a=2]", "readout reads tau^2 in place of tau",
      lambda m: _readout(m, 0, kind=3), None, "readout"),
-    ("retrieval.index[a=2]", "f one smaller than declared (builder run at Q[I].[f-1])",
+    ("index-transformer[a=2]", "f one smaller than declared (builder run at Q[I].[f-1])",
      None, _build_with("index", lambda I, f: (I, f - 1)), "format"),
-    ("retrieval.ar[a=4]", "shift head aimed one position off (t - 2 in place of t - 1)",
+    ("ar-transformer[a=4]", "shift head aimed one position off (t - 2 in place of t - 1)",
      lambda m: _set(m, "shift_1", "WQ", 0, "one", lambda w: w - 4), None, "head shift_1"),
-    ("retrieval.ar[a=n+2]", "match head reads prev_1_sq as its linear key (wrong direction)",
+    ("ar-transformer[a=n+2]", "match head reads prev_1_sq as its linear key (wrong direction)",
      lambda m: (_set(m, "match", "WK", 0, "prev_1", 0), _set(m, "match", "WK", 0, "prev_1_sq", 1)), None,
      "head match"),
-    ("retrieval.ar[a=4]", "first-occurrence tie-break (-mu pos) dropped",
+    ("ar-transformer[a=4]", "first-occurrence tie-break (-mu pos) dropped",
      lambda m: _set(m, "match", "WQ", 2, "one", 0), None, "head match"),
-    ("retrieval.cgram3[a=2]", "the second gram component's square term dropped",
+    ("cgram-transformer[c=3,a=2]", "the second gram component's square term dropped",
      lambda m: _set(m, "match", "WQ", 3, "one", 0), None, "head match"),
-    ("retrieval.cgram3[a=n+2]", "shift_2 with lambda one smaller",
+    ("cgram-transformer[c=3,a=n+2]", "shift_2 with lambda one smaller",
      lambda m: _lambda_one_smaller(m, "shift_2", [0, 1]), None, "head shift_2"),
-    ("retrieval.cgram4[a=n+2]", "the third gram component's key reads prev_2 (wrong direction)",
+    ("cgram-transformer[c=4,a=n+2]", "the third gram component's key reads prev_2 (wrong direction)",
      lambda m: (_set(m, "match", "WK", 4, "prev_3", 0), _set(m, "match", "WK", 4, "prev_2", 1)), None,
      "head match"),
-    ("retrieval.cgram4[a=3]", "first-occurrence tie-break (-mu pos) dropped",
+    ("cgram-transformer[c=4,a=3]", "first-occurrence tie-break (-mu pos) dropped",
      lambda m: _set(m, "match", "WQ", 6, "one", 0), None, "head match"),
-    ("retrieval.counting[a=3]", "count head missing the lambda Q^2 [BOS] term",
+    ("counting-transformer[a=3]", "count head missing the lambda Q^2 [BOS] term",
      lambda m: _set(m, "count", "WK", 2, "is_bos", 0), None, "head count"),
-    ("retrieval.counting[a=n+1]", "fetch-q without its -mu pos term (q ties with t)",
+    ("counting-transformer[a=n+1]", "fetch-q without its -mu pos term (q ties with t)",
      lambda m: _set(m, "fetch-q", "WK", 1, "pos", 0), None, "head fetch-q"),
-    ("retrieval.counting[a=3]", "readout codes swapped (thr votes for number 0)",
+    ("counting-transformer[a=3]", "readout codes swapped (thr votes for number 0)",
      lambda m: (_readout(m, 0, param=32), _readout(m, 1, param=33)), None, "readout"),
-    ("retrieval.counting[a=3]", "after-query head weighs [BOS] like [QUERY]",
+    ("counting-transformer[a=3]", "after-query head weighs [BOS] like [QUERY]",
      lambda m: _set(m, "after-query", "WK", 0, "is_bos", 2), None, "head after-query"),
-    ("retrieval.mqar", "the [BOS] penalty nu dropped ([BOS] ties the matches)",
+    ("mqar-transformer", "the [BOS] penalty nu dropped ([BOS] ties the matches)",
      lambda m: _set(m, "first-match-or-bos", "WQ", 2, "one", 0), None, "head first-match-or-bos"),
-    ("retrieval.mqar", "readout code off by one (coefficient of tau 2 -> 3)",
+    ("mqar-transformer", "readout code off by one (coefficient of tau 2 -> 3)",
      lambda m: _readout(m, 0, coef=3), None, "readout"),
-    ("hybrid.index", "the clock starts at 0 (cnt = t, not t + 1)",
+    ("index-hybrid", "the clock starts at 0 (cnt = t, not t + 1)",
      lambda m: _rnn_b(m, "s_cnt", "one", 2), None, "rnn layer"),
-    ("hybrid.ar", "the delay line reads tau^2 into prev1",
+    ("ar-hybrid", "the delay line reads tau^2 into prev1",
      lambda m: (_rnn_b(m, "s_tok_0", "tok", 0), _rnn_b(m, "s_tok_0", "tok_sq", 1)), None, "rnn layer"),
-    ("hybrid.counting", "the latch's push-down of [QUERY], q, t dropped",
+    ("counting-hybrid", "the latch's push-down of [QUERY], q, t dropped",
      lambda m: _set(m, "count", "WK", 3, "after_query", 0), None, "head count"),
     # T4.1 (the ITER RNN; its MLP neurons in builder order, constructions/cot_hierarchy.py)
     ("iterate-rnn", "the tent's first breakpoint moved up by one (relu(y - m/2) -> relu(y - m/2 - 1))",
@@ -167,11 +167,11 @@ def test_a_mutant_fails_its_certificate_naming_the_layer(con, what, mutate, buil
 
 
 EQUIVALENT = [
-    ("retrieval.index[a=2]", "the key without its +1 (key j, key_sq (j+1)^2)",
+    ("index-transformer[a=2]", "the key without its +1 (key j, key_sq (j+1)^2)",
      "score = lambda (2 (i+1) j - (j+1)^2) = lambda (2 (i+1)(j+1) - (j+1)^2) - 2 lambda (i+1): the same scores "
      "up to a constant per query, which softmax removes",
      lambda m: _set(m, "index", "WK", 0, "one", 0)),
-    ("retrieval.mqar", "a constant added to every readout logit",
+    ("mqar-transformer", "a constant added to every readout logit",
      "the readout term 5 * one * [feature ONE] adds 5 to the logit of every token: the argmax is unchanged",
      lambda m: m.spec.readout.append((0, 1, 0, 5))),
 ]
@@ -185,8 +185,8 @@ def test_an_equivalent_mutant_still_certifies(con, what, why, mutate):
 
 def test_the_unmutated_models_certify_with_every_layer_covered(all_certificates):
     by = {r.construction: r for r in all_certificates}
-    for con in ("retrieval.index[a=n+2]", "retrieval.ar[a=n+2]", "retrieval.cgram3[a=n+2]",
-                "retrieval.counting[a=n+1]", "retrieval.mqar", "hybrid.index", "hybrid.ar"):
+    for con in ("index-transformer[a=n+2]", "ar-transformer[a=n+2]", "cgram-transformer[c=3,a=n+2]",
+                "counting-transformer[a=n+1]", "mqar-transformer", "index-hybrid", "ar-hybrid"):
         r = by[con]
         assert r.certified, (con, r.failures)
         assert r.source == "built-model"
@@ -209,7 +209,7 @@ def test_a_split_of_the_gap_that_misses_a_case_fails_its_coverage_step(all_certi
         whole = p.heads["match"].split
         p.heads["match"] = dataclasses.replace(p.heads["match"], split=lambda *a: whole(*a)[:-2])
         return p
-    cert = certificate("retrieval.cgram4[a=n+2]")
+    cert = certificate("cgram-transformer[c=4,a=n+2]")
     r = certify_built(dataclasses.replace(cert, plan=dataclasses.replace(CP.CGRAM4, heads=heads)))
     assert not r.certified
     assert [f["obligation"] for f in r.failures] == \

@@ -494,7 +494,7 @@ def _missing_data_exit_codes(capsys, tmp_path, monkeypatch, extra=()):
     monkeypatch.setenv("RNNGAP_SHARED_DATA", str(empty))
     rc, out, err = _main(capsys, "verify", "--only", "T4.7-up", "--json", str(tmp_path / "v.json"), *extra)
     assert rc == 3, (rc, err)
-    assert "NOT CHECKED T4.7-up istree-dfs" in err and "istree_official_sample.jsonl" in err, err
+    assert "NOT CHECKED T4.7-up istree-transformer" in err and "istree_official_sample.jsonl" in err, err
     assert "--allow-missing-data" in err and "Traceback" not in err
     recs = json.loads((tmp_path / "v.json").read_text())
     missing = [r for r in recs if r["status"] == "NOT CHECKED"]
@@ -538,7 +538,7 @@ def test_package_data_is_found_by_default_and_matches_its_readme(monkeypatch):
 def test_pyproject_installs_the_package_data():
     """pyproject.toml lists the data files as package data (the install itself
     is checked by hand: a venv build is too slow for the default suite)."""
-    import tomllib
+    tomllib = __import__("tomllib" if sys.version_info >= (3, 11) else "tomli")
     from pathlib import Path
     root = Path(__file__).resolve().parents[1]
     conf = tomllib.loads((root / "pyproject.toml").read_text())

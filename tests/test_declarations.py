@@ -3,6 +3,8 @@ has constructions declares its resources as sympy expressions, every claim has
 a registered check, and the symbolic class check is not vacuous."""
 from __future__ import annotations
 
+import re
+
 import pytest
 import sympy as sp
 from hypothesis import given, settings, strategies as st
@@ -37,8 +39,8 @@ def test_every_construction_claim_declares_its_resources():
             assert len(sample["quick"]) >= 4 and fn(sample["quick"][-1]) == int(d.expr), d.model
     # the CoT bounds the claims state: O(n) IsTree tour, O(n log n) hybrid IsTree, n^2 for T4.1
     cot = {(d.claim, d.model): d for d in DECLARATIONS if d.resource == "cot"}
-    assert cot[("T4.7-up", "istree-dfs")].order == "linear"
-    assert cot[("T5.6", "hybrid.istree")].order == "nlogn"
+    assert cot[("T4.7-up", "istree-transformer")].order == "linear"
+    assert cot[("T5.6", "istree-hybrid")].order == "nlogn"
     assert cot[("T4.1", "iterate-rnn")].order == "poly:2"
 
 
@@ -60,12 +62,12 @@ def test_retrieval_declarations_cover_the_reductions_alphabets():
     a = 3 (docs/theory.md §1: constant size includes the alphabet)."""
     load_checks()
     by = {(d.model, d.resource): d for d in DECLARATIONS if d.claim == "T4.6-up"}
-    for model in ("retrieval.counting[a=n+1]", "retrieval.ar[a=n+2]", "retrieval.cgram3[a=n+2]",
-                  "retrieval.cgram4[a=n+2]"):
+    for model in ("counting-transformer[a=n+1]", "ar-transformer[a=n+2]", "cgram-transformer[c=3,a=n+2]",
+                  "cgram-transformer[c=4,a=n+2]"):
         d = by[(model, "int_bits")]
         assert d.order == "log" and holds(d), model
-    for base, wide in (("retrieval.counting", "retrieval.counting[a=n+1]"), ("retrieval.ar", "retrieval.ar[a=n+2]"),
-                       ("retrieval.cgram3", "retrieval.cgram3[a=n+2]")):
+    for base, wide in (("counting-transformer", "counting-transformer[a=n+1]"), ("ar-transformer", "ar-transformer[a=n+2]"),
+                       ("cgram-transformer[c=3]", "cgram-transformer[c=3,a=n+2]")):
         assert by[(base, "params")].expr == by[(wide, "params")].expr, (base, wide)
 
 
@@ -76,9 +78,10 @@ def test_parameter_counts_are_read_from_the_records_and_a_wrong_build_fails(monk
     from rnngap.checks import catalog as CAT, checks_declarations as CD
     forms = {f.name: f.params for r in CAT.records() for f in r.forms if f.params is not None}
     ds = CAT.params_declarations()
-    assert all(int(d.expr) == forms[d.model.split("[")[0]] for d, _, _ in ds)
+    base = lambda name: re.sub(r",a=[^\]]*|\[a=[^\]]*\]", "", name)     # the form at every alphabet
+    assert all(int(d.expr) == forms[base(d.model)] for d, _, _ in ds)
     assert {d.model for d, _, _ in ds} >= set(forms)
-    d, fn, sample = next(x for x in ds if x[0].model == "retrieval.index")
+    d, fn, sample = next(x for x in ds if x[0].model == "index-transformer")
     monkeypatch.setattr(CAT, "declarations", lambda: [(d, fn, sample)])
     ok = CD.check_declarations("quick", 0)
     assert len(ok) == 1 and ok[0].failures == 0

@@ -5,6 +5,7 @@ need shared data or minutes are marked ``# doctest: +SKIP`` in place, with why."
 from __future__ import annotations
 
 import doctest
+import sys
 import importlib
 from pathlib import Path
 
@@ -14,12 +15,23 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("constructions", "lowerbounds", "checks")
 
 
+def module_name(path: Path) -> str:
+    """The import name of a source file: checks/api/ is the package ``rnngap`` itself
+    (pyproject.toml), every other folder ``rnngap.<folder>``."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[:2] == ["checks", "api"]:
+        parts = parts[2:]
+    if parts and parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(["rnngap", *parts])
+
+
 def _modules_with_examples() -> list[str]:
     out = []
     for pkg in PACKAGES:
         for path in sorted((ROOT / pkg).rglob("*.py")):
             if ">>>" in path.read_text():
-                out.append("rnngap." + ".".join(path.relative_to(ROOT).with_suffix("").parts))
+                out.append(module_name(path))
     return out
 
 
@@ -63,7 +75,7 @@ def test_test_and_notebook_tools_are_dev_dependencies_only():
     dependencies, and no library module imports them; hypothesis is a runtime
     dependency exactly because a library module (checks/tasks) imports it."""
     import re
-    import tomllib
+    tomllib = __import__("tomllib" if sys.version_info >= (3, 11) else "tomli")
     conf = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     name = lambda req: re.split(r"[<>=!~;\[ ]", req, maxsplit=1)[0].lower()
     runtime = {name(r) for r in conf["dependencies"]}

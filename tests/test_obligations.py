@@ -139,7 +139,7 @@ def test_frozen_pieces_prove_and_can_fail(bound, holds):
 
 
 def test_margin_cap_only_for_a_margin_shown_nowhere():
-    con = certificate("hybrid.counting").con
+    con = certificate("counting-hybrid").con
     shown = [{"answer": "holds"}, {"answer": "unsat"}]
     assert CF._margin_cap(con, 10 ** 7, 7118, shown) is None
     assert CF._margin_cap(con, 10 ** 7, 7118, shown + [{"answer": "sat", "why": CF.NOT_MONOTONE}]) == \
@@ -154,9 +154,9 @@ def test_certify_everything_quickly(all_certificates):
     claims = {r.claim for r in rs}
     assert {"T4.6-up", "T4.7-up", "T5-RAG", "T5.6", "T5-hyb-P", "T4.1", "sim"} <= claims
     facts = {r.construction: r for r in rs if r.method == "smt"}
-    sim_row = "sim: token types, heads and RNN layers (built)"
-    ist_row = "hybrid.istree: every layer on its own (built)"
-    dfs_row = "istree-dfs: every layer on its own (built)"
+    sim_row = "rnnsim-transformer[layers]"
+    ist_row = "istree-hybrid[layers]"
+    dfs_row = "istree-transformer[layers]"
     assert set(facts) == {sim_row, ist_row, dfs_row} and all(facts[r].source == "built-model" for r in facts)
     dfs = facts[dfs_row]
     assert dfs.claim == "T4.7-up" and dfs.certified and (dfs.n_min, dfs.n_max) == (7, 7) and dfs.obligations >= 80
@@ -166,11 +166,11 @@ def test_certify_everything_quickly(all_certificates):
     assert ist.covers == ["embedding", "rnn-layers", "rnn-mlps", "heads", "attention-mlp", "readout"]
     assert not any(r.source == "restated-formula" for r in rs)
     built = {r.construction: r for r in rs if r.source == "built-model"}
-    for key in ("index[a=2]", "index[a=n+2]", "ar[a=4]", "ar[a=n+2]", "cgram3[a=2]", "cgram3[a=n+2]",
-                "cgram4[a=3]", "cgram4[a=n+2]", "counting[a=3]", "counting[a=n+1]"):
-        r = built[f"retrieval.{key}"]
+    for key in ("index[a=2]", "index[a=n+2]", "ar[a=4]", "ar[a=n+2]", "cgram[c=3,a=2]", "cgram[c=3,a=n+2]",
+                "cgram[c=4,a=3]", "cgram[c=4,a=n+2]", "counting[a=3]", "counting[a=n+1]"):
+        r = built[key.replace("[", "-transformer[", 1)]
         assert r.certified and {"heads", "readout"} <= set(r.covers)
-    assert "retrieval.mqar" in built
+    assert "mqar-transformer" in built
     heads = facts[sim_row]
     assert heads.n_max is None and heads.obligations >= 200 and heads.covers == ["token-type-mlp", "heads", "block-role-mlp",
                                                                                "input-mlp", "rnn-layer-mlps", "argmax-mlps", "next-code-mlp",
@@ -179,19 +179,19 @@ def test_certify_everything_quickly(all_certificates):
     assert any(f["fact"].endswith(": chain.K") and f["answer"] == "unsat" for f in heads.facts)
     sims = [r for r in rs if r.claim == "sim" and r.method == "piecewise-monotone"]
     assert len(sims) >= 8 and all(r.n_max > 10 ** 6 and "by definition" in r.note for r in sims)
-    idx = next(r for r in rs if r.construction == "retrieval.index[a=2]")
-    assert idx.n_max is not None and sum(certificate("retrieval.index[a=2]").con.fmt(idx.n_max)) <= 62
-    assert sum(certificate("retrieval.index[a=2]").con.fmt(idx.n_max + 1)) > 62
-    cnt = next(r for r in rs if r.construction == "retrieval.counting[a=n+1]")
+    idx = next(r for r in rs if r.construction == "index-transformer[a=2]")
+    assert idx.n_max is not None and sum(certificate("index-transformer[a=2]").con.fmt(idx.n_max)) <= 62
+    assert sum(certificate("index-transformer[a=2]").con.fmt(idx.n_max + 1)) > 62
+    cnt = next(r for r in rs if r.construction == "counting-transformer[a=n+1]")
     assert cnt.n_max == R.COUNTING_WIDE_MAX_N and cnt.n_max_int64 == R.COUNTING_MAX_N
     by = {r.construction: r for r in rs}
     assert idx.n_max_int64 == idx.n_max                  # an int64-only construction
-    for name in ("hybrid.ar", "hybrid.cgram(c=3)", "hybrid.index"):   # two limbs: past 2^17 data positions
+    for name in ("ar-hybrid", "cgram-hybrid", "index-hybrid"):   # two limbs: past 2^17 data positions
         assert by[name].n_max >= 2 ** 17 and by[name].n_max > by[name].n_max_int64, name
-    hc = by["hybrid.counting"]                            # the step slope's margin: steps frozen per piece
+    hc = by["counting-hybrid"]                            # the step slope's margin: steps frozen per piece
     assert hc.n_max >= 2 ** 16 > hc.n_max_int64 and "checked to n =" not in hc.note
     assert any(f["method"] == "piecewise-monotone (steps frozen)" and f["answer"] == "holds" for f in hc.facts)
-    assert by["hybrid.istree"].n_max > 2000 > by["hybrid.istree"].n_max_int64
+    assert by["istree-hybrid"].n_max > 2000 > by["istree-hybrid"].n_max_int64
     it = by["iterate-rnn"]                                # T4.1: two limbs past 23,169 (issue 28: >= 2^16)
     assert it.n_max_int64 == 23169 and it.n_max >= 2 ** 20 and it.certified
 
@@ -220,8 +220,8 @@ def _weaken_I(con, below: int, by: int = 1):
     return con.weakened(declared=w)
 
 
-@pytest.mark.parametrize("name,below,by", [("retrieval.counting[a=3]", 1000, 1), ("retrieval.ar[a=n+2]", 5000, 1),
-                                           ("retrieval.index[a=2]", 3000, 2)])
+@pytest.mark.parametrize("name,below,by", [("counting-transformer[a=3]", 1000, 1), ("ar-transformer[a=n+2]", 5000, 1),
+                                           ("index-transformer[a=2]", 3000, 2)])
 def test_weakened_declaration_fails_at_the_first_n_the_builder_refuses(name, below, by):
     con = certificate(name).con
     r = certify_construction(_weaken_I(con, below, by))
@@ -230,9 +230,9 @@ def test_weakened_declaration_fails_at_the_first_n_the_builder_refuses(name, bel
     n1 = fl["first_n"]
     assert fl["obligation"].endswith("range") and n1 >= below
     # the builder itself (its gadgets' MarginError) agrees: refused at n1, accepted just before
-    build = {"retrieval.counting[a=3]": lambda n, fmt: R.counting_transformer(n, alphabet=3, fmt=fmt),
-             "retrieval.ar[a=n+2]": lambda n, fmt: R.ar_transformer(n, alphabet=n + 2, fmt=fmt),
-             "retrieval.index[a=2]": lambda n, fmt: R.index_transformer(n, alphabet=2, fmt=fmt)}[name]
+    build = {"counting-transformer[a=3]": lambda n, fmt: R.counting_transformer(n, alphabet=3, fmt=fmt),
+             "ar-transformer[a=n+2]": lambda n, fmt: R.ar_transformer(n, alphabet=n + 2, fmt=fmt),
+             "index-transformer[a=2]": lambda n, fmt: R.index_transformer(n, alphabet=2, fmt=fmt)}[name]
     I, f = con.fmt(n1)
     with pytest.raises(MarginError):
         build(n1, FixedFormat(I - by, f))
@@ -242,7 +242,7 @@ def test_weakened_declaration_fails_at_the_first_n_the_builder_refuses(name, bel
 
 
 def test_lambda_one_smaller_fails_at_the_smallest_n():
-    con = certificate("retrieval.index[a=2]").con
+    con = certificate("index-transformer[a=2]").con
     weak = tuple(Obligation(o.name, o.need, (lambda B, n, I, f: B.sharp(f) - 1), o.strict) if o.name == "match.gap"
                  else o for o in con.obligations)
     r = certify_construction(con.weakened(obligations=weak))
@@ -270,7 +270,7 @@ def test_certify_on_two_workers_equals_one_process():
     """The pool runs each certificate exactly as one process does: the same records
     (but the seconds), in the same order, with the simulators, the machine lemmas and
     the facts."""
-    only = ["T5-RAG", "hybrid.index", "sim: token types, heads and RNN layers (built)", "machine"]
+    only = ["T5-RAG", "index-hybrid", "rnnsim-transformer[layers]", "machine"]
     one, two = certify(only, workers=1), certify(only, workers=2)
     # the SMT-LIB text of each query too: it is written from the fresh context the
     # query is solved in, so its names of shared subterms (z3's term ids, ?x193) do not
@@ -281,7 +281,7 @@ def test_certify_on_two_workers_equals_one_process():
     from rnngap.checks.certify import chosen_certificates
     names = [c.name for c in chosen_certificates(only)[0]]
     assert len(names) > 5 and [r.construction for r in two][:len(names)] == names     # the catalogue's order
-    assert any(r.construction == "hybrid.index" and r.source == "built-model" for r in two)
+    assert any(r.construction == "index-hybrid" and r.source == "built-model" for r in two)
     assert {r.method for r in two} >= {"smt", "kernel-exhaustive", "built-model", "piecewise-monotone"}
     with pytest.raises(ValueError, match="workers"):
         certify(only, workers=0)
@@ -306,23 +306,23 @@ def test_slow_certificates_run_only_with_full_or_by_name(capsys, monkeypatch):
     from rnngap.checks.certify import chosen_certificates
     from rnngap.checks.cli import main
     run, slow = chosen_certificates()
-    assert [c.name for c in slow] == ["retrieval.cgram4[a=3]"] and "retrieval.cgram4[a=n+2]" in [c.name for c in run]
+    assert [c.name for c in slow] == ["cgram-transformer[c=4,a=3]"] and "cgram-transformer[c=4,a=n+2]" in [c.name for c in run]
     assert chosen_certificates(full=True)[1] == [] and len(chosen_certificates(full=True)[0]) == len(certificates())
-    assert [c.name for c in chosen_certificates(["retrieval.cgram4[a=3]"])[0]] == ["retrieval.cgram4[a=3]"]
-    assert [c.name for c in chosen_certificates(["T4.6-up"])[1]] == ["retrieval.cgram4[a=3]"]
+    assert [c.name for c in chosen_certificates(["cgram-transformer[c=4,a=3]"])[0]] == ["cgram-transformer[c=4,a=3]"]
+    assert [c.name for c in chosen_certificates(["T4.6-up"])[1]] == ["cgram-transformer[c=4,a=3]"]
     assert main(["certify", "--only", "T5-RAG", "--workers", "0"]) == 2
     assert "--workers must be >= 1" in capsys.readouterr().err
     from rnngap.checks import certify as C
     asked = []
-    monkeypatch.setattr(C, "certify", lambda only, workers, full, every_n: asked.append((only, workers, full, every_n))
+    monkeypatch.setattr(C, "certify", lambda only, workers, full, every_n, progress=None: asked.append((only, workers, full, every_n))
                         or [])
     for argv, line in ((["--only", "T4.6-up"], True), (["--only", "T4.6-up", "--full"], False),
-                       (["--only", "retrieval.cgram4[a=3]"], False)):
+                       (["--only", "cgram-transformer[c=4,a=3]"], False)):
         assert main(["certify", *argv, "--workers", "3"]) == 0
         out = capsys.readouterr().out
-        assert ("not run (slow; `rnngap certify --full`, or name it in --only): retrieval.cgram4[a=3]" in out) == line
+        assert ("not run (slow; `rnngap certify --full`, or name it in --only): cgram-transformer[c=4,a=3]" in out) == line
     assert asked == [(["T4.6-up"], 3, False, False), (["T4.6-up"], 3, True, True),
-                     (["retrieval.cgram4[a=3]"], 3, False, False)]
+                     (["cgram-transformer[c=4,a=3]"], 3, False, False)]
 
 
 def test_write_json_roundtrip(tmp_path):
@@ -336,7 +336,7 @@ def test_write_json_roundtrip(tmp_path):
 # ----------------------------------------------------------------------------
 def test_certificate_vs_measurement_finds_excess():
     from rnngap.checks.checks_certificate import compare
-    con = certificate("retrieval.index[a=2]").con
+    con = certificate("index-transformer[a=2]").con
     checked, bad = compare(con, R.index_transformer(64), 64)
     assert checked == 2 and bad == []
     checked, bad = compare(con, R.index_transformer(4096), 64)      # a larger model than certified at 64

@@ -1,0 +1,51 @@
+"""``rnngap.verify`` and ``rnngap.certify``: the records the commands print and write.
+
+    >>> import rnngap
+    >>> rec = rnngap.certify("index-transformer[a=2]")[0]
+    >>> rec["certified"], rec["source"]                  
+    (True, 'built-model')
+
+Both take the names the commands take (claim ids, construction names,
+certificate names) and return a list of dicts, the objects their ``--json``
+writes. Unknown names raise ValueError naming the closest.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+
+def _names(only) -> list[str] | None:
+    if only is None:
+        return None
+    return [only] if isinstance(only, str) else list(only)
+
+
+def verify(only: str | Iterable[str] | None = None, profile: str = "quick", seed: int = 0) -> list[dict]:
+    """Run the claim checks (serially, in this process) and return their records.
+    ``only``: claim ids or construction names, as ``rnngap verify --only``."""
+    from rnngap.checks import registry
+    from rnngap.checks.errors import UsageError
+    from rnngap.checks.verify_select import select
+    names = _names(only)
+    try:
+        claims, keep = select(names) if names else (None, None)
+    except UsageError as e:
+        raise ValueError(str(e)) from None
+    records = registry.run(profile, claims, seed)
+    return [r.as_json(seed=seed, profile=profile) for r in records if keep is None or keep(r)]
+
+
+def certify(only: str | Iterable[str] | None = None, full: bool = False, workers: int = 1) -> list[dict]:
+    """Certify (as ``rnngap certify``) and return one record per certificate."""
+    from rnngap.checks import catalog
+    from rnngap.checks.certify import certify as run
+    from rnngap.checks.cmd_certify import resolve
+    from rnngap.checks.errors import UsageError
+    names = _names(only)
+    try:
+        chosen = resolve(names, catalog.certificates(), "certify") if names else None
+    except UsageError as e:
+        raise ValueError(str(e)) from None
+    if chosen is not None and not chosen:
+        return []
+    return [r.record() for r in run(chosen, workers=workers, full=full, every_n=full)]
