@@ -1,35 +1,12 @@
 """The construction records: one :class:`ConstructionRecord` per construction,
 the one place that says what a construction is.
 
-A record holds, keyed by (claim, task, architecture):
-
-* ``builder``: the construction's own function (``where`` gives its
-  ``file:function``), called with the record's ``defaults`` and the caller's
-  keywords (every builder is named ``<task>_<architecture>``; ``tm_hybrid``
-  serves every ``tm-<machine>`` key, its first argument the machine);
-* ``example``: a seeded example prompt maker ``(n, rng) -> list[int]``;
-* ``about``: a one-line description (``rnngap show --list``);
-* ``forms``: the construction at fixed task parameters (c of c-gram), each a
-  :class:`Form` with its declared parameter count, its declared resources
-  (:class:`Resource`: sympy expression, asymptotic order and the Python function
-  the construction uses) and its :class:`Certificate` s (the declared format and
-  obligations at an alphabet a(n), constructions/obligations.py, and for a
-  whole-model certificate the plan of its heads, checks/certify_plans.py);
-* ``uncertified``: why a construction claim's record has no certificate.
-
-Readers: ``rnngap show`` (:func:`names`, :func:`by_name`), ``rnngap certify``
-(:func:`certificates`), the declarations check of ``rnngap verify``
-(:func:`declarations`, :func:`params_declarations`) and its certificate-vs-measurement
-check, the registry checks that build retrieval models by task
-(:func:`retrieval_model`), the benchmarks and the tests. All of them read
-:data:`RECORDS` when called, so a record added there is seen everywhere
-(docs/conventions.md, "Adding a construction").
-
-Uniform interface (the builders themselves return different types: ``Model``,
-``RagConstruction``, ``HybridTM``, ``RagTM``, ``RNNSimulator``; they are not
-rewritten): ``record.build(n, **kw)`` returns a :class:`Built` with ``.name``,
-``.model`` (always a ``Model``) and ``.construction`` (what the builder
-returned, e.g. the ``RagConstruction`` with its oracle).
+A record, keyed by (claim, task, architecture), holds the builder, a seeded
+example prompt, a one-line description, its forms (declared parameter count,
+resources and certificates) and, where it has none, why it is not certified.
+Every command reads :func:`records` (the built-in :data:`RECORDS` and those
+:func:`register` added), so a record is seen everywhere. Details:
+docs/internals/commands.md#catalog.
 
     >>> e = by_name("index-transformer")
     >>> e.key, e.where

@@ -1,33 +1,11 @@
-"""``rnngap certify``: every proof obligation of every construction, for every n.
+"""``rnngap certify``: the run of every certificate, its records, table and proof chain.
 
-Two kinds of certificate (docs/certify.md):
-
-* **format obligations** (constructions/obligations.py: gaps against (f + 1) ln 2,
-  score ranges against the declared I, the counting comparison against 2^-f),
-  certified for EVERY n from the construction's smallest n up to n_max, the
-  largest n whose declared format fits int64 (I + f <= 62). Method
-  ``piecewise-monotone``: (1) the declared I(n) and f(n) are shown nondecreasing
-  in n symbolically (:func:`nondecreasing`, a syntactic proof over the sympy
-  form of the ONE declaration in constructions/bounds.py), so they are constant
-  on consecutive pieces [lo, hi] found by binary search; (2) on a piece, each
-  obligation's need(n, I, f) is shown nondecreasing in n and its have(n, I, f)
-  free of n, symbolically; so need(hi) (<|<=) have is checked exactly, with
-  integers, at the worst n of the piece, and that covers the piece.
-* **sim**: one certificate per simulator the registry builds (:func:`sim_simulators`),
-  n = the context length; the simulator's I is defined as the max of its needs,
-  so its range obligations hold by definition (said in each row's note); the
-  built simulator's I is checked <= the certified I(n_pos).
-* **per-position facts** of the T4.6-up heads (Index, AR, c-gram, Counting) and
-  of the simulator's position and firstK heads:
-  for every n, every query position and every key position, the intended key
-  beats every other by the gap and every score stays in range; stated over
-  symbolic integers and proved for ALL n by z3 (method ``smt``; the negated
-  query in SMT-LIB and z3's answer ``unsat`` go into the certificate).
-* **the IsTree hybrid's and the IsTree Transformer's layers**, each on its own,
-  proved from the built models at the sizes of checks/certify_istree.py and
-  checks/certify_dfs.py (many more with ``--full``, which also proves each one's
-  composition over the chain of thought it writes, for every N:
-  checks/certify_istree_chain.py, checks/certify_dfs_chain.py).
+A certificate is proved from the built model where its record has a plan
+(checks/certify_model.py), or else its declared obligations are checked for
+every n up to the storage limit, piecewise-monotone. The simulators', the IsTree
+Transformer's and the IsTree hybrid's layers have rows of their own, and the
+machine lemmas run on the kernels. Details: docs/certify.md and
+docs/internals/commands.md#certify.
 
 Example::
 

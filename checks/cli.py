@@ -1,29 +1,10 @@
-"""The ``rnngap`` command line.
+"""The ``rnngap`` command line: the parser, the ``verify`` command and the exit codes.
 
-    rnngap verify [--profile quick|full] [--only CLAIM ...] [--json PATH] [--seed S]
-                  [--allow-missing-data] [--workers K] [--engine local|serial|dask [--address tcp://HOST:PORT]]
-
-``verify`` runs the parts of the checks on K worker processes of this machine
-(default: every core; checks/engine.py); ``--workers 1`` (or ``--engine
-serial``) is the serial engine, the reference, in this process; ``--engine
-dask`` runs the same parts on Dask distributed: a local cluster of K worker
-processes, or the scheduler at ``--address``. Every engine's table and
-``--json`` equal the serial run's except the wall-clock ``seconds`` of each
-record.
-
-Exit codes: 0 all checks passed; 1 some check failed; 2 bad usage or input
-(one clear line on stderr), checked before anything runs; 3 nothing failed but
-some record is NOT CHECKED (its data is missing) or a claim has no check
-(``--allow-missing-data`` turns 3 into 0; a failure still gives 1); 130
-interrupted (Ctrl-C: one line, no partial output file); 143 terminated
-(SIGTERM: the same); 141 stdout was closed early (e.g. piped into ``head``).
-Any OSError of a path, and a full stdout, is one line and exit 2.
-
-Every command writes its output files through :func:`checks.errors.atomic_output`
-(a temporary file moved into place on success, removed on failure or
-interrupt) after checking every output path up front
-(:func:`checks.errors.check_outputs`: writable, and none the same file as an
-input or another output).
+Every subcommand but ``verify`` lives in a ``checks/cmd_*.py`` module that adds
+its parser. Exit codes: 0 passed, 1 a check failed, 2 bad usage or input (one
+line on stderr, before any work), 3 a record NOT CHECKED, 130 / 143 Ctrl-C /
+SIGTERM (no partial output file), 141 stdout closed early. Details (engines,
+outputs): docs/internals/commands.md#cli and docs/running.md.
 """
 from __future__ import annotations
 

@@ -89,7 +89,11 @@ def max_n(task: str, alphabet: int, table: bool = False) -> int:
 
 
 def add_command(sub) -> None:
-    p = sub.add_parser("cc", help="exact one-way communication complexity of a task split")
+    import argparse
+    p = sub.add_parser("cc", help="exact one-way communication complexity of a task split",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog="examples:\n  rnngap cc --task index --n 4              # 4 bits: Alice must send x whole\n"
+                              "  rnngap cc --task istree --n 6 --table     # the IsTree hub gadget, n = 1..6\n")
     p.add_argument("--task", required=True, help=f"one of {', '.join(task_names())}")
     p.add_argument("--n", required=True, type=int, help="data length n (>= 1)")
     p.add_argument("--alphabet", type=int, default=None,

@@ -62,7 +62,7 @@ def resolve(names: list[str], certs: dict, what: str) -> list[str]:
             out.append(o)              # a construction without a certificate: nothing to run
         else:
             near = closest(o, [*construction_names(), *sorted(claims), *certs, *rows])
-            raise UsageError(f"{what}: unknown name {o!r}; closest: {', '.join(near)}")
+            raise UsageError(f"{what}: unknown claim or construction {o!r}; closest: {', '.join(near)}")
     return out
 
 

@@ -58,7 +58,11 @@ def task_names() -> tuple[str, ...]:
 
 
 def add_command(sub) -> None:
-    p = sub.add_parser("witness", help="find a verified failing instance of a bounded-memory RNN")
+    import argparse
+    p = sub.add_parser("witness", help="find a verified failing instance of a bounded-memory RNN",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog="examples:\n  rnngap witness --task index --n 8 --model register --bits 4\n"
+                              "  rnngap witness --task istree --n 10 --model random --bits 6 --seed 1\n")
     p.add_argument("--task", required=True, help="one of index, ar, cgram, counting, istree (any name or "
                                                    "alias of a task with a reduction: cgram(c=4), 3-gram, ...)")
     p.add_argument("--n", required=True, type=int, help="Index length n of the reduction")

@@ -170,13 +170,16 @@ class Check:
     cost: Callable[[object], float] | None = None
     """Optional estimate of a part's cost (any unit): a parallel engine starts the
     costliest parts first (it never changes what a part computes)."""
+    optional: bool = False
+    """True: a check with no parts at this run (e.g. no registered construction to
+    check) is left out of the run, not an error."""
 
     def part_keys(self, profile: str) -> list:
         """The part keys of this check at ``profile`` (``[None]``: one unsharded part)."""
         if self.parts is None:
             return [None]
         keys = list(self.parts(profile))
-        if not keys:
+        if not keys and not self.optional:
             raise ValueError(f"check {self.claim}: {self.name} declares no parts for profile {profile!r}")
         return keys
 
@@ -187,7 +190,7 @@ _ALL = object()   # sharded check called with no part: run them all
 
 def register(claim: str, name: str, parts: Callable[[str], list] | None = None,
              combine: Callable[[str, int, list], list[Record]] | None = None,
-             cost: Callable[[object], float] | None = None):
+             cost: Callable[[object], float] | None = None, optional: bool = False):
     """Register a check of ``claim`` (see :class:`Check` for ``parts`` and ``combine``)."""
     if claim not in CLAIMS:
         raise ValueError(f"unknown claim id {claim!r}; known: {sorted(CLAIMS)}")
@@ -207,7 +210,7 @@ def register(claim: str, name: str, parts: Callable[[str], list] | None = None,
                 return fn(profile, seed, part)
             outputs = [fn(profile, seed, p) for p in parts(profile)]
             return list(combine(profile, seed, outputs)) if combine else [r for o in outputs for r in o]
-        REGISTRY.append(Check(claim, name, sharded, parts, combine, cost))
+        REGISTRY.append(Check(claim, name, sharded, parts, combine, cost, optional))
         return sharded
     return deco
 
@@ -319,17 +322,28 @@ def assemble(chk: Check, profile: str, seed: int, parts: list, results: list[Par
     return recs
 
 
+CHECK_SEP = "::"
+"""``only`` may name one check of a claim as ``CLAIM::check name``."""
+
+
 def plan(profile: str = "quick", only: Iterable[str] | None = None) -> list[tuple[Check, list]]:
-    """The checks of a run (registry order, ``only`` claims) with their part keys."""
+    """The checks of a run (registry order, ``only`` claims, or ``CLAIM::check name``
+    for one check) with their part keys."""
     if profile not in ("quick", "full"):
         raise ValueError(f"profile must be 'quick' or 'full', got {profile!r}")
     checks = load_checks()
-    wanted = set(only) if only else None
+    wanted = {w.split(CHECK_SEP, 1)[0] for w in only} if only else None
+    named = {tuple(w.split(CHECK_SEP, 1)) for w in only or () if CHECK_SEP in w}
     if wanted:
         unknown = wanted - set(CLAIMS)
         if unknown:
             raise ValueError(f"unknown claim id(s) {sorted(unknown)}; known: {', '.join(CLAIMS)}")
-    return [(chk, chk.part_keys(profile)) for chk in checks if not wanted or chk.claim in wanted]
+    whole = {w for w in only or () if CHECK_SEP not in w}
+
+    def chosen(chk: Check) -> bool:
+        return not wanted or chk.claim in whole or (chk.claim, chk.name) in named
+    planned = [(chk, chk.part_keys(profile)) for chk in checks if chosen(chk)]
+    return [(chk, keys) for chk, keys in planned if keys]
 
 
 def run(profile: str = "quick", only: Iterable[str] | None = None, seed: int = 0,
@@ -356,5 +370,5 @@ def run_plan(checks: list[tuple[Check, list]], profile: str, seed: int,
 def unchecked_claims(only: Iterable[str] | None = None) -> list[str]:
     load_checks()
     have = {c.claim for c in REGISTRY}
-    claims = list(only) if only else list(CLAIMS)
+    claims = list(dict.fromkeys(c.split(CHECK_SEP, 1)[0] for c in only)) if only else list(CLAIMS)
     return [c for c in claims if c not in have]

@@ -6,7 +6,9 @@ checks run, and the records about that construction are shown). A record is
 about a construction when it has the construction's claim and task, and for the
 claims with several architectures per task (T5-RAG's two IsTree models, the
 Turing machines) when its model or description names that variant. A claim
-with one construction (T4.1, sim) keeps all its records. An unknown name is a
+with one construction (T4.1, sim) keeps all its records. A registered
+construction runs only its own checks: the reduction check of
+checks/checks_registered.py and the declarations. An unknown name is a
 :class:`~checks.errors.UsageError` naming the three closest known names.
 """
 from __future__ import annotations
@@ -51,12 +53,19 @@ def select(names: Iterable[str]) -> tuple[list[str], Callable | None]:
             whole.add(name)
             claims.append(name)
         elif name in constructions:
-            keys.append(constructions[name])
-            claims.append(constructions[name].claim)
+            key = constructions[name]
+            keys.append(key)
+            if catalog.by_name(name) in catalog.RECORDS:
+                claims.append(key.claim)
+            else:                # registered: its reduction check and its declarations
+                from .checks_registered import CHECK_NAME
+                claims += [f"{key.claim}{registry.CHECK_SEP}{CHECK_NAME}", "declarations"]
         else:
             near = catalog.closest(name, [*constructions, *registry.CLAIMS])
-            raise UsageError(f"verify: unknown name {name!r}; closest: {', '.join(near)}")
+            raise UsageError(f"verify: unknown claim or construction {name!r}; closest: {', '.join(near)}")
     claims = list(dict.fromkeys(claims))
     if not keys:
         return claims, None
-    return claims, lambda r: r.claim in whole or any(about(r, k) for k in keys)
+    names_ = {catalog.by_name(n).name for n in names if n in constructions}
+    return claims, lambda r: (r.claim in whole or any(about(r, k) for k in keys)
+                              or (r.claim == "declarations" and any(n in r.model for n in names_)))

@@ -1,30 +1,15 @@
 """Numerics, executors, gadgets and the hand-wired models.
 
-Numba's on-disk cache (``@njit(cache=True)``) checks only the source file of the
-function it loads: a kernel that calls or inlines a function of another module
-(``kernels`` -> ``fixedpoint``, ``keyindex``, ``heap``) keeps running the old
-code after that other module changes. So unless ``NUMBA_CACHE_DIR`` is set (to
-a writable folder), the cache lives in ``__pycache__/numba-<hash>`` of this
-package, the hash taken over the sources of every module here: any change to
-any of them starts a fresh cache (older ``numba-*`` folders are removed).
+Importing the package sets up numba. Its on-disk cache checks only the source
+file of the function it loads, so the cache lives in ``__pycache__/numba-<hash>``
+of this package, the hash taken over every module's source (unless
+``NUMBA_CACHE_DIR`` is set), with fallbacks to a private temporary folder or to
+in-memory compiling when nothing is writable. The threading layer is
+``workqueue`` unless ``NUMBA_THREADING_LAYER`` says otherwise, so no OpenMP
+kernel pins the process to one core; :data:`START_AFFINITY` holds the cores
+available at import, on which the engines start their workers (:func:`unpin`).
 
-Where neither is writable (an installed package and an unwritable HOME, or a
-``NUMBA_CACHE_DIR`` that cannot be written), the cache goes to a private
-folder ``rnngap-numba-<uid>/numba-<hash>`` of the temporary directory, and if
-that cannot be written either the kernels are compiled in memory on every run
-(numba would otherwise refuse to import them: "no locator available"). Either
-fallback writes one note on stderr.
-
-Numba's threading layer (the one kernel with ``prange``,
-``targets._sparse_final_states``) is ``workqueue`` unless ``NUMBA_THREADING_LAYER``
-says otherwise. Numba's default picks OpenMP where it is available, and under
-``OMP_PROC_BIND`` (or ``GOMP_CPU_AFFINITY`` / ``OMP_PLACES``) the first parallel
-kernel pins the calling thread to one core; every process started afterwards
-(the workers of ``rnngap verify``, a Dask cluster) inherited that core, and two
-workers shared it (measured: 0.89x instead of ~2x on 2 cores, docs/benchmarks.md).
-:data:`START_AFFINITY` is the set of cores this process could run on when the
-package was imported, before any kernel ran: the engines start their workers on
-it (:func:`unpin`) whatever happened in the parent since.
+Details: docs/internals/machine.md#constructions
 """
 from __future__ import annotations
 

@@ -2,69 +2,17 @@
 sequential computation, one map application per CoT token, that a fixed-depth
 CoT-free RNN (the k-deep unrolling below) gets wrong beyond t = k.
 
-**What T4.1 says, and what is checked.** The paper's Theorem 4.1 separates RNNs
-with CoT from RNNs without it *under a complexity assumption* (PSPACE is not
-contained in P/poly): with CoT an O(log n)-bit RNN can run a linear-space machine
-for poly(n) steps, one step per generated token, while without CoT its answer is
-a bounded-depth function of its state. The separation itself is CONDITIONAL and
-is never tested here. What is executable, and checked by ``rnngap verify --only
-T4.1``, is the construction side and the mechanism:
+The paper's Theorem 4.1 separates RNNs with and without CoT assuming PSPACE is
+not contained in P/poly; that separation is CONDITIONAL and never tested here.
+``rnngap verify --only T4.1`` checks the mechanism on the task ITER(n): [TRUE]
+iff g^t(a) >= m/2, for a fixed bijection g_n of m = 2n values and t <= n^2.
+:func:`iterate_rnn` (O(log n)-bit state, f = 0) writes g(a), g^2(a), ... as its
+CoT and answers after exactly t tokens; the CoT-free :func:`unrolled_rnn`
+applies g at most k times and is wrong on concrete instances with t > k. ITER is
+a demo, not a hard task.
 
-* the task family ITER(n) below, whose relevant part is O(log n) bits at the end
-  of a length-n input and whose answer is defined by up to T(n) = n^2 sequential
-  applications of a fixed map g_n (a toy stand-in for a long computation: it is
-  NOT hard, see the note on orbits below);
-* :func:`iterate_rnn`, a linear RNN (kind ``linear_rnn``) of constant size and
-  O(log n)-bit state that solves ITER(n) with a CoT of exactly T(n) tokens;
-* the contrast, :func:`unrolled_rnn`: a CoT-free linear RNN of constant size (for
-  a fixed k) that applies g_n min(t, k) times in k stacked MLPs and answers at
-  once. It is right on every instance with t <= k (the easy part of ITER) and
-  wrong on concrete instances with t > k, which the checks show. That only
-  shows that THIS fixed-depth unrolling needs depth t, which the CoT supplies
-  one token at a time; that *every* CoT-free RNN of polynomial size fails on
-  some PSPACE-hard task is the unproven assumption.
-
-**The task ITER(n)** (our formalization; every choice is a parameter here).
-m = m(n) = 2n values, T(n) = n^2. The map g_n on {0..m-1} is "rotate, then fold"
-(an integer tent map after a rotation by d = 1)::
-
-    g(x) = tent((x + d) mod m),   tent(y) = 2y if y < m/2 else 2m - 1 - 2y
-
-a bijection of {0..m-1} with no affine closed form. Instance::
-
-    [BOS] z_1 .. z_n [QUERY] (m + t) a      z_j, a in 0..m-1, t in 0..T(n)
-
-(the z_j are padding; the step count t is written as the number m + t, so that it
-is told apart from values by a single ReLU). Answer: ``[TRUE]`` if g^t(a) >= m/2
-else ``[FALSE]``. The instance that matters is the O(log n)-bit pair (t, a) at
-the end; the construction answers it by t <= T(n) = n^2 sequential applications
-of g_n, one per CoT token.
-
-Note on orbits (why ITER is a mechanism demo, not a hard task): g_n is a
-permutation of m = 2n points, so the orbit of a has some length L <= 2n and
-g^t(a) = g^(t mod L)(a): fewer than 2n applications always suffice, and a
-CoT-free network with a table of g's orbits could answer ITER outright. Nothing
-here claims otherwise: the checks show that the k-deep unrolling, right for
-t <= k, is wrong beyond, i.e. in these constructions the CoT (or the depth) is
-what carries the computation. The general separation needs a task that is
-genuinely sequential (PSPACE-hard), and is the conditional part of T4.1.
-
-**The RNN.** Three linear layers, named directions only (state: 4 numbers):
-
-* layer 1, state (q, c): q_t = q_{t-1} + [tok = QUERY] (seen [QUERY]),
-  c_t = c_{t-1} + q_t (tokens since [QUERY], inclusive); its MLP writes
-  wt = relu(tau - m - 1), which is t on the step token and 0 on all others;
-* layer 2, state (r): r_t = r_{t-1} + wt, so r = t from the step token on; its
-  MLP writes done = [c - 3 >= r] (a step on an integer);
-* layer 3, state (x): x_t = tau(tok_t) - 1, the machine's current value (the
-  last value read: a, then each CoT token); its MLP writes
-  out = (1 - done) (g(x) + 1) + done (tau_answer), tau([TRUE]) = -2,
-  tau([FALSE]) = -3, every ReLU gated by done (big-M gating, exact on integers);
-* readout: the token whose code is nearest ``out``.
-
-So after reading ``a`` (c = 3) it emits g(a), reads it back, emits g^2(a), ...,
-and at c = t + 3 emits the answer: CoT length exactly t <= T(n). Everything is an integer, so f(n) = 0 fraction bits;
-I(n) = 2 ceil(log2(n^2 + 2n + 10)) + 3 integer bits = O(log n).
+Details (the claim, ITER(n), orbits, the RNN's layers):
+docs/internals/models.md#cot_hierarchy
 """
 from __future__ import annotations
 

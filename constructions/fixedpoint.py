@@ -1,35 +1,14 @@
 """Fixed-point numbers with O(log n) bits: the machine every construction runs on.
 
-docs/theory.md §1. A format has ``I`` integer bits and ``f`` fraction bits; a value is
-an integer multiple of 2^-f with |value| < 2^I, stored as the int64 ``raw =
-value * 2^f`` (so |raw| < 2^(I+f)); p = I + f + 1 bits in all, sign included.
-We require I + f <= 62 so that a sum of two in-range raws never leaves int64.
-
-Semantics, one rounding per elementary operation:
-
-* ``fx_add`` / ``fx_sub``: exact; a result out of range is an overflow.
-* ``fx_mul``: the exact product (a 124-bit integer, built from 31-bit limbs in
-  int64 so that the pure-Python path computes the same numbers) shifted right by
-  f, rounded half to even.
-* ``fx_div``: the exact quotient, rounded half to even (long division on the
-  remainder: no 128-bit dividend is ever formed).
-* ``fx_exp``: exp of the exact input, rounded to the grid. exp of a nonzero
-  rational is irrational (Lindemann), so no exact tie exists; the value is
-  computed in double-double (~100 bits) and, should it ever fall within the
-  error bound of a rounding boundary, ``ERR_EXP_UNDECIDED`` is reported instead
-  of guessing.
-* ReLU, max, comparisons: exact.
-
-Overflow policy: ``MODE_RAISE`` (default) records the first error in the
-``err`` array, which the Python wrapper turns into :class:`FixedPointOverflow`
-naming the operation and the integer bits it would need; ``MODE_SATURATE``
-clamps to the largest magnitude and counts the clamps (it must be chosen
-explicitly). Kernels never raise: they write ``err`` and go on with a clamped
-value; every Python entry point checks ``err`` after the kernel returns.
-
-``err`` layout (int64[ERR_LEN]): ``[code, op, needed_int_bits, where,
-max_abs_raw, saturations]``. ``max_abs_raw`` is the largest |raw| of any
-rounded/added result, from which the *used* integer bits are measured.
+A format has ``I`` integer bits and ``f`` fraction bits; a value is an integer
+multiple of 2^-f below 2^I in magnitude, stored as the int64 ``raw = value * 2^f``
+(I + f <= 62; two-limb storage, constructions/wide.py, goes past that). Each
+elementary operation rounds at most once: add, sub, ReLU, max and comparisons are
+exact; mul and div round the exact result half to even; exp reports an undecided
+rounding instead of guessing. An overflow raises :class:`FixedPointOverflow` by
+default (``MODE_SATURATE`` clamps and counts instead). Kernels never raise: they
+write an ``err`` array that every Python entry point checks. Semantics:
+docs/theory.md §1.
 
 Example::
 
@@ -40,6 +19,9 @@ Example::
     >>> fmt.add(fmt.encode(15), fmt.encode(1))   # doctest: +ELLIPSIS
     Traceback (most recent call last):
     rnngap.constructions.fixedpoint.FixedPointOverflow: add overflows Q4.3 ...: the result needs at least 5 integer bits, ...
+
+Details (operations, overflow policy, the ``err`` layout):
+docs/internals/machine.md#fixedpoint
 """
 from __future__ import annotations
 

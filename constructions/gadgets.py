@@ -1,38 +1,19 @@
 """Named residual space and the reusable gadgets every construction is built from.
 
-Style after Tracr: every direction of the residual stream has a name; a weight is
-written as its action on named directions ("the query of this head is
-2*lambda*pos; its key is pos"), and the dense arrays are assembled once by
-:meth:`Builder.build`. A direction is written by exactly one block (the
-embedding, one head, one MLP neuron group or one RNN readout) unless it is
-declared ``accumulate=True``; anything else is refused, so two gadgets can
-never silently add into the same place.
-
-Margins. A softmax weight is exactly 0 when its score is more than
-(f + 1) ln 2 below the maximum (exp rounds to 0 on a grid of 2^-f; docs/theory.md §1).
-Each attention gadget therefore derives its sharpness lambda from the fraction
-bits f and the score gap of its inputs, and checks (:func:`require`), with exact
-rationals, both the gap (weights of non-targets vanish) and the integer bits its
-scores need (they fit the format). A failed check raises :class:`MarginError`
-naming the gadget, before any kernel runs. :class:`Builder` checks every head
-again from the directions' bounds (largest score below 2^I, declared gap above
-(f + 1) ln 2), so a hand-built head cannot skip the check.
-
-Example (Index, claim T4.6-up): the query token i has tau = i + 1 and position j
-has key j + 1, so::
-
-    position = Component(query={"tok": 1}, key={"pos": 1, "one": 1},
-                         key_sq={"pos_sq": 1, "pos": 2, "one": 1}, max_query=n + 1, max_key=n + 1)
-    head = match_head("index", components=[position], copy={"answer": {"tok": 1}}, fmt=fmt)
-
-attends exactly to position i and copies tau(x_i) into ``answer``.
-
-Gadgets: attention -- :func:`match_head` (the one match head: components,
-``tie_break=None|"first"|"last"``, ``fallback=None|"bos"``), :func:`first_max_head`,
-:func:`shift_head`, :func:`count_head`; MLP -- :func:`equality_neurons`,
+In the style of Tracr, every direction of the residual stream has a name, a weight
+is written as its action on named directions, and :meth:`Builder.build` assembles
+the dense arrays once. A direction has exactly one writer unless declared
+``accumulate=True``. Each attention gadget derives its sharpness from the fraction
+bits and its score gap, and checks with exact rationals (:func:`require`) that
+non-target weights vanish and its scores fit the format; a failure raises
+:class:`MarginError` before any kernel runs, and :class:`Builder` checks every
+head again. Gadgets: :func:`match_head`, :func:`first_max_head`,
+:func:`shift_head`, :func:`count_head` (attention); :func:`equality_neurons`,
 :func:`step_neurons`, :func:`select_neurons`, :func:`count_compare_neurons`,
-:func:`mask_unless_equal_neurons`, :func:`max_neurons`; recurrent gadgets at the
-end of the file. Each has a block-level test in tests/test_gadgets.py.
+:func:`mask_unless_equal_neurons`, :func:`max_neurons` (MLP); recurrent gadgets
+at the end of the file. Each is tested in tests/test_gadgets.py.
+
+Details (margins, an Index example): docs/internals/build.md#gadgets
 """
 from __future__ import annotations
 

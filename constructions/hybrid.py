@@ -1,39 +1,21 @@
 """Hybrid models (claim T5.6): linear-RNN layers, then exactly ONE attention layer.
 
-docs/theory.md §2: a hybrid sees tokens only (no position feature in its embedding);
-whatever its single attention layer needs about positions, the RNN computes by
-linear recurrences. The shared front end is :func:`~constructions.gadgets.clock`, one RNN layer with
-
-* ``cnt = t + 1`` and ``cnt_sq = (t + 1)^2``:  cnt_t = cnt_{t-1} + 1,
-  cnt_sq_t = cnt_sq_{t-1} + 2 cnt_{t-1} + 1 (so [BOS] at t = 0 has cnt = 1);
-* delay lines ``prev{k} = tau(token_{t-k})`` (and ``prev{k}_sq = tau^2``), a chain
-  h_0 = tau_t, h_k = h_{k-1} of the previous step (0 = tau([BOS]) before the start);
-* latches ``L_t = L_{t-1} + [token_t = marker]`` (0 before the marker, 1 from it on).
-
-The attention layer then does the retrieval with no CoT:
-
-* Index ``[BOS] x_1..x_n [QUERY] i``: the query tau(i) = i + 1 matches the key
-  ``cnt`` = j + 1 at position j = i (:func:`index_hybrid`);
-* AR ``... [QUERY] q``: the key is the previous token ``prev1``, the first match
-  (position tie-break by ``cnt``) sits right after q's first occurrence; the head
-  copies that position's token (:func:`ar_hybrid`);
-* c-gram: the same with the c-1 previous tokens as a tuple key (:func:`cgram_hybrid`,
-  gadget :func:`~constructions.gadgets.match_head` with one component per token);
-* Counting ``... [QUERY] q t``: the BOS counting head with the query q = ``prev1``
-  at the last position, every position from [QUERY] on pushed out by the latch
-  ``after_query``; the comparison MLP against 1/(t + 3/2) (:func:`counting_hybrid`).
-
-Each builder returns a :class:`~constructions.model.Model` in its declared format
-(``DECLARED[task]``, a :class:`~constructions.demos.Declared`: I(n), f(n) as
-Python functions and as sympy expressions). The architecture (widths, layers,
-parameter count) is the same for every n; only values that fit the p(n)-bit
-format (the sharpness lambda(f), the vocabulary's numbers) depend on n.
+A hybrid has no position feature in its embedding (docs/theory.md §2); the shared
+front end :func:`~constructions.gadgets.clock` computes by linear recurrences
+what the attention layer needs: counters ``cnt = t + 1`` and ``cnt_sq``, delay
+lines of previous token codes, and latches. The attention layer then retrieves
+with no CoT: :func:`index_hybrid`, :func:`ar_hybrid`, :func:`cgram_hybrid`,
+:func:`counting_hybrid`. Each builder returns a :class:`~constructions.model.Model`
+in its declared format ``DECLARED[task]``; the architecture is the same for every
+n.
 
 Example::
 
     >>> m = index_hybrid(8)
     >>> m.predict([0, 33, 32, 33, 33, 32, 32, 33, 32, 9, 34])   # x_2 = 0
     32
+
+Details (the clock, each task's head, formats): docs/internals/models.md#hybrid
 """
 from __future__ import annotations
 

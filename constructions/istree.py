@@ -6,6 +6,10 @@ endpoint order) the model writes the DFS Euler tour from vertex 0 exactly as
 after the vertex whose scan first meets a visited non-parent neighbour), then
 ``[EOS]`` and ``[TRUE]``/``[FALSE]``. Five attention layers, 18 heads, width
 and parameter count independent of n; driven by :func:`constructions.generate.generate`.
+An optional header ``[BOS] [COUNT] N ...`` sets the vertex set to 0..N-1
+(:func:`prompt_tokens` writes it); the label is always the model's own output.
+Each edge's record position serves as its id, so a lookup by (vertex, previous
+edge) finds the next neighbour; every weight is exactly 0 or 1 and f = 1.
 
 Example (edges 2-0 3-2 1-0)::
 
@@ -13,96 +17,8 @@ Example (edges 2-0 3-2 1-0)::
     >>> run(m, [(2, 0), (3, 2), (1, 0)]).cot          # 0 2 3 2 0 1 0 [EOS], answer [TRUE]
     [32, 34, 35, 34, 32, 33, 32, 1]
 
-Vertex count: the optional ``[COUNT]`` header
-----------------------------------------------
-The edges cannot show isolated vertices above the largest id. The input may
-therefore start with a vertex-count header::
-
-    [BOS] [COUNT] N u - v u - v ... [EOS]        (every vertex < N, N >= 1)
-
-(``[COUNT]`` is token id 31, :data:`constructions.vocab.COUNT`; N a number
-token). With the header the model decides for the vertex set ``{0..N-1}``;
-without it (the paper's format, reproduced token for token) for ``{0..max id}``
-(``{0}`` without edges). Either way the label is the model's own output token:
-the max-vertex head reads N off the header (key tau - [previous token is
-[COUNT]] = N at the count's position, tau = id + 1 <= N elsewhere), and a
-tour that visits fewer than N vertices can never have 2N - 1 tokens, so an
-isolated vertex above the largest id gives [FALSE] by the same comparison as
-any other disconnected graph. :func:`prompt_tokens` writes the header when given
-``n_nodes``; callers pass it when ``n_nodes > max id + 1`` (the text cannot
-show it) and may pass it always. No label is computed in Python.
-
-Why the header cannot disturb the edge machinery: at the first record r (the
-second endpoint of the first edge) the delayed keys read positions r - 5 = 0
-([BOS], tau 0) and r - 3 = 2 (the count, tau N + 1); no vertex of the promise
-has tau N + 1, so no pred head matches there, and neither [COUNT] nor the count
-is a record (the token before them is not a separator).
-
-Positions and records
----------------------
-Edge k (0-based) occupies positions 3k+1 (first endpoint a), 3k+2 (separator),
-3k+3 (second endpoint b); its *record position* is r = 3k+3, which also serves
-as the edge's id (ids are > 0, so 0 means "none"). A position is a record iff
-the previous token is a separator (``is_record`` = shift-1 copy of is_dash + is_tilde).
-At r the model computes, for each endpoint x of the edge, ``pred_x`` = the id of
-the previous edge incident to x (0 if none): the *latest* earlier record with x
-as an endpoint. Two records live at r:
-
-* R1 (endpoint a): key (a, pred_a), value b;
-* R2 (endpoint b): key (b, pred_b), value a.
-
-"The edge after e incident to u" is then the unique record with key (u, e),
-and "u's first edge" the one with key (u, 0): two lookup heads (R1, R2), one
-of which finds it; both fall back to [BOS] (value 0 = none) otherwise.
-pred is computed without seeing the current edge by *delayed keys*: at record
-position r the keys are the endpoints of the previous record r-3 (shift heads
-by 5 and 3), whose id is r - 3.
-
-One CoT step (current vertex u = last token, p = previous token)
------------------------------------------------------------------
-* parent(u) = the token before u's first occurrence in the CoT (first-occurrence
-  match over CoT positions, value = shift-1 copy); for the root the token
-  before is the prompt's [EOS], tau = -1 = "no parent".
-* entered = [p == parent(u)] (u was just entered; never true when we come back
-  from a child). e_prev = 0 if entered, else the id of edge {u, p} (pair match
-  over records, both orientations).
-* (w1, e1) = lookup (u, e_prev); if w1 is the parent: w = lookup (u, e1) (a
-  simple graph has one parent edge), else w = w1.
-* no w: output parent(u) (tau -1 = [EOS] at the root: the tour ends).
-  w visited (occurs in the CoT: first-occurrence match with a [BOS] fallback):
-  output [EOS] (cycle). Otherwise output w.
-* At the prompt's [EOS]: output 0. At the CoT's [EOS] (position t): the label.
-  A tour visiting k vertices has 2k-1 tokens if it completed and fewer if it
-  stopped at a cycle (checks.tasks.istree), so with N vertices the graph is
-  a tree iff the tour length t - P - 1 equals 2N - 1 (P = ``prompt_end``, the prompt's [EOS]).
-  N comes from a max head (layer 2) over the key tau + [BOS] - [previous token
-  is [COUNT]]: the header's N if there is one (every vertex id + 1 <= N), else
-  max id + 1 (1 without edges, from [BOS]).
-
-Matching heads, margins (derivation in :func:`constructions.gadgets.match_head`)
--------------------------------------------------------------------------------
-All queried quantities are integers. A head matching components q_c against
-key components k_c scores
-
-    lam * sum_c (2 q_c k_c - k_c^2)  +  [j = BOS] * (lam * sum_c q_c^2 - lam/2)  +/- mu * pos_j
-
-i.e. lam * (sum q_c^2 - sum (q_c - k_c)^2) off [BOS]: all components equal ->
-S = lam * sum q_c^2; any component off by >= 1 -> <= S - lam; [BOS] (whose keys
-are all 0) -> S - lam/2, the fallback. With positions 0..T-1 and a tie-break
-mu = sharpness(f) toward the last (or first) match, lam = 2 (mu (T-1) + s),
-s = sharpness(f) > (f+1) ln 2 gives every gap (match/match >= mu, match/BOS,
-BOS/mismatch >= s) above the zero-weight gap: every weight is exactly 0 or 1.
-Without tie-break (unique matches) lam = 2 s.
-
-Resources (declared, checked by the registry): positions T = 3M + 2N + 4 for N
-vertices and at most M edges (the header's two tokens included); f = 1 fraction
-bit (every quantity is an integer and every weight is 0 or 1);
-I(N, M) = 2 ceil(log2 T') + ceil(log2 V) + 6 integer bits with V = max(N + 1, 31)
-(bounds |tau| of every token: the count N has tau N + 1, [COUNT] tau -31) and
-T' = max(T, V) (tie-break head scores <= 17 T V^2, asserted per head; the MLP
-masking e_prev^2 reaches ~ 3 T^2 V; derivation in :func:`declared_int_bits`):
-p = I + 2 <= 63 holds up to N = 65536 vertices with M <= N + 2 edges (int64
-storage).
+Details (the header, records, one CoT step, margins, resources):
+docs/internals/models.md#istree
 """
 from __future__ import annotations
 

@@ -1,57 +1,19 @@
 """numba kernels of the executors: one step of any model, batch forward, readout.
 
 Every model in rnngap is "embedding -> L_r linear-RNN layers -> L_a attention
-layers -> formula readout" (docs/theory.md §2):
+layers -> formula readout" (docs/theory.md §2): a Transformer has L_r = 0, a
+linear RNN L_a = 0, a hybrid L_r >= 1 and L_a = 1. So there is one code path,
+:func:`model_step`, and the three architectures cannot drift apart. All arrays
+are raw int64 fixed-point values (:mod:`constructions.fixedpoint`), validated by
+:mod:`constructions.model` before calling in. A model's encoded weights travel as
+one :class:`Weights` (``net``: a :class:`Network`; ``readout``: a
+:class:`Readout`). :func:`forward_batch` takes a readout mode (``READOUT_TABLE``
+or ``READOUT_NEAREST_CODE``). Its shortcuts (pruned attention, the key-value
+index, unchecked scores, readout tables, prefix reuse, per-stage checks) are
+exact: tested against the plain definition.
 
-* a Transformer has L_r = 0 (position features allowed in the embedding);
-* a linear RNN has L_a = 0 (no position features: s_t = trans(s_{t-1}, token_t));
-* a hybrid has L_r >= 1 and L_a = 1.
-
-So there is exactly one code path, :func:`model_step`, and the three
-architectures cannot drift apart. All arrays are raw int64 fixed-point values
-(see :mod:`constructions.fixedpoint`); the Python layer in
-:mod:`constructions.model` validates everything before calling in.
-
-The encoded weights of a model travel as ONE structured argument, a
-:class:`Weights` (NamedTuples of int64 arrays, built once by
-:class:`constructions.model.Model` as ``model.weights``): ``weights.net`` (a
-:class:`Network`: embedding and layers) and ``weights.readout`` (a
-:class:`Readout`). Shapes (D residual width, S state width per RNN layer,
-M MLP width, H heads, Dh head width, N cache capacity, T readout terms,
-C candidate tokens)::
-
-    Network:
-    ekind, eparam, ecoef                    (D,)
-    rA (Lr,S,S)  rB (Lr,S,D)  rC (Lr,D,S)    h_t = A h_{t-1} + B x;  x += C h_t
-    rW1 (Lr,M,D) rb1 (Lr,M) rW2 (Lr,D,M) rb2 (Lr,D)     x += W2 relu(W1 x + b1) + b2
-    rnn_state (Lr,S)
-    aWQ, aWK, aWV (La,H,Dh,D)  aWO (La,H,D,Dh)  a_nheads (La,)
-    aW1 (La,M,D) ab1 (La,M) aW2 (La,D,M) ab2 (La,D)
-    Readout:
-    out_dim, out_kind, out_param, out_coef  (T,)   logit(k) = sum_terms coef*feat(k) * x[dim]
-    candidates (C,)  w_tab, wmax_tab, ok_tab (C,T)   the readout's token ids and readout_table
-    nearest (3,)     (v, code_lo, code_hi) of the nearest-code readout, v = -1 if it does not apply
-    run state (not weights):
-    Kc (La,H,Dh,N)  Vc (La,H,N,Dh)           the KV cache (keys column-major)
-    Km (La,H,Dh,N)    Km[..., c, t] = max_{i<=t} |Kc[..., c, i]| (column bounds); a session's
-                      pruning cache has (La,H,2Dh,N): rows Dh.. hold block bounds (see PRUNE_LEAF)
-
-The readout is a parameter of :func:`forward_batch`: ``READOUT_TABLE`` (the
-generic readout over every candidate, weights from the table) or
-``READOUT_NEAREST_CODE`` (:func:`nearest_code_readout`, exact for the readout
-logit(k) = 2 tau_k x[v] - tau_k^2 over a contiguous code range).
-
-The pruned attention (block bounds over key positions, and for sessions the
-key-value index of :mod:`constructions.keyindex`) and the quadratic readout of
-sessions (:func:`quadratic_readout`) are exact too. Four exact shortcuts, each
-tested to give the same outputs, the same largest
-|raw| and the same first error as the plain definition: attention scores on
-plain int64 when bounds show nothing can overflow (:func:`attention_scores`);
-readout weights per candidate token computed once per model and format
-(:func:`readout_table`, :func:`readout_fast`); in :func:`forward_batch`,
-each row reusing the KV cache of the prefix it shares with the row before; and
-:func:`forward_batch`'s steps checked once per stage instead of per operation
-(:func:`forward_loop`; :func:`forward_batch_plain` is the plain reference).
+Details (array shapes, readouts, the exact shortcuts):
+docs/internals/machine.md#kernels
 """
 from __future__ import annotations
 

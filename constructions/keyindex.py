@@ -1,65 +1,18 @@
 """An exact index over key VALUES for the pruned attention (docs/machine.md "Key-value index").
 
-The position-block bounds of :func:`constructions.kernels._pruned_scores` prune
-heads whose keys vary smoothly with the position (shift heads). A match head whose
-keys are (tau, tau^2)-like (token codes and their squares: points on a parabola)
-does not prune there: a block of positions holds codes on both sides of the
-query's. This module indexes such a head's keys by value instead:
+Position-block bounds (:func:`constructions.kernels._pruned_scores`) do not prune
+a match head, whose keys are (tau, tau^2)-like: a block of positions holds codes
+on both sides of the query's. This module indexes such a head's keys by value: a
+weight-balanced kd-tree per head (a scapegoat tree, leaves of at most KI_LEAF = 16
+keys) over all keys but a small buffer of the newest, stored in the rows of the
+head's pruning cache. :func:`index_scores` scores the buffer exactly, then walks
+the tree best bound first, skipping every node whose exact upper bound (box bound,
+or the lifted bound of a squared-norm row) shows all its weights are exactly 0.
+It runs only where :func:`constructions.kernels.attention_scores` runs unchecked,
+and never in record mode.
 
-* **Structure**: ONE kd-tree per head over all its keys but the newest
-  KI_LEAF to 2 KI_LEAF - 1 (the buffer, positions KI_NT .. m - 1, scored exactly
-  by every search: a query for a recent key finds its maximum there first), kept
-  weight-balanced under insertion (a scapegoat tree). A node covers a set of
-  keys; an internal node splits them at the median of one component (the
-  non-monotone component of widest range, the detected square row excluded; a
-  component nondecreasing in the position, like ``pos``, only when the others are
-  constant) and keeps that component and value to route new keys; a leaf holds
-  at most KI_LEAF = 16 keys (8 to 16 after a build or a split). Keys leave the
-  buffer lazily, when the head next uses the index: each goes down from the root
-  by the split values (a key equal to the split value to the side with fewer
-  keys), every node on the way counting it and widening its box, into its leaf;
-  a full leaf is rebuilt as two; then the highest node on the way whose larger
-  child holds more than 7/10 of its keys (KI_ALPHA10) is rotated when its heavier
-  child splits on the same component, that component is monotone in the
-  position so far and both results come out balanced (:func:`_rotate`: keys
-  appended along a position-like component, which all go the same way), else
-  rebuilt balanced; so every node stays balanced, the depth
-  O(log m), and rebuilds place O(log m) keys per insertion, amortised (O(log^2 m)
-  time with the medians). A use that brings more
-  new keys than the tree holds builds the whole tree afresh. Only the boxes and
-  counts matter for exactness; the split values only steer the balance.
-* **Layout** (in the rows of the head's pruning cache ``KmT`` after the 2 Dh rows of
-  :mod:`constructions.kernels`, :func:`index_rows`): row ``R = 2 Dh`` holds the meta
-  fields (``KI_*`` columns), rows ``R + 1``, ``R + 2`` the free stacks of internal
-  node and leaf ids (ids of rebuilt subtrees are reused), then ``NR`` rows of node
-  records (node code u = 2 id for an internal node, 2 id + 1 for a leaf; its record
-  of 2 Dh + 5 entries: the box (max, min of each component), the key count, the
-  two children's codes, the split component and value, at row ``u mod NR``,
-  columns from ``(2 Dh + 5) (u div NR)``: one node's fields side by side), then
-  the leaves' slots: 2 rows of key positions and 2 Dh rows of the keys' copies
-  (leaf y at row ``y mod 2``, columns ``16 (y div 2)`` onward: scoring a leaf reads
-  one run of each row). Every leaf holds at least 8 keys, so ids and columns stay
-  below the key count, never the capacity: a grown cache keeps its index.
-* **Bounds** of a node for a query q (all exact upper bounds): the integer box bound
-  sum_c round(q_c (max_c if q_c > 0 else min_c)) (rounding is monotone), and, when a
-  row s holds the scaled sum of squares of a set S of other rows for every key
-  (k_s 2^f = sum_{c in S} k_c^2, detected key by key: :func:`_update_lift`) and
-  q_s < 0, the lifted bound: round(x) <= x + 1/2 term by term, and
-  q_c k_c + q_s k_c^2 / 2^f is concave in k_c, so its maximum over [min_c, max_c]
-  is at the clamped vertex; computed in float64 with a relative margin. That
-  bound is tight for nearest-code matching (lam (q^2 - (q - k)^2)), so a node whose
-  codes miss the query's by d loses lam d^2.
-* **Search** (:func:`index_scores`): the buffer exactly, then the tree depth
-  first from the root, the child of the larger bound first, each waiting node's
-  bounds kept beside it on the stack (a node is bounded once): a node whose bound is below M_cur + exp_zero_threshold(f)
-  (M_cur <= M the largest exact score so far) has every weight exactly 0 and is
-  skipped; leaves that are not are scored exactly. The meter and the kept list
-  are handled as in the position pruning (see :func:`index_scores`).
-
-Only used where :func:`constructions.kernels.attention_scores` runs unchecked (the
-column bounds show that no product or partial sum can leave the range, so no error
-and no saturation can occur) and never in record mode (the session then has no
-pruning cache).
+Details (structure, insertion, layout, bounds, search):
+docs/internals/machine.md#keyindex
 """
 from __future__ import annotations
 

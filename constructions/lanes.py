@@ -1,43 +1,18 @@
 """Lane-parallel batch forward: many rows of equal length at once, the same
 numbers and the same ``err`` as :func:`constructions.kernels.forward_batch`.
 
-:func:`kernels.forward_batch` runs one row after another; a small model's step
-is a few dozen multiply-adds, so per row the fixed costs (the loop's bookkeeping,
-the reference counts of the arrays handed to every call) dominate. Here a block
-of up to ``block`` consecutive rows of the same length (the *lanes*) advances
-together, position by position and layer by layer, every stage a loop over the
-lanes on plain int64 arrays laid out lane-last (``x[d, lane]``, ``K[t, c,
-lane]``), which the compiler vectorises; a helper call now costs once per block
-and stage instead of once per row and stage.
+A block of up to ``block`` consecutive rows of the same length (the *lanes*)
+advances together, position by position and layer by layer, on lane-last int64
+arrays the compiler vectorises, so fixed per-call costs are paid once per block.
+Each lane keeps the largest |raw| the plain run would record; a lane that might
+overflow, clamp, hit an undecided exp or leave int64 is marked bad, and the bad
+rows are run again by :func:`kernels.forward_loop`, which stops at the first
+error as the plain run does. A model whose products could leave int64 runs the
+per-row loop throughout; :func:`choose_block` decides when lanes pay
+(docs/machine.md "Lane-parallel batches").
 
-Exactness (docs/machine.md "Lane-parallel batches"). Every stage computes the
-plain definition's numbers (products rounded half to even, sums exact, the
-attention of :func:`kernels.attend_sparse`, the readout of
-:func:`kernels._readout_fast`) and keeps, per lane, the largest |raw| the plain
-definition would record (``mt[lane]``): the |product| and |partial sum| of every
-term a matrix-vector product, score or logit adds, every residual and bias sum,
-the embedding tables' maxima, the softmax normaliser Z (which bounds every exp,
-weight and weighted value of that head: see :func:`_lattend`) and the outputs.
-A lane whose maximum reaches 2^(I+f) (an overflow or a clamp in the plain run),
-whose token or position embedding row or read readout entry is not ok, whose exp
-is undecided, or whose products might leave int64 gets ``mt = 2^(I+f)`` (bad).
-Once a lane has a value >= 2^(I+f) it is bad for good (the meter is a running
-maximum, and no in-range operand can wrap int64 first: every product is below
-2^62 by the weights' bits or a per-lane check, and a sum of two values below
-2^62 is below 2^63), so the garbage a bad lane computes afterwards never matters.
-
-At the end of a block: if no lane is bad, the block's largest |raw| goes into
-``err`` (a good lane has no error and no clamp, so that is all the plain run
-would have recorded). Otherwise the bad rows, in order, are run again by the
-per-row fast loop (:func:`kernels.forward_loop`, itself tested bit for bit
-against the plain one) with ``err``; if one of them records an error (raise
-mode), the run stops there as the plain one does: only the good rows before it
-add their maxima, the rows after it keep no prediction, and ``loc`` names it.
-
-A model whose weights could make a matrix-vector product leave int64 in the
-format (the ``psafe`` of :func:`kernels.forward_loop`) runs the per-row fast
-loop for the whole batch. :func:`choose_block` decides in Python
-when the lanes are worth it (:meth:`constructions.model.Model.predict_batch`).
+Details (the meter, bad lanes, the end of a block):
+docs/internals/machine.md#lanes
 """
 from __future__ import annotations
 

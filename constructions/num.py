@@ -1,25 +1,14 @@
 """The numbers a builder computes with: exact rationals, or sympy expressions of the sizes.
 
-A builder (constructions/retrieval.py, hybrid.py, ...) is ONE function of its
-sizes. Called with integers it builds the :class:`~constructions.model.Model`
-that runs; called with sympy symbols (``bounds.N``, ``bounds.A``) inside
-:func:`symbolic_build` it builds the same construction with every weight an
-expression in the sizes, which ``rnngap certify`` reads (checks/certify.py).
-So a certificate is about the object the builder builds, never about a formula
-written next to it: change one term of a builder and both the model that runs
-and the model that is certified change.
-
-The helpers below are what makes one builder serve both:
-
-* :func:`exact` turns a coefficient into a ``Fraction`` (concrete) or keeps the
-  sympy expression (symbolic); :func:`smax` / :func:`smin`, :func:`bits`,
-  :func:`lc`, :func:`pow2` are ``max``, ``bits_for``, ``ceil(log2)``, ``2**k`` on
-  both.
-* :func:`require` is every margin check of every builder. A concrete condition
-  that fails raises :class:`MarginError` (as before); a symbolic condition (a
-  sympy relation sympy cannot decide) is recorded, inside :func:`symbolic_build`,
-  as an obligation of the construction, with the builder's own message; the
-  certificate must then prove it (for all n, or for every n up to n_max).
+A builder is one function of its sizes: called with integers it builds the
+:class:`~constructions.model.Model` that runs; called with sympy symbols
+(``bounds.N``, ``bounds.A``) inside :func:`symbolic_build` it builds the same
+construction with every weight an expression, which ``rnngap certify`` reads. So a
+certificate is about the object the builder builds. The helpers (:func:`exact`,
+:func:`smax`, :func:`smin`, :func:`bits`, :func:`lc`, :func:`pow2`) work on both
+kinds of number; :func:`require` is every margin check: a failing concrete
+condition raises :class:`MarginError`, an undecidable symbolic one becomes an
+obligation the certificate must prove.
 
 Example::
 
@@ -29,6 +18,8 @@ Example::
     ...     require(N + 3 > 3, "positive")
     >>> [o.message for o in obligations]
     ['two']
+
+Details: docs/internals/machine.md#num
 """
 from __future__ import annotations
 

@@ -2,20 +2,11 @@
 
 An :class:`Obligation` is one inequality ``need(n, I, f) <= have(n, I, f)`` (or
 ``<`` when ``strict``) that a gadget's correctness lemma needs, written with a
-backend ``B`` (constructions/bounds.py) so that ``rnngap certify`` can both
-evaluate it exactly on integers and inspect it symbolically. ``I`` and ``f`` are
-the declared format's values at n. A construction's obligations are its
-gadgets' (match, shift, joint match, counting, ...) plus its own.
-
-The gadget lemmas that turn obligations into exact behaviour live in the
-gadgets' docstrings (constructions/gadgets.py, retrieval.py) and are checked
-exhaustively on small formats by tests/test_obligations.py:
-
-* gap: a score gap g > (f + 1) ln 2 rounds exp(-g) to exactly 0 on a grid of
-  2^-f (``zg(f) < gap``);
-* range: every score s satisfies |s| < 2^(I-1), i.e. bits(max |s|) + 1 <= I (the
-  +1: a difference of two scores fits too);
-* counting comparison: |1/(c+1) - 1/(t+3/2)| >= 1/((n+1)(2n+3)) > 2^-f.
+backend ``B`` so that ``rnngap certify`` can evaluate it exactly and inspect it
+symbolically; ``I`` and ``f`` are the declared format's values at n. A
+construction's obligations are its gadgets' plus its own. The lemmas (gap, range,
+counting comparison) live in the gadgets' docstrings and are checked on small
+formats by tests/test_obligations.py.
 
 Example::
 
@@ -24,6 +15,8 @@ Example::
     ['match.gap', 'match.range']
     >>> all(o.holds(con, 10) for o in con.obligations)
     True
+
+Details (the lemmas): docs/internals/build.md#obligations
 """
 from __future__ import annotations
 

@@ -1,45 +1,17 @@
 """The general RNN protocol used by the lower bounds (docs/theory.md §2, §5).
 
-Any Python object with these members is an RNN for the witness finder:
+Any Python object with ``state_bits``, ``initial_state()``, ``step(state, token)``
+(a new state, never in place), ``output(state)`` (the greedy next token) and
+``state_key(state)`` (bytes fitting ``state_bits``; equal keys mean equal states)
+is an RNN for the witness finder. To wrap an outside model, implement these five
+members; ``state_key`` makes the bounded memory explicit. The model must be
+deterministic and its whole future a function of ``state_key``;
+lowerbounds/witness.py checks this and raises ``ProtocolViolation``. An optional
+``batch_states(prefixes)`` maps equal-length prefixes to rows that are equal iff
+the state keys are; the finder uses it for speed and re-verifies every pair.
 
-* ``state_bits``: int, the declared memory in bits;
-* ``initial_state()``: the state s_0;
-* ``step(state, token) -> state``: s_t = trans(s_{t-1}, token_t) (must not mutate
-  its argument);
-* ``output(state) -> token``: the next token, greedy;
-* ``state_key(state) -> bytes``: a canonical encoding of the state with
-  ``len(key) * 8 <= state_bits`` rounded up to whole bytes; equal keys must mean
-  equal states (the model's future behaviour depends on the state only).
-
-To wrap an outside model, implement these five members; ``state_key`` is where
-the bounded memory is made explicit (e.g. the fixed-point raw integers of the
-hidden vector, packed). A sketch for a model with a numpy hidden vector of
-``d`` int16 numbers and a greedy next-token function::
-
-    class Wrapped:
-        state_bits = 16 * d                      # what the model can remember
-        def initial_state(self):  return outside.zeros()           # s_0
-        def step(self, state, token):            # a NEW state, never in place
-            return outside.update(state.copy(), token)
-        def output(self, state):  return int(outside.argmax_token(state))
-        def state_key(self, state):              # equal keys <=> equal states
-            return state.astype(np.int16).tobytes()
-
-Rules the lower bounds rely on (``lowerbounds/witness.py`` checks them and
-raises ``ProtocolViolation``): the model is deterministic; its future behaviour
-(``output`` now and after any further tokens) is a function of ``state_key``
-alone, so anything the next token depends on (e.g. the last token read, if
-the readout sees it) belongs to the state; keys fit ``state_bits``. Every
-failure the witness finder reports is re-run through these members.
-
-Optional extension ``batch_states(prefixes) -> keys``: prefixes is an int64
-array ``[B, L]`` of equal-length token sequences, each fed from s_0; the result
-has B rows (shape ``[B]`` or ``[B, w]``) and two rows are equal iff the two
-``state_key``s are equal. The search then runs many prefixes per call (e.g. a
-numba kernel or vectorised numpy); it must agree with ``step`` / ``state_key``
-(the finder re-verifies every pair and raises on a disagreement). Examples:
-``constructions.targets.LinearRNNTarget`` (any linear-RNN ``Model`` whose
-readout depends on h only; state_key = h), ``lowerbounds.targets_toy.HashRNN``.
+Details (a wrapping sketch, the rules, ``batch_states``):
+docs/internals/build.md#protocol
 """
 from __future__ import annotations
 

@@ -1,51 +1,15 @@
 """The in-context RAG oracle (docs/theory.md §2, claim T5-RAG).
 
 When the model emits ``[ENDSEARCH]``, the tokens since the last
-``[STARTSEARCH]`` form a *query*. The oracle renders it into a regular
-expression token by token, searches the context rendered as text, and appends
-capture group 1 of the leftmost match as tokens (the whole match if the query
-opens no group; ``[FAILED]`` if nothing matches). It never rewrites a query and
-never adds a group: anything a search needs, the model writes with meta-tokens. Plugged into
+``[STARTSEARCH]`` form a *query*. The oracle renders it into a regular expression
+token by token (meta-tokens to syntax, every other token a literal unit), searches
+the context rendered as one unit per token (earlier searches and the current
+query cut out), and appends capture group 1 of the leftmost match (the whole
+match if the query opens no group; ``[FAILED]`` if nothing matches, the query is
+malformed or the search times out). It never rewrites a query. Plugged into
 :func:`constructions.generate.generate` as its ``oracle`` hook, the retrieved
-tokens are fed to the model as if generated and count toward the CoT.
-
-Rendering (unambiguous by construction)
----------------------------------------
-* Context text: every token becomes one bracketed unit, ``<n{k}>`` for the
-  number k and ``<s{id}>`` for a special token, concatenated with no other
-  characters. A unit starts with ``<`` and ends with ``>``, neither of which
-  occurs inside a unit, so a pattern built from whole units can only match
-  whole tokens (the number 3 never matches inside 13 or 31).
-  ``[BOS] 3 - 13`` -> ``<s0><n3><s7><n13>``.
-* Query: a literal token is its escaped unit wrapped as ``(?:<n3>)`` (so a
-  following ``[*]`` repeats the whole token); the meta-tokens of
-  :data:`constructions.vocab.META_TOKENS` map to syntax::
-
-      [(]   (      [(?:]  (?:     [(?|]  (?|     [)]  )     [|]  |
-      [.]   one token              [#]   one number token
-      [.*?] a lazy run of tokens   [*]   *  (greedy repetition of the preceding item)
-      [(?=] (?=    [(?!]  (?!
-
-  Nothing else is added: a query that opens no capture group retrieves its
-  whole match (``u ~`` finds ``u ~ p`` and returns ``u ~``; the model writes
-  ``u ~ [(] [#] [)]`` to get p).
-* Excluded text: every earlier search span, from its ``[STARTSEARCH]`` to the
-  last token the oracle retrieved for it, and the current query itself are cut
-  out of the searched text (the rest is concatenated), so a search never finds
-  a query or an answer of an earlier search. The prompt is plain text, even if
-  it holds search tokens.
-
-Dialects
---------
-None here. The paper's retrieval-CoT shorthand (``u -`` for "u's first
-neighbour" and so on) is read by :mod:`constructions.rag_dialect`, a separate
-oracle used only to reproduce that external format; no T5-RAG theorem row uses it.
-
-Failures are the model's, never a crash: a malformed query (``[ENDSEARCH]`` with
-no open search, a pattern that does not compile such as ``[*]`` with nothing
-to repeat or an unbalanced group) and a search that exceeds ``timeout`` seconds
-both return ``[FAILED]``; the reason is kept in :attr:`RagOracle.log`. A match
-whose capture group is empty appends nothing.
+tokens count toward the CoT. The paper's shorthand dialect is in
+:mod:`constructions.rag_dialect`, not here.
 
 Example::
 
@@ -63,6 +27,8 @@ Example::
     ...     ctx.append(t); _ = oracle(ctx, t)
     >>> oracle(ctx + [ES], ES)      # 5 [(] [.] [)]: the token after the first 5
     [39]
+
+Details (rendering, excluded text, failures): docs/internals/build.md#rag
 """
 from __future__ import annotations
 

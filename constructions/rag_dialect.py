@@ -1,29 +1,15 @@
 """The paper's retrieval-CoT shorthand: a *dialect* of the RAG oracle, for format reproduction only.
 
-The paper's IsTree experiment (docs/theory.md §6, CoT style 2; ``checks/tasks/istree.py``
-``retrieval_cot``) writes short queries whose meaning is not their literal text:
+The paper's IsTree experiment (docs/theory.md §6) writes short queries whose
+meaning is not their literal text (``u ~`` u's parent, ``u -`` u's first
+neighbour, ``u - c`` u's neighbour after c). :func:`expand_paper_query` rewrites
+them into meta-token queries by a fixed rule, and :class:`PaperDialectOracle` is a
+:class:`~constructions.rag.RagOracle` whose searches rewrite first. It serves only
+to read and write that external format (``rnngap predict istree --model rag``,
+the ``family="paper-format"`` records of checks/checks_rag.py); no theorem row
+rests on it.
 
-==================  ===========================================================
-``u ~``             the token after the record ``u ~`` (u's parent)
-``u -``             u's first neighbour in edge-list order, either orientation
-``u - c``           u's neighbour after c, either orientation
-==================  ===========================================================
-
-This module is a fixed rewriting of those short queries into meta-token queries
-(:func:`expand_paper_query`), run by :class:`PaperDialectOracle`, a
-:class:`~constructions.rag.RagOracle` whose searches rewrite first. It exists
-only to read and write that external data format (``rnngap predict istree
---model rag`` and the paper-format records of ``checks/checks_rag.py``, labelled
-``family="paper-format"``). docs/theory.md §2: no theorem row rests on a dialect; the
-T5-RAG rows use :class:`~constructions.rag.RagOracle` itself, which renders every
-query token by token and never rewrites it.
-
-Rewriting (``[#]`` one number token, ``[.]`` one token; queries holding any
-meta-token, and every other shape, are passed unchanged)::
-
-    u -      ->  [(?|] u - [(] [#] [)] [|] [(] [#] [)] - u [)]
-    u - c    ->  [(?:] u - c [|] c - u [)] [.*?] [(?|] u - [(] [#] [)] [|] [(] [#] [)] - u [)]
-    q        ->  q [(] [.] [)]        (any other meta-free query: the token after q)
+Details (the shorthand, the rewriting rules): docs/internals/build.md#rag_dialect
 """
 from __future__ import annotations
 

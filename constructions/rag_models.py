@@ -1,45 +1,17 @@
 """Constant-size linear RNNs with in-context RAG (docs/theory.md §2, claim T5-RAG).
 
-Each construction is a :class:`~constructions.rnn_program.Program` (delay lines,
-counters, write-once latches and rule tables; no position features) compiled
-to a ``linear_rnn`` model, run greedily by :func:`constructions.generate.generate`
-with a fresh plain :class:`~constructions.rag.RagOracle` answering its searches (every
-query rendered token by token: each alternation, group and lookahead is written by
-the model itself).
-Notation: ``SS``/``ES`` are ``[STARTSEARCH]``/``[ENDSEARCH]``, ``r`` a retrieved token,
-``s_k`` the token k positions before the current one (a delay line).
+Each construction is a :class:`~constructions.rnn_program.Program` compiled to a
+``linear_rnn`` model, run greedily by :func:`constructions.generate.generate` with
+a fresh plain :class:`~constructions.rag.RagOracle`, so the model writes every
+alternation, group and lookahead of its queries itself: :func:`index_rag`,
+:func:`cgram_rag` (and :func:`ar_rag`), :func:`counting_rag`, :func:`istree_rag`
+(a DFS whose queries cover both edge orientations and skip the parent). Every
+weight is an integer (f = 0), I(n) = O(log n), and the state is a constant count
+of numbers. :func:`istree_rag_paper` is format reproduction only: the paper's
+retrieval CoT through :mod:`constructions.rag_dialect`; no theorem row rests on
+it.
 
-* :func:`index_rag` - ``[BOS] x_1..x_n [QUERY] i``: CoT ``SS [BOS] [.]^(i-1) [(] [.] [)] ES r [EOS]``,
-  answer r = x_i. A latch holds tau(i), a counter the wildcards written.
-* :func:`cgram_rag` (AR is c = 2, :func:`ar_rag`) - ``... [QUERY] q_1..q_{c-1}``: CoT
-  ``SS q_1..q_{c-1} [(] [.] [)] ES r [EOS]``, answer r; q_k is always the token c-1 places back,
-  a delay line of length c-1 copies it.
-* :func:`counting_rag` - ``... [QUERY] q t``: CoT ``SS [BOS] B^t F ES r [EOS]`` with
-  ``B = [(?:] [(?!] q [)] [#] [)] [*] q`` (a run of numbers other than q, then q) and F the same
-  with the last q captured: the search matches iff x holds more than t q's (a ``[#]`` run cannot
-  cross ``[QUERY]``); answer 1 if r is q, 0 if r is ``[FAILED]``.
-* :func:`istree_rag` - ``[BOS] u - v ... [EOS]``: a DFS in lines ``u ~ p c SS query ES w``
-  whose neighbour queries (:func:`neighbour_query`) hold the alternation over both edge
-  orientations and a negative lookahead skipping the parent; then ``[EOS]`` and the label.
-  The next token is a function of the last 17 tokens, the number of ``[EOS]`` seen and the
-  number of vertices visited; the rule table is spelled out in :func:`istree_rag`.
-* :func:`istree_rag_paper` - FORMAT REPRODUCTION only: writes exactly the paper's retrieval
-  CoT (``checks/tasks/istree.py`` ``retrieval_cot``), whose short queries mean something
-  only through the paper dialect (:mod:`constructions.rag_dialect`); no theorem row rests on it.
-
-Resources (declared, checked by the tests and ``rnngap verify``): every weight is an
-integer, so f(n) = 0; I(n) = bits of the largest intermediate (interval bound of
-:meth:`Program.required_int_bits`), declared as 2 ceil(log2(m + c)) + const with
-m = max(n, largest number of the vocabulary) (tokens enter through their code tau
-only, so an alphabet up to poly(n), e.g. the reductions' n + 2, costs O(log n) bits
-and no parameter: one direction per token kind, never one per symbol); the
-state is (delay slots + counters + latches) numbers of p = I + 1 bits, a constant
-count; the CoT bound is linear in n for Index and Counting, constant for c-gram, and
-43 (2N - 1) + 1 tokens for IsTree (at most 2N - 1 lines of <= 43 tokens, then [EOS];
-26 (2N - 1) + 1 for the paper-format model).
-
-All four answer after ``[EOS]`` (``generate(..., answer_after=EOS)``), except IsTree whose
-answers ``[TRUE]``/``[FALSE]`` never occur in its CoT (``answer_tokens``).
+Details (each CoT, resources, CoT bounds): docs/internals/models.md#rag_models
 """
 from __future__ import annotations
 

@@ -1,55 +1,23 @@
 """Constant-size Transformers for Index, AR, c-gram retrieval, Counting and
 per-position AR (MQAR): the positive half of claim T4.6-up.
 
-Every model here is built from the named gadgets of :mod:`constructions.gadgets`
-(or, where a gadget is specific to one task, from :class:`Head` / :class:`Neuron`
-with its margin derived and asserted beside it). The architecture (layers,
-heads, widths, parameter count) is ONE for all n and all alphabets (docs/theory.md §1
-"constant size" includes the alphabet: the lower bounds' reductions write keys
-up to n + 1): tokens enter only through the fixed code formulas tau, tau^2,
-1/(tau + 1/2) and is_token of named specials, never a direction per symbol. n and
-the alphabet a enter through lambda, the position features and the declared bits
-only, as docs/theory.md §1 allows. Only the gram length c of c-gram (one shift head per
-gram position) is part of the architecture.
-
-Instances (docs/conventions.md)::
-
-    Index     [BOS] x_1..x_n [QUERY] i              -> x_i                         (1 layer)
-    AR        [BOS] x_1..x_n [QUERY] q              -> x_{j+1}, j first with x_j=q (2 layers)
-    c-gram    [BOS] x_1..x_n [QUERY] q_1..q_{c-1}   -> x_{j+c-1}                   (2 layers)
-    Counting  [BOS] x_1..x_n [QUERY] q t            -> number [#{j: x_j = q} > t]  (3 layers)
-    MQAR      [BOS] r_1..r_L (raw ints r as number tokens) -> at every t the token
-              after the first earlier occurrence of r_t, or [BOS] (= "-1")         (2 layers)
-
-Precision (the declarations :data:`INDEX`, :data:`AR`, :data:`CGRAM`,
-:data:`COUNTING`, :data:`MQAR`; I(n) and f(n) as Python functions and sympy
-expressions):
-
-* Index, AR, c-gram and MQAR produce no fractional value at all: every softmax in
-  them has a unique maximum whose score beats every other by more than
-  (f + 1) ln 2, so each weight is exactly 0 or 1 and every value copied is an
-  integer code. The fraction bits only set the sharpness lambda = sharpness(f).
-  They declare a constant f = :data:`RETRIEVAL_FRAC_BITS` (= 1; O(1) is O(log n));
-  the measured precision frontier (checks/frontier.py) is f_min = 0 at every n.
-  Their O(log n) cost is in the integer bits: position features pos, pos^2 and
-  scores lambda * pos^2 need I(n) = 2 log2 n + O(1).
-* Counting needs f(n) = log2((n+1)(2n+3)) + O(1) fraction bits (it must tell
-  1/(c+1) from 1/(t+3/2)), and I(n, a) = 2 log2 max(n + 1, a) + log2 lambda + O(1)
-  integer bits: its count head compares the query code with every data code by
-  lambda (2 Q tau - tau^2) (codes up to n + 1 at the reduction's alphabet n + 1).
-  So p ~ 4 log2 n; the declared format fits int64 (I + f <= 62) up to
-  n = :data:`COUNTING_MAX_N` (= 11,583, a little above 2^13) at alphabet n + 1;
-  larger n run in two-limb storage (constructions/wide_exec.py) up to
-  :data:`COUNTING_WIDE_MAX_N` (= 536,870,910, where I + f passes 126; from
-  n = 2^27 its f passes 56 and the softmax's exp runs in 210-bit fixed point), and
-  the model refuses beyond. The comparison is made by the readout itself
-  (logit(number 1) = thr, logit(number 0) = frac), so no steep step MLP is needed.
+Every model is built from the named gadgets of :mod:`constructions.gadgets`. Its
+architecture is one for all n and all alphabets: tokens enter only through fixed
+code formulas (tau, tau^2, 1/(tau + 1/2), named specials), and n and the alphabet
+only through lambda, position features and the declared bits; only c-gram's c is
+part of the architecture. The declarations :data:`INDEX`, :data:`AR`,
+:data:`CGRAM`, :data:`COUNTING`, :data:`MQAR` give I(n) and f(n). Index, AR,
+c-gram and MQAR use weights of exactly 0 or 1 and a constant f; Counting needs
+O(log n) fraction bits and runs in two-limb storage past
+:data:`COUNTING_MAX_N`, up to :data:`COUNTING_WIDE_MAX_N`.
 
 Example::
 
     >>> m = ar_transformer(8, alphabet=3)
     >>> m.predict([0, 34, 32, 34, 33, 32, 32, 33, 34, 9, 32])  # x = 2 0 2 1 0 0 1 2, q = 0: the token after the first 0
     34
+
+Details (instances, layers, precision): docs/internals/models.md#retrieval
 """
 from __future__ import annotations
 

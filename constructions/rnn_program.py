@@ -1,48 +1,18 @@
 """Compile a small register / finite-control program into a linear RNN (docs/theory.md §2).
 
-A linear RNN has no nonlinear recurrence: each layer is h_t = A h_{t-1} + B x_t
-followed by a position-wise ReLU MLP (``Builder.rnn_layer``). So a register can
-only *accumulate* functions of lower layers and the current token; finite
-control comes from the MLPs (tests on the current values) and, during a CoT,
-from the generated tokens fed back. This module makes that discipline a small
-dataflow language over named integer *signals*:
+A linear RNN layer is h_t = A h_{t-1} + B x_t followed by a ReLU MLP, so a
+register can only accumulate, and finite control comes from the MLPs and the fed
+back CoT tokens. :class:`Program` is a small dataflow language over named integer
+signals for that discipline: state operations (:meth:`Program.counter`,
+:meth:`Program.delay_line`, :meth:`Program.latch`) and MLP operations
+(:meth:`Program.equal`, :meth:`Program.at_least`, :meth:`Program.all_of`,
+:meth:`Program.select`, :meth:`Program.emit`). Every weight is an integer, so
+f = 0; :meth:`Program.required_int_bits` bounds the integer bits by interval
+arithmetic. :meth:`Program.compile` schedules each operation into the lowest
+layer its inputs allow; the size never depends on n. :meth:`run_python` is the
+exact reference interpreter the compiled model must agree with.
 
-state operations (an RNN layer's state, read back through ``x += C h_t``)
-    :meth:`Program.counter`     c_t = c_{t-1} + sum_k a_k s_k(t)
-    :meth:`Program.delay_line`  s(t-1), ..., s(t-K) of a signal s (a shift register, A = shift)
-    :meth:`Program.latch`       a write-once register r_t = r_{t-1} + g_t v_t (gate g, value v;
-                                the program promises at most one write, checked by :meth:`run_python`)
-MLP operations (gadgets of :mod:`constructions.gadgets`; exact on integers)
-    :meth:`Program.equal`       [a == b]          (the hat, ``equality_neurons``)
-    :meth:`Program.at_least`    [a >= k]          (relu(a-k+1) - relu(a-k))
-    :meth:`Program.all_of`      [p_1 and ... and not q_1 ...] for 0/1 flags (relu(sum p - sum q - (P-1)))
-    :meth:`Program.select`      v if c else w     (``select_neurons``)
-    :meth:`Program.emit`        the next token: sum_r [rule r fires] tau(value_r), read out as the
-                                token whose code tau is nearest (logit 2 tau_k out - tau_k^2)
-
-Signals are integers with a known interval; every weight is an integer, so the
-fixed-point format needs no fraction bits (f = 0) and only enough integer bits
-for the largest intermediate, which :meth:`Program.required_int_bits` bounds by
-interval arithmetic over every partial sum the kernels form (and
-:meth:`Program.compile` refuses a smaller format with a MarginError).
-
-Scheduling: every signal has a *stage*: 0 for the embedding, 2l+1 for the state
-of RNN layer l, 2l+2 for the MLP after it. A state operation goes into the
-lowest layer l whose input (stage <= 2l) is ready; an MLP operation into the
-lowest l with inputs at stage <= 2l+1. Layers, widths and parameters depend on
-the program only, never on n (constant size); n enters through the intervals
-(hence the bits) and through integer constants.
-
-Example (the delay-line copy: emit the token read K steps ago)::
-
-    p = Program("copy", Vocab(9))
-    past = p.delay_line("tok", p.token, 3)
-    p.emit([(p.const_flag(1), past[2])])
-    model = p.compile()           # 1 RNN layer (4 state numbers) + the output MLP
-
-:meth:`run_python` interprets the same program on exact Python integers (the
-compiled model must agree with it position by position; it also reports which
-rules fired, so a construction can check its rules are exclusive).
+Details (operations, scheduling, an example): docs/internals/build.md#rnn_program
 """
 from __future__ import annotations
 

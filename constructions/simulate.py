@@ -1,75 +1,18 @@
 """Claim ``sim``: a constant-size Transformer with CoT simulates a given linear RNN.
 
 Given a linear RNN (a :class:`~constructions.model.Model` of kind ``linear_rnn``
-in a format Q(I_R).(f_R)), :func:`rnnsim_transformer` builds a Transformer (kind
-``transformer``, same fraction bits f_R, more integer bits) whose greedy CoT
-writes the RNN's state after every token it reads, and then emits the RNN's
-answer. The gap is one-sided: the Transformer pays with a CoT of
-(S + 2) x (RNN steps) tokens and a KV cache that grows with it.
+in a format Q(I_R).(f_R)), :func:`rnnsim_transformer` builds a Transformer (same
+fraction bits f_R, more integer bits) whose greedy CoT writes, per RNN step, a
+counter token, each state number as one token and the RNN's own next token, and
+then emits the RNN's answer. Every product of the RNN is computed as the same
+rounded product, so the simulation is exact. The gap is one-sided: the
+Transformer pays with a CoT of (S + 2) x (RNN steps) tokens and a growing KV
+cache. Indicator readouts and the project's number readout are supported; others
+raise ``ValueError``. Preconditions (raise mode, states within the declared
+range) are checked by running (:func:`compare`).
 
-**CoT layout.** One block of B = S + 2 tokens per RNN step t = 0, 1, ... (S =
-number of state numbers, all layers concatenated)::
-
-    K(t)  S_1(s_t^1) .. S_S(s_t^S)  Y_t
-
-* K(t): a counter token (number Kb + t);
-* S_i(v): the state number v (a multiple of 2^-f_R with |v| < 2^I_s, I_s <= I_R
-  a declared state range, default I_R) written as ONE token: the number
-  Sb_i + 2^(I_s + f_R) + v 2^f_R (one number range of R = 2^(I_s + f_R + 1)
-  tokens per state component, exact);
-* Y_t: a filler token while the prompt is not yet consumed (t < L - 1); from
-  t = L - 1 on, the RNN's own next token y_t, raw. If y_t is an answer token the
-  run stops there (it is the answer); otherwise y_t is the RNN's CoT token and
-  the input of step t + 1.
-
-The RNN's input at step t is u_t = prompt[t] for t < L, else y_{t-1}. The
-Transformer's CoT length is B (L + c) - 1 for an RNN run with c CoT tokens.
-
-**Layers** (every weight by its action on named directions):
-
-1. MLP only: decode the current token's type from its code tau (steps on the
-   integer tau: prompt/RNN token, filler, S_i, K) and its value (``dval`` =
-   the state number of an S token, ``kval`` = t of a K token).
-2. Attention, all match heads on positions (key pos + 1): ``firstK`` finds the
-   first K token (first-occurrence tie-break) -> seenK and L (its position =
-   the prompt length); ``counter`` reads t from the current block's K token (at
-   pos - idx, idx = the current token's index in its block, a combination of
-   the type flags); ``prevY`` reads the RNN-embedding features of the token
-   before the block (Y_{t-1}); ``prev_i`` read s_{t-1}^i from the previous
-   block (0 when there is none: the prompt's tokens have dval = 0, and the
-   RNN's s_{-1} = 0). MLP: [t < L], [t >= L - 1], case flags.
-3. Attention: ``prompt`` reads prompt[t]'s RNN-embedding features (position
-   match on the carried counter t). MLP: x_R = prompt features if t < L else
-   Y_{t-1}'s (select gadget).
-4. Two MLPs per RNN layer l: (a) h^l = A_l h^l_prev + B_l x_R and x_R += C_l h^l,
-   each signed value passed as relu(z) - relu(-z); (b) the RNN layer's own MLP on
-   x_R (its b2 through a constant neuron). Every product of the RNN appears as
-   the same product here, rounded to the same grid 2^-f_R (fixed-point
-   rounding is half to even, hence odd-symmetric); sums are exact in both.
-   So the simulation is exact, not approximate.
-5. MLP: next_code = the code of the next token by case (K(0) in the prompt,
-   S_i code, filler, the RNN's readout value clamped to the RNN's codes, K(t+1));
-   readout: the token whose code is nearest next_code.
-
-**Supported RNN readouts.** (i) Indicator readouts: terms (d, [tok = p], coef)
-(plus constant terms): three more MLPs compute the RNN's logits (each product
-rounded as the RNN rounds it), the pairwise comparisons with the RNN's
-tie-break (smallest id), and the one-hot winner; y's code is then linear in
-the winner. (ii) The project's number readout: terms
-(d, tau, 2 w_d) with integer w_d and one term (one, tau^2, -1) on an embedded
-constant-1 direction that nothing writes; then the RNN emits the token whose
-code is nearest v = sum_d w_d x_d (ties: smallest id), which the Transformer
-reproduces by clamping v to the RNN's code range [-9, max_number + 1]. Other
-readouts raise ``ValueError``. A general RNN given only as a Python transition
-(constructions/protocol.py) is not covered.
-
-Preconditions (documented, checked by running: :func:`compare`): the RNN is in
-raise mode (refused otherwise) and its values stay inside its own format on the
-runs simulated (else the RNN itself raises); its states keep the promise
-|s| < 2^I_s; and one RNN step from the zero state on the prompt token at
-max(0, L - S - 3) keeps the promise too (the Transformer computes that step,
-unused, at the last prompt position, where its prevY head reads that token, and
-its last layer reads the states there).
+Details (CoT layout, the five layers, readouts, preconditions):
+docs/internals/models.md#simulate
 """
 from __future__ import annotations
 

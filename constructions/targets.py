@@ -4,58 +4,12 @@ with :class:`~constructions.gadgets.Builder`) with a bounded memory, wrapped in
 the general RNN protocol (``constructions/protocol.py``) so that the witness
 finder of ``lowerbounds/witness.py`` can break them.
 
-* :func:`register_index_rnn` - a constant-size linear RNN that really solves
-  Index while n fits its register, with a chain of thought before answering.
-  Its capacity c is set by its precision: the register keeps the data bits
-  x_1..x_c exactly, and rounding drops every later bit.
-* :func:`random_linear_rnn` - seeded random linear RNNs with small dyadic
-  weights (a contraction, so values stay in range), answering number 0 / 1.
-* :func:`istree_register_rnn` - the register RNN reading IsTree-format
-  prefixes of the hub gadget (``lowerbounds.reductions.ISTREE``): it stores the
-  hub of v_j for j <= c and answers [TRUE] iff v_i hangs on hub 0 (claim
-  T4.7-low).
-* :class:`LinearRNNTarget` - any linear-RNN :class:`~constructions.model.Model`
-  as a protocol object whose state is its hidden vectors h only, with the
-  optional ``batch_states`` extension (one numba kernel call for a batch of
-  prefixes, the same :func:`~constructions.kernels.model_step` as every run).
-
-**The register RNN** (claim T4.6-low target). Format Q(I).(f), f >= 1,
-P0 = 2^(c - f), instance ``[BOS] x_1..x_n [QUERY] i``, then CoT, then answer.
-
-Layer 1 (linear in the token features), state (g, g_q, a, k)::
-
-    g_t   = g_{t-1} / 2 + P0 [tok = BOS]        g = P0 2^-j at data position j
-    g_q,t = g_q,t-1 / 2 + P0 [tok = QUERY]      g_q = w_(k+1) after the query and k CoT tokens
-    a_t   = a_{t-1} + [tok = QUERY]             1 from [QUERY] on
-    k_t   = k_{t-1} + [tok = '-'] + [tok = '~'] CoT tokens read
-
-with w_j = P0 2^-j. The product g / 2 is rounded (half to even): g_j is exact
-(>= 2^-f) for j <= c = log2(P0) + f and exactly 0 from j = c + 1 on; this is
-where the bits beyond the capacity are lost. Its MLP writes
-``reg_in = relu(g + P0 [tok = 1] - P0 - P0 a)`` (= x_j w_j at data position j,
-else 0), ``reg_out = relu(2 g_q - 2 P0 (1 - [tok = '~']))`` (= w_k when the k-th
-CoT token is '~', else 0) and ``query_in = relu(tau - 1 - M (1 - a))`` (= i at
-the query token, M = max_number + 1).
-
-Layer 2, state (r, q)::
-
-    r_t = r_{t-1} + reg_in - reg_out           r = sum_(j > k) x_j w_j  (x_j for j <= c)
-    q_t = q_{t-1} + query_in                   q = i
-
-Its MLP writes ``top = [r - g_q >= 0]`` (a step of width 2^-f: the top bit
-x_(k+1) of the stripped register; margin: r - w_(k+1) is >= 0 if x_(k+1) = 1 and
-<= -w_c <= -2^-f otherwise) and ``done = [q - 1 - k = 0]`` (integer hat).
-Readout (indicator features of the four output tokens)::
-
-    logit(1) = top + done     logit(0) = 1 - top + done
-    logit(~) = top + 1 - done logit(-) = 2 - top - done      (others 0)
-
-so after the query it emits x_1, .., x_(i-1) as CoT tokens ('~' = 1, '-' = 0),
-each stripped from r when fed back, then answers x_i: CoT length i - 1. The
-readout reads only directions computed from the hidden states (never from the
-current token), so the protocol state is h alone (:func:`output_from_state`).
-Correct on every Index instance with n <= c; for n = c + 1 the prefixes
-differing in x_(c+1) only reach the same state.
+:func:`register_index_rnn` solves Index with a CoT while n fits its register,
+whose capacity c is set by its precision (rounding drops every later data bit);
+:func:`random_linear_rnn` builds seeded random contractions;
+:func:`istree_register_rnn` reads the IsTree hub gadget's prefixes;
+:class:`LinearRNNTarget` wraps any linear-RNN Model with state h only and a batch
+``batch_states``.
 
 Example::
 
@@ -65,6 +19,8 @@ Example::
     >>> run = run_rnn(rnn, [0, 33, 32, 33, 33, 9, 35], [32, 33], max_cot=4)
     >>> run.answer, len(run.cot)       # x_3 = 1 after a CoT of 2 tokens
     (33, 2)
+
+Details (the register RNN's layers and readout): docs/internals/models.md#targets
 """
 from __future__ import annotations
 

@@ -1,35 +1,14 @@
 """Turing machines simulated with CoT (claims T5-RAG, TM part, and T5-hyb-P).
 
-A deterministic Turing machine is an automata-lib ``DTM`` (one tape, the input
-written from cell 0, head on cell 0; it accepts on entering a final state and
-rejects when no transition is defined). This module compiles it into
-
-* :func:`tm_hybrid`: a hybrid (two linear-RNN layers, then ONE attention
-  layer) that writes the CoT below and ends with [TRUE] / [FALSE];
-* :func:`tm_rag` (see there): a linear RNN with the in-context RAG oracle.
-
-Encodings (:class:`Encoding`). Tape symbols are the numbers 0..|Gamma|-1 (input
-symbols first, sorted, then the other tape symbols, sorted, the blank last).
-A transition (q, s) -> (q', s', d) is an *action*, numbered 0..A-1 in the order
-(states sorted, symbols in symbol order); the action's number token names it.
-
-Prompt: ``[BOS] w_0 .. w_{n-1} [EOS]`` (symbol number tokens).
-
-Hybrid CoT (a record per step, docs/theory.md §2 "records of tape writes"): for each
-step, ``c a`` = the number token of the head's cell c, then the number token of the
-action a taken there (a determines the written symbol s'(a), the new state and the
-move). It ends with ``[TRUE]`` right after the action that enters a final state, or
-with ``[FALSE]`` right after a cell token whose (state, symbol) has no transition.
-So the CoT has 2S tokens for an accepting run of S steps and 2S + 1 for a
-rejecting one. The symbol under the head is NOT in the CoT: the attention layer
-reads it, at the cell token, as the last write to that cell, i.e. the value s'(a)
-of the latest record ``c a`` with this c, else the input symbol w_c (c < n), else
-the blank (a default key on [BOS]).
-
-Supported machines: the head must never move left of cell 0 (automata-lib would
-grow the tape to the left; the cell numbers here are number tokens >= 0).
-The plain-Python reference (checks/tasks/turing.py) raises ``LeftOfTape`` on such
-an input, so the checks report it instead of comparing.
+A deterministic Turing machine is an automata-lib ``DTM`` (one tape, input from
+cell 0, head on cell 0; it accepts on entering a final state, rejects when no
+transition is defined). :func:`tm_hybrid` compiles it into a hybrid (two
+linear-RNN layers, one attention layer) whose CoT is one record ``c a`` per step
+(the head's cell, then the action taken) ending in [TRUE] / [FALSE]; its
+attention reads the symbol under the head as the cell's last write.
+:func:`tm_rag` compiles it into a linear RNN with the in-context RAG oracle
+(RAG CoT: the comment block above :func:`rag_cot_bound`). :class:`Encoding`
+numbers symbols and actions. The head must never move left of cell 0.
 
 Example::
 
@@ -38,7 +17,8 @@ Example::
     >>> sim.records(g.cot), g.answer == TRUE
     ([(0, 1), (1, 1), (2, 0)], True)
 
-RAG CoT: see the comment block above :func:`rag_cot_bound`.
+Details (encodings, the hybrid CoT, supported machines):
+docs/internals/models.md#turing
 """
 from __future__ import annotations
 

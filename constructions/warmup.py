@@ -1,30 +1,15 @@
 """Compile the large kernels once per machine, split between worker processes.
 
-On an empty numba cache every worker process of a parallel run compiles the
-kernels its first parts call. Two workers starting together compile the same
-ones at the same time (each ~10-20 s on this kind of machine), so half of that
-work is wasted. :func:`warm` runs the kernels of one group on a tiny input: the
-first worker compiles group 0 while the second compiles group 1, numba writes
-each to its cache folder, and every later call in either process loads it from
-there (numba looks in the cache before compiling a signature it has not seen).
+On an empty numba cache, two workers of a parallel run would compile the same
+kernels at the same time. :func:`warm` runs the kernels of one group on a tiny
+real input through the checks' own entry points: the first worker compiles group
+0 (``batch``: the batch and lane loops, the RNN-session feed, the readout) while
+the second compiles group 1 (``session``: the witness search's states, the
+attention-session feed), and numba's cache serves every later call in either
+process. Nothing is checked; only the time taken is returned. On a warm cache a
+group costs well under a second.
 
-The inputs are tiny real calls through the same entry points the checks use
-(so the compiled signatures are the ones they need); nothing here is checked
-and nothing is returned but the time taken. On a warm cache a group costs the
-cache loads its processes would do anyway (well under a second).
-
-Groups (by what the kernels link: :func:`kernels.forward_loop` is linked into
-:func:`lanes._lanes`, so both are in group 0, ``forward_loop`` first; the rest
-split so that the two take about as long: measured on an empty cache on
-2026-11-27, about 54 s and 60 s of compiling):
-
-* 0, ``batch``: :func:`kernels.forward_loop` (``Model.predict_batch`` row by
-  row), then :func:`lanes._lanes` (a block of rows at a time), then
-  :func:`kernels.feed_rnn_sparse` and :func:`kernels.readout_flat` (sessions of
-  attention-free models: the compiled RNN programs; every session's readout);
-* 1, ``session``: :func:`targets._sparse_final_states` (the witness search's
-  linear-RNN states) and :func:`kernels.feed_flat` (sessions with attention:
-  CoT).
+Details (why, the groups and their balance): docs/internals/machine.md#warmup
 """
 from __future__ import annotations
 

@@ -1,37 +1,15 @@
 """Two-limb ("wide") fixed-point scalars: formats Q(I).(f) with I + f <= 126.
 
-The machine's values are int64 raws (constructions/fixedpoint.py), so a format
-holds at most I + f = 62 bits. This module is the first stage of the wide
-machine (issue 28): the scalar operations of docs/machine.md on values of up to
-126 bits, exact and with the same rounding, range and error semantics as the
-int64 operations. No kernel uses them yet.
+An int64 raw (constructions/fixedpoint.py) holds at most I + f = 62 bits. This
+module gives the scalar operations of docs/machine.md (``w_fit``, ``w_add``,
+``w_sub``, ``w_mul``, ``w_div``) on raws of up to 126 bits, stored as a pair of
+int64 limbs (hi, lo) with value hi 2^63 + lo. They are exact, with the int64
+machine's rounding, range and error semantics, and run the same under
+NUMBA_DISABLE_JIT. The two-limb executor (constructions/wide_exec.py) is built on
+them; tests/test_wide.py checks them bit for bit against Python integers.
 
-**Representation.** A raw is a pair of int64 limbs (hi, lo) with value
-hi 2^63 + lo, |hi| < 2^63, |lo| < 2^63, and hi, lo never of opposite signs (so
-the magnitude is |hi| 2^63 + |lo| and negation is (-hi, -lo)). A raw below 2^63
-in magnitude is (0, the int64 raw). Every function takes and returns the limbs
-as separate int64s (numba returns them as a tuple).
-
-**Semantics** (the int64 machine's, fixedpoint.py, at every width):
-
-* ``w_fit``: |raw| <= 2^(I+f) - 1, else an overflow (raise mode: the first error
-  is recorded with its need = bit_length(|raw|) - f; saturate mode: counted in
-  ``err[E_SAT]``) and the value is clamped to the largest raw of its sign; the
-  largest |raw| seen is tracked in ``err[E_MAXABS]`` (low limb) and
-  ``err[E_MAXABS_HI]`` (high limb) of a wide error array (:func:`new_wide_err`);
-* ``w_add`` / ``w_sub``: exact, then fitted; a sum of 2^126 or more (possible
-  only at I + f = 126) is an overflow with need 127 - f;
-* ``w_mul``: round_half_even(a b / 2^f) of the exact product (up to 252 bits,
-  computed in 21-bit columns so that no intermediate wraps), then fitted; a
-  truncated quotient floor(|a b| / 2^f) of 2^126 or more (2^62 or more on a
-  format with I + f <= 62) is an overflow with need bit_length(|a b|) - 2 f, as
-  fx_mul reports it; otherwise the need is that of the rounded quotient;
-* ``w_div``: round_half_even(a 2^f / b) by long division (2 r is never formed:
-  r >= y - r is the test), an integer part of 2^I or more is an overflow with
-  need bit_length(floor(|a / b|)); b = 0 records a division by zero.
-
-Every operation runs the same under NUMBA_DISABLE_JIT (no intermediate leaves
-int64). tests/test_wide.py checks each bit for bit against Python integers.
+Details (representation, each operation's overflow need):
+docs/internals/machine.md#wide
 """
 from __future__ import annotations
 

@@ -2,32 +2,16 @@
 (constructions/wide.py), for formats stored in two limbs (``FixedFormat(...,
 storage="two-limb")``, needed when I + f > 62; any format may use it).
 
-Second stage of the wide machine (issue 28). Every function computes exactly the
-numbers of the plain int64 definition in constructions/kernels.py (``_step``,
-``_readout``, ``_nearest_code_readout``, ``fixedpoint.fx_attend``) with the
-operations of wide.py in place of fx_*: the same operations in the same order,
-the same zero terms skipped, the same first error and the same largest |raw|
-(kept in two words, ``wide.E_MAXABS_HI``). tests/test_wide_exec.py runs every
-catalogue model on both executors at its int64 format and compares predictions,
-the error array and the largest |raw| bit for bit.
+Every function computes exactly the numbers of the plain int64 definition in
+constructions/kernels.py, with the operations of wide.py in place of fx_*: the
+same operations in the same order, the same first error and the same largest
+|raw|. Weights, residual, RNN state and KV cache are int64 arrays with a trailing
+axis of 2 (hi, lo). Prefix sharing, pruned attention, the key-value index and the
+quadratic readout are here too, all exact. tests/test_wide_exec.py compares both
+executors bit for bit on every catalogue model.
 
-**Arrays.** A wide array is an int64 array with a trailing axis of 2 (hi, lo):
-the weights of :class:`constructions.kernels.Network` / ``Readout`` (the raw
-ones: ``ecoef``, ``eparam`` (the offsets of the 1/(.+c) features), every layer
-matrix and bias, ``out_param``, ``out_coef``), the residual, the RNN state and
-the KV cache. Token ids, feature kinds and ``a_nheads`` stay int64.
-
-**Shortcuts** (exact: the same numbers and err as the plain loops). Shared
-prefixes of batch rows; pruned attention over position blocks
-(:func:`w_scores_pruned`); in sessions the key-value index
-(:func:`w_index_scores`: keyindex's kd-tree over shadow keys, with its lifted
-bound and groups); the quadratic readout (:func:`w_quadratic_readout`). Not
-here: vectorised columns, lane blocks, readout tables, the increment bound.
-exp: up to f = 56 (:data:`EXP_INT64_MAX_FRAC_BITS`) the shift M - s below 2^63
-goes to fixedpoint.exp_raw (its double-double is exact to about 2^-106, enough
-with its 2^-96 guard), a larger shift is below the zero threshold; past f = 56
-the shift's three magnitude limbs go to wide.w_exp_neg (210-bit fixed point),
-and the weights (at most 2^f) take two limbs everywhere.
+Details (wide arrays, the shortcuts, exp past f = 56):
+docs/internals/machine.md#wide_exec
 """
 from __future__ import annotations
 

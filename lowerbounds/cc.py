@@ -1,32 +1,15 @@
 """Exact deterministic one-way communication complexity, by enumeration
 (claims T4.6-low, T4.7-low; docs/theory.md §5).
 
-Alice holds an input a, Bob an input b; Alice sends one message, Bob answers.
 An instance is ``alice_prefix(a) + bob_suffix(b)``, so a streaming model with an
-s-bit state -- with any chain of thought, which is a function of (state,
-suffix) -- is a one-way protocol with s bits: s >= the one-way complexity.
-
-The communication matrix M has a row per Alice input and a column per Bob
-input, ``M[a, b] = answer(prefix(a) + suffix(b))``.
-
-* Total problem (every pair valid): Alice's message must tell apart any two
-  distinct rows, and sending the row's class suffices, so the exact one-way
-  complexity is ``ceil(log2(#distinct rows))``.
-* Promise problem (some pairs invalid, entries "don't care"): two Alice inputs
-  may share a message iff their rows agree wherever both are defined
-  ("compatible"). Compatibility is not transitive, so a message class must be
-  pairwise compatible, and the exact complexity is ``ceil(log2 chi)`` with chi
-  the chromatic number of the conflict graph on rows. :func:`one_way_complexity`
-  brackets chi between a greedy clique (lower) and a DSatur colouring (upper),
-  and if the two bracket different bit counts runs an exact branch and bound
-  with a node budget; if that runs out the result says ``exact=False`` and
-  keeps only the bounds (it never guesses).
-
-The splits below (each a function ``(n, answer, ...) -> CommProblem``) are
-chosen so every pair is valid, except :func:`ar_free_split`, which is the
-natural AR promise problem and exercises the colouring path. A split that
-fixes part of the instance (e.g. the keys of AR) is a restriction of the task,
-so its complexity is a lower bound for the task at that length.
+s-bit state, with any chain of thought, is an s-bit one-way protocol: s is at
+least the one-way complexity. :func:`one_way_complexity` computes it from the
+communication matrix: ``ceil(log2(#distinct rows))`` for a total problem; for a
+promise problem ``ceil(log2 chi)``, chi the chromatic number of the rows'
+conflict graph, bracketed by a clique and a colouring and settled by a budgeted
+branch and bound (``exact=False`` when the budget runs out; it never guesses).
+The splits (``(n, answer, ...) -> CommProblem``) make every pair valid except
+:func:`ar_free_split`.
 
 Example::
 
@@ -34,6 +17,8 @@ Example::
     >>> def ref(t): return t[t[-1] - 32]            # x_i of [BOS] x_1..x_n [QUERY] i
     >>> one_way_complexity(index_split(4, ref)).bits
     4
+
+Details (total and promise problems, the splits): docs/internals/lowerbounds.md#cc
 """
 from __future__ import annotations
 

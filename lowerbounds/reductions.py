@@ -2,49 +2,14 @@
 (claims T4.6-low and T4.7-low; docs/theory.md §5).
 
 A reduction maps an Index instance (x in {0,1}^n, i in 1..n) to an instance of
-another task as ``alice(x) + bob(i, n)``: Alice's prefix depends only on the bit
-string x, Bob's suffix only on the query i (and the public length n). Whatever
-a streaming model does on the suffix -- including any chain of thought -- is a
-function of (its state after the prefix, the suffix), so a model with an s-bit
-state solving the target task gives an s-bit one-way protocol for Index, which
-needs n bits (:mod:`lowerbounds.cc`). :func:`check_reduction` verifies the
-correctness of a reduction exhaustively against an answer callable (the task's
-plain-Python reference: this package never imports ``checks``).
-
-Token layouts (docs/conventions.md; ``k`` below means the number token
-``32 + k``)::
-
-    task      Alice's prefix                         Bob's suffix             answer
-    Index     [BOS] x_1 .. x_n                       [QUERY] i                x_i
-    AR        [BOS] 2 x_1 3 x_2 .. (n+1) x_n         [QUERY] (i+1)            x_i
-    c-gram    [BOS] K_1 x_1 .. K_n x_n,              [QUERY] K_i              x_i
-              K_j = (j+1) repeated c-1 times
-    Counting  [BOS] y_1 .. y_n, y_j = j if x_j = 1   [QUERY] i 0              1 if x_i = 1 else 0
-              else 0                                 (q = i, t = 0)
-    IsTree    [BOS] (j+1) - x_j   for j = 1..n       (n+2) - (i+1)            [TRUE] iff x_i = 0
-                                                     (n+2) - 1 [EOS]
-
-Why each promise holds:
-
-* AR: the keys 2..n+1 are disjoint from the values {0, 1}, so the query key
-  i+1 occurs exactly once, at position 2i-1 <= 2n-1 (data length 2n), and is
-  followed by x_i.
-* c-gram: c-1 consecutive copies of the key token j+1 occur only inside block j
-  (values are 0/1, other keys differ), so K_i first occurs at the start of block
-  i, ending at position c*i - 1 <= c*n - 1, followed by x_i. c = 2 is AR.
-* Counting: the number i >= 1 occurs in y exactly when x_i = 1 (once); t = 0 is
-  in 0..n; the answer is 1 iff count(i) > 0 iff x_i = 1.
-* IsTree (docs/theory.md §5 hub gadget): vertices 0 (hub b), 1 (hub a),
-  v_j = j+1 (j = 1..n), w = n+2; Alice attaches v_j to hub x_j (a if x_j = 1,
-  else b), Bob adds w - v_i and w - a. The n+3 vertices carry n+2 edges; if
-  x_i = 0, w joins the two stars once each: a tree. If x_i = 1, a - v_i - w - a
-  is a cycle: not a tree. Every edge is written ``u - v`` with u > v, the
-  format of the paper's data. The gadget has N = n + 3 vertices
-  (:func:`istree_vertex_count`), which the token format does not state; a
-  reference taking N should be given that. With the convention
-  N = 1 + (largest vertex mentioned) instead, hub b = 0 is an
-  isolated vertex when x = 1^n, which only happens when the label is [FALSE]
-  anyway (and without the isolated vertex the graph still has a cycle).
+another task as ``alice(x) + bob(i, n)``: Alice's prefix depends only on x, Bob's
+suffix only on i and n. A streaming model's behaviour on the suffix, CoT
+included, is a function of its state after the prefix, so an s-bit model solving
+the target task gives an s-bit one-way protocol for Index, which needs n bits
+(:mod:`lowerbounds.cc`). :func:`check_reduction` verifies a reduction
+exhaustively against an answer callable (this package never imports
+``checks``). The IsTree reduction is the hub gadget, with N = n + 3 vertices
+(:func:`istree_vertex_count`).
 
 Example (n = 3, x = (1, 0, 1), i = 2)::
 
@@ -56,6 +21,9 @@ Example (n = 3, x = (1, 0, 1), i = 2)::
     ['[BOS]', 2, '-', 1, 3, '-', 0, 4, '-', 1, 5, '-', 3, 5, '-', 1, '[EOS]']
     >>> ISTREE.expected((1, 0, 1), 2) == TRUE
     True
+
+Details (token layouts, why each promise holds):
+docs/internals/lowerbounds.md#reductions
 """
 from __future__ import annotations
 

@@ -3,18 +3,13 @@ witness finder (claims T4.6-low, T4.7-low). They follow
 ``constructions/protocol.py``; the real linear-RNN targets live in
 ``constructions``.
 
-* :class:`IndexRegisterRNN`: keeps the first s data bits of an Index instance
-  exactly; correct on Index for n <= s, so it must break at n = s + 1. With
-  ``cot=True`` it answers after a chain of thought that reads the register out
-  bit by bit (the CoT does real work and still cannot help).
-* :class:`HashRNN`: an s-bit state mixed by a bijective hash per token; the
-  birthday search target. Provides the optional vectorised ``batch_states``.
-* :class:`WindowRNN`: keeps the first ``head`` and the last ``tail`` tokens and
-  answers with a task reference on what it kept; correct while the instance
-  fits, for any task (used on every reduction).
+:class:`IndexRegisterRNN` keeps the first s data bits (optionally reading them
+out as a CoT), :class:`HashRNN` mixes an s-bit state by a bijective hash (the
+birthday target, with ``batch_states``), and :class:`WindowRNN` keeps a head and
+a tail of the tokens (for any task). ``state_key`` packs each state with
+:func:`pack_fields`.
 
-Every state is a small tuple (or int); ``state_key`` packs it into
-``ceil(state_bits / 8)`` bytes with :func:`pack_fields`.
+Details: docs/internals/lowerbounds.md#targets_toy
 """
 from __future__ import annotations
 

@@ -2,35 +2,15 @@
 T4.7-low; docs/theory.md §5).
 
 If an RNN reaches the same state after Alice's prefixes for x != x', then for a
-query i with x_i != x'_i the two instances ``alice(x) + bob(i)`` and
-``alice(x') + bob(i)`` demand different answers, while the model -- whatever
-chain of thought it generates -- behaves identically on both (its whole future
-is a function of the state and the common suffix). So it is wrong on at least
-one of them. This module finds such a pair and returns the failing instance(s)
-as a :class:`Witness`, always re-verified by re-running the model from scratch.
-
-Search modes:
-
-* ``exhaustive``: all 2^n prefixes in lexicographic order of x (x_1 most
-  significant), n <= :data:`EXHAUSTIVE_MAX_N`; states of shared token prefixes
-  are reused (a depth-first walk), so the cost is about 2^(n+1) steps rather
-  than n 2^n. If ``state_bits < n`` a collision is guaranteed (pigeonhole); if
-  none exists the result says ``found=False``.
-* ``birthday``: prefixes of uniform random x drawn from an explicit seed
-  (``numpy.random.default_rng(seed)``), a hash map state_key -> x; for s-bit
-  keys spread uniformly about sqrt(pi/2 * 2^s) ~ 1.25 * 2^(s/2) draws are
-  expected. Memory is bounded by ``max_stored`` map entries (about 200 bytes
-  each); once full, later draws are only looked up, not stored. With no
-  collision within ``max_draws`` the result says ``found=False``.
-
-Optional protocol extension (``constructions/protocol.py`` lists the required
-members): an RNN may provide ``batch_states(prefixes) -> keys`` taking an int64
-array ``[B, L]`` of equal-length token prefixes (fed from s_0) and returning a
-numpy array with B rows (shape ``[B]`` or ``[B, w]``) such that two rows are
-equal iff the ``state_key``s of the two states are equal. The search then uses it
-in batches instead of per-token ``step`` calls (set ``use_batch=False`` to
-refuse it); every reported pair is still re-verified with ``step`` and
-``state_key``, and a mismatch raises :class:`ProtocolViolation`.
+query i with x_i != x'_i it behaves identically on ``alice(x) + bob(i)`` and
+``alice(x') + bob(i)``, whatever CoT it writes, though they demand different
+answers. :func:`find_witness` finds such a pair and returns the failing
+instance(s) as a :class:`Witness`, always re-verified from scratch. Search modes:
+``exhaustive`` (all 2^n prefixes, shared prefixes reused) and ``birthday``
+(seeded random prefixes, bounded memory); either says ``found=False`` when it
+finds no collision. An optional ``batch_states`` speeds the search; every pair
+is re-verified with ``step`` and ``state_key``, and a mismatch raises
+:class:`ProtocolViolation`.
 
 Example::
 
@@ -39,6 +19,8 @@ Example::
     >>> w = find_witness(IndexRegisterRNN(3), INDEX, 4)
     >>> w.found, w.x, w.x_prime, w.i, w.wrong
     (True, (0, 0, 0, 0), (0, 0, 0, 1), 4, ("x'",))
+
+Details (the search modes, ``batch_states``): docs/internals/lowerbounds.md#witness
 """
 from __future__ import annotations
 

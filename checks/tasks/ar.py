@@ -2,27 +2,13 @@
 right after the first occurrence of q; plus the per-position version (MQAR).
 
 Promise: q occurs in x at a first position ``j <= n - 1``; the answer is
-``x_{j+1}``. (q may occur again later, also as x_n; only the first occurrence
-counts. q occurring *only* as x_n violates the promise.) Valid instances exist for
-``n >= 2``. AR is c-gram retrieval with c = 2 and shares its sampler
-(:func:`checks.tasks.common.sample_retrieval`).
+``x_{j+1}`` (valid instances exist for ``n >= 2``). AR is c-gram retrieval with
+c = 2 and shares its sampler (:func:`checks.tasks.common.sample_retrieval`):
+``generate`` draws x uniformly, then q uniformly among the distinct symbols of
+x_1..x_{n-1}, without rejection (``params["first_position"]`` records j). MQAR:
+:func:`mqar_reference`; Zoology's npz batches load with :func:`load_zoology_npz`.
 
-Example (a = 3, n = 4)::
-
-    [BOS] 2 0 2 1 [QUERY] 2   ->  0   (first 2 at j = 1, answer x_2)
-    [BOS] 2 0 2 1 [QUERY] 0   ->  2
-
-Generator distribution (``generate``): x uniform over ``{0..a-1}^n`` (one
-``rng.integers(0, a, (batch, n))`` call); then j uniform among the valid query
-positions of that x, i.e. the first-occurrence positions in ``1..n-1`` (one
-``rng.integers(0, k)`` call, k = number of distinct symbols in x_1..x_{n-1});
-q = x_j. Equivalently, given x, q is uniform over the distinct symbols of
-``x_1..x_{n-1}``. j = 1 is always valid, no rejection. Not uniform over valid
-(x, q) pairs; with a << n, j concentrates near the start (``params
-["first_position"]`` records j).
-
-MQAR (per position, Zoology layout): see :func:`mqar_reference`; Zoology's npz
-batches load with :func:`load_zoology_npz`.
+Details (the promise, examples, the distribution): docs/internals/tasks.md#ar
 """
 from __future__ import annotations
 

@@ -1,27 +1,14 @@
 """c-gram retrieval (docs/theory.md §3): ``[BOS] x_1..x_n [QUERY] q_1..q_{c-1}`` -> the
 token after the first occurrence of the (c-1)-gram q in x.
 
-Promise: q occurs in x, first at positions ``j..j+c-2`` with ``j + c - 2 <= n - 1``
-(so a successor ``x_{j+c-1}`` exists); the answer is ``x_{j+c-1}``. A later
-occurrence ending at x_n is allowed, only the first one counts. ``c = 2`` is AR
-(:mod:`checks.tasks.ar` produces the same tokens). Valid instances exist for
-``n >= c``.
+Promise: q occurs in x, first at positions ``j..j+c-2`` with ``j + c - 2 <= n - 1``;
+the answer is ``x_{j+c-1}`` (valid instances exist for ``n >= c``). ``c = 2`` is
+AR (:mod:`checks.tasks.ar` produces the same tokens). ``generate`` draws x
+uniformly, then the query uniformly among the distinct (c-1)-grams of
+``x_1..x_{n-1}``, without rejection; this is not uniform over valid (x, q) pairs
+(``params["first_position"]`` records j to slice by).
 
-Example (c = 3, a = 2, n = 5)::
-
-    [BOS] 0 1 1 0 1 [QUERY] 0 1   ->  1   (first "0 1" at j = 1, answer x_3)
-    [BOS] 0 1 1 0 1 [QUERY] 1 0   ->  1   (first "1 0" at j = 3, answer x_5)
-
-Generator distribution (``generate``): x uniform over ``{0..a-1}^n`` (one
-``rng.integers(0, a, (batch, n))`` call); then the query's first-occurrence start j
-uniform among the *valid* starts of that x, i.e. the j in ``1..n-c+1`` whose
-window ``x_j..x_{j+c-2}`` does not occur earlier (one ``rng.integers(0, k)`` call,
-k = number of valid starts of the row); q is that window. Equivalently, given x the
-query is uniform over the distinct (c-1)-grams of ``x_1..x_{n-1}``. j = 1 is always
-valid, so there is no rejection. This is *not* uniform over all valid (x, q) pairs
-(an x with k distinct grams gives each 1/k); with a small alphabet and large n the
-first occurrences, hence j, concentrate near the start (``params["first_position"]``
-records j to slice by).
+Details (the promise, examples, the distribution): docs/internals/tasks.md#cgram
 """
 from __future__ import annotations
 

@@ -1,28 +1,14 @@
 """Counting (docs/theory.md §3): ``[BOS] x_1..x_n [QUERY] q t`` -> number 1 if q occurs
 more than t times in x, else number 0.
 
-q is any symbol of the alphabet (it need not occur), t a number in ``0..n``. Every
-such (x, q, t) with ``n >= 1`` is valid. Answers are the number tokens
-``number_token(1)`` / ``number_token(0)`` (ids 33 / 32).
+q is any symbol of the alphabet, t a number in ``0..n``; every such instance with
+``n >= 1`` is valid. Answers are the number tokens ``number_token(1)`` /
+``number_token(0)`` (ids 33 / 32). ``generate`` draws x and q uniformly, then t
+by ``threshold``: ``"uniform"`` (the default: uniform over all valid instances,
+labels unbalanced) or ``"near"`` (t = count - 1 or count: the hardest
+thresholds, labels balanced whenever q occurs).
 
-Example (a = 3, n = 4)::
-
-    [BOS] 2 0 2 1 [QUERY] 2 1   ->  1   (2 occurs twice, 2 > 1)
-    [BOS] 2 0 2 1 [QUERY] 2 2   ->  0
-    [BOS] 2 0 2 1 [QUERY] 0 0   ->  1
-
-Generator distributions (``generate``), always x uniform over ``{0..a-1}^n`` (one
-``rng.integers(0, a, (batch, n))`` call) and q uniform over ``0..a-1`` (one
-``rng.integers(0, a, batch)`` call), then t by ``threshold``:
-
-* ``"uniform"`` (default): t uniform over ``0..n`` (one ``rng.integers(0, n+1,
-  batch)`` call), independent of x, q. Together: uniform over all ``a^n * a * (n+1)``
-  valid instances. Labels are unbalanced: count(q) is about n/a, so for a >= 2 the
-  answer is 0 for most t.
-* ``"near"``: the hardest thresholds. With k = count of q in x, t = k - 1 or t = k
-  with probability 1/2 each (one ``rng.integers(0, 2, batch)`` call), except t = 0
-  when k = 0. The answer is 1 exactly when t = k - 1, so labels are balanced
-  whenever q occurs.
+Details (examples, the distributions): docs/internals/tasks.md#counting
 """
 from __future__ import annotations
 

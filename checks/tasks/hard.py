@@ -2,43 +2,21 @@
 :mod:`lowerbounds.reductions` (docs/theory.md §1 "Where the theorem bites").
 
 An Index instance (x in {0,1}^m, i in 1..m) maps to ``alice(x) + bob(i, m)`` of
-the target task. These are the instances on which the one-way lower bound
-lives, so the positive side (the constant-size Transformers of T4.6-up, the
-hybrids, the RAG models) is checked on them too, with the alphabet the
-reduction writes:
-
-==========  =============================================  ===============  =====================
-task        instance (k means the number token 32 + k)      data length n    alphabet (numbers)
-==========  =============================================  ===============  =====================
-index       ``[BOS] x_1..x_m [QUERY] i``                   m                2
-ar          ``[BOS] 2 x_1 3 x_2 .. (m+1) x_m [QUERY] i+1``  2m               m + 2 (keys to m + 1)
-cgram (c)   ``[BOS] K_1 x_1 .. K_m x_m [QUERY] K_i``        c m              m + 2
-counting    ``[BOS] y_1..y_m [QUERY] i 0``, y_j = j x_j     m                m + 1 (marks 0..m)
-istree      hub gadget (``reductions.ISTREE``)             3m + 8 tokens    m + 3 vertices
-==========  =============================================  ===============  =====================
-
-``m`` (here ``n_bits``) is the number of Index bits; ``n`` = :func:`data_length`
-is the data length of the target task (the n its Transformer is built for).
-Records of T4.6-up use the data length as their n and name m in the note.
-
-Functions (all return ``(tokens int64 [B, L], answers int64 [B])``, answers from
-the reduction's ``expected`` rule, vectorised):
-
-* :func:`reduction_instances`: every x (lexicographic, x_1 most significant) and
-  every i (fastest), B = m 2^m;
-* :func:`sampled_reduction_instances`: seeded, with ADVERSARIAL first
-  occurrences: the first rows query i = m (AR / c-gram: the key's only
-  occurrence ends at data position n - 1, the last one the promise allows;
-  Counting: the largest mark, with both neighbours m - 1 present), one of them with
-  x = 1^m except x_m = 0 (Counting: every other mark present, answer 0); then half
-  of the remaining rows query i among the top few, half i uniform; x uniform;
-* :func:`reduction_rows`: the instances of given bit rows and queries.
+the target task; the one-way lower bound lives on these instances, so the
+positive side (the Transformers of T4.6-up, the hybrids, the RAG models) is
+checked on them too, with the reduction's alphabet. ``m`` (``n_bits``) is the
+number of Index bits, ``n`` = :func:`data_length` the target task's data length.
+:func:`reduction_instances` gives every (x, i), :func:`sampled_reduction_instances`
+a seeded sample with adversarial first occurrences, :func:`reduction_rows` given
+rows; all return ``(tokens, answers)`` int64 arrays.
 
 Example::
 
     >>> toks, ans = reduction_instances("ar", 2)     # 4 strings x 2 queries
     >>> toks.shape, toks[0].tolist(), int(ans[0])
     ((8, 7), [0, 34, 32, 35, 32, 9, 34], 32)
+
+Details (the family's table, the sampler): docs/internals/tasks.md#hard
 """
 from __future__ import annotations
 

@@ -1,72 +1,18 @@
 """IsTree: is an undirected graph on vertices ``0..N-1`` a tree?
 
-An instance is a vertex count ``n_nodes`` (N) and an *ordered* edge list
-``[(u, v), ...]``; the tokens are ``[BOS] u - v u - v ... [EOS]``
+An instance is a vertex count ``n_nodes`` (N, not recoverable from the tokens)
+and an *ordered* edge list; the tokens are ``[BOS] u - v u - v ... [EOS]``
 (:func:`checks.formats.graph_tokens`) and the answer is ``[TRUE]`` iff the graph
-is a tree (connected, N-1 edges, no cycle; ``networkx.is_tree``).  The order of
-the edges matters for the chains of thought below, which walk neighbours in
-edge-list order.  N is *not* recoverable from the tokens (an isolated vertex
-with the largest number leaves no trace), so every function takes ``n_nodes``.
+is a tree (:func:`reference_label`; the paper's generator labels by connectivity
+only, which differs on connected graphs with one cycle). Two chains of thought
+walk neighbours in edge-list order: the DFS Euler tour (:func:`dfs_tour`, decided
+by :func:`tour_label`: a tree iff the tour has 2N - 1 tokens and N distinct
+vertices) and the same DFS written as RAG searches (:func:`retrieval_cot`).
+Generators take an explicit ``numpy.random.Generator`` and return edges with
+``u > v`` in a random order.
 
-The label, and the paper's
---------------------------
-:func:`reference_label` is the true tree property.  The paper's generator
-(github dangxingyu/rnn-icrag, ``rnn/data.py``) labels an example by
-*connectivity only* (a DFS from 0 reaches all N vertices); its graphs have at
-most N edges, so the two labels differ exactly on connected graphs with N edges
-(one cycle).  In ``shared/data/istree_official_sample.jsonl`` two of the 64 rows
-are such graphs: ``official_label`` says true, the tree label is false (and the
-paper's own style-1 CoT stops at the cycle on both).  We always use the tree label.
-
-CoT style 1: the DFS Euler tour (:func:`dfs_tour`)
---------------------------------------------------
-From vertex 0: write a vertex when it is entered; scan its neighbours in
-edge-list order, skipping the parent; an unvisited neighbour is entered (and the
-current vertex is written again when that child is finished); the *first*
-visited non-parent neighbour means a cycle, and the tour stops right there (the
-last token is the vertex whose scan found the cycle).  Edges 2-0 3-2 1-0 give
-``0 2 3 2 0 1 0``.  If 0's component is acyclic the tour ends back at 0 after
-visiting that component only, so a disconnected graph gives a complete tour of
-fewer than N vertices (vertex 0 isolated: the tour is ``0``).
-
-Decision rule (:func:`tour_label`): a tour that visits k distinct vertices has
-``2k - 1`` tokens if it completed and ``2k - 1 - depth(u) < 2k - 1`` if it stopped
-at u (a stop is never at the root in a simple graph: a non-tree edge is always
-found first from its deeper end).  The graph is a tree iff the tour completed
-and visited all N vertices, i.e. iff ``len(tour) == 2N - 1`` and it has N
-distinct vertices; ``m == N - 1`` then follows.  The tests check this rule
-against networkx on every graph up to 5 vertices in every edge order.
-
-CoT style 2: the retrieval CoT (:func:`retrieval_cot`)
--------------------------------------------------------
-The same DFS written as searches the in-context RAG oracle answers.  ``SS``,
-``ES`` stand for ``[STARTSEARCH]``, ``[ENDSEARCH]``; after ``ES`` comes the
-oracle's answer (a vertex or ``[FAILED]``).  The DFS keeps a stack (the path
-from 0).  Each step writes its stack top u and looks up u's parent::
-
-    u SS u ~ ES parent(u)            (root 0: [FAILED], it has no record)
-
-then asks for u's next neighbour in edge-list order: ``SS u - ES w`` (first
-neighbour) the first time u is on top, ``SS u - c ES w`` (the neighbour after c)
-when u is on top again after its child c was finished.  If w is u's parent it
-asks once more, ``SS u - parent(u) ES w``.  Then:
-
-* w = ``[FAILED]`` (no further neighbour): pop u; the next step is the new top
-  (or the CoT ends if u was 0).
-* otherwise ``SS w ~ ES r`` looks for w's parent record.  If w is new (r is
-  ``[FAILED]`` and w != 0) the record ``w ~ u`` is written and w is pushed.  If w
-  was visited (r is its recorded parent, or ``[FAILED]`` for w = 0) that is the
-  cycle and the CoT ends.
-
-Then ``[EOS]`` and the label.  Note that "w = 0 is visited" is not visible in
-the retrieved answer: the lookup ``SS 0 ~ ES [FAILED]`` looks like a new
-vertex's, and only the absence of a following record (the CoT ends) tells them
-apart; a model must treat 0 specially.  The stack tops of the steps are exactly
-the style-1 tour of the same edge order (tested).
-
-Conventions of the project: generators are pure functions of an explicit
-``numpy.random.Generator`` (anything else raises ``TypeError``) and return edges
-with ``u > v`` in a random order, as the paper's generator does.
+Details (the labels, both CoTs, the decision rule):
+docs/internals/tasks.md#istree
 """
 from __future__ import annotations
 

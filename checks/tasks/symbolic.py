@@ -1,27 +1,21 @@
 """Every instance of a task at once: the abstract instance a certificate reasons about.
 
 A certificate (checks/certify.py) proves "the model's answer equals the task's
-reference on every instance, for every n". It reasons about ONE symbolic
-instance per task: the size n (and the alphabet a) as z3 integers, the token at
-each position as an uninterpreted function ``tau`` (the token's code,
-docs/conventions.md: tau(number k) = k + 1, tau(special id s) = -s), the
-positions' segments ([BOS], the data, [QUERY], the query) as facts about
-``tau(t)`` for a position term t (:meth:`Instance.token_facts`), the task's
-promise (e.g. "j is the FIRST occurrence of q") as facts instantiated at the
-position terms a proof mentions (:meth:`Instance.promise_at`), and the
-reference answer as a term (:meth:`Instance.answer`).
-
-Each instance is checked against the plain-Python reference of its task: for
-every concrete instance up to a small n, the concrete tokens satisfy the facts
-and the answer term evaluates to the reference's answer
-(tests/test_certify.py), so the symbolic reading cannot drift from the
-executable one.
+reference on every instance, for every n" by reasoning about ONE symbolic
+instance per task: the sizes as z3 integers, the token codes as an
+uninterpreted function ``tau``, the segments as facts
+(:meth:`Instance.token_facts`), the promise instantiated at the positions a
+proof mentions (:meth:`Instance.promise_at`), and the answer as a term
+(:meth:`Instance.answer`). tests/test_certify.py checks each instance against
+the task's plain-Python reference on every small concrete instance.
 
 Example (Index, ``[BOS] x_1..x_n [QUERY] i``)::
 
     >>> inst = IndexInstance()
     >>> inst.last, inst.answer_code(inst.last)
     (n + 3 - 1, tau(i))
+
+Details: docs/internals/tasks.md#symbolic
 """
 from __future__ import annotations
 

@@ -2,18 +2,10 @@
 part), in plain Python: the CoT the hybrid and the RAG simulations of
 constructions/turing.py must write, and their answers.
 
-It imports no construction code: the machine is an automata-lib ``DTM`` (one
-tape, input from cell 0, head on cell 0, accept on entering a final state,
-reject when no transition is defined), and the numbering of symbols and actions
-is derived here from the machine, following the documented convention
-(constructions/turing.py, "Encodings"): tape symbols 0..|Gamma|-1 are the input
-symbols sorted, then the other tape symbols sorted, the blank last; a transition
-(q, s) -> (q', s', d) is an action, numbered in the order (states sorted, symbols
-in symbol order). Only the token ids come from constructions/vocab.py.
-
-Hybrid CoT: per step ``c a`` (the head's cell, the action taken); a rejecting run
-ends with the cell where no transition applies. RAG CoT: see
-:func:`reference_rag_cot`.
+It imports no construction code (only token ids from constructions/vocab.py): the
+machine is an automata-lib ``DTM``, and the numbering of symbols and actions
+(:func:`numbering`) is derived here by the convention of constructions/turing.py.
+Hybrid CoT: per step ``c a``; RAG CoT: :func:`reference_rag_cot`.
 
 Example::
 
@@ -26,6 +18,8 @@ Example::
     (True, 3, [(0, 0), (1, 0), (2, 1)], ['0', '1', '_'])
     >>> reference_run(dtm, "01", 10).accepted       # no transition on (a, 1)
     False
+
+Details (the machine model, the numbering, the CoTs): docs/internals/tasks.md#turing
 """
 from __future__ import annotations
 
