@@ -28,25 +28,8 @@ from rnngap.constructions.bounds import SYM, A, N, largest
 from rnngap.constructions.fixedpoint import MAX_MAGNITUDE_BITS, MAX_WIDE_MAGNITUDE_BITS
 from rnngap.constructions.obligations import Construction
 
-SCHEMA_VERSION = 9
-"""Version of the ``certify --json`` record (docs/records.md); 2 added ``covers``,
-``source`` and the built-model certificates; 3 added ``n_max_int64`` (``n_max``
-counts two-limb storage for the constructions that declare it); 4: the row
-``sim: token types and heads (built)`` (source ``built-model``) replaced ``sim: per-position``
-(source ``restated-formula``, no longer produced); 5: a two-limb ``n_max`` is no
-longer held to f <= 56 (the two-limb exp runs at every f), a builder margin
-may have the method ``piecewise-monotone (steps frozen)``, and the simulator's row
-is ``rnnsim-transformer[layers]`` (it also covers
-``input-mlp``, ``rnn-layer-mlps``, ``next-code-mlp`` and ``readout``); 6: the rows
-``istree-hybrid[layers]`` (claim T5.6, checks/certify_istree.py) and
-``istree-transformer[layers]`` (claim T4.7-up, checks/certify_dfs.py), and the
-simulator's row also covers ``argmax-mlps``; 7: the simulator's row also covers
-``composition`` (its layers chained over the CoT: checks/certify_sim_chain.py) and
-``exact-products`` (every product the machine rounds exact or the RNN's own); 8: with
-``--full`` the IsTree hybrid's row also covers ``composition`` (its layers chained over
-the union-find CoT for every N: checks/certify_istree_chain.py); 9: with ``--full`` the
-IsTree Transformer's row also covers ``composition`` (its layers chained over the DFS
-tour for every N: checks/certify_dfs_chain.py)."""
+SCHEMA_VERSION = 10
+"""Version of the ``certify --json`` record (docs/records.md, "Schema history")."""
 I_SYM = sp.Symbol("I", integer=True, nonnegative=True)
 F_SYM = sp.Symbol("f", integer=True, nonnegative=True)
 N_CAP = 1 << 62

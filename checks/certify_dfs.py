@@ -1,45 +1,18 @@
 """The IsTree Transformer (claim T4.7-up), every layer on its own, proved from the BUILT model.
 
-The DFS-tour Transformer (constructions/istree.py ``istree_transformer``: five
-attention layers, each with its MLP, and a number readout) writes the tour as
-its chain of thought, so a whole-model certificate needs an induction over the
-tour: checks/certify_dfs_chain.py, proved for every N with ``--full``
-(``certify_layers(..., chain=True)``). This module proves each layer on its own,
-read off the built weights, for the sizes of :data:`NS`, against a plan
-written here from the tour's design (the records "a - b" or "a ~ b" of the
-prompt, the tour's vertices after the prompt's [EOS]), never from the builder's
-constants:
+The DFS-tour Transformer (constructions/istree.py ``istree_transformer``) writes
+the tour as its CoT, so its whole-model certificate is an induction over the
+tour: checks/certify_dfs_chain.py (``--full``, ``certify_layers(...,
+chain=True)``). This module proves each layer on its own, read off the built
+weights for the sizes of :data:`NS`, against a plan written here from the tour's
+design, never from the builder's constants: the embedding's directions; each
+head's score (shift, first-max and match heads attend what the plan says, each
+case by at least sharpness(f)) and copy; each MLP's planned values; the readout.
+Each fact states its hypotheses (flags, code ranges, squares, edge ids, ...),
+which the chain discharges. The facts use exact arithmetic; the format's ranges
+are other rows' claims.
 
-* the **embedding** writes 1, tau, tau^2, pos, pos^2 and the flags of [BOS],
-  [EOS], -, ~, [COUNT] and "a number", nothing else, and no layer writes those
-  directions again;
-* each **head's score** is read off the built W_Q, W_K (every direction the
-  query reads a free integer; the key at position j: pos = j, pos^2 = j^2,
-  is_bos = [j = 0], its other directions free integers, 0 at [BOS]) and z3
-  proves what the plan says it does, each case by at least sharpness(f):
-  the shift heads attend j = max(t - k, 0); the first-max heads the first key
-  with the largest key value; the match heads the key whose components equal
-  the query's and whose flags are 1 (the first or the latest of several, by the
-  plan's tie-break; the plan's promise where there is none: at most one), else
-  [BOS]; W_O W_V writes the plan's copy of the attended key;
-* each layer's **MLP** writes its planned values (the position types, the
-  pred pointers as maxima, e_prev masked at the parent, next_is_parent, the
-  selected neighbour w, the output code in each case of the tour) for every
-  value of its inputs in their ranges, and nothing else;
-* the **readout** emits the token whose code is ``out``.
-
-Hypotheses the facts state and the composition discharges (with ``--full``;
-the exhaustive and sampled runs of ``rnngap verify`` test them too) are in each
-statement: 0/1 flags, one-hot position types, codes within |tau| <= V, edge ids
-(record positions) within 0..T - 1, 0 <= prompt_end <= pos, squares equal to
-the squares of what they square (for a sum of two directions: one of them 0),
-at most one of each (first, second) pair nonzero (a simple graph records each
-edge once), the vertex count's key within -V..V, [BOS] at position 0 only, and,
-for the match heads without a tie-break, the plan's promise that at most one
-key matches. T is the model's position limit, checked to be at least the
-3M + 2N + 4 positions the task needs. The facts are about exact rational arithmetic: that no value
-leaves the fixed-point format is the declared-obligation row's (the scores) and
-the runs' (the rest).
+Details (each layer, the hypotheses): docs/internals/certify.md#certify_dfs
 """
 from __future__ import annotations
 

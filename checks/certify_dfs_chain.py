@@ -1,108 +1,19 @@
 """The IsTree Transformer's composition: its proved layers, chained over the DFS tour it writes.
 
 checks/certify_dfs.py proves each layer of a built DFS-tour Transformer on its
-own, on free inputs, under stated hypotheses (0/1 flags, codes in range, the
-keys' squares, edge ids in 0..T - 1, at most one of a pair nonzero, ...).
-:func:`chain_facts` proves the composition: that at every position of the
-reference run the values each layer is handed are the ones its fact is proved
-for, and that they make the next token the reference's.
+own, on free inputs, under stated hypotheses. :func:`chain_facts` proves the
+composition: at every position of the reference run, the values each layer is
+handed are the ones its fact is proved for, and they make the next token the
+reference's. The reference is written symbolically: the prompt (with an optional
+``[COUNT]`` header), the tour by the local DFS rule (tested to be ``dfs_tour``),
+and the label. The z3 facts ``chain.<role>`` and ``chain.<role>.keys`` (per role
+of a position, symbolic in the sizes) evaluate every layer by its proved plan;
+``chain.order`` checks each direction's one writer is before its readers. The
+facts read plans, not a model, so they are proved once per process
+(:data:`_PROVED`).
 
-The reference, written symbolically
------------------------------------
-The prompt ``[BOS] ([COUNT] N_c)? a_0 sep_0 b_0 .. a_(m-1) sep_(m-1) b_(m-1)
-[EOS]``: h in {0, 2} header tokens, edge k at h + 3k + 1 .. h + 3k + 3 (its
-*record* r(k) = h + 3k + 3), the prompt's [EOS] at P = h + 3m + 1. The edges
-are free functions of k: vertex codes in 1..N_c (N_c <= N, the model's vertex
-bound: the header's count, or the largest vertex code, or 1), a != b,
-separators - or ~, and a simple graph (two records of one edge are one record:
-the instance this uses is a stated hypothesis). Then the tour W(0) .. W(L - 1)
-at P + 1 .. P + L (W(0) = vertex 0, 1 <= L <= 2 N_c - 1) and [EOS] at P + L + 1,
-after which the model writes [TRUE] iff L = 2 N_c - 1 (the decision rule of
-checks/tasks/istree.py ``tour_label``: a tour of that length visits N_c
-vertices).
-
-The tour is the **local DFS rule** (the one ``dfs_tour`` follows, read one
-step at a time): at W(i) = u with previous token p (the prompt's [EOS] at
-i = 0),
-
-* parent(u) = the token before u's first occurrence (code -1, [EOS], for vertex 0);
-* e = 0 if p = parent(u), else the record of edge {u, p};
-* pred_x(k) = the latest record before k incident to x (0 if none), for x an
-  endpoint of edge k; "the edge after e at u" = the record k incident to u
-  with pred_u(k) = e (one at most: a vertex's records have distinct pred's,
-  since pred is the latest earlier incident record); next = its other endpoint; if next is parent(u), once more past
-  its record;
-* W(i + 1) = that neighbour w if there is one and it does not occur in
-  W(0..i); [EOS] (the tour ends) if it occurs (a cycle); parent(u) if there is
-  none ([EOS] at vertex 0: the tour ends).
-
-tests/test_certify_dfs_chain.py checks that this rule writes ``dfs_tour`` on
-every small simple graph in every edge order and on random ones.
-
-The proof
----------
-Two z3 facts per role of a position, symbolic in N, M, m, h, N_c, L and the
-index: [BOS], [COUNT], the count, an edge's a, separator and b (its record),
-the prompt's [EOS], a tour vertex W(i), the tour's [EOS]. From the reference's
-tokens, ``chain.<role>`` evaluates every layer by the plans the per-layer facts
-prove of the built model: ``embedding_plan``; each head's ``plan`` (what it
-attends by its lemma: the shifts max(t - k, 0); the first [EOS]; the vertex
-count at the first position holding the largest count key; each match head
-the reference's record or tour position, or [BOS]; then its copy of that
-position); each MLP's ``mlp_plan``. It concludes:
-
-* the position is below T (the heads' lemmas cover positions 0..T - 1), and
-  pos = t, pos_sq = t^2, one = 1 there (what the lemmas and the MLPs' facts take);
-* the inputs of the first two MLPs (MLP 2's outputs are keys) and, where the
-  model writes the next token, of every MLP are integers in the domain its
-  fact is proved on (``mlp_hyps``, with T = 3M + 2N + 4 and V = max(N + 1, 31)
-  symbolic), one of the plan's cases holding;
-* what the position offers every head as a key, read off the plan: is_bos =
-  [t = 0]; the flags is_eos, is_record and after_eos exactly at the
-  reference's [EOS]s, records and positions from the prompt's [EOS] on; every
-  match component's key direction an integer whose square direction is its
-  square, every flag 0 or 1, every first-max key within the range its lemma is
-  proved on, all of them 0 at [BOS]; the count key at most N_c (N_c at the
-  header's count); at a record, pred_u and pred_v the reference's pred
-  pointers and pred_u_sq, pred_v_sq their squares (:data:`RECORD_OFFERS`: what
-  a later head's key reads there);
-* every direction a match head's query reads is an integer, the query's square
-  its square, and where a head
-  attends the reference's record or tour position, that position's key (by
-  the plan's key directions) equals the query and its flags are 1 (the
-  lemma's match);
-* at a position whose next token the model writes (the prompt's [EOS], every
-  tour vertex, the tour's [EOS]): the next code is the reference's (at a tour
-  vertex e_prev and parent are the rule's too).
-
-``chain.<role>.keys`` proves that each head attends the key the first fact
-gives it: for every kind of position (its index free) up to the query's, a key
-that matches the query (by the plan's key directions and flags) loses to the
-attended one by the plan's tie-break (it is the attended one for a head
-without one, earlier for the latest, later for the first), and none matches
-where the reference finds none; a first-max head's key is the first largest;
-off a record, where the chain gives a pred head whatever record it attends (its
-lemma's conclusion: a matching record, or [BOS]), that no key of another kind of
-position matches.
-Its hypotheses add the reference's definitions at that other key: first
-occurrence, the latest earlier record with an endpoint, found iff there is a
-record, one record per edge, pred the latest earlier incident record (from
-which a vertex's records have distinct pred's), N_c's first witness.
-
-``chain.order`` (exact, on the plans) checks that each direction has one
-writer and is written before any layer reads it, so the value a role's fact
-gives a layer is the one the built layer reads.
-
-What the chain takes as given: that the local rule is ``dfs_tour`` (tested,
-not proved for every graph); the reference's own properties, each a stated
-hypothesis (consecutive tour vertices are adjacent, the tour's length
-1 <= L <= 2 N_c - 1, vertex codes <= N_c <= N, a simple graph); that the
-instances of the reference's definitions the facts use are its definitions;
-and exact arithmetic (the machine's rounding is the declared-obligation row's
-for the scores and the runs' for the rest; every value is an integer). That
-the run stays within the model's T positions is a goal. The facts read the
-plans, not a model, so they are proved once per process (:data:`_PROVED`);
-the per-layer facts tie each plan to the built model of each size.
+Details (the reference, the proof, what is taken as given):
+docs/internals/certify.md#certify_dfs_chain
 """
 from __future__ import annotations
 

@@ -1,67 +1,18 @@
 """The IsTree hybrid (claim T5.6), every layer on its own, proved from the BUILT model.
 
-The union-find hybrid (constructions/hybrid.py ``istree_hybrid``: three RNN
-layers, then one attention layer and a number readout) writes a chain of
-thought, so a whole-model certificate needs an induction over the CoT it
-writes, showing that what each layer is handed is what the next one is proved
-for: the composition, checks/certify_istree_chain.py, proved for every N with
-``--full`` (``certify_layers(..., chain=True)``). What this module proves is
-each layer on its own, read off the built weights, for the sizes N of
-:data:`NS` (``--full``: every N whose format fits int64), against a plan
-written here from the CoT's design (the records "~ c p" and "[QUERY] p s", the
-roles of a position), never from the builder's constants:
+The union-find hybrid (constructions/hybrid.py ``istree_hybrid``) writes a CoT,
+so its whole-model certificate is an induction over that CoT:
+checks/certify_istree_chain.py (``--full``, ``certify_layers(..., chain=True)``).
+This module proves each layer on its own, read off the built weights for the
+sizes N of :data:`NS` (``--full``: every N fitting int64), against a plan written
+here from the CoT's design, never from the builder's constants: the embedding;
+each RNN recurrence by induction on t; each MLP's planned values; each head's
+score (``fetch``, ``parent``, ``size``, ``last_su`` attend what :func:`plan` says,
+by at least sharpness(f)) and copy; the readout. Each fact states its hypotheses,
+which the chain discharges. The facts use exact arithmetic; the format's ranges
+are row ``hybrid.istree``'s and the runs'.
 
-* the **embedding** writes 1, tau, tau^2 and the flags of [BOS], [EOS], -, ~,
-  [QUERY], nothing else, and no layer writes those directions again;
-* each **RNN layer's recurrence** h_0 = B x_0, h_t = A h_(t-1) + B x_t (built
-  A, B) is proved by induction on t for every input sequence (each direction it
-  reads an arbitrary real sequence): every state number keeps its invariant
-  (its gadget's record, a hint the induction must prove, or the plan's value
-  of the one direction it alone writes), and C h_t writes each direction the
-  plan's value (cnt = t + 1, prev_k = tau(t - k), the counts of size records
-  and markers, the delayed roles, in_chain, ...) and nothing else;
-* each **RNN layer's MLP** writes its planned flags and values (where a
-  position sits in a record, the heads' keys, [tok <= prev2], [tok = prev3],
-  the roles after the markers, [joins = N - 1], the union's roots) for every
-  value of its inputs in their ranges, and nothing else;
-* each **head's score** is read off the built W_Q, W_K,
-
-      score(t, j) = sum_rows (W_Q x_t)_r (W_K x_j)_r,
-
-  with every direction the query reads a free integer and the key at position
-  j as the earlier layers make it: ``cnt`` = j + 1 and ``cnt_sq`` = (j + 1)^2
-  (the clock the recurrence writes: its plan's value, which the composition,
-  checks/certify_istree_chain.py, proves is j + 1), ``is_bos`` = [j = 0], and the head's key direction
-  a free integer k with its square k^2 (0 at [BOS], where the gated neurons
-  are off). z3 proves what the plan (:func:`plan`) says each head does, every
-  case by at least sharpness(f) > (f + 1) ln 2 (so the fixed-point softmax is
-  an exact one-hot: the machine lemmas):
-
-  - ``fetch`` attends the key with cnt = 3 joins + 2 edge_markers + 2 (the
-    input token the CoT fetches next: the BOS, then 3 tokens per edge, the
-    u- and v-side markers written so far);
-  - ``parent`` attends the latest key whose parent_key equals the query's tok
-    (a record "~ c p" keyed by c), else [BOS]; ``size`` the same with prev1 and
-    size_key (a record "[QUERY] p s" keyed by p);
-  - ``last_su`` attends the latest key with at_su = 1, else the latest key;
-
-  and W_O W_V writes exactly the plan's copy of the attended key;
-* the attention layer's **MLP** writes next_code, in each role of the CoT
-  position (one role flag set), as the plan says, for every value of the
-  inputs in the vocabulary's code range;
-* the **readout** emits the token whose code is next_code.
-
-Hypotheses the facts state and the composition discharges (and the
-exhaustive and sampled runs of ``rnngap verify`` test): the 0/1 flags and
-the one-hot roles the layers write on a well-formed CoT, at most one [EOS],
-edge_markers in {0, 1, 2}, the codes in the CoT's range (-9..N + 1: the
-specials, the vertices, the sizes; the vocabulary is checked to hold them all),
-the queries' tok_sq = tok^2 and prev1_sq = prev1^2, [BOS] at position 0 only
-(the input format), a vertex's code >= 1 where a head looks a record up (an
-off-record key is 0), and that the key a head is meant to find exists (cnt =
-the fetch query <= t + 1). The facts are about exact rational arithmetic: that
-no value of a run leaves the fixed-point format is the declared-obligation
-row ``hybrid.istree``'s (the scores) and the runs' (the rest), not this row's.
+Details (each layer, the heads, the hypotheses): docs/internals/certify.md#certify_istree
 """
 from __future__ import annotations
 

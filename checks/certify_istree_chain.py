@@ -1,79 +1,18 @@
 """The IsTree hybrid's composition: its proved layers, chained over the union-find CoT it writes.
 
 checks/certify_istree.py proves each layer of a built hybrid on its own, on free
-inputs, under stated hypotheses (0/1 flags, one-hot roles, codes in range, the
-keys' squares, edge_markers in 0..2, ...). :func:`chain_facts` proves the
-composition: that at every position of the reference run the values each layer
-is handed are the ones its fact is proved for, and that they make the next
-token the reference's. The reference is the union-find CoT of
-checks/tasks/istree_unionfind.py, written here symbolically as the
-specification: the prompt ``[BOS] u_0 sep_0 v_0 .. u_(m-1) sep_(m-1) v_(m-1)
-[EOS]`` (positions 0..3m + 1), then for each edge k < m a segment starting at
-St(k) (St(0) = 3m + 2, St(k + 1) = St(k) + A_k + B_k + 14)::
+inputs, under stated hypotheses. :func:`chain_facts` proves the composition: at
+every position of the reference run, the values each layer is handed are the ones
+its fact is proved for, and they make the next token the reference's. The
+reference is the union-find CoT of checks/tasks/istree_unionfind.py, written
+symbolically. The proof is an induction on the position: one z3 fact
+``chain.<role>`` per role (N-symbolic) evaluates every layer by its proved plan
+and steps the RNN's counts; ``chain.order`` (:func:`order_fact`) checks each
+direction's one writer is before its readers. The facts read plans, not a model,
+so they are proved once per process (:data:`_PROVED`).
 
-    x_0 .. x_A  -  s_u  y_0 .. y_B  -  s_v  r_u  s_u  ~  c  p  [QUERY]  p  s
-
-with x_0 = u_k, y_0 = v_k, r_u = x_A, r_v = y_B, the sizes' codes s_u, s_v,
-c = r_u and p = r_v when s_u <= s_v (else the other way round) and s = s_u +
-s_v - 1 (codes: a size z has code z + 1). After r_u the CoT ends with [FALSE]
-when r_u = r_v (a cycle); after the last edge's s the answer is [TRUE] iff
-m = N - 1. The vertices and the chains (A_k, B_k, the x's and y's), the
-separators and the sizes are free functions of k, within the task's ranges
-(vertex codes 1..N, size codes 2..N + 1). The find chains and the sizes are
-what the reference's own records say: x_(i+1) is the p of the latest record
-"~ x_i p" written before, and the chain ends at the first vertex without one;
-a root's size is the s of the latest record "[QUERY] r s" (1 without one):
-unionfind_cot writes its parent and size entries exactly when it writes those
-records, so these are its dictionaries.
-
-The proof is an induction on the position. Each role of a position (the
-prompt's [BOS], u, separator, v, [EOS]; in a segment each of its 16 roles, a
-chain vertex with a parent and the root apart) has one z3 fact,
-``chain.<role>``, symbolic in N, m, k and the chain index, whose hypotheses are
-the reference and the induction's hypothesis: the counts of the positions
-before (the prefix sums the RNN's recurrences keep: [EOS], size records,
-markers, u-sizes) are the reference's. From the tokens of the position and of
-the 8 before it (in the same segment, the previous segment's fixed tail, or the
-prompt) the fact evaluates every layer by the plan its per-layer fact proves of
-the built model: the embedding (``embedding_plan``), the recurrences
-(``direction_plan``: delays of the values at earlier positions, prefix sums),
-the MLPs of RNN layers 1 and 2 (``record_plan``, ``counter_plan``), the heads
-(``plan``: what each attends by its lemma, and the copy) and the attention
-layer's MLP (``next_domain``). It concludes:
-
-* every MLP's inputs here are integers inside the domain its fact is proved on
-  (and where the plan splits a direction into cases, one case holds);
-* the counts step: each count at the position is the count before plus the
-  position's own flag (so the induction's hypothesis holds at the next one);
-* what the position offers the heads as a key: parent_key is c at the p of
-  "~ c p" and 0 elsewhere, size_key p at the s of "[QUERY] p s" and 0
-  elsewhere (their squares the squares), at_su = 1 at s_u alone, and each
-  head's copy lies in the range the next-code lemma assumes;
-* at a position whose next token the model writes (the prompt's [EOS] and
-  every CoT position): each head's query satisfies its lemma's hypotheses
-  (the fetch's key exists: 1 <= Q <= t + 1; the match queries' squares), and
-  with the heads attending what their lemmas say (the fetch the prompt's
-  token at Q - 1; parent and size the latest key equal to the query, else
-  [BOS]: by the key offers, the latest record of the reference; last_su the
-  latest s_u: this segment's) the next-code lemma's hypotheses hold and one of
-  its cases gives the reference's next token.
-
-Every role's fact also proves what the heads' lemmas take of every key: the
-clock (cnt = t + 1, cnt_sq = (t + 1)^2), is_bos = 1 at [BOS] alone, and every
-direction a query may read an integer. ``chain.order`` (:func:`order_fact`,
-exact, on the plans) checks that each direction has one writer and is written
-before any layer reads it, so the value a role's fact gives a layer is the one
-the built layer reads.
-
-What the chain takes as given: that the run stays within the positions the
-heads' lemmas cover (the model's P; the generation driver's bound, measured by
-``rnngap verify``); the reference's own properties (a vertex in 1..N, a size
-<= N, the find chains and sizes are the latest records'), each a stated
-hypothesis; and exact arithmetic (the machine's rounding is not certified for
-this row; every value is an integer, or a half in the next-code MLP, and the
-runs execute in raise mode). The facts are N-symbolic and read the plans, not
-a model, so they are proved once per process (:data:`_PROVED`); the per-layer
-facts tie each plan to the built model of each size.
+Details (the reference, the proof, what is taken as given):
+docs/internals/certify.md#certify_istree_chain
 """
 from __future__ import annotations
 

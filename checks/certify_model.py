@@ -2,38 +2,17 @@
 
 ``certify`` builds a construction with symbolic sizes (constructions/num.py)
 and hands the result here. :func:`prove_model` reads the BUILT model, never a
-formula written next to its builder:
+formula written next to its builder: the embedding as formulas of the token
+function tau; each RNN state's meaning proved by induction on t from the built A
+and B; each head's intended key (``OneHot``) or tie (``EqualSplit``), from the
+construction's plan, proved by z3 to win by at least sharpness(f), so the
+fixed-point softmax is exact (checks/machine_lemmas.py); MLPs applied exactly,
+with :class:`Written` values proved at their own layer; and the readout's argmax
+proved to be the task's reference answer. Every multiplied weight is an integer,
+so the kernels' arithmetic is the proof's while no value leaves the format; only
+the heads' score ranges are certified (docs/certify.md).
 
-* **embedding**: each direction of the residual stream at a position term t is
-  the formula of its embedding feature (coef * tau(t), coef * t^2, [tau(t) =
-  code], round(1 / (tau(t) + p)), ...), with tau the instance's token function;
-* **RNN layers** (hybrids, T4.1): each state number's meaning (what the gadget
-  that made it says it holds: (t + 1)^k, a delayed input; or the plan's closed
-  form: a prefix sum, a counter) is proved by induction on t from the built A
-  and B: h_0 = B x_0, h_t = A h_(t-1) + B x_t; the residual gains C h_t;
-* **heads**: the score of a query position t and a key position j is
-  sum_rows (W_Q x_t)(W_K x_j) with the built W_Q, W_K. For each head the
-  construction's plan (its record) says which key it attends at which t
-  (``OneHot``) or over which keys it splits its weight equally
-  (``EqualSplit``); z3 proves, for every n, every instance and every t, j, that
-  the intended key beats every other key by at least s = sharpness(f) >
-  (f + 1) ln 2 (so the fixed-point softmax is an exact one-hot: the machine
-  lemmas of checks/machine_lemmas.py), or that the members tie and every other
-  key is s below. The head then writes W_O W_V x_target exactly;
-* **MLPs**: applied as formulas (ReLU as if-then-else), exactly; where the plan
-  says what an MLP writes (:class:`Written`), that is proved at the MLP's own
-  layer and the later layers read the proved value;
-* **readout**: z3 proves the argmax over every token of the vocabulary (ties to
-  the smallest id, as the kernels do) is the token whose code is the task's
-  reference answer.
-
-Every value is an integer or a rounded quantity with its rounding bound
-(round(1/(c+1)) of an equal split, round(1/(tau + p)) of an embedding), and every
-weight the proof multiplies is checked to be an integer, so the fixed-point
-arithmetic the kernels do is the exact arithmetic of the proof as long as no
-value leaves the format. The range part the certificate covers is the heads'
-scores: the builder's recorded margins, checked by checks/certify.py for every
-n up to n_max; the other values' ranges are not certified (docs/certify.md).
+Details (each part, the arithmetic): docs/internals/certify.md#certify_model
 """
 from __future__ import annotations
 

@@ -1,20 +1,14 @@
 """What each head of a certified construction does on its task's instances.
 
 A whole-model certificate (checks/certify_model.py) needs, per head, the key the
-head is meant to attend (or the keys it splits its weight over). That is the one
-thing the proof does not read off the built weights: it is the construction's
-*intent*, stated once here per construction, in terms of the task's abstract
-instance (checks/tasks/symbolic.py). The proof then shows the built weights do
-what the intent says: if a builder is changed so that a head attends anything
-else, the gap fact of that head fails; if the intent here were wrong, the facts
-of the next layers (or the readout) fail. So a plan cannot make a wrong model
-pass: the readout must still decode the reference answer from what the plan says
-the heads wrote, and every claim of the plan is itself proved.
+head is meant to attend (or the keys it splits its weight over): the
+construction's *intent*, the one thing not read off the built weights, stated
+here once per construction over the task's abstract instance
+(checks/tasks/symbolic.py). Every claim of a plan is itself proved, so a plan
+cannot make a wrong model pass. Each :class:`ModelPlan` also names its task and
+alphabets; checks/catalog.py attaches it to a certificate.
 
-Each :class:`ModelPlan` also names the task of its abstract instance and the
-alphabets it covers; how to build the model with symbolic sizes is the
-construction record's builder (checks/catalog.py attaches the plan to a
-certificate).
+Details: docs/internals/certify.md#certify_plans
 """
 from __future__ import annotations
 

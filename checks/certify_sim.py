@@ -1,59 +1,19 @@
 """The simulator's (claim ``sim``) token types, heads and RNN layers, proved from the BUILT simulator.
 
 For every simulator the registry builds (checks/certify.py ``sim_simulators``),
-its first layer (an MLP without heads: the token type of a code tau) is applied
-to the built embedding and proved, on each code range of the layout
-(:func:`type_plan`), to write exactly that range's flag and value
-(:func:`type_facts`); its second layer's MLP is proved to write the block roles
-from the flags, the step and the prompt length (:func:`role_facts`); the third
-layer's MLP to select the RNN's input and decide between the RNN's token and the
-filler (:func:`input_facts`); each simulated RNN layer's two MLPs are proved, for every real value of every
-direction, to compute that layer's step with the simulated RNN's own A, B, C and
-its own MLP with its own W1, b1, W2, b2 (:func:`step_facts`); the last layer's
-MLP is proved to write the next token's code in each case of the block
-(:func:`next_code_facts`), and the readout to emit the token of that code
-(:func:`readout_facts`); with an indicator readout, its argmax's three MLPs are
-proved to write the logits, the comparisons and the one-hot winner on the
-RNN's token, each on its own and the last two in a row (:func:`argmax_facts`); the layers are checked to come in the plan's order,
-each direction a layer adds to to start at 0 and to be written by the planned
-layers only (:func:`sequence_facts`); and each attention head's score is read off the built
-weights, never restated:
+each layer is proved from its built weights against a plan (:func:`plan`, with
+constants from :func:`layout`, never the builder's): the token types
+(:func:`type_facts`), block roles (:func:`role_facts`), input selection
+(:func:`input_facts`), each simulated RNN layer's step with the RNN's own weights
+(:func:`step_facts`), the next code (:func:`next_code_facts`), the readout
+(:func:`readout_facts`), an indicator readout's argmax (:func:`argmax_facts`),
+and the layers' order (:func:`sequence_facts`). Each head's score is read off the
+built W_Q, W_K; z3 proves each position head and ``firstK`` attend the plan's key
+by at least sharpness(f), and each copy is checked exactly. The composition is
+checks/certify_sim_chain.py's.
 
-    score(t, j) = sum_rows (W_Q x_t)_r (W_K x_j)_r
-
-with x_j's directions at the key side replaced by what the embedding writes there
-(``pos`` -> j, ``pos_sq`` -> j^2, ``one`` -> 1, from the built embedding's kind and
-coefficient) and every other direction a free value: at the query side every
-direction the head reads except ``one`` is a free integer (the token-type flags,
-the carried step count: integers written by the earlier MLPs), and a hidden key
-direction is a free value in the domain the plan names (``is_counter`` in {0, 1}).
-
-What each head should do is the plan (:func:`plan`, over the residual's
-directions; its constants from :func:`layout`: the RNN's state count, B = S + 2
-and the token ranges ``decode`` reads, never the builder's working constants),
-and z3 proves it from the built score for every value of the free directions:
-
-* a **position head** (``counter``, ``prevY``, ``prev<i>``, ``prompt``) attends the
-  key j* = clamp(Q - 1, 0, n), Q the plan's query (the block's start plus a
-  shift: pos - idx + shift, idx = sum_i (i + 1) is_state<i> + (S + 1)
-  (is_filler + is_rnn_token); the prompt head: step + 1), beating every other
-  key j in 0..n by at least sharpness(f) > (f + 1) ln 2, for every context n >= 1
-  (its weights do not depend on n), so its weights round to an exact one-hot
-  (the machine lemma);
-* ``firstK`` (first-occurrence tie-break, built for the simulator's n_pos)
-  attends the first key with is_counter = 1, or position 0 when there is none:
-  a key with the flag beats every key without it, and of two keys alike the
-  earlier one wins, each by at least sharpness(f), at every position the
-  model reads.
-
-What a head then writes, W_O W_V x_j*, is checked exactly against the plan's
-copy; no layer may write ``pos``, ``pos_sq`` or ``one`` (the scores read the
-embedding there). A head the plan does not name, one built twice or in another
-layer, or a plan head the model lacks, fails the certificate. That the heads hand the
-later layers the values they are proved for (the composition, the carried step count the
-prompt head reads included) is checks/certify_sim_chain.py's. Not covered (docs/certify.md):
-the scores' ranges (the declared obligations and the builder's margins) and a non-integer
-Y value's rounding to the nearest code; the exhaustive runs test them.
+Details (the scores, the heads, what is not covered):
+docs/internals/certify.md#certify_sim
 """
 from __future__ import annotations
 

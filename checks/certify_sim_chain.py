@@ -1,65 +1,18 @@
 """The simulator's composition: its proved layers, chained over the chain of thought it writes.
 
-checks/certify_sim.py proves each layer of a built simulator on its own, on
-free inputs, under stated hypotheses (one-hot flags, the step an integer, the
-keys' flags 0/1, ...). What those facts leave open is the composition: that at
-every position of the CoT the model writes, the values each layer is handed are
-the ones its fact is proved for, and that they make the next token the one the
-CoT's layout calls for. :func:`chain_facts` proves that, for every prompt length
-1 <= L <= max_prompt and every step t the simulator is built for, from the
-reference CoT (the layout of constructions/simulate.py, written here as the
-specification: the prompt's tokens at 0..L - 1, then block t at L + B t, B = S + 2)::
+checks/certify_sim.py proves each layer of a built simulator on its own, on free
+inputs, under stated hypotheses. :func:`chain_facts` proves the composition, for
+every prompt length 1 <= L <= max_prompt and every step t: by induction on the
+position, if the tokens so far are the reference CoT's (the layout of
+constructions/simulate.py, written here as the specification), the token the
+model emits next is the reference's. Each step chains the per-layer lemmas on the
+domains they are proved on. :func:`exact_facts` shows the machine's rounding
+changes nothing: every rounded product has an integer factor, except the RNN's
+own products, rounded alike. The RNN's promise and the kernels' arithmetic are
+not proved (docs/certify.md).
 
-    K(t)  S_0(s_t^0) .. S_(S-1)(s_t^(S-1))  Y_t
-
-with the prompt's codes, the RNN's states s_t (integers 2^f s_t^i under the
-promise |s| < 2^I_s) and the RNN's tokens y_t as free functions. The proof is
-an induction on the position p: if the tokens at 0..p are the reference's, the
-token the model emits at p is the reference's token at p + 1. Its step, for
-each kind of position (the last prompt token, K(t), each S_i(t), Y_t as the
-filler and as the RNN's token), chains the per-layer lemmas, each used as what
-its fact proves about the built model, on the domain it is proved on:
-
-* the token-type lemma (``type.*``): the flags and values layer 1 writes at
-  each position, the query's and every key's, from the reference's code (each
-  kind's code in the range its lemma is proved on: ``chain.codes.*``; the
-  flags 0/1 and one-hot: ``chain.flags``); the embedding's pos and one;
-* the position heads' lemma (``<head>.one_hot``): each attends
-  clamp(Q - 1, 0, p), Q the plan's query on the query's values (proved an
-  integer); ``firstK``'s (``firstK.*``): the first key with is_counter = 1,
-  else position 0; each adds the plan's copy (``<head>.copy``) of the key the
-  layout puts there, and a direction several heads copy into gets their sum
-  (no other layer writes it: ``chain.writers``);
-* the block-role and input lemmas (``roles.*``, ``input.*``) on those values;
-* the next-code cases (``next.*``): exactly one case's flags are set, the case
-  of the kind of the reference's next token (the code in that case is the
-  next-code lemma's: for the RNN's token, ``next.Y`` and the readout).
-
-The chain's facts (:func:`chain_facts`): ``chain.flags``; ``chain.codes.*``
-(each kind of token lies in the code range its type lemma is proved on);
-``chain.features.copies`` (the prompt and prevY heads copy the RNN's embedded
-features one to one, embedded as the RNN embeds them: the RNN's input is its
-own embedding of the token the key holds) and ``chain.features.bound`` (within
-the bound the input lemma assumes, for every code of the layout);
-``chain.writers``; ``chain.firstK`` (no key before L has is_counter = 1, K(0)
-has it); ``chain.<kind>``: what the heads hand the later layers (p within the
-positions the heads' lemmas cover, every query an integer, seen_counter, the
-step an integer in the next-code lemma's range, and for a block step = t,
-prompt_length = L, prev_state_i = s_(t-1)^i (0 at t = 0), the RNN's input the
-token u_t: the prompt's token t at t < L, else y_(t-1); at the last prompt
-token the previous states 0), and that on these the roles set exactly the
-emit flag of the case of the reference's next token.
-
-The RNN's step itself is the per-layer step facts', in exact arithmetic;
-:func:`exact_facts` shows the machine's rounding changes nothing: every product
-it rounds has an integer factor (exact on the grid 2^-f), except in the layers
-that simulate the RNN's step, whose neurons make exactly the RNN's own products
-(rounded alike, so the states the simulator writes are the RNN's rounded s_t).
-What neither discharges (docs/certify.md): the promise (|s_t| < 2^I_s, the
-RNN's values in its format, the one step from the zero state the simulator
-computes at the last prompt position in range), hypotheses checked by running
-(constructions/simulate.py ``compare``), and the kernels' arithmetic (tested
-bit for bit, not proved).
+Details (the induction, the chain's facts, what is not discharged):
+docs/internals/certify.md#certify_sim_chain
 """
 from __future__ import annotations
 

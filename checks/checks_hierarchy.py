@@ -1,33 +1,19 @@
 """Checks of the CoT hierarchy: claim T4.1 (construction side and mechanism) and
 claim ``sim`` (a Transformer with CoT simulates a given linear RNN).
 
-T4.1 is CONDITIONAL: "RNN + CoT is strictly stronger than RNN without CoT"
-holds under the assumption PSPACE not in P/poly, which nobody can check. What
-is checked here: (1) the linear RNN of :mod:`constructions.cot_hierarchy` solves
-ITER(n) with a CoT of exactly t <= n^2 tokens, against the plain-Python
-reference below, with its state equal to the machine's configuration after every
-CoT token; (2) the contrast: a CoT-free linear RNN that unrolls k applications of
-g_n (:func:`constructions.cot_hierarchy.unrolled_rnn`) is right on EVERY instance
-with t <= k (the easy part of ITER, both answers occurring) and wrong on a concrete
-instance with t > k, shown in the record, which the CoT RNN answers right. (2) is
-about this fixed-depth network only, not about every CoT-free RNN; (3) necessity:
-the T4.1 RNN's integer-bit frontier in saturate mode, with the instance answered
-wrongly one bit below it (checks/necessity.py).
+T4.1 is CONDITIONAL: it holds under the assumption PSPACE not in P/poly, which no
+check can establish. Checked here: the CoT RNN of
+:mod:`constructions.cot_hierarchy` solves ITER(n) with exactly t <= n^2 CoT
+tokens, its state the machine's configuration after every token; the CoT-free
+unrolling (:func:`constructions.cot_hierarchy.unrolled_rnn`) is right on every
+instance with t <= k and wrong on a concrete one with t > k (about that network
+only); and the saturate-mode necessity of the RNN's integer bits. For ``sim``,
+the Transformer of :mod:`constructions.simulate` must reproduce every state,
+CoT token and answer of random seeded linear RNNs and of the T4.1 RNN. The
+references are plain Python.
 
-Removed, and why: the earlier rows "same RNN with CoT disabled / budget k" and
-"answer forced at once" rested on networks that are right only by accident (the
-budget-k network computes g^k(a), right for t = k only; the forced network emits a
-value token, never an answer), so their failures said nothing about depth. The
-raise-mode "one bit below used" rows overflow by construction and were dropped.
-
-``sim``: the Transformer of :mod:`constructions.simulate` is run on random
-seeded linear RNNs (exhaustively over short prompts, and on random longer
-prompts) and on the T4.1 RNN; every decoded state in its CoT must equal the
-RNN's state after the same token, its Y tokens the RNN's CoT, its answer the
-RNN's answer; necessity records give its saturate-mode frontiers with the first
-disagreement one bit below.
-
-The references here are plain Python (ints), never the code under test.
+Details (what is checked, rows that do not exist and why):
+docs/internals/verify.md#checks_hierarchy
 """
 from __future__ import annotations
 

@@ -2,53 +2,18 @@
 layer, constructions/hybrid.py) solves Index, AR, c-gram and Counting with no CoT,
 and IsTree with CoT O(N log N).
 
-Where the theorem bites (docs/theory.md §1): every hybrid is checked on the image of
-the lower bound's Index reduction (lowerbounds/reductions.py), with the alphabet
-the reduction writes:
+Every hybrid is checked on the image of the lower bound's Index reduction, with
+the reduction's alphabet (docs/theory.md §1 "Where the theorem bites"):
+exhaustively at small n, then seeded samples with adversarial queries as far as
+the declared format fits int64, and past int64 in two-limb storage. IsTree runs
+the hub gadget and sparse random graphs, its union-find CoT compared token by
+token with ``checks.tasks.istree_unionfind.unionfind_cot``. Records have
+``family="reduction"``; easy families are extra rows. Necessity records give
+saturate-mode frontiers; :func:`hybrid_separation_check` adds separation records
+with the hybrid as the constant-size side.
 
-* Index, AR, c-gram (c = 2, 3, 4), Counting: every x in {0,1}^n and every query i
-  at small n, then seeded samples at n = 2^k as far as the hybrid's declared
-  format fits int64 (AR / 2-gram / Counting 2^12, 3- and 4-gram 2^11; Index to
-  2^14, where its format still fits), and past int64 in two-limb storage from
-  n = 2^16 (Index 2^18; quick one n, full two: :data:`REDUCTION_TWO_LIMB_LOG2`,
-  a smaller sample), each with random x, random i and the adversarial queries i = n, n - 1
-  (the key's first occurrence at the end of the data) and the x = 0^n, 1^n
-  rows. The data length is the reduction's (n for Index / Counting, c n for
-  c-gram, 2 n for AR) and so is the alphabet (2; n + 2 for the keys 2..n+1 of
-  AR / c-gram; n + 1 for the marks 0..n of Counting). The hybrids are
-  alphabet-free: tokens enter only through the code formula tau, so the
-  parameter count is one number for every n and alphabet (in every record);
-* IsTree: the hub gadget (reductions.ISTREE, N = n + 3 vertices, n + 2 edges),
-  every x and i at small n and samples with i near n at n = 16, 64, 256, and past
-  int64 in two-limb storage at n = 330 (quick; 1000 full), the union-find CoT
-  compared token by token with ``checks.tasks.istree_unionfind.unionfind_cot``;
-  sparse random graphs also at N = 400 (quick) and 2,000 (full) in two limbs.
-
-Records: ``family="reduction"`` with ``alphabet`` set; answers counted in the note
-(both answers occur on every reduction row). The easy families of the earlier
-checks (alphabet 3 / 4 exhaustive and random, every small graph, sparse and dense
-random graphs, adversarial edge orders) stay as extra rows with their own family.
-
-Necessity (checks/necessity.py): each hybrid's integer-bit and fraction-bit
-frontiers in saturate mode on the reduction family at a small n, with the
-instance answered wrongly one bit below.
-
-Removed, and why: (1) the "hybrid minus its attention layer falls to the witness
-finder" rows. The hybrids' RNN layers hold only counters (t + 1, (t + 1)^2), delay
-lines of the last few tokens and latches, so after a reduction instance their
-state is a function of i alone (IsTree: of i and the last bit x_n, which a
-5-token delay line still holds); tests/test_hybrid.py checks this at n = 4. The
-best readout of that state is right on half of the instances with i < n at every
-n >= 2 (its capacity is 0 bits of x, 1 for IsTree), so a witness against it says
-nothing about memory. In their place (:func:`hybrid_separation_check`, registered
-unconditionally): checks/checks_separation.py's separation records
-with the HYBRID as the constant-size side, on every instance of the reduction's
-family at n, beside the exact one-way CC and a bounded-memory RNN that is right
-on the whole family at every n' <= its capacity and broken on a verified witness
-at n (the register RNN: collision only found; the compact register with state
-bits < CC: collision forced). (2) The raise-mode "one integer bit
-below the bits used must fail" rows: a re-run with fewer bits than the run used
-overflows by construction, whatever the answers.
+Details (sizes, records, rows that do not exist and why):
+docs/internals/verify.md#checks_hybrid
 """
 from __future__ import annotations
 

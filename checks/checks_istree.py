@@ -1,35 +1,16 @@
 """Checks of claim T4.7-up: the IsTree Transformer (constructions/istree.py) writes
 the reference DFS tour token for token and the true tree label.
 
-Two ways of running the model, both exact:
+The model runs two ways, both exact: :func:`teacher_forced_failures` (prompt and
+reference CoT in one batched call, every next-token prediction compared: the
+same as what greedy generation writes) and :func:`greedy_failures` (the
+generation driver). References are plain Python (``checks.tasks.istree``,
+networkx). Every label is the model's own output, with the ``[COUNT] N`` header
+when the edges cannot show N. Families: ``all-graphs``, ``uniform-graphs``,
+``random-sparse``, ``paper-sample`` (:func:`paper_sample_check`; NOT CHECKED
+without the file) and ``reduction`` (the hub gadget).
 
-* :func:`teacher_forced_failures` feeds ``prompt + reference CoT`` in one batched
-  kernel call and compares the prediction at every CoT position with the next
-  reference token. Greedy generation reproduces the reference CoT iff every
-  one of these predictions matches (induction over the CoT), so this checks
-  exactly what greedy generation would output, many instances per kernel call.
-* :func:`greedy_failures` runs :func:`constructions.istree.run` (the
-  generation driver), one instance at a time.
-
-References are plain Python (``checks.tasks.istree``: dfs_tour, networkx).
-Labels: every label compared is the token the model itself emits after its
-CoT's [EOS], compared with ``reference_label(n_nodes, edges)``. When the edges
-cannot show ``n_nodes`` (isolated vertices above the largest id) the prompt
-carries the ``[COUNT] N`` header (constructions/istree.py) and the model
-decides for {0..N-1} itself; no label is computed in Python.
-
-Instance families (the records' ``family``): ``all-graphs`` (every graph on n
-vertices), ``uniform-graphs`` (seeded uniform samples), ``random-sparse`` (the
-generator families with m <= n + 2), ``paper-sample`` (the paper's rows) and
-``reduction``: the image of the Index -> IsTree hub gadget
-(lowerbounds/reductions.py ISTREE, N = n + 3 vertices), exhaustive over every
-x and i at small n and seeded at larger n, with and without the header (the
-gadget mentions vertex n + 2 = N - 1, so N is visible either way).
-
-The paper's own sample (``shared/data/istree_official_sample.jsonl``, found by
-:mod:`checks.shared_data`; NOT CHECKED when absent) is compared with the tour of
-each row's ``cot_text`` token for token and with its true label ``is_tree``
-(:func:`paper_sample_check`).
+Details (the runs, labels, families): docs/internals/verify.md#checks_istree
 """
 from __future__ import annotations
 

@@ -1,38 +1,16 @@
 """Checks of the lower bounds, claims T4.6-low and T4.7-low (docs/theory.md §5).
 
-What a record demonstrates (a failure means: the bound was NOT demonstrated):
+A record demonstrates a bound (a failure means: NOT demonstrated): ``cc`` (the
+exact one-way CC of a task split, by enumeration, equals the stated value),
+``reduction`` (Index -> task on every (x, i) against the task's reference),
+``register correct`` / ``register broken`` (the register linear RNN is right up
+to its capacity and broken beyond by a verified witness, exhaustive or birthday),
+``random`` (seeded random linear RNNs broken), and the T4.7-low IsTree split,
+reduction and register RNN. Records on a reduction's image say
+``family="reduction"``; the splits of ``cc`` say ``family="split"``. The
+separation records are in :mod:`checks.checks_separation`.
 
-* ``cc``: the exact one-way communication complexity of a task split, computed
-  by enumerating the communication matrix, equals the stated value (Index, AR,
-  c-gram, IsTree: n bits; Counting over {0,1}: ceil(log2(n+1)); every Index
-  reduction's split: n bits). instances = matrix cells.
-* ``reduction``: Index -> task, checked on every (x, i) against the task's
-  plain-Python reference (``checks.tasks``). instances = n 2^n.
-* ``register correct``: the register linear RNN of capacity c answers every
-  Index instance with n <= c correctly (exhaustive for small c, seeded samples
-  at n = c above), within its declared precision and CoT bound i - 1 <= n - 1.
-* ``register broken``: at n = c + 1 and beyond the witness finder returns a
-  verified failing instance (the model allowed a CoT of n tokens, and again
-  with no CoT), the collision found exhaustively or by birthday search; in both
-  profiles one with a 20-bit and one with a 32-bit register (2^32 reachable
-  states, about 8e4 draws expected, a few seconds) by birthday search. Their
-  reachable state is checked on seeded prefixes: the register number holds
-  exactly the binary number x_1..x_c and the other state numbers do not depend
-  on x (:func:`_register_reachable`).
-* ``random``: seeded random dyadic linear RNNs are broken at n = state bits + 1
-  (exhaustive, pigeonhole on the declared state) and by birthday search.
-* T4.7-low: the hub-gadget IsTree split and reduction, and the register RNN
-  reading IsTree-format prefixes (``constructions.targets.IsTreeRegisterRNN``):
-  correct on every reduced instance with n <= c, broken beyond.
-
-A witness record's ``instances`` is the number of prefixes explored, its
-``cot_max`` the CoT length the model used on the failing instance. Records on
-the image of an Index reduction say ``family="reduction"`` and the alphabet the
-reduction writes; the task splits of ``cc`` say ``family="split"``.
-
-The separation records (both sides on the same family and n: the constant-size
-model, the CC, a bounded-memory RNN correct below its capacity broken on a
-verified witness) are in :mod:`checks.checks_separation`.
+Details (each record, fields): docs/internals/verify.md#checks_lowerbounds
 """
 from __future__ import annotations
 

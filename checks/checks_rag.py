@@ -2,33 +2,18 @@
 RAG (constructions/rag_models.py) run with the plain oracle of constructions/rag.py
 (docs/theory.md §2: every query rendered token by token, never rewritten, no group added).
 
-Records (``family`` says on which instances):
+The evidence is ``family="reduction"``: the image of the Index reductions with
+each one's alphabet, exhaustive at small n and seeded with adversarial queries up
+to 2^14, one parameter count throughout. ``exhaustive`` / ``random`` rows cover
+the easy families; ``paper-format`` rows reproduce the paper's IsTree retrieval
+CoT through the dialect (format reproduction, NOT T5-RAG evidence); necessity
+rows give the saturate-mode integer-bit frontier. The separation records are
+checks/checks_separation.py's. References: the reductions' answers, the task
+references of ``checks.tasks``, networkx and
+:func:`checks.tasks.istree_rag.plain_cot`.
 
-* ``reduction`` (the evidence, docs/theory.md §1 "Where the theorem bites"): the image of
-  the Index reductions of lowerbounds/reductions.py with the alphabet each writes
-  (Index 2; AR and c-gram, c = 2, 3, 4, keys up to n + 1; Counting marks up to n;
-  IsTree the hub gadget on n + 3 vertices): every x in {0,1}^n and every i at small
-  n, then seeded x with adversarial queries (i = n, n - 1: the first occurrence at
-  the end of the data) and one random i, at n up to 2^14 (Index to 2^12 in quick:
-  its CoT is i + 7 tokens, each a readout over a vocabulary of n + 33 tokens);
-  the parameter count is one number for every n and alphabet checked;
-* ``exhaustive`` / ``random``: the easy families of checks/tasks (alphabet 2-5,
-  random first occurrences; every small graph, seeded larger graphs), extra coverage;
-* ``paper-format``: the paper's retrieval CoT for IsTree, written by
-  ``istree_rag_paper`` whose short queries mean something only through the paper
-  dialect (constructions/rag_dialect.py). Format reproduction, NOT T5-RAG evidence.
-* ``necessity`` records (checks/necessity.py): integer-bit frontier in saturate mode
-  on the reduction family, with the wrong instance one bit below (f = 0 declared:
-  every weight and value is an integer, so no fraction bit is scanned below 0).
-
-The contrast "the same RNN without its oracle" is gone: without the oracle the RNN
-emits a constant after [ENDSEARCH], which says nothing about memory. The separation
-records (a bounded-memory RNN right on the easy part and broken on a verified witness
-of the same family) are checks/checks_separation.py's.
-
-References: the reductions' plain-Python answers (lowerbounds/reductions.py), the task
-references of ``checks.tasks``, networkx for the IsTree label, and
-:func:`checks.tasks.istree_rag.plain_cot` (plain Python) for the plain IsTree CoT token for token.
+Details (each family, why there is no oracle-free contrast):
+docs/internals/verify.md#checks_rag
 """
 from __future__ import annotations
 

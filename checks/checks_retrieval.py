@@ -2,57 +2,17 @@
 constructions/retrieval.py solve Index, AR, c-gram retrieval and Counting with
 no CoT at their declared O(log n) precision, and MQAR per position.
 
-Records (``rnngap verify --only T4.6-up``), per construction: ``index``, ``ar``
-(``ar_transformer``, the AR task), ``cgram2`` / ``cgram3`` / ``cgram4`` (``cgram_transformer``
-with c = 2, 3, 4 on the c-gram task; c = 2 is the same model as ``ar``, checked
-against the c-gram generator and reference) and ``counting``.
+Records (``rnngap verify --only T4.6-up``) per construction (``index``, ``ar``,
+``cgram2`` / ``cgram3`` / ``cgram4``, ``counting``) run on the hard family
+(``family="reduction"``, :mod:`checks.tasks.hard`): exhaustive at small Index
+bit counts m, then sampled with adversarial first occurrences up to data length
+2^14. A record's ``n`` is the task's data length; the note gives m. Further
+records: saturate-mode necessity, one parameter count for every n and alphabet,
+easy families, Counting's format limit (int64, then two-limb storage), the
+raise-mode precision frontier (a measurement, not necessity evidence), and MQAR.
+References are the plain-Python ``reference`` functions of checks.tasks.
 
-The evidence: the hard family (``family="reduction"``), the image of the Index
-reductions of lowerbounds/reductions.py (:mod:`checks.tasks.hard`), with the
-alphabet each reduction writes (AR and c-gram keys up to m + 1, Counting marks
-0..m for m Index bits). A record's ``n`` is always the DATA LENGTH of the task
-(the n the Transformer is built for: m for Index and Counting, 2m for AR, c m
-for c-gram); the note gives the Index bit count m.
-
-* ``reduction exhaustive``: every x in {0,1}^m and every query i, for every m up
-  to :data:`REDUCTION_EXHAUSTIVE_BITS`; one record per construction (its n is the
-  largest data length);
-* ``reduction sampled``: at data length about 2^k (the largest c m <= 2^k),
-  k = 4..14 (quick; Counting stops at its int64 format limit 2^13, see below),
-  rows from :func:`checks.tasks.hard.sampled_reduction_instances`: adversarial
-  first occurrences (query i = m: the key's only occurrence ends at data position
-  n - 1; Counting: x = 1^m except x_m = 0, every neighbouring mark present), then
-  top and uniform queries;
-* ``necessity`` (``kind="necessity"``, :mod:`checks.necessity`, saturate mode):
-  the integer and fraction frontiers on reduction instances at several n, the
-  wrong instance one bit below each (or "not tight") in the note
-  (:data:`NECESSITY`);
-* ``params`` : one parameter count for every n AND every alphabet checked
-  (reduction alphabets up to n + 2 included);
-* extra rows on the easy families (small alphabets: ``family="all-instances"``
-  exhaustive over alphabet 3, ``family="random"`` seeded generator batches at
-  n = 2^k, quick k = 4..14, :data:`SAMPLED`);
-* ``format limit`` (Counting): its declared p(n) ~ 4 log2 n (codes up to n + 1
-  squared in the count head) fits int64 (I + f <= 62) up to n =
-  ``R.COUNTING_MAX_N`` = 11,583 at alphabet n + 1; from n + 1 ``counting_transformer``
-  builds in two-limb storage (constructions/wide_exec.py) up to
-  ``R.COUNTING_WIDE_MAX_N`` and refuses beyond, and the record checks both; the
-  sampled reduction records run one instance just past 11,583 and at 2^16 (quick),
-  and at 2^18, 2^20 (full), :data:`COUNTING_BEYOND_INT64`;
-* ``precision frontier`` (checks/frontier.py, ``family="frontier-sample"``):
-  slopes of the measured bits against log2 n on a fixed seeded sample, RAISE mode
-  (rebuilt at each f, re-encoded at each I): a measurement of growth and of the
-  bit meter, NOT necessity evidence (the necessity records are);
-* ``mqar``: seeded long random sequences (no data file needed, always checked)
-  and, separately, the Zoology sample (NOT CHECKED without its file).
-
-Cost (quick, the shared 2-core machine): a 2-layer model attends at every
-position, O(n^2) per instance: AR 0.4 s at 2^14, c = 4 1.1 s; Counting 0.9 s per
-instance at 2^13. The reduction rows and the necessity records add about 15 s.
-
-References are the plain-Python ``reference`` functions of checks.tasks; the
-reduction's own expected answer is compared with them too (a disagreement is a
-failure of the record).
+Details (each record, costs): docs/internals/verify.md#checks_retrieval
 """
 from __future__ import annotations
 

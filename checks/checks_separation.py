@@ -1,70 +1,19 @@
 """Separation records: both sides of T4.6 / T4.7 on the same hard instances
 (docs/theory.md §1 "Where the theorem bites"; claims T4.6-low, T4.7-low).
 
-One record per task and n, on the image of the Index reduction
-(``lowerbounds.reductions``: INDEX, AR, c-gram with c = 3, COUNTING, ISTREE),
-with the alphabet that reduction writes (AR / c-gram keys up to n + 1: alphabet
-n + 2; Counting marks up to n: n + 1; IsTree vertices 0..n+2: n + 3; Index 2):
+One record per task and n, on the image of the Index reduction with its
+alphabet, puts three things side by side: the constant-size model (T4.6-up or
+T4.7-up) right on EVERY instance of the family; the exact one-way CC
+(``cc_bits``), computed, never assumed; and a bounded-memory RNN right on the
+family up to its capacity and broken on a verified fooling pair at n, either the
+``register`` RNN (collision found) or the ``compact`` register (collision forced
+by pigeonhole: ``collision_forced``). :func:`require_forced` demands a forced
+collision per claim and task. Beyond n = 12, :func:`streamed_separation_record`
+streams the CC and the collision search (:data:`STREAMED`). Rows:
+:data:`ROWS`.
 
-* **the constant-size model** (T4.6-up Transformer of ``constructions.retrieval``
-  built for the reduction's data length and alphabet; for IsTree the T4.7-up
-  Transformer of ``constructions.istree`` on N = n + 3 vertices, with its DFS
-  CoT) on EVERY instance of the family at n (all x in {0,1}^n, all i; one
-  batched kernel call), against the task's plain-Python reference
-  (``checks.tasks``) and the reduction's expected answer. IsTree runs teacher
-  forced along the reference CoT (every next token predicted along the
-  reference tour, the [EOS] and the label): all predictions right is exactly
-  "greedy generation writes the reference CoT and label"; greedy generation
-  itself is also run on the first and the last instance. ``params``,
-  ``precision_bits_used`` / ``declared``, ``cot_max`` / ``cot_bound`` are the
-  model's;
-* **the exact one-way CC** of the family at n (``cc_bits``):
-  ``lowerbounds.cc.one_way_complexity(reduction_split(...))``, the distinct rows
-  of the full communication matrix under the task reference, computed, never
-  assumed;
-* **a bounded-memory RNN** that is correct on every instance of the family at
-  every n' <= its capacity (checked here, exhaustively, with its CoT), broken on
-  a fooling pair from the family at n > capacity found by
-  ``lowerbounds.witness.find_witness`` (exhaustive) and re-verified here: each
-  failing instance re-run from s_0 through the RNN, its answer compared with the
-  task reference and the reduction's expected answer (``witness_verified``).
-  Two kinds:
-
-  - ``register``: the register linear RNN (``constructions.targets.register_index_rnn``,
-    capacity c = n - 1) behind a finite parser of the reduction's format
-    (``constructions.targets.ParsedIndexRNN``). Its declared state (6 p-bit
-    numbers) is far above n, so the collision is only *found* (its precision
-    drops the data bits beyond c);
-  - ``compact``: the compact s-bit register (``lowerbounds.targets_toy.CompactIndexRegister``,
-    s + 2 state bits) behind the same parser, s the largest with
-    state bits < n = CC: the collision is *forced* by pigeonhole.
-
-  ``collision_forced`` = ``state_bits < cc_bits``; the note says forced or found.
-
-A record fails if the model fails an instance, the RNN fails an instance below
-its capacity (a model emitting a constant always does: n' = 1 has both answers),
-the capacity is < 1 or >= n, the CC is not exact or differs from n (the Index
-reduction makes the family carry exactly n bits), or the witness is not verified
-(registry.Record.passed). The compact register is sized from the CC computed at
-that n, not from n. Per claim and task at least one record must have its
-collision forced (:func:`require_forced`), or every record of that task fails.
-
-Beyond n = 12 (:data:`STREAMED`: quick n = 16 for every task, full n = 16, 18,
-20, i.e. 2^16 to 2^20 of Alice's inputs): :func:`streamed_separation_record`.
-No n 2^n family and no communication matrix: the exact CC is streamed (the rows
-``expected(x, i)``, i = 1..n, of all 2^n x hashed in batches by the reduction's
-``expected_batch``, itself checked against ``expected``), the compact register
-has at most n - 1 state bits, the witness comes from the streamed collision
-search over Alice's prefixes (lexicographic, a dict of state keys, stopping at
-the first repeat) and is re-run from s_0; the constant-size model runs on the
-witness pair and a seeded sample of the family (x = 0^n, 1^n and random x, each
-with i = 1, n - 1, n and a random i); the RNN is checked on every instance at
-n' <= 7 and on a seeded sample at n' = its capacity.
-
-Rows (:data:`ROWS`): quick n = 4, 6 (register) and 8, 10 (compact) per
-retrieval task, IsTree n = 4, 6 (register) and 8 (compact); full adds n = 8
-(register) and 12 (compact), IsTree 8 (register), 7 and 10 (compact). Every
-instance is enumerated (no sampling), so the seed is not used.
+Details (the three sides, failure rules, streamed records, rows):
+docs/internals/verify.md#checks_separation
 """
 from __future__ import annotations
 

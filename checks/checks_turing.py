@@ -1,18 +1,13 @@
 """Turing machines simulated with CoT: T5-hyb-P (hybrid) and the TM part of T5-RAG.
 
 For each machine of :data:`constructions.turing.MACHINES` and each input length
-n, EVERY input word of length n is run through the compiled model and compared
-with automata-lib's own run (``DTM.read_input_stepwise``): the answer token
-against its acceptance, the CoT against the plain-Python reference CoT (records of
-the writes, token for token), and the tape rebuilt from the CoT's records against
-automata-lib's final tape (and, for increment / addition, against the arithmetic).
-The CoT bound is the declared 2 T(n) + 1 (T the machine's declared time bound) for
-the hybrid, ``rag_cot_bound`` for the RAG; each record's note gives the measured CoT
-against automata-lib's step count (max CoT / max steps, the per-input range).
-A last record per machine measures the necessity of the declared bits
-(checks/necessity.py): the integer-bit and fraction-bit frontiers in saturate mode
-over every input of length <= 4 (hybrid) or 3 (RAG), with the first input answered (or written) wrongly
-one bit below each frontier.
+n, EVERY input word runs through the compiled model and is compared with
+automata-lib's own run: the answer, the CoT token for token, and the tape rebuilt
+from the CoT. The CoT bound is the declared 2 T(n) + 1 (hybrid) or
+``rag_cot_bound`` (RAG). A last record per machine gives the saturate-mode
+frontiers of the declared bits (checks/necessity.py).
+
+Details: docs/internals/verify.md#checks_turing
 """
 from __future__ import annotations
 

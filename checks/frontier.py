@@ -1,44 +1,13 @@
 """The precision frontier of the T4.6-up constructions (constructions/retrieval.py).
 
 RAISE mode throughout: the rows measure how the bits grow with n and that the bit
-meter is consistent (a run at the used bits is exact, one bit less overflows),
-which by construction says nothing about the answers below the bound. The
-evidence that the declared bits are needed is in the saturate-mode necessity
-records of checks/checks_retrieval.py (checks/necessity.py).
-
-For a construction and n, on a FIXED SEEDED SAMPLE (:func:`frontier_sample`: random
-instances from the task generator plus deterministic adversarial ones):
-
-* fraction bits: the construction is REBUILT at each f (lambda, mu, nu re-derived
-  from f by the gadgets; Counting built with ``check_margins=False`` so that the
-  comparison-margin assertion does not refuse small f and the run decides), with
-  GENEROUS integer bits I_gen = 62 - f. Scanning f downward from the declared f(n),
-  ``f_min`` is the smallest f such that the construction is exactly correct (no
-  error, every answer right) at EVERY f' in [f_min, f(n)]; f_min - 1 fails (or
-  f_min = 0, where no fewer fraction bits exist). If the construction is already
-  wrong at the declared f(n), ``f_min`` is None: the frontier lies above the
-  declaration and the row reports it (``declared_at_or_above`` False).
-* integer bits (at f = f_min and at the declared f): the construction built at
-  (I_gen, f) is run (the run of the fraction-bit scan at that f is reused); its used
-  integer bits u (every computed value and every weight below 2^u) is the integer
-  frontier: re-encoding the same weights at (u, f) runs identically, at (u - 1, f)
-  it must fail (an overflow or a weight that does not fit). Both are run and
-  recorded.
-
-:func:`frontier_table` returns one plain dict per (construction, n): easy to plot.
-:func:`fit_slope` gives the least-squares slope of a column against log2 n, and
-:func:`frontier_summary` the slopes of the measured and declared bits of one
-construction plus every n where the declaration is below the frontier (used by
-``rnngap verify --only T4.6-up`` and ``rnngap precision``).
-Index, AR and c-gram never produce a fractional value (weights exactly 0/1), so
-their f_min is 0 at every n and their O(log n) cost shows in the integer bits
-(slope about 2: positions and squared positions); Counting's f_min grows like
-2 log2 n (it tells 1/(c+1) from 1/(t+3/2), a gap of about 1/(2 n^2)).
-
-Cost: every run of a 2-layer model is O(n^2) per instance, so the sample keeps few
-rows whose prefixes differ (:data:`RANDOM_ROWS`; the adversarial rows share long
-prefixes, and :func:`run_sample` orders the rows so that the model reuses the KV
-cache of a shared prefix, which is exact).
+meter is consistent, which says nothing about the answers below the bound (the
+necessity records of checks/necessity.py are that evidence). On a fixed seeded
+sample (:func:`frontier_sample`), ``f_min`` is the smallest fraction-bit count
+at and above which the rebuilt construction is exactly correct, and the used
+integer bits u are the integer frontier (u runs identically, u - 1 fails).
+:func:`frontier_table` gives one dict per (construction, n), :func:`fit_slope`
+and :func:`frontier_summary` the slopes against log2 n.
 
 Example::
 
@@ -47,6 +16,8 @@ Example::
     [(16, 0, 10), (64, 0, 14)]
     >>> round(frontier_summary(rows, "index")["slope_I_min_at_f_declared"], 2)
     2.0
+
+Details (both scans, what the frontiers show, cost): docs/internals/verify.md#frontier
 """
 from __future__ import annotations
 

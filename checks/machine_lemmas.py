@@ -3,39 +3,15 @@ themselves for EVERY format the int64 machine holds (I >= 1, f >= 0, I + f <= 62
 and, for the constructions that run in two-limb storage past int64, at each of
 their declared two-limb formats on the two-limb executor's kernels.
 
-A built-model certificate (checks/certify.py) proves that every head's intended
-key beats every other key by an integer gap g >= s = sharpness(f) > (f + 1) ln 2
-(scores are integers: every weight and feature the proof multiplies is), and
-that the Counting head's members tie. It then needs, of the fixed-point softmax
-``fixedpoint.fx_attend``:
+A certificate proves integer score gaps of at least s = sharpness(f) >
+(f + 1) ln 2, and ties for the Counting head. It needs two lemmas of
+``fixedpoint.fx_attend``: **one-hot** (the rest at least s below the one maximum:
+weights exactly (1, 0, ..., 0), the winner's value exactly) and **equal split**
+(m tied maxima: each weight within 2^-(f+1) of 1/m). Both are checked per format
+through ``exp_raw``, ``fx_attend`` and ``fx_div``, by exact integer comparisons;
+a failure names the format and the input.
 
-* **one-hot**: with one maximal score and every other score an integer g >= s
-  below it, the weights are exactly (1, 0, ..., 0) and the output is the
-  winner's value, exactly;
-* **equal split**: with m maximal scores (the rest >= s below), each member's
-  weight w satisfies |w - 1/m| <= 2^-(f+1) (it is round(2^f / m) / 2^f), and a
-  member whose value is 0 adds exactly 0.
-
-How each is checked, per format (I, f):
-
-* one-hot: the kernel ``exp_raw`` returns 0 for d < ``exp_zero_threshold(f)``
-  by its first branch; every integer gap g >= s whose d = -g 2^f is NOT below
-  the threshold (a handful at most: the threshold sits about 2 raw units below
-  -(f + 1) ln 2 2^f) is run through the kernel and must give exactly 0; and
-  ``fx_attend`` on scores (0, -s) and on (0, -g_last) with extreme values
-  must return weights (2^f, 0) and the value itself. Gaps that no two scores
-  of the format can have (g >= 2^(I+1)) need nothing; a format where even s
-  is not representable (s >= 2^(I+1)) holds no one-hot head at all, and the
-  builders' integer-bit margins exclude it (said in the row);
-* equal split: ``fx_div(2^f, m 2^f)`` must be round-half-even(2^f / m), i.e.
-  within half a raw unit, for every m from 1 to min(2^I - 1, 256) and the 64
-  largest m below 2^I (normalisers are sums of m weights of exactly 1, so
-  m < 2^I); ``fx_div`` is a long division with one round-half-even step
-  (fixedpoint.py), the same code for every m, and the checks above exercise it
-  at both ends of every format.
-
-Every check is an exact integer comparison; a failure names the format and the
-input.
+Details (how each lemma is checked): docs/internals/certify.md#machine_lemmas
 """
 from __future__ import annotations
 

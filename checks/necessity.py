@@ -1,41 +1,14 @@
 """Necessity of a declared precision, measured (docs/theory.md §1 "Necessity").
 
-A declared bound is shown to matter by running BELOW it: in ``saturate`` mode
-(every out-of-range value clamped, never raised) with one bit less than the
-measured frontier, some concrete instance must be answered wrongly. Re-running
-the same computation in raise mode with fewer bits overflows by construction and
-proves nothing about the answer, so nothing here uses raise mode.
-
-For one construction at one n, on a fixed set of instances (the caller's: the
-lower bound's family at that n, say):
-
-* integer bits: at the declared f, I is scanned DOWNWARD from the declared I(n),
-  the model built at ``FixedFormat(I, f, "saturate")`` by ``build_int`` (by
-  default the declared model's weights re-encoded, clamped where they do not
-  fit). The frontier I_min is the smallest I such that every instance is right
-  at every I' in [I_min, I(n)]; one bit below it either a concrete instance is
-  answered wrongly (shown), or the model cannot be built there (said), or
-  I_min = 1 (the softmax needs the value 1 on the grid: nothing below exists).
-* fraction bits: the same at the declared I, scanning f downward, the model
-  built by ``build_frac`` (by default rebuilt by its builder at that f, so every
-  sharpness derived from f is re-derived), down to f = 0.
-
-What one bit below means (issue 27): the runner runs EVERY instance to
-completion and sorts what it sees (:class:`Outcome`): a wrong FINAL answer, a
-CoT deviation with the answer right, no answer within the CoT bound, or an
-exception. Only the first is evidence of necessity: the record's
-``wrong_below`` is True when one of the two scans shows a concrete wrong final
-answer one bit below its frontier, and ``int_tight`` / ``frac_tight`` say so per
-scan (None where the frontier is the floor, I = 1 or f = 0: no fewer bits exist,
-so neither tight nor not). ``cot_deviation_below``, ``no_answer_below`` and
-``raised_below`` report the rest; a raise is never counted as wrong, and as
-nothing should raise in saturate mode a raise below a frontier fails the record
-(a defect to explain). ``int_slack`` / ``frac_slack`` are declared minus
-frontier bits.
-
-A frontier ABOVE the declaration (the declared bits already not all right)
-fails the record. A frontier with no wrong answer below it is "not tight"
-(information, not a failure).
+A declared bound is shown to matter by running BELOW it, in ``saturate`` mode:
+with one bit less than the measured frontier, some concrete instance must be
+answered wrongly (raise mode would overflow by construction and prove nothing).
+For one construction at one n, on the caller's instances, the integer bits and
+then the fraction bits are scanned downward from the declaration. Each run is
+sorted (:class:`Outcome`); only a wrong final answer counts as evidence
+(``wrong_below``, ``int_tight`` / ``frac_tight``). A frontier above the
+declaration, or a raise below one, fails the record; a frontier with no wrong
+answer below is "not tight".
 
 Example (the T4.6-up Index Transformer on the reduction's instances, n = 4)::
 
@@ -52,6 +25,8 @@ Example (the T4.6-up Index Transformer on the reduction's instances, n = 4)::
     ...                        run=batch_runner(toks, want), model=R.index_transformer(n, alphabet=2))
     >>> rec.kind, rec.frontier_int_bits <= fmt.int_bits, rec.wrong_below
     ('necessity', True, True)
+
+Details (the scans, outcomes, fields): docs/internals/verify.md#necessity
 """
 from __future__ import annotations
 

@@ -33,13 +33,8 @@ CLAIMS: dict[str, str] = {
 
 from .tasks import NO_TASK, is_task_name
 
-SCHEMA_VERSION = 3
-"""Version of the ``rnngap verify --json`` record schema (docs/records.md). 2: ``task``
-is the task's canonical name (checks/tasks, or :data:`NO_TASK`), the free text it
-held in version 1 is ``description``; every record carries ``schema_version``.
-3: necessity records separate a wrong final answer (``wrong_below``) from a CoT
-deviation, no answer and a raise, and carry ``int_tight``, ``frac_tight``,
-``int_slack``, ``frac_slack``."""
+SCHEMA_VERSION = 4
+"""Version of the ``rnngap verify --json`` record schema (docs/records.md, "Schema history")."""
 RECORD_FIELDS = ("claim", "model", "task", "n", "instances", "failures", "precision_bits_used",
                  "precision_bits_declared", "cot_max", "cot_bound", "params", "state_bits", "seconds",
                  "checked", "note", "kind", "family", "alphabet", "description")

@@ -1,22 +1,12 @@
 """sympy expressions of the sizes, read two ways: exactly at one n, and by z3 for all n.
 
-A symbolic build (constructions/num.py) gives every weight, bound and margin of
-a construction as a sympy expression in the sizes (n, a, ...), built from
-integers, rationals, +, *, powers, Max/Min/Abs and the few non-polynomial atoms
-the declarations use: ``ceiling(log(x, 2))``, ``floor(log(x, 2))``, ``floor(x)``,
-``ceiling(x)`` and ``2**e``. This module reads them
-
-* exactly, at concrete sizes (:func:`exact_value`): every atom is computed with
-  integer arithmetic (``ceil(log2 x)`` by bit lengths), never with floats; the
-  piecewise certificates of checks/certify.py evaluate obligations this way;
-* as z3 terms (:class:`Z3Terms`), for proofs over ALL sizes: each
-  non-polynomial atom becomes a fresh integer with the facts that define it
-  (``k = floor(x)``: k <= x < k + 1; ``u = ceil(log2 y)``: a power variable
-  P_u = 2^u with y <= P_u < 2 y; ``2^(c1 u1 + ... + k)`` = P_u1^c1 ... 2^k). The
-  translation is sound: every fact added holds of the atom, so a z3 proof
-  (``unsat`` of the negation) is a proof about the expression; it may be
-  incomplete (a fact z3 needs may be missing), which shows as ``unknown`` or
-  ``sat``, never as a false proof.
+A symbolic build (constructions/num.py) gives every weight, bound and margin as a
+sympy expression in the sizes, using a few non-polynomial atoms (ceiling/floor
+of log2, floor, ceiling, powers of 2). :func:`exact_value` evaluates one at
+concrete sizes with integer arithmetic only. :class:`Z3Terms` translates it for
+proofs over all sizes, each atom a fresh integer with its defining facts. The
+translation is sound: a missing fact shows as ``unknown`` or ``sat``, never as a
+false proof.
 
 Example::
 
@@ -24,6 +14,8 @@ Example::
     >>> n = sp.Symbol("n", positive=True, integer=True)
     >>> exact_value(sp.ceiling(sp.log(n + 3, 2)), {n: 5})
     Fraction(3, 1)
+
+Details (the atoms, both readings): docs/internals/certify.md#symbolic
 """
 from __future__ import annotations
 

@@ -57,7 +57,7 @@ def test_verify_only_machine_json(tmp_path):
         for k in RESOURCE_FIELDS:
             assert rec[k] is None or (type(rec[k]) is int and rec[k] >= 0), (k, rec)
         assert type(rec["seconds"]) in (int, float) and rec["seconds"] >= 0, rec
-        assert rec["schema_version"] == 3 and is_task_name(rec["task"]), rec
+        assert rec["schema_version"] == 4 and is_task_name(rec["task"]), rec
     assert {rec["claim"] for rec in recs} == {"machine", "gadgets"}
     assert all(rec["failures"] == 0 for rec in recs)
     assert "PASS" in r.stdout

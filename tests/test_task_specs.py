@@ -82,7 +82,7 @@ def test_records_refuse_free_text_as_task():
     r = Record("machine", "m", NO_TASK, 1, 1, 0, description="some free text")
     js = r.as_json(seed=0, profile="quick")
     assert js["task"] == NO_TASK and js["description"] == "some free text"
-    assert js["schema_version"] == SCHEMA_VERSION == 3
+    assert js["schema_version"] == SCHEMA_VERSION == 4
 
 
 def _dict_values(node: ast.Dict) -> list[str]:
