@@ -9,19 +9,7 @@ Tasks and splits (Alice's input x in {0..a-1}^n, Bob's query):
 * ``counting``: ``[BOS] x_1..x_n`` | ``[QUERY] q t`` (the histogram of x: O(a log n));
 * ``istree``: the hub gadget (a hubs, default 2) | ``w - v_i, w - hub .. [EOS]``.
 
-Answers come from the plain-Python references of ``checks.tasks``. With
-``--table`` the complexity is printed for every n = 1..N (the growth with n).
-Bad arguments (unknown task, n < 1, a matrix too large to enumerate) exit 2
-with one line, before any work: the size is checked in logarithms (no big
-integer is formed), and ``--n`` is capped at :func:`max_n`, the largest n whose
-matrix has at most :data:`MAX_CELLS` cells and :data:`MAX_WORK` instance tokens
-(a few minutes at most), with ``--table`` over the sums for n = 1..N; the
-message says the cap.
-
-Example::
-
-    $ rnngap cc --task index --n 8
-    index(a=2) n=8: one-way complexity 8 bits (256 distinct rows; 256 x 8 matrix, exact)
+Details: docs/internals/commands.md#cmdcc.
 """
 from __future__ import annotations
 

@@ -12,20 +12,7 @@ answers of ``checks.tasks``.
 
 Models (``--bits B`` sets the memory):
 
-* ``register``: the register linear RNN (``constructions/targets.py``) of
-  capacity B (default 8): solves Index for n <= B with a CoT; for ``--task
-  istree`` the same register behind the hub-gadget parser;
-* ``random``: a random dyadic linear RNN with 2 state numbers and B fraction
-  bits (default 4), seeded by ``--seed``;
-* ``toy-register`` / ``toy-register-cot``: the pure-Python IndexRegisterRNN(B)
-  without / with its CoT (``lowerbounds/targets_toy.py``);
-* ``hash``: the pure-Python HashRNN(B).
-
-In birthday mode the search reports its progress (draws so far, state keys
-stored, seconds) on stderr, at most a line a second; the result goes to stdout.
-
-Exit codes: 0 a verified failing instance was found; 1 none found (e.g. n within
-the capacity); 2 bad arguments (one line).
+Details: docs/internals/commands.md#cmdwitness.
 """
 from __future__ import annotations
 

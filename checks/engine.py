@@ -5,32 +5,7 @@ is the reference (``--workers 1``). Both parallel engines are :func:`_run_on`
 over a client that submits parts: a ``distributed.Client``, or :class:`PoolClient`
 over a ``concurrent.futures`` process pool; what follows holds for both.
 
-Every part of every selected check (:func:`checks.registry.plan`; an unsharded
-check is one part) becomes one Dask task running :func:`checks.registry.run_part`
-on a worker; the client gathers the results and assembles each check's records
-with :func:`checks.registry.assemble`, in registry and part order, exactly as the
-serial engine does. So the records (and the table and ``--json``) are identical
-to a serial run except ``seconds``, which is wall-clock time (per part on a
-worker; it differs between any two runs).
-
-A part that raises is a FAIL row exactly as in the serial run (``run_part``
-never raises). A worker that dies (killed, out of memory) has its tasks rerun
-on another worker by the scheduler (``distributed.scheduler.allowed-failures``,
-default 3, bounds the reruns of one task before the run fails).
-
-**Order.** The parts start longest first, by the seconds each took in the last
-parallel run of the same profile on this code (a JSON file beside numba's cache,
-:func:`history_file`; a new numba cache, which any code change starts, starts a new
-file); parts with no recorded time start first, by their check's ``cost`` hint.
-Only the order depends on it, never a record. A run of the whole registry on
-the local pool first compiles the large kernels, one group per worker
-(:func:`_warm_up`, constructions/warmup.py), so two workers on an empty numba
-cache do not compile the same ones at the same time.
-
-Kernels hold the GIL while they run (numba), so a worker busy with one long part
-sends no heartbeat; the scheduler this engine starts therefore never drops a
-silent worker (``distributed.scheduler.worker-ttl`` = None). A separately
-started scheduler needs the same setting (the README's "Running on a cluster").
+Details: docs/internals/commands.md#engine.
 """
 from __future__ import annotations
 

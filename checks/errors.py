@@ -6,20 +6,7 @@ rather than after it, and no output overwrites an input), and
 
 Output paths (:func:`check_output_path`, before any work):
 
-* ``-``, ``/dev/stdout`` (``/dev/fd/1``, ``/proc/self/fd/1``) stream to
-  stdout and ``/dev/stderr`` (``/dev/fd/2``, ``/proc/self/fd/2``) to stderr,
-  after what the command printed before: the file a shell redirected stdout to
-  is never truncated, and a pipe works;
-* a FIFO or a character device (``/dev/null``, a terminal) is written in
-  place (nothing to replace atomically);
-* refused with one line: an empty path, a trailing slash, a directory, a
-  socket, a block device, a symlink loop, a path through a regular file, a
-  missing or unwritable directory, a name longer than the file system takes
-  (:func:`name_max`) or a path longer than :data:`PATH_MAX`.
-
-The temporary file (``.NAME.XXXXXXXX.part`` next to the target, its name
-shortened when NAME is long, created relative to the directory's descriptor) never
-makes a legal name fail.
+Details: docs/internals/commands.md#errors.
 """
 from __future__ import annotations
 

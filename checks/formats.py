@@ -5,32 +5,7 @@ writes every example as one string.  The rules below were read off the 64 rows
 of ``shared/data/istree_official_sample.jsonl`` and are reproduced here byte for
 byte:
 
-* **Input.** ``"[BOS]"`` + the edges joined by ``","`` + ``"[EOS]"``; an edge is
-  ``f"{u}-{v}"`` with ``u > v``, numbers in decimal without leading zeros, no
-  spaces anywhere.  Example: ``[BOS]3-2,2-1,1-0[EOS]``.  (With no edges at all
-  the paper's code would write ``[BOS][EOS]``; we accept and produce that.)
-* **CoT.** Directly after the input's ``[EOS]``: every CoT token rendered
-  (numbers in decimal, special tokens by name: ``[STARTSEARCH]``, ``~``, ``-``,
-  ``[FAILED]`` ...), joined by ``","``, then ``"[EOS]"`` with *no* comma before
-  it.  Inside the CoT ``-`` and ``~`` are tokens of their own and *are*
-  comma-separated (``...,[STARTSEARCH],2,-,1,[ENDSEARCH],0,...``), unlike in the
-  input where ``u-v`` is one comma-free item.  Example (style 1):
-  ``[BOS]3-2,2-1,1-0[EOS]0,1,2,3,2,1,0[EOS]``.
-* **Label.** The text stops at the CoT's ``[EOS]``; the paper appends the
-  label token (``[TRUE]``/``[FALSE]``) only when it tokenizes.  Our CoT token
-  lists end with ``[EOS], label``; :func:`format_cot_text` drops the label unless
-  ``include_label=True``, in which case it is written right after the closing
-  ``[EOS]`` (``...0[EOS][TRUE]``), a form :func:`parse_cot_text` also accepts.
-
-Token form (``constructions/vocab.py``): ``[BOS] u - v u - v ... [EOS]``.  The
-separator may be ``-`` (what the paper writes) or ``~`` (docs/theory.md); both are
-accepted when parsing, text and tokens.  Endpoint order is free when parsing and
-is kept as written (``edges[k] == (u, v)`` for the k-th edge ``u-v``); the
-paper's generator always writes ``u > v``.
-
-Malformed input raises :class:`GraphFormatError` (a ``ValueError``) whose
-message names the character offset (text) or token position (tokens), the
-edge index where there is one, and the offending token::
+Details: docs/internals/commands.md#formats.
 
     >>> parse_graph_text("[BOS]3-2,2-2[EOS]")
     Traceback (most recent call last):

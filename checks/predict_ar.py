@@ -2,23 +2,7 @@
 (MQAR, Zoology layout) with the constant-size Transformer of
 :func:`constructions.retrieval.mqar_transformer` (claim T4.6-up).
 
-Input: a (batch, length) integer array (.npy), raw token values in [0, 2^16),
-length 1..4096 (Zoology's key/value pairs followed by queries). Output: a
-(batch, length) int64 array; P[b, t] = X[b, j+1] for the first j < t with
-X[b, j] == X[b, t], else -1 (see :func:`checks.tasks.ar.mqar_reference`). Bad input
-(missing or empty file, not .npy, a header that does not match the file's size,
-Python objects, wrong shape, a dtype other than a signed or unsigned integer
-(bool, floats even when they hold integers, timedelta64, datetime64, structured
-and sub-array dtypes are refused), values out of range) -> one line on stderr,
-exit 2, before anything is allocated for the array: the .npy header is read and
-checked against the file size first, and the file is loaded with
-``allow_pickle=False``. The output is written atomically
-(:func:`checks.errors.atomic_output`) and may not be the input. The batch runs in
-chunks of rows so that Ctrl-C ends the command within about a second.
-
-Example::
-
-    rnngap predict ar --inputs X.npy --out P.npy
+Details: docs/internals/commands.md#predictar.
 """
 from __future__ import annotations
 

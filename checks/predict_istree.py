@@ -14,41 +14,7 @@ Input: JSON lines, one object per line (blank lines are skipped), with
 
 Output: one JSON object per input object, in order:
 
-* ``cot``: the model's chain of thought in the paper's text format (input, then
-  the DFS tour and ``[EOS]``; :func:`checks.formats.format_cot_text`), e.g.
-  ``[BOS]3-2,2-1,1-0[EOS]0,1,2,3,2,1,0[EOS]``; the input part is the graph
-  exactly as written, separators included (``2~1,1-0`` stays mixed);
-* ``label``: true iff the graph on ``n_nodes`` vertices is a tree. When
-  ``n_nodes`` is larger than max id + 1 the Transformer's prompt carries the
-  ``[COUNT] n_nodes`` header (constructions/istree.py) and the label is still
-  the model's own; the RAG construction has no count input, so for it the
-  extra isolated vertices make the label false without asking the model
-  (``label_from`` says which: ``"model"`` or ``"n_nodes"``);
-* ``n_nodes``: the vertex count used.
-
-The label is the true tree property (networkx.is_tree). The paper's own data
-generator labels by connectivity only, so on a connected graph with n edges (one
-cycle) its ``official_label`` says true and this command says false.
-
-Malformed input (bad token, self-loop, vertex out of range, duplicate edge, bad
-JSON, a missing graph field) stops with exit code 2 and one line naming the
-input line and the offending character offset; a missing field names the
-fields the line does have and suggests ``--field``. Guards, all before any
-model runs: the file must be UTF-8; a line at most :data:`MAX_LINE_BYTES`,
-JSON nested at most :data:`MAX_JSON_DEPTH` deep; numbers (``n_nodes``, vertex
-ids) at most :data:`checks.formats.MAX_NUMBER_DIGITS` digits, checked before
-``int()``; an empty file (or only blank lines) has no instances.
-
-The output is checked before any work (writable, not the input) and written
-atomically (:func:`checks.errors.atomic_output`): an error or Ctrl-C leaves the
-old file, or none, never a part. The prompt is fed in chunks
-(:func:`greedy_chunked`), so Ctrl-C ends even a 5,000-vertex run within about a
-second.
-
-Models: :data:`MODELS` maps a name to a factory ``make(max_vertices, max_edges)``
-returning ``predict(prompt_tokens) -> tokens``: the generated CoT (ending with
-``[EOS]``) followed by the answer token, for the vertex set {0..max id}, or
-{0..N-1} for a Transformer prompt with the ``[COUNT] N`` header.
+Details: docs/internals/commands.md#predictistree.
 """
 from __future__ import annotations
 

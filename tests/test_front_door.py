@@ -94,3 +94,18 @@ def test_python_requirement_matches_the_tests():
     for path in (ROOT / "tests").glob("*.py"):
         for line in path.read_text().splitlines():
             assert not re.match(r"\s*(import tomllib|from tomllib)", line), (path.name, line)
+
+
+def test_module_docstrings_are_a_paragraph():
+    """Every module's docstring is about a paragraph (at most ~150 words, doctest
+    lines not counted; 175 allows for example output); the detail is in docs/."""
+    import ast
+    over = []
+    for pkg in ("constructions", "lowerbounds", "checks"):
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+            lines = [ln for ln in doc.splitlines() if not ln.strip().startswith((">>>", "..."))]
+            words = len(" ".join(lines).split())
+            if words > 175:
+                over.append((path.name, words))
+    assert not over, over
