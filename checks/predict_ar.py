@@ -19,9 +19,12 @@ numba call is short enough for Python to see Ctrl-C between calls."""
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--inputs", required=True, metavar="X.npy",
-                        help="(batch, length) integer array, values in [0, 65536), length <= 4096")
-    parser.add_argument("--out", required=True, metavar="P.npy", help="where to write the (batch, length) int64 predictions")
+    parser.add_argument("--inputs", required=True, metavar="X.npy|X.npz",
+                        help="a (batch, length) integer .npy array (values in [0, 65536), length <= 4096), or a "
+                             "Zoology .npz of NAME_inputs / NAME_labels batches (labels -100 where unscored)")
+    parser.add_argument("--out", metavar="P.npy|P.npz",
+                        help="where to write the int64 predictions: a .npy array, or for a .npz input a .npz "
+                             "with NAME_predictions per batch (default: not written)")
     parser.add_argument("--model", default="mqar", choices=["mqar"],
                         help="the construction to run (only the T4.6-up MQAR Transformer)")
     parser.add_argument("--quiet", action="store_true", help="no summary line on stderr")
@@ -46,7 +49,7 @@ def read_npy_header(path: str) -> tuple[tuple[int, ...], np.dtype]:
         head = fh.read(6)
         fh.seek(0)
         if head.startswith(b"PK\x03\x04"):
-            raise UsageError(f"predict ar: {path} is a .npz archive; pass a single .npy array")
+            raise UsageError(f"predict ar: {path} is a .npz archive, not a single .npy array")
         if head != b"\x93NUMPY":
             raise UsageError(f"predict ar: {path} is not a .npy file (no NPY magic string at its start)")
         try:
@@ -103,21 +106,86 @@ def load_inputs(path: str) -> np.ndarray:
         raise UsageError(f"predict ar: {path}: {e}")
 
 
+def _is_npz(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == b"PK\x03\x04"
+    except OSError:
+        return False
+
+
+def load_batches(path: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The Zoology batches of a .npz (:func:`checks.tasks.ar.load_zoology_npz`), each
+    input validated as MQAR values; a UsageError (one line) for anything else."""
+    from .cli import UsageError
+    from .tasks.ar import load_zoology_npz
+    from rnngap.constructions.retrieval import validate_mqar_inputs
+    import zipfile
+    try:
+        batches = load_zoology_npz(path)
+    except (ValueError, OSError, EOFError, KeyError, TypeError, zipfile.BadZipFile) as e:
+        raise UsageError(f"predict ar: {path}: not a Zoology MQAR archive ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
+    if not batches:
+        raise UsageError(f"predict ar: {path}: the archive holds no NAME_inputs / NAME_labels batch")
+    out = {}
+    for name, (X, Y) in batches.items():
+        try:
+            out[name] = (validate_mqar_inputs(X), np.asarray(Y, np.int64))
+        except ValueError as e:
+            raise UsageError(f"predict ar: {path}: batch {name}: {e}")
+    return out
+
+
+def _run_npz(args) -> int:
+    from .errors import atomic_output
+    from .tasks.ar import ZOOLOGY_IGNORE
+    from rnngap.constructions.retrieval import mqar_transformer, mqar_predict
+    from .cli import UsageError
+    if args.out is not None and not str(args.out).endswith(".npz") and args.out not in ("-", "/dev/stdout"):
+        raise UsageError(f"predict ar: {args.inputs} is a .npz archive: --out must name a .npz file, got {args.out}")
+    batches = load_batches(args.inputs)
+    t0 = time.perf_counter()
+    preds, right, labelled = {}, 0, 0
+    lines = []
+    for name, (X, Y) in batches.items():
+        model = mqar_transformer(X.shape[1])
+        rows = max(1, CHUNK_WORK // (X.shape[1] ** 2))
+        P = np.concatenate([mqar_predict(X[b:b + rows], model) for b in range(0, X.shape[0], rows)])
+        preds[f"{name}_predictions"] = P.astype(np.int64)
+        mask = Y != ZOOLOGY_IGNORE
+        ok = int((P[mask] == Y[mask]).sum())
+        right += ok
+        labelled += int(mask.sum())
+        lines.append(f"{name}: {ok} of {int(mask.sum())} labelled positions right")
+    if args.out is not None:
+        with atomic_output(args.out, "wb", what="predict ar") as fh:
+            np.savez(fh, **preds)
+    for line in lines:
+        print(line)
+    acc = 100.0 * right / labelled if labelled else 100.0
+    print(f"accuracy {acc:.2f}% ({right} of {labelled} labelled positions, {len(batches)} batches, "
+          f"{time.perf_counter() - t0:.1f} s)" + (f" -> {args.out}" if args.out else ""))
+    return 0 if right == labelled else 1
+
+
 def run(args) -> int:
     from .errors import atomic_output, check_outputs
     from rnngap.constructions.retrieval import mqar_transformer, mqar_predict
 
     check_outputs({"--out": args.out}, {"--inputs": args.inputs}, what="predict ar")
+    if _is_npz(args.inputs):
+        return _run_npz(args)
     X = load_inputs(args.inputs)
     t0 = time.perf_counter()
     model = mqar_transformer(X.shape[1])
     rows = max(1, CHUNK_WORK // (X.shape[1] ** 2))
     P = np.concatenate([mqar_predict(X[b:b + rows], model) for b in range(0, X.shape[0], rows)])
-    with atomic_output(args.out, "wb", what="predict ar") as fh:
-        np.save(fh, P.astype(np.int64), allow_pickle=False)
+    if args.out is not None:
+        with atomic_output(args.out, "wb", what="predict ar") as fh:
+            np.save(fh, P.astype(np.int64), allow_pickle=False)
     if not args.quiet:
         r = model.resources
         print(f"rnngap predict ar: {X.shape[0]} x {X.shape[1]} positions, {int((P >= 0).sum())} retrievals, "
               f"{model.fmt.name} (used {r.used_precision_bits}/{r.precision_bits} bits), {r.params} params, "
-              f"{time.perf_counter() - t0:.2f} s -> {args.out}", file=sys.stderr)
+              f"{time.perf_counter() - t0:.2f} s" + (f" -> {args.out}" if args.out else ""), file=sys.stderr)
     return 0

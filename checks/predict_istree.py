@@ -100,10 +100,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--field", default="text", metavar="NAME",
                         help="the JSON field holding the graph (default: text); for the paper's sample rows "
                              "use cot_text or retrieval_text")
-    parser.add_argument("--out", required=True, metavar="OUT.jsonl",
+    parser.add_argument("--labels", default="is_tree", metavar="NAME",
+                        help="the JSON field holding the expected label, true or false (default: is_tree, the "
+                             "paper's sample rows' true tree property); where every row has it, the accuracy is "
+                             "printed and any mismatch exits 1; --labels '' ignores labels")
+    parser.add_argument("--out", metavar="OUT.jsonl",
                         help="JSON lines with 'cot' (paper's text format), 'label' (true iff a tree on n_nodes "
                              "vertices, the model's own; --model rag: false when n_nodes > max id + 1, "
-                             "the extra vertices being isolated), 'label_from', 'n_nodes'")
+                             "the extra vertices being isolated), 'label_from', 'n_nodes' (default: not written)")
     parser.add_argument("--model", default="transformer", choices=sorted(MODELS),
                         help="which construction writes the CoT (default: transformer)")
 
@@ -198,9 +202,10 @@ def _lines(path: str):
                 yield lineno, line
 
 
-def _read(path: str, field: str = "text") -> list[tuple[int, list, list[int], int, str]]:
-    """(line number, edges, prompt tokens, n_nodes, graph text as written) per
-    instance; the graph is read from ``field``."""
+def _read(path: str, field: str = "text", labels: str = "") -> list[tuple[int, list, list[int], int, str, object]]:
+    """(line number, edges, prompt tokens, n_nodes, graph text as written, expected
+    label or None) per instance; the graph is read from ``field``, the label (a
+    JSON true / false) from ``labels`` where the row has it."""
     from rnngap.constructions import istree as C
 
     from .errors import UsageError
@@ -229,7 +234,10 @@ def _read(path: str, field: str = "text") -> list[tuple[int, list, list[int], in
             raise UsageError(f"{where}: {e}") from None
         graph_text = text[:text.index(EOS_TEXT) + len(EOS_TEXT)]
         need = C.model_vertex_count(edges)
-        items.append((lineno, edges, tokens, need if n_nodes is None else n_nodes, graph_text))
+        label = obj.get(labels) if labels else None
+        if label is not None and not isinstance(label, bool):
+            raise UsageError(f"{where}: the label field {labels!r} must be true or false, got {_short(label)}")
+        items.append((lineno, edges, tokens, need if n_nodes is None else n_nodes, graph_text, label))
     if not items:
         raise UsageError(f"{path}: no instances (expected JSON lines with a '{field}' field)")
     return items
@@ -256,8 +264,9 @@ def run(args) -> int:
     if not field:
         raise UsageError("--field needs a non-empty field name")
     check_outputs({"--out": args.out}, {"--inputs": args.inputs}, what="predict istree")
-    items = _read(args.inputs, field)
-    max_vertices = max(n_nodes for _, _, _, n_nodes, _ in items)
+    labels = getattr(args, "labels", "is_tree") or ""
+    items = _read(args.inputs, field, labels)
+    max_vertices = max(item[3] for item in items)
     max_edges = max(len(edges) for _, edges, *_ in items)
     if args.model == "rag" and max_vertices > RAG_MAX_VERTICES:
         raise UsageError(f"{args.inputs}: the rag model takes at most {RAG_MAX_VERTICES:,} vertices (max id + 1), "
@@ -269,16 +278,33 @@ def run(args) -> int:
                          f"{max_edges} edges: {e}")
     from rnngap.constructions import istree as C
     rows = []
-    for lineno, edges, tokens, n_nodes, graph_text in items:
+    right = wrong = 0
+    first_wrong = None
+    for lineno, edges, tokens, n_nodes, graph_text, expected in items:
         hidden = C.needs_count(n_nodes, edges)          # isolated vertices above the largest id
         if hidden and args.model == "transformer":
             tokens = C.with_count(tokens, n_nodes)      # the model reads N from the [COUNT] header
         out = predict(tokens)
         cot, answer = out[:-1], out[-1]
         from_n = hidden and args.model != "transformer"  # the RAG construction takes no vertex count
-        rows.append({"cot": _with_input_text(graph_text, edges, cot), "label": answer == TRUE and not from_n,
+        label = answer == TRUE and not from_n
+        rows.append({"cot": _with_input_text(graph_text, edges, cot), "label": label,
                      "label_from": "n_nodes" if from_n else "model", "n_nodes": n_nodes})
-    with atomic_output(args.out, what="predict istree") as fh:
-        for r in rows:
-            fh.write(json.dumps(r) + "\n")
-    return 0
+        if expected is not None:
+            right += label == expected
+            wrong += label != expected
+            if label != expected and first_wrong is None:
+                first_wrong = lineno
+    if args.out is not None:
+        with atomic_output(args.out, what="predict istree") as fh:
+            for r in rows:
+                fh.write(json.dumps(r) + "\n")
+    trees = sum(r["label"] for r in rows)
+    line = f"{len(rows)} graphs, {trees} trees"
+    if all(item[5] is not None for item in items) and labels:
+        line += (f"; accuracy against {labels!r} {100.0 * right / len(rows):.2f}% ({right} of {len(rows)})"
+                 + (f", the first mismatch at line {first_wrong}" if wrong else ""))
+    elif labels and any(item[5] is not None for item in items):
+        line += f"; {labels!r} is missing from some rows: no accuracy"
+    print(line + (f" -> {args.out}" if args.out else ""))
+    return 1 if wrong and all(item[5] is not None for item in items) else 0
