@@ -30,6 +30,12 @@ def tent_ref(x, m, d=1):
     y = (x + d) % m
     return 2 * y if y < m / 2 else 2 * m - 1 - 2 * y
 
+def tent_ref_pow(a, t):
+    """g_n applied t times (m = the number of values, set below)."""
+    for _ in range(t):
+        a = tent_ref(a, m)
+    return a
+
 def iter_answer(a, t, m):
     for _ in range(t):
         a = tent_ref(a, m)
@@ -63,7 +69,13 @@ plt.tight_layout(); plt.show()
 #
 # **Figure 2.** Fraction right against the number of steps t asked for: see the
 # CoT RNN at 1 for every t and each k-deep unrolling exact up to t = k (thin
-# lines), then wrong on some instances beyond. This shows only that THIS
+# lines), then wrong on some instances beyond. The unrolling answers with
+# $g^k(a)$ in place of $g^t(a)$, and $g_n$ is a permutation of a finite set: so
+# at some t > k the two land in the same half for every a, and the dashed line
+# returns to 1 there. Here $g_5$ has order 10, so the returns are at
+# t = k + 10 and k + 20 (printed below the figure, with the t where $g^t$ and
+# $g^k$ agree on every a: the same lists). At every other t > k the unrolling is
+# wrong on some a. This shows only that THIS
 # unrolling needs depth t, which CoT supplies one token at a time; that every
 # CoT-free RNN fails on some task is the unproven assumption.
 
@@ -91,10 +103,18 @@ for k, ys in acc.items():
     ax.plot(range(T + 1), ys, "o--", label=f"no CoT, g unrolled k = {k} times")
     ax.axvline(k + 0.5, color="gray", lw=0.5)
 ax.set_xlabel("steps t asked for"); ax.set_ylabel("fraction right (every a)")
-ax.set_title("CoT supplies one map application per token; a fixed unrolling is exact only for t <= k", fontsize=9)
+ax.set_title("CoT: one map application per token; an unrolling is exact for t <= k, and beyond only where\n"
+             "g^t and g^k agree on every start (g_n is a permutation: those t recur)", fontsize=9)
 ax.legend(fontsize=8); plt.tight_layout(); plt.show()
+order = next(p for p in range(1, 10 * m) if all(tent_ref_pow(a, p) == a for a in range(m)))
+print(f"g_n permutes 0..{m - 1} with order {order}")
 for k, ys in acc.items():
-    print(f"k = {k}: right on every t <= k: {all(y == 1.0 for y in ys[:k + 1])}; wrong somewhere beyond: {any(y < 1.0 for y in ys[k + 1:])}")
+    back = [t for t in range(k + 1, T + 1) if ys[t] == 1.0]
+    same = [t for t in range(k + 1, T + 1)
+            if all((tent_ref_pow(a, t) >= m / 2) == (tent_ref_pow(a, k) >= m / 2) for a in range(m))]
+    print(f"k = {k}: right on every t <= k: {all(y == 1.0 for y in ys[:k + 1])}; wrong somewhere beyond: "
+          f"{any(y < 1.0 for y in ys[k + 1:])}; back at 1 for t = {back} "
+          f"(where g^t and g^k put every a in the same half: {same})")
 
 # %% [markdown]
 # ## A Transformer reproducing an RNN, token by token (claim sim)

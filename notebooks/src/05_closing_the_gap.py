@@ -20,6 +20,14 @@ from rnngap.constructions.generate import generate
 from rnngap.constructions.vocab import TRUE, FALSE
 from rnngap.checks.tasks import index, ar, counting
 
+import re
+
+def in_tokens(pattern: str) -> str:
+    """The oracle's regex over its text units (<n3>, <s7>) written with token names."""
+    out = pattern.replace(r"(?:<[ns]\d+>)", "·").replace(r"<[ns]\d+>", "·").replace(r"<n\d+>", "#")
+    out = re.sub(r"<n(\d+)>", lambda m: m.group(1), out)
+    return re.sub(r"<s(\d+)>", lambda m: rag.token_name(int(m.group(1))), out)
+
 n = 8
 cases = {"Index": (RM.index_rag(n), index.generate(np.random.default_rng(5), n, 1, alphabet=2), index.reference),
          "AR": (RM.ar_rag(n, alphabet=4), ar.generate(np.random.default_rng(5), n, 1, alphabet=4), ar.reference),
@@ -39,14 +47,16 @@ for name, (c, batch, ref) in cases.items():
           f"{'no answer' if g0.answer is None else rag.token_name(g0.answer)} after {g0.cot_length} tokens "
           f"({'right' if g0.answer == ref(prompt) else 'not the answer'})")
     for k, res in enumerate(oracle.log):
-        print(f"   query {k + 1}: regex {res.pattern} -> {res.status} at context position {res.at}, "
+        print(f"   query {k + 1}: regex {in_tokens(res.pattern)} (the oracle's text: {res.pattern}) -> "
+              f"{res.status} at context position {res.at}, "
               f"returns {[rag.token_name(t) for t in res.tokens]}")
 
 # %% [markdown]
-# **Figure 1.** For each search, the query rendered as the regular expression
-# the oracle runs (above the row) and the context it searched, with the captured
-# match highlighted in orange: see the match land on the data token that the
-# task's answer is, which the RNN then copies out.
+# **Figure 1.** For each search, the regular expression the oracle runs (above
+# the row), written with the model's token names (a number as its value, `·` any
+# one token, `#` any number), and the prompt it searched, token by token, with
+# the captured match highlighted in orange: see the match land on the data token
+# that the task's answer is, which the RNN then copies out.
 
 # %%
 rows = [(name, k, res, ctx, plen) for name, (ctx, plen, log) in traces.items() for k, res in enumerate(log)]
@@ -56,11 +66,11 @@ for ax, (name, k, res, ctx, plen) in zip(axes[:, 0], rows):
     for p in range(plen):
         hit = res.at is not None and res.at <= p < res.at + len(res.tokens)
         ax.add_patch(Rectangle((p, 0), 0.95, 1, color="tab:orange" if hit else "whitesmoke"))
-        ax.text(p + 0.47, 0.5, rag.render_token(ctx[p]), ha="center", va="center", fontsize=7)
+        ax.text(p + 0.47, 0.5, rag.token_name(ctx[p]), ha="center", va="center", fontsize=7)
     ax.set_xlim(0, width); ax.set_ylim(0, 1); ax.set_yticks([])
     ax.set_ylabel(f"{name}\nquery {k + 1}", rotation=0, ha="right", va="center", fontsize=8)
-    ax.set_title(f"regex {res.pattern}  ->  {res.status}", fontsize=7, loc="left")
-axes[-1, 0].set_xlabel("prompt position, as the oracle's text (orange: the captured match the oracle returns)")
+    ax.set_title(f"regex {in_tokens(res.pattern)}  ->  {res.status}", fontsize=7, loc="left")
+axes[-1, 0].set_xlabel("prompt position, the model's tokens (orange: the captured match the oracle returns)")
 plt.tight_layout(); plt.show()
 
 # %% [markdown]
