@@ -11,7 +11,11 @@ import json
 
 
 def add_command(sub) -> None:
-    p = sub.add_parser("precision", help="plot the precision frontier of a construction")
+    import argparse
+    p = sub.add_parser("precision", help="plot the precision frontier of a construction",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog="examples:\n  rnngap precision --task index --out index.png --max-log2n 6\n"
+                              "  rnngap precision --task counting --out counting.png --json counting.json\n")
     p.add_argument("--task", required=True, help="index, ar, cgram, cgram4 or counting")
     p.add_argument("--out", required=True, help="PNG file to write")
     p.add_argument("--max-log2n", type=int, default=8, help="largest n = 2^K (default 8; 4 <= K <= 16)")

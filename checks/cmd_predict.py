@@ -16,11 +16,23 @@ def commands() -> dict[str, str]:
     return {s.predict: s.predict_help for s in TASKS.values() if s.predict is not None}
 
 
+EXAMPLES = {
+    "ar": "examples:\n  rnngap predict ar --inputs checks/data/mqar_sample.npz --out predictions.npz\n"
+          "  rnngap predict ar --inputs X.npy --out P.npy\n",
+    "istree": "examples:\n  rnngap predict istree --inputs checks/data/istree_official_sample.jsonl --field cot_text\n"
+              "  rnngap predict istree --inputs graphs.jsonl --out tours.jsonl --model rag\n",
+}
+EXAMPLES["all"] = "examples:\n" + "".join(v.split("\n", 1)[1].split("\n", 1)[0] + "\n" for v in list(EXAMPLES.values()))
+
+
 def add_command(sub) -> None:
-    p = sub.add_parser("predict", help="run a construction over an input file")
+    import argparse
+    p = sub.add_parser("predict", help="run a construction over an input file",
+                       formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES["all"])
     tsub = p.add_subparsers(dest="task", required=True, parser_class=type(p))
     for task, helptext in commands().items():
-        tp = tsub.add_parser(task, help=helptext)
+        tp = tsub.add_parser(task, help=helptext, formatter_class=argparse.RawDescriptionHelpFormatter,
+                             epilog=EXAMPLES.get(task))
         try:
             mod = importlib.import_module(f"{__package__}.predict_{task}")
         except ModuleNotFoundError as e:

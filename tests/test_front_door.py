@@ -109,3 +109,24 @@ def test_module_docstrings_are_a_paragraph():
             if words > 175:
                 over.append((path.name, words))
     assert not over, over
+
+
+def test_every_command_has_examples_and_every_option_a_help():
+    import argparse
+    from rnngap.checks.cli import build_parser
+
+    def subparsers(p):
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for name, sp in a.choices.items():
+                    yield name, sp
+                    yield from ((f"{name} {n}", q) for n, q in subparsers(sp))
+    seen = 0
+    for name, sp in subparsers(build_parser()):
+        seen += 1
+        assert sp.epilog and "examples:" in sp.epilog, name
+        for a in sp._actions:
+            if isinstance(a, (argparse._HelpAction, argparse._SubParsersAction)):
+                continue
+            assert a.help, (name, a.option_strings or a.dest)
+    assert seen >= 9
