@@ -20,18 +20,19 @@ def _fmt(v) -> str:
 
 def _bites(recs) -> str:
     if any(r.kind == "separation" for r in recs):
-        return "yes (separation)"
+        return "separation"
     if any(r.family == "reduction" for r in recs):
-        return "yes (reduction)"
+        return "reduction"
     return "-"
 
 
 def claim_table(records, claims) -> Table:
-    """One row per claim: records, failed, largest n, where it bites, seconds, status."""
+    """One row per claim: records, failed, largest n, where it bites (separation
+    records, or records on the reduction's instances), seconds, status."""
     t = Table(title=None, box=None, pad_edge=False)
     for col in ("claim", "records", "failed", "largest n", "where it bites", "s", "status"):
-        t.add_column(col)
-    t.add_column("what", no_wrap=True, overflow="ellipsis", max_width=44)
+        t.add_column(col, no_wrap=True, min_width=len(col))
+    t.add_column("what", no_wrap=True, overflow="ellipsis", max_width=30)
     for c in claims:
         recs = [r for r in records if r.claim == c]
         if not recs:
@@ -78,7 +79,7 @@ def report(records, unchecked, args, seconds: float, console: Console | None = N
         out.print(claim_table(records, present))
     for r in records:
         if r.checked and not r.passed:
-            out.print(escape(f"  {in_full(r)}"))
+            out.print(escape(f"  {in_full(r)}"), soft_wrap=True)
         elif r.note and args.notes:
             out.print(escape(f"  {r.status} {r.claim} {r.model} {r.task} {r.description} n={r.n}: {r.note}"))
     for c in unchecked:

@@ -130,3 +130,25 @@ def test_every_command_has_examples_and_every_option_a_help():
                 continue
             assert a.help, (name, a.option_strings or a.dest)
     assert seen >= 9
+
+
+def test_verify_prints_one_line_per_claim_and_failures_in_full():
+    import io
+    from types import SimpleNamespace
+    from rich.console import Console
+    from rnngap.checks.registry import Record
+    from rnngap.checks.verify_report import report
+    recs = [Record("T4.6-up", "index(n=4,a=2)", "index", 16, 10, 0, family="reduction"),
+            Record("T4.6-up", "ar(n=4,a=4)", "ar", 65536, 10, 2, family="reduction", note="x_3 read for x_4"),
+            Record("declarations", "index-transformer", "-", 1024, 3, 0)]
+    buf = io.StringIO()
+    args = SimpleNamespace(records=False, quiet=False, notes=False, profile="quick", seed=0)
+    report(recs, [], args, 1.0, console=Console(file=buf, width=100))
+    lines = buf.getvalue().splitlines()
+    assert all(len(line) <= 100 for line in lines if not line.startswith("  "))   # a failure is one whole line
+    claims = [line.split()[0] for line in lines[1:] if line.split() and line.split()[0] in ("T4.6-up", "declarations")]
+    assert claims == ["T4.6-up", "declarations"]
+    t46 = next(line for line in lines if line.startswith("T4.6-up"))
+    assert t46.split()[1:4] == ["2", "1", "65536"] and "reduction" in t46 and "FAIL" in t46
+    assert any("FAIL T4.6-up ar(n=4,a=4) task=ar n=65536" in line and "x_3 read for x_4" in line for line in lines)
+    assert lines[-1].startswith("3 records, 1 failed")
