@@ -18,7 +18,7 @@ import time
 
 
 from .errors import (Terminated, UsageError, _why, atomic_output, check_output_path,  # noqa: F401  (re-exported)
-                     check_outputs, excerpt, one_line, shown)
+                     check_outputs, excerpt, one_line, shown, worker_arg, worker_count)
 
 
 WORKERS_ENV = "RNNGAP_VERIFY_WORKERS"
@@ -26,14 +26,12 @@ WORKERS_ENV = "RNNGAP_VERIFY_WORKERS"
 
 
 def default_workers() -> int:
-    """``verify --workers`` when not given: $RNNGAP_VERIFY_WORKERS, else every core
-    this process may run on."""
+    """``verify --workers`` when not given: $RNNGAP_VERIFY_WORKERS (ASCII digits,
+    1..4 x the cores), else every core this process may run on."""
     from .engine import default_workers as cores
     v = os.environ.get(WORKERS_ENV, "").strip()
     if v:
-        if not v.isdigit() or int(v) < 1:
-            raise UsageError(f"verify: ${WORKERS_ENV} must be a whole number >= 1, got {v[:40]!r}")
-        return int(v)
+        return worker_count(v, f"verify: ${WORKERS_ENV}")
     return cores()
 
 
@@ -172,9 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "pip install 'rnngap[dask]')")
     v.add_argument("--address", metavar="tcp://HOST:PORT",
                    help="--engine dask: the scheduler to use (workers started with `dask worker`)")
-    v.add_argument("--workers", type=int, metavar="K",
+    v.add_argument("--workers", type=worker_arg, metavar="K",
                    help="worker processes on this machine (default: every core, or $RNNGAP_VERIFY_WORKERS; "
-                        "1: the serial engine, in this process); with --engine dask: the local cluster's")
+                        "1: the serial engine, in this process); with --engine dask: the local cluster's; "
+                        "at most 4 x the cores")
     v.set_defaults(func=_verify)
     # further commands: every checks/cmd_*.py module defines add_command(subparsers),
     # which adds its parser with set_defaults(func=run) (run returns the exit code
@@ -209,6 +208,17 @@ def _flush_stdout() -> OSError | None:
     return None
 
 
+def _reopen_closed_streams() -> bool:
+    """A closed stdout or stderr (``>&-``: Python has None there) becomes /dev/null,
+    so nothing raises on writing; True if stdout was closed (exit 141 then)."""
+    import os
+    closed = sys.stdout is None
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w"))
+    return closed
+
+
 def _on_sigterm(signum, frame):
     raise Terminated()
 
@@ -223,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     (:func:`checks.errors.one_line`)."""
     import signal
     import threading
+    closed = _reopen_closed_streams()
     previous = None
     if threading.current_thread() is threading.main_thread():
         try:
@@ -231,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
             previous = None
     try:
         rc = _main(argv)
+        if closed:
+            return rc if rc else 141          # stdout was closed from the start: its output is lost
         failed = _flush_stdout()
         if isinstance(failed, BrokenPipeError):
             return 141

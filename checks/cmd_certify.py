@@ -31,9 +31,10 @@ def add_command(sub) -> None:
                    help="also the slow certificates (c-gram c = 4 at the registry's alphabet, about 35 s more) and "
                         "the IsTree Transformer's and hybrid's layers at many more sizes, and both IsTree models' "
                         "compositions over their CoT (minutes: docs/certify.md)")
-    p.add_argument("--workers", type=int, metavar="N", default=None,
-                   help="processes certifying the construction records at once (default: the cores this "
-                        "process may run on)")
+    from .errors import worker_arg
+    p.add_argument("--workers", type=worker_arg, metavar="N", default=None,
+                   help="processes certifying the construction records at once (default: the cores this process may "
+                        "run on; at most 4 x the cores)")
     p.set_defaults(func=run)
 
 

@@ -34,6 +34,8 @@ def run(args) -> int:
     if not args.out.lower().endswith(".png"):
         raise UsageError(f"--out must name a .png file, got {args.out!r}")
     check_outputs({"--out": args.out, "--json": args.json}, what="precision")
+    import os
+    os.environ.pop("MPLBACKEND", None)      # the plot is written to a file: Agg, whatever the environment says
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

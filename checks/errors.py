@@ -388,3 +388,40 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def worker_cap() -> int:
+    """The most worker processes a command takes: 4 x the cores of this machine."""
+    return 4 * max(1, os.cpu_count() or 1)
+
+
+def worker_count(text: str, what: str = "--workers") -> int:
+    """A worker count: plain ASCII digits, 1..:func:`worker_cap`; else a UsageError of
+    one line (the value shown at most 40 characters long).
+
+    >>> worker_count("2")
+    2
+    >>> worker_count("²")
+    Traceback (most recent call last):
+    ...
+    rnngap.checks.errors.UsageError: --workers must be a whole number (ASCII digits), got '²'
+    """
+    s = str(text).strip()
+    if not s or len(s) > 6 or not all("0" <= ch <= "9" for ch in s):
+        shown_ = s if len(s) <= 40 else s[:37] + "..."
+        if s and all("0" <= ch <= "9" for ch in s):
+            raise UsageError(f"{what} must be >= 1 and <= {worker_cap()} (4 x the cores), got a {len(s)}-digit number")
+        raise UsageError(f"{what} must be a whole number (ASCII digits), got {shown_!r}")
+    n = int(s)
+    if not 1 <= n <= worker_cap():
+        raise UsageError(f"{what} must be >= 1 and <= {worker_cap()} (4 x the cores), got {n}")
+    return n
+
+
+def worker_arg(text: str) -> int:
+    """:func:`worker_count` as an argparse ``type`` (exit 2 with one line)."""
+    import argparse
+    try:
+        return worker_count(text)
+    except UsageError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None

@@ -249,7 +249,7 @@ def no_cluster(monkeypatch):
     (["--engine", "dask", "--workers", "0"], "--workers must be >= 1"),
     (["--engine", "dask", "--address", "127.0.0.1:8786"], "--address must look like tcp://HOST:PORT"),
     (["--engine", "dask", "--address", "tcp://h:1", "--workers", "2"], "not both"),
-    (["--engine", "dask", "--only", "nosuchclaim"], "unknown claim id"),
+    (["--engine", "dask", "--only", "nosuchclaim"], "unknown claim or construction"),
     (["--engine", "dask", "--seed", "-1"], "--seed must be >= 0"),
     (["--engine", "ray"], "invalid choice"),
 ])
