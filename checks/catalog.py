@@ -322,6 +322,8 @@ def _one(*certs: Certificate) -> Callable[[], tuple]:
 
 # ---------------------------------------------------------------------------- the records
 _R, _H, _G = "T4.6-up", "T5.6", "T5-RAG"
+_GADGET_DEMO = ("a gadget demo: its gadget is certified inside every construction that uses it, and "
+                "`rnngap verify --only gadgets` checks it at its declared bits and one bit below")
 _TM_PARAMS = {"increment": (2125, 15221), "palindrome": (9018, 57546), "0k1k": (7102, 47516),
               "addition": (19941, 150036)}
 """Declared parameter counts of the Turing-machine constructions: (hybrid, RAG) per machine."""
@@ -349,15 +351,18 @@ RECORDS: tuple[ConstructionRecord, ...] = (
     ConstructionRecord(Key("gadgets", "position-match", "transformer"), demos.position_match_transformer,
                        _index_example, "match head on positions (Index mechanism)",
                        (Form("position-match",
-                             resources=lambda: int_frac_resources("position-match", demos.POSITION_MATCH)),)),
+                             resources=lambda: int_frac_resources("position-match", demos.POSITION_MATCH)),),
+                       uncertified=_GADGET_DEMO),
     ConstructionRecord(Key("gadgets", "previous-token", "transformer"), demos.previous_token_transformer,
                        _prev_example, "shift head: predicts the token before the last",
                        (Form("previous-token",
-                             resources=lambda: int_frac_resources("previous-token", demos.PREVIOUS_TOKEN)),)),
+                             resources=lambda: int_frac_resources("previous-token", demos.PREVIOUS_TOKEN)),),
+                       uncertified=_GADGET_DEMO),
     ConstructionRecord(Key("gadgets", "count-threshold", "transformer"), demos.count_threshold_transformer,
                        _count_example, "BOS counting head + comparison MLP",
                        (Form("count-threshold",
-                             resources=lambda: int_frac_resources("count-threshold", demos.COUNT_THRESHOLD)),)),
+                             resources=lambda: int_frac_resources("count-threshold", demos.COUNT_THRESHOLD)),),
+                       uncertified=_GADGET_DEMO),
     # T4.6-up: constant-size Transformers for the retrieval tasks
     ConstructionRecord(Key(_R, "index", "transformer"), retrieval.index_transformer, _index_example,
                        "Index Transformer",
