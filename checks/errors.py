@@ -84,6 +84,12 @@ def stream_of(path: str):
     return None
 
 
+def report_stream(out: str | None):
+    """Where a command's summary line goes: stderr when ``out`` (its --out) is
+    stdout, so the summary never mixes into the written data; else stdout."""
+    return sys.stderr if out is not None and stream_of(out) is sys.stdout else sys.stdout
+
+
 def name_max(directory: str) -> int:
     """Longest file name (bytes) in ``directory`` (255 where the file system does not say)."""
     try:

@@ -137,7 +137,7 @@ def load_batches(path: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 
 
 def _run_npz(args) -> int:
-    from .errors import atomic_output
+    from .errors import atomic_output, report_stream
     from .tasks.ar import ZOOLOGY_IGNORE
     from rnngap.constructions.retrieval import mqar_transformer, mqar_predict
     from .cli import UsageError
@@ -160,11 +160,12 @@ def _run_npz(args) -> int:
     if args.out is not None:
         with atomic_output(args.out, "wb", what="predict ar") as fh:
             np.savez(fh, **preds)
+    to = report_stream(args.out)
     for line in lines:
-        print(line)
+        print(line, file=to)
     acc = 100.0 * right / labelled if labelled else 100.0
     print(f"accuracy {acc:.2f}% ({right} of {labelled} labelled positions, {len(batches)} batches, "
-          f"{time.perf_counter() - t0:.1f} s)" + (f" -> {args.out}" if args.out else ""))
+          f"{time.perf_counter() - t0:.1f} s)" + (f" -> {args.out}" if args.out else ""), file=to)
     return 0 if right == labelled else 1
 
 

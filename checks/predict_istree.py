@@ -259,7 +259,7 @@ def _with_input_text(graph_text: str, edges, cot: list[int]) -> str:
 
 
 def run(args) -> int:
-    from .errors import UsageError, atomic_output, check_outputs
+    from .errors import UsageError, atomic_output, check_outputs, report_stream
     field = getattr(args, "field", "text")
     if not field:
         raise UsageError("--field needs a non-empty field name")
@@ -306,5 +306,5 @@ def run(args) -> int:
                  + (f", the first mismatch at line {first_wrong}" if wrong else ""))
     elif labels and any(item[5] is not None for item in items):
         line += f"; {labels!r} is missing from some rows: no accuracy"
-    print(line + (f" -> {args.out}" if args.out else ""))
+    print(line + (f" -> {args.out}" if args.out else ""), file=report_stream(args.out))
     return 1 if wrong and all(item[5] is not None for item in items) else 0

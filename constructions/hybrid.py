@@ -103,7 +103,7 @@ def index_hybrid(n: int, *, alphabet: int = 2, fmt: FixedFormat | None = None) -
     """``[BOS] x_1..x_n [QUERY] i`` -> x_i. RNN: cnt, cnt_sq. Attention: match
     tau(i) = i + 1 against cnt_j = j + 1 (gap lambda between keys; T5.6)."""
     fmt = fmt or DECLARED["index"].format(n)
-    b = _retrieval_front(f"hybrid-index(n={n})", n, alphabet, 2, 0, "clock")    # [BOS] x_1..x_n [QUERY] i
+    b = _retrieval_front(f"index-hybrid(n={n})", n, alphabet, 2, 0, "clock")    # [BOS] x_1..x_n [QUERY] i
     M = code_bound(n)
     b.attention_layer([match_head("index", components=[Component({"tok": 1}, {"cnt": 1}, {"cnt_sq": 1}, M, M)],
                                   copy={"answer": {"tok": 1}}, fmt=fmt)])
@@ -119,7 +119,7 @@ def ar_hybrid(n: int, *, alphabet: int = 2, fmt: FixedFormat | None = None) -> M
     whose previous token is q holds the answer; [BOS] has prev1 = 0 (never a
     number's code), and a later match (e.g. at [QUERY] after x_n = q) loses by mu."""
     fmt = fmt or DECLARED["ar"].format(n)
-    b = _retrieval_front(f"hybrid-ar(n={n})", n, alphabet, 2, 1, "clock+delay")  # [BOS] x_1..x_n [QUERY] q
+    b = _retrieval_front(f"ar-hybrid(n={n})", n, alphabet, 2, 1, "clock+delay")  # [BOS] x_1..x_n [QUERY] q
     M = code_bound(n)
     b.attention_layer([match_head("ar", components=[Component({"tok": 1}, {"prev1": 1}, {"prev1_sq": 1}, M, M)],
                                   copy={"answer": {"tok": 1}}, fmt=fmt, tie_break="first", n_positions=M + 1,
@@ -142,7 +142,7 @@ def cgram_hybrid(n: int, *, alphabet: int = 2, c: int = 3, fmt: FixedFormat | No
     w = c - 1
     decl = cgram_declared(c)
     fmt = fmt or decl.format(n)
-    b = _retrieval_front(f"hybrid-{c}gram(n={n})", n, alphabet, c, w, "clock+delays")  # ... [QUERY] q_1..q_{c-1}
+    b = _retrieval_front(f"cgram-hybrid(c={c},n={n})", n, alphabet, c, w, "clock+delays")  # ... [QUERY] q_1..q_{c-1}
     M = code_bound(n)
     components = []
     for k in range(1, w + 1):      # query component q_{c-k} = token delayed by k-1; key = delayed by k
@@ -176,7 +176,7 @@ def counting_hybrid(n: int, *, alphabet: int = 3, fmt: FixedFormat | None = None
     s.bound["after_query"] = 1                # the prompt has one [QUERY] (Builder's central score check)
     s.hidden("frac")
     s.hidden("gt")
-    b = Builder(f"hybrid-counting(n={n})", "hybrid", vocab, s, claim="T5.6")
+    b = Builder(f"counting-hybrid(n={n})", "hybrid", vocab, s, claim="T5.6")
     b.max_positions = n + 4                   # [BOS] x_1..x_n [QUERY] q t
     rec.apply(b, name="clock+delay+latch")
     M = code_bound(n)

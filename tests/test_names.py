@@ -70,7 +70,7 @@ def test_verify_keeps_the_records_about_the_construction():
     key = catalog.by_name("index-transformer").key
     assert about(_rec("T4.6-up", "index(n=4,a=2)", "index"), key)
     assert not about(_rec("T4.6-up", "ar(n=4,a=4)", "ar"), key)
-    assert not about(_rec("T5.6", "hybrid-index(n=4)", "index"), key)
+    assert not about(_rec("T5.6", "index-hybrid(n=4)", "index"), key)
     cg = catalog.by_name("cgram-transformer").key
     assert about(_rec("T4.6-up", "cgram(c=3)(n=4,a=2)", "cgram(c=3)"), cg)
     paper = catalog.by_name("istree-rag-paper").key

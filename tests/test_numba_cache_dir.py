@@ -45,13 +45,24 @@ def test_user_setting_wins(tmp_path):
 
 
 def _unwritable_install(tmp_path: Path) -> dict:
-    """A copy of rnngap.constructions whose __pycache__ cannot be created (a
+    """A copy of the rnngap package (a regular package: it is found before the
+    installed one) whose constructions' __pycache__ cannot be created (a
     regular file is in the way: unwritable even for root), imported first, with
     HOME and XDG_CACHE_HOME unwritable too and NUMBA_CACHE_DIR unset: an
     installed package run by a user whose HOME is read-only."""
+    import rnngap
+    import rnngap.checks
+    import rnngap.lowerbounds
+    site = tmp_path / "site" / "rnngap"
+    site.mkdir(parents=True)
+    for p in Path(rnngap.__file__).resolve().parent.glob("*.py"):    # the public API: rnngap itself
+        shutil.copy(p, site / p.name)
+    skip = shutil.ignore_patterns("__pycache__", "api")
+    for mod in (rnngap.checks, rnngap.lowerbounds):
+        shutil.copytree(Path(mod.__file__).resolve().parent, site / mod.__name__.split(".")[-1], ignore=skip)
     src = Path(C.__file__).resolve().parent
-    pkg = tmp_path / "site" / "rnngap" / "constructions"
-    pkg.mkdir(parents=True)
+    pkg = site / "constructions"
+    pkg.mkdir()
     for p in src.glob("*.py"):
         shutil.copy(p, pkg / p.name)
     (pkg / "__pycache__").write_text("not a folder")

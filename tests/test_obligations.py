@@ -310,8 +310,9 @@ def test_slow_certificates_run_only_with_full_or_by_name(capsys, monkeypatch):
     assert chosen_certificates(full=True)[1] == [] and len(chosen_certificates(full=True)[0]) == len(certificates())
     assert [c.name for c in chosen_certificates(["cgram-transformer[c=4,a=3]"])[0]] == ["cgram-transformer[c=4,a=3]"]
     assert [c.name for c in chosen_certificates(["T4.6-up"])[1]] == ["cgram-transformer[c=4,a=3]"]
-    assert main(["certify", "--only", "T5-RAG", "--workers", "0"]) == 2
-    assert "--workers must be >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as bad:                 # argparse's usage error: exit 2, one line
+        main(["certify", "--only", "T5-RAG", "--workers", "0"])
+    assert bad.value.code == 2 and "--workers must be >= 1" in capsys.readouterr().err
     from rnngap.checks import certify as C
     asked = []
     monkeypatch.setattr(C, "certify", lambda only, workers, full, every_n, progress=None: asked.append((only, workers, full, every_n))
