@@ -220,13 +220,13 @@ def _reopen_closed_streams() -> bool:
 
 
 def _on_sigterm(signum, frame):
-    raise Terminated()
+    raise Terminated(signum)
 
 
 def main(argv: list[str] | None = None) -> int:
     """The ``rnngap`` entry point: the exit code (README, "Errors and exit codes").
 
-    Around the command: SIGTERM becomes :class:`checks.errors.Terminated` (exit 143,
+    Around the command: SIGTERM and SIGHUP become :class:`checks.errors.Terminated` (exit 143 / 129,
     every temporary file removed on the way out, like Ctrl-C's 130), every
     OSError of a path is one line and exit 2, a full stdout one line on stderr
     and exit 2, a closed one 141; every message is one line of bounded length
@@ -234,12 +234,15 @@ def main(argv: list[str] | None = None) -> int:
     import signal
     import threading
     closed = _reopen_closed_streams()
-    previous = None
+    previous = {}
     if threading.current_thread() is threading.main_thread():
-        try:
-            previous = signal.signal(signal.SIGTERM, _on_sigterm)
-        except (ValueError, OSError):
-            previous = None
+        for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):     # a hang-up ends the run the same way
+            if sig is None:
+                continue
+            try:
+                previous[sig] = signal.signal(sig, _on_sigterm)
+            except (ValueError, OSError):
+                pass
     try:
         rc = _main(argv)
         if closed:
@@ -252,8 +255,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return rc
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _main(argv: list[str] | None) -> int:
@@ -269,9 +272,15 @@ def _main(argv: list[str] | None) -> int:
         # removed any half-written output
         print("rnngap: interrupted", file=sys.stderr)
         return 130
-    except Terminated:
-        print("rnngap: terminated", file=sys.stderr)
-        return 143                                   # 128 + SIGTERM
+    except Terminated as e:
+        import signal
+        signum = e.args[0] if e.args else signal.SIGTERM
+        hup = signum == getattr(signal, "SIGHUP", None)
+        try:
+            print(f"rnngap: {'hung up' if hup else 'terminated'}", file=sys.stderr)
+        except OSError:                              # the terminal that hung up may be gone
+            pass
+        return 128 + int(signum)                     # 143 for SIGTERM, 129 for SIGHUP
     except UsageError as e:
         print(f"rnngap: {one_line(str(e))}", file=sys.stderr)
         return 2

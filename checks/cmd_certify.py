@@ -113,7 +113,8 @@ def run(args) -> int:
         print("no certificate to run")
         return 0
     full = bool(getattr(args, "full", False))
-    with _progress(quiet=bool(getattr(args, "quiet", False))) as tick:
+    from .progress import Bar
+    with Bar("certifying", quiet=bool(getattr(args, "quiet", False))) as tick:
         results = certify(only, workers=workers, full=full, every_n=full, progress=tick)
     print(table(results))
     _, slow = chosen_certificates(only, full=full)
@@ -125,31 +126,3 @@ def run(args) -> int:
     if getattr(args, "json", None):
         write_json(results, args.json)
     return 1 if bad else 0
-
-
-class _progress:
-    """A progress bar on stderr while certificates run, on a terminal only (rich)."""
-
-    def __init__(self, quiet: bool = False):
-        self.quiet = quiet
-        self.bar = None
-
-    def __enter__(self):
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-        console = Console(stderr=True)
-        if self.quiet or not console.is_terminal:
-            return lambda done, total: None
-        self.bar = Progress(TextColumn("certifying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                            console=console, transient=True)
-        self.bar.start()
-        task = self.bar.add_task("certifying", total=None)
-
-        def tick(done: int, total: int) -> None:
-            self.bar.update(task, completed=done, total=total)
-        return tick
-
-    def __exit__(self, *exc):
-        if self.bar is not None:
-            self.bar.stop()
-        return False

@@ -41,7 +41,12 @@ def run(args) -> int:
     import matplotlib.pyplot as plt
 
     ns = [2 ** k for k in range(4, args.max_log2n + 1)]
-    rows = frontier_table([args.task], ns)
+    from .progress import Bar
+    rows = []
+    with Bar("precision frontier") as tick:
+        for k, n in enumerate(ns):
+            tick(k, len(ns))
+            rows += frontier_table([args.task], [n])
     summary = frontier_summary(rows, args.task)
     x = [r["log2_n"] for r in rows]
     fig, ax = plt.subplots(figsize=(7, 4))

@@ -69,8 +69,8 @@ FEED_WORK = 2 ** 21
 
 def feed_example(model, toks, stream=None, interval: float = 1.0):
     """A session fed with ``toks`` whose attention weights at the LAST position are
-    recorded (``Session.attention()``), with progress on ``stream`` (stderr) at
-    most a line per ``interval`` seconds for a long prompt.
+    recorded (``Session.attention()``), with progress on ``stream`` (stderr when
+    it is a terminal) at most a line per ``interval`` seconds for a long prompt.
 
     Only the last position's weights are shown, and recording them at every
     position costs a dense softmax each (81 s for ``show istree-transformer --n 4096``), so
@@ -79,7 +79,9 @@ def feed_example(model, toks, stream=None, interval: float = 1.0):
     """
     import sys
     import time
-    stream = sys.stderr if stream is None else stream
+    from .progress import on_terminal
+    if stream is None and on_terminal(sys.stderr):            # nothing extra on a pipe or in a file
+        stream = sys.stderr
     sess = model.session(capacity=len(toks), record=True)   # allocates the recording buffer
     sess.record = False          # Session.feed passes this flag to the kernel call by call
     pos, start, last = 0, time.monotonic(), None
@@ -89,7 +91,7 @@ def feed_example(model, toks, stream=None, interval: float = 1.0):
         sess.feed(toks[pos:pos + step])
         pos += step
         now = time.monotonic()
-        if now - start >= interval and (last is None or now - last >= interval):
+        if stream is not None and now - start >= interval and (last is None or now - last >= interval):
             last = now
             stream.write(f"show: fed {pos}/{len(toks)} prompt tokens, {now - start:.0f} s\n")
             stream.flush()

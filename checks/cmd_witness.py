@@ -21,6 +21,8 @@ import sys
 import time
 from typing import Callable, TextIO
 
+from .progress import on_terminal
+
 MODELS = {
     "register": ("capacity", 1, 56, 8),
     "random": ("fraction bits", 3, 40, 4),
@@ -92,8 +94,9 @@ def make_model(name: str, task: str, n: int, bits: int, seed: int):
 
 class SearchProgress:
     """The birthday search's ``progress(draws, stored)`` callback
-    (``lowerbounds/witness.py``) as throttled lines on ``stream`` (stderr), so a
-    long search is seen advancing while stdout keeps only the result.
+    (``lowerbounds/witness.py``) as throttled lines on ``stream`` (stderr, when
+    it is a terminal), so a long search is seen advancing while stdout keeps
+    only the result.
 
     The first call writes a line; later calls write one only if ``interval``
     seconds (of ``clock``) have passed since the last line, so at most about
@@ -169,7 +172,8 @@ def run(args) -> int:
     capped = None
     if mode == "birthday":
         kw["seed"] = args.seed
-        kw["progress"] = SearchProgress(sys.stderr)
+        if on_terminal(sys.stderr):                     # nothing extra on a pipe or in a file
+            kw["progress"] = SearchProgress(sys.stderr)
         per_draw = len(red.alice((0,) * args.n))
         kw["max_draws"] = max(1, min(W.default_max_draws(rnn.state_bits), BIRTHDAY_WORK_CAP // per_draw))
         if kw["max_draws"] < W.default_max_draws(rnn.state_bits):

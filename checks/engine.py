@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import uuid
 from pathlib import Path
 from typing import Callable, Iterable
@@ -139,7 +140,7 @@ class PoolClient:
         self._before = set(multiprocessing.active_children())
         self.workers = workers
         self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                        initializer=worker_init, initargs=(sorted(START_AFFINITY),))
+                                        initializer=worker_init, initargs=(sorted(START_AFFINITY), os.getpid()))
 
     def submit(self, fn, *args, pure=False, key=None, priority=0):
         return self.pool.submit(fn, *args)

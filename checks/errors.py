@@ -1,8 +1,10 @@
 """Errors of the command line (in their own module so that ``python -m
 checks.cli`` and ``checks.cli`` share one class), the up-front checks of the
 paths a command will write (so that bad usage is reported before any long run
-rather than after it, and no output overwrites an input), and
-:class:`Outputs` / :func:`atomic_output`, the one way a command writes a file.
+rather than after it, and no output overwrites an input),
+:class:`Outputs` / :func:`atomic_output`, the one way a command writes a file,
+and the limits on what an input may cost (:func:`memory_budget`,
+:func:`open_input` for pipes and FIFOs, worker counts).
 
 Output paths (:func:`check_output_path`, before any work):
 
@@ -24,8 +26,9 @@ class UsageError(Exception):
 
 
 class Terminated(BaseException):
-    """SIGTERM, turned into an exception by the CLI (exit 143) so that every
-    ``finally`` runs and no temporary file is left behind."""
+    """SIGTERM or SIGHUP (its number the argument), turned into an exception by
+    the CLI (exit 143 / 129) so that every ``finally`` runs and no temporary
+    file is left behind."""
 
 
 EXCERPT = 120
@@ -131,8 +134,14 @@ def check_output_path(path: str, what: str) -> None:
         st = None
     except OSError as e:
         raise UsageError(f"{what}: cannot write {shown(p)}: {_why(e)}") from None
+    fd = _descriptor(p)
+    if fd is not None and st is None:
+        raise UsageError(f"{what}: cannot write {shown(p)}: file descriptor {fd} is not open")
     if st is not None:
         mode = st.st_mode
+        if stat.S_ISREG(mode) and not os.access(p, os.W_OK):
+            raise UsageError(f"{what}: cannot write {shown(p)}: the file is read-only for you (mode "
+                             f"{stat.S_IMODE(mode):04o}); make it writable or remove it")
         if stat.S_ISDIR(mode):
             raise UsageError(f"{what}: cannot write {path}: it is a directory")
         if stat.S_ISSOCK(mode):
@@ -159,6 +168,14 @@ def check_output_path(path: str, what: str) -> None:
     if not os.access(parent, os.W_OK | os.X_OK):
         raise UsageError(f"{what}: cannot write {path}: directory {parent} is not writable")
     # a name longer than the file system takes failed os.stat above (ENAMETOOLONG)
+
+
+def _descriptor(path: str) -> int | None:
+    """N if ``path`` is /dev/fd/N or /proc/self/fd/N, else None."""
+    for head in ("/dev/fd/", "/proc/self/fd/"):
+        if path.startswith(head) and path[len(head):].isascii() and path[len(head):].isdigit():
+            return int(path[len(head):])
+    return None
 
 
 def check_distinct_paths(outputs: dict[str, str], inputs: dict[str, str] | None = None, what: str = "rnngap") -> None:
@@ -235,6 +252,7 @@ class _Staged:
     def __init__(self, path: str, what: str):
         self.path, self.what, self.stream = str(path), what, stream_of(path)
         self.kind, self.fh, self.dir_fd, self.tmp, self.target_name, self.buffer = "file", None, None, None, "", None
+        self.mode, self.links = None, 1        # an existing target's permission bits and link count
 
 
 class Outputs:
@@ -278,6 +296,8 @@ class Outputs:
             return s.fh
         target = os.path.realpath(s.path)
         directory, s.target_name = os.path.split(target)
+        if st is not None:                         # replacing a file: it keeps its permissions
+            s.mode, s.links = stat.S_IMODE(st.st_mode), st.st_nlink
         try:
             s.dir_fd = os.open(directory or ".", os.O_RDONLY | os.O_DIRECTORY)
             limit = name_max(directory or ".")
@@ -334,7 +354,7 @@ class Outputs:
                     current = s
                     s.fh.flush()
                     os.fsync(s.fh.fileno())
-                    os.fchmod(s.fh.fileno(), 0o666 & ~_umask())
+                    os.fchmod(s.fh.fileno(), 0o666 & ~_umask() if s.mode is None else s.mode)
                     s.fh.close()
                     s.fh = None
             for s in self._staged:                 # ... before any is moved into place
@@ -342,6 +362,9 @@ class Outputs:
                     current = s
                     os.replace(s.tmp, s.target_name, src_dir_fd=s.dir_fd, dst_dir_fd=s.dir_fd)
                     s.tmp = None
+                    if s.links > 1:
+                        _note(f"{s.what}: {shown(s.path)} had {s.links} hard links; it is replaced, the "
+                              "other names keep the old content")
         except OSError as e:
             what, path = (current.what, current.path) if current else ("rnngap", "?")
             raise UsageError(f"{what}: cannot write {shown(path)}: {_why(e)}") from None
@@ -390,6 +413,14 @@ def atomic_output(path: str, mode: str = "w", *, what: str = "rnngap", encoding:
             raise UsageError(f"{what}: cannot write {shown(path)}: {_why(e)}") from None
 
 
+def _note(message: str) -> None:
+    """One ``rnngap: note:`` line on stderr (never raising: stderr may be closed)."""
+    try:
+        print(f"rnngap: note: {message}", file=sys.stderr)
+    except (OSError, ValueError):
+        pass
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -431,3 +462,118 @@ def worker_arg(text: str) -> int:
         return worker_count(text)
     except UsageError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+MEMORY_ENV = "RNNGAP_MEMORY_BUDGET"
+"""The environment variable that sets :func:`memory_budget` (bytes, or a number
+with the suffix K, M, G or T: binary multiples)."""
+
+_SUFFIX = {"": 1, "K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}
+
+
+def physical_memory() -> int:
+    """This machine's memory in bytes (4 GiB where the system does not say)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return 4 * 2 ** 30
+
+
+def memory_budget() -> int:
+    """The most memory an input may make a command use: $RNNGAP_MEMORY_BUDGET, else
+    half of this machine's memory; a bad setting is a UsageError of one line.
+
+    >>> os.environ[MEMORY_ENV] = "2G"; memory_budget() == 2 * 2 ** 30
+    True
+    >>> del os.environ[MEMORY_ENV]
+    """
+    text = os.environ.get(MEMORY_ENV, "").strip()
+    if not text:
+        return physical_memory() // 2
+    digits, suffix = (text[:-1], text[-1].upper()) if text[-1].upper() in _SUFFIX else (text, "")
+    if not digits or len(digits) > 15 or not all("0" <= ch <= "9" for ch in digits) or int(digits) == 0:
+        raise UsageError(f"${MEMORY_ENV} must be a positive whole number of bytes, optionally with K, M, G "
+                         f"or T, got {excerpt(text, 40)}")
+    return int(digits) * _SUFFIX[suffix]
+
+
+def size_text(n: int) -> str:
+    """Bytes as a person reads them (``1.5 GiB``); any Python int, however large."""
+    if n >= 2 ** 70:
+        return f"more than 2^{n.bit_length() - 1} bytes"
+    for unit, size in (("TiB", 2 ** 40), ("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def check_memory(need: int, what: str) -> None:
+    """A UsageError of one line, before any work, if ``need`` bytes (an estimate of
+    what ``what`` would hold at once) exceed :func:`memory_budget`."""
+    budget = memory_budget()
+    if need > budget:
+        need_text = size_text(need)
+        need_text = need_text if need_text.startswith("more") else "about " + need_text
+        raise UsageError(f"{what} would need {need_text} of memory, over the budget of "
+                         f"{size_text(budget)} (set ${MEMORY_ENV}, e.g. 16G, to change it)")
+
+
+OPEN_TIMEOUT = 30.0
+"""Seconds an input that is not a regular file (a FIFO, a terminal) may take to
+open: a FIFO nothing writes to would otherwise block ``open`` forever."""
+
+STREAM_BYTES = 256 * 2 ** 20
+"""Most bytes read from an input that is not a regular file (a pipe, a FIFO):
+an endless stream is refused instead of filling the memory."""
+
+
+def open_input(path: str, what: str, timeout: float | None = None):
+    """``(binary file, bytes cap)`` for the input at ``path``: a regular file as is
+    (its size the cap), anything else opened within ``timeout`` seconds and
+    capped at :data:`STREAM_BYTES` (``timeout`` None: :data:`OPEN_TIMEOUT`). A
+    UsageError of one line otherwise."""
+    import threading
+    timeout = OPEN_TIMEOUT if timeout is None else timeout
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise UsageError(f"{what}: cannot read {shown(path)}: {_why(e)}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"{what}: cannot read {shown(path)}: it is a directory")
+    if stat.S_ISREG(st.st_mode):
+        try:
+            return open(path, "rb"), st.st_size
+        except OSError as e:
+            raise UsageError(f"{what}: cannot read {shown(path)}: {_why(e)}") from None
+    box: dict = {}
+
+    def opener() -> None:
+        try:
+            box["fh"] = open(path, "rb")
+        except OSError as e:
+            box["error"] = e
+    t = threading.Thread(target=opener, daemon=True, name="open-input")
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        raise UsageError(f"{what}: {shown(path)} did not open within {timeout:.0f} s (a FIFO nothing writes to?)")
+    if "error" in box:
+        raise UsageError(f"{what}: cannot read {shown(path)}: {_why(box['error'])}") from None
+    return box["fh"], STREAM_BYTES
+
+
+def text_arg(value: str) -> str:
+    """An option value that names text (a JSON field), as the user typed it: under
+    a C or POSIX locale Python decodes argv bytes with surrogate escapes, so a
+    non-ASCII name arrives as ``'t\\udcc3\\udca9xt'``; those bytes are read as
+    UTF-8 again (a value that is not UTF-8 is kept as it came).
+
+    >>> text_arg("t\\udcc3\\udca9xt") == "t\\u00e9xt"
+    True
+    """
+    if not any("\udc80" <= ch <= "\udcff" for ch in value):
+        return value
+    try:
+        return value.encode("utf-8", "surrogateescape").decode("utf-8")
+    except UnicodeError:
+        return value

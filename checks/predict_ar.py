@@ -30,6 +30,32 @@ def add_arguments(parser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no summary line on stderr")
 
 
+MAX_DIM = 2 ** 40
+"""Largest dimension a .npy header may claim (far above any array that fits)."""
+
+
+def check_header(shape, dtype, path: str) -> int:
+    """The bytes an array of ``shape`` and ``dtype`` (read from a .npy header)
+    holds; a UsageError of one line if a dimension is not a plain integer in
+    0..:data:`MAX_DIM` or the dtype holds Python objects. No message formats an
+    unbounded number."""
+    from .errors import UsageError, excerpt
+    if dtype.hasobject:
+        raise UsageError(f"predict ar: {path} holds Python objects (dtype {excerpt(str(dtype), 60)}); pickled data "
+                         "is never loaded")
+    if not isinstance(shape, tuple):
+        raise UsageError(f"predict ar: {path}: the .npy header's shape is not a tuple")
+    need = dtype.itemsize
+    for k, d in enumerate(shape):
+        if type(d) is not int:               # bool is an int subclass: refused too
+            raise UsageError(f"predict ar: {path}: the .npy header's dimension {k} is not an integer "
+                             f"({type(d).__name__})")
+        if not 0 <= d <= MAX_DIM:
+            raise UsageError(f"predict ar: {path}: the .npy header's dimension {k} is outside 0..2^40")
+        need *= d
+    return need
+
+
 def read_npy_header(path: str) -> tuple[tuple[int, ...], np.dtype]:
     """(shape, dtype) of the .npy file at ``path``, checked against the file size.
 
@@ -40,7 +66,7 @@ def read_npy_header(path: str) -> tuple[tuple[int, ...], np.dtype]:
     (truncated, or a header claiming a huge array over a few bytes): decided
     before anything is allocated.
     """
-    from .errors import UsageError
+    from .errors import UsageError, shown, size_text
     fmt = np.lib.format
     with open(path, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
@@ -64,20 +90,17 @@ def read_npy_header(path: str) -> tuple[tuple[int, ...], np.dtype]:
             why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise UsageError(f"predict ar: {path}: unreadable .npy header ({why})") from None
         data = size - fh.tell()
-    if dtype.hasobject:
-        raise UsageError(f"predict ar: {path} holds Python objects (dtype {dtype}); pickled data is never loaded")
-    need = dtype.itemsize
-    for d in shape:
-        need *= int(d)          # Python ints: no overflow for any claimed shape
+    need = check_header(shape, dtype, path)
     if need != data:
-        raise UsageError(f"predict ar: {path}: the header says shape {tuple(shape)} of {dtype} ({need:,} bytes) "
-                         f"but {data:,} bytes follow it (truncated or corrupt file)")
+        raise UsageError(f"predict ar: {path}: the header says shape {shown(str(tuple(shape)))} of "
+                         f"{shown(str(dtype))} ({size_text(need)}) but {data:,} bytes follow it "
+                         "(truncated or corrupt file)")
     return tuple(int(d) for d in shape), dtype
 
 
 def load_inputs(path: str) -> np.ndarray:
     from .cli import UsageError
-    from .errors import shown
+    from .errors import check_memory, excerpt, shown
     from rnngap.constructions.retrieval import validate_mqar_inputs
 
     p = Path(path)
@@ -89,21 +112,58 @@ def load_inputs(path: str) -> np.ndarray:
         raise UsageError(f"predict ar: cannot read {path}: not a regular file")
     shape, dtype = read_npy_header(path)
     if len(shape) != 2:
-        raise UsageError(f"predict ar: {path}: inputs must be a 2-D (batch, length) array, got shape {shape}")
+        raise UsageError(f"predict ar: {path}: inputs must be a 2-D (batch, length) array, got shape "
+                         f"{shown(str(shape))}")
     if dtype.kind not in "iu" or dtype.fields is not None or dtype.subdtype is not None:
         # not np.issubdtype(dtype, np.integer): timedelta64 is an integer subtype there
         raise UsageError(f"predict ar: {path}: inputs must hold integers (signed or unsigned), got dtype "
                          f"{shown(str(dtype))}")
+    check_memory(holding(shape[0] * shape[1], dtype.itemsize), f"predict ar on {path} ({shape[0]:,} x {shape[1]:,})")
     try:
         X = np.load(p, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        raise UsageError(f"predict ar: {path} is not a readable .npy array ({str(e).splitlines()[0]})")
+    except Exception as e:           # numpy raises ValueError, TypeError, OverflowError, ... for odd headers
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UsageError(f"predict ar: {path} is not a readable .npy array ({excerpt(why, 80)})") from None
     if not isinstance(X, np.ndarray):
         raise UsageError(f"predict ar: {path} holds an archive, not a single array")
     try:
         return validate_mqar_inputs(X)
     except ValueError as e:
         raise UsageError(f"predict ar: {path}: {e}")
+
+
+def holding(values: int, itemsize: int) -> int:
+    """Bytes ``predict ar`` holds at once for ``values`` input values of ``itemsize``
+    bytes: the array as read, its int64 copy, the int64 predictions, and one
+    chunk's model work (:data:`CHUNK_WORK` int64 scores)."""
+    return values * (itemsize + 16) + 8 * CHUNK_WORK
+
+
+def check_npz_members(path: str) -> None:
+    """Every .npy member of the .npz at ``path``: its header checked
+    (:func:`check_header`) and the memory all of them need against the budget,
+    before any array is read. A UsageError of one line otherwise."""
+    import zipfile
+    from .errors import UsageError, check_memory, excerpt
+    fmt = np.lib.format
+    total = 0
+    try:
+        with zipfile.ZipFile(path) as z:
+            for info in z.infolist():
+                with z.open(info) as fh:
+                    version = fmt.read_magic(fh)
+                    if version not in ((1, 0), (2, 0), (3, 0)):
+                        raise ValueError(f"member {info.filename}: .npy format version {version}")
+                    read = {(1, 0): fmt.read_array_header_1_0}.get(version, fmt.read_array_header_2_0)
+                    shape, _, dtype = read(fh)
+                values = check_header(shape, dtype, f"{path}: member {excerpt(info.filename, 60)}")
+                total += holding(values // max(dtype.itemsize, 1), dtype.itemsize)
+    except UsageError:
+        raise
+    except Exception as e:           # a bad archive or header: zipfile and numpy raise many kinds
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UsageError(f"predict ar: {path}: not a Zoology MQAR archive ({excerpt(why, 80)})") from None
+    check_memory(total, f"predict ar on {path}")
 
 
 def _is_npz(path: str) -> bool:
@@ -143,6 +203,7 @@ def _run_npz(args) -> int:
     from .cli import UsageError
     if args.out is not None and not str(args.out).endswith(".npz") and args.out not in ("-", "/dev/stdout"):
         raise UsageError(f"predict ar: {args.inputs} is a .npz archive: --out must name a .npz file, got {args.out}")
+    check_npz_members(args.inputs)
     batches = load_batches(args.inputs)
     t0 = time.perf_counter()
     preds, right, labelled = {}, 0, 0

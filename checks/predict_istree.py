@@ -73,7 +73,20 @@ def transformer(max_vertices: int, max_edges: int) -> Predictor:
 
     def predict(prompt: list[int]) -> list[int]:
         return greedy_chunked(model, prompt, answers, C.cot_bound(max_vertices))
+    predict.positions = lambda prompt_length: prompt_length + C.cot_bound(max_vertices) + 1
+    predict.memory = lambda positions: session_bytes(model, positions)
     return predict
+
+
+def session_bytes(model, positions: int) -> int:
+    """Bytes a session of ``model`` holds at ``positions`` positions, at most: the
+    arrays' bytes per position (measured on two small sessions) times the
+    positions, doubled (a growing session copies its buffers)."""
+    def held(sess) -> int:
+        return sum(v.nbytes for v in vars(sess).values() if isinstance(v, np.ndarray))
+    small, big = model.session(capacity=1024), model.session(capacity=2048)
+    per = (held(big) - held(small)) / max(1, big.capacity - small.capacity)
+    return int(2 * per * positions) + held(small)
 
 
 def rag(max_vertices: int, max_edges: int) -> Predictor:
@@ -97,10 +110,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--inputs", required=True, metavar="FILE.jsonl",
                         help="JSON lines with 'text' (or the --field NAME; the paper's format, only the graph "
                              "before the first [EOS] is used) and optional 'n_nodes' (default max vertex id + 1)")
-    parser.add_argument("--field", default="text", metavar="NAME",
+    from .errors import text_arg
+    parser.add_argument("--field", default="text", metavar="NAME", type=text_arg,
                         help="the JSON field holding the graph (default: text); for the paper's sample rows "
                              "use cot_text or retrieval_text")
-    parser.add_argument("--labels", default="is_tree", metavar="NAME",
+    parser.add_argument("--labels", default="is_tree", metavar="NAME", type=text_arg,
                         help="the JSON field holding the expected label, true or false (default: is_tree, the "
                              "paper's sample rows' true tree property); where every row has it, the accuracy is "
                              "printed and any mismatch exits 1; --labels '' ignores labels")
@@ -140,11 +154,30 @@ message. (The transformer refuses far smaller graphs by its int64 precision.)"""
 MAX_LINE_BYTES = 16 * 2 ** 20
 """Longest input line read (16 MiB; a graph the model can take is far shorter)."""
 
+READ_COST = 64
+"""Bytes of memory per input byte while the rows are held (measured: a 16 MiB
+line of edges holds about 0.9 GB as tokens and edge lists)."""
+
 MAX_JSON_DEPTH = 32
 """Deepest JSON nesting accepted on a line (the rows are flat objects)."""
 
 class _NumberTooLong(ValueError):
     pass
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list) -> dict:
+    """json's ``object_pairs_hook``: a key given twice is an error (json would keep
+    the last silently)."""
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise _DuplicateKey(f"the key {_short(k)} is given twice")
+        out[k] = v
+    return out
 
 
 def _bounded_int(digits: str) -> int:
@@ -183,16 +216,26 @@ def _lines(path: str):
     """(line number, text) of the non-blank lines of a UTF-8 file; UsageError
     naming the file and line for a line over :data:`MAX_LINE_BYTES` or bytes
     that are not UTF-8."""
-    from .errors import UsageError
-    with open(path, "rb") as fh:
+    from .errors import STREAM_BYTES, UsageError, check_memory, open_input
+    fh, cap = open_input(path, "predict istree")
+    if cap != STREAM_BYTES:                      # a regular file: its size, known up front
+        check_memory(READ_COST * cap, f"predict istree reading {path} ({cap:,} bytes)")
+    seen = 0
+    with fh:
         lineno = 0
         while True:
             raw = fh.readline(MAX_LINE_BYTES + 1)
             if not raw:
                 return
             lineno += 1
+            seen += len(raw)
             if len(raw) > MAX_LINE_BYTES:
                 raise UsageError(f"{path}, line {lineno}: line longer than {MAX_LINE_BYTES:,} bytes")
+            if cap == STREAM_BYTES and seen > cap:
+                raise UsageError(f"{path}: more than {STREAM_BYTES:,} bytes from a stream (a pipe or FIFO); "
+                                 "write the graphs to a file")
+            if cap == STREAM_BYTES:
+                check_memory(READ_COST * seen, f"predict istree reading {path} ({seen:,} bytes so far)")
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
@@ -216,9 +259,11 @@ def _read(path: str, field: str = "text", labels: str = "") -> list[tuple[int, l
         if depth > MAX_JSON_DEPTH:
             raise UsageError(f"{where}: JSON nested {depth} deep (at most {MAX_JSON_DEPTH})")
         try:
-            obj = json.loads(line, parse_int=_bounded_int)
+            obj = json.loads(line, parse_int=_bounded_int, object_pairs_hook=_unique_keys)
         except json.JSONDecodeError as e:
             raise UsageError(f"{where}: invalid JSON: {e.msg} (column {e.colno})") from None
+        except _DuplicateKey as e:
+            raise UsageError(f"{where}: invalid JSON: {e}") from None
         except (_NumberTooLong, RecursionError, ValueError) as e:
             raise UsageError(f"{where}: invalid JSON: {str(e).splitlines()[0] if str(e) else type(e).__name__}") \
                 from None
@@ -258,8 +303,27 @@ def _with_input_text(graph_text: str, edges, cot: list[int]) -> str:
     return graph_text + full[len(canonical):]
 
 
+def _predict_row(item, predict, model: str, rows: list, first_wrong):
+    """Run the model on one input row, append its output row; the first
+    mismatching line number so far."""
+    from rnngap.constructions import istree as C
+    lineno, edges, tokens, n_nodes, graph_text, expected = item
+    hidden = C.needs_count(n_nodes, edges)          # isolated vertices above the largest id
+    if hidden and model == "transformer":
+        tokens = C.with_count(tokens, n_nodes)      # the model reads N from the [COUNT] header
+    out = predict(tokens)
+    cot, answer = out[:-1], out[-1]
+    from_n = hidden and model != "transformer"      # the RAG construction takes no vertex count
+    label = answer == TRUE and not from_n
+    rows.append({"cot": _with_input_text(graph_text, edges, cot), "label": label,
+                 "label_from": "n_nodes" if from_n else "model", "n_nodes": n_nodes})
+    if expected is not None and label != expected and first_wrong is None:
+        return lineno
+    return first_wrong
+
+
 def run(args) -> int:
-    from .errors import UsageError, atomic_output, check_outputs, report_stream
+    from .errors import UsageError, atomic_output, check_memory, check_outputs, report_stream
     field = getattr(args, "field", "text")
     if not field:
         raise UsageError("--field needs a non-empty field name")
@@ -276,25 +340,22 @@ def run(args) -> int:
     except ValueError as e:          # e.g. the declared precision exceeds int64 storage
         raise UsageError(f"{args.inputs}: cannot build the {args.model} model for {max_vertices} vertices and "
                          f"{max_edges} edges: {e}")
-    from rnngap.constructions import istree as C
+    if hasattr(predict, "memory"):
+        longest = max(len(item[2]) + 2 for item in items)          # + the [COUNT] header a row may need
+        check_memory(predict.memory(predict.positions(longest)),
+                     f"predict istree --model {args.model} on {max_vertices:,} vertices")
     rows = []
     right = wrong = 0
     first_wrong = None
-    for lineno, edges, tokens, n_nodes, graph_text, expected in items:
-        hidden = C.needs_count(n_nodes, edges)          # isolated vertices above the largest id
-        if hidden and args.model == "transformer":
-            tokens = C.with_count(tokens, n_nodes)      # the model reads N from the [COUNT] header
-        out = predict(tokens)
-        cot, answer = out[:-1], out[-1]
-        from_n = hidden and args.model != "transformer"  # the RAG construction takes no vertex count
-        label = answer == TRUE and not from_n
-        rows.append({"cot": _with_input_text(graph_text, edges, cot), "label": label,
-                     "label_from": "n_nodes" if from_n else "model", "n_nodes": n_nodes})
-        if expected is not None:
-            right += label == expected
-            wrong += label != expected
-            if label != expected and first_wrong is None:
-                first_wrong = lineno
+    from .progress import Bar
+    with Bar("predict istree") as tick:
+        for done, item in enumerate(items):
+            tick(done, len(items))
+            first_wrong = _predict_row(item, predict, args.model, rows, first_wrong)
+    for r, item in zip(rows, items):
+        if item[5] is not None:
+            right += r["label"] == item[5]
+            wrong += r["label"] != item[5]
     if args.out is not None:
         with atomic_output(args.out, what="predict istree") as fh:
             for r in rows:

@@ -99,11 +99,33 @@ def quiet_cache_note() -> None:
     _ANNOUNCED = True
 
 
-def worker_init(cores) -> None:
+def worker_init(cores, parent: int | None = None) -> None:
     """The initializer of a worker process of the local engine: runs on ``cores``
-    (the parent's :data:`START_AFFINITY`) and writes no cache note."""
+    (the parent's :data:`START_AFFINITY`), writes no cache note, and ends itself
+    within about half a second once process ``parent`` is gone (killed, hung up:
+    :func:`watch_parent`)."""
     unpin(cores)
     quiet_cache_note()
+    if parent is not None:
+        watch_parent(parent)
+
+
+PARENT_POLL = 0.5
+"""Seconds between a worker's checks that its parent still lives."""
+
+
+def watch_parent(parent: int) -> None:
+    """A daemon thread that ends this process (``os._exit(1)``) when its parent
+    process ``parent`` has gone: the process is re-parented then, so
+    ``os.getppid()`` changes. No worker outlives a killed parent."""
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL)
+        os._exit(1)
+    threading.Thread(target=watch, daemon=True, name="watch-parent").start()
 
 
 def announce_cache() -> None:

@@ -121,11 +121,17 @@ def test_witness_json_path_checked_before_the_search(capsys, monkeypatch, tmp_pa
 _PROGRESS = re.compile(r"^witness: birthday search: (\d+) draws, (\d+) state keys stored, (\d+\.\d) s$")
 
 
-def test_witness_birthday_progress_on_stderr_only(capsys, tmp_path):
+def test_witness_birthday_progress_on_stderr_only(capsys, tmp_path, monkeypatch):
     """A 28-bit register needs about 1.25 * 2^14 ~ 20,000 draws, several batches
-    of the search, so progress is reported; it goes to stderr as lines that say
-    how far the search got, never to stdout (which holds the result)."""
+    of the search, so progress is reported on a terminal; it goes to stderr as
+    lines that say how far the search got, never to stdout (which holds the
+    result). On a pipe (below) nothing extra is written."""
+    from rnngap.checks import cmd_witness
     path = tmp_path / "w.json"
+    rc, out, err = _run(capsys, "witness", "--task", "index", "--n", "29", "--model", "register", "--bits", "28",
+                        "--mode", "birthday", "--seed", "0", "--json", str(path))
+    assert rc == 0 and "WRONG" in out and err == ""                      # stderr is no terminal here
+    monkeypatch.setattr(cmd_witness, "on_terminal", lambda stream: True)
     rc, out, err = _run(capsys, "witness", "--task", "index", "--n", "29", "--model", "register", "--bits", "28",
                         "--mode", "birthday", "--seed", "0", "--json", str(path))
     assert rc == 0 and "WRONG" in out
