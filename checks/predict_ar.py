@@ -14,8 +14,18 @@ from pathlib import Path
 import numpy as np
 
 CHUNK_WORK = 2 ** 26
-"""Rows per model call: at most CHUNK_WORK / length^2 (at least one), so each
-numba call is short enough for Python to see Ctrl-C between calls."""
+"""Attention scores per model call, at most (see :func:`chunk_rows`)."""
+
+CHUNK_POSITIONS = 2 ** 15
+"""Positions per model call, at most (a position costs about 8 us even at
+length 2; see :func:`chunk_rows`)."""
+
+
+def chunk_rows(length: int) -> int:
+    """Rows per model call: at most CHUNK_WORK / length^2 and CHUNK_POSITIONS /
+    length (at least one), so each numba call is short (about a quarter of a
+    second) and Python sees Ctrl-C and SIGTERM between calls."""
+    return max(1, min(CHUNK_WORK // (length * length), CHUNK_POSITIONS // length))
 
 
 def add_arguments(parser) -> None:
@@ -210,7 +220,7 @@ def _run_npz(args) -> int:
     lines = []
     for name, (X, Y) in batches.items():
         model = mqar_transformer(X.shape[1])
-        rows = max(1, CHUNK_WORK // (X.shape[1] ** 2))
+        rows = chunk_rows(X.shape[1])
         P = np.concatenate([mqar_predict(X[b:b + rows], model) for b in range(0, X.shape[0], rows)])
         preds[f"{name}_predictions"] = P.astype(np.int64)
         mask = Y != ZOOLOGY_IGNORE
@@ -240,8 +250,14 @@ def run(args) -> int:
     X = load_inputs(args.inputs)
     t0 = time.perf_counter()
     model = mqar_transformer(X.shape[1])
-    rows = max(1, CHUNK_WORK // (X.shape[1] ** 2))
-    P = np.concatenate([mqar_predict(X[b:b + rows], model) for b in range(0, X.shape[0], rows)])
+    rows = chunk_rows(X.shape[1])
+    from .progress import Bar
+    parts = []
+    with Bar("predict ar", quiet=args.quiet) as tick:
+        for b in range(0, X.shape[0], rows):
+            tick(b, X.shape[0])
+            parts.append(mqar_predict(X[b:b + rows], model))
+    P = np.concatenate(parts)
     if args.out is not None:
         with atomic_output(args.out, "wb", what="predict ar") as fh:
             np.save(fh, P.astype(np.int64), allow_pickle=False)

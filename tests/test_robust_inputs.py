@@ -269,3 +269,26 @@ def test_a_closed_descriptor_as_output_is_refused_before_the_work(tmp_path, caps
     assert main(["predict", "istree", "--inputs", str(g), "--out", f"/proc/self/fd/{fd}"]) == 2
     err = capsys.readouterr().err
     assert _one_line(err) and f"file descriptor {fd} is not open" in err, err
+
+
+def test_predict_ar_calls_the_model_in_bounded_chunks(tmp_path, monkeypatch, capsys):
+    """Many short rows (length 2) go in calls of at most CHUNK_POSITIONS
+    positions, so SIGTERM and Ctrl-C are seen between calls; the predictions
+    equal one call over everything."""
+    from rnngap.checks import predict_ar as PA
+    from rnngap.constructions import retrieval as RT
+    X = np.random.default_rng(0).integers(1, 60, (3 * PA.CHUNK_POSITIONS // 2 + 5, 2)).astype(np.int64)
+    np.save(tmp_path / "X.npy", X)
+    calls = []
+    real = RT.mqar_predict
+
+    def counted(x, model):
+        calls.append(x.size)
+        return real(x, model)
+    monkeypatch.setattr(RT, "mqar_predict", counted)
+    assert main(["predict", "ar", "--inputs", str(tmp_path / "X.npy"), "--out", str(tmp_path / "P.npy")]) == 0
+    rows = PA.chunk_rows(2)
+    assert len(calls) == -(-X.shape[0] // rows) == 4 and max(calls) <= PA.CHUNK_POSITIONS and sum(calls) == X.size
+    whole = real(X, RT.mqar_transformer(2))
+    assert np.array_equal(np.load(tmp_path / "P.npy"), whole)
+    assert all(PA.chunk_rows(L) * L <= PA.CHUNK_POSITIONS or PA.chunk_rows(L) == 1 for L in (1, 2, 7, 4096, 10 ** 5))
