@@ -66,6 +66,20 @@ def check_header(shape, dtype, path: str) -> int:
     return need
 
 
+def _header(fh) -> tuple:
+    """(shape, dtype) as the .npy header at ``fh``'s position states them (format
+    1.0 or 2.0; numpy's own exceptions for anything else)."""
+    fmt = np.lib.format
+    version = fmt.read_magic(fh)
+    if version == (1, 0):
+        shape, _, dtype = fmt.read_array_header_1_0(fh)
+    elif version == (2, 0):
+        shape, _, dtype = fmt.read_array_header_2_0(fh)
+    else:
+        raise ValueError(f"unsupported .npy format version {version[0]}.{version[1]}")
+    return shape, dtype
+
+
 def read_npy_header(path: str) -> tuple[tuple[int, ...], np.dtype]:
     """(shape, dtype) of the .npy file at ``path``, checked against the file size.
 
@@ -77,7 +91,6 @@ def read_npy_header(path: str) -> tuple[tuple[int, ...], np.dtype]:
     before anything is allocated.
     """
     from .errors import UsageError, shown, size_text
-    fmt = np.lib.format
     with open(path, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         if size == 0:
@@ -89,13 +102,7 @@ def read_npy_header(path: str) -> tuple[tuple[int, ...], np.dtype]:
         if head != b"\x93NUMPY":
             raise UsageError(f"predict ar: {path} is not a .npy file (no NPY magic string at its start)")
         try:
-            version = fmt.read_magic(fh)
-            if version == (1, 0):
-                shape, fortran, dtype = fmt.read_array_header_1_0(fh)
-            elif version == (2, 0):
-                shape, fortran, dtype = fmt.read_array_header_2_0(fh)
-            else:
-                raise ValueError(f"unsupported .npy format version {version[0]}.{version[1]}")
+            shape, dtype = _header(fh)
         except (ValueError, EOFError, SyntaxError, TypeError, OSError) as e:
             why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise UsageError(f"predict ar: {path}: unreadable .npy header ({why})") from None
@@ -155,17 +162,12 @@ def check_npz_members(path: str) -> None:
     before any array is read. A UsageError of one line otherwise."""
     import zipfile
     from .errors import UsageError, check_memory, excerpt
-    fmt = np.lib.format
     total = 0
     try:
         with zipfile.ZipFile(path) as z:
             for info in z.infolist():
                 with z.open(info) as fh:
-                    version = fmt.read_magic(fh)
-                    if version not in ((1, 0), (2, 0), (3, 0)):
-                        raise ValueError(f"member {info.filename}: .npy format version {version}")
-                    read = {(1, 0): fmt.read_array_header_1_0}.get(version, fmt.read_array_header_2_0)
-                    shape, _, dtype = read(fh)
+                    shape, dtype = _header(fh)
                 values = check_header(shape, dtype, f"{path}: member {excerpt(info.filename, 60)}")
                 total += holding(values // max(dtype.itemsize, 1), dtype.itemsize)
     except UsageError:

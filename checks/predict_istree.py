@@ -303,9 +303,8 @@ def _with_input_text(graph_text: str, edges, cot: list[int]) -> str:
     return graph_text + full[len(canonical):]
 
 
-def _predict_row(item, predict, model: str, rows: list, first_wrong):
-    """Run the model on one input row, append its output row; the first
-    mismatching line number so far."""
+def _predict_row(item, predict, model: str) -> dict:
+    """The output row of one input row, the model run on it."""
     from rnngap.constructions import istree as C
     lineno, edges, tokens, n_nodes, graph_text, expected = item
     hidden = C.needs_count(n_nodes, edges)          # isolated vertices above the largest id
@@ -314,12 +313,8 @@ def _predict_row(item, predict, model: str, rows: list, first_wrong):
     out = predict(tokens)
     cot, answer = out[:-1], out[-1]
     from_n = hidden and model != "transformer"      # the RAG construction takes no vertex count
-    label = answer == TRUE and not from_n
-    rows.append({"cot": _with_input_text(graph_text, edges, cot), "label": label,
-                 "label_from": "n_nodes" if from_n else "model", "n_nodes": n_nodes})
-    if expected is not None and label != expected and first_wrong is None:
-        return lineno
-    return first_wrong
+    return {"cot": _with_input_text(graph_text, edges, cot), "label": answer == TRUE and not from_n,
+            "label_from": "n_nodes" if from_n else "model", "n_nodes": n_nodes}
 
 
 def run(args) -> int:
@@ -345,17 +340,15 @@ def run(args) -> int:
         check_memory(predict.memory(predict.positions(longest)),
                      f"predict istree --model {args.model} on {max_vertices:,} vertices")
     rows = []
-    right = wrong = 0
-    first_wrong = None
     from .progress import Bar
     with Bar("predict istree") as tick:
         for done, item in enumerate(items):
             tick(done, len(items))
-            first_wrong = _predict_row(item, predict, args.model, rows, first_wrong)
-    for r, item in zip(rows, items):
-        if item[5] is not None:
-            right += r["label"] == item[5]
-            wrong += r["label"] != item[5]
+            rows.append(_predict_row(item, predict, args.model))
+    mismatches = [item[0] for r, item in zip(rows, items) if item[5] is not None and r["label"] != item[5]]
+    wrong = len(mismatches)
+    right = sum(item[5] is not None for item in items) - wrong
+    first_wrong = mismatches[0] if mismatches else None
     if args.out is not None:
         with atomic_output(args.out, what="predict istree") as fh:
             for r in rows:
