@@ -40,8 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rnngap.checks.catalog import by_name
-from rnngap.constructions.vocab import BOS, QUERY, number_token
+from rnngap.checks.catalog.records import by_name
+from rnngap.constructions.machine.vocab import BOS, QUERY, number_token
 
 from . import dask_bench, scale, wide_bench
 from .numpy_fx import predict_last
@@ -65,7 +65,7 @@ def exhaustive_throughput(n: int = 16, real_sample: int = 2000) -> dict:
                            (queries + number_token(0))[:, None]], axis=1)
     want = strings[np.arange(2 ** n), queries - 1] + number_token(0)
     # compile (or load from numba's cache) the kernels both timed calls use: 64 equal-length
-    # rows take the lane-parallel path (constructions/lanes.py), 8 would take the per-row one
+    # rows take the lane-parallel path (constructions/machine/lanes.py), 8 would take the per-row one
     model.predict_batch(toks[:64])
     model.predict_batch(toks[:64], share_prefix=False)
     t0 = time.perf_counter()
@@ -150,7 +150,7 @@ def istree_cot(sizes=(500, 1000, 10 ** 4)) -> dict:
     sizes below 10^4 with that slope (labelled as a projection; the measured
     10^4 time is reported beside it when 10^4 is among the sizes)."""
     try:
-        from rnngap.constructions import istree as IT  # noqa: F401
+        from rnngap.constructions.models import istree as IT  # noqa: F401
     except ImportError as e:
         return {"available": False, "reason": f"IsTree construction not importable: {e}"}
     out: dict = {"available": True, "measured": {}}
@@ -175,8 +175,8 @@ def quick_verify_cold_warm() -> dict:
     import sys
     import tempfile
 
-    from rnngap.checks.engine import default_workers
-    cmd = [sys.executable, "-m", "rnngap.checks.cli", "verify", "--profile", "quick"]
+    from rnngap.checks.verify.engine import default_workers
+    cmd = [sys.executable, "-m", "rnngap.checks.cli.main", "verify", "--profile", "quick"]
     out: dict = {"command": " ".join(cmd[1:])}
     with tempfile.TemporaryDirectory(prefix="rnngap-cold-cache-") as cache:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache)

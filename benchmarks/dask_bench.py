@@ -39,7 +39,7 @@ PROFILE, SEED = "full", 0
 def bench_plan() -> list:
     """The benchmark's plan: the T5.6 easy-family check restricted to :data:`BENCH_PARTS`
     (each of them a part of the full profile)."""
-    from rnngap.checks import registry
+    from rnngap.checks.verify import registry
 
     (chk,) = [c for c in registry.load_checks() if c.name == BENCH_CHECK]
     missing = [p for p in BENCH_PARTS if p not in chk.part_keys(PROFILE)]
@@ -51,7 +51,7 @@ def bench_plan() -> list:
 def _warm() -> None:
     """Imports and compiled kernels loaded (on each worker, and in this process):
     one small part of the benchmark check."""
-    from rnngap.checks import registry
+    from rnngap.checks.verify import registry
 
     (chk,) = [c for c in registry.load_checks() if c.name == BENCH_CHECK]
     for task in ("index", "ar", "cgram", "counting"):
@@ -62,7 +62,7 @@ def _cores() -> list[int]:
     """The cores this process's threads may run on (their union)."""
     import os
 
-    from rnngap.constructions import thread_ids
+    from rnngap.constructions.machine.runtime import thread_ids
     out = set()
     for tid in thread_ids():
         try:
@@ -78,7 +78,7 @@ def _strip(records) -> list[dict]:
 
 def dask_speedup(workers: int = 2) -> dict:
     """Serial vs Dask (``workers`` local processes, one thread each) on the fixed parts."""
-    from rnngap.checks import engine, registry
+    from rnngap.checks.verify import engine, registry
 
     distributed = engine.require_distributed()
     plan = bench_plan()
@@ -114,7 +114,7 @@ def dask_speedup(workers: int = 2) -> dict:
 
 def full_profile_dask(workers: int = 2, json_path: str | None = None) -> dict:
     """Time ``rnngap verify --profile full --engine dask --workers K`` (a subprocess)."""
-    cmd = [sys.executable, "-m", "rnngap.checks.cli", "verify", "--profile", "full", "--engine", "dask",
+    cmd = [sys.executable, "-m", "rnngap.checks.cli.main", "verify", "--profile", "full", "--engine", "dask",
            "--workers", str(workers)] + (["--json", json_path] if json_path else [])
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True)

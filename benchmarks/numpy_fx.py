@@ -13,9 +13,9 @@ import math
 
 import numpy as np
 
-from rnngap.constructions import kernels as K
-from rnngap.constructions.model import Model
-from rnngap.constructions.vocab import NUMBER_BASE
+from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.build.model import Model
+from rnngap.constructions.machine.vocab import NUMBER_BASE
 
 _M31 = np.int64((1 << 31) - 1)
 _M62 = np.int64((1 << 62) - 1)

@@ -23,8 +23,8 @@ import time
 
 import numpy as np
 
-from rnngap.checks.catalog import by_name
-from rnngap.constructions.vocab import number_token
+from rnngap.checks.catalog.records import by_name
+from rnngap.constructions.machine.vocab import number_token
 
 
 def _load() -> list[float]:
@@ -85,7 +85,7 @@ def cgram_2e20(seed: int = 0, c: int = 4, log2n: int = 20, reduction_log2n: int 
 
 def _istree_run(n: int) -> dict:
     from rnngap.checks.tasks import istree as T
-    from rnngap.constructions import istree as IT
+    from rnngap.constructions.models import istree as IT
     g = T.random_tree(np.random.default_rng(n), n)
     model = by_name("istree-transformer").build(n).model
     t0 = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Two-limb storage (constructions/wide_exec.py): its cost, and runs past int64.
+"""Two-limb storage (constructions/machine/wide_exec.py): its cost, and runs past int64.
 
 ``wide_over_narrow``: the same instances at a format that fits int64, run once
 in two-limb storage and once in int64 storage, each path with its own
@@ -20,9 +20,9 @@ import time
 
 import numpy as np
 
-from rnngap.checks import checks_hybrid as CH
-from rnngap.constructions import retrieval as R
-from rnngap.constructions.vocab import BOS, NUMBER_BASE, QUERY
+from rnngap.checks.verify import checks_hybrid as CH
+from rnngap.constructions.models import retrieval as R
+from rnngap.constructions.machine.vocab import BOS, NUMBER_BASE, QUERY
 
 
 def _best(fn, reps: int = 3):
@@ -83,8 +83,8 @@ def _palindrome(half: int) -> str:
 def _tm_case(machine: str, word: str):
     """(model, run(model) -> CoT + answer, the reference's) of a hybrid Turing machine."""
     from rnngap.checks.tasks import turing as TR
-    from rnngap.constructions import turing as T
-    from rnngap.constructions.generate import generate
+    from rnngap.constructions.models import turing as T
+    from rnngap.constructions.build.generate import generate
     spec = T.MACHINES[machine]
     sim = T.tm_hybrid(spec, len(word))
     bound = 2 * spec.time_bound(len(word)) + 1
@@ -99,14 +99,14 @@ def _tm_case(machine: str, word: str):
 def _istree_case(N: int, hybrid: bool = False):
     """(model, run, the reference's CoT + label) of the IsTree Transformer built for any
     simple graph on N vertices (or the hybrid IsTree) on the hub gadget at n = N - 3 (a tree)."""
-    from rnngap.checks import checks_istree as CI
-    from rnngap.checks.formats import graph_tokens
+    from rnngap.checks.verify import checks_istree as CI
+    from rnngap.checks.io.formats import graph_tokens
     from rnngap.checks.tasks import istree as R
     from rnngap.checks.tasks.istree_unionfind import unionfind_cot
-    from rnngap.constructions import hybrid as HY
-    from rnngap.constructions import istree as C
-    from rnngap.constructions.generate import generate
-    from rnngap.constructions.vocab import FALSE, TRUE
+    from rnngap.constructions.models import hybrid as HY
+    from rnngap.constructions.models import istree as C
+    from rnngap.constructions.build.generate import generate
+    from rnngap.constructions.machine.vocab import FALSE, TRUE
     n = N - 3
     x = tuple(int(b) for b in np.random.default_rng([N, 28]).integers(0, 2, size=n - 1)) + (0,)
     (_, edges), = CI.gadget_cases(n, [(x, n)], CI.Outcome())
@@ -132,9 +132,9 @@ def _iterate_case(n: int, t: int = 1000):
     instance with t = 1,000 steps (its vocabulary of n^2 + 2n tokens is implicit
     past n = 4,094: the nearest-code readout, no candidate list)."""
     from rnngap.checks.tasks.iterate import orbit, reference
-    from rnngap.constructions import cot_hierarchy as IT
-    from rnngap.constructions.generate import generate
-    from rnngap.constructions.vocab import FALSE, TRUE
+    from rnngap.constructions.models import cot_hierarchy as IT
+    from rnngap.constructions.build.generate import generate
+    from rnngap.constructions.machine.vocab import FALSE, TRUE
     rng = np.random.default_rng([n, 41])
     a = int(rng.integers(0, 2 * n))
     p = IT.prompt(n, a, t, [int(v) for v in rng.integers(0, 2 * n, size=n)])

@@ -30,7 +30,7 @@ from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
-from rnngap.constructions.vocab import QUERY, number_token
+from rnngap.constructions.machine.vocab import QUERY, number_token
 
 from .reductions import (
     Reduction,

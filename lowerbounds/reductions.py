@@ -13,7 +13,7 @@ exhaustively against an answer callable (this package never imports
 
 Example (n = 3, x = (1, 0, 1), i = 2)::
 
-    >>> from rnngap.constructions.vocab import Vocab
+    >>> from rnngap.constructions.machine.vocab import Vocab
     >>> V = Vocab(10)
     >>> V.decode(AR.instance((1, 0, 1), 2))
     ['[BOS]', 2, 1, 3, 0, 4, 1, '[QUERY]', 3]
@@ -36,7 +36,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from rnngap.constructions.vocab import (
+from rnngap.constructions.machine.vocab import (
     BOS,
     DASH,
     EOS,
@@ -487,7 +487,7 @@ class Reduction:
       finder uses it to build random prefixes quickly).
     * ``expected_batch(xs) -> int64 [B, n]`` (optional): ``expected(x, i)`` for
       every row x of a bit matrix ``[B, n]`` and every i = 1..n (must equal it
-      entry by entry; the streamed one-way CC of checks/checks_separation.py
+      entry by entry; the streamed one-way CC of checks/verify/checks_separation.py
       uses it to hash the rows of the communication matrix at n up to 20).
     """
 

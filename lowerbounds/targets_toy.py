@@ -1,6 +1,6 @@
 """Pure-Python toy RNNs with a declared, bounded memory, for testing the
 witness finder (claims T4.6-low, T4.7-low). They follow
-``constructions/protocol.py``; the real linear-RNN targets live in
+``constructions/build/protocol.py``; the real linear-RNN targets live in
 ``constructions``.
 
 :class:`IndexRegisterRNN` keeps the first s data bits (optionally reading them
@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from rnngap.constructions.vocab import BOS, DASH, NUMBER_BASE, QUERY, TILDE, number_token
+from rnngap.constructions.machine.vocab import BOS, DASH, NUMBER_BASE, QUERY, TILDE, number_token
 
 
 def width(max_value: int) -> int:
@@ -65,7 +65,7 @@ class IndexRegisterRNN:
     both answer 0. The state after any prefix is determined by x_1..x_min(n,s)
     alone, so prefixes differing only after bit s collide.
 
-    >>> from rnngap.constructions.protocol import run_rnn
+    >>> from rnngap.constructions.build.protocol import run_rnn
     >>> r = IndexRegisterRNN(3, cot=True)
     >>> run = run_rnn(r, [0, 33, 32, 33, 9, 35], [32, 33], max_cot=5)
     >>> run.answer == number_token(1), len(run.cot)
@@ -261,7 +261,7 @@ class CompactIndexRegister:
     that differ after bit s already do.
 
     >>> r = CompactIndexRegister(2)
-    >>> from rnngap.constructions.protocol import run_rnn
+    >>> from rnngap.constructions.build.protocol import run_rnn
     >>> run_rnn(r, [0, 33, 32, 9, 33]).answer == number_token(1), r.state_bits
     (True, 4)
     """

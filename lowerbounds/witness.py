@@ -32,7 +32,7 @@ from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
-from rnngap.constructions.protocol import RNN, feed, run_rnn
+from rnngap.constructions.build.protocol import RNN, feed, run_rnn
 
 from .reductions import Reduction, integer_arg, check_bits
 
@@ -116,7 +116,7 @@ def _check_rnn(rnn: Any) -> int:
                if not hasattr(rnn, m)]
     if missing or not isinstance(rnn, RNN):
         raise TypeError(f"{type(rnn).__name__} does not follow the RNN protocol "
-                        f"(constructions/protocol.py); missing {missing}")
+                        f"(constructions/build/protocol.py); missing {missing}")
     bits = integer_arg(rnn.state_bits, "rnn.state_bits")
     if bits < 0:
         raise ValueError(f"rnn.state_bits must be >= 0, got {bits}")
@@ -458,7 +458,7 @@ def benchmark_collision(bits: int, seed: int, *, batch_size: int = 1 << 14,
     run per wall second), expected_draws, the declared state bits and the
     witness (x, x', i, answers).
     """
-    from rnngap.constructions.targets import register_target
+    from rnngap.constructions.models.targets import register_target
 
     bits = integer_arg(bits, "bits")
     if not 1 <= bits <= 56:

@@ -85,7 +85,7 @@ def build(name: str) -> tuple[Path, float]:
     nb = notebook_from_source(sources()[name])
     env = dict(os.environ)
     try:        # resolve shared/data here (the kernel runs elsewhere), as tests/test_notebooks.py does
-        from rnngap.checks.shared_data import shared_data_dir
+        from rnngap.checks.io.shared_data import shared_data_dir
         data = shared_data_dir()
         if data is not None:
             env["RNNGAP_SHARED_DATA"] = str(data.resolve())

@@ -19,14 +19,14 @@ from typing import Sequence
 
 import numpy as np
 
-from rnngap.constructions import kernels as K
-from rnngap.constructions.fixedpoint import FixedFormat
-from rnngap.constructions.gadgets import (
+from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.machine.fixedpoint import FixedFormat
+from rnngap.constructions.build.gadgets import (
     Builder, Component, MarginError, ResidualSpace, count_compare_neurons, count_head, equality_neurons, match_head,
     shift_head, step_neurons,
 )
-from rnngap.constructions.model import Model
-from rnngap.constructions.vocab import BOS, EOS, NUMBER_BASE, QUERY, SPECIAL_TOKENS, Vocab, number_token
+from rnngap.constructions.build.model import Model
+from rnngap.constructions.machine.vocab import BOS, EOS, NUMBER_BASE, QUERY, SPECIAL_TOKENS, Vocab, number_token
 
 DASH = SPECIAL_TOKENS["-"]
 TILDE = SPECIAL_TOKENS["~"]
@@ -417,7 +417,7 @@ if __name__ == "__main__":
 
 
 # ----------------------------------------------------------------------------
-# The one-hot Counting Transformer that constructions/retrieval.py had before issue 13
+# The one-hot Counting Transformer that constructions/models/retrieval.py had before issue 13
 # (one embedded direction hot_s = [token = number s] per data symbol, and its copy
 # qhot_s): correct, but its width and parameter count grow with the alphabet, so
 # it is NOT constant-size on the reduction's alphabet n + 1. Kept here only so the
@@ -425,7 +425,7 @@ if __name__ == "__main__":
 def onehot_counting_model(n: int, alphabet: int, f: int | None = None) -> Model:
     """``[BOS] x_1..x_n [QUERY] q t`` -> number [count(q) > t]; 3 layers, width 8 + 2a.
     Default f: 2^f > (n+1)(2n+3) (the comparison margin); I = min(30, 62 - f)."""
-    from rnngap.constructions.gadgets import Head, sharpness
+    from rnngap.constructions.build.gadgets import Head, sharpness
 
     a = int(alphabet)
     f = ceil_log2((n + 1) * (2 * n + 3) + 1) if f is None else f

@@ -7,7 +7,7 @@
 import os
 
 # the in-process CLI tests monkeypatch modules: verify runs them serially unless a
-# test asks for workers (checks/cli.py, RNNGAP_VERIFY_WORKERS)
+# test asks for workers (checks/cli/main.py, RNNGAP_VERIFY_WORKERS)
 os.environ.setdefault("RNNGAP_VERIFY_WORKERS", "1")
 
 from hypothesis import HealthCheck, settings
@@ -39,6 +39,6 @@ def all_certificates():
     one-core machine: z3's limits are wall-clock) (every
     certificate of the catalogue, the slow ones included), by construction name:
     the tests that read the unmutated certificates share this one run."""
-    from rnngap.checks.certify import certify
-    from rnngap.checks.engine import default_workers
+    from rnngap.checks.certify.run import certify
+    from rnngap.checks.verify.engine import default_workers
     return certify(workers=min(2, default_workers()), full=True)

@@ -13,13 +13,13 @@ import json
 import numpy as np
 import pytest
 
-from rnngap.checks import catalog
-from rnngap.checks.cli import main
-from rnngap.constructions import bounds as Bd, obligations as O
-from rnngap.constructions.fixedpoint import FixedFormat
-from rnngap.constructions.gadgets import MarginError, Builder, Component, base_space, match_head, number_readout
-from rnngap.constructions.model import Model
-from rnngap.constructions.vocab import BOS, QUERY, Vocab, number_token
+from rnngap.checks.catalog import records as catalog
+from rnngap.checks.cli.main import main
+from rnngap.constructions.models import bounds as Bd, obligations as O
+from rnngap.constructions.machine.fixedpoint import FixedFormat
+from rnngap.constructions.build.gadgets import MarginError, Builder, Component, base_space, match_head, number_readout
+from rnngap.constructions.build.model import Model
+from rnngap.constructions.machine.vocab import BOS, QUERY, Vocab, number_token
 
 # ---------------------------------------------------------------- 1. the builder
 TOY = Bd.Declared("first-token", lambda B, n, a, c: 2 * B.lc(n + 3) + 6, Bd.const(8), claim="toy")

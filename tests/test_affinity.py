@@ -26,7 +26,7 @@ import json, os, sys
 import numpy as np
 import numba
 from rnngap.constructions import START_AFFINITY
-from rnngap.constructions.targets import LinearRNNTarget, register_index_rnn
+from rnngap.constructions.models.targets import LinearRNNTarget, register_index_rnn
 from rnngap.checks import engine
 
 def cores():

@@ -1,4 +1,4 @@
-"""The construction records (checks/catalog.py): every construction reachable, listed by
+"""The construction records (checks/catalog/records.py): every construction reachable, listed by
 ``rnngap show --list``, and in one-to-one correspondence with ``rnngap certify``."""
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-from rnngap.checks import catalog as CAT
-from rnngap.checks.cli import main
-from rnngap.constructions.model import Model
+from rnngap.checks.catalog import records as CAT
+from rnngap.checks.cli.main import main
+from rnngap.constructions.build.model import Model
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCHITECTURES = ("transformer", "hybrid", "rag", "rnn")
@@ -31,11 +31,11 @@ def _builders_in_constructions() -> set[tuple[str, str]]:
 # defs named like builders that build no claim's upper-bound construction: the
 # simulator's inputs and the lower bounds' targets (random / register RNNs), the
 # no-CoT contrast of T4.1 and the protocol's runner
-NOT_CATALOGUED = {("constructions/simulate.py", "random_linear_rnn"),
-                  ("constructions/targets.py", "random_linear_rnn"),
-                  ("constructions/targets.py", "register_index_rnn"),
-                  ("constructions/cot_hierarchy.py", "unrolled_rnn"),
-                  ("constructions/protocol.py", "run_rnn")}
+NOT_CATALOGUED = {("constructions/models/simulate.py", "random_linear_rnn"),
+                  ("constructions/models/targets.py", "random_linear_rnn"),
+                  ("constructions/models/targets.py", "register_index_rnn"),
+                  ("constructions/models/cot_hierarchy.py", "unrolled_rnn"),
+                  ("constructions/build/protocol.py", "run_rnn")}
 
 
 def test_every_builder_is_in_the_catalogue():
@@ -113,7 +113,7 @@ def test_retrieval_model_passes_c_to_cgram_only():
 def test_the_tour_names_each_claims_builders():
     """docs/tour.md names every catalogued builder as file:function in its claim's
     section, and the README's claim table has a row for every claim."""
-    from rnngap.checks.registry import CLAIMS
+    from rnngap.checks.verify.registry import CLAIMS
     tour = (ROOT / "docs" / "tour.md").read_text()
     sections = {}
     for part in tour.split("\n## ")[1:]:

@@ -2,7 +2,7 @@
 instances they reason about, checked against the executable references.
 
 A certificate proves "the readout decodes ``answer_code`` on every instance
-satisfying the abstract instance's facts" (checks/tasks/symbolic.py). That is a
+satisfying the abstract instance's facts" (checks/tasks/abstract.py). That is a
 statement about the task only if every concrete instance of the task satisfies
 those facts and ``answer_code`` is the reference's answer there; the tests below
 check both on every instance up to a small n (and MQAR on seeded sequences).
@@ -17,9 +17,9 @@ import pytest
 
 z3 = pytest.importorskip("z3")
 
-from rnngap.checks.certify import certify, explain  # noqa: E402
+from rnngap.checks.certify.run import certify, explain  # noqa: E402
 from rnngap.checks.tasks import ar as AR, cgram as CG, counting as CT, index as IX  # noqa: E402
-from rnngap.checks.tasks.symbolic import INSTANCES, code  # noqa: E402
+from rnngap.checks.tasks.abstract import INSTANCES, code  # noqa: E402
 
 
 def _concrete_check(inst, tokens, values: dict, answer_token: int) -> None:
@@ -102,7 +102,7 @@ def test_mqar_cases_agree_with_the_reference():
 
 
 def test_json_records_carry_covers_source_and_schema(tmp_path):
-    from rnngap.checks import cmd_certify
+    from rnngap.checks.cli import cmd_certify
     path = tmp_path / "c.json"
     rc = cmd_certify.run(Namespace(only=["index-transformer[a=n+2]", "index-rag"], json=str(path),
                                    explain=None))
@@ -117,8 +117,8 @@ def test_json_records_carry_covers_source_and_schema(tmp_path):
 
 
 def test_explain_prints_the_chain(capsys):
-    from rnngap.checks import cmd_certify
-    from rnngap.checks.errors import UsageError
+    from rnngap.checks.cli import cmd_certify
+    from rnngap.checks.io.errors import UsageError
     rc = cmd_certify.run(Namespace(only=None, json=None, explain="counting-transformer[a=3]"))
     out = capsys.readouterr().out
     assert rc == 0
@@ -131,9 +131,9 @@ def test_explain_prints_the_chain(capsys):
 
 
 # ----------------------------------------------------------------------------
-# the machine lemmas (checks/machine_lemmas.py), and that they can fail
+# the machine lemmas (checks/certify/machine_lemmas.py), and that they can fail
 def test_machine_lemmas_hold_on_every_format_of_a_slice():
-    from rnngap.checks import machine_lemmas as ML
+    from rnngap.checks.certify import machine_lemmas as ML
     fmts = [(I, f) for I, f in ML.formats() if f in (0, 1, 7, 20, 40, 61) or I + f == 62]
     assert len(fmts) > 100
     for I, f in fmts:
@@ -141,8 +141,8 @@ def test_machine_lemmas_hold_on_every_format_of_a_slice():
 
 
 def test_one_hot_lemma_fails_for_a_gap_below_the_sharpness():
-    from rnngap.checks import machine_lemmas as ML
-    from rnngap.constructions.num import sharpness
+    from rnngap.checks.certify import machine_lemmas as ML
+    from rnngap.constructions.build.num import sharpness
     import math
     # a gap just below (f + 1) ln 2 leaves exp(-g) 2^f >= 1/2: it rounds to a nonzero weight
     broken = [f for f in range(0, 40) if ML.one_hot(20, f, s=math.floor((f + 1) * math.log(2))) != []]
@@ -151,14 +151,14 @@ def test_one_hot_lemma_fails_for_a_gap_below_the_sharpness():
 
 
 def test_equal_split_lemma_fails_with_a_truncating_division(monkeypatch):
-    from rnngap.checks import machine_lemmas as ML
-    from rnngap.constructions import fixedpoint as FP
+    from rnngap.checks.certify import machine_lemmas as ML
+    from rnngap.constructions.machine import fixedpoint as FP
     monkeypatch.setattr(FP, "fx_div", lambda a, b, I, f, mode, err: (int(a) << f) // int(b))
     assert ML.equal_split(4, 3) != []
 
 
 def test_every_plan_names_a_task_spec_and_an_abstract_instance():
-    from rnngap.checks.catalog import certificates
+    from rnngap.checks.catalog.records import certificates
     from rnngap.checks.tasks import task
     planned = {name: c.plan for name, c in certificates().items() if c.plan is not None}
     assert len(planned) >= 12
@@ -176,7 +176,7 @@ def test_ctrl_c_inside_z3_stops_the_proof():
     import threading
     import time
 
-    from rnngap.checks.symbolic import prove
+    from rnngap.checks.certify.sizes import prove
     x, y, w = z3.Ints("x y w")
     hard = [x * x * x + y * y * y == w * w * w, x > 1, y > 1, w > 1]
     timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
@@ -199,7 +199,7 @@ def test_a_tactic_configuration_solves_the_recorded_query_in_a_new_process():
     import threading
     import time
 
-    from rnngap.checks.symbolic import NIA_PORTFOLIO, prove
+    from rnngap.checks.certify.sizes import NIA_PORTFOLIO, prove
     lam, u, v = z3.Ints("lam u v")
     hyps = [lam >= 1, u != v]
     ok = prove(hyps, lam * (u - v) * (u - v) >= lam, 20000, NIA_PORTFOLIO)
@@ -242,7 +242,7 @@ def test_the_iterate_instance_agrees_with_the_reference_token_for_token():
     its case is the reference's next token: g^(k+1)(a) while k < s, the answer at
     k = s. Can fail: a wrong g (e.g. the rotation by 0) or a case at the wrong k."""
     from rnngap.checks.tasks import iterate as IT
-    from rnngap.constructions.vocab import BOS, QUERY
+    from rnngap.constructions.machine.vocab import BOS, QUERY
     rng = np.random.default_rng(3)
     checked = 0
     for n in (1, 2, 3):
@@ -273,7 +273,7 @@ def test_the_iterate_instance_agrees_with_the_reference_token_for_token():
 
 def test_the_iterate_facts_reject_a_wrong_step_count():
     """Can fail: the prompt says s = 3 but the instance claims s = 2."""
-    from rnngap.constructions.vocab import BOS, QUERY
+    from rnngap.constructions.machine.vocab import BOS, QUERY
     inst = INSTANCES["iterate"]()
     tokens = [BOS, 32, 32, QUERY, 32 + 4 + 3, 32 + 1]
     s = z3.Solver()

@@ -1,8 +1,8 @@
 """The IsTree Transformer's layers, each on its own, certified from the built
-model (checks/certify_dfs.py).
+model (checks/certify/istree_transformer.py).
 
 The unmutated model certifies; then one-term builder mutants
-(constructions/istree.py, changed through the gadgets it calls) must each fail
+(constructions/models/istree.py, changed through the gadgets it calls) must each fail
 the certificate at the layer and the fact they change.
 """
 from __future__ import annotations
@@ -11,9 +11,9 @@ import dataclasses
 
 import pytest
 
-from rnngap.checks import certify_dfs as CD
-from rnngap.constructions import istree as I
-from rnngap.constructions import kernels as K
+from rnngap.checks.certify import istree_transformer as CD
+from rnngap.constructions.models import istree as I
+from rnngap.constructions.machine import kernels as K
 
 from _mutants import head_kwargs
 
@@ -111,7 +111,7 @@ def test_readout_and_embedding_mutants_fail(monkeypatch):
 def test_the_row_and_the_cli(capsys, monkeypatch):
     from argparse import Namespace
 
-    from rnngap.checks import cmd_certify
+    from rnngap.checks.cli import cmd_certify
     rc = cmd_certify.run(Namespace(only=[CD.NAME], json=None, explain=None, workers=1, full=False))
     out = capsys.readouterr().out
     assert rc == 0 and CD.NAME in out and "(N, M) in (7, 6)" in out and "1 certificates, 0 failed" in out
@@ -129,7 +129,7 @@ def test_layer4_and_structure_mutants_fail(monkeypatch):
             return real(cond, y, x, out, bound) if out == "w" else real(cond, x, y, out, bound)
         return patched
     assert _failed(CD.mlp_facts(_build(monkeypatch, "select_neurons", sel), 7)) == ["mlp4.w"]
-    from rnngap.constructions import bounds
+    from rnngap.constructions.models import bounds
     monkeypatch.setattr(bounds, "ISTREE_HEADER", 0)
     model = I.istree_transformer(7, 6)
     assert model.max_positions < CD.positions(7, 6)

@@ -1,4 +1,4 @@
-"""The IsTree Transformer's composition (checks/certify_dfs_chain.py).
+"""The IsTree Transformer's composition (checks/certify/istree_transformer_chain.py).
 
 The chain of the unmutated plans is proved for every N; its reference (the
 local DFS rule the chain states) writes the task's ``dfs_tour`` on every graph
@@ -15,12 +15,12 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from rnngap.checks import certify_dfs as CD
-from rnngap.checks import certify_dfs_chain as C
-from rnngap.checks.symbolic import z3
+from rnngap.checks.certify import istree_transformer as CD
+from rnngap.checks.certify import istree_transformer_chain as C
+from rnngap.checks.certify.sizes import z3
 from rnngap.checks.tasks.istree import dfs_tour, tour_label
-from rnngap.constructions import istree as I
-from rnngap.constructions.vocab import DASH, TILDE, token_code
+from rnngap.constructions.models import istree as I
+from rnngap.constructions.machine.vocab import DASH, TILDE, token_code
 
 from _mutants import head_kwargs
 
@@ -393,7 +393,7 @@ def test_a_token_flag_no_token_has_in_builder_and_plan_fails_only_the_chain(monk
     1; read as a code, token_code(-1) = 1 would be vertex 0's), and next-first
     copying tok + the first - the second: the model writes 2 for vertex 0, a second
     read review's hole (the chain read the parameter as a code)."""
-    from rnngap.constructions import kernels as K
+    from rnngap.constructions.machine import kernels as K
 
     def space(real):
         def patched():
@@ -425,7 +425,7 @@ def test_a_pred_head_flagged_by_is_num_in_builder_and_plan_fails_only_the_chain(
     (chain.b holds), off a record the head may attend a tour position, which the
     chain took to be a record (a second read review's hole: it built a design that
     read that head off a record and wrote wrong tours)."""
-    from rnngap.constructions.gadgets import flag_component
+    from rnngap.constructions.build.gadgets import flag_component
     model = _build(monkeypatch, "match_head", head_kwargs("pred-u-first", lambda kw: {
         **kw, "components": [kw["components"][0], flag_component("is_num")]}))
     _plan_with(monkeypatch, "pred-u-first", lambda e: (e[0], e[1], (e[2][0], ["is_num"], e[2][2]), e[3]))
@@ -485,7 +485,7 @@ def test_a_records_pred_square_is_proved_not_assumed(monkeypatch):
 # ----------------------------------------------------------------------------
 # the row
 def test_the_row_with_the_composition_covers_it():
-    from rnngap.checks.certify import Result
+    from rnngap.checks.certify.run import Result
     res = CD.certify_layers(Result, ((3, 3),), chain=True)
     assert res.certified and res.covers[-1] == "composition"
     chain = [f for f in res.facts if f["fact"].startswith(CD.CHAIN_LABEL)]
@@ -495,8 +495,8 @@ def test_the_row_with_the_composition_covers_it():
 @pytest.mark.parametrize("every_n", [False, True])
 def test_certify_proves_the_compositions_with_full_only(every_n):
     """With --full the first chunk of each IsTree row proves its composition (the
-    Transformer's here, the hybrid's in checks/certify_istree_chain.py)."""
-    from rnngap.checks import certify as CE
-    chunks = [("certify_dfs", ((7, 6),)), ("certify_dfs", ((8, 7),)), ("certify_istree", ((4, 6),))]
+    Transformer's here, the hybrid's in checks/certify/istree_hybrid_chain.py)."""
+    from rnngap.checks.certify import run as CE
+    chunks = [("istree_transformer", ((7, 6),)), ("istree_transformer", ((8, 7),)), ("istree_hybrid", ((4, 6),))]
     got = [CE._chain(mod, k, chunks, every_n) for k, (mod, _) in enumerate(chunks)]
     assert got == ([True, False, True] if every_n else [False, False, False])

@@ -1,8 +1,8 @@
 """The IsTree hybrid's layers, each on its own, certified from the built model
-(checks/certify_istree.py).
+(checks/certify/istree_hybrid.py).
 
 The unmutated hybrid certifies at the N run here; then one-term builder
-mutants (constructions/hybrid.py, changed through the gadgets and phases it
+mutants (constructions/models/hybrid.py, changed through the gadgets and phases it
 calls) must each fail the certificate at the layer and the fact they change;
 mutants that change nothing the plan can see are shown to still certify and
 say why.
@@ -14,10 +14,10 @@ from fractions import Fraction
 
 import pytest
 
-from rnngap.checks import certify_istree as CI
-from rnngap.constructions import kernels as K
-from rnngap.constructions import hybrid as H
-from rnngap.constructions.vocab import FALSE, TRUE, token_code
+from rnngap.checks.certify import istree_hybrid as CI
+from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.models import hybrid as H
+from rnngap.constructions.machine.vocab import FALSE, TRUE, token_code
 
 from _mutants import head_kwargs, last_su_copies_r_u_from_prev1
 
@@ -159,7 +159,7 @@ def test_readout_mutant_fails(monkeypatch):
 
 def test_the_row():
     """The certificate row: built-model, every layer named in covers, the sizes shown."""
-    from rnngap.checks.certify import Result, table
+    from rnngap.checks.certify.run import Result, table
     res = CI.certify_layers(Result, ((2, 2), (3, 2)))
     assert res.certified and res.source == "built-model" and res.claim == "T5.6"
     assert res.covers == ["embedding", "rnn-layers", "rnn-mlps", "heads", "attention-mlp", "readout"]
@@ -169,7 +169,7 @@ def test_the_row():
 
 def _phase_mutant(monkeypatch, name, change):
     """The hybrid at N = 3 built with ``change`` applied to what the phase
-    function ``name`` of constructions/hybrid.py returns."""
+    function ``name`` of constructions/models/hybrid.py returns."""
     def wrap(real):
         def patched(*a, **kw):
             return change(real(*a, **kw))
@@ -258,8 +258,8 @@ def test_record_mutant_fails(monkeypatch):
 
 def test_embedding_mutant_fails(monkeypatch):
     """'~' flagged where the token is [QUERY]: the records would be read off the wrong token."""
-    from rnngap.constructions.gadgets import ResidualSpace
-    from rnngap.constructions.vocab import QUERY
+    from rnngap.constructions.build.gadgets import ResidualSpace
+    from rnngap.constructions.machine.vocab import QUERY
 
     real = ResidualSpace.embedded
 
@@ -272,7 +272,7 @@ def test_embedding_mutant_fails(monkeypatch):
 def test_chunks_merge_into_one_row():
     """The sizes proved in chunks (the workers' share of ``certify --full``) give the
     row one proof gives, records in the order of N."""
-    from rnngap.checks.certify import Result
+    from rnngap.checks.certify.run import Result
     whole = CI.certify_layers(Result, ((2, 2), (3, 3), (5, 4)))
     merged = CI.merge(Result, [CI.certify_layers(Result, ((3, 3),)), CI.certify_layers(Result, ((2, 2), (5, 4)))])
     assert merged.facts == whole.facts and merged.steps == whole.steps     # the SMT-LIB texts too
@@ -282,7 +282,7 @@ def test_chunks_merge_into_one_row():
 def test_cli_explains_and_certifies_the_row(capsys, monkeypatch):
     from argparse import Namespace
 
-    from rnngap.checks import cmd_certify
+    from rnngap.checks.cli import cmd_certify
     monkeypatch.setattr(CI, "NS", ((2, 2),))
     rc = cmd_certify.run(Namespace(only=None, json=None, explain=CI.NAME, workers=1, full=False))
     out = capsys.readouterr().out
@@ -296,7 +296,7 @@ def test_cli_explains_and_certifies_the_row(capsys, monkeypatch):
 def test_vocabulary_mutant_fails(monkeypatch):
     """The hybrid built on the vocabulary of N - 1 numbers: no token for the size N
     that closes a spanning tree's last union (code N + 1)."""
-    from rnngap.constructions.vocab import Vocab
+    from rnngap.constructions.machine.vocab import Vocab
     real = H.Builder
 
     def builder(name, kind, vocab, *a, **kw):
@@ -310,7 +310,7 @@ def test_every_n_alone_gives_the_row(monkeypatch):
     the sweep's chunks still give the one row, the composition (once, first) and
     every size in order (a smaller sweep here; in one process, where the patch is
     seen)."""
-    from rnngap.checks.certify import certify
+    from rnngap.checks.certify.run import certify
     monkeypatch.setattr(CI, "NS_FULL", ((2, 2), (3, 2), (4, 4)))
     rs = certify([CI.NAME], every_n=True, workers=1)
     assert [r.construction for r in rs] == [CI.NAME] and rs[0].certified and "composition" in rs[0].covers

@@ -1,4 +1,4 @@
-"""The IsTree hybrid's composition (checks/certify_istree_chain.py).
+"""The IsTree hybrid's composition (checks/certify/istree_hybrid_chain.py).
 
 The chain of the unmutated plans is proved for every N; its reference (the
 layout the chain states) is the task's union-find CoT on every graph tried; and
@@ -13,12 +13,12 @@ import itertools
 
 import numpy as np
 
-from rnngap.checks import certify_istree as CI
-from rnngap.checks import certify_istree_chain as C
+from rnngap.checks.certify import istree_hybrid as CI
+from rnngap.checks.certify import istree_hybrid_chain as C
 from rnngap.checks.tasks.istree_unionfind import unionfind_cot
-from rnngap.constructions import hybrid as H
-from rnngap.checks.symbolic import z3
-from rnngap.constructions.vocab import DASH, FALSE, QUERY, TILDE, TRUE, number_token, token_code
+from rnngap.constructions.models import hybrid as H
+from rnngap.checks.certify.sizes import z3
+from rnngap.constructions.machine.vocab import DASH, FALSE, QUERY, TILDE, TRUE, number_token, token_code
 
 from _mutants import head_kwargs, last_su_copies_r_u_from_prev1
 
@@ -338,7 +338,7 @@ def test_a_delay_read_before_its_source_is_written_fails_the_order(monkeypatch):
     every per-layer fact holds (a recurrence is proved for any input sequence), and
     the role facts, which read each direction at its writer's value, cannot see
     it; the order fact names it."""
-    from rnngap.constructions.gadgets import Recurrence, delay_chain
+    from rnngap.constructions.build.gadgets import Recurrence, delay_chain
     orig_space, orig_counters = H._istree_space, H._istree_counters
 
     def space(m_max, P, code_max):
@@ -402,7 +402,7 @@ def test_two_writers_of_one_direction_fail_the_order(monkeypatch):
 # ----------------------------------------------------------------------------
 # the row
 def test_the_row_with_the_composition_covers_it():
-    from rnngap.checks.certify import Result
+    from rnngap.checks.certify.run import Result
     res = CI.certify_layers(Result, ((2, 2),), chain=True)
     assert res.certified and res.covers[-1] == "composition"
     chain = [f for f in res.facts if f["fact"].startswith(CI.CHAIN_LABEL)]

@@ -1,4 +1,4 @@
-"""Mutation tests of the whole-model certificates (checks/certify.py, certify_built).
+"""Mutation tests of the whole-model certificates (checks/certify/run.py, certify_built).
 
 Each mutant is a one-term change of what a builder builds: a score term dropped,
 a key or a position off by one, a readout code changed, lambda one smaller, a
@@ -18,8 +18,8 @@ pytest.importorskip("z3")
 
 import sympy as sp  # noqa: E402
 
-from rnngap.checks.certify import certify_built  # noqa: E402
-from rnngap.checks.catalog import certificate  # noqa: E402
+from rnngap.checks.certify.run import certify_built  # noqa: E402
+from rnngap.checks.catalog.records import certificate  # noqa: E402
 
 
 def _head(model, name):
@@ -64,9 +64,9 @@ def _readout(model, i, **kw):
 
 def _build_with(key, fmt_change):
     """A builder run at a format other than the declared one."""
-    from rnngap.constructions import retrieval as R
-    from rnngap.constructions.bounds import AR, COUNTING, INDEX
-    from rnngap.constructions.num import SymbolicFormat
+    from rnngap.constructions.models import retrieval as R
+    from rnngap.constructions.models.bounds import AR, COUNTING, INDEX
+    from rnngap.constructions.build.num import SymbolicFormat
 
     def build(n, a):
         decl = {"index": INDEX, "ar": AR, "counting": COUNTING}[key]
@@ -142,7 +142,7 @@ MUTANTS = [
      lambda m: (_rnn_b(m, "s_tok_0", "tok", 0), _rnn_b(m, "s_tok_0", "tok_sq", 1)), None, "rnn layer"),
     ("counting-hybrid", "the latch's push-down of [QUERY], q, t dropped",
      lambda m: _set(m, "count", "WK", 3, "after_query", 0), None, "head count"),
-    # T4.1 (the ITER RNN; its MLP neurons in builder order, constructions/cot_hierarchy.py)
+    # T4.1 (the ITER RNN; its MLP neurons in builder order, constructions/models/cot_hierarchy.py)
     ("iterate-rnn", "the tent's first breakpoint moved up by one (relu(y - m/2) -> relu(y - m/2 - 1))",
      lambda m: _mlp_bias(m, 2, 1, delta=-1), None, "rnn layer 2 mlp"),
     ("iterate-rnn", "the answer's threshold moved up by one ([v >= m/2 + 1])",
@@ -202,7 +202,7 @@ def test_a_split_of_the_gap_that_misses_a_case_fails_its_coverage_step(all_certi
     with a counterexample."""
     import dataclasses
 
-    from rnngap.checks import certify_plans as CP
+    from rnngap.checks.certify import plans as CP
 
     def heads(inst):
         p = CP.CGRAM4.heads(inst)
@@ -240,8 +240,8 @@ def test_the_iterate_value_ranges_fail_under_a_smaller_bound():
     residual value, the readout's weights and logit terms."""
     import dataclasses
 
-    from rnngap.checks import certify_plans as CP
-    from rnngap.constructions import bounds
+    from rnngap.checks.certify import plans as CP
+    from rnngap.constructions.models import bounds
     cert = certificate("iterate-rnn")
     small = dataclasses.replace(CP.ITERATE, heads=lambda inst: dataclasses.replace(
         CP.ITERATE.heads(inst), value_bound=bounds.iterate_code_bound(bounds.SYM, bounds.N)))

@@ -1,7 +1,7 @@
-"""The simulator's heads certified from the built simulator (checks/certify_sim.py).
+"""The simulator's heads certified from the built simulator (checks/certify/simulator.py).
 
 Every head of every simulator the registry builds is proved (unmutated); then
-one-term builder mutants (constructions/simulate.py's heads, changed through the
+one-term builder mutants (constructions/models/simulate.py's heads, changed through the
 ``match_head`` it calls or its query) must each fail the certificate at the head
 they change, and an equivalent mutant (a key shifted by a constant for every
 key, which softmax removes) is recognised as such: it still certifies.
@@ -15,10 +15,10 @@ import numpy as np
 
 import pytest
 
-from rnngap.checks.certify import sim_simulators
-from rnngap.checks.certify_sim import head_facts, plan
-from rnngap.constructions import cot_hierarchy as CH
-from rnngap.constructions import simulate as S
+from rnngap.checks.certify.run import sim_simulators
+from rnngap.checks.certify.simulator import head_facts, plan
+from rnngap.constructions.models import cot_hierarchy as CH
+from rnngap.constructions.models import simulate as S
 
 
 def _failed(facts):
@@ -134,7 +134,7 @@ def test_builder_constants_that_leave_the_layout_fail(monkeypatch):
     the builder's working constants: a block of S + 3 tokens, or K(0)'s code one
     too high in the token-type MLP, each fails; and a head's copy (W_O W_V) that
     writes pos + 1 as the prompt length fails at that head."""
-    from rnngap.checks.certify_sim import type_facts
+    from rnngap.checks.certify.simulator import type_facts
     wide = _layout_mutant(monkeypatch, lambda self: setattr(self, "B", self.S + 3))
     failed = _failed(head_facts(wide))
     # the prev heads aim one position early; the longer blocks also carry the CoT past
@@ -152,8 +152,8 @@ def test_builder_constants_that_leave_the_layout_fail(monkeypatch):
 def test_cli_explains_and_certifies_the_heads_row(capsys):
     from argparse import Namespace
 
-    from rnngap.checks import cmd_certify
-    from rnngap.checks.certify_sim import NAME
+    from rnngap.checks.cli import cmd_certify
+    from rnngap.checks.certify.simulator import NAME
     rc = cmd_certify.run(Namespace(only=None, json=None, explain=NAME, workers=1, full=False))
     out = capsys.readouterr().out
     assert rc == 0 and "firstK.first_of_flagged" in out and "counter.one_hot" in out and "proved" in out
@@ -166,7 +166,7 @@ def test_cli_explains_and_certifies_the_heads_row(capsys):
 def _first_neuron_moved(monkeypatch, method: str):
     """The simulator built with the MLP of ``RNNSimulator.<method>`` whose first
     neuron's bias is one larger (a breakpoint moved by one)."""
-    from rnngap.constructions.gadgets import Neuron
+    from rnngap.constructions.build.gadgets import Neuron
     real = getattr(S.RNNSimulator, method)
 
     def moved(self):
@@ -181,7 +181,7 @@ def _first_neuron_moved(monkeypatch, method: str):
 def test_a_moved_token_type_breakpoint_fails(monkeypatch):
     """The layer-1 MLP with one breakpoint moved by one: the token-type facts
     fail, named at the MLP; the unmutated MLP is proved."""
-    from rnngap.checks.certify_sim import type_facts
+    from rnngap.checks.certify.simulator import type_facts
     assert _failed(type_facts(_build())) == []
     failed = _failed(type_facts(_first_neuron_moved(monkeypatch, "_token_type_mlp")))
     assert failed and all(f.startswith("type.") for f in failed), failed
@@ -190,7 +190,7 @@ def test_a_moved_token_type_breakpoint_fails(monkeypatch):
 def test_a_moved_block_role_breakpoint_fails(monkeypatch):
     """The layer-2 MLP with the [step < prompt_length] step moved by one:
     roles.in_prompt fails, nothing else."""
-    from rnngap.checks.certify_sim import role_facts
+    from rnngap.checks.certify.simulator import role_facts
     assert _failed(role_facts(_build())) == []
     assert _failed(role_facts(_first_neuron_moved(monkeypatch, "_block_role_mlp"))) == ["roles.in_prompt"]
 
@@ -199,7 +199,7 @@ def test_a_moved_block_role_breakpoint_fails(monkeypatch):
 def test_every_rnn_layer_of_every_simulator_is_proved():
     """Each simulated RNN layer: its state MLP (A, B, C) and its own MLP, against the
     RNN's own weights, for every real value of every direction."""
-    from rnngap.checks.certify_sim import step_facts
+    from rnngap.checks.certify.simulator import step_facts
     for sim in sim_simulators():
         facts = step_facts(sim)
         assert _failed(facts) == [], sim.model.name
@@ -211,7 +211,7 @@ def test_every_rnn_layer_of_every_simulator_is_proved():
 def _rnn_mlp_mutant(monkeypatch, which: int, change):
     """The simulator built with ``change(neurons)`` applied to the first RNN
     layer's state MLP (which = 0) or own MLP (which = 1)."""
-    from rnngap.constructions.gadgets import Neuron
+    from rnngap.constructions.build.gadgets import Neuron
     real = S.RNNSimulator._rnn_layer_mlps
 
     def mutated(self, l):
@@ -225,7 +225,7 @@ def _rnn_mlp_mutant(monkeypatch, which: int, change):
 
 
 def _edit(neurons, i, **kw):
-    from rnngap.constructions.gadgets import Neuron
+    from rnngap.constructions.build.gadgets import Neuron
     n = neurons[i]
     neurons[i] = Neuron(kw.get("inp", n.inp), kw.get("bias", n.bias), kw.get("out", n.out), n.group)
     return neurons
@@ -245,7 +245,7 @@ STEP_MUTANTS = {
 
 @pytest.mark.parametrize("mutant", sorted(STEP_MUTANTS))
 def test_a_one_term_change_of_an_rnn_layer_mlp_fails_there(monkeypatch, mutant):
-    from rnngap.checks.certify_sim import step_facts
+    from rnngap.checks.certify.simulator import step_facts
     which, change, fact = STEP_MUTANTS[mutant]
     failed = _failed(step_facts(_rnn_mlp_mutant(monkeypatch, which, change)))
     assert fact in failed and all(f.startswith(("step0.", "own0.")) for f in failed), failed
@@ -254,7 +254,7 @@ def test_a_one_term_change_of_an_rnn_layer_mlp_fails_there(monkeypatch, mutant):
 def test_a_c_term_written_elsewhere_fails(monkeypatch):
     """C h written to a direction the RNN's C does not name: the state MLP writes an
     unplanned direction and the C fact of the named one fails."""
-    from rnngap.checks.certify_sim import step_facts
+    from rnngap.checks.certify.simulator import step_facts
 
     def change(ns):
         out = {("rnn:tok" if k == "rnn:cnt" else k): v for k, v in ns[2].out.items()}
@@ -267,7 +267,7 @@ def test_a_c_term_written_elsewhere_fails(monkeypatch):
 
 # ---------------------------------------------------------------------------- the last layer: the next code
 def test_every_simulator_writes_the_next_code_of_each_case():
-    from rnngap.checks.certify_sim import next_code_facts
+    from rnngap.checks.certify.simulator import next_code_facts
     for sim in sim_simulators():
         facts = next_code_facts(sim)
         assert _failed(facts) == [], sim.model.name
@@ -280,7 +280,7 @@ def test_every_simulator_writes_the_next_code_of_each_case():
 def _next_code_mutant(monkeypatch, change, build=None):
     """The simulator (``build()``, default :func:`_build`) with ``change(sim,
     neurons)`` applied to its next-code MLP."""
-    from rnngap.constructions.gadgets import Neuron
+    from rnngap.constructions.build.gadgets import Neuron
     real = S.RNNSimulator._next_code_mlp
 
     def mutated(self, big):
@@ -316,7 +316,7 @@ def _small_gate(ns):
 
 @pytest.mark.parametrize("mutant", sorted(NEXT_MUTANTS))
 def test_a_one_term_change_of_the_next_code_mlp_fails(monkeypatch, mutant):
-    from rnngap.checks.certify_sim import next_code_facts
+    from rnngap.checks.certify.simulator import next_code_facts
     change, want = NEXT_MUTANTS[mutant]
     failed = _failed(next_code_facts(_next_code_mutant(monkeypatch, change)))
     if want is not None:
@@ -327,7 +327,7 @@ def test_a_one_term_change_of_the_next_code_mlp_fails(monkeypatch, mutant):
 
 # ---------------------------------------------------------------------------- layer 3's MLP: the RNN's input
 def test_every_simulator_selects_the_rnn_input():
-    from rnngap.checks.certify_sim import input_facts, layout
+    from rnngap.checks.certify.simulator import input_facts, layout
     for sim in sim_simulators():
         facts = input_facts(sim)
         assert _failed(facts) == [], sim.model.name
@@ -352,15 +352,15 @@ def _select_mutant(monkeypatch, **change):
 @pytest.mark.parametrize("change", [{"cond": {"prompt_done": 1}}, {"bound": lambda b: max(1, int(b) // 4)}],
                          ids=["condition reads prompt_done", "gate bound a quarter"])
 def test_a_wrong_input_select_fails(monkeypatch, change):
-    from rnngap.checks.certify_sim import input_facts
+    from rnngap.checks.certify.simulator import input_facts
     failed = _failed(input_facts(_select_mutant(monkeypatch, **change)))
     assert failed and all(f.startswith("input.rnn:") for f in failed), failed
 
 
 def test_a_moved_filler_decision_fails(monkeypatch):
     """emit_filler's neuron with its bias one larger: it fires without after_last_state."""
-    from rnngap.checks.certify_sim import input_facts
-    from rnngap.constructions.gadgets import Neuron
+    from rnngap.checks.certify.simulator import input_facts
+    from rnngap.constructions.build.gadgets import Neuron
     real = S.RNNSimulator._rnn_input
 
     def mutated(self, fmt, emb_dims, emb_bound):
@@ -377,7 +377,7 @@ def test_a_moved_filler_decision_fails(monkeypatch):
 def test_the_readout_emits_the_code_the_last_mlp_wrote():
     """Proved for every simulator; a readout whose tau term has weight 3 (the built
     spec changed in place: the fact reads it) or that reads another direction fails."""
-    from rnngap.checks.certify_sim import readout_facts
+    from rnngap.checks.certify.simulator import readout_facts
     for sim in sim_simulators():
         assert _failed(readout_facts(sim)) == [], sim.model.name
     sim = _build()
@@ -403,14 +403,14 @@ def _two_layers(monkeypatch=None, change=None):
 
 
 def test_the_layers_come_in_the_plans_order():
-    from rnngap.checks.certify_sim import sequence_facts
+    from rnngap.checks.certify.simulator import sequence_facts
     for sim in sim_simulators() + [_two_layers()]:
         assert _failed(sequence_facts(sim)) == [], sim.model.name
 
 
 @pytest.mark.parametrize("name", ["RNN layers reversed", "own MLP twice"])
 def test_a_wrong_order_of_the_rnn_layers_fails(monkeypatch, name):
-    from rnngap.checks.certify_sim import sequence_facts, step_facts
+    from rnngap.checks.certify.simulator import sequence_facts, step_facts
     change = {"RNN layers reversed": lambda real, self, l: real(self, len(self.rnn.spec.rnn_layers) - 1 - l),
               "own MLP twice": lambda real, self, l: (lambda m: (m[0], m[1], m[1]))(real(self, l))}[name]
     sim = _two_layers(monkeypatch, change)
@@ -423,8 +423,8 @@ def test_a_wrong_order_of_the_rnn_layers_fails(monkeypatch, name):
 def test_a_direction_that_does_not_start_at_zero_fails():
     """next_code embedded as tau (the built spec changed in place): every fact that adds
     to it would still hold; the embedding fact fails."""
-    from rnngap.checks.certify_sim import sequence_facts
-    from rnngap.constructions import kernels as K
+    from rnngap.checks.certify.simulator import sequence_facts
+    from rnngap.constructions.machine import kernels as K
     sim = _build()
     d = sim.model.spec.labels.index("next_code")
     sim.model.spec.embedding[d] = (K.F_TOK, 0, 1)
@@ -435,8 +435,8 @@ def test_a_fact_on_hypotheses_without_a_model_is_vacuous():
     """``_fact`` refuses a proof from contradictory hypotheses, and its shared
     satisfiability solver forgets each query: a satisfiable one after a
     contradictory one is still a proof, and the other way round."""
-    from rnngap.checks.certify_sim import _fact
-    from rnngap.checks.symbolic import z3
+    from rnngap.checks.certify.simulator import _fact
+    from rnngap.checks.certify.sizes import z3
     x = z3.Int("vac.x")
     assert _fact("l", "ok", "", [x >= 1], x >= 0)["answer"] == "unsat"
     bad = _fact("l", "vac", "", [x >= 1, x <= 0], x == 7)
@@ -448,7 +448,7 @@ def test_a_fact_on_hypotheses_without_a_model_is_vacuous():
 
 # ---------------------------------------------------------------------------- the argmax of an indicator readout
 def _indicator_build():
-    from rnngap.constructions import targets as TG
+    from rnngap.constructions.models import targets as TG
     return S.rnnsim_transformer(TG.register_index_rnn(3, max_number=5), max_prompt=6, max_rnn_cot=3)
 
 
@@ -456,7 +456,7 @@ def test_every_indicator_readout_simulator_proves_its_argmax():
     """The argmax's three layers, each on its own and in a row, and the Y case
     (the winner's code), for every simulator the registry builds with an
     indicator readout; none for a nearest-code readout."""
-    from rnngap.checks.certify_sim import argmax_facts, indicator_plan, next_code_facts
+    from rnngap.checks.certify.simulator import argmax_facts, indicator_plan, next_code_facts
     seen = 0
     for sim in sim_simulators():
         facts = argmax_facts(sim)
@@ -475,7 +475,7 @@ def test_every_indicator_readout_simulator_proves_its_argmax():
 def _argmax_mutant(monkeypatch, which: int, change):
     """The indicator-readout simulator built with ``change(sim, neurons)`` applied to
     the argmax's layer ``which`` (0 logits, 1 comparisons, 2 winner)."""
-    from rnngap.constructions.gadgets import Neuron
+    from rnngap.constructions.build.gadgets import Neuron
     real = S.RNNSimulator._argmax_mlps
 
     def mutated(self):
@@ -513,7 +513,7 @@ ARGMAX_MUTANTS = {
 
 @pytest.mark.parametrize("mutant", sorted(ARGMAX_MUTANTS))
 def test_a_one_term_change_of_the_argmax_fails_at_its_layer(monkeypatch, mutant):
-    from rnngap.checks.certify_sim import argmax_facts
+    from rnngap.checks.certify.simulator import argmax_facts
     which, change, want = ARGMAX_MUTANTS[mutant]
     failed = _failed(argmax_facts(_argmax_mutant(monkeypatch, which, change)))
     # the composition (comparisons, then winner) fails too for a mutant of those two layers
@@ -523,8 +523,8 @@ def test_a_one_term_change_of_the_argmax_fails_at_its_layer(monkeypatch, mutant)
 def test_a_fractional_indicator_coefficient_fails_the_plan():
     """The RNN's readout rounds each product c x_d; with a fractional c that rounding
     is not the exact sum the argmax's MLPs compute, so the plan refuses it."""
-    from rnngap.checks.certify_sim import argmax_facts
-    from rnngap.constructions import kernels as K
+    from rnngap.checks.certify.simulator import argmax_facts
+    from rnngap.constructions.machine import kernels as K
     sim = _indicator_build()
     ro = sim.rnn.spec.readout
     i = next(i for i, t in enumerate(ro) if t[1] == K.F_IS_TOKEN)
@@ -535,8 +535,8 @@ def test_a_fractional_indicator_coefficient_fails_the_plan():
 def test_a_readout_term_the_plan_does_not_know_fails():
     """A tau term next to the indicator terms: the argmax's plan would leave it out,
     so the plan refuses the readout instead of claiming the RNN's token."""
-    from rnngap.checks.certify_sim import argmax_facts
-    from rnngap.constructions import kernels as K
+    from rnngap.checks.certify.simulator import argmax_facts
+    from rnngap.constructions.machine import kernels as K
     sim = _indicator_build()
     sim.rnn.spec.readout.append((sim.rnn.spec.readout[0][0], K.F_TOK, 0, Fraction(1)))
     assert _failed(argmax_facts(sim)) == ["argmax.readout"]
@@ -545,7 +545,7 @@ def test_a_readout_term_the_plan_does_not_know_fails():
 def test_a_wrong_winner_code_or_a_dropped_contender_fails(monkeypatch):
     """The Y case's code of a winner one off fails next.Y; a builder that drops the
     last contender no longer matches the RNN's readout (argmax.dims)."""
-    from rnngap.checks.certify_sim import argmax_facts, next_code_facts
+    from rnngap.checks.certify.simulator import argmax_facts, next_code_facts
 
     def code(sim, ns):
         i = next(i for i, n in enumerate(ns) if "winner0" in n.inp and n.out == {"next_code": 1})
@@ -566,7 +566,7 @@ def test_an_argmax_direction_written_by_another_layer_fails():
     """The winner layer also adding to logit0 (the built spec changed in place: the
     builder itself refuses a second writer): the logit layer's facts still hold, the
     order of writers fails."""
-    from rnngap.checks.certify_sim import argmax_facts, sequence_facts
+    from rnngap.checks.certify.simulator import argmax_facts, sequence_facts
     sim = _indicator_build()
     spec = sim.model.spec
     d = spec.labels.index("logit0")

@@ -1,4 +1,4 @@
-"""The simulator's composition (checks/certify_sim_chain.py): the proved layers
+"""The simulator's composition (checks/certify/simulator_chain.py): the proved layers
 chained over the reference CoT.
 
 Every simulator the registry builds composes. Then each kind of design error
@@ -14,10 +14,10 @@ import copy
 from fractions import Fraction
 import pytest
 
-from rnngap.checks import certify_sim as CSIM, certify_sim_chain as CH
-from rnngap.checks.certify import sim_simulators
-from rnngap.constructions import cot_hierarchy as CHR
-from rnngap.constructions import simulate as S
+from rnngap.checks.certify import simulator as CSIM, simulator_chain as CH
+from rnngap.checks.certify.run import sim_simulators
+from rnngap.constructions.models import cot_hierarchy as CHR
+from rnngap.constructions.models import simulate as S
 
 from test_certify_sim import _component, _failed, _mutated
 
@@ -173,7 +173,7 @@ def test_a_prompt_token_typed_as_a_counter_fails_first_k(monkeypatch):
 
 def test_the_row_covers_the_composition():
     sim = _build()
-    from rnngap.checks.certify import Result
+    from rnngap.checks.certify.run import Result
     r = CSIM.certify_heads([sim], Result)
     assert r.certified and "composition" in r.covers
     assert any(f["fact"].endswith(": chain.K") for f in r.facts)
@@ -203,7 +203,7 @@ def _rescaled(sim, li: int, m: int, alpha):
 
 
 def _f3():
-    from rnngap.constructions import targets as TG
+    from rnngap.constructions.models import targets as TG
     return S.rnnsim_transformer(TG.random_linear_rnn(2, 3, 0, max_number=4), max_prompt=5, max_rnn_cot=0)
 
 
@@ -293,7 +293,7 @@ def test_a_step_out_of_range_at_the_prompt_fails(monkeypatch):
 def test_two_heads_into_one_direction_are_summed(monkeypatch):
     """The counter head also adds counter_value into prev_state0 (builder and
     plan; prev_state0 made a sum): the chain adds both copies, as the model does."""
-    from rnngap.constructions import gadgets as G
+    from rnngap.constructions.build import gadgets as G
     real_hidden = G.ResidualSpace.hidden
     monkeypatch.setattr(G.ResidualSpace, "hidden", lambda self, label, accumulate=False, bound=None: real_hidden(
         self, label, accumulate or label == "prev_state0", bound))
@@ -339,7 +339,7 @@ def test_another_grid_or_a_saturating_format_fails_the_machine_arithmetic():
     mode: exact.products says so."""
     import dataclasses
     from types import SimpleNamespace
-    from rnngap.constructions.fixedpoint import FixedFormat
+    from rnngap.constructions.machine.fixedpoint import FixedFormat
     sim = _f3()
     for fmt in (FixedFormat(sim.model.fmt.int_bits, sim.model.fmt.frac_bits + 1),
                 dataclasses.replace(sim.model.fmt, mode="saturate")):

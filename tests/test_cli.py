@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from rnngap.checks.cli import main
+from rnngap.checks.cli.main import main
 from rnngap.checks.tasks import is_task_name
 
 # The --json record schema as issues 8, 13, 18 and 27 specify it (not read from the code).
@@ -25,11 +25,11 @@ RESOURCE_FIELDS = BASE_FIELDS - STRING_FIELDS - COUNT_FIELDS - {"seconds"}  # in
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "rnngap.checks.cli", *args], capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "rnngap.checks.cli.main", *args], capture_output=True, text=True, timeout=600)
 
 
 def _main(capsys, *argv):
-    """rnngap.checks.cli.main in-process: (exit code, stdout, stderr)."""
+    """rnngap.checks.cli.main.main in-process: (exit code, stdout, stderr)."""
     rc = main(list(argv))
     cap = capsys.readouterr()
     return rc, cap.out, cap.err
@@ -107,8 +107,8 @@ def test_precision_plot_renders(tmp_path):
 
 
 def test_a_crashing_check_is_a_failed_row_not_a_traceback(monkeypatch):
-    from rnngap.checks import registry
-    from rnngap.constructions.fixedpoint import FixedFormat
+    from rnngap.checks.verify import registry
+    from rnngap.constructions.machine.fixedpoint import FixedFormat
 
     registry.load_checks()
 
@@ -137,7 +137,7 @@ def _show_names(capsys) -> list[str]:
 
 
 def test_show_list_names_the_catalogue(capsys):
-    from rnngap.checks.catalog import names
+    from rnngap.checks.catalog.records import names
     assert sorted(_show_names(capsys)) == names()
 
 
@@ -183,9 +183,9 @@ def test_show_impossible_input_exits_2(capsys, argv, needle):
 def test_show_turns_a_builders_refusal_into_a_usage_error(capsys, monkeypatch, error):
     """MarginError (a ValueError) and FixedPointOverflow (a PrecisionError) raised
     while building become exit 2 with the builder's reason on one line."""
-    from rnngap.checks import catalog
-    from rnngap.constructions.fixedpoint import FixedFormat, FixedPointOverflow
-    from rnngap.constructions.gadgets import MarginError
+    from rnngap.checks.catalog import records as catalog
+    from rnngap.constructions.machine.fixedpoint import FixedFormat, FixedPointOverflow
+    from rnngap.constructions.build.gadgets import MarginError
 
     def build(n):
         if error == "margin":
@@ -205,7 +205,7 @@ def test_show_turns_a_builders_refusal_into_a_usage_error(capsys, monkeypatch, e
 
 @pytest.fixture
 def registry_must_not_run(monkeypatch):
-    from rnngap.checks import registry
+    from rnngap.checks.verify import registry
 
     def run(*a, **k):
         raise AssertionError("the registry ran although the arguments are bad")
@@ -268,8 +268,8 @@ def test_predict_ar_out_directory(capsys, tmp_path):
 def test_verify_notes_prints_passing_records_notes(capsys):
     """--notes prints every record's note (e.g. the machine checks' sample
     sizes), passing ones included; without it only failures' notes appear."""
-    from rnngap.checks.cli import main
-    from rnngap.checks.registry import run as run_registry
+    from rnngap.checks.cli.main import main
+    from rnngap.checks.verify.registry import run as run_registry
     notes = [r.note for r in run_registry("quick", only=["machine"]) if r.note]
     assert notes                                             # the machine records carry notes
     assert main(["verify", "--only", "machine"]) == 0
@@ -318,7 +318,7 @@ def test_predict_ar_refuses_out_equal_to_input(capsys, tmp_path):
 
 
 def test_precision_refuses_json_equal_to_out_before_any_work(capsys, tmp_path, monkeypatch):
-    from rnngap.checks import frontier
+    from rnngap.checks.verify import frontier
 
     def no_work(*a, **k):
         raise AssertionError("the frontier ran although the arguments are bad")
@@ -334,7 +334,7 @@ def test_precision_refuses_json_equal_to_out_before_any_work(capsys, tmp_path, m
 
 
 def test_predict_istree_out_checked_before_the_model_runs(capsys, tmp_path, monkeypatch):
-    from rnngap.checks import predict_istree as P
+    from rnngap.checks.cli import predict_istree as P
 
     def no_model(*a, **k):
         raise AssertionError("the model was built although --out cannot be written")
@@ -380,7 +380,7 @@ def test_a_failed_write_leaves_no_partial_output_and_the_old_file_intact(tmp_pat
     before = _snapshot(tmp_path)
     for argv in (["predict", "istree", "--inputs", str(inp), "--out", str(out)],
                  ["predict", "ar", "--inputs", str(X), "--out", str(P), "--quiet"]):
-        r = subprocess.run([sys.executable, "-m", "rnngap.checks.cli", *argv], capture_output=True, text=True,
+        r = subprocess.run([sys.executable, "-m", "rnngap.checks.cli.main", *argv], capture_output=True, text=True,
                            timeout=600, preexec_fn=_fsize_limited(limit if argv[1] == "istree" else 8192))
         assert r.returncode == 2, r.stderr
         assert "cannot write" in r.stderr and "None" not in r.stderr and _one_clean_line(r.stderr), r.stderr
@@ -397,7 +397,7 @@ def test_ctrl_c_exits_130_with_one_line_and_no_output(tmp_path):
     inp = tmp_path / "g.jsonl"
     _istree_input(inp, [f"[BOS]{','.join(f'{v}-{v - 1}' for v in range(1, 400))}[EOS]"] * 50)
     before = _snapshot(tmp_path)
-    p = subprocess.Popen([sys.executable, "-m", "rnngap.checks.cli", "predict", "istree", "--inputs", str(inp),
+    p = subprocess.Popen([sys.executable, "-m", "rnngap.checks.cli.main", "predict", "istree", "--inputs", str(inp),
                           "--out", str(tmp_path / "out.jsonl")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(4)
@@ -412,7 +412,7 @@ def test_ctrl_c_exits_130_with_one_line_and_no_output(tmp_path):
 
 
 def test_atomic_output_removes_the_temporary_on_interrupt(tmp_path):
-    from rnngap.checks.errors import atomic_output
+    from rnngap.checks.io.errors import atomic_output
     target = tmp_path / "t.txt"
     target.write_text("old")
     with pytest.raises(KeyboardInterrupt):
@@ -427,7 +427,7 @@ def test_atomic_output_removes_the_temporary_on_interrupt(tmp_path):
 
 def test_atomic_output_follows_a_symlink_and_writes_devices_in_place(tmp_path):
     import os
-    from rnngap.checks.errors import atomic_output
+    from rnngap.checks.io.errors import atomic_output
     real = tmp_path / "real.txt"
     real.write_text("old")
     link = tmp_path / "link.txt"
@@ -469,7 +469,7 @@ def test_set_but_missing_shared_data_is_an_error_not_a_fallback(capsys, tmp_path
     monkeypatch.setenv("RNNGAP_SHARED_DATA", str(f))
     rc, _, err = _main(capsys, "verify", "--only", "T4.7-up")
     assert rc == 2 and "not a directory" in err and _one_clean_line(err), err
-    from rnngap.checks.shared_data import SharedDataError, shared_file
+    from rnngap.checks.io.shared_data import SharedDataError, shared_file
     with pytest.raises(SharedDataError):
         shared_file("istree_official_sample.jsonl")
 
@@ -481,7 +481,7 @@ def only_data_checks(monkeypatch):
     """The registry cut down to the checks that read the sample data (the
     T4.7-up paper-sample row), so the exit-code tests cost seconds; the full
     `verify --only T4.7-up` is the full-profile test below."""
-    from rnngap.checks import registry
+    from rnngap.checks.verify import registry
     registry.load_checks()
     keep = [c for c in registry.REGISTRY if c.claim == "T4.7-up" and "paper's sample" in c.name]
     assert len(keep) == 1, [c.name for c in registry.REGISTRY if c.claim == "T4.7-up"]
@@ -523,7 +523,7 @@ def test_missing_data_exit_codes_full_claim(capsys, tmp_path, monkeypatch):
 
 def test_package_data_is_found_by_default_and_matches_its_readme(monkeypatch):
     import hashlib
-    from rnngap.checks.shared_data import PACKAGE_DATA, shared_data_dir, shared_file
+    from rnngap.checks.io.shared_data import PACKAGE_DATA, shared_data_dir, shared_file
     monkeypatch.delenv("RNNGAP_SHARED_DATA", raising=False)
     assert shared_data_dir() == PACKAGE_DATA
     readme = (PACKAGE_DATA / "README.md").read_text()
@@ -554,8 +554,8 @@ def test_pyproject_installs_the_package_data():
 def test_show_fast_feed_equals_recording_every_position():
     """feed_example (prefix without per-position recording, in chunks) gives the
     same last-position attention, residual and next token as recording all."""
-    from rnngap.checks.catalog import by_name, names
-    from rnngap.checks.cmd_show import feed_example
+    from rnngap.checks.catalog.records import by_name, names
+    from rnngap.checks.cli.cmd_show import feed_example
     import io
     for name in names():
         e = by_name(name)
@@ -574,8 +574,8 @@ def test_show_fast_feed_equals_recording_every_position():
 
 def test_show_reports_progress_on_a_long_prompt():
     import io
-    from rnngap.checks.catalog import by_name
-    from rnngap.checks.cmd_show import feed_example
+    from rnngap.checks.catalog.records import by_name
+    from rnngap.checks.cli.cmd_show import feed_example
     e = by_name("istree-transformer")
     model, toks = e.build(300).model, e.example(300, np.random.default_rng(0))
     s = io.StringIO()
@@ -615,7 +615,7 @@ def test_predict_ar_npy_guards(capsys, tmp_path, content, fragment):
 
 
 def test_verify_interrupted_prints_one_line_and_writes_no_json(capsys, tmp_path, monkeypatch):
-    from rnngap.checks import registry
+    from rnngap.checks.verify import registry
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
@@ -635,7 +635,7 @@ def test_out_dev_stdout_redirected_to_a_file_is_written_in_place(tmp_path):
     dest = tmp_path / "redirected.txt"
     with open(dest, "w") as fh:
         ino = os.fstat(fh.fileno()).st_ino
-        r = subprocess.run([sys.executable, "-m", "rnngap.checks.cli", "predict", "istree", "--inputs", str(inp),
+        r = subprocess.run([sys.executable, "-m", "rnngap.checks.cli.main", "predict", "istree", "--inputs", str(inp),
                             "--out", "/dev/stdout"], stdout=fh, stderr=subprocess.PIPE, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert os.stat(dest).st_ino == ino

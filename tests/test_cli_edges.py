@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from rnngap.checks.cli import main
-from rnngap.checks.errors import Outputs, UsageError
+from rnngap.checks.cli.main import main
+from rnngap.checks.io.errors import Outputs, UsageError
 
-CLI = [sys.executable, "-m", "rnngap.checks.cli"]
+CLI = [sys.executable, "-m", "rnngap.checks.cli.main"]
 CC = ["cc", "--task", "index", "--n", "3"]          # a command with one output that runs in milliseconds
 
 
@@ -243,7 +243,7 @@ def _depth_reference(line: str) -> int:
 
 
 def test_json_depth_of_valid_json_matches_the_reference():
-    from rnngap.checks.predict_istree import _json_depth
+    from rnngap.checks.cli.predict_istree import _json_depth
     for line in ['{"a": [1, "[[[", {"b": "\\\\"}]}', '[["\\"[", "\\\\\\"{"], {"k": [[]]}]', '"\\\\"', "[[], [[{}]]]"]:
         json.loads(line)
         assert _json_depth(line) == _depth_reference(line), line
@@ -262,7 +262,7 @@ def test_a_megabyte_line_of_escaped_quotes_is_refused(capsys, tmp_path):
 def test_cc_table_cap_covers_the_sum_over_n(capsys, no_work):
     """--table computes every n = 1..N: the cap bounds the sum, so an --n that
     fits alone is refused with --table, before any work."""
-    from rnngap.checks.cmd_cc import max_n
+    from rnngap.checks.cli.cmd_cc import max_n
     alone, table = max_n("index", 1), max_n("index", 1, table=True)
     assert table < alone
     rc, out, err = cli(capsys, "cc", "--task", "index", "--alphabet", "1", "--n", str(table + 1), "--table")
@@ -310,7 +310,7 @@ HUGE = 1_000_000
                                   "[BOS]1-0[EOS]" + "7" * HUGE + "[EOS]", "[BOS]1-0,-" + "-" * HUGE,
                                   "X" * HUGE])
 def test_format_errors_quote_at_most_a_few_hundred_characters(text):
-    from rnngap.checks.formats import CotFormatError, GraphFormatError, parse_cot_text
+    from rnngap.checks.io.formats import CotFormatError, GraphFormatError, parse_cot_text
     with pytest.raises((GraphFormatError, CotFormatError)) as e:
         parse_cot_text(text)
     assert len(str(e.value)) < 400, str(e.value)[:500]
@@ -342,7 +342,7 @@ def test_cli_messages_quote_at_most_a_few_hundred_characters(capsys, tmp_path):
 def test_sliced_batch_states_change_no_witness(monkeypatch):
     """batch_states is called on slices of rows (so that a signal is seen
     between calls): the birthday search finds the same pair either way."""
-    from rnngap.checks.cmd_witness import make_model
+    from rnngap.checks.cli.cmd_witness import make_model
     from rnngap.checks.tasks import task
     from rnngap.lowerbounds import witness as W
     red = task("index").reduction
@@ -412,7 +412,7 @@ def test_sigterm_during_a_run_leaves_no_file(tmp_path):
 def test_a_signal_while_the_outputs_are_written_leaves_the_old_files(tmp_path, monkeypatch):
     """Terminated raised in the middle of Outputs.commit (after the first file
     is complete): the old files stay, no temporary file is left."""
-    from rnngap.checks import errors
+    from rnngap.checks.io import errors
     (tmp_path / "a").write_text("old a")
     (tmp_path / "b").write_text("old b")
     real_fsync = os.fsync

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from rnngap.checks.cli import main
+from rnngap.checks.cli.main import main
 from rnngap.checks.tasks import index as task_index
 from rnngap.checks.tasks import istree as task_istree
 from rnngap.lowerbounds import reductions as R
@@ -126,7 +126,7 @@ def test_witness_birthday_progress_on_stderr_only(capsys, tmp_path, monkeypatch)
     of the search, so progress is reported on a terminal; it goes to stderr as
     lines that say how far the search got, never to stdout (which holds the
     result). On a pipe (below) nothing extra is written."""
-    from rnngap.checks import cmd_witness
+    from rnngap.checks.cli import cmd_witness
     path = tmp_path / "w.json"
     rc, out, err = _run(capsys, "witness", "--task", "index", "--n", "29", "--model", "register", "--bits", "28",
                         "--mode", "birthday", "--seed", "0", "--json", str(path))
@@ -160,7 +160,7 @@ def test_search_progress_is_throttled():
     10 lines, at least 1 s apart (times on the fake clock, exact in binary)."""
     import io
 
-    from rnngap.checks.cmd_witness import SearchProgress
+    from rnngap.checks.cli.cmd_witness import SearchProgress
     t = [0.0]
     stream = io.StringIO()
     p = SearchProgress(stream, interval=1.0, clock=lambda: t[0])
@@ -185,7 +185,7 @@ def test_missing_required_argument_exits_2(capsys):
 
 
 def test_registry_quick_profile_passes():
-    from rnngap.checks import registry
+    from rnngap.checks.verify import registry
     records = registry.run("quick", only=["T4.6-low", "T4.7-low"], seed=0)
     assert records and all(r.passed for r in records), [r.note for r in records if not r.passed]
     labels = " ".join(r.description for r in records)
@@ -228,7 +228,7 @@ def test_cc_huge_sizes_refused_at_once_with_the_cap(capsys, argv):
 def test_cc_cap_is_the_largest_n_that_runs():
     """max_n is monotone and the library (which checks the exact cell count)
     accepts n = cap and refuses a matrix one step larger than MAX_CELLS."""
-    from rnngap.checks import cmd_cc
+    from rnngap.checks.cli import cmd_cc
     from rnngap.lowerbounds import cc
     for task in ("index", "ar", "cgram", "counting", "istree"):
         cap = cmd_cc.max_n(task, 2)
@@ -256,7 +256,7 @@ def test_witness_birthday_stops_at_the_work_cap(capsys, tmp_path, monkeypatch):
     hash (2^24 draws by default) at n = 200 stops after cap // 201 draws, says so,
     and finds nothing; below the cap the default budget is kept (the 28-bit register
     of the test above still finds its pair)."""
-    from rnngap.checks import cmd_witness
+    from rnngap.checks.cli import cmd_witness
     from rnngap.lowerbounds import witness as W
     monkeypatch.setattr(cmd_witness, "BIRTHDAY_WORK_CAP", 1 << 20)
     path = tmp_path / "w.json"

@@ -1,11 +1,11 @@
-"""Tests of the T4.1 construction (constructions/cot_hierarchy.py).
+"""Tests of the T4.1 construction (constructions/models/cot_hierarchy.py).
 
 T4.1 itself is conditional (PSPACE not in P/poly) and is never tested; these
 tests check the construction side (exact answers, CoT length, the RNN state
 equal to the machine's configuration after every CoT token) and the contrast
 (a no-CoT network unrolling k applications of g is right for t <= k, with both
 answers, and wrong beyond). References: plain Python in this file and in
-checks/checks_hierarchy.py, never the RNN.
+checks/verify/checks_hierarchy.py, never the RNN.
 """
 import json
 import os
@@ -17,13 +17,13 @@ import pytest
 import sympy as sp
 from hypothesis import given, settings, strategies as st
 
-from rnngap.checks import checks_hierarchy as CK
+from rnngap.checks.verify import checks_hierarchy as CK
 from rnngap.checks.tasks import iterate
-from rnngap.constructions import cot_hierarchy as CH
-from rnngap.constructions.fixedpoint import FixedFormat
-from rnngap.constructions.gadgets import MarginError
-from rnngap.constructions.generate import generate
-from rnngap.constructions.vocab import BOS, FALSE, NUMBER_BASE, QUERY, TRUE
+from rnngap.constructions.models import cot_hierarchy as CH
+from rnngap.constructions.machine.fixedpoint import FixedFormat
+from rnngap.constructions.build.gadgets import MarginError
+from rnngap.constructions.build.generate import generate
+from rnngap.constructions.machine.vocab import BOS, FALSE, NUMBER_BASE, QUERY, TRUE
 
 
 def tent_rotate(x, n):
@@ -126,7 +126,7 @@ def test_t41_records_never_rest_on_a_constant():
     model's answers on its family in the note; each must show both answers. A
     contrast against a network that emits one token (or no answer) fails here."""
     import re
-    from rnngap.checks.registry import REGISTRY, load_checks
+    from rnngap.checks.verify.registry import REGISTRY, load_checks
     load_checks()
     recs = [r for c in REGISTRY if c.claim == "T4.1" for r in c.fn("quick", 0)]
     assert recs and all(r.passed for r in recs), [r.note for r in recs if not r.passed]
@@ -164,8 +164,8 @@ def test_saturate_one_bit_below_the_frontier_is_wrong():
     frontier on every ITER(3) instance is at most the declared I, and at one bit
     below it some instance's answer or CoT is wrong against the plain-Python orbit
     of this file."""
-    from rnngap.checks.checks_hierarchy import iter_cot_runner
-    from rnngap.checks.necessity import measure
+    from rnngap.checks.verify.checks_hierarchy import iter_cot_runner
+    from rnngap.checks.verify.necessity import measure
     n = 3
     run, count = iter_cot_runner(n, 0)
     assert count == 2 * n * (n * n + 1)
@@ -205,8 +205,8 @@ def test_conditional_claim_is_stated():
 SCRIPT = """
 import json
 from rnngap.constructions import cot_hierarchy as CH
-from rnngap.constructions.generate import generate
-from rnngap.constructions.vocab import TRUE, FALSE
+from rnngap.constructions.build.generate import generate
+from rnngap.constructions.machine.vocab import TRUE, FALSE
 m = CH.iterate_rnn(3)
 out = [generate(m, CH.prompt(3, a, t, [a, t % 6, 1]), answer_tokens=[TRUE, FALSE], max_cot=9).cot + [0]
        for a, t in [(0, 9), (5, 4), (3, 7)]]

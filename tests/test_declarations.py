@@ -1,4 +1,4 @@
-"""The claim registry's declarations (checks/declarations.py): every claim that
+"""The claim registry's declarations (checks/catalog/asymptotics.py): every claim that
 has constructions declares its resources as sympy expressions, every claim has
 a registered check, and the symbolic class check is not vacuous."""
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 import sympy as sp
 from hypothesis import given, settings, strategies as st
 
-from rnngap.checks.catalog import declarations
-from rnngap.checks.declarations import N, Declaration, evaluate, holds
-from rnngap.checks.registry import CLAIMS, load_checks, unchecked_claims
+from rnngap.checks.catalog.records import declarations
+from rnngap.checks.catalog.asymptotics import N, Declaration, evaluate, holds
+from rnngap.checks.verify.registry import CLAIMS, load_checks, unchecked_claims
 
 CONSTRUCTION_CLAIMS = ("gadgets", "T4.6-up", "T4.7-up", "T4.1", "T5-RAG", "T5.6", "T5-hyb-P")
 DECLARATIONS = [d for d, _, _ in declarations()]
@@ -75,7 +75,8 @@ def test_parameter_counts_are_read_from_the_records_and_a_wrong_build_fails(monk
     """Every params declaration is the constant of its construction record's form
     (no count measured and re-declared), every form's count is measured on builds,
     and the measurement side fails when a build's count differs by one."""
-    from rnngap.checks import catalog as CAT, checks_declarations as CD
+    from rnngap.checks.catalog import records as CAT
+    from rnngap.checks.verify import checks_declarations as CD
     forms = {f.name: f.params for r in CAT.records() for f in r.forms if f.params is not None}
     ds = CAT.params_declarations()
     base = lambda name: re.sub(r",a=[^\]]*|\[a=[^\]]*\]", "", name)     # the form at every alphabet
@@ -100,7 +101,7 @@ def _limit_finite(e, g) -> bool:
 
 
 def test_order_rules_known_orders():
-    from rnngap.checks.declarations import order_bound
+    from rnngap.checks.catalog.asymptotics import order_bound
     h = sp.Rational(1, 2)
     assert order_bound(N * (N - 1)) == (2, 0)
     assert order_bound(sp.log(N + 2, 2) * N) == (1, 1)
@@ -118,7 +119,7 @@ def test_order_rules_known_orders():
 def test_order_rules_leave_every_false_declaration_to_the_limit():
     """A false declaration is never accepted by the rules: holds() falls through
     to the limit, which rejects it."""
-    from rnngap.checks.declarations import _within, order_bound
+    from rnngap.checks.catalog.asymptotics import _within, order_bound
     false = [(N + 1, sp.log(N)), (N * sp.log(N, 2), N), (N ** 3, N ** 2), (sp.log(N) ** 2, sp.log(N)),
              (sp.sqrt(N), sp.log(N)), (N * (N - 1), N), (N / sp.log(N) ** -1, N)]
     for e, g in false:
@@ -131,7 +132,7 @@ def test_order_rules_agree_with_the_limit_on_every_declared_expression():
     `verify` asks sympy only for failures) and the limit agrees. The cheap rules
     answer all of them today; one they cannot answer would still be checked by
     the limit, so this test also says when that changes."""
-    from rnngap.checks.declarations import _upper, _within, order_bound
+    from rnngap.checks.catalog.asymptotics import _upper, _within, order_bound
     load_checks()
     seen = set()
     for d in DECLARATIONS:
@@ -150,7 +151,7 @@ def test_order_rules_agree_with_the_limit_on_every_declared_expression():
 
 @pytest.mark.full
 def test_order_rules_agree_with_the_limit_on_all_declared_expressions():
-    from rnngap.checks.declarations import _upper
+    from rnngap.checks.catalog.asymptotics import _upper
     load_checks()
     for up, g in {(_upper(d.expr), d.growth()) for d in DECLARATIONS if d.order != "constant"}:
         assert _limit_finite(up, g), (up, g)
@@ -175,7 +176,7 @@ def _grow(children):
 def test_order_rules_are_sound(e, g):
     """Whatever the rules accept, the limit accepts (random expressions of sums,
     differences, products, powers and logs in n)."""
-    from rnngap.checks.declarations import _within, order_bound
+    from rnngap.checks.catalog.asymptotics import _within, order_bound
     if e.has(sp.zoo, sp.nan, sp.oo) or e.free_symbols != {N}:
         return
     if _within(order_bound(e), order_bound(g, lower=True)):

@@ -39,7 +39,7 @@ MODULES = _modules_with_examples()
 
 
 def test_the_scan_finds_the_modules():
-    assert len(MODULES) >= 30 and "rnngap.constructions.rag" in MODULES and "rnngap.checks.catalog" in MODULES
+    assert len(MODULES) >= 30 and "rnngap.constructions.models.rag" in MODULES and "rnngap.checks.catalog.records" in MODULES
 
 
 @pytest.mark.parametrize("name", MODULES)

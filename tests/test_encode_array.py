@@ -6,7 +6,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from rnngap.constructions.fixedpoint import FixedFormat, FixedPointOverflow
+from rnngap.constructions.machine.fixedpoint import FixedFormat, FixedPointOverflow
 
 
 def _entrywise(fmt, arr, exact, what):

@@ -1,4 +1,4 @@
-"""The sharded registry and ``rnngap verify --engine dask`` (checks/engine.py).
+"""The sharded registry and ``rnngap verify --engine dask`` (checks/verify/engine.py).
 
 The Dask engine must give the serial engine's records (same records, same order,
 same fields; ``seconds`` is wall-clock time and left out of every comparison), on
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from rnngap.checks import registry
-from rnngap.checks.cli import main
-from rnngap.checks.registry import Check, Record
+from rnngap.checks.verify import registry
+from rnngap.checks.cli.main import main
+from rnngap.checks.verify.registry import Check, Record
 from rnngap.checks.tasks import NO_TASK
 
 distributed = pytest.importorskip("distributed")   # the dev extra installs it (pyproject.toml)
@@ -36,7 +36,7 @@ def _strip(records) -> list[dict]:
 @pytest.fixture(scope="module")
 def client():
     """One real 2-worker LocalCluster (processes, one thread each) for this module."""
-    from rnngap.checks import engine
+    from rnngap.checks.verify import engine
 
     with engine._config(), distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                                     dashboard_address=None) as cluster, \
@@ -103,7 +103,7 @@ def test_index_exhaustive_split_in_ranges_equals_the_unsplit_record():
     """The exhaustive Index reduction record (quick: m = 1..12) computed from chunk
     ranges (chunks of 2^7 strings, 3 chunks a range: m = 8..12 split in 1 to 11
     ranges, the last one short) equals the record of one part per m."""
-    from rnngap.checks import checks_retrieval as CR
+    from rnngap.checks.verify import checks_retrieval as CR
 
     def record(**kw):
         parts = CR._reduction_exhaustive_parts("index", "quick", **kw)
@@ -120,7 +120,7 @@ def test_index_exhaustive_split_in_ranges_equals_the_unsplit_record():
 
 def _istree_exhaustive(split: dict[int, int]) -> tuple[list, list[Record]]:
     """The quick T4.7-up exhaustive records computed from the parts of ``split``."""
-    from rnngap.checks import checks_istree as CI
+    from rnngap.checks.verify import checks_istree as CI
 
     parts = CI.exhaustive_parts("quick", split)
     return parts, CI.exhaustive_combine("quick", 0, [CI.exhaustive_part("quick", 0, p) for p in parts])
@@ -141,8 +141,8 @@ def test_istree_exhaustive_merge_keeps_the_unsplit_order_of_failures(monkeypatch
     pass fails only on the complete graphs, which come last, so only in the last
     range), the merged records name the failure the unsplit run meets first (every
     case, then the '~' pass, then the header pass) and count every one."""
-    from rnngap.checks import checks_istree as CI
-    from rnngap.constructions.vocab import DASH
+    from rnngap.checks.verify import checks_istree as CI
+    from rnngap.constructions.machine.vocab import DASH
 
     def planted(model, cases, sep=DASH, count="auto"):
         out = CI.Outcome()
@@ -166,7 +166,7 @@ def test_istree_exhaustive_merge_keeps_the_unsplit_order_of_failures(monkeypatch
 def _index_check_in_ranges():
     """The T4.6-up Index check with its exhaustive reduction split into chunk ranges
     (2^8 strings a chunk, 4 chunks a range) and only the sampled n <= 2^10."""
-    from rnngap.checks import checks_retrieval as CR
+    from rnngap.checks.verify import checks_retrieval as CR
 
     (chk,) = [c for c in registry.load_checks() if c.fn is CR.check_index]
 
@@ -187,7 +187,7 @@ def test_dask_equals_serial_on_a_sharded_check_with_a_merged_range_record(client
                                                            parts=lambda p: [7, "raise", 8])]
     monkeypatch.setattr(registry, "REGISTRY", checks)
     assert sum(1 for p in checks[0].part_keys("quick") if p[1] == "rex") > 12     # really split
-    from rnngap.checks import engine
+    from rnngap.checks.verify import engine
 
     done = []
     serial = registry.run("quick", ["T4.6-up", "machine"], 3)
@@ -204,7 +204,7 @@ def test_dask_equals_serial_on_a_sharded_check_with_a_merged_range_record(client
 def test_a_worker_that_dies_has_its_part_rerun(client, monkeypatch, tmp_path):
     """A part that kills its worker (os._exit) on its first attempt: the scheduler
     reruns it on a worker and the run completes with the right records."""
-    from rnngap.checks import engine
+    from rnngap.checks.verify import engine
 
     marker = str(tmp_path / "died")
     registry.load_checks()
@@ -232,7 +232,7 @@ def _main(capsys, *argv):
 @pytest.fixture
 def no_cluster(monkeypatch):
     """Fail the test if a cluster or a run starts."""
-    from rnngap.checks import engine
+    from rnngap.checks.verify import engine
 
     def boom(*a, **k):
         raise AssertionError("a run started although the arguments are bad")
@@ -266,7 +266,7 @@ def test_missing_distributed_names_the_extra(capsys, no_cluster, monkeypatch):
 
 def test_an_unreachable_scheduler_exits_2(capsys, tmp_path):
     port = _free_port()                                  # nothing listens there
-    from rnngap.checks import engine
+    from rnngap.checks.verify import engine
 
     with pytest.raises(engine.SchedulerUnreachable, match=f"tcp://127.0.0.1:{port}"):
         engine.run("quick", ["machine"], 0, address=f"tcp://127.0.0.1:{port}", connect_timeout="2s")
@@ -279,7 +279,7 @@ def _free_port() -> int:
 
 
 def _cli(*args, **kw):
-    return subprocess.Popen([sys.executable, "-m", "rnngap.checks.cli", *args], stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "rnngap.checks.cli.main", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, **kw)
 
 
@@ -386,7 +386,7 @@ def test_ctrl_c_exits_130_and_closes_the_local_cluster(tmp_path):
 def test_whole_quick_profile_dask_equals_serial():
     """Every registered check, quick profile: the Dask engine (2-worker LocalCluster)
     gives the serial engine's records (seconds aside)."""
-    from rnngap.checks import engine
+    from rnngap.checks.verify import engine
 
     serial = registry.run("quick", None, 0)
     dask = engine.run("quick", None, 0, workers=2)
@@ -415,7 +415,7 @@ def _capture(monkeypatch, CR):
 
 def _red_only(task):
     """The reduction object of ``checks_rag.red_setup`` without building its model."""
-    from rnngap.checks import checks_rag as CR
+    from rnngap.checks.verify import checks_rag as CR
 
     LR = CR._reductions()
     return {"index": LR.INDEX, "ar": LR.AR, "counting": LR.COUNTING}.get(task) or LR.cgram_reduction(
@@ -426,7 +426,7 @@ def _red_only(task):
 def test_rag_parts_draw_the_instances_of_one_generator_in_order(monkeypatch, profile):
     """The T5-RAG rows that share one seeded generator, run part by part in REVERSE
     order, get the instances a single generator drawn in the unsplit order gives."""
-    from rnngap.checks import checks_rag as CR
+    from rnngap.checks.verify import checks_rag as CR
     import numpy as np
 
     seen = _capture(monkeypatch, CR)

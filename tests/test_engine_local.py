@@ -1,4 +1,4 @@
-"""``rnngap verify`` on local worker processes (checks/engine.py, the default on a
+"""``rnngap verify`` on local worker processes (checks/verify/engine.py, the default on a
 machine with more than one core): the same records as the serial engine, in the
 same order (``seconds`` aside), a raising part a FAIL row in place, and no worker
 process left when the run is interrupted."""
@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from rnngap.checks import engine, registry
-from rnngap.checks.cli import main
-from rnngap.checks.registry import Check, Record
+from rnngap.checks.verify import engine, registry
+from rnngap.checks.cli.main import main
+from rnngap.checks.verify.registry import Check, Record
 from rnngap.checks.tasks import NO_TASK
 
 
@@ -64,7 +64,7 @@ def test_verify_defaults_to_every_core_and_writes_the_serial_records(monkeypatch
     parallel, serial = (json.loads((tmp_path / f"{x}.json").read_text()) for x in "ps")
     assert _strip(parallel) == _strip(serial)
     monkeypatch.delenv("RNNGAP_VERIFY_WORKERS")
-    from rnngap.checks import cli
+    from rnngap.checks.cli import main as cli
     assert cli.default_workers() == engine.default_workers() >= 1
     monkeypatch.setenv("RNNGAP_VERIFY_WORKERS", "zero")
     assert main(["verify", "--only", "gadgets"]) == 2
@@ -127,8 +127,8 @@ def test_whole_quick_profile_local_workers_equal_serial():
 
 
 def _announced() -> bool:
-    import rnngap.constructions as C
-    return C._ANNOUNCED
+    from rnngap.constructions.machine import runtime
+    return runtime._ANNOUNCED
 
 
 def test_workers_never_repeat_the_numba_cache_note():
@@ -232,7 +232,7 @@ class _Recorder(engine.PoolClient):
 
 
 def test_the_local_pool_warms_one_kernel_group_per_worker(monkeypatch):
-    from rnngap.constructions.warmup import GROUPS, warm
+    from rnngap.constructions.models.warmup import GROUPS, warm
     c = _Recorder(2)
     assert len(engine._warm_up(c, "quick")) == 2 and c.calls == [(warm, 0), (warm, 1)] and len(GROUPS) == 2
     c = _Recorder(3)                                  # more workers than groups: one task per group
@@ -263,7 +263,7 @@ _SIGNATURES = r"""
 import json, sys
 import numpy as np
 from rnngap.constructions import kernels as K, lanes as LN, targets as T
-from rnngap.constructions.warmup import warm
+from rnngap.constructions.models.warmup import warm
 KERNELS = {"forward_loop": K.forward_loop, "_lanes": LN._lanes, "feed_flat": K.feed_flat,
            "feed_rnn_sparse": K.feed_rnn_sparse, "readout_flat": K.readout_flat,
            "_sparse_final_states": T._sparse_final_states}
@@ -271,7 +271,7 @@ def sigs():
     return {k: sorted(map(str, f.signatures)) for k, f in KERNELS.items()}
 warm(0); warm(1)
 after_warm = sigs()
-from rnngap.constructions.retrieval import counting_transformer, index_transformer
+from rnngap.constructions.models.retrieval import counting_transformer, index_transformer
 paths = []
 for mod, name in ((K, "forward_batch"), (LN, "forward_lanes")):
     def counted(*a, _f=getattr(mod, name), _n=name):
@@ -288,8 +288,8 @@ for m in (index_transformer(300), counting_transformer(300)):
     s.next_token()
 t = T.register_target(4)
 t.batch_states(np.full((5, 3), int(t.model.candidates[0]), dtype=np.int64))
-from rnngap.constructions.hybrid import index_hybrid
-from rnngap.constructions.turing import MACHINES, tm_rag
+from rnngap.constructions.models.hybrid import index_hybrid
+from rnngap.constructions.models.turing import MACHINES, tm_rag
 h = index_hybrid(8)
 toks = np.full((40, 6), int(h.candidates[-1]), dtype=np.int64)
 toks[:, 0] = int(h.candidates[0])

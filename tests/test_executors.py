@@ -1,4 +1,4 @@
-"""The executors (constructions/model.py, constructions/kernels.py) on three small
+"""The executors (constructions/build/model.py, constructions/machine/kernels.py) on three small
 models from tests/_models.py: a 2-layer Transformer (shift head + first-occurrence
 match head: AR), a 2-layer linear RNN (counters, a halving sum, an MLP, a second
 layer counting the MLP's output) and a hybrid (an RNN computing p = i + 1 and p^2,
@@ -10,7 +10,7 @@ one attention layer with a shift head and a match head on those).
   predictions == ``RealModel.predict`` where the construction is exact, and all
   equal a plain-Python reference;
 * the linear RNN's state after every token equals the recurrence (decoded
-  exactly), and ``model.rnn()`` obeys constructions/protocol.py;
+  exactly), and ``model.rnn()`` obeys constructions/build/protocol.py;
 * resource accounting; bad inputs refused before any kernel runs;
 * NUMBA_DISABLE_JIT=1 gives identical numbers.
 """
@@ -32,11 +32,11 @@ from hypothesis import strategies as st
 
 import _models as tm
 from _models import FixedFormat, tau
-from rnngap.constructions import kernels as K
-from rnngap.constructions.fixedpoint import FixedPointOverflow
-from rnngap.constructions.gadgets import Builder, Neuron, ResidualSpace
-from rnngap.constructions.protocol import RNN, feed as protocol_feed, run_rnn
-from rnngap.constructions.vocab import BOS, QUERY, Vocab, number_token
+from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.machine.fixedpoint import FixedPointOverflow
+from rnngap.constructions.build.gadgets import Builder, Neuron, ResidualSpace
+from rnngap.constructions.build.protocol import RNN, feed as protocol_feed, run_rnn
+from rnngap.constructions.machine.vocab import BOS, QUERY, Vocab, number_token
 
 ROOT = Path(__file__).resolve().parents[1]
 N = 12     # data length of the attention models in most tests
@@ -324,7 +324,7 @@ def test_linear_rnn_state_key_is_canonical():
 
 
 def test_linear_rnn_state_key_fits_the_declared_state_bits():
-    """constructions/protocol.py: len(state_key) * 8 <= state_bits rounded up to bytes."""
+    """constructions/build/protocol.py: len(state_key) * 8 <= state_bits rounded up to bytes."""
     rnn = MODELS["linear_rnn"].rnn()
     s = protocol_feed(rnn, [BOS, tm.RNN_ALPHABET[1]])
     key = rnn.state_key(s)
@@ -627,7 +627,7 @@ def test_readout_table_equals_the_generic_readout(kind):
     same error array (largest |raw|, first error), for residuals from real runs and
     random ones, at the model's format and at formats so small that the table's
     own entries overflow (those are recomputed and raise as before)."""
-    from rnngap.constructions.fixedpoint import new_err
+    from rnngap.constructions.machine.fixedpoint import new_err
     rng = np.random.default_rng(700 + KINDS.index(kind))
     model = build(kind)
     f = model.fmt.frac_bits
@@ -660,7 +660,7 @@ def test_readout_table_equals_the_generic_readout(kind):
 
 def _scores_reference(q, Kh, m, I, f, mode, err):
     """The plain definition: fx_mul / fx_add per key, in component order."""
-    from rnngap.constructions.fixedpoint import fx_add, fx_mul
+    from rnngap.constructions.machine.fixedpoint import fx_add, fx_mul
     out = np.zeros(m, np.int64)
     for j in range(m):
         s = np.int64(0)
@@ -678,7 +678,7 @@ def test_attention_scores_equal_the_plain_definition(seed, mode):
     fx_mul / fx_add) gives the scores, the error array (largest |raw|, first error,
     saturation count) of the plain per-key definition: magnitudes chosen so that
     each path runs, including products beyond 2^62 and overflowing sums."""
-    from rnngap.constructions.fixedpoint import new_err
+    from rnngap.constructions.machine.fixedpoint import new_err
     rng = np.random.default_rng(seed)
     paths = 0
     for trial in range(40):
@@ -719,7 +719,7 @@ def test_mul_round_abs_is_the_exact_rounded_product(seed):
     """fixedpoint.mul_round_abs against Python integers: products below and above
     2^62 (the two-limb path), results just below 2^62 and those of 2^62 or more
     (-1), half-way remainders."""
-    from rnngap.constructions.fixedpoint import mul_round_abs
+    from rnngap.constructions.machine.fixedpoint import mul_round_abs
     rng = np.random.default_rng(seed)
     cases = [(0, 5, 3), (1, 1, 1), ((1 << 62) - 1, 1, 0), ((1 << 62) - 1, 2, 1), ((1 << 62) - 1, 3, 1),
              ((1 << 61) + 1, 2, 0), (3, 1 << 60, 2), ((1 << 31) + 1, (1 << 31) + 1, 0)]
@@ -739,7 +739,7 @@ def test_attention_scores_large_products_in_range(mode):
     checked loop computes them on two limbs instead of falling back): the same
     scores and error array as the plain per-key definition, at formats with
     I + f = 62 (the frontier's generous runs); some keys then overflow a sum."""
-    from rnngap.constructions.fixedpoint import new_err
+    from rnngap.constructions.machine.fixedpoint import new_err
     rng = np.random.default_rng(5)
     big = 0
     for trial in range(60):
@@ -771,7 +771,7 @@ def test_attend_sparse_equals_fx_attend(seed, mode):
     scores spread so that blocks are skipped, kept, or partly kept, many keys
     sharing a few scores near the maximum (the exp / division memo), one key,
     values that overflow the output."""
-    from rnngap.constructions.fixedpoint import fx_attend, new_err
+    from rnngap.constructions.machine.fixedpoint import fx_attend, new_err
     rng = np.random.default_rng(1000 + seed)
     skipped = kept = bad = memo = 0
     for trial in range(60):
@@ -805,8 +805,8 @@ def test_attend_sparse_equals_fx_attend(seed, mode):
 
 def _declared_length_cases():
     """(builder, the longest valid prompt) per construction that declares n."""
-    from rnngap.constructions import demos, hybrid as H, retrieval as R
-    from rnngap.constructions import istree as IT
+    from rnngap.constructions.models import demos, hybrid as H, retrieval as R
+    from rnngap.constructions.models import istree as IT
     n = 6
     idx = [BOS] + [number_token(1)] * n + [QUERY, number_token(2)]
     ar = [BOS] + [number_token(1)] * n + [QUERY, number_token(1)]

@@ -1,4 +1,4 @@
-"""Fixed-point core (constructions/fixedpoint.py) against exact arithmetic, docs/theory.md §1.
+"""Fixed-point core (constructions/machine/fixedpoint.py) against exact arithmetic, docs/theory.md §1.
 
 Every operation is compared with an independent exact reference (tests/_exact.py:
 ``Fraction`` for add/sub/mul/div, certified mpmath at >= 320 bits for exp, the
@@ -43,7 +43,7 @@ from hypothesis import strategies as st
 
 from _exact import (RefOverflow, attend_exact, clamp, div_exact, exp_exact, fits, max_raw,
                     mul_exact, need_bits, rne)
-from rnngap.constructions.fixedpoint import (E_CODE, E_MAXABS, E_OP, E_SAT, E_WHERE, ERR_OK,
+from rnngap.constructions.machine.fixedpoint import (E_CODE, E_MAXABS, E_OP, E_SAT, E_WHERE, ERR_OK,
                                       ERR_OVERFLOW, MODE_RAISE, MODE_SATURATE, OP_ADD, OP_DIV,
                                       OP_EXP, OP_MUL, OP_SUB, FixedFormat,
                                       FixedPointDivisionByZero, FixedPointOverflow, fx_add,
@@ -641,7 +641,7 @@ def test_attend_needs_an_integer_bit_and_in_range_inputs():
 # NUMBA_DISABLE_JIT gives the same numbers
 _PROBE = r'''
 import numpy as np
-from rnngap.constructions.fixedpoint import (FixedFormat, FixedPointDivisionByZero,
+from rnngap.constructions.machine.fixedpoint import (FixedFormat, FixedPointDivisionByZero,
                                       FixedPointOverflow, fx_mul)
 
 

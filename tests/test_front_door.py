@@ -49,7 +49,7 @@ def test_first_minute_command_prints_what_the_readme_shows():
     cmd, expected = lines[0], lines[1:]
     assert cmd.startswith("$ .venv/bin/rnngap ")
     argv = cmd[len("$ .venv/bin/rnngap "):].split()
-    r = subprocess.run([sys.executable, "-c", "from rnngap.checks.cli import main; raise SystemExit(main())", *argv],
+    r = subprocess.run([sys.executable, "-c", "from rnngap.checks.cli.main import main; raise SystemExit(main())", *argv],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines() == expected
@@ -113,7 +113,7 @@ def test_module_docstrings_are_a_paragraph():
 
 def test_every_command_has_examples_and_every_option_a_help():
     import argparse
-    from rnngap.checks.cli import build_parser
+    from rnngap.checks.cli.main import build_parser
 
     def subparsers(p):
         for a in p._actions:
@@ -136,8 +136,8 @@ def test_verify_prints_one_line_per_claim_and_failures_in_full():
     import io
     from types import SimpleNamespace
     from rich.console import Console
-    from rnngap.checks.registry import Record
-    from rnngap.checks.verify_report import report
+    from rnngap.checks.verify.registry import Record
+    from rnngap.checks.verify.report import report
     recs = [Record("T4.6-up", "index(n=4,a=2)", "index", 16, 10, 0, family="reduction"),
             Record("T4.6-up", "ar(n=4,a=4)", "ar", 65536, 10, 2, family="reduction", note="x_3 read for x_4"),
             Record("declarations", "index-transformer", "-", 1024, 3, 0)]

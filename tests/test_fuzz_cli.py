@@ -34,9 +34,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rnngap.checks.cli import main
+from rnngap.checks.cli.main import main
 from rnngap.checks.tasks import istree as R
-from rnngap.constructions.model import MAX_CANDIDATES
+from rnngap.constructions.build.model import MAX_CANDIDATES
 
 QUICK = settings(max_examples=60, deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -47,7 +47,7 @@ FULL = settings(max_examples=400, deadline=None,
 # ---------------------------------------------------------------- harness
 
 def cli(argv: list[str]) -> tuple[int, str, str]:
-    """rnngap.checks.cli.main in-process: (exit code, stdout, stderr); argparse's
+    """rnngap.checks.cli.main.main in-process: (exit code, stdout, stderr); argparse's
     SystemExit is an exit code too."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -172,7 +172,7 @@ def bad_jsonl(draw):
     at = draw(st.integers(5, len(text) - 6))
     text = text[:at] + draw(st.sampled_from(["", ",", "--", "~~", "[EOS]", " ", "0"])) + text[at + 1:]
     try:
-        from rnngap.checks.formats import parse_graph_text
+        from rnngap.checks.io.formats import parse_graph_text
         parse_graph_text(text)
         return b'{"text": ' + json.dumps(text).encode() + b', "n_nodes": 0}\n'   # still valid: make it bad
     except ValueError:
@@ -218,7 +218,7 @@ def _istree_mixed(edges, seps, model):
         assert row["cot"].startswith(text), (text, row["cot"])          # separators as written
         assert row["label"] is R.reference_label(n, edges)
         if model == "transformer":
-            from rnngap.checks.formats import format_cot_text, format_graph_text
+            from rnngap.checks.io.formats import format_cot_text, format_graph_text
             tail = format_cot_text(edges, R.reference_cot(n, edges))[len(format_graph_text(edges)):]
             assert row["cot"] == text + tail
 
@@ -450,7 +450,7 @@ def test_every_parser_refuses_bad_arguments_full(argdir, data):
 @QUICK
 @given(st.text(alphabet="[]BOSEQUYRT0123456789-~,\u0661 x", max_size=60))
 def test_format_parsers_raise_only_format_errors(text):
-    from rnngap.checks.formats import CotFormatError, GraphFormatError, parse_cot_text, parse_graph_text
+    from rnngap.checks.io.formats import CotFormatError, GraphFormatError, parse_cot_text, parse_graph_text
     for parse in (parse_graph_text, parse_cot_text):
         try:
             parse("[BOS]" + text)
@@ -466,7 +466,7 @@ def test_cc_caps_bound_the_work_of_every_mode(task, alphabet, table):
     """The accepted --n of each mode: the matrices it enumerates (read off the
     problems themselves) stay within MAX_CELLS cells and MAX_WORK instance
     tokens, summed over n = 1..N with --table; one more is refused."""
-    from rnngap.checks import cmd_cc
+    from rnngap.checks.cli import cmd_cc
     if task == "istree" and alphabet < 2:
         alphabet = 2
     cap = cmd_cc.max_n(task, alphabet, table=table)
@@ -498,7 +498,7 @@ JSON_VALUES = st.recursive(st.none() | st.integers(-5, 5) | st.text(alphabet='"\
 def test_json_depth_pre_check_equals_the_nesting(value):
     """The linear depth pre-check of predict istree equals the nesting depth of
     any JSON text (strings full of quotes, backslashes and brackets)."""
-    from rnngap.checks.predict_istree import _json_depth
+    from rnngap.checks.cli.predict_istree import _json_depth
 
     def depth(v):
         if isinstance(v, list):
@@ -633,7 +633,7 @@ def _signal_case(sig_name: str, delay: float):
         (d / "g.jsonl").write_text((json.dumps({"text": line}) + "\n") * 40)
         (d / "out.jsonl").write_text("old\n")
         before = snapshot(d)
-        p = subprocess.Popen([sys.executable, "-m", "rnngap.checks.cli", "predict", "istree", "--inputs",
+        p = subprocess.Popen([sys.executable, "-m", "rnngap.checks.cli.main", "predict", "istree", "--inputs",
                               str(d / "g.jsonl"), "--out", str(d / "out.jsonl")], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True,
                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))

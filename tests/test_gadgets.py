@@ -1,4 +1,4 @@
-"""Block-level tests of the gadgets (constructions/gadgets.py), one gadget per tiny model.
+"""Block-level tests of the gadgets (constructions/build/gadgets.py), one gadget per tiny model.
 
 For each gadget, at several n and at several formats at or above what it declares:
 the attention weights (``Session.attention``) and the residual stream
@@ -28,13 +28,13 @@ import pytest
 
 import _models as tm
 from _models import FixedFormat, tau
-from rnngap.constructions import kernels as K
-from rnngap.constructions.fixedpoint import FixedPointOverflow
-from rnngap.constructions.gadgets import (
+from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.machine.fixedpoint import FixedPointOverflow
+from rnngap.constructions.build.gadgets import (
     Builder, Head, MarginError, Neuron, ResidualSpace, count_compare_neurons, equality_neurons, select_neurons,
     sharpness, shift_head, step_neurons,
 )
-from rnngap.constructions.vocab import BOS, QUERY, Vocab, number_token
+from rnngap.constructions.machine.vocab import BOS, QUERY, Vocab, number_token
 
 NS = (4, 16, 64, 256)
 
@@ -591,9 +591,9 @@ def test_builder_refuses_weights_off_the_grid():
 
 def test_gadget_records_use_saturate_necessity_not_raise_mode():
     """The 'gadgets' claim's below-the-bound evidence is a saturate-mode necessity
-    record (checks/necessity.py) that shows a wrong answer one bit below a
+    record (checks/verify/necessity.py) that shows a wrong answer one bit below a
     frontier at or under the declaration; no raise-mode 'below bound' row is left."""
-    from rnngap.checks import checks_foundation as CF
+    from rnngap.checks.verify import checks_foundation as CF
 
     recs = CF.match_check("quick", 0)
     assert not any("below bound" in r.description for r in recs)
@@ -607,7 +607,7 @@ def test_gadget_records_use_saturate_necessity_not_raise_mode():
 # match head with the [BOS] fallback, and first-max: exhaustive on small formats
 import itertools
 
-from rnngap.constructions import gadgets as G
+from rnngap.constructions.build import gadgets as G
 
 SMALL_ALPHABET = (0, 1, 2)
 SMALL_LENGTH = 5

@@ -1,4 +1,4 @@
-"""Hybrid retrieval constructions (constructions/hybrid.py, claim T5.6).
+"""Hybrid retrieval constructions (constructions/models/hybrid.py, claim T5.6).
 
 Layers: the RNN front end decoded position by position against plain Python
 (cnt = t+1, cnt^2, delayed token codes, latches); every task on every instance up
@@ -17,12 +17,12 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rnngap.checks.catalog import retrieval_model
+from rnngap.checks.catalog.records import retrieval_model
 from rnngap.checks.tasks import ar, cgram, counting, index
 from rnngap.checks.tasks.istree_unionfind import unionfind_cot
-from rnngap.constructions import hybrid as H
-from rnngap.constructions.fixedpoint import FixedFormat, PrecisionError
-from rnngap.constructions.vocab import token_code
+from rnngap.constructions.models import hybrid as H
+from rnngap.constructions.machine.fixedpoint import FixedFormat, PrecisionError
+from rnngap.constructions.machine.vocab import token_code
 
 TASKS = {"index": index, "ar": ar, "cgram": cgram, "counting": counting}
 
@@ -179,7 +179,7 @@ def test_reduction_image_exhaustive(task, n):
     """Every x and i of the Index reduction, the hybrid built for the reduction's
     data length and alphabet (keys up to n + 1, marks up to n); the answers are the
     reduction's (plain Python in lowerbounds/reductions.py)."""
-    from rnngap.checks.checks_hybrid import build_reduction_model, data_length, reduction_alphabet
+    from rnngap.checks.verify.checks_hybrid import build_reduction_model, data_length, reduction_alphabet
     red = _reduction(task)
     toks, want = _every(red, n)
     prefix = len(red.alice((0,) * n))
@@ -195,7 +195,7 @@ def test_reduction_image_exhaustive(task, n):
 def test_alphabet_free_params(task):
     """One parameter count for every n and every alphabet the reduction needs (no
     direction per symbol): n = 4 (alphabet <= 6) to n = 1024 (alphabet 1026)."""
-    from rnngap.checks.checks_hybrid import build_reduction_model
+    from rnngap.checks.verify.checks_hybrid import build_reduction_model
     params = {build_reduction_model(task, n).resources.params for n in (4, 64, 1024)}
     c = int(task[5:]) if task.startswith("cgram") else 3
     base = "cgram" if task.startswith("cgram") else task
@@ -208,7 +208,7 @@ def test_largest_sampled_n_fits_int64_and_the_next_does_not(task):
     """REDUCTION_MAX_LOG2 is the int64 limit of the format (Index: the issue's 2^14,
     within the limit); the next n is built in two-limb storage at its declared
     format (FixedFormat refuses int64 storage there), as are the two-limb records' n."""
-    from rnngap.checks.checks_hybrid import REDUCTION_MAX_LOG2, build_reduction_model, declared_for, two_limb_sizes
+    from rnngap.checks.verify.checks_hybrid import REDUCTION_MAX_LOG2, build_reduction_model, declared_for, two_limb_sizes
     k = REDUCTION_MAX_LOG2[task]
     m = build_reduction_model(task, 1 << k)
     assert m.fmt.total_bits <= 63 and not m.fmt.wide
@@ -226,9 +226,9 @@ def test_saturate_one_bit_below_the_frontier_is_wrong(task):
     """Necessity (docs/theory.md §1) on the reduction's image at n = 4: the integer-bit
     frontier in saturate mode is at most the declared I, and at one bit below it
     the same weights answer some instance wrongly (checked here against the
-    reduction's answers, independently of checks/necessity.py's runner)."""
-    from rnngap.checks.checks_hybrid import build_reduction_model, declared_for
-    from rnngap.checks.necessity import batch_runner, measure
+    reduction's answers, independently of checks/verify/necessity.py's runner)."""
+    from rnngap.checks.verify.checks_hybrid import build_reduction_model, declared_for
+    from rnngap.checks.verify.necessity import batch_runner, measure
     n = 4
     toks, want = _every(_reduction(task), n)
     model = build_reduction_model(task, n)
@@ -247,7 +247,7 @@ def without_attention(model):
     """The hybrid's RNN layers alone (same weights and format, attention dropped)."""
     from dataclasses import replace
 
-    from rnngap.constructions.model import Model
+    from rnngap.constructions.build.model import Model
     spec = replace(model.spec, name=model.spec.name + " minus attention", kind="linear_rnn", attn_layers=[])
     return Model(spec, model.fmt)
 
@@ -260,7 +260,7 @@ def test_rnn_part_holds_no_bit_of_x(task):
     any readout of it is a function of i (and x_n): right on half of the instances
     with i < n at every n >= 2. Its capacity is 0 bits of x (IsTree: 1), so a
     witness against it says nothing about memory."""
-    from rnngap.checks.checks_hybrid import build_reduction_model
+    from rnngap.checks.verify.checks_hybrid import build_reduction_model
     n = 4
     if task == "istree":
         red, model = LR.ISTREE, H.istree_hybrid(n + 3, m_max=n + 2)
@@ -286,8 +286,8 @@ def test_t56_records_never_rest_on_a_constant(monkeypatch):
     here). Run on shrunken sizes of every registered T5.6 check."""
     import re
 
-    from rnngap.checks import checks_hybrid as CHK
-    from rnngap.checks.registry import REGISTRY, load_checks
+    from rnngap.checks.verify import checks_hybrid as CHK
+    from rnngap.checks.verify.registry import REGISTRY, load_checks
     monkeypatch.setitem(CHK.REDUCTION_SAMPLED_LOG2, "quick", [4])
     monkeypatch.setattr(CHK, "REDUCTION_MAX_LOG2", {t: 5 for t in CHK.REDUCTION_TASKS})
     monkeypatch.setitem(CHK.REDUCTION_EXHAUSTIVE, "quick", [3])
@@ -318,11 +318,11 @@ def test_t56_records_never_rest_on_a_constant(monkeypatch):
 
 def test_separation_rows_registered_and_forced(monkeypatch):
     """The T5.6 separation rows (the hybrid as the constant-size side of
-    checks/checks_separation.py's records) are registered unconditionally; each
+    checks/verify/checks_separation.py's records) are registered unconditionally; each
     row passes with a verified witness, the exact CC, and at the compact rows a
     collision forced by pigeonhole (state bits < CC)."""
-    from rnngap.checks import checks_hybrid as CHK
-    from rnngap.checks.registry import REGISTRY, load_checks
+    from rnngap.checks.verify import checks_hybrid as CHK
+    from rnngap.checks.verify.registry import REGISTRY, load_checks
     load_checks()
     assert any(c.fn is CHK.hybrid_separation_check and c.claim == "T5.6" for c in REGISTRY)
     sep = CHK._S
@@ -345,10 +345,10 @@ def test_no_position_feature_and_one_attention_layer():
 
 
 # ---------------------------------------------------------------- IsTree (union-find by size, CoT O(N log N))
-from rnngap.checks.formats import graph_tokens  # noqa: E402
+from rnngap.checks.io.formats import graph_tokens  # noqa: E402
 from rnngap.checks.tasks import istree  # noqa: E402
-from rnngap.constructions.generate import generate  # noqa: E402
-from rnngap.constructions.vocab import FALSE, TRUE  # noqa: E402
+from rnngap.constructions.build.generate import generate  # noqa: E402
+from rnngap.constructions.machine.vocab import FALSE, TRUE  # noqa: E402
 
 _IST: dict = {}
 
@@ -460,7 +460,7 @@ def test_istree_adversarial_orders_cot_lengths_by_hand(N):
     one vertex at depth k is adjacent to all k vertices at depth k - 1 (the partners'
     deepest vertices of the k rounds), so no non-adjacent pair reaches 2 k - 1, and
     two depth-(k-1) vertices are never adjacent."""
-    from rnngap.checks.checks_hybrid import istree_adversarial
+    from rnngap.checks.verify.checks_hybrid import istree_adversarial
     model = _istree_model(N, N)
     lengths = {M: _broom_length(N, M) for M in (1 << k for k in range(N.bit_length()))}
     broom_len = max(lengths.values())
@@ -490,7 +490,7 @@ def test_istree_adversarial_orders_cot_lengths_by_hand(N):
 def test_istree_fit_recovers_known_constants():
     """The least-squares helper on exact a N log2 N + b N data returns a and b."""
     import math
-    from rnngap.checks.checks_hybrid import istree_fit
+    from rnngap.checks.verify.checks_hybrid import istree_fit
     pts = [(N, round(0.7 * N * math.log2(N) + 13 * N)) for N in (16, 32, 64, 128, 256)]
     a, b, res = istree_fit(pts)
     assert abs(a - 0.7) < 0.01 and abs(b - 13) < 0.05 and res < 0.001
@@ -499,7 +499,7 @@ def test_istree_fit_recovers_known_constants():
 def test_istree_fit_check_quick_records():
     """The registered fit check (quick profile): every run correct and within the
     declared bound, and the fitted leading constant below the bound's 2."""
-    from rnngap.checks.checks_hybrid import ISTREE_FIT_N, hybrid_istree_fit_check
+    from rnngap.checks.verify.checks_hybrid import ISTREE_FIT_N, hybrid_istree_fit_check
     recs = hybrid_istree_fit_check("quick", 0)
     assert len(recs) == len(ISTREE_FIT_N["quick"]) + 1
     assert all(r.passed for r in recs), [r.note for r in recs if not r.passed]
@@ -537,7 +537,7 @@ def test_istree_large_hypothesis(N, seed, family):
     """N in 200..320 (the declared format fits int64 up to N = 323): a sparse family
     drawn from a seed, or an adversarial order under a seeded vertex relabelling and
     random edge orientations; CoT token for token, within the bound."""
-    from rnngap.checks.checks_hybrid import ISTREE_ADVERSARIAL, istree_adversarial
+    from rnngap.checks.verify.checks_hybrid import ISTREE_ADVERSARIAL, istree_adversarial
     rng = np.random.default_rng(seed)
     if family in ISTREE_ADVERSARIAL:
         perm = rng.permutation(N)

@@ -1,4 +1,4 @@
-"""Implicit vocabularies (constructions/model.py ``Model.implicit_vocab``): a
+"""Implicit vocabularies (constructions/build/model.py ``Model.implicit_vocab``): a
 vocabulary past ``MAX_CANDIDATES`` tokens has no candidate list, and the model reads
 out with the nearest-code readout alone.
 
@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from rnngap.checks.tasks.iterate import orbit, reference
-from rnngap.constructions import cot_hierarchy as CH
-from rnngap.constructions import model as M
-from rnngap.constructions.fixedpoint import E_CODE, FixedFormat, PrecisionError
-from rnngap.constructions.generate import generate
-from rnngap.constructions.vocab import FALSE, NUMBER_BASE, TRUE
+from rnngap.constructions.models import cot_hierarchy as CH
+from rnngap.constructions.build import model as M
+from rnngap.constructions.machine.fixedpoint import E_CODE, FixedFormat, PrecisionError
+from rnngap.constructions.build.generate import generate
+from rnngap.constructions.machine.vocab import FALSE, NUMBER_BASE, TRUE
 
 
 def _implicit(monkeypatch, build):
@@ -95,7 +95,7 @@ def test_implicit_batches_equal_listed_and_refuse_the_table(monkeypatch, storage
 
 
 def test_implicit_refusals(monkeypatch):
-    from rnngap.constructions.targets import random_target
+    from rnngap.constructions.models.targets import random_target
     n = 4
     sat = FixedFormat(CH.DECLARED.format(n).int_bits, 0, mode="saturate")
     with pytest.raises(ValueError, match="raise mode only"):

@@ -1,4 +1,4 @@
-"""The IsTree Transformer (constructions/istree.py, claim T4.7-up).
+"""The IsTree Transformer (constructions/models/istree.py, claim T4.7-up).
 
 Layers of checks: the new gadgets (multi-component match with [BOS] fallback,
 the mask and max neurons) on their own; the decoded residual of the whole model
@@ -30,15 +30,15 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rnngap.checks import checks_istree as X
-from rnngap.checks.formats import graph_tokens
+from rnngap.checks.verify import checks_istree as X
+from rnngap.checks.io.formats import graph_tokens
 from rnngap.checks.tasks import istree as R
-from rnngap.constructions import istree as C
-from rnngap.constructions import kernels as K
-from rnngap.constructions.fixedpoint import FixedFormat
-from rnngap.constructions import gadgets as G
-from rnngap.constructions.gadgets import Builder, MarginError, ResidualSpace
-from rnngap.constructions.vocab import BOS, COUNT, DASH, EOS, FALSE, NUMBER_BASE, TILDE, TRUE, Vocab, number_token
+from rnngap.constructions.models import istree as C
+from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.machine.fixedpoint import FixedFormat
+from rnngap.constructions.build import gadgets as G
+from rnngap.constructions.build.gadgets import Builder, MarginError, ResidualSpace
+from rnngap.constructions.machine.vocab import BOS, COUNT, DASH, EOS, FALSE, NUMBER_BASE, TILDE, TRUE, Vocab, number_token
 
 REPO = Path(__file__).resolve().parents[1]
 _MODELS: dict = {}
@@ -74,7 +74,7 @@ def _pair_model(n: int, tie_break, fmt: FixedFormat):
                                     shift=2)])
     # valid_j = [j >= 2] = 1 - is_bos - [token j-1 is BOS]... built as a neuron: relu(1 - is_bos - p2)
     # (p2 = [token j-2 is BOS] is 1 at j = 0, 1, 2), so valid = [j >= 3]
-    from rnngap.constructions.gadgets import Neuron
+    from rnngap.constructions.build.gadgets import Neuron
     b.attention_layer([], [Neuron({"one": 1, "is_bos": -1, "p2": -1}, 0, {"valid": 1})])
     comps = [G.Component({"tok": 1}, {"p": 1}, {"p_sq": 1}, n + 1, n + 1, query_sq={"tok_sq": 1}),
              G.Component({"p": 1}, {"tok": 1}, {"tok_sq": 1}, n + 1, n + 1, query_sq={"p_sq": 1}),
@@ -327,7 +327,7 @@ def test_no_label_from_python():
     prediction: a model whose label prediction is forced to [TRUE] fails
     exactly on the non-trees, the isolated-vertex graphs included."""
     assert not hasattr(C, "answer_for")
-    mods = ["checks/checks_istree.py", "checks/predict_istree.py", "constructions/istree.py",
+    mods = ["checks/verify/checks_istree.py", "checks/cli/predict_istree.py", "constructions/models/istree.py",
             "notebooks/_build.py"] + sorted(str(p.relative_to(REPO)) for p in (REPO / "notebooks" / "src").glob("*.py"))
     assert len(mods) > 4, "the notebook sources were not found"
     for mod in mods:
@@ -512,7 +512,7 @@ def test_numba_disabled_gives_identical_results():
 # ----------------------------------------------------------------------------
 # claim T4.7-low: the adjacency RNN (correct on small graphs) and the witnesses
 def test_adjacency_rnn_solves_small_graphs_with_its_cot():
-    from rnngap.constructions.protocol import run_rnn
+    from rnngap.constructions.build.protocol import run_rnn
     K = 4
     rnn = X.AdjacencyRNN(K, cot=True)
     for n in range(1, K + 1):
@@ -556,7 +556,7 @@ def test_witness_verifier_rejects_a_wrong_witness():
 
 # ----------------------------------------------------------------------------
 # the paper's own sample (shared/data), as `rnngap verify` checks it
-from rnngap.checks.shared_data import shared_data_dir  # noqa: E402  (RNNGAP_SHARED_DATA, else the package data)
+from rnngap.checks.io.shared_data import shared_data_dir  # noqa: E402  (RNNGAP_SHARED_DATA, else the package data)
 
 SAMPLE = shared_data_dir() / "istree_official_sample.jsonl"
 
@@ -587,7 +587,7 @@ def test_paper_sample_check_passes_on_every_row(tmp_path, monkeypatch):
     assert differ == 2 and f"differs from it on {differ} rows" in rec.note
     # the check reads the graph of cot_text and its tour: the rows' own tours are the
     # plain-Python reference DFS tours (independent of the model)
-    from rnngap.checks.formats import parse_cot_text
+    from rnngap.checks.io.formats import parse_cot_text
     for r in rows:
         edges, cot = parse_cot_text(r["cot_text"], r["n_nodes"])
         assert cot == R.reference_cot(C.model_vertex_count(edges), edges)[:-1]

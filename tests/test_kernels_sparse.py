@@ -19,18 +19,19 @@ import json
 import numpy as np
 import pytest
 
-from rnngap.checks.catalog import by_name
-from rnngap.constructions import cot_hierarchy as CH, kernels as K
-from rnngap.constructions.fixedpoint import E_CODE, E_MAXABS, E_SAT, FixedFormat, FixedPointOverflow, new_err
-from rnngap.constructions.model import Session
-from rnngap.constructions.simulate import random_linear_rnn
+from rnngap.checks.catalog.records import by_name
+from rnngap.constructions.models import cot_hierarchy as CH
+from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.machine.fixedpoint import E_CODE, E_MAXABS, E_SAT, FixedFormat, FixedPointOverflow, new_err
+from rnngap.constructions.build.model import Session
+from rnngap.constructions.models.simulate import random_linear_rnn
 
 def _doubler(fmt: FixedFormat, bias: int | None = None):
     """s_t = s_(t-1) + tau_t, y = s; the MLP adds relu(y) to y again (y = 2 s: the
     residual sum leaves the range while s and every product are inside) and, with
     ``bias``, writes relu(y + bias) to z (the bias sum leaves the range first)."""
-    from rnngap.constructions.gadgets import Builder, Neuron, ResidualSpace
-    from rnngap.constructions.vocab import Vocab
+    from rnngap.constructions.build.gadgets import Builder, Neuron, ResidualSpace
+    from rnngap.constructions.machine.vocab import Vocab
     sp = ResidualSpace()
     sp.embedded("one", K.F_ONE)
     sp.embedded("tok", K.F_TOK)

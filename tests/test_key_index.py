@@ -1,4 +1,4 @@
-"""The key-value index of the pruned attention (constructions/keyindex.py) and the
+"""The key-value index of the pruned attention (constructions/machine/keyindex.py) and the
 quadratic readout (kernels.quadratic_readout) against the plain definitions, bit
 for bit: scores by fx_mul / fx_add in component order, then fx_attend; the generic
 readout over every candidate. The same output, M, err array (largest |raw|, first
@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from rnngap.constructions import keyindex as KI
-from rnngap.constructions import kernels as K
-from rnngap.constructions.fixedpoint import E_MAXABS, FixedFormat, new_err
-from rnngap.constructions.vocab import NUMBER_BASE
+from rnngap.constructions.machine import keyindex as KI
+from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.machine.fixedpoint import E_MAXABS, FixedFormat, new_err
+from rnngap.constructions.machine.vocab import NUMBER_BASE
 from test_pruned_attention import _plain     # the plain definition: fx_mul / fx_add scores, fx_attend
 
 
@@ -414,8 +414,8 @@ def test_istree_session_equals_record_session():
     (the full path): the same tokens, residual and err after every token; the index
     ran on the match heads."""
     from rnngap.checks.tasks import istree as T
-    from rnngap.constructions import istree as IT
-    from rnngap.constructions.vocab import FALSE, TRUE
+    from rnngap.constructions.models import istree as IT
+    from rnngap.constructions.machine.vocab import FALSE, TRUE
     n = 60
     g = T.random_tree(np.random.default_rng(3), n)
     model = IT.istree_transformer(n)
@@ -494,7 +494,7 @@ import json, sys
 import numpy as np
 sys.path[:0] = json.loads(sys.argv[1])
 import test_key_index as T
-from rnngap.constructions.fixedpoint import FixedFormat, new_err
+from rnngap.constructions.machine.fixedpoint import FixedFormat, new_err
 rng = np.random.default_rng(7)
 res = []
 I, f, q, Kh, V = T._parabola_case(rng, 120)

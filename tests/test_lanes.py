@@ -1,4 +1,4 @@
-"""The lane-parallel batch forward (constructions/lanes.py) against the plain definition.
+"""The lane-parallel batch forward (constructions/machine/lanes.py) against the plain definition.
 
 ``lanes.forward_lanes`` advances a block of equal-length rows together and sends
 the rows it cannot settle (an overflow, a clamp, an embedding or readout entry
@@ -25,13 +25,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rnngap.checks.catalog import by_name, names
-from rnngap.constructions import kernels as K
-from rnngap.constructions import lanes as LN
-from rnngap.constructions.fixedpoint import (
+from rnngap.checks.catalog.records import by_name, names
+from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.machine import lanes as LN
+from rnngap.constructions.machine.fixedpoint import (
     E_CODE, E_MAXABS, E_SAT, FixedFormat, FixedPointOverflow, exp_raw, check_err, exp_zero_threshold, new_err,
 )
-from rnngap.constructions.vocab import BOS, QUERY, number_token
+from rnngap.constructions.machine.vocab import BOS, QUERY, number_token
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_step_fastpath import N_BUILD, SMALL, _batch, _formats, _run  # noqa: E402

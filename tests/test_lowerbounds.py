@@ -24,8 +24,8 @@ from rnngap.checks.tasks import cgram as task_cgram
 from rnngap.checks.tasks import counting as task_counting
 from rnngap.checks.tasks import index as task_index
 from rnngap.checks.tasks import istree as task_istree
-from rnngap.constructions.protocol import feed, run_rnn
-from rnngap.constructions.vocab import BOS, DASH, EOS, FALSE, NUMBER_BASE, QUERY, TILDE, TRUE, number_token
+from rnngap.constructions.build.protocol import feed, run_rnn
+from rnngap.constructions.machine.vocab import BOS, DASH, EOS, FALSE, NUMBER_BASE, QUERY, TILDE, TRUE, number_token
 from rnngap.lowerbounds import cc
 from rnngap.lowerbounds import reductions as R
 from rnngap.lowerbounds import witness as W
@@ -726,8 +726,8 @@ def test_register_reachable_check_accepts_the_register_and_rejects_a_smaller_one
     """checks_lowerbounds._register_reachable, which backs the 'c-bit reachable
     state' of the birthday records: it accepts the capacity-c register and
     rejects a capacity-(c-1) register claimed as c bits (x_c is lost)."""
-    from rnngap.checks import checks_lowerbounds as CL
-    from rnngap.constructions import targets as T
+    from rnngap.checks.verify import checks_lowerbounds as CL
+    from rnngap.constructions.models import targets as T
     checked, why = CL._register_reachable(T.register_target(8, 12), 8, 9, seed=5)
     assert why == "" and checked == CL.REACHABLE_SAMPLES + 2
     checked, why = CL._register_reachable(T.register_target(7, 12), 8, 9, seed=5)
@@ -738,7 +738,7 @@ def test_quick_verify_profile_breaks_a_32_bit_register_by_birthday_search():
     """T4.6-low: 'including one with a state of at least 32 bits found by birthday
     search' is in the quick profile, not only the full one (the search itself is
     run in tests/test_targets.py)."""
-    from rnngap.checks import checks_lowerbounds as CL
+    from rnngap.checks.verify import checks_lowerbounds as CL
     assert max(CL.BIRTHDAY_CAPACITIES["quick"]) >= 32
     assert set(CL.BIRTHDAY_CAPACITIES["quick"]) <= set(CL.BIRTHDAY_CAPACITIES["full"])
 

@@ -4,8 +4,8 @@ it must equal the dense definition term for term: outputs and err (largest
 import numpy as np
 import pytest
 
-from rnngap.constructions import kernels as K
-from rnngap.constructions.fixedpoint import FixedFormat, fx_add, fx_mul, new_err
+from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.machine.fixedpoint import FixedFormat, fx_add, fx_mul, new_err
 
 
 def _dense(W, x, I, f, mode, err):

@@ -6,7 +6,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from rnngap.checks.catalog import by_name, names
+from rnngap.checks.catalog.records import by_name, names
 
 
 def _stats(m):
@@ -51,7 +51,7 @@ def test_fresh_statistics_move_on_a_run():
 
 def _saturating(entry, n, seed):
     """A model of ``entry`` two integer bits below what its run used, in saturate mode."""
-    from rnngap.constructions.fixedpoint import FixedFormat
+    from rnngap.constructions.machine.fixedpoint import FixedFormat
     m0 = entry.build(n).model
     toks = entry.example(n, np.random.default_rng(seed))
     s = m0.session()
@@ -82,7 +82,7 @@ def test_session_saturations_counted_once(how):
                 s.next_token()
         s.next_token()
         s.next_token()
-    from rnngap.constructions.fixedpoint import E_SAT
+    from rnngap.constructions.machine.fixedpoint import E_SAT
     total = sum(int(s.err[E_SAT]) for s in sessions)
     assert total > 0
     assert m.resources.saturations == total

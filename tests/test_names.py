@@ -13,21 +13,21 @@ import time
 
 import pytest
 
-from rnngap.checks import catalog
-from rnngap.checks.cli import main
-from rnngap.checks.cmd_certify import resolve
-from rnngap.checks.errors import UsageError
-from rnngap.checks.registry import Record
-from rnngap.checks.verify_select import about, select as verify_select
+from rnngap.checks.catalog import records as catalog
+from rnngap.checks.cli.main import main
+from rnngap.checks.cli.cmd_certify import resolve
+from rnngap.checks.io.errors import UsageError
+from rnngap.checks.verify.registry import Record
+from rnngap.checks.verify.select import about, select as verify_select
 
 
 def test_every_certificate_is_named_after_its_construction():
     names = set(catalog.names())
     for cert in catalog.certificates():
         assert cert.split("[", 1)[0] in names, cert
-    from rnngap.checks.certify_dfs import NAME as DFS
-    from rnngap.checks.certify_istree import NAME as IST
-    from rnngap.checks.certify_sim import NAME as SIM
+    from rnngap.checks.certify.istree_transformer import NAME as DFS
+    from rnngap.checks.certify.istree_hybrid import NAME as IST
+    from rnngap.checks.certify.simulator import NAME as SIM
     assert {DFS, IST, SIM} == {"istree-transformer[layers]", "istree-hybrid[layers]", "rnnsim-transformer[layers]"}
 
 
@@ -86,7 +86,7 @@ def test_certify_shows_progress_on_a_terminal():
     """On a pseudo-terminal the bar is drawn before the first certificate ends."""
     master, slave = pty.openpty()
     env = {**os.environ, "COLUMNS": "100", "TERM": "xterm"}
-    proc = subprocess.Popen([sys.executable, "-c", "from rnngap.checks.cli import main; raise SystemExit(main())",
+    proc = subprocess.Popen([sys.executable, "-c", "from rnngap.checks.cli.main import main; raise SystemExit(main())",
                              "certify", "--only", "iterate-rnn", "--workers", "1"],
                             stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
     os.close(slave)

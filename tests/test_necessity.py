@@ -1,4 +1,4 @@
-"""checks/necessity.py: what counts as necessity (issue 27).
+"""checks/verify/necessity.py: what counts as necessity (issue 27).
 
 Only a wrong FINAL answer one bit below a frontier is ``wrong_below``; a CoT
 deviation with the right answer, no answer within the CoT bound, and a raised
@@ -14,9 +14,9 @@ import itertools
 import numpy as np
 import pytest
 
-from rnngap.checks.necessity import Outcome, batch_runner, classify, measure, necessity_record
-from rnngap.constructions import retrieval as R
-from rnngap.constructions.fixedpoint import FixedFormat
+from rnngap.checks.verify.necessity import Outcome, batch_runner, classify, measure, necessity_record
+from rnngap.constructions.models import retrieval as R
+from rnngap.constructions.machine.fixedpoint import FixedFormat
 from rnngap.lowerbounds import reductions as LR
 
 N = 4
@@ -141,10 +141,10 @@ def test_counting_fraction_frontier_is_tight_on_the_closest_comparisons():
     closest comparisons: its fraction frontier is tight, and the wrong answer one bit
     below is (re-checked here on the model) a closest comparison. Without the closest
     comparisons the reduction alone is right at that f (its slack is the near-ties')."""
-    from rnngap.checks import checks_hybrid as CH
-    from rnngap.checks.checks_foundation import closest_comparisons
+    from rnngap.checks.verify import checks_hybrid as CH
+    from rnngap.checks.verify.checks_foundation import closest_comparisons
     from rnngap.checks.tasks import counting
-    from rnngap.constructions import hybrid as H
+    from rnngap.constructions.models import hybrid as H
     n = 4
     old = (CH.NECESSITY_TASKS, CH.NECESSITY_N["quick"])
     try:
@@ -167,11 +167,11 @@ def test_counting_fraction_frontier_is_tight_on_the_closest_comparisons():
 def test_unasserted_comparison_is_the_same_model_where_the_margin_holds():
     """``check_margins=False`` changes nothing where the comparison's margin holds
     (the declared f): the same weights, the same answers."""
-    from rnngap.constructions import demos
+    from rnngap.constructions.models import demos
     a = demos.count_threshold_transformer(8, alphabet=3)
     b = demos.count_threshold_transformer(8, alphabet=3, check_margins=False)
     assert a.resources.params == b.resources.params
-    from rnngap.checks.checks_foundation import closest_comparisons
+    from rnngap.checks.verify.checks_foundation import closest_comparisons
     rows = closest_comparisons(8, 3)
     assert (a.predict_batch(rows) == b.predict_batch(rows)).all()
     with pytest.raises(Exception, match="count comparison"):
@@ -182,9 +182,9 @@ def test_a_raising_rag_run_is_raised_below_not_wrong(monkeypatch):
     """The T5-RAG runner (checks_rag.rag_runner) with the construction's run
     monkeypatched to raise one integer bit below the honest frontier: the record
     says raised_below (never wrong_below) and fails."""
-    from rnngap.checks.checks_rag import rag_runner, red_pairs, red_rows, red_setup
+    from rnngap.checks.verify.checks_rag import rag_runner, red_pairs, red_rows, red_setup
     from rnngap.checks.tasks import task as task_spec
-    from rnngap.constructions.rag_models import RagConstruction
+    from rnngap.constructions.models.rag_models import RagConstruction
     red, c, a = red_setup("index", 3)
     rows = red_rows(red, red_pairs(3))
 

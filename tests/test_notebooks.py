@@ -6,7 +6,7 @@ Each notebook is re-executed in a fresh temporary directory, so ``import
 rnngap.constructions`` finds the installed package (or whatever PYTHONPATH names), not
 the source tree beside the notebooks, and nothing can lean on files found
 relative to the checkout. The peers' sample data (``shared/data``) is handed to
-the kernel through ``RNNGAP_SHARED_DATA`` (``checks/shared_data.py``).
+the kernel through ``RNNGAP_SHARED_DATA`` (``checks/io/shared_data.py``).
 
 Fails when:
 
@@ -36,7 +36,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from rnngap.checks.shared_data import shared_data_dir
+from rnngap.checks.io.shared_data import shared_data_dir
 
 HERE = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(HERE.glob("*.ipynb"))

@@ -1,6 +1,6 @@
 """The numba cache folder follows the sources of rnngap.constructions (numba's own
 cache would keep running a kernel's callee from another module after that module
-changed: constructions/__init__.py)."""
+changed: constructions/machine/runtime.py)."""
 from __future__ import annotations
 
 import os
@@ -12,19 +12,21 @@ from pathlib import Path
 import numba
 
 import rnngap.constructions as C
+from rnngap.constructions.machine import runtime as RT
 
 
 def test_cache_dir_changes_with_any_source(tmp_path):
     src = Path(C.__file__).resolve().parent
     pkg = tmp_path / "pkg"
     pkg.mkdir()
-    for p in src.glob("*.py"):
-        shutil.copy(p, pkg / p.name)
-    a = C.numba_cache_dir(pkg)
-    assert a == C.numba_cache_dir(pkg)                       # deterministic
-    with open(pkg / "heap.py", "a") as fh:                    # a callee's module changes
+    for p in src.rglob("*.py"):
+        (pkg / p.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(p, pkg / p.relative_to(src))
+    a = RT.numba_cache_dir(pkg)
+    assert a == RT.numba_cache_dir(pkg)                       # deterministic
+    with open(pkg / "machine" / "heap.py", "a") as fh:        # a callee's module changes
         fh.write("\n# edited\n")
-    b = C.numba_cache_dir(pkg)
+    b = RT.numba_cache_dir(pkg)
     assert b != a and b.parent == a.parent == pkg / "__pycache__"
 
 
@@ -32,7 +34,7 @@ def test_this_process_uses_it():
     if os.environ.get("NUMBA_CACHE_DIR"):
         assert numba.config.CACHE_DIR == os.environ["NUMBA_CACHE_DIR"]
     elif os.access(Path(C.__file__).resolve().parent, os.W_OK):
-        assert Path(numba.config.CACHE_DIR) == C.numba_cache_dir(Path(C.__file__).resolve().parent)
+        assert Path(numba.config.CACHE_DIR) == RT.numba_cache_dir(Path(C.__file__).resolve().parent)
     else:                                                      # numba's own default
         assert not numba.config.CACHE_DIR
 
@@ -62,9 +64,7 @@ def _unwritable_install(tmp_path: Path) -> dict:
         shutil.copytree(Path(mod.__file__).resolve().parent, site / mod.__name__.split(".")[-1], ignore=skip)
     src = Path(C.__file__).resolve().parent
     pkg = site / "constructions"
-    pkg.mkdir()
-    for p in src.glob("*.py"):
-        shutil.copy(p, pkg / p.name)
+    shutil.copytree(src, pkg, ignore=shutil.ignore_patterns("__pycache__"))
     (pkg / "__pycache__").write_text("not a folder")
     blocked = tmp_path / "blocked"
     blocked.write_text("")
@@ -75,7 +75,7 @@ def _unwritable_install(tmp_path: Path) -> dict:
     return env
 
 
-KERNEL = ("import numba, rnngap.constructions as C; from rnngap.constructions import fixedpoint as F; "
+KERNEL = ("import numba, rnngap.constructions as C; from rnngap.constructions.machine import fixedpoint as F; "
           "assert C.__file__.startswith({site!r}), C.__file__; print(F.bit_length(1000), repr(numba.config.CACHE_DIR))")
 
 
@@ -89,7 +89,7 @@ def test_unwritable_home_and_package_cache_in_a_private_temp_folder(tmp_path):
     assert where.strip().strip("'").startswith(str(tmp_path / "tmp" / f"rnngap-numba-{os.getuid()}"))
     assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith("rnngap: note: "), r.stderr
     assert list((tmp_path / "tmp").rglob("*.nbi")), "nothing was cached in the fallback folder"
-    h = subprocess.run([sys.executable, "-m", "rnngap.checks.cli", "--help"], env=env, capture_output=True,
+    h = subprocess.run([sys.executable, "-m", "rnngap.checks.cli.main", "--help"], env=env, capture_output=True,
                        text=True, timeout=600)
     assert h.returncode == 0 and "usage: rnngap" in h.stdout, h.stderr[-2000:]
 
@@ -104,7 +104,7 @@ def test_nowhere_to_cache_compiles_in_memory(tmp_path):
     assert r.stdout.split(" ", 1)[0] == str((1000).bit_length()) and r.stdout.split(" ", 1)[1].strip() == "''"
     assert len(r.stderr.splitlines()) == 1 and "compiled in memory" in r.stderr, r.stderr
     h = subprocess.run([sys.executable, "-c", "import tempfile; tempfile.tempdir = {t!r}; import sys; "
-                        "from rnngap.checks.cli import main; sys.exit(main(['--help']))".format(t=env["TMPDIR"])],
+                        "from rnngap.checks.cli.main import main; sys.exit(main(['--help']))".format(t=env["TMPDIR"])],
                        env=env, capture_output=True, text=True, timeout=600)
     assert h.returncode == 0 and "usage: rnngap" in h.stdout, h.stderr[-2000:]
     assert not h.stderr, h.stderr       # --help loads no kernels: nothing to cache, no note

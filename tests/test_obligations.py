@@ -1,4 +1,4 @@
-"""Obligations and ``rnngap certify`` (constructions/obligations.py, checks/certify.py).
+"""Obligations and ``rnngap certify`` (constructions/models/obligations.py, checks/certify/run.py).
 
 * the gadget lemmas behind the obligations, exhaustively on small formats: a
   gap above (f + 1) ln 2 makes the kernel's exp exactly 0 and lambda - 1 does
@@ -20,14 +20,14 @@ from fractions import Fraction
 import pytest
 import sympy as sp
 
-from rnngap.constructions import bounds as Bd
-from rnngap.constructions import retrieval as R
-from rnngap.constructions.fixedpoint import FixedFormat, fx_exp, new_err
-from rnngap.constructions.gadgets import MarginError, sharpness, zero_gap
-from rnngap.checks.catalog import certificate, certificates
-from rnngap.constructions.obligations import Obligation
-from rnngap.checks import certify as CF
-from rnngap.checks.certify import N, certify, certify_construction, nondecreasing, table, write_json
+from rnngap.constructions.models import bounds as Bd
+from rnngap.constructions.models import retrieval as R
+from rnngap.constructions.machine.fixedpoint import FixedFormat, fx_exp, new_err
+from rnngap.constructions.build.gadgets import MarginError, sharpness, zero_gap
+from rnngap.checks.catalog.records import certificate, certificates
+from rnngap.constructions.models.obligations import Obligation
+from rnngap.checks.certify import run as CF
+from rnngap.checks.certify.run import N, certify, certify_construction, nondecreasing, table, write_json
 
 
 # ----------------------------------------------------------------------------
@@ -200,8 +200,8 @@ def test_machine_lemmas_on_two_limb_formats(monkeypatch):
     """The one-hot and equal-split lemmas hold on the two-limb executor's softmax and
     division at wide formats (the certificates' machine step checks each declared
     two-limb format), and the check can fail: a division off by one raw unit."""
-    from rnngap.checks import machine_lemmas as ML
-    from rnngap.constructions import wide as WD
+    from rnngap.checks.certify import machine_lemmas as ML
+    from rnngap.constructions.machine import wide as WD
     for I, f in ((40, 34), (48, 42), (70, 56), (10, 53), (120, 6), (60, 57), (20, 100), (8, 118)):
         assert ML.lemmas_at(I, f) == (), (I, f)
     bad = ML.one_hot_two_limb(60, 57, s=3)                # a gap of 3 does not round exp to 0 at f = 57
@@ -251,8 +251,8 @@ def test_lambda_one_smaller_fails_at_the_smallest_n():
 
 
 def test_cli_exits_1_and_json_names_the_failure(tmp_path, monkeypatch):
-    from rnngap.checks import cmd_certify
-    from rnngap.checks import catalog
+    from rnngap.checks.cli import cmd_certify
+    from rnngap.checks.catalog import records as catalog
     cert = certificate("index-rag")                  # a declared-obligation certificate (no whole-model plan)
     con = cert.con
     weak = {**certificates(), con.name: dataclasses.replace(cert, con=_weaken_I(con, 2000))}
@@ -278,7 +278,7 @@ def test_certify_on_two_workers_equals_one_process():
     strip = lambda rs: [{k: v for k, v in r.record().items() if k != "seconds"} for r in rs]
     assert any(f.get("query") for r in two for f in r.record().get("facts", []))
     assert strip(one) == strip(two)
-    from rnngap.checks.certify import chosen_certificates
+    from rnngap.checks.certify.run import chosen_certificates
     names = [c.name for c in chosen_certificates(only)[0]]
     assert len(names) > 5 and [r.construction for r in two][:len(names)] == names     # the catalogue's order
     assert any(r.construction == "index-hybrid" and r.source == "built-model" for r in two)
@@ -291,7 +291,7 @@ def test_a_catalogue_replaced_in_this_process_is_certified_here(monkeypatch):
     """The workers build the catalogue afresh; a catalogue replaced in this process
     (here: index-rag with I two bits short from n = 2000) is certified in this
     process, so the change is seen however many workers are asked for."""
-    from rnngap.checks import catalog
+    from rnngap.checks.catalog import records as catalog
     cert = certificate("index-rag")
     weak = {**certificates(), "index-rag": dataclasses.replace(cert, con=_weaken_I(cert.con, 2000))}
     monkeypatch.setattr(catalog, "certificates", lambda: weak)
@@ -303,8 +303,8 @@ def test_a_catalogue_replaced_in_this_process_is_certified_here(monkeypatch):
 def test_slow_certificates_run_only_with_full_or_by_name(capsys, monkeypatch):
     """c-gram c = 4 at the registry's alphabet is the one slow certificate: left out
     of the default run (and said so), run with --full or when --only names it."""
-    from rnngap.checks.certify import chosen_certificates
-    from rnngap.checks.cli import main
+    from rnngap.checks.certify.run import chosen_certificates
+    from rnngap.checks.cli.main import main
     run, slow = chosen_certificates()
     assert [c.name for c in slow] == ["cgram-transformer[c=4,a=3]"] and "cgram-transformer[c=4,a=n+2]" in [c.name for c in run]
     assert chosen_certificates(full=True)[1] == [] and len(chosen_certificates(full=True)[0]) == len(certificates())
@@ -313,7 +313,7 @@ def test_slow_certificates_run_only_with_full_or_by_name(capsys, monkeypatch):
     with pytest.raises(SystemExit) as bad:                 # argparse's usage error: exit 2, one line
         main(["certify", "--only", "T5-RAG", "--workers", "0"])
     assert bad.value.code == 2 and "--workers must be >= 1" in capsys.readouterr().err
-    from rnngap.checks import certify as C
+    from rnngap.checks.certify import run as C
     asked = []
     monkeypatch.setattr(C, "certify", lambda only, workers, full, every_n, progress=None: asked.append((only, workers, full, every_n))
                         or [])
@@ -336,7 +336,7 @@ def test_write_json_roundtrip(tmp_path):
 
 # ----------------------------------------------------------------------------
 def test_certificate_vs_measurement_finds_excess():
-    from rnngap.checks.checks_certificate import compare
+    from rnngap.checks.verify.checks_certificate import compare
     con = certificate("index-transformer[a=2]").con
     checked, bad = compare(con, R.index_transformer(64), 64)
     assert checked == 2 and bad == []
@@ -345,15 +345,15 @@ def test_certificate_vs_measurement_finds_excess():
 
 
 def test_certificate_record_zero_excess():
-    from rnngap.checks.checks_certificate import check_certificate
+    from rnngap.checks.verify.checks_certificate import check_certificate
     recs = check_certificate("quick", 0)
     assert len(recs) >= 10 and all(r.passed for r in recs), [r.note for r in recs if not r.passed]
 
 
 def test_docstring_examples():
     import doctest
-    from rnngap.checks import certify as C
-    from rnngap.constructions import obligations as O
+    from rnngap.checks.certify import run as C
+    from rnngap.constructions.models import obligations as O
     for module in (Bd, O, C):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert result.attempted > 0 and result.failed == 0, module.__name__
@@ -362,12 +362,12 @@ def test_docstring_examples():
 def test_int_and_sympy_backends_agree_on_every_certified_format():
     """The one declaration evaluated by both backends (what certify reasons about
     symbolically is what the builders use), at the ends of the certified range."""
-    from rnngap.constructions.obligations import sim_construction
+    from rnngap.constructions.models.obligations import sim_construction
     for con in [c.con for c in certificates().values()] + [sim_construction(_a_simulator().params())]:
         I_e, f_e = con.fmt_expr(Bd.SYM, Bd.N)
         sym = con.declared.n_symbol
         I_e, f_e = sp.sympify(I_e).subs(Bd.N, sym), sp.sympify(f_e).subs(Bd.N, sym)
-        from rnngap.checks.certify import n_max_of
+        from rnngap.checks.certify.run import n_max_of
         top = n_max_of(con)
         for n in {con.n_min, con.n_min + 5, 100, top}:
             if n is None or n > top:
@@ -378,13 +378,13 @@ def test_int_and_sympy_backends_agree_on_every_certified_format():
 # ----------------------------------------------------------------------------
 # sim: the simulator's format (bounds.sim_int, defined from its needs) and its position heads
 def _a_simulator():
-    from rnngap.constructions.simulate import random_linear_rnn, rnnsim_transformer
+    from rnngap.constructions.models.simulate import random_linear_rnn, rnnsim_transformer
     return rnnsim_transformer(random_linear_rnn(1), max_prompt=4, max_rnn_cot=1, state_int_bits=3)
 
 
 def test_sim_builder_reads_the_declaration_and_is_covered():
-    from rnngap.checks.certify import certify_sim
-    from rnngap.constructions.obligations import sim_construction
+    from rnngap.checks.certify.run import certify_sim
+    from rnngap.constructions.models.obligations import sim_construction
     sim = _a_simulator()
     p = sim.params()
     assert sim.fmt.int_bits == Bd.sim_int(Bd.INT, p, sim.n_pos, sim.max_steps)
@@ -399,7 +399,7 @@ def test_sim_builder_reads_the_declaration_and_is_covered():
 
 
 def test_sim_weakened_declaration_fails_at_the_first_n():
-    from rnngap.constructions.obligations import sim_construction
+    from rnngap.constructions.models.obligations import sim_construction
     p = _a_simulator().params()
     con = sim_construction(p)
     below = 5000
@@ -429,7 +429,7 @@ def test_sim_position_gap_by_enumeration(n):
 
 
 def test_sim_certificate_vs_measurement_zero_excess_and_can_fail(monkeypatch):
-    from rnngap.checks import checks_certificate as CC
+    from rnngap.checks.verify import checks_certificate as CC
     sim = _a_simulator()
     checked, bad, I_cert = CC.compare_sim(sim)
     assert checked >= 8 and bad == [] and sim.fmt.int_bits <= I_cert
@@ -445,9 +445,9 @@ def test_catalogue_certificate_record_can_fail():
     own build and fails on the same construction built in an uncertified format."""
     import dataclasses
 
-    from rnngap.checks.catalog import by_name
-    from rnngap.checks.checks_certificate import compare_entry
-    from rnngap.constructions.fixedpoint import FixedFormat
+    from rnngap.checks.catalog.records import by_name
+    from rnngap.checks.verify.checks_certificate import compare_entry
+    from rnngap.constructions.machine.fixedpoint import FixedFormat
 
     entry = by_name("index-transformer")
     cert, checked, bad, used = compare_entry(entry, 16, seed=0)

@@ -34,7 +34,7 @@ def test_installed_top_level_names_are_only_rnngap():
 def test_generic_names_are_not_importable_outside_the_checkout(tmp_path):
     """From a directory other than the checkout (so the source folders are not on
     sys.path), only rnngap imports."""
-    code = ("import importlib.util as u; import rnngap.constructions, rnngap.checks.cli, rnngap.lowerbounds.cc; "
+    code = ("import importlib.util as u; import rnngap.constructions, rnngap.checks.cli.main, rnngap.lowerbounds.cc; "
             "print([n for n in ('constructions', 'checks', 'lowerbounds') if u.find_spec(n) is not None])")
     r = subprocess.run([sys.executable, "-I", "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
@@ -43,4 +43,4 @@ def test_generic_names_are_not_importable_outside_the_checkout(tmp_path):
 
 def test_console_script_points_into_the_namespace():
     eps = [e for e in _dist().entry_points if e.group == "console_scripts" and e.name == "rnngap"]
-    assert len(eps) == 1 and eps[0].value == "rnngap.checks.cli:main"
+    assert len(eps) == 1 and eps[0].value == "rnngap.checks.cli.main:main"

@@ -20,12 +20,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rnngap.checks import cli
-from rnngap.checks import predict_istree as P
-from rnngap.checks.formats import format_cot_text, format_graph_text, parse_graph_text
+from rnngap.checks.cli import main as cli
+from rnngap.checks.cli import predict_istree as P
+from rnngap.checks.io.formats import format_cot_text, format_graph_text, parse_graph_text
 from rnngap.checks.tasks import istree as R
 
-from rnngap.checks.shared_data import PACKAGE_DATA
+from rnngap.checks.io.shared_data import PACKAGE_DATA
 
 SAMPLE = PACKAGE_DATA / "istree_official_sample.jsonl"
 
@@ -232,7 +232,7 @@ def test_models_registry_and_unknown_model(tmp_path, capsys):
         cli.main(["predict", "istree", "--inputs", str(inp), "--out", str(tmp_path / "o"), "--model", "nope"])
     assert e.value.code == 2
     predict = P.MODELS["transformer"](2, 1)
-    from rnngap.constructions.vocab import EOS, TRUE, number_token
+    from rnngap.constructions.machine.vocab import EOS, TRUE, number_token
     assert predict([0, number_token(1), 7, number_token(0), EOS]) == \
         [number_token(0), number_token(1), number_token(0), EOS, TRUE]
 
@@ -240,7 +240,7 @@ def test_models_registry_and_unknown_model(tmp_path, capsys):
 def test_console_script_end_to_end(tmp_path):
     inp = _write(tmp_path / "in.jsonl", [{"text": "[BOS]3-2,2-1,1-0[EOS]"}, {"text": "[BOS]2~0,2~1,1~0[EOS]"}])
     out = tmp_path / "out.jsonl"
-    res = subprocess.run([sys.executable, "-m", "rnngap.checks.cli", "predict", "istree", "--inputs", str(inp),
+    res = subprocess.run([sys.executable, "-m", "rnngap.checks.cli.main", "predict", "istree", "--inputs", str(inp),
                           "--out", str(out)], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
@@ -252,7 +252,7 @@ def test_console_script_end_to_end(tmp_path):
 
 def test_graph_too_large_for_the_readout_is_a_usage_error(tmp_path, capsys):
     """Vertex ids past the readout's candidate list (MAX_CANDIDATES tokens): exit 2, one line."""
-    from rnngap.constructions.model import MAX_CANDIDATES
+    from rnngap.constructions.build.model import MAX_CANDIDATES
     rc, _ = _predict(tmp_path, [{"text": f"[BOS]{MAX_CANDIDATES}-0[EOS]"}])
     err = capsys.readouterr().err
     assert rc == 2 and "cannot build the transformer model" in err and f"at most {MAX_CANDIDATES:,}" in err
@@ -317,10 +317,10 @@ def test_greedy_chunked_equals_generate_and_bounds_each_call(monkeypatch):
     """The chunked prompt feed writes the same CoT and answer as
     constructions.generate.generate, and no model call feeds more than about
     FEED_WORK attention scores (so Ctrl-C is seen within about a second)."""
-    from rnngap.constructions import istree as C
-    from rnngap.constructions.generate import generate
-    from rnngap.constructions.model import Session
-    from rnngap.constructions.vocab import FALSE, TRUE
+    from rnngap.constructions.models import istree as C
+    from rnngap.constructions.build.generate import generate
+    from rnngap.constructions.build.model import Session
+    from rnngap.constructions.machine.vocab import FALSE, TRUE
     rng = np.random.default_rng(5)
     monkeypatch.setattr(P, "FEED_WORK", 2 ** 10)        # small, so a small graph is cut in many chunks
     calls = []

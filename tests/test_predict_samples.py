@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rnngap.checks.cli import main
+from rnngap.checks.cli.main import main
 
 DATA = Path(__file__).resolve().parents[1] / "checks" / "data"
 

@@ -1,4 +1,4 @@
-"""The pruned attention of constructions/kernels.py (docs/machine.md "Pruned
+"""The pruned attention of constructions/machine/kernels.py (docs/machine.md "Pruned
 attention") against the plain definition, bit for bit: scores built with fx_mul /
 fx_add in component order, then fixedpoint.fx_attend; the same output, the same
 maximum score, the same err array (largest |raw|, first error, saturation count).
@@ -13,8 +13,8 @@ import sys
 import numpy as np
 import pytest
 
-from rnngap.constructions import kernels as K
-from rnngap.constructions.fixedpoint import E_MAXABS, FixedFormat, fx_add, fx_attend, fx_mul, new_err
+from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.machine.fixedpoint import E_MAXABS, FixedFormat, fx_add, fx_attend, fx_mul, new_err
 
 
 def _plain(q, Kh, V, m, args, err):
@@ -177,7 +177,7 @@ def test_models_pruned_session_equals_full_path():
     through a record session (the full path with fx_attend): the same residual,
     the same err after every chunk, and in saturate mode with too few bits too."""
     from rnngap.checks.tasks import hard
-    from rnngap.constructions import retrieval as R
+    from rnngap.constructions.models import retrieval as R
     c = 3
     m = hard.index_bits("cgram", 1500, c)
     toks, _ = hard.sampled_reduction_instances(np.random.default_rng(5), "cgram", m, 2, c)
@@ -206,7 +206,7 @@ import json, sys
 import numpy as np
 sys.path[:0] = json.loads(sys.argv[1])
 import test_pruned_attention as T
-from rnngap.constructions.fixedpoint import FixedFormat, new_err
+from rnngap.constructions.machine.fixedpoint import FixedFormat, new_err
 rng = np.random.default_rng(123)
 res = []
 for trial in range(6):
@@ -287,7 +287,7 @@ def test_step_by_step_on_one_cache(kind):
         M = K.attention_scores(q, KhT, KmT, t + 1, *args, e2, np.zeros(Dh, np.int64), np.zeros(Dh, np.int64),
                                scores)
         # the position blocks (header >= 0: leaves listed) or the key-value index
-        # (header <= -2: the kept keys listed, constructions/keyindex.py)
+        # (header <= -2: the kept keys listed, constructions/machine/keyindex.py)
         skipped += int((scores[cap] >= 0 and 16 * scores[cap] < t + 1) or scores[cap] <= -2)
         got = np.zeros(2, np.int64)
         K.attend_sparse(scores, t + 1, M, Vc, *args, e2, np.zeros(cap, np.int64), got)
@@ -316,7 +316,7 @@ def test_batch_path_pruned_equals_full_path(mode):
     the overwritten keys) and rows that don't: every position's prediction and
     the err array equal per-row record sessions (the full path, fx_attend)."""
     from rnngap.checks.tasks import hard
-    from rnngap.constructions import retrieval as R
+    from rnngap.constructions.models import retrieval as R
     c = 3
     m = hard.index_bits("cgram", 300, c)
     rng = np.random.default_rng(11)

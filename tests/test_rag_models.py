@@ -1,6 +1,6 @@
 """Linear RNN + in-context RAG (claim T5-RAG): the program compiler
-(constructions/rnn_program.py) block by block, then the constructions of
-constructions/rag_models.py against the task references (exhaustive at small n,
+(constructions/build/rnn_program.py) block by block, then the constructions of
+constructions/models/rag_models.py against the task references (exhaustive at small n,
 hypothesis above, single seeded instances at n = 2^12) and on the image of the Index
 reductions with their alphabets, the decoded program state position by position,
 IsTree's plain CoT (every alternation and lookahead written by the model, plain
@@ -20,28 +20,28 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from rnngap.checks import cli
-from rnngap.checks.formats import format_cot_text, graph_tokens, parse_cot_text, parse_graph_tokens
+from rnngap.checks.cli import main as cli
+from rnngap.checks.io.formats import format_cot_text, graph_tokens, parse_cot_text, parse_graph_tokens
 from rnngap.checks.tasks import ar, cgram, counting, index, istree
 from rnngap.checks.tasks import task as task_spec
-from rnngap.constructions.fixedpoint import FixedFormat
-from rnngap.constructions.gadgets import MarginError
-from rnngap.checks.checks_rag import _with_model, rag_runner, red_pairs, red_rows, red_setup
+from rnngap.constructions.machine.fixedpoint import FixedFormat
+from rnngap.constructions.build.gadgets import MarginError
+from rnngap.checks.verify.checks_rag import _with_model, rag_runner, red_pairs, red_rows, red_setup
 from rnngap.checks.tasks.istree_rag import plain_cot as istree_plain_cot
-from rnngap.checks.necessity import necessity_record
-from rnngap.constructions.rag import RagOracle
-from rnngap.constructions.rag_dialect import PaperDialectOracle
-from rnngap.constructions.rag_models import (
+from rnngap.checks.verify.necessity import necessity_record
+from rnngap.constructions.models.rag import RagOracle
+from rnngap.constructions.models.rag_dialect import PaperDialectOracle
+from rnngap.constructions.models.rag_models import (
     ar_rag, cgram_rag, counting_rag, index_rag, istree_cot_bound, istree_plain_cot_bound, istree_rag,
     istree_rag_paper, istree_rag_predictor,
 )
 from rnngap.lowerbounds import reductions as LR
-from rnngap.constructions.rnn_program import Program
-from rnngap.constructions.vocab import (
+from rnngap.constructions.build.rnn_program import Program
+from rnngap.constructions.machine.vocab import (
     BOS, ENDSEARCH, EOS, FALSE, QUERY, TRUE, Vocab, number_token, token_code, token_from_code,
 )
 
-from rnngap.checks.shared_data import shared_data_dir  # noqa: E402
+from rnngap.checks.io.shared_data import shared_data_dir  # noqa: E402
 
 DATA_DIR = shared_data_dir()   # RNNGAP_SHARED_DATA, else the package data
 SAMPLE = DATA_DIR / "istree_official_sample.jsonl"
@@ -433,7 +433,7 @@ def test_istree_large_hypothesis(N, seed, family):
 
 
 def _sample_rows() -> list[dict]:
-    from rnngap.checks.shared_data import shared_file
+    from rnngap.checks.io.shared_data import shared_file
     path = shared_file("istree_official_sample.jsonl") or SAMPLE
     if not path.is_file():
         pytest.fail(f"the paper's IsTree sample is missing: {path}")
@@ -474,8 +474,8 @@ def test_official_sample_tokens_and_label():
 
 def test_numba_disabled_gives_identical_runs():
     code = (
-        "import json;from rnngap.constructions.rag_models import index_rag, istree_rag, counting_rag;"
-        "from checks.formats import graph_tokens;from rnngap.constructions.vocab import BOS, QUERY, number_token as k;"
+        "import json;from rnngap.constructions.models.rag_models import index_rag, istree_rag, counting_rag;"
+        "from checks.formats import graph_tokens;from rnngap.constructions.machine.vocab import BOS, QUERY, number_token as k;"
         "a=index_rag(6,alphabet=3).run([BOS,k(2),k(1),k(0),k(2),k(1),k(1),QUERY,k(4)]);"
         "b=counting_rag(6,alphabet=3).run([BOS,k(2),k(1),k(2),k(2),k(1),k(1),QUERY,k(2),k(2)]);"
         "c=istree_rag(4).run(graph_tokens([(2,0),(3,2),(1,0)]));"

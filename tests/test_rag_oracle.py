@@ -1,7 +1,7 @@
-"""The in-context RAG oracle (constructions/rag.py): rendering, escaping, span
+"""The in-context RAG oracle (constructions/models/rag.py): rendering, escaping, span
 exclusion, NO rewriting (docs/theory.md §2: a query is rendered token by token, no group
 is ever added), malformed queries and timeouts; and, separately, the paper dialect
-(constructions/rag_dialect.py), which only serves the paper's retrieval format.
+(constructions/models/rag_dialect.py), which only serves the paper's retrieval format.
 
 Every property test compares the oracle with a plain-Python search over token
 lists for the same family of patterns (never the regex engine).
@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from rnngap.checks.formats import graph_tokens
+from rnngap.checks.io.formats import graph_tokens
 from rnngap.checks.tasks import istree
-from rnngap.constructions.rag import (
+from rnngap.constructions.models.rag import (
     ALT, ANY, ANY_NUMBER, BRANCH_RESET, CAPTURE, CLOSE, LAZY_ANY, LOOKAHEAD, NEG_LOOKAHEAD, NONCAP, STAR,
     RagOracle, parse_text, render_query, render_text, render_token, search,
 )
-from rnngap.constructions.rag_dialect import PaperDialectOracle, expand_paper_query
-from rnngap.constructions.vocab import (
+from rnngap.constructions.models.rag_dialect import PaperDialectOracle, expand_paper_query
+from rnngap.constructions.machine.vocab import (
     BOS, DASH, ENDSEARCH, EOS, FAILED, META_NAMES, META_TOKENS, QUERY, STARTSEARCH, TILDE, Vocab, number_token,
 )
 
@@ -183,7 +183,7 @@ def test_plain_oracle_never_rewrites_an_edge_query():
 def test_pattern_is_the_token_by_token_rendering(ctx, query):
     """Whatever the query, the pattern searched is the concatenation of its tokens'
     renderings (escaped literal units, META_SYNTAX for meta-tokens) and nothing else."""
-    from rnngap.constructions.rag import META_SYNTAX
+    from rnngap.constructions.models.rag import META_SYNTAX
     import regex
     r = search(ctx, query, timeout=0.5)
     want = "".join(META_SYNTAX[t] if t in META_SYNTAX else "(?:" + regex.escape(render_token(t)) + ")"
@@ -195,7 +195,7 @@ def test_rag_module_has_no_query_rewriting():
     """The oracle module of the theorem rows holds no dialect and no group insertion."""
     import ast
     from pathlib import Path
-    import rnngap.constructions.rag as R
+    import rnngap.constructions.models.rag as R
     tree = ast.parse(Path(R.__file__).read_text())
     names = set()
     for node in ast.walk(tree):

@@ -1,5 +1,5 @@
 """Block-level tests of the recurrent gadgets (the section at the end of
-constructions/gadgets.py): clock, delay_chain, gated_equality, gated_value_neuron,
+constructions/build/gadgets.py): clock, delay_chain, gated_equality, gated_value_neuron,
 latest_flag_head, and match_head(tie_break='last', fallback='bos', tight=True) as the
 hybrids use it. Each gadget gets a tiny model of its own; at every position of
 every input up to a small length (exhaustive), its residual directions equal, as
@@ -16,13 +16,13 @@ from fractions import Fraction
 
 import pytest
 
-from rnngap.constructions import kernels as K
-from rnngap.constructions.fixedpoint import FixedFormat, FixedPointOverflow
-from rnngap.constructions.gadgets import (
+from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.machine.fixedpoint import FixedFormat, FixedPointOverflow
+from rnngap.constructions.build.gadgets import (
     Builder, MarginError, Recurrence, ResidualSpace, base_space, clock, delay_chain, gated_equality,
     gated_value_neuron, latest_flag_head, number_readout,
 )
-from rnngap.constructions.vocab import BOS, Vocab, number_token
+from rnngap.constructions.machine.vocab import BOS, Vocab, number_token
 
 ALPHABET = [BOS, number_token(0), number_token(1), number_token(2)]   # tau = 0, 1, 2, 3
 
@@ -224,7 +224,7 @@ def default_head_model(fmt: FixedFormat, P: int):
     """Query tau_t + 1 against key tau_j: the latest j whose token is one above the
     current one, else [BOS] (the default, position 0). max_code = 32 bounds |tau| + 1
     over the vocabulary (specials up to id 31), as the Builder's central check requires."""
-    from rnngap.constructions.gadgets import Component, match_head
+    from rnngap.constructions.build.gadgets import Component, match_head
     s = base_space()
     s.embedded("is_bos", K.F_IS_TOKEN, BOS)
     s.hidden("at")

@@ -13,17 +13,17 @@ import textwrap
 
 import pytest
 
-from rnngap.checks import catalog
-from rnngap.checks.cli import main
+from rnngap.checks.catalog import records as catalog
+from rnngap.checks.cli.main import main
 
 MODULE = textwrap.dedent('''
     """An Index Transformer of one's own: [BOS] x_1..x_n [QUERY] i -> x_i."""
     import rnngap
     from rnngap.checks import catalog, certify_plans
     from rnngap.constructions import bounds, obligations
-    from rnngap.constructions.gadgets import Builder, Component, base_space, match_head, number_readout
-    from rnngap.constructions.num import smax
-    from rnngap.constructions.vocab import BOS, QUERY, Vocab, number_token
+    from rnngap.constructions.build.gadgets import Builder, Component, base_space, match_head, number_readout
+    from rnngap.constructions.build.num import smax
+    from rnngap.constructions.machine.vocab import BOS, QUERY, Vocab, number_token
 
     KEY_OFFSET = {offset}      # 1: the key of position j is j + 1, the query tau(i) = i + 1
 
@@ -109,7 +109,7 @@ def test_a_module_named_in_the_environment_is_seen_by_every_process(tmp_path):
     (tmp_path / "mine.py").write_text(MODULE.format(name="index-mine", arch="mine", offset=1))
     env = {**os.environ, "RNNGAP_CONSTRUCTIONS": "mine",
            "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
-    r = subprocess.run([sys.executable, "-c", "from rnngap.checks.cli import main; raise SystemExit(main())",
+    r = subprocess.run([sys.executable, "-c", "from rnngap.checks.cli.main import main; raise SystemExit(main())",
                         "show", "--list"], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "index-mine" in r.stdout and "my own Index Transformer" in r.stdout

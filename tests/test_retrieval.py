@@ -1,5 +1,5 @@
-"""Tests of the T4.6-up constructions (constructions/retrieval.py), the MQAR
-predictor (``rnngap predict ar``) and the precision frontier (checks/frontier.py).
+"""Tests of the T4.6-up constructions (constructions/models/retrieval.py), the MQAR
+predictor (``rnngap predict ar``) and the precision frontier (checks/verify/frontier.py).
 
 Layers of checks:
 
@@ -45,18 +45,18 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from rnngap.checks import frontier as FR
-from rnngap.checks.catalog import retrieval_model
-from rnngap.checks.shared_data import shared_file
+from rnngap.checks.verify import frontier as FR
+from rnngap.checks.catalog.records import retrieval_model
+from rnngap.checks.io.shared_data import shared_file
 from rnngap.checks.tasks import ar, cgram, counting, index
-from rnngap.constructions import kernels as K
-from rnngap.constructions import retrieval as R
-from rnngap.constructions.fixedpoint import FixedFormat, FixedPointOverflow, new_err, E_MAXABS
-from rnngap.constructions.gadgets import MarginError
-from rnngap.constructions.vocab import BOS, NUMBER_BASE, QUERY, number_token
+from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.models import retrieval as R
+from rnngap.constructions.machine.fixedpoint import FixedFormat, FixedPointOverflow, new_err, E_MAXABS
+from rnngap.constructions.build.gadgets import MarginError
+from rnngap.constructions.machine.vocab import BOS, NUMBER_BASE, QUERY, number_token
 
 ROOT = Path(__file__).resolve().parents[1]
-from rnngap.checks.shared_data import shared_data_dir  # noqa: E402
+from rnngap.checks.io.shared_data import shared_data_dir  # noqa: E402
 
 SHARED_DATA = shared_data_dir()
 MQAR_SAMPLE = shared_file("mqar_sample.npz") or SHARED_DATA / "mqar_sample.npz"
@@ -369,7 +369,7 @@ def test_param_check_fails_a_one_hot_counting_model():
     passes the alphabet-free Counting model over n and alphabets up to n + 1, and
     FAILS the one-hot model of tests/_models.py (a direction per symbol), which is
     right on the same instances: constant size includes the alphabet."""
-    from rnngap.checks import checks_retrieval as CR
+    from rnngap.checks.verify import checks_retrieval as CR
     from tests._models import onehot_counting_model
 
     points = [(n, a) for n in (2, 3, 6) for a in (3, n + 1)]
@@ -387,11 +387,11 @@ def test_param_check_fails_a_one_hot_counting_model():
 
 
 def test_necessity_records_show_a_wrong_answer_one_bit_below():
-    """Saturate-mode necessity on the reduction image (checks/necessity.py): for
+    """Saturate-mode necessity on the reduction image (checks/verify/necessity.py): for
     every T4.6-up construction at m = 3 the record passes (frontiers at or below the
     declaration) and shows a concrete wrong instance one bit below a frontier;
     Counting on its closest comparisons needs its fraction bits (wrong at f_min - 1)."""
-    from rnngap.checks import checks_retrieval as CR
+    from rnngap.checks.verify import checks_retrieval as CR
 
     for key in CR.NECESSITY_KEYS:
         (rec,) = CR.necessity_records(key, "quick", 0, where=(("exhaustive", 3),))
@@ -408,7 +408,7 @@ def test_necessity_records_show_a_wrong_answer_one_bit_below():
 def test_mqar_random_check_needs_no_data_file(monkeypatch):
     """Without the shared MQAR sample the seeded random-MQAR record still runs and
     passes; only the sample record is NOT CHECKED."""
-    from rnngap.checks import checks_retrieval as CR
+    from rnngap.checks.verify import checks_retrieval as CR
 
     monkeypatch.setattr(CR, "shared_file", lambda name: None)
     (sample,) = CR.check_mqar_sample("quick", 0)
@@ -498,7 +498,7 @@ def test_frontier_to_2_16_is_at_or_below_the_declaration(name, n):
 @pytest.mark.parametrize("name", list(FR.CONSTRUCTIONS))
 def test_frontier_to_2_16_slopes(name):
     """The least-squares slopes against log2 n over 2^4..2^16 (printed) are those of
-    the analysis in constructions/retrieval.py: f_min = 0 for Index, AR and c-gram
+    the analysis in constructions/models/retrieval.py: f_min = 0 for Index, AR and c-gram
     (their weights are exactly 0/1), f_min ~ 2 log2 n for Counting (1/(c+1) vs
     1/(t+3/2), a gap ~ 1/(2 n^2)); the integer bits grow (positions, normalisers).
     Reuses the rows of the test above when run after it (else computes them)."""
@@ -516,7 +516,7 @@ def test_frontier_to_2_16_slopes(name):
 def test_precision_command_prints_the_fitted_slopes(tmp_path, capsys):
     """``rnngap precision`` prints one line per n and the slopes against log2 n:
     Counting's f_min at n = 16, 32, 64 grows by exactly 2 bits per doubling."""
-    from rnngap.checks.cli import main
+    from rnngap.checks.cli.main import main
 
     out = tmp_path / "counting.png"
     assert main(["precision", "--task", "counting", "--out", str(out), "--max-log2n", "6"]) == 0
@@ -621,7 +621,7 @@ def test_mqar_model_refuses_longer_sequences():
 
 def test_predict_ar_cli(tmp_path, capsys):
     """``rnngap predict ar`` in process (checks.cli.main is the console entry point)."""
-    from rnngap.checks.cli import main
+    from rnngap.checks.cli.main import main
 
     X = np.array([[5, 50, 6, 60, 6, 5, 7], [1, 2, 1, 3, 1, 9, 9]], dtype=np.int32)
     inp, out = tmp_path / "X.npy", tmp_path / "P.npy"
@@ -686,7 +686,7 @@ def test_the_builder_checks_every_head_even_with_the_gadget_checks_switched_off(
     integer-bit checks switched off (gadgets.require_int_bits and retrieval.require made
     no-ops), a format far too small is still refused, by the Builder's central
     check computed from the directions' bounds; the declared format passes it."""
-    from rnngap.constructions import gadgets as G
+    from rnngap.constructions.build import gadgets as G
     build = (lambda fmt: R.mqar_transformer(64, fmt)) if key == "mqar" else \
         (lambda fmt: retrieval_model(key, "transformer", 64, alphabet=8, c=3, fmt=fmt))
     declared = R.MQAR.format(64) if key == "mqar" else R.DECLARED[key].format(64, 8, 3)

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rnngap.checks import errors as E
-from rnngap.checks.cli import main
+from rnngap.checks.io import errors as E
+from rnngap.checks.cli.main import main
 
 AS_LIMIT = 8 * 2 ** 30
 """Address space a memory case may map (numba and LLVM map about 1 GiB)."""
@@ -35,7 +35,7 @@ def _capped():
 
 def _rnngap(args, env=None, timeout=600, **kw):
     env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "rnngap.checks.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "rnngap.checks.cli.main", *args], capture_output=True, text=True,
                           env=env, timeout=timeout, preexec_fn=_capped, **kw)
 
 
@@ -183,7 +183,7 @@ def _alive(pids) -> set[int]:
 
 
 def _verify_with_workers():
-    return subprocess.Popen([sys.executable, "-m", "rnngap.checks.cli", "verify", "--profile", "quick",
+    return subprocess.Popen([sys.executable, "-m", "rnngap.checks.cli.main", "verify", "--profile", "quick",
                              "--workers", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
 
@@ -275,8 +275,8 @@ def test_predict_ar_calls_the_model_in_bounded_chunks(tmp_path, monkeypatch, cap
     """Many short rows (length 2) go in calls of at most CHUNK_POSITIONS
     positions, so SIGTERM and Ctrl-C are seen between calls; the predictions
     equal one call over everything."""
-    from rnngap.checks import predict_ar as PA
-    from rnngap.constructions import retrieval as RT
+    from rnngap.checks.cli import predict_ar as PA
+    from rnngap.constructions.models import retrieval as RT
     X = np.random.default_rng(0).integers(1, 60, (3 * PA.CHUNK_POSITIONS // 2 + 5, 2)).astype(np.int64)
     np.save(tmp_path / "X.npy", X)
     calls = []

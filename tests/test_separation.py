@@ -1,13 +1,13 @@
-"""Separation records (checks/checks_separation.py; claims T4.6-low, T4.7-low):
+"""Separation records (checks/verify/checks_separation.py; claims T4.6-low, T4.7-low):
 both sides on the Index reduction's family, and records that must fail do."""
 import dataclasses
 
 import pytest
 
-from rnngap.checks import checks_separation as S
-from rnngap.constructions import targets as T
-from rnngap.constructions.protocol import run_rnn
-from rnngap.constructions.vocab import BOS, NUMBER_BASE, QUERY, TRUE, number_token
+from rnngap.checks.verify import checks_separation as S
+from rnngap.constructions.models import targets as T
+from rnngap.constructions.build.protocol import run_rnn
+from rnngap.constructions.machine.vocab import BOS, NUMBER_BASE, QUERY, TRUE, number_token
 from rnngap.lowerbounds import witness as W
 from rnngap.lowerbounds.targets_toy import CompactIndexRegister
 
@@ -167,7 +167,7 @@ def test_full_profile_rows_pass():
 def test_other_model_and_claim_can_be_plugged_in():
     """A caller (e.g. a T5.6 hybrid check) can put its own no-CoT model on the
     family; a model that is wrong on the family fails the record."""
-    from rnngap.constructions import retrieval as RT
+    from rnngap.constructions.models import retrieval as RT
     good = S.model_side("ar", 4, RT.ar_transformer(8, alphabet=6))
     assert good.failures == 0 and good.instances == 4 * 16
     rec = S.separation_record("ar", 4, kind="register", model_side=good, claim="T5.6")
@@ -187,7 +187,7 @@ SMALL_ROWS = {"retrieval": ((7, "compact"),), "istree": ((7, "compact"),)}
 def _verify_t46(monkeypatch, tmp_path, name):
     import json
 
-    from rnngap.checks.cli import main
+    from rnngap.checks.cli.main import main
     monkeypatch.setitem(S.ROWS, "quick", SMALL_ROWS)
     out = tmp_path / f"{name}.json"
     rc = main(["verify", "--profile", "quick", "--only", "T4.6-low", "--json", str(out)])

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rnngap.checks.catalog import by_name, names
-from rnngap.constructions.fixedpoint import FixedFormat, PrecisionError
+from rnngap.checks.catalog.records import by_name, names
+from rnngap.constructions.machine.fixedpoint import FixedFormat, PrecisionError
 
 
 def _snapshot(s):

@@ -8,10 +8,10 @@ import re
 import numpy as np
 import pytest
 
-from rnngap.checks.catalog import by_name, names
-from rnngap.checks.cli import build_parser, main
-from rnngap.checks.cmd_show import WIDTH, pack
-from rnngap.constructions.vocab import NUMBER_BASE, Vocab, token_code
+from rnngap.checks.catalog.records import by_name, names
+from rnngap.checks.cli.main import build_parser, main
+from rnngap.checks.cli.cmd_show import WIDTH, pack
+from rnngap.constructions.machine.vocab import NUMBER_BASE, Vocab, token_code
 
 SMALL_N = 3          # every catalogue model is shown at n = 3 (tests/test_cli.py)
 
@@ -31,7 +31,7 @@ def width(line: str) -> int:
 
 
 def names_of(toks) -> list[str]:
-    """The tokens as constructions/vocab.py decodes them (a number as its value)."""
+    """The tokens as constructions/machine/vocab.py decodes them (a number as its value)."""
     v = Vocab(max_number=max([t - NUMBER_BASE for t in toks if t >= NUMBER_BASE] + [0]), meta=True, count=True)
     return [str(x) for x in v.decode(list(toks))]
 

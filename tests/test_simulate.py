@@ -1,5 +1,5 @@
 """Tests of the Transformer that simulates a linear RNN (claim sim,
-constructions/simulate.py): decoded CoT state == the RNN's own state after every
+constructions/models/simulate.py): decoded CoT state == the RNN's own state after every
 token, Y tokens == the RNN's CoT, same answer, CoT length B (L + c) - 1; on
 random seeded dyadic RNNs (exhaustive short prompts, hypothesis longer ones) and
 on the T4.1 RNN; blocks (heads, MLP gadgets), refusals, bits."""
@@ -9,14 +9,14 @@ from fractions import Fraction
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from rnngap.constructions import cot_hierarchy as CH
-from rnngap.constructions import kernels as K
-from rnngap.constructions.demos import count_threshold_transformer
-from rnngap.constructions.fixedpoint import FixedFormat, PrecisionError
-from rnngap.constructions.gadgets import Builder, ResidualSpace
-from rnngap.constructions.generate import generate
-from rnngap.constructions.simulate import compare, random_linear_rnn, rnn_trace, rnnsim_transformer
-from rnngap.constructions.vocab import BOS, FALSE, NUMBER_BASE, TRUE, Vocab
+from rnngap.constructions.models import cot_hierarchy as CH
+from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.models.demos import count_threshold_transformer
+from rnngap.constructions.machine.fixedpoint import FixedFormat, PrecisionError
+from rnngap.constructions.build.gadgets import Builder, ResidualSpace
+from rnngap.constructions.build.generate import generate
+from rnngap.constructions.models.simulate import compare, random_linear_rnn, rnn_trace, rnnsim_transformer
+from rnngap.constructions.machine.vocab import BOS, FALSE, NUMBER_BASE, TRUE, Vocab
 
 ALL = None
 
@@ -114,8 +114,8 @@ def test_saturate_one_bit_below_the_frontier_is_classified(sims):
     scan's ``wrong_below`` is exactly "some final answer is another answer",
     ``no_answer_below`` "some run wrote no answer where the RNN answers",
     ``cot_deviation_below`` "some answer is right but the CoT differs"."""
-    from rnngap.checks.checks_hierarchy import sim_runner
-    from rnngap.checks.necessity import measure
+    from rnngap.checks.verify.checks_hierarchy import sim_runner
+    from rnngap.checks.verify.necessity import measure
     sim = sims[2]
     runs = []
     for p in prompts(2):
@@ -190,7 +190,7 @@ def test_hypothesis_longer_prompts(seed, max_prompt, data, with_cot):
 
 
 def test_indicator_readout_random_targets():
-    from rnngap.constructions import targets as TG
+    from rnngap.constructions.models import targets as TG
     for seed in (0, 1):
         sim = rnnsim_transformer(TG.random_linear_rnn(2, 3, seed, max_number=4), max_prompt=5, max_rnn_cot=0)
         for p in prompts(3):
@@ -199,8 +199,8 @@ def test_indicator_readout_random_targets():
 
 
 def test_register_index_rnn_with_its_cot():
-    from rnngap.constructions import targets as TG
-    from rnngap.constructions.vocab import QUERY
+    from rnngap.constructions.models import targets as TG
+    from rnngap.constructions.machine.vocab import QUERY
     c = 3
     sim = rnnsim_transformer(TG.register_index_rnn(c, max_number=c + 2), max_prompt=c + 3, max_rnn_cot=c)
     for n in range(1, c + 1):
@@ -214,8 +214,8 @@ def test_register_index_rnn_with_its_cot():
 
 NOJIT_SCRIPT = """
 import json
-from rnngap.constructions.simulate import rnnsim_transformer, random_linear_rnn
-from rnngap.constructions.vocab import BOS, NUMBER_BASE, TRUE, FALSE
+from rnngap.constructions.models.simulate import rnnsim_transformer, random_linear_rnn
+from rnngap.constructions.machine.vocab import BOS, NUMBER_BASE, TRUE, FALSE
 sim = rnnsim_transformer(random_linear_rnn(1), max_prompt=3, max_rnn_cot=1, state_int_bits=3)
 run = sim.run([BOS, NUMBER_BASE + 2], [TRUE, FALSE])
 print(json.dumps([run.cot, run.answer, sim.model.resources.used_int_bits]))
@@ -280,8 +280,8 @@ def test_random_rnns_are_not_degenerate():
 
 @pytest.mark.full
 def test_full_t41_n4_exhaustive_and_register_c5():
-    from rnngap.constructions import targets as TG
-    from rnngap.constructions.vocab import QUERY
+    from rnngap.constructions.models import targets as TG
+    from rnngap.constructions.machine.vocab import QUERY
     n, T = 4, 16
     sim = rnnsim_transformer(CH.iterate_rnn(n), max_prompt=n + 4, max_rnn_cot=T, state_int_bits=(T + 2 * n + 4).bit_length())
     for a in range(2 * n):

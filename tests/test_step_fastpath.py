@@ -21,9 +21,9 @@ import json
 import numpy as np
 import pytest
 
-from rnngap.checks.catalog import by_name, names
-from rnngap.constructions import kernels as K
-from rnngap.constructions.fixedpoint import E_CODE, E_MAXABS, E_SAT, FixedFormat, MODE_SATURATE, new_err
+from rnngap.checks.catalog.records import by_name, names
+from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.machine.fixedpoint import E_CODE, E_MAXABS, E_SAT, FixedFormat, MODE_SATURATE, new_err
 
 N_BUILD = 4
 SMALL = ("position-match-transformer", "index-hybrid", "ar-rag", "counting-transformer")

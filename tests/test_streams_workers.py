@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from rnngap.checks.errors import UsageError, worker_cap, worker_count
+from rnngap.checks.io.errors import UsageError, worker_cap, worker_count
 
-CLI = [sys.executable, "-c", "from rnngap.checks.cli import main; raise SystemExit(main())"]
+CLI = [sys.executable, "-c", "from rnngap.checks.cli.main import main; raise SystemExit(main())"]
 
 
 @pytest.mark.parametrize("text", ["0", "-1", "²", "٣", "1e3", "", " ", "1180591620717411303424", "2147483648", "abc"])

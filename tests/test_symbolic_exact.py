@@ -1,4 +1,4 @@
-"""The exact evaluator of checks/symbolic.py (compiled once per expression, run at
+"""The exact evaluator of checks/certify/sizes.py (compiled once per expression, run at
 every n by the exhaustive certificates) against sympy's own exact evaluation.
 
 Random expressions in n over the atoms the declarations use (integers,
@@ -15,7 +15,7 @@ import pytest
 import sympy as sp
 from hypothesis import given, strategies as st
 
-from rnngap.checks.symbolic import compiled_truth, exact_truth, exact_value
+from rnngap.checks.certify.sizes import compiled_truth, exact_truth, exact_value
 
 n = sp.Symbol("n", positive=True, integer=True)
 

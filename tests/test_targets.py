@@ -1,4 +1,4 @@
-"""Targets of the lower bounds (constructions/targets.py): the register linear
+"""Targets of the lower bounds (constructions/models/targets.py): the register linear
 RNN solves Index while n fits its register and is broken beyond, with its CoT;
 random linear RNNs are broken beyond their state bits; batch_states agrees with
 the per-token run. Answers are checked against the plain-Python references of
@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 
 from rnngap.checks.tasks import index as task_index
 from rnngap.checks.tasks import istree as task_istree
-from rnngap.constructions import kernels as K
-from rnngap.constructions import targets as T
-from rnngap.constructions.fixedpoint import FixedFormat, FixedPointOverflow, new_err
-from rnngap.constructions.gadgets import Builder, ResidualSpace
-from rnngap.constructions.protocol import feed, run_rnn
-from rnngap.constructions.vocab import Vocab
+from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.models import targets as T
+from rnngap.constructions.machine.fixedpoint import FixedFormat, FixedPointOverflow, new_err
+from rnngap.constructions.build.gadgets import Builder, ResidualSpace
+from rnngap.constructions.build.protocol import feed, run_rnn
+from rnngap.constructions.machine.vocab import Vocab
 from rnngap.lowerbounds import reductions as R
 from rnngap.lowerbounds import witness as W
 

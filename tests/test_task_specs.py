@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rnngap.checks import registry
-from rnngap.checks.registry import SCHEMA_VERSION, Record
+from rnngap.checks.verify import registry
+from rnngap.checks.verify.registry import SCHEMA_VERSION, Record
 from rnngap.checks.tasks import NO_TASK, TASKS, is_task_name, names_having, task, task_having
 from rnngap.checks.tasks import istree as task_istree
 

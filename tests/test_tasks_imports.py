@@ -1,6 +1,6 @@
 """The task modules and reference algorithms (checks/tasks/) never import the code
 under test: of constructions/ they may read only the token conventions
-(``rnngap.constructions.vocab``). Relative imports are resolved, so
+(``rnngap.constructions.machine.vocab``). Relative imports are resolved, so
 ``from ...constructions import x`` cannot slip past."""
 import ast
 from pathlib import Path
@@ -35,14 +35,14 @@ MODULES = sorted(p for p in TASKS.glob("*.py") if p.name != "__init__.py")
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: p.stem)
 def test_task_module_imports_only_the_vocabulary(path):
     bad = {m for m in construction_imports(imported_modules(path))
-           if not m.startswith("rnngap.constructions.vocab")}
+           if not m.startswith("rnngap.constructions.machine.vocab")}
     assert not bad, f"{path.name} imports code under test: {sorted(bad)}"
 
 
 def test_the_check_sees_relative_and_absolute_construction_imports(tmp_path):
     f = tmp_path / "m.py"
-    f.write_text("from ...constructions import retrieval\nimport rnngap.constructions.model\n"
-                 "from rnngap.constructions.vocab import BOS\n")
+    f.write_text("from ...constructions.models import retrieval\nimport rnngap.constructions.build.model\n"
+                 "from rnngap.constructions.machine.vocab import BOS\n")
     got = construction_imports(imported_modules(f))
-    assert {"rnngap.constructions.retrieval", "rnngap.constructions.model"} <= got
+    assert {"rnngap.constructions.models.retrieval", "rnngap.constructions.build.model"} <= got
     assert len(MODULES) >= 10

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-import rnngap.checks.formats as formats
+import rnngap.checks.io.formats as formats
 import rnngap.checks.tasks.istree as istree
-from rnngap.checks.formats import (
+from rnngap.checks.io.formats import (
     CotFormatError,
     GraphFormatError,
     format_cot_text,
@@ -52,7 +52,7 @@ from rnngap.checks.tasks.istree import (
     retrieval_label,
     tour_label,
 )
-from rnngap.constructions.vocab import (
+from rnngap.constructions.machine.vocab import (
     BOS,
     DASH,
     ENDSEARCH,
@@ -67,7 +67,7 @@ from rnngap.constructions.vocab import (
     number_token,
 )
 
-from rnngap.checks.shared_data import shared_data_dir  # noqa: E402
+from rnngap.checks.io.shared_data import shared_data_dir  # noqa: E402
 
 DATA_DIR = shared_data_dir()   # RNNGAP_SHARED_DATA, else the package data
 SAMPLE = DATA_DIR / "istree_official_sample.jsonl"

@@ -10,7 +10,7 @@ import numpy as np
 
 import rnngap.checks.tasks.istree_rag as IR
 from rnngap.checks.tasks import istree
-from rnngap.constructions.vocab import EOS, FALSE, TRUE
+from rnngap.constructions.machine.vocab import EOS, FALSE, TRUE
 
 
 def test_label_equals_the_networkx_label():

@@ -10,7 +10,7 @@ import numpy as np
 
 import rnngap.checks.tasks.istree_unionfind as UF
 from rnngap.checks.tasks import istree
-from rnngap.constructions.vocab import DASH, FALSE, QUERY, TILDE, TRUE, number_token
+from rnngap.constructions.machine.vocab import DASH, FALSE, QUERY, TILDE, TRUE, number_token
 
 
 def test_answer_equals_the_networkx_label():

@@ -9,7 +9,7 @@ import doctest
 import pytest
 
 import rnngap.checks.tasks.iterate as IT
-from rnngap.constructions.vocab import BOS, FALSE, NUMBER_BASE, QUERY, TRUE
+from rnngap.constructions.machine.vocab import BOS, FALSE, NUMBER_BASE, QUERY, TRUE
 
 
 def g(x, n):

@@ -24,12 +24,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rnngap.checks.shared_data import shared_file
+from rnngap.checks.io.shared_data import shared_file
 from rnngap.checks.tasks import ar, cgram, common, counting, hard, index
 from rnngap.checks.tasks.common import TaskBatch
-from rnngap.constructions.vocab import BOS, NUMBER_BASE, QUERY, Vocab, number_token
+from rnngap.constructions.machine.vocab import BOS, NUMBER_BASE, QUERY, Vocab, number_token
 
-from rnngap.checks.shared_data import shared_data_dir  # noqa: E402
+from rnngap.checks.io.shared_data import shared_data_dir  # noqa: E402
 
 SHARED_DATA = shared_data_dir()
 MQAR_SAMPLE = shared_file("mqar_sample.npz") or SHARED_DATA / "mqar_sample.npz"

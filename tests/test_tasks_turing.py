@@ -1,5 +1,5 @@
 """The Turing-machine reference (checks/tasks/turing.py): its own numbering of
-symbols and actions equals the construction's documented one (constructions/turing.py
+symbols and actions equals the construction's documented one (constructions/models/turing.py
 ``Encoding``), its runs agree with automata-lib, it imports no construction code
 besides the vocabulary, and its doctests pass."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import itertools
 import pytest
 
 import rnngap.checks.tasks.turing as TR
-from rnngap.constructions import turing as T
+from rnngap.constructions.models import turing as T
 
 
 @pytest.mark.parametrize("name", sorted(T.MACHINES))

@@ -1,4 +1,4 @@
-"""Turing-machine simulation with CoT (constructions/turing.py; claims T5-hyb-P and T5-RAG).
+"""Turing-machine simulation with CoT (constructions/models/turing.py; claims T5-hyb-P and T5-RAG).
 
 Layers:
 * the machines and the plain-Python reference agree with automata-lib's own
@@ -22,11 +22,11 @@ import pytest
 import sympy as sp
 from automata.tm.dtm import DTM
 
-from rnngap.checks import checks_turing as CT
+from rnngap.checks.verify import checks_turing as CT
 from rnngap.checks.tasks import turing as TR
-from rnngap.constructions import turing as T
-from rnngap.constructions.vocab import FALSE, TRUE
-from rnngap.constructions.fixedpoint import FixedFormat
+from rnngap.constructions.models import turing as T
+from rnngap.constructions.machine.vocab import FALSE, TRUE
+from rnngap.constructions.machine.fixedpoint import FixedFormat
 
 MACHINES = list(T.MACHINES)
 
@@ -142,13 +142,13 @@ def test_necessity_wrong_one_bit_below_the_frontier(kind):
     """Saturate mode (never raise): at the declared format every input of length <= n
     is right; one integer bit below the measured frontier some input is answered
     wrongly, answered not at all or written wrongly, classified as a re-run here finds."""
-    from rnngap.checks.necessity import necessity_record
+    from rnngap.checks.verify.necessity import necessity_record
     spec = T.MACHINES["0k1k"]
     if kind == "hybrid":
         sim = T.tm_hybrid(spec, 3)
 
         def run(model, w):
-            from rnngap.constructions.generate import generate
+            from rnngap.constructions.build.generate import generate
             g = generate(model, sim.enc.prompt(w), answer_tokens=[TRUE, FALSE],
                          max_cot=2 * spec.time_bound(len(w)) + 1)
             return g.answer, g.cot, TR.reference_run(sim.enc.dtm, w, spec.time_bound(len(w))).hybrid_cot()
@@ -203,7 +203,7 @@ def test_rag_program_interpretation_agrees_with_model():
     every position of a run: the head register, and wherever the output is read
     (from [EOS] on, except at [ENDSEARCH] where the oracle answers) exactly one
     rule fires and the model emits the next context token (the answer at the end)."""
-    from rnngap.constructions.vocab import ENDSEARCH, token_from_code
+    from rnngap.constructions.machine.vocab import ENDSEARCH, token_from_code
     spec = T.MACHINES["palindrome"]
     sim = T.tm_rag(spec, 3)
     g, _ = sim.run("010")

@@ -1,4 +1,4 @@
-"""The two-limb scalar operations (constructions/wide.py) against exact Python integers.
+"""The two-limb scalar operations (constructions/machine/wide.py) against exact Python integers.
 
 Each operation on formats with I + f <= 126 is compared bit for bit with the
 exact references of tests/_exact.py plus the range semantics of docs/machine.md
@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from rnngap.constructions import fixedpoint as FP
-from rnngap.constructions import wide as W
+from rnngap.constructions.machine import fixedpoint as FP
+from rnngap.constructions.machine import wide as W
 
 from _exact import div_exact, mul_exact, need_bits
 

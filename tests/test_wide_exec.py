@@ -1,4 +1,4 @@
-"""The two-limb executor (constructions/wide_exec.py) against the int64 executor.
+"""The two-limb executor (constructions/machine/wide_exec.py) against the int64 executor.
 
 On formats both hold (I + f <= 62) the two executors must compute the same
 numbers: every catalogue model, at its own format, below what a run used (raise:
@@ -18,15 +18,15 @@ import itertools
 import numpy as np
 import pytest
 
-from rnngap.checks.catalog import by_name, names
-from rnngap.constructions import kernels as K
-from rnngap.constructions import retrieval as R
-from rnngap.constructions import wide as WD
-from rnngap.constructions import wide_exec as WX
-from rnngap.constructions.fixedpoint import (
+from rnngap.checks.catalog.records import by_name, names
+from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.models import retrieval as R
+from rnngap.constructions.machine import wide as WD
+from rnngap.constructions.machine import wide_exec as WX
+from rnngap.constructions.machine.fixedpoint import (
     E_CODE, E_SAT, FixedFormat, FixedPointOverflow, max_abs_raw, new_err,
 )
-from rnngap.constructions.vocab import BOS, NUMBER_BASE, QUERY
+from rnngap.constructions.machine.vocab import BOS, NUMBER_BASE, QUERY
 
 from test_step_fastpath import N_BUILD, _batch, _formats
 
@@ -351,11 +351,11 @@ def test_pruned_attention_at_126_bits(mode):
 def test_pruned_sessions_agree_with_recorded_ones():
     """A session without recording prunes; one recording every weight scores every
     key: the hybrid IsTree's CoT (over 256 positions) and the largest |raw| agree."""
-    from rnngap.checks.formats import graph_tokens
+    from rnngap.checks.io.formats import graph_tokens
     from rnngap.checks.tasks import istree
-    from rnngap.constructions import hybrid as H
-    from rnngap.constructions.generate import generate
-    from rnngap.constructions.vocab import FALSE, TRUE
+    from rnngap.constructions.models import hybrid as H
+    from rnngap.constructions.build.generate import generate
+    from rnngap.constructions.machine.vocab import FALSE, TRUE
     N = 40
     fmt = H.ISTREE.format(N)
     m = H.istree_hybrid(N, fmt=FixedFormat(fmt.int_bits, fmt.frac_bits, storage="two-limb"))

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from rnngap.constructions import fixedpoint as FP
-from rnngap.constructions import wide as WD
-from rnngap.constructions import wide_exec as WX
+from rnngap.constructions.machine import fixedpoint as FP
+from rnngap.constructions.machine import wide as WD
+from rnngap.constructions.machine import wide_exec as WX
 
 M63 = (1 << 63) - 1
 LN2 = Fraction(6931471805599453094172321214581765680755, 10 ** 40)   # to 10^-40: thresholds only

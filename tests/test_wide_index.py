@@ -1,4 +1,4 @@
-"""The key-value index on two limbs (constructions/wide_exec.py ``w_index_scores``)
+"""The key-value index on two limbs (constructions/machine/wide_exec.py ``w_index_scores``)
 and the two-limb quadratic readout (``w_quadratic_readout``) against the plain
 definitions: scoring every key (``w_scores`` then ``w_attend`` over every key) and
 the generic readout over every candidate.
@@ -17,9 +17,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rnngap.constructions import wide as WD
-from rnngap.constructions import wide_exec as WX
-from rnngap.constructions.fixedpoint import E_CODE, E_MAXABS, E_SAT, exp_zero_threshold
+from rnngap.constructions.machine import wide as WD
+from rnngap.constructions.machine import wide_exec as WX
+from rnngap.constructions.machine.fixedpoint import E_CODE, E_MAXABS, E_SAT, exp_zero_threshold
 
 
 def _limbs(rows):
@@ -240,8 +240,8 @@ def test_index_revisits_skipped_nodes_for_the_meter():
 def test_quadratic_readout_equals_the_generic_readout():
     """w_quadratic_readout against w_readout on random residuals, raise and saturate,
     formats wide and narrow (overflows give -1, and the generic readout then errs)."""
-    from rnngap.constructions import turing as T
-    from rnngap.constructions.fixedpoint import FixedFormat
+    from rnngap.constructions.models import turing as T
+    from rnngap.constructions.machine.fixedpoint import FixedFormat
     rng = np.random.default_rng(4)
     base = T.tm_hybrid(T.MACHINES["palindrome"], 40).model         # readout 2 tau x[v] - tau^2 x[one]
     hits = set()
@@ -280,10 +280,10 @@ def test_index_sessions_agree_with_recorded_ones(monkeypatch):
     weight (every key scored) write the same CoT, the reference's, with the same
     largest |raw|; the index was used and pruned."""
     from rnngap.checks.tasks import turing as TR
-    from rnngap.constructions import model as MD
-    from rnngap.constructions import turing as T
-    from rnngap.constructions.fixedpoint import max_abs_raw
-    from rnngap.constructions.generate import generate
+    from rnngap.constructions.build import model as MD
+    from rnngap.constructions.models import turing as T
+    from rnngap.constructions.machine.fixedpoint import max_abs_raw
+    from rnngap.constructions.build.generate import generate
     spec = T.MACHINES["0k1k"]
     sim = T.tm_hybrid(spec, 80)
     assert sim.model.fmt.wide
@@ -316,11 +316,11 @@ def test_istree_transformer_past_int64(monkeypatch):
     its lookup and tie-break heads) and a recording one write the reference's tour
     and label, with the same largest |raw|."""
     from rnngap.checks.tasks import istree as R
-    from rnngap.constructions import istree as C
-    from rnngap.constructions import model as MD
-    from rnngap.constructions.fixedpoint import max_abs_raw
-    from rnngap.constructions.generate import generate
-    from rnngap.constructions.vocab import FALSE, TRUE
+    from rnngap.constructions.models import istree as C
+    from rnngap.constructions.build import model as MD
+    from rnngap.constructions.machine.fixedpoint import max_abs_raw
+    from rnngap.constructions.build.generate import generate
+    from rnngap.constructions.machine.vocab import FALSE, TRUE
     N = 1700
     model = C.istree_transformer(N, N * (N - 1) // 2)
     assert model.fmt.wide and model.fmt.total_bits > 62

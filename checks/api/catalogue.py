@@ -5,9 +5,9 @@
     ['ar-hybrid', 'ar-rag', 'ar-transformer']
     >>> c = {c.name: c for c in rnngap.list_constructions()}["index-transformer"]
     >>> c.claim, c.where, c.certificates
-    ('T4.6-up', 'constructions/retrieval.py:index_transformer', ('index-transformer[a=2]', 'index-transformer[a=n+2]'))
+    ('T4.6-up', 'constructions/models/retrieval.py:index_transformer', ('index-transformer[a=2]', 'index-transformer[a=n+2]'))
 
-A construction of your own is a :class:`rnngap.checks.catalog.ConstructionRecord`
+A construction of your own is a :class:`rnngap.checks.catalog.records.ConstructionRecord`
 (its builder, example, declared resources and certificates; docs/conventions.md).
 :func:`register` adds it in this process; a package can also name it under the
 entry point group ``rnngap.constructions``, and ``$RNNGAP_CONSTRUCTIONS`` lists
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rnngap.checks import catalog
+from rnngap.checks.catalog import records as catalog
 
 
 @dataclass(frozen=True)

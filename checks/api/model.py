@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from rnngap.checks import catalog
+from rnngap.checks.catalog import records as catalog
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class Trace:
 
 class BuiltModel:
     """A construction built at size ``n`` (:func:`build`). ``model`` is the machine
-    model (constructions/model.py), ``construction`` what the builder returned
+    model (constructions/build/model.py), ``construction`` what the builder returned
     (the model itself, or e.g. a RAG construction with its oracle)."""
 
     def __init__(self, name: str, n: int, built: Any):

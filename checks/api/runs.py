@@ -23,9 +23,9 @@ def _names(only) -> list[str] | None:
 def verify(only: str | Iterable[str] | None = None, profile: str = "quick", seed: int = 0) -> list[dict]:
     """Run the claim checks (serially, in this process) and return their records.
     ``only``: claim ids or construction names, as ``rnngap verify --only``."""
-    from rnngap.checks import registry
-    from rnngap.checks.errors import UsageError
-    from rnngap.checks.verify_select import select
+    from rnngap.checks.verify import registry
+    from rnngap.checks.io.errors import UsageError
+    from rnngap.checks.verify.select import select
     names = _names(only)
     try:
         claims, keep = select(names) if names else (None, None)
@@ -37,10 +37,10 @@ def verify(only: str | Iterable[str] | None = None, profile: str = "quick", seed
 
 def certify(only: str | Iterable[str] | None = None, full: bool = False, workers: int = 1) -> list[dict]:
     """Certify (as ``rnngap certify``) and return one record per certificate."""
-    from rnngap.checks import catalog
-    from rnngap.checks.certify import certify as run
-    from rnngap.checks.cmd_certify import resolve
-    from rnngap.checks.errors import UsageError
+    from rnngap.checks.catalog import records as catalog
+    from rnngap.checks.certify.run import certify as run
+    from rnngap.checks.cli.cmd_certify import resolve
+    from rnngap.checks.io.errors import UsageError
     names = _names(only)
     try:
         chosen = resolve(names, catalog.certificates(), "certify") if names else None

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 from hypothesis import strategies as st
 
-from rnngap.constructions.vocab import number_token
+from rnngap.constructions.machine.vocab import number_token
 
 from .cgram import make_batch, retrieval_strategy
 from .common import (

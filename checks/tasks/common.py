@@ -27,7 +27,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from rnngap.constructions.vocab import BOS, NUMBER_BASE, QUERY, SPECIAL_NAMES
+from rnngap.constructions.machine.vocab import BOS, NUMBER_BASE, QUERY, SPECIAL_NAMES
 
 ENUMERATION_LIMIT = 5_000_000
 """Default cap on the number of instances (and of data sequences) an

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from rnngap.constructions.vocab import FALSE, NUMBER_BASE, TRUE
+from rnngap.constructions.machine.vocab import FALSE, NUMBER_BASE, TRUE
 from rnngap.lowerbounds import reductions as LR
 
 from .common import check_int, check_rng

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from rnngap.constructions.vocab import number_token
+from rnngap.constructions.machine.vocab import number_token
 
 from .common import (
     ENUMERATION_LIMIT,

@@ -26,8 +26,8 @@ import networkx as nx
 import numpy as np
 from hypothesis import strategies as st
 
-from rnngap.checks.formats import Edge, graph_tokens, parse_graph_tokens, validate_edges
-from rnngap.constructions.vocab import (
+from rnngap.checks.io.formats import Edge, graph_tokens, parse_graph_tokens, validate_edges
+from rnngap.constructions.machine.vocab import (
     DASH,
     ENDSEARCH,
     EOS,

@@ -1,10 +1,10 @@
 """Reference for the plain IsTree linear RNN + in-context RAG
-(constructions/rag_models.py, ``istree_rag``, claim T5-RAG): its CoT and label, in
+(constructions/models/rag_models.py, ``istree_rag``, claim T5-RAG): its CoT and label, in
 plain Python. Imports no construction code, only the token ids of the vocabulary.
 
 Example::
 
-    >>> from rnngap.constructions.vocab import FALSE, TRUE
+    >>> from rnngap.constructions.machine.vocab import FALSE, TRUE
     >>> plain_cot(2, [(0, 1)])[-1] == TRUE, plain_cot(3, [(0, 1)])[-1] == FALSE
     (True, True)
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from rnngap.constructions.vocab import (
+from rnngap.constructions.machine.vocab import (
     DASH, ENDSEARCH, EOS, FAILED, FALSE, META_TOKENS, STARTSEARCH, TILDE, TRUE, number_token,
 )
 

@@ -1,8 +1,8 @@
-"""Reference for the hybrid IsTree construction (constructions/hybrid.py,
+"""Reference for the hybrid IsTree construction (constructions/models/hybrid.py,
 ``istree_hybrid``): the union-find CoT and answer, in plain Python.
 
 It imports no construction code: only the token ids of the vocabulary
-(constructions/vocab.py, the same constants every task module uses).
+(constructions/machine/vocab.py, the same constants every task module uses).
 
 The CoT, for the edges (u, v) in input order (union by size; a tie puts the
 u-side root under the v-side root)::
@@ -17,7 +17,7 @@ and after the last edge the answer is [TRUE] iff N - 1 joins happened.
 
 Example::
 
-    >>> from rnngap.constructions.vocab import TRUE, FALSE, number_token as nt
+    >>> from rnngap.constructions.machine.vocab import TRUE, FALSE, number_token as nt
     >>> cot, answer = unionfind_cot(2, [(0, 1)])
     >>> answer == TRUE, cot[:3] == [nt(0), DASH, nt(1)]
     (True, True)
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from rnngap.constructions.vocab import DASH, FALSE, QUERY, TILDE, TRUE, number_token
+from rnngap.constructions.machine.vocab import DASH, FALSE, QUERY, TILDE, TRUE, number_token
 
 __all__ = ["unionfind_cot"]
 

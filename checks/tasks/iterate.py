@@ -1,4 +1,4 @@
-"""Reference for ITER(n) (claim T5-hierarchy, constructions/cot_hierarchy.py), in
+"""Reference for ITER(n) (claim T5-hierarchy, constructions/models/cot_hierarchy.py), in
 plain Python: the answer of an instance and the orbit a, g(a), ..., g^t(a) of
 g(x) = tent((x + 1) mod 2n). Imports no construction code, only the token ids.
 
@@ -9,7 +9,7 @@ Example::
 """
 from __future__ import annotations
 
-from rnngap.constructions.vocab import BOS, FALSE, NUMBER_BASE, QUERY, TRUE
+from rnngap.constructions.machine.vocab import BOS, FALSE, NUMBER_BASE, QUERY, TRUE
 
 __all__ = ["orbit", "reference"]
 

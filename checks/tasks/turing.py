@@ -1,10 +1,10 @@
 """Reference runs of deterministic Turing machines (claims T5-hyb-P and T5-RAG, TM
 part), in plain Python: the CoT the hybrid and the RAG simulations of
-constructions/turing.py must write, and their answers.
+constructions/models/turing.py must write, and their answers.
 
-It imports no construction code (only token ids from constructions/vocab.py): the
+It imports no construction code (only token ids from constructions/machine/vocab.py): the
 machine is an automata-lib ``DTM``, and the numbering of symbols and actions
-(:func:`numbering`) is derived here by the convention of constructions/turing.py.
+(:func:`numbering`) is derived here by the convention of constructions/models/turing.py.
 Hybrid CoT: per step ``c a``; RAG CoT: :func:`reference_rag_cot`.
 
 Example::
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rnngap.constructions.vocab import (
+from rnngap.constructions.machine.vocab import (
     BOS, ENDSEARCH, FAILED, FALSE, META_TOKENS, STARTSEARCH, TILDE, TRUE, number_token,
 )
 

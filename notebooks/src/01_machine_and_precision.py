@@ -14,7 +14,7 @@
 from fractions import Fraction
 import numpy as np
 import matplotlib.pyplot as plt
-from rnngap.constructions.fixedpoint import FixedFormat, FixedPointOverflow
+from rnngap.constructions.machine.fixedpoint import FixedFormat, FixedPointOverflow
 
 fmt = FixedFormat(int_bits=4, frac_bits=3)          # Q4.3: p = 8 bits
 a, b = fmt.encode(Fraction(3, 2)), fmt.encode(Fraction(5, 8))
@@ -121,10 +121,10 @@ print(f"largest |measured - (f+1) ln 2| over f = 1..24: {worst:.4f} (the grid st
 
 # %%
 import itertools
-from rnngap.constructions import retrieval as R
+from rnngap.constructions.models import retrieval as R
 from rnngap.checks.tasks import hard
-from rnngap.checks.necessity import necessity_record, batch_runner
-from rnngap.constructions.vocab import token_number
+from rnngap.checks.verify.necessity import necessity_record, batch_runner
+from rnngap.constructions.machine.vocab import token_number
 
 n = 6
 toks, want = hard.reduction_instances("index", n)          # every x in {0,1}^n, every i

@@ -22,8 +22,8 @@
 import numpy as np
 import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
-from rnngap.constructions import retrieval as R
-from rnngap.constructions.rag import token_name
+from rnngap.constructions.models import retrieval as R
+from rnngap.constructions.models.rag import token_name
 from rnngap.checks.tasks import index, ar, cgram, counting, hard
 
 n = 16
@@ -143,7 +143,7 @@ for name, rs in rows.items():
 # doubling of n, never above the declaration.
 
 # %%
-from rnngap.checks.frontier import frontier_table, fit_slope
+from rnngap.checks.verify.frontier import frontier_table, fit_slope
 ft = frontier_table(["index", "ar", "cgram", "counting"], [16, 64, 256])
 fig, ax = plt.subplots(figsize=(7.5, 4))
 for k, name in enumerate(["index", "ar", "cgram", "counting"]):
@@ -170,7 +170,7 @@ print("slope of the frontier p_min per doubling of n:", {k: round(v["slope"], 2)
 # frontier is the floor and their fraction slack is the one declared bit.
 
 # %%
-from rnngap.checks import checks_retrieval as CR
+from rnngap.checks.verify import checks_retrieval as CR
 where = (("exhaustive", 4), ("sampled", 64), ("sampled", 256))
 nec = {key: [CR.necessity_records(key, "quick", 0, where=(w,))[0] for w in where]
        for key in ("index", "ar", "cgram3", "counting")}
@@ -210,7 +210,7 @@ print("scans:", scans)
 from functools import partial
 from rnngap.lowerbounds import cc, reductions as LR, witness as W
 from rnngap.lowerbounds.targets_toy import CompactIndexRegister
-from rnngap.constructions.targets import ReductionFormatParser, ParsedIndexRNN
+from rnngap.constructions.models.targets import ReductionFormatParser, ParsedIndexRNN
 
 families = {"Index": (LR.INDEX, index.reference), "AR": (LR.AR, ar.reference),
             "c-gram (c=3)": (LR.cgram_reduction(3), partial(cgram.reference, c=3)),
@@ -263,7 +263,7 @@ print("the constant-size AR Transformer on both:", [token_name(tf.predict(list(t
 # n exceeds its register size s (queries beyond s are guessed).
 
 # %%
-from rnngap.constructions.protocol import run_rnn
+from rnngap.constructions.build.protocol import run_rnn
 sep_ns = list(range(2, 11))
 tf_acc, rnn_acc = [], {s: [] for s in (2, 4, 6)}
 for n in sep_ns:

@@ -19,10 +19,10 @@ import json
 import numpy as np
 import networkx as nx
 import matplotlib.pyplot as plt
-from rnngap.constructions import istree as IT
-from rnngap.constructions.vocab import token_number, TRUE, FALSE, NUMBER_BASE
+from rnngap.constructions.models import istree as IT
+from rnngap.constructions.machine.vocab import token_number, TRUE, FALSE, NUMBER_BASE
 from rnngap.checks.tasks import istree as T
-from rnngap.checks.formats import format_cot_text
+from rnngap.checks.io.formats import format_cot_text
 
 N = 9
 model = IT.istree_transformer(n_vertices=N)
@@ -110,8 +110,8 @@ print("wrong labels over", 3 * len(sizes) * len(gen), "graphs:", wrong)
 # (networkx): that generator labels a graph by connectivity alone.
 
 # %%
-from rnngap.checks.shared_data import shared_file
-from rnngap.checks.formats import parse_cot_text
+from rnngap.checks.io.shared_data import shared_file
+from rnngap.checks.io.formats import parse_cot_text
 path = shared_file("istree_official_sample.jsonl")
 if path is None:
     raise FileNotFoundError("shared/data/istree_official_sample.jsonl not found: set RNNGAP_SHARED_DATA")
@@ -208,7 +208,7 @@ plt.tight_layout(); plt.show()
 # %%
 from rnngap.lowerbounds import witness as W, cc
 from rnngap.lowerbounds.targets_toy import CompactIndexRegister
-from rnngap.constructions.targets import ReductionFormatParser, ParsedIndexRNN
+from rnngap.constructions.models.targets import ReductionFormatParser, ParsedIndexRNN
 n = 7
 parser = ReductionFormatParser("istree", 2)
 s = n - 1 - 2 - parser.bits

@@ -21,9 +21,9 @@
 # %%
 import numpy as np
 import matplotlib.pyplot as plt
-from rnngap.constructions import cot_hierarchy as CH
-from rnngap.constructions.generate import generate
-from rnngap.constructions.vocab import TRUE, FALSE, NUMBER_BASE
+from rnngap.constructions.models import cot_hierarchy as CH
+from rnngap.constructions.build.generate import generate
+from rnngap.constructions.machine.vocab import TRUE, FALSE, NUMBER_BASE
 
 def tent_ref(x, m, d=1):
     """The map g_n in plain Python: rotate by d, then fold (the notebook's own reference)."""
@@ -130,7 +130,7 @@ for k, ys in acc.items():
 # CoT: see every cross sit on its line. The cell compares them exactly.
 
 # %%
-from rnngap.constructions.simulate import rnnsim_transformer, compare
+from rnngap.constructions.models.simulate import rnnsim_transformer, compare
 n2 = 2
 rnn = CH.iterate_rnn(n2)
 T2 = CH.steps(n2)

@@ -15,9 +15,9 @@
 import numpy as np
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
-from rnngap.constructions import rag_models as RM, rag, hybrid as H
-from rnngap.constructions.generate import generate
-from rnngap.constructions.vocab import TRUE, FALSE
+from rnngap.constructions.models import rag_models as RM, rag, hybrid as H
+from rnngap.constructions.build.generate import generate
+from rnngap.constructions.machine.vocab import TRUE, FALSE
 from rnngap.checks.tasks import index, ar, counting
 
 import re
@@ -140,7 +140,7 @@ print("AR at n = 64:", int((H.ar_hybrid(64, alphabet=4).predict_batch(np.asarray
 # level off near a constant per vertex.
 
 # %%
-from rnngap.constructions import istree as IT
+from rnngap.constructions.models import istree as IT
 from rnngap.checks.tasks import istree as T
 from rnngap.checks.tasks.istree_unionfind import unionfind_cot
 
@@ -211,7 +211,7 @@ for fam in families:
 # two grids agree cell by cell.
 
 # %%
-from rnngap.constructions import turing as TM
+from rnngap.constructions.models import turing as TM
 spec = TM.MACHINES["increment"]
 tm = TM.tm_rag(spec, 6)
 word = "11101"

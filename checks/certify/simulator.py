@@ -1,0 +1,1121 @@
+"""The simulator's (claim ``sim``) token types, heads and RNN layers, proved from the BUILT simulator.
+
+For every simulator the registry builds (checks/certify/run.py ``sim_simulators``),
+each layer is proved from its built weights against a plan (:func:`plan`, with
+constants from :func:`layout`, never the builder's): the token types
+(:func:`type_facts`), block roles (:func:`role_facts`), input selection
+(:func:`input_facts`), each simulated RNN layer's step with the RNN's own weights
+(:func:`step_facts`), the next code (:func:`next_code_facts`), the readout
+(:func:`readout_facts`), an indicator readout's argmax (:func:`argmax_facts`),
+and the layers' order (:func:`sequence_facts`). Each head's score is read off the
+built W_Q, W_K; z3 proves each position head and ``firstK`` attend the plan's key
+by at least sharpness(f), and each copy is checked exactly. The composition is
+checks/certify/simulator_chain.py's.
+
+Details (the scores, the heads, what is not covered):
+docs/internals/certify.md#certify_sim
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.build.num import sharpness
+
+from .sizes import prove, z3
+
+TIMEOUT_MS = 20000
+
+
+def _unmet(fact: str, layer: str, statement: str, why: str) -> dict:
+    """A record of the plan not met by the built model (a failed step, never a proof)."""
+    return {"fact": fact, "layer": layer, "statement": statement, "method": "plan", "answer": "sat",
+            "counterexample": why}
+
+
+def _q(v) -> "z3.ArithRef":
+    v = Fraction(v)
+    return z3.RealVal(f"{v.numerator}/{v.denominator}") if v.denominator != 1 else z3.RealVal(v.numerator)
+
+
+def layout(sim) -> dict:
+    """The plan's constants, from what the simulator's layout is defined by, not
+    from the builder's working constants: S = the RNN's state numbers (its
+    built layers), B = S + 2, f = the RNN's fraction bits, and the token ranges
+    ``decode`` reads (the filler id, S_i's numbers Sb_i + OFF + raw, K(t) the
+    number Kb + t); ``gaps`` lists where the code ranges do not tile TAU_MIN..top."""
+    from rnngap.constructions.models.simulate import TAU_MIN
+    from rnngap.constructions.machine.vocab import token_code
+    S = sum(L.A.shape[0] for L in sim.rnn.spec.rnn_layers)
+    lo_F = token_code(sim.filler)
+    lo_S = [b + 1 for b in sim.Sb]                  # codes of the numbers Sb_i .. Sb_i + 2 OFF - 1
+    hi_S = [b + 2 * sim.OFF for b in sim.Sb]
+    lo_K, top = sim.Kb + 1, sim.model.vocab.max_number + 1
+    ends = [(TAU_MIN, lo_F - 1), (lo_F, lo_F)] + list(zip(lo_S, hi_S)) + [(lo_K, top)]
+    gaps = [f"{a[1]} then {b[0]}" for a, b in zip(ends, ends[1:]) if b[0] != a[1] + 1]
+    if len(sim.Sb) != S:
+        gaps.append(f"{len(sim.Sb)} state ranges for {S} state numbers")
+    return {"S": S, "B": S + 2, "f": sim.rnn.fmt.frac_bits, "tau_min": TAU_MIN, "filler": lo_F,
+            "S_lo": lo_S, "S_hi": hi_S, "S_c": [b + sim.OFF + 1 for b in sim.Sb], "K": lo_K, "top": top,
+            "gaps": gaps, "emb": [lab for lab, e in zip(sim.rnn.spec.labels, sim.rnn.spec.embedding)
+                                  if e[0] != K.F_ZERO and e[2] != 0]}
+
+
+def position_query(lay: dict, shift: int) -> dict:
+    """The plan's query of a block head: the block's start plus ``shift``,
+    pos - idx + shift (idx the current token's index in its block of B = S + 2
+    tokens: S_i is at index i + 1, the Y token (filler or RNN token) at S + 1)."""
+    q = {"pos": 1, "one": shift}
+    for i in range(lay["S"]):
+        q[f"is_state{i}"] = -(i + 1)
+    q["is_filler"] = q["is_rnn_token"] = -(lay["S"] + 1)
+    return q
+
+
+def plan(sim) -> dict:
+    """head name -> (attention layer index, ("position", query combo) | ("first",
+    key direction), copy: target direction -> the key's combo it must hold)."""
+    lay = layout(sim)
+    emb = {f"prompt_token:{lab}": {f"rnn_embed:{lab}": 1} for lab in lay["emb"]}
+    prev = {f"prev_token:{lab}": {f"rnn_embed:{lab}": 1} for lab in lay["emb"]}
+    heads = {"firstK": (1, ("first", "is_counter"), {"seen_counter": {"is_counter": 1}, "prompt_length": {"pos": 1}}),
+             "counter": (1, ("position", position_query(lay, 1)), {"step": {"counter_value": 1}}),
+             "prevY": (1, ("position", position_query(lay, 0)), prev),
+             "prompt": (2, ("position", {"step": 1, "one": 1}), emb)}
+    for i in range(lay["S"]):
+        heads[f"prev{i}"] = (1, ("position", position_query(lay, 2 - lay["B"] + i)),
+                             {f"prev_state{i}": {"state_value": 1}})
+    return heads
+
+
+class _Score:
+    """The built head's score as a z3 term of the query's free directions and
+    the key's embedded features."""
+
+    def __init__(self, spec, head, tag: str):
+        self.spec, self.head, self.tag = spec, head, tag
+        self.labels = list(spec.labels)
+        self.qvars: dict = {}
+
+    def var(self, lab: str):
+        """The free integer value of the query's direction ``lab``."""
+        if lab not in self.qvars:
+            self.qvars[lab] = z3.Int(f"{self.tag}.q.{lab}")
+        return self.qvars[lab]
+
+    def query_value(self, a: int):
+        lab = self.labels[a]
+        if lab == "one" and self.spec.embedding[a] == (K.F_ONE, 0, 1):
+            return z3.RealVal(1)
+        return z3.ToReal(self.var(lab))
+
+    def key_value(self, b: int, j, free: dict):
+        """The key side's direction b at position j: the embedded feature (coef x
+        pos, pos^2 or 1) or, for a hidden direction, ``free[label]``."""
+        kind, param, coef = self.spec.embedding[b]
+        lab = self.labels[b]
+        if lab in free:
+            return free[lab]
+        if kind in (K.F_POS, K.F_POS_SQ, K.F_ONE):      # a function of the position alone
+            return _embedded(self.spec, b, None, j)
+        raise ValueError(f"{self.head.name}: the key reads {lab!r} (embedding kind "
+                         f"{K.FEATURE_NAMES.get(kind, kind)}), which the plan gives no value")
+
+    def __call__(self, j, free: dict):
+        WQ, WK = self.head.WQ, self.head.WK
+        total = z3.RealVal(0)
+        for r in range(WQ.shape[0]):
+            q = sum((_q(WQ[r, a]) * self.query_value(a) for a in range(WQ.shape[1]) if WQ[r, a] != 0),
+                    z3.RealVal(0))
+            k = sum((_q(WK[r, b]) * self.key_value(b, j, free) for b in range(WK.shape[1]) if WK[r, b] != 0),
+                    z3.RealVal(0))
+            total = total + q * k
+        return total
+
+
+def _combo(score: _Score, combo: dict):
+    """The plan's query value: sum_d c_d x_t[d] over the same variables the score reads."""
+    total = z3.IntVal(0)
+    for lab, c in combo.items():
+        if Fraction(c).denominator != 1:
+            raise ValueError(f"the plan's query coefficient {lab}: {c} is not an integer")
+        if lab == "one":
+            total = total + int(c)
+        else:
+            if lab not in score.labels:
+                raise ValueError(f"the plan's query reads {lab!r}, which the model has no direction for")
+            total = total + int(c) * score.var(lab)
+    return total
+
+
+def _show(combo: dict) -> str:
+    """pos - is_state0 - 2 is_state1 + 1: a combination as a reader writes it."""
+    terms = [(lab, int(c)) for lab, c in combo.items() if lab != "one" and c != 0]
+    terms += [("", int(combo["one"]))] if combo.get("one") else []
+    out = ""
+    for i, (lab, c) in enumerate(terms):
+        mag = str(abs(c)) if not lab or abs(c) != 1 else ""
+        body = f"{mag} {lab}".strip() if lab else mag
+        out += (("- " if c < 0 else "+ ") if i else ("-" if c < 0 else "")) + body + " "
+    return out.strip() or "0"
+
+
+def _fact(layer: str, lemma: str, statement: str, hyps: list, concl) -> dict:
+    """z3 looks for a counterexample (``unsat`` proves the fact); hypotheses that no
+    value satisfies would prove anything, so they are refused (answer ``vacuous``)."""
+    r = prove(hyps, concl, TIMEOUT_MS)
+    d = {"fact": lemma, "layer": layer, "statement": statement, "method": "smt", "answer": r["answer"],
+         "query": r.get("query", "")}
+    if "counterexample" in r:
+        d["counterexample"] = r["counterexample"]
+    if r["answer"] == "unsat" and not _satisfiable(hyps):
+        d["answer"] = "vacuous"
+        d["counterexample"] = "the hypotheses have no model"
+    return d
+
+
+_SAT: list = []
+
+
+def _satisfiable(hyps: list) -> bool:
+    """z3 finds a model of ``hyps`` (one solver per process, each query between a
+    push and a pop: a fresh solver per fact cost a fifth of these rows' time).
+    Anything but ``sat`` (``unknown`` included) counts as no model."""
+    if not _SAT:
+        _SAT.append(z3.Solver())
+        _SAT[0].set("timeout", TIMEOUT_MS)
+    s = _SAT[0]
+    s.push()
+    try:
+        s.add(*hyps)
+        return s.check() == z3.sat
+    finally:
+        s.pop()
+
+
+def planned_heads(spec, want: dict, layer_of, prove) -> list[dict]:
+    """Every head of the built ``spec`` against the plan ``want`` (head name ->
+    entry): ``prove(li, head, entry, layer)`` gives the head's records; a head
+    the plan does not name, one built twice, one outside the plan's attention
+    layer (``layer_of(entry)``, None: any), or a plan head the model lacks is a
+    failed step."""
+    out, seen = [], set()
+    for li, L in enumerate(spec.attn_layers):
+        for h in L.heads:
+            layer = f"attention layer {li + 1}, head {h.name}"
+            if h.name not in want or h.name in seen:
+                out.append(_unmet(f"{h.name}.planned", layer, "a head the plan names, once",
+                                  "built twice" if h.name in seen else "the plan does not name it"))
+                continue
+            seen.add(h.name)
+            at = layer_of(want[h.name])
+            if at is not None and at != li:
+                out.append(_unmet(f"{h.name}.layer", layer, f"the head sits in attention layer {at + 1}",
+                                  f"it sits in layer {li + 1}"))
+            try:
+                out += prove(li, h, want[h.name], layer)
+            except ValueError as e:
+                out.append(_unmet(f"{h.name}.read", layer, "the score's directions", str(e)))
+    for name in sorted(set(want) - seen):
+        out.append(_unmet(f"{name}.present", "attention", "the plan's head is built", "no head of that name"))
+    return out
+
+
+def head_facts(sim, tag: str = "sim") -> list[dict]:
+    """One proof record per head of the built simulator (its score read off W_Q,
+    W_K and the embedding), and one per missing or unplanned head."""
+    spec = sim.model.spec
+    s = sharpness(sim.model.fmt.frac_bits)
+    P = (sim.model.max_positions or sim.n_pos + 1) - 1        # the largest position the model reads
+
+    def prove(li, h, entry, layer):
+        _, (kind, arg), copy = entry
+        score = _Score(spec, h, f"{tag}.{h.name}")
+        try:
+            got = (_position_facts(score, arg, s, layer) if kind == "position"
+                   else _first_facts(score, arg, s, layer, P))
+        except ValueError as e:
+            got = [_unmet(f"{h.name}.read", layer, "the score's directions", str(e))]
+        return got + [_copy_fact(spec, h, copy, layer)]
+    return _single_writer(spec, ("pos", "pos_sq", "one")) + planned_heads(spec, plan(sim), lambda e: e[0], prove)
+
+
+def _single_writer(spec, labels) -> list[dict]:
+    """The directions the heads read as the embedding's (pos, pos^2, 1) hold the
+    embedding at every layer: no head's W_O and no MLP writes them."""
+    idx = {lab: spec.labels.index(lab) for lab in labels if lab in spec.labels}
+    bad = []
+    for li, L in enumerate(spec.attn_layers):
+        for lab, d in idx.items():
+            if any(v != 0 for h in L.heads for v in h.WO[d]) or any(v != 0 for v in L.W2[d]) or L.b2[d] != 0:
+                bad.append(f"layer {li + 1} writes {lab}")
+    return [{"fact": "embedding.single_writer", "layer": "embedding", "method": "exact",
+             "statement": f"no layer writes {', '.join(idx)} (the heads read the embedding's values there)",
+             "answer": "holds" if not bad else "sat", **({"counterexample": "; ".join(bad)} if bad else {})}]
+
+
+def _copy_fact(spec, head, copy: dict, layer: str) -> dict:
+    """With its weights an exact one-hot on key j, a head adds W_O W_V x_j: the
+    built W_O W_V (exact rationals) must be the plan's copy (target <- combo of
+    the key's directions) and zero on every other target."""
+    labels = list(spec.labels)
+    WO, WV = head.WO, head.WV
+    D = len(labels)
+    bad = []
+    vrows = [[(b, Fraction(WV[r, b])) for b in range(WV.shape[1]) if WV[r, b] != 0] for r in range(WV.shape[0])]
+    for t in range(D):
+        row = {}                                   # (W_O W_V)[t, :], exact, over the nonzero entries only
+        for r in range(WV.shape[0]):
+            if WO[t, r] != 0:
+                o = Fraction(WO[t, r])
+                for b, v in vrows[r]:
+                    row[labels[b]] = row.get(labels[b], Fraction(0)) + o * v
+        row = {k: v for k, v in row.items() if v != 0}
+        want = {k: Fraction(c) for k, c in copy.get(labels[t], {}).items()}
+        if row != want:
+            bad.append(f"{labels[t]} <- {row or 0} (plan: {want or 0})")
+    for lab in copy:
+        if lab not in labels:
+            bad.append(f"{lab}: no such direction")
+    shown = "; ".join(f"{t} <- {_show({k: int(c) for k, c in c_.items()})}" for t, c_ in copy.items())
+    return {"fact": f"{head.name}.copy", "layer": layer, "method": "exact",
+            "statement": f"W_O W_V (built, exact) writes {shown} of the attended key, nothing else",
+            "answer": "holds" if not bad else "sat", **({"counterexample": "; ".join(bad[:4])} if bad else {})}
+
+
+def clamp_key(Q, n):
+    """The key a position head attends at query position n (its lemma, below):
+    clamp(Q - 1, 0, n) for the query value Q."""
+    return z3.If(Q < 1, 0, z3.If(Q > n + 1, n, Q - 1))
+
+
+def _position_facts(score: _Score, query: dict, s: int, layer: str) -> list[dict]:
+    n, j = z3.Ints(f"{score.tag}.n {score.tag}.j")
+    Q = _combo(score, query)
+    t = clamp_key(Q, n)
+    hyps = [n >= 1, j >= 0, j <= n, j != t]
+    concl = score(t, {}) - score(j, {}) >= s
+    shown = _show(query)
+    stmt = (f"for every n >= 1 and every integer value of the query's directions: with Q = {shown}, the key "
+            f"j* = clamp(Q - 1, 0, n) scores at least {s} (sharpness(f)) above every other key j in 0..n "
+            f"(score read off the built W_Q, W_K and the embedding)")
+    return [_fact(layer, f"{score.head.name}.one_hot", stmt, hyps, concl)]
+
+
+def _first_facts(score: _Score, flag: str, s: int, layer: str, n_pos: int) -> list[dict]:
+    """``n_pos``: the largest position index the model reads."""
+    j0, j1 = z3.Ints(f"{score.tag}.j0 {score.tag}.j1")
+    k0, k1 = z3.Ints(f"{score.tag}.k0 {score.tag}.k1")
+    P = n_pos
+    rng = [j0 >= 0, j0 <= P, j1 >= 0, j1 <= P, j0 != j1]
+    s0 = score(j0, {flag: z3.ToReal(k0)})
+    s1 = score(j1, {flag: z3.ToReal(k1)})
+    cases = [("flag_beats_no_flag", [k0 == 1, k1 == 0],
+              f"a key with {flag} = 1 beats every key with {flag} = 0"),
+             ("first_of_flagged", [k0 == 1, k1 == 1, j0 < j1], f"of two keys with {flag} = 1 the earlier wins"),
+             ("first_of_unflagged", [k0 == 0, k1 == 0, j0 < j1],
+              f"of two keys with {flag} = 0 the earlier wins (no flag yet: position 0)")]
+    out = []
+    for name, extra, what in cases:
+        stmt = (f"at every pair of key positions in 0..{P} (n_pos) and every query position: {what}, by at least "
+                f"{s} (sharpness(f)); score read off the built W_Q, W_K and the embedding")
+        out.append(_fact(layer, f"{score.head.name}.{name}", stmt, rng + extra, s0 - s1 >= s))
+    return out
+
+
+# ----------------------------------------------------------------------------
+# layer 1: the token-type MLP (a function of the token code alone)
+class Val:
+    """A planned value that depends on the code tau: ``fn(tau)`` (z3), shown as ``text``."""
+
+    def __init__(self, fn, text: str):
+        self.fn, self.text = fn, text
+
+
+def type_plan(sim) -> list[tuple[str, str, int, int, dict]]:
+    """(name, what, lowest code, highest code, what the layer-1 MLP writes there:
+    label -> a constant or a :class:`Val`) over the code ranges of :func:`layout`:
+    the RNN's own tokens, the filler, each state number S_i (its value
+    2^-f (tau - c_i), c_i the code of the number Sb_i + OFF, which decode reads as 0),
+    the counter tokens K(t) (t = tau - the code of K(0))."""
+    lay = layout(sim)
+    flags = ["is_rnn_token", "is_filler"] + [f"is_state{i}" for i in range(lay["S"])] + ["is_counter"]
+    unit = Fraction(1, 1 << lay["f"])
+
+    def only(flag, **values):
+        d = {f: (1 if f == flag else 0) for f in flags}
+        d.update({"state_value": 0, "counter_value": 0})
+        d.update(values)
+        return d
+    out = [("rnn_tokens", "the RNN's own tokens", lay["tau_min"], lay["filler"] - 1, only("is_rnn_token")),
+           ("filler", "the filler", lay["filler"], lay["filler"], only("is_filler"))]
+    for i in range(lay["S"]):
+        c = lay["S_c"][i]
+        out.append((f"state{i}", f"the state number S{i}", lay["S_lo"][i], lay["S_hi"][i],
+                    only(f"is_state{i}", state_value=Val(lambda tau, c=c: _q(unit) * (tau - c),
+                                                         f"2^-{lay['f']} (tau - {c})"))))
+    K0 = lay["K"]
+    out.append(("counter", "the counter K(t)", K0, lay["top"],
+                only("is_counter", counter_value=Val(lambda tau: tau - K0, f"tau - {K0}"))))
+    return out
+
+
+def token_flag(param, code):
+    """[the token is ``param``] at a position of code ``code``, as the kernel's
+    F_IS_TOKEN feature reads it (``tok == param``): the code comparison for a
+    token id (token_code is injective on ids >= 0), never true for a parameter
+    no token has (a negative one: token_code would make it a vertex's code)."""
+    from rnngap.constructions.machine.vocab import token_code
+    param = int(param)
+    return code == token_code(param) if param >= 0 else z3.BoolVal(False)
+
+
+def _embedded(spec, a: int, tau, pos):
+    """x[a] at a position of code tau and position pos: the built embedding's feature."""
+    kind, param, coef = spec.embedding[a]
+    c = _q(coef)
+    if kind == K.F_ZERO:
+        return z3.RealVal(0)
+    if kind == K.F_ONE:
+        return c
+    if kind == K.F_TOK:
+        return c * z3.ToReal(tau)
+    if kind == K.F_TOK_SQ:
+        return c * z3.ToReal(tau * tau)
+    if kind == K.F_IS_TOKEN:
+        return c * z3.If(token_flag(param, tau), z3.RealVal(1), z3.RealVal(0))
+    if kind == K.F_IS_NUM:
+        return c * z3.If(tau >= 1, z3.RealVal(1), z3.RealVal(0))
+    if kind == K.F_POS:
+        return c * z3.ToReal(pos)
+    if kind == K.F_POS_SQ:
+        return c * z3.ToReal(pos * pos)
+    raise ValueError(f"embedding feature {K.FEATURE_NAMES.get(kind, kind)} of {spec.labels[a]!r} is not read here")
+
+
+def type_facts(sim, tag: str = "sim") -> list[dict]:
+    """The first attention layer (no heads: its MLP only) read off the built
+    weights, applied to the built embedding at a token of code tau (ReLU as
+    if-then-else): the layout's code ranges tile TAU_MIN..top; on each, for
+    every code in it and every position, the MLP writes exactly the plan's flags
+    and values; and it writes no other direction."""
+    spec = sim.model.spec
+    L = spec.attn_layers[0]
+    layer = "attention layer 1 (MLP only): token type"
+    lay = layout(sim)
+    spans = sorted((lo, hi) for _, _, lo, hi, _ in type_plan(sim))
+    gaps = list(lay["gaps"]) + [f"{a[1]} then {b[0]}" for a, b in zip(spans, spans[1:]) if b[0] != a[1] + 1]
+    if spans[0][0] != lay["tau_min"] or spans[-1][1] != lay["top"]:
+        gaps.append(f"the ranges span {spans[0][0]}..{spans[-1][1]}")
+    out = [{"fact": "type.tiling", "layer": layer, "method": "exact",
+            "statement": f"the type lemma's code ranges (the layout's, decode's token ranges) tile "
+                         f"{lay['tau_min']}..{lay['top']}",
+            "answer": "holds" if not gaps else "sat",
+            **({"counterexample": "; ".join(gaps)} if gaps else {})}]
+    if L.heads:
+        return out + [_unmet("type.mlp_only", layer, "the first layer has no heads",
+                             f"heads {[h.name for h in L.heads]}")]
+    labels = list(spec.labels)
+    plan_ = type_plan(sim)
+    planned = set(plan_[0][4])
+    out += _writes_only(L, labels, planned, "type.writes", layer)
+    tau, pos = z3.Ints(f"{tag}.tau {tag}.pos")
+    try:
+        x = {labels[a]: _embedded(spec, a, tau, pos) for a in range(len(labels))
+             if any(v != 0 for v in L.W1[:, a]) or labels[a] in planned}
+        after = _mlp(L, labels, x)
+    except ValueError as e:
+        return out + [_unmet("type.read", layer, "the MLP's inputs", str(e))]
+    for name, what, lo, hi, want in plan_:
+        goals = [after(lab) == (v.fn(tau) if isinstance(v, Val) else _q(v)) for lab, v in want.items()]
+        stmt = (f"for every token code tau in {lo}..{hi} ({what}) and every position: the layer-1 MLP writes "
+                + ", ".join(f"{lab} = {v.text if isinstance(v, Val) else v}" for lab, v in want.items()
+                            if isinstance(v, Val) or v)
+                + "; every other flag and value 0 (read off the built W1, b1, W2, b2 and the embedding)")
+        out.append(_fact(layer, f"type.{name}", stmt, [tau >= lo, tau <= hi, pos >= 0], z3.And(*goals)))
+    return out
+
+
+# ----------------------------------------------------------------------------
+# layer 2's MLP: the block roles (after the position heads)
+def _mlp(L, labels, x: dict):
+    """``out(label)``: the direction after the layer's MLP, x + W2 relu(W1 x + b1) + b2,
+    with ``x`` the z3 values of the directions W1 reads (ReLU as if-then-else)."""
+    hidden = []
+    for i in range(L.W1.shape[0]):
+        terms = []
+        for a in range(L.W1.shape[1]):
+            if L.W1[i, a] != 0:
+                if labels[a] not in x:
+                    raise ValueError(f"the MLP reads {labels[a]!r}, which the plan gives no value")
+                terms.append(_q(L.W1[i, a]) * x[labels[a]])
+        pre = sum(terms, z3.RealVal(0)) + _q(L.b1[i])
+        hidden.append(z3.If(pre > 0, pre, z3.RealVal(0)))
+
+    def out(lab):
+        d = labels.index(lab)
+        return x.get(lab, z3.RealVal(0)) + _q(L.b2[d]) + sum(
+            (_q(L.W2[d, i]) * hidden[i] for i in range(len(hidden)) if L.W2[d, i] != 0), z3.RealVal(0))
+    return out
+
+
+def _writes_only(L, labels, planned: set, fact: str, layer: str) -> list[dict]:
+    """[] if the layer's MLP writes exactly the ``planned`` directions (a nonzero
+    row of W2 or b2), else the failed step naming the difference."""
+    written = {labels[d] for d in range(len(labels)) if any(v != 0 for v in L.W2[d]) or L.b2[d] != 0}
+    if written == planned:
+        return []
+    return [_unmet(fact, layer, "the MLP writes the planned directions only",
+                   f"writes {sorted(written - planned)} not planned, misses {sorted(planned - written)}")]
+
+
+def role_plan(sim) -> dict:
+    """What the second layer's MLP writes, as a function of the flags (one of the
+    token-type flags is 1), seen_counter in {0, 1} and the integers step and
+    prompt_length: label -> (z3 function of the inputs, text)."""
+    S = layout(sim)["S"]
+    b = lambda c: z3.If(c, z3.RealVal(1), z3.RealVal(0))     # noqa: E731
+    plan_ = {"in_prompt": (lambda v: b(v["step"] < v["prompt_length"]), "[step < prompt_length]"),
+             "prompt_done": (lambda v: b(v["step"] >= v["prompt_length"] - 1), "[step >= prompt_length - 1]")}
+    for i in range(S):
+        flag = "is_counter" if i == 0 else f"is_state{i - 1}"
+        plan_[f"emit_state{i}"] = (lambda v, flag=flag: b(z3.And(v["seen_counter"] == 1, v[flag] == 1)),
+                                   f"[seen_counter and {flag}]")
+    plan_["after_last_state"] = (lambda v: b(z3.And(v["seen_counter"] == 1, v[f"is_state{S - 1}"] == 1)),
+                                 f"[seen_counter and is_state{S - 1}]")
+    plan_["emit_next_counter"] = (lambda v: b(z3.And(v["seen_counter"] == 1,
+                                                     z3.Or(v["is_filler"] == 1, v["is_rnn_token"] == 1))),
+                                  "[seen_counter and (is_filler or is_rnn_token)]")
+    return plan_
+
+
+def role_facts(sim, tag: str = "sim") -> list[dict]:
+    """The second layer's MLP (after firstK, counter and the prev heads) read off
+    the built weights: for every integer step and prompt_length, seen_counter in
+    {0, 1} and one-hot token-type flags (what layer 1 writes: :func:`type_facts`),
+    it writes the plan's block roles (:func:`role_plan`), and no other direction."""
+    spec = sim.model.spec
+    labels = list(spec.labels)
+    li = next((i for i, L in enumerate(spec.attn_layers) if any(h.name == "firstK" for h in L.heads)), None)
+    layer = "attention layer 2, MLP: block roles"
+    if li is None:
+        return [_unmet("roles.layer", layer, "the layer of the position heads", "no head firstK")]
+    L = spec.attn_layers[li]
+    want = role_plan(sim)
+    out = _writes_only(L, labels, set(want), "roles.writes", layer)
+    flags = ["is_rnn_token", "is_filler"] + [f"is_state{i}" for i in range(layout(sim)["S"])] + ["is_counter"]
+    ints = {lab: z3.Int(f"{tag}.roles.{lab}") for lab in flags + ["seen_counter", "step", "prompt_length"]}
+    hyps = [z3.Or(ints[lab] == 0, ints[lab] == 1) for lab in flags + ["seen_counter"]]
+    hyps.append(sum((ints[lab] for lab in flags), z3.IntVal(0)) == 1)
+    x = {lab: z3.ToReal(v) for lab, v in ints.items()}
+    try:
+        after = _mlp(L, labels, x)
+    except ValueError as e:
+        return out + [_unmet("roles.read", layer, "the MLP's inputs", str(e))]
+    for lab, (fn, text) in want.items():
+        if lab not in labels:
+            out.append(_unmet(f"roles.{lab}", layer, f"{lab} = {text}", "no such direction"))
+            continue
+        stmt = (f"for every integer step and prompt_length, seen_counter in {{0, 1}} and one-hot token-type "
+                f"flags: the MLP writes {lab} = {text} (read off the built W1, b1, W2, b2)")
+        out.append(_fact(layer, f"roles.{lab}", stmt, hyps, after(lab) == fn(ints)))
+    return out
+
+
+# ----------------------------------------------------------------------------
+# the RNN layers: each simulated by two MLPs, read against the RNN's own weights
+def _rnn_dims(sim) -> tuple[dict, list]:
+    """({RNN dim d: its simulator direction "rnn:<label>" or None}, problems): a dim
+    the simulator does not carry must be zero throughout the RNN's run: neither
+    embedded nor written by any of its layers."""
+    rspec, labels = sim.rnn.spec, set(sim.model.spec.labels)
+    dims, bad = {}, []
+    for d in range(rspec.width):
+        lab = f"rnn:{rspec.labels[d]}"
+        if lab in labels:
+            dims[d] = lab
+            continue
+        kind, _, coef = rspec.embedding[d]
+        written = any(np.any(L.C[d] != 0) or np.any(L.W2[d] != 0) or L.b2[d] != 0 for L in rspec.rnn_layers)
+        if (kind != K.F_ZERO and coef != 0) or written:
+            bad.append(f"the RNN's {rspec.labels[d]!r} is embedded or written but has no direction {lab!r}")
+        dims[d] = None
+    return dims, bad
+
+
+def step_facts(sim, tag: str = "sim") -> list[dict]:
+    """Each RNN layer l of the simulated RNN, against that RNN's own A, B, C, W1, b1,
+    W2, b2 (not the builder's working copies): the one heads-free layer whose MLP
+    writes the states h{l}:* computes, for every real value of every direction,
+    h{l}:s += z_s = sum A[s, s'] prev_state(l, s') + sum B[s, d] x_d and
+    x_d += sum C[d, s] z_s, and writes nothing else; the layer right after it (the
+    RNN's own MLP comes after C h, as in the RNN's step) computes
+    x_d += W2 relu(W1 x + b1) + b2 and writes nothing else."""
+    spec = sim.model.spec
+    labels = list(spec.labels)
+    rspec = sim.rnn.spec
+    dims, bad = _rnn_dims(sim)
+    if bad:
+        return [_unmet("step.dims", "RNN layers", "the RNN's residual in the simulator", "; ".join(bad))]
+    x = {lab: z3.Real(f"{tag}.step.{lab}") for lab in labels}
+
+    def xv(d):                                   # the RNN's x_d (0 where the simulator has no direction)
+        return x[dims[d]] if dims[d] is not None else z3.RealVal(0)
+    out, base = [], 0
+    for l, R in enumerate(rspec.rnn_layers):
+        S_l = R.A.shape[0]
+        hl = [f"h{l}:{R.state_labels[s] if R.state_labels else s}" for s in range(S_l)]
+        layer = f"RNN layer {l}: state MLP"
+        missing = [h for h in hl if h not in labels]
+        if missing:
+            out.append(_unmet(f"step{l}.dims", layer, "the states' directions", f"no directions {missing}"))
+            base += S_l
+            continue
+        rows = [labels.index(h) for h in hl]
+        where = [i for i, L in enumerate(spec.attn_layers) if any(np.any(L.W2[r] != 0) or L.b2[r] != 0 for r in rows)]
+        at = plan(sim)["prompt"][0] + 1 + 2 * l               # after the input layer, two layers per RNN layer
+        if where != [at] or spec.attn_layers[at].heads:
+            out.append(_unmet(f"step{l}.layer", layer, f"layer {at} (no heads) alone writes the states",
+                              f"layers writing them: {where}"))
+            base += S_l
+            continue
+        L = spec.attn_layers[where[0]]
+        prev = [f"prev_state{base + s}" for s in range(S_l)]
+        if any(p not in labels for p in prev):
+            out.append(_unmet(f"step{l}.prev", layer, "the previous states' directions", f"missing among {prev}"))
+            base += S_l
+            continue
+        z = [sum((_q(R.A[s, s2]) * x[prev[s2]] for s2 in range(S_l) if R.A[s, s2] != 0), z3.RealVal(0))
+             + sum((_q(R.B[s, d]) * xv(d) for d in range(rspec.width) if R.B[s, d] != 0), z3.RealVal(0))
+             for s in range(S_l)]
+        c_dims = [d for d in range(rspec.width) if np.any(R.C[d] != 0)]
+        out += _writes_only(L, labels, set(hl) | {dims[d] for d in c_dims}, f"step{l}.writes", layer)
+        after = _mlp(L, labels, x)
+        for s in range(S_l):
+            out.append(_fact(layer, f"step{l}.{hl[s]}", f"for every real value of every direction: the MLP adds "
+                             f"z_{s} = (A h_(t-1) + B x)_{s} to {hl[s]} (A, B the RNN's own)", [],
+                             after(hl[s]) - x[hl[s]] == z[s]))
+        for d in c_dims:
+            cz = sum((_q(R.C[d, s]) * z[s] for s in range(S_l) if R.C[d, s] != 0), z3.RealVal(0))
+            out.append(_fact(layer, f"step{l}.{dims[d]}", f"for every real value of every direction: the MLP adds "
+                             f"(C z)_{d} to {dims[d]} (C the RNN's own)", [], after(dims[d]) - x[dims[d]] == cz))
+        # the RNN's own MLP, in the next layer
+        own_layer = f"RNN layer {l}: its own MLP"
+        own_dims = [d for d in range(rspec.width) if np.any(R.W2[d] != 0) or R.b2[d] != 0]
+        nxt = where[0] + 1
+        if not own_dims:
+            base += S_l
+            continue
+        if nxt >= len(spec.attn_layers) or spec.attn_layers[nxt].heads:
+            out.append(_unmet(f"own{l}.layer", own_layer, "a heads-free layer right after the state MLP",
+                              f"layer {nxt} is missing or has heads"))
+            base += S_l
+            continue
+        L2 = spec.attn_layers[nxt]
+        out += _writes_only(L2, labels, {dims[d] for d in own_dims}, f"own{l}.writes", own_layer)
+        after2 = _mlp(L2, labels, x)
+        hidden = []
+        for m in range(R.W1.shape[0]):
+            pre = sum((_q(R.W1[m, c]) * xv(c) for c in range(rspec.width) if R.W1[m, c] != 0), z3.RealVal(0)) \
+                + _q(R.b1[m])
+            hidden.append(z3.If(pre > 0, pre, z3.RealVal(0)))
+        for d in own_dims:
+            want = _q(R.b2[d]) + sum((_q(R.W2[d, m]) * hidden[m] for m in range(len(hidden)) if R.W2[d, m] != 0),
+                                     z3.RealVal(0))
+            out.append(_fact(own_layer, f"own{l}.{dims[d]}", f"for every real value of every direction: the MLP "
+                             f"adds (W2 relu(W1 x + b1) + b2)_{d} to {dims[d]} (the RNN's own weights)", [],
+                             after2(dims[d]) - x[dims[d]] == want))
+        base += S_l
+    return out
+
+
+# ----------------------------------------------------------------------------
+# the order of the layers and where every direction starts
+def sequence_facts(sim) -> list[dict]:
+    """What the per-layer facts leave open about the stack, read off the built
+    model: the layers come in the plan's order (the token-type MLP, the position
+    heads with the block roles, the prompt head with the input select, then per
+    RNN layer in the RNN's order its state MLP and its own MLP, the argmax's
+    three MLPs for an indicator readout, the next-code MLP last); only the planned
+    layers write the RNN's directions (the input select and the RNN layers), the
+    states (their state MLP), the argmax's logits, comparisons and winners (its
+    first, second and third layer) and next_code (the last); and the embedding writes
+    only one, tok, pos, pos_sq and the RNN's embedded features, so every direction
+    a layer adds to starts at 0."""
+    spec = sim.model.spec
+    labels = list(spec.labels)
+    rspec = sim.rnn.spec
+    layer = "layer order"
+    li = plan(sim)["prompt"][0]
+    argmax = _nearest_weights(rspec) is None
+    want = li + 1 + 2 * len(rspec.rnn_layers) + (3 if argmax else 0) + 1
+    out = []
+    if len(spec.attn_layers) != want:
+        out.append(_unmet("order.count", layer, f"{want} layers: 3, two per RNN layer"
+                          f"{', three for the argmax' if argmax else ''}, the next code",
+                          f"the model has {len(spec.attn_layers)}"))
+
+    def writers(lab):
+        d = labels.index(lab)
+        return [i for i, L in enumerate(spec.attn_layers) if np.any(L.W2[d] != 0) or L.b2[d] != 0
+                or any(np.any(h.WO[d] != 0) for h in L.heads)]
+    planned = {}
+    base = 0
+    for l, R in enumerate(rspec.rnn_layers):
+        state_layer = li + 1 + 2 * l
+        for s in range(R.A.shape[0]):
+            planned[f"h{l}:{R.state_labels[s] if R.state_labels else s}"] = {state_layer}
+        for d in range(rspec.width):
+            lab = f"rnn:{rspec.labels[d]}"
+            if lab in labels:
+                planned.setdefault(lab, {li} if rspec.labels[d] in layout(sim)["emb"] else set())
+                if np.any(R.C[d] != 0):
+                    planned[lab].add(state_layer)
+                if np.any(R.W2[d] != 0) or R.b2[d] != 0:
+                    planned[lab].add(state_layer + 1)
+        base += R.A.shape[0]
+    planned["next_code"] = {len(spec.attn_layers) - 1}
+    if argmax:                                    # the argmax's three layers, one kind of direction each
+        first = li + 1 + 2 * len(rspec.rnn_layers)
+        for lab in labels:
+            for k, kind in enumerate(("logit", "beats", "winner")):
+                if lab.startswith(kind) and lab[len(kind):].isdigit():
+                    planned[lab] = {first + k}
+    for lab, where in planned.items():
+        if lab not in labels:
+            continue
+        got = set(writers(lab))
+        if got != where:
+            out.append(_unmet(f"order.{lab}", layer, f"only layers {sorted(where)} write {lab}",
+                              f"layers {sorted(got)} write it"))
+    embedded = {"one", "tok", "pos", "pos_sq"} | {f"rnn_embed:{lab}" for lab in layout(sim)["emb"]}
+    nonzero = {lab for lab, (k, _, c) in zip(labels, spec.embedding) if k != K.F_ZERO and c != 0}
+    if nonzero != embedded:
+        out.append(_unmet("order.embedding", "embedding", "the embedding writes one, tok, pos, pos_sq and the "
+                          "RNN's embedded features only; every other direction starts at 0",
+                          f"it writes {sorted(nonzero - embedded)} too, misses {sorted(embedded - nonzero)}"))
+    if not out:
+        out.append({"fact": "order", "layer": layer, "method": "exact", "answer": "holds",
+                    "statement": f"{want} layers in the plan's order; the RNN's directions, its states"
+                                 f"{', the argmax directions' if argmax else ''} and "
+                                 f"next_code written by the planned layers only; every other direction embedded 0"})
+    return out
+
+
+# ----------------------------------------------------------------------------
+# layer 3's MLP: the RNN's input and the Y / filler decision
+def input_facts(sim, tag: str = "sim") -> list[dict]:
+    """The MLP of the prompt head's layer (:func:`plan`), read off the built
+    weights: for in_prompt, after_last_state and prompt_done in {0, 1} and every
+    value of the copied features within the declared embedding bound
+    (constructions/models/bounds.py ``sim_emb_bound``), it adds prompt_token:<d> to the
+    RNN's embedded direction x_d in the prompt and prev_token:<d> after it (the
+    RNN's input: the prompt's token, else the RNN's own last token), writes
+    emit_rnn_token = [after_last_state and prompt_done] and emit_filler =
+    [after_last_state and not prompt_done], and nothing else."""
+    from rnngap.constructions.models.bounds import INT, sim_emb_bound
+    spec = sim.model.spec
+    labels = list(spec.labels)
+    lay = layout(sim)
+    layer = "attention layer 3, MLP: the RNN's input"
+    li = plan(sim)["prompt"][0]
+    if li >= len(spec.attn_layers) or not any(h.name == "prompt" for h in spec.attn_layers[li].heads):
+        return [_unmet("input.layer", layer, "the prompt head's layer", f"no head 'prompt' in layer {li}")]
+    L = spec.attn_layers[li]
+    xs = {lab: f"rnn:{lab}" for lab in lay["emb"]}
+    if any(v not in labels for v in xs.values()):
+        return [_unmet("input.dims", layer, "the RNN's embedded directions", f"missing among {sorted(xs.values())}")]
+    out = _writes_only(L, labels, set(xs.values()) | {"emit_rnn_token", "emit_filler"}, "input.writes", layer)
+    bound = _q(sim_emb_bound(INT, sim.params(), sim.max_steps))
+    flags = ["in_prompt", "after_last_state", "prompt_done"]
+    ints = {lab: z3.Int(f"{tag}.input.{lab}") for lab in flags}
+    x = {lab: z3.Real(f"{tag}.input.{lab}") for lab in labels}
+    x.update({lab: z3.ToReal(v) for lab, v in ints.items()})
+    x["one"] = z3.RealVal(1)
+    hyps = [z3.Or(v == 0, v == 1) for v in ints.values()]
+    for lab in lay["emb"]:
+        for src_ in (f"prompt_token:{lab}", f"prev_token:{lab}"):
+            hyps += [x[src_] <= bound, x[src_] >= -bound]
+    after = _mlp(L, labels, x)
+    for lab, d in xs.items():
+        want = z3.If(ints["in_prompt"] == 1, x[f"prompt_token:{lab}"], x[f"prev_token:{lab}"])
+        out.append(_fact(layer, f"input.{d}", f"for in_prompt in {{0, 1}} and copied features within the declared "
+                         f"bound: the MLP adds (in_prompt ? prompt_token : prev_token):{lab} to {d}", hyps,
+                         after(d) - x[d] == want))
+    for lab, (fn, text) in emit_plan().items():
+        out.append(_fact(layer, f"input.{lab}", f"for 0/1 flags: the MLP writes {lab} = {text}", hyps,
+                         after(lab) - x[lab] == fn(ints)))
+    return out
+
+
+def emit_plan() -> dict:
+    """What the input MLP writes besides the RNN's input, from the 0/1 values
+    after_last_state and prompt_done: label -> (z3 function of them, text)."""
+    b = lambda c: z3.If(c, z3.RealVal(1), z3.RealVal(0))     # noqa: E731
+    return {"emit_rnn_token": (lambda v: b(z3.And(v["after_last_state"] == 1, v["prompt_done"] == 1)),
+                               "[after_last_state and prompt_done]"),
+            "emit_filler": (lambda v: b(z3.And(v["after_last_state"] == 1, v["prompt_done"] == 0)),
+                            "[after_last_state and not prompt_done]")}
+
+
+# ----------------------------------------------------------------------------
+# the last layer: the next token's code, by case
+def _nearest_weights(rspec) -> dict | None:
+    """{RNN dim: w} of the RNN's readout when it is the nearest-code readout
+    2 tau v - tau^2 (+ a constant), v = sum_d w_d x_d; None for another readout
+    (the indicator readout, simulated by an argmax: not covered here)."""
+    w, sq = {}, []
+    for dim, kind, _, coef in rspec.readout:
+        if kind == K.F_TOK:
+            w[dim] = w.get(dim, Fraction(0)) + Fraction(coef) / 2
+        elif kind == K.F_TOK_SQ:
+            sq.append((dim, Fraction(coef)))
+        elif kind != K.F_ONE:
+            return None
+    if len(sq) != 1 or sq[0][1] != -1:
+        return None
+    one = sq[0][0]                      # the tau^2 term on a constant 1: embedded 1, written by no layer
+    kind, _, c = rspec.embedding[one]
+    if kind != K.F_ONE or c != 1 or any(np.any(L.C[one] != 0) or np.any(L.W2[one] != 0) or L.b2[one] != 0
+                                        for L in rspec.rnn_layers):
+        return None
+    return {d: v for d, v in w.items() if v != 0}
+
+
+def indicator_plan(sim) -> tuple[list[int], list[list[tuple[int, Fraction]]]]:
+    """The simulated RNN's indicator readout as the plan of the argmax, from the
+    RNN's own readout and the tokens its readout's argmax runs over (the built
+    RNN's ``candidates``; not the builder's lists): the contenders, in ascending
+    token id (every such token with an indicator term (d, [tok = p], c), plus the
+    smallest-id token without one, whose logit is 0 like every other such token's), and each contender's terms [(d, c)], its
+    logit sum_d c x_d. The RNN's readout emits the first contender (smallest id)
+    with the largest logit; constant terms add the same to every logit."""
+    rspec = sim.rnn.spec
+    domain = sorted(int(t) for t in sim.rnn.candidates)        # the RNN readout's argmax runs over these
+    terms: dict[int, list[tuple[int, Fraction]]] = {}
+    for dim, kind, param, coef in rspec.readout:
+        if kind == K.F_IS_TOKEN and int(param) in domain and Fraction(coef) != 0:
+            terms.setdefault(int(param), []).append((dim, Fraction(coef)))
+    rest = next((t for t in domain if t not in terms), None)
+    cont = sorted(set(terms) | ({rest} if rest is not None else set()))
+    return cont, [terms.get(t, []) for t in cont]
+
+
+def argmax_facts(sim, tag: str = "sim") -> list[dict]:
+    """The three heads-free layers between the RNN's last layer and the next-code
+    layer of a simulator whose RNN has an indicator readout (none otherwise), read
+    off the built weights against :func:`indicator_plan`:
+
+    * the logits layer writes logit_j = sum_d c x_d over contender j's terms (the
+      RNN's directions x_d any reals), and nothing else;
+    * the comparison layer, for logits that are multiples of 2^-f (f the RNN's
+      fraction bits), writes beats_j = the number of other
+      contenders i with logit_j > logit_i (i of smaller id) or logit_j >= logit_i
+      (larger id), and nothing else;
+    * the winner layer, for integer beats_j in 0..C - 1 and any logits (it may
+      read them: they are in the residual), writes winner_j = [beats_j = C - 1],
+      and nothing else;
+    * the comparisons and the winner in a row (``argmax.one-hot``, each layer
+      handed the residual the one before left): for logits on the grid 2^-f,
+      winner is one-hot, on the first contender with the largest logit.
+
+    What links the logits layer to that query is an argument, not a query: the
+    indicator coefficients must be integers (else ``argmax.coefficients``
+    fails) and the RNN's directions are on its grid 2^-f (every fixed-point
+    value is; the simulator keeps the RNN's fraction bits), so by
+    ``argmax.logit<j>`` the logits are on the grid, the RNN's rounding of each
+    product c x_d is exact, and the RNN's logit is the exact sum: the winner is
+    the token the RNN's readout emits. A readout with terms other than
+    indicator and constant ones fails the plan (``argmax.readout``)."""
+    spec = sim.model.spec
+    labels = list(spec.labels)
+    rspec = sim.rnn.spec
+    if _nearest_weights(rspec) is not None or not any(k == K.F_IS_TOKEN for _, k, _, _ in rspec.readout):
+        return []
+    other = sorted({K.FEATURE_NAMES.get(k, k) for _, k, _, _ in rspec.readout if k not in (K.F_IS_TOKEN, K.F_ONE)})
+    if other:
+        return [_unmet("argmax.readout", "the RNN's readout", "indicator and constant terms only (the argmax's "
+                       "plan)", f"terms of kind {other}")]
+    cont, terms = indicator_plan(sim)
+    C = len(cont)
+    frac = sorted({str(c) for tl in terms for _, c in tl if c.denominator != 1})
+    if frac:
+        return [_unmet("argmax.coefficients", "the RNN's readout", "integer indicator coefficients (so the RNN's "
+                       "rounded products are the exact ones the argmax's MLPs compute)", f"coefficients {frac}")]
+    first = plan(sim)["prompt"][0] + 1 + 2 * len(rspec.rnn_layers)
+    names = ("the logits", "the comparisons", "the winner")
+    layers = [f"argmax layer {k + 1} (attention layer {first + k + 1}), MLP: {names[k]}" for k in range(3)]
+    if len(spec.attn_layers) < first + 3 or any(spec.attn_layers[first + k].heads for k in range(3)):
+        return [_unmet("argmax.layers", layers[0], "three heads-free layers after the RNN's last layer",
+                       f"layers {first}..{first + 2} of {len(spec.attn_layers)}")]
+    want = {kind: [f"{kind}{j}" for j in range(C)] for kind in ("logit", "beats", "winner")}
+    if any(lab not in labels for v in want.values() for lab in v):
+        return [_unmet("argmax.dims", layers[0], f"logit, beats and winner directions for {C} contenders",
+                       f"the model has {sorted(lab for lab in labels if lab.startswith(('logit', 'beats', 'winner')))}")]
+    dims, bad = _rnn_dims(sim)
+    if bad:
+        return [_unmet("argmax.dims", layers[0], "the RNN's residual in the simulator", "; ".join(bad))]
+    Ls = [spec.attn_layers[first + k] for k in range(3)]
+    out = []
+    for L, kind, layer in zip(Ls, ("logit", "beats", "winner"), layers):
+        out += _writes_only(L, labels, set(want[kind]), f"argmax.{kind}.writes", layer)
+    sc = 1 << sim.rnn.fmt.frac_bits
+    b = lambda c: z3.If(c, z3.IntVal(1), z3.IntVal(0))     # noqa: E731
+    # the logits: every direction a free real (0 before the layer: sequence_facts)
+    x = {lab: z3.Real(f"{tag}.argmax.{lab}") for lab in labels}
+    x["one"] = z3.RealVal(1)
+    for lab in labels:
+        if lab.startswith(("logit", "beats", "winner")):
+            x[lab] = z3.RealVal(0)
+    logit = [sum((_q(c) * x[dims[d]] for d, c in tl if dims[d] is not None),
+                 z3.RealVal(0)) for tl in terms]
+    after1 = _mlp(Ls[0], labels, x)
+    for j in range(C):
+        out.append(_fact(layers[0], f"argmax.logit{j}", f"for every real value of the RNN's directions: the MLP "
+                         f"writes logit{j} = {_show_terms(rspec, terms[j])} (token {cont[j]}'s indicator terms)",
+                         [], after1(want["logit"][j]) == logit[j]))
+    # the comparisons: logits multiples of 2^-f
+    u = [z3.Int(f"{tag}.argmax.u{j}") for j in range(C)]
+    y = dict(x)
+    y.update({f"logit{j}": z3.ToReal(u[j]) / sc for j in range(C)})
+    after2 = _mlp(Ls[1], labels, y)
+
+    def beats(uu, j):
+        return sum((b(uu[j] > uu[i]) if i < j else b(uu[j] >= uu[i]) for i in range(C) if i != j), z3.IntVal(0))
+    for j in range(C):
+        out.append(_fact(layers[1], f"argmax.beats{j}", f"for logits that are multiples of 2^-{sim.rnn.fmt.frac_bits}: "
+                         f"the MLP writes beats{j} = #{{i < {j}: logit{j} > logit_i}} + #{{i > {j}: logit{j} >= "
+                         f"logit_i}}", [], after2(f"beats{j}") == z3.ToReal(beats(u, j))))
+    # the winner: beats in 0..C - 1, the logits any reals (in the residual: the layer may read them)
+    v = [z3.Int(f"{tag}.argmax.v{j}") for j in range(C)]
+    w = dict(x)
+    w.update({f"logit{j}": z3.Real(f"{tag}.argmax.logit{j}") for j in range(C)})
+    w.update({f"beats{j}": z3.ToReal(v[j]) for j in range(C)})
+    after3 = _mlp(Ls[2], labels, w)
+    rng = [z3.And(vj >= 0, vj <= C - 1) for vj in v]
+    for j in range(C):
+        out.append(_fact(layers[2], f"argmax.winner{j}", f"for integer beats in 0..{C - 1}: the MLP writes "
+                         f"winner{j} = [beats{j} = {C - 1}]", rng, after3(f"winner{j}") == z3.ToReal(b(v[j] == C - 1))))
+    # the comparisons and the winner in a row, each handed the residual the layer
+    # before left: the logits (what the logits layer writes, argmax.logit<j>: from
+    # the RNN's values on its grid 2^-f and integer coefficients, multiples of 2^-f)
+    # stay in the residual, the winner layer reads the beats the comparisons wrote
+    z = dict(y)
+    a2 = _mlp(Ls[1], labels, z)
+    zz = dict(z)
+    zz.update({f"beats{j}": a2(f"beats{j}") for j in range(C)})
+    a3 = _mlp(Ls[2], labels, zz)
+
+    def is_first_max(j):
+        return z3.And(*([u[j] > u[i] for i in range(j)] + [u[j] >= u[i] for i in range(j + 1, C)]))
+    concl = z3.And(*[a3(f"winner{j}") == z3.If(is_first_max(j), z3.RealVal(1), z3.RealVal(0)) for j in range(C)])
+    out.append(_fact("argmax layers 1-3 (the composition)", "argmax.one-hot",
+                     f"for every {C} logits on the grid 2^-{sim.rnn.fmt.frac_bits} (what the logits layer writes, "
+                     f"argmax.logit<j>, from the RNN's values on that grid with integer indicator coefficients), "
+                     f"each layer handed the residual the one before left: the comparisons and the winner in a row "
+                     f"write winner_j = 1 for the first contender (smallest id) with the largest logit, 0 for every "
+                     f"other: the token the RNN's readout emits",
+                     [], concl))
+    return out
+
+
+def _show_terms(rspec, tl) -> str:
+    return " + ".join(f"{c} x[{rspec.labels[d]}]" for d, c in tl) or "0"
+
+
+def next_code_facts(sim, tag: str = "sim") -> list[dict]:
+    """The one heads-free layer whose MLP writes ``next_code`` (the readout reads it),
+    read off the built weights, for every value of its inputs in each case of the
+    block (seen_counter and the one-hot emit flags, as the block-role and input
+    MLPs write them), with the codes from :func:`layout` and the RNN's own readout:
+    in the prompt (seen_counter = 0) K(0); emit_state<i>: the code of the number
+    S_i whose value is the state h_i (2^f h_i an integer in (-OFF, OFF), decode's
+    range); emit_rnn_token: clamp(v, TAU_MIN, the RNN's largest number + 1), v the
+    RNN's readout value sum_d w_d x_d (nearest-code readouts only; every x_d below
+    2^I_R, the RNN's format, in magnitude); the filler's code; emit_next_counter:
+    the code of K(step + 1), for 0 <= step < the last counter. It writes nothing
+    else. With an indicator readout (simulated by an argmax, :func:`argmax_facts`)
+    the winner directions are one-hot (what ``argmax.one-hot`` proves the argmax
+    writes) and the Y case is the winner's token code, which lies in the readout's
+    range.
+    These are hypotheses on the MLP's inputs: the chain (checks/certify/simulator_chain.py)
+    discharges the flags and the step's range; the states' range is the
+    simulator's promise (|s| < 2^I_s), stated at every position, also at the last
+    prompt token, where the state directions hold the zero-state step computed
+    there, and the residual below 2^I_R is the RNN's format: both checked by
+    running."""
+    spec = sim.model.spec
+    labels = list(spec.labels)
+    lay = layout(sim)
+    layer = "last layer, MLP: the next code"
+    where = [i for i, L in enumerate(spec.attn_layers) if "next_code" in labels
+             and (np.any(L.W2[labels.index("next_code")] != 0) or L.b2[labels.index("next_code")] != 0)]
+    if len(where) != 1 or spec.attn_layers[where[0]].heads or where[0] != len(spec.attn_layers) - 1:
+        return [_unmet("next.layer", layer, "the last layer, without heads, alone writes next_code",
+                       f"layers writing it: {where} of {len(spec.attn_layers)}")]
+    L = spec.attn_layers[where[0]]
+    out = _writes_only(L, labels, {"next_code"}, "next.writes", layer)
+    rspec = sim.rnn.spec
+    dims, bad = _rnn_dims(sim)
+    if bad:
+        return out + [_unmet("next.dims", layer, "the RNN's residual in the simulator", "; ".join(bad))]
+    S, f, IR = lay["S"], lay["f"], sim.rnn.fmt.int_bits
+    hs = [f"h{l}:{R.state_labels[s] if R.state_labels else s}" for l, R in enumerate(rspec.rnn_layers)
+          for s in range(R.A.shape[0])]
+    emits = [f"emit_state{i}" for i in range(S)] + ["emit_rnn_token", "emit_filler", "emit_next_counter"]
+    ints = {lab: z3.Int(f"{tag}.next.{lab}") for lab in emits + ["seen_counter", "step"]}
+    u = [z3.Int(f"{tag}.next.u{i}") for i in range(S)]            # 2^f h_i
+    x = {lab: z3.Real(f"{tag}.next.{lab}") for lab in labels}
+    x.update({lab: z3.ToReal(v) for lab, v in ints.items()})
+    x.update({h: z3.ToReal(u[i]) / (1 << f) for i, h in enumerate(hs)})
+    x["one"] = z3.RealVal(1)
+    winners = [lab for lab in labels if lab.startswith("winner")]     # an argmax readout's one-hot winner
+    win = {lab: z3.Int(f"{tag}.next.{lab}") for lab in winners}
+    x.update({lab: z3.ToReal(v) for lab, v in win.items()})
+    off, lim = sim.OFF, z3.RealVal(1 << IR)
+    hyps = [z3.Or(ints[e] == 0, ints[e] == 1) for e in emits + ["seen_counter"]]
+    hyps += [ui > -off for ui in u] + [ui < off for ui in u]
+    hyps += [ints["step"] >= 0, ints["step"] <= lay["top"] - lay["K"] - 1]
+    hyps += [z3.And(x[d] < lim, x[d] > -lim) for d in dims.values() if d is not None]
+    if win:
+        hyps += [z3.Or(v == 0, v == 1) for v in win.values()] + [sum(win.values(), z3.IntVal(0)) == 1]
+    after = _mlp(L, labels, x)
+    got = after("next_code") - x["next_code"]
+
+    def case(flag):
+        on = [ints["seen_counter"] == (0 if flag is None else 1)]
+        return on + [ints[e] == (1 if e == flag else 0) for e in emits]
+    w = _nearest_weights(rspec)
+    cases = [(None, "K(0)", "the prompt (seen_counter = 0)", z3.RealVal(lay["K"]))]
+    cases += [(f"emit_state{i}", f"S{i}", f"emit_state{i}", _q(lay["S_c"][i]) + z3.ToReal(u[i])) for i in range(S)]
+    if w is None and not any(k == K.F_IS_TOKEN for _, k, _, _ in rspec.readout):
+        out.append(_unmet("next.Y", layer, "the RNN's token: its readout's value",
+                          "the RNN's readout is neither 2 tau v - tau^2 on a constant 1 nor an indicator readout"))
+    if w is not None:
+        from rnngap.constructions.models.simulate import TAU_MIN
+        v = sum((_q(c) * x[dims[d]] for d, c in w.items() if dims[d] is not None), z3.RealVal(0))
+        hi = sim.rnn.vocab.max_number + 1
+        clamp = z3.If(v < TAU_MIN, z3.RealVal(TAU_MIN), z3.If(v > hi, z3.RealVal(hi), v))
+        cases.append(("emit_rnn_token", "Y", f"emit_rnn_token: clamp(v, {TAU_MIN}, {hi})", clamp))
+    elif win:
+        from rnngap.constructions.machine.vocab import token_code
+        cont, _ = indicator_plan(sim)
+        if len(cont) != len(win):
+            out.append(_unmet("next.Y", layer, f"one winner direction per contender ({len(cont)})",
+                              f"the model has {len(win)}"))
+        else:
+            yv = sum((token_code(t) * win.get(f"winner{j}", z3.IntVal(0)) for j, t in enumerate(cont)), z3.IntVal(0))
+            cases.append(("emit_rnn_token", "Y", "emit_rnn_token: the code of the winner (the contender j with "
+                          "winner_j = 1: the RNN's argmax)", z3.ToReal(yv)))
+            off = [t for t in cont if not lay["tau_min"] <= token_code(t) <= lay["top"]]
+            if off:
+                out.append(_unmet("next.Y.range", layer, f"every contender's code in the readout's range "
+                                  f"{lay['tau_min']}..{lay['top']}", f"tokens {off} lie outside"))
+    cases += [("emit_filler", "filler", "emit_filler", z3.RealVal(lay["filler"])),
+              ("emit_next_counter", "K(t+1)", "emit_next_counter", z3.ToReal(ints["step"]) + lay["K"] + 1)]
+    for flag, name, when, want in cases:
+        stmt = (f"{when}: the MLP writes next_code = the code of {name}, for every value of its inputs "
+                f"(read off the built W1, b1, W2, b2)")
+        out.append(_fact(layer, f"next.{name}", stmt, hyps + case(flag), got == want))
+    return out
+
+
+def readout_facts(sim, tag: str = "sim") -> list[dict]:
+    """The built readout, read term by term: with next_code an integer code n of
+    the layout's range (TAU_MIN..top, every code of which is a token:
+    ``type.tiling``) and ``one`` = 1 (embedded, written by no layer:
+    ``embedding.single_writer``), the token of code n has a logit above every
+    other code's in the range, so the argmax emits exactly the code the last MLP
+    wrote."""
+    lay = layout(sim)
+    return nearest_readout_facts(sim.model.spec, lay["tau_min"], lay["top"], tag)
+
+
+def nearest_readout_facts(spec, lo: int, hi: int, tag: str, direction: str = "next_code") -> list[dict]:
+    """The readout of ``spec`` (terms in tau, tau^2 and 1 only) proved to emit
+    the code in ``direction``: for every integer code n there and every other
+    code c in lo..hi, logit(n) > logit(c), every other direction a free real."""
+    labels = list(spec.labels)
+    layer = "readout"
+    n, c = z3.Int(f"{tag}.readout.n"), z3.Int(f"{tag}.readout.c")
+    x = {lab: z3.Real(f"{tag}.readout.{lab}") for lab in labels}
+    if direction not in x:
+        return [_unmet(f"readout.{direction}", layer, f"a direction {direction}", "none")]
+    x[direction], x["one"] = z3.ToReal(n), z3.RealVal(1)
+
+    def logit(code):
+        total = z3.RealVal(0)
+        for dim, kind, _, coef in spec.readout:
+            if kind == K.F_TOK:
+                feat = z3.ToReal(code)
+            elif kind == K.F_TOK_SQ:
+                feat = z3.ToReal(code * code)
+            elif kind == K.F_ONE:
+                feat = z3.RealVal(1)
+            else:
+                return None
+            total = total + _q(coef) * feat * x[labels[dim]]
+        return total
+    ln, lc = logit(n), logit(c)
+    if ln is None:
+        return [_unmet("readout.terms", layer, "a readout of tau, tau^2 and constant terms",
+                       f"feature kinds {sorted({k for _, k, _, _ in spec.readout})}")]
+    rng = [n >= lo, n <= hi, c >= lo, c <= hi, c != n]
+    return [_fact(layer, "readout.nearest", f"for every integer code n = {direction} and every other code c in "
+                  f"{lo}..{hi}: logit(n) > logit(c) (read off the built readout)", rng, ln > lc)]
+
+
+NAME = "rnnsim-transformer[layers]"
+NOTE = ("each simulator the registry builds, read off its built weights (checks/certify/simulator.py): the "
+        "layer-1 MLP writes the token-type flags and the state / counter values on every code range; each "
+        "head's score (W_Q, W_K, embedding): the position heads attend the plan's key clamp(Q - 1, 0, n) "
+        "for every n >= 1, firstK the first flagged key at every position up to the simulator's n_pos, "
+        "each by sharpness(f); the layer-2 MLP writes the block roles for every step, prompt length, "
+        "seen_counter and one-hot flags; the layer-3 MLP selects the RNN's input and decides Y or the filler; "
+        "each RNN layer's state MLP and own MLP compute that layer's step "
+        "with the simulated RNN's own weights, for every value of every direction; the last MLP writes the "
+        "next token's code in each case of the block, and the readout emits the token of an integer code. "
+        "With an indicator readout (integer coefficients), its argmax's three MLPs write the logits, the "
+        "pairwise comparisons and the one-hot winner, each on its own, and the last two in a row on the logits "
+        "the first writes: the first contender with the largest logit, the token the RNN emits; the last MLP "
+        "writes that token's code. "
+        "The composition (checks/certify/simulator_chain.py): by induction over the CoT, for every prompt length and "
+        "step the simulator is built for, at each kind of position the lemmas above hand each layer what it is "
+        "proved for (step t, prompt length L, the previous block's states, the RNN's input u_t) and the roles "
+        "select the case of the layout's next token; every product the machine rounds is exact (an integer factor) "
+        "or, in the layers that simulate the RNN's step, the RNN's own product (exact.products). Not covered: the "
+        "promise |s| < 2^I_s (also for the zero-state step at the last prompt token) and the RNN's values in its "
+        "format (hypotheses, checked by running), the kernels' "
+        "arithmetic (tested, not proved) and the scores' ranges (the declared obligations)")
+
+
+def certify_heads(sims, result_cls):
+    """One certificate over the heads of every simulator in ``sims`` (a
+    ``result_cls``, checks/certify/run.py's Result)."""
+    import time
+    t0 = time.perf_counter()
+    records, failures, steps = [], [], []
+    if z3 is None:
+        return result_cls("sim", NAME, 0, 1, None, "smt-unavailable", False, 0.001, source="built-model",
+                          failures=[{"obligation": "z3", "first_n": None, "need": "-", "have": "-",
+                                     "why": "z3 absent: NOT proved"}])
+    from .simulator_chain import chain_facts, exact_facts
+    for sim in sims:
+        for f in (type_facts(sim) + head_facts(sim) + role_facts(sim) + input_facts(sim) + step_facts(sim)
+                  + argmax_facts(sim) + next_code_facts(sim) + readout_facts(sim) + sequence_facts(sim)
+                  + chain_facts(sim) + exact_facts(sim)):
+            name = f"{sim.model.name}: {f['fact']}"
+            records.append({**f, "fact": name})
+            steps.append({"layer": f"{sim.model.name}, {f['layer']}", "lemma": f["fact"],
+                          "statement": f["statement"], "method": f["method"], "answer": f["answer"]})
+            if f["answer"] not in ("unsat", "holds"):
+                failures.append({"obligation": name, "first_n": None, "need": "-", "have": "-",
+                                 "why": f"z3 answered {f['answer']}" + (f": {f['counterexample']}"
+                                                                       if f.get("counterexample") else "")})
+    return result_cls("sim", NAME, len(records), 1, None, "smt", not failures,
+                      max(round(time.perf_counter() - t0, 3), 0.001), failures=failures, facts=records,
+                      note=NOTE, covers=["token-type-mlp", "heads", "block-role-mlp", "input-mlp", "rnn-layer-mlps",
+                                              "argmax-mlps", "next-code-mlp", "readout", "composition", "exact-products"],
+                      source="built-model", steps=steps)

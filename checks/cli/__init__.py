@@ -1,0 +1,1 @@
+"""The ``rnngap`` command line: the parser, ``verify`` and one ``cmd_*`` module per further command."""
