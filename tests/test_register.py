@@ -19,8 +19,9 @@ from rnngap.checks.cli.main import main
 MODULE = textwrap.dedent('''
     """An Index Transformer of one's own: [BOS] x_1..x_n [QUERY] i -> x_i."""
     import rnngap
-    from rnngap.checks import catalog, certify_plans
-    from rnngap.constructions import bounds, obligations
+    from rnngap.checks.catalog import records as catalog
+    from rnngap.checks.certify import plans
+    from rnngap.constructions.models import bounds, obligations
     from rnngap.constructions.build.gadgets import Builder, Component, base_space, match_head, number_readout
     from rnngap.constructions.build.num import smax
     from rnngap.constructions.machine.vocab import BOS, QUERY, Vocab, number_token
@@ -55,7 +56,7 @@ MODULE = textwrap.dedent('''
     RECORD = rnngap.register(catalog.ConstructionRecord(
         catalog.Key("T4.6-up", "index", "{arch}"), index_mine, example, "my own Index Transformer",
         (catalog.Form("{name}", params=PARAMS, params_n=(1, 64),
-                      certificates=lambda: (catalog.Certificate(CERT, certify_plans.INDEX),)),)))
+                      certificates=lambda: (catalog.Certificate(CERT, plans.INDEX),)),)))
 ''')
 
 

@@ -12,7 +12,7 @@ proved to be the task's reference answer. Every multiplied weight is an integer,
 so the kernels' arithmetic is the proof's while no value leaves the format; only
 the heads' score ranges are certified (docs/certify.md).
 
-Details (each part, the arithmetic): docs/internals/certify.md#certify_model
+Details (each part, the arithmetic): docs/internals/certify.md#interpreter
 """
 from __future__ import annotations
 

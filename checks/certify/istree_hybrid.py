@@ -12,7 +12,7 @@ by at least sharpness(f)) and copy; the readout. Each fact states its hypotheses
 which the chain discharges. The facts use exact arithmetic; the format's ranges
 are row ``hybrid.istree``'s and the runs'.
 
-Details (each layer, the heads, the hypotheses): docs/internals/certify.md#certify_istree
+Details (each layer, the heads, the hypotheses): docs/internals/certify.md#istree_hybrid
 """
 from __future__ import annotations
 
@@ -742,7 +742,7 @@ are symbolic in N and read the plans, not one model."""
 def certify_layers(result_cls, sizes: tuple | None = None, chain: bool = False):
     """One certificate over :func:`facts` of the hybrids built at each (N,
     m_max) in ``sizes`` (:data:`NS` when None), with ``chain`` also the
-    composition (:func:`checks.certify_istree_chain.chain_facts`, for every N;
+    composition (:func:`checks.certify.istree_hybrid_chain.chain_facts`, for every N;
     ``covers`` then names it); a ``result_cls`` (checks/certify/run.py's Result)."""
     import sys
 

@@ -12,7 +12,7 @@ direction's one writer is before its readers. The facts read plans, not a model,
 so they are proved once per process (:data:`_PROVED`).
 
 Details (the reference, the proof, what is taken as given):
-docs/internals/certify.md#certify_istree_chain
+docs/internals/certify.md#istree_hybrid_chain
 """
 from __future__ import annotations
 
@@ -554,7 +554,7 @@ def _role_query(role: str, tag: str) -> tuple[str, list, list]:
             goals.append((f"{h}'s flag {args[0]} = {int(role == 'su')} (1 at s_u alone)",
                           pos.val(0, args[0]) == (1 if role == "su" else 0)))
     # the heads' lemmas take the key at position j to hold cnt = j + 1, cnt_sq = (j + 1)^2 and is_bos = [j = 0]
-    # (certify_istree._key): the clock the recurrences write, and [BOS] at position 0 alone
+    # (istree_hybrid._key): the clock the recurrences write, and [BOS] at position 0 alone
     goals += [("cnt = t + 1 (the key side of the heads' lemmas)", pos.val(0, "cnt") == z3.ToReal(pos.t + 1)),
               ("cnt_sq = (t + 1)^2", pos.val(0, "cnt_sq") == z3.ToReal((pos.t + 1) * (pos.t + 1))),
               (f"is_bos = {int(role == 'bos')} ([BOS] at position 0 alone)",

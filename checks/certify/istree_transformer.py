@@ -12,7 +12,7 @@ Each fact states its hypotheses (flags, code ranges, squares, edge ids, ...),
 which the chain discharges. The facts use exact arithmetic; the format's ranges
 are other rows' claims.
 
-Details (each layer, the hypotheses): docs/internals/certify.md#certify_dfs
+Details (each layer, the hypotheses): docs/internals/certify.md#istree_transformer
 """
 from __future__ import annotations
 
@@ -269,7 +269,7 @@ def embedding_facts(model) -> list[dict]:
 # ----------------------------------------------------------------------------
 # the MLPs
 def _layer_mlp(model, li: int, what: str, ints: dict, hyps: list, plan_: list, tag: str, given: str = "") -> list[dict]:
-    """Attention layer ``li``'s MLP against ``plan_`` (certify_istree.mlp_plan_facts)."""
+    """Attention layer ``li``'s MLP against ``plan_`` (istree_hybrid.mlp_plan_facts)."""
     from .istree_hybrid import mlp_plan_facts
     spec = model.spec
     return mlp_plan_facts(spec.attn_layers[li], list(spec.labels), f"attention layer {li + 1}, MLP: {what}",
@@ -432,7 +432,7 @@ symbolic in N and read the plans, not one model."""
 def certify_layers(result_cls, sizes: tuple | None = None, chain: bool = False):
     """One certificate over :func:`facts` of the models built at each (N, M) in
     ``sizes`` (:data:`NS` when None), with ``chain`` also the composition
-    (:func:`checks.certify_dfs_chain.chain_facts`, for every N; ``covers`` then
+    (:func:`checks.certify.istree_transformer_chain.chain_facts`, for every N; ``covers`` then
     names it); a ``result_cls`` (checks/certify/run.py's Result)."""
     import sys
 

@@ -13,7 +13,7 @@ facts read plans, not a model, so they are proved once per process
 (:data:`_PROVED`).
 
 Details (the reference, the proof, what is taken as given):
-docs/internals/certify.md#certify_dfs_chain
+docs/internals/certify.md#istree_transformer_chain
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ here once per construction over the task's abstract instance
 cannot make a wrong model pass. Each :class:`ModelPlan` also names its task and
 alphabets; checks/catalog/records.py attaches it to a certificate.
 
-Details: docs/internals/certify.md#certify_plans
+Details: docs/internals/certify.md#plans
 """
 from __future__ import annotations
 

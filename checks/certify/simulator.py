@@ -13,7 +13,7 @@ by at least sharpness(f), and each copy is checked exactly. The composition is
 checks/certify/simulator_chain.py's.
 
 Details (the scores, the heads, what is not covered):
-docs/internals/certify.md#certify_sim
+docs/internals/certify.md#simulator
 """
 from __future__ import annotations
 

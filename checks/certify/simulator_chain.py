@@ -12,7 +12,7 @@ own products, rounded alike. The RNN's promise and the kernels' arithmetic are
 not proved (docs/certify.md).
 
 Details (the induction, the chain's facts, what is not discharged):
-docs/internals/certify.md#certify_sim_chain
+docs/internals/certify.md#simulator_chain
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ Example::
     >>> exact_value(sp.ceiling(sp.log(n + 3, 2)), {n: 5})
     Fraction(3, 1)
 
-Details (the atoms, both readings): docs/internals/certify.md#symbolic
+Details (the atoms, both readings): docs/internals/certify.md#sizes
 """
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ answer below is "not tight".
 
 Example (the T4.6-up Index Transformer on the reduction's instances, n = 4)::
 
-    >>> from rnngap.constructions import retrieval as R
+    >>> from rnngap.constructions.models import retrieval as R
     >>> from rnngap.lowerbounds import reductions as LR
     >>> import itertools, numpy as np
     >>> n = 4
