@@ -25,9 +25,9 @@ SCRIPT = r"""
 import json, os, sys
 import numpy as np
 import numba
-from rnngap.constructions import START_AFFINITY
+from rnngap.constructions.machine.runtime import START_AFFINITY
 from rnngap.constructions.models.targets import LinearRNNTarget, register_index_rnn
-from rnngap.checks import engine
+from rnngap.checks.verify import engine
 
 def cores():
     return sorted(os.sched_getaffinity(0))

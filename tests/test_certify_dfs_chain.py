@@ -21,6 +21,7 @@ from rnngap.checks.certify.sizes import z3
 from rnngap.checks.tasks.istree import dfs_tour, tour_label
 from rnngap.constructions.models import istree as I
 from rnngap.constructions.machine.vocab import DASH, TILDE, token_code
+from rnngap.checks.certify import rows
 
 from _mutants import head_kwargs
 
@@ -485,8 +486,8 @@ def test_a_records_pred_square_is_proved_not_assumed(monkeypatch):
 # ----------------------------------------------------------------------------
 # the row
 def test_the_row_with_the_composition_covers_it():
-    from rnngap.checks.certify.run import Result
-    res = CD.certify_layers(Result, ((3, 3),), chain=True)
+
+    res = rows.layer_row(CD.NAME, ((3, 3),), chain=True)
     assert res.certified and res.covers[-1] == "composition"
     chain = [f for f in res.facts if f["fact"].startswith(CD.CHAIN_LABEL)]
     assert len(chain) == 1 + 2 * len(C.ROLES)

@@ -18,6 +18,7 @@ from rnngap.checks.certify import istree_hybrid as CI
 from rnngap.constructions.machine import kernels as K
 from rnngap.constructions.models import hybrid as H
 from rnngap.constructions.machine.vocab import FALSE, TRUE, token_code
+from rnngap.checks.certify import rows
 
 from _mutants import head_kwargs, last_su_copies_r_u_from_prev1
 
@@ -159,8 +160,8 @@ def test_readout_mutant_fails(monkeypatch):
 
 def test_the_row():
     """The certificate row: built-model, every layer named in covers, the sizes shown."""
-    from rnngap.checks.certify.run import Result, table
-    res = CI.certify_layers(Result, ((2, 2), (3, 2)))
+    from rnngap.checks.certify.run import table
+    res = rows.layer_row(CI.NAME, ((2, 2), (3, 2)))
     assert res.certified and res.source == "built-model" and res.claim == "T5.6"
     assert res.covers == ["embedding", "rnn-layers", "rnn-mlps", "heads", "attention-mlp", "readout"]
     assert (res.n_min, res.n_max) == (2, 3) and res.obligations == len(res.facts) == len(res.steps)
@@ -272,9 +273,9 @@ def test_embedding_mutant_fails(monkeypatch):
 def test_chunks_merge_into_one_row():
     """The sizes proved in chunks (the workers' share of ``certify --full``) give the
     row one proof gives, records in the order of N."""
-    from rnngap.checks.certify.run import Result
-    whole = CI.certify_layers(Result, ((2, 2), (3, 3), (5, 4)))
-    merged = CI.merge(Result, [CI.certify_layers(Result, ((3, 3),)), CI.certify_layers(Result, ((2, 2), (5, 4)))])
+
+    whole = rows.layer_row(CI.NAME, ((2, 2), (3, 3), (5, 4)))
+    merged = rows.merge([rows.layer_row(CI.NAME, ((3, 3),)), rows.layer_row(CI.NAME, ((2, 2), (5, 4)))])
     assert merged.facts == whole.facts and merged.steps == whole.steps     # the SMT-LIB texts too
     assert (merged.n_min, merged.n_max, merged.obligations, merged.certified) == (2, 5, len(whole.facts), True)
 

@@ -19,6 +19,7 @@ from rnngap.checks.tasks.istree_unionfind import unionfind_cot
 from rnngap.constructions.models import hybrid as H
 from rnngap.checks.certify.sizes import z3
 from rnngap.constructions.machine.vocab import DASH, FALSE, QUERY, TILDE, TRUE, number_token, token_code
+from rnngap.checks.certify import rows
 
 from _mutants import head_kwargs, last_su_copies_r_u_from_prev1
 
@@ -402,12 +403,12 @@ def test_two_writers_of_one_direction_fail_the_order(monkeypatch):
 # ----------------------------------------------------------------------------
 # the row
 def test_the_row_with_the_composition_covers_it():
-    from rnngap.checks.certify.run import Result
-    res = CI.certify_layers(Result, ((2, 2),), chain=True)
+
+    res = rows.layer_row(CI.NAME, ((2, 2),), chain=True)
     assert res.certified and res.covers[-1] == "composition"
     chain = [f for f in res.facts if f["fact"].startswith(CI.CHAIN_LABEL)]
     assert len(chain) == 1 + len(C._PROMPT_ROLES + C._SEG_ROLES)
-    plain = CI.certify_layers(Result, ((3, 3),))
-    merged = CI.merge(Result, [res, plain])
-    assert "composition" in merged.covers and CI.sizes_text(merged) == "(N, m_max) in (2, 2), (3, 3)"
+    plain = rows.layer_row(CI.NAME, ((3, 3),))
+    merged = rows.merge([res, plain])
+    assert "composition" in merged.covers and rows.sizes_text(merged) == "(N, m_max) in (2, 2), (3, 3)"
 

@@ -18,6 +18,7 @@ from rnngap.checks.certify import simulator as CSIM, simulator_chain as CH
 from rnngap.checks.certify.run import sim_simulators
 from rnngap.constructions.models import cot_hierarchy as CHR
 from rnngap.constructions.models import simulate as S
+from rnngap.checks.certify import rows
 
 from test_certify_sim import _component, _failed, _mutated
 
@@ -173,8 +174,8 @@ def test_a_prompt_token_typed_as_a_counter_fails_first_k(monkeypatch):
 
 def test_the_row_covers_the_composition():
     sim = _build()
-    from rnngap.checks.certify.run import Result
-    r = CSIM.certify_heads([sim], Result)
+
+    r = rows.simulator_row([sim])
     assert r.certified and "composition" in r.covers
     assert any(f["fact"].endswith(": chain.K") for f in r.facts)
 

@@ -204,7 +204,7 @@ def test_conditional_claim_is_stated():
 
 SCRIPT = """
 import json
-from rnngap.constructions import cot_hierarchy as CH
+from rnngap.constructions.models import cot_hierarchy as CH
 from rnngap.constructions.build.generate import generate
 from rnngap.constructions.machine.vocab import TRUE, FALSE
 m = CH.iterate_rnn(3)

@@ -262,7 +262,8 @@ def test_only_a_run_of_the_whole_registry_warms_up(monkeypatch):
 _SIGNATURES = r"""
 import json, sys
 import numpy as np
-from rnngap.constructions import kernels as K, lanes as LN, targets as T
+from rnngap.constructions.machine import kernels as K, lanes as LN
+from rnngap.constructions.models import targets as T
 from rnngap.constructions.models.warmup import warm
 KERNELS = {"forward_loop": K.forward_loop, "_lanes": LN._lanes, "feed_flat": K.feed_flat,
            "feed_rnn_sparse": K.feed_rnn_sparse, "readout_flat": K.readout_flat,

@@ -484,7 +484,7 @@ def test_cot_bound():
 
 _NOJIT_SCRIPT = """
 import json, sys
-from rnngap.constructions import istree as C
+from rnngap.constructions.models import istree as C
 m = C.istree_transformer(4, 6)
 out = []
 for edges in json.loads(sys.argv[1]):

@@ -656,7 +656,7 @@ def test_predict_ar_console_script(tmp_path):
 def test_numba_disabled_gives_identical_results():
     code = r"""
 import numpy as np, json
-from rnngap.constructions import retrieval as R
+from rnngap.constructions.models import retrieval as R
 from rnngap.checks.tasks import index, ar, cgram, counting
 rng = np.random.default_rng(5)
 out = {}

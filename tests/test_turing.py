@@ -247,7 +247,7 @@ def test_rag_records_decode():
 # ---------------------------------------------------------------- NUMBA_DISABLE_JIT=1 gives the same runs
 _FINGERPRINT = """
 import json, numpy as np, numba
-from rnngap.constructions import turing as T, hybrid as H
+from rnngap.constructions.models import turing as T, hybrid as H
 from rnngap.checks.tasks import index
 out = {"jit_disabled": bool(numba.config.DISABLE_JIT)}
 sim = T.tm_hybrid(T.MACHINES["increment"], 3)

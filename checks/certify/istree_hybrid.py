@@ -2,7 +2,7 @@
 
 The union-find hybrid (constructions/models/hybrid.py ``istree_hybrid``) writes a CoT,
 so its whole-model certificate is an induction over that CoT:
-checks/certify/istree_hybrid_chain.py (``--full``, ``certify_layers(..., chain=True)``).
+checks/certify/istree_hybrid_chain.py (``--full``; the row: checks/certify/rows.py).
 This module proves each layer on its own, read off the built weights for the
 sizes N of :data:`NS` (``--full``: every N fitting int64), against a plan written
 here from the CoT's design, never from the builder's constants: the embedding;
@@ -16,7 +16,6 @@ Details (each layer, the heads, the hypotheses): docs/internals/certify.md#istre
 """
 from __future__ import annotations
 
-import time
 
 import numpy as np
 
@@ -739,68 +738,6 @@ CHAIN_LABEL = "istree-hybrid(every N)"
 are symbolic in N and read the plans, not one model."""
 
 
-def certify_layers(result_cls, sizes: tuple | None = None, chain: bool = False):
-    """One certificate over :func:`facts` of the hybrids built at each (N,
-    m_max) in ``sizes`` (:data:`NS` when None), with ``chain`` also the
-    composition (:func:`checks.certify.istree_hybrid_chain.chain_facts`, for every N;
-    ``covers`` then names it); a ``result_cls`` (checks/certify/run.py's Result)."""
-    import sys
-
-    from rnngap.constructions.models.hybrid import istree_hybrid
-
-    from .istree_hybrid_chain import chain_facts
-    extra = [(CHAIN_LABEL, chain_facts)] if chain else []
-    return certify_sizes(result_cls, sys.modules[__name__], sizes, istree_hybrid, extra)
-
-
-def certify_sizes(result_cls, row, sizes: tuple | None, build, extra: list = ()):
-    """The per-layer certificate of the module ``row`` (its CLAIM, NAME, NOTE,
-    COVERS, NS, ``label`` and ``facts``) over the models ``build(N, m)`` at each
-    (N, m) in ``sizes`` (``row.NS`` when None), each built and proved when
-    reached; then each (label, facts function) of ``extra`` (the composition:
-    covers ``composition``)."""
-    sizes = row.NS if sizes is None else tuple(sizes)
-    if not sizes:
-        raise ValueError(f"{row.NAME}: no sizes to prove")
-
-    def runs():
-        for N, m in sizes:
-            def run(N=N, m=m):
-                model = build(N, m)
-                return row.label(model), row.facts(model, N)
-            yield N, run
-        for lab, fn in extra:
-            yield sizes[0][0], (lambda lab=lab, fn=fn: (lab, fn()))
-    covers = tuple(row.COVERS) + (("composition",) if extra else ())
-    return layer_certificate(result_cls, row.CLAIM, row.NAME, row.NOTE, covers, runs())
-
-
-def layer_certificate(result_cls, claim: str, name: str, note: str, covers, runs):
-    """One per-layer certificate (a ``result_cls``): ``runs`` yields (N, a function
-    giving (the model's label, its facts)), each run when reached."""
-    t0 = time.perf_counter()
-    if z3 is None:
-        return result_cls(claim, name, 0, 1, None, "smt-unavailable", False, 0.001, source="built-model",
-                          failures=[{"obligation": "z3", "first_n": None, "need": "-", "have": "-",
-                                     "why": "z3 absent: NOT proved"}])
-    records, failures, steps, Ns = [], [], [], []
-    for N, run in runs:
-        Ns.append(N)
-        lab, got = run()
-        for f in got:
-            fact = f"{lab}: {f['fact']}"
-            records.append({**f, "fact": fact})
-            steps.append({"layer": f"{lab}, {f['layer']}", "lemma": f["fact"], "statement": f["statement"],
-                          "method": f["method"], "answer": f["answer"]})
-            if f["answer"] not in ("unsat", "holds"):
-                failures.append({"obligation": fact, "first_n": None, "need": "-", "have": "-",
-                                 "why": f"z3 answered {f['answer']}" + (f": {f['counterexample']}"
-                                                                       if f.get("counterexample") else "")})
-    return result_cls(claim, name, len(records), min(Ns), max(Ns), "smt", not failures,
-                      max(round(time.perf_counter() - t0, 3), 0.001), failures=failures, facts=records,
-                      note=note, covers=list(covers), source="built-model", steps=steps)
-
-
 def label(model) -> str:
     """istree-hybrid(N=6, m_max=5): the model's sizes (its name gives N only)."""
     return f"istree-hybrid(N={model.spec.notes['N']}, m_max={model.spec.notes['m_max']})"
@@ -810,40 +747,6 @@ def _key_of(model) -> str:
     return f"N{model.spec.notes['N']}m{model.spec.notes['m_max']}"
 
 
-def _sizes_of(rec: dict) -> tuple[int, int]:
-    """(N, the edge bound) of a fact's model, from its name: istree-hybrid(N=6,
-    m_max=5), istree-transformer(N=7, M=6)."""
-    import re
-    m = re.search(r"\(N=(\d+), \w+=(\d+)\)", rec["fact"])
-    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
-
-
 EVERY = f"every N in 1..323, m_max = N, N - 1; every N in 4..{DENSE_MAX}, m_max = N(N - 1)/2"
 
 
-def sizes_text(res, full: tuple = NS_FULL, every: str = EVERY,
-               pair: str = "(N, m_max)") -> str:
-    """The sizes a per-layer certificate proved, as the table shows them."""
-    got = sorted({_sizes_of(f) for f in res.facts} - {(0, 0)})
-    if got == sorted(full):
-        return every
-    return f"{pair} in " + ", ".join(f"({a}, {b})" for a, b in got) if got else "-"
-
-
-def merge(result_cls, parts: list):
-    """One certificate of several per-layer results of one row (chunks of its
-    sizes, proved on different workers), its records in the order of the sizes."""
-    if len(parts) == 1:
-        return parts[0]
-    if any(p.method != "smt" for p in parts):
-        return next(p for p in parts if p.method != "smt")
-    recs = sorted([(_sizes_of(f), i, f, st) for p in parts for i, (f, st) in enumerate(zip(p.facts, p.steps))],
-                  key=lambda r: (r[0], r[1]))
-    failures = [fl for p in parts for fl in p.failures]
-    first = parts[0]
-    covers = [c for p in parts for c in p.covers]
-    covers = [c for i, c in enumerate(covers) if c not in covers[:i]]
-    return result_cls(first.claim, first.construction, len(recs), min(p.n_min for p in parts),
-                      max(p.n_max for p in parts), "smt", not failures, round(sum(p.seconds for p in parts), 3),
-                      failures=failures, facts=[r[2] for r in recs], note=first.note, covers=covers,
-                      source="built-model", steps=[r[3] for r in recs])

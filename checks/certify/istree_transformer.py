@@ -2,8 +2,8 @@
 
 The DFS-tour Transformer (constructions/models/istree.py ``istree_transformer``) writes
 the tour as its CoT, so its whole-model certificate is an induction over the
-tour: checks/certify/istree_transformer_chain.py (``--full``, ``certify_layers(...,
-chain=True)``). This module proves each layer on its own, read off the built
+tour: checks/certify/istree_transformer_chain.py (``--full``; the row:
+checks/certify/rows.py). This module proves each layer on its own, read off the built
 weights for the sizes of :data:`NS`, against a plan written here from the tour's
 design, never from the builder's constants: the embedding's directions; each
 head's score (shift, first-max and match heads attend what the plan says, each
@@ -429,16 +429,3 @@ CHAIN_LABEL = "istree-transformer(every N)"
 symbolic in N and read the plans, not one model."""
 
 
-def certify_layers(result_cls, sizes: tuple | None = None, chain: bool = False):
-    """One certificate over :func:`facts` of the models built at each (N, M) in
-    ``sizes`` (:data:`NS` when None), with ``chain`` also the composition
-    (:func:`checks.certify.istree_transformer_chain.chain_facts`, for every N; ``covers`` then
-    names it); a ``result_cls`` (checks/certify/run.py's Result)."""
-    import sys
-
-    from rnngap.constructions.models.istree import istree_transformer
-
-    from .istree_transformer_chain import chain_facts
-    from .istree_hybrid import certify_sizes
-    extra = [(CHAIN_LABEL, chain_facts)] if chain else []
-    return certify_sizes(result_cls, sys.modules[__name__], sizes, istree_transformer, extra)

@@ -16,11 +16,9 @@ Example::
 """
 from __future__ import annotations
 
-import importlib
 import json
 import time
 from typing import Callable
-from dataclasses import asdict, dataclass, field
 
 import sympy as sp
 
@@ -28,8 +26,9 @@ from rnngap.constructions.models.bounds import SYM, A, N, largest
 from rnngap.constructions.machine.fixedpoint import MAX_MAGNITUDE_BITS, MAX_WIDE_MAGNITUDE_BITS
 from rnngap.constructions.models.obligations import Construction
 
-SCHEMA_VERSION = 10
-"""Version of the ``certify --json`` record (docs/records.md, "Schema history")."""
+from . import rows
+from .result import Result
+
 I_SYM = sp.Symbol("I", integer=True, nonnegative=True)
 F_SYM = sp.Symbol("f", integer=True, nonnegative=True)
 N_CAP = 1 << 62
@@ -132,32 +131,6 @@ def freeze_steps(expr, x, lo: int, hi: int):
 
 
 # ----------------------------------------------------------------------------
-@dataclass
-class Result:
-    claim: str
-    construction: str
-    obligations: int
-    n_min: int
-    n_max: int | None
-    method: str
-    certified: bool
-    seconds: float
-    pieces: int = 0
-    failures: list = field(default_factory=list)     # [{"obligation", "first_n", "need", "have"}]
-    facts: list = field(default_factory=list)        # per-position facts: name, method, query, answer
-    note: str = ""
-    params: int | None = None                        # the declared parameter count (its record's), if any
-    covers: list = field(default_factory=list)       # the layers a whole-model certificate covers
-    source: str = "declared-obligation"              # "built-model": every fact derived from the built model
-    steps: list = field(default_factory=list)        # the proof chain (--explain): one dict per step
-    n_max_int64: int | None = None                   # where the declared format still fits int64
-
-    def record(self) -> dict:
-        d = {k: v for k, v in asdict(self).items() if k != "steps"}
-        d["schema_version"] = SCHEMA_VERSION
-        return d
-
-
 def n_max_of(con: Construction) -> int | None:
     """Largest n >= n_min whose declared format the machine runs (I + f
     nondecreasing), or None: I(n) + f(n) <= 62 (int64 storage), or, for a
@@ -658,10 +631,9 @@ def certify(only: list[str] | None = None, constructions: dict | None = None,
     from rnngap.checks.catalog import records as catalog
     # the workers build the catalogue afresh: a catalogue replaced in this process (a
     # test's monkeypatch) is certified here, where the change is seen
-    chunks = []                           # (per-layer module, its sizes): jobs of their own
-    for mod in LAYER_ROWS:
-        M = importlib.import_module(f".{mod}", __package__)
-        sizes = M.NS_FULL if every_n else M.NS
+    chunks = []                           # (per-layer row, its sizes): jobs of their own
+    for mod, row in rows.LAYER_ROWS.items():
+        sizes = row.layers.NS_FULL if every_n else row.layers.NS
         chunks += [(mod, c) for c in ((sizes[k::2 * workers] for k in range(2 * workers)) if every_n else [sizes])
                    if c]
     jobs = len(chosen) + (len(chunks) if every_n else 0)
@@ -706,40 +678,28 @@ def certify(only: list[str] | None = None, constructions: dict | None = None,
             tick()
         rest = _rest(only, constructions, facts)
         tick()
-    from .istree_hybrid import merge
-    rows = []
-    for mod in LAYER_ROWS:
+    merged = []
+    for mod in rows.LAYER_ROWS:
         mine = [p[0] for (m, _), p in zip(chunks, parts) if m == mod and p]
-        rows += [merge(Result, mine)] if mine else []
-    return out + rows + rest
-
-
-LAYER_ROWS = ("istree_transformer", "istree_hybrid")
-"""The modules of the per-layer certificates (each: NAME, CLAIM, NS, NS_FULL,
-certify_layers): the IsTree Transformer's (T4.7-up) and the IsTree hybrid's (T5.6)."""
+        merged += [rows.merge(mine)] if mine else []
+    return out + merged + rest
 
 
 def _chain(mod: str, k: int, chunks: list, every_n: bool) -> bool:
     """Whether chunk k proves its row's composition: with ``every_n`` (``--full``)
     the first chunk of each row that has one (the IsTree Transformer's, the IsTree
     hybrid's; tens of seconds of one worker each, so not in the default run)."""
-    return every_n and mod in CHAIN_ROWS and all(m != mod for m, _ in chunks[:k])
-
-
-CHAIN_ROWS = ("istree_transformer", "istree_hybrid")
-"""The per-layer rows whose ``certify_layers`` takes ``chain``: the IsTree
-Transformer's composition over its DFS tour (checks/certify/istree_transformer_chain.py) and
-the IsTree hybrid's over its union-find CoT (checks/certify/istree_hybrid_chain.py)."""
+    return every_n and all(m != mod for m, _ in chunks[:k])
 
 
 def _layer_row(only, constructions, facts: bool, mod: str, sizes: tuple, chain: bool = False) -> list[Result]:
-    """The per-layer certificate of module ``mod`` (:data:`LAYER_ROWS`) at the
-    sizes ``sizes``, proved from the built models, with ``facts``, and with
-    ``chain`` its composition; [] when not asked for."""
-    M = importlib.import_module(f".{mod}", __package__)
-    if constructions is not None or not facts or (only and M.CLAIM not in only and M.NAME not in only):
+    """The per-layer certificate of row ``mod`` (rows.LAYER_ROWS) at the sizes
+    ``sizes``, proved from the built models, with ``facts``, and with ``chain``
+    its composition; [] when not asked for."""
+    L = rows.LAYER_ROWS[mod].layers
+    if constructions is not None or not facts or (only and L.CLAIM not in only and L.NAME not in only):
         return []
-    return [M.certify_layers(Result, sizes, chain=True) if chain else M.certify_layers(Result, sizes)]
+    return [rows.layer_row(mod, sizes, chain=chain)]
 
 
 def _rest(only, constructions, facts: bool) -> list[Result]:
@@ -747,16 +707,15 @@ def _rest(only, constructions, facts: bool) -> list[Result]:
     registry builds (their declared obligations, and with ``facts`` their heads
     proved from the built simulators, checks/certify/simulator.py) and the machine
     lemmas."""
-    from .simulator import NAME as SIM_HEADS, certify_heads
     out = []
-    rows = not only or "sim" in only
-    heads = facts and (rows or SIM_HEADS in only)
-    if constructions is None and (rows or heads):
+    declared = not only or "sim" in only
+    heads = facts and (declared or rows.SIM_ROW in only)
+    if constructions is None and (declared or heads):
         sims = sim_simulators()
-        if rows:
+        if declared:
             out += [certify_sim(sim) for sim in sims]
         if heads:
-            out.append(certify_heads(sims, Result))
+            out.append(rows.simulator_row(sims))
     if constructions is None and (not only or "machine" in only):
         out.append(certify_machine())
     return out
@@ -772,25 +731,21 @@ def write_json(results: list[Result], path: str) -> None:
 
 
 def table(results: list[Result]) -> str:
-    from . import istree_transformer as DFS
-    from .istree_hybrid import NAME as ISTREE_ROW, sizes_text
-    from .simulator import NAME as SIM_ROW
-    rows = [("claim", "construction", "obligations", "n certified", "method", "source", "params", "ok", "seconds")]
+    table_rows = [("claim", "construction", "obligations", "n certified", "method", "source", "params", "ok", "seconds")]
     for r in results:
         wide = (f"; int64 to {r.n_max_int64}" if r.n_max is not None and r.n_max_int64 is not None
                 and r.n_max_int64 < r.n_max else "")
         rng = ("every format, I + f <= 62" if r.method == "kernel-exhaustive" else
-               "position heads: all n; firstK: to n_pos" if r.construction == SIM_ROW else
-               sizes_text(r) if r.construction == ISTREE_ROW else
-               sizes_text(r, DFS.NS_FULL, DFS.EVERY, "(N, M)") if r.construction == DFS.NAME else
+               "position heads: all n; firstK: to n_pos" if r.construction == rows.SIM_ROW else
+               rows.sizes_text(r) if r.construction in rows.LAYER_ROWS else
                f"all n >= {r.n_min}" if r.method.startswith("smt") else
                f"all n >= {r.n_min} (+ margins {r.n_min}..{r.n_max}{wide})" if r.method == "built-model" else
                f"{r.n_min}..{r.n_max}{wide}" if r.n_max is not None else "-")
-        rows.append((r.claim, r.construction, str(r.obligations), rng, r.method, r.source,
+        table_rows.append((r.claim, r.construction, str(r.obligations), rng, r.method, r.source,
                      "-" if r.params is None else str(r.params), "yes" if r.certified else "NO",
                      f"{r.seconds:.2f}"))
-    w = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w[i]) for i, c in enumerate(row)) for row in rows]
+    w = [max(len(row[i]) for row in table_rows) for i in range(len(table_rows[0]))]
+    lines = ["  ".join(c.ljust(w[i]) for i, c in enumerate(row)) for row in table_rows]
     for r in results:
         for fl in r.failures:
             lines.append(f"FAILED {r.construction}: {fl['obligation']} first fails at n = {fl['first_n']} "

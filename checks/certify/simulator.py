@@ -1091,31 +1091,3 @@ NOTE = ("each simulator the registry builds, read off its built weights (checks/
         "arithmetic (tested, not proved) and the scores' ranges (the declared obligations)")
 
 
-def certify_heads(sims, result_cls):
-    """One certificate over the heads of every simulator in ``sims`` (a
-    ``result_cls``, checks/certify/run.py's Result)."""
-    import time
-    t0 = time.perf_counter()
-    records, failures, steps = [], [], []
-    if z3 is None:
-        return result_cls("sim", NAME, 0, 1, None, "smt-unavailable", False, 0.001, source="built-model",
-                          failures=[{"obligation": "z3", "first_n": None, "need": "-", "have": "-",
-                                     "why": "z3 absent: NOT proved"}])
-    from .simulator_chain import chain_facts, exact_facts
-    for sim in sims:
-        for f in (type_facts(sim) + head_facts(sim) + role_facts(sim) + input_facts(sim) + step_facts(sim)
-                  + argmax_facts(sim) + next_code_facts(sim) + readout_facts(sim) + sequence_facts(sim)
-                  + chain_facts(sim) + exact_facts(sim)):
-            name = f"{sim.model.name}: {f['fact']}"
-            records.append({**f, "fact": name})
-            steps.append({"layer": f"{sim.model.name}, {f['layer']}", "lemma": f["fact"],
-                          "statement": f["statement"], "method": f["method"], "answer": f["answer"]})
-            if f["answer"] not in ("unsat", "holds"):
-                failures.append({"obligation": name, "first_n": None, "need": "-", "have": "-",
-                                 "why": f"z3 answered {f['answer']}" + (f": {f['counterexample']}"
-                                                                       if f.get("counterexample") else "")})
-    return result_cls("sim", NAME, len(records), 1, None, "smt", not failures,
-                      max(round(time.perf_counter() - t0, 3), 0.001), failures=failures, facts=records,
-                      note=NOTE, covers=["token-type-mlp", "heads", "block-role-mlp", "input-mlp", "rnn-layer-mlps",
-                                              "argmax-mlps", "next-code-mlp", "readout", "composition", "exact-products"],
-                      source="built-model", steps=steps)
