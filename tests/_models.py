@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from rnngap.constructions.machine import kernels as K
-from rnngap.constructions.machine.fixedpoint import FixedFormat
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.gadgets import (
     Builder, Component, MarginError, ResidualSpace, count_compare_neurons, count_head, equality_neurons, match_head,
     shift_head, step_neurons,

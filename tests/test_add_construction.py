@@ -16,7 +16,7 @@ import pytest
 from rnngap.checks.catalog import records as catalog
 from rnngap.checks.cli.main import main
 from rnngap.constructions.models import bounds as Bd, obligations as O
-from rnngap.constructions.machine.fixedpoint import FixedFormat
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.gadgets import MarginError, Builder, Component, base_space, match_head, number_readout
 from rnngap.constructions.build.model import Model
 from rnngap.constructions.machine.vocab import BOS, QUERY, Vocab, number_token

@@ -432,18 +432,18 @@ def test_a_direction_that_does_not_start_at_zero_fails():
 
 
 def test_a_fact_on_hypotheses_without_a_model_is_vacuous():
-    """``_fact`` refuses a proof from contradictory hypotheses, and its shared
+    """``smt_fact`` refuses a proof from contradictory hypotheses, and its shared
     satisfiability solver forgets each query: a satisfiable one after a
     contradictory one is still a proof, and the other way round."""
-    from rnngap.checks.certify.simulator import _fact
+    from rnngap.checks.certify.layer_facts import smt_fact
     from rnngap.checks.certify.sizes import z3
     x = z3.Int("vac.x")
-    assert _fact("l", "ok", "", [x >= 1], x >= 0)["answer"] == "unsat"
-    bad = _fact("l", "vac", "", [x >= 1, x <= 0], x == 7)
+    assert smt_fact("l", "ok", "", [x >= 1], x >= 0)["answer"] == "unsat"
+    bad = smt_fact("l", "vac", "", [x >= 1, x <= 0], x == 7)
     assert bad["answer"] == "vacuous" and "no model" in bad["counterexample"]
-    assert _fact("l", "ok", "", [x >= 1], x >= 0)["answer"] == "unsat"
-    assert _fact("l", "false", "", [x >= 1], x >= 2)["answer"] == "sat"
-    assert _fact("l", "vac", "", [x >= 1, x <= 0], x == 7)["answer"] == "vacuous"
+    assert smt_fact("l", "ok", "", [x >= 1], x >= 0)["answer"] == "unsat"
+    assert smt_fact("l", "false", "", [x >= 1], x >= 2)["answer"] == "sat"
+    assert smt_fact("l", "vac", "", [x >= 1, x <= 0], x == 7)["answer"] == "vacuous"
 
 
 # ---------------------------------------------------------------------------- the argmax of an indicator readout

@@ -340,7 +340,7 @@ def test_another_grid_or_a_saturating_format_fails_the_machine_arithmetic():
     mode: exact.products says so."""
     import dataclasses
     from types import SimpleNamespace
-    from rnngap.constructions.machine.fixedpoint import FixedFormat
+    from rnngap.constructions.machine.formats import FixedFormat
     sim = _f3()
     for fmt in (FixedFormat(sim.model.fmt.int_bits, sim.model.fmt.frac_bits + 1),
                 dataclasses.replace(sim.model.fmt, mode="saturate")):

@@ -108,7 +108,7 @@ def test_precision_plot_renders(tmp_path):
 
 def test_a_crashing_check_is_a_failed_row_not_a_traceback(monkeypatch):
     from rnngap.checks.verify import registry
-    from rnngap.constructions.machine.fixedpoint import FixedFormat
+    from rnngap.constructions.machine.formats import FixedFormat
 
     registry.load_checks()
 
@@ -184,7 +184,8 @@ def test_show_turns_a_builders_refusal_into_a_usage_error(capsys, monkeypatch, e
     """MarginError (a ValueError) and FixedPointOverflow (a PrecisionError) raised
     while building become exit 2 with the builder's reason on one line."""
     from rnngap.checks.catalog import records as catalog
-    from rnngap.constructions.machine.fixedpoint import FixedFormat, FixedPointOverflow
+    from rnngap.constructions.machine.fixedpoint import FixedPointOverflow
+    from rnngap.constructions.machine.formats import FixedFormat
     from rnngap.constructions.build.gadgets import MarginError
 
     def build(n):

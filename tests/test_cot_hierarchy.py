@@ -20,7 +20,7 @@ from hypothesis import given, settings, strategies as st
 from rnngap.checks.verify import checks_hierarchy as CK
 from rnngap.checks.tasks import iterate
 from rnngap.constructions.models import cot_hierarchy as CH
-from rnngap.constructions.machine.fixedpoint import FixedFormat
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.gadgets import MarginError
 from rnngap.constructions.build.generate import generate
 from rnngap.constructions.machine.vocab import BOS, FALSE, NUMBER_BASE, QUERY, TRUE

@@ -6,7 +6,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from rnngap.constructions.machine.fixedpoint import FixedFormat, FixedPointOverflow
+from rnngap.constructions.machine.fixedpoint import FixedPointOverflow
+from rnngap.constructions.machine.formats import FixedFormat
 
 
 def _entrywise(fmt, arr, exact, what):

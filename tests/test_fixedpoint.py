@@ -43,11 +43,10 @@ from hypothesis import strategies as st
 
 from _exact import (RefOverflow, attend_exact, clamp, div_exact, exp_exact, fits, max_raw,
                     mul_exact, need_bits, rne)
-from rnngap.constructions.machine.fixedpoint import (E_CODE, E_MAXABS, E_OP, E_SAT, E_WHERE, ERR_OK,
-                                      ERR_OVERFLOW, MODE_RAISE, MODE_SATURATE, OP_ADD, OP_DIV,
-                                      OP_EXP, OP_MUL, OP_SUB, FixedFormat,
-                                      FixedPointDivisionByZero, FixedPointOverflow, fx_add,
-                                      fx_div, fx_exp, fx_mul, fx_sub, new_err)
+from rnngap.constructions.machine.fixedpoint import (
+    E_CODE, E_MAXABS, E_OP, E_SAT, E_WHERE, ERR_OK, ERR_OVERFLOW, MODE_RAISE, MODE_SATURATE, OP_ADD, OP_DIV, OP_EXP, OP_MUL, OP_SUB, FixedPointDivisionByZero, FixedPointOverflow, fx_add, fx_div, fx_exp, fx_mul, fx_sub, new_err,
+)
+from rnngap.constructions.machine.formats import FixedFormat
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 KERNELS = {"add": fx_add, "sub": fx_sub, "mul": fx_mul, "div": fx_div, "exp": fx_exp}
@@ -641,7 +640,8 @@ def test_attend_needs_an_integer_bit_and_in_range_inputs():
 # NUMBA_DISABLE_JIT gives the same numbers
 _PROBE = r'''
 import numpy as np
-from rnngap.constructions.machine.fixedpoint import (FixedFormat, FixedPointDivisionByZero,
+from rnngap.constructions.machine.formats import FixedFormat
+from rnngap.constructions.machine.fixedpoint import (FixedPointDivisionByZero,
                                       FixedPointOverflow, fx_mul)
 
 

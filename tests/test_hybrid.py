@@ -21,7 +21,8 @@ from rnngap.checks.catalog.records import retrieval_model
 from rnngap.checks.tasks import ar, cgram, counting, index
 from rnngap.checks.tasks.istree_unionfind import unionfind_cot
 from rnngap.constructions.models import hybrid as H
-from rnngap.constructions.machine.fixedpoint import FixedFormat, PrecisionError
+from rnngap.constructions.machine.fixedpoint import PrecisionError
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.machine.vocab import token_code
 
 TASKS = {"index": index, "ar": ar, "cgram": cgram, "counting": counting}

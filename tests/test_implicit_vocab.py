@@ -17,7 +17,8 @@ import pytest
 from rnngap.checks.tasks.iterate import orbit, reference
 from rnngap.constructions.models import cot_hierarchy as CH
 from rnngap.constructions.build import model as M
-from rnngap.constructions.machine.fixedpoint import E_CODE, FixedFormat, PrecisionError
+from rnngap.constructions.machine.fixedpoint import E_CODE, PrecisionError
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.generate import generate
 from rnngap.constructions.machine.vocab import FALSE, NUMBER_BASE, TRUE
 

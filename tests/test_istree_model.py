@@ -35,7 +35,7 @@ from rnngap.checks.io.formats import graph_tokens
 from rnngap.checks.tasks import istree as R
 from rnngap.constructions.models import istree as C
 from rnngap.constructions.machine import kernels as K
-from rnngap.constructions.machine.fixedpoint import FixedFormat
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build import gadgets as G
 from rnngap.constructions.build.gadgets import Builder, MarginError, ResidualSpace
 from rnngap.constructions.machine.vocab import BOS, COUNT, DASH, EOS, FALSE, NUMBER_BASE, TILDE, TRUE, Vocab, number_token

@@ -22,7 +22,8 @@ import pytest
 from rnngap.checks.catalog.records import by_name
 from rnngap.constructions.models import cot_hierarchy as CH
 from rnngap.constructions.machine import kernels as K
-from rnngap.constructions.machine.fixedpoint import E_CODE, E_MAXABS, E_SAT, FixedFormat, FixedPointOverflow, new_err
+from rnngap.constructions.machine.fixedpoint import E_CODE, E_MAXABS, E_SAT, FixedPointOverflow, new_err
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.model import Session
 from rnngap.constructions.models.simulate import random_linear_rnn
 

@@ -17,7 +17,8 @@ from hypothesis import given, strategies as st
 
 from rnngap.constructions.machine import keyindex as KI
 from rnngap.constructions.machine import kernels as K
-from rnngap.constructions.machine.fixedpoint import E_MAXABS, FixedFormat, new_err
+from rnngap.constructions.machine.fixedpoint import E_MAXABS, new_err
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.machine.vocab import NUMBER_BASE
 from test_pruned_attention import _plain     # the plain definition: fx_mul / fx_add scores, fx_attend
 
@@ -249,14 +250,14 @@ def _tree_keys(c, m, f):
         return [], 0
 
     def rec(u):
-        r, c0 = KI._rec(R, Dh, u)
+        r, c0 = KI.node_record(R, Dh, u)
         return KmT[r, c0:c0 + 2 * Dh + 5]
 
     def walk(u, d):
         r = rec(u)
         if u & 1:
             y = u >> 1
-            prow, s0 = KI._slot(R, Dh, y)
+            prow, s0 = KI.leaf_slot(R, Dh, y)
             n = int(r[2 * Dh])
             assert (KI.KI_LEAF // 2 <= n or nt < KI.KI_LEAF // 2) and n <= KI.KI_LEAF
             pos = KmT[prow, s0:s0 + n].tolist()
@@ -494,7 +495,8 @@ import json, sys
 import numpy as np
 sys.path[:0] = json.loads(sys.argv[1])
 import test_key_index as T
-from rnngap.constructions.machine.fixedpoint import FixedFormat, new_err
+from rnngap.constructions.machine.fixedpoint import new_err
+from rnngap.constructions.machine.formats import FixedFormat
 rng = np.random.default_rng(7)
 res = []
 I, f, q, Kh, V = T._parabola_case(rng, 120)

@@ -29,8 +29,9 @@ from rnngap.checks.catalog.records import by_name, names
 from rnngap.constructions.machine import kernels as K
 from rnngap.constructions.machine import lanes as LN
 from rnngap.constructions.machine.fixedpoint import (
-    E_CODE, E_MAXABS, E_SAT, FixedFormat, FixedPointOverflow, exp_raw, check_err, exp_zero_threshold, new_err,
+    E_CODE, E_MAXABS, E_SAT, FixedPointOverflow, exp_raw, check_err, exp_zero_threshold, new_err,
 )
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.machine.vocab import BOS, QUERY, number_token
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from rnngap.constructions.machine import kernels as K
-from rnngap.constructions.machine.fixedpoint import FixedFormat, fx_add, fx_mul, new_err
+from rnngap.constructions.machine.fixedpoint import fx_add, fx_mul, new_err
+from rnngap.constructions.machine.formats import FixedFormat
 
 
 def _dense(W, x, I, f, mode, err):

@@ -51,7 +51,7 @@ def test_fresh_statistics_move_on_a_run():
 
 def _saturating(entry, n, seed):
     """A model of ``entry`` two integer bits below what its run used, in saturate mode."""
-    from rnngap.constructions.machine.fixedpoint import FixedFormat
+    from rnngap.constructions.machine.formats import FixedFormat
     m0 = entry.build(n).model
     toks = entry.example(n, np.random.default_rng(seed))
     s = m0.session()

@@ -16,7 +16,7 @@ import pytest
 
 from rnngap.checks.verify.necessity import Outcome, batch_runner, classify, measure, necessity_record
 from rnngap.constructions.models import retrieval as R
-from rnngap.constructions.machine.fixedpoint import FixedFormat
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.lowerbounds import reductions as LR
 
 N = 4

@@ -22,7 +22,8 @@ import sympy as sp
 
 from rnngap.constructions.models import bounds as Bd
 from rnngap.constructions.models import retrieval as R
-from rnngap.constructions.machine.fixedpoint import FixedFormat, fx_exp, new_err
+from rnngap.constructions.machine.fixedpoint import fx_exp, new_err
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.gadgets import MarginError, sharpness, zero_gap
 from rnngap.checks.catalog.records import certificate, certificates
 from rnngap.constructions.models.obligations import Obligation
@@ -447,7 +448,7 @@ def test_catalogue_certificate_record_can_fail():
 
     from rnngap.checks.catalog.records import by_name
     from rnngap.checks.verify.checks_certificate import compare_entry
-    from rnngap.constructions.machine.fixedpoint import FixedFormat
+    from rnngap.constructions.machine.formats import FixedFormat
 
     entry = by_name("index-transformer")
     cert, checked, bad, used = compare_entry(entry, 16, seed=0)

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from rnngap.constructions.machine import kernels as K
-from rnngap.constructions.machine.fixedpoint import E_MAXABS, FixedFormat, fx_add, fx_attend, fx_mul, new_err
+from rnngap.constructions.machine.fixedpoint import E_MAXABS, fx_add, fx_attend, fx_mul, new_err
+from rnngap.constructions.machine.formats import FixedFormat
 
 
 def _plain(q, Kh, V, m, args, err):
@@ -206,7 +207,8 @@ import json, sys
 import numpy as np
 sys.path[:0] = json.loads(sys.argv[1])
 import test_pruned_attention as T
-from rnngap.constructions.machine.fixedpoint import FixedFormat, new_err
+from rnngap.constructions.machine.fixedpoint import new_err
+from rnngap.constructions.machine.formats import FixedFormat
 rng = np.random.default_rng(123)
 res = []
 for trial in range(6):

@@ -24,7 +24,7 @@ from rnngap.checks.cli import main as cli
 from rnngap.checks.io.formats import format_cot_text, graph_tokens, parse_cot_text, parse_graph_tokens
 from rnngap.checks.tasks import ar, cgram, counting, index, istree
 from rnngap.checks.tasks import task as task_spec
-from rnngap.constructions.machine.fixedpoint import FixedFormat
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.gadgets import MarginError
 from rnngap.checks.verify.checks_rag import _with_model, rag_runner, red_pairs, red_rows, red_setup
 from rnngap.checks.tasks.istree_rag import plain_cot as istree_plain_cot

@@ -17,7 +17,8 @@ from fractions import Fraction
 import pytest
 
 from rnngap.constructions.machine import kernels as K
-from rnngap.constructions.machine.fixedpoint import FixedFormat, FixedPointOverflow
+from rnngap.constructions.machine.fixedpoint import FixedPointOverflow
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.gadgets import (
     Builder, MarginError, Recurrence, ResidualSpace, base_space, clock, delay_chain, gated_equality,
     gated_value_neuron, latest_flag_head, number_readout,

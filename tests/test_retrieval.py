@@ -51,7 +51,8 @@ from rnngap.checks.io.shared_data import shared_file
 from rnngap.checks.tasks import ar, cgram, counting, index
 from rnngap.constructions.machine import kernels as K
 from rnngap.constructions.models import retrieval as R
-from rnngap.constructions.machine.fixedpoint import FixedFormat, FixedPointOverflow, new_err, E_MAXABS
+from rnngap.constructions.machine.fixedpoint import FixedPointOverflow, new_err, E_MAXABS
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.gadgets import MarginError
 from rnngap.constructions.machine.vocab import BOS, NUMBER_BASE, QUERY, number_token
 

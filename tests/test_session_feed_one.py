@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from rnngap.checks.catalog.records import by_name, names
-from rnngap.constructions.machine.fixedpoint import FixedFormat, PrecisionError
+from rnngap.constructions.machine.fixedpoint import PrecisionError
+from rnngap.constructions.machine.formats import FixedFormat
 
 
 def _snapshot(s):

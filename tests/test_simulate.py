@@ -12,7 +12,8 @@ from hypothesis import given, settings, strategies as st
 from rnngap.constructions.models import cot_hierarchy as CH
 from rnngap.constructions.machine import kernels as K
 from rnngap.constructions.models.demos import count_threshold_transformer
-from rnngap.constructions.machine.fixedpoint import FixedFormat, PrecisionError
+from rnngap.constructions.machine.fixedpoint import PrecisionError
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.gadgets import Builder, ResidualSpace
 from rnngap.constructions.build.generate import generate
 from rnngap.constructions.models.simulate import compare, random_linear_rnn, rnn_trace, rnnsim_transformer

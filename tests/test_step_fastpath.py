@@ -23,7 +23,8 @@ import pytest
 
 from rnngap.checks.catalog.records import by_name, names
 from rnngap.constructions.machine import kernels as K
-from rnngap.constructions.machine.fixedpoint import E_CODE, E_MAXABS, E_SAT, FixedFormat, MODE_SATURATE, new_err
+from rnngap.constructions.machine.fixedpoint import E_CODE, E_MAXABS, E_SAT, MODE_SATURATE, new_err
+from rnngap.constructions.machine.formats import FixedFormat
 
 N_BUILD = 4
 SMALL = ("position-match-transformer", "index-hybrid", "ar-rag", "counting-transformer")

@@ -17,7 +17,8 @@ from rnngap.checks.tasks import index as task_index
 from rnngap.checks.tasks import istree as task_istree
 from rnngap.constructions.machine import kernels as K
 from rnngap.constructions.models import targets as T
-from rnngap.constructions.machine.fixedpoint import FixedFormat, FixedPointOverflow, new_err
+from rnngap.constructions.machine.fixedpoint import FixedPointOverflow, new_err
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.gadgets import Builder, ResidualSpace
 from rnngap.constructions.build.protocol import feed, run_rnn
 from rnngap.constructions.machine.vocab import Vocab

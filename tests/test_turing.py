@@ -26,7 +26,7 @@ from rnngap.checks.verify import checks_turing as CT
 from rnngap.checks.tasks import turing as TR
 from rnngap.constructions.models import turing as T
 from rnngap.constructions.machine.vocab import FALSE, TRUE
-from rnngap.constructions.machine.fixedpoint import FixedFormat
+from rnngap.constructions.machine.formats import FixedFormat
 
 MACHINES = list(T.MACHINES)
 

@@ -23,9 +23,8 @@ from rnngap.constructions.machine import kernels as K
 from rnngap.constructions.models import retrieval as R
 from rnngap.constructions.machine import wide as WD
 from rnngap.constructions.machine import wide_exec as WX
-from rnngap.constructions.machine.fixedpoint import (
-    E_CODE, E_SAT, FixedFormat, FixedPointOverflow, max_abs_raw, new_err,
-)
+from rnngap.constructions.machine.fixedpoint import E_CODE, E_SAT, FixedPointOverflow, max_abs_raw, new_err
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.machine.vocab import BOS, NUMBER_BASE, QUERY
 
 from test_step_fastpath import N_BUILD, _batch, _formats

@@ -241,7 +241,7 @@ def test_quadratic_readout_equals_the_generic_readout():
     """w_quadratic_readout against w_readout on random residuals, raise and saturate,
     formats wide and narrow (overflows give -1, and the generic readout then errs)."""
     from rnngap.constructions.models import turing as T
-    from rnngap.constructions.machine.fixedpoint import FixedFormat
+    from rnngap.constructions.machine.formats import FixedFormat
     rng = np.random.default_rng(4)
     base = T.tm_hybrid(T.MACHINES["palindrome"], 40).model         # readout 2 tau x[v] - tau^2 x[one]
     hits = set()

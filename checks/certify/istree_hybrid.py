@@ -22,10 +22,8 @@ import numpy as np
 from rnngap.constructions.build.num import sharpness
 from rnngap.constructions.machine.vocab import DASH, EOS, FALSE, QUERY, TILDE, TRUE, token_code
 
-from .simulator import (
-    _Score, _combo, _copy_fact, _fact, _mlp, _q, _show, _unmet, _writes_only,
-    nearest_readout_facts, planned_heads,
-)
+from .layer_facts import HeadScore, copy_fact, indicator, mlp_out, query_combo, show_combo, smt_fact, unmet, writes_only, z3_value
+from .simulator import nearest_readout_facts, planned_heads
 from .sizes import z3
 
 NAME = "istree-hybrid[layers]"
@@ -127,7 +125,7 @@ class StreamOps:
     combination at one position and a delayed one (0 before the start)."""
 
     def combo(self, combo: dict, u):
-        return sum((_q(c) * self.x(d, u) for d, c in combo.items()), z3.RealVal(0))
+        return sum((z3_value(c) * self.x(d, u) for d, c in combo.items()), z3.RealVal(0))
 
     def delay(self, combo: dict, k: int, u):
         """combo(x(u - k)), 0 before the start."""
@@ -216,7 +214,7 @@ def _state_meaning(st: _Stream, m: tuple):
     return None
 
 
-class _TextStream(StreamOps):
+class TextStream(StreamOps):
     """A stream that spells a recurrence plan as text (:func:`plan_text`) and records
     the directions it reads."""
 
@@ -234,7 +232,7 @@ class _TextStream(StreamOps):
 
 def plan_text(fns: dict) -> str:
     """One RNN layer's plan (direction -> its value as a function of the stream) as text."""
-    st = _TextStream()
+    st = TextStream()
     return repr({d: str(fn(st, z3.Int("u"))) for d, fn in fns.items()})
 
 
@@ -258,7 +256,7 @@ def recurrence_facts(model, tag: str = "istree") -> list[dict]:
     want = direction_plan(model)
     out = []
     if len(spec.rnn_layers) != len(want):
-        return [_unmet("rnn.layers", "RNN", f"{len(want)} RNN layers", f"{len(spec.rnn_layers)}")]
+        return [unmet("rnn.layers", "RNN", f"{len(want)} RNN layers", f"{len(spec.rnn_layers)}")]
     for li, L in enumerate(spec.rnn_layers):
         layer = f"RNN layer {li + 1}, recurrence"
         key = (tag, li, tuple(labels), tuple(L.state_labels), repr(L.state_meaning), plan_text(want[li]),
@@ -281,12 +279,12 @@ def recurrence_facts(model, tag: str = "istree") -> list[dict]:
                     meaning[lab] = lambda u, d=ds[0]: want[li][d](st, u)
         missing = [lab for lab, m in meaning.items() if m is None]
         if missing:
-            out.append(_unmet(f"rnn{li + 1}.invariant", layer, "an invariant for every state number",
+            out.append(unmet(f"rnn{li + 1}.invariant", layer, "an invariant for every state number",
                               f"none for {missing}"))
             continue
 
         def row(M, r, vals):
-            return sum((_q(M[r, c]) * vals[c] for c in range(M.shape[1]) if M[r, c] != 0), z3.RealVal(0))
+            return sum((z3_value(M[r, c]) * vals[c] for c in range(M.shape[1]) if M[r, c] != 0), z3.RealVal(0))
         xs0, xst = x_at(z3.IntVal(0)), x_at(t)
         bx0 = [xs0[lab] for lab in labels]
         bxt = [xst[lab] for lab in labels]
@@ -296,20 +294,20 @@ def recurrence_facts(model, tag: str = "istree") -> list[dict]:
             base.append(row(L.B, s, bx0) == meaning[lab](z3.IntVal(0)))
             step.append(row(L.A, s, prev) + row(L.B, s, bxt) == meaning[lab](t))
         ax = st.axioms([t, t - 1, t - 2, z3.IntVal(0)])
-        out.append(_fact(layer, f"rnn{li + 1}.base", f"h_0 = B x_0 gives every state number its invariant at t = 0 "
+        out.append(smt_fact(layer, f"rnn{li + 1}.base", f"h_0 = B x_0 gives every state number its invariant at t = 0 "
                          f"({len(states)} states; built A, B)", ax, z3.And(*base)))
-        out.append(_fact(layer, f"rnn{li + 1}.step", "for every t >= 1 and every input sequence: the invariants at "
+        out.append(smt_fact(layer, f"rnn{li + 1}.step", "for every t >= 1 and every input sequence: the invariants at "
                          "t - 1 and h_t = A h_(t-1) + B x_t give the invariants at t (built A, B)",
                          ax + [t >= 1], z3.And(*step)))
         cur = [meaning[lab](t) for lab in states]
         written = {labels[d] for d in range(len(labels)) if any(L.C[d, s] != 0 for s in range(len(states)))}
         bad = sorted(written ^ set(want[li]))
         if bad:
-            out.append(_unmet(f"rnn{li + 1}.writes", layer, "C writes the planned directions only",
+            out.append(unmet(f"rnn{li + 1}.writes", layer, "C writes the planned directions only",
                               f"writes {sorted(written - set(want[li]))} unplanned, misses "
                               f"{sorted(set(want[li]) - written)}"))
         goals = [row(L.C, labels.index(d), cur) == fn(st, t) for d, fn in want[li].items() if d in written]
-        out.append(_fact(layer, f"rnn{li + 1}.directions", f"for every t >= 0 and input sequence, C h_t writes "
+        out.append(smt_fact(layer, f"rnn{li + 1}.directions", f"for every t >= 0 and input sequence, C h_t writes "
                          f"{_DIRECTION_TEXT[li]} (built C)", st.axioms([t, t - 1, z3.IntVal(0)]) + [t >= 0],
                          z3.And(*goals)))
         _PROVED[key] = [dict(f) for f in out[mark:]]
@@ -319,8 +317,6 @@ def recurrence_facts(model, tag: str = "istree") -> list[dict]:
 
 # ----------------------------------------------------------------------------
 # the RNN layers' MLPs
-def _flag(v) -> "z3.ArithRef":
-    return z3.If(v, z3.RealVal(1), z3.RealVal(0))
 
 
 def _mlp_facts(model, li: int, what: str, ints: dict, hyps: list, plan_: list, tag: str) -> list[dict]:
@@ -329,7 +325,7 @@ def _mlp_facts(model, li: int, what: str, ints: dict, hyps: list, plan_: list, t
     spec = model.spec
     layer = f"RNN layer {li + 1}, MLP: {what}"
     if len(spec.rnn_layers) <= li:
-        return [_unmet(f"{tag}.layer", layer, f"an RNN layer {li + 1}", f"{len(spec.rnn_layers)} RNN layers")]
+        return [unmet(f"{tag}.layer", layer, f"an RNN layer {li + 1}", f"{len(spec.rnn_layers)} RNN layers")]
     return mlp_plan_facts(spec.rnn_layers[li], list(spec.labels), layer, tag, ints, hyps, plan_, f"; {_HYPS[tag]}")
 
 
@@ -339,19 +335,19 @@ def mlp_plan_facts(L, labels: list, layer: str, tag: str, ints: dict, hyps: list
     [(fact, extra hypotheses, direction, its planned value, text)], with the
     inputs ``ints`` (z3 Ints by direction) under ``hyps`` (``given`` says them in
     the statements); it writes the planned directions and nothing else."""
-    out = _writes_only(L, labels, {d for _, _, d, _, _ in plan_}, f"{tag}.writes", layer)
+    out = writes_only(L, labels, {d for _, _, d, _, _ in plan_}, f"{tag}.writes", layer)
     x = {lab: z3.ToReal(v) for lab, v in ints.items()}
     x["one"] = z3.RealVal(1)
     try:
-        after = _mlp(L, labels, x)
+        after = mlp_out(L, labels, x)
     except ValueError as e:
-        return out + [_unmet(f"{tag}.read", layer, "the MLP's inputs", str(e))]
+        return out + [unmet(f"{tag}.read", layer, "the MLP's inputs", str(e))]
     for fact, extra, d, want, text in plan_:
         if d not in labels:
-            out.append(_unmet(f"{tag}.{fact}", layer, text, f"no direction {d}"))
+            out.append(unmet(f"{tag}.{fact}", layer, text, f"no direction {d}"))
             continue
         stmt = f"{text} (read off the built W1, b1, W2, b2{given})"
-        out.append(_fact(layer, f"{tag}.{fact}", stmt, hyps + extra, after(d) - x.get(d, 0) == want))
+        out.append(smt_fact(layer, f"{tag}.{fact}", stmt, hyps + extra, after(d) - x.get(d, 0) == want))
     return out
 
 
@@ -383,14 +379,14 @@ def record_plan(v: dict) -> list:
     e2 = z3.And(v["eos_seen"] == 1, v["is_eos"] == 0, v["is_eos@1"] == 0)    # [EOS] two or more tokens back
     parent, size = z3.And(v["is_tilde@2"] == 1, e2), z3.And(v["is_query@2"] == 1, e2)
     p1, p1sq = z3.ToReal(v["prev1"]), z3.ToReal(v["prev1_sq"])
-    plan_ = [("chain_marker", [], "chain_marker", _flag(z3.And(v["is_dash"] == 1, v["eos_seen"] == 1)),
+    plan_ = [("chain_marker", [], "chain_marker", indicator(z3.And(v["is_dash"] == 1, v["eos_seen"] == 1)),
               "chain_marker = [a '-' after [EOS]]"),
-             ("at_parent_record", [], "at_parent_record", _flag(parent),
+             ("at_parent_record", [], "at_parent_record", indicator(parent),
               "at_parent_record = ['~' two back and [EOS] two or more back]: the p of '~ c p'"),
-             ("at_size_record", [], "at_size_record", _flag(size),
+             ("at_size_record", [], "at_size_record", indicator(size),
               "at_size_record = ['[QUERY]' two back and [EOS] two or more back]: the s of '[QUERY] p s'"),
-             ("u_smaller", [], "u_smaller", _flag(v["prev2"] >= v["tok"]), "u_smaller = [tok <= prev2] (s_u <= s_v)"),
-             ("roots_equal", [], "roots_equal", _flag(v["tok"] == v["prev3"]), "roots_equal = [tok = prev3]")]
+             ("u_smaller", [], "u_smaller", indicator(v["prev2"] >= v["tok"]), "u_smaller = [tok <= prev2] (s_u <= s_v)"),
+             ("roots_equal", [], "roots_equal", indicator(v["tok"] == v["prev3"]), "roots_equal = [tok = prev3]")]
     for key, at, rec in (("parent_key", parent, "a parent record"), ("size_key", size, "a size record")):
         plan_ += [(f"{key}.on", [at, v["prev1"] >= 0], key, p1, f"at {rec} (prev1 >= 0, a vertex's code): {key} = prev1"),
                   (f"{key}.off", [z3.Not(at)], key, z3.RealVal(0), f"off {rec}: {key} = 0"),
@@ -402,7 +398,7 @@ def record_plan(v: dict) -> list:
 def record_facts(model, N: int, tag: str = "istree") -> list[dict]:
     """RNN layer 1's MLP: where the position sits in a record of the CoT (after
     [EOS]: "~ c p" and "[QUERY] p s") and the keys the parent and size heads read."""
-    lo, hi = _codes(N)
+    lo, hi = cot_code_range(N)
     name = f"{tag}.{_key_of(model)}.rec"
     ints = {lab: z3.Int(f"{name}.{lab}") for lab in RECORD_INPUTS}
     return _mlp_facts(model, 0, "records and keys", ints, record_hyps(ints, lo, hi), record_plan(ints), "records")
@@ -425,11 +421,11 @@ def counter_plan(v: dict, N) -> list:
     count (an int, or a z3 term in the composition)."""
     after_marker = v["chain_marker@1"] == 1
     u = v["u_smaller"] == 1
-    return [("at_su", [], "at_su", _flag(z3.And(after_marker, v["edge_markers"] == 1)),
+    return [("at_su", [], "at_su", indicator(z3.And(after_marker, v["edge_markers"] == 1)),
              "at_su = [right after the edge's first marker]"),
-            ("at_sv", [], "at_sv", _flag(z3.And(after_marker, v["edge_markers"] == 2)),
+            ("at_sv", [], "at_sv", indicator(z3.And(after_marker, v["edge_markers"] == 2)),
              "at_sv = [right after the edge's second marker]"),
-            ("joins_ok", [], "joins_ok", _flag(v["joins"] == N - 1), f"joins_ok = [joins = N - 1 = {N - 1}]"),
+            ("joins_ok", [], "joins_ok", indicator(v["joins"] == N - 1), f"joins_ok = [joins = N - 1 = {N - 1}]"),
             ("child_root", [], "child_root", z3.ToReal(z3.If(u, v["prev1"], v["prev4"])),
              "child_root = prev1 (r_u) if u_smaller else prev4 (r_v)"),
             ("parent_root", [], "parent_root", z3.ToReal(z3.If(u, v["prev4"], v["prev1"])),
@@ -440,14 +436,14 @@ def counter_facts(model, N: int, tag: str = "istree") -> list[dict]:
     """RNN layer 2's MLP: the roles right after the u- and v-side markers, [joins
     = N - 1] (a tree on N vertices has N - 1 edges) and the child and parent
     roots of a union."""
-    lo, hi = _codes(N)
+    lo, hi = cot_code_range(N)
     name = f"{tag}.{_key_of(model)}.cnt"
     ints = {lab: z3.Int(f"{name}.{lab}") for lab in COUNTER_INPUTS}
     hyps, plan_ = counter_hyps(ints, lo, hi), counter_plan(ints, N)
     out = _mlp_facts(model, 1, "roles after the markers, joins_ok, the union's roots", ints, hyps, plan_, "counters")
     if len(model.spec.rnn_layers) > 2:      # RNN layer 3 (the delayed roles) has no MLP
         L = model.spec.rnn_layers[2]
-        bad = _writes_only(L, list(model.spec.labels), set(), "roles.no_mlp", "RNN layer 3, MLP")
+        bad = writes_only(L, list(model.spec.labels), set(), "roles.no_mlp", "RNN layer 3, MLP")
         out += bad or [{"fact": "roles.no_mlp", "layer": "RNN layer 3, MLP", "method": "exact",
                         "statement": "RNN layer 3 (the delayed roles) has no MLP: it writes nothing", "answer": "holds"}]
     return out
@@ -481,17 +477,17 @@ def _key(j, **free) -> dict:
     return {"cnt": c, "cnt_sq": c * c, "is_bos": z3.If(j == 0, z3.RealVal(1), z3.RealVal(0)), **free}
 
 
-def _position_facts(score: _Score, query: dict, s: int, P: int, layer: str) -> list[dict]:
+def _position_facts(score: HeadScore, query: dict, s: int, P: int, layer: str) -> list[dict]:
     j, i = z3.Ints(f"{score.tag}.j {score.tag}.i")
-    Q = _combo(score, query)
+    Q = query_combo(score, query)
     hyps = [j >= 0, j < P, i >= 0, i < P, i != j, j + 1 == Q]
     stmt = (f"at every query and every pair of key positions in 0..{P - 1} (the model's positions): the key "
-            f"with cnt = {_show(query)} scores at least {s} (sharpness(f)) above every other key (score read "
+            f"with cnt = {show_combo(query)} scores at least {s} (sharpness(f)) above every other key (score read "
             f"off the built W_Q, W_K; cnt = j + 1, the clock's; is_bos = [j = 0])")
-    return [_fact(layer, f"{score.head.name}.one_hot", stmt, hyps, score(j, _key(j)) - score(i, _key(i)) >= s)]
+    return [smt_fact(layer, f"{score.head.name}.one_hot", stmt, hyps, score(j, _key(j)) - score(i, _key(i)) >= s)]
 
 
-def _match_facts(score: _Score, dirs: tuple, s: int, P: int, layer: str) -> list[dict]:
+def _match_facts(score: HeadScore, dirs: tuple, s: int, P: int, layer: str) -> list[dict]:
     """The four cases of a latest-match head with the [BOS] fallback."""
     qd, qsq, kd, ksq = dirs
     tag = score.tag
@@ -516,11 +512,11 @@ def _match_facts(score: _Score, dirs: tuple, s: int, P: int, layer: str) -> list
         stmt = (f"for every integer {qd} (with {qsq} = {qd}^2) and keys at positions j in 0..{P - 1} (cnt = "
                 f"j + 1, is_bos = [j = 0]): {what}, by at least {s} (sharpness(f)); {kd}_j integer with {ksq} = "
                 f"{kd}^2, 0 at [BOS] (score read off the built W_Q, W_K)")
-        out.append(_fact(layer, f"{score.head.name}.{name}", stmt, rng + extra, sj - si >= s))
+        out.append(smt_fact(layer, f"{score.head.name}.{name}", stmt, rng + extra, sj - si >= s))
     return out
 
 
-def _latest_facts(score: _Score, flag: str, s: int, P: int, layer: str) -> list[dict]:
+def _latest_facts(score: HeadScore, flag: str, s: int, P: int, layer: str) -> list[dict]:
     tag = score.tag
     j, i = z3.Ints(f"{tag}.j {tag}.i")
     fj, fi = z3.Ints(f"{tag}.fj {tag}.fi")
@@ -535,7 +531,7 @@ def _latest_facts(score: _Score, flag: str, s: int, P: int, layer: str) -> list[
     for name, extra, what in cases:
         stmt = (f"at every query and keys at positions j in 0..{P - 1} (cnt = j + 1, is_bos = [j = 0]): {what}, "
                 f"by at least {s} (sharpness(f)); score read off the built W_Q, W_K")
-        out.append(_fact(layer, f"{score.head.name}.{name}", stmt, rng + extra, sj - si >= s))
+        out.append(smt_fact(layer, f"{score.head.name}.{name}", stmt, rng + extra, sj - si >= s))
     return out
 
 
@@ -548,19 +544,19 @@ def head_facts(model, tag: str = "istree") -> list[dict]:
     P = model.max_positions
     out = []
     if len(spec.attn_layers) != 1:
-        out.append(_unmet("heads.layers", "attention", "one attention layer",
+        out.append(unmet("heads.layers", "attention", "one attention layer",
                           f"{len(spec.attn_layers)} attention layers"))
 
     def prove(li, h, entry, layer):
         kind, args, copy = entry
-        score = _Score(spec, h, f"{tag}.{_key_of(model)}.{h.name}")
+        score = HeadScore(spec, h, f"{tag}.{_key_of(model)}.{h.name}")
         try:
             got = (_position_facts(score, args[0], s, P, layer) if kind == "position" else
                    _match_facts(score, args, s, P, layer) if kind == "match" else
                    _latest_facts(score, args[0], s, P, layer))
         except ValueError as e:
-            got = [_unmet(f"{h.name}.read", layer, "the score's directions", str(e))]
-        return got + [_copy_fact(spec, h, copy, layer)]
+            got = [unmet(f"{h.name}.read", layer, "the score's directions", str(e))]
+        return got + [copy_fact(spec, h, copy, layer)]
     return out + planned_heads(spec, plan(), lambda e: None, prove)
 
 
@@ -569,12 +565,12 @@ def head_facts(model, tag: str = "istree") -> list[dict]:
 # the attention layer's MLP: the next token's code in each role
 _ROLE_FLAGS = ("in_chain", "chain_marker", "at_sv") + tuple(f"after_sv{k}" for k in range(1, 8))
 _FETCH_FLAGS = ("is_eos", "at_size_record", "at_su")
-_OTHER_FLAGS = ("joins_ok", "parent_found", "roots_equal")
-_VALUES = ("fetched_token", "parent_token", "root_size", "latest_su", "latest_ru", "child_root@1",
+OTHER_FLAGS = ("joins_ok", "parent_found", "roots_equal")
+VALUES = ("fetched_token", "parent_token", "root_size", "latest_su", "latest_ru", "child_root@1",
            "parent_root@2", "parent_root@4")
 
 
-def _codes(N: int) -> tuple[int, int]:
+def cot_code_range(N: int) -> tuple[int, int]:
     """(lowest, highest) code of a token the CoT for N vertices reads or writes,
     from the task, not from the built vocabulary: the specials [BOS], [EOS],
     [TRUE], [FALSE], -, ~, [QUERY] (codes -9..0), the vertices 0..N - 1 (codes
@@ -590,9 +586,9 @@ def _vocab_codes(model) -> list[int]:
 
 
 def vocabulary_facts(model, N: int) -> list[dict]:
-    """The built vocabulary holds a token of every code of :func:`_codes` (the
+    """The built vocabulary holds a token of every code of :func:`cot_code_range` (the
     readout can emit every code the CoT needs)."""
-    lo, hi = _codes(N)
+    lo, hi = cot_code_range(N)
     have = set(_vocab_codes(model))
     missing = [c for c in range(lo, hi + 1) if c not in have]
     return [{"fact": "readout.vocabulary", "layer": "readout", "method": "exact",
@@ -646,10 +642,10 @@ def next_code_facts(model, N: int, tag: str = "istree") -> list[dict]:
     labels = list(spec.labels)
     layer = "attention layer 1, MLP: the next code"
     if len(spec.attn_layers) != 1:
-        return [_unmet("next.layer", layer, "one attention layer", f"{len(spec.attn_layers)}")]
+        return [unmet("next.layer", layer, "one attention layer", f"{len(spec.attn_layers)}")]
     L = spec.attn_layers[0]
-    out = _writes_only(L, labels, {"next_code"}, "next.writes", layer)
-    lo, hi = _codes(N)
+    out = writes_only(L, labels, {"next_code"}, "next.writes", layer)
+    lo, hi = cot_code_range(N)
     name = f"{tag}.{_key_of(model)}.next"
     ints = {lab: z3.Int(f"{name}.{lab}") for lab in NEXT_INPUTS}
     x = {lab: z3.Real(f"{name}.x.{lab}") for lab in labels}
@@ -657,21 +653,21 @@ def next_code_facts(model, N: int, tag: str = "istree") -> list[dict]:
     x["one"] = z3.RealVal(1)
     hyps, cases = next_domain(ints, lo, hi)
     try:
-        after = _mlp(L, labels, x)
+        after = mlp_out(L, labels, x)
     except ValueError as e:
-        return out + [_unmet("next.read", layer, "the MLP's inputs", str(e))]
+        return out + [unmet("next.read", layer, "the MLP's inputs", str(e))]
     if "next_code" not in labels:
-        return out + [_unmet("next.direction", layer, "a direction next_code", "none")]
+        return out + [unmet("next.direction", layer, "a direction next_code", "none")]
     got = after("next_code") - x["next_code"]
-    v = {lab: x[lab] for lab in _VALUES + ("merged_size@5",)}
+    v = {lab: x[lab] for lab in VALUES + ("merged_size@5",)}
     for role, text, case, want in cases:
         stmt = (f"{text}: the MLP writes next_code = {_want_text(role)}, for every value of its inputs "
                 f"(codes in {lo}..{hi}; read off the built W1, b1, W2, b2)")
-        out.append(_fact(layer, f"next.{role}", stmt, hyps + case, got == want(v)))
+        out.append(smt_fact(layer, f"next.{role}", stmt, hyps + case, got == want(v)))
     return out
 
 
-NEXT_INPUTS = _ROLE_FLAGS + _FETCH_FLAGS + _OTHER_FLAGS + _VALUES + ("merged_size@5",)
+NEXT_INPUTS = _ROLE_FLAGS + _FETCH_FLAGS + OTHER_FLAGS + VALUES + ("merged_size@5",)
 """The directions the attention layer's MLP reads (:func:`next_domain`)."""
 
 
@@ -680,9 +676,9 @@ def next_domain(ints: dict, lo, hi) -> tuple[list, list]:
     the case's conditions, next_code as a function of the values)]), on its
     inputs ``ints`` (z3 Int terms; :func:`role_plan`)."""
     fetch = sum((ints[f] for f in _FETCH_FLAGS), z3.IntVal(0))
-    hyps = [z3.Or(ints[f] == 0, ints[f] == 1) for f in _ROLE_FLAGS + _FETCH_FLAGS + _OTHER_FLAGS]
+    hyps = [z3.Or(ints[f] == 0, ints[f] == 1) for f in _ROLE_FLAGS + _FETCH_FLAGS + OTHER_FLAGS]
     hyps += [fetch + sum((ints[f] for f in _ROLE_FLAGS), z3.IntVal(0)) == 1]
-    hyps += [z3.And(ints[v] >= lo, ints[v] <= hi) for v in _VALUES]
+    hyps += [z3.And(ints[v] >= lo, ints[v] <= hi) for v in VALUES]
     hyps += [ints["merged_size@5"] >= 2 * lo - 1, ints["merged_size@5"] <= 2 * hi - 1]
     cases = []
     for role, flags, text, want in role_plan():
@@ -713,7 +709,7 @@ def readout_facts(model, N: int, tag: str = "istree") -> list[dict]:
     the CoT needs."""
     codes = _vocab_codes(model)
     if codes != list(range(codes[0], codes[-1] + 1)):
-        return [_unmet("readout.codes", "readout", "the vocabulary's codes are consecutive",
+        return [unmet("readout.codes", "readout", "the vocabulary's codes are consecutive",
                        f"gaps in {codes[0]}..{codes[-1]}")]
     return vocabulary_facts(model, N) + nearest_readout_facts(model.spec, codes[0], codes[-1],
                                                               f"{tag}.{_key_of(model)}")

@@ -19,13 +19,12 @@ from __future__ import annotations
 from rnngap.constructions.machine import kernels as K
 from rnngap.constructions.machine.vocab import BOS, DASH, EOS, FALSE, QUERY, TILDE, TRUE, token_code
 
+from .layer_facts import conjoined_fact, int_value, token_flag, unmet, z3_value
 from .istree_hybrid import (
-    COUNTER_INPUTS, NEXT_INPUTS, RECORD_INPUTS, _codes, _OTHER_FLAGS, _VALUES, StreamOps,
-    _TextStream, counter_hyps, counter_plan, direction_plan, embedding_plan, next_domain, plan,
+    COUNTER_INPUTS, NEXT_INPUTS, RECORD_INPUTS, cot_code_range, OTHER_FLAGS, VALUES, StreamOps,
+    TextStream, counter_hyps, counter_plan, direction_plan, embedding_plan, next_domain, plan,
     plan_text, record_hyps, record_plan,
 )
-from .simulator import _q, _unmet, token_flag
-from .simulator_chain import _conjoin
 from .sizes import z3
 
 LAYER = "composition"
@@ -41,10 +40,6 @@ _C = {name: token_code(t) for name, t in (("BOS", BOS), ("EOS", EOS), ("TRUE", T
                                           ("DASH", DASH), ("TILDE", TILDE), ("QUERY", QUERY))}
 
 
-def _iv(v: int):
-    return z3.IntVal(int(v))
-
-
 class _Ref:
     """The reference run, symbolic: N, m, the prompt's and the segments' free
     functions, and the ranges of every application made (collected in
@@ -57,7 +52,7 @@ class _Ref:
         self._U, self._V, self._SEP = fn("u"), fn("v"), fn("sep")
         self._A, self._B, self._SU, self._SV, self._St = fn("A"), fn("B"), fn("s_u"), fn("s_v"), fn("St")
         self._X, self._Y = fn("x", 2), fn("y", 2)
-        self.hyps = [self.N >= 1, self.m >= 0, self._St(_iv(0)) == 3 * self.m + 2]
+        self.hyps = [self.N >= 1, self.m >= 0, self._St(int_value(0)) == 3 * self.m + 2]
         self._seen: set = set()
         self._segs: dict = {}
 
@@ -91,7 +86,7 @@ class _Ref:
     def prompt_tok(self, j):
         """The prompt's code at position j (0 <= j <= 3m + 1)."""
         i, r = (j - 1) / 3, (j - 1) % 3
-        return z3.If(j == 0, _iv(_C["BOS"]), z3.If(j == 3 * self.m + 1, _iv(_C["EOS"]),
+        return z3.If(j == 0, int_value(_C["BOS"]), z3.If(j == 3 * self.m + 1, int_value(_C["EOS"]),
                      z3.If(r == 0, self.u(i), z3.If(r == 1, self.sep(i), self.v(i)))))
 
     # --- the segments
@@ -107,8 +102,8 @@ class _Ref:
         g = self.edge(k)
         key = k.sexpr()
         self._note(f"seg {key}", z3.Implies(g, z3.And(A >= 0, B >= 0, SU >= 2, SU <= self.N + 1, SV >= 2,
-                                                      SV <= self.N + 1, self._X(k, _iv(0)) == self.u(k),
-                                                      self._Y(k, _iv(0)) == self.v(k))))
+                                                      SV <= self.N + 1, self._X(k, int_value(0)) == self.u(k),
+                                                      self._Y(k, int_value(0)) == self.v(k))))
         ru, rv = self.x(k, A), self.y(k, B)
         small = SU <= SV
         S = SU + SV - 1
@@ -130,7 +125,7 @@ class _Ref:
         """role -> its offset in segment k (the chains' roles: their first one)."""
         s = self.seg(k)
         A, e = s["A"], s["e"]
-        out = {"xu": _iv(0), "rootu": A, "marku": A + 1, "su": A + 2, "xv": A + 3, "rootv": A + 3 + s["B"],
+        out = {"xu": int_value(0), "rootu": A, "marku": A + 1, "su": A + 2, "xv": A + 3, "rootv": A + 3 + s["B"],
                "markv": e + 4, "sv": e + 5, "ru": e + 6, "su2": e + 7, "tilde": e + 8, "c": e + 9, "p": e + 10,
                "query": e + 11, "p2": e + 12, "s": e + 13}
         return out
@@ -139,10 +134,10 @@ class _Ref:
         """Segment k's code at offset q (0 <= q < its length)."""
         s = self.seg(k)
         A, e = s["A"], s["e"]
-        rows = [(q <= A, self.x(k, q)), (q == A + 1, _iv(_C["DASH"])), (q == A + 2, s["SU"]),
-                (q <= A + 3 + s["B"], self.y(k, q - A - 3)), (q == e + 4, _iv(_C["DASH"])), (q == e + 5, s["SV"]),
-                (q == e + 6, s["ru"]), (q == e + 7, s["SU"]), (q == e + 8, _iv(_C["TILDE"])), (q == e + 9, s["C"]),
-                (q == e + 10, s["P"]), (q == e + 11, _iv(_C["QUERY"])), (q == e + 12, s["P"])]
+        rows = [(q <= A, self.x(k, q)), (q == A + 1, int_value(_C["DASH"])), (q == A + 2, s["SU"]),
+                (q <= A + 3 + s["B"], self.y(k, q - A - 3)), (q == e + 4, int_value(_C["DASH"])), (q == e + 5, s["SV"]),
+                (q == e + 6, s["ru"]), (q == e + 7, s["SU"]), (q == e + 8, int_value(_C["TILDE"])), (q == e + 9, s["C"]),
+                (q == e + 10, s["P"]), (q == e + 11, int_value(_C["QUERY"])), (q == e + 12, s["P"])]
         out = s["S"]
         for cond, v in reversed(rows):
             out = z3.If(cond, v, out)
@@ -150,15 +145,15 @@ class _Ref:
 
     def seg_count(self, d: str, k, q):
         s = self.seg(k)
-        one = lambda c: z3.If(c, _iv(1), _iv(0))        # noqa: E731
-        return {"is_eos": _iv(1), "at_size_record": k + one(q == s["e"] + 13),
+        one = lambda c: z3.If(c, int_value(1), int_value(0))        # noqa: E731
+        return {"is_eos": int_value(1), "at_size_record": k + one(q == s["e"] + 13),
                 "chain_marker": 2 * k + one(q >= s["A"] + 1) + one(q >= s["e"] + 4),
                 "at_su": k + one(q >= s["A"] + 2)}[d]
 
     def prompt_count(self, d: str, j):
         if d != "is_eos":
-            return _iv(0)
-        return z3.If(z3.And(j >= 0, j == 3 * self.m + 1), _iv(1), _iv(0))
+            return int_value(0)
+        return z3.If(z3.And(j >= 0, j == 3 * self.m + 1), int_value(1), int_value(0))
 
     def _resolve(self, k, q, in_seg, in_prompt):
         """in_seg(k', q') where position (k, q) lies in a segment (q >= 0: k; q < 0:
@@ -177,7 +172,7 @@ class _Ref:
     def count(self, d: str, k, q):
         """The reference's count of the positions <= (k, q) whose flag d is 1 (0 before the start)."""
         return self._resolve(k, q, lambda a, b: self.seg_count(d, a, b),
-                             lambda j: z3.If(j < 0, _iv(0), self.prompt_count(d, j)))
+                             lambda j: z3.If(j < 0, int_value(0), self.prompt_count(d, j)))
 
     def abs(self, k, q):
         """The position's index: St(k) + q (St(k) >= 3m + 2 + 14 k: the layout)."""
@@ -211,7 +206,7 @@ class _Stream(StreamOps):
         if bad:
             raise ValueError(f"a prefix sum of the plan counts {bad}, which the reference's counts do not include")
         off = self._off(u)
-        total = sum((_q(c) * z3.ToReal(self.pos.count(off, d)) for d, c in combo.items()), z3.RealVal(0))
+        total = sum((z3_value(c) * z3.ToReal(self.pos.count(off, d)) for d, c in combo.items()), z3.RealVal(0))
         return z3.If(u < 0, z3.RealVal(0), total)
 
 
@@ -223,14 +218,14 @@ def _as_int(e):
     if e.sort() == z3.IntSort():
         return e
     if z3.is_rational_value(e):
-        return _iv(e.numerator_as_long()) if e.denominator_as_long() == 1 else None
+        return int_value(e.numerator_as_long()) if e.denominator_as_long() == 1 else None
     if z3.is_to_real(e):
         return e.arg(0)
     kids = [e.arg(i) for i in range(e.num_args())]
     if z3.is_app_of(e, z3.Z3_OP_ITE):
         a, b = _as_int(kids[1]), _as_int(kids[2])
         return None if a is None or b is None else z3.If(kids[0], a, b)
-    ops = {z3.Z3_OP_ADD: lambda xs: sum(xs[1:], xs[0]), z3.Z3_OP_SUB: lambda xs: xs[0] - sum(xs[1:], _iv(0)),
+    ops = {z3.Z3_OP_ADD: lambda xs: sum(xs[1:], xs[0]), z3.Z3_OP_SUB: lambda xs: xs[0] - sum(xs[1:], int_value(0)),
            z3.Z3_OP_MUL: lambda xs: _product(xs), z3.Z3_OP_UMINUS: lambda xs: -xs[0]}
     op = e.decl().kind()
     if op not in ops:
@@ -259,7 +254,7 @@ def case_value(rows: list, uncovered: str):
     return cover, out
 
 
-def _integer(goals: list, text: str, v):
+def as_integer(goals: list, text: str, v):
     """``v`` as an Int term: by its form when it has one (:func:`_as_int`), else
     ToInt(v) with the goal that v is an integer."""
     got = _as_int(v)
@@ -314,7 +309,7 @@ class _Pos:
         self.names: dict = {}
         self.emb = embedding_plan()
         self.rnn = direction_plan(None)
-        self.lo, self.hi = _codes(N)
+        self.lo, self.hi = cot_code_range(N)
 
     def code(self, off: int):
         """The code at t + off, named (its definition joins the reference's hypotheses)."""
@@ -344,7 +339,7 @@ class _Pos:
         return self.names[key]
 
     def ival(self, off: int, d: str):
-        return _integer(self.goals if off == 0 else [], d, self.val(off, d))
+        return as_integer(self.goals if off == 0 else [], d, self.val(off, d))
 
     def val(self, off: int, d: str):
         """The real value of direction d at position t + off."""
@@ -359,11 +354,11 @@ class _Pos:
         if d in self.emb:
             kind, param, coef = self.emb[d]
             code = self.code(off)
-            base = {K.F_ONE: lambda: _iv(1), K.F_TOK: lambda: code, K.F_TOK_SQ: lambda: self.square(off),
-                    K.F_IS_TOKEN: lambda: z3.If(token_flag(param, code), _iv(1), _iv(0))}.get(kind)
+            base = {K.F_ONE: lambda: int_value(1), K.F_TOK: lambda: code, K.F_TOK_SQ: lambda: self.square(off),
+                    K.F_IS_TOKEN: lambda: z3.If(token_flag(param, code), int_value(1), int_value(0))}.get(kind)
             if base is None:
                 raise ValueError(f"the embedding plan's {d}: a feature kind the chain does not read")
-            return _q(coef) * z3.ToReal(base())
+            return z3_value(coef) * z3.ToReal(base())
         for li, fns in self.rnn.items():
             if d in fns:
                 return fns[d](_Stream(self), self.t + off)
@@ -373,13 +368,13 @@ class _Pos:
                 return self._mlp(off, d, inputs, make, args, hyps)
         raise ValueError(f"no layer of the plans writes {d!r}")
 
-    def _mlp(self, off: int, d: str, inputs, make, args: tuple, hyps):
+    def mlp_out(self, off: int, d: str, inputs, make, args: tuple, hyps):
         first = off == 0 and inputs not in self.domains
         if off == 0:
             self.domains.add(inputs)
         # the inputs d's rows read (at off = 0 all of them: the domain is a goal there)
         reads = inputs if first else _reads(make, args, inputs, d)
-        v = {lab: (_integer(self.goals if first else [], lab, self.val(off, lab)) if lab in reads
+        v = {lab: (as_integer(self.goals if first else [], lab, self.val(off, lab)) if lab in reads
                    else z3.Int(f"{self.tag}.unread.{lab}")) for lab in inputs}
         rows = [(extra, want) for _, extra, out, want, _ in make(v, *args) if out == d]
         if first:
@@ -411,7 +406,7 @@ def chain_facts(model=None, N=None, tag: str = "istree") -> list[dict]:
         try:
             _PROVED[key] = _roles(f"{tag}.chain")
         except (ValueError, KeyError) as e:
-            _PROVED[key] = [_unmet("chain.read", LAYER, "the plans' directions", f"{type(e).__name__}: {e}")]
+            _PROVED[key] = [unmet("chain.read", LAYER, "the plans' directions", f"{type(e).__name__}: {e}")]
     return [dict(d) for d in _PROVED[key]]
 
 
@@ -419,15 +414,15 @@ def _plans_key() -> str:
     from .istree_hybrid import role_plan
     n = z3.Int("plans.key")
     probe = lambda labs: {lab: z3.Int(f"k.{lab}") for lab in labs}          # noqa: E731
-    lo, hi = _codes(n)
-    texts = [repr(sorted(embedding_plan().items())), repr(plan()), repr((RECORD, BASIC, _OTHER_FLAGS, _VALUES)),
+    lo, hi = cot_code_range(n)
+    texts = [repr(sorted(embedding_plan().items())), repr(plan()), repr((RECORD, BASIC, OTHER_FLAGS, VALUES)),
              repr((RECORD_INPUTS, COUNTER_INPUTS, NEXT_INPUTS)), str((lo, hi))]
     texts += [repr([(f, [str(e) for e in ex], d, str(w)) for f, ex, d, w, _ in make])
               for make in (record_plan(probe(RECORD_INPUTS)), counter_plan(probe(COUNTER_INPUTS), n))]
     texts += [str(record_hyps(probe(RECORD_INPUTS), lo, hi)), str(counter_hyps(probe(COUNTER_INPUTS), lo, hi))]
     texts += [plan_text(fns) for fns in direction_plan(None).values()]
     hyps, cases = next_domain(probe(NEXT_INPUTS), lo, hi)
-    texts += [str(hyps), repr([(r, str(c), str(w({lab: z3.Real(lab) for lab in _VALUES + ("merged_size@5",)})))
+    texts += [str(hyps), repr([(r, str(c), str(w({lab: z3.Real(lab) for lab in VALUES + ("merged_size@5",)})))
                                for r, _, c, w in cases])]
     texts += [repr([(r, f) for r, f, _, _ in role_plan()])]
     return "\n".join(texts)
@@ -442,7 +437,7 @@ def stages() -> list[tuple[str, set, set]]:
     mlps = {0: ("RNN layer 1's MLP", record_plan, (), RECORD_INPUTS),
             1: ("RNN layer 2's MLP", counter_plan, (z3.Int("order.N"),), COUNTER_INPUTS)}
     for li, fns in sorted(direction_plan(None).items()):
-        st = _TextStream()
+        st = TextStream()
         for fn in fns.values():
             fn(st, z3.Int("order.u"))
         out.append((f"RNN layer {li + 1}'s recurrence", set(fns), st.read - {"one"}))
@@ -514,7 +509,7 @@ _WHERE = {"bos": "the prompt's [BOS]", "u": "an edge's first endpoint", "sep": "
 
 def _role_fact(role: str, tag: str) -> dict:
     stmt, hyps, goals = _role_query(role, tag)
-    return _conjoin(f"chain.{role}", LAYER, stmt, hyps, goals)
+    return conjoined_fact(f"chain.{role}", LAYER, stmt, hyps, goals)
 
 
 def _role_query(role: str, tag: str) -> tuple[str, list, list]:
@@ -524,10 +519,10 @@ def _role_query(role: str, tag: str) -> tuple[str, list, list]:
     k, i = z3.Ints(f"{tag}.{role}.k {tag}.{role}.i")
     hyps: list = []
     if role in _PROMPT_ROLES:
-        j = {"bos": _iv(0), "u": 3 * k + 1, "sep": 3 * k + 2, "v": 3 * k + 3, "eos": 3 * m + 1}[role]
+        j = {"bos": int_value(0), "u": 3 * k + 1, "sep": 3 * k + 2, "v": 3 * k + 3, "eos": 3 * m + 1}[role]
         if role in ("u", "sep", "v"):
             hyps.append(ref.edge(k))
-        kseg, q = _iv(0), j - (3 * m + 2)
+        kseg, q = int_value(0), j - (3 * m + 2)
         seg = None
     else:
         hyps.append(ref.edge(k))
@@ -545,7 +540,7 @@ def _role_query(role: str, tag: str) -> tuple[str, list, list]:
     goals = []
     # what the position offers the heads as a key
     for kd, rec in RECORD.items():
-        want = seg["C"] if (rec == "p" and role == "p") else seg["P"] if (rec == "s" and role == "s") else _iv(0)
+        want = seg["C"] if (rec == "p" and role == "p") else seg["P"] if (rec == "s" and role == "s") else int_value(0)
         v = pos.val(0, kd)
         goals += [(f"{kd} = {'c' if role == 'p' == rec else 'p' if role == 's' == rec else '0'}",
                    v == z3.ToReal(want)), (f"{kd}_sq = {kd}^2", pos.val(0, f"{kd}_sq") == v * v)]
@@ -561,11 +556,11 @@ def _role_query(role: str, tag: str) -> tuple[str, list, list]:
                pos.val(0, "is_bos") == (1 if role == "bos" else 0))]
     for _, writes, _ in [s_ for s_ in stages() if not s_[0].startswith("head ") and s_[0] != "the attention layer's MLP"]:
         for d in sorted(writes):            # whatever a head's built W_Q reads is an integer here
-            _integer(goals, f"{d} (a direction a query may read)", pos.val(0, d))
+            as_integer(goals, f"{d} (a direction a query may read)", pos.val(0, d))
     for h, (_, _, copy) in plan().items():
         for tgt, combo in copy.items():
             c = _copy(pos, combo)
-            if tgt in _OTHER_FLAGS:
+            if tgt in OTHER_FLAGS:
                 goals.append((f"{h}'s copy {tgt} is 0 or 1 here", z3.Or(c == 0, c == 1)))
             else:
                 goals.append((f"{h}'s copy {tgt} lies in {pos.lo}..N + 1 here", z3.And(c >= pos.lo, c <= pos.hi)))
@@ -584,10 +579,10 @@ def _role_query(role: str, tag: str) -> tuple[str, list, list]:
         hyps += head_hyps
         ints = {}
         for lab in NEXT_INPUTS:
-            ints[lab] = _integer(goals, lab, vals[lab] if lab in vals else pos.val(0, lab))
+            ints[lab] = as_integer(goals, lab, vals[lab] if lab in vals else pos.val(0, lab))
         dom, cases = next_domain(ints, pos.lo, pos.hi)
         goals.append(("the next-code lemma's domain", z3.And(*dom)))
-        real = {lab: z3.ToReal(ints[lab]) for lab in _VALUES + ("merged_size@5",)}
+        real = {lab: z3.ToReal(ints[lab]) for lab in VALUES + ("merged_size@5",)}
         goals.append(("one case of the next-code lemma holds and gives the reference's next token",
                       z3.Or(*[z3.And(*case, w(real) == z3.ToReal(nxt)) for _, _, case, w in cases])))
         text += ("; the heads' queries satisfy their lemmas, and on what they attend the next-code lemma's "
@@ -599,16 +594,16 @@ def _role_query(role: str, tag: str) -> tuple[str, list, list]:
 
 
 def _copy(pos: _Pos, combo: dict):
-    return sum((_q(c) * pos.val(0, d) for d, c in combo.items()), z3.RealVal(0))
+    return sum((z3_value(c) * pos.val(0, d) for d, c in combo.items()), z3.RealVal(0))
 
 
 def _next_token(role: str, ref: _Ref, seg, k, i, N, m):
     """(the reference's next code, the lookups: head -> (the record's segment
     offset role, what the reference says of the lookup))."""
-    C = lambda name: _iv(_C[name])       # noqa: E731
+    C = lambda name: int_value(_C[name])       # noqa: E731
     answer = z3.If(m == N - 1, C("TRUE"), C("FALSE"))
     if role == "eos":
-        return z3.If(m >= 1, ref.u(_iv(0)), answer), {}
+        return z3.If(m >= 1, ref.u(int_value(0)), answer), {}
     s = seg
     chain = {"xu": ("x", s["A"]), "rootu": ("x", s["A"]), "xv": ("y", s["B"]), "rootv": ("y", s["B"])}
     if role in chain:
@@ -634,17 +629,17 @@ def _heads(pos: _Pos, role: str, ref: _Ref, k, lookups: dict, tag: str):
     for h, (kind, args, copy) in plan().items():
         out = None
         if kind == "position":
-            Q = sum((_q(c) * pos.val(0, d) for d, c in args[0].items()), z3.RealVal(0))
-            Qi = _integer(goals, f"{h}'s query Q", Q)
+            Q = sum((z3_value(c) * pos.val(0, d) for d, c in args[0].items()), z3.RealVal(0))
+            Qi = as_integer(goals, f"{h}'s query Q", Q)
             goals.append((f"{h}'s key exists: 1 <= Q <= t + 1", z3.And(Qi >= 1, Qi <= pos.t + 1)))
             goals.append((f"{h}'s key lies in the prompt or the CoT's first 14 positions (where the chain reads it)",
                           Qi - 1 <= 3 * ref.m + 2 + 13))
-            key = _Pos(ref, _iv(0), Qi - 1 - (3 * ref.m + 2), pos.N, f"{pos.tag}.{h}")
+            key = _Pos(ref, int_value(0), Qi - 1 - (3 * ref.m + 2), pos.N, f"{pos.tag}.{h}")
             out = {tgt: _copy(key, combo) for tgt, combo in copy.items()}
         elif kind == "match":
             qd, qsq, kd, _ = args
             qv = pos.val(0, qd)
-            qi = _integer(goals, f"{h}'s query {qd}", qv)
+            qi = as_integer(goals, f"{h}'s query {qd}", qv)
             goals.append((f"{h}'s {qsq} = {qd}^2", pos.val(0, qsq) == z3.ToReal(qi * qi)))
             if h in lookups:
                 out = _lookup(pos, h, kd, copy, lookups[h], ref, k, goals, hyps, tag)
@@ -659,7 +654,7 @@ def _heads(pos: _Pos, role: str, ref: _Ref, k, lookups: dict, tag: str):
             out = {}
             for tgt in copy:
                 v = z3.Int(f"{tag}.{role}.{h}.{tgt}")
-                hyps.append(z3.Or(v == 0, v == 1) if tgt in _OTHER_FLAGS else z3.And(v >= pos.lo, v <= pos.hi))
+                hyps.append(z3.Or(v == 0, v == 1) if tgt in OTHER_FLAGS else z3.And(v >= pos.lo, v <= pos.hi))
                 out[tgt] = z3.ToReal(v)
         vals.update(out)
     return vals, goals, hyps
@@ -684,7 +679,7 @@ def _lookup(pos: _Pos, h: str, kd: str, copy: dict, lookup, ref: _Ref, k, goals:
     keyed = recseg["C"] if rec == "p" else recseg["P"]
     hyps.append(z3.Implies(found, z3.And(kk >= 0, kk < k, z3.Not(recseg["cycle"]), keyed == q_ref)))
     at = _Pos(ref, kk, ref.offsets(kk)[rec], pos.N, f"{pos.tag}.{h}.rec")
-    bos = _Pos(ref, _iv(0), -(3 * ref.m + 2), pos.N, f"{pos.tag}.{h}.bos")
+    bos = _Pos(ref, int_value(0), -(3 * ref.m + 2), pos.N, f"{pos.tag}.{h}.bos")
     goals.append((f"{h}: the record's {kd} is its key (the lemma's match)",
                   z3.Implies(found, at.val(0, kd) == z3.ToReal(q_ref))))
     # the reference's lookup: a find chain goes on while a record is found (its p is the next vertex);
@@ -694,6 +689,6 @@ def _lookup(pos: _Pos, h: str, kd: str, copy: dict, lookup, ref: _Ref, k, goals:
         if found_ref is not False:
             hyps.append(z3.Implies(found, value == recseg["P"]))
     else:
-        hyps.append(value == z3.If(found, recseg["S"], _iv(2)))
+        hyps.append(value == z3.If(found, recseg["S"], int_value(2)))
     return {tgt: z3.If(found, _copy(at, combo), _copy(bos, combo)) for tgt, combo in copy.items()}
 

@@ -20,10 +20,8 @@ from rnngap.constructions.machine import kernels as K
 from rnngap.constructions.build.num import sharpness
 from rnngap.constructions.machine.vocab import BOS, COUNT, DASH, EOS, FALSE, NUMBER_BASE, TILDE, TRUE, token_code
 
-from .istree_hybrid import _flag
-from .simulator import (
-    _Score, _combo, _copy_fact, _fact, _q, _show, _unmet, nearest_readout_facts, planned_heads,
-)
+from .layer_facts import HeadScore, copy_fact, indicator, query_combo, show_combo, smt_fact, unmet, z3_value
+from .simulator import nearest_readout_facts, planned_heads
 from .sizes import z3
 
 NAME = "istree-transformer[layers]"
@@ -103,30 +101,30 @@ def plan() -> dict:
 
 def _key(p, free: dict) -> dict:
     """The key side at position p: is_bos = [p = 0] and the ``free`` values (each
-    0 at [BOS]); pos, pos^2 and 1 come from the embedding (:class:`_Score`)."""
+    0 at [BOS]); pos, pos^2 and 1 come from the embedding (:class:`HeadScore`)."""
     zero = z3.RealVal(0)
     out = {lab: z3.If(p == 0, zero, v) for lab, v in free.items()}
     out["is_bos"] = z3.If(p == 0, z3.RealVal(1), zero)
     return out
 
 
-def _shift_facts(score: _Score, k: int, s: int, T: int, layer: str) -> list[dict]:
+def _shift_facts(score: HeadScore, k: int, s: int, T: int, layer: str) -> list[dict]:
     t = score.var("pos")
     j = z3.Int(f"{score.tag}.j")
     tgt = z3.If(t - k >= 0, t - k, 0)
     hyps = [t >= 0, t <= T - 1, j >= 0, j <= t, j != tgt]
     stmt = (f"at every query position t in 0..{T - 1}: the key max(t - {k}, 0) scores at least {s} (sharpness(f)) "
             f"above every other key j in 0..t (score read off the built W_Q, W_K and the embedding)")
-    return [_fact(layer, f"{score.head.name}.one_hot", stmt, hyps, score(tgt, _key(tgt, {})) - score(j, _key(j, {}))
+    return [smt_fact(layer, f"{score.head.name}.one_hot", stmt, hyps, score(tgt, _key(tgt, {})) - score(j, _key(j, {}))
                   >= s)]
 
 
 def _combo_at(combo: dict, vals: dict):
     """The combination's value, its coefficients exact (a fraction is not truncated)."""
-    return sum((_q(c) * vals[d] for d, c in combo.items()), z3.RealVal(0))
+    return sum((z3_value(c) * vals[d] for d, c in combo.items()), z3.RealVal(0))
 
 
-def _first_max_facts(score: _Score, key: dict, lo: int, top: int, s: int, T: int, layer: str) -> list[dict]:
+def _first_max_facts(score: HeadScore, key: dict, lo: int, top: int, s: int, T: int, layer: str) -> list[dict]:
     """Of two keys, the larger value of ``key`` wins, and of equal values the earlier."""
     tag = score.tag
     j, i = z3.Ints(f"{tag}.j {tag}.i")
@@ -136,23 +134,23 @@ def _first_max_facts(score: _Score, key: dict, lo: int, top: int, s: int, T: int
     kj, ki = _key(j, fj), _key(i, fi)
     vj, vi = _combo_at(key, {**kj, "one": z3.RealVal(1)}), _combo_at(key, {**ki, "one": z3.RealVal(1)})
     rng = [j >= 0, j < T, i >= 0, i < T, i != j, vj >= lo, vj <= top, vi >= lo, vi <= top]
-    shown = _show({d: int(c) for d, c in key.items()})
+    shown = show_combo({d: int(c) for d, c in key.items()})
     out = []
     # the values are integers: "larger" is stated as "at least one larger", which z3 needs spelled out
     for name, extra, what in (("larger_wins", [vj >= vi + 1], f"a key with a larger {shown} beats a smaller one"),
                               ("first_of_equal", [vj == vi, j < i], f"of two keys with equal {shown} the earlier wins")):
         stmt = (f"at every query and keys at positions j in 0..{T - 1} (is_bos = [j = 0]; {shown} an integer in "
                 f"{lo}..{top}): {what}, by at least {s} (sharpness(f)); score read off the built W_Q, W_K")
-        out.append(_fact(layer, f"{score.head.name}.{name}", stmt, rng + extra, score(j, kj) - score(i, ki) >= s))
+        out.append(smt_fact(layer, f"{score.head.name}.{name}", stmt, rng + extra, score(j, kj) - score(i, ki) >= s))
     return out
 
 
-def _match_facts(score: _Score, comps: list, flags: list, tie: str | None, s: int, T: int, layer: str) -> list[dict]:
+def _match_facts(score: HeadScore, comps: list, flags: list, tie: str | None, s: int, T: int, layer: str) -> list[dict]:
     """A match head with the [BOS] fallback: the match beats every non-match and
     [BOS]; [BOS] beats every non-match; of two matches the plan's tie-break."""
     tag = score.tag
-    hyps = [_combo(score, qsq) == _combo(score, q) * _combo(score, q) for q, qsq, _, _ in comps]
-    qs = [_combo(score, q) for q, _, _, _ in comps]
+    hyps = [query_combo(score, qsq) == query_combo(score, q) * query_combo(score, q) for q, qsq, _, _ in comps]
+    qs = [query_combo(score, q) for q, _, _, _ in comps]
     j, i = z3.Ints(f"{tag}.j {tag}.i")
 
     def side(p, name):
@@ -170,9 +168,9 @@ def _match_facts(score: _Score, comps: list, flags: list, tie: str | None, s: in
     ki, mi, ni, hi_ = side(i, "i")
     sj, si = score(j, kj), score(i, ki)
     rng = hyps + hj + hi_ + [j >= 0, j < T, i >= 0, i < T, i != j]
-    squares = ", ".join(f"{_show({d: int(c) for d, c in qsq.items()})} = ({_show({d: int(c) for d, c in q.items()})})^2"
+    squares = ", ".join(f"{show_combo({d: int(c) for d, c in qsq.items()})} = ({show_combo({d: int(c) for d, c in q.items()})})^2"
                         for q, qsq, _, _ in comps)
-    what = " and ".join([f"{kd} = {_show({d: int(c) for d, c in q.items()})}" for q, _, kd, _ in comps]
+    what = " and ".join([f"{kd} = {show_combo({d: int(c) for d, c in q.items()})}" for q, _, kd, _ in comps]
                         + [f"{f} = 1" for f in flags])
     cases = [("match_beats_non_match", [mj, ni], "a matching key beats every other key but [BOS]"),
              ("match_beats_bos", [mj, i == 0], "a matching key beats [BOS]"),
@@ -188,7 +186,7 @@ def _match_facts(score: _Score, comps: list, flags: list, tie: str | None, s: in
                 f"flags in {{0, 1}}), a key matches when {what}: {text}, by at least {s} (sharpness(f))"
                 + ("" if tie else "; the plan's promise: at most one key matches") + "; score read off the built "
                 "W_Q, W_K")
-        out.append(_fact(layer, f"{score.head.name}.{name}", stmt, rng + extra, sj - si >= s))
+        out.append(smt_fact(layer, f"{score.head.name}.{name}", stmt, rng + extra, sj - si >= s))
     return out
 
 
@@ -223,7 +221,7 @@ def head_facts(model, N: int, tag: str = "dfs") -> list[dict]:
 
     def prove(li, h, entry, layer):
         _, kind, args, copy = entry
-        score = _Score(spec, h, f"{tag}.{_key_of(model)}.{h.name}")
+        score = HeadScore(spec, h, f"{tag}.{_key_of(model)}.{h.name}")
         try:
             if kind == "shift":
                 got = _shift_facts(score, args[0], s, T, layer)
@@ -232,8 +230,8 @@ def head_facts(model, N: int, tag: str = "dfs") -> list[dict]:
             else:
                 got = _match_facts(score, *args, s, T, layer)
         except ValueError as e:
-            got = [_unmet(f"{h.name}.read", layer, "the score's directions", str(e))]
-        return got + [_copy_fact(spec, h, copy, layer)]
+            got = [unmet(f"{h.name}.read", layer, "the score's directions", str(e))]
+        return got + [copy_fact(spec, h, copy, layer)]
     return planned_heads(spec, plan(), lambda e: e[0], prove)
 
 
@@ -338,10 +336,10 @@ def mlp_plan(li: int, v: dict) -> list:
     direction, its value, text)]."""
     if li == 0:
         after = z3.And(v["is_eos"] == 1, v["pos"] > v["prompt_end"])
-        return [("at_tour_vertex", [], "at_tour_vertex", _flag(z3.And(v["after_eos"] == 1, v["is_num"] == 1)),
+        return [("at_tour_vertex", [], "at_tour_vertex", indicator(z3.And(v["after_eos"] == 1, v["is_num"] == 1)),
                  "at_tour_vertex = [a number after the prompt's [EOS]]"),
-                ("at_tour_eos", [], "at_tour_eos", _flag(after), "at_tour_eos = [an [EOS] after the prompt's]"),
-                ("at_prompt_eos", [], "at_prompt_eos", _flag(z3.And(v["is_eos"] == 1, z3.Not(after))),
+                ("at_tour_eos", [], "at_tour_eos", indicator(after), "at_tour_eos = [an [EOS] after the prompt's]"),
+                ("at_prompt_eos", [], "at_prompt_eos", indicator(z3.And(v["is_eos"] == 1, z3.Not(after))),
                  "at_prompt_eos = [the prompt's [EOS]]")]
     if li == 1:
         out = []
@@ -357,7 +355,7 @@ def mlp_plan(li: int, v: dict) -> list:
                        "e_prev = the edge {u, back1} unless back1 is u's parent, else 0"),
                       ("e_prev_sq", [], "e_prev_sq", z3.ToReal(z3.If(keep, edge * edge, 0)), "e_prev_sq = e_prev^2")]
     if li == 2:
-        return [("next_is_parent", [], "next_is_parent", _flag(v["next_first"] + v["next_second"] == v["parent"]),
+        return [("next_is_parent", [], "next_is_parent", indicator(v["next_first"] + v["next_second"] == v["parent"]),
                  "next_is_parent = [next_first + next_second = parent]")]
     if li == 3:
         par = v["next_is_parent"] == 1

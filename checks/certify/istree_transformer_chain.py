@@ -22,11 +22,9 @@ import contextlib
 from rnngap.constructions.machine import kernels as K
 from rnngap.constructions.machine.vocab import BOS, COUNT, DASH, EOS, FALSE, TILDE, TRUE, token_code
 
+from .layer_facts import conjoined_fact, indicator, int_value, token_flag, unmet, z3_value
 from .istree_transformer import MLP_INPUTS, embedding_plan, mlp_hyps, mlp_plan, plan
-from .istree_hybrid import _flag
-from .istree_hybrid_chain import _integer, _iv, case_value, order_record
-from .simulator import _q, _unmet, token_flag
-from .simulator_chain import _conjoin
+from .istree_hybrid_chain import as_integer, case_value, order_record
 from .sizes import z3
 
 LAYER = "composition"
@@ -54,11 +52,11 @@ class _Ref:
         self._A, self._B, self._SEP, self._W = fn("a"), fn("b"), fn("sep"), fn("W")
         self._PA, self._PB = fn("pred_a"), fn("pred_b")
         self.T = 3 * self.M + 2 * self.N + 4
-        self.V = z3.If(self.N + 1 >= -_C["COUNT"], self.N + 1, _iv(-_C["COUNT"]))
+        self.V = z3.If(self.N + 1 >= -_C["COUNT"], self.N + 1, int_value(-_C["COUNT"]))
         self.P = self.h + 3 * self.m + 1
         self._vars = {str(v): v for v in (self.N, self.M, self.m, self.h, self.Nc, self.L)}
         self.hyps = [self.N >= 1, self.m >= 0, self.m <= self.M, z3.Or(self.h == 0, self.h == 2), self.Nc >= 1,
-                     self.Nc <= self.N, self.L >= 1, self.L <= 2 * self.Nc - 1, self._W(_iv(0)) == 1]
+                     self.Nc <= self.N, self.L >= 1, self.L <= 2 * self.Nc - 1, self._W(int_value(0)) == 1]
         self._seen: set = set()
         self._sinks: list = []
 
@@ -138,21 +136,21 @@ class _Ref:
 
     def _head(self, j):
         """The code at a position j <= h (the header's, [BOS])."""
-        return z3.If(j <= 0, _iv(_C["BOS"]), z3.If(j == 1, _iv(_C["COUNT"]), self.Nc + 1))
+        return z3.If(j <= 0, int_value(_C["BOS"]), z3.If(j == 1, int_value(_C["COUNT"]), self.Nc + 1))
 
     def _after(self, j):
         """The code at a position j >= P: the prompt's [EOS], the tour, the tour's [EOS]."""
         y = z3.simplify(j - self.P)
-        return z3.If(y == 0, _iv(_C["EOS"]), z3.If(y <= self.L, self.w(y - 1), _iv(_C["EOS"])))
+        return z3.If(y == 0, int_value(_C["EOS"]), z3.If(y <= self.L, self.w(y - 1), int_value(_C["EOS"])))
 
     def _tok_any(self, j):
         h, m, P = self.h, self.m, self.P
         i, r = (j - h - 1) / 3, (j - h - 1) % 3
         edge = z3.If(r == 0, self.a(i), z3.If(r == 1, self.sep(i), self.b(i)))
-        tour = z3.If(j <= P + self.L, self.w(j - P - 1), _iv(_C["EOS"]))
-        return z3.If(j <= 0, _iv(_C["BOS"]), z3.If(z3.And(h == 2, j == 1), _iv(_C["COUNT"]),
+        tour = z3.If(j <= P + self.L, self.w(j - P - 1), int_value(_C["EOS"]))
+        return z3.If(j <= 0, int_value(_C["BOS"]), z3.If(z3.And(h == 2, j == 1), int_value(_C["COUNT"]),
                      z3.If(z3.And(h == 2, j == 2), self.Nc + 1,
-                           z3.If(j <= h + 3 * m, edge, z3.If(j == P, _iv(_C["EOS"]), tour)))))
+                           z3.If(j <= h + 3 * m, edge, z3.If(j == P, int_value(_C["EOS"]), tour)))))
 
 
 
@@ -221,13 +219,13 @@ class _At:
         if d in emb:
             kind, param, coef = emb[d]
             code = self.ref.tok(self.j)
-            base = {K.F_ONE: lambda: _iv(1), K.F_TOK: lambda: code, K.F_TOK_SQ: lambda: code * code,
+            base = {K.F_ONE: lambda: int_value(1), K.F_TOK: lambda: code, K.F_TOK_SQ: lambda: code * code,
                     K.F_POS: lambda: self.j, K.F_POS_SQ: lambda: self.j * self.j,
-                    K.F_IS_NUM: lambda: z3.If(code >= 1, _iv(1), _iv(0)),
-                    K.F_IS_TOKEN: lambda: z3.If(token_flag(param, code), _iv(1), _iv(0))}.get(kind)
+                    K.F_IS_NUM: lambda: z3.If(code >= 1, int_value(1), int_value(0)),
+                    K.F_IS_TOKEN: lambda: z3.If(token_flag(param, code), int_value(1), int_value(0))}.get(kind)
             if base is None:
                 raise ValueError(f"the embedding plan's {d}: a feature kind the chain does not read")
-            return _q(coef) * z3.ToReal(base())
+            return z3_value(coef) * z3.ToReal(base())
         for h, (li, kind, args, copy) in plan().items():
             if li == 0 and d in copy:
                 if self.depth > 4:
@@ -249,7 +247,7 @@ def _first_layer_target(ref: _Ref, h: str, kind: str, args: tuple, j):
 
 
 def _copy(at, combo: dict):
-    return sum((_q(c) * at.val(d) for d, c in combo.items()), z3.RealVal(0))
+    return sum((z3_value(c) * at.val(d) for d, c in combo.items()), z3.RealVal(0))
 
 
 def _mlp_outputs(li: int) -> set:
@@ -276,7 +274,7 @@ def _kinds(ref: _Ref, tag: str) -> list[tuple]:
     the key a head may attend is one of these."""
     k, i = _free(tag, "kind.k"), _free(tag, "kind.i")
     P = ref.P
-    return [("bos", None, _iv(0), []), ("count", None, _iv(1), [ref.h == 2]), ("cval", None, _iv(2), [ref.h == 2]),
+    return [("bos", None, int_value(0), []), ("count", None, int_value(1), [ref.h == 2]), ("cval", None, int_value(2), [ref.h == 2]),
             ("a", k, ref.h + 3 * k + 1, [ref.edge(k)]), ("sep", k, ref.h + 3 * k + 2, [ref.edge(k)]),
             ("b", k, ref.r(k), [ref.edge(k)]), ("eos", None, P, []), ("tv", i, P + 1 + i, [i >= 0, i < ref.L]),
             ("teos", None, P + 1 + ref.L, [])]
@@ -324,7 +322,7 @@ class _Role:
                 self._max_goals(h, args[0], look, self.ref.Nc)
             else:
                 raise ValueError(f"head {h}: a kind the chain does not read past layer 1 ({kind})")
-            bos = _At(self.ref, _iv(0))
+            bos = _At(self.ref, int_value(0))
             if look.at is None:
                 self.heads[h] = {tgt: _copy(bos, c) for tgt, c in copy.items()}
             else:
@@ -333,7 +331,7 @@ class _Role:
         return self.heads[h]
 
     def _query(self, combo: dict):
-        return sum((_q(c) * self.val(d) for d, c in combo.items()), z3.RealVal(0))
+        return sum((z3_value(c) * self.val(d) for d, c in combo.items()), z3.RealVal(0))
 
     def _key(self, d: str, pos, kind, idx):
         """Key direction d at a position of ``kind`` (index idx): layer 1's values
@@ -361,9 +359,9 @@ class _Role:
         qs = []
         for q, qsq, kd, _ in comps:
             for d in sorted(set(q) | set(qsq)):         # the lemma takes every direction the query reads an integer
-                _integer(self.goals, f"{h}'s query direction {d}", self.val(d))
+                as_integer(self.goals, f"{h}'s query direction {d}", self.val(d))
             qv = self._query(q)
-            qi = _integer(self.goals, f"{h}'s query {kd}", qv)
+            qi = as_integer(self.goals, f"{h}'s query {kd}", qv)
             self.goals.append((f"{h}'s query square", self._query(qsq) == z3.ToReal(qi * qi)))
             qs.append(qv)
         if look.at is not None:
@@ -413,7 +411,7 @@ class _Role:
     # --- the MLPs
     def mlp(self, li: int) -> dict:
         if li not in self.mlps:
-            v = {lab: _integer(self.goals, f"MLP {li + 1}'s input {lab}", self.val(lab)) for lab in MLP_INPUTS[li]}
+            v = {lab: as_integer(self.goals, f"MLP {li + 1}'s input {lab}", self.val(lab)) for lab in MLP_INPUTS[li]}
             self.goals.append((f"MLP {li + 1}'s domain", z3.And(*mlp_hyps(li, v, self.ref.T, self.ref.V))))
             rows = mlp_plan(li, v)
             out = {}
@@ -573,7 +571,7 @@ def _lookups(ref: _Ref, role: str, t, k, i, tag: str, hyps: list) -> tuple[dict,
         hyps += [f >= 0, f <= i, ref.w(f) == ref.w(i)]
         out["parent"] = _Look(z3.BoolVal(True), ref.P + 1 + f, None, True, lambda kind, idx, pos: [] if kind != "tv"
                               else [z3.Implies(z3.And(idx >= 0, idx < f), ref.w(idx) != ref.w(i))])
-        ref_vals["parent"] = z3.If(f >= 1, ref.w(f - 1), _iv(_C["EOS"]))
+        ref_vals["parent"] = z3.If(f >= 1, ref.w(f - 1), int_value(_C["EOS"]))
     elif role in ("eos", "teos"):
         out["parent"] = _Look(z3.BoolVal(True), ref.P)      # the query is [EOS]: the prompt's [EOS] first
     else:
@@ -596,26 +594,26 @@ def _lookups(ref: _Ref, role: str, t, k, i, tag: str, hyps: list) -> tuple[dict,
     if role != "tv":
         # the query vertex is [EOS]'s code: no record is incident to it; w is 0 (a goal), which no key holds
         for name in ("next", "hop"):
-            got, _, _ = _record_lookup(ref, name, _iv(_C["EOS"]), _free(tag, f"{name}.e"), t, tag, hyps)
+            got, _, _ = _record_lookup(ref, name, int_value(_C["EOS"]), _free(tag, f"{name}.e"), t, tag, hyps)
             out.update(got)
         out["visited"] = _Look(z3.BoolVal(False))
-        ref_vals["w"] = _iv(0)
+        ref_vals["w"] = int_value(0)
         return out, ref_vals
     # a tour vertex: the local DFS rule
-    u, p = ref.w(i), z3.If(i >= 1, ref.w(i - 1), _iv(_C["EOS"]))
+    u, p = ref.w(i), z3.If(i >= 1, ref.w(i - 1), int_value(_C["EOS"]))
     hyps.append(z3.Implies(i >= 1, z3.Or(*e_found)))           # consecutive tour vertices are adjacent
     par = ref_vals["parent"]
-    edge_id = _pick(list(zip(e_found, [ref.r(x) for x in e_k])), _iv(0))
-    e = z3.If(p == par, _iv(0), edge_id)
+    edge_id = _pick(list(zip(e_found, [ref.r(x) for x in e_k])), int_value(0))
+    e = z3.If(p == par, int_value(0), edge_id)
     nxt, n_found, n_other = _record_lookup(ref, "next", u, e, t, tag, hyps)
     out.update(nxt)
     has_next = z3.Or(*n_found)
-    nv = _pick([(f_, x) for f_, x, _ in n_other], _iv(0))
-    ne = _pick([(f_, r) for f_, _, r in n_other], _iv(0))
+    nv = _pick([(f_, x) for f_, x, _ in n_other], int_value(0))
+    ne = _pick([(f_, r) for f_, _, r in n_other], int_value(0))
     hop, h_found, h_other = _record_lookup(ref, "hop", u, ne, t, tag, hyps)
     out.update(hop)
     skip = z3.And(has_next, nv == par)
-    w = z3.If(skip, _pick([(f_, x) for f_, x, _ in h_other], _iv(0)), nv)
+    w = z3.If(skip, _pick([(f_, x) for f_, x, _ in h_other], int_value(0)), nv)
     has_w = z3.If(skip, z3.Or(*h_found), has_next)
     fv = _free(tag, "visited.at")
     found_v = _free(tag, "visited.found", "bool")
@@ -623,7 +621,7 @@ def _lookups(ref: _Ref, role: str, t, k, i, tag: str, hyps: list) -> tuple[dict,
     out["visited"] = _Look(found_v, ref.P + 1 + fv, None, True, lambda kind, idx, pos: [] if kind != "tv" else [
         z3.Implies(z3.And(idx >= 0, idx <= i, ref.w(idx) == w), z3.And(found_v, idx >= fv))])
     ref_vals.update({"e": e, "w": w, "has_w": has_w, "visited": found_v,
-                     "next": z3.If(has_w, z3.If(found_v, _iv(_C["EOS"]), w), par)})
+                     "next": z3.If(has_w, z3.If(found_v, int_value(_C["EOS"]), w), par)})
     return out, ref_vals
 
 
@@ -637,7 +635,7 @@ def _role_query(role: str, tag: str, keep: dict | None = None) -> dict:
     ref = _Ref(f"{tag}.{role}")
     k, i = z3.Ints(f"{tag}.{role}.k {tag}.{role}.i")
     hyps: list = []
-    t = {"bos": _iv(0), "count": _iv(1), "cval": _iv(2), "a": ref.h + 3 * k + 1, "sep": ref.h + 3 * k + 2,
+    t = {"bos": int_value(0), "count": int_value(1), "cval": int_value(2), "a": ref.h + 3 * k + 1, "sep": ref.h + 3 * k + 2,
          "b": ref.r(k), "eos": ref.P, "tv": ref.P + 1 + i, "teos": ref.P + 1 + ref.L}[role]
     if role in ("count", "cval"):
         hyps.append(ref.h == 2)
@@ -653,10 +651,10 @@ def _role_query(role: str, tag: str, keep: dict | None = None) -> dict:
              ("pos = t, pos_sq = t^2, one = 1 (what the heads' lemmas and the MLPs' facts take)",
               z3.And(pos.val("pos") == z3.ToReal(t), pos.val("pos_sq") == z3.ToReal(t * t), pos.val("one") == 1))]
     # what the position offers the heads' keys
-    goals += [("is_bos = [t = 0]", pos.val("is_bos") == _flag(role == "bos")),
-              ("is_eos: 1 at the [EOS]s alone", pos.val("is_eos") == _flag(role in ("eos", "teos"))),
-              ("is_record: 1 at the records alone", pos.val("is_record") == _flag(role == "b")),
-              ("after_eos: 1 from the prompt's [EOS] on", pos.val("after_eos") == _flag(role in WRITES))]
+    goals += [("is_bos = [t = 0]", pos.val("is_bos") == indicator(role == "bos")),
+              ("is_eos: 1 at the [EOS]s alone", pos.val("is_eos") == indicator(role in ("eos", "teos"))),
+              ("is_record: 1 at the records alone", pos.val("is_record") == indicator(role == "b")),
+              ("after_eos: 1 from the prompt's [EOS] on", pos.val("after_eos") == indicator(role in WRITES))]
     ck = _copy(pos, plan()["vertex-count"][2][0])
     goals.append(("the count key is at most N_c (N_c at the header's count) and at least -V",
                   z3.And(ck <= z3.ToReal(ref.Nc), ck >= -z3.ToReal(ref.V))
@@ -684,11 +682,11 @@ def _role_query(role: str, tag: str, keep: dict | None = None) -> dict:
                 pos.head(h)
         for li in MLP_INPUTS:
             pos.mlp(li)
-        out = _integer(pos.goals, "out", pos.val("out"))
+        out = as_integer(pos.goals, "out", pos.val("out"))
         if role == "eos":
-            want, what = _iv(1), "vertex 0, the tour's start"
+            want, what = int_value(1), "vertex 0, the tour's start"
         elif role == "teos":
-            want = z3.If(ref.L == 2 * ref.Nc - 1, _iv(_C["TRUE"]), _iv(_C["FALSE"]))
+            want = z3.If(ref.L == 2 * ref.Nc - 1, int_value(_C["TRUE"]), int_value(_C["FALSE"]))
             what = "[TRUE] iff the tour has 2 N_c - 1 vertices"
         else:
             want = rv["next"]
@@ -729,17 +727,17 @@ def _key_side(pos: _Role, ref: _Ref, role: str) -> list:
         elif kind == "first_max":
             combo, rng = args
             plain |= {d for d in combo if d not in ("is_bos", "one")}
-            lo, hi = {"flag": (_iv(0), _iv(1)), "code": (-ref.V, ref.V)}[rng]
+            lo, hi = {"flag": (int_value(0), int_value(1)), "code": (-ref.V, ref.V)}[rng]
             v = _copy(pos, combo)
             goals.append((f"{h}'s key lies in the range its lemma is proved on ({rng})",
                           z3.And(v >= z3.ToReal(lo), v <= z3.ToReal(hi))))
     for kd, ksq in sorted(squares):
-        ki = _integer(goals, f"the key direction {kd}", pos.val(kd))
+        ki = as_integer(goals, f"the key direction {kd}", pos.val(kd))
         goals.append((f"{ksq} = {kd}^2 (a match key's square)", pos.val(ksq) == z3.ToReal(ki * ki)))
     for fl in sorted(flags):
         goals.append((f"the flag {fl} is 0 or 1", z3.Or(pos.val(fl) == 0, pos.val(fl) == 1)))
     for d in sorted(plain):
-        _integer(goals, f"the key direction {d}", pos.val(d))
+        as_integer(goals, f"the key direction {d}", pos.val(d))
     if role == "bos":
         for d in sorted({x for pair in squares for x in pair} | flags | plain):
             goals.append((f"{d} = 0 at [BOS] (the lemmas' key there)", pos.val(d) == 0))
@@ -751,8 +749,8 @@ def _role_facts(role: str, tag: str) -> list[dict]:
     try:
         queries = _role_query(role, tag)
     except (ValueError, KeyError) as e:
-        return [_unmet(f"chain.{role}", LAYER, f"the composition at {_WHERE[role]}", f"{type(e).__name__}: {e}")]
-    return [_conjoin(name, LAYER, stmt, hyps, goals) for name, (stmt, hyps, goals) in queries.items()]
+        return [unmet(f"chain.{role}", LAYER, f"the composition at {_WHERE[role]}", f"{type(e).__name__}: {e}")]
+    return [conjoined_fact(name, LAYER, stmt, hyps, goals) for name, (stmt, hyps, goals) in queries.items()]
 
 
 def stages() -> list[tuple[str, set, set]]:

@@ -24,20 +24,9 @@ import numpy as np
 from rnngap.constructions.machine import kernels as K
 from rnngap.constructions.build.num import sharpness
 
-from .sizes import prove, z3
+from .layer_facts import HeadScore, copy_fact, embedded_value, mlp_out, query_combo, show_combo, smt_fact, unmet, writes_only, z3_value
+from .sizes import z3
 
-TIMEOUT_MS = 20000
-
-
-def _unmet(fact: str, layer: str, statement: str, why: str) -> dict:
-    """A record of the plan not met by the built model (a failed step, never a proof)."""
-    return {"fact": fact, "layer": layer, "statement": statement, "method": "plan", "answer": "sat",
-            "counterexample": why}
-
-
-def _q(v) -> "z3.ArithRef":
-    v = Fraction(v)
-    return z3.RealVal(f"{v.numerator}/{v.denominator}") if v.denominator != 1 else z3.RealVal(v.numerator)
 
 
 def layout(sim) -> dict:
@@ -90,111 +79,6 @@ def plan(sim) -> dict:
     return heads
 
 
-class _Score:
-    """The built head's score as a z3 term of the query's free directions and
-    the key's embedded features."""
-
-    def __init__(self, spec, head, tag: str):
-        self.spec, self.head, self.tag = spec, head, tag
-        self.labels = list(spec.labels)
-        self.qvars: dict = {}
-
-    def var(self, lab: str):
-        """The free integer value of the query's direction ``lab``."""
-        if lab not in self.qvars:
-            self.qvars[lab] = z3.Int(f"{self.tag}.q.{lab}")
-        return self.qvars[lab]
-
-    def query_value(self, a: int):
-        lab = self.labels[a]
-        if lab == "one" and self.spec.embedding[a] == (K.F_ONE, 0, 1):
-            return z3.RealVal(1)
-        return z3.ToReal(self.var(lab))
-
-    def key_value(self, b: int, j, free: dict):
-        """The key side's direction b at position j: the embedded feature (coef x
-        pos, pos^2 or 1) or, for a hidden direction, ``free[label]``."""
-        kind, param, coef = self.spec.embedding[b]
-        lab = self.labels[b]
-        if lab in free:
-            return free[lab]
-        if kind in (K.F_POS, K.F_POS_SQ, K.F_ONE):      # a function of the position alone
-            return _embedded(self.spec, b, None, j)
-        raise ValueError(f"{self.head.name}: the key reads {lab!r} (embedding kind "
-                         f"{K.FEATURE_NAMES.get(kind, kind)}), which the plan gives no value")
-
-    def __call__(self, j, free: dict):
-        WQ, WK = self.head.WQ, self.head.WK
-        total = z3.RealVal(0)
-        for r in range(WQ.shape[0]):
-            q = sum((_q(WQ[r, a]) * self.query_value(a) for a in range(WQ.shape[1]) if WQ[r, a] != 0),
-                    z3.RealVal(0))
-            k = sum((_q(WK[r, b]) * self.key_value(b, j, free) for b in range(WK.shape[1]) if WK[r, b] != 0),
-                    z3.RealVal(0))
-            total = total + q * k
-        return total
-
-
-def _combo(score: _Score, combo: dict):
-    """The plan's query value: sum_d c_d x_t[d] over the same variables the score reads."""
-    total = z3.IntVal(0)
-    for lab, c in combo.items():
-        if Fraction(c).denominator != 1:
-            raise ValueError(f"the plan's query coefficient {lab}: {c} is not an integer")
-        if lab == "one":
-            total = total + int(c)
-        else:
-            if lab not in score.labels:
-                raise ValueError(f"the plan's query reads {lab!r}, which the model has no direction for")
-            total = total + int(c) * score.var(lab)
-    return total
-
-
-def _show(combo: dict) -> str:
-    """pos - is_state0 - 2 is_state1 + 1: a combination as a reader writes it."""
-    terms = [(lab, int(c)) for lab, c in combo.items() if lab != "one" and c != 0]
-    terms += [("", int(combo["one"]))] if combo.get("one") else []
-    out = ""
-    for i, (lab, c) in enumerate(terms):
-        mag = str(abs(c)) if not lab or abs(c) != 1 else ""
-        body = f"{mag} {lab}".strip() if lab else mag
-        out += (("- " if c < 0 else "+ ") if i else ("-" if c < 0 else "")) + body + " "
-    return out.strip() or "0"
-
-
-def _fact(layer: str, lemma: str, statement: str, hyps: list, concl) -> dict:
-    """z3 looks for a counterexample (``unsat`` proves the fact); hypotheses that no
-    value satisfies would prove anything, so they are refused (answer ``vacuous``)."""
-    r = prove(hyps, concl, TIMEOUT_MS)
-    d = {"fact": lemma, "layer": layer, "statement": statement, "method": "smt", "answer": r["answer"],
-         "query": r.get("query", "")}
-    if "counterexample" in r:
-        d["counterexample"] = r["counterexample"]
-    if r["answer"] == "unsat" and not _satisfiable(hyps):
-        d["answer"] = "vacuous"
-        d["counterexample"] = "the hypotheses have no model"
-    return d
-
-
-_SAT: list = []
-
-
-def _satisfiable(hyps: list) -> bool:
-    """z3 finds a model of ``hyps`` (one solver per process, each query between a
-    push and a pop: a fresh solver per fact cost a fifth of these rows' time).
-    Anything but ``sat`` (``unknown`` included) counts as no model."""
-    if not _SAT:
-        _SAT.append(z3.Solver())
-        _SAT[0].set("timeout", TIMEOUT_MS)
-    s = _SAT[0]
-    s.push()
-    try:
-        s.add(*hyps)
-        return s.check() == z3.sat
-    finally:
-        s.pop()
-
-
 def planned_heads(spec, want: dict, layer_of, prove) -> list[dict]:
     """Every head of the built ``spec`` against the plan ``want`` (head name ->
     entry): ``prove(li, head, entry, layer)`` gives the head's records; a head
@@ -206,20 +90,20 @@ def planned_heads(spec, want: dict, layer_of, prove) -> list[dict]:
         for h in L.heads:
             layer = f"attention layer {li + 1}, head {h.name}"
             if h.name not in want or h.name in seen:
-                out.append(_unmet(f"{h.name}.planned", layer, "a head the plan names, once",
+                out.append(unmet(f"{h.name}.planned", layer, "a head the plan names, once",
                                   "built twice" if h.name in seen else "the plan does not name it"))
                 continue
             seen.add(h.name)
             at = layer_of(want[h.name])
             if at is not None and at != li:
-                out.append(_unmet(f"{h.name}.layer", layer, f"the head sits in attention layer {at + 1}",
+                out.append(unmet(f"{h.name}.layer", layer, f"the head sits in attention layer {at + 1}",
                                   f"it sits in layer {li + 1}"))
             try:
                 out += prove(li, h, want[h.name], layer)
             except ValueError as e:
-                out.append(_unmet(f"{h.name}.read", layer, "the score's directions", str(e)))
+                out.append(unmet(f"{h.name}.read", layer, "the score's directions", str(e)))
     for name in sorted(set(want) - seen):
-        out.append(_unmet(f"{name}.present", "attention", "the plan's head is built", "no head of that name"))
+        out.append(unmet(f"{name}.present", "attention", "the plan's head is built", "no head of that name"))
     return out
 
 
@@ -232,13 +116,13 @@ def head_facts(sim, tag: str = "sim") -> list[dict]:
 
     def prove(li, h, entry, layer):
         _, (kind, arg), copy = entry
-        score = _Score(spec, h, f"{tag}.{h.name}")
+        score = HeadScore(spec, h, f"{tag}.{h.name}")
         try:
             got = (_position_facts(score, arg, s, layer) if kind == "position"
                    else _first_facts(score, arg, s, layer, P))
         except ValueError as e:
-            got = [_unmet(f"{h.name}.read", layer, "the score's directions", str(e))]
-        return got + [_copy_fact(spec, h, copy, layer)]
+            got = [unmet(f"{h.name}.read", layer, "the score's directions", str(e))]
+        return got + [copy_fact(spec, h, copy, layer)]
     return _single_writer(spec, ("pos", "pos_sq", "one")) + planned_heads(spec, plan(sim), lambda e: e[0], prove)
 
 
@@ -256,55 +140,26 @@ def _single_writer(spec, labels) -> list[dict]:
              "answer": "holds" if not bad else "sat", **({"counterexample": "; ".join(bad)} if bad else {})}]
 
 
-def _copy_fact(spec, head, copy: dict, layer: str) -> dict:
-    """With its weights an exact one-hot on key j, a head adds W_O W_V x_j: the
-    built W_O W_V (exact rationals) must be the plan's copy (target <- combo of
-    the key's directions) and zero on every other target."""
-    labels = list(spec.labels)
-    WO, WV = head.WO, head.WV
-    D = len(labels)
-    bad = []
-    vrows = [[(b, Fraction(WV[r, b])) for b in range(WV.shape[1]) if WV[r, b] != 0] for r in range(WV.shape[0])]
-    for t in range(D):
-        row = {}                                   # (W_O W_V)[t, :], exact, over the nonzero entries only
-        for r in range(WV.shape[0]):
-            if WO[t, r] != 0:
-                o = Fraction(WO[t, r])
-                for b, v in vrows[r]:
-                    row[labels[b]] = row.get(labels[b], Fraction(0)) + o * v
-        row = {k: v for k, v in row.items() if v != 0}
-        want = {k: Fraction(c) for k, c in copy.get(labels[t], {}).items()}
-        if row != want:
-            bad.append(f"{labels[t]} <- {row or 0} (plan: {want or 0})")
-    for lab in copy:
-        if lab not in labels:
-            bad.append(f"{lab}: no such direction")
-    shown = "; ".join(f"{t} <- {_show({k: int(c) for k, c in c_.items()})}" for t, c_ in copy.items())
-    return {"fact": f"{head.name}.copy", "layer": layer, "method": "exact",
-            "statement": f"W_O W_V (built, exact) writes {shown} of the attended key, nothing else",
-            "answer": "holds" if not bad else "sat", **({"counterexample": "; ".join(bad[:4])} if bad else {})}
-
-
 def clamp_key(Q, n):
     """The key a position head attends at query position n (its lemma, below):
     clamp(Q - 1, 0, n) for the query value Q."""
     return z3.If(Q < 1, 0, z3.If(Q > n + 1, n, Q - 1))
 
 
-def _position_facts(score: _Score, query: dict, s: int, layer: str) -> list[dict]:
+def _position_facts(score: HeadScore, query: dict, s: int, layer: str) -> list[dict]:
     n, j = z3.Ints(f"{score.tag}.n {score.tag}.j")
-    Q = _combo(score, query)
+    Q = query_combo(score, query)
     t = clamp_key(Q, n)
     hyps = [n >= 1, j >= 0, j <= n, j != t]
     concl = score(t, {}) - score(j, {}) >= s
-    shown = _show(query)
+    shown = show_combo(query)
     stmt = (f"for every n >= 1 and every integer value of the query's directions: with Q = {shown}, the key "
             f"j* = clamp(Q - 1, 0, n) scores at least {s} (sharpness(f)) above every other key j in 0..n "
             f"(score read off the built W_Q, W_K and the embedding)")
-    return [_fact(layer, f"{score.head.name}.one_hot", stmt, hyps, concl)]
+    return [smt_fact(layer, f"{score.head.name}.one_hot", stmt, hyps, concl)]
 
 
-def _first_facts(score: _Score, flag: str, s: int, layer: str, n_pos: int) -> list[dict]:
+def _first_facts(score: HeadScore, flag: str, s: int, layer: str, n_pos: int) -> list[dict]:
     """``n_pos``: the largest position index the model reads."""
     j0, j1 = z3.Ints(f"{score.tag}.j0 {score.tag}.j1")
     k0, k1 = z3.Ints(f"{score.tag}.k0 {score.tag}.k1")
@@ -321,7 +176,7 @@ def _first_facts(score: _Score, flag: str, s: int, layer: str, n_pos: int) -> li
     for name, extra, what in cases:
         stmt = (f"at every pair of key positions in 0..{P} (n_pos) and every query position: {what}, by at least "
                 f"{s} (sharpness(f)); score read off the built W_Q, W_K and the embedding")
-        out.append(_fact(layer, f"{score.head.name}.{name}", stmt, rng + extra, s0 - s1 >= s))
+        out.append(smt_fact(layer, f"{score.head.name}.{name}", stmt, rng + extra, s0 - s1 >= s))
     return out
 
 
@@ -354,45 +209,12 @@ def type_plan(sim) -> list[tuple[str, str, int, int, dict]]:
     for i in range(lay["S"]):
         c = lay["S_c"][i]
         out.append((f"state{i}", f"the state number S{i}", lay["S_lo"][i], lay["S_hi"][i],
-                    only(f"is_state{i}", state_value=Val(lambda tau, c=c: _q(unit) * (tau - c),
+                    only(f"is_state{i}", state_value=Val(lambda tau, c=c: z3_value(unit) * (tau - c),
                                                          f"2^-{lay['f']} (tau - {c})"))))
     K0 = lay["K"]
     out.append(("counter", "the counter K(t)", K0, lay["top"],
                 only("is_counter", counter_value=Val(lambda tau: tau - K0, f"tau - {K0}"))))
     return out
-
-
-def token_flag(param, code):
-    """[the token is ``param``] at a position of code ``code``, as the kernel's
-    F_IS_TOKEN feature reads it (``tok == param``): the code comparison for a
-    token id (token_code is injective on ids >= 0), never true for a parameter
-    no token has (a negative one: token_code would make it a vertex's code)."""
-    from rnngap.constructions.machine.vocab import token_code
-    param = int(param)
-    return code == token_code(param) if param >= 0 else z3.BoolVal(False)
-
-
-def _embedded(spec, a: int, tau, pos):
-    """x[a] at a position of code tau and position pos: the built embedding's feature."""
-    kind, param, coef = spec.embedding[a]
-    c = _q(coef)
-    if kind == K.F_ZERO:
-        return z3.RealVal(0)
-    if kind == K.F_ONE:
-        return c
-    if kind == K.F_TOK:
-        return c * z3.ToReal(tau)
-    if kind == K.F_TOK_SQ:
-        return c * z3.ToReal(tau * tau)
-    if kind == K.F_IS_TOKEN:
-        return c * z3.If(token_flag(param, tau), z3.RealVal(1), z3.RealVal(0))
-    if kind == K.F_IS_NUM:
-        return c * z3.If(tau >= 1, z3.RealVal(1), z3.RealVal(0))
-    if kind == K.F_POS:
-        return c * z3.ToReal(pos)
-    if kind == K.F_POS_SQ:
-        return c * z3.ToReal(pos * pos)
-    raise ValueError(f"embedding feature {K.FEATURE_NAMES.get(kind, kind)} of {spec.labels[a]!r} is not read here")
 
 
 def type_facts(sim, tag: str = "sim") -> list[dict]:
@@ -415,60 +237,31 @@ def type_facts(sim, tag: str = "sim") -> list[dict]:
             "answer": "holds" if not gaps else "sat",
             **({"counterexample": "; ".join(gaps)} if gaps else {})}]
     if L.heads:
-        return out + [_unmet("type.mlp_only", layer, "the first layer has no heads",
+        return out + [unmet("type.mlp_only", layer, "the first layer has no heads",
                              f"heads {[h.name for h in L.heads]}")]
     labels = list(spec.labels)
     plan_ = type_plan(sim)
     planned = set(plan_[0][4])
-    out += _writes_only(L, labels, planned, "type.writes", layer)
+    out += writes_only(L, labels, planned, "type.writes", layer)
     tau, pos = z3.Ints(f"{tag}.tau {tag}.pos")
     try:
-        x = {labels[a]: _embedded(spec, a, tau, pos) for a in range(len(labels))
+        x = {labels[a]: embedded_value(spec, a, tau, pos) for a in range(len(labels))
              if any(v != 0 for v in L.W1[:, a]) or labels[a] in planned}
-        after = _mlp(L, labels, x)
+        after = mlp_out(L, labels, x)
     except ValueError as e:
-        return out + [_unmet("type.read", layer, "the MLP's inputs", str(e))]
+        return out + [unmet("type.read", layer, "the MLP's inputs", str(e))]
     for name, what, lo, hi, want in plan_:
-        goals = [after(lab) == (v.fn(tau) if isinstance(v, Val) else _q(v)) for lab, v in want.items()]
+        goals = [after(lab) == (v.fn(tau) if isinstance(v, Val) else z3_value(v)) for lab, v in want.items()]
         stmt = (f"for every token code tau in {lo}..{hi} ({what}) and every position: the layer-1 MLP writes "
                 + ", ".join(f"{lab} = {v.text if isinstance(v, Val) else v}" for lab, v in want.items()
                             if isinstance(v, Val) or v)
                 + "; every other flag and value 0 (read off the built W1, b1, W2, b2 and the embedding)")
-        out.append(_fact(layer, f"type.{name}", stmt, [tau >= lo, tau <= hi, pos >= 0], z3.And(*goals)))
+        out.append(smt_fact(layer, f"type.{name}", stmt, [tau >= lo, tau <= hi, pos >= 0], z3.And(*goals)))
     return out
 
 
 # ----------------------------------------------------------------------------
 # layer 2's MLP: the block roles (after the position heads)
-def _mlp(L, labels, x: dict):
-    """``out(label)``: the direction after the layer's MLP, x + W2 relu(W1 x + b1) + b2,
-    with ``x`` the z3 values of the directions W1 reads (ReLU as if-then-else)."""
-    hidden = []
-    for i in range(L.W1.shape[0]):
-        terms = []
-        for a in range(L.W1.shape[1]):
-            if L.W1[i, a] != 0:
-                if labels[a] not in x:
-                    raise ValueError(f"the MLP reads {labels[a]!r}, which the plan gives no value")
-                terms.append(_q(L.W1[i, a]) * x[labels[a]])
-        pre = sum(terms, z3.RealVal(0)) + _q(L.b1[i])
-        hidden.append(z3.If(pre > 0, pre, z3.RealVal(0)))
-
-    def out(lab):
-        d = labels.index(lab)
-        return x.get(lab, z3.RealVal(0)) + _q(L.b2[d]) + sum(
-            (_q(L.W2[d, i]) * hidden[i] for i in range(len(hidden)) if L.W2[d, i] != 0), z3.RealVal(0))
-    return out
-
-
-def _writes_only(L, labels, planned: set, fact: str, layer: str) -> list[dict]:
-    """[] if the layer's MLP writes exactly the ``planned`` directions (a nonzero
-    row of W2 or b2), else the failed step naming the difference."""
-    written = {labels[d] for d in range(len(labels)) if any(v != 0 for v in L.W2[d]) or L.b2[d] != 0}
-    if written == planned:
-        return []
-    return [_unmet(fact, layer, "the MLP writes the planned directions only",
-                   f"writes {sorted(written - planned)} not planned, misses {sorted(planned - written)}")]
 
 
 def role_plan(sim) -> dict:
@@ -501,32 +294,32 @@ def role_facts(sim, tag: str = "sim") -> list[dict]:
     li = next((i for i, L in enumerate(spec.attn_layers) if any(h.name == "firstK" for h in L.heads)), None)
     layer = "attention layer 2, MLP: block roles"
     if li is None:
-        return [_unmet("roles.layer", layer, "the layer of the position heads", "no head firstK")]
+        return [unmet("roles.layer", layer, "the layer of the position heads", "no head firstK")]
     L = spec.attn_layers[li]
     want = role_plan(sim)
-    out = _writes_only(L, labels, set(want), "roles.writes", layer)
+    out = writes_only(L, labels, set(want), "roles.writes", layer)
     flags = ["is_rnn_token", "is_filler"] + [f"is_state{i}" for i in range(layout(sim)["S"])] + ["is_counter"]
     ints = {lab: z3.Int(f"{tag}.roles.{lab}") for lab in flags + ["seen_counter", "step", "prompt_length"]}
     hyps = [z3.Or(ints[lab] == 0, ints[lab] == 1) for lab in flags + ["seen_counter"]]
     hyps.append(sum((ints[lab] for lab in flags), z3.IntVal(0)) == 1)
     x = {lab: z3.ToReal(v) for lab, v in ints.items()}
     try:
-        after = _mlp(L, labels, x)
+        after = mlp_out(L, labels, x)
     except ValueError as e:
-        return out + [_unmet("roles.read", layer, "the MLP's inputs", str(e))]
+        return out + [unmet("roles.read", layer, "the MLP's inputs", str(e))]
     for lab, (fn, text) in want.items():
         if lab not in labels:
-            out.append(_unmet(f"roles.{lab}", layer, f"{lab} = {text}", "no such direction"))
+            out.append(unmet(f"roles.{lab}", layer, f"{lab} = {text}", "no such direction"))
             continue
         stmt = (f"for every integer step and prompt_length, seen_counter in {{0, 1}} and one-hot token-type "
                 f"flags: the MLP writes {lab} = {text} (read off the built W1, b1, W2, b2)")
-        out.append(_fact(layer, f"roles.{lab}", stmt, hyps, after(lab) == fn(ints)))
+        out.append(smt_fact(layer, f"roles.{lab}", stmt, hyps, after(lab) == fn(ints)))
     return out
 
 
 # ----------------------------------------------------------------------------
 # the RNN layers: each simulated by two MLPs, read against the RNN's own weights
-def _rnn_dims(sim) -> tuple[dict, list]:
+def rnn_dims(sim) -> tuple[dict, list]:
     """({RNN dim d: its simulator direction "rnn:<label>" or None}, problems): a dim
     the simulator does not carry must be zero throughout the RNN's run: neither
     embedded nor written by any of its layers."""
@@ -556,9 +349,9 @@ def step_facts(sim, tag: str = "sim") -> list[dict]:
     spec = sim.model.spec
     labels = list(spec.labels)
     rspec = sim.rnn.spec
-    dims, bad = _rnn_dims(sim)
+    dims, bad = rnn_dims(sim)
     if bad:
-        return [_unmet("step.dims", "RNN layers", "the RNN's residual in the simulator", "; ".join(bad))]
+        return [unmet("step.dims", "RNN layers", "the RNN's residual in the simulator", "; ".join(bad))]
     x = {lab: z3.Real(f"{tag}.step.{lab}") for lab in labels}
 
     def xv(d):                                   # the RNN's x_d (0 where the simulator has no direction)
@@ -570,36 +363,36 @@ def step_facts(sim, tag: str = "sim") -> list[dict]:
         layer = f"RNN layer {l}: state MLP"
         missing = [h for h in hl if h not in labels]
         if missing:
-            out.append(_unmet(f"step{l}.dims", layer, "the states' directions", f"no directions {missing}"))
+            out.append(unmet(f"step{l}.dims", layer, "the states' directions", f"no directions {missing}"))
             base += S_l
             continue
         rows = [labels.index(h) for h in hl]
         where = [i for i, L in enumerate(spec.attn_layers) if any(np.any(L.W2[r] != 0) or L.b2[r] != 0 for r in rows)]
         at = plan(sim)["prompt"][0] + 1 + 2 * l               # after the input layer, two layers per RNN layer
         if where != [at] or spec.attn_layers[at].heads:
-            out.append(_unmet(f"step{l}.layer", layer, f"layer {at} (no heads) alone writes the states",
+            out.append(unmet(f"step{l}.layer", layer, f"layer {at} (no heads) alone writes the states",
                               f"layers writing them: {where}"))
             base += S_l
             continue
         L = spec.attn_layers[where[0]]
         prev = [f"prev_state{base + s}" for s in range(S_l)]
         if any(p not in labels for p in prev):
-            out.append(_unmet(f"step{l}.prev", layer, "the previous states' directions", f"missing among {prev}"))
+            out.append(unmet(f"step{l}.prev", layer, "the previous states' directions", f"missing among {prev}"))
             base += S_l
             continue
-        z = [sum((_q(R.A[s, s2]) * x[prev[s2]] for s2 in range(S_l) if R.A[s, s2] != 0), z3.RealVal(0))
-             + sum((_q(R.B[s, d]) * xv(d) for d in range(rspec.width) if R.B[s, d] != 0), z3.RealVal(0))
+        z = [sum((z3_value(R.A[s, s2]) * x[prev[s2]] for s2 in range(S_l) if R.A[s, s2] != 0), z3.RealVal(0))
+             + sum((z3_value(R.B[s, d]) * xv(d) for d in range(rspec.width) if R.B[s, d] != 0), z3.RealVal(0))
              for s in range(S_l)]
         c_dims = [d for d in range(rspec.width) if np.any(R.C[d] != 0)]
-        out += _writes_only(L, labels, set(hl) | {dims[d] for d in c_dims}, f"step{l}.writes", layer)
-        after = _mlp(L, labels, x)
+        out += writes_only(L, labels, set(hl) | {dims[d] for d in c_dims}, f"step{l}.writes", layer)
+        after = mlp_out(L, labels, x)
         for s in range(S_l):
-            out.append(_fact(layer, f"step{l}.{hl[s]}", f"for every real value of every direction: the MLP adds "
+            out.append(smt_fact(layer, f"step{l}.{hl[s]}", f"for every real value of every direction: the MLP adds "
                              f"z_{s} = (A h_(t-1) + B x)_{s} to {hl[s]} (A, B the RNN's own)", [],
                              after(hl[s]) - x[hl[s]] == z[s]))
         for d in c_dims:
-            cz = sum((_q(R.C[d, s]) * z[s] for s in range(S_l) if R.C[d, s] != 0), z3.RealVal(0))
-            out.append(_fact(layer, f"step{l}.{dims[d]}", f"for every real value of every direction: the MLP adds "
+            cz = sum((z3_value(R.C[d, s]) * z[s] for s in range(S_l) if R.C[d, s] != 0), z3.RealVal(0))
+            out.append(smt_fact(layer, f"step{l}.{dims[d]}", f"for every real value of every direction: the MLP adds "
                              f"(C z)_{d} to {dims[d]} (C the RNN's own)", [], after(dims[d]) - x[dims[d]] == cz))
         # the RNN's own MLP, in the next layer
         own_layer = f"RNN layer {l}: its own MLP"
@@ -609,22 +402,22 @@ def step_facts(sim, tag: str = "sim") -> list[dict]:
             base += S_l
             continue
         if nxt >= len(spec.attn_layers) or spec.attn_layers[nxt].heads:
-            out.append(_unmet(f"own{l}.layer", own_layer, "a heads-free layer right after the state MLP",
+            out.append(unmet(f"own{l}.layer", own_layer, "a heads-free layer right after the state MLP",
                               f"layer {nxt} is missing or has heads"))
             base += S_l
             continue
         L2 = spec.attn_layers[nxt]
-        out += _writes_only(L2, labels, {dims[d] for d in own_dims}, f"own{l}.writes", own_layer)
-        after2 = _mlp(L2, labels, x)
+        out += writes_only(L2, labels, {dims[d] for d in own_dims}, f"own{l}.writes", own_layer)
+        after2 = mlp_out(L2, labels, x)
         hidden = []
         for m in range(R.W1.shape[0]):
-            pre = sum((_q(R.W1[m, c]) * xv(c) for c in range(rspec.width) if R.W1[m, c] != 0), z3.RealVal(0)) \
-                + _q(R.b1[m])
+            pre = sum((z3_value(R.W1[m, c]) * xv(c) for c in range(rspec.width) if R.W1[m, c] != 0), z3.RealVal(0)) \
+                + z3_value(R.b1[m])
             hidden.append(z3.If(pre > 0, pre, z3.RealVal(0)))
         for d in own_dims:
-            want = _q(R.b2[d]) + sum((_q(R.W2[d, m]) * hidden[m] for m in range(len(hidden)) if R.W2[d, m] != 0),
+            want = z3_value(R.b2[d]) + sum((z3_value(R.W2[d, m]) * hidden[m] for m in range(len(hidden)) if R.W2[d, m] != 0),
                                      z3.RealVal(0))
-            out.append(_fact(own_layer, f"own{l}.{dims[d]}", f"for every real value of every direction: the MLP "
+            out.append(smt_fact(own_layer, f"own{l}.{dims[d]}", f"for every real value of every direction: the MLP "
                              f"adds (W2 relu(W1 x + b1) + b2)_{d} to {dims[d]} (the RNN's own weights)", [],
                              after2(dims[d]) - x[dims[d]] == want))
         base += S_l
@@ -653,7 +446,7 @@ def sequence_facts(sim) -> list[dict]:
     want = li + 1 + 2 * len(rspec.rnn_layers) + (3 if argmax else 0) + 1
     out = []
     if len(spec.attn_layers) != want:
-        out.append(_unmet("order.count", layer, f"{want} layers: 3, two per RNN layer"
+        out.append(unmet("order.count", layer, f"{want} layers: 3, two per RNN layer"
                           f"{', three for the argmax' if argmax else ''}, the next code",
                           f"the model has {len(spec.attn_layers)}"))
 
@@ -688,12 +481,12 @@ def sequence_facts(sim) -> list[dict]:
             continue
         got = set(writers(lab))
         if got != where:
-            out.append(_unmet(f"order.{lab}", layer, f"only layers {sorted(where)} write {lab}",
+            out.append(unmet(f"order.{lab}", layer, f"only layers {sorted(where)} write {lab}",
                               f"layers {sorted(got)} write it"))
     embedded = {"one", "tok", "pos", "pos_sq"} | {f"rnn_embed:{lab}" for lab in layout(sim)["emb"]}
     nonzero = {lab for lab, (k, _, c) in zip(labels, spec.embedding) if k != K.F_ZERO and c != 0}
     if nonzero != embedded:
-        out.append(_unmet("order.embedding", "embedding", "the embedding writes one, tok, pos, pos_sq and the "
+        out.append(unmet("order.embedding", "embedding", "the embedding writes one, tok, pos, pos_sq and the "
                           "RNN's embedded features only; every other direction starts at 0",
                           f"it writes {sorted(nonzero - embedded)} too, misses {sorted(embedded - nonzero)}"))
     if not out:
@@ -722,13 +515,13 @@ def input_facts(sim, tag: str = "sim") -> list[dict]:
     layer = "attention layer 3, MLP: the RNN's input"
     li = plan(sim)["prompt"][0]
     if li >= len(spec.attn_layers) or not any(h.name == "prompt" for h in spec.attn_layers[li].heads):
-        return [_unmet("input.layer", layer, "the prompt head's layer", f"no head 'prompt' in layer {li}")]
+        return [unmet("input.layer", layer, "the prompt head's layer", f"no head 'prompt' in layer {li}")]
     L = spec.attn_layers[li]
     xs = {lab: f"rnn:{lab}" for lab in lay["emb"]}
     if any(v not in labels for v in xs.values()):
-        return [_unmet("input.dims", layer, "the RNN's embedded directions", f"missing among {sorted(xs.values())}")]
-    out = _writes_only(L, labels, set(xs.values()) | {"emit_rnn_token", "emit_filler"}, "input.writes", layer)
-    bound = _q(sim_emb_bound(INT, sim.params(), sim.max_steps))
+        return [unmet("input.dims", layer, "the RNN's embedded directions", f"missing among {sorted(xs.values())}")]
+    out = writes_only(L, labels, set(xs.values()) | {"emit_rnn_token", "emit_filler"}, "input.writes", layer)
+    bound = z3_value(sim_emb_bound(INT, sim.params(), sim.max_steps))
     flags = ["in_prompt", "after_last_state", "prompt_done"]
     ints = {lab: z3.Int(f"{tag}.input.{lab}") for lab in flags}
     x = {lab: z3.Real(f"{tag}.input.{lab}") for lab in labels}
@@ -738,14 +531,14 @@ def input_facts(sim, tag: str = "sim") -> list[dict]:
     for lab in lay["emb"]:
         for src_ in (f"prompt_token:{lab}", f"prev_token:{lab}"):
             hyps += [x[src_] <= bound, x[src_] >= -bound]
-    after = _mlp(L, labels, x)
+    after = mlp_out(L, labels, x)
     for lab, d in xs.items():
         want = z3.If(ints["in_prompt"] == 1, x[f"prompt_token:{lab}"], x[f"prev_token:{lab}"])
-        out.append(_fact(layer, f"input.{d}", f"for in_prompt in {{0, 1}} and copied features within the declared "
+        out.append(smt_fact(layer, f"input.{d}", f"for in_prompt in {{0, 1}} and copied features within the declared "
                          f"bound: the MLP adds (in_prompt ? prompt_token : prev_token):{lab} to {d}", hyps,
                          after(d) - x[d] == want))
     for lab, (fn, text) in emit_plan().items():
-        out.append(_fact(layer, f"input.{lab}", f"for 0/1 flags: the MLP writes {lab} = {text}", hyps,
+        out.append(smt_fact(layer, f"input.{lab}", f"for 0/1 flags: the MLP writes {lab} = {text}", hyps,
                          after(lab) - x[lab] == fn(ints)))
     return out
 
@@ -836,31 +629,31 @@ def argmax_facts(sim, tag: str = "sim") -> list[dict]:
         return []
     other = sorted({K.FEATURE_NAMES.get(k, k) for _, k, _, _ in rspec.readout if k not in (K.F_IS_TOKEN, K.F_ONE)})
     if other:
-        return [_unmet("argmax.readout", "the RNN's readout", "indicator and constant terms only (the argmax's "
+        return [unmet("argmax.readout", "the RNN's readout", "indicator and constant terms only (the argmax's "
                        "plan)", f"terms of kind {other}")]
     cont, terms = indicator_plan(sim)
     C = len(cont)
     frac = sorted({str(c) for tl in terms for _, c in tl if c.denominator != 1})
     if frac:
-        return [_unmet("argmax.coefficients", "the RNN's readout", "integer indicator coefficients (so the RNN's "
+        return [unmet("argmax.coefficients", "the RNN's readout", "integer indicator coefficients (so the RNN's "
                        "rounded products are the exact ones the argmax's MLPs compute)", f"coefficients {frac}")]
     first = plan(sim)["prompt"][0] + 1 + 2 * len(rspec.rnn_layers)
     names = ("the logits", "the comparisons", "the winner")
     layers = [f"argmax layer {k + 1} (attention layer {first + k + 1}), MLP: {names[k]}" for k in range(3)]
     if len(spec.attn_layers) < first + 3 or any(spec.attn_layers[first + k].heads for k in range(3)):
-        return [_unmet("argmax.layers", layers[0], "three heads-free layers after the RNN's last layer",
+        return [unmet("argmax.layers", layers[0], "three heads-free layers after the RNN's last layer",
                        f"layers {first}..{first + 2} of {len(spec.attn_layers)}")]
     want = {kind: [f"{kind}{j}" for j in range(C)] for kind in ("logit", "beats", "winner")}
     if any(lab not in labels for v in want.values() for lab in v):
-        return [_unmet("argmax.dims", layers[0], f"logit, beats and winner directions for {C} contenders",
+        return [unmet("argmax.dims", layers[0], f"logit, beats and winner directions for {C} contenders",
                        f"the model has {sorted(lab for lab in labels if lab.startswith(('logit', 'beats', 'winner')))}")]
-    dims, bad = _rnn_dims(sim)
+    dims, bad = rnn_dims(sim)
     if bad:
-        return [_unmet("argmax.dims", layers[0], "the RNN's residual in the simulator", "; ".join(bad))]
+        return [unmet("argmax.dims", layers[0], "the RNN's residual in the simulator", "; ".join(bad))]
     Ls = [spec.attn_layers[first + k] for k in range(3)]
     out = []
     for L, kind, layer in zip(Ls, ("logit", "beats", "winner"), layers):
-        out += _writes_only(L, labels, set(want[kind]), f"argmax.{kind}.writes", layer)
+        out += writes_only(L, labels, set(want[kind]), f"argmax.{kind}.writes", layer)
     sc = 1 << sim.rnn.fmt.frac_bits
     b = lambda c: z3.If(c, z3.IntVal(1), z3.IntVal(0))     # noqa: E731
     # the logits: every direction a free real (0 before the layer: sequence_facts)
@@ -869,23 +662,23 @@ def argmax_facts(sim, tag: str = "sim") -> list[dict]:
     for lab in labels:
         if lab.startswith(("logit", "beats", "winner")):
             x[lab] = z3.RealVal(0)
-    logit = [sum((_q(c) * x[dims[d]] for d, c in tl if dims[d] is not None),
+    logit = [sum((z3_value(c) * x[dims[d]] for d, c in tl if dims[d] is not None),
                  z3.RealVal(0)) for tl in terms]
-    after1 = _mlp(Ls[0], labels, x)
+    after1 = mlp_out(Ls[0], labels, x)
     for j in range(C):
-        out.append(_fact(layers[0], f"argmax.logit{j}", f"for every real value of the RNN's directions: the MLP "
+        out.append(smt_fact(layers[0], f"argmax.logit{j}", f"for every real value of the RNN's directions: the MLP "
                          f"writes logit{j} = {_show_terms(rspec, terms[j])} (token {cont[j]}'s indicator terms)",
                          [], after1(want["logit"][j]) == logit[j]))
     # the comparisons: logits multiples of 2^-f
     u = [z3.Int(f"{tag}.argmax.u{j}") for j in range(C)]
     y = dict(x)
     y.update({f"logit{j}": z3.ToReal(u[j]) / sc for j in range(C)})
-    after2 = _mlp(Ls[1], labels, y)
+    after2 = mlp_out(Ls[1], labels, y)
 
     def beats(uu, j):
         return sum((b(uu[j] > uu[i]) if i < j else b(uu[j] >= uu[i]) for i in range(C) if i != j), z3.IntVal(0))
     for j in range(C):
-        out.append(_fact(layers[1], f"argmax.beats{j}", f"for logits that are multiples of 2^-{sim.rnn.fmt.frac_bits}: "
+        out.append(smt_fact(layers[1], f"argmax.beats{j}", f"for logits that are multiples of 2^-{sim.rnn.fmt.frac_bits}: "
                          f"the MLP writes beats{j} = #{{i < {j}: logit{j} > logit_i}} + #{{i > {j}: logit{j} >= "
                          f"logit_i}}", [], after2(f"beats{j}") == z3.ToReal(beats(u, j))))
     # the winner: beats in 0..C - 1, the logits any reals (in the residual: the layer may read them)
@@ -893,25 +686,25 @@ def argmax_facts(sim, tag: str = "sim") -> list[dict]:
     w = dict(x)
     w.update({f"logit{j}": z3.Real(f"{tag}.argmax.logit{j}") for j in range(C)})
     w.update({f"beats{j}": z3.ToReal(v[j]) for j in range(C)})
-    after3 = _mlp(Ls[2], labels, w)
+    after3 = mlp_out(Ls[2], labels, w)
     rng = [z3.And(vj >= 0, vj <= C - 1) for vj in v]
     for j in range(C):
-        out.append(_fact(layers[2], f"argmax.winner{j}", f"for integer beats in 0..{C - 1}: the MLP writes "
+        out.append(smt_fact(layers[2], f"argmax.winner{j}", f"for integer beats in 0..{C - 1}: the MLP writes "
                          f"winner{j} = [beats{j} = {C - 1}]", rng, after3(f"winner{j}") == z3.ToReal(b(v[j] == C - 1))))
     # the comparisons and the winner in a row, each handed the residual the layer
     # before left: the logits (what the logits layer writes, argmax.logit<j>: from
     # the RNN's values on its grid 2^-f and integer coefficients, multiples of 2^-f)
     # stay in the residual, the winner layer reads the beats the comparisons wrote
     z = dict(y)
-    a2 = _mlp(Ls[1], labels, z)
+    a2 = mlp_out(Ls[1], labels, z)
     zz = dict(z)
     zz.update({f"beats{j}": a2(f"beats{j}") for j in range(C)})
-    a3 = _mlp(Ls[2], labels, zz)
+    a3 = mlp_out(Ls[2], labels, zz)
 
     def is_first_max(j):
         return z3.And(*([u[j] > u[i] for i in range(j)] + [u[j] >= u[i] for i in range(j + 1, C)]))
     concl = z3.And(*[a3(f"winner{j}") == z3.If(is_first_max(j), z3.RealVal(1), z3.RealVal(0)) for j in range(C)])
-    out.append(_fact("argmax layers 1-3 (the composition)", "argmax.one-hot",
+    out.append(smt_fact("argmax layers 1-3 (the composition)", "argmax.one-hot",
                      f"for every {C} logits on the grid 2^-{sim.rnn.fmt.frac_bits} (what the logits layer writes, "
                      f"argmax.logit<j>, from the RNN's values on that grid with integer indicator coefficients), "
                      f"each layer handed the residual the one before left: the comparisons and the winner in a row "
@@ -953,14 +746,14 @@ def next_code_facts(sim, tag: str = "sim") -> list[dict]:
     where = [i for i, L in enumerate(spec.attn_layers) if "next_code" in labels
              and (np.any(L.W2[labels.index("next_code")] != 0) or L.b2[labels.index("next_code")] != 0)]
     if len(where) != 1 or spec.attn_layers[where[0]].heads or where[0] != len(spec.attn_layers) - 1:
-        return [_unmet("next.layer", layer, "the last layer, without heads, alone writes next_code",
+        return [unmet("next.layer", layer, "the last layer, without heads, alone writes next_code",
                        f"layers writing it: {where} of {len(spec.attn_layers)}")]
     L = spec.attn_layers[where[0]]
-    out = _writes_only(L, labels, {"next_code"}, "next.writes", layer)
+    out = writes_only(L, labels, {"next_code"}, "next.writes", layer)
     rspec = sim.rnn.spec
-    dims, bad = _rnn_dims(sim)
+    dims, bad = rnn_dims(sim)
     if bad:
-        return out + [_unmet("next.dims", layer, "the RNN's residual in the simulator", "; ".join(bad))]
+        return out + [unmet("next.dims", layer, "the RNN's residual in the simulator", "; ".join(bad))]
     S, f, IR = lay["S"], lay["f"], sim.rnn.fmt.int_bits
     hs = [f"h{l}:{R.state_labels[s] if R.state_labels else s}" for l, R in enumerate(rspec.rnn_layers)
           for s in range(R.A.shape[0])]
@@ -981,7 +774,7 @@ def next_code_facts(sim, tag: str = "sim") -> list[dict]:
     hyps += [z3.And(x[d] < lim, x[d] > -lim) for d in dims.values() if d is not None]
     if win:
         hyps += [z3.Or(v == 0, v == 1) for v in win.values()] + [sum(win.values(), z3.IntVal(0)) == 1]
-    after = _mlp(L, labels, x)
+    after = mlp_out(L, labels, x)
     got = after("next_code") - x["next_code"]
 
     def case(flag):
@@ -989,13 +782,13 @@ def next_code_facts(sim, tag: str = "sim") -> list[dict]:
         return on + [ints[e] == (1 if e == flag else 0) for e in emits]
     w = _nearest_weights(rspec)
     cases = [(None, "K(0)", "the prompt (seen_counter = 0)", z3.RealVal(lay["K"]))]
-    cases += [(f"emit_state{i}", f"S{i}", f"emit_state{i}", _q(lay["S_c"][i]) + z3.ToReal(u[i])) for i in range(S)]
+    cases += [(f"emit_state{i}", f"S{i}", f"emit_state{i}", z3_value(lay["S_c"][i]) + z3.ToReal(u[i])) for i in range(S)]
     if w is None and not any(k == K.F_IS_TOKEN for _, k, _, _ in rspec.readout):
-        out.append(_unmet("next.Y", layer, "the RNN's token: its readout's value",
+        out.append(unmet("next.Y", layer, "the RNN's token: its readout's value",
                           "the RNN's readout is neither 2 tau v - tau^2 on a constant 1 nor an indicator readout"))
     if w is not None:
         from rnngap.constructions.models.simulate import TAU_MIN
-        v = sum((_q(c) * x[dims[d]] for d, c in w.items() if dims[d] is not None), z3.RealVal(0))
+        v = sum((z3_value(c) * x[dims[d]] for d, c in w.items() if dims[d] is not None), z3.RealVal(0))
         hi = sim.rnn.vocab.max_number + 1
         clamp = z3.If(v < TAU_MIN, z3.RealVal(TAU_MIN), z3.If(v > hi, z3.RealVal(hi), v))
         cases.append(("emit_rnn_token", "Y", f"emit_rnn_token: clamp(v, {TAU_MIN}, {hi})", clamp))
@@ -1003,7 +796,7 @@ def next_code_facts(sim, tag: str = "sim") -> list[dict]:
         from rnngap.constructions.machine.vocab import token_code
         cont, _ = indicator_plan(sim)
         if len(cont) != len(win):
-            out.append(_unmet("next.Y", layer, f"one winner direction per contender ({len(cont)})",
+            out.append(unmet("next.Y", layer, f"one winner direction per contender ({len(cont)})",
                               f"the model has {len(win)}"))
         else:
             yv = sum((token_code(t) * win.get(f"winner{j}", z3.IntVal(0)) for j, t in enumerate(cont)), z3.IntVal(0))
@@ -1011,14 +804,14 @@ def next_code_facts(sim, tag: str = "sim") -> list[dict]:
                           "winner_j = 1: the RNN's argmax)", z3.ToReal(yv)))
             off = [t for t in cont if not lay["tau_min"] <= token_code(t) <= lay["top"]]
             if off:
-                out.append(_unmet("next.Y.range", layer, f"every contender's code in the readout's range "
+                out.append(unmet("next.Y.range", layer, f"every contender's code in the readout's range "
                                   f"{lay['tau_min']}..{lay['top']}", f"tokens {off} lie outside"))
     cases += [("emit_filler", "filler", "emit_filler", z3.RealVal(lay["filler"])),
               ("emit_next_counter", "K(t+1)", "emit_next_counter", z3.ToReal(ints["step"]) + lay["K"] + 1)]
     for flag, name, when, want in cases:
         stmt = (f"{when}: the MLP writes next_code = the code of {name}, for every value of its inputs "
                 f"(read off the built W1, b1, W2, b2)")
-        out.append(_fact(layer, f"next.{name}", stmt, hyps + case(flag), got == want))
+        out.append(smt_fact(layer, f"next.{name}", stmt, hyps + case(flag), got == want))
     return out
 
 
@@ -1042,7 +835,7 @@ def nearest_readout_facts(spec, lo: int, hi: int, tag: str, direction: str = "ne
     n, c = z3.Int(f"{tag}.readout.n"), z3.Int(f"{tag}.readout.c")
     x = {lab: z3.Real(f"{tag}.readout.{lab}") for lab in labels}
     if direction not in x:
-        return [_unmet(f"readout.{direction}", layer, f"a direction {direction}", "none")]
+        return [unmet(f"readout.{direction}", layer, f"a direction {direction}", "none")]
     x[direction], x["one"] = z3.ToReal(n), z3.RealVal(1)
 
     def logit(code):
@@ -1056,14 +849,14 @@ def nearest_readout_facts(spec, lo: int, hi: int, tag: str, direction: str = "ne
                 feat = z3.RealVal(1)
             else:
                 return None
-            total = total + _q(coef) * feat * x[labels[dim]]
+            total = total + z3_value(coef) * feat * x[labels[dim]]
         return total
     ln, lc = logit(n), logit(c)
     if ln is None:
-        return [_unmet("readout.terms", layer, "a readout of tau, tau^2 and constant terms",
+        return [unmet("readout.terms", layer, "a readout of tau, tau^2 and constant terms",
                        f"feature kinds {sorted({k for _, k, _, _ in spec.readout})}")]
     rng = [n >= lo, n <= hi, c >= lo, c <= hi, c != n]
-    return [_fact(layer, "readout.nearest", f"for every integer code n = {direction} and every other code c in "
+    return [smt_fact(layer, "readout.nearest", f"for every integer code n = {direction} and every other code c in "
                   f"{lo}..{hi}: logit(n) > logit(c) (read off the built readout)", rng, ln > lc)]
 
 

@@ -23,15 +23,13 @@ import numpy as np
 from rnngap.constructions.machine import kernels as K
 from rnngap.constructions.machine.vocab import token_code
 
-from .simulator import (
-    Val, _embedded, _fact, _q, _unmet, clamp_key as _clamp_key, emit_plan, layout, plan, role_plan,
-    type_plan,
-)
-from .sizes import prove, z3
+from .layer_facts import conjoined_fact, embedded_value, smt_fact, unmet, z3_value
+from .simulator import Val, clamp_key as _clamp_key, emit_plan, layout, plan, role_plan, type_plan
+from .sizes import z3
 
 def _real(v):
     if isinstance(v, (int, Fraction)):
-        return _q(v)
+        return z3_value(v)
     return z3.ToReal(v) if v.is_int() else v
 
 
@@ -79,13 +77,13 @@ class _Reference:
             return _real(v.fn(code) if isinstance(v, Val) else v)
         if lab not in self.labels:
             raise ValueError(f"no direction {lab!r}")
-        return _embedded(self.spec, self.labels.index(lab), code, j)
+        return embedded_value(self.spec, self.labels.index(lab), code, j)
 
     def copy(self, combo: dict, j):
         """sum_lab c x[lab] at position j (one case split over the kinds)."""
         cases = []
         for row, cond, code in self.kinds(j):
-            here = z3.simplify(sum((_q(c) * self.value_of(row, code, j, lab) for lab, c in combo.items()),
+            here = z3.simplify(sum((z3_value(c) * self.value_of(row, code, j, lab) for lab, c in combo.items()),
                                    z3.RealVal(0)))
             cases.append((cond, here))
         if all(h.eq(cases[0][1]) for _, h in cases):       # the kinds cover every position: one term
@@ -95,17 +93,6 @@ class _Reference:
             if not (z3.is_rational_value(here) and here.as_fraction() == 0):
                 out = z3.If(cond, here, out)
         return out
-
-
-def _conjoin(name: str, layer: str, stmt: str, hyps: list, goals: list) -> dict:
-    """One fact whose conclusion is the conjunction of ``goals`` ((text, term));
-    when it fails, each goal is tried alone so that the record names the ones
-    that fail."""
-    d = _fact(layer, name, stmt, hyps, z3.And(*[g for _, g in goals]))
-    if d["answer"] == "sat":
-        bad = [text for text, g in goals if prove(hyps, g, 20000)["answer"] != "unsat"]
-        d["counterexample"] = f"fails: {'; '.join(bad)} -- " + d.get("counterexample", "")
-    return d
 
 
 def chain_facts(sim, tag: str = "sim") -> list[dict]:
@@ -135,10 +122,10 @@ def chain_facts(sim, tag: str = "sim") -> list[dict]:
     codes += [("filler", "the filler", [v == 0], z3.IntVal(lay["filler"]) + v)]
     for row, what, hyps, code in codes:
         if row not in rows:
-            out.append(_unmet(f"chain.codes.{row}", layer, f"a type lemma type.{row}", "the type plan has none"))
+            out.append(unmet(f"chain.codes.{row}", layer, f"a type lemma type.{row}", "the type plan has none"))
             continue
         lo, hi, _ = rows[row]
-        out.append(_fact(layer, f"chain.codes.{row}", f"the code of {what} lies in {lo}..{hi}, the range the type "
+        out.append(smt_fact(layer, f"chain.codes.{row}", f"the code of {what} lies in {lo}..{hi}, the range the type "
                          f"lemma type.{row} is proved on", hyps, z3.And(code >= lo, code <= hi)))
     rnn_codes = sorted(token_code(i) for i in range(sim.rnn.vocab.size) if sim.rnn.vocab.contains(i))
     lo, hi, _ = rows["rnn_tokens"]
@@ -151,7 +138,7 @@ def chain_facts(sim, tag: str = "sim") -> list[dict]:
     j = z3.Int(f"{tag}.chain.j")
     base = [L >= 1, L <= mp]
     try:
-        out.append(_fact(layer, "chain.firstK", "for every prompt length 1 <= L <= max_prompt: is_counter = 0 at "
+        out.append(smt_fact(layer, "chain.firstK", "for every prompt length 1 <= L <= max_prompt: is_counter = 0 at "
                          "every position j < L and = 1 at L (so firstK's lemma, with is_counter 0/1 everywhere, "
                          "makes it attend L from position L on, and position 0 before)", base + [j >= 0, j < L],
                          z3.And(ref.copy({"is_counter": 1}, j) == 0, ref.copy({"is_counter": 1}, L) == 1)))
@@ -164,7 +151,7 @@ def chain_facts(sim, tag: str = "sim") -> list[dict]:
             _POSITIONS[key] = _positions(sim, ref, heads, P, mp, mc, tag)
         out += [dict(d) for d in _POSITIONS[key]]
     except (ValueError, KeyError) as e:
-        out.append(_unmet("chain.read", layer, "the plan's directions", f"{type(e).__name__}: {e}"))
+        out.append(unmet("chain.read", layer, "the plan's directions", f"{type(e).__name__}: {e}"))
     return out
 
 
@@ -212,17 +199,17 @@ def _feature_facts(sim, ref, heads: dict, tag: str) -> list[dict]:
     bad += embedding_mismatch(sim)
     out = [_exact(layer, "chain.features.copies", "the prompt and prevY heads copy the RNN's embedded features of "
                   "the key's token one to one, and the simulator embeds each as the RNN does", bad)]
-    bound = _q(sim_emb_bound(INT, sim.params(), sim.max_steps))
+    bound = z3_value(sim_emb_bound(INT, sim.params(), sim.max_steps))
     tau, pos = z3.Ints(f"{tag}.chain.tau {tag}.chain.pos")
     try:
-        feats = [_embedded(ref.spec, ref.labels.index(f"rnn_embed:{lab}"), tau, pos) for lab in lay["emb"]
+        feats = [embedded_value(ref.spec, ref.labels.index(f"rnn_embed:{lab}"), tau, pos) for lab in lay["emb"]
                  if f"rnn_embed:{lab}" in ref.labels]
         goal = z3.And(*[z3.And(x <= bound, x >= -bound) for x in feats]) if feats else z3.BoolVal(True)
-        out.append(_fact(layer, "chain.features.bound", f"each RNN feature the heads copy lies within the declared "
+        out.append(smt_fact(layer, "chain.features.bound", f"each RNN feature the heads copy lies within the declared "
                          f"bound {bound} (the input lemma's hypothesis) for every code in {lay['tau_min']}.."
                          f"{lay['top']}", [tau >= lay["tau_min"], tau <= lay["top"], pos >= 0], goal))
     except ValueError as e:
-        out.append(_unmet("chain.features.bound", layer, "the copied directions are embedded token features", str(e)))
+        out.append(unmet("chain.features.bound", layer, "the copied directions are embedded token features", str(e)))
     return out
 
 
@@ -334,7 +321,7 @@ def _positions(sim, ref: _Reference, heads: dict, P: int, mp: int, mc: int, tag:
             goals += [("step = t", handed["step"] == z3.ToReal(t)),
                       ("prompt_length = L", handed["prompt_length"] == z3.ToReal(L))]
             for i in range(S):
-                want = z3.If(t >= 1, _q(unit) * z3.ToReal(ref.U[i](t - 1)), z3.RealVal(0))
+                want = z3.If(t >= 1, z3_value(unit) * z3.ToReal(ref.U[i](t - 1)), z3.RealVal(0))
                 goals.append((f"prev_state{i} = s_(t-1)^{i} (0 at t = 0)", handed[f"prev_state{i}"] == want))
         else:
             # the step computed at the last prompt token (unused; the next token is K(0)) starts from the
@@ -364,7 +351,7 @@ def _positions(sim, ref: _Reference, heads: dict, P: int, mp: int, mc: int, tag:
                 f"later layers {handed_text}; on these the block roles and the input MLP set "
                 f"{flag or 'no emit flag (seen_counter = 0)'} alone, the next-code case of {nxt}, the kind of the "
                 f"reference's next token" + (", and the RNN's input is u_t" if block else ""))
-        out.append(_conjoin(f"chain.{name}", layer, stmt, hyps + keys, goals))
+        out.append(conjoined_fact(f"chain.{name}", layer, stmt, hyps + keys, goals))
     return out
 
 
@@ -374,7 +361,7 @@ def _query(combo: dict, x: dict, head: str):
     missing = [lab for lab in combo if lab not in x]
     if missing:
         raise ValueError(f"{head}: the plan's query reads {missing}, which the chain gives no value")
-    return sum((_q(c) * x[lab] for lab, c in combo.items()), z3.RealVal(0))
+    return sum((z3_value(c) * x[lab] for lab, c in combo.items()), z3.RealVal(0))
 
 
 def _where(name: str) -> str:
@@ -407,9 +394,9 @@ def _rnn_layer_rows(sim) -> dict:
     on the RNN's input, writing 1 to h_s and C[:, s] to the RNN's directions, and
     its negation) and its own MLP (per hidden unit m with a nonzero W2 column:
     W1[m, :], b1[m], W2[:, m]; b2 through one constant neuron)."""
-    from .simulator import _rnn_dims
+    from .simulator import rnn_dims
     rspec = sim.rnn.spec
-    dims, _ = _rnn_dims(sim)
+    dims, _ = rnn_dims(sim)
     first = plan(sim)["prompt"][0] + 1
     out, base = {}, 0
     for l, R in enumerate(rspec.rnn_layers):

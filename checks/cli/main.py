@@ -18,7 +18,7 @@ import time
 
 
 from rnngap.checks.io.errors import (
-    Terminated, UsageError, _why, atomic_output, check_output_path, check_outputs, excerpt,
+    Terminated, UsageError, os_reason, atomic_output, check_output_path, check_outputs, excerpt,
     one_line, shown, worker_arg, worker_count,
 )
 
@@ -295,13 +295,13 @@ def _main(argv: list[str] | None) -> int:
         # any other error of a path (a FIFO with no writer, a name too long, a symlink
         # loop, a full stdout...): one line, exit 2
         if e.filename is not None:
-            print(one_line(f"rnngap: cannot read {shown(e.filename)}: {_why(e)}"), file=sys.stderr)
+            print(one_line(f"rnngap: cannot read {shown(e.filename)}: {os_reason(e)}"), file=sys.stderr)
         elif _flush_stdout() is not None or e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO):
             # an unnamed write error: stdout (every file goes through Outputs, which names its path)
             _silence_stdout()
-            print(one_line(f"rnngap: cannot write stdout: {_why(e)}"), file=sys.stderr)
+            print(one_line(f"rnngap: cannot write stdout: {os_reason(e)}"), file=sys.stderr)
         else:
-            print(one_line(f"rnngap: {_why(e)}"), file=sys.stderr)
+            print(one_line(f"rnngap: {os_reason(e)}"), file=sys.stderr)
         return 2
 
 

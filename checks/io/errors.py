@@ -101,7 +101,7 @@ def name_max(directory: str) -> int:
         return 255
 
 
-def _why(e: OSError) -> str:
+def os_reason(e: OSError) -> str:
     return {errno.ELOOP: "too many levels of symbolic links (a symlink loop?)",
             errno.ENOTDIR: "a component of the path is not a directory",
             errno.ENAMETOOLONG: "file name too long"}.get(e.errno, e.strerror or str(e))
@@ -133,7 +133,7 @@ def check_output_path(path: str, what: str) -> None:
     except FileNotFoundError:
         st = None
     except OSError as e:
-        raise UsageError(f"{what}: cannot write {shown(p)}: {_why(e)}") from None
+        raise UsageError(f"{what}: cannot write {shown(p)}: {os_reason(e)}") from None
     fd = _descriptor(p)
     if fd is not None and st is None:
         raise UsageError(f"{what}: cannot write {shown(p)}: file descriptor {fd} is not open")
@@ -162,7 +162,7 @@ def check_output_path(path: str, what: str) -> None:
     except FileNotFoundError:
         raise UsageError(f"{what}: cannot write {path}: directory {parent} does not exist") from None
     except OSError as e:
-        raise UsageError(f"{what}: cannot write {shown(p)}: {_why(e)}") from None
+        raise UsageError(f"{what}: cannot write {shown(p)}: {os_reason(e)}") from None
     if not stat.S_ISDIR(pst.st_mode):
         raise UsageError(f"{what}: cannot write {path}: {parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
@@ -310,7 +310,7 @@ class Outputs:
                     continue
         except OSError as e:
             self._discard(s)
-            raise UsageError(f"{what}: cannot write {shown(s.path)}: {_why(e)}") from None
+            raise UsageError(f"{what}: cannot write {shown(s.path)}: {os_reason(e)}") from None
         self._staged.append(s)
         s.fh = os.fdopen(fd, mode, encoding=encoding)
         return s.fh
@@ -367,7 +367,7 @@ class Outputs:
                               "other names keep the old content")
         except OSError as e:
             what, path = (current.what, current.path) if current else ("rnngap", "?")
-            raise UsageError(f"{what}: cannot write {shown(path)}: {_why(e)}") from None
+            raise UsageError(f"{what}: cannot write {shown(path)}: {os_reason(e)}") from None
         finally:                                   # any exception (a signal too): the temporaries go;
             self.abort()                           # after success this only closes the directories
 
@@ -410,7 +410,7 @@ def atomic_output(path: str, mode: str = "w", *, what: str = "rnngap", encoding:
         try:
             yield fh
         except OSError as e:
-            raise UsageError(f"{what}: cannot write {shown(path)}: {_why(e)}") from None
+            raise UsageError(f"{what}: cannot write {shown(path)}: {os_reason(e)}") from None
 
 
 def _note(message: str) -> None:
@@ -537,14 +537,14 @@ def open_input(path: str, what: str, timeout: float | None = None):
     try:
         st = os.stat(path)
     except OSError as e:
-        raise UsageError(f"{what}: cannot read {shown(path)}: {_why(e)}") from None
+        raise UsageError(f"{what}: cannot read {shown(path)}: {os_reason(e)}") from None
     if stat.S_ISDIR(st.st_mode):
         raise UsageError(f"{what}: cannot read {shown(path)}: it is a directory")
     if stat.S_ISREG(st.st_mode):
         try:
             return open(path, "rb"), st.st_size
         except OSError as e:
-            raise UsageError(f"{what}: cannot read {shown(path)}: {_why(e)}") from None
+            raise UsageError(f"{what}: cannot read {shown(path)}: {os_reason(e)}") from None
     box: dict = {}
 
     def opener() -> None:
@@ -558,7 +558,7 @@ def open_input(path: str, what: str, timeout: float | None = None):
     if t.is_alive():
         raise UsageError(f"{what}: {shown(path)} did not open within {timeout:.0f} s (a FIFO nothing writes to?)")
     if "error" in box:
-        raise UsageError(f"{what}: cannot read {shown(path)}: {_why(box['error'])}") from None
+        raise UsageError(f"{what}: cannot read {shown(path)}: {os_reason(box['error'])}") from None
     return box["fh"], STREAM_BYTES
 
 

@@ -12,7 +12,8 @@ import mpmath
 import numpy as np
 
 from rnngap.constructions.models import demos
-from rnngap.constructions.machine.fixedpoint import FixedFormat, FixedPointOverflow
+from rnngap.constructions.machine.fixedpoint import FixedPointOverflow
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.machine.vocab import BOS, QUERY, number_token
 
 from .necessity import batch_runner, necessity_record

@@ -28,7 +28,8 @@ from typing import Iterable
 import numpy as np
 
 from rnngap.constructions.models import retrieval as R
-from rnngap.constructions.machine.fixedpoint import MAX_MAGNITUDE_BITS, FixedFormat, PrecisionError
+from rnngap.constructions.machine.fixedpoint import MAX_MAGNITUDE_BITS, PrecisionError
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.gadgets import MarginError
 from rnngap.constructions.machine.vocab import BOS, QUERY, number_token
 

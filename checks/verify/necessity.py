@@ -36,7 +36,8 @@ from typing import Callable
 
 import numpy as np
 
-from rnngap.constructions.machine.fixedpoint import FixedFormat, PrecisionError
+from rnngap.constructions.machine.fixedpoint import PrecisionError
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.gadgets import MarginError
 from rnngap.constructions.build.generate import generate
 from rnngap.constructions.machine.vocab import FALSE, TRUE

@@ -25,7 +25,7 @@ import numpy as np
 import sympy as sp
 
 from rnngap.constructions.machine import kernels as K
-from rnngap.constructions.machine.fixedpoint import FixedFormat
+from rnngap.constructions.machine.formats import FixedFormat
 from .model import AttnLayerSpec, HeadSpec, Model, ModelSpec, RNNLayerSpec, frac_matrix
 from .num import (
     LN2_UPPER, MarginError, SymbolicFormat, as_float, bits_for, exact, is_sym, is_zero, pow2,

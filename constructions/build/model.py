@@ -2,7 +2,7 @@
 
 A :class:`ModelSpec` holds a construction's weights as exact rationals
 (``Fraction``), independent of any number format. A :class:`Model` is a spec
-encoded into a :class:`~constructions.fixedpoint.FixedFormat` (every weight must
+encoded into a :class:`~rnngap.constructions.machine.formats.FixedFormat` (every weight must
 lie on the grid exactly; nothing is silently rounded) and runs on the numba
 kernels of :mod:`constructions.kernels`. ``Model.with_format`` re-encodes the
 same construction at other bits, which is how the checks show a construction
@@ -38,8 +38,9 @@ from rnngap.constructions.machine import lanes as LN
 from rnngap.constructions.machine import wide as WD
 from rnngap.constructions.machine import wide_exec as WX
 from rnngap.constructions.machine.fixedpoint import (
-    E_MAXABS, E_SAT, FixedFormat, PrecisionError, check_err, max_abs_raw, new_err,
+    E_MAXABS, E_SAT, PrecisionError, check_err, max_abs_raw, new_err,
 )
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.machine.vocab import NUMBER_BASE, SPECIAL_NAMES, Vocab, token_code
 
 KINDS = ("transformer", "linear_rnn", "hybrid")

@@ -21,7 +21,7 @@ from fractions import Fraction
 from typing import Iterable, Mapping, Sequence, Union
 
 from rnngap.constructions.machine import kernels as K
-from rnngap.constructions.machine.fixedpoint import FixedFormat
+from rnngap.constructions.machine.formats import FixedFormat
 from .gadgets import Builder, MarginError, Neuron, ResidualSpace, bits_for, equality_neurons, select_neurons
 from .model import Model
 from rnngap.constructions.machine.vocab import NUMBER_BASE, META_NAMES, SPECIAL_NAMES, Vocab, token_code

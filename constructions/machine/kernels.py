@@ -1135,7 +1135,7 @@ QUAD_MIN_CANDIDATES = 64      # fewer candidates: the full readout is as fast
 
 
 @njit(cache=True, inline='always')
-def _code_rank(candidates, ns, k):
+def code_rank(candidates, ns, k):
     """The candidate index of the k-th smallest token code (specials, code -id, come
     first in reverse id order, then the numbers, code id - NUMBER_BASE + 1)."""
     return ns - 1 - k if k < ns else k
@@ -1187,8 +1187,8 @@ def quadratic_readout(x, out_dim, out_kind, out_param, out_coef, candidates, I, 
     ids = np.empty(7, dtype=np.int64)
     n = 0
     ids[n] = candidates[0]
-    ids[n + 1] = candidates[_code_rank(candidates, ns, 0)]
-    ids[n + 2] = candidates[_code_rank(candidates, ns, C - 1)]
+    ids[n + 1] = candidates[code_rank(candidates, ns, 0)]
+    ids[n + 2] = candidates[code_rank(candidates, ns, C - 1)]
     n = 3
     x1 = x[out_dim[0]]
     x2 = x[out_dim[1]]
@@ -1201,13 +1201,13 @@ def quadratic_readout(x, out_dim, out_kind, out_param, out_coef, candidates, I, 
         hi = C
         while lo < hi:
             mid = (lo + hi) >> 1
-            if float(tok_code(candidates[_code_rank(candidates, ns, mid)])) <= math.floor(v):
+            if float(tok_code(candidates[code_rank(candidates, ns, mid)])) <= math.floor(v):
                 lo = mid + 1
             else:
                 hi = mid
         for k in range(lo - 2, lo + 2):
             if k >= 0 and k < C:
-                ids[n] = candidates[_code_rank(candidates, ns, k)]
+                ids[n] = candidates[code_rank(candidates, ns, k)]
                 n += 1
     sub = np.unique(ids[:n])
     e2 = err.copy()

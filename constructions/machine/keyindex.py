@@ -44,7 +44,7 @@ KI_REBUILT = 21          # statistics: keys placed by (re)builds
 KI_ANTI = 23             # bit c: component c nonincreasing in the position so far (with KI_MONO: rotations)
 KI_NT = 22               # keys in the tree: positions < KI_NT; the buffer, positions KI_NT .. m - 1, is scored exactly
 KI_ROW_FREE = 1          # rows R + 1 + 0 / 1: the free stacks of internal node / leaf ids
-KI_ROW_NODE = 3          # rows R + 3 ..: the node records (_rec), then the leaf slots (_slot)
+KI_ROW_NODE = 3          # rows R + 3 ..: the node records (node_record), then the leaf slots (leaf_slot)
 KI_BIG = np.int64(1) << 62
 KI_EXACT = np.int64(1) << 52     # integers below it are exact in float64
 
@@ -73,7 +73,7 @@ def has_index(KmT, Dh):
 
 
 @njit(cache=True, inline='always')
-def _rec(R, Dh, u):
+def node_record(R, Dh, u):
     """(row, first column) of node code u's record: the box (column + 2c: max of
     component c, + 2c + 1: min), then + 2 Dh the key count, + 2 Dh + 1 / + 2 Dh + 2
     the children's codes, + 2 Dh + 3 / + 2 Dh + 4 the split component / value."""
@@ -82,7 +82,7 @@ def _rec(R, Dh, u):
 
 
 @njit(cache=True, inline='always')
-def _slot(R, Dh, y):
+def leaf_slot(R, Dh, y):
     """(row of the positions, first column) of leaf y's slot; the copies of
     component c of its keys are in row R + KI_ROW_NODE + NR + 2 + 2 c + (y & 1),
     same columns."""
@@ -143,7 +143,7 @@ def _update_lift(KhT, KmT, t, R, f, sub, fsub):
 
 
 @njit(cache=True)
-def _best_lift(meta, Dh, s_ok):
+def best_lift(meta, Dh, s_ok):
     """(s, S) with S of the most rows among the valid square rows s with s_ok[s]; (-1, 0) if none."""
     bs = -1
     bS = np.int64(0)
@@ -251,7 +251,7 @@ def _build(KhT, KmT, R, P, n, skip_row):
         else:
             x = _alloc(KmT, R, np.int64(0))
             code = 2 * x
-        rr, c0 = _rec(R, Dh, code)
+        rr, c0 = node_record(R, Dh, code)
         rec = KmT[rr]
         best = np.int64(-1)
         bestr = np.int64(-1)
@@ -278,7 +278,7 @@ def _build(KhT, KmT, R, P, n, skip_row):
         rec[c0 + 2 * Dh] = hi - lo
         if leaf:
             # the leaf's positions and its keys side by side (read by _score_leaf: one run per row)
-            prow, s0 = _slot(R, Dh, y)
+            prow, s0 = leaf_slot(R, Dh, y)
             for i in range(lo, hi):
                 KmT[prow, s0 + i - lo] = P[i]
             for c in range(Dh):
@@ -313,7 +313,7 @@ def _rebuild(KhT, KmT, R, u, extra, skip_row):
     """Rebuild the subtree of node code u over its keys and the position ``extra``
     (if >= 0): its ids are released, a balanced subtree built; returns its root code."""
     Dh = KhT.shape[0]
-    rr, c0 = _rec(R, Dh, u)
+    rr, c0 = node_record(R, Dh, u)
     n = KmT[rr, c0 + 2 * Dh] + (1 if extra >= 0 else 0)
     P = np.empty(n, np.int64)
     k = 0
@@ -323,10 +323,10 @@ def _rebuild(KhT, KmT, R, u, extra, skip_row):
     while sp > 0:
         sp -= 1
         v = stk[sp]
-        rr, c0 = _rec(R, Dh, v)
+        rr, c0 = node_record(R, Dh, v)
         if (v & 1) == 1:
             y = v >> 1
-            prow, s0 = _slot(R, Dh, y)
+            prow, s0 = leaf_slot(R, Dh, y)
             for i in range(KmT[rr, c0 + 2 * Dh]):
                 P[k] = KmT[prow, s0 + i]
                 k += 1
@@ -347,7 +347,7 @@ def _relink(KmT, R, Dh, path, i, u, nu):
     if i == 0:
         KmT[R, KI_ROOT] = nu
     else:
-        pr, p0 = _rec(R, Dh, path[i - 1])
+        pr, p0 = node_record(R, Dh, path[i - 1])
         if KmT[pr, p0 + 2 * Dh + 1] == u:
             KmT[pr, p0 + 2 * Dh + 1] = nu
         else:
@@ -356,7 +356,7 @@ def _relink(KmT, R, Dh, path, i, u, nu):
 
 @njit(cache=True, inline='always')
 def _count(KmT, R, Dh, u):
-    rr, c0 = _rec(R, Dh, u)
+    rr, c0 = node_record(R, Dh, u)
     return KmT[rr, c0 + 2 * Dh]
 
 
@@ -374,8 +374,8 @@ def _rotate(KmT, R, Dh, path, i, d):
         return False
     u = path[i]
     h = path[i + 1]
-    ur, u0 = _rec(R, Dh, u)
-    hr, h0 = _rec(R, Dh, h)
+    ur, u0 = node_record(R, Dh, u)
+    hr, h0 = node_record(R, Dh, h)
     urec = KmT[ur]
     hrec = KmT[hr]
     comp = urec[u0 + 2 * Dh + 3]
@@ -392,8 +392,8 @@ def _rotate(KmT, R, Dh, path, i, d):
     nn = cl + ci
     if 10 * max(nn, co) > KI_ALPHA10 * n or 10 * max(cl, ci) > KI_ALPHA10 * nn:
         return False
-    lr, l0 = _rec(R, Dh, light)
-    ir, i0 = _rec(R, Dh, inner)
+    lr, l0 = node_record(R, Dh, light)
+    ir, i0 = node_record(R, Dh, inner)
     for c in range(Dh):
         hrec[h0 + 2 * c] = max(KmT[lr, l0 + 2 * c], KmT[ir, i0 + 2 * c])
         hrec[h0 + 2 * c + 1] = min(KmT[lr, l0 + 2 * c + 1], KmT[ir, i0 + 2 * c + 1])
@@ -434,7 +434,7 @@ def _insert(KhT, KmT, R, t, skip_row, path, key):
     u = meta[KI_ROOT]
     d = np.int64(0)         # typed: a literal 0 would make numba compile _rotate a second time
     while True:
-        rr, c0 = _rec(R, Dh, u)
+        rr, c0 = node_record(R, Dh, u)
         rec = KmT[rr]
         for c in range(Dh):
             v = key[c]
@@ -460,7 +460,7 @@ def _insert(KhT, KmT, R, t, skip_row, path, key):
     y = u >> 1
     n = rec[c0 + 2 * Dh]
     if n < KI_LEAF:
-        prow, s0 = _slot(R, Dh, y)
+        prow, s0 = leaf_slot(R, Dh, y)
         KmT[prow, s0 + n] = t
         for c in range(Dh):
             KmT[_copy_row(R, Dh, c, y), s0 + n] = key[c]
@@ -472,7 +472,7 @@ def _insert(KhT, KmT, R, t, skip_row, path, key):
     i = np.int64(0)
     while i < d:
         u = path[i]
-        rr, c0 = _rec(R, Dh, u)
+        rr, c0 = node_record(R, Dh, u)
         rec = KmT[rr]
         a = rec[c0 + 2 * Dh + 1]
         b = rec[c0 + 2 * Dh + 2]
@@ -533,7 +533,7 @@ def update_index(KhT, KmT, m, f):
         return
     m1 = m - KI_LEAF
     s_ok = np.ones(Dh, np.bool_)
-    skip, _ = _best_lift(meta, Dh, s_ok)
+    skip, _ = best_lift(meta, Dh, s_ok)
     if m1 - nt > nt:
         # from scratch (the first use, or more new keys than old): one balanced tree
         meta[KI_NFREE] = 0
@@ -581,7 +581,7 @@ def _bound(q, qnz, nq, KmT, R, node, f, hm1, ls, lS, lc, lq, lx, nlc, qs, sc, nt
     bound alone) and the box bound of |every partial sum|. The lifted bound's
     query constants come from :func:`_lift_setup`."""
     Dh = q.shape[0]
-    rr, col = _rec(R, Dh, node)
+    rr, col = node_record(R, Dh, node)
     rec = KmT[rr]
     hi = np.int64(0)
     lo = np.int64(0)
@@ -635,7 +635,7 @@ def _score_leaf(q, qnz, nq, KmT, R, Dh, y, n, f, hm1, scores):
     """scores[j] of the first n keys j of leaf y on plain int64 (the unchecked loop
     of attention_scores), read from the leaf's key copies; (max score, largest
     |partial sum|)."""
-    prow, s0 = _slot(R, Dh, y)
+    prow, s0 = leaf_slot(R, Dh, y)
     kb = _copy_row(R, Dh, 0, y)
     smax = np.int64(0)
     M = -KI_BIG
@@ -716,7 +716,7 @@ def index_scores(q, KhT, KmT, m, I, f, err, qnz, nq, cm, scores):
     s_ok = np.zeros(Dh, np.bool_)
     for c in range(Dh):
         s_ok[c] = q[c] < 0
-    ls, lS = _best_lift(meta, Dh, s_ok)
+    ls, lS = best_lift(meta, Dh, s_ok)
     lc = np.empty(Dh, np.int64)
     lq = np.empty(Dh, np.float64)
     lx = np.empty(Dh, np.float64)
@@ -772,7 +772,7 @@ def index_scores(q, KhT, KmT, m, I, f, err, qnz, nq, cm, scores):
                 scores[dfr + nd] = u
                 nd += 1
             continue
-        rr, c0 = _rec(R, Dh, u)
+        rr, c0 = node_record(R, Dh, u)
         rec = KmT[rr]
         n = rec[c0 + 2 * Dh]
         if grouping and n > gmin:
@@ -788,7 +788,7 @@ def index_scores(q, KhT, KmT, m, I, f, err, qnz, nq, cm, scores):
                     break
                 v = u
                 while (v & 1) == 0:
-                    vr, v0 = _rec(R, Dh, v)
+                    vr, v0 = node_record(R, Dh, v)
                     v = KmT[vr, v0 + 2 * Dh + 1]
                 bm, smax = _score_leaf(q, qnz, nq, KmT, R, Dh, v >> 1, np.int64(1), f, hm1, scores)
                 mx = max(mx, smax)
@@ -805,7 +805,7 @@ def index_scores(q, KhT, KmT, m, I, f, err, qnz, nq, cm, scores):
             bm, smax = _score_leaf(q, qnz, nq, KmT, R, Dh, y, n, f, hm1, scores)
             mx = max(mx, smax)
             M = max(M, bm)
-            prow, s0 = _slot(R, Dh, y)
+            prow, s0 = leaf_slot(R, Dh, y)
             for i in range(s0, s0 + n):
                 scores[lst + nl] = KmT[prow, i]
                 nl += 1
@@ -850,7 +850,7 @@ def index_scores(q, KhT, KmT, m, I, f, err, qnz, nq, cm, scores):
                                np.int64(0), qs, sc, nt, np.int64(0))
             if pb <= mx:
                 continue
-            rr, c0 = _rec(R, Dh, u)
+            rr, c0 = node_record(R, Dh, u)
             if (u & 1) == 1:
                 n = KmT[rr, c0 + 2 * Dh]
                 bm, smax = _score_leaf(q, qnz, nq, KmT, R, Dh, u >> 1, n, f, hm1, scores)

@@ -32,8 +32,8 @@ WIDE_ERR_LEN = ERR_LEN + 1
 
 _M63 = (1 << 63) - 1
 _M21 = (1 << 21) - 1
-_COLS = 13          # 21-bit columns of a product of two 126-bit magnitudes (252 bits), plus a carry column
-_PIECES = 7         # 21-bit pieces of the quotient's bits [f, f + 147): 126 bits and the overflow piece
+PRODUCT_COLUMNS = 13          # 21-bit columns of a product of two 126-bit magnitudes (252 bits), plus a carry column
+QUOTIENT_PIECES = 7         # 21-bit pieces of the quotient's bits [f, f + 147): 126 bits and the overflow piece
 
 
 def new_wide_err() -> np.ndarray:
@@ -46,7 +46,7 @@ def new_wide_err() -> np.ndarray:
 
 def new_scratch() -> np.ndarray:
     """Scratch space of :func:`w_mul`: its product columns, then the quotient's pieces."""
-    return np.zeros(_COLS + _PIECES, dtype=np.int64)
+    return np.zeros(PRODUCT_COLUMNS + QUOTIENT_PIECES, dtype=np.int64)
 
 
 # ---------------------------------------------------------------------------- Python side
@@ -76,7 +76,7 @@ def check_format(I: int, f: int) -> None:
 
 # ---------------------------------------------------------------------------- magnitudes
 @njit(cache=True, inline='always')
-def _mag(h, l):
+def sign_magnitude(h, l):
     """(negative, |hi|, |lo|)."""
     if h < 0 or l < 0:
         return True, -h, -l
@@ -84,7 +84,7 @@ def _mag(h, l):
 
 
 @njit(cache=True, inline='always')
-def _signed(neg, mh, ml):
+def signed_limbs(neg, mh, ml):
     return (-mh, -ml) if neg else (mh, ml)
 
 
@@ -95,7 +95,7 @@ def _ge(ah, al, bh, bl):
 
 
 @njit(cache=True, inline='always')
-def _bits(mh, ml):
+def magnitude_bits(mh, ml):
     """bit_length of the magnitude mh 2^63 + ml."""
     return bit_length(mh) + 63 if mh > 0 else bit_length(ml)
 
@@ -115,7 +115,7 @@ def _mag_add(ah, al, bh, bl):
 
 
 @njit(cache=True, inline='always')
-def _mag_sub(ah, al, bh, bl):
+def magnitude_sub(ah, al, bh, bl):
     """The magnitude a - b for a >= b."""
     lo = al - bl
     if lo < 0:
@@ -133,30 +133,30 @@ def _lim(I, f):
 
 
 @njit(cache=True, inline='always')
-def _max_raw(I, f):
+def max_raw_limbs(I, f):
     """2^(I+f) - 1 as limbs: the largest raw of the format."""
     if I + f == MAX_WIDE_BITS:
         return np.int64(_M63), np.int64(_M63)
     lh, ll = _lim(I, f)
-    return _mag_sub(lh, ll, np.int64(0), np.int64(1))
+    return magnitude_sub(lh, ll, np.int64(0), np.int64(1))
 
 
 # ---------------------------------------------------------------------------- range, errors
 @njit(cache=True)
-def _overflow(neg, I, f, mode, op, need, err):
+def overflow_raw(neg, I, f, mode, op, need, err):
     """The raw an out-of-range result becomes: recorded (raise) or counted
     (saturate), then the largest raw of its sign, tracked in maxabs."""
     if mode == MODE_SATURATE:
         err[E_SAT] += 1
     else:
         record_error(err, ERR_OVERFLOW, op, need)
-    mh, ml = _max_raw(I, f)
-    _track(mh, ml, err)
-    return _signed(neg, mh, ml)
+    mh, ml = max_raw_limbs(I, f)
+    track_maxabs(mh, ml, err)
+    return signed_limbs(neg, mh, ml)
 
 
 @njit(cache=True, inline='always')
-def _track(mh, ml, err):
+def track_maxabs(mh, ml, err):
     if mh > err[E_MAXABS_HI] or (mh == err[E_MAXABS_HI] and ml > err[E_MAXABS]):
         err[E_MAXABS_HI] = mh
         err[E_MAXABS] = ml
@@ -166,12 +166,12 @@ def _track(mh, ml, err):
 def w_fit(h, l, I, f, mode, op, err):
     """Range-check a raw (limbs h, l): |raw| <= 2^(I+f) - 1, else an overflow
     (module doc); returns the limbs, clamped in saturate mode."""
-    neg, mh, ml = _mag(h, l)
+    neg, mh, ml = sign_magnitude(h, l)
     if I + f < MAX_WIDE_BITS:
         lh, ll = _lim(I, f)
         if _ge(mh, ml, lh, ll):
-            return _overflow(neg, I, f, mode, op, _bits(mh, ml) - f, err)
-    _track(mh, ml, err)
+            return overflow_raw(neg, I, f, mode, op, magnitude_bits(mh, ml) - f, err)
+    track_maxabs(mh, ml, err)
     return h, l
 
 
@@ -190,20 +190,20 @@ def w_sub(ah, al, bh, bl, I, f, mode, err):
 
 @njit(cache=True)
 def _add(ah, al, bh, bl, I, f, mode, op, err):
-    na, mah, mal = _mag(ah, al)
-    nb, mbh, mbl = _mag(bh, bl)
+    na, mah, mal = sign_magnitude(ah, al)
+    nb, mbh, mbl = sign_magnitude(bh, bl)
     if na == nb:
         sh, sl, ok = _mag_add(mah, mal, mbh, mbl)
         if not ok:           # |a + b| >= 2^126: its bit length is 127
-            return _overflow(na, I, f, mode, op, 127 - f, err)
-        rh_, rl_ = _signed(na, sh, sl)
+            return overflow_raw(na, I, f, mode, op, 127 - f, err)
+        rh_, rl_ = signed_limbs(na, sh, sl)
         return w_fit(rh_, rl_, I, f, mode, op, err)
     if _ge(mah, mal, mbh, mbl):
-        dh, dl = _mag_sub(mah, mal, mbh, mbl)
-        rh_, rl_ = _signed(na, dh, dl)
+        dh, dl = magnitude_sub(mah, mal, mbh, mbl)
+        rh_, rl_ = signed_limbs(na, dh, dl)
         return w_fit(rh_, rl_, I, f, mode, op, err)
-    dh, dl = _mag_sub(mbh, mbl, mah, mal)
-    rh_, rl_ = _signed(nb, dh, dl)
+    dh, dl = magnitude_sub(mbh, mbl, mah, mal)
+    rh_, rl_ = signed_limbs(nb, dh, dl)
     return w_fit(rh_, rl_, I, f, mode, op, err)
 
 
@@ -216,7 +216,7 @@ def w_relu(h, l):
 def _mul_columns(xh, xl, yh, yl, c):
     """c[0:13] = the product of the magnitudes x, y in 21-bit columns (normalised:
     each column < 2^21; partial products < 2^42, at most six per column)."""
-    for k in range(_COLS):
+    for k in range(PRODUCT_COLUMNS):
         c[k] = 0
     a0, a1, a2 = xl & _M21, (xl >> 21) & _M21, xl >> 42
     a3, a4, a5 = xh & _M21, (xh >> 21) & _M21, xh >> 42
@@ -231,14 +231,14 @@ def _mul_columns(xh, xl, yh, yl, c):
         if ai != 0:
             for j in range(nb):
                 c[i + j] += ai * b[j]
-    for k in range(_COLS - 1):
+    for k in range(PRODUCT_COLUMNS - 1):
         c[k + 1] += c[k] >> 21
         c[k] &= _M21
 
 
 @njit(cache=True)
 def _columns_bits(c):
-    for k in range(_COLS - 1, -1, -1):
+    for k in range(PRODUCT_COLUMNS - 1, -1, -1):
         if c[k] != 0:
             return 21 * k + bit_length(c[k])
     return 0
@@ -249,34 +249,34 @@ def w_mul(ah, al, bh, bl, I, f, mode, err, scratch):
     """round_half_even(a b / 2^f), exact, then fitted (``scratch``: :func:`new_scratch`)."""
     if (ah == 0 and al == 0) or (bh == 0 and bl == 0):
         return np.int64(0), np.int64(0)
-    na, xh, xl = _mag(ah, al)
-    nb, yh, yl = _mag(bh, bl)
+    na, xh, xl = sign_magnitude(ah, al)
+    nb, yh, yl = sign_magnitude(bh, bl)
     neg = na != nb
     if f <= 62 and xh == 0 and yh == 0 and xl < (np.int64(1) << 62) and yl < (np.int64(1) << 62):
         q = mul_round_abs(xl, yl, f)        # the int64 machine's own rounding, when below 2^62
         if q >= 0:
-            rh_, rl_ = _signed(neg, np.int64(0), q)
+            rh_, rl_ = signed_limbs(neg, np.int64(0), q)
             return w_fit(rh_, rl_, I, f, mode, OP_MUL, err)
     c = scratch
     _mul_columns(xh, xl, yh, yl, c)
     # q = the product's bits [f, f + 126); anything at or above bit f + 126 is an overflow
     i0 = f // 21
     s = f - 21 * i0
-    for k in range(_PIECES):
+    for k in range(QUOTIENT_PIECES):
         i = i0 + k
-        lo = c[i] >> s if i < _COLS else 0
-        hi = (c[i + 1] << (21 - s)) & _M21 if i + 1 < _COLS else 0
-        c[_COLS + k] = (lo | hi) & _M21
-    big = c[_COLS + 6] != 0
-    for i in range(i0 + 7, _COLS):
+        lo = c[i] >> s if i < PRODUCT_COLUMNS else 0
+        hi = (c[i + 1] << (21 - s)) & _M21 if i + 1 < PRODUCT_COLUMNS else 0
+        c[PRODUCT_COLUMNS + k] = (lo | hi) & _M21
+    big = c[PRODUCT_COLUMNS + 6] != 0
+    for i in range(i0 + 7, PRODUCT_COLUMNS):
         if c[i] != 0:
             big = True
-    ql = c[_COLS] | (c[_COLS + 1] << 21) | (c[_COLS + 2] << 42)
-    qh = c[_COLS + 3] | (c[_COLS + 4] << 21) | (c[_COLS + 5] << 42)
+    ql = c[PRODUCT_COLUMNS] | (c[PRODUCT_COLUMNS + 1] << 21) | (c[PRODUCT_COLUMNS + 2] << 42)
+    qh = c[PRODUCT_COLUMNS + 3] | (c[PRODUCT_COLUMNS + 4] << 21) | (c[PRODUCT_COLUMNS + 5] << 42)
     if big or (I + f <= 62 and (qh != 0 or ql >= (np.int64(1) << 62))):
         # the truncated quotient is past the machine word (2^126; 2^62 on the formats
         # the int64 machine holds): the need fx_mul reports, from the product
-        return _overflow(neg, I, f, mode, OP_MUL, _columns_bits(c) - 2 * f, err)
+        return overflow_raw(neg, I, f, mode, OP_MUL, _columns_bits(c) - 2 * f, err)
     if f > 0:                                 # half to even: the bit f - 1 and the bits below it
         hb = f - 1
         if (c[hb // 21] >> (hb % 21)) & 1 == 1:
@@ -288,11 +288,11 @@ def w_mul(ah, al, bh, bl, I, f, mode, err, scratch):
                 if ql == _M63:
                     ql = np.int64(0)
                     if qh == _M63:            # q = 2^126 after rounding: 127 bits
-                        return _overflow(neg, I, f, mode, OP_MUL, 127 - f, err)
+                        return overflow_raw(neg, I, f, mode, OP_MUL, 127 - f, err)
                     qh += 1
                 else:
                     ql += 1
-    rh_, rl_ = _signed(neg, qh, ql)
+    rh_, rl_ = signed_limbs(neg, qh, ql)
     return w_fit(rh_, rl_, I, f, mode, OP_MUL, err)
 
 
@@ -300,15 +300,15 @@ def w_mul(ah, al, bh, bl, I, f, mode, err, scratch):
 def _step(rh, rl, yh, yl, bit):
     """One step of long division: (r', set) with r' = 2 r + bit - (y if set), where
     set = [2 r + bit >= y], computed without forming 2 r (r < y < 2^126)."""
-    dh, dl = _mag_sub(yh, yl, rh, rl)                  # y - r > 0
+    dh, dl = magnitude_sub(yh, yl, rh, rl)                  # y - r > 0
     if _ge(rh, rl, dh, dl):                              # 2 r >= y: r' = r - (y - r) + bit
-        th, tl = _mag_sub(rh, rl, dh, dl)
+        th, tl = magnitude_sub(rh, rl, dh, dl)
         if bit:
             th, tl, _ = _mag_add(th, tl, np.int64(0), np.int64(1))
         return th, tl, True
     th, tl, _ = _mag_add(rh, rl, rh, rl)                 # 2 r < y < 2^126
     if bit:
-        nh, nl = _mag_sub(yh, yl, th, tl)                # y - 2 r >= 1
+        nh, nl = magnitude_sub(yh, yl, th, tl)                # y - 2 r >= 1
         if nh == 0 and nl == 1:                           # 2 r + 1 = y
             return np.int64(0), np.int64(0), True
         th, tl, _ = _mag_add(th, tl, np.int64(0), np.int64(1))
@@ -330,28 +330,28 @@ def w_div(ah, al, bh, bl, I, f, mode, err):
         return np.int64(0), np.int64(0)
     if ah == 0 and al == 0:
         return np.int64(0), np.int64(0)
-    na, xh, xl = _mag(ah, al)
-    nb, yh, yl = _mag(bh, bl)
+    na, xh, xl = sign_magnitude(ah, al)
+    nb, yh, yl = sign_magnitude(bh, bl)
     neg = na != nb
     # the integer part floor(x / y), bit by bit from x's top bit (x < 2^126)
     rh, rl = np.int64(0), np.int64(0)
     qh, ql = np.int64(0), np.int64(0)
-    for k in range(_bits(xh, xl) - 1, -1, -1):
+    for k in range(magnitude_bits(xh, xl) - 1, -1, -1):
         bit = (xh >> (k - 63)) & 1 if k >= 63 else (xl >> k) & 1
         rh, rl, set_ = _step(rh, rl, yh, yl, bit)
         qh, ql = _shift_in(qh, ql, 1 if set_ else 0)
     lh, ll = _lim(I, 0) if I < MAX_WIDE_BITS else (np.int64(0), np.int64(0))
     if I < MAX_WIDE_BITS and _ge(qh, ql, lh, ll):
-        return _overflow(neg, I, f, mode, OP_DIV, _bits(qh, ql), err)
+        return overflow_raw(neg, I, f, mode, OP_DIV, magnitude_bits(qh, ql), err)
     for _ in range(f):                                    # q < 2^(I + f) <= 2^126 throughout
         rh, rl, set_ = _step(rh, rl, yh, yl, 0)
         qh, ql = _shift_in(qh, ql, 1 if set_ else 0)
-    dh, dl = _mag_sub(yh, yl, rh, rl)                     # round: 2 r vs y, as r vs y - r
+    dh, dl = magnitude_sub(yh, yl, rh, rl)                     # round: 2 r vs y, as r vs y - r
     if _ge(rh, rl, dh, dl) and (not (rh == dh and rl == dl) or (ql & 1) == 1):
         qh, ql, ok = _mag_add(qh, ql, np.int64(0), np.int64(1))
         if not ok:
-            return _overflow(neg, I, f, mode, OP_DIV, 127 - f, err)
-    rh_, rl_ = _signed(neg, qh, ql)
+            return overflow_raw(neg, I, f, mode, OP_DIV, 127 - f, err)
+    rh_, rl_ = signed_limbs(neg, qh, ql)
     return w_fit(rh_, rl_, I, f, mode, OP_DIV, err)
 
 

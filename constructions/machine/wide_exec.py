@@ -25,16 +25,16 @@ from .fixedpoint import (
     OP_EXP, bit_length, exp_raw, exp_zero_threshold, mul_limbs, mul_round_abs, record_error,
 )
 from .keyindex import (
-    _best_lift, KI_LEAF, KI_MAX_DH, KI_N, KI_NT, KI_ROOT, KI_STACK, _rec, _slot, index_rows,
+    best_lift, KI_LEAF, KI_MAX_DH, KI_N, KI_NT, KI_ROOT, KI_STACK, node_record, leaf_slot, index_rows,
     update_index,
 )
 from .kernels import (
     F_IS_NUM, F_IS_TOKEN, F_ONE, F_POS, F_POS_INV, F_POS_SQ, F_TOK, F_TOK_INV, F_TOK_SQ, F_ZERO,
-    PRUNE_MIN_CAPACITY, QUAD_MIN_CANDIDATES, _code_rank, nearest_ids, tok_code,
+    PRUNE_MIN_CAPACITY, QUAD_MIN_CANDIDATES, code_rank, nearest_ids, tok_code,
 )
 from .vocab import NUMBER_BASE
 from .wide import (
-    _COLS, _PIECES, E_MAXABS_HI, _bits, _mag, _mag_sub, _max_raw, _overflow, _signed, _track,
+    PRODUCT_COLUMNS, QUOTIENT_PIECES, E_MAXABS_HI, magnitude_bits, sign_magnitude, magnitude_sub, max_raw_limbs, overflow_raw, signed_limbs, track_maxabs,
     w_add, w_div, w_exp_neg, w_fit, w_mul, w_relu,
 )
 
@@ -44,7 +44,7 @@ double-double decides rounding to 2^-96); past it, wide.w_exp_neg (210-bit fixed
 point) on the shift's three magnitude limbs, and the weights take two limbs."""
 
 _M63 = (1 << 63) - 1
-SCRATCH_LEN = _COLS + _PIECES       # wide.new_scratch's length (w_mul's columns and quotient pieces)
+SCRATCH_LEN = PRODUCT_COLUMNS + QUOTIENT_PIECES       # wide.new_scratch's length (w_mul's columns and quotient pieces)
 
 
 # ---------------------------------------------------------------------------- integers and features
@@ -61,14 +61,14 @@ def _int_mag(neg, mh, ml, I, f, mode, err):
     """The raw of the integer +-(mh 2^63 + ml): an integer of 2^I or more is an
     overflow of the encoding (need = its bit length; the clamp is not metered, as
     kernels.int_raw); otherwise shifted by f and fitted."""
-    b = _bits(mh, ml)
+    b = magnitude_bits(mh, ml)
     if b > I:
         if mode == MODE_SATURATE:
             err[E_SAT] += 1
         else:
             record_error(err, ERR_OVERFLOW, OP_ADD, b)
-        lh, ll = _max_raw(I, f)
-        return _signed(neg, lh, ll)
+        lh, ll = max_raw_limbs(I, f)
+        return signed_limbs(neg, lh, ll)
     s = f
     if s == 0:
         h, l = mh, ml
@@ -77,7 +77,7 @@ def _int_mag(neg, mh, ml, I, f, mode, err):
     else:
         h = (mh << s) | (ml >> (63 - s))
         l = (ml << s) & _M63
-    hh, ll2 = _signed(neg, h, l)
+    hh, ll2 = signed_limbs(neg, h, l)
     return w_fit(hh, ll2, I, f, mode, OP_ADD, err)
 
 
@@ -260,7 +260,7 @@ def w_scores(q, Kc, m, I, f, mode, err, scr, qnz, scores):
     w_mul / w_add from its first component: the same numbers and errors."""
     nq, small, top = _query_setup(q, qnz, I, f)
     Mh, Ml, seen = _score_keys(q, qnz, nq, small, top, Kc, 0, m, I, f, mode, err, scr, scores, np.int64(0))
-    _track(np.int64(0), seen, err)
+    track_maxabs(np.int64(0), seen, err)
     return Mh, Ml
 
 
@@ -302,7 +302,7 @@ def w_store_bounds(k, t, KmE, LB, SB):
     first_s = (t & ((1 << SUPER_LOG) - 1)) == 0
     for c in range(k.shape[0]):
         h, l = k[c, 0], k[c, 1]
-        _, mh, ml = _mag(h, l)
+        _, mh, ml = sign_magnitude(h, l)
         if t > 0 and (KmE[t - 1, c, 0] > mh or (KmE[t - 1, c, 0] == mh and KmE[t - 1, c, 1] > ml)):
             mh, ml = KmE[t - 1, c, 0], KmE[t - 1, c, 1]
         KmE[t, c, 0] = mh
@@ -385,7 +385,7 @@ def _unchecked_setup(q, KmE, m, I, f, mode, err, scr, qnz, qf):
     for ii in range(nq):
         c = qnz[ii]
         if KmE[t, c, 0] != 0 or KmE[t, c, 1] != 0:
-            _, qh, ql = _mag(q[c, 0], q[c, 1])
+            _, qh, ql = sign_magnitude(q[c, 0], q[c, 1])
             w_mul(qh, ql, KmE[t, c, 0], KmE[t, c, 1], I, f, mode, err, scr)
     return True, nq, small, top
 
@@ -469,7 +469,7 @@ def w_scores_pruned(q, Kc, KmE, LB, SB, m, I, f, mode, err, scr, qnz, scores, ma
                 Mf = _fval(Mh, Ml)
                 lim = Mf - abs(Mf) * 2.0 ** -50 - 1.0 + thr - abs(thr) * 2.0 ** -50 - 1.0
     # 3. the meter: skipped blocks whose partial sums may pass the largest |raw|
-    _track(np.int64(0), seen, err)
+    track_maxabs(np.int64(0), seen, err)
     for i in range(nd):
         d = dfr[i]
         lo_b, hi_b = (d, d + 1) if d >= 0 else ((-1 - d) * per, min(nleaf, (-d) * per))
@@ -484,7 +484,7 @@ def w_scores_pruned(q, Kc, KmE, LB, SB, m, I, f, mode, err, scr, qnz, scores, ma
             if pb > _fval(err[E_MAXABS_HI], err[E_MAXABS]) * (1.0 - 2.0 ** -50) - 1.0:
                 _, _, sn = _score_keys(q, qnz, nq, small, top, Kc, b << LEAF_LOG, min(m, (b + 1) << LEAF_LOG),
                                        I, f, mode, err, scr, scores, np.int64(0))
-                _track(np.int64(0), sn, err)
+                track_maxabs(np.int64(0), sn, err)
     return True, Mh, Ml, nv
 
 
@@ -529,7 +529,7 @@ def _no_index(La, H, Dh):
 def _shadow(h, l, s):
     """The wide raw (h, l) divided by 2^s, truncated toward 0 (|result| < 2^61
     when |raw| < 2^(61 + s)): the raw lies within 2^s - 1 of result * 2^s."""
-    neg, mh, ml = _mag(h, l)
+    neg, mh, ml = sign_magnitude(h, l)
     if s == 0:
         v = ml
     elif s < 63:
@@ -552,8 +552,8 @@ def _shadow_fill(Kc, Ksh, st, m):
     need = s
     for j in range(j0, m):
         for c in range(Dh):
-            _, mh, ml = _mag(Kc[j, c, 0], Kc[j, c, 1])
-            b = _bits(mh, ml) - SHADOW_BITS
+            _, mh, ml = sign_magnitude(Kc[j, c, 0], Kc[j, c, 1])
+            b = magnitude_bits(mh, ml) - SHADOW_BITS
             if b > need:
                 need = b
     moved = need > s
@@ -579,7 +579,7 @@ def _node_bound(qf, qnz, nq, Kix, R, Dh, u, s, nb, sf, Dh1, qd, ls, lS):
     the vertex clamped to the box; the other components by the box; 1/2 per
     rounded product; float64 errors covered by 1e-12 of the terms' magnitudes
     plus 2 (``qd``: the query's components as float64)."""
-    rr, c0 = _rec(R, Dh, u)
+    rr, c0 = node_record(R, Dh, u)
     rec = Kix[rr]
     sc = 2.0 ** s
     for ii in range(nq):
@@ -636,7 +636,7 @@ def _meter_floor(err):
 def _score_leaf_keys(q, qnz, nq, small, top, Kc, Kix, R, Dh, y, n, I, f, mode, err, scr, scores, seen, idx, ni):
     """Score the n keys of leaf y exactly (positions from its slot), listing them in
     idx from ``ni`` when ni >= 0; returns (max score limbs, seen)."""
-    prow, s0 = _slot(R, Dh, y)
+    prow, s0 = leaf_slot(R, Dh, y)
     bh, bl = np.int64(0), np.int64(0)
     for i in range(n):
         j = Kix[prow, s0 + i]
@@ -699,7 +699,7 @@ def w_index_scores(q, Kc, KmE, Ksh, Kix, st, m, I, f, mode, err, scr, qnz, score
     for c in range(Dh):
         qd[c] = _fval(q[c, 0], q[c, 1])
         s_ok[c] = qd[c] < 0.0
-    ls, lS = _best_lift(Kix[R], Dh, s_ok)
+    ls, lS = best_lift(Kix[R], Dh, s_ok)
     b0 = Kix[R, KI_NT]
     seen = np.int64(0)
     Mh, Ml, seen = _score_keys(q, qnz, nq, small, top, Kc, b0, m, I, f, mode, err, scr, scores, seen)
@@ -732,7 +732,7 @@ def w_index_scores(q, Kc, KmE, Ksh, Kix, st, m, I, f, mode, err, scr, qnz, score
             top_d -= 1
             stk[top_d] = u
             continue
-        rr, c0 = _rec(R, Dh, u)
+        rr, c0 = node_record(R, Dh, u)
         cnt = Kix[rr, c0 + 2 * Dh]
         if grouping and cnt > gmin:
             same = True
@@ -746,7 +746,7 @@ def w_index_scores(q, Kc, KmE, Ksh, Kix, st, m, I, f, mode, err, scr, qnz, score
                     return False, np.int64(0), np.int64(0), 0, 0, 0
                 v = u
                 while (v & 1) == 0:                  # its leftmost leaf's first key
-                    vr, v0 = _rec(R, Dh, v)
+                    vr, v0 = node_record(R, Dh, v)
                     v = Kix[vr, v0 + 2 * Dh + 1]
                 bh, bl, seen = _score_leaf_keys(q, qnz, nq, small, top, Kc, Kix, R, Dh, v >> 1, 1, I, f, mode, err,
                                                 scr, scores, seen, idx, -1)
@@ -784,7 +784,7 @@ def w_index_scores(q, Kc, KmE, Ksh, Kix, st, m, I, f, mode, err, scr, qnz, score
         stf[2 * sp + 3] = pbb
         sp += 2
     # the meter: skipped nodes whose partial sums may pass the largest |raw|
-    _track(np.int64(0), seen, err)
+    track_maxabs(np.int64(0), seen, err)
     for i in range(top_d, stk.shape[0]):
         stk[0] = stk[i]
         sp = 1
@@ -794,11 +794,11 @@ def w_index_scores(q, Kc, KmE, Ksh, Kix, st, m, I, f, mode, err, scr, qnz, score
             _, pb = _node_bound(qf, qnz, nq, Kix, R, Dh, u, s, nb, sf, Dh1, qd, ls, lS)
             if pb <= _meter_floor(err):
                 continue
-            rr, c0 = _rec(R, Dh, u)
+            rr, c0 = node_record(R, Dh, u)
             if (u & 1) == 1:
                 _, _, sn = _score_leaf_keys(q, qnz, nq, small, top, Kc, Kix, R, Dh, u >> 1, Kix[rr, c0 + 2 * Dh],
                                             I, f, mode, err, scr, scores, np.int64(0), idx, -1)
-                _track(np.int64(0), sn, err)
+                track_maxabs(np.int64(0), sn, err)
                 continue
             if sp + 2 > IX_STACK or sp + 2 > i:
                 return False, np.int64(0), np.int64(0), 0, 0, 0
@@ -812,12 +812,12 @@ def w_index_scores(q, Kc, KmE, Ksh, Kix, st, m, I, f, mode, err, scr, qnz, score
 @njit(cache=True)
 def _shift_mag(sh, sl, Mh, Ml):
     """(ok, |s - M|) for s <= M as an int64 when it is below 2^63 (ok False: larger)."""
-    ns, s_h, s_l = _mag(sh, sl)
-    nm, m_h, m_l = _mag(Mh, Ml)
+    ns, s_h, s_l = sign_magnitude(sh, sl)
+    nm, m_h, m_l = sign_magnitude(Mh, Ml)
     if not nm and not ns:                      # 0 <= s <= M
-        dh, dl = _mag_sub(m_h, m_l, s_h, s_l)
+        dh, dl = magnitude_sub(m_h, m_l, s_h, s_l)
     elif nm:                                   # s <= M < 0: |s| >= |M|
-        dh, dl = _mag_sub(s_h, s_l, m_h, m_l)
+        dh, dl = magnitude_sub(s_h, s_l, m_h, m_l)
     else:                                      # s < 0 <= M: M + |s|
         if m_h != 0 or s_h != 0 or m_l > _M63 - s_l:
             return False, np.int64(0)
@@ -867,9 +867,9 @@ def _fit3(pos, neg, k, I, f, mode, err, out):
         borrow = 1
     c = pc - nc - borrow
     if c > 0:                                  # |out| >= 2^126
-        oh, ol = _overflow(not sign, I, f, mode, OP_ADD, 126 + bit_length(c) - f, err)
+        oh, ol = overflow_raw(not sign, I, f, mode, OP_ADD, 126 + bit_length(c) - f, err)
     else:
-        sh, sl = _signed(not sign, h, l)
+        sh, sl = signed_limbs(not sign, h, l)
         oh, ol = w_fit(sh, sl, I, f, mode, OP_ADD, err)
     out[k, 0] = oh
     out[k, 1] = ol
@@ -889,13 +889,13 @@ def _zero_threshold(f):
 def _shift_mag3(sh, sl, Mh, Ml):
     """(c, hi, lo): the magnitude M - s = c 2^126 + hi 2^63 + lo for s <= M (both
     below 2^126 in magnitude, so the shift is below 2^127)."""
-    ns, s_h, s_l = _mag(sh, sl)
-    nm, m_h, m_l = _mag(Mh, Ml)
+    ns, s_h, s_l = sign_magnitude(sh, sl)
+    nm, m_h, m_l = sign_magnitude(Mh, Ml)
     if not nm and not ns:                      # 0 <= s <= M
-        dh, dl = _mag_sub(m_h, m_l, s_h, s_l)
+        dh, dl = magnitude_sub(m_h, m_l, s_h, s_l)
         return np.int64(0), dh, dl
     if nm:                                     # s <= M < 0
-        dh, dl = _mag_sub(s_h, s_l, m_h, m_l)
+        dh, dl = magnitude_sub(s_h, s_l, m_h, m_l)
         return np.int64(0), dh, dl
     if m_l > _M63 - s_l:                       # s < 0 <= M: M + |s|, with carries
         lo = m_l - (_M63 - s_l) - 1
@@ -909,21 +909,21 @@ def _shift_mag3(sh, sl, Mh, Ml):
 
 
 @njit(cache=True)
-def _exp_shift_wide(c, dh, dl, I, f, mode, err, e2):
+def exp_shift_wide(c, dh, dl, I, f, mode, err, e2):
     """exp(-(c 2^126 + dh 2^63 + dl) / 2^f) 2^f rounded (wide.w_exp_neg), fitted
     as fx_attend fits it: only exp(0) = 2^f can leave the format (at I = 0); the
     error recorded in err, the |raw| tracked."""
     if c == 0 and dh == 0 and dl == 0:
         if I == 0:
-            return _overflow(False, I, f, mode, OP_EXP, np.int64(1), err)
+            return overflow_raw(False, I, f, mode, OP_EXP, np.int64(1), err)
         eh, el = (np.int64(0), np.int64(1) << f) if f < 63 else (np.int64(1) << (f - 63), np.int64(0))
-        _track(eh, el, err)
+        track_maxabs(eh, el, err)
         return eh, el
     e2[E_CODE] = 0
     eh, el = w_exp_neg(c, dh, dl, f, e2)
     if e2[E_CODE] != 0:
         record_error(err, e2[E_CODE], e2[E_OP], e2[E_NEED])
-    _track(eh, el, err)
+    track_maxabs(eh, el, err)
     return eh, el
 
 
@@ -939,7 +939,7 @@ def _exp_shift(dm, I, f, mode, err, e2, count):
     if e2[E_CODE] != 0:
         record_error(err, e2[E_CODE], e2[E_OP], e2[E_NEED])
     err[E_SAT] += count * e2[E_SAT]
-    _track(np.int64(0), e, err)
+    track_maxabs(np.int64(0), e, err)
     return e
 
 
@@ -981,7 +981,7 @@ def w_attend_groups(scores, Mh, Ml, m, values, I, f, mode, err, e2, scr, weights
         weights[j, 1] = 0
         if wide_exp:                          # the shift's three limbs, exp in 210-bit fixed point
             c3, dh, dl = _shift_mag3(sh, sl, Mh, Ml)
-            eh, el = _exp_shift_wide(c3, dh, dl, I, f, mode, err, e2)
+            eh, el = exp_shift_wide(c3, dh, dl, I, f, mode, err, e2)
             if eh != 0 or el != 0:
                 weights[j, 0] = eh
                 weights[j, 1] = el
@@ -1017,7 +1017,7 @@ def w_attend_groups(scores, Mh, Ml, m, values, I, f, mode, err, e2, scr, weights
                     vh, vl = values[j, k, 0], values[j, k, 1]
                     if vh != 0 or vl != 0:
                         ph, pl = w_mul(wh, wl, vh, vl, I, f, mode, err, scr)
-                        neg, mh, ml = _mag(ph, pl)
+                        neg, mh, ml = sign_magnitude(ph, pl)
                         _add3(acc, d + k if neg else k, mh, ml)
     for k in range(d):
         _fit3(acc[:d], acc[d:], k, I, f, mode, err, out)
@@ -1177,7 +1177,7 @@ def w_readout(x, out_dim, out_kind, out_param, out_coef, candidates, I, f, mode,
 @njit(cache=True)
 def _floor_clip(h, l, f, lo, hi):
     """floor(v / 2^f) of the wide raw v, clipped to [lo - 2, hi + 2]."""
-    neg, mh, ml = _mag(h, l)
+    neg, mh, ml = sign_magnitude(h, l)
     if f >= 63:
         qh, ql = np.int64(0), mh >> (f - 63)
         mask = _M63 if f - 63 == 63 else (np.int64(1) << (f - 63)) - 1
@@ -1235,16 +1235,16 @@ def w_quadratic_readout(x, out_dim, out_kind, out_param, out_coef, candidates, I
     ns = lo
     ids = np.empty(7, dtype=np.int64)
     ids[0] = candidates[0]
-    ids[1] = candidates[_code_rank(candidates, ns, 0)]
-    ids[2] = candidates[_code_rank(candidates, ns, C - 1)]
+    ids[1] = candidates[code_rank(candidates, ns, 0)]
+    ids[2] = candidates[code_rank(candidates, ns, C - 1)]
     n = 3
     sc = 2.0 ** (-f)
     x2h, x2l = x[out_dim[1], 0], x[out_dim[1], 1]
     B = _fval(out_coef[1, 0], out_coef[1, 1]) * sc * _fval(x2h, x2l)
     if B != 0.0:
         A = _fval(out_coef[0, 0], out_coef[0, 1]) * sc * _fval(x[out_dim[0], 0], x[out_dim[0], 1])
-        c_lo = float(tok_code(candidates[_code_rank(candidates, ns, 0)]))
-        c_hi = float(tok_code(candidates[_code_rank(candidates, ns, C - 1)]))
+        c_lo = float(tok_code(candidates[code_rank(candidates, ns, 0)]))
+        c_hi = float(tok_code(candidates[code_rank(candidates, ns, C - 1)]))
         if max(abs(c_lo), abs(c_hi)) >= 2.0 ** 49:    # the float vertex within a code of the real one
             return np.int64(-1)
         v = min(max(-A / (2.0 * B), c_lo - 2.0), c_hi + 2.0)
@@ -1252,20 +1252,20 @@ def w_quadratic_readout(x, out_dim, out_kind, out_param, out_coef, candidates, I
         hi = C
         while lo < hi:
             mid = (lo + hi) >> 1
-            if float(tok_code(candidates[_code_rank(candidates, ns, mid)])) <= math.floor(v):
+            if float(tok_code(candidates[code_rank(candidates, ns, mid)])) <= math.floor(v):
                 lo = mid + 1
             else:
                 hi = mid
         for k in range(lo - 2, lo + 2):
             if k >= 0 and k < C:
-                ids[n] = candidates[_code_rank(candidates, ns, k)]
+                ids[n] = candidates[code_rank(candidates, ns, k)]
                 n += 1
     sub = np.unique(ids[:n])
     e2 = err.copy()
     tok = w_readout(x, out_dim, out_kind, out_param, out_coef, sub, I, f, mode, e2, scr)
     if e2[E_CODE] != 0 or e2[E_SAT] != err[E_SAT]:
         return np.int64(-1)
-    _track(e2[E_MAXABS_HI], e2[E_MAXABS], err)
+    track_maxabs(e2[E_MAXABS_HI], e2[E_MAXABS], err)
     return tok
 
 

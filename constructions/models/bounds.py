@@ -28,7 +28,8 @@ from typing import Callable
 
 import sympy as sp
 
-from rnngap.constructions.machine.fixedpoint import FixedFormat, log2_ceil, storage_for
+from rnngap.constructions.machine.fixedpoint import log2_ceil, storage_for
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.num import (
     LN2_UPPER, SymbolicFormat, any_sym, bits_for, is_sym, sharpness, zero_gap,
 )

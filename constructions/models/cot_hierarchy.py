@@ -21,7 +21,7 @@ from fractions import Fraction
 import sympy as sp
 
 from rnngap.constructions.machine import kernels as K
-from rnngap.constructions.machine.fixedpoint import FixedFormat
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.gadgets import Builder, MarginError, Neuron, ResidualSpace, bits_for, require
 from rnngap.constructions.build.model import Model
 from rnngap.constructions.machine.vocab import FALSE, QUERY, TRUE, Vocab, token_code

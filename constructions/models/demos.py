@@ -23,7 +23,8 @@ from typing import Callable
 import sympy as sp
 
 from rnngap.constructions.machine import kernels as K
-from rnngap.constructions.machine.fixedpoint import FixedFormat, log2_ceil
+from rnngap.constructions.machine.fixedpoint import log2_ceil
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.gadgets import (
     base_space, number_readout, Builder, Component, Head, count_compare_neurons, count_head,
     match_head, shift_head, sharpness,

@@ -27,7 +27,8 @@ import sympy as sp
 
 from rnngap.constructions.machine import kernels as K
 from .demos import Declared
-from rnngap.constructions.machine.fixedpoint import FixedFormat, log2_ceil
+from rnngap.constructions.machine.fixedpoint import log2_ceil
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.gadgets import (
     LN2_UPPER, Builder, Combo, Component, Head, MarginError, Neuron, Recurrence, ResidualSpace,
     bits_for, clock, count_compare_neurons, count_head, delay_chain, equality_neurons,

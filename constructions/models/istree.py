@@ -28,7 +28,8 @@ from typing import Mapping, Sequence
 import sympy as sp
 
 from rnngap.constructions.machine import kernels as K
-from rnngap.constructions.machine.fixedpoint import FixedFormat, log2_ceil, storage_for
+from rnngap.constructions.machine.fixedpoint import log2_ceil, storage_for
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.gadgets import (
     base_space, first_max_head, flag_component, mask_unless_equal_neurons, match_head, max_neurons,
     number_readout, require, Builder, Component, Head, Neuron, ResidualSpace, equality_neurons,

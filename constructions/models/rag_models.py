@@ -20,7 +20,8 @@ from typing import Callable, Sequence
 
 import sympy as sp
 
-from rnngap.constructions.machine.fixedpoint import FixedFormat, log2_ceil
+from rnngap.constructions.machine.fixedpoint import log2_ceil
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.gadgets import MarginError
 from rnngap.constructions.build.generate import Generation, generate
 from rnngap.constructions.build.model import Model

@@ -29,9 +29,8 @@ import numpy as np
 import sympy as sp
 
 from rnngap.constructions.machine import kernels as K
-from rnngap.constructions.machine.fixedpoint import (
-    MAX_MAGNITUDE_BITS, MAX_WIDE_MAGNITUDE_BITS, FixedFormat, log2_ceil,
-)
+from rnngap.constructions.machine.fixedpoint import MAX_MAGNITUDE_BITS, MAX_WIDE_MAGNITUDE_BITS, log2_ceil
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.gadgets import (
     base_space, count_head, number_readout, require, Builder, Component, Head, ResidualSpace,
     match_head, shift_head,

@@ -24,7 +24,7 @@ import numpy as np
 
 from rnngap.constructions.machine import kernels as K
 from .bounds import INT as _INT, SimRNN, sim_clamp, sim_emb_bound, sim_int, sim_tau_max
-from rnngap.constructions.machine.fixedpoint import FixedFormat
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.gadgets import (
     Builder, Component, Head, MarginError, Neuron, ResidualSpace, match_head, select_neurons,
 )

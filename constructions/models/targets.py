@@ -33,9 +33,9 @@ from numba import get_num_threads, njit, prange
 
 from rnngap.constructions.machine import kernels as K
 from rnngap.constructions.machine.fixedpoint import (
-    E_CODE, E_MAXABS, E_NEED, E_OP, E_SAT, E_WHERE, OP_MUL, FixedFormat, fit_value, check_err,
-    new_err,
+    E_CODE, E_MAXABS, E_NEED, E_OP, E_SAT, E_WHERE, OP_MUL, fit_value, check_err, new_err,
 )
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.gadgets import (
     Builder, MarginError, Neuron, ResidualSpace, bits_for, equality_neurons, step_neurons,
 )

@@ -32,7 +32,8 @@ from automata.tm.dtm import DTM
 
 from rnngap.constructions.machine import kernels as K
 from .demos import Declared
-from rnngap.constructions.machine.fixedpoint import FixedFormat, log2_ceil
+from rnngap.constructions.machine.fixedpoint import log2_ceil
+from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.gadgets import (
     Builder, Component, Head, MarginError, Neuron, Recurrence, ResidualSpace, bits_for, clock,
     gated_equality, match_head, require, sharpness,

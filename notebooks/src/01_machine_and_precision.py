@@ -14,7 +14,8 @@
 from fractions import Fraction
 import numpy as np
 import matplotlib.pyplot as plt
-from rnngap.constructions.machine.fixedpoint import FixedFormat, FixedPointOverflow
+from rnngap.constructions.machine.fixedpoint import FixedPointOverflow
+from rnngap.constructions.machine.formats import FixedFormat
 
 fmt = FixedFormat(int_bits=4, frac_bits=3)          # Q4.3: p = 8 bits
 a, b = fmt.encode(Fraction(3, 2)), fmt.encode(Fraction(5, 8))
