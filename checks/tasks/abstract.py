@@ -15,7 +15,7 @@ Example (Index, ``[BOS] x_1..x_n [QUERY] i``)::
     >>> inst.last, inst.answer_code(inst.last)
     (n + 3 - 1, tau(i))
 
-Details: docs/internals/tasks.md#symbolic
+Details: docs/internals/tasks.md#abstract
 """
 from __future__ import annotations
 

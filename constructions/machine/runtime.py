@@ -2,15 +2,16 @@
 
 Importing this module (which importing any module of ``rnngap.constructions``
 does first) sets up numba. Its on-disk cache checks only the source
-file of the function it loads, so the cache lives in ``__pycache__/numba-<hash>``
-of this package, the hash taken over every module's source (unless
+file of the function it loads, so the cache lives in
+``constructions/__pycache__/numba-<hash>``, the hash taken over the source of
+every module under constructions/ (unless
 ``NUMBA_CACHE_DIR`` is set), with fallbacks to a private temporary folder or to
 in-memory compiling when nothing is writable. The threading layer is
 ``workqueue`` unless ``NUMBA_THREADING_LAYER`` says otherwise, so no OpenMP
 kernel pins the process to one core; :data:`START_AFFINITY` holds the cores
 available at import, on which the engines start their workers (:func:`unpin`).
 
-Details: docs/internals/machine.md#constructions
+Details: docs/internals/machine.md#runtime
 """
 from __future__ import annotations
 
