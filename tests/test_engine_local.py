@@ -262,11 +262,11 @@ def test_only_a_run_of_the_whole_registry_warms_up(monkeypatch):
 _SIGNATURES = r"""
 import json, sys
 import numpy as np
-from rnngap.constructions.machine import kernels as K, lanes as LN
+from rnngap.constructions.machine import batch as BT, kernels as K, lanes as LN, readouts as RO
 from rnngap.constructions.models import targets as T
 from rnngap.constructions.models.warmup import warm
-KERNELS = {"forward_loop": K.forward_loop, "_lanes": LN._lanes, "feed_flat": K.feed_flat,
-           "feed_rnn_sparse": K.feed_rnn_sparse, "readout_flat": K.readout_flat,
+KERNELS = {"forward_loop": BT.forward_loop, "_lanes": LN._lanes, "feed_flat": K.feed_flat,
+           "feed_rnn_sparse": BT.feed_rnn_sparse, "readout_flat": RO.readout_flat,
            "_sparse_final_states": T._sparse_final_states}
 def sigs():
     return {k: sorted(map(str, f.signatures)) for k, f in KERNELS.items()}
@@ -274,7 +274,7 @@ warm(0); warm(1)
 after_warm = sigs()
 from rnngap.constructions.models.retrieval import counting_transformer, index_transformer
 paths = []
-for mod, name in ((K, "forward_batch"), (LN, "forward_lanes")):
+for mod, name in ((BT, "forward_batch"), (LN, "forward_lanes")):
     def counted(*a, _f=getattr(mod, name), _n=name):
         paths.append(_n)
         return _f(*a)

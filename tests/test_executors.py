@@ -32,7 +32,9 @@ from hypothesis import strategies as st
 
 import _models as tm
 from _models import FixedFormat, tau
-from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.machine import fixedpoint as FP, kernels as K
+from rnngap.constructions.machine import attention as AT
+from rnngap.constructions.machine import batch as BT, readouts as RO
 from rnngap.constructions.machine.fixedpoint import FixedPointOverflow
 from rnngap.constructions.build.gadgets import Builder, Neuron, ResidualSpace
 from rnngap.constructions.build.protocol import RNN, feed as protocol_feed, run_rnn
@@ -463,8 +465,9 @@ def test_used_int_bits_cover_the_weights():
 def no_kernels(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("a kernel ran on invalid input")
-    for name in ("forward_batch", "feed_tokens", "feed_flat", "readout", "readout_fast", "readout_flat", "model_step"):
-        monkeypatch.setattr(K, name, boom)
+    for mod, name in ((BT, "forward_batch"), (K, "feed_tokens"), (K, "feed_flat"), (RO, "readout"),
+                      (RO, "readout_fast"), (RO, "readout_flat"), (K, "model_step")):
+        monkeypatch.setattr(mod, name, boom)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -639,21 +642,21 @@ def test_readout_table_equals_the_generic_readout(kind):
     for scale in (4, 12, 30):
         xs.extend(rng.integers(-(1 << scale), 1 << scale, size=(20, D)))
     m, W = model, model.weights.readout
-    assert all((a == b).all() for a, b in zip((W.w_tab, W.wmax_tab, W.ok_tab), K.readout_table(
+    assert all((a == b).all() for a, b in zip((W.w_tab, W.wmax_tab, W.ok_tab), RO.readout_table(
         W.out_kind, W.out_param, W.out_coef, m.candidates, *m.fmt.args)))
     checked_bad = 0
     # the kernels at smaller integer bits (the model's readout raws, the same f)
     for I in (model.fmt.int_bits, 6, 3, 1):
         for mode in ("raise", "saturate"):
             args = FixedFormat(I, f, mode).args
-            w, wmax, ok = K.readout_table(W.out_kind, W.out_param, W.out_coef, m.candidates, *args)
+            w, wmax, ok = RO.readout_table(W.out_kind, W.out_param, W.out_coef, m.candidates, *args)
             Wf = W._replace(w_tab=w, wmax_tab=wmax, ok_tab=ok)
             checked_bad += int((~ok).sum())
             for x in xs:
                 x = np.asarray(x, np.int64)
                 e1, e2 = new_err(), new_err()
-                a = K.readout(x, W, m.candidates, *args, e1)
-                b = K.readout_fast(x, Wf, *args, e2)
+                a = RO.readout(x, W, m.candidates, *args, e1)
+                b = RO.readout_fast(x, Wf, *args, e2)
                 assert a == b and e1.tolist() == e2.tolist(), (I, mode, x.tolist())
     assert checked_bad > 0      # some table entries did overflow and took the recomputing path
 
@@ -698,7 +701,7 @@ def test_attention_scores_equal_the_plain_definition(seed, mode):
         got = np.zeros(m, np.int64)
         KhT = np.ascontiguousarray(Kh.T)
         KmT = np.maximum.accumulate(np.abs(KhT), axis=1)        # what model_step keeps beside the cache
-        M = K.attention_scores(q, KhT, KmT, m, *args, e2, np.zeros(Dh, np.int64), np.zeros(Dh, np.int64), got)
+        M = AT.attention_scores(q, KhT, KmT, m, *args, e2, np.zeros(Dh, np.int64), np.zeros(Dh, np.int64), got)
         assert got.tolist() == want.tolist() and e1.tolist() == e2.tolist(), (trial, I, f, q.tolist())
         assert M == want.max()
         paths += int(e1[0] != 0 or e1[5] != 0)
@@ -755,7 +758,7 @@ def test_attention_scores_large_products_in_range(mode):
         got = np.zeros(m, np.int64)
         KhT = np.ascontiguousarray(Kh.T)
         KmT = np.maximum.accumulate(np.abs(KhT), axis=1)
-        M = K.attention_scores(q, KhT, KmT, m, *args, e2, np.zeros(Dh, np.int64), np.zeros(Dh, np.int64), got)
+        M = AT.attention_scores(q, KhT, KmT, m, *args, e2, np.zeros(Dh, np.int64), np.zeros(Dh, np.int64), got)
         assert got.tolist() == want.tolist() and e1.tolist() == e2.tolist(), (trial, I, f)
         assert M == want.max()
         big += int(sum(abs(float(a)) * abs(float(b)) >= 4.0e18 for a in q for b in Kh.ravel()))
@@ -792,9 +795,9 @@ def test_attend_sparse_equals_fx_attend(seed, mode):
         want = np.zeros(d, np.int64)
         fx_attend(scores.copy(), m, values, *args, e1, np.zeros(m, np.int64), want)
         got = np.zeros(d, np.int64)
-        K.attend_sparse(scores.copy(), m, scores.max(), values, *args, e2, np.zeros(m, np.int64), got)
+        AT.attend_sparse(scores.copy(), m, scores.max(), values, *args, e2, np.zeros(m, np.int64), got)
         assert got.tolist() == want.tolist() and e1.tolist() == e2.tolist(), (trial, I, f, m)
-        thr = int(K.exp_zero_threshold(f))
+        thr = int(FP.exp_zero_threshold(f))
         blocks = [scores[j:j + 64].max() - scores.max() >= thr for j in range(0, m, 64)]
         skipped += blocks.count(False)
         kept += blocks.count(True)
@@ -845,8 +848,8 @@ def test_inputs_longer_than_declared_are_refused_before_any_kernel(monkeypatch):
         else:
             sess.position = P - 1                           # as if P - 1 tokens had been fed
         with monkeypatch.context() as mp:
-            for name in ("forward_batch", "feed_tokens", "feed_flat", "model_step"):
-                mp.setattr(K, name, lambda *a, **k: (_ for _ in ()).throw(AssertionError("a kernel ran")))
+            for mod, name in ((BT, "forward_batch"), (K, "feed_tokens"), (K, "feed_flat"), (K, "model_step")):
+                mp.setattr(mod, name, lambda *a, **k: (_ for _ in ()).throw(AssertionError("a kernel ran")))
             with pytest.raises(ValueError, match=rf"{P + 1} tokens exceeds the {P} positions"):
                 model.predict_batch(too_long)
             with pytest.raises(ValueError, match=rf"context of {P + 1} tokens exceeds the {P} positions"):

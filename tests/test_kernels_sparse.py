@@ -22,6 +22,7 @@ import pytest
 from rnngap.checks.catalog.records import by_name
 from rnngap.constructions.models import cot_hierarchy as CH
 from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.machine import batch as BT
 from rnngap.constructions.machine.fixedpoint import E_CODE, E_MAXABS, E_SAT, FixedPointOverflow, new_err
 from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.model import Session
@@ -54,7 +55,7 @@ def _feed(model, tokens, sparse: bool) -> tuple:
     err = new_err()
     arr = np.asarray(tokens, np.int64)
     if sparse:
-        t = K.feed_rnn_sparse(arr, 0, *model.fmt.args, err, W.ekind, W.eparam, W.ecoef, *model.rnn_sparse, state, x)
+        t = BT.feed_rnn_sparse(arr, 0, *model.fmt.args, err, W.ekind, W.eparam, W.ecoef, *model.rnn_sparse, state, x)
     else:
         z = lambda *shape: np.zeros(shape, np.int64)
         t = K.feed_flat(arr, 0, *model.fmt.args, err, *W, state, z(0, 0, 0, 1), z(0, 0, 1, 1), z(0, 0, 1, 0), x,
@@ -176,12 +177,12 @@ def test_rows_product_equals_matvec(mode):
         M = np.where(rng.random((L, rows, cols)) < 0.15, rng.integers(-top, top + 1, (L, rows, cols)), 0)
         M = M.astype(np.int64)
         v = np.where(rng.random(cols) < 0.4, rng.integers(-top, top + 1, cols), 0).astype(np.int64)
-        Mp, Mi, Mv = K._rows(M)
+        Mp, Mi, Mv = BT._rows(M)
         l = int(rng.integers(0, L))
         for psafe in (True, False):
             e1, e2 = new_err(), new_err()
             o1, o2 = np.zeros(rows, np.int64), np.zeros(rows, np.int64)
-            K._rows_mv_fast(Mp, Mi, Mv, l, v, *fmt.args, e1, o1, psafe)
+            BT._rows_mv_fast(Mp, Mi, Mv, l, v, *fmt.args, e1, o1, psafe)
             K.matvec(M[l], v, *fmt.args, e2, o2)
             assert e1.tolist() == e2.tolist()
             if e2[E_CODE] == 0:

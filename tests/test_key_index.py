@@ -16,7 +16,9 @@ import pytest
 from hypothesis import given, strategies as st
 
 from rnngap.constructions.machine import keyindex as KI
-from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.machine import fixedpoint as FP, kernels as K
+from rnngap.constructions.machine import attention as AT
+from rnngap.constructions.machine import readouts as RO
 from rnngap.constructions.machine.fixedpoint import E_MAXABS, new_err
 from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.machine.vocab import NUMBER_BASE
@@ -31,31 +33,31 @@ class _Cache:
 
     def __init__(self, Kh, V, cap=0):
         self.Dh = Kh.shape[1]
-        self.cap = K.cache_capacity(max(len(Kh), cap), True)
+        self.cap = AT.cache_capacity(max(len(Kh), cap), True)
         self.KhT = np.zeros((self.Dh, self.cap), np.int64)
-        self.KmT = np.zeros((K.cache_rows(self.Dh, True), self.cap), np.int64)
+        self.KmT = np.zeros((AT.cache_rows(self.Dh, True), self.cap), np.int64)
         self.Vc = np.zeros((self.cap, V.shape[1]), np.int64)
         self.Vc[:len(V)] = V
-        self.scores = np.zeros(K.scores_length(self.cap, True), np.int64)
+        self.scores = np.zeros(AT.scores_length(self.cap, True), np.int64)
         self.n = 0
         self.Kh = Kh
 
     def grow_to(self, m):
         for t in range(self.n, m):
-            K.store_key(np.ascontiguousarray(self.Kh[t]), t, self.KhT, self.KmT)
+            AT.store_key(np.ascontiguousarray(self.Kh[t]), t, self.KhT, self.KmT)
         self.n = m
 
     def attend(self, q, m, args, err):
         """(out, M, header): header <= -2 when the index ran (-2 - kept keys)."""
         self.grow_to(m)
-        self.KmT[self.Dh, K.PRUNE_HINT] = 10 ** 9          # position blocks paused
+        self.KmT[self.Dh, AT.PRUNE_HINT] = 10 ** 9          # position blocks paused
         self.KmT[2 * self.Dh, KI.KI_PAUSE] = 0            # the index not paused
-        M = K.attention_scores(q, self.KhT, self.KmT, m, *args, err, np.zeros(self.Dh, np.int64),
+        M = AT.attention_scores(q, self.KhT, self.KmT, m, *args, err, np.zeros(self.Dh, np.int64),
                                np.zeros(self.Dh, np.int64), self.scores)
         hdr = int(self.scores[self.cap])
         kept = self.scores[self.cap + 1:self.cap + 1 + max(-2 - hdr, 0)].tolist()
         out = np.zeros(self.Vc.shape[1], np.int64)
-        K.attend_sparse(self.scores, m, M, self.Vc, *args, err, np.zeros(self.cap, np.int64), out)
+        AT.attend_sparse(self.scores, m, M, self.Vc, *args, err, np.zeros(self.cap, np.int64), out)
         return out, int(M), hdr, kept
 
 
@@ -147,7 +149,7 @@ def test_kept_at_the_threshold(delta, f):
     """Dh = 1, q = 1.0: score = key. One key scores Mx + thr + delta, every other
     one Mx or far below: it is listed (kept) for delta = 0, 1 and not for -1; the
     results are the plain definition's in every case."""
-    thr = int(K.exp_zero_threshold(f))
+    thr = int(FP.exp_zero_threshold(f))
     Mx = 1 << (f + 10)
     m = 300
     keys = np.full(m, Mx - (1 << (f + 8)), np.int64)
@@ -382,7 +384,7 @@ def test_whole_nodes_at_the_threshold(f, order):
     node whose bound is one below: skipped), inserted in a seeded order over many
     steps: the kept keys (listed, or in groups of equal keys) are exactly those at
     Mx + thr or above, and every step equals the plain definition."""
-    thr = int(K.exp_zero_threshold(f))
+    thr = int(FP.exp_zero_threshold(f))
     Mx = 1 << (f + 12)
     m = 400
     keys = np.full(m, Mx - (1 << (f + 9)), np.int64)
@@ -481,12 +483,12 @@ def test_quadratic_readout_equals_full(seed, mode):
     for trial in range(60):
         I, f, od, ok, op, oc, cand, x = _readout_case(rng)
         args = FixedFormat(I, f, mode).args
-        w, wm, okt = K.readout_table(ok, op, oc, cand, *args)
+        w, wm, okt = RO.readout_table(ok, op, oc, cand, *args)
         e1, e2, e3 = new_err(), new_err(), new_err()
-        want = K._readout(x, od, ok, op, oc, cand, *args, e1)
-        got = K.readout_flat(x, od, ok, op, oc, cand, w, wm, okt, np.array([-1, 0, 0], np.int64), *args, e2)
+        want = RO._readout(x, od, ok, op, oc, cand, *args, e1)
+        got = RO.readout_flat(x, od, ok, op, oc, cand, w, wm, okt, np.array([-1, 0, 0], np.int64), *args, e2)
         assert got == want and e1.tolist() == e2.tolist(), (trial, x.tolist(), oc.tolist(), args)
-        used += int(K.quadratic_readout(x, od, ok, op, oc, cand, *args, e3) >= 0)
+        used += int(RO.quadratic_readout(x, od, ok, op, oc, cand, *args, e3) >= 0)
     assert used > 20
 
 
@@ -510,7 +512,7 @@ for trial in range(8):
     I, f, od, ok, op, oc, cand, x = T._readout_case(rng)
     args = FixedFormat(I, f, "saturate").args
     e = new_err()
-    res.append([int(T.K.quadratic_readout(x, od, ok, op, oc, cand, *args, e)), e.tolist()])
+    res.append([int(T.RO.quadratic_readout(x, od, ok, op, oc, cand, *args, e)), e.tolist()])
 print(json.dumps(res))
 """
 

@@ -27,6 +27,8 @@ import pytest
 
 from rnngap.checks.catalog.records import by_name, names
 from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.machine import batch as BT
+from rnngap.constructions.machine import readouts as RO
 from rnngap.constructions.machine import lanes as LN
 from rnngap.constructions.machine.fixedpoint import (
     E_CODE, E_MAXABS, E_SAT, FixedPointOverflow, exp_raw, check_err, exp_zero_threshold, new_err,
@@ -74,7 +76,7 @@ def _compare(name, seed, rows=(14, 29), max_len=16, blocks=(4, 16)):
     entry = by_name(name)
     base = entry.build(N_BUILD).model
     batches = [_batch(base, rng, rows[0], max_len, entry), _equal_batch(base, rng, rows[1], max_len, entry)]
-    _, err, _ = _run(K.forward_batch_plain, base, *batches[0], True, False, K.READOUT_TABLE)
+    _, err, _ = _run(BT.forward_batch_plain, base, *batches[0], True, False, K.READOUT_TABLE)
     used = base.fmt.used_int_bits(np.array(err))
     st = {"runs": 0, "errors": 0, "saturated": 0, "lanes_runs": 0, "settled": 0, "mixed": 0,
           "mixed_error": 0, "whole_batch_per_row": 0}
@@ -87,7 +89,7 @@ def _compare(name, seed, rows=(14, 29), max_len=16, blocks=(4, 16)):
         for toks, lengths in batches:
             for all_positions in (False, True):
                 for ro in readouts:
-                    want = _run(K.forward_batch_plain, model, toks, lengths, all_positions, False, ro)
+                    want = _run(BT.forward_batch_plain, model, toks, lengths, all_positions, False, ro)
                     for block, share in zip(blocks, (False, True)):
                         got, settled = _lanes(model, toks, lengths, all_positions, share, ro, block)
                         assert got == want, (name, I, f, mode, all_positions, share, ro, block)
@@ -146,7 +148,7 @@ def test_a_block_where_only_some_lanes_fall_back(mode):
     70 lanes (blocks of 32: 70 is not a multiple) has rows the lanes settle and
     rows that fail; err, preds and loc are the plain ones."""
     model, toks, lengths = _mixed_block()
-    _, err, _ = _run(K.forward_batch_plain, model, toks, lengths, True, False, K.READOUT_TABLE)
+    _, err, _ = _run(BT.forward_batch_plain, model, toks, lengths, True, False, K.READOUT_TABLE)
     used = model.fmt.used_int_bits(np.array(err))
     seen = 0
     for I in range(used, 0, -1):
@@ -155,7 +157,7 @@ def test_a_block_where_only_some_lanes_fall_back(mode):
         except (ValueError, OverflowError, ArithmeticError):
             break                                       # the weights themselves no longer fit
         for ap in (False, True):
-            want = _run(K.forward_batch_plain, m, toks, lengths, ap, False, K.READOUT_TABLE)
+            want = _run(BT.forward_batch_plain, m, toks, lengths, ap, False, K.READOUT_TABLE)
             got, settled = _lanes(m, toks, lengths, ap, False, K.READOUT_TABLE, 32)
             assert got == want, (I, mode, ap)
             failed = want[1][E_CODE] != 0 or want[1][E_SAT] > 0
@@ -179,7 +181,7 @@ def _cancelling_heads(I, f, mode):
                     z(1, 2, 1, D), z(1, 2, 1, D), aWV, aWO, np.array([2]), z(1, 0, D), z(1, 0), z(1, D, 0), z(1, D))
     cands = np.array([0, number_token(0)])
     out = (np.array([0]), np.array([K.F_IS_NUM]), z(1), np.array([one]))
-    ro = K.Readout(*out, cands, *K.readout_table(out[1], out[2], out[3], cands, I, f, mode), np.array([-1, 0, 0]))
+    ro = K.Readout(*out, cands, *RO.readout_table(out[1], out[2], out[3], cands, I, f, mode), np.array([-1, 0, 0]))
     return K.Weights(net, ro)
 
 
@@ -194,7 +196,7 @@ def test_a_head_sum_that_the_residual_cancels():
     for I, mode in ((7, 0), (6, 0), (6, 1)):
         W = _cancelling_heads(I, f, mode)
         runs = []
-        for fn in (K.forward_batch_plain, LN.forward_lanes):
+        for fn in (BT.forward_batch_plain, LN.forward_lanes):
             preds = np.full(toks.shape, -1, np.int64)
             err = new_err()
             loc = np.full(2, -1, np.int64)
@@ -225,7 +227,7 @@ def _summing_state(I, f, mode):
                     z(0, D, 0), z(0, D))
     cands = np.array([0, number_token(0)])
     out = (np.array([0]), np.array([K.F_IS_NUM]), z(1), np.array([one]))
-    ro = K.Readout(*out, cands, *K.readout_table(out[1], out[2], out[3], cands, I, f, mode), np.array([-1, 0, 0]))
+    ro = K.Readout(*out, cands, *RO.readout_table(out[1], out[2], out[3], cands, I, f, mode), np.array([-1, 0, 0]))
     return K.Weights(net, ro)
 
 
@@ -240,7 +242,7 @@ def test_a_state_sum_no_product_repeats():
         W = _summing_state(I, f, mode)
         lens = lengths if I == 6 else np.full(21, 2, np.int64)
         runs = []
-        for fn in (K.forward_batch_plain, LN.forward_lanes):
+        for fn in (BT.forward_batch_plain, LN.forward_lanes):
             preds = np.full(toks.shape, -1, np.int64)
             err = new_err()
             loc = np.full(2, -1, np.int64)
@@ -270,7 +272,7 @@ def test_predict_batch_uses_the_lanes_for_an_exhaustive_batch():
     lengths = np.full(len(toks), toks.shape[1], np.int64)
     for share in (False, True):
         assert LN.choose_block(model, toks, lengths, share, "table") > 0
-    want = _run(K.forward_batch_plain, model, toks, lengths, False, False, K.READOUT_TABLE)
+    want = _run(BT.forward_batch_plain, model, toks, lengths, False, False, K.READOUT_TABLE)
     for share in (False, True):
         m = entry.build(n).model
         got = m.predict_batch(toks, share_prefix=share)
@@ -280,7 +282,7 @@ def test_predict_batch_uses_the_lanes_for_an_exhaustive_batch():
     used = model.fmt.used_int_bits(np.array(want[1]))
     low = model.with_format(FixedFormat(used - 1, model.fmt.frac_bits))
     assert LN.choose_block(low, toks, lengths, False, "table") > 0
-    _, err, loc = _run(K.forward_batch_plain, low, toks, lengths, False, False, K.READOUT_TABLE)
+    _, err, loc = _run(BT.forward_batch_plain, low, toks, lengths, False, False, K.READOUT_TABLE)
     msgs = []
     with pytest.raises(FixedPointOverflow) as e:
         check_err(np.array(err), low.fmt, f"{low.name}, batch item {loc[0]}")
@@ -304,7 +306,7 @@ def test_a_bad_token_in_a_lanes_sized_batch_is_refused_before_any_kernel(monkeyp
     def boom(*a, **k):
         raise AssertionError("a kernel ran on invalid input")
     monkeypatch.setattr(LN, "forward_lanes", boom)
-    monkeypatch.setattr(K, "forward_batch", boom)
+    monkeypatch.setattr(BT, "forward_batch", boom)
     gap = next(t for t in range(int(model.candidates.max())) if t not in set(model.candidates.tolist()))
     for bad in (int(model.candidates.max()) + 1, -1, gap):
         t = toks.copy()
@@ -357,14 +359,14 @@ def fingerprint(seed: int) -> dict:
         rng = np.random.default_rng(seed + i)
         base = by_name(name).build(N_BUILD).model
         toks, lengths = _equal_batch(base, rng, 5, 7)
-        _, err, _ = _run(K.forward_batch_plain, base, toks, lengths, True, False, K.READOUT_TABLE)
+        _, err, _ = _run(BT.forward_batch_plain, base, toks, lengths, True, False, K.READOUT_TABLE)
         used = base.fmt.used_int_bits(np.array(err))
         runs = []
         for fmt in (base.fmt, FixedFormat(max(1, used - 1), base.fmt.frac_bits),
                     FixedFormat(max(1, used - 1), base.fmt.frac_bits, "saturate")):
             m = base.with_format(fmt)
             runs.append(list(_lanes(m, toks, lengths, True, False, K.READOUT_TABLE, 3)))
-            runs.append(_run(K.forward_batch_plain, m, toks, lengths, True, False, K.READOUT_TABLE))
+            runs.append(_run(BT.forward_batch_plain, m, toks, lengths, True, False, K.READOUT_TABLE))
         out[name] = runs
     return out
 

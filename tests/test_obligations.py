@@ -384,7 +384,7 @@ def _a_simulator():
 
 
 def test_sim_builder_reads_the_declaration_and_is_covered():
-    from rnngap.checks.certify.run import simulator
+    from rnngap.checks.certify.run import certify_sim
     from rnngap.constructions.models.obligations import sim_construction
     sim = _a_simulator()
     p = sim.params()

@@ -13,7 +13,8 @@ import sys
 import numpy as np
 import pytest
 
-from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.machine import fixedpoint as FP, kernels as K
+from rnngap.constructions.machine import attention as AT
 from rnngap.constructions.machine.fixedpoint import E_MAXABS, fx_add, fx_attend, fx_mul, new_err
 from rnngap.constructions.machine.formats import FixedFormat
 
@@ -36,19 +37,19 @@ def _pruned(q, Kh, V, m, args, err, cap=None):
     """The kernels as model_step runs them on a pruning cache (keys stored one by
     one with store_key); returns (out, M, number of keys scored or -1)."""
     Dh = len(q)
-    cap = K.cache_capacity(max(m, cap or 0), True)
+    cap = AT.cache_capacity(max(m, cap or 0), True)
     KhT = np.zeros((Dh, cap), np.int64)
-    KmT = np.zeros((K.cache_rows(Dh, True), cap), np.int64)
+    KmT = np.zeros((AT.cache_rows(Dh, True), cap), np.int64)
     Vc = np.zeros((cap, V.shape[1]), np.int64)
     Vc[:m] = V[:m]
     for t in range(m):
-        K.store_key(np.ascontiguousarray(Kh[t]), t, KhT, KmT)
-    scores = np.zeros(K.scores_length(cap, True), np.int64)
-    M = K.attention_scores(q, KhT, KmT, m, *args, err, np.zeros(Dh, np.int64), np.zeros(Dh, np.int64), scores)
+        AT.store_key(np.ascontiguousarray(Kh[t]), t, KhT, KmT)
+    scores = np.zeros(AT.scores_length(cap, True), np.int64)
+    M = AT.attention_scores(q, KhT, KmT, m, *args, err, np.zeros(Dh, np.int64), np.zeros(Dh, np.int64), scores)
     nv = int(scores[cap])
     leaves = scores[cap + 1:cap + 1 + max(nv, 0)].tolist()
     out = np.zeros(V.shape[1], np.int64)
-    K.attend_sparse(scores, m, M, Vc, *args, err, np.zeros(cap, np.int64), out)
+    AT.attend_sparse(scores, m, M, Vc, *args, err, np.zeros(cap, np.int64), out)
     return out, int(M), leaves if nv >= 0 else None
 
 
@@ -120,7 +121,7 @@ def test_pruned_equals_plain(seed, mode):
 def _threshold_keys(f, delta, m=200):
     """Dh = 1, q = 1.0: score = key. Leaf 5 holds the maximum Mx; leaf 2 holds
     Mx + thr + delta (its box bound minus M0 is thr + delta); the rest far below."""
-    thr = int(K.exp_zero_threshold(f))
+    thr = int(FP.exp_zero_threshold(f))
     Mx = 1 << (f + 10)
     keys = np.full(m, Mx + thr - (1 << (f + 8)), np.int64)
     keys[5 * 16:6 * 16] = Mx
@@ -190,14 +191,14 @@ def test_models_pruned_session_equals_full_path():
         for row in toks:
             s1 = model.session(capacity=len(row))
             s2 = model.session(capacity=len(row), record=True)
-            assert s1.Km.shape[2] == K.cache_rows(s2.Km.shape[2], True)
+            assert s1.Km.shape[2] == AT.cache_rows(s2.Km.shape[2], True)
             for i in range(0, len(row), 400):
                 s1.feed(row[i:i + 400])
                 s2.feed(row[i:i + 400])
                 assert s1.x.tolist() == s2.x.tolist() and s1.err.tolist() == s2.err.tolist(), (model.fmt, i)
             assert s1.next_token() == s2.next_token()
             sat += int(s1.err[5])
-        pruned = s1.Km[0, 0, s2.Km.shape[2], K.PRUNE_HINT + 1]
+        pruned = s1.Km[0, 0, s2.Km.shape[2], AT.PRUNE_HINT + 1]
         assert pruned > 0           # the pruned path ran
     assert sat > 0                  # the saturating model did clamp
 
@@ -226,11 +227,11 @@ scores = np.zeros(2 * cap, np.int64)
 e = new_err()
 args = FixedFormat(40, f, "raise").args
 for t in range(260):
-    T.K.store_key(np.array([t << f, (t * t) << f, (t % 3) << f], np.int64), t, KhT, KmT)
+    T.AT.store_key(np.array([t << f, (t * t) << f, (t % 3) << f], np.int64), t, KhT, KmT)
     q = np.array([(6 * max(0, t - 1)) << f, -(3 << f), 1 << f], np.int64)
-    M = T.K.attention_scores(q, KhT, KmT, t + 1, *args, e, np.zeros(Dh, np.int64), np.zeros(Dh, np.int64), scores)
+    M = T.AT.attention_scores(q, KhT, KmT, t + 1, *args, e, np.zeros(Dh, np.int64), np.zeros(Dh, np.int64), scores)
     out = np.zeros(1, np.int64)
-    T.K.attend_sparse(scores, t + 1, M, Vc, *args, e, np.zeros(cap, np.int64), out)
+    T.AT.attend_sparse(scores, t + 1, M, Vc, *args, e, np.zeros(cap, np.int64), out)
     res.append([out.tolist(), int(M), int(scores[cap]), e.tolist()])
 print(json.dumps(res))
 """
@@ -269,30 +270,30 @@ def test_step_by_step_on_one_cache(kind):
     else:
         Kh = np.stack([j << f, (j * j) << f, rng.integers(0, 3, size=steps) << f], axis=1).astype(np.int64)
     V = rng.integers(-(1 << 10), (1 << 10) + 1, size=(steps, 2)).astype(np.int64)
-    cap = K.cache_capacity(steps, True)
+    cap = AT.cache_capacity(steps, True)
     KhT = np.zeros((Dh, cap), np.int64)
-    KmT = np.zeros((K.cache_rows(Dh, True), cap), np.int64)
+    KmT = np.zeros((AT.cache_rows(Dh, True), cap), np.int64)
     Vc = np.zeros((cap, 2), np.int64)
     Vc[:steps] = V
-    scores = np.zeros(K.scores_length(cap, True), np.int64)
+    scores = np.zeros(AT.scores_length(cap, True), np.int64)
     args = FixedFormat(I, f, "raise").args
     e1, e2 = new_err(), new_err()
     skipped = 0
     for t in range(steps):
-        K.store_key(np.ascontiguousarray(Kh[t]), t, KhT, KmT)
+        AT.store_key(np.ascontiguousarray(Kh[t]), t, KhT, KmT)
         if kind == 2:
             q = rng.integers(-(1 << 8), (1 << 8) + 1, size=Dh).astype(np.int64)
         else:
             tgt = max(0, t - 1) if kind == 0 else int(rng.integers(0, t + 1))
             q = np.array([(2 * 3 * tgt) << f, -(3 << f), 1 << f], np.int64)
         want, _ = _plain(q, Kh, V, t + 1, args, e1)
-        M = K.attention_scores(q, KhT, KmT, t + 1, *args, e2, np.zeros(Dh, np.int64), np.zeros(Dh, np.int64),
+        M = AT.attention_scores(q, KhT, KmT, t + 1, *args, e2, np.zeros(Dh, np.int64), np.zeros(Dh, np.int64),
                                scores)
         # the position blocks (header >= 0: leaves listed) or the key-value index
         # (header <= -2: the kept keys listed, constructions/machine/keyindex.py)
         skipped += int((scores[cap] >= 0 and 16 * scores[cap] < t + 1) or scores[cap] <= -2)
         got = np.zeros(2, np.int64)
-        K.attend_sparse(scores, t + 1, M, Vc, *args, e2, np.zeros(cap, np.int64), got)
+        AT.attend_sparse(scores, t + 1, M, Vc, *args, e2, np.zeros(cap, np.int64), got)
         assert got.tolist() == want.tolist() and e1.tolist() == e2.tolist(), (kind, t)
     if kind != 2:
         assert skipped > steps // (2 if kind == 0 else 4)
@@ -324,7 +325,7 @@ def test_batch_path_pruned_equals_full_path(mode):
     rng = np.random.default_rng(11)
     toks, _ = hard.sampled_reduction_instances(rng, "cgram", m, 2, c)
     n, a = hard.data_length("cgram", m, c), hard.alphabet("cgram", m, c)
-    assert toks.shape[1] >= K.PRUNE_BATCH_MIN_N
+    assert toks.shape[1] >= AT.PRUNE_BATCH_MIN_N
     rows = []
     for row in toks:                       # each instance, then copies whose tail is redrawn at a late point
         rows.append(row.copy())

@@ -49,7 +49,7 @@ from rnngap.checks.verify import frontier as FR
 from rnngap.checks.catalog.records import retrieval_model
 from rnngap.checks.io.shared_data import shared_file
 from rnngap.checks.tasks import ar, cgram, counting, index
-from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.machine import readouts as RO
 from rnngap.constructions.models import retrieval as R
 from rnngap.constructions.machine.fixedpoint import FixedPointOverflow, new_err, E_MAXABS
 from rnngap.constructions.machine.formats import FixedFormat
@@ -589,8 +589,8 @@ def test_fast_readout_equals_generic_readout():
         x[one] = 1 << f
         x[v_dim] = raw
         e1, e2 = new_err(), new_err()
-        a = K.readout(x, m.weights.readout, m.candidates, *m.fmt.args, e1)
-        b = K.nearest_code_readout(x, m.weights.readout, *m.fmt.args, e2)
+        a = RO.readout(x, m.weights.readout, m.candidates, *m.fmt.args, e1)
+        b = RO.nearest_code_readout(x, m.weights.readout, *m.fmt.args, e2)
         assert a == b, raw
         assert e1[E_MAXABS] == e2[E_MAXABS], raw
         assert (e1[0] == 0) == (e2[0] == 0), raw

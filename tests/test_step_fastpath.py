@@ -23,6 +23,8 @@ import pytest
 
 from rnngap.checks.catalog.records import by_name, names
 from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.machine import batch as BT
+from rnngap.constructions.machine import readouts as RO
 from rnngap.constructions.machine.fixedpoint import E_CODE, E_MAXABS, E_SAT, MODE_SATURATE, new_err
 from rnngap.constructions.machine.formats import FixedFormat
 
@@ -88,7 +90,7 @@ def _compare_all(name, seed, rows=10, max_len=24):
     entry = by_name(name)
     base = entry.build(N_BUILD).model
     toks, lengths = _batch(base, rng, rows, max_len, entry)
-    _, err, _ = _run(K.forward_batch_plain, base, toks, lengths, True, False, K.READOUT_TABLE)
+    _, err, _ = _run(BT.forward_batch_plain, base, toks, lengths, True, False, K.READOUT_TABLE)
     used = base.fmt.used_int_bits(np.array(err))
     stats = {"runs": 0, "errors": 0, "saturated": 0, "unsafe_products": 0}
     for I, f, mode in _formats(base, used, rng):
@@ -104,8 +106,8 @@ def _compare_all(name, seed, rows=10, max_len=24):
         for all_positions in (False, True):
             for share in (False, True):
                 for ro in readouts:
-                    got = _run(K.forward_batch, model, toks, lengths, all_positions, share, ro)
-                    want = _run(K.forward_batch_plain, model, toks, lengths, all_positions, share, ro)
+                    got = _run(BT.forward_batch, model, toks, lengths, all_positions, share, ro)
+                    want = _run(BT.forward_batch_plain, model, toks, lengths, all_positions, share, ro)
                     assert got == want, (name, I, f, mode, all_positions, share, ro)
                     stats["runs"] += 1
                     stats["errors"] += got[1][E_CODE] != 0
@@ -164,7 +166,7 @@ def test_matvec_fast_equals_matvec(seed):
         stack = _adversarial(rng, (2, 3, R, C), lim)      # W read in place from a stack of matrices
         l, h = int(rng.integers(0, 2)), int(rng.integers(0, 3))
         stack[l, h] = W
-        K.matvec_fast(stack, (l, h), x, I, f, mode, e2, o2, psafe)
+        BT.matvec_fast(stack, (l, h), x, I, f, mode, e2, o2, psafe)
         assert o1.tolist() == o2.tolist() and e1.tolist() == e2.tolist(), (I, f, mode, W.tolist(), x.tolist())
         outcomes.add((bool(e1[E_CODE]), bool(e1[E_SAT]), psafe))
     assert {(True, False, True), (False, True, True), (False, False, True)} <= outcomes, outcomes
@@ -189,7 +191,7 @@ def test_mlp_and_residual_sums_equal_the_plain_loops(seed):
         st = [_adversarial(rng, (3,) + a.shape, lim) for a in (W1, b1, W2, b2)]
         for a, v in zip(st, (W1, b1, W2, b2)):
             a[l] = v
-        K.mlp_residual_fast(*st, l, x2, I, f, mode, e2, np.zeros(M, np.int64), np.zeros(D, np.int64), psafe)
+        BT.mlp_residual_fast(*st, l, x2, I, f, mode, e2, np.zeros(M, np.int64), np.zeros(D, np.int64), psafe)
         assert x1.tolist() == x2.tolist() and e1.tolist() == e2.tolist()
         outcomes.add((bool(e1[E_CODE]), bool(e1[E_SAT])))
         y = _adversarial(rng, D, lim)
@@ -197,7 +199,7 @@ def test_mlp_and_residual_sums_equal_the_plain_loops(seed):
         x1, x2 = x.copy(), x.copy()
         for d in range(D):
             x1[d] = K.fx_add(x1[d], y[d], I, f, mode, e1)
-        K.add_into(x2, y, I, f, mode, e2)
+        BT.add_into(x2, y, I, f, mode, e2)
         assert x1.tolist() == x2.tolist() and e1.tolist() == e2.tolist()
         outcomes.add((bool(e1[E_CODE]), bool(e1[E_SAT])))
     assert {(True, False), (False, True), (False, False)} <= outcomes, outcomes
@@ -256,22 +258,22 @@ def _check_tables(name, bad_rows, fallbacks):
             for _ in range(60):
                 x = _adversarial(rng, net.ekind.shape[0], lim)
                 e1, e2 = new_err(), new_err()
-                a = K._readout_fast(x, ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef, ro.candidates,
+                a = RO.readout_fast_args(x, ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef, ro.candidates,
                                     ro.w_tab, ro.wmax_tab, ro.ok_tab, I_, f, md, e1)
-                b = K._readout_table_fast(x, ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef, ro.candidates,
+                b = BT._readout_table_fast(x, ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef, ro.candidates,
                                           ro.w_tab, ro.wmax_tab, ro.ok_tab, I_, f, md, e2, rsafe,
-                                          *K.readout_columns(ro.wmax_tab, ro.ok_tab),
+                                          *BT.readout_columns(ro.wmax_tab, ro.ok_tab),
                                           np.zeros(len(ro.candidates), np.int64))
                 assert a == b and e1.tolist() == e2.tolist()
                 fallbacks += bool(e1[E_CODE] or e1[E_SAT])
             npos = 40
-            ttab, tmx, tok_ok, ptab, pmx, pos_ok = K.embed_tables(net.ekind, net.eparam, net.ecoef, m.candidates,
+            ttab, tmx, tok_ok, ptab, pmx, pos_ok = BT.embed_tables(net.ekind, net.eparam, net.ecoef, m.candidates,
                                                                   npos, I_, f, md)
             for tok in m.candidates:
                 for t in range(npos):
                     e = new_err()
                     x = np.zeros(net.ekind.shape[0], np.int64)
-                    K._embed(tok, t, net.ekind, net.eparam, net.ecoef, I_, f, md, e, x)
+                    K.embed_features(tok, t, net.ekind, net.eparam, net.ecoef, I_, f, md, e, x)
                     if tok_ok[tok] and pos_ok[t]:
                         assert (ttab[tok] + ptab[t]).tolist() == x.tolist()
                         assert e[E_MAXABS] == max(tmx[tok], pmx[t]) and e[E_CODE] == e[E_SAT] == 0
@@ -290,13 +292,13 @@ def fingerprint(seed: int) -> dict:
         rng = np.random.default_rng(seed + i)
         base = by_name(name).build(N_BUILD).model
         toks, lengths = _batch(base, rng, 4, 10)
-        _, err, _ = _run(K.forward_batch_plain, base, toks, lengths, True, False, K.READOUT_TABLE)
+        _, err, _ = _run(BT.forward_batch_plain, base, toks, lengths, True, False, K.READOUT_TABLE)
         used = base.fmt.used_int_bits(np.array(err))
         runs = []
         for fmt in (base.fmt, FixedFormat(max(1, used - 1), base.fmt.frac_bits),
                     FixedFormat(max(1, used - 1), base.fmt.frac_bits, "saturate")):
             m = base.with_format(fmt)
-            for fn in (K.forward_batch, K.forward_batch_plain):
+            for fn in (BT.forward_batch, BT.forward_batch_plain):
                 runs.append(_run(fn, m, toks, lengths, True, False, K.READOUT_TABLE))
         out[name] = runs
     return out

@@ -20,6 +20,7 @@ import pytest
 
 from rnngap.checks.catalog.records import by_name, names
 from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.machine import batch as BT
 from rnngap.constructions.models import retrieval as R
 from rnngap.constructions.machine import wide as WD
 from rnngap.constructions.machine import wide_exec as WX
@@ -34,7 +35,7 @@ def _int64_run(model, toks, lengths, all_positions, ro, share=False):
     preds = np.full(toks.shape, -1, np.int64)
     err = new_err()
     loc = np.full(2, -1, np.int64)
-    K.forward_batch_plain(toks, lengths, all_positions, share, ro, *model.fmt.args, err, loc, model.weights, preds)
+    BT.forward_batch_plain(toks, lengths, all_positions, share, ro, *model.fmt.args, err, loc, model.weights, preds)
     return preds, err, loc
 
 

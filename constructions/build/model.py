@@ -34,6 +34,9 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.machine import attention as AT
+from rnngap.constructions.machine import batch as BT
+from rnngap.constructions.machine import readouts as RO
 from rnngap.constructions.machine import lanes as LN
 from rnngap.constructions.machine import wide as WD
 from rnngap.constructions.machine import wide_exec as WX
@@ -364,7 +367,7 @@ class Model:
         nearest-code readout applies, ``predict_batch(readout="nearest_code")``),
         else -1."""
         nearest = np.array([self.nearest_code_dim, SPECIAL_MIN_CODE, self.vocab.max_number + 1], dtype=np.int64)
-        table = (K.readout_table(out_kind, out_param, out_coef, self.candidates, *fmt.args)
+        table = (RO.readout_table(out_kind, out_param, out_coef, self.candidates, *fmt.args)
                  if not (fmt.wide or self.implicit_vocab) else (np.zeros((0, 0), np.int64), np.zeros((0, 0), np.int64), np.zeros((0, 0), np.bool_)))
         self.weights = K.Weights(
             K.Network(ekind, eparam, ecoef, *rnn, *attn),
@@ -374,7 +377,7 @@ class Model:
         ``.readout`` the readout with its table for this format). In two-limb
         storage (``fmt.wide``) every raw array has a last axis (hi, lo) and the
         table is empty (constructions/machine/wide_exec.py reads them)."""
-        self.rnn_sparse = (K.rnn_sparse(self.weights.net) if rA.shape[0] and not aWQ.shape[0] and not fmt.wide
+        self.rnn_sparse = (BT.rnn_sparse(self.weights.net) if rA.shape[0] and not aWQ.shape[0] and not fmt.wide
                            else None)
         """An attention-free model's RNN layers by rows (:class:`constructions.kernels.RNNSparse`),
         which a :class:`Session` feeds with :func:`~constructions.kernels.feed_rnn_sparse`
@@ -618,7 +621,7 @@ class Model:
             LN.forward_lanes(tokens, lengths, bool(all_positions), bool(share_prefix), READOUTS[readout],
                              *self.fmt.args, err, loc, self.weights, preds, LN.exp_table(self.fmt.frac_bits), block)
         else:
-            K.forward_batch(tokens, lengths, bool(all_positions), bool(share_prefix), READOUTS[readout],
+            BT.forward_batch(tokens, lengths, bool(all_positions), bool(share_prefix), READOUTS[readout],
                             *self.fmt.args, err, loc, self.weights, preds)
         self.absorb(err)
         self.resources.tokens_processed += int(lengths.sum())
@@ -664,7 +667,7 @@ class Session:
         # mode keeps every score (the full path)
         self._prune = La > 0 and not record
         self._wide = m.fmt.wide
-        cap = K.cache_capacity(capacity, self._prune and not self._wide)
+        cap = AT.cache_capacity(capacity, self._prune and not self._wide)
         if self._wide:            # the two-limb executor's cache: row-major keys, limbs last
             self.Kc = np.zeros((La, H, cap, Dh, 2), np.int64)
             self.Km = np.zeros((0,), np.int64)
@@ -672,11 +675,11 @@ class Session:
             self._pr = WX.prune_arrays(La, H, cap, Dh, self._prune) + WX.index_arrays(La, H, cap, Dh, self._prune)
         else:
             self.Kc = np.zeros((La, H, Dh, cap), np.int64)      # keys column-major (kernels)
-            self.Km = np.zeros((La, H, K.cache_rows(Dh, self._prune), cap), np.int64)   # column (+ block) bounds
+            self.Km = np.zeros((La, H, AT.cache_rows(Dh, self._prune), cap), np.int64)   # column (+ block) bounds
             self.Vc = np.zeros((La, H, cap, Dh), np.int64)
         self.state = _zeros(m.fmt, W.rA.shape[0], W.rA.shape[1])
         self.x = _zeros(m.fmt, m.spec.width)
-        self.scores = _zeros(m.fmt, cap) if self._wide else np.zeros(K.scores_length(cap, self._prune), np.int64)
+        self.scores = _zeros(m.fmt, cap) if self._wide else np.zeros(AT.scores_length(cap, self._prune), np.int64)
         limbs = (2,) if self._wide else ()    # two-limb weights: up to 2^f, f up to 125
         self.wbuf = np.zeros((cap,) + limbs, np.int64)
         self.attn = np.zeros((La, H, cap if record else 1) + limbs, np.int64)
@@ -721,7 +724,7 @@ class Session:
         self.Kc = np.concatenate([self.Kc, np.zeros(self.Kc.shape[:3] + (pad,), np.int64)], axis=3)
         self.Km = np.concatenate([self.Km, np.zeros(self.Km.shape[:3] + (pad,), np.int64)], axis=3)
         self.Vc = np.concatenate([self.Vc, np.zeros(self.Vc.shape[:2] + (pad,) + self.Vc.shape[3:], np.int64)], axis=2)
-        self.scores = np.zeros(K.scores_length(new, self._prune), np.int64)
+        self.scores = np.zeros(AT.scores_length(new, self._prune), np.int64)
         self.wbuf = np.zeros(new, np.int64)
         if self.record:
             self.attn = np.zeros(self.attn.shape[:2] + (new,), np.int64)
@@ -775,7 +778,7 @@ class Session:
                              self.x, self.scores, self.wbuf, self.record, self.attn, self._prune, *self._pr)
         if m.rnn_sparse is not None and not self.record:
             e = m.weights.net
-            return K.feed_rnn_sparse(arr, self.position, *m.fmt.args, self.err, e.ekind, e.eparam, e.ecoef,
+            return BT.feed_rnn_sparse(arr, self.position, *m.fmt.args, self.err, e.ekind, e.eparam, e.ecoef,
                                      *m.rnn_sparse, self.state, self.x)
         return K.feed_flat(arr, self.position, *m.fmt.args, self.err, *m.weights.net, self.state,
                            self.Kc, self.Km, self.Vc, self.x, self.scores, self.wbuf, self.record, self.attn)
@@ -796,9 +799,9 @@ class Session:
             tok = WX.w_read(self.x, m.implicit_vocab, ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef,
                             ro.candidates, ro.nearest, *m.fmt.args, self.err)
         elif m.implicit_vocab:       # no candidate list: the nearest-code readout
-            tok = K.nearest_code_readout(self.x, m.weights.readout, *m.fmt.args, self.err)
+            tok = RO.nearest_code_readout(self.x, m.weights.readout, *m.fmt.args, self.err)
         else:
-            tok = K.readout_flat(self.x, *m.weights.readout, *m.fmt.args, self.err)
+            tok = RO.readout_flat(self.x, *m.weights.readout, *m.fmt.args, self.err)
         self._absorb()
         check_err(self.err, m.fmt, f"{m.name} readout")
         return int(tok)
@@ -879,8 +882,8 @@ class RNNAdapter:
         err = new_err()
         K.embed(np.int64(tok), np.int64(0), m.weights.net, *m.fmt.args, err, x)
         _residual_from_state(m, h, x, err)
-        tokout = (K.nearest_code_readout(x, m.weights.readout, *m.fmt.args, err) if m.implicit_vocab
-                  else K.readout(x, m.weights.readout, m.candidates, *m.fmt.args, err))
+        tokout = (RO.nearest_code_readout(x, m.weights.readout, *m.fmt.args, err) if m.implicit_vocab
+                  else RO.readout(x, m.weights.readout, m.candidates, *m.fmt.args, err))
         m.absorb(err)
         check_err(err, m.fmt, f"{m.name} readout")
         return int(tokout)

@@ -20,12 +20,14 @@ import numpy as np
 from numba import njit
 
 from . import kernels as K
+from . import attention as AT
+from . import batch as BT
 from .fixedpoint import E_CODE, E_MAXABS, E_SAT, ERR_LEN, exp_raw, bit_length, exp_zero_threshold, fx_div
 
 LANES_BLOCK_MAX = 256           # lanes per block at most
 LANES_BLOCK_MIN = 32            # predict_batch: fewer lanes per block (scratch too large) -> per-row path
 LANES_BLOCK_BYTES = 1 << 18     # the block's scratch (KV cache, residuals, scores) kept about this size
-LANES_MAX_N = K.PRUNE_BATCH_MIN_N - 1   # longer rows get the per-row path's pruned attention
+LANES_MAX_N = AT.PRUNE_BATCH_MIN_N - 1   # longer rows get the per-row path's pruned attention
 LANES_MIN_RUN = 16              # predict_batch: rows of equal length in a run, on average, at least
 LANES_NEAREST_MAX_C = 64        # nearest-code readout: the lanes run the full table, so only few candidates
 LANES_SHARE_RATIO = 6           # predict_batch with sharing: a shared-prefix step costs about this many lane tokens
@@ -132,7 +134,7 @@ def _lmv(W, X, out, nb, mt, f, hm1):
             if w != 0:
                 xc = X[c]
                 for i in range(nb):
-                    q = K.round_raw(w * xc[i], f, hm1)
+                    q = BT.round_raw(w * xc[i], f, hm1)
                     a = o[i] + q
                     o[i] = a
                     mt[i] = max(mt[i], max(q if q >= 0 else -q, a if a >= 0 else -a))
@@ -235,7 +237,7 @@ def _lattend(Q, Kh, Vh, m, Sc, Mx, O, nb, mt, lim, I, f, mode, hm1, thr, etab, e
             kc = Kh[j, c]
             s = Sc[j]
             for i in range(nb):
-                r = K.round_raw(qc[i] * kc[i], f, hm1)
+                r = BT.round_raw(qc[i] * kc[i], f, hm1)
                 a = s[i] + r
                 s[i] = a
                 mt[i] = max(mt[i], max(r if r >= 0 else -r, a if a >= 0 else -a))
@@ -304,7 +306,7 @@ def _lattend(Q, Kh, Vh, m, Sc, Mx, O, nb, mt, lim, I, f, mode, hm1, thr, etab, e
                 if v != 0:
                     if wide_v and not (float(w) * abs(float(v)) < 4.0e18):
                         bad = True
-                    O[k, i] += K.round_raw(w * v, f, hm1)
+                    O[k, i] += BT.round_raw(w * v, f, hm1)
         for k in range(Dh):
             a = O[k, i]
             mm = max(mm, a if a >= 0 else -a)
@@ -338,7 +340,7 @@ def _lreadout(X, out_dim, w_tab, col_wmax, col_ok, col_wabs, nb, mt, lim, f, hm1
             if w != 0:
                 xr = X[out_dim[t]]
                 for i in range(nb):
-                    q = K.round_raw(w * xr[i], f, hm1)
+                    q = BT.round_raw(w * xr[i], f, hm1)
                     a = lg[i] + q
                     lg[i] = a
                     mt[i] = max(mt[i], max(q if q >= 0 else -q, a if a >= 0 else -a))
@@ -367,7 +369,7 @@ def forward_lanes(tokens, lengths, all_positions, share_prefix, readout_mode, I,
     Returns how many rows the lanes settled without the per-row path (-1: the
     whole batch ran on the per-row path), for the tests."""
     return _lanes(tokens, lengths, all_positions, share_prefix, readout_mode == K.READOUT_NEAREST_CODE, I, f, mode,
-                  err, loc, *K.loop_args(W), etab, block, preds)
+                  err, loc, *BT.loop_args(W), etab, block, preds)
 
 
 @njit(cache=True)
@@ -377,12 +379,12 @@ def _lanes(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mode
            etab, block, preds):
     """:func:`forward_lanes` on the weights' arrays passed one by one."""
     B, N = tokens.shape
-    wm = max(max(max(K.absmax(rA), K.absmax(rB)), max(K.absmax(rC), K.absmax(rW1))),
-             max(max(K.absmax(rW2), K.absmax(aWQ)), max(K.absmax(aWK), K.absmax(aWV))))
-    wm = max(wm, max(K.absmax(aWO), max(K.absmax(aW1), K.absmax(aW2))))
+    wm = max(max(max(BT.absmax(rA), BT.absmax(rB)), max(BT.absmax(rC), BT.absmax(rW1))),
+             max(max(BT.absmax(rW2), BT.absmax(aWQ)), max(BT.absmax(aWK), BT.absmax(aWV))))
+    wm = max(wm, max(BT.absmax(aWO), max(BT.absmax(aW1), BT.absmax(aW2))))
     psafe = bit_length(wm) + I + f <= 62
     if not psafe or B == 0:
-        K.forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, None, I, f, mode, err, loc,
+        BT.forward_loop(tokens, lengths, all_positions, share_prefix, use_nearest, None, I, f, mode, err, loc,
                         ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, aWQ, aWK, aWV, aWO, a_nheads,
                         aW1, ab1, aW2, ab2, out_dim, out_kind, out_param, out_coef, candidates, w_tab, wmax_tab,
                         ok_tab, v_dim, code_lo, code_hi, preds)
@@ -397,9 +399,9 @@ def _lanes(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mode
     lim = np.int64(1) << (I + f)
     hm1 = (np.int64(1) << (f - 1)) - 1 if f > 0 else np.int64(0)
     thr = exp_zero_threshold(f)
-    ttab, tmx, tok_ok, ptab, pmx, pos_ok = K.embed_tables(ekind, eparam, ecoef, candidates, N, I, f, mode)
+    ttab, tmx, tok_ok, ptab, pmx, pos_ok = BT.embed_tables(ekind, eparam, ecoef, candidates, N, I, f, mode)
     nv = tok_ok.shape[0]
-    col_wmax, col_ok = K.readout_columns(wmax_tab, ok_tab)
+    col_wmax, col_ok = BT.readout_columns(wmax_tab, ok_tab)
     C, T = w_tab.shape
     col_wabs = np.zeros(T, dtype=np.int64)
     for c in range(C):
@@ -510,7 +512,7 @@ def _lanes(tokens, lengths, all_positions, share_prefix, use_nearest, I, f, mode
                     sub_pred[k, t] = -1
             sub_loc[0] = -1
             sub_loc[1] = -1
-            K.forward_loop(sub_tok[:nbad], sub_len[:nbad], all_positions, np.bool_(False), use_nearest,
+            BT.forward_loop(sub_tok[:nbad], sub_len[:nbad], all_positions, np.bool_(False), use_nearest,
                             None, I, f, mode,
                             err, sub_loc, ekind, eparam, ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, aWQ, aWK, aWV, aWO,
                             a_nheads, aW1, ab1, aW2, ab2, out_dim, out_kind, out_param, out_coef, candidates, w_tab,

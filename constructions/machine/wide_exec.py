@@ -29,13 +29,14 @@ from .keyindex import (
     update_index,
 )
 from .kernels import (
-    F_IS_NUM, F_IS_TOKEN, F_ONE, F_POS, F_POS_INV, F_POS_SQ, F_TOK, F_TOK_INV, F_TOK_SQ, F_ZERO,
-    PRUNE_MIN_CAPACITY, QUAD_MIN_CANDIDATES, code_rank, nearest_ids, tok_code,
+    F_IS_NUM, F_IS_TOKEN, F_ONE, F_POS, F_POS_INV, F_POS_SQ, F_TOK, F_TOK_INV, F_TOK_SQ, F_ZERO, tok_code,
 )
+from .attention import PRUNE_MIN_CAPACITY
+from .readouts import QUAD_MIN_CANDIDATES, code_rank, nearest_ids
 from .vocab import NUMBER_BASE
 from .wide import (
-    PRODUCT_COLUMNS, QUOTIENT_PIECES, E_MAXABS_HI, magnitude_bits, sign_magnitude, magnitude_sub, max_raw_limbs, overflow_raw, signed_limbs, track_maxabs,
-    w_add, w_div, w_exp_neg, w_fit, w_mul, w_relu,
+    PRODUCT_COLUMNS, QUOTIENT_PIECES, E_MAXABS_HI, magnitude_bits, sign_magnitude, magnitude_sub,
+    max_raw_limbs, overflow_raw, signed_limbs, track_maxabs, w_add, w_div, w_exp_neg, w_fit, w_mul, w_relu,
 )
 
 EXP_INT64_MAX_FRAC_BITS = 56

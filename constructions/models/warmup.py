@@ -25,6 +25,7 @@ def warm(group: int) -> float:
     on a tiny input; returns the seconds it took (mostly compiling, or loading
     from numba's cache)."""
     from rnngap.constructions.machine import kernels as K
+    from rnngap.constructions.machine import batch as BT
     from rnngap.constructions.machine import lanes as LN
     from rnngap.constructions.machine.fixedpoint import new_err
     from .retrieval import index_transformer
@@ -36,7 +37,7 @@ def warm(group: int) -> float:
     tok = int(m.candidates[0])
     if group == 0:
         B, N = 2, 4
-        for run, extra in ((K.forward_batch, ()), (LN.forward_lanes, (LN.exp_table(m.fmt.frac_bits), 2))):
+        for run, extra in ((BT.forward_batch, ()), (LN.forward_lanes, (LN.exp_table(m.fmt.frac_bits), 2))):
             tokens = np.full((B, N), tok, dtype=np.int64)
             lengths = np.full(B, N, dtype=np.int64)
             preds = np.full((B, N), -1, dtype=np.int64)
