@@ -12,7 +12,7 @@
   reported separately, NOT in ``dask_seconds``) and ``dask_speedup_2_workers`` =
   serial / dask, plus ``dask_speedup_with_start`` (start-up included).
 * The workers' cores are reported (``worker_cores``): each must have every core
-  this process had at import (:func:`checks.engine.unpin_workers`).
+  this process had at import (:func:`checks.verify.engine.unpin_workers`).
 * :func:`full_profile_dask`: times ``rnngap verify --profile full --engine dask
   --workers 2`` (a subprocess; hours on 2 cores) and reports its summary line.
 

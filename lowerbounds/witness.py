@@ -447,7 +447,7 @@ def benchmark_collision(bits: int, seed: int, *, batch_size: int = 1 << 14,
     """Time to a verified collision with a model of exactly ``bits``-bit memory.
 
     The model is the register linear RNN of capacity c = ``bits``
-    (``constructions.targets.register_index_rnn``) on Index with n = bits + 1:
+    (``constructions.models.targets.register_index_rnn``) on Index with n = bits + 1:
     after Alice's prefix its hidden state takes exactly 2^bits values (the
     register holds x_1..x_bits; its other state numbers are the same for every
     prefix), so the birthday search needs about sqrt(pi/2 * 2^bits) draws. The

@@ -20,11 +20,11 @@ def _builders_in_constructions() -> set[tuple[str, str]]:
     """(file, function) of every public top-level ``def <task>_<architecture>`` in
     constructions/, read from the source (not from the catalogue)."""
     out = set()
-    for path in sorted((ROOT / "constructions").glob("*.py")):
+    for path in sorted((ROOT / "constructions").rglob("*.py")):
         for node in ast.parse(path.read_text()).body:
             if isinstance(node, ast.FunctionDef) and not node.name.startswith("_") \
                     and node.name.removesuffix("_paper").rsplit("_", 1)[-1] in ARCHITECTURES:
-                out.add((f"constructions/{path.name}", node.name))
+                out.add((path.relative_to(ROOT).as_posix(), node.name))
     return out
 
 

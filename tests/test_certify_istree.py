@@ -320,4 +320,4 @@ def test_every_n_alone_gives_the_row(monkeypatch):
     assert [f["fact"] for f in chain] == [f"{CI.CHAIN_LABEL}: chain.{r}" for r in ("order", "bos", "u", "sep", "v", "eos",
                                           "xu", "rootu", "marku", "su", "xv", "rootv", "markv", "sv", "ru", "su2",
                                           "tilde", "c", "p", "query", "p2", "s")]
-    assert [CI._sizes_of(f) for f in sized][::len(sized) // 3] == [(2, 2), (3, 2), (4, 4)]
+    assert [rows._sizes_of(f) for f in sized][::len(sized) // 3] == [(2, 2), (3, 2), (4, 4)]

@@ -677,7 +677,7 @@ def _scores_reference(q, Kh, m, I, f, mode, err):
 @pytest.mark.parametrize("mode", ("raise", "saturate"))
 @pytest.mark.parametrize("seed", range(6))
 def test_attention_scores_equal_the_plain_definition(seed, mode):
-    """kernels.attention_scores (unchecked fast loop, checked loop, fallback to
+    """attention.attention_scores (unchecked fast loop, checked loop, fallback to
     fx_mul / fx_add) gives the scores, the error array (largest |raw|, first error,
     saturation count) of the plain per-key definition: magnitudes chosen so that
     each path runs, including products beyond 2^62 and overflowing sums."""
@@ -768,7 +768,7 @@ def test_attention_scores_large_products_in_range(mode):
 @pytest.mark.parametrize("mode", ("raise", "saturate"))
 @pytest.mark.parametrize("seed", range(6))
 def test_attend_sparse_equals_fx_attend(seed, mode):
-    """kernels.attend_sparse (the softmax that visits only keys whose weight can be
+    """attention.attend_sparse (the softmax that visits only keys whose weight can be
     nonzero, a block of 64 at a time) gives the output and the error array
     (largest |raw|, first error, saturation count) of fixedpoint.fx_attend:
     scores spread so that blocks are skipped, kept, or partly kept, many keys

@@ -2,7 +2,7 @@
 
 Generated bad inputs (random bytes, truncated files, wrong dtypes and shapes,
 huge and negative numbers, deep nesting, mixed separators, bad paths) are
-thrown at ``checks.cli.main``, run in-process (fast). For every bad input:
+thrown at ``checks.cli.main.main``, run in-process (fast). For every bad input:
 
 * the exit code is 2 and stderr is exactly one line, with no traceback;
 * no file changed (inputs byte for byte), no output written, nothing left

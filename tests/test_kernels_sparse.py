@@ -1,4 +1,4 @@
-"""kernels.feed_rnn_sparse: an attention-free model's RNN layers fed with their
+"""batch.feed_rnn_sparse: an attention-free model's RNN layers fed with their
 weights stored by rows (the compiled T5-RAG programs keep about 1% of their dense
 weights). It must be the dense step (kernels.feed_flat) number for number: the
 returned position, every RNN state, the residual, and ``err`` (largest |raw|,
@@ -165,7 +165,7 @@ def test_sessions_of_an_attention_free_model_match_the_dense_path():
 
 @pytest.mark.parametrize("mode", ["raise", "saturate"])
 def test_rows_product_equals_matvec(mode):
-    """kernels._rows_mv_fast (and its checked fallback) against kernels.matvec on
+    """batch._rows_mv_fast (and its checked fallback) against kernels.matvec on
     random sparse stacks, formats and operands: outputs and err."""
     rng = np.random.default_rng(7)
     paths = set()

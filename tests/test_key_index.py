@@ -1,5 +1,5 @@
 """The key-value index of the pruned attention (constructions/machine/keyindex.py) and the
-quadratic readout (kernels.quadratic_readout) against the plain definitions, bit
+quadratic readout (readouts.quadratic_readout) against the plain definitions, bit
 for bit: scores by fx_mul / fx_add in component order, then fx_attend; the generic
 readout over every candidate. The same output, M, err array (largest |raw|, first
 error, saturation count) and token.

@@ -3,7 +3,7 @@
 ``lanes.forward_lanes`` advances a block of equal-length rows together and sends
 the rows it cannot settle (an overflow, a clamp, an embedding or readout entry
 that is not ok, an undecided exp, a product that might leave int64) to the
-per-row path. It must agree with ``kernels.forward_batch_plain`` on the
+per-row path. It must agree with ``batch.forward_batch_plain`` on the
 predictions, the whole error array (first error, largest |raw|, saturation
 count, position) and the failing batch item: on every catalogue model, at the
 formats of tests/test_step_fastpath.py (the model's own, one and three integer

@@ -475,7 +475,7 @@ def test_official_sample_tokens_and_label():
 def test_numba_disabled_gives_identical_runs():
     code = (
         "import json;from rnngap.constructions.models.rag_models import index_rag, istree_rag, counting_rag;"
-        "from checks.formats import graph_tokens;from rnngap.constructions.machine.vocab import BOS, QUERY, number_token as k;"
+        "from rnngap.checks.io.formats import graph_tokens;from rnngap.constructions.machine.vocab import BOS, QUERY, number_token as k;"
         "a=index_rag(6,alphabet=3).run([BOS,k(2),k(1),k(0),k(2),k(1),k(1),QUERY,k(4)]);"
         "b=counting_rag(6,alphabet=3).run([BOS,k(2),k(1),k(2),k(2),k(1),k(1),QUERY,k(2),k(2)]);"
         "c=istree_rag(4).run(graph_tokens([(2,0),(3,2),(1,0)]));"

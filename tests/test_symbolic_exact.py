@@ -4,7 +4,7 @@ every n by the exhaustive certificates) against sympy's own exact evaluation.
 Random expressions in n over the atoms the declarations use (integers,
 rationals, +, *, integer powers including negative ones, floor / ceiling of a
 rational, ceiling / floor of log2, Max, Min, Abs, Piecewise) are evaluated at
-random n by :func:`checks.symbolic.exact_value` and by substituting n into the
+random n by :func:`checks.certify.sizes.exact_value` and by substituting n into the
 expression and letting sympy simplify it to a number (sympy evaluates floor of a
 logarithm of an integer exactly). Relations likewise."""
 from __future__ import annotations

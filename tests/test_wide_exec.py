@@ -4,7 +4,7 @@ On formats both hold (I + f <= 62) the two executors must compute the same
 numbers: every catalogue model, at its own format, below what a run used (raise:
 overflows; saturate: clamps) and at random formats, gives the same predictions,
 the same error array (first error, its need and position, largest |raw|,
-saturations) and the same failing row on ``kernels.forward_batch_plain`` and
+saturations) and the same failing row on ``batch.forward_batch_plain`` and
 ``wide_exec.w_forward`` (with and without shared prefixes); sessions give the same tokens, residuals and attention
 weights. Past int64 (I + f > 62, values above 2^63 really used) the models must
 still answer every instance as the reference does; FixedFormat's storage rules;
@@ -24,6 +24,7 @@ from rnngap.constructions.machine import batch as BT
 from rnngap.constructions.models import retrieval as R
 from rnngap.constructions.machine import wide as WD
 from rnngap.constructions.machine import wide_exec as WX
+from rnngap.constructions.machine import wide_attention as WA
 from rnngap.constructions.machine.fixedpoint import E_CODE, E_SAT, FixedPointOverflow, max_abs_raw, new_err
 from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.machine.vocab import BOS, NUMBER_BASE, QUERY
@@ -244,31 +245,31 @@ def test_pruned_attention_on_adversarial_keys():
         Kw = np.array([[WD.to_limbs(int(v)) for v in row] for row in K_], np.int64)
         V = np.array([[WD.to_limbs(int(v)) for v in row] for row in rng.integers(-1000, 1000, size=(m, d))], np.int64)
         qw = np.array([WD.to_limbs(v) for v in q], np.int64)
-        KmE, LB, SB, mark, vis, dfr, qf, idx = WX.prune_arrays(1, 1, m, Dh, True)
+        KmE, LB, SB, mark, vis, dfr, qf, idx = WA.prune_arrays(1, 1, m, Dh, True)
         for t in range(m):
-            WX.w_store_bounds(Kw[t], t, KmE[0, 0], LB[0, 0], SB[0, 0])
+            WA.w_store_bounds(Kw[t], t, KmE[0, 0], LB[0, 0], SB[0, 0])
         scr = np.zeros(WX.SCRATCH_LEN, np.int64)
         qnz = np.zeros(Dh, np.int64)
         e1, e2 = WD.new_wide_err(), WD.new_wide_err()
         s1, s2 = np.zeros((m, 2), np.int64), np.zeros((m, 2), np.int64)
-        ok, Mh, Ml, nv = WX.w_scores_pruned(qw, Kw, KmE[0, 0], LB[0, 0], SB[0, 0], m, I, f, 0, e1, scr, qnz, s1,
+        ok, Mh, Ml, nv = WA.w_scores_pruned(qw, Kw, KmE[0, 0], LB[0, 0], SB[0, 0], m, I, f, 0, e1, scr, qnz, s1,
                                             mark, vis, dfr, qf)
-        Ph, Pl = WX.w_scores(qw, Kw, m, I, f, 0, e2, scr, qnz, s2)
+        Ph, Pl = WA.w_scores(qw, Kw, m, I, f, 0, e2, scr, qnz, s2)
         if not ok:
             outcomes.add("fallback")
             continue
         assert (Mh, Ml) == (Ph, Pl) and e1.tolist() == e2.tolist(), trial
         n = 0
         for b in vis[:nv]:
-            for j in range(b << WX.LEAF_LOG, min(m, (b + 1) << WX.LEAF_LOG)):
+            for j in range(b << WA.LEAF_LOG, min(m, (b + 1) << WA.LEAF_LOG)):
                 idx[n] = j
                 n += 1
         outcomes.add("pruned" if n < m else "every block")
         o1, o2 = np.zeros((d, 2), np.int64), np.zeros((d, 2), np.int64)
         acc = np.zeros((2 * d, 3), np.int64)
         x1, x2 = np.zeros(6, np.int64), np.zeros(6, np.int64)
-        WX.w_attend(s1, Mh, Ml, m, V, I, f, 0, e1, x1, scr, np.zeros((m, 2), np.int64), acc, o1, idx, n)
-        WX.w_attend(s2, Ph, Pl, m, V, I, f, 0, e2, x2, scr, np.zeros((m, 2), np.int64), acc, o2, idx, -1)
+        WA.w_attend(s1, Mh, Ml, m, V, I, f, 0, e1, x1, scr, np.zeros((m, 2), np.int64), acc, o1, idx, n)
+        WA.w_attend(s2, Ph, Pl, m, V, I, f, 0, e2, x2, scr, np.zeros((m, 2), np.int64), acc, o2, idx, -1)
         assert o1.tolist() == o2.tolist() and e1.tolist() == e2.tolist(), trial
     assert {"pruned", "fallback"} <= outcomes, outcomes
 
@@ -279,30 +280,30 @@ def _pruned_and_full(K_, q, V_, I, f, mode):
     Kw = np.array([[WD.to_limbs(v) for v in row] for row in K_], np.int64)
     V = np.array([[WD.to_limbs(v) for v in row] for row in V_], np.int64)
     qw = np.array([WD.to_limbs(v) for v in q], np.int64)
-    KmE, LB, SB, mark, vis, dfr, qf, idx = WX.prune_arrays(1, 1, m, Dh, True)
+    KmE, LB, SB, mark, vis, dfr, qf, idx = WA.prune_arrays(1, 1, m, Dh, True)
     for t in range(m):
-        WX.w_store_bounds(Kw[t], t, KmE[0, 0], LB[0, 0], SB[0, 0])
+        WA.w_store_bounds(Kw[t], t, KmE[0, 0], LB[0, 0], SB[0, 0])
     scr, qnz = np.zeros(WX.SCRATCH_LEN, np.int64), np.zeros(Dh, np.int64)
     out = []
     for prune in (True, False):
         err, s_ = WD.new_wide_err(), np.zeros((m, 2), np.int64)
         n = -1
         if prune:
-            ok, Mh, Ml, nv = WX.w_scores_pruned(qw, Kw, KmE[0, 0], LB[0, 0], SB[0, 0], m, I, f, mode, err, scr, qnz,
+            ok, Mh, Ml, nv = WA.w_scores_pruned(qw, Kw, KmE[0, 0], LB[0, 0], SB[0, 0], m, I, f, mode, err, scr, qnz,
                                                 s_, mark, vis, dfr, qf)
             if not ok:
                 err, s_ = WD.new_wide_err(), np.zeros((m, 2), np.int64)
-                Mh, Ml = WX.w_scores(qw, Kw, m, I, f, mode, err, scr, qnz, s_)
+                Mh, Ml = WA.w_scores(qw, Kw, m, I, f, mode, err, scr, qnz, s_)
             else:
                 n = 0
                 for b in vis[:nv]:
-                    for j in range(b << WX.LEAF_LOG, min(m, (b + 1) << WX.LEAF_LOG)):
+                    for j in range(b << WA.LEAF_LOG, min(m, (b + 1) << WA.LEAF_LOG)):
                         idx[n] = j
                         n += 1
         else:
-            Mh, Ml = WX.w_scores(qw, Kw, m, I, f, mode, err, scr, qnz, s_)
+            Mh, Ml = WA.w_scores(qw, Kw, m, I, f, mode, err, scr, qnz, s_)
         o = np.zeros((V.shape[1], 2), np.int64)
-        WX.w_attend(s_, Mh, Ml, m, V, I, f, mode, err, np.zeros(6, np.int64), scr, np.zeros((m, 2), np.int64),
+        WA.w_attend(s_, Mh, Ml, m, V, I, f, mode, err, np.zeros(6, np.int64), scr, np.zeros((m, 2), np.int64),
                     np.zeros((2 * V.shape[1], 3), np.int64), o, idx, n)
         out.append(((int(Mh), int(Ml)), o.tolist(), err.tolist()))
     return out
@@ -321,13 +322,13 @@ def test_pruned_attention_past_f56(mode):
     a, b = _pruned_and_full(K_, q, V_, I, f, mode)
     assert a == b
     Kw = np.array([[WD.to_limbs(v) for v in row] for row in K_], np.int64)
-    KmE, LB, SB, mark, vis, dfr, qf, idx = WX.prune_arrays(1, 1, m, 2, True)
+    KmE, LB, SB, mark, vis, dfr, qf, idx = WA.prune_arrays(1, 1, m, 2, True)
     for t in range(m):
-        WX.w_store_bounds(Kw[t], t, KmE[0, 0], LB[0, 0], SB[0, 0])
-    ok, Mh, Ml, nv = WX.w_scores_pruned(np.array([WD.to_limbs(v) for v in q], np.int64), Kw, KmE[0, 0], LB[0, 0],
+        WA.w_store_bounds(Kw[t], t, KmE[0, 0], LB[0, 0], SB[0, 0])
+    ok, Mh, Ml, nv = WA.w_scores_pruned(np.array([WD.to_limbs(v) for v in q], np.int64), Kw, KmE[0, 0], LB[0, 0],
                                         SB[0, 0], m, I, f, mode, WD.new_wide_err(), np.zeros(WX.SCRATCH_LEN, np.int64),
                                         np.zeros(2, np.int64), np.zeros((m, 2), np.int64), mark, vis, dfr, qf)
-    assert ok and 0 < nv < (m >> WX.LEAF_LOG)              # blocks were skipped
+    assert ok and 0 < nv < (m >> WA.LEAF_LOG)              # blocks were skipped
 
 
 @pytest.mark.parametrize("mode", [0, 1])

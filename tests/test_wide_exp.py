@@ -1,4 +1,4 @@
-"""The two-limb softmax past f = 56: wide.w_exp_neg and wide_exec.w_attend.
+"""The two-limb softmax past f = 56: wide.w_exp_neg and wide_attention.w_attend.
 
 w_exp_neg(D, f) must be round(exp(-D / 2^f) 2^f) for every shift D < 2^127 and
 every f <= 126, bit for bit: against mpmath at 1,000 bits (each reference is
@@ -22,6 +22,7 @@ from hypothesis import given, settings, strategies as st
 from rnngap.constructions.machine import fixedpoint as FP
 from rnngap.constructions.machine import wide as WD
 from rnngap.constructions.machine import wide_exec as WX
+from rnngap.constructions.machine import wide_attention as WA
 
 M63 = (1 << 63) - 1
 LN2 = Fraction(6931471805599453094172321214581765680755, 10 ** 40)   # to 10^-40: thresholds only
@@ -119,7 +120,7 @@ def _attend(scores, values, I, f, mode=FP.MODE_RAISE):
     V = np.array([[WD.to_limbs(x) for x in row] for row in values], np.int64)
     Mh, Ml = WD.to_limbs(max(scores))
     w, out, err = np.zeros((m, 2), np.int64), np.zeros((d, 2), np.int64), WD.new_wide_err()
-    WX.w_attend(s, np.int64(Mh), np.int64(Ml), m, V, I, f, mode, err, FP.new_err(), np.zeros(WX.SCRATCH_LEN, np.int64),
+    WA.w_attend(s, np.int64(Mh), np.int64(Ml), m, V, I, f, mode, err, FP.new_err(), np.zeros(WX.SCRATCH_LEN, np.int64),
                 w, np.zeros((2 * d, 3), np.int64), out, np.zeros(m, np.int64), -1)
     return ([WD.from_limbs(*w[j]) for j in range(m)], [WD.from_limbs(*out[k]) for k in range(d)],
             [int(x) for x in err])

@@ -19,6 +19,7 @@ import pytest
 
 from rnngap.constructions.machine import wide as WD
 from rnngap.constructions.machine import wide_exec as WX
+from rnngap.constructions.machine import wide_attention as WA
 from rnngap.constructions.machine.fixedpoint import E_CODE, E_MAXABS, E_SAT, exp_zero_threshold
 
 
@@ -35,10 +36,10 @@ class Head:
         self.V = _limbs(V_)
         m, Dh = self.K.shape[:2]
         self.m, self.Dh = m, Dh
-        self.KmE, LB, SB, *_ = WX.prune_arrays(1, 1, m, Dh, True)
+        self.KmE, LB, SB, *_ = WA.prune_arrays(1, 1, m, Dh, True)
         for t in range(m):
-            WX.w_store_bounds(self.K[t], t, self.KmE[0, 0], LB[0, 0], SB[0, 0])
-        self.Ksh, self.Kix, self.ist, self.stk, self.stf, self.nb, self.gs, self.gc = WX.index_arrays(1, 1, m, Dh, True)
+            WA.w_store_bounds(self.K[t], t, self.KmE[0, 0], LB[0, 0], SB[0, 0])
+        self.Ksh, self.Kix, self.ist, self.stk, self.stf, self.nb, self.gs, self.gc = WA.index_arrays(1, 1, m, Dh, True)
 
     def index(self, q, m, I, f, mode=0):
         """(ok, M, output, err, listed, scored) of the index over the first m keys."""
@@ -47,7 +48,7 @@ class Head:
         scr, qnz, qf = np.zeros(WX.SCRATCH_LEN, np.int64), np.zeros(self.Dh, np.int64), np.zeros(self.Dh)
         idx = np.zeros(self.m, np.int64)
         self.groups = 0
-        ok, Mh, Ml, n, ng, scored = WX.w_index_scores(qw, self.K, self.KmE[0, 0], self.Ksh[0, 0], self.Kix[0, 0],
+        ok, Mh, Ml, n, ng, scored = WA.w_index_scores(qw, self.K, self.KmE[0, 0], self.Ksh[0, 0], self.Kix[0, 0],
                                                       self.ist[0, 0], m, I, f, mode, err, scr, qnz, scores, idx,
                                                       self.stk, self.stf, self.nb, qf, self.gs, self.gc)
         if not ok:
@@ -60,14 +61,14 @@ class Head:
         qw = _limbs([q])[0]
         err, scores = WD.new_wide_err(), np.zeros((self.m, 2), np.int64)
         scr, qnz = np.zeros(WX.SCRATCH_LEN, np.int64), np.zeros(self.Dh, np.int64)
-        Mh, Ml = WX.w_scores(qw, self.K, m, I, f, mode, err, scr, qnz, scores)
+        Mh, Ml = WA.w_scores(qw, self.K, m, I, f, mode, err, scr, qnz, scores)
         o = self._attend(scores, Mh, Ml, m, I, f, mode, err, np.zeros(1, np.int64), -1, 0)
         return (int(Mh), int(Ml)), o, err.tolist(), scores
 
     def _attend(self, scores, Mh, Ml, m, I, f, mode, err, idx, n, ng):
         d = self.V.shape[1]
         o = np.zeros((d, 2), np.int64)
-        WX.w_attend_groups(scores, Mh, Ml, m, self.V, I, f, mode, err, np.zeros(6, np.int64),
+        WA.w_attend_groups(scores, Mh, Ml, m, self.V, I, f, mode, err, np.zeros(6, np.int64),
                            np.zeros(WX.SCRATCH_LEN, np.int64), np.zeros((self.m, 2), np.int64),
                            np.zeros((2 * d, 3), np.int64), o, idx, n, self.gs, self.gc, ng)
         return o.tolist()
@@ -90,7 +91,7 @@ def _check(head, q, m, I, f, mode=0):
     for j in idx:
         assert scores[j].tolist() == Pscores[j].tolist()
     # past f = 56: (f + 1) ln 2 2^f, above int64 from f = 58 (ln 2 from above: a conservative "near")
-    thr = int(exp_zero_threshold(f)) if f <= WX.EXP_INT64_MAX_FRAC_BITS else -((f + 1) * (1 << f) * 6932 // 10000)
+    thr = int(exp_zero_threshold(f)) if f <= WA.EXP_INT64_MAX_FRAC_BITS else -((f + 1) * (1 << f) * 6932 // 10000)
     top = _value(PM)
     unlisted = np.setdiff1d(np.arange(m), idx)
     near = [j for j in unlisted if _value(Pscores[j]) - top >= thr]
@@ -132,7 +133,7 @@ def test_index_on_match_heads(f, big):
             seen.add(_check(head, _match_query(code, f, lam, mu), m_, I, f))
     assert "pruned" in seen, seen
     if big:
-        assert head.ist[0, 0, WX.IX_SHIFT] > 0                # the shadow keys were shifted
+        assert head.ist[0, 0, WA.IX_SHIFT] > 0                # the shadow keys were shifted
 
 
 @pytest.mark.parametrize("f", [0, 2, 5])
@@ -189,7 +190,7 @@ def test_index_when_keys_grow():
     for m_ in (300, 599, 700, 999, 1100, 1200):
         for code in (int(codes[m_ - 3]), int(codes[5])):
             _check(head, _match_query(code, f, 2 * m + 8, 1), m_, 126 - f, f)
-        shifts.append(int(head.ist[0, 0, WX.IX_SHIFT]))
+        shifts.append(int(head.ist[0, 0, WA.IX_SHIFT]))
     assert shifts[0] == 0 and shifts[-1] > shifts[2] > 0, shifts
 
 
@@ -304,7 +305,7 @@ def test_index_sessions_agree_with_recorded_ones(monkeypatch):
             runs.append((g.cot, g.answer, max_abs_raw(m.err)))
             if not record:
                 ist = sessions[0]._pr[10]
-                calls, scored, keys = (int(ist[..., k].sum()) for k in (WX.IX_CALLS, WX.IX_SCORED, WX.IX_KEYS))
+                calls, scored, keys = (int(ist[..., k].sum()) for k in (WA.IX_CALLS, WA.IX_SCORED, WA.IX_KEYS))
                 assert calls > 1000 and 10 * scored < keys, (calls, scored, keys)
         assert runs[0] == runs[1]
         assert runs[0][0] == TR.reference_run(sim.enc.dtm, w, spec.time_bound(len(w))).hybrid_cot()
@@ -345,7 +346,7 @@ def test_istree_transformer_past_int64(monkeypatch):
             runs.append((g.cot + [g.answer], max_abs_raw(m.err)))
             if not record:
                 ist = sessions[0]._pr[10]
-                assert int(ist[..., WX.IX_CALLS].sum()) > 0
+                assert int(ist[..., WA.IX_CALLS].sum()) > 0
         assert runs[0] == runs[1] and runs[0][0] == want
         labels.add(want[-1])
     assert labels == {TRUE, FALSE}

@@ -59,7 +59,7 @@ def _model_of(obj) -> Model:
 @dataclass(frozen=True)
 class Resource:
     """One declared resource (claim 'declarations' checks it): the sympy expression
-    in n (:data:`checks.declarations.N`), its asymptotic order (constant, log,
+    in n (:data:`checks.catalog.asymptotics.N`), its asymptotic order (constant, log,
     linear, nlogn, poly:K) and the Python function of n the construction uses
     (None: the expression alone), with the n it applies to per profile (None:
     the declarations check's sample)."""

@@ -112,7 +112,7 @@ def equal_split(I: int, f: int) -> list[str]:
 
 
 def one_hot_two_limb(I: int, f: int, s: int | None = None) -> list[str]:
-    """:func:`one_hot` on the two-limb softmax (constructions/wide_exec.w_attend,
+    """:func:`one_hot` on the two-limb softmax (constructions/wide_attention.w_attend,
     formats up to I + f = 126): the exps of the gaps not below the zero threshold
     (up to f = 56 its exp_raw on int64 shifts, result format Q(min(I, 62 - f)).f;
     past it wide.w_exp_neg on the shift's limbs, which returns 0 by its first
@@ -120,13 +120,14 @@ def one_hot_two_limb(I: int, f: int, s: int | None = None) -> list[str]:
     (0, -gap 2^f) with values +-(2^(I+f) - 1), 1, 0."""
     from rnngap.constructions.machine import wide as WD
     from rnngap.constructions.machine import wide_exec as WX
+    from rnngap.constructions.machine import wide_attention as WA
     s = sharpness(f) if s is None else s
     if s >= 1 << (I + 1):
         return []
     mode, bad = FP.MODE_RAISE, []
     limit = 1 << (I + 1)
     g = s
-    if f <= WX.EXP_INT64_MAX_FRAC_BITS:
+    if f <= WA.EXP_INT64_MAX_FRAC_BITS:
         thr = int(FP.exp_zero_threshold(f))
         while g < limit and -g * (1 << f) >= thr:        # |d| < 2^63 here (f <= 56)
             e = int(FP.exp_raw(np.int64(-g * (1 << f)), min(I, 62 - f), f, mode, FP.new_err()))
@@ -147,7 +148,7 @@ def one_hot_two_limb(I: int, f: int, s: int | None = None) -> list[str]:
             scores = np.array([WD.to_limbs(0), WD.to_limbs(-gap * (1 << f))], dtype=np.int64)
             values = np.array([[WD.to_limbs(v)], [WD.to_limbs(top)]], dtype=np.int64)
             w, out, err = np.zeros((2, 2), np.int64), np.zeros((1, 2), np.int64), WD.new_wide_err()
-            WX.w_attend(scores, np.int64(0), np.int64(0), 2, values, I, f, mode, err, FP.new_err(),
+            WA.w_attend(scores, np.int64(0), np.int64(0), 2, values, I, f, mode, err, FP.new_err(),
                         np.zeros(WX.SCRATCH_LEN, np.int64), w, np.zeros((2, 3), np.int64), out,
                         np.zeros(2, np.int64), -1)
             got = WD.from_limbs(out[0, 0], out[0, 1])

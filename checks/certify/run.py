@@ -365,7 +365,7 @@ def _machine_step(con: Construction, n_max: int | None, pieces: list) -> dict:
 
 def certify_built(cert, mutate=None, build=None, timeout_ms: int | None = None) -> Result:
     """The whole-model certificate of a certificate with a plan (a
-    :class:`checks.catalog.Certificate`; the plans are in checks/certify/plans.py):
+    :class:`checks.catalog.records.Certificate`; the plans are in checks/certify/plans.py):
     the record's builder is run with n symbolic; every margin check it records is
     proved (:func:`_builder_obligation`), and every layer of the model it built is
     proved on the task's abstract instance (checks/certify/interpreter.py). For the

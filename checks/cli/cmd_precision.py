@@ -4,7 +4,7 @@ bits, as a plot (checks/verify/frontier.py computes it on a fixed seeded sample)
 one line per n and the least-squares slopes of the measured and declared bits
 against log2 n on stdout. Exits 1 if the declaration is below the frontier at
 some n. The PNG and the JSON are written all or nothing
-(:class:`checks.errors.Outputs`)."""
+(:class:`checks.io.errors.Outputs`)."""
 from __future__ import annotations
 
 import json

@@ -228,11 +228,11 @@ def _on_sigterm(signum, frame):
 def main(argv: list[str] | None = None) -> int:
     """The ``rnngap`` entry point: the exit code (README, "Errors and exit codes").
 
-    Around the command: SIGTERM and SIGHUP become :class:`checks.errors.Terminated` (exit 143 / 129,
+    Around the command: SIGTERM and SIGHUP become :class:`checks.io.errors.Terminated` (exit 143 / 129,
     every temporary file removed on the way out, like Ctrl-C's 130), every
     OSError of a path is one line and exit 2, a full stdout one line on stderr
     and exit 2, a closed one 141; every message is one line of bounded length
-    (:func:`checks.errors.one_line`)."""
+    (:func:`checks.io.errors.one_line`)."""
     import signal
     import threading
     closed = _reopen_closed_streams()

@@ -1,6 +1,6 @@
 """``rnngap predict ar --inputs X.npy --out P.npy``: per-position associative recall
 (MQAR, Zoology layout) with the constant-size Transformer of
-:func:`constructions.retrieval.mqar_transformer` (claim T4.6-up).
+:func:`constructions.models.retrieval.mqar_transformer` (claim T4.6-up).
 
 Details: docs/internals/commands.md#predictar.
 """
@@ -83,7 +83,7 @@ def _header(fh) -> tuple:
 def read_npy_header(path: str) -> tuple[tuple[int, ...], np.dtype]:
     """(shape, dtype) of the .npy file at ``path``, checked against the file size.
 
-    :class:`~checks.errors.UsageError` (one line naming the file) for an empty
+    :class:`~checks.io.errors.UsageError` (one line naming the file) for an empty
     file, an archive (.npz), a file without the NPY magic string, an unreadable
     header, a dtype holding Python objects (pickled data, never loaded), or a
     header whose shape and dtype need more or fewer bytes than the file holds

@@ -43,7 +43,7 @@ a second and Ctrl-C is seen between calls (one call over a 5,000-vertex prompt,
 
 
 def greedy_chunked(model, prompt: list[int], answers: frozenset, max_cot: int) -> list[int]:
-    """Greedy generation as :func:`constructions.generate.generate` (the CoT, then
+    """Greedy generation as :func:`constructions.build.generate.generate` (the CoT, then
     the first answer token), with the prompt fed in chunks (:data:`FEED_WORK`);
     RuntimeError if no answer comes within ``max_cot`` CoT tokens."""
     prompt = [int(t) for t in model.validate_tokens(list(prompt), "prompt")]
@@ -184,7 +184,7 @@ def _unique_keys(pairs: list) -> dict:
 
 def _bounded_int(digits: str) -> int:
     """json's ``parse_int``: refuse a number longer than
-    :data:`checks.formats.MAX_NUMBER_DIGITS` before ``int()`` sees it."""
+    :data:`rnngap.checks.io.formats.MAX_NUMBER_DIGITS` before ``int()`` sees it."""
     if len(digits.lstrip("-")) > MAX_NUMBER_DIGITS:
         raise _NumberTooLong(f"a number with {len(digits.lstrip('-'))} digits (at most {MAX_NUMBER_DIGITS}: "
                              "vertex counts are int64)")

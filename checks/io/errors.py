@@ -1,5 +1,5 @@
 """Errors of the command line (in their own module so that ``python -m
-checks.cli`` and ``checks.cli`` share one class), the up-front checks of the
+checks.cli`` and ``checks.cli.main`` share one class), the up-front checks of the
 paths a command will write (so that bad usage is reported before any long run
 rather than after it, and no output overwrites an input),
 :class:`Outputs` / :func:`atomic_output`, the one way a command writes a file,

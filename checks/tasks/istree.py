@@ -2,7 +2,7 @@
 
 An instance is a vertex count ``n_nodes`` (N, not recoverable from the tokens)
 and an *ordered* edge list; the tokens are ``[BOS] u - v u - v ... [EOS]``
-(:func:`checks.formats.graph_tokens`) and the answer is ``[TRUE]`` iff the graph
+(:func:`rnngap.checks.io.formats.graph_tokens`) and the answer is ``[TRUE]`` iff the graph
 is a tree (:func:`reference_label`; the paper's generator labels by connectivity
 only, which differs on connected graphs with one cycle). Two chains of thought
 walk neighbours in edge-list order: the DFS Euler tour (:func:`dfs_tour`, decided

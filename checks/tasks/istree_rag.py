@@ -20,7 +20,7 @@ __all__ = ["plain_cot"]
 
 
 def plain_cot(n_nodes: int, edges: Sequence[Sequence[int]]) -> list[int]:
-    """Plain-Python reference of :func:`constructions.rag_models.istree_rag`'s CoT and
+    """Plain-Python reference of :func:`constructions.models.rag_models.istree_rag`'s CoT and
     label (token ids): lines ``u ~ p c SS query ES w``, then a parent lookup
     ``SS x ~ [(] [#] [)] ES r`` (see the construction's docstring), ``[EOS]``, label."""
     M = META_TOKENS

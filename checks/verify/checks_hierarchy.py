@@ -3,12 +3,12 @@ claim ``sim`` (a Transformer with CoT simulates a given linear RNN).
 
 T4.1 is CONDITIONAL: it holds under the assumption PSPACE not in P/poly, which no
 check can establish. Checked here: the CoT RNN of
-:mod:`constructions.cot_hierarchy` solves ITER(n) with exactly t <= n^2 CoT
+:mod:`constructions.models.cot_hierarchy` solves ITER(n) with exactly t <= n^2 CoT
 tokens, its state the machine's configuration after every token; the CoT-free
-unrolling (:func:`constructions.cot_hierarchy.unrolled_rnn`) is right on every
+unrolling (:func:`constructions.models.cot_hierarchy.unrolled_rnn`) is right on every
 instance with t <= k and wrong on a concrete one with t > k (about that network
 only); and the saturate-mode necessity of the RNN's integer bits. For ``sim``,
-the Transformer of :mod:`constructions.simulate` must reproduce every state,
+the Transformer of :mod:`constructions.models.simulate` must reproduce every state,
 CoT token and answer of random seeded linear RNNs and of the T4.1 RNN. The
 references are plain Python.
 
@@ -218,7 +218,7 @@ def t41_contrast(profile: str, seed: int) -> list[Record]:
 def iter_cot_runner(n: int, seed: int, count: int | None = None):
     """A necessity ``run(model)``: generate on ITER(n) instances (every (a, t) if
     count is None) and compare answer and CoT with the plain-Python orbit; the
-    :class:`checks.necessity.Outcome` of every instance run to completion (wrong
+    :class:`checks.verify.necessity.Outcome` of every instance run to completion (wrong
     final answer, CoT (the map's orbit) deviating with the answer right, no
     answer, raised)."""
     inst = iter_instances(n, np.random.default_rng([seed, n, 4100]), count)
@@ -261,7 +261,7 @@ def sim_runner(runs):
     """A necessity ``run(model)`` over verified simulator runs (prompt, answer set,
     CoT, answer): the Transformer at another format must write the same answer and
     the same CoT token for token (every decoded RNN state, every Y token); each run
-    to completion and classified (:func:`checks.necessity.classify`)."""
+    to completion and classified (:func:`checks.verify.necessity.classify`)."""
     def run(model) -> Outcome:
         out = Outcome(len(runs))
         for p, ans, cot, answer in runs:

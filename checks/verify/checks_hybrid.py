@@ -318,7 +318,7 @@ NECESSITY_TASKS = ("index", "ar", "cgram3", "counting")
 def istree_runner(n: int):
     """A necessity ``run(model)`` over every hub-gadget instance at n bits: the
     answer and the union-find CoT token for token, every instance run to completion
-    and classified (:class:`checks.necessity.Outcome`)."""
+    and classified (:class:`checks.verify.necessity.Outcome`)."""
     N = LR.istree_vertex_count(n)
     toks, want, _ = reduction_rows(LR.ISTREE, n, None)
     cases = [(row.tolist(), int(w), unionfind_cot(N, LR.parse_istree(row)[1])[0]) for row, w in zip(toks, want)]

@@ -474,9 +474,9 @@ NECESSITY_N = {"quick": (3,), "full": (3, 5)}
 
 
 def greedy_runner(cases: Sequence[tuple[int, list, bool]]):
-    """A :data:`checks.necessity.RunFn`: greedy generation of every case (n_nodes,
+    """A :data:`checks.verify.necessity.RunFn`: greedy generation of every case (n_nodes,
     edges, header?) to completion, the label compared with the reference's, then
-    the tour and [EOS] token for token (:func:`checks.necessity.classify`)."""
+    the tour and [EOS] token for token (:func:`checks.verify.necessity.classify`)."""
     prompts = [case_prompt(k, e, count="always" if h else "never") for k, e, h in cases]
     wants = [R.reference_cot(k, e) for k, e, _ in cases]
 

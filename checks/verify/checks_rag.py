@@ -391,9 +391,9 @@ def paper_format_check(profile: str, seed: int) -> list[Record]:
 
 # ---------------------------------------------------------------------------- necessity
 def rag_runner(c: RagConstruction, rows, want_cot: Callable | None = None) -> Callable[[object], Outcome]:
-    """``run(model)`` for :func:`checks.necessity.necessity_record`: the construction's
+    """``run(model)`` for :func:`checks.verify.necessity.necessity_record`: the construction's
     generation with a fresh plain oracle per instance and ``model`` in place of its own,
-    every row run to completion and classified (:func:`checks.necessity.classify`:
+    every row run to completion and classified (:func:`checks.verify.necessity.classify`:
     wrong final answer, no answer, CoT deviation with ``want_cot`` (CoT + answer), raised)."""
     def run(model) -> Outcome:
         cm = _with_model(c, model)

@@ -1,6 +1,6 @@
 """Turing machines simulated with CoT: T5-hyb-P (hybrid) and the TM part of T5-RAG.
 
-For each machine of :data:`constructions.turing.MACHINES` and each input length
+For each machine of :data:`constructions.models.turing.MACHINES` and each input length
 n, EVERY input word runs through the compiled model and is compared with
 automata-lib's own run: the answer, the CoT token for token, and the tape rebuilt
 from the CoT. The CoT bound is the declared 2 T(n) + 1 (hybrid) or
@@ -136,10 +136,10 @@ hybrid, 15 for the RAG, whose runs cost ~13 tokens per step) at every scan step.
 
 
 def tm_runner(enc: T.Encoding, spec: T.MachineSpec, n: int, run) -> "Callable[[object], Outcome]":
-    """``run(model)`` for :func:`checks.necessity.necessity_record`: every word of length
+    """``run(model)`` for :func:`checks.verify.necessity.necessity_record`: every word of length
     <= n through ``run(model, word) -> (answer, cot, reference cot)``, compared with the
     plain-Python reference (answer, then CoT token for token), every word run to
-    completion and classified (:func:`checks.necessity.classify`)."""
+    completion and classified (:func:`checks.verify.necessity.classify`)."""
     ws = [w for k in range(n + 1) for w in words(enc, k)]
 
     def check(model) -> Outcome:

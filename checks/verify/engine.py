@@ -1,6 +1,6 @@
 """The parallel engines of ``rnngap verify``: a pool of local worker processes
 (:func:`run_local`, the default on a machine with more than one core) and Dask
-(``--engine dask``, :func:`run`); the serial engine, :func:`checks.registry.run`,
+(``--engine dask``, :func:`run`); the serial engine, :func:`checks.verify.registry.run`,
 is the reference (``--workers 1``). Both parallel engines are :func:`_run_on`
 over a client that submits parts: a ``distributed.Client``, or :class:`PoolClient`
 over a ``concurrent.futures`` process pool; what follows holds for both.
@@ -57,7 +57,7 @@ def run(profile: str = "quick", only: Iterable[str] | None = None, seed: int = 0
     ``LocalCluster`` of ``workers`` processes (one thread each) closed at the end
     (also on error and Ctrl-C), or on an existing ``client``. ``progress(task,
     done, total)`` is called as each part finishes. Returns the same records, in
-    the same order, as :func:`checks.registry.run`."""
+    the same order, as :func:`checks.verify.registry.run`."""
     plan = registry.plan(profile, only)            # validates profile and claims before any cluster starts
     distributed = require_distributed()
     if client is not None:
@@ -173,7 +173,7 @@ class PoolClient:
 def run_local(profile: str = "quick", only: Iterable[str] | None = None, seed: int = 0, *, workers: int = 2,
               progress: Callable[[Task, int, int], None] | None = None) -> list[Record]:
     """Run the registry on ``workers`` local processes (:class:`PoolClient`): the
-    same records, in the same order, as :func:`checks.registry.run`."""
+    same records, in the same order, as :func:`checks.verify.registry.run`."""
     plan = registry.plan(profile, only)
     with PoolClient(workers) as c:
         return _run_on(c, plan, profile, seed, progress, warm=only is None)
@@ -187,8 +187,8 @@ def default_workers() -> int:
 
 
 def run_plan(client, plan: list, profile: str, seed: int, progress=None) -> list[Record]:
-    """Run an explicit plan ((check, part keys) pairs, :func:`checks.registry.plan`)
-    on ``client``; the records of :func:`checks.registry.run_plan` on the same plan."""
+    """Run an explicit plan ((check, part keys) pairs, :func:`checks.verify.registry.plan`)
+    on ``client``; the records of :func:`checks.verify.registry.run_plan` on the same plan."""
     return _run_on(client, plan, profile, seed, progress)
 
 
@@ -250,7 +250,7 @@ def order(tasks: list, history: dict[str, float]) -> list:
 
 def _warm_up(client, profile: str) -> list:
     """On the local pool with two or more workers and a numba cache folder: one
-    :func:`constructions.warmup.warm` task per kernel group, submitted before any
+    :func:`constructions.models.warmup.warm` task per kernel group, submitted before any
     part, so the first workers compile different kernels at the same time (on an
     empty cache) instead of the same ones; the parts then load them from the cache.
     The futures (their results are only seconds). Nothing on Dask (its workers

@@ -9,7 +9,7 @@ Turing machines) when its model or description names that variant. A claim
 with one construction (T4.1, sim) keeps all its records. A registered
 construction runs only its own checks: the reduction check of
 checks/verify/checks_registered.py and the declarations. An unknown name is a
-:class:`~checks.errors.UsageError` naming the three closest known names.
+:class:`~checks.io.errors.UsageError` naming the three closest known names.
 """
 from __future__ import annotations
 

@@ -367,7 +367,7 @@ class Builder:
 
     def build(self, fmt: FixedFormat | SymbolicFormat) -> Model:
         """The model in ``fmt``; in a symbolic build (``fmt`` a
-        :class:`~constructions.num.SymbolicFormat`) the :class:`SymbolicModel`
+        :class:`~constructions.build.num.SymbolicFormat`) the :class:`SymbolicModel`
         that ``rnngap certify`` reads."""
         for name in self.head_bounds:
             self._check_head(name, fmt)
@@ -378,7 +378,7 @@ class Builder:
 
 @dataclass
 class SymbolicModel:
-    """A construction built with symbolic sizes (:func:`constructions.num.symbolic_build`):
+    """A construction built with symbolic sizes (:func:`constructions.build.num.symbolic_build`):
     its exact :class:`ModelSpec` (weights as sympy expressions of the sizes where
     they depend on them) and its declared format."""
 

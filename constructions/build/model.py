@@ -4,7 +4,7 @@ A :class:`ModelSpec` holds a construction's weights as exact rationals
 (``Fraction``), independent of any number format. A :class:`Model` is a spec
 encoded into a :class:`~rnngap.constructions.machine.formats.FixedFormat` (every weight must
 lie on the grid exactly; nothing is silently rounded) and runs on the numba
-kernels of :mod:`constructions.kernels`. ``Model.with_format`` re-encodes the
+kernels of :mod:`constructions.machine.kernels`. ``Model.with_format`` re-encodes the
 same construction at other bits, which is how the checks show a construction
 failing below its declared precision.
 
@@ -40,6 +40,7 @@ from rnngap.constructions.machine import readouts as RO
 from rnngap.constructions.machine import lanes as LN
 from rnngap.constructions.machine import wide as WD
 from rnngap.constructions.machine import wide_exec as WX
+from rnngap.constructions.machine import wide_attention as WA
 from rnngap.constructions.machine.fixedpoint import (
     E_MAXABS, E_SAT, PrecisionError, check_err, max_abs_raw, new_err,
 )
@@ -321,7 +322,7 @@ class Model:
         self.implicit_vocab = self.vocab.size > MAX_CANDIDATES
         """True for a vocabulary of more than :data:`MAX_CANDIDATES` tokens: its ids are
         not listed (``candidates`` holds the specials only) and the model reads out
-        with the nearest-code readout alone (:func:`constructions.kernels.nearest_code_readout`,
+        with the nearest-code readout alone (:func:`constructions.machine.readouts.nearest_code_readout`,
         no candidate list): every batch, session and generation. That readout gives
         the generic readout's token and largest |raw|, and errs exactly when the
         generic one would (it evaluates the code range's ends and the codes next to
@@ -373,14 +374,14 @@ class Model:
             K.Network(ekind, eparam, ecoef, *rnn, *attn),
             K.Readout(out_dim, out_kind, out_param, out_coef, self.candidates, *table, nearest))
         """The encoded weights, the one structured argument of the kernels
-        (:class:`constructions.kernels.Weights`: ``.net`` the embedding and layers,
+        (:class:`constructions.machine.kernels.Weights`: ``.net`` the embedding and layers,
         ``.readout`` the readout with its table for this format). In two-limb
         storage (``fmt.wide``) every raw array has a last axis (hi, lo) and the
         table is empty (constructions/machine/wide_exec.py reads them)."""
         self.rnn_sparse = (BT.rnn_sparse(self.weights.net) if rA.shape[0] and not aWQ.shape[0] and not fmt.wide
                            else None)
-        """An attention-free model's RNN layers by rows (:class:`constructions.kernels.RNNSparse`),
-        which a :class:`Session` feeds with :func:`~constructions.kernels.feed_rnn_sparse`
+        """An attention-free model's RNN layers by rows (:class:`constructions.machine.batch.RNNSparse`),
+        which a :class:`Session` feeds with :func:`~constructions.machine.batch.feed_rnn_sparse`
         (the dense step's numbers, visiting only the nonzero weights); None for a
         model with attention layers or without RNN layers."""
         self.err = WD.new_wide_err() if fmt.wide else new_err()   # cumulative statistics of every run
@@ -536,15 +537,15 @@ class Model:
 
         ``share_prefix``: each row reuses the KV cache (and RNN state) of the prefix
         it shares with the row before it (exact, the models are causal; see
-        :func:`constructions.kernels.forward_batch`), so batches ordered like an
+        :func:`constructions.machine.batch.forward_batch`), so batches ordered like an
         exhaustive enumeration (consecutive rows share long prefixes) cost far
         fewer steps. Results, used bits and errors are identical either way.
 
         Batches of many consecutive rows of equal length (shorter than
         ``lanes.LANES_MAX_N``) run on the lane-parallel path
-        (:func:`constructions.lanes.forward_lanes`: a block of rows advances
+        (:func:`constructions.machine.lanes.forward_lanes`: a block of rows advances
         together, vectorised across the rows; the same results, used bits and
-        errors), chosen by :func:`constructions.lanes.choose_block`. It computes
+        errors), chosen by :func:`constructions.machine.lanes.choose_block`. It computes
         every token of every row, so with ``share_prefix`` it is used only when
         sharing would still run more than 1 / ``lanes.LANES_SHARE_RATIO`` of the
         tokens (an exhaustive enumeration of short rows: yes; long rows that
@@ -552,7 +553,7 @@ class Model:
 
         ``readout``: ``"table"`` (the generic readout over every token) or
         ``"nearest_code"`` (the shortcut of
-        :func:`constructions.kernels.nearest_code_readout`: the same tokens and
+        :func:`constructions.machine.readouts.nearest_code_readout`: the same tokens and
         used bits while every logit is in range; past it the first error or the
         clamps may differ; only for models with ``nearest_code_dim >= 0``). None:
         ``"table"``, or ``"nearest_code"`` for an implicit vocabulary (the only
@@ -662,7 +663,7 @@ class Session:
         m = model
         W = m.weights.net
         La, H, Dh = W.aWQ.shape[0], W.aWQ.shape[1], W.aWQ.shape[2]
-        # pruned attention (kernels.attention_scores; wide_exec.w_scores_pruned on two
+        # pruned attention (attention.attention_scores; wide_attention.w_scores_pruned on two
         # limbs) needs the block bounds and, on int64, room behind the scores; record
         # mode keeps every score (the full path)
         self._prune = La > 0 and not record
@@ -672,7 +673,7 @@ class Session:
             self.Kc = np.zeros((La, H, cap, Dh, 2), np.int64)
             self.Km = np.zeros((0,), np.int64)
             self.Vc = np.zeros((La, H, cap, Dh, 2), np.int64)
-            self._pr = WX.prune_arrays(La, H, cap, Dh, self._prune) + WX.index_arrays(La, H, cap, Dh, self._prune)
+            self._pr = WA.prune_arrays(La, H, cap, Dh, self._prune) + WA.index_arrays(La, H, cap, Dh, self._prune)
         else:
             self.Kc = np.zeros((La, H, Dh, cap), np.int64)      # keys column-major (kernels)
             self.Km = np.zeros((La, H, AT.cache_rows(Dh, self._prune), cap), np.int64)   # column (+ block) bounds
@@ -706,9 +707,9 @@ class Session:
                 Ksh, Kix, ist = self._pr[8:11]
                 W = self.model.weights.net
                 La, H, Dh = W.aWQ.shape[0], W.aWQ.shape[1], W.aWQ.shape[2]
-                fresh = WX.prune_arrays(La, H, new, Dh, True)
-                ix = WX.index_arrays(La, H, new, Dh, True)
-                nl, ns = WX.prune_sizes(new)
+                fresh = WA.prune_arrays(La, H, new, Dh, True)
+                ix = WA.index_arrays(La, H, new, Dh, True)
+                nl, ns = WA.prune_sizes(new)
 
                 def grow3(a, size):   # the index's columns (axis 3), when it has any
                     if a.shape[3] >= size or a.shape[3] == 0:

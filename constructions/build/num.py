@@ -1,7 +1,7 @@
 """The numbers a builder computes with: exact rationals, or sympy expressions of the sizes.
 
 A builder is one function of its sizes: called with integers it builds the
-:class:`~constructions.model.Model` that runs; called with sympy symbols
+:class:`~constructions.build.model.Model` that runs; called with sympy symbols
 (``bounds.N``, ``bounds.A``) inside :func:`symbolic_build` it builds the same
 construction with every weight an expression, which ``rnngap certify`` reads. So a
 certificate is about the object the builder builds. The helpers (:func:`exact`,

@@ -52,8 +52,8 @@ def attention_scores(q, KhT, KmT, m, I, f, mode, err, qnz, cm, scores, index=Tru
 
     A head where the position blocks kept over a quarter of the keys (paused for
     PRUNE_PAUSE steps) tries, when its cache has the rows of
-    :mod:`constructions.keyindex` (``KmT`` with ``keyindex.index_rows(Dh)`` rows, sessions only), the
-    exact key-value index instead (:func:`constructions.keyindex.index_scores`,
+    :mod:`constructions.machine.keyindex` (``KmT`` with ``keyindex.index_rows(Dh)`` rows, sessions only), the
+    exact key-value index instead (:func:`constructions.machine.keyindex.index_scores`,
     same unchecked case): header -2 - n, the n kept positions ascending, then the
     groups of equal keys. It stays on it while it scores at most a quarter of the
     keys; otherwise the plain loop for PRUNE_PAUSE steps (either way the same numbers).
@@ -230,7 +230,7 @@ PRUNE_PAUSE = 32
 
 def cache_rows(Dh: int, prune: bool) -> int:
     """Rows of one head's ``Km`` (the column bounds, plus the block bounds of the
-    pruned attention and the key-value index of :mod:`constructions.keyindex` if
+    pruned attention and the key-value index of :mod:`constructions.machine.keyindex` if
     ``prune``)."""
     return index_rows(Dh) if prune else Dh
 

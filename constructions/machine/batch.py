@@ -26,7 +26,7 @@ from .kernels import (
 
 
 def loop_args(W: Weights) -> tuple:
-    """The arguments of :func:`forward_loop` / :func:`constructions.lanes._lanes`
+    """The arguments of :func:`forward_loop` / :func:`constructions.machine.lanes._lanes`
     taken from ``W`` (they follow ``loc``): the network's arrays, the readout's
     arrays, then the nearest-code readout's (v_dim, code_lo, code_hi)."""
     net, ro = W.net, W.readout

@@ -24,7 +24,7 @@ from fractions import Fraction
 import numpy as np
 
 from . import wide as W
-from . import wide_exec as WX
+from . import wide_attention as WA
 from .fixedpoint import (
     MAX_MAGNITUDE_BITS, MAX_WIDE_MAGNITUDE_BITS, MODES, STORAGES, FixedPointOverflow, Number, check_err, fx_add,
     fx_attend, fx_div, fx_exp, fx_mul, fx_sub, max_abs_raw, new_err,
@@ -210,14 +210,14 @@ class FixedFormat:
         if name == "fx_exp":
             if args[0] > 0:
                 raise ValueError(f"{self.name}: exp on two limbs takes a <= 0 (the softmax shifts)")
-            if self.frac_bits <= WX.EXP_INT64_MAX_FRAC_BITS and args[0] >= -(1 << 62):
+            if self.frac_bits <= WA.EXP_INT64_MAX_FRAC_BITS and args[0] >= -(1 << 62):
                 e = new_err()
                 r = fx_exp(np.int64(args[0]), min(self.int_bits, 62 - self.frac_bits), self.frac_bits,
                            self.mode_code, e)
                 self.check(e, "exp")
                 return int(r)
             D, m63 = -args[0], (1 << 63) - 1          # the softmax's path past f = 56: three magnitude limbs
-            h, lo = WX.exp_shift_wide(np.int64(D >> 126), np.int64((D >> 63) & m63), np.int64(D & m63),
+            h, lo = WA.exp_shift_wide(np.int64(D >> 126), np.int64((D >> 63) & m63), np.int64(D & m63),
                                        self.int_bits, self.frac_bits, self.mode_code, err, new_err())
             self.check(err, "exp")
             return W.from_limbs(h, lo)
@@ -249,7 +249,7 @@ class FixedFormat:
         returns (weights (m,), output (d,)) as raws."""
         if self.wide:
             raise ValueError(f"{self.name}: attend takes int64 raws; a two-limb model runs softmax in "
-                             f"constructions/wide_exec.w_attend")
+                             f"constructions/wide_attention.w_attend")
         s = np.ascontiguousarray(scores, dtype=np.int64)
         v = np.ascontiguousarray(values, dtype=np.int64)
         if v.ndim != 2 or v.shape[0] != s.shape[0]:

@@ -1,7 +1,7 @@
 """A max-heap of (key, code) pairs in a flat int64 scratch array (entry i at
 h[base + 2 i], h[base + 2 i + 1]), for the best-first searches of the pruned
-attention (:mod:`constructions.kernels`) and the key-value index
-(:mod:`constructions.keyindex`)."""
+attention (:mod:`constructions.machine.kernels`) and the key-value index
+(:mod:`constructions.machine.keyindex`)."""
 from __future__ import annotations
 
 from numba import njit

@@ -95,7 +95,7 @@ class Weights(NamedTuple):
     """The encoded weights of one model and format, the single structured argument
     of :func:`forward_batch` (a Python function: it unpacks them, :func:`loop_args`)
     and of the per-token kernels (numba passes a NamedTuple of arrays like
-    positional arrays). Built once by :class:`constructions.model.Model` (``model.weights``).
+    positional arrays). Built once by :class:`constructions.build.model.Model` (``model.weights``).
     The per-token kernels take only the part they read (``weights.net`` for
     :func:`feed_tokens` / :func:`model_step`, ``weights.readout`` for the readouts):
     each call from Python unboxes every array it is given. The loops take the

@@ -1,6 +1,6 @@
 """An exact index over key VALUES for the pruned attention (docs/machine.md "Key-value index").
 
-Position-block bounds (:func:`constructions.kernels._pruned_scores`) do not prune
+Position-block bounds (:func:`constructions.machine.attention._pruned_scores`) do not prune
 a match head, whose keys are (tau, tau^2)-like: a block of positions holds codes
 on both sides of the query's. This module indexes such a head's keys by value: a
 weight-balanced kd-tree per head (a scapegoat tree, leaves of at most KI_LEAF = 16
@@ -8,7 +8,7 @@ keys) over all keys but a small buffer of the newest, stored in the rows of the
 head's pruning cache. :func:`index_scores` scores the buffer exactly, then walks
 the tree best bound first, skipping every node whose exact upper bound (box bound,
 or the lifted bound of a squared-norm row) shows all its weights are exactly 0.
-It runs only where :func:`constructions.kernels.attention_scores` runs unchecked,
+It runs only where :func:`constructions.machine.attention.attention_scores` runs unchecked,
 and never in record mode.
 
 Details (structure, insertion, layout, bounds, search):
@@ -683,7 +683,7 @@ def index_scores(q, KhT, KmT, m, I, f, err, qnz, nq, cm, scores):
     scores[j] exact for every key whose weight can be nonzero, the same largest
     |raw| recorded in err, and the header scores[cap] = -2 - n followed by the n
     positions (ascending) whose score is >= M + exp_zero_threshold(f): the keys
-    :func:`constructions.kernels.attend_sparse` visits, in the plain order.
+    :func:`constructions.machine.attention.attend_sparse` visits, in the plain order.
 
     1. Depth first from the root, the child of the larger bound on top, every
        waiting node's bounds (ub, ubf, pb) kept on the stack (bounds do not depend

@@ -1,12 +1,12 @@
 """Lane-parallel batch forward: many rows of equal length at once, the same
-numbers and the same ``err`` as :func:`constructions.kernels.forward_batch`.
+numbers and the same ``err`` as :func:`constructions.machine.batch.forward_batch`.
 
 A block of up to ``block`` consecutive rows of the same length (the *lanes*)
 advances together, position by position and layer by layer, on lane-last int64
 arrays the compiler vectorises, so fixed per-call costs are paid once per block.
 Each lane keeps the largest |raw| the plain run would record; a lane that might
 overflow, clamp, hit an undecided exp or leave int64 is marked bad, and the bad
-rows are run again by :func:`kernels.forward_loop`, which stops at the first
+rows are run again by :func:`batch.forward_loop`, which stops at the first
 error as the plain run does. A model whose products could leave int64 runs the
 per-row loop throughout; :func:`choose_block` decides when lanes pay
 (docs/machine.md "Lane-parallel batches").
@@ -74,7 +74,7 @@ def block_size(model, N: int) -> int:
 
 @njit(cache=True)
 def shared_steps(tokens, lengths):
-    """The steps :func:`kernels.forward_batch` runs with prefix sharing: row b
+    """The steps :func:`batch.forward_batch` runs with prefix sharing: row b
     starts at its common prefix with row b - 1 (at most lengths[b] - 1 and
     lengths[b - 1] tokens)."""
     B = tokens.shape[0]
@@ -214,12 +214,12 @@ def _lane_exp(d, I, f, mode, etab, es):
 def _lattend(Q, Kh, Vh, m, Sc, Mx, O, nb, mt, lim, I, f, mode, hm1, thr, etab, es, idx, ev):
     """One head's attention of every lane over its keys j < m: Kh[j, c, i], Vh[j, k, i].
 
-    Scores as :func:`kernels.attention_scores`: S_j = sum_c round(q_c k_jc), each
+    Scores as :func:`attention.attention_scores`: S_j = sum_c round(q_c k_jc), each
     |product| and |partial sum| kept (a component with q_c = 0 or k_jc = 0 adds 0).
     If 2(I+f) > 62 a product of in-range operands might leave int64: a lane where
     float |q_c| |k_jc| >= 4e18 is bad (the per-row path then computes it exactly).
 
-    Softmax as :func:`kernels.attend_sparse` (= :func:`fixedpoint.fx_attend`), per
+    Softmax as :func:`attention.attend_sparse` (= :func:`fixedpoint.fx_attend`), per
     lane: M = max_j S_j; the keys with S_j - M >= thr get e_j = round(exp(S_j - M))
     (from the memo) and Z = sum e_j (exact); w_j = round(e_j 2^f / Z) (half to
     even; e_j = Z gives exactly 2^f); o_k = sum_j round(w_j v_jk), exact, then
@@ -315,7 +315,7 @@ def _lattend(Q, Kh, Vh, m, Sc, Mx, O, nb, mt, lim, I, f, mode, hm1, thr, etab, e
 
 @njit(cache=True)
 def _lreadout(X, out_dim, w_tab, col_wmax, col_ok, col_wabs, nb, mt, lim, f, hm1, lg, bestv, best):
-    """The readout of :func:`kernels._readout_fast` for every lane: best[i] = the
+    """The readout of :func:`readouts.readout_fast_args` for every lane: best[i] = the
     index of the first largest logit_c = sum_terms round(w_tab[c, t] x[dim_t]) (terms
     with x = 0 or w = 0 skipped); mt keeps every |product| and |partial logit| and,
     per read term (x[dim] != 0), the largest |raw| of its table column (a read
@@ -358,13 +358,13 @@ def _lreadout(X, out_dim, w_tab, col_wmax, col_ok, col_wabs, nb, mt, lim, f, hm1
 # ---------------------------------------------------------------------------- the batch
 def forward_lanes(tokens, lengths, all_positions, share_prefix, readout_mode, I, f, mode, err, loc, W, preds,
                   etab, block):
-    """:func:`kernels.forward_batch` (same arguments, same ``preds``, ``err`` and
+    """:func:`batch.forward_batch` (same arguments, same ``preds``, ``err`` and
     ``loc``) computed a block of up to ``block`` equal-length rows at a time (see the
     module docstring); ``etab``: :func:`exp_table` (f). ``share_prefix`` only
     matters where the per-row path runs (the whole batch, if the model's products
     are not provably inside int64): the results are the same either way.
     A Python function handing the weights' arrays one by one to the compiled
-    :func:`_lanes` (as :func:`kernels.forward_batch` does, for the same reasons).
+    :func:`_lanes` (as :func:`batch.forward_batch` does, for the same reasons).
 
     Returns how many rows the lanes settled without the per-row path (-1: the
     whole batch ran on the per-row path), for the tests."""

@@ -218,7 +218,7 @@ def nearest_code_readout_args(x, v_dim, code_lo, code_hi, out_dim, out_kind, out
     """The generic :func:`readout` restricted to the few candidates that can
     matter for logit(k) = 2 tau_k v - tau_k^2 (v = x[v_dim]) over the contiguous
     code range [code_lo, code_hi] (every special id 0..-code_lo and the numbers
-    present; :class:`constructions.model.Model` checks that its readout and
+    present; :class:`constructions.build.model.Model` checks that its readout and
     candidates are exactly these before it sets ``Readout.nearest``).
 
     Each term is computed exactly (tau_k integer, v on the grid), so logit(tau) =

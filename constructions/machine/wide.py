@@ -30,7 +30,7 @@ E_MAXABS_HI = ERR_LEN
 """The high limb of the largest |raw| seen (the low limb is err[E_MAXABS])."""
 WIDE_ERR_LEN = ERR_LEN + 1
 
-_M63 = (1 << 63) - 1
+M63 = (1 << 63) - 1
 _M21 = (1 << 21) - 1
 PRODUCT_COLUMNS = 13          # 21-bit columns of a product of two 126-bit magnitudes (252 bits), plus a carry column
 QUOTIENT_PIECES = 7         # 21-bit pieces of the quotient's bits [f, f + 147): 126 bits and the overflow piece
@@ -56,14 +56,14 @@ def to_limbs(raw: int) -> tuple[int, int]:
     if abs(raw) >= 1 << MAX_WIDE_BITS:
         raise ValueError(f"|raw| = {abs(raw)} is not below 2^{MAX_WIDE_BITS}")
     m = abs(raw)
-    hi, lo = m >> 63, m & _M63
+    hi, lo = m >> 63, m & M63
     return (-hi, -lo) if raw < 0 else (hi, lo)
 
 
 def from_limbs(hi: int, lo: int) -> int:
     """The Python int of limbs (hi, lo) (checked: both below 2^63, same sign)."""
     hi, lo = int(hi), int(lo)
-    if abs(hi) > _M63 or abs(lo) > _M63 or (hi > 0 and lo < 0) or (hi < 0 and lo > 0):
+    if abs(hi) > M63 or abs(lo) > M63 or (hi > 0 and lo < 0) or (hi < 0 and lo > 0):
         raise ValueError(f"({hi}, {lo}) are not the limbs of a wide raw")
     return (hi << 63) + lo
 
@@ -103,13 +103,13 @@ def magnitude_bits(mh, ml):
 @njit(cache=True, inline='always')
 def _mag_add(ah, al, bh, bl):
     """(hi, lo, ok): the magnitude a + b, ok False when it is 2^126 or more."""
-    if al > _M63 - bl:
-        lo = al - (_M63 - bl) - 1
+    if al > M63 - bl:
+        lo = al - (M63 - bl) - 1
         carry = 1
     else:
         lo = al + bl
         carry = 0
-    if ah > _M63 - bh - carry:
+    if ah > M63 - bh - carry:
         return np.int64(0), np.int64(0), False
     return ah + bh + carry, lo, True
 
@@ -119,7 +119,7 @@ def magnitude_sub(ah, al, bh, bl):
     """The magnitude a - b for a >= b."""
     lo = al - bl
     if lo < 0:
-        return ah - bh - 1, (lo + _M63) + 1
+        return ah - bh - 1, (lo + M63) + 1
     return ah - bh, lo
 
 
@@ -136,7 +136,7 @@ def _lim(I, f):
 def max_raw_limbs(I, f):
     """2^(I+f) - 1 as limbs: the largest raw of the format."""
     if I + f == MAX_WIDE_BITS:
-        return np.int64(_M63), np.int64(_M63)
+        return np.int64(M63), np.int64(M63)
     lh, ll = _lim(I, f)
     return magnitude_sub(lh, ll, np.int64(0), np.int64(1))
 
@@ -285,9 +285,9 @@ def w_mul(ah, al, bh, bl, I, f, mode, err, scratch):
                 if c[i] != 0:
                     sticky = True
             if sticky or (ql & 1) == 1:
-                if ql == _M63:
+                if ql == M63:
                     ql = np.int64(0)
-                    if qh == _M63:            # q = 2^126 after rounding: 127 bits
+                    if qh == M63:            # q = 2^126 after rounding: 127 bits
                         return overflow_raw(neg, I, f, mode, OP_MUL, 127 - f, err)
                     qh += 1
                 else:
@@ -319,7 +319,7 @@ def _step(rh, rl, yh, yl, bit):
 def _shift_in(qh, ql, bit):
     """2 q + bit for q < 2^125."""
     h = (qh << 1) | (ql >> 62)
-    return h, ((ql << 1) & _M63) | bit
+    return h, ((ql << 1) & M63) | bit
 
 
 @njit(cache=True)
@@ -552,7 +552,7 @@ def w_exp_neg(c, h, l, f, err):
     if not decided:
         record_error(err, ERR_EXP_UNDECIDED, OP_EXP, 0)
     elif half == 1:
-        if rl == _M63:
+        if rl == M63:
             rl = np.int64(0)
             rh += 1
         else:

@@ -155,7 +155,7 @@ class Declared:
         return int(self.frac_fn(INT, int(n)))
 
     def format(self, n: int, a: int | None = None, c: int | None = None) -> FixedFormat:
-        """The declared format at n (a :class:`~constructions.num.SymbolicFormat` of
+        """The declared format at n (a :class:`~constructions.build.num.SymbolicFormat` of
         sympy expressions when a size is symbolic: a symbolic build)."""
         if any_sym(n, a, c):
             return SymbolicFormat(self.int_bits(n, a, c), self.frac_bits(n))

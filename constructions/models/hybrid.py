@@ -1,11 +1,11 @@
 """Hybrid models (claim T5.6): linear-RNN layers, then exactly ONE attention layer.
 
 A hybrid has no position feature in its embedding (docs/theory.md §2); the shared
-front end :func:`~constructions.gadgets.clock` computes by linear recurrences
+front end :func:`~constructions.build.gadgets.clock` computes by linear recurrences
 what the attention layer needs: counters ``cnt = t + 1`` and ``cnt_sq``, delay
 lines of previous token codes, and latches. The attention layer then retrieves
 with no CoT: :func:`index_hybrid`, :func:`ar_hybrid`, :func:`cgram_hybrid`,
-:func:`counting_hybrid`. Each builder returns a :class:`~constructions.model.Model`
+:func:`counting_hybrid`. Each builder returns a :class:`~constructions.build.model.Model`
 in its declared format ``DECLARED[task]``; the architecture is the same for every
 n.
 
@@ -219,7 +219,7 @@ def counting_hybrid(n: int, *, alphabet: int = 3, fmt: FixedFormat | None = None
 #           default [BOS] (``parent_found`` = 0: x is a root, emit '-');
 #   size    query tau(root) (the token before '-') vs key tau(p) at the s of every
 #           record "[QUERY] p s"; last match (sizes grow); default [BOS] (size 1);
-#   last_su the latest s_u position (:func:`~constructions.gadgets.latest_flag_head`):
+#   last_su the latest s_u position (:func:`~constructions.build.gadgets.latest_flag_head`):
 #           its token s_u and the token two before it, r_u.
 # With union by size every tree of size k has depth <= log2 k, so a find writes at
 # most floor(log2 N) + 2 tokens: the CoT is at most N (2 floor(log2 N) + 16) + 1.

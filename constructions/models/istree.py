@@ -5,7 +5,7 @@ endpoint order) the model writes the DFS Euler tour from vertex 0 exactly as
 :func:`checks.tasks.istree.dfs_tour` (neighbours in edge-list order, stop right
 after the vertex whose scan first meets a visited non-parent neighbour), then
 ``[EOS]`` and ``[TRUE]``/``[FALSE]``. Five attention layers, 18 heads, width
-and parameter count independent of n; driven by :func:`constructions.generate.generate`.
+and parameter count independent of n; driven by :func:`constructions.build.generate.generate`.
 An optional header ``[BOS] [COUNT] N ...`` sets the vertex set to 0..N-1
 (:func:`prompt_tokens` writes it); the label is always the model's own output.
 Each edge's record position serves as its id, so a lookup by (vertex, previous

@@ -7,9 +7,9 @@ the context rendered as one unit per token (earlier searches and the current
 query cut out), and appends capture group 1 of the leftmost match (the whole
 match if the query opens no group; ``[FAILED]`` if nothing matches, the query is
 malformed or the search times out). It never rewrites a query. Plugged into
-:func:`constructions.generate.generate` as its ``oracle`` hook, the retrieved
+:func:`constructions.build.generate.generate` as its ``oracle`` hook, the retrieved
 tokens count toward the CoT. The paper's shorthand dialect is in
-:mod:`constructions.rag_dialect`, not here.
+:mod:`constructions.models.rag_dialect`, not here.
 
 Example::
 
@@ -209,7 +209,7 @@ def _char_starts(pieces: list[str]) -> list[int]:
 
 @dataclass
 class RagOracle:
-    """The oracle hook for :func:`constructions.generate.generate`, one per generation.
+    """The oracle hook for :func:`constructions.build.generate.generate`, one per generation.
 
     Call it after every generated token as ``oracle(context, token)`` (context =
     prompt + CoT so far, ``token`` its last element). It returns None, or the

@@ -4,7 +4,7 @@ The paper's IsTree experiment (docs/theory.md §6) writes short queries whose
 meaning is not their literal text (``u ~`` u's parent, ``u -`` u's first
 neighbour, ``u - c`` u's neighbour after c). :func:`expand_paper_query` rewrites
 them into meta-token queries by a fixed rule, and :class:`PaperDialectOracle` is a
-:class:`~constructions.rag.RagOracle` whose searches rewrite first. It serves only
+:class:`~constructions.models.rag.RagOracle` whose searches rewrite first. It serves only
 to read and write that external format (``rnngap predict istree --model rag``,
 the ``family="paper-format"`` records of checks/verify/checks_rag.py); no theorem row
 rests on it.

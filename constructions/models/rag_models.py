@@ -1,14 +1,14 @@
 """Constant-size linear RNNs with in-context RAG (docs/theory.md §2, claim T5-RAG).
 
-Each construction is a :class:`~constructions.rnn_program.Program` compiled to a
-``linear_rnn`` model, run greedily by :func:`constructions.generate.generate` with
-a fresh plain :class:`~constructions.rag.RagOracle`, so the model writes every
+Each construction is a :class:`~constructions.build.rnn_program.Program` compiled to a
+``linear_rnn`` model, run greedily by :func:`constructions.build.generate.generate` with
+a fresh plain :class:`~constructions.models.rag.RagOracle`, so the model writes every
 alternation, group and lookahead of its queries itself: :func:`index_rag`,
 :func:`cgram_rag` (and :func:`ar_rag`), :func:`counting_rag`, :func:`istree_rag`
 (a DFS whose queries cover both edge orientations and skip the parent). Every
 weight is an integer (f = 0), I(n) = O(log n), and the state is a constant count
 of numbers. :func:`istree_rag_paper` is format reproduction only: the paper's
-retrieval CoT through :mod:`constructions.rag_dialect`; no theorem row rests on
+retrieval CoT through :mod:`constructions.models.rag_dialect`; no theorem row rests on
 it.
 
 Details (each CoT, resources, CoT bounds): docs/internals/models.md#rag_models
@@ -79,7 +79,7 @@ class RagConstruction:
     def oracle(self, timeout: float | None = None) -> RagOracle:
         """A fresh oracle: the plain :class:`RagOracle` (every theorem row), or for
         ``dialect="paper"`` (the paper-format IsTree model only) the dialect of
-        :mod:`constructions.rag_dialect`."""
+        :mod:`constructions.models.rag_dialect`."""
         kw = {} if timeout is None else {"timeout": timeout}
         if self.dialect == "plain":
             return RagOracle(**kw)
@@ -291,7 +291,7 @@ class _Window:
 def istree_rag_paper(n_nodes: int, fmt: FixedFormat | None = None) -> RagConstruction:
     """IsTree with RAG on N = ``n_nodes`` vertices writing the paper's retrieval CoT, token
     for token, for FORMAT REPRODUCTION: its short queries (``u -``, ``u - c``, ``u ~``) mean
-    what they mean only through the dialect oracle of :mod:`constructions.rag_dialect`
+    what they mean only through the dialect oracle of :mod:`constructions.models.rag_dialect`
     (``dialect="paper"``), so no T5-RAG theorem row rests on it; :func:`istree_rag` is the
     construction that writes every alternation and group itself for the plain oracle.
 
@@ -628,7 +628,7 @@ def istree_rag_predictor(max_vertices: int, max_edges: int) -> Callable[[list[in
     """``rnngap predict istree --model rag``: ``predict(prompt) -> CoT + [answer]`` for
     the vertex set {0..max id} of each prompt (the protocol of ``checks/cli/predict_istree.py``),
     in the paper's retrieval format: :func:`istree_rag_paper` with the paper dialect of
-    :mod:`constructions.rag_dialect` (format reproduction, not T5-RAG evidence).
+    :mod:`constructions.models.rag_dialect` (format reproduction, not T5-RAG evidence).
 
     The vertex count N is a build-time constant of :func:`istree_rag_paper` (its label rule
     compares the number of records with N - 1), so one model per distinct N of the

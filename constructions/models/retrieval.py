@@ -1,7 +1,7 @@
 """Constant-size Transformers for Index, AR, c-gram retrieval, Counting and
 per-position AR (MQAR): the positive half of claim T4.6-up.
 
-Every model is built from the named gadgets of :mod:`constructions.gadgets`. Its
+Every model is built from the named gadgets of :mod:`constructions.build.gadgets`. Its
 architecture is one for all n and all alphabets: tokens enter only through fixed
 code formulas (tau, tau^2, 1/(tau + 1/2), named specials), and n and the alphabet
 only through lambda, position features and the declared bits; only c-gram's c is
@@ -103,7 +103,7 @@ def _check_alphabet(a: int, what: str) -> int:
 def index_transformer(n: int, *, alphabet: int = 2, fmt: FixedFormat | None = None) -> Model:
     """``[BOS] x_1..x_n [QUERY] i`` -> x_i, one attention layer (T4.6-up).
 
-    The match head of :func:`constructions.demos.position_match_transformer`, for any alphabet:
+    The match head of :func:`constructions.models.demos.position_match_transformer`, for any alphabet:
     the query is tau(i) = i + 1 (the last token), the key of position j is j + 1, so
     score = lambda (2 (i+1)(j+1) - (j+1)^2) peaks exactly at j = i, every other
     position >= lambda lower (lambda = sharpness(f) > (f + 1) ln 2: weight exactly 0);
@@ -134,7 +134,7 @@ def cgram_transformer(n: int, *, alphabet: int = 2, c: int = 3, fmt: FixedFormat
 
     Layer 1: c - 1 shift heads; head k copies tau and tau^2 of the token k
     positions back into ``prev_k``, ``prev_k_sq`` at every position (position j < k
-    gets [BOS], tau = 0). Layer 2: :func:`~constructions.gadgets.match_head` (one
+    gets [BOS], tau = 0). Layer 2: :func:`~constructions.build.gadgets.match_head` (one
     component per gram token, first-occurrence tie-break) at the last position
     L - 1 = n + c: its queries are the gram, q_{c-1} = ``tok`` and q_{c-k} =
     ``prev_{k-1}`` (k = 2..c-1), matched against ``prev_1..prev_{c-1}`` of every
@@ -380,7 +380,7 @@ def predict_all_positions(model: Model, tokens: np.ndarray, lengths: np.ndarray 
                           fast: bool = True) -> np.ndarray:
     """Next-token predictions at every position, (B, N) (-1 past each length);
     ``model.predict_batch(tokens, lengths, all_positions=True)``, with the exact
-    nearest-code readout (:func:`constructions.kernels.nearest_code_readout`) when
+    nearest-code readout (:func:`constructions.machine.readouts.nearest_code_readout`) when
     ``fast`` and the model's readout is that formula (``model.nearest_code_dim``)."""
     readout = "nearest_code" if fast and model.nearest_code_dim >= 0 else "table"
     return model.predict_batch(tokens, lengths, all_positions=True, readout=readout)

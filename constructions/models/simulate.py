@@ -1,6 +1,6 @@
 """Claim ``sim``: a constant-size Transformer with CoT simulates a given linear RNN.
 
-Given a linear RNN (a :class:`~constructions.model.Model` of kind ``linear_rnn``
+Given a linear RNN (a :class:`~constructions.build.model.Model` of kind ``linear_rnn``
 in a format Q(I_R).(f_R)), :func:`rnnsim_transformer` builds a Transformer (same
 fraction bits f_R, more integer bits) whose greedy CoT writes, per RNN step, a
 counter token, each state number as one token and the RNN's own next token, and
@@ -286,7 +286,7 @@ class RNNSimulator:
     # -- the format
     def params(self) -> "SimRNN":
         """The simulated RNN's constants the declared format depends on
-        (constructions/models/bounds.py :class:`~constructions.bounds.SimRNN`): its format,
+        (constructions/models/bounds.py :class:`~constructions.models.bounds.SimRNN`): its format,
         I_s, S, its largest number, the readout weight sum |w_d| and the largest
         embedding coefficients (constant features with 2^f_R for 1/(tau + p); tau; tau^2)."""
         spec, f = self.rnn.spec, self.fR
@@ -302,7 +302,7 @@ class RNNSimulator:
         return SimRNN(spec.name, self.IR, f, self.Is, self.S, self.MR, int(w_abs), tuple(emb))
 
     def _format(self, emb_bound: Fraction) -> tuple[FixedFormat, int, int]:
-        """The declared format of constructions/models/bounds.py (:func:`~constructions.bounds.sim_int`
+        """The declared format of constructions/models/bounds.py (:func:`~constructions.models.bounds.sim_int`
         at this context n_pos and max_steps RNN steps), read, not recomputed; what
         is checked here is the built simulator against it (measurements): its
         largest code is the declared tau_max, its embedded features stay within the

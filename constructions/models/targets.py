@@ -1,6 +1,6 @@
 """Targets for the lower bounds (claims T4.6-low, T4.7-low): real fixed-point
 linear RNNs of the project (kind ``"linear_rnn"``, built from named directions
-with :class:`~constructions.gadgets.Builder`) with a bounded memory, wrapped in
+with :class:`~constructions.build.gadgets.Builder`) with a bounded memory, wrapped in
 the general RNN protocol (``constructions/build/protocol.py``) so that the witness
 finder of ``lowerbounds/witness.py`` can break them.
 
@@ -120,7 +120,7 @@ def _final_states(tokens, I, f, mode, err, loc, W, out):
 
 def _csr(mats: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Row-wise nonzeros of each matrix of a stack (Lr, R, C), in the (row, column)
-    order of the dense :func:`~constructions.kernels.matvec`: indptr (Lr, R+1),
+    order of the dense :func:`~constructions.machine.kernels.matvec`: indptr (Lr, R+1),
     indices and values (Lr, max nnz)."""
     Lr, R, C = mats.shape
     nnz = [int((mats[l] != 0).sum()) for l in range(Lr)]
@@ -267,11 +267,11 @@ class LinearRNNTarget:
     """A linear-RNN :class:`Model` whose next token depends on its hidden states
     only (checked by :func:`output_from_state`), as a protocol RNN.
 
-    State: ``(h, last token)`` as in :class:`~constructions.model.RNNAdapter`;
+    State: ``(h, last token)`` as in :class:`~constructions.build.model.RNNAdapter`;
     ``state_key`` packs only h (every real entry as raw + 2^(I+f) in p bits), so
     ``state_bits`` = (numbers in h) * p, no token bits. ``batch_states(prefixes)``
     (int64 ``[B, L]``) returns the raws of h, int64 ``[B, numbers]``: rows equal
-    iff state keys equal; it runs :func:`~constructions.kernels.model_step`, the
+    iff state keys equal; it runs :func:`~constructions.machine.kernels.model_step`, the
     kernel every other run uses, in one numba call.
     """
 

@@ -258,7 +258,7 @@ def hybrid_declared(enc: Encoding, spec: MachineSpec) -> Declared:
     """I(n), f(n) for the hybrid simulating ``spec`` for T(n) steps: the retrieval
     head's scores reach 4 lambda K^2 + mu (P + 1) with lambda = mu (P + 1) + mu,
     mu = sharpness(f), K the code bound, P the positions (both O(T(n)));
-    written once in :func:`constructions.bounds.tm_hybrid_int`."""
+    written once in :func:`constructions.models.bounds.tm_hybrid_int`."""
     nA, nG = len(enc.actions), len(enc.symbols)
     T = time_of(spec)
     return Declared(f"tm-{spec.name}-hybrid" if hasattr(spec, "name") else "hybrid-tm",
@@ -528,7 +528,7 @@ def rag_declared(enc: Encoding, spec: MachineSpec) -> Declared:
     largest token code (<= T(n) + A + G + 32): the program's interval bound on every
     value and partial sum (required_int_bits) stays below it -- asserted when
     compiling. Readout logits 2 tau out - tau^2 are the largest terms. Written once
-    in :func:`constructions.bounds.tm_rag_int`."""
+    in :func:`constructions.models.bounds.tm_rag_int`."""
     nA, nG = len(enc.actions), len(enc.symbols)
     T = time_of(spec)
     return Declared(f"tm-{spec.name}-rag" if hasattr(spec, "name") else "rag-tm",
@@ -537,7 +537,7 @@ def rag_declared(enc: Encoding, spec: MachineSpec) -> Declared:
 
 
 def tm_rag(spec: MachineSpec, n: int, fmt: FixedFormat | None = None) -> RagTM:
-    """The linear RNN (a :class:`~constructions.rnn_program.Program`) that writes
+    """The linear RNN (a :class:`~constructions.build.rnn_program.Program`) that writes
     the RAG CoT above. Registers: q (one-hot counters, incremented by the decoded
     action at a' tokens, q0 set at [EOS]), h (head), R (fallback countdown: + h at
     a [BOS] inside the CoT, - 1 per counting [#]), inq (inside a query). Token

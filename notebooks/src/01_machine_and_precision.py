@@ -114,7 +114,7 @@ print(f"largest |measured - (f+1) ln 2| over f = 1..24: {worst:.4f} (the grid st
 #
 # The Index Transformer of claim T4.6-up on every instance of the Index
 # reduction family at n = 6 ($x \in \{0,1\}^6$, every query $i$).
-# `checks.necessity` scans the integer bits I downward from the declaration in
+# `checks.verify.necessity` scans the integer bits I downward from the declaration in
 # **saturate** mode (out-of-range values clamp instead of raising: raise mode
 # would overflow by construction and prove nothing about the answer) and the
 # fraction bits f likewise, and shows the first wrong instance one bit below

@@ -136,7 +136,7 @@ for name, rs in rows.items():
     print(f"{name:9s}", "  ".join(f"n={n}: used {u}/{d} bits, {w} wrong of 40" for n, u, d, w in rs))
 
 # %% [markdown]
-# **Figure 3.** The measured precision frontier (`checks.frontier`: the smallest
+# **Figure 3.** The measured precision frontier (`checks.verify.frontier`: the smallest
 # fraction bits at which the rebuilt construction is exact on a fixed seeded
 # sample, then the smallest integer bits at that f) against n, log scale, with
 # the declaration dashed: see the frontier grow by a constant number of bits per
@@ -159,7 +159,7 @@ ax.legend(fontsize=7, ncol=2); plt.tight_layout(); plt.show()
 print("slope of the frontier p_min per doubling of n:", {k: round(v["slope"], 2) for k, v in fit_slope(ft, "p_min").items()})
 
 # %% [markdown]
-# **Figure 4.** Slack of the necessity records (`checks.necessity`, saturate mode,
+# **Figure 4.** Slack of the necessity records (`checks.verify.necessity`, saturate mode,
 # on the reduction image, Counting with its closest comparisons c = n, t = n - 1, n
 # added): declared minus frontier bits, integer (solid) and fraction (dashed),
 # against n. A scan is *tight* when one bit below its frontier some instance's

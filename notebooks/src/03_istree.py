@@ -1,7 +1,7 @@
 # %% [markdown]
 # # 3. IsTree (T4.7): retrieval in disguise, with a DFS chain of thought
 #
-# A constant-size Transformer (claim T4.7-up, `constructions.istree`) decides
+# A constant-size Transformer (claim T4.7-up, `constructions.models.istree`) decides
 # whether an undirected graph is a tree by writing, as its chain of thought, the
 # DFS tour from vertex 0 exactly as the paper's own data generator writes it,
 # then `[EOS]` and the label. Every step of the tour is a retrieval: the next edge
@@ -104,7 +104,7 @@ print("wrong labels over", 3 * len(sizes) * len(gen), "graphs:", wrong)
 # ## The paper's own data
 #
 # Rows produced by the paper's generator (`shared/data`, found through
-# `checks.shared_data.shared_file`), fed to the model as a user would feed them to
+# `checks.io.shared_data.shared_file`), fed to the model as a user would feed them to
 # `rnngap predict istree`. The cell counts the rows whose tour the model writes
 # token for token, and compares the generator's label with the true tree label
 # (networkx): that generator labels a graph by connectivity alone.

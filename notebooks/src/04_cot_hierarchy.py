@@ -119,7 +119,7 @@ for k, ys in acc.items():
 # %% [markdown]
 # ## A Transformer reproducing an RNN, token by token (claim sim)
 #
-# `constructions.simulate` builds, for a given linear RNN, a Transformer that
+# `constructions.models.simulate` builds, for a given linear RNN, a Transformer that
 # writes the RNN's state into its own CoT: one block of B tokens per RNN step
 # (the S state numbers, a counter and the RNN's output token Y), each state number
 # recomputed exactly (same roundings) by attending to the previous block. Here the

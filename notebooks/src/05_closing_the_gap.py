@@ -76,7 +76,7 @@ plt.tight_layout(); plt.show()
 # %% [markdown]
 # ## The hybrid: linear RNN layers and exactly one attention layer, no CoT
 #
-# `constructions.hybrid.ar_hybrid`: a linear RNN layer computes a counter and the
+# `constructions.models.hybrid.ar_hybrid`: a linear RNN layer computes a counter and the
 # previous token (a recurrence, no attention); the single attention layer then
 # finds the first position whose previous token is the query. The cell lists what
 # that layer's head reads (the residual directions with nonzero columns in its
@@ -201,7 +201,7 @@ for fam in families:
 # %% [markdown]
 # ## A Turing machine with CoT and RAG, beside automata-lib
 #
-# `constructions.turing.tm_rag` turns an automata-lib `DTM` (here
+# `constructions.models.turing.tm_rag` turns an automata-lib `DTM` (here
 # little-endian binary increment) into a linear RNN + RAG: the CoT holds one
 # record `~ cell action` per step, and the symbol under the head is retrieved by
 # a regex for the last record of that cell (or the input symbol).
