@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 
 from rnngap.checks.cli.main import main
 from rnngap.checks.tasks import istree as R
-from rnngap.constructions.build.model import MAX_CANDIDATES
+from rnngap.constructions.build.spec import MAX_CANDIDATES
 
 QUICK = settings(max_examples=60, deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

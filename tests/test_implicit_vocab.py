@@ -17,6 +17,7 @@ import pytest
 from rnngap.checks.tasks.iterate import orbit, reference
 from rnngap.constructions.models import cot_hierarchy as CH
 from rnngap.constructions.build import model as M
+from rnngap.constructions.build import spec as MS
 from rnngap.constructions.machine.fixedpoint import E_CODE, PrecisionError
 from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.generate import generate
@@ -157,7 +158,7 @@ def test_t41_past_the_old_ceilings(n):
     """The T4.1 RNN past the listed vocabulary (n = 4,095: 2^24 + 31 tokens, int64)
     and past the int64 format (2^16: two limbs), CoT compared with the orbit."""
     m = CH.iterate_rnn(n)
-    assert m.implicit_vocab and m.vocab.size > M.MAX_CANDIDATES
+    assert m.implicit_vocab and m.vocab.size > MS.MAX_CANDIDATES
     assert m.fmt.wide == (n > 23169)
     rng = np.random.default_rng(n)
     for t, want in ((0, TRUE), (1, FALSE), (37, TRUE), (600, FALSE)):

@@ -25,7 +25,7 @@ from rnngap.constructions.machine import kernels as K
 from rnngap.constructions.machine import batch as BT
 from rnngap.constructions.machine.fixedpoint import E_CODE, E_MAXABS, E_SAT, FixedPointOverflow, new_err
 from rnngap.constructions.machine.formats import FixedFormat
-from rnngap.constructions.build.model import Session
+from rnngap.constructions.build.session import Session
 from rnngap.constructions.models.simulate import random_linear_rnn
 
 def _doubler(fmt: FixedFormat, bias: int | None = None):

@@ -252,7 +252,7 @@ def test_console_script_end_to_end(tmp_path):
 
 def test_graph_too_large_for_the_readout_is_a_usage_error(tmp_path, capsys):
     """Vertex ids past the readout's candidate list (MAX_CANDIDATES tokens): exit 2, one line."""
-    from rnngap.constructions.build.model import MAX_CANDIDATES
+    from rnngap.constructions.build.spec import MAX_CANDIDATES
     rc, _ = _predict(tmp_path, [{"text": f"[BOS]{MAX_CANDIDATES}-0[EOS]"}])
     err = capsys.readouterr().err
     assert rc == 2 and "cannot build the transformer model" in err and f"at most {MAX_CANDIDATES:,}" in err
@@ -319,7 +319,7 @@ def test_greedy_chunked_equals_generate_and_bounds_each_call(monkeypatch):
     FEED_WORK attention scores (so Ctrl-C is seen within about a second)."""
     from rnngap.constructions.models import istree as C
     from rnngap.constructions.build.generate import generate
-    from rnngap.constructions.build.model import Session
+    from rnngap.constructions.build.session import Session
     from rnngap.constructions.machine.vocab import FALSE, TRUE
     rng = np.random.default_rng(5)
     monkeypatch.setattr(P, "FEED_WORK", 2 ** 10)        # small, so a small graph is cut in many chunks

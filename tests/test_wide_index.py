@@ -281,7 +281,7 @@ def test_index_sessions_agree_with_recorded_ones(monkeypatch):
     weight (every key scored) write the same CoT, the reference's, with the same
     largest |raw|; the index was used and pruned."""
     from rnngap.checks.tasks import turing as TR
-    from rnngap.constructions.build import model as MD
+    from rnngap.constructions.build import session as SS
     from rnngap.constructions.models import turing as T
     from rnngap.constructions.machine.fixedpoint import max_abs_raw
     from rnngap.constructions.build.generate import generate
@@ -289,12 +289,12 @@ def test_index_sessions_agree_with_recorded_ones(monkeypatch):
     sim = T.tm_hybrid(spec, 80)
     assert sim.model.fmt.wide
     sessions = []
-    orig = MD.Session.__init__
+    orig = SS.Session.__init__
 
     def init(self, *a, **k):                  # keep the sessions generate opens
         orig(self, *a, **k)
         sessions.append(self)
-    monkeypatch.setattr(MD.Session, "__init__", init)
+    monkeypatch.setattr(SS.Session, "__init__", init)
     for w in ("0" * 40 + "1" * 40, "0" * 40 + "1" * 39 + "0"):
         bound = 2 * spec.time_bound(len(w)) + 1
         runs = []
@@ -318,7 +318,7 @@ def test_istree_transformer_past_int64(monkeypatch):
     and label, with the same largest |raw|."""
     from rnngap.checks.tasks import istree as R
     from rnngap.constructions.models import istree as C
-    from rnngap.constructions.build import model as MD
+    from rnngap.constructions.build import session as SS
     from rnngap.constructions.machine.fixedpoint import max_abs_raw
     from rnngap.constructions.build.generate import generate
     from rnngap.constructions.machine.vocab import FALSE, TRUE
@@ -326,12 +326,12 @@ def test_istree_transformer_past_int64(monkeypatch):
     model = C.istree_transformer(N, N * (N - 1) // 2)
     assert model.fmt.wide and model.fmt.total_bits > 62
     sessions = []
-    orig = MD.Session.__init__
+    orig = SS.Session.__init__
 
     def init(self, *a, **k):
         orig(self, *a, **k)
         sessions.append(self)
-    monkeypatch.setattr(MD.Session, "__init__", init)
+    monkeypatch.setattr(SS.Session, "__init__", init)
     rng = np.random.default_rng(8)
     insts = R.generate(rng, 150, 1, family="tree") + R.generate(rng, 150, 1, family="near_tree")
     labels = set()

@@ -26,7 +26,8 @@ import sympy as sp
 
 from rnngap.constructions.machine import kernels as K
 from rnngap.constructions.machine.formats import FixedFormat
-from .model import AttnLayerSpec, HeadSpec, Model, ModelSpec, RNNLayerSpec, frac_matrix
+from .spec import AttnLayerSpec, HeadSpec, ModelSpec, RNNLayerSpec, frac_matrix
+from .model import Model
 from .num import (
     LN2_UPPER, MarginError, SymbolicFormat, as_float, bits_for, exact, is_sym, is_zero, pow2,
     require, sabs, sharpness, smax, smin, zero_gap,

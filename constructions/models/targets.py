@@ -39,7 +39,8 @@ from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.gadgets import (
     Builder, MarginError, Neuron, ResidualSpace, bits_for, equality_neurons, step_neurons,
 )
-from rnngap.constructions.build.model import Model, ModelSpec
+from rnngap.constructions.build.model import Model
+from rnngap.constructions.build.spec import ModelSpec
 from . import bounds as _bounds
 from rnngap.constructions.machine.vocab import (
     BOS, DASH, EOS, FALSE, NUMBER_BASE, QUERY, TILDE, TRUE, Vocab, number_token,
