@@ -189,7 +189,7 @@ def test_ctrl_c_inside_z3_stops_the_proof():
 
 
 def test_a_tactic_configuration_solves_the_recorded_query_in_a_new_process():
-    """prove() with a tactic portfolio (checks.symbolic.NIA_PORTFOLIO): a true
+    """prove() with a tactic portfolio (checks.certify.sizes.NIA_PORTFOLIO): a true
     nonlinear fact is unsat, a false one sat with its counterexample, the query
     recorded is the SMT-LIB text solved, a text that does not say what the terms
     say is refused (unknown, never a proof), and Ctrl-C while the new process

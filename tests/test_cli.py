@@ -443,8 +443,8 @@ def test_atomic_output_follows_a_symlink_and_writes_devices_in_place(tmp_path):
 
 def test_every_written_file_goes_through_atomic_output():
     """grep: no command module opens a file for writing, saves an array or a
-    figure to a path, other than through checks.errors.atomic_output (or
-    ``outs.open`` of checks.errors.Outputs, several files all or nothing)."""
+    figure to a path, other than through checks.io.errors.atomic_output (or
+    ``outs.open`` of checks.io.errors.Outputs, several files all or nothing)."""
     import re
     from pathlib import Path
     root = Path(__file__).resolve().parents[1] / "checks"

@@ -124,7 +124,7 @@ def bad_jsonl(draw):
                                  "too-big"]))
     if kind == "too-big":
         # well-formed, but more vertices than either model takes (the transformer's readout
-        # lists every token: constructions.model.MAX_CANDIDATES; the rag table)
+        # lists every token: constructions.build.spec.MAX_CANDIDATES; the rag table)
         v = draw(st.integers(MAX_CANDIDATES, 10 ** 18 - 1))
         return (json.dumps({"text": f"[BOS]{v}-0,1-0[EOS]"}) + "\n").encode()
     if kind == "bytes":

@@ -315,7 +315,7 @@ def test_mixed_separators_are_kept_in_the_output(tmp_path):
 
 def test_greedy_chunked_equals_generate_and_bounds_each_call(monkeypatch):
     """The chunked prompt feed writes the same CoT and answer as
-    constructions.generate.generate, and no model call feeds more than about
+    constructions.build.generate.generate, and no model call feeds more than about
     FEED_WORK attention scores (so Ctrl-C is seen within about a second)."""
     from rnngap.constructions.models import istree as C
     from rnngap.constructions.build.generate import generate

@@ -16,7 +16,7 @@ Layers of checks:
   format leaves int64 above R.COUNTING_MAX_N = 11,583 at alphabet n + 1; see
   TWO_LAYER_FULL_MAX_LOG2N). Every run asserts the parameter count equals the one at
   n = 16 and that the model runs in the format DECLARED for n
-  (constructions.retrieval.DECLARED, not the model's own) with used precision
+  (constructions.models.retrieval.DECLARED, not the model's own) with used precision
   within it;
 * the precision frontier (raise mode: a check of the bit meter and of the growth,
   not necessity evidence): one bit below the measured frontier fails, for every
@@ -82,7 +82,7 @@ def reference(key):
 DECLARATION = {"index": (R.DECLARED["index"], 2), "ar": (R.DECLARED["ar"], 2),
                "cgram3": (R.DECLARED["cgram"], 3), "cgram4": (R.DECLARED["cgram"], 4),
                "counting": (R.DECLARED["counting"], 2)}
-"""key -> (the declaration of constructions.retrieval.DECLARED, c)."""
+"""key -> (the declaration of constructions.models.retrieval.DECLARED, c)."""
 
 
 def declared_format(key, n, a):
@@ -621,7 +621,7 @@ def test_mqar_model_refuses_longer_sequences():
 
 
 def test_predict_ar_cli(tmp_path, capsys):
-    """``rnngap predict ar`` in process (checks.cli.main is the console entry point)."""
+    """``rnngap predict ar`` in process (checks.cli.main.main is the console entry point)."""
     from rnngap.checks.cli.main import main
 
     X = np.array([[5, 50, 6, 60, 6, 5, 7], [1, 2, 1, 3, 1, 9, 9]], dtype=np.int32)

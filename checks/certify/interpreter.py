@@ -116,7 +116,7 @@ class Fact:
     method: str = "smt"
     query: str = ""
     counterexample: str = ""
-    config: str = ""          # the z3 configuration that answered (checks.symbolic.PORTFOLIO)
+    config: str = ""          # the z3 configuration that answered (checks.certify.sizes.PORTFOLIO)
 
     @property
     def ok(self) -> bool:
@@ -779,5 +779,5 @@ def _combo_text(combo: dict) -> str:
 def prove_model(model, inst: Instance, plan: Plan, sizes: dict, timeout_ms: int = 30000,
                 portfolio: tuple | None = None) -> list[Fact]:
     """Every fact of the built symbolic ``model`` on ``inst`` (module doc); ``portfolio``:
-    the z3 configurations to try (default checks.symbolic.PORTFOLIO)."""
+    the z3 configurations to try (default checks.certify.sizes.PORTFOLIO)."""
     return ModelProof(model, inst, plan, sizes, timeout_ms, portfolio).run()

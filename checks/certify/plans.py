@@ -33,7 +33,7 @@ class ModelPlan:
     """z3's time limit per query and configuration."""
     portfolio: tuple | None = None
     """The z3 configurations tried in turn on each query (default
-    checks.symbolic.PORTFOLIO; c-gram c = 4: checks.symbolic.NIA_PORTFOLIO)."""
+    checks.certify.sizes.PORTFOLIO; c-gram c = 4: checks.certify.sizes.NIA_PORTFOLIO)."""
     alphabet_max: Callable | None = None
     """n -> the largest alphabet (n a sympy or a z3 term): the model is built with a
     symbolic alphabet and certified for every 1 <= a <= alphabet_max(n) at once

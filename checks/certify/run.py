@@ -560,7 +560,7 @@ def _catalog_certificates():
 
 
 _CERTIFICATES = _catalog_certificates()
-"""checks.catalog.certificates as imported: :func:`certify` uses its pool only while
+"""checks.catalog.records.certificates as imported: :func:`certify` uses its pool only while
 that is still the catalogue's function."""
 
 
@@ -617,7 +617,7 @@ def certify(only: list[str] | None = None, constructions: dict | None = None,
     DFS tour, checks/certify/istree_transformer_chain.py) and the machine lemmas.
 
     With ``workers`` > 1 every certificate runs on a pool of that many spawned
-    processes (checks.engine.PoolClient: Ctrl-C or an error ends them), the
+    processes (checks.verify.engine.PoolClient: Ctrl-C or an error ends them), the
     costliest first (c-gram c = 4's, then the simulators, their heads and the machine
     lemmas as one job, then the others); each certificate is computed by the same
     code as in one process (z3's time limits are wall-clock), and the results come
@@ -646,27 +646,8 @@ def certify(only: list[str] | None = None, constructions: dict | None = None,
     if progress is not None:
         progress(0, total)
     workers = min(workers, jobs) if constructions is None and catalog.certificates is _CERTIFICATES else 1
-    parts: list = [None] * len(chunks)
     if workers > 1:
-        from rnngap.checks.verify.engine import PoolClient
-        with PoolClient(workers) as pool:
-            order = sorted(range(len(chosen)), key=lambda i: -_cost(chosen[i]))
-            futures = {pool.submit(_certify_named, chosen[i].name): i for i in order[:1]}
-            futures[pool.submit(_rest, only, constructions, facts)] = -1
-            futures.update({pool.submit(_layer_row, only, constructions, facts, mod, chunk, _chain(mod, k, chunks,
-                                                                                                 every_n)): -2 - k
-                            for k, (mod, chunk) in enumerate(chunks)})
-            futures.update({pool.submit(_certify_named, chosen[i].name): i for i in order[1:]})
-            out: list = [None] * len(chosen)
-            for fut in pool.as_completed(futures):
-                tick()
-                if futures[fut] == -1:
-                    rest = fut.result()
-                elif futures[fut] <= -2:
-                    parts[-2 - futures[fut]] = fut.result()
-                else:
-                    out[futures[fut]] = fut.result()
-        out = [r if r is not None else _certify_one(cert) for r, cert in zip(out, chosen)]
+        out, parts, rest = _certify_on_pool(workers, chosen, chunks, only, constructions, facts, every_n, tick)
     else:
         out = []
         for cert in chosen:
@@ -683,6 +664,35 @@ def certify(only: list[str] | None = None, constructions: dict | None = None,
         mine = [p[0] for (m, _), p in zip(chunks, parts) if m == mod and p]
         merged += [rows.merge(mine)] if mine else []
     return out + merged + rest
+
+
+def _certify_on_pool(workers: int, chosen: list, chunks: list, only, constructions, facts: bool,
+                     every_n: bool, tick) -> tuple[list, list, list]:
+    """:func:`certify`'s jobs on a pool of ``workers`` processes, the costliest
+    certificate first: (the certificates' results in the order of ``chosen``,
+    the per-layer chunks' results, the rest's); ``tick()`` after each job."""
+    from rnngap.checks.verify.engine import PoolClient
+    parts: list = [None] * len(chunks)
+    out: list = [None] * len(chosen)
+    rest: list = []
+    with PoolClient(workers) as pool:
+        order = sorted(range(len(chosen)), key=lambda i: -_cost(chosen[i]))
+        futures = {pool.submit(_certify_named, chosen[i].name): i for i in order[:1]}
+        futures[pool.submit(_rest, only, constructions, facts)] = -1
+        futures.update({pool.submit(_layer_row, only, constructions, facts, mod, chunk,
+                                    _chain(mod, k, chunks, every_n)): -2 - k
+                        for k, (mod, chunk) in enumerate(chunks)})
+        futures.update({pool.submit(_certify_named, chosen[i].name): i for i in order[1:]})
+        for fut in pool.as_completed(futures):
+            tick()
+            if futures[fut] == -1:
+                rest = fut.result()
+            elif futures[fut] <= -2:
+                parts[-2 - futures[fut]] = fut.result()
+            else:
+                out[futures[fut]] = fut.result()
+    out = [r if r is not None else _certify_one(cert) for r, cert in zip(out, chosen)]
+    return out, parts, rest
 
 
 def _chain(mod: str, k: int, chunks: list, every_n: bool) -> bool:

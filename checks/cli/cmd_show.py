@@ -426,6 +426,25 @@ def render(model, toks, sess, nxt: int, seed: int = 0, codes: bool = False, full
     add(table(cells))
 
     # the layers, in the order they run: RNN layers, then attention layers
+    add(_layer_lines(spec, sess, toks, tokens, short, full))
+
+    # the readout
+    out.append("")
+    out.append("readout")
+    add(_readout_lines(spec, sess, nxt, tokens, code_dims))
+
+    # the final residual
+    add(_residual_lines(sess, tokens, code_dims, short, full))
+    return out
+
+
+def _layer_lines(spec, sess, toks, tokens, short, full: bool) -> list[str]:
+    """``show``'s lines of every layer, in the order they run: the RNN layers,
+    then the attention layers (each head's score, copies, margins and where it
+    attends on the example)."""
+    labels = spec.labels
+    out: list[str] = []
+    add = out.extend
     att = sess.attention() if spec.attn_layers else None
     for l, L in enumerate(spec.rnn_layers):
         S, M = L.A.shape[0], L.W1.shape[0]
@@ -468,13 +487,15 @@ def render(model, toks, sess, nxt: int, seed: int = 0, codes: bool = False, full
             add(_attends(att[l, h_i], toks, tokens, full))
         if M:
             add(_mlp_lines(L, labels, short))
+    return out
 
-    # the readout
-    out.append("")
-    out.append("readout")
-    add(_readout_lines(spec, sess, nxt, tokens, code_dims))
 
-    # the final residual
+def _residual_lines(sess, tokens, code_dims, short, full: bool) -> list[str]:
+    """``show``'s lines of the final residual at the last position: codes as
+    tokens, the other nonzero values as numbers."""
+    out: list[str] = []
+    add = out.extend
+    D = len(sess.model.spec.labels)
     res = sess.residual()
     out.append("")
     zero = sum(1 for d, v in enumerate(res.values()) if v == 0 and d not in code_dims)

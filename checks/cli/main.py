@@ -50,12 +50,36 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _verify(args) -> int:
-    from rich.console import Console
-
     from rnngap.checks.verify import registry
 
-    # every argument is checked before anything runs: a bad --json path must not
-    # cost a whole run to find out
+    only, keep, workers = _verify_arguments(args)
+    t0 = time.perf_counter()
+    records = _verify_records(args, only, workers)
+    from rnngap.checks.verify.report import report
+    if keep is not None:
+        records = [r for r in records if keep(r)]
+    unchecked = registry.unchecked_claims(only)
+    report(records, unchecked, args, time.perf_counter() - t0)
+    failed = [r for r in records if r.checked and not r.passed]
+    skipped = [r for r in records if not r.checked]
+    if args.json:
+        with atomic_output(args.json, what="verify --json") as fh:
+            json.dump([r.as_json(seed=args.seed, profile=args.profile) for r in records], fh, indent=1)
+    if failed:
+        return 1
+    if (skipped or unchecked) and not args.allow_missing_data:
+        for r in skipped:
+            print(f"rnngap: NOT CHECKED {r.claim} {r.model} {r.task} {r.description}: {r.note}", file=sys.stderr)
+        print("rnngap: some records were NOT CHECKED (exit 3); --allow-missing-data accepts that",
+              file=sys.stderr)
+        return 3
+    return 0
+
+
+def _verify_arguments(args) -> tuple:
+    """(the claims chosen, the record filter, the worker count) of ``verify``'s
+    arguments, every one checked before anything runs: a bad --json path must
+    not cost a whole run to find out."""
     if args.seed < 0:
         raise UsageError(f"verify: --seed must be >= 0, got {args.seed}")
     check_outputs({"--json": args.json}, what="verify")
@@ -83,60 +107,44 @@ def _verify(args) -> int:
             require_distributed()
         except DaskUnavailable as e:
             raise UsageError(f"verify: {e}") from None
+    return only, keep, workers
+
+
+def _verify_records(args, only, workers: int) -> list:
+    """The records of ``verify``'s run on its engine, with a progress bar on a terminal."""
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from rnngap.checks.verify import registry
     console = Console(stderr=True)
-    t0 = time.perf_counter()
     plan = registry.plan(args.profile, only)
     n_parts = sum(len(parts) for _, parts in plan)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True, disable=args.quiet or not console.is_terminal) as bar:
         task = bar.add_task("verifying", total=n_parts)
+
+        def finished(t, done, total):
+            bar.update(task, completed=done, description=f"done {t.label}"[:60])
         if args.engine == "dask":
             from rnngap.checks.verify import engine
-
-            def finished(t, done, total):
-                bar.update(task, completed=done, description=f"done {t.label}"[:60])
             try:
-                records = engine.run(args.profile, only, args.seed, address=args.address,
-                                     workers=workers, progress=finished)
+                return engine.run(args.profile, only, args.seed, address=args.address,
+                                  workers=workers, progress=finished)
             except engine.SchedulerUnreachable as e:
                 raise UsageError(f"verify: {e}") from None
-        elif workers > 1:
+        if workers > 1:
             from rnngap.checks.verify import engine
+            return engine.run_local(args.profile, only, args.seed, workers=workers, progress=finished)
+        started = []
 
-            def finished(t, done, total):
-                bar.update(task, completed=done, description=f"done {t.label}"[:60])
-            records = engine.run_local(args.profile, only, args.seed, workers=workers, progress=finished)
-        else:
-            started = []
-
-            def progress(t):
-                if started:
-                    bar.advance(task)
-                started.append(t)
-                bar.update(task, description=t.label[:60])
-            records = registry.run(args.profile, only, args.seed, progress)
-            bar.advance(task)
-    from rnngap.checks.verify.report import report
-    if keep is not None:
-        records = [r for r in records if keep(r)]
-    unchecked = registry.unchecked_claims(only)
-    report(records, unchecked, args, time.perf_counter() - t0)
-    failed = [r for r in records if r.checked and not r.passed]
-    skipped = [r for r in records if not r.checked]
-    if args.json:
-        with atomic_output(args.json, what="verify --json") as fh:
-            json.dump([r.as_json(seed=args.seed, profile=args.profile) for r in records], fh, indent=1)
-    if failed:
-        return 1
-    if (skipped or unchecked) and not args.allow_missing_data:
-        for r in skipped:
-            print(f"rnngap: NOT CHECKED {r.claim} {r.model} {r.task} {r.description}: {r.note}", file=sys.stderr)
-        print("rnngap: some records were NOT CHECKED (exit 3); --allow-missing-data accepts that",
-              file=sys.stderr)
-        return 3
-    return 0
+        def progress(t):
+            if started:
+                bar.advance(task)
+            started.append(t)
+            bar.update(task, description=t.label[:60])
+        records = registry.run(args.profile, only, args.seed, progress)
+        bar.advance(task)
+        return records
 
 
 VERIFY_EXAMPLES = """examples:

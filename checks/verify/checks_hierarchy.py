@@ -69,7 +69,7 @@ SAMPLED = {"quick": [(8, 150), (16, 60)], "full": [(16, 400), (32, 200), (64, 40
 
 BEYOND = {"quick": [(1 << 16, 4)], "full": [(1 << 16, 8), (1 << 20, 2)]}
 """(n, instances) of the runs past the old ceilings: a vocabulary of n^2 + 2n
-tokens past constructions.model.MAX_CANDIDATES (n > 4,094: implicit, the
+tokens past constructions.build.spec.MAX_CANDIDATES (n > 4,094: implicit, the
 nearest-code readout without a candidate list) and a declared format past int64
 (n > 23,169: two limbs). Their t is drawn from 0..BEYOND_T, not from 0..n^2: a
 run of n^2 = 2^32 CoT steps is out of reach."""

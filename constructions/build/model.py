@@ -167,21 +167,7 @@ class Model:
         the vertex, where every |value| of the generic readout is largest); only the
         first error's kind may differ. Saturate mode is refused (the generic readout
         would count a clamp at every token, the nearest-code one at a few)."""
-        if self.implicit_vocab:
-            plain = not self.vocab.meta and not self.vocab.count
-            if not (plain and self._nearest_code_form() >= 0):
-                raise ValueError(f"{spec.name}: a vocabulary of {self.vocab.size:,} tokens; the generic readout "
-                                 f"lists every candidate token, at most {MAX_CANDIDATES:,}; a larger vocabulary runs "
-                                 f"only with the nearest-code readout (2 tau x[v] - tau^2 x[one] over the specials and numbers, "
-                                 f"no meta or [COUNT] tokens)")
-            if fmt.mode != "raise":
-                raise ValueError(f"{spec.name}: a vocabulary of {self.vocab.size:,} tokens (no candidate list) runs "
-                                 f"in raise mode only, got {fmt.mode!r} (the nearest-code readout does not count "
-                                 f"the generic readout's clamps)")
-            self.candidates = np.array(sorted(SPECIAL_NAMES), dtype=np.int64)
-        else:
-            self.candidates = np.array([t for t in range(self.vocab.size) if self.vocab.contains(t)],
-                                       dtype=np.int64)
+        self.candidates = self._candidate_ids()
         """The token ids of the vocabulary, ascending (the generic readout's argmax runs
         over them); for an implicit vocabulary, the special ids only (the numbers are
         every id from NUMBER_BASE to vocab.size - 1)."""
@@ -223,16 +209,40 @@ class Model:
         (the dense step's numbers, visiting only the nonzero weights); None for a
         model with attention layers or without RNN layers."""
         self.err = WD.new_wide_err() if fmt.wide else new_err()   # cumulative statistics of every run
-        # the weights are numbers of the format too: a run needs at least their bits
-        # (offsets of the 1/(.+c) features included; token ids of is_token are not numbers)
-        inv = (K.F_TOK_INV, K.F_POS_INV)
-        params = [eparam[d] for d in range(len(ekind))] + [out_param[i] for i in range(len(out_kind))]
-        offsets = [int(p) if not fmt.wide else WD.from_limbs(*p)
-                   for k, p in zip(np.r_[ekind, out_kind], params) if k in inv]
-        weights = (ecoef, rA, rB, rC, rW1, rb1, rW2, rb2, aWQ, aWK, aWV, aWO, aW1, ab1, aW2, ab2, out_coef)
-        self._set_max_abs(max([_raw_max(a, fmt.wide) for a in weights] + [abs(o) for o in offsets] + [0]))
+        self._set_max_abs(self._weights_max_abs())
         self._update_resources()
         self._built = (self.err.copy(), replace(self.resources))     # the statistics of a new build: fresh()
+
+    def _candidate_ids(self) -> np.ndarray:
+        """The candidate token ids (see :attr:`candidates`); a vocabulary past
+        :data:`MAX_CANDIDATES` must fit the nearest-code readout, in raise mode."""
+        spec, fmt = self.spec, self.fmt
+        if not self.implicit_vocab:
+            return np.array([t for t in range(self.vocab.size) if self.vocab.contains(t)], dtype=np.int64)
+        plain = not self.vocab.meta and not self.vocab.count
+        if not (plain and self._nearest_code_form() >= 0):
+            raise ValueError(f"{spec.name}: a vocabulary of {self.vocab.size:,} tokens; the generic readout "
+                             f"lists every candidate token, at most {MAX_CANDIDATES:,}; a larger vocabulary runs "
+                             f"only with the nearest-code readout (2 tau x[v] - tau^2 x[one] over the specials and numbers, "
+                             f"no meta or [COUNT] tokens)")
+        if fmt.mode != "raise":
+            raise ValueError(f"{spec.name}: a vocabulary of {self.vocab.size:,} tokens (no candidate list) runs "
+                             f"in raise mode only, got {fmt.mode!r} (the nearest-code readout does not count "
+                             f"the generic readout's clamps)")
+        return np.array(sorted(SPECIAL_NAMES), dtype=np.int64)
+
+    def _weights_max_abs(self) -> int:
+        """The largest |raw| of the encoded weights: they are numbers of the format
+        too, so a run needs at least their bits (offsets of the 1/(.+c) features
+        included; token ids of is_token are not numbers)."""
+        net, ro, wide = self.weights.net, self.weights.readout, self.fmt.wide
+        inv = (K.F_TOK_INV, K.F_POS_INV)
+        params = list(net.eparam) + list(ro.out_param)
+        offsets = [int(p) if not wide else WD.from_limbs(*p)
+                   for k, p in zip(np.r_[net.ekind, ro.out_kind], params) if k in inv]
+        weights = (net.ecoef, net.rA, net.rB, net.rC, net.rW1, net.rb1, net.rW2, net.rb2, net.aWQ, net.aWK,
+                   net.aWV, net.aWO, net.aW1, net.ab1, net.aW2, net.ab2, ro.out_coef)
+        return max([_raw_max(a, wide) for a in weights] + [abs(o) for o in offsets] + [0])
 
     def _encode_embedding(self) -> tuple:
         """(kind, param, coef) arrays of the embedding, encoded in the model's format."""
@@ -396,6 +406,34 @@ class Model:
         clamps may differ; only for models with ``nearest_code_dim >= 0``). None:
         ``"table"``, or ``"nearest_code"`` for an implicit vocabulary (the only
         readout it has; ``"table"`` is refused there)."""
+        readout = self._batch_readout(readout)
+        tokens, lengths = self._batch_arrays(tokens, lengths, max_length)
+        B, N = tokens.shape
+        preds = np.full((B, N), -1, dtype=np.int64)
+        err = WD.new_wide_err() if self.fmt.wide else new_err()
+        loc = np.full(2, -1, dtype=np.int64)
+        block = 0 if self.fmt.wide else LN.choose_block(self, tokens, lengths, bool(share_prefix), readout)
+        if self.fmt.wide:             # the two-limb executor (no lanes)
+            ro = self.weights.readout
+            WX.w_forward(tokens, lengths, bool(all_positions), bool(share_prefix), readout == "nearest_code", True,
+                         *self.fmt.args, err, loc,
+                         *self.weights.net, ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef, ro.candidates,
+                         ro.nearest, preds)
+        elif block:
+            LN.forward_lanes(tokens, lengths, bool(all_positions), bool(share_prefix), READOUTS[readout],
+                             *self.fmt.args, err, loc, self.weights, preds, LN.exp_table(self.fmt.frac_bits), block)
+        else:
+            BT.forward_batch(tokens, lengths, bool(all_positions), bool(share_prefix), READOUTS[readout],
+                             *self.fmt.args, err, loc, self.weights, preds)
+        self.absorb(err)
+        self.resources.tokens_processed += int(lengths.sum())
+        check_err(err, self.fmt, f"{self.name}, batch item {int(loc[0])}")
+        if all_positions:
+            return preds
+        return preds[np.arange(B), lengths - 1]
+
+    def _batch_readout(self, readout: str | None) -> str:
+        """The readout a batch runs with (:meth:`predict_batch`'s ``readout``), checked."""
         if readout is None:
             readout = "nearest_code" if self.implicit_vocab else "table"
         if readout == "table" and self.implicit_vocab:
@@ -406,6 +444,11 @@ class Model:
         if readout == "nearest_code" and self.nearest_code_dim < 0:
             raise ValueError(f"{self.name}: the nearest-code readout needs the readout 2 tau x[v] - tau^2 x[one] "
                              f"over every special and number token")
+        return readout
+
+    def _batch_arrays(self, tokens, lengths, max_length: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """(tokens, lengths) of a batch as the kernels take them (int64, C order,
+        writeable), every shape, length and token read checked first."""
         tokens = np.asarray(tokens)
         if tokens.ndim != 2:
             raise ValueError(f"{self.name}: batch must be 2-D (batch, length), got shape {tokens.shape}")
@@ -423,9 +466,15 @@ class Model:
         # writeable too: numba types a read-only array apart from a writeable one,
         # and a read-only batch would compile every kernel a second time.
         tokens = np.require(tokens, dtype=np.int64, requirements=("C", "W"))
-        # every token read must be in the vocabulary. When every row is full length, a
-        # lookup table over the ids 0..max candidate settles it in one gather (~10x
-        # cheaper than the masked isin below, which runs otherwise and names the token)
+        self._check_batch_tokens(tokens, lengths)
+        return tokens, lengths
+
+    def _check_batch_tokens(self, tokens: np.ndarray, lengths: np.ndarray) -> None:
+        """Every token a batch reads is in the vocabulary (ValueError naming the
+        first one that is not). When every row is full length, a lookup table over
+        the ids 0..max candidate settles it in one gather (~10x cheaper than the
+        masked isin, which runs otherwise and names the token)."""
+        N = tokens.shape[1]
         full_ok = False
         if self.implicit_vocab:      # no list: ids 0 .. size - 1 that are numbers or specials
             inside = np.arange(N)[None, :] < lengths[:, None]
@@ -439,35 +488,15 @@ class Model:
             table = np.zeros(int(self.candidates.max()) + 1, dtype=bool)
             table[self.candidates] = True
             full_ok = int(tokens.min()) >= 0 and int(tokens.max()) < table.size and bool(table.take(tokens).all())
-        mask = None if full_ok else np.arange(N)[None, :] < lengths[:, None]
+        if full_ok:
+            return
+        mask = np.arange(N)[None, :] < lengths[:, None]
         # a lookup table over the candidates' id range (memory ~ that range, any ids)
-        bad = None if full_ok else mask & ~np.isin(tokens, self.candidates, kind="table")
-        if bad is not None and bad.any():
+        bad = mask & ~np.isin(tokens, self.candidates, kind="table")
+        if bad.any():
             b, t = map(int, np.argwhere(bad)[0])
             raise ValueError(f"{self.name}: batch[{b}] token id {int(tokens[b, t])} at position {t} "
                              f"is not in the vocabulary (size {self.vocab.size})")
-        preds = np.full((B, N), -1, dtype=np.int64)
-        err = WD.new_wide_err() if self.fmt.wide else new_err()
-        loc = np.full(2, -1, dtype=np.int64)
-        block = 0 if self.fmt.wide else LN.choose_block(self, tokens, lengths, bool(share_prefix), readout)
-        if self.fmt.wide:             # the two-limb executor (no lanes)
-            ro = self.weights.readout
-            WX.w_forward(tokens, lengths, bool(all_positions), bool(share_prefix), readout == "nearest_code", True,
-                         *self.fmt.args, err, loc,
-                         *self.weights.net, ro.out_dim, ro.out_kind, ro.out_param, ro.out_coef, ro.candidates,
-                         ro.nearest, preds)
-        elif block:
-            LN.forward_lanes(tokens, lengths, bool(all_positions), bool(share_prefix), READOUTS[readout],
-                             *self.fmt.args, err, loc, self.weights, preds, LN.exp_table(self.fmt.frac_bits), block)
-        else:
-            BT.forward_batch(tokens, lengths, bool(all_positions), bool(share_prefix), READOUTS[readout],
-                            *self.fmt.args, err, loc, self.weights, preds)
-        self.absorb(err)
-        self.resources.tokens_processed += int(lengths.sum())
-        check_err(err, self.fmt, f"{self.name}, batch item {int(loc[0])}")
-        if all_positions:
-            return preds
-        return preds[np.arange(B), lengths - 1]
 
     def rnn(self) -> "RNNAdapter":
         """This model as a general RNN (constructions/build/protocol.py)."""

@@ -77,8 +77,8 @@ class Network(NamedTuple):
 
 class Readout(NamedTuple):
     """The encoded readout of one model and format: the formula's terms, the
-    candidate tokens, the :func:`readout_table` of this format, and ``nearest``
-    (v, code_lo, code_hi) of :func:`nearest_code_readout` (v = -1: not applicable)."""
+    candidate tokens, the table of readouts.readout_table for this format, and
+    ``nearest`` (v, code_lo, code_hi) of readouts.nearest_code_readout (v = -1: not applicable)."""
 
     out_dim: np.ndarray
     out_kind: np.ndarray

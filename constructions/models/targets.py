@@ -268,7 +268,7 @@ class LinearRNNTarget:
     """A linear-RNN :class:`Model` whose next token depends on its hidden states
     only (checked by :func:`output_from_state`), as a protocol RNN.
 
-    State: ``(h, last token)`` as in :class:`~constructions.build.model.RNNAdapter`;
+    State: ``(h, last token)`` as in :class:`~rnngap.constructions.build.session.RNNAdapter`;
     ``state_key`` packs only h (every real entry as raw + 2^(I+f) in p bits), so
     ``state_bits`` = (numbers in h) * p, no token bits. ``batch_states(prefixes)``
     (int64 ``[B, L]``) returns the raws of h, int64 ``[B, numbers]``: rows equal
