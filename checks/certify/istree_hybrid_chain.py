@@ -368,7 +368,7 @@ class _Pos:
                 return self._mlp(off, d, inputs, make, args, hyps)
         raise ValueError(f"no layer of the plans writes {d!r}")
 
-    def mlp_out(self, off: int, d: str, inputs, make, args: tuple, hyps):
+    def _mlp(self, off: int, d: str, inputs, make, args: tuple, hyps):
         first = off == 0 and inputs not in self.domains
         if off == 0:
             self.domains.add(inputs)
