@@ -603,7 +603,8 @@ def chosen_certificates(only: list[str] | None = None, constructions: dict | Non
 
 def certify(only: list[str] | None = None, constructions: dict | None = None,
             facts: bool = True, workers: int = 1, full: bool = False, every_n: bool = False,
-            progress: Callable[[int, int], None] | None = None) -> list[Result]:
+            progress: Callable[[int, int], None] | None = None, engine: str = "local",
+            address: str | None = None) -> list[Result]:
     """Certify the certificates of :func:`chosen_certificates` (the slow ones only
     with ``full``): from the built model where the certificate has a whole-model
     plan, else its declared obligations piecewise; plus the simulators the registry
@@ -621,12 +622,20 @@ def certify(only: list[str] | None = None, constructions: dict | None = None,
     costliest first (c-gram c = 4's, then the simulators, their heads and the machine
     lemmas as one job, then the others); each certificate is computed by the same
     code as in one process (z3's time limits are wall-clock), and the results come
-    in the same order. A record the workers do not have (one
-    registered in this process at run time) is certified here; a ``constructions``
-    map, or a catalogue function replaced in this process, is certified in this
-    process alone."""
+    in the same order. ``engine``: ``"local"`` (that pool), ``"serial"`` (this
+    process) or ``"dask"`` (a LocalCluster of ``workers`` processes, or the
+    scheduler at ``address``: the same jobs, the same records). A record the
+    workers do not have (one registered in this process at run time) is
+    certified here; a ``constructions`` map, or a catalogue function replaced in
+    this process, is certified in this process alone."""
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if address is not None and engine != "dask":
+        raise ValueError("an address needs the dask engine")
+    if engine == "serial":
+        workers = 1
     chosen, _ = chosen_certificates(only, constructions, full)
     from rnngap.checks.catalog import records as catalog
     # the workers build the catalogue afresh: a catalogue replaced in this process (a
@@ -645,9 +654,15 @@ def certify(only: list[str] | None = None, constructions: dict | None = None,
             progress(done[0], total)
     if progress is not None:
         progress(0, total)
-    workers = min(workers, jobs) if constructions is None and catalog.certificates is _CERTIFICATES else 1
-    if workers > 1:
-        out, parts, rest = _certify_on_pool(workers, chosen, chunks, only, constructions, facts, every_n, tick)
+    here = constructions is not None or catalog.certificates is not _CERTIFICATES
+    if engine == "dask" and not here:
+        from rnngap.checks.verify.engine import dask_client
+        with dask_client(workers, address) as client:
+            out, parts, rest = _certify_on(client, chosen, chunks, only, constructions, facts, every_n, tick)
+    elif engine == "local" and not here and min(workers, jobs) > 1:
+        from rnngap.checks.verify.engine import PoolClient
+        with PoolClient(min(workers, jobs)) as client:
+            out, parts, rest = _certify_on(client, chosen, chunks, only, constructions, facts, every_n, tick)
     else:
         out = []
         for cert in chosen:
@@ -666,33 +681,36 @@ def certify(only: list[str] | None = None, constructions: dict | None = None,
     return out + merged + rest
 
 
-def _certify_on_pool(workers: int, chosen: list, chunks: list, only, constructions, facts: bool,
-                     every_n: bool, tick) -> tuple[list, list, list]:
-    """:func:`certify`'s jobs on a pool of ``workers`` processes, the costliest
-    certificate first: (the certificates' results in the order of ``chosen``,
-    the per-layer chunks' results, the rest's); ``tick()`` after each job."""
-    from rnngap.checks.verify.engine import PoolClient
+def _certify_on(client, chosen: list, chunks: list, only, constructions, facts: bool,
+                every_n: bool, tick) -> tuple[list, list, list]:
+    """:func:`certify`'s jobs on ``client`` (a local pool or a Dask client), the
+    costliest certificate first: (the certificates' results in the order of
+    ``chosen``, the per-layer chunks' results, the rest's); ``tick()`` after each job."""
+    from rnngap.checks.verify.engine import completed
     parts: list = [None] * len(chunks)
     out: list = [None] * len(chosen)
     rest: list = []
-    with PoolClient(workers) as pool:
-        order = sorted(range(len(chosen)), key=lambda i: -_cost(chosen[i]))
-        futures = {pool.submit(_certify_named, chosen[i].name): i for i in order[:1]}
-        futures[pool.submit(_rest, only, constructions, facts)] = -1
-        futures.update({pool.submit(_layer_row, only, constructions, facts, mod, chunk,
-                                    _chain(mod, k, chunks, every_n)): -2 - k
-                        for k, (mod, chunk) in enumerate(chunks)})
-        futures.update({pool.submit(_certify_named, chosen[i].name): i for i in order[1:]})
-        for fut in pool.as_completed(futures):
-            tick()
-            if futures[fut] == -1:
-                rest = fut.result()
-            elif futures[fut] <= -2:
-                parts[-2 - futures[fut]] = fut.result()
-            else:
-                out[futures[fut]] = fut.result()
+    order = sorted(range(len(chosen)), key=lambda i: -_cost(chosen[i]))
+    futures = {client.submit(_certify_named, chosen[i].name, pure=False): i for i in order[:1]}
+    futures[client.submit(_rest, only, constructions, facts, pure=False)] = -1
+    futures.update({client.submit(_layer_row, only, constructions, facts, mod, chunk,
+                                  _chain(mod, k, chunks, every_n), pure=False): -2 - k
+                    for k, (mod, chunk) in enumerate(chunks)})
+    futures.update({client.submit(_certify_named, chosen[i].name, pure=False): i for i in order[1:]})
+    for fut in completed(client, list(futures)):
+        tick()
+        if futures[fut] == -1:
+            rest = fut.result()
+        elif futures[fut] <= -2:
+            parts[-2 - futures[fut]] = fut.result()
+        else:
+            out[futures[fut]] = fut.result()
     out = [r if r is not None else _certify_one(cert) for r, cert in zip(out, chosen)]
     return out, parts, rest
+
+
+ENGINES = ("local", "serial", "dask")
+"""Where ``certify`` runs its jobs (as ``rnngap verify --engine``)."""
 
 
 def _chain(mod: str, k: int, chunks: list, every_n: bool) -> bool:

@@ -1,4 +1,4 @@
-"""``rnngap certify [--only CLAIM ...] [--json PATH] [--explain NAME] [--full] [--workers N]``:
+"""``rnngap certify [--only CLAIM ...] [--json PATH] [--explain NAME] [--full] [--workers N] [--engine E]``:
 every construction's certificate (checks/certify/run.py, docs/certify.md). Where a
 construction has a whole-model plan, the certificate is about the model its
 builder builds: every layer proved on every instance of its task, for every n
@@ -34,7 +34,9 @@ def add_command(sub) -> None:
     from rnngap.checks.io.errors import worker_arg
     p.add_argument("--workers", type=worker_arg, metavar="N", default=None,
                    help="processes certifying the construction records at once (default: the cores this process may "
-                        "run on; at most 4 x the cores)")
+                        "run on; at most 4 x the cores); with --engine dask: the local cluster's")
+    from rnngap.checks.cli.main import add_engine_arguments
+    add_engine_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -90,7 +92,7 @@ def run(args) -> int:
     import time
 
     from rnngap.checks.certify.run import certify, chosen_certificates, table, write_json
-    from rnngap.checks.io.errors import UsageError, check_outputs
+    from rnngap.checks.io.errors import check_outputs
     from rnngap.checks.catalog.records import certificates
 
     check_outputs({"--json": getattr(args, "json", None)}, what="certify")   # before any work
@@ -100,12 +102,12 @@ def run(args) -> int:
     name = getattr(args, "explain", None)
     if name is not None:
         resolve([name], certs, "--explain")        # an unknown name: exit 2 before any work
-    workers = getattr(args, "workers", None)
-    if workers is not None and workers < 1:
-        raise UsageError(f"--workers must be >= 1, got {workers}")
-    if workers is None:
-        from rnngap.checks.verify.engine import default_workers
-        workers = default_workers()
+    from rnngap.checks.cli.main import engine_workers
+    from rnngap.checks.verify.engine import default_workers
+    from types import SimpleNamespace
+    run_on = SimpleNamespace(workers=getattr(args, "workers", None), engine=getattr(args, "engine", "local"),
+                             address=getattr(args, "address", None))    # a Namespace made by hand lacks them
+    workers = engine_workers(run_on, "certify", default_workers)
     t0 = time.perf_counter()
     if name is not None:
         return _explain(name, certs)
@@ -114,8 +116,14 @@ def run(args) -> int:
         return 0
     full = bool(getattr(args, "full", False))
     from rnngap.checks.io.progress import Bar
-    with Bar("certifying", quiet=bool(getattr(args, "quiet", False))) as tick:
-        results = certify(only, workers=workers, full=full, every_n=full, progress=tick)
+    from rnngap.checks.io.errors import UsageError
+    from rnngap.checks.verify.engine import SchedulerUnreachable
+    try:
+        with Bar("certifying", quiet=bool(getattr(args, "quiet", False))) as tick:
+            results = certify(only, workers=workers, full=full, every_n=full, progress=tick,
+                              engine=run_on.engine, address=run_on.address)
+    except SchedulerUnreachable as e:
+        raise UsageError(f"certify: {e}") from None
     print(table(results))
     _, slow = chosen_certificates(only, full=full)
     if slow:

@@ -90,24 +90,41 @@ def _verify_arguments(args) -> tuple:
         raise UsageError(f"verify: {e}") from None
     from rnngap.checks.verify.select import select
     only, keep = select(args.only) if args.only else (None, None)
+    return only, keep, engine_workers(args, "verify", default_workers)
+
+
+def engine_workers(args, what: str, default) -> int:
+    """The worker count of a command run on ``args.engine`` (``--engine``,
+    ``--address``, ``--workers``), every combination checked: ``default()`` when
+    --workers is absent, 1 for the serial engine."""
     if args.engine != "dask" and args.address is not None:
-        raise UsageError("verify: --address needs --engine dask")
+        raise UsageError(f"{what}: --address needs --engine dask")
     if args.address is not None and args.workers is not None:
-        raise UsageError("verify: give --address (an existing scheduler) or --workers (a local cluster), not both")
+        raise UsageError(f"{what}: give --address (an existing scheduler) or --workers (a local cluster), not both")
     if args.workers is not None and args.workers < 1:
-        raise UsageError(f"verify: --workers must be >= 1, got {args.workers}")
+        raise UsageError(f"{what}: --workers must be >= 1, got {args.workers}")
     if args.engine == "serial" and args.workers not in (None, 1):
-        raise UsageError("verify: --engine serial runs in this process: --workers must be 1 or absent")
-    workers = 1 if args.engine == "serial" else args.workers if args.workers is not None else default_workers()
+        raise UsageError(f"{what}: --engine serial runs in this process: --workers must be 1 or absent")
+    workers = 1 if args.engine == "serial" else args.workers if args.workers is not None else default()
     if args.address is not None and not _valid_address(args.address):
-        raise UsageError(f"verify: --address must look like tcp://HOST:PORT, got {args.address!r}")
+        raise UsageError(f"{what}: --address must look like tcp://HOST:PORT, got {args.address!r}")
     if args.engine == "dask":
         from rnngap.checks.verify.engine import DaskUnavailable, require_distributed
         try:
             require_distributed()
         except DaskUnavailable as e:
-            raise UsageError(f"verify: {e}") from None
-    return only, keep, workers
+            raise UsageError(f"{what}: {e}") from None
+    return workers
+
+
+def add_engine_arguments(parser) -> None:
+    """``--engine`` and ``--address``, as ``verify`` and ``certify`` take them."""
+    parser.add_argument("--engine", choices=("local", "serial", "dask"), default="local",
+                        help="local (default: --workers processes on this machine; 1 is the serial engine), "
+                             "serial (the reference, in this process) or dask (Dask distributed; "
+                             "pip install 'rnngap[dask]')")
+    parser.add_argument("--address", metavar="tcp://HOST:PORT",
+                        help="--engine dask: the scheduler to use (workers started with `dask worker`)")
 
 
 def _verify_records(args, only, workers: int) -> list:
@@ -174,12 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--quiet", action="store_true", help="no progress bar and only the closing line")
     v.add_argument("--allow-missing-data", action="store_true",
                    help="exit 0 (not 3) when records are NOT CHECKED because their data is missing")
-    v.add_argument("--engine", choices=("local", "serial", "dask"), default="local",
-                   help="local (default: --workers processes on this machine; 1 is the serial engine), "
-                        "serial (the reference, in this process) or dask (Dask distributed; "
-                        "pip install 'rnngap[dask]')")
-    v.add_argument("--address", metavar="tcp://HOST:PORT",
-                   help="--engine dask: the scheduler to use (workers started with `dask worker`)")
+    add_engine_arguments(v)
     v.add_argument("--workers", type=worker_arg, metavar="K",
                    help="worker processes on this machine (default: every core, or $RNNGAP_VERIFY_WORKERS; "
                         "1: the serial engine, in this process); with --engine dask: the local cluster's; "

@@ -9,6 +9,7 @@ Details: docs/internals/commands.md#engine.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -59,9 +60,19 @@ def run(profile: str = "quick", only: Iterable[str] | None = None, seed: int = 0
     done, total)`` is called as each part finishes. Returns the same records, in
     the same order, as :func:`checks.verify.registry.run`."""
     plan = registry.plan(profile, only)            # validates profile and claims before any cluster starts
-    distributed = require_distributed()
+    require_distributed()
     if client is not None:
         return _run_on(client, plan, profile, seed, progress)
+    with dask_client(workers, address, connect_timeout) as c:
+        return _run_on(c, plan, profile, seed, progress)
+
+
+@contextlib.contextmanager
+def dask_client(workers: int = 2, address: str | None = None, connect_timeout: str = "20s"):
+    """A ``distributed.Client``: of the scheduler at ``address``, or of a fresh
+    ``LocalCluster`` of ``workers`` processes (one thread each, on the cores this
+    process had at import), closed at the end (also on error and Ctrl-C)."""
+    distributed = require_distributed()
     with _config():
         if address is not None:
             try:
@@ -70,13 +81,23 @@ def run(profile: str = "quick", only: Iterable[str] | None = None, seed: int = 0
                 raise SchedulerUnreachable(f"no Dask scheduler answered at {address} within {connect_timeout} "
                                            f"({type(e).__name__})") from None
             with c:
-                return _run_on(c, plan, profile, seed, progress)
+                yield c
+            return
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         cluster = _start_local_cluster(distributed, workers)
         with cluster, distributed.Client(cluster) as c:
             unpin_workers(c, workers)
-            return _run_on(c, plan, profile, seed, progress)
+            yield c
+
+
+def completed(client, futures):
+    """The futures of ``client`` (a :class:`PoolClient` or a ``distributed.Client``)
+    in the order they finish."""
+    if isinstance(client, PoolClient):
+        return client.as_completed(futures)
+    from distributed import as_completed
+    return as_completed(futures)
 
 
 def unpin_workers(client, workers: int) -> None:
@@ -270,11 +291,6 @@ def _warm_up(client, profile: str) -> list:
 
 
 def _run_on(client, plan, profile: str, seed: int, progress, warm: bool = False) -> list[Record]:
-    if isinstance(client, PoolClient):
-        as_completed = client.as_completed
-    else:
-        from distributed import as_completed
-
     tasks = [(ci, pi, Task(chk, part)) for ci, (chk, parts) in enumerate(plan) for pi, part in enumerate(parts)]
     tasks = order(tasks, load_history(profile))
     run_id = uuid.uuid4().hex[:12]
@@ -287,7 +303,7 @@ def _run_on(client, plan, profile: str, seed: int, progress, warm: bool = False)
         futures[f] = (ci, pi, t)
     results: dict[tuple[int, int], registry.PartResult] = {}
     try:
-        for done, f in enumerate(as_completed(list(futures)), start=1):
+        for done, f in enumerate(completed(client, list(futures)), start=1):
             ci, pi, t = futures[f]
             try:
                 results[(ci, pi)] = f.result()
