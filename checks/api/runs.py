@@ -35,8 +35,12 @@ def verify(only: str | Iterable[str] | None = None, profile: str = "quick", seed
     return [r.as_json(seed=seed, profile=profile) for r in records if keep is None or keep(r)]
 
 
-def certify(only: str | Iterable[str] | None = None, full: bool = False, workers: int = 1) -> list[dict]:
-    """Certify (as ``rnngap certify``) and return one record per certificate."""
+def certify(only: str | Iterable[str] | None = None, full: bool = False, workers: int = 1,
+            engine: str = "local", address: str | None = None) -> list[dict]:
+    """Certify (as ``rnngap certify``) and return one record per certificate:
+    on ``workers`` local processes, in this process (``engine="serial"``) or on
+    Dask (``engine="dask"``: a local cluster of ``workers``, or the scheduler at
+    ``address``), with the same records."""
     from rnngap.checks.catalog import records as catalog
     from rnngap.checks.certify.run import certify as run
     from rnngap.checks.cli.cmd_certify import resolve
@@ -48,4 +52,5 @@ def certify(only: str | Iterable[str] | None = None, full: bool = False, workers
         raise ValueError(str(e)) from None
     if chosen is not None and not chosen:
         return []
-    return [r.record() for r in run(chosen, workers=workers, full=full, every_n=full)]
+    return [r.record() for r in run(chosen, workers=workers, full=full, every_n=full, engine=engine,
+                                    address=address)]
