@@ -151,3 +151,25 @@ def test_every_file_says_what_it_is():
     missing = [str(p) for p in MODULES.values()
                if not (ast.get_docstring(ast.parse(p.read_text())) or "").strip().splitlines()[:1]]
     assert missing == []
+
+
+MAX_FILE_LINES = 900
+MAX_FUNCTION_LINES = 80
+
+
+def _jitted(fn: ast.FunctionDef) -> bool:
+    return any(isinstance(d, (ast.Name, ast.Call, ast.Attribute)) and "jit" in ast.unparse(d)
+               for d in fn.decorator_list)
+
+
+def test_no_file_over_900_lines():
+    long = {str(p): n for p in MODULES.values() if (n := len(p.read_text().splitlines())) > MAX_FILE_LINES}
+    assert long == {}
+
+
+def test_no_function_over_80_lines_outside_numba_kernels():
+    long = [f"{p}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for p in MODULES.values() for node in ast.walk(ast.parse(p.read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not _jitted(node)
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert long == []

@@ -22,8 +22,10 @@ import numpy as np
 from rnngap.constructions.build.num import sharpness
 from rnngap.constructions.machine.vocab import DASH, EOS, FALSE, QUERY, TILDE, TRUE, token_code
 
-from .layer_facts import HeadScore, copy_fact, indicator, mlp_out, query_combo, show_combo, smt_fact, unmet, writes_only, z3_value
-from .simulator import nearest_readout_facts, planned_heads
+from .layer_facts import (
+    copy_fact, HeadScore, indicator, mlp_out, nearest_readout_facts, planned_heads, query_combo, show_combo,
+    smt_fact, unmet, writes_only, z3_value,
+)
 from .sizes import z3
 
 NAME = "istree-hybrid[layers]"

@@ -20,8 +20,10 @@ from rnngap.constructions.machine import kernels as K
 from rnngap.constructions.build.num import sharpness
 from rnngap.constructions.machine.vocab import BOS, COUNT, DASH, EOS, FALSE, NUMBER_BASE, TILDE, TRUE, token_code
 
-from .layer_facts import HeadScore, copy_fact, indicator, query_combo, show_combo, smt_fact, unmet, z3_value
-from .simulator import nearest_readout_facts, planned_heads
+from .layer_facts import (
+    copy_fact, HeadScore, indicator, nearest_readout_facts, planned_heads, query_combo, show_combo, smt_fact,
+    unmet, z3_value,
+)
 from .sizes import z3
 
 NAME = "istree-transformer[layers]"

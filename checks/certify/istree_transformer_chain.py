@@ -677,28 +677,7 @@ def _role_query(role: str, tag: str, keep: dict | None = None) -> dict:
     text = ("the keys it offers are the reference's (flags, squares, the count key, the pred pointers at a record), "
             "the heads' queries meet their lemmas, and the first two MLPs' inputs lie in their proved domains")
     if role in WRITES:
-        for h, entry in plan().items():
-            if entry[0] >= 1:               # the first layer's heads: in every value read at the position
-                pos.head(h)
-        for li in MLP_INPUTS:
-            pos.mlp(li)
-        out = as_integer(pos.goals, "out", pos.val("out"))
-        if role == "eos":
-            want, what = int_value(1), "vertex 0, the tour's start"
-        elif role == "teos":
-            want = z3.If(ref.L == 2 * ref.Nc - 1, int_value(_C["TRUE"]), int_value(_C["FALSE"]))
-            what = "[TRUE] iff the tour has 2 N_c - 1 vertices"
-        else:
-            want = rv["next"]
-            hyps.append(z3.Implies(i + 1 < ref.L, ref.w(i + 1) == want))
-            hyps.append(z3.Implies(i + 1 == ref.L, want == _C["EOS"]))
-            goals += [("e_prev is the rule's e", pos.val("e_prev") == z3.ToReal(rv["e"])),
-                      ("parent is parent(u)", pos.val("parent") == z3.ToReal(rv["parent"]))]
-            what = "the local DFS rule's next token"
-        if role != "tv":
-            goals.append(("w = 0 (no key holds code 0 from the prompt's [EOS] on: visited finds none)",
-                          pos.val("w") == 0))
-        goals.append((f"out = the reference's next code ({what})", out == want))
+        _written_goals(pos, ref, role, i, rv, hyps, goals)
         text += ", every MLP's do too, and the next code is the reference's"
     goals += pos.goals
     hyps += pos.hyps
@@ -711,6 +690,34 @@ def _role_query(role: str, tag: str, keep: dict | None = None) -> dict:
             "per edge, pred the latest earlier incident record, N_c's first witness)")
     return {f"chain.{role}": (f"{every}: {text}", ref.hyps + hyps, goals),
             f"chain.{role}.keys": (keys, ref.hyps + hyps + pos.key_hyps, pos.key_goals)}
+
+
+def _written_goals(pos: _Role, ref: _Ref, role: str, i, rv: dict, hyps: list, goals: list) -> None:
+    """At a position that writes the next token (:data:`WRITES`): every head and
+    MLP read there, and the goal that ``out`` is the reference's next code
+    (:func:`_role_query`); the reference's definitions join ``hyps``."""
+    for h, entry in plan().items():
+        if entry[0] >= 1:               # the first layer's heads: in every value read at the position
+            pos.head(h)
+    for li in MLP_INPUTS:
+        pos.mlp(li)
+    out = as_integer(pos.goals, "out", pos.val("out"))
+    if role == "eos":
+        want, what = int_value(1), "vertex 0, the tour's start"
+    elif role == "teos":
+        want = z3.If(ref.L == 2 * ref.Nc - 1, int_value(_C["TRUE"]), int_value(_C["FALSE"]))
+        what = "[TRUE] iff the tour has 2 N_c - 1 vertices"
+    else:
+        want = rv["next"]
+        hyps.append(z3.Implies(i + 1 < ref.L, ref.w(i + 1) == want))
+        hyps.append(z3.Implies(i + 1 == ref.L, want == _C["EOS"]))
+        goals += [("e_prev is the rule's e", pos.val("e_prev") == z3.ToReal(rv["e"])),
+                  ("parent is parent(u)", pos.val("parent") == z3.ToReal(rv["parent"]))]
+        what = "the local DFS rule's next token"
+    if role != "tv":
+        goals.append(("w = 0 (no key holds code 0 from the prompt's [EOS] on: visited finds none)",
+                      pos.val("w") == 0))
+    goals.append((f"out = the reference's next code ({what})", out == want))
 
 
 def _key_side(pos: _Role, ref: _Ref, role: str) -> list:

@@ -249,3 +249,65 @@ def writes_only(L, labels, planned: set, fact: str, layer: str) -> list[dict]:
         return []
     return [unmet(fact, layer, "the MLP writes the planned directions only",
                    f"writes {sorted(written - planned)} not planned, misses {sorted(planned - written)}")]
+
+
+def planned_heads(spec, want: dict, layer_of, prove) -> list[dict]:
+    """Every head of the built ``spec`` against the plan ``want`` (head name ->
+    entry): ``prove(li, head, entry, layer)`` gives the head's records; a head
+    the plan does not name, one built twice, one outside the plan's attention
+    layer (``layer_of(entry)``, None: any), or a plan head the model lacks is a
+    failed step."""
+    out, seen = [], set()
+    for li, L in enumerate(spec.attn_layers):
+        for h in L.heads:
+            layer = f"attention layer {li + 1}, head {h.name}"
+            if h.name not in want or h.name in seen:
+                out.append(unmet(f"{h.name}.planned", layer, "a head the plan names, once",
+                                  "built twice" if h.name in seen else "the plan does not name it"))
+                continue
+            seen.add(h.name)
+            at = layer_of(want[h.name])
+            if at is not None and at != li:
+                out.append(unmet(f"{h.name}.layer", layer, f"the head sits in attention layer {at + 1}",
+                                  f"it sits in layer {li + 1}"))
+            try:
+                out += prove(li, h, want[h.name], layer)
+            except ValueError as e:
+                out.append(unmet(f"{h.name}.read", layer, "the score's directions", str(e)))
+    for name in sorted(set(want) - seen):
+        out.append(unmet(f"{name}.present", "attention", "the plan's head is built", "no head of that name"))
+    return out
+
+
+def nearest_readout_facts(spec, lo: int, hi: int, tag: str, direction: str = "next_code") -> list[dict]:
+    """The readout of ``spec`` (terms in tau, tau^2 and 1 only) proved to emit
+    the code in ``direction``: for every integer code n there and every other
+    code c in lo..hi, logit(n) > logit(c), every other direction a free real."""
+    labels = list(spec.labels)
+    layer = "readout"
+    n, c = z3.Int(f"{tag}.readout.n"), z3.Int(f"{tag}.readout.c")
+    x = {lab: z3.Real(f"{tag}.readout.{lab}") for lab in labels}
+    if direction not in x:
+        return [unmet(f"readout.{direction}", layer, f"a direction {direction}", "none")]
+    x[direction], x["one"] = z3.ToReal(n), z3.RealVal(1)
+
+    def logit(code):
+        total = z3.RealVal(0)
+        for dim, kind, _, coef in spec.readout:
+            if kind == K.F_TOK:
+                feat = z3.ToReal(code)
+            elif kind == K.F_TOK_SQ:
+                feat = z3.ToReal(code * code)
+            elif kind == K.F_ONE:
+                feat = z3.RealVal(1)
+            else:
+                return None
+            total = total + z3_value(coef) * feat * x[labels[dim]]
+        return total
+    ln, lc = logit(n), logit(c)
+    if ln is None:
+        return [unmet("readout.terms", layer, "a readout of tau, tau^2 and constant terms",
+                       f"feature kinds {sorted({k for _, k, _, _ in spec.readout})}")]
+    rng = [n >= lo, n <= hi, c >= lo, c <= hi, c != n]
+    return [smt_fact(layer, "readout.nearest", f"for every integer code n = {direction} and every other code c in "
+                  f"{lo}..{hi}: logit(n) > logit(c) (read off the built readout)", rng, ln > lc)]

@@ -24,7 +24,10 @@ import numpy as np
 from rnngap.constructions.machine import kernels as K
 from rnngap.constructions.build.num import sharpness
 
-from .layer_facts import HeadScore, copy_fact, embedded_value, mlp_out, query_combo, show_combo, smt_fact, unmet, writes_only, z3_value
+from .layer_facts import (
+    copy_fact, embedded_value, HeadScore, mlp_out, nearest_readout_facts, planned_heads, query_combo,
+    show_combo, smt_fact, unmet, writes_only, z3_value,
+)
 from .sizes import z3
 
 
@@ -77,34 +80,6 @@ def plan(sim) -> dict:
         heads[f"prev{i}"] = (1, ("position", position_query(lay, 2 - lay["B"] + i)),
                              {f"prev_state{i}": {"state_value": 1}})
     return heads
-
-
-def planned_heads(spec, want: dict, layer_of, prove) -> list[dict]:
-    """Every head of the built ``spec`` against the plan ``want`` (head name ->
-    entry): ``prove(li, head, entry, layer)`` gives the head's records; a head
-    the plan does not name, one built twice, one outside the plan's attention
-    layer (``layer_of(entry)``, None: any), or a plan head the model lacks is a
-    failed step."""
-    out, seen = [], set()
-    for li, L in enumerate(spec.attn_layers):
-        for h in L.heads:
-            layer = f"attention layer {li + 1}, head {h.name}"
-            if h.name not in want or h.name in seen:
-                out.append(unmet(f"{h.name}.planned", layer, "a head the plan names, once",
-                                  "built twice" if h.name in seen else "the plan does not name it"))
-                continue
-            seen.add(h.name)
-            at = layer_of(want[h.name])
-            if at is not None and at != li:
-                out.append(unmet(f"{h.name}.layer", layer, f"the head sits in attention layer {at + 1}",
-                                  f"it sits in layer {li + 1}"))
-            try:
-                out += prove(li, h, want[h.name], layer)
-            except ValueError as e:
-                out.append(unmet(f"{h.name}.read", layer, "the score's directions", str(e)))
-    for name in sorted(set(want) - seen):
-        out.append(unmet(f"{name}.present", "attention", "the plan's head is built", "no head of that name"))
-    return out
 
 
 def head_facts(sim, tag: str = "sim") -> list[dict]:
@@ -394,33 +369,38 @@ def step_facts(sim, tag: str = "sim") -> list[dict]:
             cz = sum((z3_value(R.C[d, s]) * z[s] for s in range(S_l) if R.C[d, s] != 0), z3.RealVal(0))
             out.append(smt_fact(layer, f"step{l}.{dims[d]}", f"for every real value of every direction: the MLP adds "
                              f"(C z)_{d} to {dims[d]} (C the RNN's own)", [], after(dims[d]) - x[dims[d]] == cz))
-        # the RNN's own MLP, in the next layer
-        own_layer = f"RNN layer {l}: its own MLP"
-        own_dims = [d for d in range(rspec.width) if np.any(R.W2[d] != 0) or R.b2[d] != 0]
-        nxt = where[0] + 1
-        if not own_dims:
-            base += S_l
-            continue
-        if nxt >= len(spec.attn_layers) or spec.attn_layers[nxt].heads:
-            out.append(unmet(f"own{l}.layer", own_layer, "a heads-free layer right after the state MLP",
-                              f"layer {nxt} is missing or has heads"))
-            base += S_l
-            continue
-        L2 = spec.attn_layers[nxt]
-        out += writes_only(L2, labels, {dims[d] for d in own_dims}, f"own{l}.writes", own_layer)
-        after2 = mlp_out(L2, labels, x)
-        hidden = []
-        for m in range(R.W1.shape[0]):
-            pre = sum((z3_value(R.W1[m, c]) * xv(c) for c in range(rspec.width) if R.W1[m, c] != 0), z3.RealVal(0)) \
-                + z3_value(R.b1[m])
-            hidden.append(z3.If(pre > 0, pre, z3.RealVal(0)))
-        for d in own_dims:
-            want = z3_value(R.b2[d]) + sum((z3_value(R.W2[d, m]) * hidden[m] for m in range(len(hidden)) if R.W2[d, m] != 0),
-                                     z3.RealVal(0))
-            out.append(smt_fact(own_layer, f"own{l}.{dims[d]}", f"for every real value of every direction: the MLP "
-                             f"adds (W2 relu(W1 x + b1) + b2)_{d} to {dims[d]} (the RNN's own weights)", [],
-                             after2(dims[d]) - x[dims[d]] == want))
+        out += _own_mlp_facts(sim, l, where[0] + 1, x, xv, dims)      # the RNN's own MLP, in the next layer
         base += S_l
+    return out
+
+
+def _own_mlp_facts(sim, l: int, nxt: int, x: dict, xv, dims: dict) -> list[dict]:
+    """RNN layer ``l``'s own MLP, in attention layer ``nxt`` (heads-free, right
+    after the state MLP), against the RNN's own W1, b1, W2, b2 (:func:`step_facts`)."""
+    spec, rspec = sim.model.spec, sim.rnn.spec
+    labels = list(spec.labels)
+    R = rspec.rnn_layers[l]
+    own_layer = f"RNN layer {l}: its own MLP"
+    own_dims = [d for d in range(rspec.width) if np.any(R.W2[d] != 0) or R.b2[d] != 0]
+    if not own_dims:
+        return []
+    if nxt >= len(spec.attn_layers) or spec.attn_layers[nxt].heads:
+        return [unmet(f"own{l}.layer", own_layer, "a heads-free layer right after the state MLP",
+                      f"layer {nxt} is missing or has heads")]
+    L2 = spec.attn_layers[nxt]
+    out = writes_only(L2, labels, {dims[d] for d in own_dims}, f"own{l}.writes", own_layer)
+    after2 = mlp_out(L2, labels, x)
+    hidden = []
+    for m in range(R.W1.shape[0]):
+        pre = sum((z3_value(R.W1[m, c]) * xv(c) for c in range(rspec.width) if R.W1[m, c] != 0), z3.RealVal(0)) \
+            + z3_value(R.b1[m])
+        hidden.append(z3.If(pre > 0, pre, z3.RealVal(0)))
+    for d in own_dims:
+        want = z3_value(R.b2[d]) + sum((z3_value(R.W2[d, m]) * hidden[m] for m in range(len(hidden))
+                                        if R.W2[d, m] != 0), z3.RealVal(0))
+        out.append(smt_fact(own_layer, f"own{l}.{dims[d]}", f"for every real value of every direction: the MLP "
+                            f"adds (W2 relu(W1 x + b1) + b2)_{d} to {dims[d]} (the RNN's own weights)", [],
+                            after2(dims[d]) - x[dims[d]] == want))
     return out
 
 
@@ -622,35 +602,11 @@ def argmax_facts(sim, tag: str = "sim") -> list[dict]:
     product c x_d is exact, and the RNN's logit is the exact sum: the winner is
     the token the RNN's readout emits. A readout with terms other than
     indicator and constant ones fails the plan (``argmax.readout``)."""
-    spec = sim.model.spec
-    labels = list(spec.labels)
-    rspec = sim.rnn.spec
-    if _nearest_weights(rspec) is not None or not any(k == K.F_IS_TOKEN for _, k, _, _ in rspec.readout):
-        return []
-    other = sorted({K.FEATURE_NAMES.get(k, k) for _, k, _, _ in rspec.readout if k not in (K.F_IS_TOKEN, K.F_ONE)})
-    if other:
-        return [unmet("argmax.readout", "the RNN's readout", "indicator and constant terms only (the argmax's "
-                       "plan)", f"terms of kind {other}")]
-    cont, terms = indicator_plan(sim)
-    C = len(cont)
-    frac = sorted({str(c) for tl in terms for _, c in tl if c.denominator != 1})
-    if frac:
-        return [unmet("argmax.coefficients", "the RNN's readout", "integer indicator coefficients (so the RNN's "
-                       "rounded products are the exact ones the argmax's MLPs compute)", f"coefficients {frac}")]
-    first = plan(sim)["prompt"][0] + 1 + 2 * len(rspec.rnn_layers)
-    names = ("the logits", "the comparisons", "the winner")
-    layers = [f"argmax layer {k + 1} (attention layer {first + k + 1}), MLP: {names[k]}" for k in range(3)]
-    if len(spec.attn_layers) < first + 3 or any(spec.attn_layers[first + k].heads for k in range(3)):
-        return [unmet("argmax.layers", layers[0], "three heads-free layers after the RNN's last layer",
-                       f"layers {first}..{first + 2} of {len(spec.attn_layers)}")]
-    want = {kind: [f"{kind}{j}" for j in range(C)] for kind in ("logit", "beats", "winner")}
-    if any(lab not in labels for v in want.values() for lab in v):
-        return [unmet("argmax.dims", layers[0], f"logit, beats and winner directions for {C} contenders",
-                       f"the model has {sorted(lab for lab in labels if lab.startswith(('logit', 'beats', 'winner')))}")]
-    dims, bad = rnn_dims(sim)
-    if bad:
-        return [unmet("argmax.dims", layers[0], "the RNN's residual in the simulator", "; ".join(bad))]
-    Ls = [spec.attn_layers[first + k] for k in range(3)]
+    early, ctx = _argmax_plan(sim)
+    if ctx is None:
+        return early
+    labels, rspec, cont, terms, C = (ctx[k] for k in ("labels", "rspec", "cont", "terms", "C"))
+    layers, want, dims, Ls = ctx["layers"], ctx["want"], ctx["dims"], ctx["Ls"]
     out = []
     for L, kind, layer in zip(Ls, ("logit", "beats", "winner"), layers):
         out += writes_only(L, labels, set(want[kind]), f"argmax.{kind}.writes", layer)
@@ -691,6 +647,53 @@ def argmax_facts(sim, tag: str = "sim") -> list[dict]:
     for j in range(C):
         out.append(smt_fact(layers[2], f"argmax.winner{j}", f"for integer beats in 0..{C - 1}: the MLP writes "
                          f"winner{j} = [beats{j} = {C - 1}]", rng, after3(f"winner{j}") == z3.ToReal(b(v[j] == C - 1))))
+    out.append(_argmax_in_a_row(sim, ctx, y, u))
+    return out
+
+
+def _argmax_plan(sim):
+    """(failed steps, None) where the simulator's argmax layers do not fit
+    :func:`argmax_facts`' plan, else ([], what the facts read: the contenders,
+    their indicator terms, the three layers and their directions); ([], None)
+    for an RNN without an indicator readout."""
+    spec = sim.model.spec
+    labels = list(spec.labels)
+    rspec = sim.rnn.spec
+    if _nearest_weights(rspec) is not None or not any(k == K.F_IS_TOKEN for _, k, _, _ in rspec.readout):
+        return [], None
+    other = sorted({K.FEATURE_NAMES.get(k, k) for _, k, _, _ in rspec.readout if k not in (K.F_IS_TOKEN, K.F_ONE)})
+    if other:
+        return [unmet("argmax.readout", "the RNN's readout", "indicator and constant terms only (the argmax's "
+                       "plan)", f"terms of kind {other}")], None
+    cont, terms = indicator_plan(sim)
+    C = len(cont)
+    frac = sorted({str(c) for tl in terms for _, c in tl if c.denominator != 1})
+    if frac:
+        return [unmet("argmax.coefficients", "the RNN's readout", "integer indicator coefficients (so the RNN's "
+                       "rounded products are the exact ones the argmax's MLPs compute)", f"coefficients {frac}")], None
+    first = plan(sim)["prompt"][0] + 1 + 2 * len(rspec.rnn_layers)
+    names = ("the logits", "the comparisons", "the winner")
+    layers = [f"argmax layer {k + 1} (attention layer {first + k + 1}), MLP: {names[k]}" for k in range(3)]
+    if len(spec.attn_layers) < first + 3 or any(spec.attn_layers[first + k].heads for k in range(3)):
+        return [unmet("argmax.layers", layers[0], "three heads-free layers after the RNN's last layer",
+                       f"layers {first}..{first + 2} of {len(spec.attn_layers)}")], None
+    want = {kind: [f"{kind}{j}" for j in range(C)] for kind in ("logit", "beats", "winner")}
+    if any(lab not in labels for v in want.values() for lab in v):
+        return [unmet("argmax.dims", layers[0], f"logit, beats and winner directions for {C} contenders",
+                       f"the model has {sorted(lab for lab in labels if lab.startswith(('logit', 'beats', 'winner')))}")], None
+    dims, bad = rnn_dims(sim)
+    if bad:
+        return [unmet("argmax.dims", layers[0], "the RNN's residual in the simulator", "; ".join(bad))], None
+    Ls = [spec.attn_layers[first + k] for k in range(3)]
+    return [], dict(spec=spec, labels=labels, rspec=rspec, cont=cont, terms=terms, C=C, layers=layers,
+                    want=want, dims=dims, Ls=Ls)
+
+
+def _argmax_in_a_row(sim, ctx: dict, y: dict, u: list) -> dict:
+    """The fact ``argmax.one-hot`` of :func:`argmax_facts`: the comparisons and the
+    winner layer in a row, for logits on the grid 2^-f (``u``: their integer
+    numerators; ``y``: the residual the comparisons read)."""
+    labels, Ls, C = ctx["labels"], ctx["Ls"], ctx["C"]
     # the comparisons and the winner in a row, each handed the residual the layer
     # before left: the logits (what the logits layer writes, argmax.logit<j>: from
     # the RNN's values on its grid 2^-f and integer coefficients, multiples of 2^-f)
@@ -704,14 +707,13 @@ def argmax_facts(sim, tag: str = "sim") -> list[dict]:
     def is_first_max(j):
         return z3.And(*([u[j] > u[i] for i in range(j)] + [u[j] >= u[i] for i in range(j + 1, C)]))
     concl = z3.And(*[a3(f"winner{j}") == z3.If(is_first_max(j), z3.RealVal(1), z3.RealVal(0)) for j in range(C)])
-    out.append(smt_fact("argmax layers 1-3 (the composition)", "argmax.one-hot",
+    return smt_fact("argmax layers 1-3 (the composition)", "argmax.one-hot",
                      f"for every {C} logits on the grid 2^-{sim.rnn.fmt.frac_bits} (what the logits layer writes, "
                      f"argmax.logit<j>, from the RNN's values on that grid with integer indicator coefficients), "
                      f"each layer handed the residual the one before left: the comparisons and the winner in a row "
                      f"write winner_j = 1 for the first contender (smallest id) with the largest logit, 0 for every "
                      f"other: the token the RNN's readout emits",
-                     [], concl))
-    return out
+                     [], concl)
 
 
 def _show_terms(rspec, tl) -> str:
@@ -780,12 +782,30 @@ def next_code_facts(sim, tag: str = "sim") -> list[dict]:
     def case(flag):
         on = [ints["seen_counter"] == (0 if flag is None else 1)]
         return on + [ints[e] == (1 if e == flag else 0) for e in emits]
-    w = _nearest_weights(rspec)
     cases = [(None, "K(0)", "the prompt (seen_counter = 0)", z3.RealVal(lay["K"]))]
     cases += [(f"emit_state{i}", f"S{i}", f"emit_state{i}", z3_value(lay["S_c"][i]) + z3.ToReal(u[i])) for i in range(S)]
+    y_cases, failed = _y_cases(sim, lay, layer, x, dims, win)
+    cases += y_cases
+    out += failed
+    cases += [("emit_filler", "filler", "emit_filler", z3.RealVal(lay["filler"])),
+              ("emit_next_counter", "K(t+1)", "emit_next_counter", z3.ToReal(ints["step"]) + lay["K"] + 1)]
+    for flag, name, when, want in cases:
+        stmt = (f"{when}: the MLP writes next_code = the code of {name}, for every value of its inputs "
+                f"(read off the built W1, b1, W2, b2)")
+        out.append(smt_fact(layer, f"next.{name}", stmt, hyps + case(flag), got == want))
+    return out
+
+
+def _y_cases(sim, lay: dict, layer: str, x: dict, dims: dict, win: dict) -> tuple[list, list]:
+    """(the emit_rnn_token case of :func:`next_code_facts`, failed steps): with a
+    nearest-code readout, clamp(v, TAU_MIN, the RNN's largest number + 1); with an
+    indicator readout, the code of the one-hot winner; else a failed step."""
+    rspec = sim.rnn.spec
+    w = _nearest_weights(rspec)
+    cases, failed = [], []
     if w is None and not any(k == K.F_IS_TOKEN for _, k, _, _ in rspec.readout):
-        out.append(unmet("next.Y", layer, "the RNN's token: its readout's value",
-                          "the RNN's readout is neither 2 tau v - tau^2 on a constant 1 nor an indicator readout"))
+        failed.append(unmet("next.Y", layer, "the RNN's token: its readout's value",
+                             "the RNN's readout is neither 2 tau v - tau^2 on a constant 1 nor an indicator readout"))
     if w is not None:
         from rnngap.constructions.models.simulate import TAU_MIN
         v = sum((z3_value(c) * x[dims[d]] for d, c in w.items() if dims[d] is not None), z3.RealVal(0))
@@ -796,23 +816,17 @@ def next_code_facts(sim, tag: str = "sim") -> list[dict]:
         from rnngap.constructions.machine.vocab import token_code
         cont, _ = indicator_plan(sim)
         if len(cont) != len(win):
-            out.append(unmet("next.Y", layer, f"one winner direction per contender ({len(cont)})",
-                              f"the model has {len(win)}"))
+            failed.append(unmet("next.Y", layer, f"one winner direction per contender ({len(cont)})",
+                                 f"the model has {len(win)}"))
         else:
             yv = sum((token_code(t) * win.get(f"winner{j}", z3.IntVal(0)) for j, t in enumerate(cont)), z3.IntVal(0))
             cases.append(("emit_rnn_token", "Y", "emit_rnn_token: the code of the winner (the contender j with "
                           "winner_j = 1: the RNN's argmax)", z3.ToReal(yv)))
             off = [t for t in cont if not lay["tau_min"] <= token_code(t) <= lay["top"]]
             if off:
-                out.append(unmet("next.Y.range", layer, f"every contender's code in the readout's range "
-                                  f"{lay['tau_min']}..{lay['top']}", f"tokens {off} lie outside"))
-    cases += [("emit_filler", "filler", "emit_filler", z3.RealVal(lay["filler"])),
-              ("emit_next_counter", "K(t+1)", "emit_next_counter", z3.ToReal(ints["step"]) + lay["K"] + 1)]
-    for flag, name, when, want in cases:
-        stmt = (f"{when}: the MLP writes next_code = the code of {name}, for every value of its inputs "
-                f"(read off the built W1, b1, W2, b2)")
-        out.append(smt_fact(layer, f"next.{name}", stmt, hyps + case(flag), got == want))
-    return out
+                failed.append(unmet("next.Y.range", layer, f"every contender's code in the readout's range "
+                                     f"{lay['tau_min']}..{lay['top']}", f"tokens {off} lie outside"))
+    return cases, failed
 
 
 def readout_facts(sim, tag: str = "sim") -> list[dict]:
@@ -824,40 +838,6 @@ def readout_facts(sim, tag: str = "sim") -> list[dict]:
     wrote."""
     lay = layout(sim)
     return nearest_readout_facts(sim.model.spec, lay["tau_min"], lay["top"], tag)
-
-
-def nearest_readout_facts(spec, lo: int, hi: int, tag: str, direction: str = "next_code") -> list[dict]:
-    """The readout of ``spec`` (terms in tau, tau^2 and 1 only) proved to emit
-    the code in ``direction``: for every integer code n there and every other
-    code c in lo..hi, logit(n) > logit(c), every other direction a free real."""
-    labels = list(spec.labels)
-    layer = "readout"
-    n, c = z3.Int(f"{tag}.readout.n"), z3.Int(f"{tag}.readout.c")
-    x = {lab: z3.Real(f"{tag}.readout.{lab}") for lab in labels}
-    if direction not in x:
-        return [unmet(f"readout.{direction}", layer, f"a direction {direction}", "none")]
-    x[direction], x["one"] = z3.ToReal(n), z3.RealVal(1)
-
-    def logit(code):
-        total = z3.RealVal(0)
-        for dim, kind, _, coef in spec.readout:
-            if kind == K.F_TOK:
-                feat = z3.ToReal(code)
-            elif kind == K.F_TOK_SQ:
-                feat = z3.ToReal(code * code)
-            elif kind == K.F_ONE:
-                feat = z3.RealVal(1)
-            else:
-                return None
-            total = total + z3_value(coef) * feat * x[labels[dim]]
-        return total
-    ln, lc = logit(n), logit(c)
-    if ln is None:
-        return [unmet("readout.terms", layer, "a readout of tau, tau^2 and constant terms",
-                       f"feature kinds {sorted({k for _, k, _, _ in spec.readout})}")]
-    rng = [n >= lo, n <= hi, c >= lo, c <= hi, c != n]
-    return [smt_fact(layer, "readout.nearest", f"for every integer code n = {direction} and every other code c in "
-                  f"{lo}..{hi}: logit(n) > logit(c) (read off the built readout)", rng, ln > lc)]
 
 
 NAME = "rnnsim-transformer[layers]"

@@ -255,13 +255,12 @@ simulator with the same key gets the same records (queries included) as a proof
 of its own would give."""
 
 
-def _positions(sim, ref: _Reference, heads: dict, P: int, mp: int, mc: int, tag: str) -> list[dict]:
-    """``chain.<kind>`` for each kind of position."""
+def _position_kinds(ref: _Reference, t, mp: int, mc: int) -> list[tuple]:
+    """The kinds of position of the reference CoT, each (name, its position, its
+    row, its token's code, its extra hypotheses, the kind of the next token),
+    in block t (a z3 Int) of a prompt of L tokens (L <= ``mp``, a CoT of at
+    most ``mc`` RNN tokens)."""
     lay, S, B, L = ref.lay, ref.S, ref.B, ref.L
-    layer = "composition"
-    t = z3.Int(f"{tag}.chain.t")
-    flags = ["is_rnn_token", "is_filler"] + [f"is_state{i}" for i in range(S)] + ["is_counter"]
-    base = [L >= 1, L <= mp, t >= 0]
     last = [t <= L + mc - 1]                   # the blocks of a run: t < L + c, c <= max_rnn_cot
     kinds = [("prompt", L - 1, "rnn_tokens", ref.u(L - 1), [], "K(0)")]
     kinds.append(("K", L + B * t, "counter", lay["K"] + t, last, "S0"))
@@ -280,7 +279,45 @@ def _positions(sim, ref: _Reference, heads: dict, P: int, mp: int, mc: int, tag:
     if mc >= 1:                                # an RNN token with a next block: only with a CoT
         kinds.append(("Y.token", L + B * t + S + 1, "rnn_tokens", ref.y(t), [t >= L - 1, t <= L + mc - 2],
                       "K(t+1)"))
+    return kinds
+
+
+def _handed_goals(ref: _Reference, handed: dict, block: bool, t, ykey) -> list[tuple]:
+    """What the first layers must hand the later ones at a position of
+    :func:`_positions` (``block``: in a block of the CoT, else the last prompt
+    token): seen_counter, the step in the next-code lemma's range, the prompt
+    length and the previous states; ``ykey`` the key prevY attends."""
+    lay, S, L = ref.lay, ref.S, ref.L
     unit = Fraction(1, 1 << lay["f"])
+    last_counter = lay["top"] - lay["K"] - 1
+    goals = [("seen_counter = " + ("1" if block else "0"), handed["seen_counter"] == (1 if block else 0)),
+             (f"step an integer in 0..{last_counter} (the next-code lemma's range)",
+              z3.And(z3.IsInt(handed["step"]), handed["step"] >= 0, handed["step"] <= last_counter)),
+             ("prompt_length an integer", z3.IsInt(handed["prompt_length"]))]
+    if block:
+        goals += [("step = t", handed["step"] == z3.ToReal(t)),
+                  ("prompt_length = L", handed["prompt_length"] == z3.ToReal(L))]
+        for i in range(S):
+            want = z3.If(t >= 1, z3_value(unit) * z3.ToReal(ref.U[i](t - 1)), z3.RealVal(0))
+            goals.append((f"prev_state{i} = s_(t-1)^{i} (0 at t = 0)", handed[f"prev_state{i}"] == want))
+    else:
+        # the step computed at the last prompt token (unused; the next token is K(0)) starts from the
+        # zero state, on a prompt token (the prompt and prevY heads' keys are <= p < L): the documented
+        # precondition that one such step stays in range
+        goals += [(f"prev_state{i} = 0", handed[f"prev_state{i}"] == 0) for i in range(S)]
+        goals.append(("prevY reads the token at max(0, L - S - 3) (the one whose zero-state step compare "
+                      "checks against the promise)", ykey == z3.If(L - S - 3 > 0, L - S - 3, 0)))
+    return goals
+
+
+def _positions(sim, ref: _Reference, heads: dict, P: int, mp: int, mc: int, tag: str) -> list[dict]:
+    """``chain.<kind>`` for each kind of position."""
+    S, L = ref.S, ref.L
+    layer = "composition"
+    t = z3.Int(f"{tag}.chain.t")
+    flags = ["is_rnn_token", "is_filler"] + [f"is_state{i}" for i in range(S)] + ["is_counter"]
+    base = [L >= 1, L <= mp, t >= 0]
+    kinds = _position_kinds(ref, t, mp, mc)
     needed = ("seen_counter", "prompt_length", "step") + tuple(f"prev_state{i}" for i in range(S))
     out = []
     for name, p, row, code, extra, nxt in kinds:
@@ -312,24 +349,7 @@ def _positions(sim, ref: _Reference, heads: dict, P: int, mp: int, mc: int, tag:
         # the prompt head reads the carried step (layer 3): its query from what layer 2 handed
         pkey = attend("prompt", heads["prompt"][1][1], {**x, **handed})
         ykey = attend("prevY", heads["prevY"][1][1], x)
-        last_counter = lay["top"] - lay["K"] - 1
-        goals += [("seen_counter = " + ("1" if block else "0"), handed["seen_counter"] == (1 if block else 0)),
-                  (f"step an integer in 0..{last_counter} (the next-code lemma's range)",
-                   z3.And(z3.IsInt(handed["step"]), handed["step"] >= 0, handed["step"] <= last_counter)),
-                  ("prompt_length an integer", z3.IsInt(handed["prompt_length"]))]
-        if block:
-            goals += [("step = t", handed["step"] == z3.ToReal(t)),
-                      ("prompt_length = L", handed["prompt_length"] == z3.ToReal(L))]
-            for i in range(S):
-                want = z3.If(t >= 1, z3_value(unit) * z3.ToReal(ref.U[i](t - 1)), z3.RealVal(0))
-                goals.append((f"prev_state{i} = s_(t-1)^{i} (0 at t = 0)", handed[f"prev_state{i}"] == want))
-        else:
-            # the step computed at the last prompt token (unused; the next token is K(0)) starts from the
-            # zero state, on a prompt token (the prompt and prevY heads' keys are <= p < L): the documented
-            # precondition that one such step stays in range
-            goals += [(f"prev_state{i} = 0", handed[f"prev_state{i}"] == 0) for i in range(S)]
-            goals.append(("prevY reads the token at max(0, L - S - 3) (the one whose zero-state step compare "
-                          "checks against the promise)", ykey == z3.If(L - S - 3 > 0, L - S - 3, 0)))
+        goals += _handed_goals(ref, handed, block, t, ykey)
         handed_text = "; ".join(text for text, _ in goals)
         # the roles and the case of the next code, on what the heads handed
         vals = {lab: x[lab] for lab in flags}
@@ -441,6 +461,35 @@ def _canon(neurons) -> list:
     return sorted((sorted(r.items()), b, sorted(c.items())) for r, b, c in neurons)
 
 
+def _head_products(li: int, L, labels: list, ints: set, bad: list) -> None:
+    """The products of attention layer ``li``'s heads (:func:`exact_facts`): each
+    one rounded without an integer factor is added to ``bad``; a direction a head
+    writes a non-integer into leaves ``ints``."""
+    for h in L.heads:
+        def proj(W, what):
+            vals = []
+            for r in range(W.shape[0]):
+                terms = [(Fraction(W[r, a]), labels[a]) for a in range(W.shape[1]) if W[r, a] != 0]
+                for w, lab in terms:
+                    if not (_integral(w) or lab in ints):
+                        bad.append(f"layer {li + 1}, head {h.name}: {what} row {r} rounds {w} x {lab}")
+                vals.append(all(_integral(w) and lab in ints for w, lab in terms))
+            return vals
+        q, k, v = proj(h.WQ, "W_Q"), proj(h.WK, "W_K"), proj(h.WV, "W_V")
+        for r in range(len(q)):
+            if not (q[r] or k[r]) and (np.any(h.WQ[r] != 0) and np.any(h.WK[r] != 0)):
+                bad.append(f"layer {li + 1}, head {h.name}: the score rounds q_{r} k_{r} (neither an integer)")
+        # the weights are an exact one-hot (the machine lemma): o = v at the key, exact
+        for d in range(len(labels)):
+            for r in range(h.WO.shape[1]):
+                w = h.WO[d, r]
+                if w != 0 and not (_integral(w) or v[r]):
+                    bad.append(f"layer {li + 1}, head {h.name}: W_O rounds {Fraction(w)} x o_{r}")
+        for d in range(len(labels)):
+            if any(h.WO[d, r] != 0 and not (_integral(h.WO[d, r]) and v[r]) for r in range(h.WO.shape[1])):
+                ints.discard(labels[d])
+
+
 def exact_facts(sim) -> list[dict]:
     """What the machine rounds, read off the built simulator: every value it
     holds is a multiple of 2^-f (its format), and it rounds each product (the
@@ -475,29 +524,7 @@ def exact_facts(sim) -> list[dict]:
             bad.append(f"the embedding rounds {Fraction(e[2])} x {K.FEATURE_NAMES.get(e[0], e[0])} into {lab}")
     out = []
     for li, L in enumerate(spec.attn_layers):
-        for h in L.heads:
-            def proj(W, what):
-                vals = []
-                for r in range(W.shape[0]):
-                    terms = [(Fraction(W[r, a]), labels[a]) for a in range(W.shape[1]) if W[r, a] != 0]
-                    for w, lab in terms:
-                        if not (_integral(w) or lab in ints):
-                            bad.append(f"layer {li + 1}, head {h.name}: {what} row {r} rounds {w} x {lab}")
-                    vals.append(all(_integral(w) and lab in ints for w, lab in terms))
-                return vals
-            q, k, v = proj(h.WQ, "W_Q"), proj(h.WK, "W_K"), proj(h.WV, "W_V")
-            for r in range(len(q)):
-                if not (q[r] or k[r]) and (np.any(h.WQ[r] != 0) and np.any(h.WK[r] != 0)):
-                    bad.append(f"layer {li + 1}, head {h.name}: the score rounds q_{r} k_{r} (neither an integer)")
-            # the weights are an exact one-hot (the machine lemma): o = v at the key, exact
-            for d in range(len(labels)):
-                for r in range(h.WO.shape[1]):
-                    w = h.WO[d, r]
-                    if w != 0 and not (_integral(w) or v[r]):
-                        bad.append(f"layer {li + 1}, head {h.name}: W_O rounds {Fraction(w)} x o_{r}")
-            for d in range(len(labels)):
-                if any(h.WO[d, r] != 0 and not (_integral(h.WO[d, r]) and v[r]) for r in range(h.WO.shape[1])):
-                    ints.discard(labels[d])
+        _head_products(li, L, labels, ints, bad)
         neurons = _neurons(L, labels)
         if li in rows:
             if _canon(neurons) != _canon(rows[li]) or np.any(L.b2 != 0):
