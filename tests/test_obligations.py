@@ -316,8 +316,8 @@ def test_slow_certificates_run_only_with_full_or_by_name(capsys, monkeypatch):
     assert bad.value.code == 2 and "--workers must be >= 1" in capsys.readouterr().err
     from rnngap.checks.certify import run as C
     asked = []
-    monkeypatch.setattr(C, "certify", lambda only, workers, full, every_n, progress=None: asked.append((only, workers, full, every_n))
-                        or [])
+    monkeypatch.setattr(C, "certify", lambda only, workers, full, every_n, progress=None, engine="local",
+                        address=None: asked.append((only, workers, full, every_n)) or [])
     for argv, line in ((["--only", "T4.6-up"], True), (["--only", "T4.6-up", "--full"], False),
                        (["--only", "cgram-transformer[c=4,a=3]"], False)):
         assert main(["certify", *argv, "--workers", "3"]) == 0
