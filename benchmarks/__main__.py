@@ -205,7 +205,7 @@ def speed_probe() -> float:
     return round(time.perf_counter() - t0, 3)
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m benchmarks")
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run, not the targets)")
     ap.add_argument("--out", default=str(OUT))
@@ -219,7 +219,11 @@ def main(argv=None) -> int:
                          "without it the last recorded full-profile run is kept in the results, with its date")
     ap.add_argument("--full-json", default=None,
                     help="with --full-profile: also write that run's records here (verify --json)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
     t_all = time.perf_counter()
     probes = {"start": speed_probe()}
     ex = exhaustive_throughput(12 if args.quick else 16, 200 if args.quick else 2000)
@@ -238,10 +242,28 @@ def main(argv=None) -> int:
         full["date"] = time.strftime("%Y-%m-%d")
     else:
         full = previous.get("full_profile_dask")
+    results = _results(args.quick, probes, ex, dec, wit, ist, cg, wide, dsk, full, qv)
+    results["total_seconds"] = time.perf_counter() - t_all
+    Path(args.out).write_text(json.dumps(results, indent=1))
+    print(f"{'measure':34s} {'value':>12s}  target")
+    for name, v, tgt in _targets(results, wide, qv, full):
+        print(f"{name:34s} {('n/a' if v is None else f'{v:12.3f}'):>12s}  {tgt}")
+    for k in ("witness", "istree"):
+        if not results[k].get("available"):
+            print(f"  {k}: not measured: {results[k]['reason']}")
+    if _wrong(ex, wide, qv):
+        return 1
+    print(f"written {args.out} ({results['total_seconds']:.0f} s)")
+    return 0
+
+
+def _results(quick: bool, probes: dict, ex, dec, wit, ist, cg, wide, dsk, full, qv) -> dict:
+    """The record benchmarks/results.json holds: every measurement, and the
+    headline numbers the targets read."""
     results = {
         "machine": {"python": platform.python_version(), "cpu_count": __import__("os").cpu_count(),
                     "speed_probe_seconds": probes},
-        "quick": args.quick,
+        "quick": quick,
         "exhaustive": ex,
         "exhaustive_speedup_vs_numpy": ex["speedup_vs_numpy"],
         "exhaustive_speedup_vs_numpy_no_sharing": ex["speedup_vs_numpy_no_sharing"],
@@ -267,9 +289,12 @@ def main(argv=None) -> int:
         "quick_verify": qv,
         "cold_quick_verify_seconds": qv["cold"]["seconds"] if qv else None,
         "warm_quick_verify_seconds": qv["warm"]["seconds"] if qv else None,
-        "total_seconds": time.perf_counter() - t_all,
     }
-    Path(args.out).write_text(json.dumps(results, indent=1))
+    return results
+
+
+def _targets(results: dict, wide: dict, qv, full) -> list[tuple]:
+    """(measure, value, target) for the table :func:`main` prints."""
     targets = [
         ("exhaustive speed-up vs numpy", results["exhaustive_speedup_vs_numpy"], ">= 10"),
         ("  like for like (no sharing)", results["exhaustive_speedup_vs_numpy_like_for_like"], ">= 10"),
@@ -291,25 +316,23 @@ def main(argv=None) -> int:
         ("full profile, Dask 2 workers, s", (full or {}).get("wall_seconds"),
          f"< 1800 ({(full or {}).get('date', 'never run')})"),
     ]
-    print(f"{'measure':34s} {'value':>12s}  target")
-    for name, v, tgt in targets:
-        print(f"{name:34s} {('n/a' if v is None else f'{v:12.3f}'):>12s}  {tgt}")
-    for k in ("witness", "istree"):
-        if not results[k].get("available"):
-            print(f"  {k}: not measured: {results[k]['reason']}")
+    return targets
+
+
+def _wrong(ex: dict, wide: dict, qv) -> bool:
+    """Whether a benchmark computed a wrong result (said on stdout): the run fails."""
     bad = (ex["mismatches_numba"] + ex["mismatches_no_sharing_vs_sharing"] + ex["mismatches_numpy_vs_numba"]
            + ex["mismatches_real"])
     if bad:
         print(f"  WRONG RESULTS in the exhaustive benchmark: {bad} mismatches")
-        return 1
+        return True
     if not (wide["over_narrow"]["correct"] and wide["beyond"]["correct"]):
         print("  WRONG RESULTS in the two-limb benchmark")
-        return 1
+        return True
     if qv and (qv["cold"]["exit_code"] or qv["warm"]["exit_code"]):
         print(f"  quick verify FAILED: exit codes {qv['cold']['exit_code']} (cold), {qv['warm']['exit_code']} (warm)")
-        return 1
-    print(f"written {args.out} ({results['total_seconds']:.0f} s)")
-    return 0
+        return True
+    return False
 
 
 if __name__ == "__main__":

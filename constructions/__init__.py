@@ -9,4 +9,4 @@ proof obligations). Importing the package first sets numba up
 (:mod:`rnngap.constructions.machine.runtime`), so that every kernel is cached
 where the runtime chose.
 """
-from .machine import runtime as _runtime  # noqa: F401  (numba's cache folder, before any kernel module)
+from .machine import runtime  # noqa: F401  (numba's cache folder, before any kernel module)

@@ -24,7 +24,7 @@ from rnngap.constructions.machine import kernels as K
 from rnngap.constructions.machine.vocab import token_code
 
 from .layer_facts import conjoined_fact, embedded_value, smt_fact, unmet, z3_value
-from .simulator import Val, clamp_key as _clamp_key, emit_plan, layout, plan, role_plan, type_plan
+from .simulator import Val, clamp_key, emit_plan, layout, plan, role_plan, type_plan
 from .sizes import z3
 
 def _real(v):
@@ -338,7 +338,7 @@ def _positions(sim, ref: _Reference, heads: dict, P: int, mp: int, mc: int, tag:
             """The key position head h attends (its lemma), and its query proved an integer."""
             Q = _query(arg, vals, h)
             goals.append((f"{h}'s query is an integer", z3.IsInt(Q)))
-            return bind(h, _clamp_key(z3.ToInt(Q), p))
+            return bind(h, clamp_key(z3.ToInt(Q), p))
         for h, (_, (kind, arg), copy) in heads.items():
             if h == "prompt":
                 continue

@@ -18,7 +18,7 @@ from .fixedpoint import (
     fit_value, exp_zero_threshold, fx_add, fx_div, fx_mul,
     mul_round_abs,
 )
-from .heap import heap_pop as _heap_pop, heap_push as _heap_push
+from .heap import heap_pop, heap_push
 from .keyindex import KI_PAUSE, ST_ABORTED, ST_EFFECTIVE, has_index, index_rows, index_scores
 
 
@@ -416,12 +416,12 @@ def _pruned_scores(q, KhT, KmT, m, f, err, qnz, nq, cm, scores):
         nh = np.int64(0)
         for b in range(ntop):
             ub, ubf, pb = _node_bound(q, qnz, nq, KhT, KmT, cm, top, b, m, f, hm1)
-            nh = _heap_push(scores, dfr, nh, _heap_key(ub, ubf), b * 16 + top)
+            nh = heap_push(scores, dfr, nh, _heap_key(ub, ubf), b * 16 + top)
         level = top
         best = np.int64(0)
         while nh > 0:
             code = scores[dfr + 1]
-            nh = _heap_pop(scores, dfr, nh)
+            nh = heap_pop(scores, dfr, nh)
             level = code & 15
             best = code >> 4
             if level == 1 or nh + (1 << PRUNE_BRANCH_LOG) > PRUNE_HEAP:
@@ -431,7 +431,7 @@ def _pruned_scores(q, KhT, KmT, m, f, err, qnz, nq, cm, scores):
                 if (b << _level_log(level - 1)) >= m:
                     break
                 ub, ubf, pb = _node_bound(q, qnz, nq, KhT, KmT, cm, level - 1, b, m, f, hm1)
-                nh = _heap_push(scores, dfr, nh, _heap_key(ub, ubf), b * 16 + level - 1)
+                nh = heap_push(scores, dfr, nh, _heap_key(ub, ubf), b * 16 + level - 1)
         while level > 1:
             level -= 1
             c0 = best << PRUNE_BRANCH_LOG

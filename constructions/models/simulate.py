@@ -605,7 +605,6 @@ def random_linear_rnn(seed: int, alphabet: int = 3, layers: int | None = None, f
     (so products round on the grid 2^-2 and the simulation must reproduce each
     rounding), a nearest-code readout v = w0 +- 3 (u + m) (integers). Default format
     Q9.2. For tests and the ``sim`` checks."""
-    from rnngap.constructions.build.gadgets import Builder as _B
     rng = np.random.default_rng(seed)
     fmt = fmt or FixedFormat(9, 2)
     nl = int(rng.integers(1, 3)) if layers is None else int(layers)
@@ -622,7 +621,7 @@ def random_linear_rnn(seed: int, alphabet: int = 3, layers: int | None = None, f
     sizes = [int(rng.integers(1, 3)) for _ in range(nl)]
     outs_of = [[s.hidden(f"c{l}_{k}") for k in range(S)] for l, S in enumerate(sizes)]
     mo_of = [s.hidden(f"m{l}") for l in range(nl)]
-    b = _B(name or f"random-rnn(seed={seed})", "linear_rnn", Vocab(alphabet - 1), s, claim="sim")
+    b = Builder(name or f"random-rnn(seed={seed})", "linear_rnn", Vocab(alphabet - 1), s, claim="sim")
     readable = list(emb)
     for l, S in enumerate(sizes):
         st = [f"s{l}_{k}" for k in range(S)]
