@@ -202,15 +202,15 @@ def test_a_split_of_the_gap_that_misses_a_case_fails_its_coverage_step(all_certi
     with a counterexample."""
     import dataclasses
 
-    from rnngap.checks.certify import plans as CP
+    from rnngap.checks.catalog import retrieval
 
     def heads(inst):
-        p = CP.CGRAM4.heads(inst)
+        p = retrieval.CGRAM4.heads(inst)
         whole = p.heads["match"].split
         p.heads["match"] = dataclasses.replace(p.heads["match"], split=lambda *a: whole(*a)[:-2])
         return p
     cert = certificate("cgram-transformer[c=4,a=n+2]")
-    r = certify_built(dataclasses.replace(cert, plan=dataclasses.replace(CP.CGRAM4, heads=heads)))
+    r = certify_built(dataclasses.replace(cert, plan=dataclasses.replace(retrieval.CGRAM4, heads=heads)))
     assert not r.certified
     assert [f["obligation"] for f in r.failures] == \
         ["layer 1 head match: the cases of the gap cover every other key"]
@@ -240,11 +240,11 @@ def test_the_iterate_value_ranges_fail_under_a_smaller_bound():
     residual value, the readout's weights and logit terms."""
     import dataclasses
 
-    from rnngap.checks.certify import plans as CP
+    from rnngap.checks.catalog import hierarchy
     from rnngap.constructions.models import bounds
     cert = certificate("iterate-rnn")
-    small = dataclasses.replace(CP.ITERATE, heads=lambda inst: dataclasses.replace(
-        CP.ITERATE.heads(inst), value_bound=bounds.iterate_code_bound(bounds.SYM, bounds.N)))
+    small = dataclasses.replace(hierarchy.ITERATE, heads=lambda inst: dataclasses.replace(
+        hierarchy.ITERATE.heads(inst), value_bound=bounds.iterate_code_bound(bounds.SYM, bounds.N)))
     r = certify_built(dataclasses.replace(cert, plan=small))
     assert not r.certified
     assert {f["obligation"].split(":")[0] for f in r.failures} == {"ranges"}

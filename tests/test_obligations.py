@@ -363,7 +363,7 @@ def test_docstring_examples():
 def test_int_and_sympy_backends_agree_on_every_certified_format():
     """The one declaration evaluated by both backends (what certify reasons about
     symbolically is what the builders use), at the ends of the certified range."""
-    from rnngap.constructions.models.obligations import sim_construction
+    from rnngap.checks.catalog.hierarchy import sim_construction
     for con in [c.con for c in certificates().values()] + [sim_construction(_a_simulator().params())]:
         I_e, f_e = con.fmt_expr(Bd.SYM, Bd.N)
         sym = con.declared.n_symbol
@@ -385,7 +385,7 @@ def _a_simulator():
 
 def test_sim_builder_reads_the_declaration_and_is_covered():
     from rnngap.checks.certify.run import certify_sim
-    from rnngap.constructions.models.obligations import sim_construction
+    from rnngap.checks.catalog.hierarchy import sim_construction
     sim = _a_simulator()
     p = sim.params()
     assert sim.fmt.int_bits == Bd.sim_int(Bd.INT, p, sim.n_pos, sim.max_steps)
@@ -400,7 +400,7 @@ def test_sim_builder_reads_the_declaration_and_is_covered():
 
 
 def test_sim_weakened_declaration_fails_at_the_first_n():
-    from rnngap.constructions.models.obligations import sim_construction
+    from rnngap.checks.catalog.hierarchy import sim_construction
     p = _a_simulator().params()
     con = sim_construction(p)
     below = 5000

@@ -20,7 +20,7 @@ MODULE = textwrap.dedent('''
     """An Index Transformer of one's own: [BOS] x_1..x_n [QUERY] i -> x_i."""
     import rnngap
     from rnngap.checks.catalog import records as catalog
-    from rnngap.checks.certify import plans
+    from rnngap.checks.catalog import retrieval
     from rnngap.constructions.models import bounds, obligations
     from rnngap.constructions.build.gadgets import Builder, Component, base_space, match_head, number_readout
     from rnngap.constructions.build.num import smax
@@ -56,7 +56,7 @@ MODULE = textwrap.dedent('''
     RECORD = rnngap.register(catalog.ConstructionRecord(
         catalog.Key("T4.6-up", "index", "{arch}"), index_mine, example, "my own Index Transformer",
         (catalog.Form("{name}", params=PARAMS, params_n=(1, 64),
-                      certificates=lambda: (catalog.Certificate(CERT, plans.INDEX),)),)))
+                      certificates=lambda: (catalog.Certificate(CERT, retrieval.INDEX),)),)))
 ''')
 
 

@@ -1,5 +1,7 @@
-"""The catalogue: one record per construction, with its task, declarations, plans and sizes.
+"""The catalogue: one record per construction, with its certified forms, plans and declared resources.
 
-``records`` lists the constructions; ``asymptotics`` checks their declared
-resources symbolically.
+``schema`` says what a record holds; each family's module (``gadgets``,
+``retrieval``, ``istree``, ``hybrid``, ``rag``, ``hierarchy``, ``turing``) makes
+its records; ``records`` lists them all and answers the lookups;
+``asymptotics`` checks the declared resources symbolically.
 """

@@ -9,7 +9,7 @@ docs/internals/commands.md#certify.
 
 Example::
 
-    >>> from rnngap.constructions.models.obligations import retrieval_cert
+    >>> from rnngap.checks.catalog.retrieval import retrieval_cert
     >>> r = certify_construction(retrieval_cert("index", 2))
     >>> r.certified, r.method, r.n_min
     (True, 'piecewise-monotone', 1)
@@ -365,7 +365,7 @@ def _machine_step(con: Construction, n_max: int | None, pieces: list) -> dict:
 
 def certify_built(cert, mutate=None, build=None, timeout_ms: int | None = None) -> Result:
     """The whole-model certificate of a certificate with a plan (a
-    :class:`checks.catalog.records.Certificate`; the plans are in checks/certify/plans.py):
+    :class:`checks.catalog.schema.Certificate`; each plan is with its record, checks/catalog/):
     the record's builder is run with n symbolic; every margin check it records is
     proved (:func:`_builder_obligation`), and every layer of the model it built is
     proved on the task's abstract instance (checks/certify/interpreter.py). For the
@@ -383,7 +383,7 @@ def certify_built(cert, mutate=None, build=None, timeout_ms: int | None = None) 
         raise ValueError(f"{con.name}: no whole-model plan")
     res = Result(con.claim, con.name, 0, con.n_min, None, "built-model", False, 0.0, params=cert.params,
                  covers=[], source="built-model")
-    inst = INSTANCES[mp.task]()
+    inst = (mp.instance or INSTANCES[mp.task])()
     alpha = A if mp.alphabet_max else sp.sympify(con.alphabet(SYM, N))
     with symbolic_build() as obligations:
         model = (build or cert.build)(N, int(alpha) if alpha.is_Integer else alpha)
@@ -528,7 +528,7 @@ SIM_NOTE = ("the simulator's I is defined as the largest of its needs (bounds.si
 def certify_sim(sim) -> Result:
     """The simulator's obligations over its context length n, plus the measurement:
     the built simulator's I at its own context is <= the certified I(n_pos)."""
-    from rnngap.constructions.models.obligations import sim_construction
+    from rnngap.checks.catalog.hierarchy import sim_construction
     con = sim_construction(sim.params())
     res = certify_construction(con)
     res.note = SIM_NOTE

@@ -3,7 +3,7 @@ the simulators the registry builds, claim sim),
 the built T4.6-up models' own margins (each head's score bits and gaps, as the
 gadgets computed them at build time) and the bits a seeded run actually used are
 compared with what ``rnngap certify`` certifies (the records' certificates,
-checks/catalog/records.py, with their obligations in constructions/models/obligations.py):
+each made with its obligations in its family's module of checks/catalog/):
 
 * every head's ``score_int_bits`` <= the certified need of its range obligations;
 * every head's gaps >= the certified have of its gap obligations;
@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
-from rnngap.constructions.models import obligations as O
-
+from rnngap.checks.catalog.hierarchy import sim_construction
+from rnngap.checks.catalog.retrieval import retrieval_key, retrieval_name
 from rnngap.checks.certify.run import n_max_of
 from .registry import Record, register
 from rnngap.checks.tasks import NO_TASK
@@ -47,7 +47,7 @@ BATCH = 4
 
 def compare(con, model, n: int) -> tuple[int, list[str]]:
     """(comparisons, excesses) of one built model against the certificate at n."""
-    key = O.retrieval_key(con.name)
+    key = retrieval_key(con.name)
     margins = model.spec.notes["margins"]
     obl = {o.name: o for o in con.obligations}
     checked, bad = 0, []
@@ -74,9 +74,9 @@ def check_certificate(profile: str, seed: int) -> list[Record]:
     out = []
     for key in HEADS:
         spec, a, c, build, decl, _ = TASKS[key]
-        if O.retrieval_name(key, a) not in certs:
+        if retrieval_name(key, a) not in certs:
             continue
-        con = certs[O.retrieval_name(key, a)].con
+        con = certs[retrieval_name(key, a)].con
         for n in SAMPLE_N[profile]:
             if n < con.n_min:
                 continue
@@ -105,7 +105,6 @@ def compare_sim(sim) -> tuple[int, list[str], int]:
     certificate at its context n = n_pos: each position head's and firstK's
     ``score_int_bits`` <= the certified need, each gap >= the certified lambda,
     the simulator's I <= the certified I(n_pos)."""
-    from rnngap.constructions.models.obligations import sim_construction
     con = sim_construction(sim.params())
     n = sim.n_pos
     obl = {o.name: o for o in con.obligations}

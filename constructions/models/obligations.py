@@ -1,28 +1,23 @@
-"""Proof obligations of every construction, stated over constructions/models/bounds.py.
+"""Proof obligations of the gadgets, stated over constructions/models/bounds.py.
 
 An :class:`Obligation` is one inequality ``need(n, I, f) <= have(n, I, f)`` (or
 ``<`` when ``strict``) that a gadget's correctness lemma needs, written with a
 backend ``B`` so that ``rnngap certify`` can evaluate it exactly and inspect it
 symbolically; ``I`` and ``f`` are the declared format's values at n. A
-construction's obligations are its gadgets' plus its own. The lemmas (gap, range,
-counting comparison) live in the gadgets' docstrings and are checked on small
-formats by tests/test_obligations.py.
+construction's obligations are its gadgets' plus its own; each construction's
+:class:`Construction` (its certified form) is made in its family's module of
+checks/catalog/. The lemmas (gap, range, counting comparison) live in the
+gadgets' docstrings and are checked on small formats by tests/test_obligations.py.
 
 Example::
 
-    >>> con = retrieval_cert("index", 2)
-    >>> [o.name for o in con.obligations]
+    >>> [o.name for o in match_obligations("match", lambda B, n: n + 3, lambda B, n: n + 1)]
     ['match.gap', 'match.range']
-    >>> all(o.holds(con, 10) for o in con.obligations)
-    True
 
 Details (the lemmas): docs/internals/build.md#obligations
 """
 from __future__ import annotations
 
-import re
-
-import functools
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -120,175 +115,5 @@ def counting_obligations(prefix: str, alphabet: Callable) -> list[Obligation]:
     ]
 
 
-# ----------------------------------------------------------------------------
-# the certified forms of the constructions: each function returns one
-# Construction; the construction records (checks/catalog/records.py) say which forms of
-# which construction are certified, and at which alphabets.
-S = -Bd.SPECIAL_MIN_CODE
-
-
-def alphabet_fn(spec: int | str) -> Callable:
-    """a(n) of a certificate: a constant, or "n+1" / "n+2" (a reduction's alphabet)."""
-    if spec == "n+2":
-        return lambda B, n: n + 2
-    if spec == "n+1":
-        return lambda B, n: n + 1
-    return lambda B, n, k=int(spec): k
-
-
-def retrieval_name(key: str, alphabet: int | str | None = None) -> str:
-    """The name of the T4.6-up Transformer ``key`` (index, ar, cgram3, counting, ...),
-    at the alphabet a(n) when given: ``cgram3`` -> ``cgram-transformer[c=3]``,
-    ``("index", 2)`` -> ``index-transformer[a=2]``."""
-    variant = [f"c={key[5:]}"] if key.startswith("cgram") else []
-    variant += [] if alphabet is None else [f"a={alphabet}"]
-    task = "cgram" if key.startswith("cgram") else key
-    return f"{task}-transformer" + (f"[{','.join(variant)}]" if variant else "")
-
-
-def retrieval_key(name: str) -> str:
-    """The inverse of :func:`retrieval_name`: ``cgram-transformer[c=3,a=2]`` -> ``cgram3``."""
-    task = name.split("-transformer", 1)[0]
-    c = re.search(r"\bc=(\d+)", name)
-    return f"{task}{c.group(1)}" if task == "cgram" and c else task
-
-
-def retrieval_cert(key: str, alphabet: int | str) -> Construction:
-    """The T4.6-up Transformer ``key`` (index, ar, cgram3, cgram4, counting) at a(n)."""
-    alpha = alphabet_fn(alphabet)
-    name = retrieval_name(key, alphabet)
-    if key == "index":
-        obl = match_obligations("match", lambda B, n: B.max(n + 3, alpha(B, n), S),
-                                lambda B, n: B.max(n + 1, alpha(B, n), S))
-        return Construction("T4.6-up", name, Bd.INDEX, 1, tuple(obl), alphabet=alpha)
-    if key == "counting":
-        return Construction("T4.6-up", name, Bd.COUNTING, 1, tuple(counting_obligations("counting", alpha)),
-                            alphabet=alpha)
-    c = 2 if key == "ar" else int(key[-1])
-    obl = []
-    for k in range(1, c):
-        obl += shift_obligations(f"shift_{k}", lambda B, n: n + c + 1, k)
-    obl += joint_match_obligations("match", c - 1, lambda B, n: B.max(alpha(B, n), S), lambda B, n: n + c)
-    return Construction("T4.6-up", name, Bd.AR if c == 2 else Bd.CGRAM, c, tuple(obl), alphabet=alpha, c=c)
-
-
-def mqar_cert() -> Construction:
-    bound = lambda B, n, f: Bd.mqar_match_bound(B, n, f)
-    return Construction("T4.6-up", "mqar-transformer", Bd.MQAR, 1, tuple(
-        shift_obligations("shift", lambda B, n: n + 1, 1)
-        + [gap("match", "gap_partial"), gap("match", "gap_between_matches"), range_("match", bound)]),
-        alphabet=lambda B, n: Bd.MQAR_MAX_VALUE)
-
-
-def hybrid_cert(key: str) -> Construction:
-    """The T5.6 hybrid ``key`` (index, ar, cgram(c=3), counting, istree)."""
-    H = Bd.HYBRID
-    if key == "index":
-        return Construction("T5.6", "index-hybrid", H["index"], 2, (
-            gap("match"), range_("match", lambda B, n, f: Bd.hybrid_index_bound(B, n))))
-    if key in ("ar", "cgram(c=3)"):
-        width = 1 if key == "ar" else 2
-        decl = H["ar"] if key == "ar" else Bd.hybrid_cgram(3)
-        return Construction("T5.6", "ar-hybrid" if key == "ar" else "cgram-hybrid", decl, width + 1, (
-            gap("match", "gap_non_match"), gap("match", "gap_between_matches"),
-            range_("match", lambda B, n, f: Bd.hybrid_first_bound(B, n, width))))
-    if key == "counting":
-        return Construction("T5.6", "counting-hybrid", H["counting"], 3, (
-            gap("count"), range_("count", lambda B, n, f: Bd.hybrid_count_bound(B, n)),
-            Obligation("compare.gap", lambda B, n, I, f: Bd.count_compare_inverse_gap(B, n),
-                       lambda B, n, I, f: B.pow2(f), strict=True)))
-    if key == "istree":
-        return Construction("T5.6", "istree-hybrid", Bd.hybrid_istree(), 2, (
-            gap("union-find", "gap_non_match"), gap("union-find", "gap_between_matches"),
-            range_("union-find", lambda B, n, f: Bd.hybrid_istree_bound(B, n, n))))
-    raise ValueError(f"no hybrid {key!r}")
-
-
-ISTREE_LABELS = {"sparse": "istree-transformer[m<=n+2]", "dense": "istree-transformer[any-graph]"}
-
-
-def istree_dfs_cert(graphs: str) -> Construction:
-    """The T4.7-up IsTree Transformer on graphs with m <= n + 2 edges ("sparse") or
-    on any simple graph ("dense")."""
-    m = (lambda n: n + 2) if graphs == "sparse" else (
-        lambda n: n * (n - 1) / 2 if not isinstance(n, int) else n * (n - 1) // 2)
-    label = ISTREE_LABELS[graphs]
-    decl = Declared(label, lambda B, n, a, c: Bd.istree_int(B, n, m(n)), Bd.const(Bd.ISTREE_FRAC_BITS),
-                    claim="T4.7-up", two_limb=True)
-
-    def T1(B, n):
-        return B.max(Bd.istree_positions(B, n, m(n)), Bd.istree_tau_bound(B, n))
-    V = lambda B, n: Bd.istree_tau_bound(B, n)
-    return Construction("T4.7-up", label, decl, 2, (
-        gap("heads", "gap"),
-        range_("tie-break", lambda B, n, f: 17 * T1(B, n) ** 2 * V(B, n)),
-        range_("lookup", lambda B, n, f: 33 * T1(B, n) ** 2),
-        range_("mlp-mask", lambda B, n, f: 3 * T1(B, n) ** 2 * V(B, n)),
-        range_("readout", lambda B, n, f: 3 * V(B, n) ** 2)))
-
-
-def rag_cert(name: str) -> Construction:
-    """A T5-RAG construction (index-rag, ar-rag, cgram-rag, counting-rag, istree-rag,
-    istree-rag-paper). The readout logit 2 T V + T^2 < 5 (n + 21)^2 (rag_models; the
-    compiler's interval bound, re-checked at compile time, covers the rest); ar-rag
-    is cgram-rag's builder at c = 2: the same declared format, its own certificate."""
-    decl = Bd.RAG["cgram-rag" if name == "ar-rag" else name]
-    return Construction("T5-RAG", name, decl, 2, (
-        Obligation("readout.range", lambda B, n, I, f: B.bits(5 * (n + 21) ** 2), lambda B, n, I, f: I),))
-
-
-@functools.lru_cache(maxsize=None)
-def tm_hybrid_cert(mname: str) -> Construction:
-    """The T5-hyb-P hybrid simulating the machine ``mname`` (constructions/models/turing.py)."""
-    from .turing import MACHINES, Encoding, hybrid_declared, time_of
-    spec = MACHINES[mname]
-    enc = Encoding.of(spec.build())
-    nA, nG, T = len(enc.actions), len(enc.symbols), time_of(spec)
-    return Construction("T5-hyb-P", f"tm-{mname}-hybrid", hybrid_declared(enc, spec), 1, (
-        gap("retrieval", "gap_non_match"), gap("retrieval", "gap_between_matches"),
-        range_("retrieval", lambda B, n, f: Bd.tm_hybrid_bound(B, n, T(B, n), nA, nG))))
-
-
-@functools.lru_cache(maxsize=None)
-def tm_rag_cert(mname: str) -> Construction:
-    """The T5-RAG linear RNN + RAG simulating the machine ``mname``."""
-    from .turing import MACHINES, Encoding, rag_declared, time_of
-    spec = MACHINES[mname]
-    enc = Encoding.of(spec.build())
-    nA, nG, T = len(enc.actions), len(enc.symbols), time_of(spec)
-
-    def K(B, n):
-        return B.max(B.max(n, T(B, n) + 1, nA, nG) + 1, Bd.NUMBER_BASE)
-    return Construction("T5-RAG", f"tm-{mname}-rag", rag_declared(enc, spec), 1, (
-        range_("readout", lambda B, n, f: 3 * K(B, n) ** 2),))
-
-
-def iterate_cert() -> Construction:
-    """The T4.1 RNN with CoT for ITER."""
-    return Construction("T4.1", "iterate-rnn", Bd.ITERATE, 2, (
-        range_("readout", lambda B, n, f: Bd.iterate_readout_bound(B, n)),))
-
-
-def sim_construction(p: "Bd.SimRNN", n_min: int = 1) -> Construction:
-    """The simulator of the RNN ``p`` (constructions/models/simulate.py) at context length n.
-
-    Honest note: the simulator's I is DEFINED as the largest of its parts' needs
-    (bounds.sim_int = max of bounds.sim_needs), so every ``*.range`` obligation
-    holds by definition; what certify adds for them is that the declared format
-    fits int64 up to n_max and that I(n) is nondecreasing (so a simulator with a
-    shorter context is covered). The gap obligation and the clamp gate are real
-    inequalities; the simulator's heads are proved from each built simulator
-    (checks/certify/simulator.py, row 'rnnsim-transformer[layers]')."""
-    names = list(Bd.sim_needs(INT, p, 1, 1))
-    obl = [gap("heads")]
-    for k in names:
-        obl.append(Obligation(k, lambda B, n, I, f, k=k: Bd.sim_needs(B, p, n, n)[k], lambda B, n, I, f: I,
-                              doc="defined from its own obligation: I = max of the needs"))
-    obl.append(Obligation("clamp.gate", lambda B, n, I, f: Bd.sim_clamp(B, p)[0] + S,
-                          lambda B, n, I, f: Bd.sim_clamp(B, p)[2],
-                          doc="big >= v_max - TAU_MIN: the clamp's gate is closed off the Y position"))
-    return Construction("sim", f"rnnsim-transformer[{p.name}]", Bd.sim_declared(p), n_min, tuple(obl))
-
-
-__all__ = ["Construction", "Obligation", "hybrid_cert", "istree_dfs_cert", "iterate_cert", "mqar_cert", "rag_cert",
-           "retrieval_cert", "sim_construction", "tm_hybrid_cert", "tm_rag_cert"]
+__all__ = ["Construction", "Obligation", "counting_obligations", "gap", "joint_match_obligations",
+           "match_obligations", "range_", "shift_obligations"]
