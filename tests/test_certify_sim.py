@@ -68,8 +68,8 @@ MUTANTS = {
     "counter key_sq drops a term": ("counter", lambda kw: _component(
         kw, key_sq={"pos_sq": 1, "pos": 1, "one": 1}), "counter.one_hot"),
     # the query aimed one position later (shift 1 -> 2)
-    "prevY query one position off": ("prevY", lambda kw: _component(
-        kw, query={**kw["components"][0].query, "one": 1}), "prevY.one_hot"),
+    "prev_token query one position off": ("prev_token", lambda kw: _component(
+        kw, query={**kw["components"][0].query, "one": 1}), "prev_token.one_hot"),
     # the prompt head reads the first K token's position instead of the step count
     "prompt reads the wrong direction": ("prompt", lambda kw: _component(
         kw, query={"prompt_length": 1, "one": 1}), "prompt.one_hot"),

@@ -58,14 +58,14 @@ def _shifted_plan(head: str, by: int):
 
 
 def test_a_head_aimed_elsewhere_in_builder_and_plan_fails_only_the_chain(monkeypatch):
-    """prevY aimed one position later in the builder, and the plan saying so: every
+    """prev_token aimed one position later in the builder, and the plan saying so: every
     per-layer fact holds (the head does what its plan says), but at every block
     past the prompt it now copies the block's own K(t) as the RNN's input instead
     of y_(t-1): the chain fails on the RNN's input."""
-    sim = _mutated(monkeypatch, "prevY", lambda kw: _component(
+    sim = _mutated(monkeypatch, "prev_token", lambda kw: _component(
         kw, query={**kw["components"][0].query, "one": kw["components"][0].query.get("one", 0) + 1}))
     real = CSIM.plan
-    monkeypatch.setattr(CSIM, "plan", _shifted_plan("prevY", 1))
+    monkeypatch.setattr(CSIM, "plan", _shifted_plan("prev_token", 1))
     monkeypatch.setattr(CH, "plan", CSIM.plan)
     assert _failed(CSIM.head_facts(sim)) == []
     facts = CH.chain_facts(sim)

@@ -16,11 +16,19 @@ Details (each layer, the heads, the hypotheses): docs/internals/certify.md#istre
 """
 from __future__ import annotations
 
+import re
 
 import numpy as np
 
 from rnngap.constructions.build.num import sharpness
-from rnngap.constructions.machine.vocab import DASH, EOS, FALSE, QUERY, TILDE, TRUE, token_code
+from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.machine.vocab import BOS, DASH, EOS, FALSE, QUERY, TILDE, TRUE, token_code
+from rnngap.constructions.models.hybrid import (
+    AT_PARENT_RECORD, AT_SIZE_RECORD, AT_U_SIZE, AT_V_SIZE, CHAIN_MARKER, CHILD_ROOT, EDGE_MARKERS, EOS_SEEN,
+    FETCH_HEAD, FETCHED_TOKEN, IN_CHAIN, IS_BOS, IS_DASH, IS_EOS, IS_QUERY, IS_TILDE, JOINS, JOINS_OK, LAST_SU_HEAD,
+    LATEST_RU, LATEST_SU, MERGED_SIZE, NEXT_CODE, PARENT_FOUND, PARENT_HEAD, PARENT_KEY, PARENT_KEY_SQ, PARENT_ROOT,
+    PARENT_TOKEN, ROOT_SIZE, ROOTS_EQUAL, SIZE_HEAD, SIZE_KEY, SIZE_KEY_SQ, U_SMALLER, after_sv, delayed, squared,
+)
 
 from .layer_facts import (
     copy_fact, HeadScore, indicator, mlp_out, nearest_readout_facts, planned_heads, query_combo, show_combo,
@@ -73,10 +81,8 @@ def embedding_plan() -> dict:
     """direction -> (feature kind, parameter, coefficient): what the layers read
     as the embedding's: 1, tau, tau^2 and the flags of [BOS], [EOS], '-', '~' and
     [QUERY]; every other direction starts at 0."""
-    from rnngap.constructions.machine import kernels as K
-    from rnngap.constructions.machine.vocab import BOS
     out = {"one": (K.F_ONE, 0, 1), "tok": (K.F_TOK, 0, 1), "tok_sq": (K.F_TOK_SQ, 0, 1)}
-    for lab, token in (("is_bos", BOS), ("is_eos", EOS), ("is_dash", DASH), ("is_tilde", TILDE), ("is_query", QUERY)):
+    for lab, token in ((IS_BOS, BOS), (IS_EOS, EOS), (IS_DASH, DASH), (IS_TILDE, TILDE), (IS_QUERY, QUERY)):
         out[lab] = (K.F_IS_TOKEN, token, 1)
     return out
 
@@ -86,7 +92,6 @@ def embedding_facts(model, want: dict | None = None, text: str | None = None) ->
     (an RNN layer's C, W2, b2; a head's W_O; the attention MLP's W2, b2) writes an
     embedded direction afterwards, so every layer reads the embedding's values
     there."""
-    from rnngap.constructions.machine import kernels as K
     spec = model.spec
     want = embedding_plan() if want is None else want
     bad = []
@@ -172,25 +177,25 @@ def direction_plan(model) -> dict:
     layer's input sequences (a :class:`_Stream`)}: what the CoT's design says
     each recurrent direction holds, written here from the design, not from the
     builder."""
-    fetch = {"is_eos": 1, "at_size_record": 1, "at_su": 1}
+    fetch = {IS_EOS: 1, AT_SIZE_RECORD: 1, AT_U_SIZE: 1}
     front = {"cnt": lambda st, u: z3.ToReal(u + 1), "cnt_sq": lambda st, u: z3.ToReal((u + 1) * (u + 1)),
-             "eos_seen": lambda st, u: st.prefix({"is_eos": 1}, u),
+             EOS_SEEN: lambda st, u: st.prefix({IS_EOS: 1}, u),
              "prev1_sq": lambda st, u: st.delay({"tok_sq": 1}, 1, u)}
     for k in range(1, 5):
         front[f"prev{k}"] = lambda st, u, k=k: st.delay({"tok": 1}, k, u)
-    for flag, depth in (("is_tilde", 2), ("is_query", 2), ("is_eos", 1)):
+    for flag, depth in ((IS_TILDE, 2), (IS_QUERY, 2), (IS_EOS, 1)):
         for k in range(1, depth + 1):
-            front[f"{flag}@{k}"] = lambda st, u, flag=flag, k=k: st.delay({flag: 1}, k, u)
-    counters = {"joins": lambda st, u: st.prefix({"at_size_record": 1}, u),
-                "edge_markers": lambda st, u: st.prefix({"chain_marker": 1, "at_size_record": -2}, u),
-                "chain_marker@1": lambda st, u: st.delay({"chain_marker": 1}, 1, u)}
-    roles = {f"after_sv{k}": (lambda st, u, k=k: st.delay({"at_sv": 1}, k, u)) for k in range(1, 8)}
-    roles.update({"child_root@1": lambda st, u: st.delay({"child_root": 1}, 1, u),
-                  "parent_root@2": lambda st, u: st.delay({"parent_root": 1}, 2, u),
-                  "parent_root@4": lambda st, u: st.delay({"parent_root": 1}, 4, u),
-                  "merged_size@5": lambda st, u: st.delay({"tok": 1, "prev2": 1, "one": -1}, 5, u),
+            front[delayed(flag, k)] = lambda st, u, flag=flag, k=k: st.delay({flag: 1}, k, u)
+    counters = {JOINS: lambda st, u: st.prefix({AT_SIZE_RECORD: 1}, u),
+                EDGE_MARKERS: lambda st, u: st.prefix({CHAIN_MARKER: 1, AT_SIZE_RECORD: -2}, u),
+                delayed(CHAIN_MARKER, 1): lambda st, u: st.delay({CHAIN_MARKER: 1}, 1, u)}
+    roles = {after_sv(k): (lambda st, u, k=k: st.delay({AT_V_SIZE: 1}, k, u)) for k in range(1, 8)}
+    roles.update({delayed(CHILD_ROOT, 1): lambda st, u: st.delay({CHILD_ROOT: 1}, 1, u),
+                  delayed(PARENT_ROOT, 2): lambda st, u: st.delay({PARENT_ROOT: 1}, 2, u),
+                  delayed(PARENT_ROOT, 4): lambda st, u: st.delay({PARENT_ROOT: 1}, 4, u),
+                  delayed(MERGED_SIZE, 5): lambda st, u: st.delay({"tok": 1, "prev2": 1, "one": -1}, 5, u),
                   # + 1 the step after each fetch, - 1 at each marker
-                  "in_chain": lambda st, u: st.prefix(fetch, u - 1) - st.prefix({"chain_marker": 1}, u)})
+                  IN_CHAIN: lambda st, u: st.prefix(fetch, u - 1) - st.prefix({CHAIN_MARKER: 1}, u)})
     return {0: front, 1: counters, 2: roles}
 
 
@@ -198,7 +203,7 @@ _DIRECTION_TEXT = {0: "cnt = t + 1, cnt_sq = (t + 1)^2, prev_k = tok(t - k), pre
                       "the [EOS] so far, is_tilde@k, is_query@k, is_eos@1 the flags k back",
                    1: "joins = the size records so far, edge_markers = the markers so far - 2 per size record, "
                       "chain_marker@1 = chain_marker(t - 1)",
-                   2: "after_sv_k = at_sv(t - k), child_root@1, parent_root@2, parent_root@4 delayed, "
+                   2: f"after_sv_k = {AT_V_SIZE}(t - k), child_root@1, parent_root@2, parent_root@4 delayed, "
                       "merged_size@5 = (tok + prev2 - 1)(t - 5), in_chain = the fetches before t - the markers to t"}
 
 
@@ -359,16 +364,16 @@ _HYPS = {"records": "0/1 token flags and their delays, eos_seen in {0, 1} counti
                      "integer >= 0, u_smaller in {0, 1}, codes in the vocabulary's range"}
 
 
-RECORD_INPUTS = ("is_dash", "is_tilde@2", "is_query@2", "is_eos", "is_eos@1", "eos_seen", "tok", "prev1", "prev2",
-                 "prev3", "prev1_sq")
+RECORD_INPUTS = (IS_DASH, delayed(IS_TILDE, 2), delayed(IS_QUERY, 2), IS_EOS, delayed(IS_EOS, 1), EOS_SEEN, "tok",
+                 "prev1", "prev2", "prev3", "prev1_sq")
 """The directions RNN layer 1's MLP reads (:func:`record_plan`)."""
 
 
 def record_hyps(v: dict, lo, hi) -> list:
     """The domain RNN layer 1's MLP is proved on (``v``: its inputs as z3 Int terms)."""
-    flags = ("is_dash", "is_tilde@2", "is_query@2", "is_eos", "is_eos@1", "eos_seen")
+    flags = (IS_DASH, delayed(IS_TILDE, 2), delayed(IS_QUERY, 2), IS_EOS, delayed(IS_EOS, 1), EOS_SEEN)
     hyps = [z3.Or(v[f] == 0, v[f] == 1) for f in flags]
-    hyps += [v["eos_seen"] >= v["is_eos"] + v["is_eos@1"]]          # the latch counts them: at most one [EOS]
+    hyps += [v[EOS_SEEN] >= v[IS_EOS] + v[delayed(IS_EOS, 1)]]     # the latch counts them: at most one [EOS]
     return hyps + [z3.And(v[c] >= lo, v[c] <= hi) for c in ("tok", "prev1", "prev2", "prev3")] + \
         [v["prev1_sq"] == v["prev1"] * v["prev1"]]
 
@@ -378,22 +383,23 @@ def record_plan(v: dict) -> list:
     layer 1's MLP writes, as a function of its inputs ``v`` (z3 Int terms): the
     fact proves it of the built MLP on :func:`record_hyps`, the composition
     (checks/certify/istree_hybrid_chain.py) uses it on the CoT's values."""
-    e2 = z3.And(v["eos_seen"] == 1, v["is_eos"] == 0, v["is_eos@1"] == 0)    # [EOS] two or more tokens back
-    parent, size = z3.And(v["is_tilde@2"] == 1, e2), z3.And(v["is_query@2"] == 1, e2)
+    e2 = z3.And(v[EOS_SEEN] == 1, v[IS_EOS] == 0, v[delayed(IS_EOS, 1)] == 0)    # [EOS] two or more tokens back
+    parent, size = z3.And(v[delayed(IS_TILDE, 2)] == 1, e2), z3.And(v[delayed(IS_QUERY, 2)] == 1, e2)
     p1, p1sq = z3.ToReal(v["prev1"]), z3.ToReal(v["prev1_sq"])
-    plan_ = [("chain_marker", [], "chain_marker", indicator(z3.And(v["is_dash"] == 1, v["eos_seen"] == 1)),
+    plan_ = [(CHAIN_MARKER, [], CHAIN_MARKER, indicator(z3.And(v[IS_DASH] == 1, v[EOS_SEEN] == 1)),
               "chain_marker = [a '-' after [EOS]]"),
-             ("at_parent_record", [], "at_parent_record", indicator(parent),
+             (AT_PARENT_RECORD, [], AT_PARENT_RECORD, indicator(parent),
               "at_parent_record = ['~' two back and [EOS] two or more back]: the p of '~ c p'"),
-             ("at_size_record", [], "at_size_record", indicator(size),
+             (AT_SIZE_RECORD, [], AT_SIZE_RECORD, indicator(size),
               "at_size_record = ['[QUERY]' two back and [EOS] two or more back]: the s of '[QUERY] p s'"),
-             ("u_smaller", [], "u_smaller", indicator(v["prev2"] >= v["tok"]), "u_smaller = [tok <= prev2] (s_u <= s_v)"),
-             ("roots_equal", [], "roots_equal", indicator(v["tok"] == v["prev3"]), "roots_equal = [tok = prev3]")]
-    for key, at, rec in (("parent_key", parent, "a parent record"), ("size_key", size, "a size record")):
+             (U_SMALLER, [], U_SMALLER, indicator(v["prev2"] >= v["tok"]),
+              f"{U_SMALLER} = [tok <= prev2] (s_u <= s_v)"),
+             (ROOTS_EQUAL, [], ROOTS_EQUAL, indicator(v["tok"] == v["prev3"]), "roots_equal = [tok = prev3]")]
+    for key, at, rec in ((PARENT_KEY, parent, "a parent record"), (SIZE_KEY, size, "a size record")):
         plan_ += [(f"{key}.on", [at, v["prev1"] >= 0], key, p1, f"at {rec} (prev1 >= 0, a vertex's code): {key} = prev1"),
                   (f"{key}.off", [z3.Not(at)], key, z3.RealVal(0), f"off {rec}: {key} = 0"),
-                  (f"{key}_sq.on", [at], f"{key}_sq", p1sq, f"at {rec}: {key}_sq = prev1^2"),
-                  (f"{key}_sq.off", [z3.Not(at)], f"{key}_sq", z3.RealVal(0), f"off {rec}: {key}_sq = 0")]
+                  (f"{squared(key)}.on", [at], squared(key), p1sq, f"at {rec}: {squared(key)} = prev1^2"),
+                  (f"{squared(key)}.off", [z3.Not(at)], squared(key), z3.RealVal(0), f"off {rec}: {squared(key)} = 0")]
     return plan_
 
 
@@ -406,31 +412,31 @@ def record_facts(model, N: int, tag: str = "istree") -> list[dict]:
     return _mlp_facts(model, 0, "records and keys", ints, record_hyps(ints, lo, hi), record_plan(ints), "records")
 
 
-COUNTER_INPUTS = ("chain_marker@1", "edge_markers", "joins", "u_smaller", "prev1", "prev4")
+COUNTER_INPUTS = (delayed(CHAIN_MARKER, 1), EDGE_MARKERS, JOINS, U_SMALLER, "prev1", "prev4")
 """The directions RNN layer 2's MLP reads (:func:`counter_plan`)."""
 
 
 def counter_hyps(v: dict, lo, hi) -> list:
     """The domain RNN layer 2's MLP is proved on."""
-    return [z3.Or(v["chain_marker@1"] == 0, v["chain_marker@1"] == 1), v["edge_markers"] >= 0,
-            v["edge_markers"] <= 2, z3.Implies(v["chain_marker@1"] == 1, v["edge_markers"] >= 1),
-            v["joins"] >= 0, z3.Or(v["u_smaller"] == 0, v["u_smaller"] == 1)] + \
+    return [z3.Or(v[delayed(CHAIN_MARKER, 1)] == 0, v[delayed(CHAIN_MARKER, 1)] == 1), v[EDGE_MARKERS] >= 0,
+            v[EDGE_MARKERS] <= 2, z3.Implies(v[delayed(CHAIN_MARKER, 1)] == 1, v[EDGE_MARKERS] >= 1),
+            v[JOINS] >= 0, z3.Or(v[U_SMALLER] == 0, v[U_SMALLER] == 1)] + \
         [z3.And(v[c] >= lo, v[c] <= hi) for c in ("prev1", "prev4")]
 
 
 def counter_plan(v: dict, N) -> list:
     """What RNN layer 2's MLP writes (as :func:`record_plan`), N the model's vertex
     count (an int, or a z3 term in the composition)."""
-    after_marker = v["chain_marker@1"] == 1
-    u = v["u_smaller"] == 1
-    return [("at_su", [], "at_su", indicator(z3.And(after_marker, v["edge_markers"] == 1)),
-             "at_su = [right after the edge's first marker]"),
-            ("at_sv", [], "at_sv", indicator(z3.And(after_marker, v["edge_markers"] == 2)),
-             "at_sv = [right after the edge's second marker]"),
-            ("joins_ok", [], "joins_ok", indicator(v["joins"] == N - 1), f"joins_ok = [joins = N - 1 = {N - 1}]"),
-            ("child_root", [], "child_root", z3.ToReal(z3.If(u, v["prev1"], v["prev4"])),
+    after_marker = v[delayed(CHAIN_MARKER, 1)] == 1
+    u = v[U_SMALLER] == 1
+    return [(AT_U_SIZE, [], AT_U_SIZE, indicator(z3.And(after_marker, v[EDGE_MARKERS] == 1)),
+             f"{AT_U_SIZE} = [right after the edge's first marker]"),
+            (AT_V_SIZE, [], AT_V_SIZE, indicator(z3.And(after_marker, v[EDGE_MARKERS] == 2)),
+             f"{AT_V_SIZE} = [right after the edge's second marker]"),
+            (JOINS_OK, [], JOINS_OK, indicator(v[JOINS] == N - 1), f"joins_ok = [joins = N - 1 = {N - 1}]"),
+            (CHILD_ROOT, [], CHILD_ROOT, z3.ToReal(z3.If(u, v["prev1"], v["prev4"])),
              "child_root = prev1 (r_u) if u_smaller else prev4 (r_v)"),
-            ("parent_root", [], "parent_root", z3.ToReal(z3.If(u, v["prev4"], v["prev1"])),
+            (PARENT_ROOT, [], PARENT_ROOT, z3.ToReal(z3.If(u, v["prev4"], v["prev1"])),
              "parent_root = prev4 (r_v) if u_smaller else prev1 (r_u)")]
 
 
@@ -454,7 +460,7 @@ def counter_facts(model, N: int, tag: str = "istree") -> list[dict]:
 
 # ----------------------------------------------------------------------------
 # the heads of the attention layer
-_FETCH_QUERY = {"joins": 3, "edge_markers": 2, "one": 2}
+_FETCH_QUERY = {JOINS: 3, EDGE_MARKERS: 2, "one": 2}
 
 
 def plan() -> dict:
@@ -463,12 +469,12 @@ def plan() -> dict:
     query direction, its square, key direction, its square) the latest key whose
     key equals the query, else [BOS]; ("latest", flag) the latest flagged key."""
     return {
-        "fetch": ("position", (_FETCH_QUERY,), {"fetched_token": {"tok": 1}}),
-        "parent": ("match", ("tok", "tok_sq", "parent_key", "parent_key_sq"),
-                   {"parent_token": {"tok": 1}, "parent_found": {"at_parent_record": 1}}),
+        FETCH_HEAD: ("position", (_FETCH_QUERY,), {FETCHED_TOKEN: {"tok": 1}}),
+        PARENT_HEAD: ("match", ("tok", "tok_sq", PARENT_KEY, PARENT_KEY_SQ),
+                   {PARENT_TOKEN: {"tok": 1}, PARENT_FOUND: {AT_PARENT_RECORD: 1}}),
         # no size record: the root is a single vertex, size 1, whose code is 2 = tau([BOS]) + 2
-        "size": ("match", ("prev1", "prev1_sq", "size_key", "size_key_sq"), {"root_size": {"tok": 1, "is_bos": 2}}),
-        "last_su": ("latest", ("at_su",), {"latest_su": {"tok": 1}, "latest_ru": {"prev2": 1}}),
+        SIZE_HEAD: ("match", ("prev1", "prev1_sq", SIZE_KEY, SIZE_KEY_SQ), {ROOT_SIZE: {"tok": 1, IS_BOS: 2}}),
+        LAST_SU_HEAD: ("latest", (AT_U_SIZE,), {LATEST_SU: {"tok": 1}, LATEST_RU: {"prev2": 1}}),
     }
 
 
@@ -476,7 +482,7 @@ def _key(j, **free) -> dict:
     """The key side at position j (a z3 Int): the clock's cnt = j + 1, cnt_sq =
     (j + 1)^2, the embedding's is_bos = [j = 0], and the head's own ``free`` values."""
     c = z3.ToReal(j + 1)
-    return {"cnt": c, "cnt_sq": c * c, "is_bos": z3.If(j == 0, z3.RealVal(1), z3.RealVal(0)), **free}
+    return {"cnt": c, "cnt_sq": c * c, IS_BOS: z3.If(j == 0, z3.RealVal(1), z3.RealVal(0)), **free}
 
 
 def _position_facts(score: HeadScore, query: dict, s: int, P: int, layer: str) -> list[dict]:
@@ -565,11 +571,11 @@ def head_facts(model, tag: str = "istree") -> list[dict]:
 
 # ----------------------------------------------------------------------------
 # the attention layer's MLP: the next token's code in each role
-_ROLE_FLAGS = ("in_chain", "chain_marker", "at_sv") + tuple(f"after_sv{k}" for k in range(1, 8))
-_FETCH_FLAGS = ("is_eos", "at_size_record", "at_su")
-OTHER_FLAGS = ("joins_ok", "parent_found", "roots_equal")
-VALUES = ("fetched_token", "parent_token", "root_size", "latest_su", "latest_ru", "child_root@1",
-           "parent_root@2", "parent_root@4")
+_ROLE_FLAGS = (IN_CHAIN, CHAIN_MARKER, AT_V_SIZE) + tuple(after_sv(k) for k in range(1, 8))
+_FETCH_FLAGS = (IS_EOS, AT_SIZE_RECORD, AT_U_SIZE)
+OTHER_FLAGS = (JOINS_OK, PARENT_FOUND, ROOTS_EQUAL)
+VALUES = (FETCHED_TOKEN, PARENT_TOKEN, ROOT_SIZE, LATEST_SU, LATEST_RU, delayed(CHILD_ROOT, 1),
+           delayed(PARENT_ROOT, 2), delayed(PARENT_ROOT, 4))
 
 
 def cot_code_range(N: int) -> tuple[int, int]:
@@ -578,7 +584,6 @@ def cot_code_range(N: int) -> tuple[int, int]:
     [TRUE], [FALSE], -, ~, [QUERY] (codes -9..0), the vertices 0..N - 1 (codes
     1..N) and a root's size 1..N (codes 2..N + 1); every code between is one of
     those or another special's."""
-    from rnngap.constructions.machine.vocab import BOS
     return min(token_code(t) for t in (BOS, EOS, TRUE, FALSE, DASH, TILDE, QUERY)), N + 1
 
 
@@ -602,36 +607,37 @@ def vocabulary_facts(model, N: int) -> list[dict]:
 def role_plan() -> list[tuple[str, dict, str, object]]:
     """The CoT's roles: (name, the flags that hold besides the role's own, text,
     next_code as a function of the values v). The role flags are one-hot; the
-    fetch role is one of is_eos, at_size_record, at_su."""
+    fetch role is one of is_eos, at_size_record, at_u_size."""
     c = lambda tok: z3.RealVal(token_code(tok))        # noqa: E731
     return [
         ("fetch.vertex", {"fetch": 1}, "a fetch of a vertex (fetched_token >= 1): the fetched token",
-         lambda v: v["fetched_token"]),
-        ("fetch.eos_tree", {"fetch": 1, "joins_ok": 1}, "a fetch of [EOS] with joins_ok: [TRUE]", lambda v: c(TRUE)),
-        ("fetch.eos_not_tree", {"fetch": 1, "joins_ok": 0}, "a fetch of [EOS] without joins_ok: [FALSE]",
+         lambda v: v[FETCHED_TOKEN]),
+        ("fetch.eos_tree", {"fetch": 1, JOINS_OK: 1}, "a fetch of [EOS] with joins_ok: [TRUE]", lambda v: c(TRUE)),
+        ("fetch.eos_not_tree", {"fetch": 1, JOINS_OK: 0}, "a fetch of [EOS] without joins_ok: [FALSE]",
          lambda v: c(FALSE)),
-        ("chain.parent", {"in_chain": 1, "parent_found": 1}, "in a chain, a parent record found: the parent",
-         lambda v: v["parent_token"]),
-        ("chain.root", {"in_chain": 1, "parent_found": 0}, "in a chain, no parent record: the marker -",
+        ("chain.parent", {IN_CHAIN: 1, PARENT_FOUND: 1}, "in a chain, a parent record found: the parent",
+         lambda v: v[PARENT_TOKEN]),
+        ("chain.root", {IN_CHAIN: 1, PARENT_FOUND: 0}, "in a chain, no parent record: the marker -",
          lambda v: c(DASH)),
-        ("marker", {"chain_marker": 1}, "at the marker: the root's size", lambda v: v["root_size"]),
-        ("after_v_marker", {"at_sv": 1}, "after s_v: r_u again", lambda v: v["latest_ru"]),
-        ("after_sv1.cycle", {"after_sv1": 1, "roots_equal": 1}, "r_u = r_v: [FALSE] (a cycle)", lambda v: c(FALSE)),
-        ("after_sv1.union", {"after_sv1": 1, "roots_equal": 0}, "r_u != r_v: s_u again", lambda v: v["latest_su"]),
-        ("after_sv2", {"after_sv2": 1}, "the union record's ~", lambda v: c(TILDE)),
-        ("after_sv3", {"after_sv3": 1}, "the child root", lambda v: v["child_root@1"]),
-        ("after_sv4", {"after_sv4": 1}, "the parent root", lambda v: v["parent_root@2"]),
-        ("after_sv5", {"after_sv5": 1}, "[QUERY]", lambda v: c(QUERY)),
-        ("after_sv6", {"after_sv6": 1}, "the parent root again", lambda v: v["parent_root@4"]),
-        ("after_sv7", {"after_sv7": 1}, "the merged root's size s_u + s_v",
-         lambda v: v["merged_size@5"]),
+        ("marker", {CHAIN_MARKER: 1}, "at the marker: the root's size", lambda v: v[ROOT_SIZE]),
+        ("after_v_marker", {AT_V_SIZE: 1}, "after s_v: r_u again", lambda v: v[LATEST_RU]),
+        ("after_sv1.cycle", {after_sv(1): 1, ROOTS_EQUAL: 1}, "r_u = r_v: [FALSE] (a cycle)", lambda v: c(FALSE)),
+        ("after_sv1.union", {after_sv(1): 1, ROOTS_EQUAL: 0}, "r_u != r_v: s_u again", lambda v: v[LATEST_SU]),
+        ("after_sv2", {after_sv(2): 1}, "the union record's ~", lambda v: c(TILDE)),
+        ("after_sv3", {after_sv(3): 1}, "the child root", lambda v: v[delayed(CHILD_ROOT, 1)]),
+        ("after_sv4", {after_sv(4): 1}, "the parent root", lambda v: v[delayed(PARENT_ROOT, 2)]),
+        ("after_sv5", {after_sv(5): 1}, "[QUERY]", lambda v: c(QUERY)),
+        ("after_sv6", {after_sv(6): 1}, "the parent root again", lambda v: v[delayed(PARENT_ROOT, 4)]),
+        ("after_sv7", {after_sv(7): 1}, "the merged root's size s_u + s_v",
+         lambda v: v[delayed(MERGED_SIZE, 5)]),
     ]
 
 
 # the value a role emits, which must be a code of a number token (>= 1) for the role to emit it
-_EMITS = {"fetch.vertex": "fetched_token", "chain.parent": "parent_token", "marker": "root_size",
-          "after_v_marker": "latest_ru", "after_sv1.union": "latest_su", "after_sv3": "child_root@1",
-          "after_sv4": "parent_root@2", "after_sv6": "parent_root@4", "after_sv7": "merged_size@5"}
+_EMITS = {"fetch.vertex": FETCHED_TOKEN, "chain.parent": PARENT_TOKEN, "marker": ROOT_SIZE,
+          "after_v_marker": LATEST_RU, "after_sv1.union": LATEST_SU, "after_sv3": delayed(CHILD_ROOT, 1),
+          "after_sv4": delayed(PARENT_ROOT, 2), "after_sv6": delayed(PARENT_ROOT, 4),
+          "after_sv7": delayed(MERGED_SIZE, 5)}
 
 
 def next_code_facts(model, N: int, tag: str = "istree") -> list[dict]:
@@ -646,7 +652,7 @@ def next_code_facts(model, N: int, tag: str = "istree") -> list[dict]:
     if len(spec.attn_layers) != 1:
         return [unmet("next.layer", layer, "one attention layer", f"{len(spec.attn_layers)}")]
     L = spec.attn_layers[0]
-    out = writes_only(L, labels, {"next_code"}, "next.writes", layer)
+    out = writes_only(L, labels, {NEXT_CODE}, "next.writes", layer)
     lo, hi = cot_code_range(N)
     name = f"{tag}.{_key_of(model)}.next"
     ints = {lab: z3.Int(f"{name}.{lab}") for lab in NEXT_INPUTS}
@@ -658,10 +664,10 @@ def next_code_facts(model, N: int, tag: str = "istree") -> list[dict]:
         after = mlp_out(L, labels, x)
     except ValueError as e:
         return out + [unmet("next.read", layer, "the MLP's inputs", str(e))]
-    if "next_code" not in labels:
+    if NEXT_CODE not in labels:
         return out + [unmet("next.direction", layer, "a direction next_code", "none")]
-    got = after("next_code") - x["next_code"]
-    v = {lab: x[lab] for lab in VALUES + ("merged_size@5",)}
+    got = after(NEXT_CODE) - x[NEXT_CODE]
+    v = {lab: x[lab] for lab in VALUES + (delayed(MERGED_SIZE, 5),)}
     for role, text, case, want in cases:
         stmt = (f"{text}: the MLP writes next_code = {_want_text(role)}, for every value of its inputs "
                 f"(codes in {lo}..{hi}; read off the built W1, b1, W2, b2)")
@@ -669,7 +675,7 @@ def next_code_facts(model, N: int, tag: str = "istree") -> list[dict]:
     return out
 
 
-NEXT_INPUTS = _ROLE_FLAGS + _FETCH_FLAGS + OTHER_FLAGS + VALUES + ("merged_size@5",)
+NEXT_INPUTS = _ROLE_FLAGS + _FETCH_FLAGS + OTHER_FLAGS + VALUES + (delayed(MERGED_SIZE, 5),)
 """The directions the attention layer's MLP reads (:func:`next_domain`)."""
 
 
@@ -681,7 +687,7 @@ def next_domain(ints: dict, lo, hi) -> tuple[list, list]:
     hyps = [z3.Or(ints[f] == 0, ints[f] == 1) for f in _ROLE_FLAGS + _FETCH_FLAGS + OTHER_FLAGS]
     hyps += [fetch + sum((ints[f] for f in _ROLE_FLAGS), z3.IntVal(0)) == 1]
     hyps += [z3.And(ints[v] >= lo, ints[v] <= hi) for v in VALUES]
-    hyps += [ints["merged_size@5"] >= 2 * lo - 1, ints["merged_size@5"] <= 2 * hi - 1]
+    hyps += [ints[delayed(MERGED_SIZE, 5)] >= 2 * lo - 1, ints[delayed(MERGED_SIZE, 5)] <= 2 * hi - 1]
     cases = []
     for role, flags, text, want in role_plan():
         case = []
@@ -691,7 +697,7 @@ def next_domain(ints: dict, lo, hi) -> tuple[list, list]:
             case.append(ints[_EMITS[role]] >= 1)
             case.append(ints[_EMITS[role]] <= hi)
         elif role.startswith("fetch.eos"):
-            case.append(ints["fetched_token"] == token_code(EOS))
+            case.append(ints[FETCHED_TOKEN] == token_code(EOS))
         cases.append((role, text, case, want))
     return hyps, cases
 
@@ -719,7 +725,6 @@ def readout_facts(model, N: int, tag: str = "istree") -> list[dict]:
 
 def facts(model, N: int) -> list[dict]:
     """Every fact of the hybrid built for N vertices, in the order of its layers."""
-    import re
 
     def rank(f):
         m = re.match(r"RNN layer (\d+), (recurrence|MLP)", f["layer"])

@@ -18,6 +18,11 @@ from __future__ import annotations
 
 from rnngap.constructions.machine import kernels as K
 from rnngap.constructions.machine.vocab import BOS, DASH, EOS, FALSE, QUERY, TILDE, TRUE, token_code
+from rnngap.constructions.models.hybrid import (
+    AT_PARENT_RECORD, AT_SIZE_RECORD, AT_U_SIZE, AT_V_SIZE, CHAIN_MARKER, CHILD_ROOT, IS_BOS, IS_EOS, JOINS_OK,
+    LAST_SU_HEAD, MERGED_SIZE, NEXT_CODE, PARENT_HEAD, PARENT_KEY, PARENT_ROOT, ROOTS_EQUAL, SIZE_HEAD, SIZE_KEY,
+    U_SMALLER, delayed, squared,
+)
 
 from .layer_facts import conjoined_fact, int_value, token_flag, unmet, z3_value
 from .istree_hybrid import (
@@ -28,10 +33,10 @@ from .istree_hybrid import (
 from .sizes import z3
 
 LAYER = "composition"
-BASIC = ("is_eos", "at_size_record", "chain_marker", "at_su")
+BASIC = (IS_EOS, AT_SIZE_RECORD, CHAIN_MARKER, AT_U_SIZE)
 """The per-position flags whose counts the reference states (:meth:`_Ref.count`):
 every prefix sum of the plan must be a combination of these."""
-RECORD = {"parent_key": "p", "size_key": "s"}
+RECORD = {PARENT_KEY: "p", SIZE_KEY: "s"}
 """The key direction of each match head -> the role whose position holds a
 record keyed there (the reference's design: "~ c p" keyed by c at p, "[QUERY]
 p s" keyed by p at s; 0 everywhere else)."""
@@ -146,12 +151,12 @@ class _Ref:
     def seg_count(self, d: str, k, q):
         s = self.seg(k)
         one = lambda c: z3.If(c, int_value(1), int_value(0))        # noqa: E731
-        return {"is_eos": int_value(1), "at_size_record": k + one(q == s["e"] + 13),
-                "chain_marker": 2 * k + one(q >= s["A"] + 1) + one(q >= s["e"] + 4),
-                "at_su": k + one(q >= s["A"] + 2)}[d]
+        return {IS_EOS: int_value(1), AT_SIZE_RECORD: k + one(q == s["e"] + 13),
+                CHAIN_MARKER: 2 * k + one(q >= s["A"] + 1) + one(q >= s["e"] + 4),
+                AT_U_SIZE: k + one(q >= s["A"] + 2)}[d]
 
     def prompt_count(self, d: str, j):
-        if d != "is_eos":
+        if d != IS_EOS:
             return int_value(0)
         return z3.If(z3.And(j >= 0, j == 3 * self.m + 1), int_value(1), int_value(0))
 
@@ -272,7 +277,7 @@ def _reads(make, args: tuple, inputs: tuple, d: str) -> set:
     arguments, N, which change no row's inputs)."""
     key = (make, inputs, d)
     if key not in _READS:
-        from z3.z3util import get_vars
+        from z3.z3util import get_vars         # z3 is optional (.sizes): only when it is there
         probe = {lab: z3.Int(f"reads.{lab}") for lab in inputs}
         names = set()
         for _, extra, out, want, _ in make(probe, *args):
@@ -411,7 +416,7 @@ def chain_facts(model=None, N=None, tag: str = "istree") -> list[dict]:
 
 
 def _plans_key() -> str:
-    from .istree_hybrid import role_plan
+    from .istree_hybrid import role_plan       # at call time: the tests patch istree_hybrid.role_plan
     n = z3.Int("plans.key")
     probe = lambda labs: {lab: z3.Int(f"k.{lab}") for lab in labs}          # noqa: E731
     lo, hi = cot_code_range(n)
@@ -422,7 +427,7 @@ def _plans_key() -> str:
     texts += [str(record_hyps(probe(RECORD_INPUTS), lo, hi)), str(counter_hyps(probe(COUNTER_INPUTS), lo, hi))]
     texts += [plan_text(fns) for fns in direction_plan(None).values()]
     hyps, cases = next_domain(probe(NEXT_INPUTS), lo, hi)
-    texts += [str(hyps), repr([(r, str(c), str(w({lab: z3.Real(lab) for lab in VALUES + ("merged_size@5",)})))
+    texts += [str(hyps), repr([(r, str(c), str(w({lab: z3.Real(lab) for lab in VALUES + (delayed(MERGED_SIZE, 5),)})))
                                for r, _, c, w in cases])]
     texts += [repr([(r, f) for r, f, _, _ in role_plan()])]
     return "\n".join(texts)
@@ -447,9 +452,9 @@ def stages() -> list[tuple[str, set, set]]:
     for h, (kind, args, copy) in plan().items():
         reads = {d for combo in copy.values() for d in combo}
         reads |= set(args[0]) if kind == "position" else set(args) if kind == "match" else set(args)
-        reads |= {"cnt", "cnt_sq", "is_bos"}            # the lemmas' key side: the clock and [BOS]
+        reads |= {"cnt", "cnt_sq", IS_BOS}             # the lemmas' key side: the clock and [BOS]
         out.append((f"head {h}", set(copy), reads - {"one"}))
-    out.append(("the attention layer's MLP", {"next_code"}, set(NEXT_INPUTS)))
+    out.append(("the attention layer's MLP", {NEXT_CODE}, set(NEXT_INPUTS)))
     return out
 
 
@@ -543,7 +548,7 @@ def _role_query(role: str, tag: str) -> tuple[str, list, list]:
         want = seg["C"] if (rec == "p" and role == "p") else seg["P"] if (rec == "s" and role == "s") else int_value(0)
         v = pos.val(0, kd)
         goals += [(f"{kd} = {'c' if role == 'p' == rec else 'p' if role == 's' == rec else '0'}",
-                   v == z3.ToReal(want)), (f"{kd}_sq = {kd}^2", pos.val(0, f"{kd}_sq") == v * v)]
+                   v == z3.ToReal(want)), (f"{squared(kd)} = {kd}^2", pos.val(0, squared(kd)) == v * v)]
     for h, (kind, args, _) in plan().items():
         if kind == "latest":                # the latest flagged key, by the offers: this segment's s_u
             goals.append((f"{h}'s flag {args[0]} = {int(role == 'su')} (1 at s_u alone)",
@@ -553,7 +558,7 @@ def _role_query(role: str, tag: str) -> tuple[str, list, list]:
     goals += [("cnt = t + 1 (the key side of the heads' lemmas)", pos.val(0, "cnt") == z3.ToReal(pos.t + 1)),
               ("cnt_sq = (t + 1)^2", pos.val(0, "cnt_sq") == z3.ToReal((pos.t + 1) * (pos.t + 1))),
               (f"is_bos = {int(role == 'bos')} ([BOS] at position 0 alone)",
-               pos.val(0, "is_bos") == (1 if role == "bos" else 0))]
+               pos.val(0, IS_BOS) == (1 if role == "bos" else 0))]
     for _, writes, _ in [s_ for s_ in stages() if not s_[0].startswith("head ") and s_[0] != "the attention layer's MLP"]:
         for d in sorted(writes):            # whatever a head's built W_Q reads is an integer here
             as_integer(goals, f"{d} (a direction a query may read)", pos.val(0, d))
@@ -565,13 +570,13 @@ def _role_query(role: str, tag: str) -> tuple[str, list, list]:
             else:
                 goals.append((f"{h}'s copy {tgt} lies in {pos.lo}..N + 1 here", z3.And(c >= pos.lo, c <= pos.hi)))
     # the counts step; every MLP's domain (collected as the values were read)
-    for d in ("chain_marker", "at_size_record", "at_su", "u_smaller", "roots_equal", "at_sv", "joins_ok",
-              "child_root", "parent_root", "parent_key", "size_key", "at_parent_record"):
+    for d in (CHAIN_MARKER, AT_SIZE_RECORD, AT_U_SIZE, U_SMALLER, ROOTS_EQUAL, AT_V_SIZE, JOINS_OK,
+              CHILD_ROOT, PARENT_ROOT, PARENT_KEY, SIZE_KEY, AT_PARENT_RECORD):
         pos.val(0, d)
     goals += pos.step_goals()
     writes = role not in ("bos", "u", "sep", "v")
-    text = ("the keys it offers (parent_key, size_key and their squares, at_su) are the reference's, each head's "
-            "copy lies in range, the counts step, and every MLP's inputs lie in its proved domain")
+    text = (f"the keys it offers ({PARENT_KEY}, {SIZE_KEY} and their squares, {AT_U_SIZE}) are the reference's, "
+            "each head's copy lies in range, the counts step, and every MLP's inputs lie in its proved domain")
     if writes:
         nxt, lookups = _next_token(role, ref, seg, k, i, N, m)
         vals, head_goals, head_hyps = _heads(pos, role, ref, k, lookups, tag)
@@ -582,7 +587,7 @@ def _role_query(role: str, tag: str) -> tuple[str, list, list]:
             ints[lab] = as_integer(goals, lab, vals[lab] if lab in vals else pos.val(0, lab))
         dom, cases = next_domain(ints, pos.lo, pos.hi)
         goals.append(("the next-code lemma's domain", z3.And(*dom)))
-        real = {lab: z3.ToReal(ints[lab]) for lab in VALUES + ("merged_size@5",)}
+        real = {lab: z3.ToReal(ints[lab]) for lab in VALUES + (delayed(MERGED_SIZE, 5),)}
         goals.append(("one case of the next-code lemma holds and gives the reference's next token",
                       z3.Or(*[z3.And(*case, w(real) == z3.ToReal(nxt)) for _, _, case, w in cases])))
         text += ("; the heads' queries satisfy their lemmas, and on what they attend the next-code lemma's "
@@ -612,14 +617,14 @@ def _next_token(role: str, ref: _Ref, seg, k, i, N, m):
         here = ref.x(k, at) if side == "x" else ref.y(k, at)
         nxt = (ref.x(k, at + 1) if side == "x" else ref.y(k, at + 1)) if role in ("xu", "xv") else C("DASH")
         # the reference: x_(i+1) is the p of the latest record "~ x_i p" before; the root has none
-        return nxt, {"parent": (here, role in ("xu", "xv"), nxt)}
+        return nxt, {PARENT_HEAD: (here, role in ("xu", "xv"), nxt)}
     if role in ("marku", "markv"):
         root, size = (s["ru"], s["SU"]) if role == "marku" else (s["rv"], s["SV"])
-        return size, {"size": (root, None, size)}
+        return size, {SIZE_HEAD: (root, None, size)}
     table = {"su": ref.v(k), "sv": s["ru"], "ru": z3.If(s["cycle"], C("FALSE"), s["SU"]), "su2": C("TILDE"),
              "tilde": s["C"], "c": s["P"], "p": C("QUERY"), "query": s["P"], "p2": s["S"],
              "s": z3.If(k + 1 < m, ref.u(k + 1), answer)}
-    return table[role], ({"last_su": None} if role in ("sv", "ru") else {})
+    return table[role], ({LAST_SU_HEAD: None} if role in ("sv", "ru") else {})
 
 
 def _heads(pos: _Pos, role: str, ref: _Ref, k, lookups: dict, tag: str):

@@ -23,6 +23,15 @@ import numpy as np
 
 from rnngap.constructions.machine import kernels as K
 from rnngap.constructions.build.num import sharpness
+from rnngap.constructions.machine.vocab import token_code
+from rnngap.constructions.models.bounds import INT, sim_emb_bound
+from rnngap.constructions.models.simulate import (
+    AFTER_LAST_STATE, ARGMAX_KINDS, BEATS, COUNTER_HEAD, COUNTER_VALUE, EMIT_FILLER, EMIT_NEXT_COUNTER,
+    EMIT_RNN_TOKEN, FIRST_COUNTER_HEAD, IN_PROMPT, IS_COUNTER, IS_FILLER, IS_RNN_TOKEN, LOGIT, NEXT_CODE,
+    PREV_TOKEN_HEAD, PROMPT_DONE, PROMPT_HEAD, PROMPT_LENGTH, SEEN_COUNTER, STATE_VALUE, STEP, TAU_MIN, WINNER,
+    argmax_direction, emit_state, is_state, prev_state, prev_state_head, prev_token, prompt_token, rnn_embedded,
+    rnn_residual, rnn_state,
+)
 
 from .layer_facts import (
     copy_fact, embedded_value, HeadScore, mlp_out, nearest_readout_facts, planned_heads, query_combo,
@@ -38,8 +47,6 @@ def layout(sim) -> dict:
     built layers), B = S + 2, f = the RNN's fraction bits, and the token ranges
     ``decode`` reads (the filler id, S_i's numbers Sb_i + OFF + raw, K(t) the
     number Kb + t); ``gaps`` lists where the code ranges do not tile TAU_MIN..top."""
-    from rnngap.constructions.models.simulate import TAU_MIN
-    from rnngap.constructions.machine.vocab import token_code
     S = sum(L.A.shape[0] for L in sim.rnn.spec.rnn_layers)
     lo_F = token_code(sim.filler)
     lo_S = [b + 1 for b in sim.Sb]                  # codes of the numbers Sb_i .. Sb_i + 2 OFF - 1
@@ -61,8 +68,8 @@ def position_query(lay: dict, shift: int) -> dict:
     tokens: S_i is at index i + 1, the Y token (filler or RNN token) at S + 1)."""
     q = {"pos": 1, "one": shift}
     for i in range(lay["S"]):
-        q[f"is_state{i}"] = -(i + 1)
-    q["is_filler"] = q["is_rnn_token"] = -(lay["S"] + 1)
+        q[is_state(i)] = -(i + 1)
+    q[IS_FILLER] = q[IS_RNN_TOKEN] = -(lay["S"] + 1)
     return q
 
 
@@ -70,15 +77,16 @@ def plan(sim) -> dict:
     """head name -> (attention layer index, ("position", query combo) | ("first",
     key direction), copy: target direction -> the key's combo it must hold)."""
     lay = layout(sim)
-    emb = {f"prompt_token:{lab}": {f"rnn_embed:{lab}": 1} for lab in lay["emb"]}
-    prev = {f"prev_token:{lab}": {f"rnn_embed:{lab}": 1} for lab in lay["emb"]}
-    heads = {"firstK": (1, ("first", "is_counter"), {"seen_counter": {"is_counter": 1}, "prompt_length": {"pos": 1}}),
-             "counter": (1, ("position", position_query(lay, 1)), {"step": {"counter_value": 1}}),
-             "prevY": (1, ("position", position_query(lay, 0)), prev),
-             "prompt": (2, ("position", {"step": 1, "one": 1}), emb)}
+    emb = {prompt_token(lab): {rnn_embedded(lab): 1} for lab in lay["emb"]}
+    prev = {prev_token(lab): {rnn_embedded(lab): 1} for lab in lay["emb"]}
+    heads = {FIRST_COUNTER_HEAD: (1, ("first", IS_COUNTER), {SEEN_COUNTER: {IS_COUNTER: 1},
+                                                             PROMPT_LENGTH: {"pos": 1}}),
+             COUNTER_HEAD: (1, ("position", position_query(lay, 1)), {STEP: {COUNTER_VALUE: 1}}),
+             PREV_TOKEN_HEAD: (1, ("position", position_query(lay, 0)), prev),
+             PROMPT_HEAD: (2, ("position", {STEP: 1, "one": 1}), emb)}
     for i in range(lay["S"]):
-        heads[f"prev{i}"] = (1, ("position", position_query(lay, 2 - lay["B"] + i)),
-                             {f"prev_state{i}": {"state_value": 1}})
+        heads[prev_state_head(i)] = (1, ("position", position_query(lay, 2 - lay["B"] + i)),
+                                     {prev_state(i): {STATE_VALUE: 1}})
     return heads
 
 
@@ -171,24 +179,24 @@ def type_plan(sim) -> list[tuple[str, str, int, int, dict]]:
     2^-f (tau - c_i), c_i the code of the number Sb_i + OFF, which decode reads as 0),
     the counter tokens K(t) (t = tau - the code of K(0))."""
     lay = layout(sim)
-    flags = ["is_rnn_token", "is_filler"] + [f"is_state{i}" for i in range(lay["S"])] + ["is_counter"]
+    flags = [IS_RNN_TOKEN, IS_FILLER] + [is_state(i) for i in range(lay["S"])] + [IS_COUNTER]
     unit = Fraction(1, 1 << lay["f"])
 
-    def only(flag, **values):
+    def only(flag, values=None):
         d = {f: (1 if f == flag else 0) for f in flags}
-        d.update({"state_value": 0, "counter_value": 0})
-        d.update(values)
+        d.update({STATE_VALUE: 0, COUNTER_VALUE: 0})
+        d.update(values or {})
         return d
-    out = [("rnn_tokens", "the RNN's own tokens", lay["tau_min"], lay["filler"] - 1, only("is_rnn_token")),
-           ("filler", "the filler", lay["filler"], lay["filler"], only("is_filler"))]
+    out = [("rnn_tokens", "the RNN's own tokens", lay["tau_min"], lay["filler"] - 1, only(IS_RNN_TOKEN)),
+           ("filler", "the filler", lay["filler"], lay["filler"], only(IS_FILLER))]
     for i in range(lay["S"]):
         c = lay["S_c"][i]
         out.append((f"state{i}", f"the state number S{i}", lay["S_lo"][i], lay["S_hi"][i],
-                    only(f"is_state{i}", state_value=Val(lambda tau, c=c: z3_value(unit) * (tau - c),
-                                                         f"2^-{lay['f']} (tau - {c})"))))
+                    only(is_state(i), {STATE_VALUE: Val(lambda tau, c=c: z3_value(unit) * (tau - c),
+                                                        f"2^-{lay['f']} (tau - {c})")})))
     K0 = lay["K"]
     out.append(("counter", "the counter K(t)", K0, lay["top"],
-                only("is_counter", counter_value=Val(lambda tau: tau - K0, f"tau - {K0}"))))
+                only(IS_COUNTER, {COUNTER_VALUE: Val(lambda tau: tau - K0, f"tau - {K0}")})))
     return out
 
 
@@ -245,17 +253,17 @@ def role_plan(sim) -> dict:
     prompt_length: label -> (z3 function of the inputs, text)."""
     S = layout(sim)["S"]
     b = lambda c: z3.If(c, z3.RealVal(1), z3.RealVal(0))     # noqa: E731
-    plan_ = {"in_prompt": (lambda v: b(v["step"] < v["prompt_length"]), "[step < prompt_length]"),
-             "prompt_done": (lambda v: b(v["step"] >= v["prompt_length"] - 1), "[step >= prompt_length - 1]")}
+    plan_ = {IN_PROMPT: (lambda v: b(v[STEP] < v[PROMPT_LENGTH]), f"[{STEP} < {PROMPT_LENGTH}]"),
+             PROMPT_DONE: (lambda v: b(v[STEP] >= v[PROMPT_LENGTH] - 1), f"[{STEP} >= {PROMPT_LENGTH} - 1]")}
     for i in range(S):
-        flag = "is_counter" if i == 0 else f"is_state{i - 1}"
-        plan_[f"emit_state{i}"] = (lambda v, flag=flag: b(z3.And(v["seen_counter"] == 1, v[flag] == 1)),
-                                   f"[seen_counter and {flag}]")
-    plan_["after_last_state"] = (lambda v: b(z3.And(v["seen_counter"] == 1, v[f"is_state{S - 1}"] == 1)),
-                                 f"[seen_counter and is_state{S - 1}]")
-    plan_["emit_next_counter"] = (lambda v: b(z3.And(v["seen_counter"] == 1,
-                                                     z3.Or(v["is_filler"] == 1, v["is_rnn_token"] == 1))),
-                                  "[seen_counter and (is_filler or is_rnn_token)]")
+        flag = IS_COUNTER if i == 0 else is_state(i - 1)
+        plan_[emit_state(i)] = (lambda v, flag=flag: b(z3.And(v[SEEN_COUNTER] == 1, v[flag] == 1)),
+                                   f"[{SEEN_COUNTER} and {flag}]")
+    plan_[AFTER_LAST_STATE] = (lambda v: b(z3.And(v[SEEN_COUNTER] == 1, v[is_state(S - 1)] == 1)),
+                                 f"[{SEEN_COUNTER} and {is_state(S - 1)}]")
+    plan_[EMIT_NEXT_COUNTER] = (lambda v: b(z3.And(v[SEEN_COUNTER] == 1,
+                                                     z3.Or(v[IS_FILLER] == 1, v[IS_RNN_TOKEN] == 1))),
+                                  f"[{SEEN_COUNTER} and ({IS_FILLER} or {IS_RNN_TOKEN})]")
     return plan_
 
 
@@ -266,16 +274,16 @@ def role_facts(sim, tag: str = "sim") -> list[dict]:
     it writes the plan's block roles (:func:`role_plan`), and no other direction."""
     spec = sim.model.spec
     labels = list(spec.labels)
-    li = next((i for i, L in enumerate(spec.attn_layers) if any(h.name == "firstK" for h in L.heads)), None)
+    li = next((i for i, L in enumerate(spec.attn_layers) if any(h.name == FIRST_COUNTER_HEAD for h in L.heads)), None)
     layer = "attention layer 2, MLP: block roles"
     if li is None:
-        return [unmet("roles.layer", layer, "the layer of the position heads", "no head firstK")]
+        return [unmet("roles.layer", layer, "the layer of the position heads", f"no head {FIRST_COUNTER_HEAD}")]
     L = spec.attn_layers[li]
     want = role_plan(sim)
     out = writes_only(L, labels, set(want), "roles.writes", layer)
-    flags = ["is_rnn_token", "is_filler"] + [f"is_state{i}" for i in range(layout(sim)["S"])] + ["is_counter"]
-    ints = {lab: z3.Int(f"{tag}.roles.{lab}") for lab in flags + ["seen_counter", "step", "prompt_length"]}
-    hyps = [z3.Or(ints[lab] == 0, ints[lab] == 1) for lab in flags + ["seen_counter"]]
+    flags = [IS_RNN_TOKEN, IS_FILLER] + [is_state(i) for i in range(layout(sim)["S"])] + [IS_COUNTER]
+    ints = {lab: z3.Int(f"{tag}.roles.{lab}") for lab in flags + [SEEN_COUNTER, STEP, PROMPT_LENGTH]}
+    hyps = [z3.Or(ints[lab] == 0, ints[lab] == 1) for lab in flags + [SEEN_COUNTER]]
     hyps.append(sum((ints[lab] for lab in flags), z3.IntVal(0)) == 1)
     x = {lab: z3.ToReal(v) for lab, v in ints.items()}
     try:
@@ -301,7 +309,7 @@ def rnn_dims(sim) -> tuple[dict, list]:
     rspec, labels = sim.rnn.spec, set(sim.model.spec.labels)
     dims, bad = {}, []
     for d in range(rspec.width):
-        lab = f"rnn:{rspec.labels[d]}"
+        lab = rnn_residual(rspec.labels[d])
         if lab in labels:
             dims[d] = lab
             continue
@@ -334,7 +342,7 @@ def step_facts(sim, tag: str = "sim") -> list[dict]:
     out, base = [], 0
     for l, R in enumerate(rspec.rnn_layers):
         S_l = R.A.shape[0]
-        hl = [f"h{l}:{R.state_labels[s] if R.state_labels else s}" for s in range(S_l)]
+        hl = [rnn_state(l, R.state_labels[s] if R.state_labels else s) for s in range(S_l)]
         layer = f"RNN layer {l}: state MLP"
         missing = [h for h in hl if h not in labels]
         if missing:
@@ -343,14 +351,14 @@ def step_facts(sim, tag: str = "sim") -> list[dict]:
             continue
         rows = [labels.index(h) for h in hl]
         where = [i for i, L in enumerate(spec.attn_layers) if any(np.any(L.W2[r] != 0) or L.b2[r] != 0 for r in rows)]
-        at = plan(sim)["prompt"][0] + 1 + 2 * l               # after the input layer, two layers per RNN layer
+        at = plan(sim)[PROMPT_HEAD][0] + 1 + 2 * l               # after the input layer, two layers per RNN layer
         if where != [at] or spec.attn_layers[at].heads:
             out.append(unmet(f"step{l}.layer", layer, f"layer {at} (no heads) alone writes the states",
                               f"layers writing them: {where}"))
             base += S_l
             continue
         L = spec.attn_layers[where[0]]
-        prev = [f"prev_state{base + s}" for s in range(S_l)]
+        prev = [prev_state(base + s) for s in range(S_l)]
         if any(p not in labels for p in prev):
             out.append(unmet(f"step{l}.prev", layer, "the previous states' directions", f"missing among {prev}"))
             base += S_l
@@ -421,7 +429,7 @@ def sequence_facts(sim) -> list[dict]:
     labels = list(spec.labels)
     rspec = sim.rnn.spec
     layer = "layer order"
-    li = plan(sim)["prompt"][0]
+    li = plan(sim)[PROMPT_HEAD][0]
     argmax = _nearest_weights(rspec) is None
     want = li + 1 + 2 * len(rspec.rnn_layers) + (3 if argmax else 0) + 1
     out = []
@@ -439,9 +447,9 @@ def sequence_facts(sim) -> list[dict]:
     for l, R in enumerate(rspec.rnn_layers):
         state_layer = li + 1 + 2 * l
         for s in range(R.A.shape[0]):
-            planned[f"h{l}:{R.state_labels[s] if R.state_labels else s}"] = {state_layer}
+            planned[rnn_state(l, R.state_labels[s] if R.state_labels else s)] = {state_layer}
         for d in range(rspec.width):
-            lab = f"rnn:{rspec.labels[d]}"
+            lab = rnn_residual(rspec.labels[d])
             if lab in labels:
                 planned.setdefault(lab, {li} if rspec.labels[d] in layout(sim)["emb"] else set())
                 if np.any(R.C[d] != 0):
@@ -449,11 +457,11 @@ def sequence_facts(sim) -> list[dict]:
                 if np.any(R.W2[d] != 0) or R.b2[d] != 0:
                     planned[lab].add(state_layer + 1)
         base += R.A.shape[0]
-    planned["next_code"] = {len(spec.attn_layers) - 1}
+    planned[NEXT_CODE] = {len(spec.attn_layers) - 1}
     if argmax:                                    # the argmax's three layers, one kind of direction each
         first = li + 1 + 2 * len(rspec.rnn_layers)
         for lab in labels:
-            for k, kind in enumerate(("logit", "beats", "winner")):
+            for k, kind in enumerate(ARGMAX_KINDS):
                 if lab.startswith(kind) and lab[len(kind):].isdigit():
                     planned[lab] = {first + k}
     for lab, where in planned.items():
@@ -463,7 +471,7 @@ def sequence_facts(sim) -> list[dict]:
         if got != where:
             out.append(unmet(f"order.{lab}", layer, f"only layers {sorted(where)} write {lab}",
                               f"layers {sorted(got)} write it"))
-    embedded = {"one", "tok", "pos", "pos_sq"} | {f"rnn_embed:{lab}" for lab in layout(sim)["emb"]}
+    embedded = {"one", "tok", "pos", "pos_sq"} | {rnn_embedded(lab) for lab in layout(sim)["emb"]}
     nonzero = {lab for lab, (k, _, c) in zip(labels, spec.embedding) if k != K.F_ZERO and c != 0}
     if nonzero != embedded:
         out.append(unmet("order.embedding", "embedding", "the embedding writes one, tok, pos, pos_sq and the "
@@ -488,34 +496,33 @@ def input_facts(sim, tag: str = "sim") -> list[dict]:
     RNN's input: the prompt's token, else the RNN's own last token), writes
     emit_rnn_token = [after_last_state and prompt_done] and emit_filler =
     [after_last_state and not prompt_done], and nothing else."""
-    from rnngap.constructions.models.bounds import INT, sim_emb_bound
     spec = sim.model.spec
     labels = list(spec.labels)
     lay = layout(sim)
     layer = "attention layer 3, MLP: the RNN's input"
-    li = plan(sim)["prompt"][0]
-    if li >= len(spec.attn_layers) or not any(h.name == "prompt" for h in spec.attn_layers[li].heads):
-        return [unmet("input.layer", layer, "the prompt head's layer", f"no head 'prompt' in layer {li}")]
+    li = plan(sim)[PROMPT_HEAD][0]
+    if li >= len(spec.attn_layers) or not any(h.name == PROMPT_HEAD for h in spec.attn_layers[li].heads):
+        return [unmet("input.layer", layer, "the prompt head's layer", f"no head '{PROMPT_HEAD}' in layer {li}")]
     L = spec.attn_layers[li]
-    xs = {lab: f"rnn:{lab}" for lab in lay["emb"]}
+    xs = {lab: rnn_residual(lab) for lab in lay["emb"]}
     if any(v not in labels for v in xs.values()):
         return [unmet("input.dims", layer, "the RNN's embedded directions", f"missing among {sorted(xs.values())}")]
-    out = writes_only(L, labels, set(xs.values()) | {"emit_rnn_token", "emit_filler"}, "input.writes", layer)
+    out = writes_only(L, labels, set(xs.values()) | {EMIT_RNN_TOKEN, EMIT_FILLER}, "input.writes", layer)
     bound = z3_value(sim_emb_bound(INT, sim.params(), sim.max_steps))
-    flags = ["in_prompt", "after_last_state", "prompt_done"]
+    flags = [IN_PROMPT, AFTER_LAST_STATE, PROMPT_DONE]
     ints = {lab: z3.Int(f"{tag}.input.{lab}") for lab in flags}
     x = {lab: z3.Real(f"{tag}.input.{lab}") for lab in labels}
     x.update({lab: z3.ToReal(v) for lab, v in ints.items()})
     x["one"] = z3.RealVal(1)
     hyps = [z3.Or(v == 0, v == 1) for v in ints.values()]
     for lab in lay["emb"]:
-        for src_ in (f"prompt_token:{lab}", f"prev_token:{lab}"):
+        for src_ in (prompt_token(lab), prev_token(lab)):
             hyps += [x[src_] <= bound, x[src_] >= -bound]
     after = mlp_out(L, labels, x)
     for lab, d in xs.items():
-        want = z3.If(ints["in_prompt"] == 1, x[f"prompt_token:{lab}"], x[f"prev_token:{lab}"])
+        want = z3.If(ints[IN_PROMPT] == 1, x[prompt_token(lab)], x[prev_token(lab)])
         out.append(smt_fact(layer, f"input.{d}", f"for in_prompt in {{0, 1}} and copied features within the declared "
-                         f"bound: the MLP adds (in_prompt ? prompt_token : prev_token):{lab} to {d}", hyps,
+                         f"bound: the MLP adds ({IN_PROMPT} ? prompt_token : prev_token):{lab} to {d}", hyps,
                          after(d) - x[d] == want))
     for lab, (fn, text) in emit_plan().items():
         out.append(smt_fact(layer, f"input.{lab}", f"for 0/1 flags: the MLP writes {lab} = {text}", hyps,
@@ -527,10 +534,10 @@ def emit_plan() -> dict:
     """What the input MLP writes besides the RNN's input, from the 0/1 values
     after_last_state and prompt_done: label -> (z3 function of them, text)."""
     b = lambda c: z3.If(c, z3.RealVal(1), z3.RealVal(0))     # noqa: E731
-    return {"emit_rnn_token": (lambda v: b(z3.And(v["after_last_state"] == 1, v["prompt_done"] == 1)),
-                               "[after_last_state and prompt_done]"),
-            "emit_filler": (lambda v: b(z3.And(v["after_last_state"] == 1, v["prompt_done"] == 0)),
-                            "[after_last_state and not prompt_done]")}
+    return {EMIT_RNN_TOKEN: (lambda v: b(z3.And(v[AFTER_LAST_STATE] == 1, v[PROMPT_DONE] == 1)),
+                               f"[{AFTER_LAST_STATE} and {PROMPT_DONE}]"),
+            EMIT_FILLER: (lambda v: b(z3.And(v[AFTER_LAST_STATE] == 1, v[PROMPT_DONE] == 0)),
+                            f"[{AFTER_LAST_STATE} and not {PROMPT_DONE}]")}
 
 
 # ----------------------------------------------------------------------------
@@ -608,7 +615,7 @@ def argmax_facts(sim, tag: str = "sim") -> list[dict]:
     labels, rspec, cont, terms, C = (ctx[k] for k in ("labels", "rspec", "cont", "terms", "C"))
     layers, want, dims, Ls = ctx["layers"], ctx["want"], ctx["dims"], ctx["Ls"]
     out = []
-    for L, kind, layer in zip(Ls, ("logit", "beats", "winner"), layers):
+    for L, kind, layer in zip(Ls, ARGMAX_KINDS, layers):
         out += writes_only(L, labels, set(want[kind]), f"argmax.{kind}.writes", layer)
     sc = 1 << sim.rnn.fmt.frac_bits
     b = lambda c: z3.If(c, z3.IntVal(1), z3.IntVal(0))     # noqa: E731
@@ -616,7 +623,7 @@ def argmax_facts(sim, tag: str = "sim") -> list[dict]:
     x = {lab: z3.Real(f"{tag}.argmax.{lab}") for lab in labels}
     x["one"] = z3.RealVal(1)
     for lab in labels:
-        if lab.startswith(("logit", "beats", "winner")):
+        if lab.startswith(ARGMAX_KINDS):
             x[lab] = z3.RealVal(0)
     logit = [sum((z3_value(c) * x[dims[d]] for d, c in tl if dims[d] is not None),
                  z3.RealVal(0)) for tl in terms]
@@ -624,11 +631,11 @@ def argmax_facts(sim, tag: str = "sim") -> list[dict]:
     for j in range(C):
         out.append(smt_fact(layers[0], f"argmax.logit{j}", f"for every real value of the RNN's directions: the MLP "
                          f"writes logit{j} = {_show_terms(rspec, terms[j])} (token {cont[j]}'s indicator terms)",
-                         [], after1(want["logit"][j]) == logit[j]))
+                         [], after1(want[LOGIT][j]) == logit[j]))
     # the comparisons: logits multiples of 2^-f
     u = [z3.Int(f"{tag}.argmax.u{j}") for j in range(C)]
     y = dict(x)
-    y.update({f"logit{j}": z3.ToReal(u[j]) / sc for j in range(C)})
+    y.update({argmax_direction(LOGIT, j): z3.ToReal(u[j]) / sc for j in range(C)})
     after2 = mlp_out(Ls[1], labels, y)
 
     def beats(uu, j):
@@ -636,17 +643,18 @@ def argmax_facts(sim, tag: str = "sim") -> list[dict]:
     for j in range(C):
         out.append(smt_fact(layers[1], f"argmax.beats{j}", f"for logits that are multiples of 2^-{sim.rnn.fmt.frac_bits}: "
                          f"the MLP writes beats{j} = #{{i < {j}: logit{j} > logit_i}} + #{{i > {j}: logit{j} >= "
-                         f"logit_i}}", [], after2(f"beats{j}") == z3.ToReal(beats(u, j))))
+                         f"logit_i}}", [], after2(argmax_direction(BEATS, j)) == z3.ToReal(beats(u, j))))
     # the winner: beats in 0..C - 1, the logits any reals (in the residual: the layer may read them)
     v = [z3.Int(f"{tag}.argmax.v{j}") for j in range(C)]
     w = dict(x)
-    w.update({f"logit{j}": z3.Real(f"{tag}.argmax.logit{j}") for j in range(C)})
-    w.update({f"beats{j}": z3.ToReal(v[j]) for j in range(C)})
+    w.update({argmax_direction(LOGIT, j): z3.Real(f"{tag}.argmax.logit{j}") for j in range(C)})
+    w.update({argmax_direction(BEATS, j): z3.ToReal(v[j]) for j in range(C)})
     after3 = mlp_out(Ls[2], labels, w)
     rng = [z3.And(vj >= 0, vj <= C - 1) for vj in v]
     for j in range(C):
         out.append(smt_fact(layers[2], f"argmax.winner{j}", f"for integer beats in 0..{C - 1}: the MLP writes "
-                         f"winner{j} = [beats{j} = {C - 1}]", rng, after3(f"winner{j}") == z3.ToReal(b(v[j] == C - 1))))
+                         f"winner{j} = [beats{j} = {C - 1}]", rng,
+                         after3(argmax_direction(WINNER, j)) == z3.ToReal(b(v[j] == C - 1))))
     out.append(_argmax_in_a_row(sim, ctx, y, u))
     return out
 
@@ -671,16 +679,16 @@ def _argmax_plan(sim):
     if frac:
         return [unmet("argmax.coefficients", "the RNN's readout", "integer indicator coefficients (so the RNN's "
                        "rounded products are the exact ones the argmax's MLPs compute)", f"coefficients {frac}")], None
-    first = plan(sim)["prompt"][0] + 1 + 2 * len(rspec.rnn_layers)
+    first = plan(sim)[PROMPT_HEAD][0] + 1 + 2 * len(rspec.rnn_layers)
     names = ("the logits", "the comparisons", "the winner")
     layers = [f"argmax layer {k + 1} (attention layer {first + k + 1}), MLP: {names[k]}" for k in range(3)]
     if len(spec.attn_layers) < first + 3 or any(spec.attn_layers[first + k].heads for k in range(3)):
         return [unmet("argmax.layers", layers[0], "three heads-free layers after the RNN's last layer",
                        f"layers {first}..{first + 2} of {len(spec.attn_layers)}")], None
-    want = {kind: [f"{kind}{j}" for j in range(C)] for kind in ("logit", "beats", "winner")}
+    want = {kind: [argmax_direction(kind, j) for j in range(C)] for kind in ARGMAX_KINDS}
     if any(lab not in labels for v in want.values() for lab in v):
         return [unmet("argmax.dims", layers[0], f"logit, beats and winner directions for {C} contenders",
-                       f"the model has {sorted(lab for lab in labels if lab.startswith(('logit', 'beats', 'winner')))}")], None
+                       f"the model has {sorted(lab for lab in labels if lab.startswith(ARGMAX_KINDS))}")], None
     dims, bad = rnn_dims(sim)
     if bad:
         return [unmet("argmax.dims", layers[0], "the RNN's residual in the simulator", "; ".join(bad))], None
@@ -701,12 +709,13 @@ def _argmax_in_a_row(sim, ctx: dict, y: dict, u: list) -> dict:
     z = dict(y)
     a2 = mlp_out(Ls[1], labels, z)
     zz = dict(z)
-    zz.update({f"beats{j}": a2(f"beats{j}") for j in range(C)})
+    zz.update({argmax_direction(BEATS, j): a2(argmax_direction(BEATS, j)) for j in range(C)})
     a3 = mlp_out(Ls[2], labels, zz)
 
     def is_first_max(j):
         return z3.And(*([u[j] > u[i] for i in range(j)] + [u[j] >= u[i] for i in range(j + 1, C)]))
-    concl = z3.And(*[a3(f"winner{j}") == z3.If(is_first_max(j), z3.RealVal(1), z3.RealVal(0)) for j in range(C)])
+    concl = z3.And(*[a3(argmax_direction(WINNER, j)) == z3.If(is_first_max(j), z3.RealVal(1), z3.RealVal(0))
+                     for j in range(C)])
     return smt_fact("argmax layers 1-3 (the composition)", "argmax.one-hot",
                      f"for every {C} logits on the grid 2^-{sim.rnn.fmt.frac_bits} (what the logits layer writes, "
                      f"argmax.logit<j>, from the RNN's values on that grid with integer indicator coefficients), "
@@ -745,50 +754,50 @@ def next_code_facts(sim, tag: str = "sim") -> list[dict]:
     labels = list(spec.labels)
     lay = layout(sim)
     layer = "last layer, MLP: the next code"
-    where = [i for i, L in enumerate(spec.attn_layers) if "next_code" in labels
-             and (np.any(L.W2[labels.index("next_code")] != 0) or L.b2[labels.index("next_code")] != 0)]
+    where = [i for i, L in enumerate(spec.attn_layers) if NEXT_CODE in labels
+             and (np.any(L.W2[labels.index(NEXT_CODE)] != 0) or L.b2[labels.index(NEXT_CODE)] != 0)]
     if len(where) != 1 or spec.attn_layers[where[0]].heads or where[0] != len(spec.attn_layers) - 1:
         return [unmet("next.layer", layer, "the last layer, without heads, alone writes next_code",
                        f"layers writing it: {where} of {len(spec.attn_layers)}")]
     L = spec.attn_layers[where[0]]
-    out = writes_only(L, labels, {"next_code"}, "next.writes", layer)
+    out = writes_only(L, labels, {NEXT_CODE}, "next.writes", layer)
     rspec = sim.rnn.spec
     dims, bad = rnn_dims(sim)
     if bad:
         return out + [unmet("next.dims", layer, "the RNN's residual in the simulator", "; ".join(bad))]
     S, f, IR = lay["S"], lay["f"], sim.rnn.fmt.int_bits
-    hs = [f"h{l}:{R.state_labels[s] if R.state_labels else s}" for l, R in enumerate(rspec.rnn_layers)
+    hs = [rnn_state(l, R.state_labels[s] if R.state_labels else s) for l, R in enumerate(rspec.rnn_layers)
           for s in range(R.A.shape[0])]
-    emits = [f"emit_state{i}" for i in range(S)] + ["emit_rnn_token", "emit_filler", "emit_next_counter"]
-    ints = {lab: z3.Int(f"{tag}.next.{lab}") for lab in emits + ["seen_counter", "step"]}
+    emits = [emit_state(i) for i in range(S)] + [EMIT_RNN_TOKEN, EMIT_FILLER, EMIT_NEXT_COUNTER]
+    ints = {lab: z3.Int(f"{tag}.next.{lab}") for lab in emits + [SEEN_COUNTER, STEP]}
     u = [z3.Int(f"{tag}.next.u{i}") for i in range(S)]            # 2^f h_i
     x = {lab: z3.Real(f"{tag}.next.{lab}") for lab in labels}
     x.update({lab: z3.ToReal(v) for lab, v in ints.items()})
     x.update({h: z3.ToReal(u[i]) / (1 << f) for i, h in enumerate(hs)})
     x["one"] = z3.RealVal(1)
-    winners = [lab for lab in labels if lab.startswith("winner")]     # an argmax readout's one-hot winner
+    winners = [lab for lab in labels if lab.startswith(WINNER)]     # an argmax readout's one-hot winner
     win = {lab: z3.Int(f"{tag}.next.{lab}") for lab in winners}
     x.update({lab: z3.ToReal(v) for lab, v in win.items()})
     off, lim = sim.OFF, z3.RealVal(1 << IR)
-    hyps = [z3.Or(ints[e] == 0, ints[e] == 1) for e in emits + ["seen_counter"]]
+    hyps = [z3.Or(ints[e] == 0, ints[e] == 1) for e in emits + [SEEN_COUNTER]]
     hyps += [ui > -off for ui in u] + [ui < off for ui in u]
-    hyps += [ints["step"] >= 0, ints["step"] <= lay["top"] - lay["K"] - 1]
+    hyps += [ints[STEP] >= 0, ints[STEP] <= lay["top"] - lay["K"] - 1]
     hyps += [z3.And(x[d] < lim, x[d] > -lim) for d in dims.values() if d is not None]
     if win:
         hyps += [z3.Or(v == 0, v == 1) for v in win.values()] + [sum(win.values(), z3.IntVal(0)) == 1]
     after = mlp_out(L, labels, x)
-    got = after("next_code") - x["next_code"]
+    got = after(NEXT_CODE) - x[NEXT_CODE]
 
     def case(flag):
-        on = [ints["seen_counter"] == (0 if flag is None else 1)]
+        on = [ints[SEEN_COUNTER] == (0 if flag is None else 1)]
         return on + [ints[e] == (1 if e == flag else 0) for e in emits]
     cases = [(None, "K(0)", "the prompt (seen_counter = 0)", z3.RealVal(lay["K"]))]
-    cases += [(f"emit_state{i}", f"S{i}", f"emit_state{i}", z3_value(lay["S_c"][i]) + z3.ToReal(u[i])) for i in range(S)]
+    cases += [(emit_state(i), f"S{i}", emit_state(i), z3_value(lay["S_c"][i]) + z3.ToReal(u[i])) for i in range(S)]
     y_cases, failed = _y_cases(sim, lay, layer, x, dims, win)
     cases += y_cases
     out += failed
-    cases += [("emit_filler", "filler", "emit_filler", z3.RealVal(lay["filler"])),
-              ("emit_next_counter", "K(t+1)", "emit_next_counter", z3.ToReal(ints["step"]) + lay["K"] + 1)]
+    cases += [(EMIT_FILLER, "filler", EMIT_FILLER, z3.RealVal(lay["filler"])),
+              (EMIT_NEXT_COUNTER, "K(t+1)", EMIT_NEXT_COUNTER, z3.ToReal(ints[STEP]) + lay["K"] + 1)]
     for flag, name, when, want in cases:
         stmt = (f"{when}: the MLP writes next_code = the code of {name}, for every value of its inputs "
                 f"(read off the built W1, b1, W2, b2)")
@@ -807,20 +816,19 @@ def _y_cases(sim, lay: dict, layer: str, x: dict, dims: dict, win: dict) -> tupl
         failed.append(unmet("next.Y", layer, "the RNN's token: its readout's value",
                              "the RNN's readout is neither 2 tau v - tau^2 on a constant 1 nor an indicator readout"))
     if w is not None:
-        from rnngap.constructions.models.simulate import TAU_MIN
         v = sum((z3_value(c) * x[dims[d]] for d, c in w.items() if dims[d] is not None), z3.RealVal(0))
         hi = sim.rnn.vocab.max_number + 1
         clamp = z3.If(v < TAU_MIN, z3.RealVal(TAU_MIN), z3.If(v > hi, z3.RealVal(hi), v))
-        cases.append(("emit_rnn_token", "Y", f"emit_rnn_token: clamp(v, {TAU_MIN}, {hi})", clamp))
+        cases.append((EMIT_RNN_TOKEN, "Y", f"{EMIT_RNN_TOKEN}: clamp(v, {TAU_MIN}, {hi})", clamp))
     elif win:
-        from rnngap.constructions.machine.vocab import token_code
         cont, _ = indicator_plan(sim)
         if len(cont) != len(win):
             failed.append(unmet("next.Y", layer, f"one winner direction per contender ({len(cont)})",
                                  f"the model has {len(win)}"))
         else:
-            yv = sum((token_code(t) * win.get(f"winner{j}", z3.IntVal(0)) for j, t in enumerate(cont)), z3.IntVal(0))
-            cases.append(("emit_rnn_token", "Y", "emit_rnn_token: the code of the winner (the contender j with "
+            yv = sum((token_code(t) * win.get(argmax_direction(WINNER, j), z3.IntVal(0)) for j, t in enumerate(cont)),
+                     z3.IntVal(0))
+            cases.append((EMIT_RNN_TOKEN, "Y", f"{EMIT_RNN_TOKEN}: the code of the winner (the contender j with "
                           "winner_j = 1: the RNN's argmax)", z3.ToReal(yv)))
             off = [t for t in cont if not lay["tau_min"] <= token_code(t) <= lay["top"]]
             if off:

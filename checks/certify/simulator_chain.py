@@ -22,9 +22,15 @@ import numpy as np
 
 from rnngap.constructions.machine import kernels as K
 from rnngap.constructions.machine.vocab import token_code
+from rnngap.constructions.models.bounds import INT, sim_emb_bound
+from rnngap.constructions.models.simulate import (
+    EMIT_FILLER, EMIT_NEXT_COUNTER, EMIT_RNN_TOKEN, IN_PROMPT, IS_COUNTER, IS_FILLER, IS_RNN_TOKEN,
+    PREV_TOKEN_HEAD, PROMPT_HEAD, PROMPT_LENGTH, SEEN_COUNTER, STEP, emit_state, is_state, prev_state, prev_token,
+    prompt_token, rnn_embedded, rnn_state,
+)
 
 from .layer_facts import conjoined_fact, embedded_value, smt_fact, unmet, z3_value
-from .simulator import Val, clamp_key, emit_plan, layout, plan, role_plan, type_plan
+from .simulator import Val, clamp_key, emit_plan, layout, plan, rnn_dims, role_plan, type_plan
 from .sizes import z3
 
 def _real(v):
@@ -106,7 +112,7 @@ def chain_facts(sim, tag: str = "sim") -> list[dict]:
     mp, mc = sim.max_prompt, sim.max_rnn_cot
     out = []
     rows = ref.rows
-    flags = ["is_rnn_token", "is_filler"] + [f"is_state{i}" for i in range(S)] + ["is_counter"]
+    flags = [IS_RNN_TOKEN, IS_FILLER] + [is_state(i) for i in range(S)] + [IS_COUNTER]
     # --- the type lemma's flags: 0/1 and one-hot on every row (the role and firstK lemmas' hypotheses)
     bad = [f"{name}: {({f_: want.get(f_) for f_ in flags})}" for name, (_, _, want) in rows.items()
            if any(isinstance(want.get(f_), Val) or want.get(f_) not in (0, 1) for f_ in flags)
@@ -141,7 +147,7 @@ def chain_facts(sim, tag: str = "sim") -> list[dict]:
         out.append(smt_fact(layer, "chain.firstK", "for every prompt length 1 <= L <= max_prompt: is_counter = 0 at "
                          "every position j < L and = 1 at L (so firstK's lemma, with is_counter 0/1 everywhere, "
                          "makes it attend L from position L on, and position 0 before)", base + [j >= 0, j < L],
-                         z3.And(ref.copy({"is_counter": 1}, j) == 0, ref.copy({"is_counter": 1}, L) == 1)))
+                         z3.And(ref.copy({IS_COUNTER: 1}, j) == 0, ref.copy({IS_COUNTER: 1}, L) == 1)))
         emb = {lab: ref.spec.embedding[ref.labels.index(lab)] for lab in ("pos", "one") if lab in ref.labels}
         texts = [(n, lo_, hi_, sorted((k, v_.text if isinstance(v_, Val) else v_) for k, v_ in w.items()))
                  for n, (lo_, hi_, w) in rows.items()]
@@ -171,39 +177,39 @@ def embedding_mismatch(sim) -> list[str]:
         theirs = rspec.embedding[d]
         if theirs[0] == K.F_ZERO or theirs[2] == 0:
             continue
-        if f"rnn_embed:{lab}" not in labels:
-            bad.append(f"the RNN embeds {lab!r}, the simulator has no rnn_embed:{lab}")
+        if rnn_embedded(lab) not in labels:
+            bad.append(f"the RNN embeds {lab!r}, the simulator has no {rnn_embedded(lab)}")
             continue
-        mine = spec.embedding[labels.index(f"rnn_embed:{lab}")]
+        mine = spec.embedding[labels.index(rnn_embedded(lab))]
         if (mine[0], Fraction(mine[1]), Fraction(mine[2])) != (theirs[0], Fraction(theirs[1]), Fraction(theirs[2])):
-            bad.append(f"rnn_embed:{lab} is embedded as {tuple(mine)}, the RNN embeds {tuple(theirs)}")
+            bad.append(f"{rnn_embedded(lab)} is embedded as {tuple(mine)}, the RNN embeds {tuple(theirs)}")
     return bad
 
 
 def _feature_facts(sim, ref, heads: dict, tag: str) -> list[dict]:
-    """The prompt and prevY heads copy the RNN's embedded features of the key's
+    """The prompt and prev_token heads copy the RNN's embedded features of the key's
     token, one to one (prompt_token:<d> <- rnn_embed:<d>, prev_token:<d> <- the
     same), the simulator embeds each as the RNN does, and each lies within the
     bound the input lemma assumes for every code of the layout: what the input
     MLP adds to the RNN's x_d is then the RNN's own embedding of the token the
     key holds (the chain follows these copies as the token)."""
-    from rnngap.constructions.models.bounds import INT, sim_emb_bound
     layer = "composition"
     lay = ref.lay
     bad = []
-    for h, prefix in (("prompt", "prompt_token"), ("prevY", "prev_token")):
-        want = {f"{prefix}:{lab}": {f"rnn_embed:{lab}": 1} for lab in lay["emb"]}
+    for h, copy_of in ((PROMPT_HEAD, prompt_token), (PREV_TOKEN_HEAD, prev_token)):
+        want = {copy_of(lab): {rnn_embedded(lab): 1} for lab in lay["emb"]}
         got = {tgt: {k: Fraction(c) for k, c in combo.items()} for tgt, combo in heads[h][2].items()}
         if got != want:
             bad.append(f"{h} copies {got}, not the RNN's features one to one {want}")
     bad += embedding_mismatch(sim)
-    out = [_exact(layer, "chain.features.copies", "the prompt and prevY heads copy the RNN's embedded features of "
-                  "the key's token one to one, and the simulator embeds each as the RNN does", bad)]
+    out = [_exact(layer, "chain.features.copies", f"the {PROMPT_HEAD} and {PREV_TOKEN_HEAD} heads copy the RNN's "
+                  "embedded features of the key's token one to one, and the simulator embeds each as the RNN does",
+                  bad)]
     bound = z3_value(sim_emb_bound(INT, sim.params(), sim.max_steps))
     tau, pos = z3.Ints(f"{tag}.chain.tau {tag}.chain.pos")
     try:
-        feats = [embedded_value(ref.spec, ref.labels.index(f"rnn_embed:{lab}"), tau, pos) for lab in lay["emb"]
-                 if f"rnn_embed:{lab}" in ref.labels]
+        feats = [embedded_value(ref.spec, ref.labels.index(rnn_embedded(lab)), tau, pos) for lab in lay["emb"]
+                 if rnn_embedded(lab) in ref.labels]
         goal = z3.And(*[z3.And(x <= bound, x >= -bound) for x in feats]) if feats else z3.BoolVal(True)
         out.append(smt_fact(layer, "chain.features.bound", f"each RNN feature the heads copy lies within the declared "
                          f"bound {bound} (the input lemma's hypothesis) for every code in {lay['tau_min']}.."
@@ -216,7 +222,7 @@ def _feature_facts(sim, ref, heads: dict, tag: str) -> list[dict]:
 def _writers_fact(sim, heads: dict) -> dict:
     """Every direction a head of the plan copies into is written by the plan's
     heads alone (their writes are pinned by the copy facts): no other head's W_O
-    and no MLP writes it, and the embedding writes 0 there; the prompt and prevY
+    and no MLP writes it, and the embedding writes 0 there; the prompt and prev_token
     heads' targets by that head alone. So the value the later layers read there
     is the sum of the plan's copies."""
     spec = sim.model.spec
@@ -240,7 +246,7 @@ def _writers_fact(sim, heads: dict) -> dict:
             for hd in L.heads:
                 if hd.name not in hs and np.any(hd.WO[d] != 0):
                     bad.append(f"head {hd.name} writes {tgt}")
-        if (tgt.startswith("prompt_token:") or tgt.startswith("prev_token:")) and len(hs) != 1:
+        if tgt.startswith((prompt_token(""), prev_token(""))) and len(hs) != 1:
             bad.append(f"{tgt} is copied by {hs}")
     return _exact("composition", "chain.writers", "each direction the plan's heads copy into is written by those "
                   "heads alone (no other head, no MLP, not the embedding), the RNN features' copies by one head each",
@@ -286,27 +292,27 @@ def _handed_goals(ref: _Reference, handed: dict, block: bool, t, ykey) -> list[t
     """What the first layers must hand the later ones at a position of
     :func:`_positions` (``block``: in a block of the CoT, else the last prompt
     token): seen_counter, the step in the next-code lemma's range, the prompt
-    length and the previous states; ``ykey`` the key prevY attends."""
+    length and the previous states; ``ykey`` the key prev_token attends."""
     lay, S, L = ref.lay, ref.S, ref.L
     unit = Fraction(1, 1 << lay["f"])
     last_counter = lay["top"] - lay["K"] - 1
-    goals = [("seen_counter = " + ("1" if block else "0"), handed["seen_counter"] == (1 if block else 0)),
-             (f"step an integer in 0..{last_counter} (the next-code lemma's range)",
-              z3.And(z3.IsInt(handed["step"]), handed["step"] >= 0, handed["step"] <= last_counter)),
-             ("prompt_length an integer", z3.IsInt(handed["prompt_length"]))]
+    goals = [(f"{SEEN_COUNTER} = " + ("1" if block else "0"), handed[SEEN_COUNTER] == (1 if block else 0)),
+             (f"{STEP} an integer in 0..{last_counter} (the next-code lemma's range)",
+              z3.And(z3.IsInt(handed[STEP]), handed[STEP] >= 0, handed[STEP] <= last_counter)),
+             (f"{PROMPT_LENGTH} an integer", z3.IsInt(handed[PROMPT_LENGTH]))]
     if block:
-        goals += [("step = t", handed["step"] == z3.ToReal(t)),
-                  ("prompt_length = L", handed["prompt_length"] == z3.ToReal(L))]
+        goals += [(f"{STEP} = t", handed[STEP] == z3.ToReal(t)),
+                  (f"{PROMPT_LENGTH} = L", handed[PROMPT_LENGTH] == z3.ToReal(L))]
         for i in range(S):
             want = z3.If(t >= 1, z3_value(unit) * z3.ToReal(ref.U[i](t - 1)), z3.RealVal(0))
-            goals.append((f"prev_state{i} = s_(t-1)^{i} (0 at t = 0)", handed[f"prev_state{i}"] == want))
+            goals.append((f"{prev_state(i)} = s_(t-1)^{i} (0 at t = 0)", handed[prev_state(i)] == want))
     else:
         # the step computed at the last prompt token (unused; the next token is K(0)) starts from the
-        # zero state, on a prompt token (the prompt and prevY heads' keys are <= p < L): the documented
+        # zero state, on a prompt token (the prompt and prev_token heads' keys are <= p < L): the documented
         # precondition that one such step stays in range
-        goals += [(f"prev_state{i} = 0", handed[f"prev_state{i}"] == 0) for i in range(S)]
-        goals.append(("prevY reads the token at max(0, L - S - 3) (the one whose zero-state step compare "
-                      "checks against the promise)", ykey == z3.If(L - S - 3 > 0, L - S - 3, 0)))
+        goals += [(f"{prev_state(i)} = 0", handed[prev_state(i)] == 0) for i in range(S)]
+        goals.append((f"{PREV_TOKEN_HEAD} reads the token at max(0, L - S - 3) (the one whose zero-state step "
+                      "compare checks against the promise)", ykey == z3.If(L - S - 3 > 0, L - S - 3, 0)))
     return goals
 
 
@@ -315,10 +321,10 @@ def _positions(sim, ref: _Reference, heads: dict, P: int, mp: int, mc: int, tag:
     S, L = ref.S, ref.L
     layer = "composition"
     t = z3.Int(f"{tag}.chain.t")
-    flags = ["is_rnn_token", "is_filler"] + [f"is_state{i}" for i in range(S)] + ["is_counter"]
+    flags = [IS_RNN_TOKEN, IS_FILLER] + [is_state(i) for i in range(S)] + [IS_COUNTER]
     base = [L >= 1, L <= mp, t >= 0]
     kinds = _position_kinds(ref, t, mp, mc)
-    needed = ("seen_counter", "prompt_length", "step") + tuple(f"prev_state{i}" for i in range(S))
+    needed = (SEEN_COUNTER, PROMPT_LENGTH, STEP) + tuple(prev_state(i) for i in range(S))
     out = []
     for name, p, row, code, extra, nxt in kinds:
         hyps = base + extra
@@ -340,33 +346,33 @@ def _positions(sim, ref: _Reference, heads: dict, P: int, mp: int, mc: int, tag:
             goals.append((f"{h}'s query is an integer", z3.IsInt(Q)))
             return bind(h, clamp_key(z3.ToInt(Q), p))
         for h, (_, (kind, arg), copy) in heads.items():
-            if h == "prompt":
+            if h == PROMPT_HEAD:
                 continue
             key = bind(h, z3.If(p >= L, L, 0)) if kind == "first" else attend(h, arg, x)
             for tgt, combo in copy.items():                # ... and gains every copy into it
                 if tgt in handed:
                     handed[tgt] = handed[tgt] + ref.copy(combo, key)
         # the prompt head reads the carried step (layer 3): its query from what layer 2 handed
-        pkey = attend("prompt", heads["prompt"][1][1], {**x, **handed})
-        ykey = attend("prevY", heads["prevY"][1][1], x)
+        pkey = attend(PROMPT_HEAD, heads[PROMPT_HEAD][1][1], {**x, **handed})
+        ykey = attend(PREV_TOKEN_HEAD, heads[PREV_TOKEN_HEAD][1][1], x)
         goals += _handed_goals(ref, handed, block, t, ykey)
         handed_text = "; ".join(text for text, _ in goals)
         # the roles and the case of the next code, on what the heads handed
         vals = {lab: x[lab] for lab in flags}
-        vals.update(seen_counter=handed["seen_counter"], step=handed["step"], prompt_length=handed["prompt_length"])
+        vals.update({SEEN_COUNTER: handed[SEEN_COUNTER], STEP: handed[STEP], PROMPT_LENGTH: handed[PROMPT_LENGTH]})
         roles = {lab: fn(vals) for lab, (fn, _) in role_plan(sim).items()}
         roles.update({lab: fn(roles) for lab, (fn, _) in emit_plan().items()})
-        emits = [f"emit_state{i}" for i in range(S)] + ["emit_rnn_token", "emit_filler", "emit_next_counter"]
-        case = {"K(0)": None, "Y": "emit_rnn_token", "filler": "emit_filler", "K(t+1)": "emit_next_counter"}
-        flag = case.get(nxt, f"emit_state{nxt[1:]}" if nxt.startswith("S") else None)
+        emits = [emit_state(i) for i in range(S)] + [EMIT_RNN_TOKEN, EMIT_FILLER, EMIT_NEXT_COUNTER]
+        case = {"K(0)": None, "Y": EMIT_RNN_TOKEN, "filler": EMIT_FILLER, "K(t+1)": EMIT_NEXT_COUNTER}
+        flag = case.get(nxt, emit_state(int(nxt[1:])) if nxt.startswith("S") else None)
         goals += [(f"{e} = {int(e == flag)}", roles[e] == (1 if e == flag else 0)) for e in emits]
         if block:
             src_p, src_y = ref.code(pkey), ref.code(ykey)
-            goals.append(("the RNN's input (the input MLP: prompt's copy if in_prompt, else prevY's) is the "
-                          "token u_t: the prompt's token t at t < L, else y_(t-1)",
-                          z3.If(roles["in_prompt"] == 1, src_p, src_y) == z3.If(t < L, ref.u(t), ref.y(t - 1))))
+            goals.append((f"the RNN's input (the input MLP: {PROMPT_HEAD}'s copy if {IN_PROMPT}, else "
+                          f"{PREV_TOKEN_HEAD}'s) is the token u_t: the prompt's token t at t < L, else y_(t-1)",
+                          z3.If(roles[IN_PROMPT] == 1, src_p, src_y) == z3.If(t < L, ref.u(t), ref.y(t - 1))))
         if nxt == "K(t+1)":
-            goals.append(("K(step + 1) is K(t + 1)", vals["step"] + 1 == z3.ToReal(t + 1)))
+            goals.append((f"K({STEP} + 1) is K(t + 1)", vals[STEP] + 1 == z3.ToReal(t + 1)))
         stmt = (f"at the {_where(name)}: the type, head and copy lemmas on the reference CoT's tokens hand the "
                 f"later layers {handed_text}; on these the block roles and the input MLP set "
                 f"{flag or 'no emit flag (seen_counter = 0)'} alone, the next-code case of {nxt}, the kind of the "
@@ -414,17 +420,16 @@ def _rnn_layer_rows(sim) -> dict:
     on the RNN's input, writing 1 to h_s and C[:, s] to the RNN's directions, and
     its negation) and its own MLP (per hidden unit m with a nonzero W2 column:
     W1[m, :], b1[m], W2[:, m]; b2 through one constant neuron)."""
-    from .simulator import rnn_dims
     rspec = sim.rnn.spec
     dims, _ = rnn_dims(sim)
-    first = plan(sim)["prompt"][0] + 1
+    first = plan(sim)[PROMPT_HEAD][0] + 1
     out, base = {}, 0
     for l, R in enumerate(rspec.rnn_layers):
         S_l = R.A.shape[0]
-        hl = [f"h{l}:{R.state_labels[s] if R.state_labels else s}" for s in range(S_l)]
+        hl = [rnn_state(l, R.state_labels[s] if R.state_labels else s) for s in range(S_l)]
         state = []
         for s in range(S_l):
-            row = {f"prev_state{base + s2}": Fraction(R.A[s, s2]) for s2 in range(S_l) if R.A[s, s2] != 0}
+            row = {prev_state(base + s2): Fraction(R.A[s, s2]) for s2 in range(S_l) if R.A[s, s2] != 0}
             row.update({dims[d]: Fraction(R.B[s, d]) for d in range(rspec.width) if R.B[s, d] != 0 and dims[d]})
             col = {hl[s]: Fraction(1)}
             col.update({dims[d]: Fraction(R.C[d, s]) for d in range(rspec.width) if R.C[d, s] != 0 and dims[d]})

@@ -35,6 +35,10 @@ from rnngap.constructions.machine.vocab import Vocab
 from .bounds import COUNT_THRESHOLD, MATCH_FRAC_BITS, N, POSITION_MATCH, PREVIOUS_TOKEN, Declared  # noqa: E402,F401
 """The declared formats (written once in constructions/models/bounds.py)."""
 
+COUNT_ABOVE_THRESHOLD = "count_above_threshold"
+"""The comparison MLP's output [c > t]: the count c of the query q exceeds the threshold t
+(:func:`count_threshold_transformer`, and constructions/models/hybrid.py's ``counting_hybrid``)."""
+
 
 def position_match_transformer(n: int, *, alphabet: int = 2, fmt: FixedFormat | None = None) -> Model:
     fmt = fmt or POSITION_MATCH.format(n)
@@ -75,8 +79,8 @@ def count_threshold_transformer(n: int, *, alphabet: int = 3, fmt: FixedFormat |
     on [QUERY] once it is in the window, else uniform over zeros).
     Layer 2: the BOS counting head over the data positions only (the flag pushes
     q, t and [QUERY] 2 lambda down), giving round(1/(c+1)); the comparison MLP
-    against 1/(t + 3/2) (an embedding feature of t) writes gt = [c > t].
-    Readout: tau = 1 + gt, i.e. the number 1 or 0. ``check_margins=False``: the
+    against 1/(t + 3/2) (an embedding feature of t) writes count_above_threshold = [c > t].
+    Readout: tau = 1 + count_above_threshold, i.e. the number 1 or 0. ``check_margins=False``: the
     comparison's margin is not asserted (necessity scans below the declared f).
     """
     fmt = fmt or COUNT_THRESHOLD.format(n)
@@ -85,7 +89,8 @@ def count_threshold_transformer(n: int, *, alphabet: int = 3, fmt: FixedFormat |
     s.embedded("is_query", K.F_IS_TOKEN, 9)
     s.embedded("thr", K.F_TOK_INV, Fraction(1, 2))     # 1 / (tau + 1/2) = 1/(t + 3/2) for the number t
     code_bound = max(n, alphabet, 9) + 1      # |tau| of any token of Vocab(max(n, alphabet))
-    for lab, bound in (("q", code_bound), ("q_sq", code_bound ** 2), ("after_query", 1), ("frac", 1), ("gt", 1)):
+    for lab, bound in (("q", code_bound), ("q_sq", code_bound ** 2), ("after_query", 1), ("frac", 1),
+                       (COUNT_ABOVE_THRESHOLD, 1)):
         s.hidden(lab, bound=bound)
     vocab = Vocab(max(n, alphabet))
     b = Builder(f"count-threshold(n={n})", "transformer", vocab, s, claim="gadgets", bounded=True)
@@ -100,6 +105,6 @@ def count_threshold_transformer(n: int, *, alphabet: int = 3, fmt: FixedFormat |
     head = count_head("count", query={"q": 1}, query_sq={"q_sq": 1}, key={"tok": 1}, key_sq={"tok_sq": 1},
                       one="one", not_bos={"one": 1, "is_bos": -1}, bos_flag="is_bos", out="frac",
                       fmt=fmt, max_key=maxk, n=n, push_down={"after_query": 2})
-    b.attention_layer([head], mlp=count_compare_neurons("frac", "thr", "gt", n, fmt, check_margins))
-    b.readout([("gt", K.F_TOK, 0, 2), ("one", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
+    b.attention_layer([head], mlp=count_compare_neurons("frac", "thr", COUNT_ABOVE_THRESHOLD, n, fmt, check_margins))
+    b.readout([(COUNT_ABOVE_THRESHOLD, K.F_TOK, 0, 2), ("one", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
     return b.build(fmt)

@@ -26,7 +26,7 @@ from typing import Sequence
 import sympy as sp
 
 from rnngap.constructions.machine import kernels as K
-from .demos import Declared
+from .demos import COUNT_ABOVE_THRESHOLD, Declared
 from rnngap.constructions.machine.fixedpoint import log2_ceil
 from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.gadgets import (
@@ -36,7 +36,9 @@ from rnngap.constructions.build.gadgets import (
     require_int_bits, select_neurons, sharpness, smax, zero_gap,
 )
 from rnngap.constructions.build.model import Model
-from rnngap.constructions.machine.vocab import BOS, NUMBER_BASE, QUERY, Vocab, token_code
+from rnngap.constructions.machine.vocab import (
+    BOS, DASH, EOS, FALSE, NUMBER_BASE, QUERY, TILDE, TRUE, Vocab, token_code,
+)
 
 from .bounds import CODE_SLACK, INT as _INT, N  # noqa: E402,F401  (CODE_SLACK: see bounds.py)
 from . import bounds as _bounds  # noqa: E402
@@ -177,7 +179,7 @@ def counting_hybrid(n: int, *, alphabet: int = 3, fmt: FixedFormat | None = None
           max_code=code_bound(n))
     s.bound["after_query"] = 1                # the prompt has one [QUERY] (Builder's central score check)
     s.hidden("frac")
-    s.hidden("gt")
+    s.hidden(COUNT_ABOVE_THRESHOLD)
     b = Builder(f"counting-hybrid(n={n})", "hybrid", vocab, s, claim="T5.6")
     b.max_positions = n + 4                   # [BOS] x_1..x_n [QUERY] q t
     rec.apply(b, name="clock+delay+latch")
@@ -186,8 +188,8 @@ def counting_hybrid(n: int, *, alphabet: int = 3, fmt: FixedFormat | None = None
                       one="one", not_bos={"one": 1, "is_bos": -1}, bos_flag="is_bos", out="frac",
                       fmt=fmt, max_key=M, n=n, push_down={"after_query": 2})
     require_int_bits(fmt, bits_for(_count_bound(n)) + 1, "count", "scores with the after-query term")
-    b.attention_layer([head], mlp=count_compare_neurons("frac", "thr", "gt", n, fmt, check_margins))
-    b.readout([("gt", K.F_TOK, 0, 2), ("one", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
+    b.attention_layer([head], mlp=count_compare_neurons("frac", "thr", COUNT_ABOVE_THRESHOLD, n, fmt, check_margins))
+    b.readout([(COUNT_ABOVE_THRESHOLD, K.F_TOK, 0, 2), ("one", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
     return b.build(fmt)
 
 
@@ -242,20 +244,65 @@ def istree_positions(N: int, m_max: int) -> int:
 ISTREE = istree_declared()
 
 
+# The union-find hybrid's residual directions and heads, by name (the plans of
+# checks/certify/istree_hybrid.py and istree_hybrid_chain.py import them; the clock's cnt,
+# cnt_sq, prev<k>, prev1_sq are constructions/build/gadgets.py's). Embedded: the token flags.
+IS_BOS, IS_EOS, IS_DASH, IS_TILDE, IS_QUERY = "is_bos", "is_eos", "is_dash", "is_tilde", "is_query"
+EOS_SEEN = "eos_seen"
+"""The front end's latch: the [EOS] seen so far."""
+
+
+def delayed(direction: str, k: int) -> str:
+    """``direction`` k positions back (a delay line of the RNN layers; 0 before the start)."""
+    return f"{direction}@{k}"
+
+
+def squared(direction: str) -> str:
+    """The square of ``direction`` (a key's square, which the match heads read)."""
+    return f"{direction}_sq"
+
+
+def after_sv(k: int) -> str:
+    """The role k positions after s_v (at_v_size delayed by k)."""
+    return f"after_sv{k}"
+
+
+# RNN layer 1's MLP: where the position sits in a record, the match heads' keys, the tests of
+# the re-emitted u-side
+CHAIN_MARKER = "chain_marker"                       # a '-' inside the CoT
+AT_PARENT_RECORD, AT_SIZE_RECORD = "at_parent_record", "at_size_record"    # the p of "~ c p", the s of "[QUERY] p s"
+PARENT_KEY, SIZE_KEY = "parent_key", "size_key"     # tau(c) at the p of "~ c p", tau(p) at the s of "[QUERY] p s"
+PARENT_KEY_SQ, SIZE_KEY_SQ = squared(PARENT_KEY), squared(SIZE_KEY)
+ROOTS_EQUAL, U_SMALLER = "roots_equal", "u_smaller"    # [r_u = r_v], [s_u <= s_v]
+# RNN layer 2: the counts and the roles right after the u- and v-markers, [joins = N - 1], the union's roots
+JOINS, EDGE_MARKERS, JOINS_OK = "joins", "edge_markers", "joins_ok"
+AT_U_SIZE = "at_u_size"
+"""1 right after an edge's u-side marker, where the CoT writes s_u, the size of u's tree."""
+AT_V_SIZE = "at_v_size"
+"""1 right after an edge's v-side marker, where the CoT writes s_v, the size of v's tree."""
+CHILD_ROOT, PARENT_ROOT = "child_root", "parent_root"
+# RNN layer 3: in a find chain, and the union's values delayed to their slots
+IN_CHAIN, MERGED_SIZE = "in_chain", "merged_size"
+# the heads (fetch, parent, size, last_su) and what they copy, the next token's code
+FETCH_HEAD, PARENT_HEAD, SIZE_HEAD, LAST_SU_HEAD = "fetch", "parent", "size", "last_su"
+FETCHED_TOKEN, PARENT_TOKEN, PARENT_FOUND, ROOT_SIZE = "fetched_token", "parent_token", "parent_found", "root_size"
+LATEST_SU, LATEST_RU = "latest_su", "latest_ru"     # at the latest s_u: its token s_u and r_u two before it
+NEXT_CODE = "next_code"
+
 # Residual directions of the union-find hybrid, by the phase that writes them
 # (layout order = this order; every direction exists before the first layer is assembled).
-_IST_RECORD_FLAGS = ("chain_marker", "at_parent_record", "at_size_record", "parent_key", "parent_key_sq",
-                     "size_key", "size_key_sq", "roots_equal", "u_smaller")
-_IST_COUNTERS = ("joins", "edge_markers", "chain_marker@1", "at_su", "at_sv", "joins_ok", "child_root",
-                 "parent_root")
-_IST_DELAYS = ("in_chain", "child_root@1", "parent_root@2", "parent_root@4", "merged_size@5") + \
-    tuple(f"after_sv{k}" for k in range(1, 8))
-_IST_HEADS = ("fetched_token", "parent_token", "parent_found", "root_size", "latest_su", "latest_ru")
-_IST_NEXT = ("next_code",)
+_IST_RECORD_FLAGS = (CHAIN_MARKER, AT_PARENT_RECORD, AT_SIZE_RECORD, PARENT_KEY, PARENT_KEY_SQ,
+                     SIZE_KEY, SIZE_KEY_SQ, ROOTS_EQUAL, U_SMALLER)
+_IST_COUNTERS = (JOINS, EDGE_MARKERS, delayed(CHAIN_MARKER, 1), AT_U_SIZE, AT_V_SIZE, JOINS_OK, CHILD_ROOT,
+                 PARENT_ROOT)
+_IST_DELAYS = (IN_CHAIN, delayed(CHILD_ROOT, 1), delayed(PARENT_ROOT, 2), delayed(PARENT_ROOT, 4),
+               delayed(MERGED_SIZE, 5)) + tuple(after_sv(k) for k in range(1, 8))
+_IST_HEADS = (FETCHED_TOKEN, PARENT_TOKEN, PARENT_FOUND, ROOT_SIZE, LATEST_SU, LATEST_RU)
+_IST_NEXT = (NEXT_CODE,)
 
 # e2 = [[EOS] at least two tokens back] = eos_seen - [EOS now] - [EOS one back]: a
 # record's marker two back is then a CoT token (the input may use '~' between endpoints)
-_IST_IN_COT2 = {"eos_seen": 1, "is_eos": -1, "is_eos@1": -1}
+_IST_IN_COT2 = {EOS_SEEN: 1, IS_EOS: -1, delayed(IS_EOS, 1): -1}
 
 
 def _written(rec: Recurrence | None, mlp: Sequence) -> set[str]:
@@ -281,18 +328,17 @@ def _istree_space(m_max: int, P: int, code_max: int) -> tuple[ResidualSpace, Rec
     the [EOS] latch ``eos_seen``), then every hidden direction of the later phases.
     The directions the heads read carry their bounds (so :class:`Builder` checks
     the heads' scores centrally too): cnt <= P, |tau| and the keys <= code_max,
-    joins <= m_max, edge_markers <= 2 (two markers per edge), at_su a flag."""
-    from rnngap.constructions.machine.vocab import DASH, EOS, TILDE
+    joins <= m_max, edge_markers <= 2 (two markers per edge), at_u_size a flag."""
     s = _base_space()
-    for lab, token in (("is_bos", BOS), ("is_eos", EOS), ("is_dash", DASH), ("is_tilde", TILDE),
-                       ("is_query", QUERY)):
+    for lab, token in ((IS_BOS, BOS), (IS_EOS, EOS), (IS_DASH, DASH), (IS_TILDE, TILDE),
+                       (IS_QUERY, QUERY)):
         s.embedded(lab, K.F_IS_TOKEN, token)
     front = Recurrence()
-    clock(s, front, delays=4, delays_sq=1, latches={"eos_seen": "is_eos"}, max_positions=P, max_code=code_max)
-    for flag, depth in (("is_tilde", 2), ("is_query", 2), ("is_eos", 1)):
-        delay_chain(front, flag, {flag: 1}, depth, {k: s.hidden(f"{flag}@{k}") for k in range(1, depth + 1)})
-    bounds = {"parent_key": code_max, "parent_key_sq": code_max ** 2, "size_key": code_max,
-              "size_key_sq": code_max ** 2, "joins": m_max, "edge_markers": 2, "at_su": 1}
+    clock(s, front, delays=4, delays_sq=1, latches={EOS_SEEN: IS_EOS}, max_positions=P, max_code=code_max)
+    for flag, depth in ((IS_TILDE, 2), (IS_QUERY, 2), (IS_EOS, 1)):
+        delay_chain(front, flag, {flag: 1}, depth, {k: s.hidden(delayed(flag, k)) for k in range(1, depth + 1)})
+    bounds = {PARENT_KEY: code_max, PARENT_KEY_SQ: code_max ** 2, SIZE_KEY: code_max,
+              SIZE_KEY_SQ: code_max ** 2, JOINS: m_max, EDGE_MARKERS: 2, AT_U_SIZE: 1}
     for lab in _IST_RECORD_FLAGS + _IST_COUNTERS + _IST_DELAYS + _IST_HEADS + _IST_NEXT:
         s.hidden(lab, bound=bounds.get(lab))
     return s, front
@@ -306,22 +352,22 @@ def _istree_record_flags(code_max: int) -> list[Neuron]:
     "~ c p", tau(p) = prev1 at the s of "[QUERY] p s", else <= 0. Off the gate the
     value must stay <= big: |prev1| <= code_max (every |tau|, ``_istree_code``) and
     prev1_sq <= code_max^2."""
-    parent_rec = [{"is_tilde@2": 1}, _IST_IN_COT2]
-    size_rec = [{"is_query@2": 1}, _IST_IN_COT2]
+    parent_rec = [{delayed(IS_TILDE, 2): 1}, _IST_IN_COT2]
+    size_rec = [{delayed(IS_QUERY, 2): 1}, _IST_IN_COT2]
     big, big_sq = code_max, code_max * code_max
     mlp = [
-        Neuron({"is_dash": 1, "eos_seen": 1}, -1, {"chain_marker": 1}),          # '-' inside the CoT
-        gated_value_neuron({}, parent_rec, 1, {"at_parent_record": 1}, bias=1),  # p of "~ c p"
-        gated_value_neuron({}, size_rec, 1, {"at_size_record": 1}, bias=1),      # s of "[QUERY] p s"
-        gated_value_neuron({"prev1": 1}, parent_rec, big, {"parent_key": 1}),
-        gated_value_neuron({"prev1_sq": 1}, parent_rec, big_sq, {"parent_key_sq": 1}),
-        gated_value_neuron({"prev1": 1}, size_rec, big, {"size_key": 1}),
-        gated_value_neuron({"prev1_sq": 1}, size_rec, big_sq, {"size_key_sq": 1}),
+        Neuron({IS_DASH: 1, EOS_SEEN: 1}, -1, {CHAIN_MARKER: 1}),              # '-' inside the CoT
+        gated_value_neuron({}, parent_rec, 1, {AT_PARENT_RECORD: 1}, bias=1),  # p of "~ c p"
+        gated_value_neuron({}, size_rec, 1, {AT_SIZE_RECORD: 1}, bias=1),      # s of "[QUERY] p s"
+        gated_value_neuron({"prev1": 1}, parent_rec, big, {PARENT_KEY: 1}),
+        gated_value_neuron({"prev1_sq": 1}, parent_rec, big_sq, {PARENT_KEY_SQ: 1}),
+        gated_value_neuron({"prev1": 1}, size_rec, big, {SIZE_KEY: 1}),
+        gated_value_neuron({"prev1_sq": 1}, size_rec, big_sq, {SIZE_KEY_SQ: 1}),
         # u_smaller = [s_u <= s_v] at the re-emitted s_u (tok = s_u, prev2 = s_v): relu(d+1) - relu(d)
-        Neuron({"prev2": 1, "tok": -1}, 1, {"u_smaller": 1}),
-        Neuron({"prev2": 1, "tok": -1}, 0, {"u_smaller": -1}),
+        Neuron({"prev2": 1, "tok": -1}, 1, {U_SMALLER: 1}),
+        Neuron({"prev2": 1, "tok": -1}, 0, {U_SMALLER: -1}),
     ]
-    return mlp + equality_neurons({"tok": 1}, {"prev3": 1}, "roots_equal")      # at r_u': r_u == r_v ?
+    return mlp + equality_neurons({"tok": 1}, {"prev3": 1}, ROOTS_EQUAL)       # at r_u': r_u == r_v ?
 
 
 def _istree_counters(N: int, code_max: int) -> tuple[Recurrence, list[Neuron]]:
@@ -331,20 +377,20 @@ def _istree_counters(N: int, code_max: int) -> tuple[Recurrence, list[Neuron]]:
     and at the re-emitted s_u the child root c = (u_smaller ? r_u : r_v) and the
     parent root p (the other; r_u = prev1, r_v = prev4, |code| <= code_max)."""
     rec = Recurrence()
-    for name, inc in (("joins", {"at_size_record": 1}), ("edge_markers", {"chain_marker": 1, "at_size_record": -2})):
+    for name, inc in ((JOINS, {AT_SIZE_RECORD: 1}), (EDGE_MARKERS, {CHAIN_MARKER: 1, AT_SIZE_RECORD: -2})):
         st = rec.add_state(f"s_{name}")
         rec.A[(st, st)] = 1
         for d, c in inc.items():
             rec.B[(st, d)] = c
         rec.C[(name, st)] = 1
-    delay_chain(rec, "chain_marker", {"chain_marker": 1}, 1, {1: "chain_marker@1"})
+    delay_chain(rec, "chain_marker", {CHAIN_MARKER: 1}, 1, {1: delayed(CHAIN_MARKER, 1)})
     mlp = [
-        Neuron({"chain_marker@1": 2, "edge_markers": -1}, 0, {"at_su": 1}),      # right after the u-marker
-        Neuron({"chain_marker@1": 1, "edge_markers": 1}, -2, {"at_sv": 1}),      # right after the v-marker
+        Neuron({delayed(CHAIN_MARKER, 1): 2, EDGE_MARKERS: -1}, 0, {AT_U_SIZE: 1}),  # right after the u-marker
+        Neuron({delayed(CHAIN_MARKER, 1): 1, EDGE_MARKERS: 1}, -2, {AT_V_SIZE: 1}),  # right after the v-marker
     ]
-    mlp += equality_neurons({"joins": 1}, {"one": N - 1}, "joins_ok")
-    mlp += select_neurons({"u_smaller": 1}, {"prev1": 1}, {"prev4": 1}, "child_root", code_max)
-    mlp += select_neurons({"u_smaller": 1}, {"prev4": 1}, {"prev1": 1}, "parent_root", code_max)
+    mlp += equality_neurons({JOINS: 1}, {"one": N - 1}, JOINS_OK)
+    mlp += select_neurons({U_SMALLER: 1}, {"prev1": 1}, {"prev4": 1}, CHILD_ROOT, code_max)
+    mlp += select_neurons({U_SMALLER: 1}, {"prev4": 1}, {"prev1": 1}, PARENT_ROOT, code_max)
     return rec, mlp
 
 
@@ -353,35 +399,35 @@ def _istree_delays() -> Recurrence:
     [QUERY], p, s), the union values delayed to their slots, and ``in_chain``: + 1 the
     step after a fetch (the fetched vertex starts a parent chain), - 1 at its marker."""
     rec = Recurrence()
-    delay_chain(rec, "sv", {"at_sv": 1}, 7, {k: f"after_sv{k}" for k in range(1, 8)})
-    delay_chain(rec, "c", {"child_root": 1}, 1, {1: "child_root@1"})
-    delay_chain(rec, "p", {"parent_root": 1}, 4, {2: "parent_root@2", 4: "parent_root@4"})
-    delay_chain(rec, "s", {"tok": 1, "prev2": 1, "one": -1}, 5, {5: "merged_size@5"})   # s = s_u + s_v (codes)
-    fetch = delay_chain(rec, "fetch", {"is_eos": 1, "at_size_record": 1, "at_su": 1}, 0, {})
+    delay_chain(rec, "sv", {AT_V_SIZE: 1}, 7, {k: after_sv(k) for k in range(1, 8)})
+    delay_chain(rec, "c", {CHILD_ROOT: 1}, 1, {1: delayed(CHILD_ROOT, 1)})
+    delay_chain(rec, "p", {PARENT_ROOT: 1}, 4, {2: delayed(PARENT_ROOT, 2), 4: delayed(PARENT_ROOT, 4)})
+    delay_chain(rec, "s", {"tok": 1, "prev2": 1, "one": -1}, 5, {5: delayed(MERGED_SIZE, 5)})   # s = s_u + s_v (codes)
+    fetch = delay_chain(rec, "fetch", {IS_EOS: 1, AT_SIZE_RECORD: 1, AT_U_SIZE: 1}, 0, {})
     ic = rec.add_state("s_in_chain")
     rec.A[(ic, ic)] = 1
     rec.A[(ic, fetch[0])] = 1             # + fetch at t-1 (the fetched vertex starts a chain)
-    rec.B[(ic, "chain_marker")] = -1      # - the marker ends it
-    rec.C[("in_chain", ic)] = 1
+    rec.B[(ic, CHAIN_MARKER)] = -1        # - the marker ends it
+    rec.C[(IN_CHAIN, ic)] = 1
     return rec
 
 
 def _istree_heads(fmt: FixedFormat, P: int, code_max: int) -> list[Head]:
     """The four heads of the single attention layer (comment block above)."""
     return [
-        match_head("fetch", components=[Component({"joins": 3, "edge_markers": 2, "one": 2}, {"cnt": 1},
+        match_head(FETCH_HEAD, components=[Component({JOINS: 3, EDGE_MARKERS: 2, "one": 2}, {"cnt": 1},
                                                   {"cnt_sq": 1}, code_max, code_max)],
-                   copy={"fetched_token": {"tok": 1}}, fmt=fmt),
-        match_head("parent", components=[Component({"tok": 1}, {"parent_key": 1}, {"parent_key_sq": 1}, code_max,
+                   copy={FETCHED_TOKEN: {"tok": 1}}, fmt=fmt),
+        match_head(PARENT_HEAD, components=[Component({"tok": 1}, {PARENT_KEY: 1}, {PARENT_KEY_SQ: 1}, code_max,
                                                    code_max, query_sq={"tok_sq": 1})],
-                   copy={"parent_token": {"tok": 1}, "parent_found": {"at_parent_record": 1}}, fmt=fmt,
+                   copy={PARENT_TOKEN: {"tok": 1}, PARENT_FOUND: {AT_PARENT_RECORD: 1}}, fmt=fmt,
                    tie_break="last", fallback="bos", tight=True, n_positions=P + 2, pos="cnt"),
-        match_head("size", components=[Component({"prev1": 1}, {"size_key": 1}, {"size_key_sq": 1}, code_max,
+        match_head(SIZE_HEAD, components=[Component({"prev1": 1}, {SIZE_KEY: 1}, {SIZE_KEY_SQ: 1}, code_max,
                                                  code_max, query_sq={"prev1_sq": 1})],
-                   copy={"root_size": {"tok": 1, "is_bos": 2}}, fmt=fmt,
+                   copy={ROOT_SIZE: {"tok": 1, IS_BOS: 2}}, fmt=fmt,
                    tie_break="last", fallback="bos", tight=True, n_positions=P + 2, pos="cnt"),
-        latest_flag_head("last_su", {"at_su": 1}, {"cnt": 1}, "one",
-                         {"latest_su": {"tok": 1}, "latest_ru": {"prev2": 1}}, fmt, max_pos=P + 1),
+        latest_flag_head(LAST_SU_HEAD, {AT_U_SIZE: 1}, {"cnt": 1}, "one",
+                         {LATEST_SU: {"tok": 1}, LATEST_RU: {"prev2": 1}}, fmt, max_pos=P + 1),
     ]
 
 
@@ -393,36 +439,35 @@ def _istree_next_token(code_max: int) -> list[Neuron]:
     big is the largest value + bias any rule can see, from the interval bounds of the
     directions: one code (<= code_max: a copied token, a selected root, an average of
     codes) or merged_size@5 = s_u + s_v - 1 <= 2 code_max - 1 (two codes)."""
-    from rnngap.constructions.machine.vocab import DASH, FALSE, TILDE, TRUE
-    upper = {d: code_max for d in ("fetched_token", "parent_token", "root_size", "latest_su", "latest_ru",
-                                   "child_root@1", "parent_root@2", "parent_root@4")}
-    upper["merged_size@5"] = 2 * code_max - 1
-    fetch_role = {"is_eos": 1, "at_size_record": 1, "at_su": 1}
-    eos_half = {"fetched_token": Fraction(-1, 2)}    # (1 - tau)/2: 1 for [EOS] (tau = -1), <= 0 for a vertex
+    upper = {d: code_max for d in (FETCHED_TOKEN, PARENT_TOKEN, ROOT_SIZE, LATEST_SU, LATEST_RU,
+                                   delayed(CHILD_ROOT, 1), delayed(PARENT_ROOT, 2), delayed(PARENT_ROOT, 4))}
+    upper[delayed(MERGED_SIZE, 5)] = 2 * code_max - 1
+    fetch_role = {IS_EOS: 1, AT_SIZE_RECORD: 1, AT_U_SIZE: 1}
+    eos_half = {FETCHED_TOKEN: Fraction(-1, 2)}    # (1 - tau)/2: 1 for [EOS] (tau = -1), <= 0 for a vertex
     code = token_code
     rules = [  # (value, role flags, closed flags, bias, coefficient on next_code)
-        ({"fetched_token": 1}, [fetch_role], [], 0, 1),                       # fetch: the input token
-        (eos_half, [fetch_role, "joins_ok"], [], Fraction(1, 2), code(TRUE)),  # [EOS]: the answer
-        (eos_half, [fetch_role], ["joins_ok"], Fraction(1, 2), code(FALSE)),
-        ({"parent_token": 1}, ["in_chain", "parent_found"], [], 0, 1),        # in a chain: the parent
-        ({}, ["in_chain"], ["parent_found"], 1, code(DASH)),                  # or the marker
-        ({"root_size": 1}, ["chain_marker"], [], 0, 1),                       # at the marker: the size
-        ({"latest_ru": 1}, ["at_sv"], [], 0, 1),                              # after s_v: r_u again
-        ({}, ["after_sv1", "roots_equal"], [], 1, code(FALSE)),               # r_u = r_v: a cycle
-        ({"latest_su": 1}, ["after_sv1"], ["roots_equal"], 0, 1),             # else s_u again
-        ({}, ["after_sv2"], [], 1, code(TILDE)),                              # the union records
-        ({"child_root@1": 1}, ["after_sv3"], [], 0, 1),
-        ({"parent_root@2": 1}, ["after_sv4"], [], 0, 1),
-        ({}, ["after_sv5"], [], 1, code(QUERY)),
-        ({"parent_root@4": 1}, ["after_sv6"], [], 0, 1),
-        ({"merged_size@5": 1}, ["after_sv7"], [], 0, 1),
+        ({FETCHED_TOKEN: 1}, [fetch_role], [], 0, 1),                         # fetch: the input token
+        (eos_half, [fetch_role, JOINS_OK], [], Fraction(1, 2), code(TRUE)),   # [EOS]: the answer
+        (eos_half, [fetch_role], [JOINS_OK], Fraction(1, 2), code(FALSE)),
+        ({PARENT_TOKEN: 1}, [IN_CHAIN, PARENT_FOUND], [], 0, 1),              # in a chain: the parent
+        ({}, [IN_CHAIN], [PARENT_FOUND], 1, code(DASH)),                      # or the marker
+        ({ROOT_SIZE: 1}, [CHAIN_MARKER], [], 0, 1),                           # at the marker: the size
+        ({LATEST_RU: 1}, [AT_V_SIZE], [], 0, 1),                              # after s_v: r_u again
+        ({}, [after_sv(1), ROOTS_EQUAL], [], 1, code(FALSE)),                 # r_u = r_v: a cycle
+        ({LATEST_SU: 1}, [after_sv(1)], [ROOTS_EQUAL], 0, 1),                 # else s_u again
+        ({}, [after_sv(2)], [], 1, code(TILDE)),                              # the union records
+        ({delayed(CHILD_ROOT, 1): 1}, [after_sv(3)], [], 0, 1),
+        ({delayed(PARENT_ROOT, 2): 1}, [after_sv(4)], [], 0, 1),
+        ({}, [after_sv(5)], [], 1, code(QUERY)),
+        ({delayed(PARENT_ROOT, 4): 1}, [after_sv(6)], [], 0, 1),
+        ({delayed(MERGED_SIZE, 5): 1}, [after_sv(7)], [], 0, 1),
     ]
 
     def value_max(value, bias):                     # |d| <= upper[d] for every direction d
         return bias + sum(abs(c) * upper[d] for d, c in value.items())
 
     big = math.ceil(max(value_max(v, bias) for v, _, _, bias, _ in rules))
-    return [gated_value_neuron(v, [g if isinstance(g, dict) else {g: 1} for g in gates], big, {"next_code": coef},
+    return [gated_value_neuron(v, [g if isinstance(g, dict) else {g: 1} for g in gates], big, {NEXT_CODE: coef},
                                [{g: 1} for g in closed], bias)
             for v, gates, closed, bias, coef in rules]
 
@@ -444,6 +489,6 @@ def istree_hybrid(N: int, m_max: int | None = None, fmt: FixedFormat | None = No
     _phase(b, "roles", _IST_DELAYS, _istree_delays(), [])
     _phase(b, "attention", _IST_HEADS + _IST_NEXT, None, _istree_next_token(code_max),
            _istree_heads(fmt, P, code_max))
-    number_readout(b, "next_code")
+    number_readout(b, NEXT_CODE)
     b.notes.update({"N": N, "m_max": m_max, "positions": P, "cot_bound": istree_cot_bound(N)})
     return b.build(fmt)

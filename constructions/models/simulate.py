@@ -35,6 +35,73 @@ from rnngap.constructions.machine.vocab import NUMBER_BASE, SPECIAL_NAMES, Vocab
 TAU_MIN = -max(SPECIAL_NAMES)
 """The smallest token code of any vocabulary: tau(special id 9) = -9."""
 
+# The simulator's residual directions and heads, by name (the plans of checks/certify/simulator.py
+# import them). Layer 1 writes the token type and the token's value:
+IS_COUNTER, IS_FILLER, IS_RNN_TOKEN = "is_counter", "is_filler", "is_rnn_token"
+STATE_VALUE, COUNTER_VALUE = "state_value", "counter_value"
+# the position heads' copies and the block roles of layers 2 and 3, the next token's code:
+SEEN_COUNTER, PROMPT_LENGTH, STEP = "seen_counter", "prompt_length", "step"
+IN_PROMPT, PROMPT_DONE, AFTER_LAST_STATE = "in_prompt", "prompt_done", "after_last_state"
+EMIT_NEXT_COUNTER, EMIT_RNN_TOKEN, EMIT_FILLER = "emit_next_counter", "emit_rnn_token", "emit_filler"
+NEXT_CODE = "next_code"
+# the heads: firstK (the first counter K(0): seen_counter, prompt_length), counter (the block's
+# step), prev_token (the token before the block: the RNN's last input token), prompt (the
+# prompt's token at the carried step), prev<i> (state number i of the block before)
+FIRST_COUNTER_HEAD, COUNTER_HEAD, PREV_TOKEN_HEAD, PROMPT_HEAD = "firstK", "counter", "prev_token", "prompt"
+# the argmax of an indicator readout: logit<j>, beats<j>, winner<j> per contender j
+LOGIT, BEATS, WINNER = "logit", "beats", "winner"
+ARGMAX_KINDS = (LOGIT, BEATS, WINNER)
+
+
+def is_state(i: int) -> str:
+    """The token-type flag of the state number S_i."""
+    return f"is_state{i}"
+
+
+def emit_state(i: int) -> str:
+    """The block role: the next token is the state number S_i."""
+    return f"emit_state{i}"
+
+
+def prev_state(i: int) -> str:
+    """State number i of the block before (the RNN's previous state), copied by head prev<i>."""
+    return f"prev_state{i}"
+
+
+def prev_state_head(i: int) -> str:
+    """The head that copies state number i of the block before into :func:`prev_state`."""
+    return f"prev{i}"
+
+
+def rnn_embedded(label: str) -> str:
+    """The simulator's copy of the RNN's embedded feature ``label`` (embedded as the RNN does)."""
+    return f"rnn_embed:{label}"
+
+
+def prompt_token(label: str) -> str:
+    """The RNN feature ``label`` of the prompt's token at the carried step (the prompt head's copy)."""
+    return f"prompt_token:{label}"
+
+
+def prev_token(label: str) -> str:
+    """The RNN feature ``label`` of the token before the block (the prev_token head's copy)."""
+    return f"prev_token:{label}"
+
+
+def rnn_residual(label: str) -> str:
+    """The RNN's residual direction ``label`` (its input x_d, accumulated by several MLPs)."""
+    return f"rnn:{label}"
+
+
+def rnn_state(layer: int, label) -> str:
+    """The state number ``label`` (its label, or its index) of the RNN's layer ``layer``."""
+    return f"h{layer}:{label}"
+
+
+def argmax_direction(kind: str, j: int) -> str:
+    """The argmax's direction of ``kind`` (one of :data:`ARGMAX_KINDS`) for contender j."""
+    return f"{kind}{j}"
+
 # The declared integer bits are constructions/models/bounds.py's sim_int (O(log n_pos) for
 # a fixed RNN: 2 log2 of the context and of the largest code, plus constants of the RNN).
 
@@ -208,10 +275,11 @@ class RNNSimulator:
 
     # -- names
     def _x(self, d: int) -> str:
-        return f"rnn:{self.rnn.spec.labels[d]}"
+        return rnn_residual(self.rnn.spec.labels[d])
 
     def _h(self, l: int, s: int) -> str:
-        return f"h{l}:{self.rnn.spec.rnn_layers[l].state_labels[s] if self.rnn.spec.rnn_layers[l].state_labels else s}"
+        labels = self.rnn.spec.rnn_layers[l].state_labels
+        return rnn_state(l, labels[s] if labels else s)
 
     def _build(self) -> Model:
         """Assemble the Transformer phase by phase (module docstring, "Layers")."""
@@ -232,7 +300,7 @@ class RNNSimulator:
             for mlp in self._argmax_mlps():
                 b.attention_layer([], mlp=mlp)
         b.attention_layer([], mlp=self._next_code_mlp(big))
-        b.readout([("next_code", K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
+        b.readout([(NEXT_CODE, K.F_TOK, 0, 2), ("one", K.F_TOK_SQ, 0, -1)])
         b.notes.update({"block": self.B, "state_numbers": self.S, "layout": {"filler": self.filler, "Sb": self.Sb,
                                                                              "Kb": self.Kb, "R": self.R}})
         return b.build(fmt)
@@ -258,22 +326,22 @@ class RNNSimulator:
         emb_bound = Fraction(0)
         for d in emb_dims:
             kind, param, coef = spec.embedding[d]
-            sp_.embedded(f"rnn_embed:{spec.labels[d]}", kind, param, coef)
+            sp_.embedded(rnn_embedded(spec.labels[d]), kind, param, coef)
             emb_bound = max(emb_bound, _feature_bound(kind, param, coef, TAU_MIN, self.tau_max, f))
-        types = ["is_counter", "is_filler", "is_rnn_token"] + [f"is_state{i}" for i in range(S)]
-        roles = ["state_value", "counter_value", "seen_counter", "prompt_length", "step", "in_prompt",
-                 "prompt_done", "after_last_state", "emit_next_counter", "emit_rnn_token", "emit_filler",
-                 "next_code"]
-        for lab in types + roles + [f"emit_state{i}" for i in range(S)] + [f"prev_state{i}" for i in range(S)]:
+        types = [IS_COUNTER, IS_FILLER, IS_RNN_TOKEN] + [is_state(i) for i in range(S)]
+        roles = [STATE_VALUE, COUNTER_VALUE, SEEN_COUNTER, PROMPT_LENGTH, STEP, IN_PROMPT,
+                 PROMPT_DONE, AFTER_LAST_STATE, EMIT_NEXT_COUNTER, EMIT_RNN_TOKEN, EMIT_FILLER,
+                 NEXT_CODE]
+        for lab in types + roles + [emit_state(i) for i in range(S)] + [prev_state(i) for i in range(S)]:
             sp_.hidden(lab)
         for d in emb_dims:
-            sp_.hidden(f"prev_token:{spec.labels[d]}")
-            sp_.hidden(f"prompt_token:{spec.labels[d]}")
+            sp_.hidden(prev_token(spec.labels[d]))
+            sp_.hidden(prompt_token(spec.labels[d]))
         for d in self.x_dims:
             sp_.hidden(self._x(d), accumulate=True)
         if self.mode == "argmax":
             for j in range(len(self.contenders)):
-                for lab in (f"logit{j}", f"beats{j}", f"winner{j}"):
+                for lab in (argmax_direction(LOGIT, j), argmax_direction(BEATS, j), argmax_direction(WINNER, j)):
                     sp_.hidden(lab)
         comp = []                                     # (layer, index in layer) per state number
         for l, size in enumerate(self.sizes):
@@ -334,72 +402,73 @@ class RNNSimulator:
         S, f = self.S, self.fR
         mlp: list[Neuron] = []
         tok = {"tok": 1}
-        mlp += _ge(tok, self.tau_F, {"is_filler": 1, "is_rnn_token": -1})
-        mlp.append(Neuron({}, 1, {"is_rnn_token": 1}))
-        mlp += _ge(tok, self.tau_F + 1, {"is_filler": -1, "is_state0": 1})
+        mlp += _ge(tok, self.tau_F, {IS_FILLER: 1, IS_RNN_TOKEN: -1})
+        mlp.append(Neuron({}, 1, {IS_RNN_TOKEN: 1}))
+        mlp += _ge(tok, self.tau_F + 1, {IS_FILLER: -1, "is_state0": 1})
         for i in range(S):
-            hi_out = {f"is_state{i}": -1}
-            hi_out["is_counter" if i == S - 1 else f"is_state{i + 1}"] = 1
+            hi_out = {is_state(i): -1}
+            hi_out[IS_COUNTER if i == S - 1 else is_state(i + 1)] = 1
             mlp += _ge(tok, self.tau_S[i + 1], hi_out)
         unit = Fraction(1, 1 << f)
         for i in range(S):
             c = self.tau_S[i] + self.OFF
             for bnd, sgn in ((self.tau_S[i], 1), (self.tau_S[i + 1], -1)):
-                mlp.append(Neuron(tok, -bnd, {"state_value": sgn * unit}))
-                mlp += _ge(tok, bnd, {"state_value": sgn * (bnd - c) * unit})
-        mlp.append(Neuron(tok, -self.tau_K, {"counter_value": 1}))
+                mlp.append(Neuron(tok, -bnd, {STATE_VALUE: sgn * unit}))
+                mlp += _ge(tok, bnd, {STATE_VALUE: sgn * (bnd - c) * unit})
+        mlp.append(Neuron(tok, -self.tau_K, {COUNTER_VALUE: 1}))
         return mlp
 
     # -- layer 2: position-match heads and the block roles
     def _position_query(self, shift: int) -> dict:
         """pos - (index in the block) + shift: the block's start plus shift."""
         q = {"pos": 1, "one": shift}
-        q.update({f"is_state{i}": -(i + 1) for i in range(self.S)})
-        q.update({"is_filler": -(self.S + 1), "is_rnn_token": -(self.S + 1)})
+        q.update({is_state(i): -(i + 1) for i in range(self.S)})
+        q.update({IS_FILLER: -(self.S + 1), IS_RNN_TOKEN: -(self.S + 1)})
         return q
 
     def _position_heads(self, fmt: FixedFormat, emb_dims: list[int]) -> list[Head]:
         labels, Kmax = self.rnn.spec.labels, self.n_pos + 1
         key, key_sq = {"pos": 1, "one": 1}, {"pos_sq": 1, "pos": 2, "one": 1}
-        heads = [match_head("firstK", components=[Component({"one": 1}, {"is_counter": 1}, {"is_counter": 1}, 1, 1)],
-                            copy={"seen_counter": {"is_counter": 1}, "prompt_length": {"pos": 1}}, fmt=fmt,
+        first = Component({"one": 1}, {IS_COUNTER: 1}, {IS_COUNTER: 1}, 1, 1)
+        heads = [match_head(FIRST_COUNTER_HEAD, components=[first],
+                            copy={SEEN_COUNTER: {IS_COUNTER: 1}, PROMPT_LENGTH: {"pos": 1}}, fmt=fmt,
                             tie_break="first", n_positions=self.n_pos + 1),
-                 match_head("counter", components=[Component(self._position_query(1), key, key_sq, Kmax, Kmax)],
-                            copy={"step": {"counter_value": 1}}, fmt=fmt),
-                 match_head("prevY", components=[Component(self._position_query(0), key, key_sq, Kmax, Kmax)],
-                            copy={f"prev_token:{labels[d]}": {f"rnn_embed:{labels[d]}": 1} for d in emb_dims},
+                 match_head(COUNTER_HEAD, components=[Component(self._position_query(1), key, key_sq, Kmax, Kmax)],
+                            copy={STEP: {COUNTER_VALUE: 1}}, fmt=fmt),
+                 match_head(PREV_TOKEN_HEAD, components=[Component(self._position_query(0), key, key_sq, Kmax, Kmax)],
+                            copy={prev_token(labels[d]): {rnn_embedded(labels[d]): 1} for d in emb_dims},
                             fmt=fmt)]
         for i in range(self.S):
             q = self._position_query(2 - self.B + i)
-            heads.append(match_head(f"prev{i}", components=[Component(q, key, key_sq, Kmax, Kmax)],
-                                    copy={f"prev_state{i}": {"state_value": 1}}, fmt=fmt))
+            heads.append(match_head(prev_state_head(i), components=[Component(q, key, key_sq, Kmax, Kmax)],
+                                    copy={prev_state(i): {STATE_VALUE: 1}}, fmt=fmt))
         return heads
 
     def _block_role_mlp(self) -> list[Neuron]:
         """[t < L], [t >= L - 1], and which token the block emits next."""
         S = self.S
-        mlp = _ge({"prompt_length": 1, "step": -1}, 1, {"in_prompt": 1}) + \
-            _ge({"step": 1, "prompt_length": -1}, -1, {"prompt_done": 1})
+        mlp = _ge({PROMPT_LENGTH: 1, STEP: -1}, 1, {IN_PROMPT: 1}) + \
+            _ge({STEP: 1, PROMPT_LENGTH: -1}, -1, {PROMPT_DONE: 1})
         for i in range(S):
-            flag = "is_counter" if i == 0 else f"is_state{i - 1}"
-            mlp.append(Neuron({flag: 1, "seen_counter": 1}, -1, {f"emit_state{i}": 1}))
-        mlp.append(Neuron({f"is_state{S - 1}": 1, "seen_counter": 1}, -1, {"after_last_state": 1}))
-        mlp.append(Neuron({"is_filler": 1, "is_rnn_token": 1, "seen_counter": 1}, -1, {"emit_next_counter": 1}))
+            flag = IS_COUNTER if i == 0 else is_state(i - 1)
+            mlp.append(Neuron({flag: 1, SEEN_COUNTER: 1}, -1, {emit_state(i): 1}))
+        mlp.append(Neuron({is_state(S - 1): 1, SEEN_COUNTER: 1}, -1, {AFTER_LAST_STATE: 1}))
+        mlp.append(Neuron({IS_FILLER: 1, IS_RNN_TOKEN: 1, SEEN_COUNTER: 1}, -1, {EMIT_NEXT_COUNTER: 1}))
         return mlp
 
     # -- layer 3: the prompt token at the carried counter t; the RNN input x_R
     def _rnn_input(self, fmt: FixedFormat, emb_dims: list[int], emb_bound: Fraction) -> tuple[list[Head], list[Neuron]]:
         labels, Kmax = self.rnn.spec.labels, self.n_pos + 1
         key, key_sq = {"pos": 1, "one": 1}, {"pos_sq": 1, "pos": 2, "one": 1}
-        heads = [match_head("prompt", components=[Component({"step": 1, "one": 1}, key, key_sq, Kmax, Kmax)],
-                            copy={f"prompt_token:{labels[d]}": {f"rnn_embed:{labels[d]}": 1} for d in emb_dims},
+        heads = [match_head(PROMPT_HEAD, components=[Component({STEP: 1, "one": 1}, key, key_sq, Kmax, Kmax)],
+                            copy={prompt_token(labels[d]): {rnn_embedded(labels[d]): 1} for d in emb_dims},
                             fmt=fmt)]
         mlp = []
         for d in emb_dims:
-            mlp += select_neurons({"in_prompt": 1}, {f"prompt_token:{labels[d]}": 1}, {f"prev_token:{labels[d]}": 1},
+            mlp += select_neurons({IN_PROMPT: 1}, {prompt_token(labels[d]): 1}, {prev_token(labels[d]): 1},
                                   self._x(d), emb_bound)
-        mlp.append(Neuron({"after_last_state": 1, "prompt_done": 1}, -1, {"emit_rnn_token": 1}))
-        mlp.append(Neuron({"after_last_state": 1, "prompt_done": -1}, 0, {"emit_filler": 1}))
+        mlp.append(Neuron({AFTER_LAST_STATE: 1, PROMPT_DONE: 1}, -1, {EMIT_RNN_TOKEN: 1}))
+        mlp.append(Neuron({AFTER_LAST_STATE: 1, PROMPT_DONE: -1}, 0, {EMIT_FILLER: 1}))
         return heads, mlp
 
     # -- the RNN layers, two MLPs each
@@ -413,7 +482,7 @@ class RNNSimulator:
             z = {}
             for s2 in range(self.sizes[l]):
                 if L.A[s, s2] != 0:
-                    z[f"prev_state{flat[(l, s2)]}"] = Fraction(L.A[s, s2])
+                    z[prev_state(flat[(l, s2)])] = Fraction(L.A[s, s2])
             for d in self.x_dims:
                 if L.B[s, d] != 0:
                     z[self._x(d)] = Fraction(L.B[s, d])
@@ -444,11 +513,11 @@ class RNNSimulator:
         for j, tl in enumerate(self.contender_terms):
             for d, c in tl:
                 if d in self.x_dims and c != 0:
-                    logits.append(Neuron({self._x(d): c}, 0, {f"logit{j}": 1}))
-                    logits.append(Neuron({self._x(d): -c}, 0, {f"logit{j}": -1}))
+                    logits.append(Neuron({self._x(d): c}, 0, {argmax_direction(LOGIT, j): 1}))
+                    logits.append(Neuron({self._x(d): -c}, 0, {argmax_direction(LOGIT, j): -1}))
         # relu(0) = 0 into every logit, so that a contender without terms has logit 0 (its
         # direction is written); one per contender, as the layout has always had (params)
-        logits += [Neuron({}, 0, {f"logit{j}": 1}) for j in range(C_)]
+        logits += [Neuron({}, 0, {argmax_direction(LOGIT, j): 1}) for j in range(C_)]
         wins = []
         sc = 1 << self.fR
         for j in range(C_):
@@ -456,10 +525,12 @@ class RNNSimulator:
                 if i == j:
                     continue
                 lo_ = 1 if i < j else 0                     # d 2^f >= 1 (strict) or >= 0
-                wins += _ge({f"logit{j}": sc, f"logit{i}": -sc}, lo_, {f"beats{j}": 1})
+                wins += _ge({argmax_direction(LOGIT, j): sc, argmax_direction(LOGIT, i): -sc}, lo_,
+                            {argmax_direction(BEATS, j): 1})
             if C_ == 1:
-                wins.append(Neuron({}, 0, {f"beats{j}": 1}))
-        winner = [Neuron({f"beats{j}": 1}, -(C_ - 2), {f"winner{j}": 1}) for j in range(C_)]
+                wins.append(Neuron({}, 0, {argmax_direction(BEATS, j): 1}))
+        winner = [Neuron({argmax_direction(BEATS, j): 1}, -(C_ - 2), {argmax_direction(WINNER, j): 1})
+                  for j in range(C_)]
         return logits, wins, winner
 
     # -- final layer: the next token's code, by case
@@ -468,24 +539,24 @@ class RNNSimulator:
         winner's code), the filler, K(t + 1). Each case's gate constant is the span
         of the values it passes: V = tau_max + 1 for codes, big for the clamp."""
         V = self.tau_max + 1
-        mlp = [Neuron({"one": 1, "seen_counter": -1}, 0, {"next_code": self.tau_K})]          # prompt: K(0)
+        mlp = [Neuron({"one": 1, SEEN_COUNTER: -1}, 0, {NEXT_CODE: self.tau_K})]          # prompt: K(0)
         scale = 1 << self.fR
         for i, (l, s) in enumerate(self.comp):                                               # S_i(s_t^i)
             base = self.tau_S[i] + self.OFF
-            mlp.append(Neuron({self._h(l, s): scale, f"emit_state{i}": V}, base - V, {"next_code": 1}))
+            mlp.append(Neuron({self._h(l, s): scale, emit_state(i): V}, base - V, {NEXT_CODE: 1}))
         lo, hi = TAU_MIN, self.MR + 1
         if self.mode == "nearest":                                                           # Y: clamp(v)
             v = {self._x(d): w for d, w in self.readout_w.items() if d in self.x_dims}
-            mlp.append(Neuron({"emit_rnn_token": 1}, 0, {"next_code": lo}))
-            mlp.append(Neuron({**v, "emit_rnn_token": big}, -lo - big, {"next_code": 1}))
-            mlp.append(Neuron({**v, "emit_rnn_token": big}, -hi - big, {"next_code": -1}))
+            mlp.append(Neuron({EMIT_RNN_TOKEN: 1}, 0, {NEXT_CODE: lo}))
+            mlp.append(Neuron({**v, EMIT_RNN_TOKEN: big}, -lo - big, {NEXT_CODE: 1}))
+            mlp.append(Neuron({**v, EMIT_RNN_TOKEN: big}, -hi - big, {NEXT_CODE: -1}))
         else:                                                                                # Y: sum_j tau_j win_j
-            yv = {f"winner{j}": token_code(t) for j, t in enumerate(self.contenders)}
+            yv = {argmax_direction(WINNER, j): token_code(t) for j, t in enumerate(self.contenders)}
             Vy = hi - lo + 1
-            mlp.append(Neuron({**yv, "emit_rnn_token": Vy}, -Vy, {"next_code": 1}))
-            mlp.append(Neuron({**{k: -c for k, c in yv.items()}, "emit_rnn_token": Vy}, -Vy, {"next_code": -1}))
-        mlp.append(Neuron({"emit_filler": 1}, 0, {"next_code": self.tau_F}))                  # filler
-        mlp.append(Neuron({"step": 1, "emit_next_counter": V}, self.tau_K + 1 - V, {"next_code": 1}))  # K(t + 1)
+            mlp.append(Neuron({**yv, EMIT_RNN_TOKEN: Vy}, -Vy, {NEXT_CODE: 1}))
+            mlp.append(Neuron({**{k: -c for k, c in yv.items()}, EMIT_RNN_TOKEN: Vy}, -Vy, {NEXT_CODE: -1}))
+        mlp.append(Neuron({EMIT_FILLER: 1}, 0, {NEXT_CODE: self.tau_F}))                  # filler
+        mlp.append(Neuron({STEP: 1, EMIT_NEXT_COUNTER: V}, self.tau_K + 1 - V, {NEXT_CODE: 1}))  # K(t + 1)
         return mlp
 
     # -- bounds
@@ -567,7 +638,7 @@ def compare(sim: RNNSimulator, prompt: Sequence[int], answer_tokens: Sequence[in
         if any(abs(v) >= lim for v in st):
             return f"precondition violated: RNN state at step {t} leaves |s| < 2^{sim.Is}", run, tr
     # at the last prompt position the simulator computes, unused, one RNN step from the zero state on
-    # the prompt token its prevY head reads there (the token at max(0, L - S - 3): the position before
+    # the prompt token its prev_token head reads there (the token at max(0, L - S - 3): the position before
     # the block the prompt token's index S + 1 points at); its next-code layer reads those states, so
     # they too must keep the promise (at earlier prompt positions the output is not used)
     u = int(prompt[max(0, L - sim.S - 3)])
@@ -598,6 +669,16 @@ __all__ = ["RNNSimulator", "RNNTrace", "SimRun", "compare", "random_linear_rnn",
            "rnnsim_transformer"]
 
 
+def state_output(layer: int, k: int) -> str:
+    """The direction a :func:`random_linear_rnn`'s layer ``layer`` writes its state k to (its C h)."""
+    return f"state_out{layer}_{k}"
+
+
+def mlp_output(layer: int) -> str:
+    """The direction the own MLP of a :func:`random_linear_rnn`'s layer ``layer`` writes."""
+    return f"mlp_out{layer}"
+
+
 def random_linear_rnn(seed: int, alphabet: int = 3, layers: int | None = None, fmt: FixedFormat | None = None,
                       name: str = "") -> Model:
     """A random small linear RNN (seeded) with dyadic weights whose values stay in
@@ -619,8 +700,8 @@ def random_linear_rnn(seed: int, alphabet: int = 3, layers: int | None = None, f
     s.embedded("is_num", K.F_IS_NUM)
     emb = ["one", "tok", "is_num"]
     sizes = [int(rng.integers(1, 3)) for _ in range(nl)]
-    outs_of = [[s.hidden(f"c{l}_{k}") for k in range(S)] for l, S in enumerate(sizes)]
-    mo_of = [s.hidden(f"m{l}") for l in range(nl)]
+    outs_of = [[s.hidden(state_output(l, k)) for k in range(S)] for l, S in enumerate(sizes)]
+    mo_of = [s.hidden(mlp_output(l)) for l in range(nl)]
     b = Builder(name or f"random-rnn(seed={seed})", "linear_rnn", Vocab(alphabet - 1), s, claim="sim")
     readable = list(emb)
     for l, S in enumerate(sizes):
