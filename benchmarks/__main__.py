@@ -27,7 +27,11 @@ checks its results (a fast wrong answer is not a speed-up).
    engine and workers) in a subprocess on an empty numba cache (a fresh folder in
    NUMBA_CACHE_DIR: every kernel compiled), then again on that cache
    (``cold_quick_verify_seconds``, ``warm_quick_verify_seconds``; both runs must
-   pass). Skipped with ``--quick`` or ``--no-verify``.
+   pass). Skipped with ``--quick`` or ``--no-verify``;
+9. the float breaking point (benchmarks/float_break.py): per construction with
+   an Index reduction, the smallest m at which its export in float32, bfloat16,
+   float16 (the machine's rounding in that dtype) and float64 with a plain
+   softmax first answers wrong (key ``float_breaking_point``; needs rnngap[torch]).
 """
 from __future__ import annotations
 
@@ -43,7 +47,7 @@ import numpy as np
 from rnngap.checks.catalog.records import by_name
 from rnngap.constructions.machine.vocab import BOS, QUERY, number_token
 
-from . import dask_bench, scale, wide_bench
+from . import dask_bench, float_break, scale, wide_bench
 from .numpy_fx import predict_last
 
 OUT = Path(__file__).resolve().parent / "results.json"
@@ -233,6 +237,7 @@ def main(argv=None) -> int:
     cg = scale.cgram_2e20(log2n=12, reduction_log2n=10) if args.quick else scale.cgram_2e20()
     dsk = None if args.no_dask else dask_bench.dask_speedup(2)
     wide = {"over_narrow": wide_bench.wide_over_narrow(args.quick), "beyond": wide_bench.beyond(args.quick)}
+    floats = float_breaking_point(args.quick)
     probes["before_verify"] = speed_probe()
     qv = None if (args.quick or args.no_verify) else quick_verify_cold_warm()
     probes["end"] = speed_probe()
@@ -243,6 +248,7 @@ def main(argv=None) -> int:
     else:
         full = previous.get("full_profile_dask")
     results = _results(args.quick, probes, ex, dec, wit, ist, cg, wide, dsk, full, qv)
+    results["float_breaking_point"] = floats
     results["total_seconds"] = time.perf_counter() - t_all
     Path(args.out).write_text(json.dumps(results, indent=1))
     print(f"{'measure':34s} {'value':>12s}  target")
@@ -251,10 +257,23 @@ def main(argv=None) -> int:
     for k in ("witness", "istree"):
         if not results[k].get("available"):
             print(f"  {k}: not measured: {results[k]['reason']}")
+    if floats.get("available"):
+        print("\n".join(float_break.table(floats)))
+    else:
+        print(f"  float breaking point: not measured: {floats['reason']}")
     if _wrong(ex, wide, qv):
         return 1
     print(f"written {args.out} ({results['total_seconds']:.0f} s)")
     return 0
+
+
+def float_breaking_point(quick: bool) -> dict:
+    """benchmarks/float_break.py's search, or why it did not run (no torch)."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return {"available": False, "reason": "needs PyTorch: pip install 'rnngap[torch]'"}
+    return {"available": True, **float_break.breaking_points(quick)}
 
 
 def _results(quick: bool, probes: dict, ex, dec, wit, ist, cg, wide, dsk, full, qv) -> dict:

@@ -6,7 +6,8 @@ from benchmarks.__main__ import main
 
 KEYS = ("exhaustive_speedup_vs_numpy", "exhaustive_speedup_vs_numpy_like_for_like", "decode_loglog_slope",
         "collision_40bit_seconds", "istree_1e4_seconds", "istree_1e4_over_1e3", "cgram_2e20_seconds",
-        "dask_speedup_2_workers", "full_profile_dask", "wide_over_narrow", "cold_quick_verify_seconds", "warm_quick_verify_seconds")
+        "dask_speedup_2_workers", "full_profile_dask", "wide_over_narrow", "cold_quick_verify_seconds", "warm_quick_verify_seconds",
+        "float_breaking_point")
 
 
 def test_quick_benchmark_runs_and_is_correct(tmp_path):
@@ -25,3 +26,9 @@ def test_quick_benchmark_runs_and_is_correct(tmp_path):
     assert res["wide"]["over_narrow"]["correct"] and res["wide"]["beyond"]["correct"]
     assert res["wide"]["beyond"]["counting transformer"]["n"] > res["wide"]["beyond"]["counting transformer"]["old_ceiling"]
     assert res["cgram"]["correct"] and res["cgram"]["n"] == 2 ** 12 and res["cgram"]["reduction"]["correct"]
+    fb = res["float_breaking_point"]          # the test install has torch: the search runs
+    assert fb["available"] and set(fb["constructions"]) == {"index-transformer", "index-hybrid"}
+    for row in fb["constructions"].values():
+        assert row["float64-plain-softmax"] is not None and row["float64-plain-softmax"]["m"] == 1
+        for found in row.values():
+            assert found is None or (1 <= found["m"] <= fb["m_max"] and found["instance"])

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["BuiltModel", "ConstructionInfo", "Trace", "build", "certify", "list_constructions", "register",
-           "tasks", "verify"]
+__all__ = ["BuiltModel", "ConstructionInfo", "Trace", "build", "certify", "export", "list_constructions",
+           "register", "tasks", "verify"]
 
 _HOME = {"BuiltModel": "model", "Trace": "model", "build": "model", "ConstructionInfo": "catalogue",
-         "list_constructions": "catalogue", "register": "catalogue", "verify": "runs", "certify": "runs"}
+         "list_constructions": "catalogue", "register": "catalogue", "verify": "runs", "certify": "runs",
+         "export": "runs"}
 
 
 def __getattr__(name: str):

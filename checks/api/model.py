@@ -75,6 +75,14 @@ class BuiltModel:
         """Token ids to names and numbers."""
         return self.model.vocab.decode(tokens)
 
+    def export(self, to: str, out) -> str:
+        """Write this model to the file ``out``: ``to`` is ``"safetensors"``,
+        ``"torch"`` or ``"transformer-lens"`` (as ``rnngap export``; docs/export.md).
+        Returns ``out``; ValueError, with nothing written, if the target cannot hold it."""
+        from rnngap.checks.export.write import export
+        export(self.name, self.n, to, out, model=self.model)
+        return str(out)
+
     def predict(self, tokens: Sequence[int]) -> int:
         """The next token the model writes after ``tokens`` (its answer, for a model
         without chain of thought)."""

@@ -1,4 +1,4 @@
-"""``rnngap.verify`` and ``rnngap.certify``: the records the commands print and write.
+"""``rnngap.verify``, ``rnngap.certify`` and ``rnngap.export``: what the commands print and write.
 
     >>> import rnngap
     >>> rec = rnngap.certify("index-transformer[a=2]")[0]
@@ -54,3 +54,14 @@ def certify(only: str | Iterable[str] | None = None, full: bool = False, workers
         return []
     return [r.record() for r in run(chosen, workers=workers, full=full, every_n=full, engine=engine,
                                     address=address)]
+
+
+def export(name: str, n: int, to: str, out) -> str:
+    """Write the construction ``name`` built at size ``n`` to the file ``out``, as
+    ``rnngap export`` does: ``to`` is ``"safetensors"``, ``"torch"`` or
+    ``"transformer-lens"`` (docs/export.md). Returns ``out``; ValueError (nothing
+    written) for an unknown name, a size the builder refuses, a target that
+    cannot hold the model or a folder that does not exist."""
+    from rnngap.checks.export.write import export as write
+    write(name, n, to, out)
+    return str(out)

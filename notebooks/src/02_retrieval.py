@@ -291,3 +291,52 @@ ax.legend(fontsize=7); plt.tight_layout(); plt.show()
 print("Transformer:", [round(a, 3) for a in tf_acc])
 for s, acc in rnn_acc.items():
     print(f"RNN s = {s}:", [round(a, 3) for a in acc])
+
+# %% [markdown]
+# ## Into PyTorch: where ordinary floating point breaks the Index Transformer
+#
+# `rnngap export` writes a construction as a PyTorch module that emulates the
+# machine's rounding (docs/export.md). In float64 it gives the machine's answers;
+# in a narrower dtype the rounding grid and the exponential lose bits, and in
+# float64 with a plain softmax (what TransformerLens computes without the
+# machine-softmax hook) the tiny weights of non-matching positions survive.
+#
+# **Figure 7.** Fraction of 64 seeded instances of the Index reduction's family
+# (adversarial samples, checks/tasks/hard.py) answered as the exact machine
+# answers, against the Index bits m, for the exported Index Transformer in four
+# floating-point modes. See float32 stay exact, bfloat16 fall off from m = 16
+# and float16 at m = 64, and the plain softmax answer part of the instances
+# wrong from the smallest m.
+# `python -m benchmarks` searches the first failing m of every construction
+# (docs/benchmarks.md).
+
+# %%
+import torch
+from rnngap.checks.export.bundle import bundle
+from rnngap.checks.export.conformance import reduction_model
+from rnngap.checks.export.torch_model import module
+
+ms = [2, 4, 8, 16, 32, 64]
+modes = {"float32": ("float32", True), "bfloat16": ("bfloat16", True), "float16": ("float16", True),
+         "float64, plain softmax": ("float64", False)}
+agree = {k: [] for k in modes}
+for m in ms:
+    model, family, c, n = reduction_model("index-transformer", m)
+    toks, _ = hard.sampled_reduction_instances(np.random.default_rng(0), family, m, 64, c)
+    exact = model.predict_batch(toks)
+    b = bundle(model, name="index-transformer", n=n)
+    for k, (dtype, grid) in modes.items():
+        tm = module(b, dtype, grid)
+        got = np.array([tm.predict(torch.from_numpy(np.ascontiguousarray(r))) for r in toks])
+        agree[k].append(float((got == exact).mean()))
+fig, ax = plt.subplots(figsize=(7, 3.6))
+for (k, acc), style in zip(agree.items(), ("ks-", "o--", "^--", "x:")):
+    ax.plot(ms, acc, style, label=k)
+ax.set_xscale("log", base=2)
+ax.set_xlabel("Index bits m (data length n = m)"); ax.set_ylabel("fraction agreeing with the exact machine")
+ax.set_ylim(-0.03, 1.05)
+ax.set_title("the exported Index Transformer: exact in float32, broken by narrower floats or a plain softmax",
+             fontsize=9)
+ax.legend(fontsize=7); plt.tight_layout(); plt.show()
+for k, acc in agree.items():
+    print(f"{k:24s}", [round(a, 3) for a in acc])
