@@ -109,7 +109,7 @@ def test_json_records_carry_covers_source_and_schema(tmp_path):
     assert rc == 0
     recs = {r["construction"]: r for r in json.loads(path.read_text())}
     b = recs["index-transformer[a=n+2]"]
-    assert b["source"] == "built-model" and b["schema_version"] == 10 and b["n_max_int64"] == b["n_max"]
+    assert b["source"] == "built-model" and b["schema_version"] == 11 and b["n_max_int64"] == b["n_max"]
     assert {"format", "embedding", "heads", "readout", "builder-margins"} <= set(b["covers"])
     assert all(f["answer"] in ("unsat", "holds") for f in b["facts"])
     h = recs["index-rag"]

@@ -15,7 +15,7 @@ import numpy as np
 
 import pytest
 
-from rnngap.checks.certify.run import sim_simulators
+from rnngap.checks.catalog.hierarchy import sim_simulators
 from rnngap.checks.certify.simulator import head_facts, plan
 from rnngap.constructions.models import cot_hierarchy as CH
 from rnngap.constructions.models import simulate as S

@@ -15,7 +15,7 @@ from fractions import Fraction
 import pytest
 
 from rnngap.checks.certify import simulator as CSIM, simulator_chain as CH
-from rnngap.checks.certify.run import sim_simulators
+from rnngap.checks.catalog.hierarchy import sim_simulators
 from rnngap.constructions.models import cot_hierarchy as CHR
 from rnngap.constructions.models import simulate as S
 from rnngap.checks.certify import rows

@@ -9,7 +9,7 @@ constructions/models/simulate.py.
 """
 from __future__ import annotations
 
-from rnngap.constructions.models import bounds as Bd, cot_hierarchy, simulate
+from rnngap.constructions.models import bounds as Bd, cot_hierarchy, simulate, targets as TG
 from rnngap.constructions.models.bounds import INT
 from rnngap.constructions.models.obligations import Construction, Obligation, gap, range_
 from rnngap.checks.certify.interpreter import Plan, Written
@@ -90,12 +90,53 @@ def _sim_size(n):
             "state_int_bits": (T + 2 * n + 4).bit_length()}
 
 
+# ----------------------------------------------------------------------------
+# The simulators' sizes: rnngap verify checks them (checks/verify/checks_hierarchy.py)
+# and rnngap certify proves the same ones (:func:`sim_simulators`).
+SIM_SEEDS = {"quick": 4, "full": 12}
+"""Random linear RNNs simulated, per profile (seeds 0..k-1)."""
+SIM_EXH_LEN = {"quick": 3, "full": 4}
+"""Every prompt [BOS] + x with |x| <= this (alphabet 3) is run."""
+SIM_RANDOM = {"quick": [(8, 10)], "full": [(8, 40), (16, 20), (32, 6)]}
+"""(prompt length, count) of the random prompts."""
+SIM_RNN_COT = 2
+"""The random RNNs' CoT length."""
+SIM_STATE_BITS = 4
+"""The random RNNs' state integer bits (the promise |s_t| < 2^I_s)."""
+SIM_NECESSITY = {"quick": 1, "full": 3}
+"""How many of the random RNNs get a necessity record (frontiers of their simulator)."""
+SIM_T41 = {"quick": [(2, None), (3, None), (4, 40)], "full": [(2, None), (3, None), (4, None), (5, 200)]}
+"""(n, count) for the T4.1 RNN (count None: every (a, t))."""
+SIM_REGISTER = {"quick": [3], "full": [3, 4, 5]}
+"""The register Index RNN's sizes c."""
+SIM_TARGET_SEEDS = {"quick": 2, "full": 8}
+"""Random indicator-readout target RNNs (seeds)."""
+
+
+def sim_simulators(seed: int = 0, profile: str = "quick") -> list:
+    """The simulators the registry builds in ``profile`` (checks/verify/checks_hierarchy.py
+    builds them from the sizes above): random RNNs, the T4.1 RNN at each sampled n,
+    the register Index RNN and the random indicator-readout target RNNs."""
+    sim = simulate.rnnsim_transformer
+    longest = max([SIM_EXH_LEN[profile] + 1] + [L + 1 for L, _ in SIM_RANDOM[profile]])
+    out = [sim(simulate.random_linear_rnn(seed * 100 + s), max_prompt=longest, max_rnn_cot=SIM_RNN_COT,
+               state_int_bits=SIM_STATE_BITS) for s in range(SIM_SEEDS[profile])]
+    for n, _ in SIM_T41[profile]:
+        T = cot_hierarchy.steps(n)
+        out.append(sim(cot_hierarchy.iterate_rnn(n), max_prompt=n + 4, max_rnn_cot=T,
+                       state_int_bits=(T + 2 * n + 4).bit_length()))
+    out += [sim(TG.register_index_rnn(c, max_number=c + 2), max_prompt=c + 3, max_rnn_cot=c)
+            for c in SIM_REGISTER[profile]]
+    out += [sim(TG.random_linear_rnn(2, 3, seed * 100 + s, max_number=4), max_prompt=5, max_rnn_cot=0)
+            for s in range(SIM_TARGET_SEEDS[profile])]
+    return out
+
+
 def _sim_resources():
     """The simulator's precision depends on the RNN it is given (bounds.sim_int of the
     RNN's constants): declared for the registry's first random RNN as a function of
     the context length n (every simulator the registry builds is certified by
     ``rnngap certify``)."""
-    from rnngap.checks.verify.checks_hierarchy import SIM_STATE_BITS
     p = simulate.rnnsim_transformer(simulate.random_linear_rnn(0), max_prompt=1, max_rnn_cot=0,
                                     state_int_bits=SIM_STATE_BITS).params()
     sim = Bd.sim_declared(p)

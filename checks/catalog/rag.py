@@ -38,8 +38,20 @@ def _resources(name: str, int_expr, int_fn, cot_order: str, cot_fn=None) -> Call
                     Resource(name, "cot", Bd.RAG_COT[name](Bd.SYM, N_DECL), cot_order, cot_fn))
 
 
+PROGRAM_SIZES = (2, 3, 8, 64, 1024)
+"""The sizes n at which ``rnngap certify`` proves each RAG model computes its program."""
+ISTREE_PROGRAM_SIZES = {"istree-rag": (2, 4, 16, 64), "istree-rag-paper": (2, 8)}
+
+
+def program_cert(con: Construction) -> Construction:
+    """The certificate that the model compiled for ``con`` computes its RNN program
+    (checks/certify/program.py), named ``<name>[program]``, with ``con``'s declared format."""
+    return Construction(con.claim, f"{con.name}[program]", con.declared, 1, ())
+
+
 def _certified(name: str) -> Callable[[], tuple]:
-    return fixed_certificates(Certificate(rag_cert(name)))
+    sizes = ISTREE_PROGRAM_SIZES.get(name, PROGRAM_SIZES)
+    return fixed_certificates(Certificate(rag_cert(name)), Certificate(program_cert(rag_cert(name)), program_sizes=sizes))
 
 
 RECORDS = (

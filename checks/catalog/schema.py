@@ -66,6 +66,10 @@ class Certificate:
     plan: Any = None
     params: int | None = None
     build: Callable | None = None
+    program_sizes: tuple = ()
+    """For a model compiled from an RNN program (constructions/build/rnn_program.py): the
+    sizes n at which ``rnngap certify`` proves the built model computes its program
+    (checks/certify/program.py); the builder's result has ``program`` and ``model``."""
     slow: bool = False
     """Certified only by ``rnngap certify --full`` (or when named in ``--only``): a
     certificate whose proof takes over half a minute and is not where the theorem
@@ -81,8 +85,14 @@ class Certificate:
         return self.con.claim
 
     def planned(self) -> bool:
-        """True iff ``rnngap certify`` proves it from the built model."""
+        """True iff ``rnngap certify`` proves it from the built model for every n (a whole-model plan)."""
         return self.plan is not None
+
+    @property
+    def source(self) -> str:
+        """What ``rnngap certify`` reads: ``built-model`` (a plan, or a compiled program
+        at its sizes) or ``declared-obligation``."""
+        return "built-model" if self.plan is not None or self.program_sizes else "declared-obligation"
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from rnngap.constructions.models.obligations import Construction, gap, range_
 
 from .asymptotics import N as N_DECL
 from .examples import tm_example
+from .rag import program_cert
 from .schema import Certificate, ConstructionRecord, Form, Key, Resource, int_frac_resources
 
 PARAMS = {"increment": (2125, 15221), "palindrome": (9018, 57546), "0k1k": (7102, 47516),
@@ -48,6 +49,10 @@ def tm_rag_cert(mname: str) -> Construction:
         range_("readout", lambda B, n, f: 3 * K(B, n) ** 2),))
 
 
+TM_PROGRAM_SIZES = (1, 4, 16)
+"""The input lengths at which ``rnngap certify`` proves each RAG machine computes its program."""
+
+
 def _resources(mname: str, architecture: str) -> Callable[[], tuple]:
     def make():
         spec = turing.MACHINES[mname]
@@ -74,7 +79,10 @@ def _records() -> tuple[ConstructionRecord, ...]:
             Key("T5-RAG", f"tm-{m}", "rag"), turing.tm_rag, tm_example(spec),
             f"linear RNN + RAG simulating the TM {m!r}",
             (Form(f"tm-{m}-rag", params=rag, params_n=(1, 8), resources=_resources(m, "rag"),
-                  certificates=lambda m=m: (Certificate(tm_rag_cert(m)),)),), args=(spec,)))
+                  certificates=lambda m=m: (Certificate(tm_rag_cert(m)),
+                                            Certificate(program_cert(tm_rag_cert(m)),
+                                                        program_sizes=TM_PROGRAM_SIZES))),),
+            args=(spec,)))
     return tuple(out)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 """Version of the ``certify --json`` record (docs/records.md, "Schema history")."""
 
 
@@ -30,6 +30,7 @@ class Result:
     source: str = "declared-obligation"              # "built-model": every fact derived from the built model
     steps: list = field(default_factory=list)        # the proof chain (--explain): one dict per step
     n_max_int64: int | None = None                   # where the declared format still fits int64
+    sizes: list = field(default_factory=list)        # the sizes n proved at, for a certificate proved at sizes
 
     def record(self) -> dict:
         d = {k: v for k, v in asdict(self).items() if k != "steps"}

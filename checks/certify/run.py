@@ -26,7 +26,10 @@ from rnngap.constructions.models.bounds import SYM, A, N, largest
 from rnngap.constructions.machine.fixedpoint import MAX_MAGNITUDE_BITS, MAX_WIDE_MAGNITUDE_BITS
 from rnngap.constructions.models.obligations import Construction
 
+from rnngap.checks.catalog.hierarchy import sim_simulators
+
 from . import rows
+from .program import PROGRAM_METHOD, certify_program
 from .result import Result
 
 I_SYM = sp.Symbol("I", integer=True, nonnegative=True)
@@ -493,32 +496,6 @@ def explain(res: Result) -> str:
     return "\n".join(lines)
 
 
-def sim_simulators(seed: int = 0) -> list:
-    """The simulators the registry builds in its quick profile (checks/verify/checks_hierarchy.py,
-    its constants read, not copied): random RNNs, the T4.1 RNN at each sampled n,
-    the register Index RNN and the random indicator-readout target RNNs."""
-    from rnngap.constructions.models import cot_hierarchy as CH, targets as TG
-    from rnngap.constructions.models.simulate import random_linear_rnn, rnnsim_transformer
-
-    from rnngap.checks.verify import checks_hierarchy as H
-    q = "quick"
-    out = []
-    Lmax = max([H.SIM_EXH_LEN[q] + 1] + [L + 1 for L, _ in H.SIM_RANDOM[q]])
-    for s in range(H.SIM_SEEDS[q]):
-        out.append(rnnsim_transformer(random_linear_rnn(seed * 100 + s), max_prompt=Lmax, max_rnn_cot=H.SIM_RNN_COT,
-                                state_int_bits=H.SIM_STATE_BITS))
-    for n, _ in H.SIM_T41[q]:
-        T = CH.steps(n)
-        out.append(rnnsim_transformer(CH.iterate_rnn(n), max_prompt=n + 4, max_rnn_cot=T,
-                                state_int_bits=(T + 2 * n + 4).bit_length()))
-    for c in H.SIM_REGISTER[q]:
-        out.append(rnnsim_transformer(TG.register_index_rnn(c, max_number=c + 2), max_prompt=c + 3, max_rnn_cot=c))
-    for s in range(H.SIM_TARGET_SEEDS[q]):
-        out.append(rnnsim_transformer(TG.random_linear_rnn(2, 3, seed * 100 + s, max_number=4), max_prompt=5,
-                                max_rnn_cot=0))
-    return out
-
-
 SIM_NOTE = ("the simulator's I is defined as the largest of its needs (bounds.sim_int), so its range "
             "obligations hold by definition; certified: the int64 fit up to n_max, I nondecreasing in the "
             "context n, the heads' gap and the clamp gate; the heads themselves are proved from each built "
@@ -566,8 +543,13 @@ that is still the catalogue's function."""
 
 def _certify_one(cert) -> Result:
     """One certificate of the construction records: from the built model where it has a
-    whole-model plan, else its declared obligations piecewise."""
-    return certify_built(cert) if cert.planned() else certify_construction(cert.con, cert.params)
+    whole-model plan, its compiled program's facts at its sizes where it has those
+    (checks/certify/program.py), else its declared obligations piecewise."""
+    if cert.planned():
+        return certify_built(cert)
+    if cert.program_sizes:
+        return certify_program(cert)
+    return certify_construction(cert.con, cert.params)
 
 
 def _certify_named(name: str) -> Result | None:
@@ -766,6 +748,7 @@ def table(results: list[Result]) -> str:
         rng = ("every format, I + f <= 62" if r.method == "kernel-exhaustive" else
                "position heads: all n; firstK: to n_pos" if r.construction == rows.SIM_ROW else
                rows.sizes_text(r) if r.construction in rows.LAYER_ROWS else
+               "n in {" + ", ".join(map(str, r.sizes)) + "}" if r.method == PROGRAM_METHOD else
                f"all n >= {r.n_min}" if r.method.startswith("smt") else
                f"all n >= {r.n_min} (+ margins {r.n_min}..{r.n_max}{wide})" if r.method == "built-model" else
                f"{r.n_min}..{r.n_max}{wide}" if r.n_max is not None else "-")

@@ -1,6 +1,6 @@
 """The simulator's (claim ``sim``) token types, heads and RNN layers, proved from the BUILT simulator.
 
-For every simulator the registry builds (checks/certify/run.py ``sim_simulators``),
+For every simulator the registry builds (checks/catalog/hierarchy.py ``sim_simulators``),
 each layer is proved from its built weights against a plan (:func:`plan`, with
 constants from :func:`layout`, never the builder's): the token types
 (:func:`type_facts`), block roles (:func:`role_facts`), input selection

@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from rnngap.checks.catalog.hierarchy import sim_construction
+from rnngap.checks.catalog.hierarchy import sim_construction, sim_simulators
 from rnngap.checks.catalog.retrieval import retrieval_key, retrieval_name
 from rnngap.checks.certify.run import n_max_of
 from .registry import Record, register
@@ -130,7 +130,6 @@ def compare_sim(sim) -> tuple[int, list[str], int]:
 
 @register("declarations", "certificate vs measurement (sim)")
 def check_certificate_sim(profile: str, seed: int) -> list[Record]:
-    from rnngap.checks.certify.run import sim_simulators
     out = []
     for sim in sim_simulators(seed):
         t0 = time.perf_counter()

@@ -27,6 +27,10 @@ from rnngap.constructions.build.generate import generate
 from rnngap.constructions.models.simulate import compare, random_linear_rnn, rnnsim_transformer
 from rnngap.constructions.machine.vocab import BOS, FALSE, NUMBER_BASE, TRUE
 
+from rnngap.checks.catalog.hierarchy import (
+    SIM_EXH_LEN, SIM_NECESSITY, SIM_RANDOM, SIM_REGISTER, SIM_RNN_COT, SIM_SEEDS, SIM_STATE_BITS, SIM_T41,
+    SIM_TARGET_SEEDS,
+)
 from .necessity import Outcome, classify, generation_runner, necessity_record
 from .registry import Record, register
 from rnngap.checks.tasks import NO_TASK
@@ -248,13 +252,7 @@ def t41_necessity(profile: str, seed: int) -> list[Record]:
 
 # ----------------------------------------------------------------------------
 # sim
-SIM_SEEDS = {"quick": 4, "full": 12}
-SIM_EXH_LEN = {"quick": 3, "full": 4}         # prompts [BOS] + x, |x| <= this, alphabet 3
-SIM_RANDOM = {"quick": [(8, 10)], "full": [(8, 40), (16, 20), (32, 6)]}
-SIM_RNN_COT = 2
-SIM_STATE_BITS = 4
-SIM_NECESSITY = {"quick": 1, "full": 3}
-"""How many of the random RNNs get a necessity record (frontiers of their simulator)."""
+# the sizes (SIM_*) are checks/catalog/hierarchy.py's: certify builds the same simulators
 
 
 def sim_runner(runs):
@@ -339,9 +337,6 @@ def sim_random(profile: str, seed: int) -> list[Record]:
     return out
 
 
-SIM_T41 = {"quick": [(2, None), (3, None), (4, 40)], "full": [(2, None), (3, None), (4, None), (5, 200)]}
-
-
 @register("sim", "a Transformer with CoT simulates the T4.1 RNN (ITER) step by step")
 def sim_t41(profile: str, seed: int) -> list[Record]:
     out = []
@@ -359,10 +354,6 @@ def sim_t41(profile: str, seed: int) -> list[Record]:
         if n == 2:
             out.append(_sim_necessity(sim, runs, "T4.1 RNN on ITER (every (a, t))", n, fam, 2 * n, task_name=task_iterate.SPEC.name))
     return out
-
-
-SIM_REGISTER = {"quick": [3], "full": [3, 4, 5]}
-SIM_TARGET_SEEDS = {"quick": 2, "full": 8}
 
 
 @register("sim", "a Transformer with CoT simulates the project's target RNNs (register Index RNN with CoT, "
