@@ -33,8 +33,9 @@ from typing import Any, Callable, Hashable, Sequence
 import numpy as np
 
 from rnngap.constructions.build.protocol import RNN, feed, run_rnn
+from rnngap.constructions.models.targets import register_target
 
-from .reductions import Reduction, integer_arg, check_bits
+from .reductions import INDEX, Reduction, integer_arg, check_bits
 
 EXHAUSTIVE_MAX_N = 22
 """Largest n of the exhaustive mode (2^22 prefixes; a dict of up to 4M keys)."""
@@ -458,12 +459,9 @@ def benchmark_collision(bits: int, seed: int, *, batch_size: int = 1 << 14,
     run per wall second), expected_draws, the declared state bits and the
     witness (x, x', i, answers).
     """
-    from rnngap.constructions.models.targets import register_target
-
     bits = integer_arg(bits, "bits")
     if not 1 <= bits <= 56:
         raise ValueError(f"benchmark_collision: bits must be in 1..56, got {bits}")
-    from .reductions import INDEX
 
     n = bits + 1
     target = register_target(bits, max_number=max(n, 2))

@@ -13,8 +13,16 @@ Details: docs/internals/commands.md#cmdcc.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import math
+
+from rnngap.checks.io.errors import UsageError, atomic_output, check_outputs
+
+# Lazy imports: the functions below import rnngap's heavier modules
+# (the task specs, lowerbounds.cc)
+# only when the command runs, so that `rnngap --help` stays fast.
+
 
 def task_names() -> tuple[str, ...]:
     """The tasks with a split, as the CLI spells them (``cgram`` is c = 3)."""
@@ -77,7 +85,6 @@ def max_n(task: str, alphabet: int, table: bool = False) -> int:
 
 
 def add_command(sub) -> None:
-    import argparse
     p = sub.add_parser("cc", help="exact one-way communication complexity of a task split",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog="examples:\n  rnngap cc --task index --n 4              # 4 bits: Alice must send x whole\n"
@@ -104,7 +111,6 @@ def make_problem(task: str, n: int, alphabet: int):
 def run(args) -> int:
     from rnngap.lowerbounds import cc
 
-    from rnngap.checks.io.errors import UsageError, atomic_output, check_outputs
     task = str(args.task).lower()
     if task not in task_names():
         raise UsageError(f"cc: unknown task {args.task!r}; known: {', '.join(task_names())}")

@@ -9,6 +9,18 @@ Prints a table; exits 1 if anything fails, naming the layer or obligation.
 ``--explain NAME`` prints one construction's proof chain instead."""
 from __future__ import annotations
 
+import argparse
+import time
+from types import SimpleNamespace
+
+from rnngap.checks.cli.main import add_engine_arguments, engine_workers
+from rnngap.checks.io.errors import UsageError, check_outputs, worker_arg
+from rnngap.checks.io.progress import Bar
+
+# Lazy imports: the functions below import rnngap's heavier modules
+# (checks.certify, the catalog, the engines)
+# only when the command runs, so that `rnngap --help` stays fast.
+
 
 EXAMPLES = """examples:
   rnngap certify --only index-transformer         # its two certificates, about 10 s
@@ -17,7 +29,6 @@ EXAMPLES = """examples:
 
 
 def add_command(sub) -> None:
-    import argparse
     p = sub.add_parser("certify", help="certify every construction (the built models, every layer, every n)",
                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES)
     p.add_argument("--only", nargs="+", metavar="NAME",
@@ -31,11 +42,9 @@ def add_command(sub) -> None:
                    help="also the slow certificates (c-gram c = 4 at the registry's alphabet, about 35 s more) and "
                         "the IsTree Transformer's and hybrid's layers at many more sizes, and both IsTree models' "
                         "compositions over their CoT (minutes: docs/certify.md)")
-    from rnngap.checks.io.errors import worker_arg
     p.add_argument("--workers", type=worker_arg, metavar="N", default=None,
                    help="processes certifying the construction records at once (default: the cores this process may "
                         "run on; at most 4 x the cores); with --engine dask: the local cluster's")
-    from rnngap.checks.cli.main import add_engine_arguments
     add_engine_arguments(p)
     p.set_defaults(func=run)
 
@@ -52,14 +61,13 @@ def resolve(names: list[str], certs: dict, what: str) -> list[str]:
     """Claim ids and certificate names as given; a construction name becomes its
     certificates' names. An unknown name is a UsageError naming the three closest."""
     from rnngap.checks.catalog.records import closest, named_by, names as construction_names
-    from rnngap.checks.io.errors import UsageError
     claims = {c.claim for c in certs.values()} | {"sim", "machine"}     # sim: the registry's RNNs
     rows = _rows()
     out = []
     for o in names:
-        if o in claims or o in certs or o in rows:
+        if o in claims or o in rows:
             out.append(o)
-        elif named_by(o, [*certs, *rows]):
+        elif named_by(o, [*certs, *rows]):       # a construction's name: all its certificates
             out += named_by(o, [*certs, *rows])
         elif o in construction_names():
             out.append(o)              # a construction without a certificate: nothing to run
@@ -89,10 +97,7 @@ def _explain(name: str, certs: dict) -> int:
 
 
 def run(args) -> int:
-    import time
-
     from rnngap.checks.certify.run import certify, chosen_certificates, table, write_json
-    from rnngap.checks.io.errors import check_outputs
     from rnngap.checks.catalog.records import certificates
 
     check_outputs({"--json": getattr(args, "json", None)}, what="certify")   # before any work
@@ -102,9 +107,7 @@ def run(args) -> int:
     name = getattr(args, "explain", None)
     if name is not None:
         resolve([name], certs, "--explain")        # an unknown name: exit 2 before any work
-    from rnngap.checks.cli.main import engine_workers
     from rnngap.checks.verify.engine import default_workers
-    from types import SimpleNamespace
     run_on = SimpleNamespace(workers=getattr(args, "workers", None), engine=getattr(args, "engine", "local"),
                              address=getattr(args, "address", None))    # a Namespace made by hand lacks them
     workers = engine_workers(run_on, "certify", default_workers)
@@ -115,8 +118,6 @@ def run(args) -> int:
         print("no certificate to run")
         return 0
     full = bool(getattr(args, "full", False))
-    from rnngap.checks.io.progress import Bar
-    from rnngap.checks.io.errors import UsageError
     from rnngap.checks.verify.engine import SchedulerUnreachable
     try:
         with Bar("certifying", quiet=bool(getattr(args, "quiet", False))) as tick:

@@ -7,11 +7,18 @@ some n. The PNG and the JSON are written all or nothing
 (:class:`checks.io.errors.Outputs`)."""
 from __future__ import annotations
 
+import argparse
 import json
+import os
+
+from rnngap.checks.io.errors import Outputs, UsageError, check_outputs
+from rnngap.checks.io.progress import Bar
+
+# Lazy imports: the functions below import checks.verify.frontier and matplotlib (slow)
+# only when the command runs, so that `rnngap --help` stays fast.
 
 
 def add_command(sub) -> None:
-    import argparse
     p = sub.add_parser("precision", help="plot the precision frontier of a construction",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog="examples:\n  rnngap precision --task index --out index.png --max-log2n 6\n"
@@ -24,7 +31,6 @@ def add_command(sub) -> None:
 
 
 def run(args) -> int:
-    from rnngap.checks.io.errors import Outputs, UsageError, check_outputs
     from rnngap.checks.verify.frontier import (
         CONSTRUCTIONS, format_slopes, frontier_summary, frontier_table, row_violations,
     )
@@ -36,14 +42,12 @@ def run(args) -> int:
     if not args.out.lower().endswith(".png"):
         raise UsageError(f"--out must name a .png file, got {args.out!r}")
     check_outputs({"--out": args.out, "--json": args.json}, what="precision")
-    import os
     os.environ.pop("MPLBACKEND", None)      # the plot is written to a file: Agg, whatever the environment says
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     ns = [2 ** k for k in range(4, args.max_log2n + 1)]
-    from rnngap.checks.io.progress import Bar
     rows = []
     with Bar("precision frontier") as tick:
         for k, n in enumerate(ns):

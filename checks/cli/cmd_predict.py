@@ -7,7 +7,14 @@ dispatches. Tasks: ``ar`` (Zoology MQAR layout, .npy in/out) and ``istree``
 """
 from __future__ import annotations
 
+import argparse
 import importlib
+
+from rnngap.checks.io.errors import UsageError
+
+# Lazy imports: the functions below import rnngap's heavier modules
+# (the task specs)
+# only when the command runs, so that `rnngap --help` stays fast.
 
 
 def commands() -> dict[str, str]:
@@ -26,7 +33,6 @@ EXAMPLES["all"] = "examples:\n" + "".join(v.split("\n", 1)[1].split("\n", 1)[0] 
 
 
 def add_command(sub) -> None:
-    import argparse
     p = sub.add_parser("predict", help="run a construction over an input file",
                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES["all"])
     tsub = p.add_subparsers(dest="task", required=True, parser_class=type(p))
@@ -51,6 +57,5 @@ def add_command(sub) -> None:
 
 def _missing(task):
     def run(args):
-        from .main import UsageError
         raise UsageError(f"predict {task}: not available in this version")
     return run

@@ -14,11 +14,19 @@ special id s: -s), the value the construction computes with, in brackets."""
 from __future__ import annotations
 
 import argparse
+import sys
+import time
 from fractions import Fraction
 
 import numpy as np
 
 from rnngap.constructions.machine.vocab import COUNT, COUNT_NAME, META_NAMES, NUMBER_BASE, SPECIAL_NAMES
+from rnngap.checks.io.errors import UsageError
+from rnngap.checks.io.progress import on_terminal
+
+# Lazy imports: the functions below import rnngap's heavier modules
+# (the catalog, the numba kernels)
+# only when the command runs, so that `rnngap --help` stays fast.
 
 
 MAX_N = 4096
@@ -77,9 +85,6 @@ def feed_example(model, toks, stream=None, interval: float = 1.0):
     the prefix is fed without recording (the same arithmetic, the sparse attend,
     tested equal in tests/test_cli.py) in chunks, and only the last token with it.
     """
-    import sys
-    import time
-    from rnngap.checks.io.progress import on_terminal
     if stream is None and on_terminal(sys.stderr):            # nothing extra on a pipe or in a file
         stream = sys.stderr
     sess = model.session(capacity=len(toks), record=True)   # allocates the recording buffer
@@ -356,7 +361,6 @@ def _gadgets(groups) -> str:
 
 def run(args) -> int:
     from rnngap.checks.catalog.records import by_name, names
-    from .main import UsageError
     from rnngap.constructions.machine.fixedpoint import PrecisionError
 
     if args.list:

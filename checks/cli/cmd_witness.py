@@ -16,12 +16,18 @@ Details: docs/internals/commands.md#cmdwitness.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
 from typing import Callable, TextIO
 
+from rnngap.checks.io.errors import UsageError, atomic_output, check_outputs
 from rnngap.checks.io.progress import on_terminal
+
+# Lazy imports: the functions below import rnngap's heavier modules
+# (the task specs, the targets, lowerbounds.witness)
+# only when the command runs, so that `rnngap --help` stays fast.
 
 MODELS = {
     "register": ("capacity", 1, 56, 8),
@@ -47,7 +53,6 @@ def task_names() -> tuple[str, ...]:
 
 
 def add_command(sub) -> None:
-    import argparse
     p = sub.add_parser("witness", help="find a verified failing instance of a bounded-memory RNN",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog="examples:\n  rnngap witness --task index --n 8 --model register --bits 4\n"
@@ -137,7 +142,6 @@ def _names(tokens) -> str:
 def run(args) -> int:
     from rnngap.lowerbounds import witness as W
 
-    from rnngap.checks.io.errors import UsageError, atomic_output, check_outputs
     from rnngap.checks.tasks import task as task_spec
     task, model = str(args.task).lower(), str(args.model).lower()
     try:

@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import argparse
 import errno
+import importlib
 import io
 import json
 import os
+import pkgutil
+import re
+import signal
 import sys
+import threading
 import time
 
 
@@ -21,6 +26,13 @@ from rnngap.checks.io.errors import (
     Terminated, UsageError, os_reason, atomic_output, check_output_path, check_outputs, excerpt,
     one_line, shown, worker_arg, worker_count,
 )
+from rnngap.checks.io.shared_data import SharedDataError, shared_data_dir
+
+from . import __path__ as _PACKAGE_PATH
+
+# Lazy imports: the functions below import rnngap.checks.verify (the claim registry and
+# its engines, which load the tasks and constructions) and rich only when a command runs,
+# so that `rnngap --help` stays fast.
 
 
 WORKERS_ENV = "RNNGAP_VERIFY_WORKERS"
@@ -39,7 +51,6 @@ def default_workers() -> int:
 
 def _valid_address(addr: str) -> bool:
     """``tcp://HOST:PORT`` (or tls://, ucx://) with a port in 1..65535."""
-    import re
     m = re.fullmatch(r"(tcp|tls|ucx)://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})", addr)
     return bool(m) and 1 <= int(m.group(3)) <= 65535
 
@@ -83,7 +94,6 @@ def _verify_arguments(args) -> tuple:
     if args.seed < 0:
         raise UsageError(f"verify: --seed must be >= 0, got {args.seed}")
     check_outputs({"--json": args.json}, what="verify")
-    from rnngap.checks.io.shared_data import SharedDataError, shared_data_dir
     try:
         shared_data_dir()          # a set but missing RNNGAP_SHARED_DATA is an error, not a fallback
     except SharedDataError as e:
@@ -200,11 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     # further commands: every checks/cli/cmd_*.py module defines add_command(subparsers),
     # which adds its parser with set_defaults(func=run) (run returns the exit code
     # and raises UsageError for bad input)
-    import importlib
-    import pkgutil
-
-    from . import __path__ as pkg_path
-    for mod in sorted(m.name for m in pkgutil.iter_modules(pkg_path)):
+    for mod in sorted(m.name for m in pkgutil.iter_modules(_PACKAGE_PATH)):
         if mod.startswith("cmd_"):
             importlib.import_module(f"{__package__}.{mod}").add_command(sub)
     return p
@@ -213,7 +219,6 @@ def build_parser() -> argparse.ArgumentParser:
 def _silence_stdout() -> None:
     """Point fd 1 at /dev/null so that Python's final flush of a closed or full
     stdout raises nothing at interpreter exit."""
-    import os
     try:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
@@ -233,7 +238,6 @@ def _flush_stdout() -> OSError | None:
 def _reopen_closed_streams() -> bool:
     """A closed stdout or stderr (``>&-``: Python has None there) becomes /dev/null,
     so nothing raises on writing; True if stdout was closed (exit 141 then)."""
-    import os
     closed = sys.stdout is None
     for name in ("stdout", "stderr"):
         if getattr(sys, name) is None:
@@ -253,8 +257,6 @@ def main(argv: list[str] | None = None) -> int:
     OSError of a path is one line and exit 2, a full stdout one line on stderr
     and exit 2, a closed one 141; every message is one line of bounded length
     (:func:`checks.io.errors.one_line`)."""
-    import signal
-    import threading
     closed = _reopen_closed_streams()
     previous = {}
     if threading.current_thread() is threading.main_thread():
@@ -295,7 +297,6 @@ def _main(argv: list[str] | None) -> int:
         print("rnngap: interrupted", file=sys.stderr)
         return 130
     except Terminated as e:
-        import signal
         signum = e.args[0] if e.args else signal.SIGTERM
         hup = signum == getattr(signal, "SIGHUP", None)
         try:

@@ -9,9 +9,19 @@ from __future__ import annotations
 import os
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
+
+from rnngap.checks.io.errors import (
+    UsageError, atomic_output, check_memory, check_outputs, excerpt, report_stream, shown, size_text,
+)
+from rnngap.checks.io.progress import Bar
+
+# Lazy imports: the functions below import rnngap's heavier modules
+# (constructions.models.retrieval, checks.tasks.ar)
+# only when the command runs, so that `rnngap --help` stays fast.
 
 CHUNK_WORK = 2 ** 26
 """Attention scores per model call, at most (see :func:`chunk_rows`)."""
@@ -49,7 +59,6 @@ def check_header(shape, dtype, path: str) -> int:
     holds; a UsageError of one line if a dimension is not a plain integer in
     0..:data:`MAX_DIM` or the dtype holds Python objects. No message formats an
     unbounded number."""
-    from rnngap.checks.io.errors import UsageError, excerpt
     if dtype.hasobject:
         raise UsageError(f"predict ar: {path} holds Python objects (dtype {excerpt(str(dtype), 60)}); pickled data "
                          "is never loaded")
@@ -90,7 +99,6 @@ def read_npy_header(path: str) -> tuple[tuple[int, ...], np.dtype]:
     (truncated, or a header claiming a huge array over a few bytes): decided
     before anything is allocated.
     """
-    from rnngap.checks.io.errors import UsageError, shown, size_text
     with open(path, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         if size == 0:
@@ -116,8 +124,6 @@ def read_npy_header(path: str) -> tuple[tuple[int, ...], np.dtype]:
 
 
 def load_inputs(path: str) -> np.ndarray:
-    from .main import UsageError
-    from rnngap.checks.io.errors import check_memory, excerpt, shown
     from rnngap.constructions.models.retrieval import validate_mqar_inputs
 
     p = Path(path)
@@ -160,8 +166,6 @@ def check_npz_members(path: str) -> None:
     """Every .npy member of the .npz at ``path``: its header checked
     (:func:`check_header`) and the memory all of them need against the budget,
     before any array is read. A UsageError of one line otherwise."""
-    import zipfile
-    from rnngap.checks.io.errors import UsageError, check_memory, excerpt
     total = 0
     try:
         with zipfile.ZipFile(path) as z:
@@ -189,10 +193,8 @@ def _is_npz(path: str) -> bool:
 def load_batches(path: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """The Zoology batches of a .npz (:func:`checks.tasks.ar.load_zoology_npz`), each
     input validated as MQAR values; a UsageError (one line) for anything else."""
-    from .main import UsageError
     from rnngap.checks.tasks.ar import load_zoology_npz
     from rnngap.constructions.models.retrieval import validate_mqar_inputs
-    import zipfile
     try:
         batches = load_zoology_npz(path)
     except (ValueError, OSError, EOFError, KeyError, TypeError, zipfile.BadZipFile) as e:
@@ -209,10 +211,8 @@ def load_batches(path: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 
 
 def _run_npz(args) -> int:
-    from rnngap.checks.io.errors import atomic_output, report_stream
     from rnngap.checks.tasks.ar import ZOOLOGY_IGNORE
     from rnngap.constructions.models.retrieval import mqar_transformer, mqar_predict
-    from .main import UsageError
     if args.out is not None and not str(args.out).endswith(".npz") and args.out not in ("-", "/dev/stdout"):
         raise UsageError(f"predict ar: {args.inputs} is a .npz archive: --out must name a .npz file, got {args.out}")
     check_npz_members(args.inputs)
@@ -243,7 +243,6 @@ def _run_npz(args) -> int:
 
 
 def run(args) -> int:
-    from rnngap.checks.io.errors import atomic_output, check_outputs
     from rnngap.constructions.models.retrieval import mqar_transformer, mqar_predict
 
     check_outputs({"--out": args.out}, {"--inputs": args.inputs}, what="predict ar")
@@ -253,7 +252,6 @@ def run(args) -> int:
     t0 = time.perf_counter()
     model = mqar_transformer(X.shape[1])
     rows = chunk_rows(X.shape[1])
-    from rnngap.checks.io.progress import Bar
     parts = []
     with Bar("predict ar", quiet=args.quiet) as tick:
         for b in range(0, X.shape[0], rows):

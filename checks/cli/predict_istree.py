@@ -30,6 +30,15 @@ from rnngap.checks.io.formats import (
     EOS_TEXT, MAX_NUMBER_DIGITS, GraphFormatError, format_cot_text, format_graph_text,
     parse_graph_text,
 )
+from rnngap.checks.io import errors
+from rnngap.checks.io.errors import (
+    EXCERPT, UsageError, atomic_output, check_memory, check_outputs, excerpt, open_input, report_stream, shown,
+    text_arg,
+)
+from rnngap.checks.io.progress import Bar
+
+# Lazy imports: the functions below import the IsTree models (rnngap.constructions.models) only when
+# the command runs, so that `rnngap --help` stays fast.
 
 Predictor = Callable[[list[int]], list[int]]
 
@@ -112,7 +121,6 @@ def add_arguments(parser) -> None:
     parser.add_argument("--inputs", required=True, metavar="FILE.jsonl",
                         help="JSON lines with 'text' (or the --field NAME; the paper's format, only the graph "
                              "before the first [EOS] is used) and optional 'n_nodes' (default max vertex id + 1)")
-    from rnngap.checks.io.errors import text_arg
     parser.add_argument("--field", default="text", metavar="NAME", type=text_arg,
                         help="the JSON field holding the graph (default: text); for the paper's sample rows "
                              "use cot_text or retrieval_text")
@@ -130,7 +138,6 @@ def add_arguments(parser) -> None:
 
 def _field_error(where: str, obj, field: str) -> str:
     """The one-line message for a line whose graph field is missing or not a string."""
-    from rnngap.checks.io.errors import EXCERPT, excerpt, shown
     if not isinstance(obj, dict):
         return f"{where}: expected a JSON object with a string field '{field}', got {type(obj).__name__}"
     if field in obj:
@@ -218,9 +225,9 @@ def _lines(path: str):
     """(line number, text) of the non-blank lines of a UTF-8 file; UsageError
     naming the file and line for a line over :data:`MAX_LINE_BYTES` or bytes
     that are not UTF-8."""
-    from rnngap.checks.io.errors import STREAM_BYTES, UsageError, check_memory, open_input
+    stream_bytes = errors.STREAM_BYTES           # read at each call, as open_input does
     fh, cap = open_input(path, "predict istree")
-    if cap != STREAM_BYTES:                      # a regular file: its size, known up front
+    if cap != stream_bytes:                      # a regular file: its size, known up front
         check_memory(READ_COST * cap, f"predict istree reading {path} ({cap:,} bytes)")
     seen = 0
     with fh:
@@ -233,10 +240,10 @@ def _lines(path: str):
             seen += len(raw)
             if len(raw) > MAX_LINE_BYTES:
                 raise UsageError(f"{path}, line {lineno}: line longer than {MAX_LINE_BYTES:,} bytes")
-            if cap == STREAM_BYTES and seen > cap:
-                raise UsageError(f"{path}: more than {STREAM_BYTES:,} bytes from a stream (a pipe or FIFO); "
+            if cap == stream_bytes and seen > cap:
+                raise UsageError(f"{path}: more than {stream_bytes:,} bytes from a stream (a pipe or FIFO); "
                                  "write the graphs to a file")
-            if cap == STREAM_BYTES:
+            if cap == stream_bytes:
                 check_memory(READ_COST * seen, f"predict istree reading {path} ({seen:,} bytes so far)")
             try:
                 line = raw.decode("utf-8")
@@ -253,7 +260,6 @@ def _read(path: str, field: str = "text", labels: str = "") -> list[tuple[int, l
     JSON true / false) from ``labels`` where the row has it."""
     from rnngap.constructions.models import istree as C
 
-    from rnngap.checks.io.errors import UsageError
     items = []
     for lineno, line in _lines(path):
         where = f"{path}, line {lineno}"
@@ -320,7 +326,6 @@ def _predict_row(item, predict, model: str) -> dict:
 
 
 def run(args) -> int:
-    from rnngap.checks.io.errors import UsageError, atomic_output, check_memory, check_outputs, report_stream
     field = getattr(args, "field", "text")
     if not field:
         raise UsageError("--field needs a non-empty field name")
@@ -342,7 +347,6 @@ def run(args) -> int:
         check_memory(predict.memory(predict.positions(longest)),
                      f"predict istree --model {args.model} on {max_vertices:,} vertices")
     rows = []
-    from rnngap.checks.io.progress import Bar
     with Bar("predict istree") as tick:
         for done, item in enumerate(items):
             tick(done, len(items))

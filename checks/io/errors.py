@@ -12,12 +12,14 @@ Details: docs/internals/commands.md#errors.
 """
 from __future__ import annotations
 
+import argparse
 import errno
 import io
 import os
 import secrets
 import stat
 import sys
+import threading
 from contextlib import contextmanager
 
 
@@ -457,7 +459,6 @@ def worker_count(text: str, what: str = "--workers") -> int:
 
 def worker_arg(text: str) -> int:
     """:func:`worker_count` as an argparse ``type`` (exit 2 with one line)."""
-    import argparse
     try:
         return worker_count(text)
     except UsageError as e:
@@ -532,7 +533,6 @@ def open_input(path: str, what: str, timeout: float | None = None):
     (its size the cap), anything else opened within ``timeout`` seconds and
     capped at :data:`STREAM_BYTES` (``timeout`` None: :data:`OPEN_TIMEOUT`). A
     UsageError of one line otherwise."""
-    import threading
     timeout = OPEN_TIMEOUT if timeout is None else timeout
     try:
         st = os.stat(path)

@@ -36,7 +36,7 @@ class Bar:
     def __enter__(self) -> Callable[[int, int | None], None]:
         if self.quiet or not on_terminal(self.stream):
             return lambda done, total=None: None
-        from rich.console import Console
+        from rich.console import Console  # lazy: rich is slow to load and only a terminal needs it
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
         console = Console(file=self.stream)
         self.bar = Progress(TextColumn(self.label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

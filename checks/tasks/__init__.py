@@ -7,13 +7,13 @@ commands read these specs; no other module keeps a task -> reference map.
 """
 from __future__ import annotations
 
+from . import ar, cgram, counting, index, istree, iterate, turing
 from .spec import NO_TASK, TaskSpec
 
 __all__ = ["NO_TASK", "TASKS", "TaskSpec", "aliases", "is_task_name", "names_having", "task", "task_having"]
 
 
 def _collect() -> dict[str, TaskSpec]:
-    from . import ar, cgram, counting, index, istree, iterate, turing
     specs = (index.SPEC, ar.SPEC, ar.MQAR_SPEC, *cgram.SPECS, counting.SPEC, istree.SPEC, iterate.SPEC, turing.SPEC)
     return {s.name: s for s in specs}
 
@@ -43,7 +43,6 @@ def task(name: str) -> TaskSpec:
     if key in _ALIASES:
         return TASKS[_ALIASES[key]]
     if key.startswith("cgram(c=") and key.endswith(")") and key[8:-1].isdigit():
-        from . import cgram
         try:
             return cgram.spec(int(key[8:-1]))
         except ValueError:

@@ -20,6 +20,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 from rnngap.constructions.machine.vocab import number_token
+from rnngap.lowerbounds import cc as _cc
+from rnngap.lowerbounds import reductions as _LR
 
 from .cgram import make_batch, retrieval_strategy
 from .common import (
@@ -34,6 +36,7 @@ from .common import (
     sample_retrieval,
     split_instance,
 )
+from .spec import TaskSpec
 
 TASK = "AR"
 MIN_N = 2
@@ -200,10 +203,6 @@ def load_zoology_npz(path: str | Path) -> dict[str, tuple[np.ndarray, np.ndarray
 
 
 def _spec():
-    from rnngap.lowerbounds import cc as _cc
-    from rnngap.lowerbounds import reductions as _LR
-
-    from .spec import TaskSpec
     return TaskSpec(
         name="ar", description="associative recall: [BOS] x_1..x_n [QUERY] q -> the token after q's first occurrence",
         reference=reference, generate=generate, enumerate_all=enumerate_all,
@@ -213,7 +212,6 @@ def _spec():
 
 
 def _mqar_spec():
-    from .spec import TaskSpec
     return TaskSpec(
         name="mqar", description="per-position associative recall on a raw integer sequence (Zoology's MQAR)",
         reference=mqar_reference, family="mqar", aliases=("zoology-mqar",), predict="ar",

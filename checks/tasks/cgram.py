@@ -12,12 +12,15 @@ Details (the promise, examples, the distribution): docs/internals/tasks.md#cgram
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
 
 from rnngap.constructions.machine.vocab import number_token
+from rnngap.lowerbounds import cc as _cc
+from rnngap.lowerbounds import reductions as _LR
 
 from .common import (
     ENUMERATION_LIMIT,
@@ -35,6 +38,7 @@ from .common import (
     sample_retrieval,
     split_instance,
 )
+from .spec import TaskSpec
 
 TASK = "c-gram"
 MIN_C = 2
@@ -153,12 +157,6 @@ _SPECS: dict = {}
 
 def spec(c: int):
     """The spec of c-gram retrieval with gram length ``c`` (``cgram(c=3)`` ...)."""
-    from functools import partial
-
-    from rnngap.lowerbounds import cc as _cc
-    from rnngap.lowerbounds import reductions as _LR
-
-    from .spec import TaskSpec
     c = check_c(c)
     if c not in _SPECS:
         ref = partial(reference, c=c)

@@ -18,6 +18,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 from rnngap.constructions.machine.vocab import number_token
+from rnngap.lowerbounds import cc as _cc
+from rnngap.lowerbounds import reductions as _LR
 
 from .common import (
     ENUMERATION_LIMIT,
@@ -32,6 +34,7 @@ from .common import (
     enumeration_sequences,
     split_instance,
 )
+from .spec import TaskSpec
 
 TASK = "Counting"
 MIN_N = 1
@@ -140,10 +143,6 @@ def instances(n_min: int = MIN_N, n_max: int = 8, alphabet: int = DEFAULT_ALPHAB
 
 
 def _spec():
-    from rnngap.lowerbounds import cc as _cc
-    from rnngap.lowerbounds import reductions as _LR
-
-    from .spec import TaskSpec
     return TaskSpec(
         name="counting", description="Counting: [BOS] x_1..x_n [QUERY] q t -> whether q occurs more than t times",
         reference=reference, generate=generate, enumerate_all=enumerate_all,

@@ -27,6 +27,7 @@ import numpy as np
 from rnngap.constructions.machine.vocab import FALSE, NUMBER_BASE, TRUE
 from rnngap.lowerbounds import reductions as LR
 
+from . import task as _spec_of
 from .common import check_int, check_rng
 
 TASKS = ("index", "ar", "cgram", "counting", "istree")
@@ -37,7 +38,6 @@ EXHAUSTIVE_MAX_BITS = 16
 
 def spec(task: str, c: int = 3):
     """The :class:`checks.tasks.spec.TaskSpec` of family ``task`` (c-gram: length c)."""
-    from . import task as _spec_of
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; known: {TASKS}")
     return _spec_of(f"cgram(c={c})" if task == "cgram" else task)

@@ -22,6 +22,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 from rnngap.constructions.machine.vocab import number_token
+from rnngap.lowerbounds import cc as _cc
+from rnngap.lowerbounds import reductions as _LR
 
 from .common import (
     ENUMERATION_LIMIT,
@@ -36,6 +38,7 @@ from .common import (
     enumeration_sequences,
     split_instance,
 )
+from .spec import TaskSpec
 
 TASK = "Index"
 MIN_N = 1
@@ -123,10 +126,6 @@ def instances(n_min: int = MIN_N, n_max: int = 8, alphabet: int = DEFAULT_ALPHAB
 
 
 def _spec():
-    from rnngap.lowerbounds import cc as _cc
-    from rnngap.lowerbounds import reductions as _LR
-
-    from .spec import TaskSpec
     return TaskSpec(
         name="index", description="Index: [BOS] x_1..x_n [QUERY] i -> x_i",
         reference=reference, generate=generate, enumerate_all=enumerate_all,

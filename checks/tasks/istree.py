@@ -20,6 +20,7 @@ import heapq
 import itertools
 import math
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable, Iterator, NamedTuple, Sequence
 
 import networkx as nx
@@ -40,6 +41,10 @@ from rnngap.constructions.machine.vocab import (
     TRUE,
     number_token,
 )
+from rnngap.lowerbounds import cc as _cc
+from rnngap.lowerbounds import reductions as _LR
+
+from .spec import TaskSpec
 
 __all__ = [
     "GeneratedGraph", "IsTreeInstance", "RetrievalTrace", "FAMILIES",
@@ -621,13 +626,6 @@ def instances(draw, n_min: int = 1, n_max: int = 8) -> IsTreeInstance:
 
 
 def _spec():
-    from functools import partial
-
-    from rnngap.lowerbounds import cc as _cc
-    from rnngap.lowerbounds import reductions as _LR
-
-    from .spec import TaskSpec
-
     def split(n: int, hubs: int):
         return _cc.istree_split(n, partial(reference, n_nodes=_LR.istree_vertex_count(n, hubs)), hubs=hubs)
     return TaskSpec(

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from rnngap.constructions.machine.vocab import BOS, FALSE, NUMBER_BASE, QUERY, TRUE
 
+from .spec import TaskSpec
+
 __all__ = ["orbit", "reference"]
 
 
@@ -46,7 +48,6 @@ def orbit(n: int, a: int, t: int) -> list[int]:
 
 
 def _spec():
-    from .spec import TaskSpec
     return TaskSpec(name="iterate", description="ITER(n): [BOS] z_1..z_n [QUERY] (2n + t) a -> whether g^t(a) >= n",
                     reference=reference, family="iterate", aliases=("iter",))
 

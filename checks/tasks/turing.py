@@ -29,6 +29,8 @@ from rnngap.constructions.machine.vocab import (
     BOS, ENDSEARCH, FAILED, FALSE, META_TOKENS, STARTSEARCH, TILDE, TRUE, number_token,
 )
 
+from .spec import TaskSpec
+
 __all__ = ["LeftOfTape", "Numbering", "ReferenceRun", "numbering", "reference_rag_cot", "reference_run"]
 
 MOVES = {"L": -1, "N": 0, "R": 1}
@@ -161,7 +163,6 @@ def reference_rag_cot(dtm, word: str, max_steps: int) -> tuple[list[int], int]:
 
 
 def _spec():
-    from .spec import TaskSpec
     return TaskSpec(name="tm", description="a given deterministic Turing machine's run on an input word "
                                            "(the reference is the machine's: reference_run)",
                     reference=None, family="tm", aliases=("turing",))

@@ -24,6 +24,7 @@ import numpy as np
 
 from rnngap.constructions.models import istree as C
 from rnngap.constructions.build.generate import generate
+from rnngap.constructions.build.protocol import feed, run_rnn
 from rnngap.constructions.machine.vocab import DASH, EOS, FALSE, NUMBER_BASE, TILDE, TRUE, number_token
 
 from rnngap.checks.io.formats import graph_tokens, parse_cot_text, parse_graph_text, parse_graph_tokens
@@ -32,6 +33,9 @@ from .registry import Record, register
 from rnngap.checks.io.shared_data import shared_file
 from rnngap.checks.tasks import istree as R
 from .forcing import forced_continuations
+from rnngap.lowerbounds import reductions as LR
+from rnngap.lowerbounds import witness as W
+from rnngap.lowerbounds.targets_toy import HashRNN, pack_fields, width
 
 Case = tuple[int, list[tuple[int, int]]]
 """(n_nodes, ordered edges)."""
@@ -382,11 +386,10 @@ def gadget_cases(n: int, pairs: Sequence[tuple], out: Outcome) -> list[Case]:
     """The gadget instances as (N, edges), N = n + 3; a pair whose networkx label
     is not the Index answer (x_i = 0 iff tree) is a failure of the family
     (``out``), independent of the model."""
-    from rnngap.lowerbounds.reductions import ISTREE, istree_vertex_count
-    N = istree_vertex_count(n)
+    N = LR.istree_vertex_count(n)
     cases = []
     for x, i in pairs:
-        edges = parse_graph_tokens([int(t) for t in ISTREE.instance(x, i)], N)
+        edges = parse_graph_tokens([int(t) for t in LR.ISTREE.instance(x, i)], N)
         if R.reference_label(N, edges) != (x[i - 1] == 0):
             out.fail(f"gadget x={x} i={i}: networkx label {R.reference_label(N, edges)} but x_i = {x[i - 1]}")
         cases.append((N, edges))
@@ -539,7 +542,6 @@ class AdjacencyRNN:
     """
 
     def __init__(self, K: int, cot: bool = True):
-        from rnngap.lowerbounds.targets_toy import width
         if K < 2:
             raise ValueError(f"AdjacencyRNN needs K >= 2, got {K}")
         self.K, self.cot = int(K), bool(cot)
@@ -599,7 +601,6 @@ class AdjacencyRNN:
         return cot[k] if k < len(cot) else self._answer(adj, maxv, m)
 
     def state_key(self, state) -> bytes:
-        from rnngap.lowerbounds.targets_toy import pack_fields
         return pack_fields(state, self.widths)
 
 
@@ -608,13 +609,10 @@ def _verify_istree_witness(rnn, w, max_cot: int) -> str:
     witness module): both instances are valid IsTree inputs on N = n + 3
     vertices, the prefixes give equal state keys, the model answers both alike,
     and on each instance listed as failing its answer is not the tree label."""
-    from rnngap.constructions.build.protocol import feed, run_rnn
-    from rnngap.lowerbounds.reductions import ISTREE, istree_vertex_count
-    from rnngap.checks.io.formats import parse_graph_tokens
     if not w.found:
         return f"no witness: {w.how}"
-    N = istree_vertex_count(w.n)
-    if rnn.state_key(feed(rnn, ISTREE.alice(w.x))) != rnn.state_key(feed(rnn, ISTREE.alice(w.x_prime))):
+    N = LR.istree_vertex_count(w.n)
+    if rnn.state_key(feed(rnn, LR.ISTREE.alice(w.x))) != rnn.state_key(feed(rnn, LR.ISTREE.alice(w.x_prime))):
         return "prefix states differ"
     runs = []
     for toks in (w.tokens, w.tokens_prime):
@@ -631,16 +629,13 @@ def _verify_istree_witness(rnn, w, max_cot: int) -> str:
 
 @register("T4.7-low", "IsTree: bounded-memory RNNs broken through the Index -> IsTree reduction")
 def istree_lower_bound_check(profile: str, seed: int) -> list[Record]:
-    from rnngap.constructions.build.protocol import run_rnn
-    from rnngap.lowerbounds.reductions import ISTREE, check_reduction, istree_answer_from_label, istree_vertex_count
-    from rnngap.lowerbounds.targets_toy import HashRNN
-    from rnngap.lowerbounds.witness import find_witness
     recs = []
     # the reduction itself, exhaustively, against the networkx label on N = n + 3 vertices
     for n in ({"quick": (1, 2, 3, 4, 6, 8), "full": tuple(range(1, 13))}[profile]):
         t0 = time.perf_counter()
         try:
-            chk = check_reduction(ISTREE, n, istree_answer_from_label(R.reference_label, istree_vertex_count(n)))
+            chk = LR.check_reduction(
+                LR.ISTREE, n, LR.istree_answer_from_label(R.reference_label, LR.istree_vertex_count(n)))
             recs.append(Record("T4.7-low", "reduction", R.SPEC.name, n,
                                chk.instances, 0, seconds=round(time.perf_counter() - t0, 3),
                                family="reduction", alphabet=None, note=f"N = n + 3 = {n + 3} vertices", description="Index -> IsTree (hub gadget), every x and i"))
@@ -672,7 +667,7 @@ def istree_lower_bound_check(profile: str, seed: int) -> list[Record]:
     # ... and the witness finder breaks it once the gadget has more than K vertices
     n = K - 1
     t0 = time.perf_counter()
-    w = find_witness(rnn, ISTREE, n, mode="exhaustive", max_cot=max_cot)
+    w = W.find_witness(rnn, LR.ISTREE, n, mode="exhaustive", max_cot=max_cot)
     why = _verify_istree_witness(rnn, w, max_cot)
     recs.append(Record("T4.7-low", f"adjacency-rnn(K={K})", R.SPEC.name, n, 2,
                        0 if not why else 1, state_bits=rnn.state_bits, seconds=round(time.perf_counter() - t0, 3),
@@ -681,7 +676,7 @@ def istree_lower_bound_check(profile: str, seed: int) -> list[Record]:
     for s_bits, n in ({"quick": ((16, 24),), "full": ((16, 24), (24, 40))}[profile]):
         t0 = time.perf_counter()
         h = HashRNN(s_bits, answer_tokens=(TRUE, FALSE))
-        w = find_witness(h, ISTREE, n, mode="birthday", seed=seed + s_bits)
+        w = W.find_witness(h, LR.ISTREE, n, mode="birthday", seed=seed + s_bits)
         why = _verify_istree_witness(h, w, 0)
         recs.append(Record("T4.7-low", f"hash-rnn(s={s_bits})", R.SPEC.name, n, 2,
                            0 if not why else 1, state_bits=h.state_bits, seconds=round(time.perf_counter() - t0, 3),

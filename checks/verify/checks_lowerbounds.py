@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import itertools
 import time
+from fractions import Fraction
 
 import numpy as np
 
 from rnngap.constructions.models import targets as T
-from rnngap.constructions.build.protocol import run_rnn
+from rnngap.constructions.build.protocol import feed, run_rnn
 from rnngap.lowerbounds import cc
 from rnngap.lowerbounds import reductions as R
 from rnngap.lowerbounds import witness as W
@@ -124,9 +125,6 @@ def _register_reachable(target, c: int, n: int, seed: int) -> tuple[int, str]:
     number is the same for every x. The map x_1..x_c -> r is then injective, so the
     2^c prefixes reach 2^c distinct states (c bits), and x_(c+1)..x_n are lost.
     Returns (prefixes checked, '' or what differs)."""
-    from fractions import Fraction
-
-    from rnngap.constructions.build.protocol import feed
     f = T.register_declared(c, c + 4).frac_bits
     rng = np.random.default_rng(seed)
     xs = [tuple(int(v) for v in row) for row in rng.integers(0, 2, (REACHABLE_SAMPLES, n))]

@@ -29,6 +29,7 @@ from rnngap.constructions.models.rag_models import (
     RagConstruction, ar_rag, cgram_rag, counting_rag, index_rag, istree_cot_bound, istree_rag, istree_rag_paper,
 )
 from rnngap.constructions.machine.vocab import FALSE, TRUE
+from rnngap.lowerbounds import reductions as LR
 
 from rnngap.checks.io.formats import format_cot_text, graph_tokens, parse_cot_text, parse_graph_tokens
 from .necessity import Outcome, classify, necessity_record
@@ -163,7 +164,6 @@ def retrieval_check(profile: str, seed: int, part: tuple[str, str, int]) -> list
 
 # ---------------------------------------------------------------------------- the reduction family
 def _reductions():
-    from rnngap.lowerbounds import reductions as LR
     return LR
 
 

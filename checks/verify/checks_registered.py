@@ -16,6 +16,9 @@ import time
 
 import numpy as np
 
+from rnngap.checks.catalog import records as catalog
+from rnngap.checks.tasks import hard, task
+
 from .registry import Record, register
 
 EXHAUSTIVE_BITS = {"quick": 6, "full": 10}
@@ -26,8 +29,6 @@ CHECK_NAME = "registered constructions on the reduction"
 
 def _checked(claim: str) -> list:
     """The registered records of ``claim`` with a task that has a reduction."""
-    from rnngap.checks.catalog import records as catalog
-    from rnngap.checks.tasks import task
     out = []
     for rec in catalog.records():
         if rec in catalog.RECORDS or rec.key.claim != claim:
@@ -42,7 +43,6 @@ def _checked(claim: str) -> list:
 
 
 def _run(rec, profile: str, seed: int) -> list[Record]:
-    from rnngap.checks.tasks import hard, task
     spec = task(rec.key.task)
     family, c = spec.family, spec.c or 3
     out = []
@@ -69,7 +69,6 @@ def _run(rec, profile: str, seed: int) -> list[Record]:
 
 
 def _part(claim: str, profile: str, seed: int, part) -> list[Record]:
-    from rnngap.checks.catalog import records as catalog
     rec = catalog.by_name(part)
     if rec.key.claim != claim:
         raise ValueError(f"{part} is a construction of {rec.key.claim}, not {claim}")

@@ -28,6 +28,7 @@ from . import frontier as FR
 from .necessity import Outcome, batch_runner, necessity_record
 from rnngap.checks.io.shared_data import shared_file
 from .registry import Record, register
+from rnngap.checks.catalog.records import by_name
 from rnngap.checks.tasks import ar, hard, task
 
 CLAIM = "T4.6-up"
@@ -41,7 +42,6 @@ def _construction(name: str, a: int, build, decl, exhaustive_alphabet: int) -> t
 def _record(name: str, c: bool = False, **fixed):
     """The builder of the construction record ``name`` (checks/catalog/records.py), as this
     module calls it: (n, a, c, fmt) -> Model (``c`` passed through when the record takes it)."""
-    from rnngap.checks.catalog.records import by_name
     return lambda n, a, cc, fmt=None: by_name(name).call(
         n, alphabet=a, fmt=fmt, **({"c": cc} if c else {}), **{k: v(fmt) for k, v in fixed.items()})
 

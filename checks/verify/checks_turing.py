@@ -15,6 +15,7 @@ import itertools
 import time
 from dataclasses import dataclass, field
 
+from rnngap.constructions.build.generate import generate
 from rnngap.constructions.models import turing as T
 from typing import Callable
 
@@ -209,7 +210,6 @@ def hybrid_tm_check(profile: str, seed: int, part: str) -> list[Record]:
     small = T.tm_hybrid(spec, NECESSITY_N["hybrid"])
 
     def run_hyb(model, w, small=small):
-        from rnngap.constructions.build.generate import generate
         g = generate(model, small.enc.prompt(w), answer_tokens=[T.TRUE, T.FALSE],
                      max_cot=2 * spec.time_bound(len(w)) + 1)
         return g.answer, g.cot, TR.reference_run(small.enc.dtm, w, spec.time_bound(len(w))).hybrid_cot()

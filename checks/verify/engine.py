@@ -9,13 +9,21 @@ Details: docs/internals/commands.md#engine.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import logging
+import multiprocessing
 import os
 import uuid
 from pathlib import Path
 from typing import Callable, Iterable
+
+import numba
+
+from rnngap.checks.io.errors import UsageError, atomic_output
+from rnngap.constructions.machine.runtime import START_AFFINITY, announce_cache, unpin, worker_init
+from rnngap.constructions.models.warmup import GROUPS, warm
 
 from . import registry
 from .registry import Record, Task
@@ -34,7 +42,7 @@ class SchedulerUnreachable(RuntimeError):
 def require_distributed():
     """Import ``distributed`` or raise :class:`DaskUnavailable` naming the install command."""
     try:
-        import distributed  # noqa: F401
+        import distributed  # noqa: F401  (optional: the dask extra)
     except ImportError as e:
         raise DaskUnavailable(f"--engine dask needs the 'distributed' package ({e}); install it with "
                               f"{INSTALL_HINT}") from None
@@ -96,7 +104,7 @@ def completed(client, futures):
     in the order they finish."""
     if isinstance(client, PoolClient):
         return client.as_completed(futures)
-    from distributed import as_completed
+    from distributed import as_completed  # optional: the dask extra (require_distributed)
     return as_completed(futures)
 
 
@@ -104,7 +112,6 @@ def unpin_workers(client, workers: int) -> None:
     """Wait for the ``workers`` of a local cluster and let each run on the cores this
     process had at import (:data:`constructions.START_AFFINITY`), not on a core
     this process was pinned to since (they inherit it when spawned)."""
-    from rnngap.constructions.machine.runtime import START_AFFINITY, unpin
     client.wait_for_workers(workers)
     client.run(unpin, sorted(START_AFFINITY))
 
@@ -121,7 +128,7 @@ def _start_local_cluster(distributed, workers: int):
     """A LocalCluster of ``workers`` processes; interrupted (Ctrl-C) or failing while
     it starts, the worker processes it already spawned are killed (by pid: the new
     children of this process) and the half-built cluster is not closed again at exit."""
-    import psutil
+    import psutil  # optional: installed with distributed (the dask extra), not by rnngap
 
     me = psutil.Process()
     before = {q.pid for q in me.children(recursive=True)}
@@ -150,17 +157,14 @@ class PoolClient:
     started and ends the worker processes, so nothing outlives the run."""
 
     def __init__(self, workers: int):
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
-        from rnngap.constructions.machine.runtime import START_AFFINITY, announce_cache, worker_init
         announce_cache()            # the numba cache note, if any, once: here, not in every worker
         # spawn, not fork: the parent may run threads (the progress bar); each worker
         # runs on the cores the parent had at import, not on a core it was pinned to since
         self._before = set(multiprocessing.active_children())
         self.workers = workers
-        self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+        self.pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                         initializer=worker_init, initargs=(sorted(START_AFFINITY), os.getpid()))
 
     def submit(self, fn, *args, pure=False, key=None, priority=0):
@@ -168,8 +172,7 @@ class PoolClient:
 
     @staticmethod
     def as_completed(futures):
-        from concurrent.futures import as_completed
-        return as_completed(futures)
+        return concurrent.futures.as_completed(futures)
 
     def __enter__(self):
         return self
@@ -178,7 +181,6 @@ class PoolClient:
         if kind is None:
             self.pool.shutdown(wait=True)
             return False
-        import multiprocessing
         procs = list((getattr(self.pool, "_processes", None) or {}).values())
         self.pool.shutdown(wait=False, cancel_futures=True)
         # and any process the pool started that its table no longer (or not yet) lists
@@ -203,7 +205,6 @@ def run_local(profile: str = "quick", only: Iterable[str] | None = None, seed: i
 def default_workers() -> int:
     """The cores this process could run on when rnngap was imported
     (:data:`constructions.START_AFFINITY`)."""
-    from rnngap.constructions.machine.runtime import START_AFFINITY
     return max(1, len(START_AFFINITY))
 
 
@@ -226,10 +227,7 @@ def part_key(t: Task) -> str:
 def history_file(profile: str) -> Path | None:
     """``rnngap-part-seconds-<profile>.json`` in numba's cache folder (None when
     kernels are compiled in memory: no cache folder)."""
-    import numba
-
-    import rnngap.constructions  # noqa: F401  (chooses numba's cache folder)
-    folder = numba.config.CACHE_DIR
+    folder = numba.config.CACHE_DIR              # chosen by constructions.machine.runtime (imported above)
     return Path(folder) / f"rnngap-part-seconds-{profile}.json" if folder else None
 
 
@@ -250,7 +248,6 @@ def save_history(profile: str, seconds: dict[str, float]) -> None:
     path = history_file(profile)
     if path is None:
         return
-    from rnngap.checks.io.errors import UsageError, atomic_output
     data = {**load_history(profile), **seconds}
     try:
         with atomic_output(str(path), what="rnngap verify") as fh:
@@ -286,7 +283,6 @@ def _warm_up(client, profile: str) -> list:
     table kernel (~3 s) compiles in both."""
     if not isinstance(client, PoolClient) or client.workers < 2 or history_file(profile) is None:
         return []
-    from rnngap.constructions.models.warmup import GROUPS, warm
     return [client.submit(warm, g) for g in range(min(client.workers, len(GROUPS)))]
 
 

@@ -12,9 +12,15 @@ Claims without a registered check are listed as NOT CHECKED, never as passed.
 from __future__ import annotations
 
 import functools
+import importlib
+import pkgutil
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable, Iterable
+
+from numba.core.event import install_timer
+
+from . import __path__ as _PACKAGE_PATH
 
 CLAIMS: dict[str, str] = {
     "machine": "fixed-point operations and softmax equal exact arithmetic (docs/theory.md §1)",
@@ -212,11 +218,7 @@ def register(claim: str, name: str, parts: Callable[[str], list] | None = None,
 
 def load_checks() -> list[Check]:
     """Import every ``checks/verify/checks_*.py`` module; each registers its checks."""
-    import importlib
-    import pkgutil
-
-    from . import __path__ as pkg_path
-    for mod in sorted(m.name for m in pkgutil.iter_modules(pkg_path)):
+    for mod in sorted(m.name for m in pkgutil.iter_modules(_PACKAGE_PATH)):
         if mod.startswith("checks_"):
             importlib.import_module(f"{__package__}.{mod}")
     return REGISTRY
@@ -260,8 +262,6 @@ def run_part(fn: Callable, profile: str, seed: int, part, sharded: bool) -> Part
     A check that raises gives its error as the result, never an exception. Every
     check module is imported first, as in a serial run: some checks read what the
     others declare when imported (e.g. the declarations check)."""
-    from numba.core.event import install_timer
-
     load_checks()
     t0 = time.perf_counter()
     compiled = []

@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .registry import CLAIMS
+
 
 def _fmt(v) -> str:
     return "-" if v is None else str(v)
@@ -70,7 +72,6 @@ def in_full(r) -> str:
 
 def report(records, unchecked, args, seconds: float, console: Console | None = None) -> None:
     """Print the run's report on stdout (see the module docstring)."""
-    from .registry import CLAIMS
     out = console or Console(width=max(Console().width, 100 if not args.records else 170), soft_wrap=True)
     if args.records:
         out.print(record_table(records, f"rnngap verify ({args.profile} profile, seed {args.seed})"))

@@ -15,7 +15,11 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
+from rnngap.checks.catalog import records as catalog
 from rnngap.checks.io.errors import UsageError
+
+from . import registry
+from .checks_registered import CHECK_NAME
 
 
 def _family(task: str) -> str:
@@ -43,8 +47,6 @@ def about(record, key) -> bool:
 
 def select(names: Iterable[str]) -> tuple[list[str], Callable | None]:
     """(the claims to run, a predicate keeping the records to show, or None: all)."""
-    from rnngap.checks.catalog import records as catalog
-    from . import registry
     claims: list[str] = []
     whole: set[str] = set()
     keys = []
@@ -59,7 +61,6 @@ def select(names: Iterable[str]) -> tuple[list[str], Callable | None]:
             if catalog.by_name(name) in catalog.RECORDS:
                 claims.append(key.claim)
             else:                # registered: its reduction check and its declarations
-                from .checks_registered import CHECK_NAME
                 claims += [f"{key.claim}{registry.CHECK_SEP}{CHECK_NAME}", "declarations"]
         else:
             near = catalog.closest(name, [*constructions, *registry.CLAIMS])

@@ -21,7 +21,12 @@ import shutil
 import stat
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
+
+import numba
+from numba.core import dispatcher
 
 START_AFFINITY: frozenset[int] = frozenset(
     os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1))
@@ -52,7 +57,6 @@ def unpin(cores) -> None:
 
 def _threading_layer() -> None:
     if "NUMBA_THREADING_LAYER" not in os.environ:
-        import numba
         numba.config.THREADING_LAYER = "workqueue"
 
 
@@ -121,9 +125,6 @@ def watch_parent(parent: int) -> None:
     """A daemon thread that ends this process (``os._exit(1)``) when its parent
     process ``parent`` has gone: the process is re-parented then, so
     ``os.getppid()`` changes. No worker outlives a killed parent."""
-    import threading
-    import time
-
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(PARENT_POLL)
@@ -151,8 +152,6 @@ def _cache_dir_for_sources() -> None:
     why = f"NUMBA_CACHE_DIR={user} is not writable" if user else "the package folder is not writable"
     package = Path(__file__).resolve().parents[1]    # constructions/
     target = numba_cache_dir(package)
-    import numba
-
     if not user and _writable(target):
         for old in target.parent.glob("numba-*"):
             if old != target:
@@ -169,8 +168,6 @@ def _cache_dir_for_sources() -> None:
         _note(f"{why}; numba kernels are cached in {fallback}")
         return
     # nowhere to cache: compile in memory (numba raises "no locator available" at import otherwise)
-    from numba.core import dispatcher
-
     dispatcher.Dispatcher.enable_caching = lambda self: None
     numba.config.CACHE_DIR = ""
     _note(f"{why} and neither is {fallback.parent}; numba kernels are compiled in memory on every run")

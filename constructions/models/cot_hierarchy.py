@@ -24,7 +24,7 @@ from rnngap.constructions.machine import kernels as K
 from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.gadgets import Builder, MarginError, Neuron, ResidualSpace, bits_for, require
 from rnngap.constructions.build.model import Model
-from rnngap.constructions.machine.vocab import FALSE, QUERY, TRUE, Vocab, token_code
+from rnngap.constructions.machine.vocab import BOS, FALSE, QUERY, TRUE, Vocab, number_token, token_code
 
 N = sp.Symbol("n", positive=True, integer=True)
 from . import bounds as _bounds  # noqa: E402  (the declared bounds, written once)
@@ -239,7 +239,6 @@ def int_bits_needed(n: int) -> int:
 
 def prompt(n: int, a: int, t: int, padding: list[int] | None = None) -> list[int]:
     """``[BOS] z_1..z_n [QUERY] (m + t) a`` as token ids (padding defaults to zeros)."""
-    from rnngap.constructions.machine.vocab import BOS, number_token
     m, T = modulus(n), steps(n)
     z = [0] * n if padding is None else [int(v) for v in padding]
     if len(z) != n or not all(0 <= v < m for v in z) or not 0 <= a < m or not 0 <= t <= T:

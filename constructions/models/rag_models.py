@@ -25,7 +25,8 @@ from rnngap.constructions.machine.formats import FixedFormat
 from rnngap.constructions.build.gadgets import MarginError
 from rnngap.constructions.build.generate import Generation, generate
 from rnngap.constructions.build.model import Model
-from .rag import RagOracle
+from .rag import RagOracle, token_name
+from .rag_dialect import PaperDialectOracle
 from rnngap.constructions.build.rnn_program import Program
 from rnngap.constructions.machine.vocab import (
     BOS, DASH, ENDSEARCH, EOS, FAILED, FALSE, META_TOKENS, QUERY, STARTSEARCH, TILDE, TRUE, Vocab,
@@ -84,7 +85,6 @@ class RagConstruction:
         if self.dialect == "plain":
             return RagOracle(**kw)
         if self.dialect == "paper":
-            from .rag_dialect import PaperDialectOracle
             return PaperDialectOracle(**kw)
         raise ValueError(f"{self.name}: unknown dialect {self.dialect!r} (plain or paper)")
 
@@ -620,7 +620,6 @@ def _plain_neighbour_rules(w: _Window) -> list:
 
 
 def _nm(t: int) -> str:
-    from .rag import token_name
     return token_name(t)
 
 

@@ -41,8 +41,11 @@ from rnngap.constructions.build.gadgets import (
 from rnngap.constructions.build.generate import Generation, generate
 from . import bounds as _bounds
 from rnngap.constructions.build.model import Model
+from rnngap.constructions.build.rnn_program import Program
+from .rag import RagOracle
 from rnngap.constructions.machine.vocab import (
-    BOS, EOS, FALSE, NUMBER_BASE, TRUE, Vocab, number_token, token_code,
+    BOS, ENDSEARCH, EOS, FAILED, FALSE, META_TOKENS, NUMBER_BASE, STARTSEARCH, TILDE, TRUE, Vocab, number_token,
+    token_code,
 )
 
 NSYM = sp.Symbol("n", nonnegative=True, integer=True)
@@ -488,7 +491,6 @@ class RagTM:
     cot_bound: int
 
     def run(self, word: str, model: Model | None = None):
-        from .rag import RagOracle
         if len(word) > self.n:
             raise ValueError(f"input of length {len(word)} exceeds the compiled n = {self.n}")
         oracle = RagOracle()
@@ -501,7 +503,6 @@ class RagTM:
     @staticmethod
     def records(cot: Sequence[int]) -> list[tuple[int, int]]:
         """(cell, action) of every complete record ``~ h a`` outside search spans."""
-        from rnngap.constructions.machine.vocab import ENDSEARCH, STARTSEARCH, TILDE
         out, i, inq = [], 0, False
         while i < len(cot):
             t = cot[i]
@@ -544,7 +545,6 @@ def tm_rag(spec: MachineSpec, n: int, fmt: FixedFormat | None = None) -> RagTM:
     history through delay lines of flags. The symbol under the head is decoded at
     the retrieved token (s'(a) after the main query, w_h or the blank after the
     fallback) and delayed to the record's h, where (q, symbol) selects a' or [FALSE]."""
-    from rnngap.constructions.build.rnn_program import Program
     enc = Encoding.of(spec.build())
     T = spec.time_bound(n)
     maxnum, K = rag_sizes(enc, n, T)
@@ -567,7 +567,6 @@ def tm_rag(spec: MachineSpec, n: int, fmt: FixedFormat | None = None) -> RagTM:
 
 def _rag_history(p) -> dict:
     """Token flags, their delay lines and ``inq`` (inside a query)."""
-    from rnngap.constructions.machine.vocab import ENDSEARCH, FAILED, META_TOKENS, STARTSEARCH, TILDE
     M = META_TOKENS
     ist = {name: p.is_token(t) for name, t in (
         ("SS", STARTSEARCH), ("ES", ENDSEARCH), ("FAILED", FAILED), ("~", TILDE), ("BOS", BOS), ("EOS", EOS),
@@ -632,7 +631,6 @@ def _rag_fallback(p, w: dict, h, max_cell: int):
 def _rag_rules(p, enc: Encoding, w: dict, regs: dict, sym_d: list, more, big: int) -> list:
     """The next token, one rule per case of the CoT grammar (comment block above),
     then the step's action a' (or [FALSE]) selected by (q, symbol) at the record's h."""
-    from rnngap.constructions.machine.vocab import ENDSEARCH, FAILED, META_TOKENS, STARTSEARCH, TILDE
     M, code, A = META_TOKENS, token_code, p.all_of
     ist, es_d, failed_d, lpar_d, num_d = w["ist"], w["es_d"], w["failed_d"], w["lpar_d"], w["num_d"]
     isnum, tilde_d, inq, h = p.is_number, w["tilde_d"], w["inq"], regs["h"]

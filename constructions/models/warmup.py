@@ -17,6 +17,14 @@ import time
 
 import numpy as np
 
+from rnngap.constructions.machine import batch as BT
+from rnngap.constructions.machine import kernels as K
+from rnngap.constructions.machine import lanes as LN
+from rnngap.constructions.machine.fixedpoint import new_err
+
+from .retrieval import index_transformer
+from .targets import random_target
+
 GROUPS = ("batch", "session")
 
 
@@ -24,12 +32,6 @@ def warm(group: int) -> float:
     """Run the kernels of group ``group`` (0 or 1, see the module docstring) once
     on a tiny input; returns the seconds it took (mostly compiling, or loading
     from numba's cache)."""
-    from rnngap.constructions.machine import kernels as K
-    from rnngap.constructions.machine import batch as BT
-    from rnngap.constructions.machine import lanes as LN
-    from rnngap.constructions.machine.fixedpoint import new_err
-    from .retrieval import index_transformer
-    from .targets import random_target
     if group not in range(len(GROUPS)):
         raise ValueError(f"group must be one of 0..{len(GROUPS) - 1} ({', '.join(GROUPS)}), got {group!r}")
     t0 = time.perf_counter()
