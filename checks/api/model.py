@@ -25,6 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from rnngap.checks.catalog import records as catalog
+from rnngap.checks.export.write import export
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,6 @@ class BuiltModel:
         """Write this model to the file ``out``: ``to`` is ``"safetensors"``,
         ``"torch"`` or ``"transformer-lens"`` (as ``rnngap export``; docs/export.md).
         Returns ``out``; ValueError, with nothing written, if the target cannot hold it."""
-        from rnngap.checks.export.write import export
         export(self.name, self.n, to, out, model=self.model)
         return str(out)
 

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
+# Lazy imports: each function imports the verify, certify and export machinery when
+# first called, so that `import rnngap` stays light.
+
 
 def _names(only) -> list[str] | None:
     if only is None:

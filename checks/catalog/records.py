@@ -19,12 +19,16 @@ everywhere. Details: docs/internals/commands.md#catalog.
 """
 from __future__ import annotations
 
+import difflib
+import importlib
+import importlib.metadata as md
 import os
 from typing import Callable
 
 import sympy as sp
 
 from rnngap.constructions.build.model import Model
+from rnngap.checks.tasks import NO_TASK, TASKS, task
 
 from . import gadgets, hierarchy, hybrid, istree, rag, retrieval, turing
 from .asymptotics import Declaration
@@ -60,8 +64,6 @@ _LOADED: list[tuple] = []
 def _load_plugins() -> None:
     """Import $RNNGAP_CONSTRUCTIONS's modules and the entry points' records, once
     per value of the variable."""
-    import importlib
-    import importlib.metadata as md
     mods = tuple(m for m in os.environ.get(MODULES_ENV, "").split(":") if m.strip())
     if _LOADED and _LOADED[0] == mods:
         return
@@ -153,7 +155,6 @@ def params_declarations() -> list[tuple[Declaration, Callable, dict]]:
 
 
 def _retrieval_tasks() -> tuple[str, ...]:
-    from rnngap.checks.tasks import TASKS
     return tuple(dict.fromkeys(s.family for s in TASKS.values() if s.reduction is not None and s.family != "istree"))
 
 
@@ -166,7 +167,6 @@ def canonical_task(name: str) -> str:
     """The canonical task name (checks.tasks) of a construction record's task: ``cgram``
     is c-gram with c = 3, ``tm-*`` the Turing-machine task; NO_TASK for the entries
     that solve no task of checks.tasks (the gadgets, the RNN simulator)."""
-    from rnngap.checks.tasks import NO_TASK, task
     try:
         return task("tm" if name.startswith("tm-") else name).name
     except ValueError:
@@ -206,7 +206,6 @@ def closest(name: str, known, k: int = 3) -> list[str]:
     >>> closest("index-transfomer", names())
     ['index-transformer', 'istree-transformer', 'ar-transformer']
     """
-    import difflib
     known = list(dict.fromkeys(known))
     near = difflib.get_close_matches(name, known, n=k, cutoff=0.0)
     return near or known[:k]

@@ -30,6 +30,7 @@ from .istree_hybrid import (
     TextStream, counter_hyps, counter_plan, direction_plan, embedding_plan, next_domain, plan,
     plan_text, record_hyps, record_plan,
 )
+from . import istree_hybrid
 from .sizes import z3
 
 LAYER = "composition"
@@ -416,7 +417,7 @@ def chain_facts(model=None, N=None, tag: str = "istree") -> list[dict]:
 
 
 def _plans_key() -> str:
-    from .istree_hybrid import role_plan       # at call time: the tests patch istree_hybrid.role_plan
+    role_plan = istree_hybrid.role_plan      # at call time: the tests patch istree_hybrid.role_plan
     n = z3.Int("plans.key")
     probe = lambda labs: {lab: z3.Int(f"k.{lab}") for lab in labs}          # noqa: E731
     lo, hi = cot_code_range(n)

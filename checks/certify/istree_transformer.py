@@ -16,6 +16,8 @@ Details (each layer, the hypotheses): docs/internals/certify.md#istree_transform
 """
 from __future__ import annotations
 
+import re
+
 from rnngap.constructions.machine import kernels as K
 from rnngap.constructions.build.num import sharpness
 from rnngap.constructions.machine.vocab import BOS, COUNT, DASH, EOS, FALSE, NUMBER_BASE, TILDE, TRUE, token_code
@@ -24,6 +26,7 @@ from .layer_facts import (
     copy_fact, HeadScore, indicator, nearest_readout_facts, planned_heads, query_combo, show_combo, smt_fact,
     unmet, z3_value,
 )
+from . import istree_hybrid
 from .sizes import z3
 
 NAME = "istree-transformer[layers]"
@@ -261,8 +264,7 @@ def embedding_plan() -> dict:
 
 
 def embedding_facts(model) -> list[dict]:
-    from .istree_hybrid import embedding_facts as check
-    return check(model, embedding_plan(), "the embedding writes one, tau, tau^2, pos, pos^2 and the flags [BOS], "
+    return istree_hybrid.embedding_facts(model, embedding_plan(), "the embedding writes one, tau, tau^2, pos, pos^2 and the flags [BOS], "
                  "[EOS], -, ~, [COUNT] and [a number]; nothing else")
 
 
@@ -270,9 +272,8 @@ def embedding_facts(model) -> list[dict]:
 # the MLPs
 def _layer_mlp(model, li: int, what: str, ints: dict, hyps: list, plan_: list, tag: str, given: str = "") -> list[dict]:
     """Attention layer ``li``'s MLP against ``plan_`` (istree_hybrid.mlp_plan_facts)."""
-    from .istree_hybrid import mlp_plan_facts
     spec = model.spec
-    return mlp_plan_facts(spec.attn_layers[li], list(spec.labels), f"attention layer {li + 1}, MLP: {what}",
+    return istree_hybrid.mlp_plan_facts(spec.attn_layers[li], list(spec.labels), f"attention layer {li + 1}, MLP: {what}",
                           f"mlp{li + 1}", ints, hyps, plan_, f", for every value of the inputs with {given}")
 
 
@@ -412,7 +413,6 @@ def readout_facts(model, N: int, tag: str = "dfs") -> list[dict]:
 
 
 def facts(model, N: int) -> list[dict]:
-    import re
 
     def rank(f):
         m = re.match(r"attention layer (\d+), (head|MLP)", f["layer"])

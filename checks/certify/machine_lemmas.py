@@ -22,6 +22,9 @@ from functools import lru_cache
 import numpy as np
 
 from rnngap.constructions.machine import fixedpoint as FP
+from rnngap.constructions.machine import wide as WD
+from rnngap.constructions.machine import wide_attention as WA
+from rnngap.constructions.machine import wide_exec as WX
 from rnngap.constructions.build.num import sharpness
 
 EQUAL_SPLIT_LOW = 256
@@ -118,9 +121,6 @@ def one_hot_two_limb(I: int, f: int, s: int | None = None) -> list[str]:
     past it wide.w_exp_neg on the shift's limbs, which returns 0 by its first
     branch for a gap past 90, so the gaps s..90 are run) and the softmax on scores
     (0, -gap 2^f) with values +-(2^(I+f) - 1), 1, 0."""
-    from rnngap.constructions.machine import wide as WD
-    from rnngap.constructions.machine import wide_exec as WX
-    from rnngap.constructions.machine import wide_attention as WA
     s = sharpness(f) if s is None else s
     if s >= 1 << (I + 1):
         return []
@@ -161,7 +161,6 @@ def one_hot_two_limb(I: int, f: int, s: int | None = None) -> list[str]:
 
 def equal_split_two_limb(I: int, f: int) -> list[str]:
     """:func:`equal_split` on the two-limb division (wide.w_div)."""
-    from rnngap.constructions.machine import wide as WD
 
     def divide(a, b):
         if b >= 1 << WD.MAX_WIDE_BITS:

@@ -22,15 +22,23 @@ from typing import Callable
 
 import sympy as sp
 
+from rnngap.constructions.build.num import symbolic_build
 from rnngap.constructions.models.bounds import SYM, A, N, largest
 from rnngap.constructions.machine.fixedpoint import MAX_MAGNITUDE_BITS, MAX_WIDE_MAGNITUDE_BITS
 from rnngap.constructions.models.obligations import Construction
 
-from rnngap.checks.catalog.hierarchy import sim_simulators
+from rnngap.checks.catalog import records as catalog
+from rnngap.checks.catalog.hierarchy import sim_construction, sim_simulators
+from rnngap.checks.io.errors import atomic_output
+from rnngap.checks.tasks.abstract import INSTANCES
+from rnngap.checks.verify.engine import PoolClient, completed, dask_client
 
 from . import rows
+from .interpreter import prove_model
+from .machine_lemmas import check_all, lemmas_at
 from .program import PROGRAM_METHOD, certify_program
 from .result import Result
+from .sizes import Z3Terms, compiled_truth, exact_truth, exact_value, prove
 
 I_SYM = sp.Symbol("I", integer=True, nonnegative=True)
 F_SYM = sp.Symbol("f", integer=True, nonnegative=True)
@@ -115,7 +123,6 @@ def freeze_steps(expr, x, lo: int, hi: int):
     monotone there and whose values at lo and hi agree, exactly. On a piece of
     constant declared format the step functions of n in a margin (its f(n), its
     I(n)) are such parts, and what is left may be monotone where the whole is not."""
-    from .sizes import exact_value
     e = sp.sympify(expr)
     while True:
         inner = [a for a in e.atoms(sp.floor, sp.ceiling) if a.free_symbols == {x}
@@ -241,7 +248,6 @@ def _first_failure(cond, lo: int, hi: int) -> int | None:
     """The first n in lo..hi where the condition fails, exactly (None: it holds at every
     n); cached per condition, since a certificate's builder margins do not change
     when only the built model is changed (the mutation tests)."""
-    from .sizes import compiled_truth
     key = (sp.srepr(cond), lo, hi)
     if key not in _EXHAUSTIVE:
         holds = compiled_truth(sp.sympify(cond)) if lo <= hi else None
@@ -258,7 +264,6 @@ def _builder_obligation(ob, terms, hyps, con: Construction, n_max: int | None, p
     piece). With ``a_max`` (a plan certifying every alphabet up to a_max(n)), a
     condition on the alphabet a is checked at a = a_max(n) where its small side is
     nondecreasing in a and its big side free of a."""
-    from .sizes import exact_truth, exact_value, prove
     out = {"layer": "builder", "lemma": ob.message, "statement": str(ob.condition)}
     try:
         goal = terms.relation(ob.condition)          # first: translating it adds its atoms' facts
@@ -310,7 +315,6 @@ def _frozen_pieces(small, big, strict: bool, cond, pieces: list) -> dict | None:
     the plain piecewise method. The method's record; a record that fails where the
     condition is false at a piece's last n; None where some piece is not shown
     this way (then the exhaustive check or the cap may still apply)."""
-    from .sizes import exact_truth, exact_value
     for lo, hi in pieces:
         s, b = freeze_steps(small, N, lo, hi), freeze_steps(big, N, lo, hi)
         if (s.free_symbols | b.free_symbols) - {N} or not (nondecreasing(s, N, lo, hi) and nondecreasing(b, N, lo, hi)):
@@ -354,7 +358,6 @@ def _machine_step(con: Construction, n_max: int | None, pieces: list) -> dict:
     """The machine lemmas (one-hot, equal split) on the kernels, at every format the
     construction's declared (I(n), f(n)) takes for n_min <= n <= n_max (the
     formats of ``pieces``; checks/certify/machine_lemmas.py)."""
-    from .machine_lemmas import lemmas_at
     fmts = sorted({v for _, _, v in pieces})
     bad = [b for I, f in fmts for b in lemmas_at(I, f)]
     out = {"layer": "machine", "lemma": "fx_attend: a gap >= sharpness(f) gives an exact one-hot; m tied maxima "
@@ -374,11 +377,7 @@ def certify_built(cert, mutate=None, build=None, timeout_ms: int | None = None) 
     proved on the task's abstract instance (checks/certify/interpreter.py). For the
     mutation tests: ``build(n, a)`` replaces the record's builder, ``mutate(model)``
     changes the built model before the proof."""
-    from rnngap.constructions.build.num import symbolic_build
 
-    from .interpreter import prove_model
-    from .sizes import Z3Terms
-    from rnngap.checks.tasks.abstract import INSTANCES
 
     t0 = time.perf_counter()
     con, mp = cert.con, cert.plan
@@ -505,7 +504,6 @@ SIM_NOTE = ("the simulator's I is defined as the largest of its needs (bounds.si
 def certify_sim(sim) -> Result:
     """The simulator's obligations over its context length n, plus the measurement:
     the built simulator's I at its own context is <= the certified I(n_pos)."""
-    from rnngap.checks.catalog.hierarchy import sim_construction
     con = sim_construction(sim.params())
     res = certify_construction(con)
     res.note = SIM_NOTE
@@ -519,7 +517,6 @@ def certify_sim(sim) -> Result:
 
 def certify_machine() -> Result:
     """The machine lemmas on the kernels at EVERY format the int64 machine holds."""
-    from .machine_lemmas import check_all
     r = check_all()
     res = Result("machine", "machine", 2, 0, None, "kernel-exhaustive", not r["failures"],
                  max(r["seconds"], 0.001), source="kernel",
@@ -531,12 +528,7 @@ def certify_machine() -> Result:
     return res
 
 
-def _catalog_certificates():
-    from rnngap.checks.catalog.records import certificates
-    return certificates
-
-
-_CERTIFICATES = _catalog_certificates()
+_CERTIFICATES = catalog.certificates
 """checks.catalog.records.certificates as imported: :func:`certify` uses its pool only while
 that is still the catalogue's function."""
 
@@ -556,8 +548,7 @@ def _certify_named(name: str) -> Result | None:
     """A pool worker's job: the certificate ``name`` of the construction records as this
     (spawned) process builds them; None if it has no such record (a record
     registered only in the parent process at run time: the parent certifies it)."""
-    from rnngap.checks.catalog.records import certificates
-    cert = certificates().get(name)
+    cert = catalog.certificates().get(name)
     return None if cert is None else _certify_one(cert)
 
 
@@ -575,8 +566,7 @@ def chosen_certificates(only: list[str] | None = None, constructions: dict | Non
     the construction records (``constructions``: a name -> Certificate map instead)
     of the claims or names in ``only`` (all when None); a slow certificate
     (``Certificate.slow``) only with ``full`` or when ``only`` names it."""
-    from rnngap.checks.catalog.records import certificates
-    certs = certificates() if constructions is None else constructions
+    certs = catalog.certificates() if constructions is None else constructions
     picked = [cert for cert in certs.values() if not only or cert.claim in only or cert.name in only]
     run = [c for c in picked if full or not getattr(c, "slow", False) or (only and c.name in only)]
     names = {c.name for c in run}
@@ -619,7 +609,6 @@ def certify(only: list[str] | None = None, constructions: dict | None = None,
     if engine == "serial":
         workers = 1
     chosen, _ = chosen_certificates(only, constructions, full)
-    from rnngap.checks.catalog import records as catalog
     # the workers build the catalogue afresh: a catalogue replaced in this process (a
     # test's monkeypatch) is certified here, where the change is seen
     chunks = []                           # (per-layer row, its sizes): jobs of their own
@@ -638,11 +627,9 @@ def certify(only: list[str] | None = None, constructions: dict | None = None,
         progress(0, total)
     here = constructions is not None or catalog.certificates is not _CERTIFICATES
     if engine == "dask" and not here:
-        from rnngap.checks.verify.engine import dask_client
         with dask_client(workers, address) as client:
             out, parts, rest = _certify_on(client, chosen, chunks, only, constructions, facts, every_n, tick)
     elif engine == "local" and not here and min(workers, jobs) > 1:
-        from rnngap.checks.verify.engine import PoolClient
         with PoolClient(min(workers, jobs)) as client:
             out, parts, rest = _certify_on(client, chosen, chunks, only, constructions, facts, every_n, tick)
     else:
@@ -668,7 +655,6 @@ def _certify_on(client, chosen: list, chunks: list, only, constructions, facts: 
     """:func:`certify`'s jobs on ``client`` (a local pool or a Dask client), the
     costliest certificate first: (the certificates' results in the order of
     ``chosen``, the per-layer chunks' results, the rest's); ``tick()`` after each job."""
-    from rnngap.checks.verify.engine import completed
     parts: list = [None] * len(chunks)
     out: list = [None] * len(chosen)
     rest: list = []
@@ -734,7 +720,6 @@ def _rest(only, constructions, facts: bool) -> list[Result]:
 def write_json(results: list[Result], path: str) -> None:
     """One record per construction (claim, construction, obligations, n_min, n_max,
     method, certified, seconds, ...)."""
-    from rnngap.checks.io.errors import atomic_output
 
     with atomic_output(path, what="certify --json") as fh:
         json.dump([r.record() for r in results], fh, indent=1)

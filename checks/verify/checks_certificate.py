@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from rnngap.checks.catalog import records as catalog
 from rnngap.checks.catalog.hierarchy import sim_construction, sim_simulators
 from rnngap.checks.catalog.retrieval import retrieval_key, retrieval_name
 from rnngap.checks.certify.run import n_max_of
@@ -68,9 +69,10 @@ def compare(con, model, n: int) -> tuple[int, list[str]]:
 
 @register("declarations", "certificate vs measurement (T4.6-up)")
 def check_certificate(profile: str, seed: int) -> list[Record]:
-    from rnngap.checks.catalog.records import certificates
+    # at the top this would register checks_retrieval's checks before this module's, and
+    # `rnngap verify` runs and lists checks in registration order (import order: kept here)
     from .checks_retrieval import TASKS, generator_kwargs, reference_of, run_model
-    certs = certificates()           # the records' certificates at the registry's alphabets
+    certs = catalog.certificates()           # the records' certificates at the registry's alphabets
     out = []
     for key in HEADS:
         spec, a, c, build, decl, _ = TASKS[key]
@@ -182,9 +184,8 @@ def check_certificate_catalogue(profile: str, seed: int) -> list[Record]:
     """One record per construction record that has a certificate (T4.6-up, T4.7-up,
     T5-RAG, T5.6, T5-hyb-P, T4.1): at each sampled n the built model's format is
     a certified one and its measured magnitudes stay within it (zero excess)."""
-    from rnngap.checks.catalog.records import canonical_task, records
     out = []
-    for entry in records():
+    for entry in catalog.records():
         certs = entry.certificate_list()
         if not certs:
             continue
@@ -197,7 +198,7 @@ def check_certificate_catalogue(profile: str, seed: int) -> list[Record]:
             t0 = time.perf_counter()
             cert, checked, bad, used = compare_entry(entry, n, seed)
             out.append(Record("declarations", f"{entry.name} vs {cert or 'no certificate'}",
-                              canonical_task(entry.key.task), n, checked, len(bad),
+                              catalog.canonical_task(entry.key.task), n, checked, len(bad),
                               seconds=max(round(time.perf_counter() - t0, 3), 0.001),
                               note=(f"format of certificate {cert}; {checked - 1} head score bounds and the run's "
                                     f"used I = {used} within it" if not bad else "; ".join(bad[:4]))

@@ -22,10 +22,10 @@ import time
 
 import numpy as np
 
-from rnngap.constructions.models import cot_hierarchy as CH
+from rnngap.constructions.models import cot_hierarchy as CH, targets as TG
 from rnngap.constructions.build.generate import generate
 from rnngap.constructions.models.simulate import compare, random_linear_rnn, rnnsim_transformer
-from rnngap.constructions.machine.vocab import BOS, FALSE, NUMBER_BASE, TRUE
+from rnngap.constructions.machine.vocab import BOS, FALSE, NUMBER_BASE, QUERY as Q, TRUE
 
 from rnngap.checks.catalog.hierarchy import (
     SIM_EXH_LEN, SIM_NECESSITY, SIM_RANDOM, SIM_REGISTER, SIM_RNN_COT, SIM_SEEDS, SIM_STATE_BITS, SIM_T41,
@@ -359,8 +359,6 @@ def sim_t41(profile: str, seed: int) -> list[Record]:
 @register("sim", "a Transformer with CoT simulates the project's target RNNs (register Index RNN with CoT, "
                  "random indicator-readout RNNs)")
 def sim_targets(profile: str, seed: int) -> list[Record]:
-    from rnngap.constructions.models import targets as TG
-    from rnngap.constructions.machine.vocab import QUERY as Q
     out = []
     for c in SIM_REGISTER[profile]:
         t0 = time.perf_counter()
