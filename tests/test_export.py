@@ -71,7 +71,8 @@ def test_cli_writes_and_refuses_bad_input(tmp_path, capsys):
                  ["index-transformer", "--n", "0", "--to", "safetensors"],
                  ["cgram-transformer", "--n", "1", "--to", "safetensors"],      # the builder refuses n < c
                  ["index-hybrid", "--n", "4", "--to", "transformer-lens"],
-                 ["index-transformer", "--n", "4", "--to", "onnx"]):
+                 ["index-transformer", "--n", "4", "--to", "onnx"],
+                 ["iterate-rnn", "--n", "65536", "--to", "safetensors"]):      # 4.3e9 tokens: refused at once
         rc, _, err = _cli(capsys, "export", *argv, "--out", str(out))
         assert rc == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, (argv, err)
         assert out.read_bytes() == before, argv          # the existing file is kept whole
