@@ -23,12 +23,11 @@ import time
 
 
 from rnngap.checks.io.errors import (
-    Terminated, UsageError, os_reason, atomic_output, check_output_path, check_outputs, excerpt,
-    one_line, shown, worker_arg, worker_count,
+    Terminated, UsageError, os_reason, atomic_output, check_outputs, one_line, shown, worker_arg, worker_count,
 )
 from rnngap.checks.io.shared_data import SharedDataError, shared_data_dir
 
-from . import __path__ as _PACKAGE_PATH
+from . import __path__ as package_path
 
 # Lazy imports: the functions below import rnngap.checks.verify (the claim registry and
 # its engines, which load the tasks and constructions) and rich only when a command runs,
@@ -210,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     # further commands: every checks/cli/cmd_*.py module defines add_command(subparsers),
     # which adds its parser with set_defaults(func=run) (run returns the exit code
     # and raises UsageError for bad input)
-    for mod in sorted(m.name for m in pkgutil.iter_modules(_PACKAGE_PATH)):
+    for mod in sorted(m.name for m in pkgutil.iter_modules(package_path)):
         if mod.startswith("cmd_"):
             importlib.import_module(f"{__package__}.{mod}").add_command(sub)
     return p

@@ -20,8 +20,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 from rnngap.constructions.machine.vocab import number_token
-from rnngap.lowerbounds import cc as _cc
-from rnngap.lowerbounds import reductions as _LR
+from rnngap.lowerbounds import cc
+from rnngap.lowerbounds import reductions as LR
 
 from .cgram import make_batch, retrieval_strategy
 from .common import (
@@ -206,8 +206,8 @@ def _spec():
     return TaskSpec(
         name="ar", description="associative recall: [BOS] x_1..x_n [QUERY] q -> the token after q's first occurrence",
         reference=reference, generate=generate, enumerate_all=enumerate_all,
-        reduction=_LR.AR, reduction_alphabet=lambda n: n + 2, data_length=lambda n: 2 * n,
-        cc_split=lambda n, a: _cc.ar_split(n, reference, alphabet=a),
+        reduction=LR.AR, reduction_alphabet=lambda n: n + 2, data_length=lambda n: 2 * n,
+        cc_split=lambda n, a: cc.ar_split(n, reference, alphabet=a),
         family="ar", c=2, min_n=MIN_N, default_alphabet=DEFAULT_ALPHABET)
 
 

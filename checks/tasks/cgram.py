@@ -19,8 +19,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 from rnngap.constructions.machine.vocab import number_token
-from rnngap.lowerbounds import cc as _cc
-from rnngap.lowerbounds import reductions as _LR
+from rnngap.lowerbounds import cc
+from rnngap.lowerbounds import reductions as LR
 
 from .common import (
     ENUMERATION_LIMIT,
@@ -165,8 +165,8 @@ def spec(c: int):
             description=f"{c}-gram retrieval: [BOS] x_1..x_n [QUERY] q_1..q_{c - 1} -> the token after the "
                         "gram's first occurrence",
             reference=ref, generate=partial(generate, c=c), enumerate_all=partial(enumerate_all, c=c),
-            reduction=_LR.cgram_reduction(c), reduction_alphabet=lambda n: n + 2, data_length=lambda n: c * n,
-            cc_split=lambda n, a: _cc.cgram_split(n, ref, c=c, alphabet=a),
+            reduction=LR.cgram_reduction(c), reduction_alphabet=lambda n: n + 2, data_length=lambda n: c * n,
+            cc_split=lambda n, a: cc.cgram_split(n, ref, c=c, alphabet=a),
             family="cgram", c=c, min_n=min_n(c), default_alphabet=DEFAULT_ALPHABET, kwargs={"c": c},
             aliases=(f"cgram{c}", f"{c}-gram") + (("cgram",) if c == DEFAULT_C else ()))
     return _SPECS[c]

@@ -18,8 +18,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 from rnngap.constructions.machine.vocab import number_token
-from rnngap.lowerbounds import cc as _cc
-from rnngap.lowerbounds import reductions as _LR
+from rnngap.lowerbounds import cc
+from rnngap.lowerbounds import reductions as LR
 
 from .common import (
     ENUMERATION_LIMIT,
@@ -146,8 +146,8 @@ def _spec():
     return TaskSpec(
         name="counting", description="Counting: [BOS] x_1..x_n [QUERY] q t -> whether q occurs more than t times",
         reference=reference, generate=generate, enumerate_all=enumerate_all,
-        reduction=_LR.COUNTING, reduction_alphabet=lambda n: n + 1, data_length=lambda n: n,
-        cc_split=lambda n, a: _cc.counting_split(n, reference, alphabet=a),
+        reduction=LR.COUNTING, reduction_alphabet=lambda n: n + 1, data_length=lambda n: n,
+        cc_split=lambda n, a: cc.counting_split(n, reference, alphabet=a),
         family="counting", min_n=MIN_N, default_alphabet=DEFAULT_ALPHABET)
 
 

@@ -22,8 +22,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 from rnngap.constructions.machine.vocab import number_token
-from rnngap.lowerbounds import cc as _cc
-from rnngap.lowerbounds import reductions as _LR
+from rnngap.lowerbounds import cc
+from rnngap.lowerbounds import reductions as LR
 
 from .common import (
     ENUMERATION_LIMIT,
@@ -129,8 +129,8 @@ def _spec():
     return TaskSpec(
         name="index", description="Index: [BOS] x_1..x_n [QUERY] i -> x_i",
         reference=reference, generate=generate, enumerate_all=enumerate_all,
-        reduction=_LR.INDEX, reduction_alphabet=lambda n: 2, data_length=lambda n: n,
-        cc_split=lambda n, a: _cc.index_split(n, reference, alphabet=a),
+        reduction=LR.INDEX, reduction_alphabet=lambda n: 2, data_length=lambda n: n,
+        cc_split=lambda n, a: cc.index_split(n, reference, alphabet=a),
         family="index", min_n=MIN_N, default_alphabet=DEFAULT_ALPHABET)
 
 

@@ -41,8 +41,8 @@ from rnngap.constructions.machine.vocab import (
     TRUE,
     number_token,
 )
-from rnngap.lowerbounds import cc as _cc
-from rnngap.lowerbounds import reductions as _LR
+from rnngap.lowerbounds import cc
+from rnngap.lowerbounds import reductions as LR
 
 from .spec import TaskSpec
 
@@ -627,12 +627,12 @@ def instances(draw, n_min: int = 1, n_max: int = 8) -> IsTreeInstance:
 
 def _spec():
     def split(n: int, hubs: int):
-        return _cc.istree_split(n, partial(reference, n_nodes=_LR.istree_vertex_count(n, hubs)), hubs=hubs)
+        return cc.istree_split(n, partial(reference, n_nodes=LR.istree_vertex_count(n, hubs)), hubs=hubs)
     return TaskSpec(
         name="istree", description="IsTree: [BOS] u - v ... [EOS] on N vertices -> whether the graph is a tree",
         reference=reference, generate=generate, enumerate_all=enumerate_all,
-        reduction=_LR.ISTREE, reduction_alphabet=lambda n: n + 3, data_length=_LR.istree_vertex_count,
-        reduction_nodes=_LR.istree_vertex_count, cc_split=split, family="istree", min_n=1,
+        reduction=LR.ISTREE, reduction_alphabet=lambda n: n + 3, data_length=LR.istree_vertex_count,
+        reduction_nodes=LR.istree_vertex_count, cc_split=split, family="istree", min_n=1,
         predict="istree", predict_help="IsTree on the paper's textual graph format (JSON lines)")
 
 

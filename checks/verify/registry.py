@@ -20,7 +20,7 @@ from typing import Callable, Iterable
 
 from numba.core.event import install_timer
 
-from . import __path__ as _PACKAGE_PATH
+from . import __path__ as package_path
 
 CLAIMS: dict[str, str] = {
     "machine": "fixed-point operations and softmax equal exact arithmetic (docs/theory.md §1)",
@@ -218,7 +218,7 @@ def register(claim: str, name: str, parts: Callable[[str], list] | None = None,
 
 def load_checks() -> list[Check]:
     """Import every ``checks/verify/checks_*.py`` module; each registers its checks."""
-    for mod in sorted(m.name for m in pkgutil.iter_modules(_PACKAGE_PATH)):
+    for mod in sorted(m.name for m in pkgutil.iter_modules(package_path)):
         if mod.startswith("checks_"):
             importlib.import_module(f"{__package__}.{mod}")
     return REGISTRY
