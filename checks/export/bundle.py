@@ -36,6 +36,9 @@ SCHEMA = 1
 """The version of the tensor names and metadata keys below."""
 
 INT64_MAX = (1 << 63) - 1
+MAX_TOKENS = 1 << 18
+"""The largest vocabulary a bundle tabulates: the token table and the unembedding have
+a row per token (T4.1's RNN has about n^2 tokens: refused past n of about 500)."""
 
 TOKEN_KINDS = (K.F_ZERO, K.F_ONE, K.F_TOK, K.F_TOK_SQ, K.F_IS_TOKEN, K.F_IS_NUM, K.F_TOK_INV)
 POSITION_KINDS = (K.F_POS, K.F_POS_SQ, K.F_POS_INV)
@@ -56,13 +59,44 @@ class Bundle:
 def feature_value(kind: int, param, token: int, pos: int) -> Fraction:
     """One embedding or readout feature at (token, position), exactly."""
     c = token_code(token)
-    values = {K.F_ZERO: lambda: 0, K.F_ONE: lambda: 1, K.F_TOK: lambda: c, K.F_TOK_SQ: lambda: c * c,
-              K.F_IS_TOKEN: lambda: 1 if token == int(param) else 0, K.F_IS_NUM: lambda: 1 if token >= NUMBER_BASE else 0,
-              K.F_TOK_INV: lambda: 1 / (c + Fraction(param)), K.F_POS: lambda: pos, K.F_POS_SQ: lambda: pos * pos,
-              K.F_POS_INV: lambda: 1 / (pos + Fraction(param))}
-    if kind not in values:
-        raise ExportError(f"unknown feature kind {kind}")
-    return Fraction(values[kind]())
+    if kind in (K.F_ZERO, K.F_ONE):
+        return Fraction(int(kind == K.F_ONE))
+    if kind in (K.F_TOK, K.F_TOK_SQ):
+        return Fraction(c if kind == K.F_TOK else c * c)
+    if kind == K.F_IS_TOKEN:
+        return Fraction(int(token == int(param)))
+    if kind == K.F_IS_NUM:
+        return Fraction(int(token >= NUMBER_BASE))
+    if kind == K.F_TOK_INV:
+        return 1 / (c + Fraction(param))
+    if kind in (K.F_POS, K.F_POS_SQ):
+        return Fraction(pos if kind == K.F_POS else pos * pos)
+    if kind == K.F_POS_INV:
+        return 1 / (pos + Fraction(param))
+    raise ExportError(f"unknown feature kind {kind}")
+
+
+def machine_feature(kind: int, param, coef, token: int, pos: int, frac_bits: int) -> Fraction:
+    """coef times the feature, as the machine computes it: round(coef * round(feature))."""
+    return rounded(Fraction(coef) * rounded(feature_value(kind, param, token, pos), frac_bits), frac_bits)
+
+
+INTEGER_KINDS = (K.F_ZERO, K.F_ONE, K.F_TOK, K.F_TOK_SQ, K.F_IS_TOKEN, K.F_IS_NUM)
+"""Token features with integer values: times an integer coefficient, exact without rounding."""
+
+
+def token_column(kind: int, param, coef, tokens: np.ndarray, frac_bits: int) -> np.ndarray:
+    """:func:`machine_feature` of every token id in ``tokens`` (position 0), as float64:
+    with numpy for an integer feature and coefficient (exactly the same values),
+    else token by token in exact rationals."""
+    if kind in INTEGER_KINDS and Fraction(coef).denominator == 1:
+        codes = np.where(tokens >= NUMBER_BASE, tokens - NUMBER_BASE + 1, -tokens)
+        value = {K.F_ZERO: np.zeros_like(codes), K.F_ONE: np.ones_like(codes), K.F_TOK: codes,
+                 K.F_TOK_SQ: codes * codes, K.F_IS_TOKEN: (tokens == int(param or 0)).astype(np.int64),
+                 K.F_IS_NUM: (tokens >= NUMBER_BASE).astype(np.int64)}[kind]
+        return (int(Fraction(coef)) * value).astype(np.float64)
+    return np.array([float(machine_feature(kind, param, coef, int(t), 0, frac_bits)) for t in tokens],
+                    dtype=np.float64)
 
 
 def _rational(arr, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -80,7 +114,7 @@ def _put(tensors: dict, name: str, arr) -> None:
     tensors[name], tensors[name + ".num"], tensors[name + ".den"] = _rational(arr, name)
 
 
-def _embedding(tensors: dict, spec, frac_bits: int) -> list:
+def _embedding(tensors: dict, spec, tokens: np.ndarray, frac_bits: int) -> list:
     V, D = spec.vocab.size, spec.width
     table = np.zeros((V, D), dtype=np.float64)
     pos_kind, pos_param, pos_coef = np.zeros(D, dtype=np.int64), [Fraction(0)] * D, [Fraction(0)] * D
@@ -88,11 +122,8 @@ def _embedding(tensors: dict, spec, frac_bits: int) -> list:
         if kind in POSITION_KINDS:
             pos_kind[d] = POSITION_KIND_CODES[kind]
             pos_param[d], pos_coef[d] = Fraction(param or 0), Fraction(coef)
-            continue
-        for t in range(V):
-            if spec.vocab.contains(t):
-                table[t, d] = rounded(Fraction(coef) * rounded(feature_value(kind, param, t, 0), frac_bits),
-                                       frac_bits)
+        else:
+            table[tokens, d] = token_column(kind, param, coef, tokens, frac_bits)
     tensors["embed.token"] = table
     tensors["embed.pos.kind"] = pos_kind
     _put(tensors, "embed.pos.param", pos_param)
@@ -110,18 +141,17 @@ def rounded(x: Fraction, frac_bits: int) -> Fraction:
     return Fraction(round(x * scale), scale)
 
 
-def _unembedding(tensors: dict, spec, frac_bits: int) -> None:
+def _unembedding(tensors: dict, spec, tokens: np.ndarray, frac_bits: int) -> None:
     """``readout.weight`` (vocabulary x terms: each term's weight for each token, on the
     grid as the machine computes it) with ``readout.dim`` (the direction each term
     reads), and their sum per direction ``unembed`` (vocabulary x width)."""
     V, D, T = spec.vocab.size, spec.width, len(spec.readout)
     U, W = np.zeros((V, D), dtype=np.float64), np.zeros((V, T), dtype=np.float64)
-    mask = np.array([spec.vocab.contains(t) for t in range(V)], dtype=np.bool_)
+    mask = np.zeros(V, dtype=np.bool_)
+    mask[tokens] = True
     for i, (d, kind, param, coef) in enumerate(spec.readout):
-        for t in range(V):
-            if mask[t]:
-                W[t, i] = rounded(Fraction(coef) * rounded(feature_value(kind, param, t, 0), frac_bits), frac_bits)
-                U[t, d] += W[t, i]
+        W[tokens, i] = token_column(kind, param, coef, tokens, frac_bits)
+        U[:, d] += W[:, i]
     tensors["unembed"], tensors["unembed.mask"] = U, mask
     tensors["readout.weight"], tensors["readout.dim"] = W, np.array([r[0] for r in spec.readout], dtype=np.int64)
 
@@ -139,10 +169,15 @@ def _vocabulary(spec) -> dict:
 def bundle(model: Model, *, name: str, n: int, certificate: dict | None = None) -> Bundle:
     """The exported form of ``model`` (built by the record ``name`` at size ``n``)."""
     spec = model.spec
+    if spec.vocab.size > MAX_TOKENS:
+        raise ExportError(f"export {name}: its vocabulary at --n {n} has {spec.vocab.size:,} tokens, more than the "
+                          f"{MAX_TOKENS:,} an export tabulates (the token table and the unembedding have a row per "
+                          f"token); export it at a smaller --n")
     tensors: dict[str, np.ndarray] = {}
     f = int(model.fmt.frac_bits)
-    embedding = _embedding(tensors, spec, f)
-    _unembedding(tensors, spec, f)
+    tokens = np.array([t for t in range(spec.vocab.size) if spec.vocab.contains(t)], dtype=np.int64)
+    embedding = _embedding(tensors, spec, tokens, f)
+    _unembedding(tensors, spec, tokens, f)
     layers = []
     for l, L in enumerate(spec.rnn_layers):
         for w in ("A", "B", "C"):

@@ -22,8 +22,10 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from rnngap.constructions.build.generate import Generation
+from rnngap.constructions.build.generate import Generation, drive, generate
 from rnngap.constructions.build.model import Model
+from rnngap.constructions.models.rag_models import RagConstruction
+from rnngap.constructions.models.turing import HybridTM, RagTM
 from rnngap.constructions.machine.vocab import FALSE, TRUE
 from rnngap.checks.catalog.records import by_name
 from rnngap.checks.tasks import hard, task
@@ -35,12 +37,15 @@ EXHAUSTIVE_BITS = 8
 """Up to this many Index bits every instance of the image is run; above, samples."""
 FREE_RUN = 512
 """A CoT model with no position bound runs at most this many tokens past its prompt."""
+RUNS_ITSELF = (RagConstruction, HybridTM, RagTM)
+"""The constructions whose ``run(prompt)`` is their whole run (the RAG oracle, the TM's word)."""
 
 
 @dataclass
 class Comparison:
     name: str
     m: int
+    """The Index bits of :func:`compare` (0 for :func:`compare_prefixes`' contexts)."""
     n: int
     instances: int
     mismatches: int
@@ -53,33 +58,19 @@ class Comparison:
 def transcript(built: object, model: Model, prompt: Sequence[int] | str,
                answers: Sequence[int] | None = (TRUE, FALSE)) -> list[int]:
     """The whole context of the exact machine's run on ``prompt``: prompt, CoT
-    (oracle tokens included) and answer. A construction whose ``run`` takes the
-    prompt alone (a RAG model; a Turing-machine one, ``prompt`` then the word) runs as it does;
-    otherwise greedy CoT until a token of ``answers`` (None: no CoT, the next
-    token is the answer), at most :data:`FREE_RUN` tokens or the model's positions."""
-    run = getattr(built, "run", None)
-    if not isinstance(built, Model) and run is not None and _takes_one(run):
-        g = run(prompt)
-        g = g[0] if isinstance(g, tuple) else g
-        return g.context + ([g.answer] if g.answer is not None else [])
-    ctx = [int(t) for t in prompt]
-    sess = model.session(capacity=len(ctx) + FREE_RUN + 1)
-    sess.feed(ctx)
-    limit = min(model.max_positions or len(ctx) + FREE_RUN, len(ctx) + FREE_RUN)
-    while len(ctx) < limit:
-        tok = sess.next_token()
-        ctx.append(tok)
-        if answers is None or tok in answers:
-            break
-        sess.feed_one(tok)
-    return ctx
-
-
-def _takes_one(f) -> bool:
-    """``f(prompt)`` is a whole run (RAG and Turing-machine constructions); the
-    simulator's ``run`` asks for more and decodes, so its model runs greedily here."""
-    required = [p for p in inspect.signature(f).parameters.values() if p.default is p.empty]
-    return len(required) == 1
+    (oracle tokens included) and answer. A RAG construction, or a Turing-machine
+    one (``prompt`` then the word), runs with its own ``run``; any other model
+    greedily (constructions/build/generate.py) until a token of ``answers`` (None:
+    no CoT, the next token is the answer), within :data:`FREE_RUN` CoT tokens and
+    the model's positions."""
+    if isinstance(built, RUNS_ITSELF):
+        g = built.run(prompt)
+        g = g[0] if isinstance(g, tuple) else g       # a RagTM returns (generation, oracle)
+    else:
+        prompt = [int(t) for t in prompt]
+        room = FREE_RUN if model.max_positions is None else min(FREE_RUN, model.max_positions - len(prompt) - 1)
+        g = generate(model, prompt, answer_tokens=answers, max_cot=max(room, 0))
+    return g.context + ([g.answer] if g.answer is not None else [])
 
 
 def machine_predictions(model: Model, context: Sequence[int]) -> np.ndarray:
@@ -113,35 +104,36 @@ def compare_prefixes(name: str, n: int, model: Model, contexts: Sequence[Sequenc
             bad += 1
             if first is None:
                 first = [int(t) for t in ctx[:wrong[0] + 1]]
-    return Comparison(name, n, n, len(contexts), bad, first, positions)
+    return Comparison(name, 0, n, len(contexts), bad, first, positions)
+
+
+class ModuleSession:
+    """A session over the exported module (``feed``, ``feed_one``, ``next_token``, as
+    constructions/build/session.py's), so that the machine's generation loop runs it."""
+
+    def __init__(self, tm):
+        self.tm, self.tokens = tm, []
+
+    def feed(self, tokens) -> None:
+        self.tokens.extend(int(t) for t in tokens)
+
+    def feed_one(self, token: int) -> None:
+        self.tokens.append(int(token))
+
+    def next_token(self) -> int:
+        return int(module_predictions(self.tm, self.tokens)[-1])
 
 
 def torch_generate(tm, prompt: Sequence[int], answers: Sequence[int] | None, max_cot: int,
                    oracle: Callable | None = None, answer_after: int | None = None) -> Generation:
-    """Greedy generation with the exported module and the oracle (if any) in Python,
-    stopping as constructions/build/generate.py does: at a token of ``answers``, or
-    (``answer_after``) the token after the marker, or after ``max_cot`` CoT tokens."""
-    g = Generation(prompt=[int(t) for t in prompt])
-    context = list(g.prompt)
-    while True:
-        tok = int(module_predictions(tm, context)[-1])
-        if answers is not None and tok in answers:
-            g.answer, g.stopped = tok, "answer"
-            return g
-        if g.cot_length >= max_cot:
-            g.stopped = "limit"
-            return g
-        g.cot.append(tok)
-        context.append(tok)
-        if answer_after is not None and tok == answer_after:
-            g.answer, g.stopped = int(module_predictions(tm, context)[-1]), "answer"
-            return g
-        extra = oracle(context, tok) if oracle is not None else None
-        if extra:
-            extra = [int(t) for t in extra][:max_cot - g.cot_length]
-            g.cot.extend(extra)
-            context.extend(extra)
-            g.retrieved += len(extra)
+    """Greedy generation with the exported module and the oracle (if any) in Python:
+    the machine's own loop (constructions/build/generate.py ``drive``) on a
+    :class:`ModuleSession`, so it stops exactly where the machine's run would."""
+    sess = ModuleSession(tm)
+    prompt = [int(t) for t in prompt]
+    sess.feed(prompt)
+    return drive(sess, prompt, None if answers is None else frozenset(int(a) for a in answers), max_cot, oracle,
+                 answer_after, lambda toks: [int(t) for t in toks])
 
 
 def reduction_model(name: str, m: int) -> tuple[Model, str, int, int]:

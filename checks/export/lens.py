@@ -20,7 +20,7 @@ from fractions import Fraction
 import numpy as np
 import torch
 
-from .bundle import Bundle, ExportError, feature_value, rounded
+from .bundle import Bundle, ExportError, machine_feature
 
 FORMAT = "rnngap-transformer-lens"
 """The ``format`` key of the saved dict (its other keys: config, state_dict, frac_bits, metadata)."""
@@ -35,7 +35,7 @@ def _position_table(b: Bundle, n_ctx: int) -> np.ndarray:
     for d in np.flatnonzero(t["embed.pos.kind"]):
         kind, param, coef = int(t["embed.kind"][d]), exact("embed.pos.param", d), exact("embed.pos.coef", d)
         for pos in range(n_ctx):
-            table[pos, d] = rounded(coef * rounded(feature_value(kind, param, 0, pos), f), f)
+            table[pos, d] = machine_feature(kind, param, coef, 0, pos, f)
     return table
 
 

@@ -35,11 +35,10 @@ class Grid(nn.Module):
     grid 2^-f, sums exact (constructions/machine/kernels.py, ``matvec``). With
     ``on`` False every operation is plain floating point (the float twin)."""
 
-    def __init__(self, frac_bits: int, on: bool, products: bool = True):
+    def __init__(self, frac_bits: int, on: bool):
         super().__init__()
         self.scale = float(2 ** frac_bits)
         self.on = on
-        self.products = on and products
 
     def q(self, x: Tensor) -> Tensor:
         if self.on:
@@ -48,7 +47,7 @@ class Grid(nn.Module):
 
     def matvec(self, W: Tensor, X: Tensor) -> Tensor:
         """X (T, D) -> (T, R): row t is sum_c round(W[r, c] X[t, c])."""
-        if self.products:
+        if self.on:
             return self.q(X.unsqueeze(1) * W.unsqueeze(0)).sum(-1)
         return X @ W.T
 
@@ -106,11 +105,11 @@ class Head(nn.Module):
         T = X.shape[0]
         causal = torch.ones(T, T, dtype=torch.bool).tril()
         if g.on:
-            S = g.q(Q.unsqueeze(1) * K.unsqueeze(0)).sum(-1) if g.products else Q @ K.T
+            S = g.q(Q.unsqueeze(1) * K.unsqueeze(0)).sum(-1)
             S = S.masked_fill(~causal, float("-inf"))
             E = g.q(torch.exp(S - S.max(dim=1, keepdim=True).values))
             W = g.q(E / E.sum(dim=1, keepdim=True))
-            O = g.q(W.unsqueeze(2) * V.unsqueeze(0)).sum(1) if g.products else W @ V
+            O = g.q(W.unsqueeze(2) * V.unsqueeze(0)).sum(1)
         else:
             W = torch.softmax((Q @ K.T).masked_fill(~causal, float("-inf")), dim=1)
             O = W @ V
@@ -167,7 +166,7 @@ class ExportedModel(nn.Module):
     def forward(self, tokens: Tensor) -> Tensor:
         """The logits at every position: logit_c = sum_i round(readout_weight[c, i] x[readout_dim[i]])."""
         X = self.residuals(tokens)[:, self.readout_dim]
-        if self.grid.products:
+        if self.grid.on:
             logits = self.grid.q(X.unsqueeze(1) * self.readout_weight.unsqueeze(0)).sum(-1)
         else:
             logits = X @ self.readout_weight.T
@@ -192,13 +191,13 @@ class ExportedModel(nn.Module):
         return out
 
 
-def module(b: Bundle, dtype: str = "float64", grid: bool = True, products: bool = True) -> torch.jit.ScriptModule:
+def module(b: Bundle, dtype: str = "float64", grid: bool = True) -> torch.jit.ScriptModule:
     """The scripted module of a bundle, its floating-point buffers in ``dtype``;
     ``grid``: round as the machine does at the bundle's format (else plain floats)."""
     dt = DTYPES[dtype]
     t = {k: torch.from_numpy(v.copy()) for k, v in b.tensors.items()}
     f = lambda name: t[name].to(dt)
-    g = Grid(json.loads(b.metadata["format"])["frac_bits"], grid, products)
+    g = Grid(json.loads(b.metadata["format"])["frac_bits"], grid)
     mlp = lambda p: MLP(f(p + ".W1"), f(p + ".b1"), f(p + ".W2"), f(p + ".b2"), g)
     layers = json.loads(b.metadata["layers"])
     rnn = [RNNLayer(f(f"rnn.{L['index']}.A"), f(f"rnn.{L['index']}.B"), f(f"rnn.{L['index']}.C"),

@@ -81,6 +81,16 @@ def generate(model: Model, prompt: Sequence[int], answer_tokens: Sequence[int] |
     # the CoT needs more (a bound of millions of tokens allocates only what is written)
     sess = model.session(capacity=len(prompt) + min(max_cot, GROW_FROM) + 1, record=record)
     sess.feed(prompt)
+    return drive(sess, prompt, answers, max_cot, oracle, answer_after,
+                 lambda toks: [int(t) for t in model.validate_tokens(list(toks), "oracle output")])
+
+
+def drive(sess, prompt: list[int], answers: frozenset | None, max_cot: int, oracle: Oracle | None = None,
+          answer_after: int | None = None, validate: Callable = list) -> Generation:
+    """The greedy loop of :func:`generate` on anything with a session's ``feed``,
+    ``feed_one`` and ``next_token`` that has been fed ``prompt`` (the exported
+    PyTorch module's too, checks/export/conformance.py); ``validate`` checks and
+    converts the oracle's output. Arguments as validated by :func:`generate`."""
     g = Generation(prompt=prompt)
     context = list(prompt)       # = g.context, kept up to date (not rebuilt per token)
     while True:
@@ -103,7 +113,7 @@ def generate(model: Model, prompt: Sequence[int], answer_tokens: Sequence[int] |
             if len(context) != len(g.prompt) + len(g.cot):
                 raise RuntimeError("the oracle changed the context it was given")
             if extra:
-                extra = [int(t) for t in model.validate_tokens(list(extra), "oracle output")]
+                extra = validate(extra)
                 room = max_cot - g.cot_length
                 if len(extra) > room:
                     g.cot.extend(extra[:room])
