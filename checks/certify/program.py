@@ -18,13 +18,15 @@ from __future__ import annotations
 import time
 from fractions import Fraction
 
+from rnngap.constructions.build.gadgets import MarginError
 from rnngap.constructions.build.rnn_program import Program, Signal
 from rnngap.constructions.models.bounds import INT
 from rnngap.constructions.machine import kernels as K
 from rnngap.constructions.machine.vocab import META_NAMES, SPECIAL_NAMES
 
 from .result import Result
-from .sizes import prove, z3
+from .layer_facts import smt_fact, z3_value
+from .sizes import z3
 
 TIMEOUT_MS = 20000
 PROGRAM_METHOD = "program-at-sizes"
@@ -43,13 +45,13 @@ def _fact(layer: str, fact: str, statement: str, answer: str, method: str = "smt
 
 
 def _smt(layer: str, fact: str, statement: str, hyps: list, goal) -> dict:
-    r = prove(hyps, goal, TIMEOUT_MS)
-    return _fact(layer, fact, statement, r["answer"], "smt", r["query"], r.get("counterexample", ""))
+    """layer_facts.smt_fact (hypotheses with no model are refused as vacuous), in this
+    module's record order."""
+    d = smt_fact(layer, fact, statement, hyps, goal)
+    return _fact(layer, fact, statement, d["answer"], "smt", d.get("query", ""), d.get("counterexample", ""))
 
 
-def _q(w) -> z3.ArithRef:
-    w = Fraction(w)
-    return z3.RealVal(f"{w.numerator}/{w.denominator}")
+_q = z3_value
 
 
 def _dot(row, xs: list):
@@ -65,7 +67,7 @@ def _relu(e):
     return z3.If(e > 0, e, z3.RealVal(0))
 
 
-def _lin(lin, env: dict, one: str):
+def _lin(lin, env: dict):
     """A program Lin as a z3 term over the directions' variables."""
     total = z3.RealVal(lin.const)
     for s, a in lin.terms.items():
@@ -133,7 +135,7 @@ def _state_facts(r: _Reader, l: int, L) -> list[dict]:
                 out.append(_fact(tag, name, f"C writes the counter to {c} alone", "fails", "exact",
                                  counterexample=f"also into {stray(s, c)[0]}"))
                 continue
-            step = _dot(L.A[s], h_prev) + _dot(L.B[s], r.x) == h_prev[s] + _lin(op.args["inc"], r.env, Program.ONE)
+            step = _dot(L.A[s], h_prev) + _dot(L.B[s], r.x) == h_prev[s] + _lin(op.args["inc"], r.env)
             out.append(_smt(tag, name, f"h_t = h_(t-1) + ({_lin_text(op.args['inc'])}) and {c} = h_t (the built "
                             f"A, B rows and C's row of {c}; C writes the state nowhere else), for every real state "
                             f"and residual", [], z3.And(step, _dot(L.C[r.index[c]], h_now) == h_now[s])))
@@ -161,22 +163,21 @@ def _state_facts(r: _Reader, l: int, L) -> list[dict]:
 
 
 def _semantics(op, env: dict):
-    one = Program.ONE
     k = op.kind
     if k == "equal":
-        return z3.If(_lin(op.args["d"], env, one) == 0, z3.RealVal(1), z3.RealVal(0)), "[d = 0]"
+        return z3.If(_lin(op.args["d"], env) == 0, z3.RealVal(1), z3.RealVal(0)), "[d = 0]"
     if k == "at_least":
-        return z3.If(_lin(op.args["d"], env, one) >= 0, z3.RealVal(1), z3.RealVal(0)), "[d >= 0]"
+        return z3.If(_lin(op.args["d"], env) >= 0, z3.RealVal(1), z3.RealVal(0)), "[d >= 0]"
     if k == "all_of":
-        return z3.If(_lin(op.args["d"], env, one) >= 1, z3.RealVal(1), z3.RealVal(0)), "[d >= 1]"
+        return z3.If(_lin(op.args["d"], env) >= 1, z3.RealVal(1), z3.RealVal(0)), "[d >= 1]"
     if k == "select":
         a = op.args
-        return (z3.If(_lin(a["c"], env, one) == 1, _lin(a["x"], env, one), _lin(a["y"], env, one)),
+        return (z3.If(_lin(a["c"], env) == 1, _lin(a["x"], env), _lin(a["y"], env)),
                 "x if c else y")
     if k == "emit":
         total = z3.RealVal(0)
         for c, v in op.args["rules"]:
-            total = total + z3.If(_lin(c, env, one) == 1, _lin(v, env, one), z3.RealVal(0))
+            total = total + z3.If(_lin(c, env) == 1, _lin(v, env), z3.RealVal(0))
         return total, "the sum of the fired rules' values"
     raise ValueError(f"unknown operation {k!r}")
 
@@ -211,13 +212,18 @@ def _mlp_facts(r: _Reader, l: int, L) -> list[dict]:
             continue
         # the emit: one case per rule (it fires, the others not) and one with none firing. The
         # program promises its rules exclusive where the output is read (run_python checks it).
-        conds = [_lin(c, r.env, Program.ONE) for c, _ in op.args["rules"]]
+        conds = [_lin(c, r.env) for c, _ in op.args["rules"]]
         for i, (c, v) in enumerate(op.args["rules"] + [(None, None)]):
             fire = [z3.And(*[cj == (1 if j == i else 0) for j, cj in enumerate(conds)])]
-            goal = value == (_lin(v, r.env, Program.ONE) if v is not None else z3.RealVal(0))
+            goal = value == (_lin(v, r.env) if v is not None else z3.RealVal(0))
             case = f"rule {i} ({_lin_text(c)} = 1, the others 0): {s} = {_lin_text(v)}" if v is not None else \
                 f"no rule fires: {s} = 0"
-            out.append(_smt(tag, f"mlp.{s}[{i if v is not None else 'none'}]", f"{case} {where}", hyps + fire, goal))
+            name = f"mlp.{s}[{i if v is not None else 'none'}]"
+            fact = _smt(tag, name, f"{case} {where}", hyps + fire, goal)
+            if fact["answer"] == "vacuous":      # e.g. "no rule fires" when the rules' conditions cover every value
+                fact = _smt(tag, name, f"{case}: no value of {', '.join(reads)} in its declared interval reaches "
+                            f"this case", hyps, z3.Not(z3.And(*fire)))
+            out.append(fact)
     return out
 
 
@@ -292,43 +298,16 @@ def _readout_fact(r: _Reader) -> dict:
 
 
 def _ranges_fact(r: _Reader, int_bits: int) -> dict:
-    """With every direction in its interval: |every value and partial sum| < 2^I."""
-    bound = {lab: max(abs(s.lo), abs(s.hi)) for lab, s in r.p.signals.items()}
-    X = [bound.get(lab, 0) for lab in r.labels]
-    T = max(abs(r.p.tau_lo), abs(r.p.tau_hi))
-    top, where = T * T, "tau^2"
-    limit = 1 << int_bits
-
-    def row(w, xs):
-        return sum(abs(Fraction(a)) * b for a, b in zip(w, xs) if a != 0)
-
-    for l, L in enumerate(r.spec.rnn_layers):
-        states = list(L.state_labels)
-        hb = []
-        for st in states:
-            if st in bound:
-                hb.append(bound[st])
-            else:                               # a delay line's slot 0: its source's bound
-                src = next(o.args["source"] for o in r.p.ops if o.kind == "delay" and o.args["name"] + "#0" == st)
-                hb.append(max(abs(src.lo), abs(src.hi)))
-        cands = [(row(L.A[s], hb) + row(L.B[s], X), f"layer {l} state {states[s]}") for s in range(len(states))]
-        cands += [(X[d] + row(L.C[d], hb), f"layer {l} C into {r.labels[d]}") for d in range(len(r.labels))]
-        hid = [row(L.W1[k], X) + abs(Fraction(L.b1[k])) for k in range(L.W1.shape[0])]
-        cands += [(h, f"layer {l} neuron {k}") for k, h in enumerate(hid)]
-        cands += [(X[d] + row(L.W2[d], hid) + abs(Fraction(L.b2[d])), f"layer {l} W2 into {r.labels[d]}")
-                  for d in range(len(r.labels))]
-        for v, w in cands:
-            if v > top:
-                top, where = v, w
-    emit = r.p._emit.out[0]
-    V = max(abs(emit.lo), abs(emit.hi))
-    logit = sum(abs(Fraction(c)) * (T if k == K.F_TOK else T * T if k == K.F_TOK_SQ else 1)
-                * (V if r.labels[d] == emit.name else 1) for d, k, _, c in r.spec.readout)
-    if logit > top:
-        top, where = logit, "readout logit"
-    ok = top < limit
+    """With every direction in its interval: |every value and partial sum| < 2^I
+    (the compiler's interval arithmetic, ``Program.int_bits_of``, on the built rows)."""
+    try:
+        need, why = r.p.int_bits_of(r.spec), ""
+    except MarginError as e:
+        need, why = None, str(e)
+    ok = need is not None and need <= int_bits
     return _fact("ranges", "ranges", f"with every signal in its declared interval, every value and partial sum "
-                 f"is below 2^I = 2^{int_bits} (largest: {top} at {where})", "holds" if ok else "fails", "exact")
+                 f"of the built rows is below 2^I = 2^{int_bits} (interval arithmetic: {need} bits needed)",
+                 "holds" if ok else "fails", "exact", counterexample=why)
 
 
 def program_facts(program: Program, model) -> list[dict]:

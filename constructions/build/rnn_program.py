@@ -302,7 +302,12 @@ class Program:
         """Integer bits I such that every value and partial sum the kernels form fits
         (|v| < 2^I): interval arithmetic over the assembled weights, with each
         direction bounded by its signal's range (see the module docstring)."""
-        spec = assemble(self).spec()
+        return self.int_bits_of(assemble(self).spec())
+
+    def int_bits_of(self, spec) -> int:
+        """:meth:`required_int_bits` over the weights of ``spec`` (a model's
+        specification with this program's directions: the assembled one, or a built
+        model's, which checks/certify/program.py reads)."""
         T = max(abs(self.tau_lo), abs(self.tau_hi))
         X = {lab: max(abs(self.signals[lab].lo), abs(self.signals[lab].hi)) for lab in spec.labels}
         m = T * T                                            # tau^2 feature of the readout
